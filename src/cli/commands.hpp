@@ -1,0 +1,10 @@
+// The bertbench subcommands. Each takes (argc, argv) with argv[0] = the subcommand name, parses
+// its own flags (core/flags.hpp), returns the process exit code and throws Error on bad input.
+// Add a command: declare it here, define it in cli/cmd_<name>.cpp, list it in src/main.cpp.
+#pragma once
+
+namespace bertbench::cli {
+
+int cmd_version(int argc, char** argv);
+
+}  // namespace bertbench::cli

@@ -1,0 +1,67 @@
+#include "core/log.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+namespace bertbench::log {
+namespace {
+Level g_level = Level::info;
+std::mutex g_mutex;
+const auto g_start = std::chrono::steady_clock::now();
+
+double seconds_since_start() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+}
+}  // namespace
+
+void set_level(Level lvl) { g_level = lvl; }
+Level level() { return g_level; }
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+void write(Level lvl, const std::string& message) {
+    static const char* names[] = {"debug", "info", "warning", "error"};
+    std::lock_guard lock(g_mutex);
+    if (lvl == Level::info) {
+        std::fprintf(stderr, "[%8.2fs] %s\n", seconds_since_start(), message.c_str());
+    } else {
+        std::fprintf(stderr, "[%8.2fs] %s: %s\n", seconds_since_start(),
+                     names[static_cast<int>(lvl)], message.c_str());
+    }
+}
+
+Progress::Progress(double plain_interval_s)
+    : plain_interval_s_(plain_interval_s), tty_(stderr_is_terminal()) {}
+
+Progress::~Progress() {
+    if (open_) std::fputc('\n', stderr);
+}
+
+void Progress::update(const std::string& line, bool force) {
+    const double now = seconds_since_start();
+    std::lock_guard lock(g_mutex);
+    if (tty_) {
+        if (!force && now - last_ < 0.2) return;
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+        std::fflush(stderr);
+        open_ = true;
+    } else {
+        if (!force && now - last_ < plain_interval_s_) return;
+        std::fprintf(stderr, "[%8.2fs] %s\n", now, line.c_str());
+    }
+    last_ = now;
+}
+
+void Progress::finish(const std::string& line) {
+    std::lock_guard lock(g_mutex);
+    if (tty_) {
+        std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
+    } else {
+        std::fprintf(stderr, "[%8.2fs] %s\n", seconds_since_start(), line.c_str());
+    }
+    open_ = false;
+}
+
+}  // namespace bertbench::log

@@ -1,0 +1,76 @@
+#include "core/sysinfo.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace bertbench::sysinfo {
+namespace {
+std::string proc_field(const char* file, const std::string& key) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(key, 0) == 0) {
+            const size_t colon = line.find(':');
+            if (colon == std::string::npos) continue;
+            size_t start = line.find_first_not_of(" \t", colon + 1);
+            return start == std::string::npos ? "" : line.substr(start);
+        }
+    }
+    return "";
+}
+}  // namespace
+
+double peak_rss_mb() {
+    const std::string v = proc_field("/proc/self/status", "VmHWM");  // "123456 kB"
+    return v.empty() ? 0.0 : std::stod(v) / 1024.0;
+}
+
+std::string cpu_model() { return proc_field("/proc/cpuinfo", "model name"); }
+
+int cpus_available() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    return CPU_COUNT(&set);
+}
+
+nlohmann::json system_info() {
+    std::istringstream flags(proc_field("/proc/cpuinfo", "flags"));
+    nlohmann::json isa = nlohmann::json::array();
+    for (std::string f; flags >> f;) {
+        for (const char* want : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"})
+            if (f == want) isa.push_back(f);
+    }
+    const std::string mem = proc_field("/proc/meminfo", "MemTotal");
+    return {{"cpu_model", cpu_model()},
+            {"cpu_cores", cpus_available()},
+            {"isa_flags", isa},
+            {"memory_gib", mem.empty() ? 0.0 : std::stod(mem) / (1024.0 * 1024.0)}};
+}
+
+nlohmann::json build_info() {
+    return {{"version", BB_VERSION},
+            {"git_commit", BB_GIT_COMMIT},
+            {"compiler", "g++ " __VERSION__},
+            {"build_type", BB_BUILD_TYPE},
+            {"cxx_flags", BB_CXX_FLAGS},
+            {"sanitizer",
+#ifdef BB_SANITIZE
+             true
+#else
+             false
+#endif
+            }};
+}
+
+bool is_optimized_build() {
+#ifdef BB_SANITIZE
+    return false;
+#else
+    return std::string(BB_BUILD_TYPE) == "Release" || std::string(BB_BUILD_TYPE) == "RelWithDebInfo";
+#endif
+}
+
+}  // namespace bertbench::sysinfo

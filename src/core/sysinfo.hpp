@@ -1,0 +1,17 @@
+// Facts about this process, machine and build, for reports (PerfZero-style system/build info).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace bertbench::sysinfo {
+
+double peak_rss_mb();           // VmHWM of this process, MiB
+std::string cpu_model();        // /proc/cpuinfo "model name"
+int cpus_available();           // CPUs this process may run on (sched affinity)
+nlohmann::json system_info();   // cpu model, cores, ISA flags of interest, memory
+nlohmann::json build_info();    // version, git commit, compiler, flags, build type, sanitizer
+bool is_optimized_build();      // false for Debug or sanitizer builds (benchmarks warn)
+
+}  // namespace bertbench::sysinfo

@@ -1,0 +1,62 @@
+// ParamTable: the one description of a model's parameters — canonical TensorFlow name, shape,
+// offset into one contiguous fp32 buffer, and whether weight decay / LAMB trust ratio apply.
+// Allocation, initialisation, checkpoints, the optimizer, the allreduce and the tests all read it.
+// Kernels are stored [in, out] as in TensorFlow; cls/seq_relationship/output_weights is [2, H].
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace bertbench::model {
+
+// Which heads the model carries besides the encoder (and pooler).
+enum class Heads {
+    pretraining,  // cls/predictions/* (MLM, decoder tied to word embeddings) + cls/seq_relationship/*
+    squad,        // cls/squad/output_weights [2, H], cls/squad/output_bias [2]
+    none,         // encoder + pooler only
+};
+
+struct ParamInfo {
+    std::string name;             // "bert/encoder/layer_0/attention/self/query/kernel"
+    std::vector<int64_t> shape;   // TF shape, e.g. {768, 768}
+    size_t offset = 0;            // in floats, into the flat buffer; 16-float (64-byte) aligned
+    size_t size = 0;              // product of shape
+    bool decay = true;            // false for names containing LayerNorm, layer_norm or bias
+};
+
+class ParamTable {
+public:
+    ParamTable() = default;
+    ParamTable(const BertConfig& config, Heads heads);
+
+    const std::vector<ParamInfo>& entries() const { return entries_; }
+    const ParamInfo& at(const std::string& name) const;  // Error if unknown
+    const ParamInfo* find(const std::string& name) const;  // nullptr if unknown
+    size_t total_floats() const { return total_; }         // buffer size incl. alignment padding
+    size_t num_parameters() const;                          // sum of sizes (no padding)
+    const BertConfig& config() const { return config_; }
+    Heads heads() const { return heads_; }
+
+    std::span<float> view(std::span<float> buffer, const std::string& name) const;
+    std::span<const float> view(std::span<const float> buffer, const std::string& name) const;
+
+    // The reference initialisation, deterministic by seed: truncated normal (stddev
+    // initializer_range, redrawn outside 2 sigma) for embeddings, kernels and output_weights;
+    // LayerNorm gamma = 1, beta = 0; biases 0.
+    void initialize(std::span<float> buffer, uint64_t seed) const;
+
+    // True for the names LAMB/AdamW exclude from weight decay (LayerNorm, layer_norm, bias).
+    static bool excluded_from_decay(const std::string& name);
+
+private:
+    BertConfig config_;
+    Heads heads_ = Heads::pretraining;
+    std::vector<ParamInfo> entries_;
+    size_t total_ = 0;
+};
+
+}  // namespace bertbench::model

@@ -1,0 +1,94 @@
+// Flags: absl-style parsing (reference command lines must paste unchanged) and its errors.
+#include "core/flags.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+
+namespace bertbench {
+namespace {
+
+struct Parsed {
+    std::string input = "in.txt";
+    bool lower = true, eval = false;
+    int seq = 128;
+    int64_t steps = 10;
+    double prob = 0.15;
+};
+
+bool run(Parsed& p, std::vector<std::string> args, Flags* out = nullptr) {
+    Flags f("test", "testing");
+    f.add("input_file", &p.input, "input");
+    f.add("do_lower_case", &p.lower, "lower");
+    f.add("do_eval", &p.eval, "eval");
+    f.add("max_seq_length", &p.seq, "tokens");
+    f.add("num_train_steps", &p.steps, "steps");
+    f.add("masked_lm_prob", &p.prob, "prob");
+    args.insert(args.begin(), "test");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    const bool r = f.parse(static_cast<int>(argv.size()), argv.data());
+    if (out) *out = f;
+    return r;
+}
+
+TEST(Flags, ReferenceSpellings) {
+    Parsed p;
+    run(p, {"--input_file=a.txt", "--do_lower_case=False", "--do_eval", "--max_seq_length", "512",
+            "-num_train_steps=7", "--masked_lm_prob=0.2"});
+    EXPECT_EQ(p.input, "a.txt");
+    EXPECT_FALSE(p.lower);
+    EXPECT_TRUE(p.eval);
+    EXPECT_EQ(p.seq, 512);
+    EXPECT_EQ(p.steps, 7);
+    EXPECT_DOUBLE_EQ(p.prob, 0.2);
+    Parsed q;
+    run(q, {"--nodo_lower_case", "--do_eval=True"});
+    EXPECT_FALSE(q.lower);
+    EXPECT_TRUE(q.eval);
+}
+
+TEST(Flags, TracksExplicitAndJson) {
+    Parsed p;
+    Flags f("x", "");
+    run(p, {"--max_seq_length=64"}, &f);
+    EXPECT_TRUE(f.is_set("max_seq_length"));
+    EXPECT_FALSE(f.is_set("input_file"));
+    EXPECT_EQ(f.to_json()["max_seq_length"], 64);
+    EXPECT_EQ(f.to_json()["input_file"], "in.txt");
+}
+
+TEST(Flags, Errors) {
+    Parsed p;
+    try {
+        run(p, {"--max_seq_lenght=3"});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("did you mean --max_seq_length"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(run(p, {"--max_seq_length=12x"}), Error);
+    EXPECT_THROW(run(p, {"--max_seq_length=99999999999"}), Error);
+    EXPECT_THROW(run(p, {"--do_eval=maybe"}), Error);
+    EXPECT_THROW(run(p, {"--masked_lm_prob=nan"}), Error);
+    EXPECT_THROW(run(p, {"--input_file"}), Error);
+    EXPECT_THROW(run(p, {"stray"}), Error);
+    EXPECT_THROW(run(p, {"--nomax_seq_length"}), Error);
+}
+
+TEST(Flags, HelpStopsParsing) {
+    Parsed p;
+    testing::internal::CaptureStdout();
+    EXPECT_FALSE(run(p, {"--help"}));
+    const std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_NE(out.find("--nodo_lower_case"), std::string::npos);
+    EXPECT_NE(out.find("default: 128"), std::string::npos);
+}
+
+TEST(Flags, SplitCommas) {
+    EXPECT_EQ(split_commas("a,,b,"), (std::vector<std::string>{"a", "b"}));
+    EXPECT_TRUE(split_commas("").empty());
+}
+
+}  // namespace
+}  // namespace bertbench
