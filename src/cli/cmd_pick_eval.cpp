@@ -1,0 +1,91 @@
+// `bertbench pick-eval`: MLPerf cleanup_scripts/pick_eval_samples.py. Output record k is input
+// record int(k * (N / K)) (double arithmetic, as Python does; integer floor(k*N/K) differs, e.g.
+// N=516 K=111 k=37), parsed with the FixedLenFeature schema, cast int64 -> int32 (as the reference
+// does with tf.to_int32) and re-encoded with exactly the 7 MLPerf features in the reference order.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "core/log.hpp"
+#include "io/example.hpp"
+#include "io/tfrecord.hpp"
+
+namespace bertbench::cli {
+namespace {
+
+void to_int32(std::vector<int64_t>& v) {
+    for (auto& x : v) x = static_cast<int32_t>(x);  // tf.to_int32 keeps the low 32 bits
+}
+
+}  // namespace
+
+int cmd_pick_eval(int argc, char** argv) {
+    std::string input_tfrecord, output_tfrecord;
+    int num_examples_to_pick = 10000, max_seq_length = 512, max_predictions_per_seq = 76;
+    bool skip_corrupt_records = false;
+    Flags flags("pick-eval",
+                "Pick an evenly spaced subset of a pretraining TFRecord as the eval set "
+                "(MLPerf pick_eval_samples.py; byte-identical output).");
+    flags.add("input_tfrecord", &input_tfrecord, "input TFRecord path");
+    flags.add("output_tfrecord", &output_tfrecord, "output TFRecord path (written atomically)");
+    flags.add("num_examples_to_pick", &num_examples_to_pick, "number of examples to pick");
+    flags.add("max_seq_length", &max_seq_length, "tokens per sequence in the input (schema check)");
+    flags.add("max_predictions_per_seq", &max_predictions_per_seq,
+              "masked-LM predictions per sequence in the input (schema check)");
+    flags.add("skip_corrupt_records", &skip_corrupt_records,
+              "skip records whose CRC does not match instead of failing (not in the reference)");
+    if (!flags.parse(argc, argv)) return 0;
+    if (input_tfrecord.empty()) fail("--input_tfrecord: expected a path, got nothing");
+    if (output_tfrecord.empty()) fail("--output_tfrecord: expected a path, got nothing");
+    if (num_examples_to_pick <= 0)
+        fail("--num_examples_to_pick: expected a positive count, got {}", num_examples_to_pick);
+    if (max_seq_length <= 0 || max_predictions_per_seq <= 0)
+        fail("--max_seq_length/--max_predictions_per_seq: expected positive values, got {}/{}",
+             max_seq_length, max_predictions_per_seq);
+
+    const auto tic = std::chrono::steady_clock::now();
+    // Pass 1 counts the records; pass 2 streams and picks (the picked indices never decrease),
+    // so memory stays at one record however large the input is.
+    const uint64_t n = io::count_tfrecords(input_tfrecord, skip_corrupt_records);
+    if (n == 0) fail("--input_tfrecord {}: expected at least one record, got none", input_tfrecord);
+    const double pick_ratio = static_cast<double>(n) / static_cast<double>(num_examples_to_pick);
+
+    io::TfRecordReader reader(input_tfrecord, skip_corrupt_records);
+    io::TfRecordWriter writer(output_tfrecord);
+    std::string payload;
+    uint64_t have = 0;  // records read so far; `payload` holds record have-1
+    io::PretrainingRecord rec;
+    std::string out;
+    for (int k = 0; k < num_examples_to_pick; ++k) {
+        const auto want = static_cast<uint64_t>(static_cast<double>(k) * pick_ratio);
+        BB_CHECK(want < n);
+        while (have <= want) {
+            if (!reader.next(payload))
+                fail("{}: ended after {} records while reading record {} (changed while reading?)",
+                     input_tfrecord, have, want);
+            ++have;
+        }
+        const std::string where = fmt::format("{}: record {}", input_tfrecord, want);
+        io::parse_pretraining_example(io::decode_example(payload, where), max_seq_length,
+                                      max_predictions_per_seq, where, rec);
+        to_int32(rec.input_ids);
+        to_int32(rec.input_mask);
+        to_int32(rec.segment_ids);
+        to_int32(rec.masked_lm_positions);
+        to_int32(rec.masked_lm_ids);
+        rec.next_sentence_labels = static_cast<int32_t>(rec.next_sentence_labels);
+        out.clear();
+        io::encode_example(io::pretraining_example(rec), out);
+        writer.write(out);
+    }
+    writer.close();
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tic).count();
+    log::info("Picked {} examples out of {} samples in {:.2f} sec", num_examples_to_pick, n, sec);
+    return 0;
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,359 @@
+// PretrainReader: shard order and shuffle buffer seeded from (seed, epoch[, rank]); a background
+// thread decodes records into unpadded batches and hands them over through a bounded queue.
+// Resume is exact because the record stream of an epoch is a pure function of the config and
+// the epoch: restore() replays the stream and skips the consumed records without decoding them.
+#include "data/pretrain_reader.hpp"
+
+#include <filesystem>
+#include <random>
+
+#include "core/error.hpp"
+#include "io/example.hpp"
+#include "io/tfrecord.hpp"
+
+namespace bertbench::data {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// A generator whose stream depends only on its key, and a portable bounded draw (unlike
+// std::uniform_int_distribution, whose algorithm differs between standard libraries).
+class Rng {
+  public:
+    Rng(uint64_t seed, uint64_t epoch, uint64_t rank, uint64_t purpose)
+        : gen_(splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ rank) ^ purpose)) {}
+    uint64_t below(uint64_t n) {  // uniform in [0, n), n > 0, by rejection
+        const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+        uint64_t x;
+        do x = gen_();
+        while (x >= limit);
+        return x % n;
+    }
+
+  private:
+    std::mt19937_64 gen_;
+};
+
+struct RawRecord {
+    std::string payload;
+    uint32_t file = 0;   // index into config.files
+    uint64_t index = 0;  // record index within that file
+};
+
+// The record stream of one rank for one epoch: files in (shuffled) order, record-level sharding
+// when there are fewer files than ranks, then the shuffle buffer.
+class RecordStream {
+  public:
+    explicit RecordStream(const PretrainReaderConfig& c) : c_(c) {
+        const size_t n = c.files.size(), world = static_cast<size_t>(c.world_size);
+        record_sharding_ = n < world;
+        for (size_t i = 0; i < n; ++i)
+            if (record_sharding_ || i % world == static_cast<size_t>(c.rank))
+                my_files_.push_back(static_cast<uint32_t>(i));
+    }
+
+    void start_epoch(uint64_t epoch) {
+        order_ = my_files_;
+        if (c_.training) {  // Fisher-Yates, the same on every rank for a given (seed, epoch)
+            Rng rng(c_.seed, epoch, 0, 1);
+            for (size_t i = order_.size(); i > 1; --i)
+                std::swap(order_[i - 1], order_[rng.below(i)]);
+        }
+        buffer_rng_ = std::make_unique<Rng>(c_.seed, epoch, static_cast<uint64_t>(c_.rank), 2);
+        buffer_.clear();
+        file_pos_ = 0;
+        global_ = 0;
+        reader_.reset();
+        source_done_ = false;
+    }
+
+    // The next record of this epoch; false at its end.
+    bool next(RawRecord& out) {
+        const size_t cap = c_.training ? static_cast<size_t>(c_.shuffle_buffer) : 0;
+        if (cap == 0) return pull(out);
+        while (!source_done_ && buffer_.size() < cap) {
+            RawRecord r;
+            if (!pull(r)) break;
+            buffer_.push_back(std::move(r));
+        }
+        if (buffer_.empty()) return false;
+        const size_t j = buffer_rng_->below(buffer_.size());
+        std::swap(buffer_[j], buffer_.back());
+        out = std::move(buffer_.back());
+        buffer_.pop_back();
+        return true;
+    }
+
+  private:
+    bool pull(RawRecord& out) {
+        const uint64_t world = static_cast<uint64_t>(c_.world_size);
+        while (!source_done_) {
+            if (!reader_) {
+                if (file_pos_ == order_.size()) {
+                    source_done_ = true;
+                    break;
+                }
+                reader_ = std::make_unique<io::TfRecordReader>(c_.files[order_[file_pos_]],
+                                                               c_.skip_corrupt_records);
+            }
+            const uint64_t index = reader_->index();
+            if (!reader_->next(out.payload)) {
+                reader_.reset();
+                ++file_pos_;
+                continue;
+            }
+            const uint64_t g = global_++;
+            if (record_sharding_ && g % world != static_cast<uint64_t>(c_.rank)) continue;
+            out.file = order_[file_pos_];
+            out.index = index;
+            return true;
+        }
+        return false;
+    }
+
+    const PretrainReaderConfig& c_;
+    bool record_sharding_ = false;
+    std::vector<uint32_t> my_files_, order_;
+    size_t file_pos_ = 0;
+    uint64_t global_ = 0;
+    std::unique_ptr<io::TfRecordReader> reader_;
+    bool source_done_ = false;
+    std::vector<RawRecord> buffer_;
+    std::unique_ptr<Rng> buffer_rng_;
+};
+
+// Appends one record to `batch`: the real tokens (input_mask == 1, which must be a prefix) and
+// the masked predictions with non-zero weight.
+void append(model::Batch& batch, const io::PretrainingRecord& r, const std::string& where) {
+    const int T = static_cast<int>(r.input_mask.size());
+    int n = 0;
+    while (n < T && r.input_mask[n] == 1) ++n;
+    for (int i = n; i < T; ++i)
+        if (r.input_mask[i] != 0)
+            fail("{}: feature input_mask: expected 1s followed by 0s, got {} at position {}", where,
+                 r.input_mask[i], i);
+    if (n == 0) fail("{}: feature input_mask: expected at least one real token, got none", where);
+    if (batch.seq_offsets.empty()) batch.seq_offsets.push_back(0);
+    const int32_t off = batch.seq_offsets.back();
+    const int32_t b = batch.batch_size;
+    for (int i = 0; i < n; ++i) {
+        batch.input_ids.push_back(static_cast<int32_t>(r.input_ids[i]));
+        batch.segment_ids.push_back(static_cast<int32_t>(r.segment_ids[i]));
+    }
+    for (size_t j = 0; j < r.masked_lm_weights.size(); ++j) {
+        const float w = r.masked_lm_weights[j];
+        if (w == 0.0f) continue;  // padding prediction
+        const int64_t pos = r.masked_lm_positions[j];
+        if (pos < 0 || pos >= n)
+            fail(
+                "{}: feature masked_lm_positions: expected a position in [0, {}) (the real "
+                "tokens), got {} at index {}",
+                where, n, pos, j);
+        batch.masked_index.push_back(off + static_cast<int32_t>(pos));
+        batch.masked_ids.push_back(static_cast<int32_t>(r.masked_lm_ids[j]));
+        batch.masked_weights.push_back(w);
+        batch.masked_seq.push_back(b);
+    }
+    batch.next_sentence_labels.push_back(static_cast<int32_t>(r.next_sentence_labels));
+    batch.seq_offsets.push_back(off + n);
+    batch.batch_size = b + 1;
+}
+
+std::vector<std::string> basenames(const std::vector<std::string>& files) {
+    std::vector<std::string> out;
+    for (const auto& f : files) out.push_back(std::filesystem::path(f).filename().string());
+    return out;
+}
+
+}  // namespace
+
+struct PretrainReader::Item {
+    model::Batch batch;
+    uint64_t epoch = 0, records_in_epoch = 0, records = 0;
+    bool end = false;
+    std::exception_ptr error;
+};
+
+PretrainReader::PretrainReader(PretrainReaderConfig config) : config_(std::move(config)) {
+    const auto& c = config_;
+    if (c.files.empty())
+        fail("[reader] input files: expected at least one TFRecord file, got none");
+    if (c.batch_size <= 0) fail("[reader] batch_size: expected > 0, got {}", c.batch_size);
+    if (c.max_seq_length <= 0 || c.max_predictions_per_seq <= 0)
+        fail("[reader] max_seq_length/max_predictions_per_seq: expected > 0, got {}/{}",
+             c.max_seq_length, c.max_predictions_per_seq);
+    if (c.shuffle_buffer < 0)
+        fail("[reader] shuffle_buffer: expected >= 0, got {}", c.shuffle_buffer);
+    if (c.world_size <= 0 || c.rank < 0 || c.rank >= c.world_size)
+        fail("[reader] rank {} of world_size {}: expected 0 <= rank < world_size", c.rank,
+             c.world_size);
+    if (c.prefetch_batches <= 0)
+        fail("[reader] prefetch_batches: expected > 0, got {}", c.prefetch_batches);
+}
+
+PretrainReader::~PretrainReader() {
+    stop();
+}
+
+void PretrainReader::start() {
+    stop_ = false;
+    running_ = true;
+    const uint64_t epoch = epoch_, skip = records_in_epoch_;
+    thread_ = std::thread([this, epoch, skip] { produce(epoch, skip); });
+}
+
+void PretrainReader::stop() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    not_full_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    queue_.clear();
+    running_ = false;
+    stop_ = false;
+}
+
+void PretrainReader::produce(uint64_t epoch, uint64_t skip) {
+    auto push = [this](std::unique_ptr<Item> item) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        not_full_.wait(lock, [this] {
+            return stop_ || queue_.size() < static_cast<size_t>(config_.prefetch_batches);
+        });
+        if (stop_) return false;
+        queue_.push_back(std::move(item));
+        not_empty_.notify_one();
+        return true;
+    };
+    try {
+        const auto& c = config_;
+        RecordStream stream(c);
+        stream.start_epoch(epoch);
+        RawRecord raw;
+        uint64_t in_epoch = 0;
+        for (; in_epoch < skip; ++in_epoch)
+            if (!stream.next(raw))
+                fail(
+                    "[reader] cursor: epoch {} has only {} records for rank {}, the cursor says {} "
+                    "were read (hint: the data or the reader config changed since the save)",
+                    epoch, in_epoch, c.rank, skip);
+        io::PretrainingRecord rec;
+        bool end = false;
+        while (!end) {
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (stop_) return;
+            }
+            auto item = std::make_unique<Item>();
+            item->batch.seq_offsets.push_back(0);
+            while (item->batch.batch_size < c.batch_size) {
+                if (!stream.next(raw)) {
+                    if (!c.training) {
+                        end = true;
+                        break;
+                    }
+                    if (in_epoch == 0)
+                        fail(
+                            "[reader] rank {} of {}: expected records in every epoch, got none "
+                            "from {} file(s) (hint: fewer records than ranks?)",
+                            c.rank, c.world_size, c.files.size());
+                    stream.start_epoch(++epoch);
+                    in_epoch = 0;
+                    continue;
+                }
+                ++in_epoch;
+                const std::string where =
+                    fmt::format("{}: record {}", c.files[raw.file], raw.index);
+                io::parse_pretraining_example(io::decode_example(raw.payload, where),
+                                              c.max_seq_length, c.max_predictions_per_seq, where,
+                                              rec);
+                append(item->batch, rec, where);
+                ++item->records;
+            }
+            item->epoch = epoch;
+            item->records_in_epoch = in_epoch;
+            if (item->records > 0 && !push(std::move(item))) return;
+        }
+        auto last = std::make_unique<Item>();
+        last->end = true;
+        last->epoch = epoch;
+        last->records_in_epoch = in_epoch;
+        push(std::move(last));
+    } catch (...) {
+        auto failed = std::make_unique<Item>();
+        failed->end = true;
+        failed->error = std::current_exception();
+        push(std::move(failed));
+    }
+}
+
+bool PretrainReader::next(model::Batch& batch) {
+    if (ended_) return false;
+    if (!running_) start();
+    std::unique_ptr<Item> item;
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        not_empty_.wait(lock, [this] { return !queue_.empty(); });
+        item = std::move(queue_.front());
+        queue_.pop_front();
+    }
+    not_full_.notify_one();
+    if (item->error) {
+        ended_ = true;
+        std::rethrow_exception(item->error);
+    }
+    if (item->end) {
+        ended_ = true;
+        return false;
+    }
+    batch = std::move(item->batch);
+    epoch_ = item->epoch;
+    records_in_epoch_ = item->records_in_epoch;
+    records_read_ += item->records;
+    return true;
+}
+
+nlohmann::json PretrainReader::state() const {
+    const auto& c = config_;
+    return {{"epoch", epoch_},        {"records_in_epoch", records_in_epoch_},
+            {"seed", c.seed},         {"shuffle_buffer", c.shuffle_buffer},
+            {"rank", c.rank},         {"world_size", c.world_size},
+            {"training", c.training}, {"files", basenames(c.files)}};
+}
+
+void PretrainReader::restore(const nlohmann::json& s) {
+    const auto& c = config_;
+    auto field = [&](const char* name) -> const nlohmann::json& {
+        if (!s.is_object() || !s.contains(name))
+            fail("[reader] cursor: expected field \"{}\", got {} (hint: not a reader state)", name,
+                 s.dump().substr(0, 200));
+        return s.at(name);
+    };
+    auto same = [&](const char* name, const nlohmann::json& want) {
+        if (field(name) != want)
+            fail(
+                "[reader] cursor: field {}: expected {} (this reader's config), got {} (hint: "
+                "resume with the same data and reader flags)",
+                name, want.dump().substr(0, 200), field(name).dump().substr(0, 200));
+    };
+    same("seed", c.seed);
+    same("shuffle_buffer", c.shuffle_buffer);
+    same("rank", c.rank);
+    same("world_size", c.world_size);
+    same("training", c.training);
+    same("files", basenames(c.files));
+    if (!field("epoch").is_number_unsigned() || !field("records_in_epoch").is_number_unsigned())
+        fail("[reader] cursor: epoch/records_in_epoch: expected non-negative integers, got {}/{}",
+             field("epoch").dump(), field("records_in_epoch").dump());
+    stop();
+    epoch_ = field("epoch").get<uint64_t>();
+    records_in_epoch_ = field("records_in_epoch").get<uint64_t>();
+    ended_ = false;
+}
+
+}  // namespace bertbench::data

@@ -1,0 +1,494 @@
+// safetensors reader (validating, mmap) and atomic writer. See safetensors.hpp for the format.
+// Validation follows the rules of huggingface/safetensors (header <= 100 MB, offsets contiguous
+// and covering the data section exactly), plus a nesting-depth limit so a hostile header cannot
+// exhaust the stack of the recursive JSON parser.
+#include "io/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+
+namespace bertbench::io {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+constexpr int kMaxJsonDepth = 32;                 // a valid header needs 3
+
+struct DTypeName {
+    DType dtype;
+    const char* name;
+    size_t size;
+};
+constexpr DTypeName kDTypes[] = {
+    {DType::F64, "F64", 8},   {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
+    {DType::I16, "I16", 2},   {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
+    {DType::BOOL, "BOOL", 1},
+};
+
+// Deepest [ / { nesting outside strings, stopping early once over the limit.
+int json_depth(std::string_view s) {
+    int depth = 0, max_depth = 0;
+    bool in_string = false, escape = false;
+    for (char c : s) {
+        if (in_string) {
+            if (escape)
+                escape = false;
+            else if (c == '\\')
+                escape = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            max_depth = std::max(max_depth, ++depth);
+            if (max_depth > kMaxJsonDepth) break;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return max_depth;
+}
+
+float half_to_float(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: renormalise
+            int e = -1;
+            do {
+                ++e;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3FFu) << 13;
+        }
+    } else if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | mant << 13;
+    } else {
+        bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+    }
+    return std::bit_cast<float>(bits);
+}
+
+template <typename T>
+T load(const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+}
+
+}  // namespace
+
+size_t dtype_size(DType dtype) {
+    for (const auto& d : kDTypes)
+        if (d.dtype == dtype) return d.size;
+    BB_CHECK(false);
+    return 0;
+}
+
+const char* dtype_name(DType dtype) {
+    for (const auto& d : kDTypes)
+        if (d.dtype == dtype) return d.name;
+    BB_CHECK(false);
+    return "";
+}
+
+bool parse_dtype(const std::string& name, DType* out) {
+    for (const auto& d : kDTypes)
+        if (name == d.name) {
+            *out = d.dtype;
+            return true;
+        }
+    return false;
+}
+
+size_t TensorInfo::numel() const {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    return n;
+}
+
+std::string TensorInfo::shape_str() const {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+// ---- reader ----
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("{}: cannot open safetensors file: {}", path, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("{}: cannot stat: {}", path, std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail("{}: expected a regular file (safetensors), got something else", path);
+    }
+    file_size_ = static_cast<size_t>(st.st_size);
+    if (file_size_ > 0) {
+        void* m = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            fail("{}: cannot map {} bytes: {}", path, file_size_, std::strerror(err));
+        }
+        map_ = m;
+        map_size_ = file_size_;
+        file_ = static_cast<const std::byte*>(m);
+    }
+    ::close(fd);
+    parse();  // on throw the destructor does not run: unmap here
+}
+
+SafetensorsReader SafetensorsReader::from_bytes(std::string bytes, const std::string& label) {
+    SafetensorsReader r;
+    r.path_ = label;
+    r.owned_ = std::move(bytes);
+    r.file_ = reinterpret_cast<const std::byte*>(r.owned_.data());
+    r.file_size_ = r.owned_.size();
+    r.parse();
+    return r;
+}
+
+SafetensorsReader::~SafetensorsReader() {
+    if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+SafetensorsReader::SafetensorsReader(SafetensorsReader&& o) noexcept {
+    *this = std::move(o);
+}
+
+SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept {
+    if (this == &o) return *this;
+    if (map_ != nullptr) ::munmap(map_, map_size_);
+    const size_t data_offset = o.data_ - o.file_;
+    path_ = std::move(o.path_);
+    owned_ = std::move(o.owned_);
+    map_ = o.map_;
+    map_size_ = o.map_size_;
+    file_size_ = o.file_size_;
+    data_size_ = o.data_size_;
+    // A moved std::string may relocate its bytes (short-string buffer): recompute the pointers.
+    file_ = map_ != nullptr ? static_cast<const std::byte*>(map_)
+                            : reinterpret_cast<const std::byte*>(owned_.data());
+    data_ = o.data_ == nullptr ? nullptr : file_ + data_offset;
+    metadata_ = std::move(o.metadata_);
+    tensors_ = std::move(o.tensors_);
+    index_ = std::move(o.index_);
+    o.map_ = nullptr;
+    o.map_size_ = 0;
+    o.file_ = o.data_ = nullptr;
+    o.file_size_ = o.data_size_ = 0;
+    return *this;
+}
+
+void SafetensorsReader::parse() {
+    struct Unmap {  // the constructor throwing means no destructor: release the mapping here
+        SafetensorsReader* r;
+        bool armed = true;
+        ~Unmap() {
+            if (armed && r->map_ != nullptr) {
+                ::munmap(r->map_, r->map_size_);
+                r->map_ = nullptr;
+            }
+        }
+    } unmap{this};
+    const std::string& f = path_;
+    if (file_size_ < 8)
+        fail(
+            "{}: expected at least 8 bytes (the header length), got a {}-byte file "
+            "(hint: the file is truncated or not safetensors)",
+            f, file_size_);
+    const uint64_t n = load<uint64_t>(file_);
+    if (n > kMaxHeaderBytes)
+        fail(
+            "{}: header length: expected at most {} bytes, got {} (hint: not a safetensors file, "
+            "or a corrupt one)",
+            f, kMaxHeaderBytes, n);
+    if (n > file_size_ - 8)
+        fail(
+            "{}: header length: expected at most {} (file size - 8), got {} (hint: the file is "
+            "truncated)",
+            f, file_size_ - 8, n);
+    if (n < 2) fail("{}: header: expected a JSON object, got {} bytes", f, n);
+    const std::string_view header(reinterpret_cast<const char*>(file_ + 8), n);
+    if (header[0] != '{')
+        fail("{}: header: expected a JSON object starting with '{{', got byte 0x{:02x}", f,
+             static_cast<unsigned char>(header[0]));
+    if (json_depth(header) > kMaxJsonDepth)
+        fail("{}: header: JSON nested deeper than {} levels (a valid header needs 3)", f,
+             kMaxJsonDepth);
+    const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+        fail("{}: header: expected a JSON object, got invalid JSON (hint: the file is corrupt)", f);
+
+    data_ = file_ + 8 + n;
+    data_size_ = file_size_ - 8 - n;
+    tensors_.clear();
+    metadata_.clear();
+    index_.clear();
+    for (const auto& [name, v] : j.items()) {
+        if (name == "__metadata__") {
+            if (!v.is_object())
+                fail("{}: __metadata__: expected an object of strings, got {}", f, v.type_name());
+            for (const auto& [k, s] : v.items()) {
+                if (!s.is_string())
+                    fail("{}: __metadata__[\"{}\"]: expected a string, got {}", f, k,
+                         s.type_name());
+                metadata_[k] = s.get<std::string>();
+            }
+            continue;
+        }
+        if (!v.is_object())
+            fail("{}: tensor \"{}\": expected an object with dtype, shape, data_offsets, got {}", f,
+                 name, v.type_name());
+        TensorInfo t;
+        t.name = name;
+        const auto dt = v.find("dtype");
+        if (dt == v.end() || !dt->is_string())
+            fail("{}: tensor \"{}\": dtype: expected a string such as \"F32\", got {}", f, name,
+                 dt == v.end() ? "nothing" : dt->dump());
+        if (!parse_dtype(dt->get<std::string>(), &t.dtype))
+            fail(
+                "{}: tensor \"{}\": dtype: expected one of F64 F32 F16 BF16 I64 I32 I16 I8 U8 "
+                "BOOL, got \"{}\"",
+                f, name, dt->get<std::string>());
+        const auto sh = v.find("shape");
+        if (sh == v.end() || !sh->is_array())
+            fail("{}: tensor \"{}\": shape: expected an array of sizes, got {}", f, name,
+                 sh == v.end() ? "nothing" : sh->dump());
+        // numel * dtype size must fit in the data section, so bound it while multiplying.
+        uint64_t bytes = dtype_size(t.dtype);  // saturates at UINT64_MAX
+        for (const auto& d : *sh) {
+            if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+                fail("{}: tensor \"{}\": shape: expected non-negative integers, got {}", f, name,
+                     sh->dump());
+            const uint64_t x = d.get<uint64_t>();
+            if (x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+                fail("{}: tensor \"{}\": shape: dimension {} is too large", f, name, x);
+            t.shape.push_back(static_cast<int64_t>(x));
+            if (__builtin_mul_overflow(bytes, x, &bytes))
+                bytes = std::numeric_limits<uint64_t>::max();
+        }
+        const auto off = v.find("data_offsets");
+        if (off == v.end() || !off->is_array() || off->size() != 2 ||
+            !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
+            fail(
+                "{}: tensor \"{}\": data_offsets: expected [begin, end] (non-negative integers), "
+                "got {}",
+                f, name, off == v.end() ? "nothing" : off->dump());
+        const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
+        if (b > e)
+            fail("{}: tensor \"{}\": data_offsets: expected begin <= end, got [{}, {}]", f, name, b,
+                 e);
+        if (e > data_size_)
+            fail(
+                "{}: tensor \"{}\": data_offsets: expected end <= {} (the data section size), got "
+                "{} (hint: the file is truncated)",
+                f, name, data_size_, e);
+        if (bytes != e - b)
+            fail(
+                "{}: tensor \"{}\": expected {} bytes ({} {}), got data_offsets [{}, {}] = {} "
+                "bytes",
+                f, name, bytes, dtype_name(t.dtype), t.shape_str(), b, e, e - b);
+        t.begin = b;
+        t.end = e;
+        tensors_.push_back(std::move(t));
+    }
+    std::stable_sort(tensors_.begin(), tensors_.end(),
+                     [](const TensorInfo& a, const TensorInfo& b) {
+                         return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                     });
+    size_t pos = 0;
+    const TensorInfo* prev = nullptr;
+    for (const TensorInfo& t : tensors_) {
+        if (t.begin < pos)
+            fail("{}: tensor \"{}\": data_offsets [{}, {}] overlap tensor \"{}\" [{}, {}]", f,
+                 t.name, t.begin, t.end, prev->name, prev->begin, prev->end);
+        if (t.begin > pos)
+            fail(
+                "{}: tensor \"{}\": expected data to start at byte {}, got {} (the format allows "
+                "no holes in the data section)",
+                f, t.name, pos, t.begin);
+        pos = t.end;
+        prev = &t;
+    }
+    if (pos != data_size_)
+        fail(
+            "{}: data section: expected {} bytes (the tensors' total), got {} (hint: trailing "
+            "garbage or a truncated file)",
+            f, pos, data_size_);
+    for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
+    unmap.armed = false;
+}
+
+const TensorInfo* SafetensorsReader::find(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const TensorInfo& SafetensorsReader::at(const std::string& name) const {
+    const TensorInfo* t = find(name);
+    if (t == nullptr)
+        fail(
+            "{}: tensor \"{}\": expected it in the file, got no such tensor ({} tensors in the "
+            "file)",
+            path_, name, tensors_.size());
+    return *t;
+}
+
+std::span<const std::byte> SafetensorsReader::bytes(const TensorInfo& t) const {
+    BB_CHECK(t.end <= data_size_ && t.begin <= t.end);
+    return {data_ + t.begin, t.end - t.begin};
+}
+
+void SafetensorsReader::read_f32(const std::string& name, std::span<float> out) const {
+    const TensorInfo& t = at(name);
+    if (t.numel() != out.size())
+        fail("{}: tensor \"{}\": expected {} elements, got {} (shape {})", path_, name, out.size(),
+             t.numel(), t.shape_str());
+    const std::byte* p = data_ + t.begin;
+    const size_t n = out.size();
+    switch (t.dtype) {
+        case DType::F32:
+            if (n > 0) std::memcpy(out.data(), p, n * 4);
+            break;
+        case DType::F64:
+            for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(load<double>(p + 8 * i));
+            break;
+        case DType::F16:
+            for (size_t i = 0; i < n; ++i) out[i] = half_to_float(load<uint16_t>(p + 2 * i));
+            break;
+        case DType::BF16:
+            for (size_t i = 0; i < n; ++i)
+                out[i] =
+                    std::bit_cast<float>(static_cast<uint32_t>(load<uint16_t>(p + 2 * i)) << 16);
+            break;
+        default:
+            fail("{}: tensor \"{}\": expected a float dtype (F32, F64, F16, BF16), got {}", path_,
+                 name, dtype_name(t.dtype));
+    }
+}
+
+std::vector<float> SafetensorsReader::read_f32(const std::string& name) const {
+    std::vector<float> v(at(name).numel());
+    read_f32(name, v);
+    return v;
+}
+
+std::vector<int64_t> SafetensorsReader::read_i64(const std::string& name) const {
+    const TensorInfo& t = at(name);
+    const size_t n = t.numel();
+    const std::byte* p = data_ + t.begin;
+    std::vector<int64_t> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        switch (t.dtype) {
+            case DType::I64:
+                v[i] = load<int64_t>(p + 8 * i);
+                break;
+            case DType::I32:
+                v[i] = load<int32_t>(p + 4 * i);
+                break;
+            case DType::I16:
+                v[i] = load<int16_t>(p + 2 * i);
+                break;
+            case DType::I8:
+                v[i] = load<int8_t>(p + i);
+                break;
+            case DType::U8:
+            case DType::BOOL:
+                v[i] = load<uint8_t>(p + i);
+                break;
+            default:
+                fail(
+                    "{}: tensor \"{}\": expected an integer dtype (I64, I32, I16, I8, U8, BOOL), "
+                    "got {}",
+                    path_, name, dtype_name(t.dtype));
+        }
+    }
+    return v;
+}
+
+// ---- writer ----
+
+SafetensorsWriter::SafetensorsWriter(std::string path) : path_(std::move(path)) {}
+
+void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) {
+    metadata_[key] = value;
+}
+
+bool SafetensorsWriter::has(const std::string& name) const {
+    return index_.count(name) != 0;
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            const void* data, size_t nbytes) {
+    if (name.empty() || name == "__metadata__")
+        fail("{}: tensor name: expected a non-empty name other than __metadata__, got \"{}\"",
+             path_, name);
+    if (has(name)) fail("{}: tensor \"{}\": added twice", path_, name);
+    size_t numel = 1;
+    for (int64_t d : shape) {
+        BB_CHECK(d >= 0);
+        numel *= static_cast<size_t>(d);
+    }
+    if (numel * dtype_size(dtype) != nbytes)
+        fail("{}: tensor \"{}\": expected {} bytes for {} of {} elements, got {}", path_, name,
+             numel * dtype_size(dtype), dtype_name(dtype), numel, nbytes);
+    BB_CHECK(nbytes == 0 || data != nullptr);
+    index_[name] = entries_.size();
+    entries_.push_back({name, dtype, std::move(shape), data, nbytes, nullptr});
+}
+
+void SafetensorsWriter::add_copy(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                 const void* data, size_t nbytes) {
+    auto owned = std::make_shared<std::vector<std::byte>>(nbytes);
+    if (nbytes > 0) std::memcpy(owned->data(), data, nbytes);
+    add(name, dtype, std::move(shape), owned->data(), nbytes);
+    entries_.back().owned = std::move(owned);
+}
+
+void SafetensorsWriter::write() {
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    if (!metadata_.empty()) header["__metadata__"] = metadata_;
+    size_t pos = 0;
+    for (const Entry& e : entries_) {
+        header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                          {"shape", e.shape},
+                          {"data_offsets", {pos, pos + e.nbytes}}};
+        pos += e.nbytes;
+    }
+    std::string text = header.dump();
+    text.append((64 - (8 + text.size()) % 64) % 64, ' ');  // data section 64-byte aligned
+    const uint64_t n = text.size();
+    AtomicFile out(path_);
+    out.write(&n, 8);
+    out.write(text);
+    for (const Entry& e : entries_) out.write(e.data, e.nbytes);
+    out.commit();
+}
+
+}  // namespace bertbench::io

@@ -1,0 +1,75 @@
+// TFRecord files: each record is u64le length, u32le masked CRC-32C of those 8 bytes, the
+// payload, u32le masked CRC-32C of the payload. Reference: TensorFlow core/lib/io/record_writer.cc
+// and record_reader.cc. Writers are atomic ("<path>.tmp.<pid>", renamed on close()); readers check
+// both CRCs and report a bad record with file, record index and byte offset.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/fs.hpp"
+#include "io/crc32c.hpp"
+
+namespace bertbench::io {
+
+class TfRecordWriter {
+  public:
+    explicit TfRecordWriter(const std::string& path);
+    ~TfRecordWriter();  // without close(): the temporary file is removed, nothing is published
+    TfRecordWriter(const TfRecordWriter&) = delete;
+    TfRecordWriter& operator=(const TfRecordWriter&) = delete;
+
+    void write(std::string_view payload);
+    void close();  // flush + fsync + rename to the final path; idempotent
+    uint64_t records() const { return records_; }
+    uint64_t bytes() const { return bytes_; }  // bytes written so far (framing included)
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+    std::unique_ptr<AtomicFile> file_;
+    uint64_t records_ = 0, bytes_ = 0;
+};
+
+class TfRecordReader {
+  public:
+    // skip_corrupt: a record whose length or data CRC does not match is skipped and counted
+    // (after a bad length header the reader resynchronises on the next valid record header);
+    // a truncated tail ends the file. Otherwise each of these throws Error.
+    explicit TfRecordReader(const std::string& path, bool skip_corrupt = false);
+    ~TfRecordReader();
+    TfRecordReader(const TfRecordReader&) = delete;
+    TfRecordReader& operator=(const TfRecordReader&) = delete;
+
+    // Reads the next record into `payload`. False at a clean end of file. A corrupt or
+    // truncated record throws Error naming the file, record index, byte offset and the CRCs.
+    bool next(std::string& payload);
+
+    uint64_t index() const { return index_; }    // index of the record next() reads next
+    uint64_t offset() const { return offset_; }  // byte offset of that record
+    uint64_t corrupt_skipped() const { return corrupt_skipped_; }
+    uint64_t file_size() const { return size_; }
+    const std::string& path() const { return path_; }
+    // Positions the reader at a record boundary previously reported by offset()/index().
+    void seek(uint64_t offset, uint64_t index);
+
+  private:
+    bool read_at(uint64_t pos, void* dst, size_t n);     // false if the file ends before pos + n
+    bool try_header_at(uint64_t pos, uint64_t& length);  // header CRC ok and length fits
+    bool resync(uint64_t from);  // with skip_corrupt: find the next valid record at or after `from`
+
+    std::string path_;
+    std::FILE* file_ = nullptr;
+    uint64_t size_ = 0;
+    uint64_t pos_ = 0;  // current position of file_ (avoids redundant fseek)
+    uint64_t index_ = 0, offset_ = 0, corrupt_skipped_ = 0;
+    bool skip_corrupt_ = false;
+};
+
+// Number of records in a file (reads every record, checking CRCs).
+uint64_t count_tfrecords(const std::string& path, bool skip_corrupt = false);
+
+}  // namespace bertbench::io

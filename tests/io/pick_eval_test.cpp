@@ -1,0 +1,121 @@
+// `bertbench pick-eval` against the pick_eval_samples.py goldens (byte-identical, including the
+// N=516 K=111 case where int(k * (N / K)) in doubles differs from integer floor(k*N/K)), and
+// the schema errors of parse_pretraining_example.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/example.hpp"
+#include "io_test_util.hpp"
+
+namespace bertbench::io {
+namespace {
+
+using testing::golden;
+using testing::read_records;
+using testing::TempDir;
+
+// $BB_BERTBENCH, else <build>/bertbench next to <build>/tests/test_io (this executable).
+std::string bertbench_binary() {
+    if (const char* b = std::getenv("BB_BERTBENCH")) return b;
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return "";
+    const auto candidate = self.parent_path().parent_path() / "bertbench";
+    return std::filesystem::exists(candidate) ? candidate.string() : "";
+}
+
+// Runs a shell command, returns its exit status, and puts stderr into `err`.
+int run(const std::string& cmd, const TempDir& tmp, std::string* err) {
+    const std::string err_file = tmp.file("stderr.txt");
+    const int rc = std::system((cmd + " 2>" + err_file).c_str());
+    *err = std::filesystem::exists(err_file) ? read_file(err_file) : "";
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(PickEval, ByteIdenticalToGoldens) {
+    const std::string bin = bertbench_binary();
+    if (bin.empty())
+        GTEST_SKIP() << "bertbench not built (set BB_BERTBENCH or build the bertbench target)";
+    ASSERT_TRUE(std::filesystem::exists(bin)) << bin << " not built";
+    struct Case {
+        const char* input;
+        const char* golden;
+        int k, seq, pred;
+    } cases[] = {
+        {"pretraining/public_512_s12345_d1.tfrecord", "eval_pick/public_512_eval100.tfrecord", 100,
+         512, 76},
+        {"pretraining/public_128_s12345_d2.tfrecord", "eval_pick/public_128_eval100.tfrecord", 100,
+         128, 20},
+        {"pretraining/public_512_s12345_d1.tfrecord",
+         "eval_pick/public_512_eval111_float_edge.tfrecord", 111, 512, 76},
+    };
+    TempDir tmp;
+    for (const auto& c : cases) {
+        const std::string out = tmp.file("out.tfrecord");
+        std::string err;
+        const std::string cmd = fmt::format(
+            "'{}' pick-eval --input_tfrecord='{}' --output_tfrecord='{}' --num_examples_to_pick={} "
+            "--max_seq_length={} --max_predictions_per_seq={}",
+            bin, golden(c.input), out, c.k, c.seq, c.pred);
+        ASSERT_EQ(run(cmd, tmp, &err), 0) << cmd << "\n" << err;
+        EXPECT_TRUE(read_file(out) == read_file(golden(c.golden))) << c.golden;
+        EXPECT_NE(err.find(fmt::format("Picked {} examples out of", c.k)), std::string::npos)
+            << err;
+    }
+    // The float edge itself: Python's int(37 * (516 / 111)) is 171, floor(37*516/111) is 172.
+    EXPECT_EQ(static_cast<int>(37 * (516.0 / 111.0)), 171);
+    EXPECT_EQ(37 * 516 / 111, 172);
+}
+
+TEST(PickEval, SchemaMismatchIsOneLineError) {
+    const std::string bin = bertbench_binary();
+    if (bin.empty())
+        GTEST_SKIP() << "bertbench not built (set BB_BERTBENCH or build the bertbench target)";
+    TempDir tmp;
+    std::string err;
+    // Defaults are 512/76; the input has 128-token records.
+    const std::string cmd = fmt::format(
+        "'{}' pick-eval --input_tfrecord='{}' --output_tfrecord='{}' --num_examples_to_pick=5", bin,
+        golden("pretraining/public_128_s12345_d2.tfrecord"), tmp.file("o.tfrecord"));
+    EXPECT_EQ(run(cmd, tmp, &err), 1);
+    EXPECT_NE(err.find("record 0: feature input_ids: expected 512 values, got 128"),
+              std::string::npos)
+        << err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.file("o.tfrecord")));  // nothing half-written
+}
+
+TEST(PretrainingSchema, ParseAndErrors) {
+    const auto rec = read_records(golden("pretraining/public_128_s12345_d2.tfrecord"))[0];
+    const Example e = decode_example(rec);
+    PretrainingRecord r;
+    parse_pretraining_example(e, 128, 20, "f: record 0", r);
+    EXPECT_EQ(r.input_ids.size(), 128u);
+    EXPECT_EQ(r.masked_lm_weights.size(), 20u);
+    EXPECT_EQ(encode_example(pretraining_example(r)), rec);
+    auto expect_error = [&](const Example& ex, int seq, int pred, const std::string& want) {
+        try {
+            parse_pretraining_example(ex, seq, pred, "f: record 0", r);
+            ADD_FAILURE() << "no error; wanted " << want;
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+        }
+    };
+    expect_error(e, 512, 20, "f: record 0: feature input_ids: expected 512 values, got 128");
+    expect_error(e, 128, 76, "feature masked_lm_positions: expected 76 values, got 20");
+    Example missing = e;
+    missing.features.erase(missing.features.begin() + 6);
+    expect_error(missing, 128, 20, "feature next_sentence_labels: expected a int64_list of 1");
+    Example wrong = e;
+    wrong.features[5].second.kind = Feature::Kind::int64;
+    expect_error(wrong, 128, 20,
+                 "feature masked_lm_weights: expected a float_list, got a int64_list");
+}
+
+}  // namespace
+}  // namespace bertbench::io
