@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/config.hpp"
@@ -56,6 +57,7 @@ private:
     BertConfig config_;
     Heads heads_ = Heads::pretraining;
     std::vector<ParamInfo> entries_;
+    std::unordered_map<std::string, size_t> index_;  // name -> position in entries_
     size_t total_ = 0;
 };
 

@@ -1,0 +1,331 @@
+// Checkpoints (ParamTable <-> safetensors) and Hugging Face BERT import.
+// HF names: transformers BertForPreTraining / BertModel / BertForQuestionAnswering state dicts;
+// TF names: google-research/bert. HF nn.Linear stores weight [out, in]; TF dense kernels are
+// [in, out], so Linear weights are transposed; cls.seq_relationship.weight and qa_outputs.weight
+// are already [2, H] like cls/seq_relationship/output_weights and cls/squad/output_weights.
+#include "model/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace bertbench::model {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+const char* heads_name(Heads h) {
+    switch (h) {
+        case Heads::pretraining:
+            return "pretraining";
+        case Heads::squad:
+            return "squad";
+        case Heads::none:
+            return "none";
+    }
+    return "?";
+}
+
+bool starts_with(const std::string& s, std::string_view p) {
+    return s.rfind(p, 0) == 0;
+}
+
+// "weight|gamma" -> gamma, "bias|beta" -> beta for LayerNorm; false otherwise.
+bool layer_norm_param(const std::string& leaf, std::string* out) {
+    if (leaf == "weight" || leaf == "gamma")
+        *out = "gamma";
+    else if (leaf == "bias" || leaf == "beta")
+        *out = "beta";
+    else
+        return false;
+    return true;
+}
+
+// A Linear "<module>.weight|bias" -> "<module>/kernel" (transposed) | "<module>/bias".
+bool linear_param(const std::string& leaf, std::string* out, bool* transpose) {
+    if (leaf == "weight") {
+        *out = "kernel";
+        *transpose = true;
+    } else if (leaf == "bias") {
+        *out = "bias";
+        *transpose = false;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+// ---- writer ----
+
+CheckpointWriter::CheckpointWriter(std::string path, const ParamTable& table)
+    : table_(table), writer_(std::move(path)) {
+    writer_.set_metadata("format", kCheckpointFormat);
+    writer_.set_metadata("bert_config", table.config().to_json().dump());
+    writer_.set_metadata("heads", heads_name(table.heads()));
+}
+
+void CheckpointWriter::add_table(std::span<const float> buffer, const std::string& suffix) {
+    BB_CHECK(buffer.size() >= table_.total_floats());
+    for (const ParamInfo& p : table_.entries())
+        writer_.add(p.name + suffix, io::DType::F32, p.shape, buffer.data() + p.offset,
+                    p.size * sizeof(float));
+}
+
+void CheckpointWriter::add_tensor(const std::string& name, io::DType dtype,
+                                  std::vector<int64_t> shape, const void* data, size_t nbytes) {
+    writer_.add(name, dtype, std::move(shape), data, nbytes);
+}
+
+void CheckpointWriter::add_i64(const std::string& name, std::span<const int64_t> values) {
+    writer_.add_i64(name, {static_cast<int64_t>(values.size())}, values);
+}
+
+void CheckpointWriter::add_f32(const std::string& name, std::span<const float> values) {
+    writer_.add_f32(name, {static_cast<int64_t>(values.size())}, values);
+}
+
+void CheckpointWriter::set_metadata(const std::string& key, const std::string& value) {
+    writer_.set_metadata(key, value);
+}
+
+void CheckpointWriter::commit() {
+    writer_.write();
+}
+
+void save_checkpoint(const std::string& path, const ParamTable& table,
+                     std::span<const float> params,
+                     const std::map<std::string, std::string>& metadata) {
+    CheckpointWriter w(path, table);
+    for (const auto& [k, v] : metadata) w.set_metadata(k, v);
+    w.add_table(params);
+    w.commit();
+}
+
+// ---- reader ----
+
+CheckpointReader::CheckpointReader(const std::string& path) : file_(path) {}
+
+BertConfig CheckpointReader::config() const {
+    const auto it = metadata().find("bert_config");
+    if (it == metadata().end())
+        fail(
+            "{}: __metadata__: expected a \"bert_config\" entry, got none (hint: not a bertbench "
+            "checkpoint; give --bert_config_file)",
+            path());
+    const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+    if (j.is_discarded())
+        fail("{}: __metadata__[\"bert_config\"]: expected JSON, got invalid text", path());
+    BertConfig c = BertConfig::from_json(j, path() + ": bert_config");
+    c.validate(path() + ": bert_config");
+    return c;
+}
+
+void CheckpointReader::load_table(const ParamTable& table, std::span<float> buffer,
+                                  const std::string& suffix) const {
+    BB_CHECK(buffer.size() >= table.total_floats());
+    for (const ParamInfo& p : table.entries()) {
+        const std::string name = p.name + suffix;
+        const io::TensorInfo* t = file_.find(name);
+        if (t == nullptr)
+            fail(
+                "{}: tensor \"{}\": expected shape {}, got no such tensor (hint: the checkpoint "
+                "was written for another model or other heads)",
+                path(), name, shape_str(p.shape));
+        if (t->dtype != io::DType::F32)
+            fail("{}: tensor \"{}\": expected dtype F32, got {}", path(), name,
+                 io::dtype_name(t->dtype));
+        if (t->shape != p.shape)
+            fail(
+                "{}: tensor \"{}\": expected shape {}, got {} (hint: the checkpoint was written "
+                "for another config)",
+                path(), name, shape_str(p.shape), t->shape_str());
+        file_.read_f32(name, buffer.subspan(p.offset, p.size));
+    }
+}
+
+std::vector<float> CheckpointReader::read_f32(const std::string& name,
+                                              const std::vector<int64_t>* expected_shape) const {
+    const io::TensorInfo& t = file_.at(name);
+    if (expected_shape != nullptr && t.shape != *expected_shape)
+        fail("{}: tensor \"{}\": expected shape {}, got {}", path(), name,
+             shape_str(*expected_shape), t.shape_str());
+    return file_.read_f32(name);
+}
+
+std::vector<int64_t> CheckpointReader::read_i64(const std::string& name) const {
+    return file_.read_i64(name);
+}
+
+void load_checkpoint(const std::string& path, const ParamTable& table, std::span<float> params) {
+    CheckpointReader r(path);
+    if (r.metadata().count("bert_config")) {
+        const nlohmann::json saved = r.config().to_json(), want = table.config().to_json();
+        for (const auto& [key, value] : want.items()) {
+            // Dropout and init scale do not change the tensors; sizes and activation do.
+            if (key.find("dropout") != std::string::npos || key == "initializer_range") continue;
+            if (saved.at(key) != value)
+                fail(
+                    "{}: bert_config.{}: expected {} (the model's config), got {} (hint: pass "
+                    "the checkpoint's bert_config.json)",
+                    path, key, value.dump(), saved.at(key).dump());
+        }
+    }
+    r.load_table(table, params);
+}
+
+// ---- Hugging Face import ----
+
+bool hf_to_tf_name(const std::string& hf_name, HfName* out) {
+    std::string n = hf_name;
+    if (starts_with(n, "bert."))
+        n = n.substr(5);
+    else if (starts_with(n, "model."))
+        n = n.substr(6);
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+        const size_t dot = n.find('.', start);
+        parts.push_back(n.substr(start, dot - start));
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    const size_t k = parts.size();
+    const std::string& leaf = parts.back();
+    std::string tail;
+    bool transpose = false;
+    auto done = [&](std::string tf) {
+        out->tf_name = std::move(tf);
+        out->transpose = transpose;
+        return true;
+    };
+    if (parts[0] == "embeddings") {
+        if (k == 3 && leaf == "weight" &&
+            (parts[1] == "word_embeddings" || parts[1] == "position_embeddings" ||
+             parts[1] == "token_type_embeddings"))
+            return done("bert/embeddings/" + parts[1]);
+        if (k == 3 && parts[1] == "LayerNorm" && layer_norm_param(leaf, &tail))
+            return done("bert/embeddings/LayerNorm/" + tail);
+        return false;
+    }
+    if (parts[0] == "encoder" && k >= 5 && parts[1] == "layer") {
+        const std::string& idx = parts[2];
+        if (idx.empty() || idx.size() > 6 ||
+            idx.find_first_not_of("0123456789") != std::string::npos)
+            return false;
+        const std::string base = "bert/encoder/layer_" + idx + "/";
+        const std::string mod =
+            fmt::format("{}", fmt::join(parts.begin() + 3, parts.end() - 1, "."));
+        static const char* kLinear[] = {"attention.self.query", "attention.self.key",
+                                        "attention.self.value", "attention.output.dense",
+                                        "intermediate.dense",   "output.dense"};
+        for (const char* m : kLinear)
+            if (mod == m && linear_param(leaf, &tail, &transpose)) {
+                std::string path = mod;
+                std::replace(path.begin(), path.end(), '.', '/');
+                return done(base + path + "/" + tail);
+            }
+        if ((mod == "attention.output.LayerNorm" || mod == "output.LayerNorm") &&
+            layer_norm_param(leaf, &tail)) {
+            std::string path = mod;
+            std::replace(path.begin(), path.end(), '.', '/');
+            return done(base + path + "/" + tail);
+        }
+        return false;
+    }
+    if (parts[0] == "pooler" && k == 3 && parts[1] == "dense" &&
+        linear_param(leaf, &tail, &transpose))
+        return done("bert/pooler/dense/" + tail);
+    if (parts[0] == "cls" && k >= 3) {
+        if (parts[1] == "predictions") {
+            if ((k == 3 && leaf == "bias") || (k == 4 && parts[2] == "decoder" && leaf == "bias"))
+                return done("cls/predictions/output_bias");
+            if (k == 5 && parts[2] == "transform" && parts[3] == "dense" &&
+                linear_param(leaf, &tail, &transpose))
+                return done("cls/predictions/transform/dense/" + tail);
+            if (k == 5 && parts[2] == "transform" && parts[3] == "LayerNorm" &&
+                layer_norm_param(leaf, &tail))
+                return done("cls/predictions/transform/LayerNorm/" + tail);
+            return false;
+        }
+        if (parts[1] == "seq_relationship" && k == 3) {  // [2, H] like TF: no transpose
+            if (leaf == "weight") return done("cls/seq_relationship/output_weights");
+            if (leaf == "bias") return done("cls/seq_relationship/output_bias");
+        }
+        return false;
+    }
+    if (parts[0] == "qa_outputs" && k == 2) {  // BertForQuestionAnswering: Linear(H, 2), [2, H]
+        if (leaf == "weight") return done("cls/squad/output_weights");
+        if (leaf == "bias") return done("cls/squad/output_bias");
+    }
+    return false;
+}
+
+std::string ImportReport::summary() const {
+    auto list = [](const std::vector<std::string>& v) {
+        if (v.empty()) return std::string("none");
+        std::string s = fmt::format(
+            "{}", fmt::join(v.begin(), v.begin() + std::min<size_t>(v.size(), 5), ", "));
+        if (v.size() > 5) s += fmt::format(", ... ({} in all)", v.size());
+        return s;
+    };
+    return fmt::format(
+        "loaded {} tensors; missing (left as initialised): {}; unexpected: {}; "
+        "ignored: {}",
+        loaded.size(), list(missing), list(unexpected), list(ignored));
+}
+
+ImportReport import_hf_safetensors(const std::string& path, const ParamTable& table,
+                                   std::span<float> params) {
+    BB_CHECK(params.size() >= table.total_floats());
+    const io::SafetensorsReader file(path);
+    ImportReport report;
+    std::map<std::string, std::string> filled;  // tf name -> hf name
+    for (const io::TensorInfo& t : file.tensors()) {
+        const std::string& hf = t.name;
+        if (hf.ends_with("position_ids") || hf == "cls.predictions.decoder.weight" ||
+            hf == "bert.cls.predictions.decoder.weight") {
+            report.ignored.push_back(hf);  // a buffer, and the decoder tied to word_embeddings
+            continue;
+        }
+        HfName m;
+        const ParamInfo* p = hf_to_tf_name(hf, &m) ? table.find(m.tf_name) : nullptr;
+        if (p == nullptr) {
+            report.unexpected.push_back(hf);
+            continue;
+        }
+        std::vector<int64_t> want = p->shape;
+        if (m.transpose) std::swap(want[0], want[1]);
+        if (t.shape != want)
+            fail("{}: tensor \"{}\" (-> {}): expected shape {}{}, got {}", path, hf, m.tf_name,
+                 shape_str(want), m.transpose ? " (HF [out, in])" : "", t.shape_str());
+        if (filled.count(m.tf_name)) {  // cls.predictions.bias and .decoder.bias are one tensor
+            report.ignored.push_back(hf);
+            continue;
+        }
+        std::span<float> dst = params.subspan(p->offset, p->size);
+        if (!m.transpose) {
+            file.read_f32(hf, dst);
+        } else {
+            const std::vector<float> src = file.read_f32(hf);  // [out, in]
+            const size_t rows = static_cast<size_t>(p->shape[0]),
+                         cols = static_cast<size_t>(p->shape[1]);
+            for (size_t i = 0; i < rows; ++i)      // in
+                for (size_t o = 0; o < cols; ++o)  // out
+                    dst[i * cols + o] = src[o * rows + i];
+        }
+        filled[m.tf_name] = hf;
+        report.loaded.push_back(m.tf_name);
+    }
+    for (const ParamInfo& p : table.entries())
+        if (!filled.count(p.name)) report.missing.push_back(p.name);
+    return report;
+}
+
+}  // namespace bertbench::model

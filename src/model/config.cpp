@@ -1,0 +1,166 @@
+// BertConfig: presets, bert_config.json parsing and validation.
+// Reference: google-research/bert modeling.py BertConfig.from_json_file (unknown keys ignored).
+// A Hugging Face config.json shares the field names; it is recognised by "model_type" and its
+// "gelu" (erf form in HF) is mapped to "gelu_erf", because Google's "gelu" is the tanh form.
+#include "model/config.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+
+namespace bertbench::model {
+namespace {
+
+BertConfig make(int layers, int hidden, int heads, int intermediate) {
+    BertConfig c;
+    c.num_hidden_layers = layers;
+    c.hidden_size = hidden;
+    c.num_attention_heads = heads;
+    c.intermediate_size = intermediate;
+    return c;
+}
+
+const char* type_name(const nlohmann::json& v) {
+    if (v.is_number_integer()) return "an integer";
+    if (v.is_number_float()) return "a float";
+    return v.type_name();
+}
+
+int get_int(const nlohmann::json& j, const char* key, int fallback, const std::string& where) {
+    if (!j.contains(key)) return fallback;
+    const nlohmann::json& v = j.at(key);
+    // Accept 768.0 as 768 (some writers emit floats), not 768.5.
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (d == std::floor(d) && std::abs(d) < 2147483647.0) return static_cast<int>(d);
+        fail("{}: {}: expected an integer, got {} (hint: sizes are whole numbers)", where, key,
+             v.dump());
+    }
+    if (!v.is_number_integer())
+        fail("{}: {}: expected an integer, got {} {}", where, key, type_name(v), v.dump());
+    const int64_t x = v.get<int64_t>();
+    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+        fail("{}: {}: expected an integer that fits in 32 bits, got {}", where, key, v.dump());
+    return static_cast<int>(x);
+}
+
+float get_float(const nlohmann::json& j, const char* key, float fallback,
+                const std::string& where) {
+    if (!j.contains(key)) return fallback;
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number())
+        fail("{}: {}: expected a number, got {} {}", where, key, type_name(v), v.dump());
+    return static_cast<float>(v.get<double>());
+}
+
+}  // namespace
+
+BertConfig BertConfig::preset(const std::string& name) {
+    if (name == "tiny") return make(2, 128, 2, 512);
+    if (name == "mini") return make(4, 256, 4, 1024);
+    if (name == "small") return make(4, 512, 8, 2048);
+    if (name == "medium") return make(8, 512, 8, 2048);
+    if (name == "base") return make(12, 768, 12, 3072);
+    if (name == "large") return make(24, 1024, 16, 4096);
+    fail(
+        "model preset: expected one of tiny, mini, small, medium, base, large, got \"{}\" "
+        "(hint: or give --bert_config_file)",
+        name);
+}
+
+BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& where) {
+    if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, type_name(j));
+    BertConfig c;
+    c.vocab_size = get_int(j, "vocab_size", c.vocab_size, where);
+    c.hidden_size = get_int(j, "hidden_size", c.hidden_size, where);
+    c.num_hidden_layers = get_int(j, "num_hidden_layers", c.num_hidden_layers, where);
+    c.num_attention_heads = get_int(j, "num_attention_heads", c.num_attention_heads, where);
+    c.intermediate_size = get_int(j, "intermediate_size", c.intermediate_size, where);
+    c.max_position_embeddings =
+        get_int(j, "max_position_embeddings", c.max_position_embeddings, where);
+    c.type_vocab_size = get_int(j, "type_vocab_size", c.type_vocab_size, where);
+    c.hidden_dropout_prob = get_float(j, "hidden_dropout_prob", c.hidden_dropout_prob, where);
+    c.attention_probs_dropout_prob =
+        get_float(j, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, where);
+    c.initializer_range = get_float(j, "initializer_range", c.initializer_range, where);
+    const bool hf = j.contains("model_type");
+    if (j.contains("hidden_act")) {
+        const nlohmann::json& v = j.at("hidden_act");
+        if (!v.is_string())
+            fail("{}: hidden_act: expected a string, got {} {}", where, type_name(v), v.dump());
+        c.hidden_act = v.get<std::string>();
+        // HF ACT2FN: "gelu" is the erf form and "gelu_new" the tanh form.
+        if (hf && c.hidden_act == "gelu") c.hidden_act = "gelu_erf";
+    }
+    if (j.contains("layer_norm_eps")) {
+        const float eps = get_float(j, "layer_norm_eps", 1e-12f, where);
+        if (eps != 1e-12f)
+            log::warn("{}: layer_norm_eps is {} but bertbench uses 1e-12 (the reference)", where,
+                      eps);
+    }
+    return c;
+}
+
+BertConfig BertConfig::from_json_file(const std::string& path) {
+    const std::string text = read_file(path);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+        fail("{}: expected a JSON object (bert_config.json), got text that is not valid JSON",
+             path);
+    BertConfig c = from_json(j, path);
+    c.validate(path);
+    return c;
+}
+
+nlohmann::json BertConfig::to_json() const {
+    return nlohmann::json{
+        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+        {"hidden_act", hidden_act},
+        {"hidden_dropout_prob", hidden_dropout_prob},
+        {"hidden_size", hidden_size},
+        {"initializer_range", initializer_range},
+        {"intermediate_size", intermediate_size},
+        {"max_position_embeddings", max_position_embeddings},
+        {"num_attention_heads", num_attention_heads},
+        {"num_hidden_layers", num_hidden_layers},
+        {"type_vocab_size", type_vocab_size},
+        {"vocab_size", vocab_size},
+    };
+}
+
+void BertConfig::validate(const std::string& where) const {
+    const std::pair<const char*, int> sizes[] = {
+        {"vocab_size", vocab_size},
+        {"hidden_size", hidden_size},
+        {"num_hidden_layers", num_hidden_layers},
+        {"num_attention_heads", num_attention_heads},
+        {"intermediate_size", intermediate_size},
+        {"max_position_embeddings", max_position_embeddings},
+        {"type_vocab_size", type_vocab_size},
+    };
+    for (const auto& [name, value] : sizes)
+        if (value <= 0) fail("{}: {}: expected a positive integer, got {}", where, name, value);
+    if (hidden_size % num_attention_heads != 0)
+        fail(
+            "{}: hidden_size: expected a multiple of num_attention_heads ({}), got {} "
+            "(hint: head size = hidden_size / num_attention_heads must be whole)",
+            where, num_attention_heads, hidden_size);
+    const std::pair<const char*, float> probs[] = {
+        {"hidden_dropout_prob", hidden_dropout_prob},
+        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+    };
+    for (const auto& [name, p] : probs)
+        if (!(p >= 0.0f && p < 1.0f))
+            fail("{}: {}: expected a probability in [0, 1), got {}", where, name, p);
+    if (!(initializer_range > 0.0f && std::isfinite(initializer_range)))
+        fail("{}: initializer_range: expected a positive number, got {}", where, initializer_range);
+    if (hidden_act != "gelu" && hidden_act != "gelu_new" && hidden_act != "gelu_erf" &&
+        hidden_act != "relu")
+        fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got \"{}\"", where,
+             hidden_act);
+}
+
+}  // namespace bertbench::model

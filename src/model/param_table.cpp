@@ -1,0 +1,169 @@
+// ParamTable: names, shapes and offsets of BERT's parameters, and the reference initialisation.
+// Names and shapes follow google-research/bert modeling.py (BertModel) and run_pretraining.py
+// (get_masked_lm_output, get_next_sentence_output); run_squad.py for cls/squad/*. Checked against
+// the variable listing of Google's released BERT-Base checkpoint (tests/model/param_table_test).
+// Initialisation is counter-based per tensor (seed, name), so it does not depend on table order,
+// on the heads present or on the thread count.
+#include "model/param_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.hpp"
+
+namespace bertbench::model {
+namespace {
+
+constexpr size_t kAlignFloats = 16;  // 64 bytes
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+    return h;
+}
+
+enum class Init { truncated_normal, zeros, ones };
+
+Init init_kind(const std::string& name) {
+    const auto ends_with = [&](std::string_view s) { return name.ends_with(s); };
+    if (ends_with("/gamma")) return Init::ones;
+    if (ends_with("/beta") || ends_with("bias")) return Init::zeros;  // bias, output_bias
+    return Init::truncated_normal;  // embeddings, kernels, output_weights
+}
+
+}  // namespace
+
+ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config), heads_(heads) {
+    config.validate("model config");
+    const int64_t H = config.hidden_size, I = config.intermediate_size, V = config.vocab_size;
+    auto add = [&](std::string name, std::vector<int64_t> shape) {
+        ParamInfo p;
+        p.size = 1;
+        for (int64_t d : shape) p.size *= static_cast<size_t>(d);
+        p.decay = !excluded_from_decay(name);
+        p.name = std::move(name);
+        p.shape = std::move(shape);
+        p.offset = total_;
+        index_[p.name] = entries_.size();
+        total_ += (p.size + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+        entries_.push_back(std::move(p));
+    };
+    add("bert/embeddings/word_embeddings", {V, H});
+    add("bert/embeddings/token_type_embeddings", {config.type_vocab_size, H});
+    add("bert/embeddings/position_embeddings", {config.max_position_embeddings, H});
+    add("bert/embeddings/LayerNorm/gamma", {H});
+    add("bert/embeddings/LayerNorm/beta", {H});
+    for (int l = 0; l < config.num_hidden_layers; ++l) {
+        const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
+        for (const char* qkv : {"query", "key", "value"}) {
+            add(p + "attention/self/" + qkv + "/kernel", {H, H});
+            add(p + "attention/self/" + qkv + "/bias", {H});
+        }
+        add(p + "attention/output/dense/kernel", {H, H});
+        add(p + "attention/output/dense/bias", {H});
+        add(p + "attention/output/LayerNorm/gamma", {H});
+        add(p + "attention/output/LayerNorm/beta", {H});
+        add(p + "intermediate/dense/kernel", {H, I});
+        add(p + "intermediate/dense/bias", {I});
+        add(p + "output/dense/kernel", {I, H});
+        add(p + "output/dense/bias", {H});
+        add(p + "output/LayerNorm/gamma", {H});
+        add(p + "output/LayerNorm/beta", {H});
+    }
+    add("bert/pooler/dense/kernel", {H, H});
+    add("bert/pooler/dense/bias", {H});
+    if (heads == Heads::pretraining) {
+        add("cls/predictions/transform/dense/kernel", {H, H});
+        add("cls/predictions/transform/dense/bias", {H});
+        add("cls/predictions/transform/LayerNorm/gamma", {H});
+        add("cls/predictions/transform/LayerNorm/beta", {H});
+        add("cls/predictions/output_bias", {V});
+        add("cls/seq_relationship/output_weights", {2, H});
+        add("cls/seq_relationship/output_bias", {2});
+    } else if (heads == Heads::squad) {
+        add("cls/squad/output_weights", {2, H});
+        add("cls/squad/output_bias", {2});
+    }
+}
+
+const ParamInfo* ParamTable::find(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+const ParamInfo& ParamTable::at(const std::string& name) const {
+    const ParamInfo* p = find(name);
+    if (p == nullptr)
+        fail(
+            "parameter table: no tensor named \"{}\" (expected a name such as "
+            "bert/encoder/layer_0/attention/self/query/kernel; the table has {} tensors)",
+            name, entries_.size());
+    return *p;
+}
+
+size_t ParamTable::num_parameters() const {
+    size_t n = 0;
+    for (const ParamInfo& p : entries_) n += p.size;
+    return n;
+}
+
+std::span<float> ParamTable::view(std::span<float> buffer, const std::string& name) const {
+    BB_CHECK(buffer.size() >= total_);
+    const ParamInfo& p = at(name);
+    return buffer.subspan(p.offset, p.size);
+}
+
+std::span<const float> ParamTable::view(std::span<const float> buffer,
+                                        const std::string& name) const {
+    BB_CHECK(buffer.size() >= total_);
+    const ParamInfo& p = at(name);
+    return buffer.subspan(p.offset, p.size);
+}
+
+bool ParamTable::excluded_from_decay(const std::string& name) {
+    // run_pretraining.py: exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]
+    // (re.search).
+    return name.find("LayerNorm") != std::string::npos ||
+           name.find("layer_norm") != std::string::npos || name.find("bias") != std::string::npos;
+}
+
+void ParamTable::initialize(std::span<float> buffer, uint64_t seed) const {
+    BB_CHECK(buffer.size() >= total_);
+    std::fill(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(total_), 0.0f);
+    const double stddev = config_.initializer_range;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t t = 0; t < entries_.size(); ++t) {
+        const ParamInfo& p = entries_[t];
+        float* out = buffer.data() + p.offset;
+        const Init kind = init_kind(p.name);
+        if (kind != Init::truncated_normal) {
+            std::fill(out, out + p.size, kind == Init::ones ? 1.0f : 0.0f);
+            continue;
+        }
+        // tf.truncated_normal_initializer: standard normals outside [-2, 2] are redrawn.
+        // Box-Muller on a counter-based stream keyed by (seed, name).
+        const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(p.name)));
+        uint64_t counter = 0;
+        auto uniform = [&]() {  // in (0, 1]
+            return (static_cast<double>(splitmix64(key + counter++) >> 11) + 1.0) * 0x1.0p-53;
+        };
+        size_t i = 0;
+        while (i < p.size) {
+            const double r = std::sqrt(-2.0 * std::log(uniform()));
+            const double theta = 2.0 * std::numbers::pi * uniform();
+            for (double z : {r * std::cos(theta), r * std::sin(theta)}) {
+                if (i < p.size && std::abs(z) <= 2.0) out[i++] = static_cast<float>(z * stddev);
+            }
+        }
+    }
+}
+
+}  // namespace bertbench::model

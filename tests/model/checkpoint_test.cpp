@@ -1,0 +1,259 @@
+// Checkpoints: round trip with metadata and extra tensors (optimizer slots, step), errors naming
+// the tensor / expected and found shape / file, and Hugging Face import (names, transposes,
+// missing / unexpected report) from an HF-layout file written here with HF's own names.
+#include "model/checkpoint.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace bertbench::model {
+namespace {
+
+struct TmpDir {
+    std::filesystem::path path;
+    TmpDir() {
+        static int counter = 0;
+        path = std::filesystem::temp_directory_path() /
+               ("bb_ckpt_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        std::filesystem::create_directories(path);
+    }
+    ~TmpDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+BertConfig small_config() {
+    BertConfig c;
+    c.vocab_size = 101;
+    c.hidden_size = 24;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 3;
+    c.intermediate_size = 40;
+    c.max_position_embeddings = 32;
+    return c;
+}
+
+TEST(Checkpoint, RoundTripWithMetadataAndExtraTensors) {
+    TmpDir dir;
+    const ParamTable table(small_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats()), m(table.total_floats());
+    table.initialize(w, 1);
+    table.initialize(m, 2);
+    const std::vector<int64_t> step = {1234};
+    const std::string path = dir.file("ckpt.safetensors");
+    {
+        CheckpointWriter cw(path, table);
+        cw.add_table(w);
+        cw.add_table(m, "/adam_m");
+        cw.add_i64("global_step", step);
+        cw.set_metadata("data_cursor", "shard 3 record 17");
+        cw.commit();
+    }
+    const CheckpointReader r(path);
+    EXPECT_EQ(r.metadata().at("format"), kCheckpointFormat);
+    EXPECT_EQ(r.metadata().at("data_cursor"), "shard 3 record 17");
+    EXPECT_EQ(r.config().to_json(), small_config().to_json());
+    EXPECT_EQ(r.file().tensors().size(), 2 * table.entries().size() + 1);
+    EXPECT_EQ(r.read_i64("global_step"), step);
+    std::vector<float> w2(table.total_floats(), -1.0f), m2(table.total_floats(), -1.0f);
+    r.load_table(table, w2);
+    r.load_table(table, m2, "/adam_m");
+    for (const ParamInfo& p : table.entries()) {
+        ASSERT_TRUE(
+            std::equal(w.begin() + p.offset, w.begin() + p.offset + p.size, w2.begin() + p.offset))
+            << p.name;
+        ASSERT_TRUE(
+            std::equal(m.begin() + p.offset, m.begin() + p.offset + p.size, m2.begin() + p.offset))
+            << p.name;
+    }
+    EXPECT_NE(error_of([&] { r.load_table(table, m2, "/adam_v"); }).find("/adam_v\""),
+              std::string::npos);
+    const std::vector<int64_t> shape = {2, 24};
+    EXPECT_EQ(r.read_f32("cls/seq_relationship/output_weights", &shape).size(), 48u);
+    const std::vector<int64_t> wrong = {24, 2};
+    EXPECT_THROW(r.read_f32("cls/seq_relationship/output_weights", &wrong), Error);
+
+    // save_checkpoint / load_checkpoint
+    const std::string p2 = dir.file("w.safetensors");
+    save_checkpoint(p2, table, w, {{"k", "v"}});
+    std::vector<float> w3(table.total_floats());
+    load_checkpoint(p2, table, w3);
+    for (const ParamInfo& p : table.entries())
+        ASSERT_TRUE(
+            std::equal(w.begin() + p.offset, w.begin() + p.offset + p.size, w3.begin() + p.offset));
+}
+
+TEST(Checkpoint, MismatchesNameTensorShapesAndFile) {
+    TmpDir dir;
+    const ParamTable table(small_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 1);
+    const std::string path = dir.file("ckpt.safetensors");
+    save_checkpoint(path, table, w);
+
+    BertConfig bigger = small_config();
+    bigger.vocab_size = 102;
+    const ParamTable other(bigger, Heads::pretraining);
+    std::vector<float> buf(other.total_floats());
+    const std::string e = error_of([&] { CheckpointReader(path).load_table(other, buf); });
+    EXPECT_NE(e.find(path), std::string::npos) << e;
+    EXPECT_NE(e.find("bert/embeddings/word_embeddings"), std::string::npos) << e;
+    EXPECT_NE(e.find("expected shape [102, 24], got [101, 24]"), std::string::npos) << e;
+    const std::string e2 = error_of([&] { load_checkpoint(path, other, buf); });
+    EXPECT_NE(e2.find("vocab_size: expected 102"), std::string::npos) << e2;
+
+    const ParamTable squad(small_config(), Heads::squad);
+    std::vector<float> sq(squad.total_floats());
+    const std::string e3 = error_of([&] { load_checkpoint(path, squad, sq); });
+    EXPECT_NE(e3.find("cls/squad/output_weights"), std::string::npos) << e3;
+    EXPECT_NE(e3.find("no such tensor"), std::string::npos) << e3;
+    // The other direction works: a pretraining checkpoint holds the encoder for fine-tuning.
+    const ParamTable none(small_config(), Heads::none);
+    std::vector<float> nb(none.total_floats());
+    EXPECT_NO_THROW(load_checkpoint(path, none, nb));
+}
+
+// Writes `w` (laid out by `table`) as a transformers BertForPreTraining state dict.
+void write_hf(const std::string& path, const ParamTable& table, std::span<const float> w,
+              bool old_names, bool drop_pooler_bias) {
+    const BertConfig& c = table.config();
+    io::SafetensorsWriter out(path);
+    out.set_metadata("format", "pt");
+    auto put = [&](const std::string& hf, const std::string& tf) {
+        const ParamInfo& p = table.at(tf);
+        out.add_f32(hf, p.shape, table.view(w, tf));
+    };
+    auto put_t = [&](const std::string& hf, const std::string& tf) {  // [in, out] -> [out, in]
+        const ParamInfo& p = table.at(tf);
+        const auto src = table.view(w, tf);
+        const int64_t in = p.shape[0], o = p.shape[1];
+        std::vector<float> t(src.size());
+        for (int64_t i = 0; i < in; ++i)
+            for (int64_t j = 0; j < o; ++j) t[j * in + i] = src[i * o + j];
+        out.add_f32(hf, {o, in}, t);
+    };
+    const std::string g = old_names ? "gamma" : "weight", b = old_names ? "beta" : "bias";
+    put("bert.embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings");
+    put("bert.embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings");
+    put("bert.embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings");
+    put("bert.embeddings.LayerNorm." + g, "bert/embeddings/LayerNorm/gamma");
+    put("bert.embeddings.LayerNorm." + b, "bert/embeddings/LayerNorm/beta");
+    const std::vector<int64_t> ids = {0, 1, 2};
+    out.add_i64("bert.embeddings.position_ids", {1, 3}, ids);
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+        const std::string h = "bert.encoder.layer." + std::to_string(l) + ".";
+        const std::string t = "bert/encoder/layer_" + std::to_string(l) + "/";
+        for (const char* q : {"query", "key", "value"}) {
+            put_t(h + "attention.self." + q + ".weight", t + "attention/self/" + q + "/kernel");
+            put(h + "attention.self." + q + ".bias", t + "attention/self/" + q + "/bias");
+        }
+        put_t(h + "attention.output.dense.weight", t + "attention/output/dense/kernel");
+        put(h + "attention.output.dense.bias", t + "attention/output/dense/bias");
+        put(h + "attention.output.LayerNorm." + g, t + "attention/output/LayerNorm/gamma");
+        put(h + "attention.output.LayerNorm." + b, t + "attention/output/LayerNorm/beta");
+        put_t(h + "intermediate.dense.weight", t + "intermediate/dense/kernel");
+        put(h + "intermediate.dense.bias", t + "intermediate/dense/bias");
+        put_t(h + "output.dense.weight", t + "output/dense/kernel");
+        put(h + "output.dense.bias", t + "output/dense/bias");
+        put(h + "output.LayerNorm." + g, t + "output/LayerNorm/gamma");
+        put(h + "output.LayerNorm." + b, t + "output/LayerNorm/beta");
+    }
+    put_t("bert.pooler.dense.weight", "bert/pooler/dense/kernel");
+    if (!drop_pooler_bias) put("bert.pooler.dense.bias", "bert/pooler/dense/bias");
+    put_t("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel");
+    put("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias");
+    put("cls.predictions.transform.LayerNorm." + g, "cls/predictions/transform/LayerNorm/gamma");
+    put("cls.predictions.transform.LayerNorm." + b, "cls/predictions/transform/LayerNorm/beta");
+    put("cls.predictions.bias", "cls/predictions/output_bias");
+    put("cls.predictions.decoder.weight", "bert/embeddings/word_embeddings");  // tied copy
+    put("cls.predictions.decoder.bias", "cls/predictions/output_bias");
+    put("cls.seq_relationship.weight", "cls/seq_relationship/output_weights");  // [2, H]
+    put("cls.seq_relationship.bias", "cls/seq_relationship/output_bias");
+    out.add_f32("classifier.extra.weight", {2}, std::vector<float>{1, 2});
+    out.write();
+}
+
+TEST(Checkpoint, ImportsHuggingFaceBert) {
+    TmpDir dir;
+    const ParamTable table(small_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 7);
+    // Make biases and LayerNorm parameters distinct so that a swapped name would be caught.
+    for (size_t i = 0; i < w.size(); ++i) w[i] += 0.001f * float(i % 97);
+    for (const bool old_names : {false, true}) {
+        const std::string path = dir.file(old_names ? "old.safetensors" : "new.safetensors");
+        write_hf(path, table, w, old_names, /*drop_pooler_bias=*/old_names);
+        std::vector<float> got(table.total_floats(), -5.0f);
+        const ImportReport rep = import_hf_safetensors(path, table, got);
+        EXPECT_EQ(rep.unexpected, std::vector<std::string>{"classifier.extra.weight"});
+        EXPECT_EQ(rep.ignored.size(), 3u);  // position_ids, decoder.weight, decoder.bias
+        if (old_names) {
+            EXPECT_EQ(rep.missing, std::vector<std::string>{"bert/pooler/dense/bias"});
+        } else {
+            EXPECT_TRUE(rep.missing.empty());
+        }
+        EXPECT_EQ(rep.loaded.size(), table.entries().size() - rep.missing.size());
+        EXPECT_NE(rep.summary().find("classifier.extra.weight"), std::string::npos);
+        for (const ParamInfo& p : table.entries()) {
+            const auto a = table.view(std::span<const float>(w), p.name);
+            const auto b = table.view(std::span<const float>(got), p.name);
+            if (p.name == "bert/pooler/dense/bias" && old_names) {
+                EXPECT_EQ(b[0], -5.0f);  // untouched
+                continue;
+            }
+            EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << p.name;
+        }
+    }
+    // A shape mismatch names both names and both shapes.
+    BertConfig wider = small_config();
+    wider.intermediate_size = 48;
+    const ParamTable t2(wider, Heads::pretraining);
+    std::vector<float> buf(t2.total_floats());
+    const std::string e =
+        error_of([&] { import_hf_safetensors(dir.file("new.safetensors"), t2, buf); });
+    EXPECT_NE(e.find("bert.encoder.layer.0.intermediate.dense.weight"), std::string::npos) << e;
+    EXPECT_NE(e.find("bert/encoder/layer_0/intermediate/dense/kernel"), std::string::npos) << e;
+    EXPECT_NE(e.find("expected shape [48, 24] (HF [out, in]), got [40, 24]"), std::string::npos)
+        << e;
+}
+
+TEST(Checkpoint, HfNameMap) {
+    HfName m;
+    ASSERT_TRUE(hf_to_tf_name("encoder.layer.11.attention.self.key.weight", &m));  // BertModel
+    EXPECT_EQ(m.tf_name, "bert/encoder/layer_11/attention/self/key/kernel");
+    EXPECT_TRUE(m.transpose);
+    ASSERT_TRUE(hf_to_tf_name("bert.encoder.layer.3.output.LayerNorm.gamma", &m));
+    EXPECT_EQ(m.tf_name, "bert/encoder/layer_3/output/LayerNorm/gamma");
+    EXPECT_FALSE(m.transpose);
+    ASSERT_TRUE(hf_to_tf_name("cls.seq_relationship.weight", &m));
+    EXPECT_EQ(m.tf_name, "cls/seq_relationship/output_weights");
+    EXPECT_FALSE(m.transpose);
+    ASSERT_TRUE(hf_to_tf_name("qa_outputs.weight", &m));
+    EXPECT_EQ(m.tf_name, "cls/squad/output_weights");
+    EXPECT_FALSE(m.transpose);
+    ASSERT_TRUE(hf_to_tf_name("cls.predictions.bias", &m));
+    EXPECT_EQ(m.tf_name, "cls/predictions/output_bias");
+    for (const char* bad : {"bert.encoder.layer.x.output.dense.weight",
+                            "encoder.layer.1.foo.weight", "cls.predictions.decoder.weight",
+                            "bert.embeddings.LayerNorm.scale", "", "bert.", "pooler.dense.kernel"})
+        EXPECT_FALSE(hf_to_tf_name(bad, &m)) << bad;
+}
+
+}  // namespace
+}  // namespace bertbench::model

@@ -1,0 +1,314 @@
+// Parity of the C++ engine (model/bert.hpp, fp32, unpadded) with an independent plain-PyTorch BERT
+// (tests/tools/torch_bert.py, float64, padded with the -10000 mask): losses, MLM and NSP logits
+// and EVERY parameter gradient by name, on odd sizes, one BERT-base-shaped layer, and with the
+// engine's dropout masks replayed on the PyTorch side. Skipped when /usr/bin/python3 or torch is
+// missing. Tolerances (numpy.isclose form |got - want| <= atol + rtol * |want|) are per check
+// below.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/safetensors.hpp"
+#include "model/bert.hpp"
+#include "model/param_table.hpp"
+
+namespace bertbench::model {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+struct TmpDir {
+    std::filesystem::path path;
+    TmpDir() {
+        static int counter = 0;
+        path = std::filesystem::temp_directory_path() /
+               ("bb_parity_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+        std::filesystem::create_directories(path);
+    }
+    ~TmpDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// "" when /usr/bin/python3 with torch is usable, else why not.
+std::string python_problem() {
+    static const std::string problem = [] {
+        if (access(kPython, X_OK) != 0) return std::string(kPython) + " not found";
+        const std::string cmd = std::string(kPython) + " -c 'import torch, numpy' >/dev/null 2>&1";
+        if (std::system(cmd.c_str()) != 0)
+            return std::string("torch/numpy not importable by ") + kPython;
+        return std::string();
+    }();
+    return problem;
+}
+
+std::string source_dir() {
+    const char* s = std::getenv("BB_SOURCE_DIR");
+    // CMake compiles with absolute paths: tests/model/parity_test.cpp -> the source root.
+    return s ? s
+             : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
+
+// Largest |diff| / tol seen by all_close since the last reset, and where (printed per case).
+struct Worst {
+    double ratio = 0;
+    std::string name;
+};
+Worst g_worst;
+
+// numpy.isclose-style comparison; on failure reports name, #bad, worst index, got, want.
+::testing::AssertionResult all_close(const std::string& name, std::span<const float> got,
+                                     std::span<const float> want, double atol, double rtol) {
+    if (got.size() != want.size())
+        return ::testing::AssertionFailure()
+               << name << ": size " << got.size() << " vs reference " << want.size();
+    size_t bad = 0, worst = 0;
+    double worst_ratio = -1;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double g = got[i], w = want[i];
+        const double tol = atol + rtol * std::abs(w);
+        const double ratio = std::isfinite(g) ? std::abs(g - w) / tol : INFINITY;
+        if (!(ratio <= 1.0)) ++bad;
+        if (!(ratio <= worst_ratio)) {
+            worst_ratio = ratio;
+            worst = i;
+        }
+    }
+    if (worst_ratio > g_worst.ratio) g_worst = {worst_ratio, name};
+    if (bad == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << name << ": " << bad << " of " << got.size() << " outside atol " << atol << " + rtol "
+           << rtol << "; worst index " << worst << ": got " << got[worst] << ", want "
+           << want[worst] << " (|diff|/tol " << worst_ratio << ")";
+}
+
+struct Case {
+    BertConfig config;
+    std::vector<int> lengths;  // tokens per sequence
+    int predictions = 0;       // masked positions per sequence (at most length - 1)
+    bool dropout = false;
+    float scale = 1.0f;  // multiplies the initialised weights so gradients are not tiny
+    uint64_t seed = 1;
+    // Tolerances: logits/losses and gradients.
+    double atol_logits = 1e-5, rtol_logits = 1e-4, atol_grad = 2e-6, rtol_grad = 2e-5;
+};
+
+Batch make_batch(const Case& c, std::mt19937_64& rng) {
+    Batch b;
+    b.batch_size = static_cast<int>(c.lengths.size());
+    b.seq_offsets.push_back(0);
+    for (int s = 0; s < b.batch_size; ++s) {
+        const int len = c.lengths[static_cast<size_t>(s)], start = b.seq_offsets.back();
+        for (int t = 0; t < len; ++t) {
+            b.input_ids.push_back(static_cast<int32_t>(rng() % c.config.vocab_size));
+            b.segment_ids.push_back(t < len / 2 ? 0 : 1);
+        }
+        b.seq_offsets.push_back(start + len);
+        // Distinct positions in [1, len), ascending, as the data generator emits them.
+        std::vector<int> pos;
+        for (int t = 1; t < len; ++t) pos.push_back(t);
+        std::shuffle(pos.begin(), pos.end(), rng);
+        pos.resize(std::min<size_t>(pos.size(), static_cast<size_t>(c.predictions)));
+        std::sort(pos.begin(), pos.end());
+        for (int p : pos) {
+            b.masked_index.push_back(start + p);
+            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.config.vocab_size));
+            b.masked_weights.push_back(1.0f);
+            b.masked_seq.push_back(s);
+        }
+        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
+    }
+    return b;
+}
+
+void run_parity(const Case& c) {
+    if (const std::string p = python_problem(); !p.empty()) GTEST_SKIP() << "parity skipped: " << p;
+    const ParamTable table(c.config, Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, c.seed);
+    // Scale weights up, and give LayerNorm and bias parameters random values, so that every
+    // gradient is exercised away from the initialisation's symmetric point.
+    std::mt19937_64 rng(c.seed);
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    for (const ParamInfo& p : table.entries()) {
+        auto v = table.view(std::span<float>(params), p.name);
+        const bool affine =
+            p.name.ends_with("gamma") || p.name.ends_with("beta") || p.name.ends_with("bias");
+        for (float& x : v) x = affine ? x + u(rng) : x * c.scale;
+    }
+    const Batch batch = make_batch(c, rng);
+    int max_seq = 0;
+    for (int len : c.lengths) max_seq = std::max(max_seq, len);
+
+    BertPretrainer engine(table, Plan{batch.batch_size, max_seq, c.predictions});
+    const uint64_t dropout_seed = 1234, step = 7;
+    g_worst = {};
+    const Losses losses = engine.forward(params, batch, c.dropout, dropout_seed, step);
+    std::vector<float> grads(table.total_floats(), 0.0f);
+    engine.backward(grads, params, batch);
+
+    TmpDir dir;
+    const std::string in = dir.file("in.safetensors"), out = dir.file("out.safetensors");
+    {
+        io::SafetensorsWriter w(in);
+        w.set_metadata("bert_config", c.config.to_json().dump());
+        for (const ParamInfo& p : table.entries())
+            w.add(p.name, io::DType::F32, p.shape, params.data() + p.offset, p.size * 4);
+        const int64_t B = batch.batch_size, N = batch.num_tokens(), P = batch.num_predictions();
+        w.add_i32("batch/seq_offsets", {B + 1}, batch.seq_offsets);
+        w.add_i32("batch/input_ids", {N}, batch.input_ids);
+        w.add_i32("batch/segment_ids", {N}, batch.segment_ids);
+        w.add_i32("batch/masked_index", {P}, batch.masked_index);
+        w.add_i32("batch/masked_ids", {P}, batch.masked_ids);
+        w.add_f32("batch/masked_weights", {P}, batch.masked_weights);
+        w.add_i32("batch/masked_seq", {P}, batch.masked_seq);
+        w.add_i32("batch/next_sentence_labels", {B}, batch.next_sentence_labels);
+        if (c.dropout) {
+            std::vector<std::string> sites = {"embeddings"};
+            for (int l = 0; l < c.config.num_hidden_layers; ++l)
+                for (const char* s : {"attention_probs", "attention_output", "output"})
+                    sites.push_back("layer_" + std::to_string(l) + "/" + s);
+            for (const std::string& s : sites) {
+                const std::span<const uint8_t> m = engine.dropout_mask(s);
+                ASSERT_FALSE(m.empty()) << "engine exported no dropout mask for " << s;
+                // The kept fraction is about 1 - p (5 standard errors).
+                const double p = s.ends_with("attention_probs")
+                                     ? c.config.attention_probs_dropout_prob
+                                     : c.config.hidden_dropout_prob;
+                double kept = 0;
+                for (uint8_t x : m) kept += x != 0;
+                EXPECT_NEAR(kept / double(m.size()), 1 - p,
+                            5 * std::sqrt(p * (1 - p) / double(m.size())))
+                    << s;
+                w.add_copy("dropout/" + s, io::DType::U8, {static_cast<int64_t>(m.size())},
+                           m.data(), m.size());
+            }
+        }
+        w.write();
+    }
+    const std::string log = dir.file("python.log");
+    const std::string cmd = std::string(kPython) + " " + source_dir() +
+                            "/tests/tools/torch_bert.py --input " + in + " --output " + out +
+                            " > " + log + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_EQ(rc, 0) << cmd << "\n" << read_file(log);
+
+    const io::SafetensorsReader ref(out);
+    const auto want_losses = [&](const char* n) { return double(ref.read_f32(n).at(0)); };
+    const std::vector<float> got_losses = {float(losses.total), float(losses.mlm_loss),
+                                           float(losses.nsp_loss)};
+    const std::vector<float> ref_losses = {float(want_losses("loss/total")),
+                                           float(want_losses("loss/mlm")),
+                                           float(want_losses("loss/nsp"))};
+    EXPECT_TRUE(all_close("losses (total, mlm, nsp)", got_losses, ref_losses, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close("mlm_logits", engine.mlm_logits(), ref.read_f32("mlm_logits"),
+                          c.atol_logits, c.rtol_logits));
+    EXPECT_TRUE(all_close("nsp_logits", engine.nsp_logits(), ref.read_f32("nsp_logits"),
+                          c.atol_logits, c.rtol_logits));
+    std::printf("[parity] losses: engine total %.7f mlm %.7f nsp %.7f; torch %.7f %.7f %.7f\n",
+                got_losses[0], got_losses[1], got_losses[2], ref_losses[0], ref_losses[1],
+                ref_losses[2]);
+    std::printf("[parity] logits: worst |diff|/tol %.3g (%s)\n", g_worst.ratio,
+                g_worst.name.c_str());
+    g_worst = {};
+    double max_grad = 0;
+    for (const ParamInfo& p : table.entries()) {
+        const std::vector<float> want = ref.read_f32("grad/" + p.name);
+        EXPECT_TRUE(all_close("grad/" + p.name, table.view(std::span<const float>(grads), p.name),
+                              want, c.atol_grad, c.rtol_grad));
+        for (float x : want) max_grad = std::max(max_grad, double(std::abs(x)));
+    }
+    std::printf("[parity] %zu gradients: worst |diff|/tol %.3g (%s), largest |grad| %.3g\n",
+                table.entries().size(), g_worst.ratio, g_worst.name.c_str(), max_grad);
+    g_worst = {};
+    // The comparison is meaningful only if gradients are well above atol.
+    EXPECT_GT(max_grad, 1000 * c.atol_grad);
+}
+
+// The reference itself: its autograd gradients against central finite differences in float64
+// (atol 1e-7 + rtol 1e-5), with dropout masks, and its loss independent of extra padding.
+TEST(Parity, TorchReferenceSelfTest) {
+    if (const std::string p = python_problem(); !p.empty()) GTEST_SKIP() << "parity skipped: " << p;
+    TmpDir dir;
+    const std::string log = dir.file("selftest.log");
+    const std::string cmd = std::string(kPython) + " " + source_dir() +
+                            "/tests/tools/torch_bert.py --selftest > " + log + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    const std::string text = read_file(log);
+    EXPECT_EQ(rc, 0) << cmd << "\n" << text;
+    EXPECT_NE(text.find("selftest OK"), std::string::npos) << text;
+}
+
+// (a) Odd sizes: H 96, 3 heads (head size 32), I 200, vocab 1000, 2 layers, lengths 5..37.
+BertConfig odd_config() {
+    BertConfig c;
+    c.vocab_size = 1000;
+    c.hidden_size = 96;
+    c.num_attention_heads = 3;
+    c.intermediate_size = 200;
+    c.num_hidden_layers = 2;
+    c.max_position_embeddings = 64;
+    return c;
+}
+
+TEST(Parity, OddSizesMatchPyTorch) {
+    Case c;
+    c.config = odd_config();
+    c.lengths = {5, 37, 12, 23, 8};
+    c.predictions = 6;
+    c.scale = 5.0f;
+    run_parity(c);
+}
+
+// (c) Dropout on: the engine's masks are replayed in PyTorch.
+TEST(Parity, DropoutMasksMatchPyTorch) {
+    Case c;
+    c.config = odd_config();
+    c.config.hidden_dropout_prob = 0.1f;
+    c.config.attention_probs_dropout_prob = 0.15f;
+    c.lengths = {5, 37, 12, 23, 8};
+    c.predictions = 6;
+    c.dropout = true;
+    c.scale = 5.0f;
+    c.seed = 2;
+    run_parity(c);
+}
+
+// The erf GELU of Hugging Face checkpoints (hidden_act "gelu_erf"), one layer.
+TEST(Parity, GeluErfMatchesPyTorch) {
+    Case c;
+    c.config = odd_config();
+    c.config.hidden_act = "gelu_erf";
+    c.config.num_hidden_layers = 1;
+    c.lengths = {19, 7, 30};
+    c.predictions = 5;
+    c.scale = 5.0f;
+    c.seed = 4;
+    run_parity(c);
+}
+
+// (b) One BERT-base-shaped layer (H 768, 12 heads, I 3072), vocab reduced to 8192, seq 128, B 2.
+TEST(Parity, BertBaseLayerMatchesPyTorchSlow) {
+    Case c;
+    c.config = BertConfig::preset("base");
+    c.config.num_hidden_layers = 1;
+    c.config.vocab_size = 8192;
+    c.config.max_position_embeddings = 128;
+    c.lengths = {128, 101};
+    c.predictions = 20;
+    c.scale = 2.0f;
+    c.seed = 3;
+    run_parity(c);
+}
+
+}  // namespace
+}  // namespace bertbench::model

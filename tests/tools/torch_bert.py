@@ -1,0 +1,357 @@
+#!/usr/bin/python3
+"""An independent, plain-PyTorch BERT pretraining forward/backward, for parity tests.
+
+Written from google-research/bert modeling.py + run_pretraining.py (not from bertbench's C++):
+padded batch with the -10000 additive attention mask, GELU tanh form (or erf for "gelu_erf"),
+LayerNorm eps 1e-12, pooler tanh on [CLS], MLM head at the gathered masked positions with the
+decoder tied to the word embeddings plus output_bias, MLM loss sum(w*CE)/(sum(w)+1e-5), NSP mean
+CE, total = MLM + NSP. Parameters use the TF names and layouts (kernels [in, out]).
+
+Input (one safetensors file):
+  __metadata__["bert_config"]  bert_config.json text
+  <tf name>                    every parameter, F32
+  batch/seq_offsets (B+1), batch/input_ids (N), batch/segment_ids (N), batch/masked_index (P),
+  batch/masked_ids (P), batch/masked_weights (P, F32), batch/masked_seq (P),
+  batch/next_sentence_labels (B)                 -- the unpadded layout of src/model/batch.hpp
+  dropout/<site> (U8, 1 = kept), optional; sites as BertPretrainer::dropout_mask():
+    embeddings (N,H); layer_<i>/attention_probs (per sequence b: NH x T_b x T_b, concatenated);
+    layer_<i>/attention_output (N,H); layer_<i>/output (N,H). Kept values are scaled by 1/(1-p).
+Output (safetensors, F64 unless --dtype float32): loss/total, loss/mlm, loss/nsp (shape [1]),
+  mlm_logits (P,V), nsp_logits (B,2), grad/<tf name> for every parameter.
+
+--selftest: checks this script's gradients against central finite differences in float64.
+"""
+import argparse
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+
+DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+NAMES = {np.dtype(v).str: k for k, v in DTYPES.items()}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = raw[8 + n:]
+    tensors = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        arr = np.frombuffer(data[b:e], dtype=DTYPES[t["dtype"]]).reshape(t["shape"])
+        tensors[name] = arr.copy()
+    return tensors, meta
+
+
+def write_safetensors(path, tensors, meta=None):
+    header, chunks, pos = {}, [], 0
+    if meta:
+        header["__metadata__"] = meta
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr)
+        le = arr.dtype.newbyteorder("<")
+        arr = arr.astype(le, copy=False)
+        raw = arr.tobytes()
+        header[name] = {"dtype": NAMES[np.dtype(le).str], "shape": list(arr.shape),
+                        "data_offsets": [pos, pos + len(raw)]}
+        chunks.append(raw)
+        pos += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for c in chunks:
+            f.write(c)
+
+
+def param_names(cfg):
+    names = ["bert/embeddings/word_embeddings", "bert/embeddings/token_type_embeddings",
+             "bert/embeddings/position_embeddings", "bert/embeddings/LayerNorm/gamma",
+             "bert/embeddings/LayerNorm/beta"]
+    for i in range(cfg["num_hidden_layers"]):
+        p = "bert/encoder/layer_%d/" % i
+        for q in ("query", "key", "value"):
+            names += [p + "attention/self/%s/kernel" % q, p + "attention/self/%s/bias" % q]
+        names += [p + s for s in ("attention/output/dense/kernel", "attention/output/dense/bias",
+                                  "attention/output/LayerNorm/gamma",
+                                  "attention/output/LayerNorm/beta",
+                                  "intermediate/dense/kernel", "intermediate/dense/bias",
+                                  "output/dense/kernel", "output/dense/bias",
+                                  "output/LayerNorm/gamma", "output/LayerNorm/beta")]
+    names += ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",
+              "cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
+              "cls/predictions/transform/LayerNorm/gamma",
+              "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias",
+              "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"]
+    return names
+
+
+def activation(name):
+    if name in ("gelu", "gelu_new"):  # the reference's tanh approximation
+        return lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
+                                                     (x + 0.044715 * torch.pow(x, 3))))
+    if name == "gelu_erf":
+        return lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    if name == "relu":
+        return torch.relu
+    raise SystemExit("torch_bert.py: hidden_act: unsupported %r" % name)
+
+
+def layer_norm(x, gamma, beta):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + 1e-12) * gamma + beta
+
+
+class Padded:
+    """The unpadded batch of batch.hpp expanded to the reference's padded [B, T] tensors."""
+
+    def __init__(self, t, extra_padding=0):
+        off = t["batch/seq_offsets"].astype(np.int64)
+        self.B = len(off) - 1
+        self.lens = off[1:] - off[:-1]
+        self.T = int(self.lens.max()) + extra_padding
+        self.off = off
+        ids = t["batch/input_ids"].astype(np.int64)
+        seg = t["batch/segment_ids"].astype(np.int64)
+        self.input_ids = np.zeros((self.B, self.T), np.int64)
+        self.segment_ids = np.zeros((self.B, self.T), np.int64)
+        self.input_mask = np.zeros((self.B, self.T), np.int64)
+        for b in range(self.B):
+            n = self.lens[b]
+            self.input_ids[b, :n] = ids[off[b]:off[b + 1]]
+            self.segment_ids[b, :n] = seg[off[b]:off[b + 1]]
+            self.input_mask[b, :n] = 1
+        mi = t["batch/masked_index"].astype(np.int64)
+        ms = t["batch/masked_seq"].astype(np.int64)
+        self.masked_seq = ms
+        self.masked_pos = mi - off[ms]  # within-sequence position
+        assert (self.masked_pos >= 0).all() and (self.masked_pos < self.lens[ms]).all()
+        self.masked_ids = t["batch/masked_ids"].astype(np.int64)
+        self.masked_weights = t["batch/masked_weights"].astype(np.float64)
+        self.nsp_labels = t["batch/next_sentence_labels"].astype(np.int64)
+
+    def tokens_to_padded(self, flat, H, fill=1):
+        """(N, H) packed -> (B, T, H) padded."""
+        out = np.full((self.B, self.T, H), fill, flat.dtype)
+        for b in range(self.B):
+            out[b, :self.lens[b]] = flat[self.off[b]:self.off[b + 1]]
+        return out
+
+    def probs_to_padded(self, flat, NH, fill=1):
+        """Per sequence NH x T_b x T_b, concatenated -> (B, NH, T, T)."""
+        out = np.full((self.B, NH, self.T, self.T), fill, flat.dtype)
+        pos = 0
+        for b in range(self.B):
+            n = int(self.lens[b])
+            out[b, :, :n, :n] = flat[pos:pos + NH * n * n].reshape(NH, n, n)
+            pos += NH * n * n
+        assert pos == flat.size, "attention_probs mask size"
+        return out
+
+
+def forward(cfg, P, batch, masks, dtype):
+    """Returns (total, mlm, nsp, mlm_logits, nsp_logits). P: name -> tensor (requires_grad)."""
+    H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
+    HS = H // NH
+    act = activation(cfg.get("hidden_act", "gelu"))
+    hp, ap = cfg.get("hidden_dropout_prob", 0.1), cfg.get("attention_probs_dropout_prob", 0.1)
+    B, T = batch.B, batch.T
+
+    def drop(x, site, p, probs=False):
+        if masks is None or p == 0.0:
+            return x
+        m = masks[site]
+        m = batch.probs_to_padded(m, NH) if probs else batch.tokens_to_padded(m.reshape(-1, H), H)
+        return x * torch.from_numpy(m.astype(np.float64)).to(dtype) / (1.0 - p)
+
+    ids = torch.from_numpy(batch.input_ids)
+    seg = torch.from_numpy(batch.segment_ids)
+    x = (P["bert/embeddings/word_embeddings"][ids] +
+         P["bert/embeddings/token_type_embeddings"][seg] +
+         P["bert/embeddings/position_embeddings"][:T].unsqueeze(0))
+    x = layer_norm(x, P["bert/embeddings/LayerNorm/gamma"], P["bert/embeddings/LayerNorm/beta"])
+    x = drop(x, "embeddings", hp)
+    # (1 - mask) * -10000 added to the scores, broadcast over heads and query positions.
+    adder = (1.0 - torch.from_numpy(batch.input_mask).to(dtype)) * -10000.0
+    adder = adder[:, None, None, :]
+    for i in range(cfg["num_hidden_layers"]):
+        p = "bert/encoder/layer_%d/" % i
+        site = "layer_%d/" % i
+
+        def dense(v, name):
+            return v @ P[p + name + "/kernel"] + P[p + name + "/bias"]
+
+        def heads(v):  # (B, T, H) -> (B, NH, T, HS)
+            return v.view(B, T, NH, HS).permute(0, 2, 1, 3)
+
+        q = heads(dense(x, "attention/self/query"))
+        k = heads(dense(x, "attention/self/key"))
+        v = heads(dense(x, "attention/self/value"))
+        scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(HS)) + adder
+        probs = torch.softmax(scores, dim=-1)
+        probs = drop(probs, site + "attention_probs", ap, probs=True)
+        ctx = (probs @ v).permute(0, 2, 1, 3).reshape(B, T, H)
+        a = drop(dense(ctx, "attention/output/dense"), site + "attention_output", hp)
+        x = layer_norm(a + x, P[p + "attention/output/LayerNorm/gamma"],
+                       P[p + "attention/output/LayerNorm/beta"])
+        h = act(dense(x, "intermediate/dense"))
+        o = drop(dense(h, "output/dense"), site + "output", hp)
+        x = layer_norm(o + x, P[p + "output/LayerNorm/gamma"], P[p + "output/LayerNorm/beta"])
+    seq_out = x
+    pooled = torch.tanh(seq_out[:, 0] @ P["bert/pooler/dense/kernel"] +
+                        P["bert/pooler/dense/bias"])
+    # MLM head at the gathered positions (run_pretraining.py gather_indexes).
+    g = seq_out[torch.from_numpy(batch.masked_seq), torch.from_numpy(batch.masked_pos)]
+    g = act(g @ P["cls/predictions/transform/dense/kernel"] +
+            P["cls/predictions/transform/dense/bias"])
+    g = layer_norm(g, P["cls/predictions/transform/LayerNorm/gamma"],
+                   P["cls/predictions/transform/LayerNorm/beta"])
+    mlm_logits = g @ P["bert/embeddings/word_embeddings"].t() + P["cls/predictions/output_bias"]
+    logp = torch.log_softmax(mlm_logits, dim=-1)
+    w = torch.from_numpy(batch.masked_weights).to(dtype)
+    per = -logp.gather(1, torch.from_numpy(batch.masked_ids)[:, None])[:, 0]
+    mlm = (w * per).sum() / (w.sum() + 1e-5)
+    nsp_logits = pooled @ P["cls/seq_relationship/output_weights"].t() + \
+        P["cls/seq_relationship/output_bias"]
+    nsp_logp = torch.log_softmax(nsp_logits, dim=-1)
+    nsp = -nsp_logp.gather(1, torch.from_numpy(batch.nsp_labels)[:, None])[:, 0].mean()
+    return mlm + nsp, mlm, nsp, mlm_logits, nsp_logits
+
+
+def run(args):
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    t, meta = read_safetensors(args.input)
+    cfg = json.loads(meta["bert_config"])
+    P = {}
+    for name in param_names(cfg):
+        if name not in t:
+            raise SystemExit("torch_bert.py: %s: missing parameter %s" % (args.input, name))
+        P[name] = torch.from_numpy(t[name].astype(np.float64)).to(dtype).requires_grad_(True)
+    batch = Padded(t)
+    masks = {k[len("dropout/"):]: v for k, v in t.items() if k.startswith("dropout/")} or None
+    total, mlm, nsp, mlm_logits, nsp_logits = forward(cfg, P, batch, masks, dtype)
+    total.backward()
+    npd = np.float64 if dtype == torch.float64 else np.float32
+    out = {"loss/total": np.array([total.item()], npd), "loss/mlm": np.array([mlm.item()], npd),
+           "loss/nsp": np.array([nsp.item()], npd),
+           "mlm_logits": mlm_logits.detach().numpy().astype(npd),
+           "nsp_logits": nsp_logits.detach().numpy().astype(npd)}
+    for name, p in P.items():
+        out["grad/" + name] = p.grad.numpy().astype(npd)
+    write_safetensors(args.output, out, {"torch": torch.__version__,
+                                         "dropout": "on" if masks else "off"})
+
+
+def selftest():
+    """Gradients vs central finite differences (float64) on a small random model and batch."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    cfg = {"vocab_size": 23, "hidden_size": 12, "num_hidden_layers": 2, "num_attention_heads": 3,
+           "intermediate_size": 7, "max_position_embeddings": 16, "type_vocab_size": 2,
+           "hidden_act": "gelu", "hidden_dropout_prob": 0.25, "attention_probs_dropout_prob": 0.2}
+    shapes = {}
+    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    for n in param_names(cfg):
+        if n.endswith("word_embeddings"):
+            shapes[n] = (V, H)
+        elif n.endswith("token_type_embeddings"):
+            shapes[n] = (2, H)
+        elif n.endswith("position_embeddings"):
+            shapes[n] = (16, H)
+        elif n.endswith("intermediate/dense/kernel"):
+            shapes[n] = (H, I)
+        elif n.endswith("intermediate/dense/bias"):
+            shapes[n] = (I,)
+        elif n.endswith("output/dense/kernel") and "attention" not in n:
+            shapes[n] = (I, H)
+        elif n.endswith("kernel"):
+            shapes[n] = (H, H)
+        elif n.endswith("output_bias") and "predictions" in n:
+            shapes[n] = (V,)
+        elif n.endswith("output_weights"):
+            shapes[n] = (2, H)
+        elif n.endswith("seq_relationship/output_bias"):
+            shapes[n] = (2,)
+        else:
+            shapes[n] = (H,)
+    P = {n: torch.tensor(rng.normal(0, 0.3, s) + (1.0 if n.endswith("gamma") else 0.0),
+                         dtype=torch.float64, requires_grad=True) for n, s in shapes.items()}
+    lens = [5, 9, 3]
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    N = int(off[-1])
+    mi = np.array([1, 3, 6, 12, 13, 15], np.int32)
+    ms = np.array([0, 0, 1, 1, 1, 2], np.int32)
+    t = {"batch/seq_offsets": off, "batch/input_ids": rng.integers(0, V, N).astype(np.int32),
+         "batch/segment_ids": rng.integers(0, 2, N).astype(np.int32),
+         "batch/masked_index": mi, "batch/masked_seq": ms,
+         "batch/masked_ids": rng.integers(0, V, len(mi)).astype(np.int32),
+         "batch/masked_weights": np.array([1, 1, 0.5, 1, 0, 1], np.float32),
+         "batch/next_sentence_labels": np.array([0, 1, 1], np.int32)}
+    batch = Padded(t)
+    masks = {"embeddings": rng.random((N, H)) > 0.25}
+    for i in range(2):
+        masks["layer_%d/attention_probs" % i] = rng.random(sum(3 * n * n for n in lens)) > 0.2
+        masks["layer_%d/attention_output" % i] = rng.random((N, H)) > 0.25
+        masks["layer_%d/output" % i] = rng.random((N, H)) > 0.25
+    masks = {k: v.astype(np.uint8) for k, v in masks.items()}
+    loss = forward(cfg, P, batch, masks, torch.float64)[0]
+    loss.backward()
+    worst = 0.0
+    eps = 1e-6
+    with torch.no_grad():
+        for name, p in P.items():
+            flat = p.view(-1)
+            for j in rng.choice(flat.numel(), size=min(4, flat.numel()), replace=False):
+                old = flat[j].item()
+                flat[j] = old + eps
+                up = forward(cfg, P, batch, masks, torch.float64)[0].item()
+                flat[j] = old - eps
+                down = forward(cfg, P, batch, masks, torch.float64)[0].item()
+                flat[j] = old
+                fd = (up - down) / (2 * eps)
+                got = p.grad.view(-1)[j].item()
+                err = abs(got - fd) / (1e-7 + 1e-5 * abs(fd))
+                worst = max(worst, err)
+                if abs(got - fd) > 1e-7 + 1e-5 * abs(fd):
+                    print("FAIL %s[%d]: autograd %.10g, finite difference %.10g" %
+                          (name, j, got, fd))
+                    return 1
+    # The padded computation must not depend on the amount of padding.
+    more = forward(cfg, P, Padded(t, extra_padding=3), masks, torch.float64)[0].item()
+    if abs(more - loss.item()) > 1e-12:
+        print("FAIL: loss %.15g with 3 more padding columns, %.15g without" % (more, loss.item()))
+        return 1
+    print("selftest OK: gradients match central differences (atol 1e-7, rtol 1e-5); worst "
+          "error/tolerance %.3f" % worst)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--input")
+    ap.add_argument("--output")
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
+    ap.add_argument("--selftest", action="store_true")
+    args = ap.parse_args()
+    # One thread: the problems are small, and ctest runs other tests beside this one (an OpenMP
+    # pool oversubscribing 2 vCPUs was 10x slower under load).
+    torch.set_num_threads(1)
+    if args.selftest:
+        return selftest()
+    if not args.input or not args.output:
+        ap.error("--input and --output are required")
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
