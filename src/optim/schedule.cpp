@@ -1,0 +1,50 @@
+// LR schedule and MLPerf eval interval; see schedule.hpp. The float32 arithmetic below follows
+// tf.train.polynomial_decay and the warm-up block of create_optimizer op by op.
+#include "optim/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace bertbench::optim {
+
+float LrSchedule::at(int64_t global_step) const {
+    // polynomial_decay(lr0, global_step, T, end=0, power=p, cycle=False), all in float32:
+    //   step = min(float(global_step), float(T)); frac = step / float(T);
+    //   lr = (lr0 - 0) * pow(1 - frac, p) + 0
+    const float lr0 = static_cast<float>(learning_rate);
+    const float steps_f = static_cast<float>(num_train_steps);
+    const float step_f = std::min(static_cast<float>(global_step), steps_f);
+    const float frac = step_f / steps_f;
+    float lr = (lr0 - 0.0f) * std::pow(1.0f - frac, static_cast<float>(poly_power)) + 0.0f;
+    if (num_warmup_steps != 0) {
+        // int32 arithmetic in TF: global_steps_int = int(global_step) - start_warmup_step.
+        const int64_t since = global_step - start_warmup_step;
+        const float percent = static_cast<float>(since) / static_cast<float>(num_warmup_steps);
+        const float warmup_lr = lr0 * percent;
+        // is_warmup in {0, 1}: (1 - w) * lr + w * warmup_lr is exactly one of the two.
+        if (since < num_warmup_steps) lr = warmup_lr;
+    }
+    return lr;
+}
+
+void LrSchedule::validate() const {
+    if (num_train_steps <= 0)
+        fail("--num_train_steps: expected > 0, got {} (hint: it counts micro-steps)",
+             num_train_steps);
+    if (num_warmup_steps < 0) fail("--num_warmup_steps: expected >= 0, got {}", num_warmup_steps);
+    if (!(poly_power > 0)) fail("--poly_power: expected > 0, got {}", poly_power);
+    if (!(learning_rate >= 0)) fail("--learning_rate: expected >= 0, got {}", learning_rate);
+}
+
+int64_t mlperf_eval_interval_samples(int64_t global_batch_size) {
+    if (global_batch_size <= 0)
+        fail("global batch size: expected > 0, got {} (hint: train_batch_size x ranks x "
+             "steps_per_update)",
+             global_batch_size);
+    // 0.05 * (230.23 * B + 3e6) / 25000 = (23023 * B + 3e8) / 5e7, exactly.
+    return (23023 * global_batch_size + 300000000) / 50000000 * 25000;
+}
+
+}  // namespace bertbench::optim

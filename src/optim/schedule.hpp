@@ -1,0 +1,34 @@
+// Learning-rate schedule of MLPerf BERT (run_pretraining.py -> optimization.py create_optimizer):
+// tf.train.polynomial_decay to 0 over num_train_steps, overridden during warm-up by a linear ramp
+// that starts at start_warmup_step (which may be negative). Evaluated in float32 with TF's order
+// of operations, so every value equals the reference's to the last bit (see docs/training.md).
+// Step values are MICRO-steps (TF global_step counts every micro-batch under accumulation).
+#pragma once
+
+#include <cstdint>
+
+namespace bertbench::optim {
+
+struct LrSchedule {
+    double learning_rate = 4e-4;      // lr0, --learning_rate
+    int64_t num_train_steps = 0;      // T, --num_train_steps (micro-steps); decay reaches 0 at T
+    int64_t num_warmup_steps = 0;     // W, --num_warmup_steps; 0 = no warm-up
+    int64_t start_warmup_step = 0;    // s0, --start_warmup_step (may be negative)
+    double poly_power = 1.0;          // p, --poly_power
+
+    // The learning rate the reference applies when its global_step (before the increment of this
+    // step) equals `global_step`:
+    //   s - s0 < W :  lr0 * (s - s0) / W                     (no decay factor; negative if s < s0)
+    //   otherwise  :  lr0 * (1 - min(s, T) / T) ^ p
+    float at(int64_t global_step) const;
+
+    // Throws Error naming the flag when T <= 0, W < 0, p <= 0 or lr0 < 0.
+    void validate() const;
+};
+
+// MLPerf BERT evaluation interval in samples for a global batch size (training rules; README of
+// the reference): floor(0.05 * (230.23 * GBS + 3,000,000) / 25,000) * 25,000. Computed exactly in
+// integers: floor((23023 * GBS + 300,000,000) / 50,000,000) * 25,000. Error if GBS <= 0.
+int64_t mlperf_eval_interval_samples(int64_t global_batch_size);
+
+}  // namespace bertbench::optim

@@ -1,0 +1,74 @@
+// Clip, accumulate, schedule, apply: see update.hpp.
+#include "optim/update.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "optim/clip.hpp"
+
+namespace bertbench::optim {
+
+ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
+                                   size_t total_floats, OptimizerConfig optimizer,
+                                   LrSchedule schedule, int steps_per_update, ClipMode clip_mode,
+                                   float clip_norm)
+    : optimizer_(entries, total_floats, optimizer),
+      schedule_(schedule),
+      n_(steps_per_update),
+      clip_mode_(clip_mode),
+      clip_norm_(clip_norm) {
+    schedule_.validate();
+    if (n_ < 1) fail("--steps_per_update: expected >= 1, got {}", n_);
+    if (!(clip_norm_ > 0)) fail("[optim] clip norm: expected > 0, got {}", clip_norm_);
+    if (n_ > 1) accum_.assign(total_floats, 0.0f);
+}
+
+ParameterUpdater::ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,
+                                   LrSchedule schedule, int steps_per_update, ClipMode clip_mode,
+                                   float clip_norm)
+    : ParameterUpdater(table.entries(), table.total_floats(), optimizer, schedule,
+                       steps_per_update, clip_mode, clip_norm) {}
+
+void ParameterUpdater::set_global_step(int64_t step) {
+    if (step < 0) fail("[optim] global step: expected >= 0, got {}", step);
+    global_step_ = step;
+}
+
+MicroStepResult ParameterUpdater::micro_step(std::span<float> params,
+                                             std::span<const float> grads) {
+    const ChunkPlan& plan = optimizer_.plan();
+    MicroStepResult r;
+    r.learning_rate = schedule_.at(global_step_);
+    // deferred_grad_optimizer: apply when global_step % n == n - 1, then zero the accumulator.
+    const bool apply = global_step_ % n_ == n_ - 1;
+    const auto clip = [&](std::span<const float> g) {
+        r.grad_norm = global_norm(plan, g);
+        if (!std::isfinite(r.grad_norm))
+            fail("[optim] global step {}: gradient global norm is {} (expected finite); the "
+                 "loss diverged or the input is bad (hint: lower --learning_rate or check the "
+                 "data)",
+                 global_step_, r.grad_norm);
+        r.clip_scale = clip_scale(r.grad_norm, clip_norm_);
+    };
+    if (n_ == 1) {
+        clip(grads);
+        optimizer_.step(params, grads, r.learning_rate, r.clip_scale);  // clip fused into the read
+    } else if (clip_mode_ == ClipMode::per_micro_batch) {
+        clip(grads);
+        accumulate_scaled(plan, accum_, grads, r.clip_scale, n_);
+        if (apply) optimizer_.step(params, accum_, r.learning_rate);
+    } else {
+        accumulate_scaled(plan, accum_, grads, 1.0f, n_);
+        if (apply) {
+            clip(accum_);
+            optimizer_.step(params, accum_, r.learning_rate, r.clip_scale);
+        }
+    }
+    if (apply && n_ > 1) std::fill(accum_.begin(), accum_.end(), 0.0f);
+    r.applied = apply;
+    ++global_step_;
+    return r;
+}
+
+}  // namespace bertbench::optim

@@ -1,0 +1,72 @@
+// One training micro-step's parameter-update logic, as MLPerf BERT's create_optimizer wires it:
+// clip every micro-batch gradient by the global norm (1.0), and with steps_per_update n > 1
+// accumulate g_clipped / n (deferred_grad_optimizer.py) and apply the optimizer on the n-th
+// micro-step only. global_step counts micro-steps and feeds the LR schedule; the update on the
+// micro-step whose global_step (before its increment) is s uses lr(s), s = k*n + n - 1 for the
+// k-th update (k from 0). Bias correction counts updates, not micro-steps.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
+
+namespace bertbench::optim {
+
+// Where clip_by_global_norm(1.0) is applied (run_pretraining.py
+// --clip_by_global_norm_after_gradient_allreduce). The two agree when steps_per_update == 1.
+enum class ClipMode {
+    per_micro_batch,   // flag False (default, "how the model was pre-trained"): every micro-batch
+                       // gradient is clipped, then accumulated as g_clipped / n
+    after_accumulation // flag True: LAMB clips the accumulated (all-reduced) gradient once per
+                       // update; micro-batch gradients are accumulated unclipped as g / n
+};
+
+struct MicroStepResult {
+    float grad_norm = 0;      // global norm before clipping: of this micro-batch's gradient
+                              // (per_micro_batch), or of the accumulated one on update
+                              // micro-steps (after_accumulation; 0 on the others)
+    float clip_scale = 1;     // factor applied (1 when norm <= clip_norm)
+    bool applied = false;     // true when the optimizer ran on this micro-step
+    float learning_rate = 0;  // lr(global_step) of this micro-step (used only when applied)
+};
+
+class ParameterUpdater {
+public:
+    ParameterUpdater(std::span<const model::ParamInfo> entries, size_t total_floats,
+                     OptimizerConfig optimizer, LrSchedule schedule, int steps_per_update,
+                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f);
+    ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,
+                     LrSchedule schedule, int steps_per_update,
+                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f);
+
+    // One micro-step with this micro-batch's gradient. Data-parallel callers pass the all-reduced
+    // (mean) gradient, which is what makes N ranks x batch b equal 1 rank x N*b; the reference's
+    // default instead clips each replica's gradient before its all-reduce (do that with clip.hpp
+    // before the all-reduce and construct this with clip_norm = +inf if you need it).
+    // params, grads: (total_floats). Throws Error when the gradient norm is not finite (the
+    // reference would silently write NaN into every weight), naming the global step.
+    MicroStepResult micro_step(std::span<float> params, std::span<const float> grads);
+
+    int64_t global_step() const { return global_step_; }  // micro-steps done
+    void set_global_step(int64_t step);                    // for resume
+    int steps_per_update() const { return n_; }
+    Optimizer& optimizer() { return optimizer_; }
+    const Optimizer& optimizer() const { return optimizer_; }
+    const LrSchedule& schedule() const { return schedule_; }
+    // The accumulator (empty when steps_per_update == 1); zero at every update boundary.
+    std::span<float> grad_accum() { return accum_; }
+
+private:
+    Optimizer optimizer_;
+    LrSchedule schedule_;
+    int n_;
+    ClipMode clip_mode_;
+    float clip_norm_;
+    int64_t global_step_ = 0;
+    std::vector<float> accum_;
+};
+
+}  // namespace bertbench::optim

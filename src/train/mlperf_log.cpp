@@ -1,0 +1,298 @@
+// MLPerf log encoding and typed helpers; see mlperf_log.hpp. The encoder reproduces Python's
+// json.dumps defaults because mllog.py writes with them and users diff our logs against theirs.
+#include "train/mlperf_log.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace bertbench::train {
+
+std::string python_float_repr(double x) {
+    if (std::isnan(x)) return "NaN";
+    if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";  // json.dumps spelling
+    char buf[64];
+    // Shortest round-trip digits, scientific: "-1.2345e-05".
+    const auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+    const std::string s(buf, r.ptr);
+    const size_t epos = s.find('e');
+    std::string mant = s.substr(0, epos);
+    const int exp = std::stoi(s.substr(epos + 1));
+    std::string sign;
+    if (!mant.empty() && mant[0] == '-') sign = "-", mant.erase(0, 1);
+    std::string digits;
+    for (char c : mant)
+        if (c != '.') digits += c;
+    // Python (float_repr_style 'short', repr): fixed notation when -4 <= exp < 16.
+    if (exp >= -4 && exp < 16) {
+        std::string out;
+        if (exp < 0) {
+            out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+        } else {
+            const size_t int_digits = static_cast<size_t>(exp) + 1;
+            if (digits.size() <= int_digits)
+                out = digits + std::string(int_digits - digits.size(), '0') + ".0";
+            else
+                out = digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+        }
+        return sign + out;
+    }
+    std::string out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char e[16];
+    std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+    return sign + out + e;
+}
+
+namespace {
+
+void append_escaped(std::string& out, const std::string& s) {
+    out += '"';
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        char esc[16];
+        if (c < 0x80) {
+            ++i;
+            switch (c) {
+                case '"': out += "\\\""; break;
+                case '\\': out += "\\\\"; break;
+                case '\n': out += "\\n"; break;
+                case '\r': out += "\\r"; break;
+                case '\t': out += "\\t"; break;
+                case '\b': out += "\\b"; break;
+                case '\f': out += "\\f"; break;
+                default:
+                    if (c < 0x20 || c == 0x7f) {  // Python escapes all but ' '..'~'
+
+                        std::snprintf(esc, sizeof esc, "\\u%04x", c);
+                        out += esc;
+                    } else {
+                        out += static_cast<char>(c);
+                    }
+            }
+            continue;
+        }
+        // UTF-8 -> code point -> \uXXXX (surrogate pair above U+FFFF), as ensure_ascii does.
+        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        uint32_t cp = len == 4 ? (c & 0x07u) : len == 3 ? (c & 0x0Fu) : len == 2 ? (c & 0x1Fu) : 0xFFFDu;
+        if (len == 1 || i + static_cast<size_t>(len) > s.size()) {
+            cp = 0xFFFD, len = 1;  // invalid byte: U+FFFD (nlohmann would have rejected it)
+        } else {
+            for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+        }
+        i += static_cast<size_t>(len);
+        if (cp >= 0x10000) {
+            const uint32_t v = cp - 0x10000;
+            std::snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+        } else {
+            std::snprintf(esc, sizeof esc, "\\u%04x", cp);
+        }
+        out += esc;
+    }
+    out += '"';
+}
+
+void dump(std::string& out, const MlJson& v) {
+    switch (v.type()) {
+        case MlJson::value_t::null: out += "null"; break;
+        case MlJson::value_t::boolean: out += v.get<bool>() ? "true" : "false"; break;
+        case MlJson::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
+        case MlJson::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
+        case MlJson::value_t::number_float: out += python_float_repr(v.get<double>()); break;
+        case MlJson::value_t::string: append_escaped(out, v.get_ref<const std::string&>()); break;
+        case MlJson::value_t::array: {
+            out += '[';
+            bool first = true;
+            for (const auto& e : v) {
+                if (!first) out += ", ";
+                first = false;
+                dump(out, e);
+            }
+            out += ']';
+            break;
+        }
+        case MlJson::value_t::object: {
+            out += '{';
+            bool first = true;
+            for (const auto& [k, e] : v.items()) {
+                if (!first) out += ", ";
+                first = false;
+                append_escaped(out, k);
+                out += ": ";
+                dump(out, e);
+            }
+            out += '}';
+            break;
+        }
+        default: fail("[mlperf_log] cannot encode a JSON value of type {}", v.type_name());
+    }
+}
+
+int64_t system_ms() {
+    // mllog: int(time.time() * 1e3)
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string python_json_dumps(const MlJson& value) {
+    std::string out;
+    dump(out, value);
+    return out;
+}
+
+std::string encode_mllog(std::string_view name_space, int64_t time_ms,
+                         std::string_view event_type, std::string_view key, const MlJson& value,
+                         const MlJson& metadata) {
+    MlJson d = MlJson::object();
+    d["namespace"] = std::string(name_space);
+    d["time_ms"] = time_ms;
+    d["event_type"] = std::string(event_type);
+    d["key"] = std::string(key);
+    d["value"] = value;
+    d["metadata"] = metadata;
+    return ":::MLLOG " + python_json_dumps(d);
+}
+
+std::string relative_source_path(std::string_view file) {
+    // This file is <root>/src/train/mlperf_log.cpp; strip the same <root>/ from others.
+    static const std::string root = [] {
+        const std::string self = std::source_location::current().file_name();
+        const std::string tail = "src/train/mlperf_log.cpp";
+        return self.size() >= tail.size() && self.ends_with(tail)
+                   ? self.substr(0, self.size() - tail.size())
+                   : std::string();
+    }();
+    if (!root.empty() && file.starts_with(root)) file.remove_prefix(root.size());
+    return std::string(file);
+}
+
+MlperfLogger::MlperfLogger(Sink sink, Clock clock, std::string name_space)
+    : sink_(std::move(sink)), clock_(clock ? std::move(clock) : Clock(system_ms)),
+      namespace_(std::move(name_space)) {}
+
+std::unique_ptr<MlperfLogger> MlperfLogger::open(const std::string& path, bool also_stdout) {
+    std::shared_ptr<std::FILE> file;
+    if (!path.empty()) {
+        std::FILE* f = std::fopen(path.c_str(), "a");
+        if (!f)
+            fail("[mlperf_log] {}: cannot open for appending: {} (hint: check the directory "
+                 "exists and is writable)",
+                 path, std::strerror(errno));
+        file.reset(f, [](std::FILE* p) { std::fclose(p); });
+    }
+    return std::make_unique<MlperfLogger>([file, also_stdout, path](std::string_view line) {
+        if (file) {
+            if (std::fwrite(line.data(), 1, line.size(), file.get()) != line.size() ||
+                std::fputc('\n', file.get()) == EOF || std::fflush(file.get()) != 0)
+                fail("[mlperf_log] {}: write failed: {}", path, std::strerror(errno));
+        }
+        if (also_stdout) {
+            std::fwrite(line.data(), 1, line.size(), stdout);
+            std::fputc('\n', stdout);
+            std::fflush(stdout);
+        }
+    });
+}
+
+void MlperfLogger::log(std::string_view event_type, std::string_view key, const MlJson& value,
+                       const MlJson& metadata, const Loc& loc) {
+    if (!enabled_) return;
+    MlJson md = MlJson::object();
+    md["file"] = relative_source_path(loc.file_name());
+    md["lineno"] = static_cast<int64_t>(loc.line());
+    if (!metadata.is_null()) {
+        if (!metadata.is_object())
+            fail("[mlperf_log] key {}: metadata must be a JSON object, got {}", key,
+                 metadata.type_name());
+        for (const auto& [k, v] : metadata.items()) md[k] = v;  // caller's fields override
+    }
+    std::lock_guard lock(mutex_);
+    sink_(encode_mllog(namespace_, clock_(), event_type, key, value, md));
+}
+
+void MlperfLogger::event(std::string_view key, const MlJson& value, const MlJson& metadata,
+                         Loc loc) {
+    log("POINT_IN_TIME", key, value, metadata, loc);
+}
+void MlperfLogger::start(std::string_view key, const MlJson& value, const MlJson& metadata,
+                         Loc loc) {
+    log("INTERVAL_START", key, value, metadata, loc);
+}
+void MlperfLogger::end(std::string_view key, const MlJson& value, const MlJson& metadata,
+                       Loc loc) {
+    log("INTERVAL_END", key, value, metadata, loc);
+}
+
+void MlperfLogger::submission_info(std::string_view org, std::string_view platform,
+                                   std::string_view division, std::string_view status,
+                                   std::string_view benchmark, Loc loc) {
+    if (division != "closed" && division != "open")
+        fail("[mlperf_log] submission_division: expected \"closed\" or \"open\", got \"{}\"",
+             division);
+    event("submission_benchmark", std::string(benchmark), MlJson::object(), loc);
+    event("submission_org", std::string(org), MlJson::object(), loc);
+    event("submission_division", std::string(division), MlJson::object(), loc);
+    event("submission_status", std::string(status), MlJson::object(), loc);
+    event("submission_platform", std::string(platform), MlJson::object(), loc);
+}
+
+void MlperfLogger::cache_clear(bool value, Loc loc) {
+    event("cache_clear", value, MlJson::object(), loc);
+}
+void MlperfLogger::init_start(Loc loc) { start("init_start", nullptr, MlJson::object(), loc); }
+void MlperfLogger::init_stop(Loc loc) { end("init_stop", nullptr, MlJson::object(), loc); }
+void MlperfLogger::run_start(Loc loc) { start("run_start", nullptr, MlJson::object(), loc); }
+void MlperfLogger::run_stop(bool success, Loc loc) {
+    end("run_stop", nullptr, MlJson{{"status", success ? "success" : "aborted"}}, loc);
+}
+void MlperfLogger::block_start(int64_t first_epoch_num, int64_t epoch_count, Loc loc) {
+    if (epoch_count <= 0)
+        fail("[mlperf_log] block_start: epoch_count expected > 0 samples, got {}", epoch_count);
+    start("block_start", nullptr,
+          MlJson{{"first_epoch_num", first_epoch_num}, {"epoch_count", epoch_count},
+                 {"samples_count", first_epoch_num}},
+          loc);
+}
+void MlperfLogger::block_stop(int64_t first_epoch_num, Loc loc) {
+    end("block_stop", nullptr, MlJson{{"first_epoch_num", first_epoch_num}}, loc);
+}
+void MlperfLogger::eval_start(int64_t epoch_num, Loc loc) {
+    start("eval_start", nullptr, MlJson{{"epoch_num", epoch_num}}, loc);
+}
+void MlperfLogger::eval_stop(int64_t epoch_num, Loc loc) {
+    end("eval_stop", nullptr, MlJson{{"epoch_num", epoch_num}}, loc);
+}
+void MlperfLogger::eval_accuracy(double accuracy, int64_t epoch_num, Loc loc) {
+    event("eval_accuracy", accuracy, MlJson{{"epoch_num", epoch_num}}, loc);
+}
+void MlperfLogger::seed(int64_t value, Loc loc) { event("seed", value, MlJson::object(), loc); }
+
+void MlperfLogger::run_params(const BertRunParams& p, Loc loc) {
+    if (p.gradient_accumulation_steps <= 0)
+        fail("[mlperf_log] gradient_accumulation_steps: expected > 0, got {}",
+             p.gradient_accumulation_steps);
+    const auto e = [&](const char* key, const MlJson& v) { event(key, v, MlJson::object(), loc); };
+    e("global_batch_size", p.global_batch_size);
+    e("gradient_accumulation_steps", p.gradient_accumulation_steps);
+    e("opt_base_learning_rate", p.opt_base_learning_rate);
+    e("opt_lamb_epsilon", p.opt_lamb_epsilon);
+    e("opt_learning_rate_training_steps", p.opt_learning_rate_training_steps);
+    e("opt_learning_rate_warmup_steps", p.opt_learning_rate_warmup_steps);
+    e("num_warmup_steps", p.num_warmup_steps);
+    e("start_warmup_step", p.start_warmup_step);
+    e("opt_lamb_beta_1", p.opt_lamb_beta_1);
+    e("opt_lamb_beta_2", p.opt_lamb_beta_2);
+    e("opt_lamb_weight_decay_rate", p.opt_lamb_weight_decay_rate);
+    e("max_sequence_length", p.max_sequence_length);
+    e("seed", p.seed);
+    e("train_samples", p.train_samples);
+    e("eval_samples", p.eval_samples);
+}
+
+}  // namespace bertbench::train

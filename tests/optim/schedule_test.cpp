@@ -1,0 +1,112 @@
+// LR schedule around its warm-up/decay discontinuity and the MLPerf eval interval, against the
+// numpy reference (float64 formula, and float32 with TF's op order) and the reference README.
+#include "optim/schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "optim_test_util.hpp"
+
+namespace bertbench::optim {
+namespace {
+
+void compare_schedule(const LrSchedule& s, int steps, int max_ulps) {
+    testing::TempDir dir;
+    nlohmann::json spec = {{"mode", "schedule"},
+                           {"learning_rate", s.learning_rate},
+                           {"num_train_steps", s.num_train_steps},
+                           {"num_warmup_steps", s.num_warmup_steps},
+                           {"start_warmup_step", s.start_warmup_step},
+                           {"poly_power", s.poly_power}};
+    std::vector<float> got;
+    for (int i = 0; i < steps; ++i) {
+        spec["steps"].push_back(i);
+        got.push_back(s.at(i));
+    }
+    const auto ref = testing::run_reference(dir, spec);
+    const auto f64 = ref["f64"].get<std::vector<double>>();
+    const auto f32 = ref["f32"].get<std::vector<double>>();
+    ASSERT_EQ(f64.size(), got.size());
+    // vs the exact formula: fp32 evaluation, rtol 1e-6, atol 1e-12
+    testing::expect_close("lr vs float64 formula", got.data(), f64.data(), got.size(), 1e-6, 1e-12);
+    // vs TF's float32 op sequence: bit-identical for p = 1; for other p the float pow may differ
+    // by 1 ulp between glibc powf and the script's double pow rounded to float (max_ulps 1)
+    int bad = 0, worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float want = static_cast<float>(f32[i]);
+        int32_t a, b;
+        std::memcpy(&a, &got[i], 4);
+        std::memcpy(&b, &want, 4);
+        if (std::abs(a - b) > max_ulps) {
+            if (!bad) worst = static_cast<int>(i);
+            ++bad;
+        }
+    }
+    EXPECT_EQ(bad, 0) << "lr vs TF float32: " << bad << " steps differ by more than " << max_ulps
+                      << " ulp; first at step " << worst << ": got " << got[worst] << ", want "
+                      << f32[worst];
+}
+
+// MLPerf-style: negative start_warmup_step; warm-up ends at s = s0 + W = 211, where the rate drops
+// from the ramp (286/287 lr0) to the decay line (1 - 211/600) lr0.
+TEST(LrSchedule, AroundTheDiscontinuityMatchesReference) {
+    LrSchedule s{4e-4, 600, 287, -76, 1.0};
+    compare_schedule(s, 600, 0);
+    EXPECT_FLOAT_EQ(s.at(0), 4e-4f * 76 / 287);
+    EXPECT_FLOAT_EQ(s.at(210), 4e-4f * 286 / 287);
+    EXPECT_FLOAT_EQ(s.at(211), 4e-4f * (1 - 211.0f / 600));
+    EXPECT_GT(s.at(210), s.at(211) * 1.5f);
+    EXPECT_EQ(s.at(600), 0.0f);
+    EXPECT_EQ(s.at(10000), 0.0f);  // min(s, T)
+}
+
+TEST(LrSchedule, PolyPowerAndPositiveStartMatchReference) {
+    compare_schedule(LrSchedule{1e-3, 300, 50, 20, 0.5}, 400, 1);  // lr < 0 before s0, as TF
+    compare_schedule(LrSchedule{5e-4, 250, 0, 0, 2.0}, 300, 1);    // no warm-up
+    EXPECT_LT(LrSchedule({1e-3, 300, 50, 20, 0.5}).at(0), 0.0f);
+}
+
+TEST(LrSchedule, ValidateNamesTheFlag) {
+    try {
+        LrSchedule{1e-3, 0, 10, 0, 1.0}.validate();
+        ADD_FAILURE() << "expected Error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--num_train_steps"), std::string::npos);
+    }
+    EXPECT_THROW((LrSchedule{1e-3, 10, -1, 0, 1.0}.validate()), Error);
+    EXPECT_THROW((LrSchedule{1e-3, 10, 1, 0, 0.0}.validate()), Error);
+}
+
+TEST(EvalInterval, MatchesReadmeTableAndPythonFloatFormula) {
+    // The table in mlcommons/training retired_benchmarks/bert/README.md.
+    EXPECT_EQ(mlperf_eval_interval_samples(256), 150000);
+    EXPECT_EQ(mlperf_eval_interval_samples(1024), 150000);
+    EXPECT_EQ(mlperf_eval_interval_samples(1536), 150000);
+    EXPECT_EQ(mlperf_eval_interval_samples(2048), 150000);
+    EXPECT_EQ(mlperf_eval_interval_samples(3072), 175000);
+    EXPECT_EQ(mlperf_eval_interval_samples(4096), 175000);
+    EXPECT_EQ(mlperf_eval_interval_samples(8192), 225000);
+    EXPECT_THROW(mlperf_eval_interval_samples(0), Error);
+    // Every batch size 1..70000 and some large ones vs Python's float evaluation.
+    testing::TempDir dir;
+    nlohmann::json spec = {{"mode", "eval_interval"}};
+    std::vector<int64_t> sizes;
+    for (int64_t b = 1; b <= 70000; ++b) sizes.push_back(b);
+    for (int64_t b : {98304, 131072, 1 << 20, 10000000}) sizes.push_back(b);
+    spec["batch_sizes"] = sizes;
+    const auto ref = testing::run_reference(dir, spec).get<std::vector<int64_t>>();
+    ASSERT_EQ(ref.size(), sizes.size());
+    int bad = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        if (mlperf_eval_interval_samples(sizes[i]) != ref[i] && bad++ < 5)
+            ADD_FAILURE() << "GBS " << sizes[i] << ": got " << mlperf_eval_interval_samples(sizes[i])
+                          << ", want " << ref[i];
+    }
+    EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+}  // namespace bertbench::optim
