@@ -1,0 +1,93 @@
+// `bertbench prepare`: create_pretraining_data.py with the same flags, defaults and output bytes
+// (MLPerf cleanup_scripts copy). stderr carries exactly the reference's INFO:tensorflow lines (also
+// written to --log_file); --verbose adds a timing line. Shard mode: --input_dir/--output_dir/--jobs.
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/pyrandom.hpp"
+#include "data/pretraining_data.hpp"
+#include "data/pretraining_shards.hpp"
+
+namespace bertbench::cli {
+
+int cmd_prepare(int argc, char** argv) {
+    std::string input_file, output_file, vocab_file, input_dir, output_dir, log_file;
+    data::PretrainingConfig cfg;
+    int jobs = 1;
+    bool overwrite = false, verbose = false;
+    Flags flags("prepare",
+                "Create masked-LM/next-sentence pretraining TFRecords from one-sentence-per-line "
+                "text, byte-identical to MLPerf's create_pretraining_data.py for the same flags.");
+    flags.add("input_file", &input_file, "Input raw text file (or comma-separated list of files and globs).");
+    flags.add("output_file", &output_file, "Output TFRecord file (or comma-separated list, written round-robin).");
+    flags.add("vocab_file", &vocab_file, "The vocabulary file that the BERT model was trained on.");
+    flags.add("do_lower_case", &cfg.do_lower_case, "Lower-case and strip accents (True for uncased models).");
+    flags.add("max_seq_length", &cfg.max_seq_length, "Maximum sequence length (tokens).");
+    flags.add("max_predictions_per_seq", &cfg.max_predictions_per_seq, "Maximum number of masked LM predictions per sequence.");
+    std::string seed_text = "12345";
+    flags.add("random_seed", &seed_text, "Random seed for data generation (an integer of any size, as Python's random.Random(seed)).");
+    flags.add("dupe_factor", &cfg.dupe_factor, "Number of times to duplicate the input data (with different masks).");
+    flags.add("masked_lm_prob", &cfg.masked_lm_prob, "Masked LM probability.");
+    flags.add("short_seq_prob", &cfg.short_seq_prob, "Probability of creating sequences shorter than the maximum length.");
+    flags.add("input_dir", &input_dir, "Shard mode: every file in this directory is one shard.");
+    flags.add("output_dir", &output_dir, "Shard mode: shard <name>.<ext> is written to <output_dir>/<name>.tfrecord.");
+    flags.add("jobs", &jobs, "Worker threads: shards in parallel (shard mode) or tokenization threads (0 = all CPUs).");
+    flags.add("overwrite", &overwrite, "Shard mode: rewrite shards even if verified complete.");
+    flags.add("log_file", &log_file, "Also write the reference's log lines (its stderr) to this file.");
+    flags.add("verbose", &verbose, "After the reference's log lines, print a timing line (MB/s, phases).");
+    if (!flags.parse(argc, argv)) return 0;
+    if (verbose) log::info("prepare: config {}", flags.to_json().dump());
+    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    {
+        PyRandom check;
+        try {
+            check.seed_decimal(seed_text);  // validates: an optional sign and decimal digits
+        } catch (const Error&) {
+            fail("--random_seed: expected an integer, got \"{}\"", seed_text);
+        }
+        cfg.random_seed_decimal = seed_text;
+    }
+    if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt of the model)");
+    cfg.validate();
+    const data::Vocab vocab = data::Vocab::load(vocab_file);
+
+    const bool shard_mode = !input_dir.empty() || !output_dir.empty();
+    if (shard_mode) {
+        if (input_dir.empty() || output_dir.empty())
+            fail("--input_dir and --output_dir go together (shard mode); got only --{}",
+                 input_dir.empty() ? "output_dir" : "input_dir");
+        if (!input_file.empty() || !output_file.empty())
+            fail("--input_file/--output_file cannot be combined with --input_dir/--output_dir");
+        for (const char* t : {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}) vocab.require(t);
+        const auto plan = data::plan_shards(input_dir, output_dir);
+        log::info("prepare: {} shards from {} -> {}, {} jobs", plan.size(), input_dir, output_dir, jobs);
+        data::run_shards(plan, vocab, cfg, jobs, overwrite);
+        return 0;
+    }
+    if (input_file.empty()) fail("--input_file is required (text file(s), comma-separated, globs allowed)");
+    if (output_file.empty()) fail("--output_file is required (TFRecord file(s), comma-separated)");
+    const auto inputs = expand_globs(input_file, "--input_file");
+    const auto outputs = split_commas(output_file);
+    std::string ref_log;
+    const auto r = data::create_pretraining_data(inputs, outputs, vocab, cfg, &ref_log, jobs);
+    std::fwrite(ref_log.data(), 1, ref_log.size(), stderr);
+    if (!log_file.empty()) write_file_atomic(log_file, ref_log);
+    if (r.instances == 0)
+        log::warn("prepare: the input has no documents with tokens; wrote {} empty file(s), as the "
+                  "reference does", outputs.size());
+    const double total = r.seconds_read + r.seconds_generate + r.seconds_write;
+    if (verbose)
+        log::info("prepare: {} instances from {:.2f} MB ({} documents, {} tokens) in {:.3f} s "
+              "(read+tokenize {:.3f}, generate {:.3f}, write {:.3f}) = {:.1f} MB/s",
+              r.instances, r.bytes_in / 1e6, r.documents, r.tokens, total, r.seconds_read,
+              r.seconds_generate, r.seconds_write, total > 0 ? r.bytes_in / 1e6 / total : 0.0);
+    return 0;
+}
+
+}  // namespace bertbench::cli

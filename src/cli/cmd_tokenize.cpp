@@ -1,0 +1,94 @@
+// `bertbench tokenize`: FullTokenizer (google-research/bert tokenization.py) over stdin, one
+// JSON object {"tokens": [...], "ids": [...]} per input line. Lines end at '\n' only (U+0085,
+// U+2028 ... stay inside a line); invalid UTF-8 is dropped as decode(errors='ignore') does.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "data/tokenizer.hpp"
+
+namespace bertbench::cli {
+namespace {
+
+void append_json_string(std::string& out, std::string_view s) {
+    out.push_back('"');
+    for (char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "\\u%04x", c);
+                    out += b;
+                } else {
+                    out.push_back(ch);  // tokens are valid UTF-8
+                }
+        }
+    }
+    out.push_back('"');
+}
+
+}  // namespace
+
+int cmd_tokenize(int argc, char** argv) {
+    std::string vocab_file;
+    bool do_lower_case = true;
+    Flags flags("tokenize",
+                "Tokenize stdin with BERT's FullTokenizer (basic + WordPiece); writes one JSON "
+                "object {\"tokens\": [...], \"ids\": [...]} per input line to stdout.");
+    flags.add("vocab_file", &vocab_file, "The WordPiece vocabulary (vocab.txt).");
+    flags.add("do_lower_case", &do_lower_case, "Lower-case and strip accents (uncased models).");
+    if (!flags.parse(argc, argv)) return 0;
+    if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt)");
+    const data::Vocab vocab = data::Vocab::load(vocab_file);
+    data::FullTokenizer tok(vocab, do_lower_case);
+
+    std::string in, out, line;
+    std::vector<std::string> tokens;
+    std::vector<int32_t> ids;
+    char buf[1 << 16];
+    size_t n;
+    auto emit = [&](std::string_view text) {
+        tokens.clear();
+        ids.clear();
+        tok.tokenize(text, nullptr, &tokens, &ids);
+        out += "{\"tokens\": [";
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            if (i) out += ", ";
+            append_json_string(out, tokens[i]);
+        }
+        out += "], \"ids\": [";
+        for (size_t i = 0; i < ids.size(); ++i) {
+            if (i) out += ", ";
+            out += std::to_string(ids[i]);
+        }
+        out += "]}\n";
+        if (out.size() > (1 << 16)) {
+            std::fwrite(out.data(), 1, out.size(), stdout);
+            out.clear();
+        }
+    };
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+        in.append(buf, n);
+        size_t pos = 0, nl;
+        while ((nl = in.find('\n', pos)) != std::string::npos) {
+            emit(std::string_view(in).substr(pos, nl - pos));
+            pos = nl + 1;
+        }
+        in.erase(0, pos);
+    }
+    if (!in.empty()) emit(in);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (std::fflush(stdout) != 0) fail("stdout: write failed");
+    return 0;
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,168 @@
+// Shard mode (see pretraining_shards.hpp): a work queue of files over std::threads.
+#include "data/pretraining_shards.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "io/tfrecord.hpp"
+
+namespace bertbench::data {
+namespace fs = std::filesystem;
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const PretrainingConfig& cfg) {
+    struct stat st {};
+    if (::stat(job.input.c_str(), &st) != 0) fail("--input_dir: cannot stat {}", job.input);
+    uint64_t vh = 0;
+    for (int32_t i = 0; i < vocab.size(); ++i) vh = vh * 1000003u ^ hash_bytes(vocab.token(i));
+    return {{"input", job.input},
+            {"input_size", static_cast<uint64_t>(st.st_size)},
+            {"input_mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+            {"vocab_size", vocab.size()},
+            {"vocab_fingerprint", fmt::format("{:016x}", vh)},
+            {"config",
+             {{"do_lower_case", cfg.do_lower_case},
+              {"max_seq_length", cfg.max_seq_length},
+              {"max_predictions_per_seq", cfg.max_predictions_per_seq},
+              {"random_seed", cfg.random_seed_decimal.empty() ? std::to_string(cfg.random_seed)
+                                                               : cfg.random_seed_decimal},
+              {"dupe_factor", cfg.dupe_factor},
+              {"masked_lm_prob", cfg.masked_lm_prob},
+              {"short_seq_prob", cfg.short_seq_prob}}}};
+}
+
+// True if the output is complete and provably from the same input and flags.
+bool verified_complete(const ShardJob& job, const nlohmann::json& meta) {
+    try {
+        const std::string meta_path = job.output + ".meta.json";
+        if (!fs::exists(meta_path) || !fs::exists(job.output)) return false;
+        const auto saved = nlohmann::json::parse(read_file(meta_path));
+        for (const char* key : {"input", "input_size", "input_mtime_ns", "vocab_size",
+                                "vocab_fingerprint", "config"})
+            if (saved.at(key) != meta.at(key)) return false;
+        if (saved.at("output_size").get<uint64_t>() != fs::file_size(job.output)) return false;
+        return io::count_tfrecords(job.output) == saved.at("records").get<uint64_t>();
+    } catch (const std::exception&) {
+        return false;  // unreadable or corrupt: rewrite
+    }
+}
+
+}  // namespace
+
+std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir) {
+    std::error_code ec;
+    if (!fs::is_directory(input_dir, ec))
+        fail("--input_dir: \"{}\" is not a directory (hint: use --input_file for files or globs)",
+             input_dir);
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(input_dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name[0] == '.' || !e.is_regular_file()) continue;
+        names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    if (names.empty()) fail("--input_dir: \"{}\" contains no input files", input_dir);
+    fs::create_directories(output_dir, ec);
+    if (!fs::is_directory(output_dir))
+        fail("--output_dir: cannot create directory \"{}\": {}", output_dir, ec.message());
+    if (fs::equivalent(input_dir, output_dir, ec))
+        fail("--output_dir: must differ from --input_dir (\"{}\"); outputs would become inputs of "
+             "the next run",
+             output_dir);
+    std::vector<ShardJob> jobs;
+    std::set<std::string> seen;
+    for (const auto& name : names) {
+        const std::string stem = fs::path(name).stem().string();
+        const std::string out = (fs::path(output_dir) / (stem + ".tfrecord")).string();
+        if (!seen.insert(out).second)
+            fail("--input_dir: two input files map to the same output {} (rename one of them)", out);
+        jobs.push_back({(fs::path(input_dir) / name).string(), out});
+    }
+    return jobs;
+}
+
+ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
+                        const PretrainingConfig& cfg, int threads, bool overwrite) {
+    cfg.validate();
+    ShardSummary sum;
+    sum.shards = jobs.size();
+    uint64_t total_bytes = 0;
+    for (const auto& j : jobs) total_bytes += fs::file_size(j.input);
+    const double t0 = now_s();
+    std::mutex mu;
+    std::atomic<size_t> next{0};
+    size_t done = 0;
+    uint64_t bytes_done = 0;
+    std::exception_ptr first_error;
+    log::Progress progress(10.0);
+    auto worker = [&] {
+        for (size_t k; (k = next.fetch_add(1)) < jobs.size();) {
+            {
+                std::lock_guard lock(mu);
+                if (first_error) return;
+            }
+            const ShardJob& job = jobs[k];
+            try {
+                nlohmann::json meta = shard_meta(job, vocab, cfg);
+                bool skipped = false;
+                PretrainingResult r;
+                if (!overwrite && verified_complete(job, meta)) {
+                    skipped = true;
+                    r.bytes_in = meta["input_size"].get<uint64_t>();
+                } else {
+                    fs::remove(job.output + ".meta.json");
+                    r = create_pretraining_data({job.input}, {job.output}, vocab, cfg, nullptr, 1);
+                    meta["output_size"] = fs::file_size(job.output);
+                    meta["records"] = r.instances;
+                    write_file_atomic(job.output + ".meta.json", meta.dump(2) + "\n");
+                }
+                std::lock_guard lock(mu);
+                ++done;
+                sum.skipped += skipped;
+                sum.instances += r.instances;
+                sum.bytes_in += r.bytes_in;
+                sum.bytes_out += r.bytes_out;
+                bytes_done += r.bytes_in;
+                const double el = now_s() - t0;
+                const double mbs = el > 0 ? bytes_done / 1e6 / el : 0.0;
+                const double eta = mbs > 0 ? (total_bytes - bytes_done) / 1e6 / mbs : 0.0;
+                progress.update(fmt::format("prepare: shards {}/{} ({} skipped), {:.1f} MB/s, ETA {:.0f} s",
+                                            done, jobs.size(), sum.skipped, mbs, eta));
+            } catch (const std::exception& e) {
+                std::lock_guard lock(mu);
+                if (!first_error)
+                    first_error = std::make_exception_ptr(
+                        Error(fmt::format("shard {}: {}", job.input, e.what())));
+                return;
+            }
+        }
+    };
+    const int n = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+    if (first_error) std::rethrow_exception(first_error);
+    sum.seconds = now_s() - t0;
+    progress.finish(fmt::format("prepare: {} shards ({} skipped as verified complete), {} instances, "
+                                "{:.1f} MB in {:.2f} s = {:.1f} MB/s",
+                                jobs.size(), sum.skipped, sum.instances, sum.bytes_in / 1e6,
+                                sum.seconds, sum.seconds > 0 ? sum.bytes_in / 1e6 / sum.seconds : 0.0));
+    return sum;
+}
+
+}  // namespace bertbench::data

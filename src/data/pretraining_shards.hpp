@@ -1,0 +1,34 @@
+// Shard mode of `bertbench prepare`: each input file becomes one output TFRecord, produced
+// exactly as a separate create_pretraining_data.py run on that one file with the same flags and
+// seed would produce it. Shards run in parallel on worker threads (each with its own tokenizer
+// and RNG; the vocabulary is shared read-only), so memory is bounded by `jobs` shards.
+// A finished shard gets "<output>.meta.json" (input size/mtime, config, vocabulary fingerprint,
+// output size and record count); a rerun skips a shard only if all of these still match and the
+// output's records pass their CRC checks; otherwise the shard is rewritten.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/pretraining_data.hpp"
+
+namespace bertbench::data {
+
+struct ShardJob {
+    std::string input, output;
+};
+
+// Lists the regular, non-hidden files of `input_dir` (sorted) and maps each to
+// output_dir/<name without its last extension>.tfrecord. Error on duplicate output names.
+std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir);
+
+struct ShardSummary {
+    size_t shards = 0, skipped = 0;
+    uint64_t instances = 0, bytes_in = 0, bytes_out = 0;
+    double seconds = 0;
+};
+
+ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
+                        const PretrainingConfig& cfg, int threads, bool overwrite);
+
+}  // namespace bertbench::data

@@ -1,0 +1,247 @@
+// BasicTokenizer / WordpieceTokenizer / FullTokenizer; see tokenizer.hpp. The order of
+// operations follows tokenization.py: clean (drop NUL, U+FFFD, Cc/Cf; whitespace -> ' '),
+// space out CJK, split on str.split() whitespace, then per token lower()+NFD-strip-Mn (uncased
+// only) and split off punctuation; the final re-split on whitespace drops empty tokens.
+#include "data/tokenizer.hpp"
+
+#include <array>
+
+#include "core/error.hpp"
+#include "data/unicode_text.hpp"
+
+namespace bertbench::data {
+namespace {
+
+enum AsciiClass : uint8_t { kDrop, kSpace, kPunct, kWord };
+
+constexpr std::array<uint8_t, 128> make_ascii_table() {
+    std::array<uint8_t, 128> t{};
+    for (int c = 0; c < 128; ++c) {
+        uint8_t k = kWord;
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') k = kSpace;
+        else if (c < 0x20 || c == 0x7F) k = kDrop;  // Cc (NUL included); \x0b \x0c \x1c.. too
+        else if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+                 (c >= 123 && c <= 126)) k = kPunct;
+        t[static_cast<size_t>(c)] = k;
+    }
+    return t;
+}
+constexpr std::array<uint8_t, 128> kAscii = make_ascii_table();
+
+}  // namespace
+
+void BasicTokenizer::finish_word(TokenList& out, std::vector<uint32_t>* out_chars) {
+    if (word_.empty()) return;
+    const std::vector<char32_t>* w = &word_;
+    if (lower_ && !word_ascii_) {
+        tmp_.clear();
+        uni::py_lower(word_, tmp_);
+        tmp2_.clear();
+        uni::nfd_strip_accents(tmp_, tmp2_);
+        w = &tmp2_;
+    }
+    // Split off punctuation; each run of non-punctuation is one token.
+    bool open = false;
+    uint32_t chars = 0;
+    for (char32_t cp : *w) {
+        const bool punct = cp < 0x80 ? kAscii[cp] == kPunct : uni::is_punctuation(cp);
+        if (punct) {
+            if (open) {
+                out.push_end();
+                if (out_chars) out_chars->push_back(chars);
+                open = false;
+            }
+            out.bytes.push_back(static_cast<char>(cp));
+            if (cp >= 0x80) {
+                out.bytes.pop_back();
+                uni::append_utf8(out.bytes, cp);
+            }
+            out.push_end();
+            if (out_chars) out_chars->push_back(1);
+        } else {
+            if (!open) {
+                open = true;
+                chars = 0;
+            }
+            if (cp < 0x80) {
+                out.bytes.push_back(static_cast<char>(lower_ && cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
+            } else {
+                uni::append_utf8(out.bytes, cp);
+            }
+            ++chars;
+        }
+    }
+    if (open) {
+        out.push_end();
+        if (out_chars) out_chars->push_back(chars);
+    }
+    word_.clear();
+    word_ascii_ = true;
+}
+
+void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
+                              std::vector<uint32_t>* out_chars) {
+    word_.clear();
+    word_ascii_ = true;
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const size_t n = text.size();
+    size_t i = 0;
+    while (i < n) {
+        // Fast path: a whitespace-delimited token made only of ASCII, starting at i (word_ is
+        // empty here). Lower-casing and punctuation splitting act per character, and NFD is the
+        // identity on ASCII, so pieces go straight to `out`.
+        if (word_.empty()) {
+            while (i < n && p[i] < 0x80 && kAscii[p[i]] == kSpace) ++i;
+            size_t j = i;
+            while (j < n && p[j] < 0x80 && kAscii[p[j]] != kSpace) ++j;
+            if (j == n || p[j] < 0x80) {  // the token [i, j) is all ASCII
+                // Output is at most j - i bytes; write through a raw pointer.
+                const size_t base = out.bytes.size();
+                out.bytes.resize(base + (j - i));
+                char* dst = out.bytes.data() + base;
+                char* w = dst;
+                char* piece = w;  // start of the open non-punctuation piece
+                auto close_piece = [&] {
+                    if (w != piece) {
+                        out.ends.push_back(static_cast<uint32_t>(base + static_cast<size_t>(w - dst)));
+                        if (out_chars) out_chars->push_back(static_cast<uint32_t>(w - piece));
+                    }
+                };
+                for (; i < j; ++i) {
+                    const unsigned c = p[i];
+                    const uint8_t k = kAscii[c];
+                    if (k == kWord) {
+                        *w++ = static_cast<char>(lower_ && c - 'A' < 26u ? c + 32 : c);
+                    } else if (k == kPunct) {
+                        close_piece();
+                        *w++ = static_cast<char>(c);
+                        out.ends.push_back(static_cast<uint32_t>(base + static_cast<size_t>(w - dst)));
+                        if (out_chars) out_chars->push_back(1);
+                        piece = w;
+                    }  // kDrop: removed by _clean_text, joins its neighbours
+                }
+                close_piece();
+                out.bytes.resize(base + static_cast<size_t>(w - dst));
+                continue;
+            }
+            // A non-ASCII byte follows inside this token: take the general path from i.
+        }
+        // General path: ASCII bytes up to the next non-ASCII byte.
+        while (i < n && p[i] < 0x80) {
+            const unsigned c = p[i++];
+            switch (kAscii[c]) {
+                case kSpace: finish_word(out, out_chars); break;
+                case kDrop: break;
+                default: word_.push_back(c); break;
+            }
+            if (word_.empty() && i < n && p[i] < 0x80) break;  // back to the fast path
+        }
+        if (i >= n || p[i] < 0x80) continue;
+        // Non-ASCII: decode the run of non-ASCII bytes (up to the next ASCII byte).
+        size_t j = i;
+        while (j < n && p[j] >= 0x80) ++j;
+        thread_local std::vector<char32_t> cps;
+        cps.clear();
+        uni::decode_utf8_ignore(text.substr(i, j - i), cps);
+        i = j;
+        for (char32_t cp : cps) {
+            if (cp == 0xFFFD || uni::is_control(cp)) continue;
+            if (uni::is_whitespace(cp) || cp == 0x2028 || cp == 0x2029) {
+                // Zs -> ' ' (_clean_text); U+2028/U+2029 are str.split() whitespace too.
+                finish_word(out, out_chars);
+            } else if (uni::is_chinese_char(cp)) {
+                finish_word(out, out_chars);
+                word_.push_back(cp);
+                word_ascii_ = false;
+                finish_word(out, out_chars);
+            } else {
+                word_.push_back(cp);
+                word_ascii_ = false;
+            }
+        }
+    }
+    finish_word(out, out_chars);
+}
+
+void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars,
+                                  std::vector<int32_t>& ids) const {
+    if (chars > static_cast<uint32_t>(max_chars_)) {
+        ids.push_back(kUnk);
+        return;
+    }
+    const int32_t whole = word.size() <= vocab_.max_token_bytes() ? vocab_.find(word) : -1;
+    if (whole >= 0) {
+        ids.push_back(whole);
+        return;
+    }
+    // Greedy longest match over code-point boundaries.
+    const size_t mark = ids.size();
+    size_t start = 0;
+    const size_t n = word.size();
+    while (start < n) {
+        // Substrings longer than the longest vocabulary entry cannot match: start below that.
+        const size_t limit = start == 0 ? vocab_.max_token_bytes() : vocab_.max_continuation_bytes();
+        size_t end = n - start > limit ? start + limit : n;
+        if (end < n)
+            while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;
+        int32_t found = -1;
+        while (start < end) {
+            const std::string_view sub = word.substr(start, end - start);
+            found = start == 0 ? vocab_.find(sub) : vocab_.find_continuation(sub);
+            if (found >= 0) break;
+            // step back one code point
+            --end;
+            while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;
+        }
+        if (found < 0) {
+            ids.resize(mark);
+            ids.push_back(kUnk);
+            return;
+        }
+        ids.push_back(found);
+        start = end;
+    }
+}
+
+FullTokenizer::FullTokenizer(const Vocab& vocab, bool do_lower_case)
+    : vocab_(vocab), basic_(do_lower_case), wordpiece_(vocab), unk_id_(vocab.find("[UNK]")) {}
+
+void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& ids) {
+    words_.clear();
+    chars_.clear();
+    basic_.tokenize(text, words_, &chars_);
+    const size_t mark = ids.size();
+    for (size_t w = 0; w < words_.size(); ++w) wordpiece_.tokenize(words_[w], chars_[w], ids);
+    for (size_t k = mark; k < ids.size(); ++k) {
+        if (ids[k] == WordpieceTokenizer::kUnk) {
+            if (unk_id_ < 0)
+                fail("--vocab_file {}: a word is not in the vocabulary and the vocabulary has no "
+                     "\"[UNK]\" token (the reference raises KeyError here)",
+                     vocab_.path());
+            ids[k] = unk_id_;
+        }
+    }
+}
+
+void FullTokenizer::tokenize(std::string_view text, std::vector<std::string>* basic_tokens,
+                             std::vector<std::string>* tokens, std::vector<int32_t>* ids) {
+    words_.clear();
+    chars_.clear();
+    basic_.tokenize(text, words_, &chars_);
+    if (basic_tokens)
+        for (size_t w = 0; w < words_.size(); ++w) basic_tokens->emplace_back(words_[w]);
+    piece_ids_.clear();
+    for (size_t w = 0; w < words_.size(); ++w) wordpiece_.tokenize(words_[w], chars_[w], piece_ids_);
+    for (int32_t id : piece_ids_) {
+        if (tokens) tokens->push_back(id == WordpieceTokenizer::kUnk ? "[UNK]" : vocab_.token(id));
+        if (ids) {
+            if (id == WordpieceTokenizer::kUnk && unk_id_ < 0)
+                fail("--vocab_file {}: a word is not in the vocabulary and the vocabulary has no "
+                     "\"[UNK]\" token (the reference raises KeyError here)",
+                     vocab_.path());
+            ids->push_back(id == WordpieceTokenizer::kUnk ? unk_id_ : id);
+        }
+    }
+}
+
+}  // namespace bertbench::data

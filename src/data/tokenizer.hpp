@@ -1,0 +1,80 @@
+// BERT tokenization, exactly as google-research/bert tokenization.py (= MLPerf's copy):
+// BasicTokenizer (invalid-UTF-8 drop, _clean_text, CJK spacing, whitespace split, lower-case +
+// NFD accent stripping when do_lower_case, punctuation split), WordpieceTokenizer (greedy
+// longest-match-first, "##" continuations, words over 200 characters -> [UNK]) and FullTokenizer.
+// Fast path: ASCII characters are classified by a 256-entry table; buffers are reused, so a
+// tokenizer allocates nothing per character once warm. Not thread-safe: one per thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/vocab.hpp"
+
+namespace bertbench::data {
+
+// A list of tokens stored back to back in one buffer.
+struct TokenList {
+    std::string bytes;
+    std::vector<uint32_t> ends;  // token i is bytes[ends[i-1], ends[i])
+    size_t size() const { return ends.size(); }
+    std::string_view operator[](size_t i) const {
+        const uint32_t b = i == 0 ? 0 : ends[i - 1];
+        return std::string_view(bytes).substr(b, ends[i] - b);
+    }
+    void clear() { bytes.clear(), ends.clear(); }
+    void push_end() { ends.push_back(static_cast<uint32_t>(bytes.size())); }
+};
+
+class BasicTokenizer {
+public:
+    explicit BasicTokenizer(bool do_lower_case) : lower_(do_lower_case) {}
+    // Appends the basic tokens of `text` (any bytes; invalid UTF-8 is dropped) to `out`.
+    // Each token also records its length in code points in `out_chars` if non-null.
+    void tokenize(std::string_view text, TokenList& out, std::vector<uint32_t>* out_chars = nullptr);
+
+private:
+    void finish_word(TokenList& out, std::vector<uint32_t>* out_chars);
+    bool lower_;
+    std::vector<char32_t> word_, tmp_, tmp2_;  // current whitespace-delimited token
+    bool word_ascii_ = true;
+};
+
+class WordpieceTokenizer {
+public:
+    explicit WordpieceTokenizer(const Vocab& vocab, int max_input_chars_per_word = 200)
+        : vocab_(vocab), max_chars_(max_input_chars_per_word) {}
+    static constexpr int32_t kUnk = -2;  // "[UNK]" (resolved to an id by the caller)
+    // Appends the ids of the word pieces of one basic token (`chars` = its length in code
+    // points), or kUnk.
+    void tokenize(std::string_view word, uint32_t chars, std::vector<int32_t>& ids) const;
+
+private:
+    const Vocab& vocab_;
+    int max_chars_;
+};
+
+class FullTokenizer {
+public:
+    FullTokenizer(const Vocab& vocab, bool do_lower_case);
+    // Appends the WordPiece ids of `text`; [UNK] -> vocab["[UNK]"] (Error if the vocabulary has
+    // no [UNK] and one is needed, where the reference raises KeyError).
+    void tokenize_ids(std::string_view text, std::vector<int32_t>& ids);
+    // Basic tokens and word-piece token strings, as the reference returns them.
+    void tokenize(std::string_view text, std::vector<std::string>* basic_tokens,
+                  std::vector<std::string>* tokens, std::vector<int32_t>* ids);
+    const Vocab& vocab() const { return vocab_; }
+
+private:
+    const Vocab& vocab_;
+    BasicTokenizer basic_;
+    WordpieceTokenizer wordpiece_;
+    int32_t unk_id_;
+    TokenList words_;
+    std::vector<uint32_t> chars_;
+    std::vector<int32_t> piece_ids_;
+};
+
+}  // namespace bertbench::data

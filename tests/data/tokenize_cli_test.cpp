@@ -1,0 +1,74 @@
+// `bertbench tokenize` end to end: lines split on '\n' only (U+2028/U+0085 stay inside a line),
+// invalid UTF-8 dropped, one JSON object per line equal to FullTokenizer's tokens and ids.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/fs.hpp"
+#include "data/tokenizer.hpp"
+
+namespace bertbench::data {
+namespace {
+namespace fs = std::filesystem;
+
+std::string binary() {
+    if (const char* b = std::getenv("BB_BERTBENCH"); b != nullptr && access(b, X_OK) == 0) return b;
+    std::error_code ec;
+    const fs::path guess = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "bertbench";
+    return !ec && access(guess.c_str(), X_OK) == 0 ? guess.string() : "";
+}
+
+TEST(TokenizeCli, JsonLinesMatchLibrary) {
+    const std::string bin = binary();
+    if (bin.empty()) GTEST_SKIP() << "bertbench binary not built";
+    const char* shared = std::getenv("BB_SHARED_DIR");
+    const std::string vocab_path = std::string(shared ? shared : "/work/shared") + "/golden/vocab.txt";
+    const std::vector<std::string> lines = {
+        "Hello, World!", "", "caf\xc3\xa9 \xce\x9f\xce\x94\xce\x9f\xce\xa3 na\xc3\xafve",
+        "a\xe2\x80\xa8" "b\xc2\x85" "c",  // U+2028 / U+0085 inside one line
+        "bad \xff\xfe bytes \xed\xa0\x80 here", "\xe4\xb8\xad\xe6\x96\x87 \"quoted\\\" \t tab",
+        "unaffable [CLS] x\r"};
+    std::string input;
+    for (const auto& l : lines) input += l + "\n";
+    input += "no final newline";
+    char tmpl[] = "/tmp/bb_tokcli_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    write_file_atomic(dir + "/in.txt", input);
+    for (bool lower : {true, false}) {
+        const std::string cmd = bin + " tokenize --vocab_file=" + vocab_path +
+                                (lower ? " --do_lower_case" : " --nodo_lower_case") + " < " + dir +
+                                "/in.txt > " + dir + "/out.jsonl";
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        std::istringstream out(read_file(dir + "/out.jsonl"));
+        const Vocab vocab = Vocab::load(vocab_path);
+        FullTokenizer tok(vocab, lower);
+        std::vector<std::string> all = lines;
+        all.push_back("no final newline");
+        std::string got_line;
+        for (const auto& l : all) {
+            ASSERT_TRUE(std::getline(out, got_line)) << "too few output lines";
+            const auto got = nlohmann::json::parse(got_line);  // also checks it is valid JSON
+            std::vector<std::string> tokens;
+            std::vector<int32_t> ids;
+            tok.tokenize(l, nullptr, &tokens, &ids);
+            EXPECT_EQ(got["tokens"].get<std::vector<std::string>>(), tokens) << l;
+            EXPECT_EQ(got["ids"].get<std::vector<int32_t>>(), ids) << l;
+        }
+        EXPECT_FALSE(std::getline(out, got_line)) << "extra output line: " << got_line;
+    }
+    // Spot check against the reference's output for the first line.
+    std::istringstream out(read_file(dir + "/out.jsonl"));
+    std::string first;
+    std::getline(out, first);
+    EXPECT_EQ(first, R"({"tokens": ["[UNK]", ",", "[UNK]", "!"], "ids": [100, 1010, 100, 999]})");
+    fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bertbench::data

@@ -1,0 +1,249 @@
+// FullTokenizer against the reference goldens (tokenization.py run by Python 3.11, Unicode 14):
+// every case of tokenization_{uncased,cased}.jsonl must give the same basic tokens, word pieces
+// and ids. A case flagged unicode_version_sensitive may instead match the entry recorded for
+// utf8proc's Unicode version in *_other_unicode_versions.jsonl.
+#include "data/tokenizer.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/unicode_text.hpp"
+
+namespace bertbench::data {
+namespace {
+
+std::string shared_dir() {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return d ? d : "/work/shared";
+}
+
+std::string from_hex(const std::string& hex) {
+    std::string out;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+        out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    return out;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<nlohmann::json> out;
+    std::string line;
+    while (std::getline(in, line))  // splits on '\n' only; raw U+2028 etc. stay inside
+        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+struct Result {
+    std::vector<std::string> basic, tokens;
+    std::vector<int32_t> ids;
+};
+
+bool same(const Result& r, const nlohmann::json& want) {
+    return r.basic == want["basic_tokens"].get<std::vector<std::string>>() &&
+           r.tokens == want["tokens"].get<std::vector<std::string>>() &&
+           r.ids == want["ids"].get<std::vector<int32_t>>();
+}
+
+void check_file(const std::string& name, bool lower) {
+    const std::string dir = shared_dir() + "/golden/tokenization/";
+    const auto cases = read_jsonl(dir + name + ".jsonl");
+    ASSERT_GT(cases.size(), 300u) << "golden file missing or short: " << dir + name + ".jsonl";
+    std::multimap<int, nlohmann::json> other;
+    for (auto& j : read_jsonl(dir + name + "_other_unicode_versions.jsonl"))
+        if (j["unidata_version"] == uni::unicode_version()) other.emplace(j["id"].get<int>(), j);
+
+    const Vocab vocab = Vocab::load(shared_dir() + "/golden/vocab.txt");
+    FullTokenizer tok(vocab, lower);
+    int bad = 0, alt = 0;
+    for (const auto& c : cases) {
+        ASSERT_EQ(c["do_lower_case"].get<bool>(), lower);
+        Result r;
+        tok.tokenize(from_hex(c["input_hex"].get<std::string>()), &r.basic, &r.tokens, &r.ids);
+        bool ok = same(r, c);
+        if (!ok && c["unicode_version_sensitive"].get<bool>()) {
+            auto [b, e] = other.equal_range(c["id"].get<int>());
+            for (auto it = b; it != e && !ok; ++it) ok = same(r, it->second);
+            alt += ok;
+        }
+        // ids alone, through the fast path used by prepare
+        std::vector<int32_t> ids;
+        tok.tokenize_ids(from_hex(c["input_hex"].get<std::string>()), ids);
+        if (ids != r.ids) ok = false;
+        if (!ok) {
+            ++bad;
+            nlohmann::json got = {{"basic_tokens", r.basic}, {"tokens", r.tokens}, {"ids", r.ids}};
+            ADD_FAILURE() << name << " case " << c["id"] << " input_hex " << c["input_hex"]
+                          << "\n  got  " << got.dump() << "\n  want basic_tokens "
+                          << c["basic_tokens"].dump() << " tokens " << c["tokens"].dump()
+                          << " ids " << c["ids"].dump();
+        }
+    }
+    EXPECT_EQ(bad, 0) << name << ": " << bad << " of " << cases.size() << " cases differ";
+    std::printf("%s: %zu cases, %d matched the Unicode %s alternative\n", name.c_str(),
+                cases.size(), alt, uni::unicode_version());
+}
+
+TEST(Tokenizer, GoldenUncased) { check_file("tokenization_uncased", true); }
+TEST(Tokenizer, GoldenCased) { check_file("tokenization_cased", false); }
+
+TEST(Tokenizer, WordpieceGreedyLongestMatch) {
+    const Vocab v = Vocab::from_text("[UNK]\nun\n##aff\n##able\nunaff\n##a\n##ble\nx\n", "test");
+    FullTokenizer tok(v, true);
+    std::vector<std::string> tokens;
+    tok.tokenize("UnAffable x xyz", nullptr, &tokens, nullptr);
+    EXPECT_EQ(tokens, (std::vector<std::string>{"unaff", "##able", "x", "[UNK]"}));
+}
+
+TEST(Tokenizer, LongWordIsUnk) {
+    const Vocab v = Vocab::from_text("[UNK]\na\n##a\n", "test");
+    FullTokenizer tok(v, true);
+    std::vector<int32_t> ids;
+    tok.tokenize_ids(std::string(200, 'a'), ids);
+    EXPECT_EQ(ids.size(), 200u);
+    ids.clear();
+    tok.tokenize_ids(std::string(201, 'a'), ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{0}));
+}
+
+TEST(Tokenizer, MissingUnkIsAnError) {
+    const Vocab v = Vocab::from_text("a\n", "test");
+    FullTokenizer tok(v, true);
+    std::vector<int32_t> ids;
+    tok.tokenize_ids("a", ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{0}));
+    EXPECT_THROW(tok.tokenize_ids("b", ids), Error);
+}
+
+TEST(Vocab, DuplicatesStripAndCarriageReturns) {
+    // "a" twice: id of the last line, one key at the first position. '\r' deleted, strip().
+    const Vocab v = Vocab::from_text("a\nb\r\n  c \t\na\n\xc2\xa0\n", "test");
+    EXPECT_EQ(v.size(), 5);
+    EXPECT_EQ(v.find("a"), 3);
+    EXPECT_EQ(v.find("b"), 1);
+    EXPECT_EQ(v.find("c"), 2);
+    EXPECT_EQ(v.find(""), 4);  // U+00A0 is stripped
+    EXPECT_EQ(v.key_ids(), (std::vector<int32_t>{3, 1, 2, 4}));
+}
+
+TEST(Unicode, DecodeIgnoreMatchesPython) {
+    // Python: b'a\xe2\x82b\xed\xa0\x80c\xf0\x9f\x98\x80\xc0\xafd\xf4\x90\x80\x80e'.decode(
+    //   'utf-8','ignore') == 'ab' + 'c' + '\U0001F600' + 'd' + 'e'
+    std::vector<char32_t> cps;
+    uni::decode_utf8_ignore("a\xe2\x82" "b\xed\xa0\x80" "c\xf0\x9f\x98\x80\xc0\xaf" "d\xf4\x90\x80\x80" "e", cps);
+    EXPECT_EQ(cps, (std::vector<char32_t>{'a', 'b', 'c', 0x1F600, 'd', 'e'}));
+}
+
+TEST(Unicode, StripUsesPythonWhitespace) {
+    EXPECT_EQ(uni::py_strip("\x1c\xc2\x85 x y\xe3\x80\x80\t"), "x y");
+    EXPECT_EQ(uni::py_strip("\xe2\x80\x8bx"), "\xe2\x80\x8bx");  // U+200B is not whitespace
+}
+
+}  // namespace
+}  // namespace bertbench::data
+
+namespace bertbench::data {
+namespace {
+
+// str.lower() of every single code point, and Final_Sigma in context, against /usr/bin/python3.
+// Code points unassigned in Python's Unicode version are skipped (utf8proc may be newer).
+TEST(Unicode, LowerMatchesPythonForEveryCodePoint) {
+    const char* script =
+        "import unicodedata,sys\n"
+        "out=[]\n"
+        "start=None\n"
+        "for c in range(0x110001):\n"
+        "  un = c<0x110000 and (0xD800<=c<0xE000 or unicodedata.category(chr(c))=='Cn')\n"
+        "  if un and start is None: start=c\n"
+        "  if not un and start is not None: out.append('u:%x-%x'%(start,c-1)); start=None\n"
+        "  if un or c==0x110000: continue\n"
+        "  ch=chr(c)\n"
+        "  lo=ch.lower()\n"
+        "  if lo!=ch: out.append('%x:%s'%(c,','.join('%x'%ord(x) for x in lo)))\n"
+        "tests=['\\u03a3','A\\u03a3','A\\u03a3B','A\\u03a3.','A.\\u03a3','\\u03a3A','A\\u03a3\\u0301',"
+        "'\\u2160\\u03a3','\\u00aa\\u03a3','A\\u03a3\\u02b0','A\\u03a3:b','\\u1d2c\\u03a3']\n"
+        "for t in tests: out.append('s:'+','.join('%x'%ord(x) for x in t.lower()))\n"
+        "print(' '.join(out))\n";
+    if (system("test -x /usr/bin/python3") != 0) GTEST_SKIP() << "/usr/bin/python3 missing";
+    FILE* p = popen((std::string("/usr/bin/python3 -c \"$(cat <<'PYEOF'\n") + script +
+                     "PYEOF\n)\"").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string text;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+    ASSERT_EQ(pclose(p), 0);
+    std::map<char32_t, std::string> want;  // cp -> lower as hex list (only where it changes)
+    std::vector<std::pair<unsigned long, unsigned long>> unassigned;  // sorted ranges
+    std::vector<std::string> sigma_want;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t e = text.find_first_of(" \n", pos);
+        if (e == std::string::npos) e = text.size();
+        const std::string item = text.substr(pos, e - pos);
+        pos = e + 1;
+        if (item.empty()) continue;
+        const size_t colon = item.find(':');
+        if (item[0] == 's') {
+            sigma_want.push_back(item.substr(colon + 1));
+        } else if (item[0] == 'u') {  // u:first-last, unassigned in Python's Unicode version
+            const size_t dash = item.find('-');
+            unassigned.emplace_back(std::stoul(item.substr(2, dash - 2), nullptr, 16),
+                                    std::stoul(item.substr(dash + 1), nullptr, 16));
+        } else {
+            want[static_cast<char32_t>(std::stoul(item.substr(0, colon), nullptr, 16))] = item.substr(colon + 1);
+        }
+    }
+    ASSERT_GT(want.size(), 1000u);
+    ASSERT_GT(unassigned.size(), 100u);
+    size_t range = 0;
+    auto hex = [](const std::vector<char32_t>& v) {
+        std::string s;
+        for (char32_t c : v) {
+            if (!s.empty()) s += ',';
+            char b[16];
+            std::snprintf(b, sizeof b, "%x", static_cast<unsigned>(c));
+            s += b;
+        }
+        return s;
+    };
+    int bad = 0;
+    std::string first;
+    std::vector<char32_t> in(1), out;
+    for (char32_t cp = 0; cp < 0x110000; ++cp) {
+        while (range < unassigned.size() && unassigned[range].second < cp) ++range;
+        if (range < unassigned.size() && unassigned[range].first <= cp) continue;
+        in[0] = cp;
+        out.clear();
+        uni::py_lower(in, out);
+        auto it = want.find(cp);
+        if (it == want.end()) {  // Python: unchanged
+            if (out.size() != 1 || out[0] != cp) {
+                if (bad++ == 0) first = hex(in) + ": got " + hex(out) + " want unchanged";
+            }
+            continue;
+        }
+        if (hex(out) != it->second && bad++ == 0)
+            first = hex(in) + ": got " + hex(out) + " want " + it->second;
+    }
+    EXPECT_EQ(bad, 0) << bad << " code points differ; first " << first;
+    const std::vector<std::vector<char32_t>> tests = {
+        {0x3a3}, {'A', 0x3a3}, {'A', 0x3a3, 'B'}, {'A', 0x3a3, '.'}, {'A', '.', 0x3a3},
+        {0x3a3, 'A'}, {'A', 0x3a3, 0x301}, {0x2160, 0x3a3}, {0xaa, 0x3a3}, {'A', 0x3a3, 0x2b0},
+        {'A', 0x3a3, ':', 'b'}, {0x1d2c, 0x3a3}};
+    ASSERT_EQ(sigma_want.size(), tests.size());
+    for (size_t i = 0; i < tests.size(); ++i) {
+        out.clear();
+        uni::py_lower(tests[i], out);
+        EXPECT_EQ(hex(out), sigma_want[i]) << "final sigma case " << i << " (" << hex(tests[i]) << ")";
+    }
+}
+
+}  // namespace
+}  // namespace bertbench::data
