@@ -1,0 +1,782 @@
+// The BERT engine (see bert.hpp): an Encoder shared by the pretraining model (pooler + MLM + NSP)
+// and the SQuAD span head. Reference: google-research/bert modeling.py, run_pretraining.py
+// (get_masked_lm_output, get_next_sentence_output), run_squad.py (create_model, compute_loss).
+// Legend: B sequences, N packed real tokens, P gathered masked positions, H hidden, I intermediate,
+// NH heads, V vocabulary, L layers. All activations live in one arena carved at construction.
+#include "model/bert.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/profile.hpp"
+#include "ops/activation.hpp"
+#include "ops/attention.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/dropout.hpp"
+#include "ops/embedding.hpp"
+#include "ops/gemm.hpp"
+#include "ops/layernorm.hpp"
+
+namespace bertbench::model {
+namespace {
+
+// Carves typed buffers out of one allocation: a first pass counts, the second assigns.
+template <typename T>
+class Arena {
+public:
+    T* take(size_t n) {
+        n = (n + 15) / 16 * 16;  // 64-byte granules
+        const size_t at = used_;
+        used_ += n;
+        return storage_.empty() ? nullptr : storage_.data() + at;
+    }
+    void allocate() {
+        storage_.assign(used_, T(0));
+        used_ = 0;
+    }
+    size_t size() const { return storage_.size(); }
+
+private:
+    std::vector<T> storage_;
+    size_t used_ = 0;
+};
+
+struct LayerOffsets {
+    size_t wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wout, bout, g2, b2;
+};
+
+template <typename T>
+struct LayerSaved {
+    T *q, *k, *v, *ctx, *probs, *probs_dropped, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
+    uint8_t *mask_probs, *mask_attn, *mask_out;
+};
+
+ops::Activation activation_for(const BertConfig& c, const EngineOptions& opts) {
+    if (opts.gelu_erf || c.hidden_act == "gelu_erf") return ops::Activation::gelu_erf;
+    if (c.hidden_act == "relu") return ops::Activation::relu;
+    return ops::Activation::gelu_tanh;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Encoder: embeddings -> L transformer layers. x[0] = dropout(LN(embeddings)), x[l+1] = layer_l(x[l]).
+template <typename T>
+class Encoder {
+public:
+    Encoder(const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena,
+            std::vector<uint8_t>& masks_storage, bool counting)
+        : cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)) {
+        H_ = cfg_.hidden_size;
+        I_ = cfg_.intermediate_size;
+        NH_ = cfg_.num_attention_heads;
+        L_ = cfg_.num_hidden_layers;
+        if (plan.max_batch <= 0 || plan.max_seq <= 0 || plan.max_predictions < 0)
+            fail("engine plan: expected max_batch > 0, max_seq > 0, max_predictions >= 0, got {}, "
+                 "{}, {}",
+                 plan.max_batch, plan.max_seq, plan.max_predictions);
+        if (plan.max_seq > cfg_.max_position_embeddings)
+            fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config "
+                 "(hint: lower --max_seq_length)",
+                 plan.max_seq, cfg_.max_position_embeddings);
+        const auto off = [&](const std::string& n) { return table.at(n).offset; };
+        word_ = off("bert/embeddings/word_embeddings");
+        pos_ = off("bert/embeddings/position_embeddings");
+        type_ = off("bert/embeddings/token_type_embeddings");
+        emb_g_ = off("bert/embeddings/LayerNorm/gamma");
+        emb_b_ = off("bert/embeddings/LayerNorm/beta");
+        for (int l = 0; l < L_; ++l) {
+            const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
+            layers_.push_back(LayerOffsets{
+                off(p + "attention/self/query/kernel"), off(p + "attention/self/query/bias"),
+                off(p + "attention/self/key/kernel"), off(p + "attention/self/key/bias"),
+                off(p + "attention/self/value/kernel"), off(p + "attention/self/value/bias"),
+                off(p + "attention/output/dense/kernel"), off(p + "attention/output/dense/bias"),
+                off(p + "attention/output/LayerNorm/gamma"),
+                off(p + "attention/output/LayerNorm/beta"), off(p + "intermediate/dense/kernel"),
+                off(p + "intermediate/dense/bias"), off(p + "output/dense/kernel"),
+                off(p + "output/dense/bias"), off(p + "output/LayerNorm/gamma"),
+                off(p + "output/LayerNorm/beta")});
+        }
+        total_params_ = table.total_floats();
+        carve(arena, masks_storage, counting);
+    }
+
+    // Re-point all buffers after the arena is allocated (second pass).
+    void carve(Arena<T>& a, std::vector<uint8_t>& ms, bool counting) {
+        const size_t nmax = static_cast<size_t>(plan_.max_batch) * plan_.max_seq;
+        const size_t nh = nmax * H_, ni = nmax * I_;
+        probs_max_ = static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
+        size_t mused = 0;
+        auto mtake = [&](size_t n) -> uint8_t* {
+            const size_t at = mused;
+            mused += (n + 63) / 64 * 64;
+            return counting ? nullptr : ms.data() + at;
+        };
+        emb_sum_ = a.take(nh);
+        emb_mean_ = a.take(nmax);
+        emb_rstd_ = a.take(nmax);
+        emb_mask_ = mtake(nh);
+        x_.clear();
+        for (int l = 0; l <= L_; ++l) x_.push_back(a.take(nh));
+        saved_.clear();
+        for (int l = 0; l < L_; ++l) {
+            LayerSaved<T> s{};
+            s.q = a.take(nh);
+            s.k = a.take(nh);
+            s.v = a.take(nh);
+            s.ctx = a.take(nh);
+            s.probs = a.take(probs_max_);
+            s.probs_dropped = a.take(probs_max_);
+            s.a = a.take(nh);
+            s.mean1 = a.take(nmax);
+            s.rstd1 = a.take(nmax);
+            s.x1 = a.take(nh);
+            s.h = a.take(ni);
+            s.g = a.take(ni);
+            s.o = a.take(nh);
+            s.mean2 = a.take(nmax);
+            s.rstd2 = a.take(nmax);
+            s.mask_probs = mtake(probs_max_);
+            s.mask_attn = mtake(nh);
+            s.mask_out = mtake(nh);
+            saved_.push_back(s);
+        }
+        // backward scratch, shared by all layers
+        dx_ = a.take(nh);
+        dx1_ = a.take(nh);
+        dtmp_ = a.take(nh);
+        dctx_ = a.take(nh);
+        dq_ = a.take(nh);
+        dk_ = a.take(nh);
+        dv_ = a.take(nh);
+        dI_ = a.take(ni);
+        dprobs_ = a.take(probs_max_);
+        masks_bytes_ = mused;
+        pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
+    }
+    size_t masks_bytes() const { return masks_bytes_; }
+
+    // Validates the batch against the plan and the config; Error otherwise.
+    void check_batch(const Batch& b, size_t params_size) const {
+        if (params_size < total_params_)
+            fail("engine: parameter buffer has {} floats, expected at least {} (hint: build it "
+                 "from the same ParamTable)",
+                 params_size, total_params_);
+        if (b.batch_size < 0 || static_cast<int>(b.seq_offsets.size()) != b.batch_size + 1)
+            fail("engine: batch: seq_offsets has {} entries, expected batch_size + 1 = {}",
+                 b.seq_offsets.size(), b.batch_size + 1);
+        if (b.batch_size > plan_.max_batch)
+            fail("engine: batch larger than planned: batch_size {} > max_batch {} (hint: raise "
+                 "the Plan's max_batch)",
+                 b.batch_size, plan_.max_batch);
+        if (b.seq_offsets[0] != 0) fail("engine: batch: seq_offsets[0] = {}, expected 0", b.seq_offsets[0]);
+        for (int i = 0; i < b.batch_size; ++i) {
+            const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+            if (t < 1 || t > plan_.max_seq)
+                fail("engine: batch larger than planned: sequence {} has {} tokens, expected 1.."
+                     "{} (max_seq of the Plan)",
+                     i, t, plan_.max_seq);
+        }
+        const int N = b.num_tokens();
+        if (static_cast<int>(b.input_ids.size()) != N || static_cast<int>(b.segment_ids.size()) != N)
+            fail("engine: batch: {} input_ids and {} segment_ids, expected N = {} tokens",
+                 b.input_ids.size(), b.segment_ids.size(), N);
+        for (int i = 0; i < N; ++i) {
+            if (b.input_ids[i] < 0 || b.input_ids[i] >= cfg_.vocab_size)
+                fail("engine: batch: input_ids[{}] = {} outside the vocabulary [0, {}) (hint: "
+                     "vocab file and bert_config.json vocab_size disagree)",
+                     i, b.input_ids[i], cfg_.vocab_size);
+            if (b.segment_ids[i] < 0 || b.segment_ids[i] >= cfg_.type_vocab_size)
+                fail("engine: batch: segment_ids[{}] = {} outside [0, {})", i, b.segment_ids[i],
+                     cfg_.type_vocab_size);
+        }
+    }
+
+    size_t dropout_elements(const std::string& site, int N) const {
+        if (site == "embeddings") return static_cast<size_t>(N) * H_;
+        if (site.ends_with("/attention_probs")) return pofs_[static_cast<size_t>(B_)];
+        return static_cast<size_t>(N) * H_;
+    }
+
+    // x(N,H) = encoder output of the batch.
+    void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step) {
+        B_ = b.batch_size;
+        N_ = b.num_tokens();
+        const int N = N_, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(N) * H;
+        ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_);
+        const double hkeep = 1.0 - cfg_.hidden_dropout_prob;
+        const double pkeep = 1.0 - cfg_.attention_probs_dropout_prob;
+        dropout_hidden_ = training && cfg_.hidden_dropout_prob > 0;
+        dropout_probs_ = training && cfg_.attention_probs_dropout_prob > 0;
+        hkeep_ = static_cast<T>(hkeep);
+        pkeep_ = static_cast<T>(pkeep);
+        const auto stream = [&](uint32_t site, double keep) {
+            return ops::DropoutStream{seed, step, site, keep};
+        };
+        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
+        BB_PROFILE_MARK("embeddings fwd");
+        ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        BB_PROFILE_MARK("layernorm fwd");
+        ops::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
+                               N, H);
+        BB_PROFILE_MARK("dropout+residual fwd");
+        if (dropout_hidden_) {
+            ops::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
+            ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh);
+        }
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_};
+        for (int l = 0; l < L_; ++l) {
+            const LayerOffsets& w = layers_[l];
+            LayerSaved<T>& s = saved_[l];
+            const T* xin = x_[l];
+            const auto P = [&](size_t o) { return params + o; };
+            BB_PROFILE_MARK("gemm qkv fwd");
+            ops::linear_forward(s.q, xin, P(w.wq), P(w.bq), N, H, H);
+            ops::linear_forward(s.k, xin, P(w.wk), P(w.bk), N, H, H);
+            ops::linear_forward(s.v, xin, P(w.wv), P(w.bv), N, H, H);
+            BB_PROFILE_MARK("attention fwd");
+            const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
+            ops::attention_forward(s.ctx, s.probs, s.probs_dropped, s.mask_probs, s.q, s.k, s.v, shape,
+                                   dropout_probs_ ? &ps : nullptr);
+            BB_PROFILE_MARK("gemm attn-out fwd");
+            ops::linear_forward(s.a, s.ctx, P(w.wo), P(w.bo), N, H, H);
+            BB_PROFILE_MARK("dropout+residual fwd");
+            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+            ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
+            BB_PROFILE_MARK("layernorm fwd");
+            ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
+            BB_PROFILE_MARK("gemm ffn-in fwd");
+            ops::linear_forward(s.h, s.x1, P(w.wi), P(w.bi), N, H, I);
+            BB_PROFILE_MARK("gelu fwd");
+            ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
+            BB_PROFILE_MARK("gemm ffn-out fwd");
+            ops::linear_forward(s.o, s.g, P(w.wout), P(w.bout), N, I, H);
+            BB_PROFILE_MARK("dropout+residual fwd");
+            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
+            ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
+            BB_PROFILE_MARK("layernorm fwd");
+            ops::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H);
+        }
+    }
+
+    T* output() const { return x_[static_cast<size_t>(L_)]; }
+    // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
+    T* doutput() const { return dx_; }
+
+    void backward(T* grads, const T* params, const Batch& b) {
+        const int N = N_, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(N) * H;
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_};
+        for (int l = L_ - 1; l >= 0; --l) {
+            const LayerOffsets& w = layers_[l];
+            LayerSaved<T>& s = saved_[l];
+            const T* xin = x_[l];
+            const auto P = [&](size_t o) { return params + o; };
+            const auto G = [&](size_t o) { return grads + o; };
+            // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
+            BB_PROFILE_MARK("layernorm bwd");
+            ops::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
+            BB_PROFILE_MARK("dropout+residual bwd");
+            ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
+            BB_PROFILE_MARK("gemm ffn-out bwd");
+            ops::linear_backward(dI_, G(w.wout), G(w.bout), dtmp_, s.g, P(w.wout), N, I, H);
+            BB_PROFILE_MARK("gelu bwd");
+            ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
+            BB_PROFILE_MARK("gemm ffn-in bwd");
+            ops::linear_backward(dx1_, G(w.wi), G(w.bi), dI_, s.x1, P(w.wi), N, H, I, true);
+            // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
+            BB_PROFILE_MARK("layernorm bwd");
+            ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
+            BB_PROFILE_MARK("dropout+residual bwd");
+            ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
+            BB_PROFILE_MARK("gemm attn-out bwd");
+            ops::linear_backward(dctx_, G(w.wo), G(w.bo), dtmp_, s.ctx, P(w.wo), N, H, H);
+            BB_PROFILE_MARK("attention bwd");
+            ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
+                                    s.probs_dropped, dropout_probs_ ? s.mask_probs : nullptr, pkeep_,
+                                    shape);
+            BB_PROFILE_MARK("gemm qkv bwd");
+            ops::linear_backward(dx_, G(w.wq), G(w.bq), dq_, xin, P(w.wq), N, H, H, true);
+            ops::linear_backward(dx_, G(w.wk), G(w.bk), dk_, xin, P(w.wk), N, H, H, true);
+            ops::linear_backward(dx_, G(w.wv), G(w.bv), dv_, xin, P(w.wv), N, H, H, true);
+        }
+        // x[0] = drop(LN(e))
+        BB_PROFILE_MARK("embeddings bwd");
+        ops::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
+        ops::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
+                                emb_mean_, emb_rstd_, N, H);
+        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
+        ops::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+    }
+
+    std::span<const uint8_t> mask(const std::string& site) const {
+        const bool any = dropout_hidden_ || dropout_probs_;
+        if (!any) return {};
+        const size_t nh = static_cast<size_t>(N_) * H_;
+        if (site == "embeddings") return dropout_hidden_ ? std::span<const uint8_t>(emb_mask_, nh) : std::span<const uint8_t>();
+        if (site.starts_with("layer_")) {
+            const size_t slash = site.find('/');
+            int l = -1;
+            try {
+                l = std::stoi(site.substr(6, slash - 6));
+            } catch (...) {
+            }
+            if (l >= 0 && l < L_ && slash != std::string::npos) {
+                const std::string what = site.substr(slash + 1);
+                const LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
+                if (what == "attention_probs")
+                    return dropout_probs_ ? std::span<const uint8_t>(s.mask_probs, pofs_[static_cast<size_t>(B_)])
+                                          : std::span<const uint8_t>();
+                if (what == "attention_output")
+                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_attn, nh) : std::span<const uint8_t>();
+                if (what == "output")
+                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_out, nh) : std::span<const uint8_t>();
+            }
+        }
+        fail("engine: unknown dropout site \"{}\" (expected embeddings or layer_<0..{}>/"
+             "{{attention_probs,attention_output,output}})",
+             site, L_ - 1);
+    }
+
+    int N() const { return N_; }
+    int B() const { return B_; }
+    int H() const { return H_; }
+    const BertConfig& config() const { return cfg_; }
+    ops::Activation activation() const { return act_; }
+
+private:
+    BertConfig cfg_;
+    Plan plan_;
+    ops::Activation act_;
+    int H_ = 0, I_ = 0, NH_ = 0, L_ = 0;
+    size_t total_params_ = 0;
+    size_t word_ = 0, pos_ = 0, type_ = 0, emb_g_ = 0, emb_b_ = 0;
+    std::vector<LayerOffsets> layers_;
+    size_t probs_max_ = 0, masks_bytes_ = 0;
+    T *emb_sum_ = nullptr, *emb_mean_ = nullptr, *emb_rstd_ = nullptr;
+    uint8_t* emb_mask_ = nullptr;
+    std::vector<T*> x_;
+    std::vector<LayerSaved<T>> saved_;
+    T *dx_ = nullptr, *dx1_ = nullptr, *dtmp_ = nullptr, *dctx_ = nullptr, *dq_ = nullptr,
+      *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
+    std::vector<size_t> pofs_;
+    int B_ = 0, N_ = 0;
+    bool dropout_hidden_ = false, dropout_probs_ = false;
+    T hkeep_ = 1, pkeep_ = 1;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Pretraining model: pooler (tanh on the first token) -> NSP; gathered positions -> transform
+// (dense, act, LN) -> tied decoder (word embeddingsᵀ + output_bias) -> MLM.
+template <typename T>
+struct BasicBertPretrainer<T>::Impl {
+    Plan plan;
+    Arena<T> arena;
+    std::vector<uint8_t> masks;
+    std::unique_ptr<Encoder<T>> enc;
+    size_t wp, bp, wt, bt, gt, btl, out_bias, wn, bn, word;
+    int H = 0, V = 0, B = 0, P = 0;
+    // (B,H) cls, pooled, dpooled, dcls; (B,2) nsp logits, dnsp; (P,H) gathered, t, tact, tl, dP*;
+    // (P,V) logits, dlogits; rows: lse, loss, argmax, coef
+    T *cls, *pooled, *dpooled, *dcls, *nsp, *dnsp, *nsp_lse, *nsp_coef;
+    T *gath, *t, *tact, *tl, *tmean, *trstd, *dtl, *dtact, *dgath, *logits, *dlogits, *lse, *coef;
+    std::vector<double> row_loss, nsp_loss;
+    std::vector<int32_t> argmax, nsp_argmax;
+
+    void carve() {
+        const size_t bmax = static_cast<size_t>(plan.max_batch);
+        const size_t pmax = bmax * static_cast<size_t>(plan.max_predictions);
+        cls = arena.take(bmax * H);
+        pooled = arena.take(bmax * H);
+        dpooled = arena.take(bmax * H);
+        dcls = arena.take(bmax * H);
+        nsp = arena.take(bmax * 2);
+        dnsp = arena.take(bmax * 2);
+        nsp_lse = arena.take(bmax);
+        nsp_coef = arena.take(bmax);
+        gath = arena.take(pmax * H);
+        t = arena.take(pmax * H);
+        tact = arena.take(pmax * H);
+        tl = arena.take(pmax * H);
+        tmean = arena.take(pmax);
+        trstd = arena.take(pmax);
+        dtl = arena.take(pmax * H);
+        dtact = arena.take(pmax * H);
+        dgath = arena.take(pmax * H);
+        logits = arena.take(pmax * V);
+        dlogits = arena.take(pmax * V);
+        lse = arena.take(pmax);
+        coef = arena.take(pmax);
+        row_loss.assign(pmax, 0);
+        argmax.assign(pmax, 0);
+        nsp_loss.assign(bmax, 0);
+        nsp_argmax.assign(bmax, 0);
+    }
+};
+
+template <typename T>
+BasicBertPretrainer<T>::BasicBertPretrainer(const ParamTable& table, Plan plan, EngineOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+    if (table.heads() != Heads::pretraining)
+        fail("engine: BertPretrainer needs a ParamTable with the pretraining heads (got another "
+             "head set; hint: ParamTable(config, Heads::pretraining))");
+    Impl& m = *impl_;
+    m.plan = plan;
+    m.H = table.config().hidden_size;
+    m.V = table.config().vocab_size;
+    const auto off = [&](const std::string& n) { return table.at(n).offset; };
+    m.wp = off("bert/pooler/dense/kernel");
+    m.bp = off("bert/pooler/dense/bias");
+    m.wt = off("cls/predictions/transform/dense/kernel");
+    m.bt = off("cls/predictions/transform/dense/bias");
+    m.gt = off("cls/predictions/transform/LayerNorm/gamma");
+    m.btl = off("cls/predictions/transform/LayerNorm/beta");
+    m.out_bias = off("cls/predictions/output_bias");
+    m.wn = off("cls/seq_relationship/output_weights");
+    m.bn = off("cls/seq_relationship/output_bias");
+    m.word = off("bert/embeddings/word_embeddings");
+    // pass 1: count; pass 2: allocate and point.
+    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
+    m.carve();
+    m.arena.allocate();
+    m.masks.assign(m.enc->masks_bytes(), 0);
+    m.enc->carve(m.arena, m.masks, false);
+    m.carve();
+}
+
+template <typename T>
+BasicBertPretrainer<T>::~BasicBertPretrainer() = default;
+
+template <typename T>
+size_t BasicBertPretrainer<T>::arena_bytes() const {
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size();
+}
+
+template <typename T>
+const Plan& BasicBertPretrainer<T>::plan() const {
+    return impl_->plan;
+}
+
+template <typename T>
+Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& batch, bool training,
+                                       uint64_t seed, uint64_t step) {
+    Impl& m = *impl_;
+    m.enc->check_batch(batch, params.size());
+    const int B = batch.batch_size, P = batch.num_predictions(), H = m.H, V = m.V;
+    if (P > m.plan.max_batch * m.plan.max_predictions)
+        fail("engine: batch larger than planned: {} masked predictions > max_batch × "
+             "max_predictions = {}",
+             P, m.plan.max_batch * m.plan.max_predictions);
+    if (batch.masked_ids.size() != static_cast<size_t>(P) ||
+        batch.masked_weights.size() != static_cast<size_t>(P) ||
+        batch.next_sentence_labels.size() != static_cast<size_t>(B))
+        fail("engine: batch: {} masked_index, {} masked_ids, {} masked_weights, {} "
+             "next_sentence_labels (expected P, P, P, B = {}, {}, {}, {})",
+             P, batch.masked_ids.size(), batch.masked_weights.size(),
+             batch.next_sentence_labels.size(), P, P, P, B);
+    const int N = batch.num_tokens();
+    for (int p = 0; p < P; ++p) {
+        if (batch.masked_index[p] < 0 || batch.masked_index[p] >= N)
+            fail("engine: batch: masked_index[{}] = {} outside the packed tokens [0, {})", p,
+                 batch.masked_index[p], N);
+        if (batch.masked_ids[p] < 0 || batch.masked_ids[p] >= V)
+            fail("engine: batch: masked_ids[{}] = {} outside the vocabulary [0, {})", p,
+                 batch.masked_ids[p], V);
+    }
+    for (int b = 0; b < B; ++b)
+        if (batch.next_sentence_labels[b] < 0 || batch.next_sentence_labels[b] > 1)
+            fail("engine: batch: next_sentence_labels[{}] = {}, expected 0 or 1", b,
+                 batch.next_sentence_labels[b]);
+    m.B = B;
+    BB_PROFILE_SCOPE("other fwd");
+    m.P = P;
+    const T* w = params.data();
+    m.enc->forward(w, batch, training, seed, step);
+    const T* x = m.enc->output();
+    BB_PROFILE_MARK("pooler+nsp fwd");
+    // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
+    for (int b = 0; b < B; ++b)
+        std::copy_n(x + static_cast<size_t>(batch.seq_offsets[b]) * H, H, m.cls + static_cast<size_t>(b) * H);
+    ops::linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
+    ops::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
+    for (int b = 0; b < B; ++b) std::copy_n(w + m.bn, 2, m.nsp + 2 * b);
+    ops::gemm(false, true, B, 2, H, T(1), m.pooled, H, w + m.wn, H, T(1), m.nsp, 2);
+    ops::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
+                               batch.next_sentence_labels.data(), B, 2);
+    BB_PROFILE_MARK("mlm transform fwd");
+    // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
+    for (int p = 0; p < P; ++p)
+        std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
+    ops::linear_forward(m.t, m.gath, w + m.wt, w + m.bt, P, H, H);
+    ops::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
+    ops::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
+    BB_PROFILE_MARK("gemm mlm-decoder fwd");
+    for (int p = 0; p < P; ++p) std::copy_n(w + m.out_bias, V, m.logits + static_cast<size_t>(p) * V);
+    ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(1), m.logits, V);
+    BB_PROFILE_MARK("loss fwd");
+    ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+                               batch.masked_ids.data(), P, V);
+    Losses out;
+    double num = 0, den = 0;
+    for (int p = 0; p < P; ++p) {
+        const double wp = batch.masked_weights[p];
+        num += wp * m.row_loss[p];
+        den += wp;
+        if (m.argmax[p] == batch.masked_ids[p]) out.mlm_correct += wp;
+    }
+    out.mlm_weight = den;
+    out.mlm_loss = num / (den + 1e-5);
+    double ns = 0;
+    for (int b = 0; b < B; ++b) {
+        ns += m.nsp_loss[b];
+        if (m.nsp_argmax[b] == batch.next_sentence_labels[b]) ++out.nsp_correct;
+    }
+    out.nsp_count = B;
+    out.nsp_loss = B > 0 ? ns / B : 0.0;
+    out.total = out.mlm_loss + out.nsp_loss;
+    return out;
+}
+
+template <typename T>
+void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> params,
+                                      const Batch& batch, T loss_scale) {
+    Impl& m = *impl_;
+    BB_CHECK(grads.size() >= params.size());
+    BB_CHECK(batch.batch_size == m.B && batch.num_predictions() == m.P);
+    const int B = m.B, P = m.P, H = m.H, V = m.V, N = m.enc->N();
+    const T* w = params.data();
+    T* g = grads.data();
+    BB_PROFILE_SCOPE("loss bwd");
+    // MLM: dlogits = w_p/(Σw + 1e-5) · (softmax − onehot) · loss_scale
+    double den = 0;
+    for (int p = 0; p < P; ++p) den += batch.masked_weights[p];
+    for (int p = 0; p < P; ++p)
+        m.coef[p] = static_cast<T>(batch.masked_weights[p] / (den + 1e-5)) * loss_scale;
+    ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+    BB_PROFILE_MARK("gemm mlm-decoder bwd");
+    ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
+    ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
+    ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
+    BB_PROFILE_MARK("mlm transform bwd");
+    ops::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
+    ops::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
+    ops::linear_backward(m.dgath, g + m.wt, g + m.bt, m.dtact, m.gath, w + m.wt, P, H, H);
+    BB_PROFILE_MARK("pooler+nsp bwd");
+    // NSP: dnsp = (softmax − onehot)/B · loss_scale
+    for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
+    ops::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
+    ops::bias_backward(g + m.bn, m.dnsp, B, 2);
+    ops::gemm(true, false, 2, H, B, T(1), m.dnsp, 2, m.pooled, H, T(1), g + m.wn, H);  // dWn += dnspᵀ pooled
+    ops::gemm(false, false, B, H, 2, T(1), m.dnsp, 2, w + m.wn, H, T(0), m.dpooled, H);  // dpooled = dnsp Wn
+    ops::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
+    ops::linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H);
+    BB_PROFILE_MARK("other bwd");
+    // scatter into d(encoder output)
+    T* dx = m.enc->doutput();
+    std::fill_n(dx, static_cast<size_t>(N) * H, T(0));
+    for (int b = 0; b < B; ++b) {
+        T* row = dx + static_cast<size_t>(batch.seq_offsets[b]) * H;
+        const T* d = m.dcls + static_cast<size_t>(b) * H;
+        for (int c = 0; c < H; ++c) row[c] += d[c];
+    }
+    for (int p = 0; p < P; ++p) {
+        T* row = dx + static_cast<size_t>(batch.masked_index[p]) * H;
+        const T* d = m.dgath + static_cast<size_t>(p) * H;
+        for (int c = 0; c < H; ++c) row[c] += d[c];
+    }
+    m.enc->backward(g, w, batch);
+}
+
+template <typename T>
+std::span<const T> BasicBertPretrainer<T>::mlm_logits() const {
+    return {impl_->logits, static_cast<size_t>(impl_->P) * impl_->V};
+}
+template <typename T>
+std::span<const T> BasicBertPretrainer<T>::nsp_logits() const {
+    return {impl_->nsp, static_cast<size_t>(impl_->B) * 2};
+}
+template <typename T>
+std::span<const T> BasicBertPretrainer<T>::sequence_output() const {
+    return {impl_->enc->output(), static_cast<size_t>(impl_->enc->N()) * impl_->H};
+}
+template <typename T>
+std::span<const T> BasicBertPretrainer<T>::pooled_output() const {
+    return {impl_->pooled, static_cast<size_t>(impl_->B) * impl_->H};
+}
+template <typename T>
+std::span<const uint8_t> BasicBertPretrainer<T>::dropout_mask(const std::string& site) const {
+    return impl_->enc->mask(site);
+}
+
+template class BasicBertPretrainer<float>;
+template class BasicBertPretrainer<double>;
+
+// ---------------------------------------------------------------------------------------------
+// SQuAD span head: logits(N,2) = x·Wᵀ + b; loss = (mean_b CE_start + mean_b CE_end)/2 where each CE
+// is over the sequence's real tokens (run_squad.py takes the softmax over all max_seq positions,
+// padding included; on unpadded batches we take it over the real tokens only, as HF does).
+template <typename T>
+struct BasicBertSquad<T>::Impl {
+    Plan plan;
+    Arena<T> arena;
+    std::vector<uint8_t> masks;
+    std::unique_ptr<Encoder<T>> enc;
+    size_t ws = 0, bs = 0;
+    int H = 0, B = 0, N = 0;
+    bool has_labels = false;
+    T *logits2 = nullptr, *start = nullptr, *end = nullptr, *dlogits2 = nullptr;
+    std::vector<int32_t> start_pos, end_pos;
+
+    void carve() {
+        const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+        logits2 = arena.take(nmax * 2);
+        start = arena.take(nmax);
+        end = arena.take(nmax);
+        dlogits2 = arena.take(nmax * 2);
+        start_pos.reserve(static_cast<size_t>(plan.max_batch));
+        end_pos.reserve(static_cast<size_t>(plan.max_batch));
+    }
+};
+
+template <typename T>
+BasicBertSquad<T>::BasicBertSquad(const ParamTable& table, Plan plan, EngineOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+    if (table.heads() != Heads::squad)
+        fail("engine: BertSquad needs a ParamTable with the squad head (hint: ParamTable(config, "
+             "Heads::squad))");
+    Impl& m = *impl_;
+    m.plan = plan;
+    m.H = table.config().hidden_size;
+    m.ws = table.at("cls/squad/output_weights").offset;
+    m.bs = table.at("cls/squad/output_bias").offset;
+    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
+    m.carve();
+    m.arena.allocate();
+    m.masks.assign(m.enc->masks_bytes(), 0);
+    m.enc->carve(m.arena, m.masks, false);
+    m.carve();
+}
+
+template <typename T>
+BasicBertSquad<T>::~BasicBertSquad() = default;
+
+template <typename T>
+size_t BasicBertSquad<T>::arena_bytes() const {
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size();
+}
+
+namespace {
+// log-softmax CE of one segment of logits; returns loss, writes softmax − onehot scaled by coef
+template <typename T>
+double segment_ce(const T* z, int n, int label, T* dz, T coef) {
+    T mx = z[0];
+    for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
+    T sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(z[i] - mx);
+    const T lse = mx + std::log(sum);
+    if (dz) {
+        for (int i = 0; i < n; ++i) dz[2 * i] = coef * std::exp(z[i] - lse);
+        dz[2 * label] -= coef;
+    }
+    return static_cast<double>(lse) - static_cast<double>(z[label]);
+}
+}  // namespace
+
+template <typename T>
+SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& batch,
+                                      std::span<const int32_t> start_positions,
+                                      std::span<const int32_t> end_positions, bool training,
+                                      uint64_t seed, uint64_t step) {
+    Impl& m = *impl_;
+    m.enc->check_batch(batch, params.size());
+    const int B = batch.batch_size, H = m.H, N = batch.num_tokens();
+    m.has_labels = !start_positions.empty();
+    if (m.has_labels) {
+        if (start_positions.size() != static_cast<size_t>(B) || end_positions.size() != static_cast<size_t>(B))
+            fail("engine: squad: {} start and {} end positions, expected B = {}",
+                 start_positions.size(), end_positions.size(), B);
+        for (int b = 0; b < B; ++b) {
+            const int t = batch.seq_offsets[b + 1] - batch.seq_offsets[b];
+            if (start_positions[b] < 0 || start_positions[b] >= t || end_positions[b] < 0 ||
+                end_positions[b] >= t)
+                fail("engine: squad: sequence {}: start {} / end {} outside [0, {})", b,
+                     start_positions[b], end_positions[b], t);
+        }
+        m.start_pos.assign(start_positions.begin(), start_positions.end());
+        m.end_pos.assign(end_positions.begin(), end_positions.end());
+    }
+    m.B = B;
+    m.N = N;
+    const T* w = params.data();
+    m.enc->forward(w, batch, training, seed, step);
+    for (int i = 0; i < N; ++i) std::copy_n(w + m.bs, 2, m.logits2 + 2 * static_cast<size_t>(i));
+    ops::gemm(false, true, N, 2, H, T(1), m.enc->output(), H, w + m.ws, H, T(1), m.logits2, 2);
+    for (int i = 0; i < N; ++i) {
+        m.start[i] = m.logits2[2 * i];
+        m.end[i] = m.logits2[2 * i + 1];
+    }
+    SpanLosses out;
+    if (m.has_labels) {
+        double ls = 0, le = 0;
+        for (int b = 0; b < B; ++b) {
+            const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
+            ls += segment_ce<T>(m.start + o, t, m.start_pos[b], nullptr, T(0));
+            le += segment_ce<T>(m.end + o, t, m.end_pos[b], nullptr, T(0));
+        }
+        out.total = (ls / B + le / B) / 2;
+    }
+    return out;
+}
+
+template <typename T>
+void BasicBertSquad<T>::backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
+                                 T loss_scale) {
+    Impl& m = *impl_;
+    if (!m.has_labels) fail("engine: squad backward needs start/end positions in the forward");
+    const int B = m.B, H = m.H, N = m.N;
+    const T* w = params.data();
+    T* g = grads.data();
+    const T coef = loss_scale / static_cast<T>(2 * B);
+    for (int b = 0; b < B; ++b) {
+        const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
+        segment_ce<T>(m.start + o, t, m.start_pos[b], m.dlogits2 + 2 * o, coef);
+        segment_ce<T>(m.end + o, t, m.end_pos[b], m.dlogits2 + 2 * o + 1, coef);
+    }
+    ops::bias_backward(g + m.bs, m.dlogits2, N, 2);
+    ops::gemm(true, false, 2, H, N, T(1), m.dlogits2, 2, m.enc->output(), H, T(1), g + m.ws, H);
+    ops::gemm(false, false, N, H, 2, T(1), m.dlogits2, 2, w + m.ws, H, T(0), m.enc->doutput(), H);
+    m.enc->backward(g, w, batch);
+}
+
+template <typename T>
+std::span<const T> BasicBertSquad<T>::start_logits() const {
+    return {impl_->start, static_cast<size_t>(impl_->N)};
+}
+template <typename T>
+std::span<const T> BasicBertSquad<T>::end_logits() const {
+    return {impl_->end, static_cast<size_t>(impl_->N)};
+}
+
+template class BasicBertSquad<float>;
+template class BasicBertSquad<double>;
+
+// ---------------------------------------------------------------------------------------------
+double forward_flops(const BertConfig& c, const Batch& b) {
+    const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+    const double N = b.num_tokens(), B = b.batch_size, P = b.num_predictions();
+    double attn = 0;  // per sequence: QKᵀ and P·V, 2·T²·H each
+    for (int i = 0; i < b.batch_size; ++i) {
+        const double t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+        attn += 4.0 * t * t * H;
+    }
+    const double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + attn;
+    const double heads = 2.0 * B * H * H + 2.0 * B * H * 2 + 2.0 * P * H * H + 2.0 * P * H * V;
+    return c.num_hidden_layers * per_layer + heads;
+}
+
+}  // namespace bertbench::model

@@ -1,0 +1,118 @@
+// The BERT forward/backward engine: encoder + pooler + pretraining heads (MLM at the gathered
+// masked positions with the decoder tied to the word embeddings, NSP), and a SQuAD span head.
+// Reference: google-research/bert modeling.py + run_pretraining.py / run_squad.py (MLPerf copy).
+// Unpadded layout: dense layers on the N real tokens, attention per sequence. Activations live in
+// one arena sized from a Plan at construction; forward/backward never allocate. Parameters are one
+// flat buffer laid out by a ParamTable (kernels [in, out]); gradients ACCUMULATE (+=) into theirs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "model/batch.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
+
+namespace bertbench::model {
+
+// Sizes the arena once. A batch beyond it is an Error ("batch larger than planned: ...").
+struct Plan {
+    int max_batch = 0;        // B
+    int max_seq = 0;          // longest sequence (tokens, incl. [CLS]/[SEP])
+    int max_predictions = 0;  // P per sequence (the arena holds max_batch * max_predictions)
+};
+
+struct EngineOptions {
+    bool gelu_erf = false;  // erf GELU (HF "gelu") instead of the reference tanh form
+};
+
+struct Losses {
+    double total = 0, mlm_loss = 0, nsp_loss = 0;
+    double mlm_correct = 0, mlm_weight = 0;  // Σw·[argmax==label], Σw  (ties -> lowest id)
+    int nsp_correct = 0, nsp_count = 0;
+};
+
+// T = float for training/inference; T = double for finite-difference checks (same code path,
+// cblas_dgemm instead of cblas_sgemm).
+template <typename T>
+class BasicBertPretrainer {
+public:
+    BasicBertPretrainer(const ParamTable& table, Plan plan, EngineOptions opts = {});
+    ~BasicBertPretrainer();
+    BasicBertPretrainer(const BasicBertPretrainer&) = delete;
+    BasicBertPretrainer& operator=(const BasicBertPretrainer&) = delete;
+
+    size_t arena_bytes() const;  // activations + saved state + scratch, allocated once
+    const Plan& plan() const;
+
+    // params: the flat buffer described by `table`. training=true turns dropout on; dropout masks
+    // are a pure function of (seed, step, site, element) via Philox-4x32-10, so they do not depend
+    // on the thread count.
+    Losses forward(std::span<const T> params, const Batch& batch, bool training, uint64_t seed,
+                   uint64_t step);
+    // Backward of the last forward. ACCUMULATES (+=) into grads (same layout/size as params);
+    // loss_scale multiplies the incoming dLoss (1.0 normally).
+    void backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
+                  T loss_scale = T(1));
+
+    std::span<const T> mlm_logits() const;       // (P, V) of the last forward
+    std::span<const T> nsp_logits() const;       // (B, 2)
+    std::span<const T> sequence_output() const;  // (N, H) final encoder output, packed tokens
+    std::span<const T> pooled_output() const;    // (B, H) tanh pooler output
+    // Dropout masks used by the last training forward, for parity tests: 1 = kept. Sites:
+    // "embeddings" (N,H); "layer_<i>/attention_probs" (per sequence b: NH×T_b×T_b, concatenated
+    // over b); "layer_<i>/attention_output" (N,H); "layer_<i>/output" (N,H). Empty when dropout off.
+    std::span<const uint8_t> dropout_mask(const std::string& site) const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+using BertPretrainer = BasicBertPretrainer<float>;
+using BertPretrainerF64 = BasicBertPretrainer<double>;
+
+// SQuAD head on the same encoder (table built with Heads::squad): logits = seq_out · Wᵀ + b with
+// W = cls/squad/output_weights [2, H]; start = column 0, end = column 1. Loss (run_squad.py):
+// (CE(start over the sequence's tokens) + CE(end)) / 2, averaged over the batch.
+struct SpanLosses {
+    double total = 0;
+};
+template <typename T>
+class BasicBertSquad {
+public:
+    BasicBertSquad(const ParamTable& table, Plan plan, EngineOptions opts = {});
+    ~BasicBertSquad();
+    BasicBertSquad(const BasicBertSquad&) = delete;
+    BasicBertSquad& operator=(const BasicBertSquad&) = delete;
+
+    size_t arena_bytes() const;
+    // start/end positions are within-sequence token indices, (B) each; pass empty spans for
+    // inference (the loss is then 0 and backward must not be called).
+    SpanLosses forward(std::span<const T> params, const Batch& batch,
+                       std::span<const int32_t> start_positions,
+                       std::span<const int32_t> end_positions, bool training, uint64_t seed,
+                       uint64_t step);
+    void backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
+                  T loss_scale = T(1));
+    std::span<const T> start_logits() const;  // (N) packed tokens; sequence b is [o[b], o[b+1])
+    std::span<const T> end_logits() const;    // (N)
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+using BertSquad = BasicBertSquad<float>;
+using BertSquadF64 = BasicBertSquad<double>;
+
+// Matmul FLOPs of one forward (2 per multiply-add, real tokens only, attention per sequence,
+// MLM head on the P gathered positions, NSP + pooler on B rows); backward = 2x forward.
+double forward_flops(const BertConfig& c, const Batch& b);
+
+}  // namespace bertbench::model

@@ -1,0 +1,89 @@
+// Elementwise activations, forward and backward (dx = dy · f'(x), x = the saved input).
+// GELU tanh form (reference BERT): 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)));
+// GELU erf form (HF "gelu"): 0.5x(1 + erf(x/√2)); ReLU; tanh (pooler: dx = dy(1 - y²)).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "ops/parallel.hpp"
+#include "ops/vmath.hpp"
+
+namespace bertbench::ops {
+
+enum class Activation { gelu_tanh, gelu_erf, relu };
+
+template <typename T>
+inline T activation_value(Activation a, T x) {
+    switch (a) {
+        case Activation::gelu_tanh: {
+            const T s = T(0.7978845608028654);  // √(2/π)
+            return T(0.5) * x * (T(1) + vtanh(s * (x + T(0.044715) * x * x * x)));
+        }
+        case Activation::gelu_erf: return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+        case Activation::relu: return x > T(0) ? x : T(0);
+    }
+    return x;
+}
+
+template <typename T>
+inline T activation_derivative(Activation a, T x) {
+    switch (a) {
+        case Activation::gelu_tanh: {
+            const T s = T(0.7978845608028654);
+            const T t = vtanh(s * (x + T(0.044715) * x * x * x));
+            return T(0.5) * (T(1) + t) +
+                   T(0.5) * x * (T(1) - t * t) * s * (T(1) + T(3 * 0.044715) * x * x);
+        }
+        case Activation::gelu_erf:
+            return T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))) +
+                   x * vexp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/√(2π)
+        case Activation::relu: return x > T(0) ? T(1) : T(0);
+    }
+    return T(1);
+}
+
+// y(n) = f(x(n)); the GELU tanh form runs vectorised over chunks
+template <typename T>
+void activation_forward(Activation a, T* y, const T* x, size_t n) {
+    constexpr size_t kChunk = 4096;
+    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (worth_parallel(n * 8))
+    for (long long c = 0; c < chunks; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunk, e = b + kChunk < n ? b + kChunk : n;
+        if (a == Activation::gelu_tanh) {
+            gelu_tanh_array(y + b, x + b, e - b);
+        } else {
+            for (size_t i = b; i < e; ++i) y[i] = activation_value(a, x[i]);
+        }
+    }
+}
+
+// dx(n) = dy(n) · f'(x(n)); dx may alias dy
+template <typename T>
+void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n) {
+    constexpr size_t kChunk = 4096;
+    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (worth_parallel(n * 8))
+    for (long long c = 0; c < chunks; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunk, e = b + kChunk < n ? b + kChunk : n;
+        if (a == Activation::gelu_tanh) {
+            gelu_tanh_backward_array(dx + b, dy + b, x + b, e - b);
+        } else {
+            for (size_t i = b; i < e; ++i) dx[i] = dy[i] * activation_derivative(a, x[i]);
+        }
+    }
+}
+
+// y = tanh(x) in place
+template <typename T>
+void tanh_forward(T* y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = vtanh(y[i]);
+}
+// dx = dy · (1 - y²), y = tanh output; dx may alias dy
+template <typename T>
+void tanh_backward(T* dx, const T* dy, const T* y, size_t n) {
+    for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
+}
+
+}  // namespace bertbench::ops

@@ -1,0 +1,111 @@
+// Multi-head scaled dot-product self-attention on unpadded tokens, one sequence at a time
+// (BERT modeling.py attention_layer; equal to the padded form with the -10000 additive mask,
+// because exp(-10000 + x) underflows to 0 in fp32). Legend: B sequences, sequence b has T_b
+// tokens at rows [o[b], o[b+1]) of the packed (N, H) buffers, NH heads of HS = H/NH channels.
+// probs layout: sequence b, head h, row i, col j at pofs[b] + (h·T_b + i)·T_b + j,
+// pofs[b] = NH·Σ_{b'<b} T_b'². Work items are (b, h) pairs, scheduled dynamically; each GEMM runs
+// single-threaded inside the OpenMP region.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/dropout.hpp"
+#include "ops/gemm.hpp"
+#include "ops/parallel.hpp"
+#include "ops/softmax.hpp"
+
+namespace bertbench::ops {
+
+struct AttentionShape {
+    const int32_t* offsets = nullptr;  // (B+1)
+    const size_t* prob_offsets = nullptr;  // (B+1) pofs
+    int B = 0, NH = 0, HS = 0;
+    int H() const { return NH * HS; }
+};
+
+// pofs(B+1) for the probs layout above; returns the total (pofs[B]).
+inline size_t attention_prob_offsets(size_t* pofs, const int32_t* offsets, int B, int NH) {
+    pofs[0] = 0;
+    for (int b = 0; b < B; ++b) {
+        const size_t t = static_cast<size_t>(offsets[b + 1] - offsets[b]);
+        pofs[b + 1] = pofs[b] + static_cast<size_t>(NH) * t * t;
+    }
+    return pofs[B];
+}
+
+// ctx(N,H) <- q, k, v (N,H each). probs: softmax(q kᵀ/√HS) (saved). With mask != null (dropout),
+// the mask for all probs elements is generated from `drop` and probs_dropped = probs·mask/keep is
+// what multiplies v (probs_dropped is a buffer of the probs size; unused without dropout).
+template <typename T>
+void attention_forward(T* ctx, T* probs, T* probs_dropped, uint8_t* mask, const T* q, const T* k,
+                       const T* v, const AttentionShape& s, const DropoutStream* drop) {
+    const int H = s.H(), NH = s.NH, HS = s.HS;
+    const T scale = T(1) / std::sqrt(T(HS));
+    const T inv_keep = drop ? T(1) / T(drop->keep_prob) : T(1);
+    const int items = s.B * NH;
+#pragma omp parallel for schedule(dynamic) if (worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)))
+    for (int it = 0; it < items; ++it) {
+        const int b = it / NH, h = it % NH;
+        const int o = s.offsets[b], t = s.offsets[b + 1] - o;
+        if (t == 0) continue;
+        const size_t base = s.prob_offsets[b] + static_cast<size_t>(h) * t * t;
+        T* p = probs + base;
+        const T* qb = q + static_cast<size_t>(o) * H + h * HS;
+        const T* kb = k + static_cast<size_t>(o) * H + h * HS;
+        const T* vb = v + static_cast<size_t>(o) * H + h * HS;
+        T* cb = ctx + static_cast<size_t>(o) * H + h * HS;
+        gemm(false, true, t, t, HS, T(1), qb, H, kb, H, T(0), p, t);  // S(t,t) = q kᵀ
+        for (int i = 0; i < t; ++i) softmax_row(p + static_cast<size_t>(i) * t, p + static_cast<size_t>(i) * t, t, scale);
+        const T* pv = p;
+        if (drop) {
+            uint8_t* m = mask + base;
+            const size_t n = static_cast<size_t>(t) * t;
+            dropout_fill_mask(m, *drop, base, n);
+            T* pd = probs_dropped + base;
+            for (size_t e = 0; e < n; ++e) pd[e] = m[e] ? p[e] * inv_keep : T(0);
+            pv = pd;
+        }
+        gemm(false, false, t, HS, t, T(1), pv, t, vb, H, T(0), cb, H);  // ctx(t,HS) = P' v
+    }
+}
+
+// dq, dk, dv (N,H) overwritten  <-  dctx(N,H), q, k, v, probs, probs_dropped (recomputed in the
+// forward; reused here), mask. dprobs: scratch of the probs size.
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* q, const T* k,
+                        const T* v, const T* probs, const T* probs_dropped, const uint8_t* mask,
+                        T keep_prob, const AttentionShape& s) {
+    const int H = s.H(), NH = s.NH, HS = s.HS;
+    const T scale = T(1) / std::sqrt(T(HS));
+    const T inv_keep = T(1) / keep_prob;
+    const int items = s.B * NH;
+#pragma omp parallel for schedule(dynamic) if (worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)))
+    for (int it = 0; it < items; ++it) {
+        const int b = it / NH, h = it % NH;
+        const int o = s.offsets[b], t = s.offsets[b + 1] - o;
+        if (t == 0) continue;
+        const size_t base = s.prob_offsets[b] + static_cast<size_t>(h) * t * t;
+        const size_t n = static_cast<size_t>(t) * t;
+        const T* p = probs + base;
+        const T* pv = mask ? probs_dropped + base : p;
+        T* dp = dprobs + base;
+        const size_t off = static_cast<size_t>(o) * H + h * HS;
+        gemm(true, false, t, HS, t, T(1), pv, t, dctx + off, H, T(0), dv + off, H);  // dv = P'ᵀ dctx
+        gemm(false, true, t, t, HS, T(1), dctx + off, H, v + off, H, T(0), dp, t);   // dP' = dctx vᵀ
+        if (mask) {
+            const uint8_t* m = mask + base;
+            for (size_t e = 0; e < n; ++e) dp[e] = m[e] ? dp[e] * inv_keep : T(0);
+        }
+        for (int i = 0; i < t; ++i) {
+            T* row = dp + static_cast<size_t>(i) * t;
+            softmax_row_backward(row, row, p + static_cast<size_t>(i) * t, t);
+        }
+        gemm(false, false, t, HS, t, scale, dp, t, k + off, H, T(0), dq + off, H);  // dq = s·dS k
+        gemm(true, false, t, HS, t, scale, dp, t, q + off, H, T(0), dk + off, H);   // dk = s·dSᵀ q
+    }
+}
+
+}  // namespace bertbench::ops

@@ -1,0 +1,83 @@
+// GEMM wrapper over OpenBLAS cblas_{s,d}gemm and the dense layer (see gemm.hpp).
+#include "ops/gemm.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "ops/parallel.hpp"
+
+namespace bertbench::ops {
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+    if (M == 0 || N == 0) return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,
+          const double* B, int ldb, double beta, double* C, int ldc) {
+    if (M == 0 || N == 0) return;
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <typename T>
+void bias_add(T* y, const T* b, int N, int C) {
+#pragma omp parallel for schedule(static) if (worth_parallel(static_cast<size_t>(N) * C))
+    for (int i = 0; i < N; ++i) {
+        T* row = y + static_cast<size_t>(i) * C;
+        for (int c = 0; c < C; ++c) row[c] += b[c];
+    }
+}
+
+template <typename T>
+void bias_backward(T* db, const T* dy, int N, int C) {
+    constexpr int kBlock = 64;
+    const int nblocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic) if (worth_parallel(static_cast<size_t>(N) * C))
+    for (int blk = 0; blk < nblocks; ++blk) {
+        const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+        T acc[kBlock] = {};
+        for (int i = 0; i < N; ++i) {
+            const T* row = dy + static_cast<size_t>(i) * C;
+            for (int c = c0; c < c1; ++c) acc[c - c0] += row[c];
+        }
+        for (int c = c0; c < c1; ++c) db[c] += acc[c - c0];
+    }
+}
+
+template <typename T>
+void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int IN, int OUT) {
+    if (N == 0) return;
+    // Initialise y with the bias rows, then one GEMM with beta = 1.
+    if (b) {
+#pragma omp parallel for schedule(static) if (worth_parallel(static_cast<size_t>(N) * OUT))
+        for (int i = 0; i < N; ++i) std::copy(b, b + OUT, y + static_cast<size_t>(i) * OUT);
+    }
+    gemm(false, false, N, OUT, IN, T(1), x, IN, w, OUT, b ? T(1) : T(0), y, OUT);
+}
+
+template <typename T>
+void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int N, int IN,
+                     int OUT, bool accumulate_dx) {
+    if (N == 0) return;
+    if (dx) gemm(false, true, N, IN, OUT, T(1), dy, OUT, w, OUT, accumulate_dx ? T(1) : T(0), dx, IN);
+    if (dw) gemm(true, false, IN, OUT, N, T(1), x, IN, dy, OUT, T(1), dw, OUT);
+    if (db) bias_backward(db, dy, N, OUT);
+}
+
+template void bias_add<float>(float*, const float*, int, int);
+template void bias_add<double>(double*, const double*, int, int);
+template void bias_backward<float>(float*, const float*, int, int);
+template void bias_backward<double>(double*, const double*, int, int);
+template void linear_forward<float>(float*, const float*, const float*, const float*, int, int, int);
+template void linear_forward<double>(double*, const double*, const double*, const double*, int, int,
+                                     int);
+template void linear_backward<float>(float*, float*, float*, const float*, const float*,
+                                     const float*, int, int, int, bool);
+template void linear_backward<double>(double*, double*, double*, const double*, const double*,
+                                      const double*, int, int, int, bool);
+
+}  // namespace bertbench::ops

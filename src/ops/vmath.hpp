@@ -1,0 +1,176 @@
+// Vectorised float exp / tanh / GELU over arrays (AVX2 + FMA intrinsics, 8 lanes; the compiler does
+// not vectorise the libm calls, and without -fno-trapping-math not the clamps of a scalar version).
+// exp: Cephes expf (ln 2 split in two, degree-5 polynomial; ≈ 2 ulp on [-87.3, 88], inputs are
+// clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). tanh: Cephes tanhf polynomial for
+// |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). The scalar tails use the same formulas.
+// double keeps std::exp / std::tanh so finite-difference checks run on exact maths.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace bertbench::ops {
+
+namespace vm {
+constexpr float kLo = -87.3f, kHi = 88.0f, kLog2e = 1.44269504088896341f;
+constexpr float kC1 = 0.693359375f, kC2 = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+constexpr float kT0 = -5.70498872745e-3f, kT1 = 2.06390887954e-2f, kT2 = -5.37397155531e-2f,
+                kT3 = 1.33314422036e-1f, kT4 = -3.33332819422e-1f;
+}  // namespace vm
+
+inline float fast_exp(float x) {
+    using namespace vm;
+    x = std::fmin(std::fmax(x, kLo), kHi);
+    const float n = std::nearbyint(x * kLog2e);
+    float r = std::fma(-n, kC1, x);
+    r = std::fma(-n, kC2, r);
+    float p = kP0;
+    p = std::fma(p, r, kP1);
+    p = std::fma(p, r, kP2);
+    p = std::fma(p, r, kP3);
+    p = std::fma(p, r, kP4);
+    p = std::fma(p, r, kP5);
+    const float y = std::fma(p, r * r, r) + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return y * scale;
+}
+
+inline __m256 exp8(__m256 x) {
+    using namespace vm;
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kLo)), _mm256_set1_ps(kHi));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC1), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC2), r);
+    __m256 p = _mm256_set1_ps(kP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
+inline float fast_tanh(float x) {
+    using namespace vm;
+    const float a = std::fabs(x);
+    const float z = x * x;
+    float p = kT0;
+    p = std::fma(p, z, kT1);
+    p = std::fma(p, z, kT2);
+    p = std::fma(p, z, kT3);
+    p = std::fma(p, z, kT4);
+    const float small = std::fma(x * z, p, x);
+    const float e = fast_exp(2.0f * a);
+    const float big = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
+    return a < 0.625f ? small : big;
+}
+
+inline __m256 tanh8(__m256 x) {
+    using namespace vm;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 a = _mm256_andnot_ps(sign, x);
+    const __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(kT0);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT1));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT2));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT3));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT4));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), p, x);
+    const __m256 e = exp8(_mm256_add_ps(a, a));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));  // copysign (big ≥ 0)
+    const __m256 is_small = _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(big, small, is_small);
+}
+
+template <typename T>
+inline T vexp(T x) {
+    return std::exp(x);
+}
+template <>
+inline float vexp<float>(float x) {
+    return fast_exp(x);
+}
+template <typename T>
+inline T vtanh(T x) {
+    return std::tanh(x);
+}
+template <>
+inline float vtanh<float>(float x) {
+    return fast_tanh(x);
+}
+
+// y[i] = exp(x[i]·scale − shift)   (y may alias x)
+template <typename T>
+inline void exp_affine(T* y, const T* x, size_t n, T scale, T shift) {
+    size_t i = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        const __m256 s = _mm256_set1_ps(scale), m = _mm256_set1_ps(shift);
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, m)));
+    }
+    for (; i < n; ++i) y[i] = vexp(x[i] * scale - shift);
+}
+
+// GELU tanh form: y = 0.5x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³);
+// dy/dx = 0.5(1 + t) + 0.5x(1 − t²)·√(2/π)(1 + 3·0.044715x²), t = tanh(u)
+template <typename T>
+inline void gelu_tanh_array(T* y, const T* x, size_t n) {
+    const T s = T(0.7978845608028654), k = T(0.044715);
+    size_t i = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        const __m256 vs = _mm256_set1_ps(s), vk = _mm256_set1_ps(k), half = _mm256_set1_ps(0.5f),
+                     one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(x + i);
+            const __m256 u = _mm256_mul_ps(vs, _mm256_fmadd_ps(_mm256_mul_ps(vk, v), _mm256_mul_ps(v, v), v));
+            const __m256 t = tanh8(u);
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, t)));
+        }
+    }
+    for (; i < n; ++i) {
+        const T v = x[i];
+        y[i] = T(0.5) * v * (T(1) + vtanh(s * (v + k * v * v * v)));
+    }
+}
+
+template <typename T>
+inline void gelu_tanh_backward_array(T* dx, const T* dy, const T* x, size_t n) {
+    const T s = T(0.7978845608028654), k = T(0.044715);
+    size_t i = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        const __m256 vs = _mm256_set1_ps(s), vk = _mm256_set1_ps(k), vk3 = _mm256_set1_ps(3 * k),
+                     half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(x + i);
+            const __m256 v2 = _mm256_mul_ps(v, v);
+            const __m256 u = _mm256_mul_ps(vs, _mm256_fmadd_ps(_mm256_mul_ps(vk, v), v2, v));
+            const __m256 t = tanh8(u);
+            const __m256 du = _mm256_mul_ps(vs, _mm256_fmadd_ps(vk3, v2, one));
+            const __m256 sech2 = _mm256_fnmadd_ps(t, t, one);
+            const __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, v), sech2), du,
+                                             _mm256_mul_ps(half, _mm256_add_ps(one, t)));
+            _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), d));
+        }
+    }
+    for (; i < n; ++i) {
+        const T v = x[i];
+        const T t = vtanh(s * (v + k * v * v * v));
+        dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * s * (T(1) + T(3) * k * v * v));
+    }
+}
+
+}  // namespace bertbench::ops
