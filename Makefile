@@ -34,3 +34,10 @@ demo: setup build
 
 clean:
 	rm -rf build build-asan
+
+# bertbench vs PyTorch (default and tuned), interleaved per point; writes docs/PERFORMANCE.md and
+# docs/perf/ (resumable). Options: make bench-compare BENCH_ARGS="--models=base --seq_len=512".
+.PHONY: bench-compare
+BENCH_ARGS ?=
+bench-compare: build
+	@/usr/bin/python3 scripts/bench-compare.py --bertbench=$(BUILD)/bertbench $(BENCH_ARGS)

@@ -7,6 +7,7 @@ PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev      # tests, microbenchmarks
   libopenblas-openmp-dev                          # GEMM (OpenMP build: one thread pool with ours)
+  libopenblas0-pthread                            # bench-compare: the "default" PyTorch peer's BLAS
   libutf8proc-dev                                 # Unicode data for the WordPiece tokenizer
   nlohmann-json3-dev libfmt-dev                   # JSON, formatting
   python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)

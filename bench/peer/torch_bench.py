@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""The PyTorch peer of `bertbench bench`: the same BERT pretraining model (encoder + pooler + MLM
+head on the gathered masked positions with the decoder tied to the word embeddings + NSP head;
+dropout 0.1, tanh GELU), the same synthetic full-length batch shapes (max_predictions_per_seq 20
+at seq 128, 76 at 512, proportional), the same warm-up/timed steps and the same JSON point schema.
+PyTorch 1.13 eager (Debian python3-torch), torch.set_num_threads(threads).
+Training step = forward + backward + global-norm clip (1.0) + a LAMB update written in tensor ops
+(torch has no LAMB; moments, bias-free update u = m/(sqrt(v)+eps) + wd*w, trust ratio |w|/|u|,
+no decay or adaptation for LayerNorm/bias, as the reference). Inference = forward under no_grad.
+
+Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
+         --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--json=PATH] [--optimizer=lamb|none]
+Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {  # L, H, A, I
+    "tiny": (2, 128, 2, 512), "mini": (4, 256, 4, 1024), "small": (4, 512, 8, 2048),
+    "medium": (8, 512, 8, 2048), "base": (12, 768, 12, 3072), "large": (24, 1024, 16, 4096),
+}
+VOCAB, MAXPOS, DROP = 30522, 512, 0.1
+
+
+def default_max_predictions(seq):  # as bench/runner.cpp
+    return max(1, 20 * seq // 128) if seq <= 128 else max(20, 76 * seq // 512)
+
+
+def gelu(x):  # reference tanh form
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+class Layer(nn.Module):
+    def __init__(self, H, A, I):
+        super().__init__()
+        self.A, self.hs = A, H // A
+        self.q, self.k, self.v, self.o = (nn.Linear(H, H) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(H, eps=1e-12), nn.LayerNorm(H, eps=1e-12)
+        self.i, self.out = nn.Linear(H, I), nn.Linear(I, H)
+
+    def forward(self, x, mask):  # x (B,T,H), mask (B,1,1,T) additive
+        B, T, H = x.shape
+        split = lambda t: t.view(B, T, self.A, self.hs).permute(0, 2, 1, 3)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hs) + mask
+        p = F.dropout(torch.softmax(s, -1), DROP, self.training)
+        c = torch.matmul(p, v).permute(0, 2, 1, 3).reshape(B, T, H)
+        x = self.ln1(F.dropout(self.o(c), DROP, self.training) + x)
+        return self.ln2(F.dropout(self.out(gelu(self.i(x))), DROP, self.training) + x)
+
+
+class Bert(nn.Module):
+    def __init__(self, L, H, A, I):
+        super().__init__()
+        self.word, self.pos, self.tok_type = nn.Embedding(VOCAB, H), nn.Embedding(MAXPOS, H), nn.Embedding(2, H)
+        self.ln = nn.LayerNorm(H, eps=1e-12)
+        self.layers = nn.ModuleList(Layer(H, A, I) for _ in range(L))
+        self.pool, self.t, self.tln = nn.Linear(H, H), nn.Linear(H, H), nn.LayerNorm(H, eps=1e-12)
+        self.out_bias = nn.Parameter(torch.zeros(VOCAB))
+        self.nsp = nn.Linear(H, 2)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+
+    def forward(self, ids, seg, mask, mpos, mids, mw, nsp_labels):
+        B, T = ids.shape
+        x = self.word(ids) + self.pos(torch.arange(T).unsqueeze(0)) + self.tok_type(seg)
+        x = F.dropout(self.ln(x), DROP, self.training)
+        add = (1.0 - mask[:, None, None, :].float()) * -10000.0
+        for layer in self.layers:
+            x = layer(x, add)
+        pooled = torch.tanh(self.pool(x[:, 0]))
+        g = x.reshape(B * T, -1).index_select(0, mpos)  # gathered masked positions (P,H)
+        h = self.tln(gelu(self.t(g)))
+        logits = h @ self.word.weight.t() + self.out_bias
+        ce = F.cross_entropy(logits, mids, reduction="none")
+        mlm = (ce * mw).sum() / (mw.sum() + 1e-5)
+        return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
+
+
+class Lamb:
+    """LAMB as in the reference (google-research/bert optimization.py AdamWeightDecay + trust
+    ratio, MLPerf): no bias correction; decay and adaptation skipped for LayerNorm and biases."""
+
+    def __init__(self, model, lr=1e-4, b1=0.9, b2=0.999, eps=1e-6, wd=0.01):
+        self.lr, self.b1, self.b2, self.eps, self.wd = lr, b1, b2, eps, wd
+        self.groups = []
+        for name, p in model.named_parameters():
+            adapt = p.dim() > 1 and "ln" not in name  # weights; not LayerNorm gamma/beta, not biases
+            self.groups.append((p, torch.zeros_like(p), torch.zeros_like(p), adapt))
+
+    @torch.no_grad()
+    def step(self):
+        for p, m, v, adapt in self.groups:
+            g = p.grad
+            m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+            u = m / (v.sqrt() + self.eps)
+            ratio = 1.0
+            if adapt:
+                u.add_(p, alpha=self.wd)
+                wn, un = p.norm(), u.norm()
+                ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+            p.sub_(u * (self.lr * ratio))
+
+
+def synthetic_batch(B, T, P, gen):
+    ids = torch.randint(0, VOCAB, (B, T), generator=gen)
+    seg = (torch.arange(T) >= T // 2).long().expand(B, T).contiguous()
+    mask = torch.ones(B, T, dtype=torch.long)
+    pos = []
+    for b in range(B):
+        pick = torch.randperm(T - 2, generator=gen)[:P] + 1
+        pos += (b * T + pick.sort().values).tolist()
+    mpos = torch.tensor(pos)
+    mids = torch.randint(0, VOCAB, (len(pos),), generator=gen)
+    mw = torch.ones(len(pos))
+    nsp = torch.randint(0, 2, (B,), generator=gen)
+    return ids, seg, mask, mpos, mids, mw, nsp
+
+
+def forward_flops(L, H, I, B, T, P):  # as model::forward_flops (matmuls, real tokens)
+    n = B * T
+    per_layer = 2.0 * n * (4 * H * H + 2 * H * I) + B * 4.0 * T * T * H
+    return L * per_layer + 2.0 * B * H * H + 4.0 * B * H + 2.0 * B * P * H * H + 2.0 * B * P * H * VOCAB
+
+
+def percentile(sorted_ms, q):  # nearest rank, as bench/runner.cpp
+    rank = math.ceil(q * len(sorted_ms))
+    return sorted_ms[min(len(sorted_ms) - 1, max(rank, 1) - 1)]
+
+
+def run_point(mode, name, T, B, threads, warmup, steps, optimizer):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    L, H, A, I = PRESETS[name]
+    model = Bert(L, H, A, I)
+    P = default_max_predictions(T)
+    args = synthetic_batch(B, T, P, torch.Generator().manual_seed(7))
+    opt = Lamb(model) if mode == "train" and optimizer == "lamb" else None
+    times = []
+    for it in range(warmup + steps):
+        t0 = time.perf_counter()
+        if mode == "train":
+            model.train()
+            model.zero_grad(set_to_none=True)
+            model(*args).backward()
+            if opt is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+        else:
+            model.eval()
+            with torch.no_grad():
+                model(*args)
+        dt = (time.perf_counter() - t0) * 1e3
+        if it >= warmup:
+            times.append(dt)
+    s = sorted(times)
+    n = len(s)
+    med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    flops = forward_flops(L, H, I, B, T, P) * (3 if mode == "train" else 1)
+    return {"mode": mode, "model": name, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
+            "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": steps, "data": "synthetic",
+            "sequences_per_second": B / (med / 1e3), "tokens_per_second": B * T / (med / 1e3),
+            "padded_tokens_per_second": B * T / (med / 1e3), "real_token_fraction": 1.0,
+            "step_ms_median": med, "step_ms_min": s[0], "step_ms_max": s[-1],
+            "latency_ms_p50": percentile(s, 0.5), "latency_ms_p90": percentile(s, 0.9),
+            "latency_ms_p99": percentile(s, 0.99), "step_ms": times,
+            "gflops": flops / (med / 1e3) / 1e9, "ceiling_gflops": 0, "mfu": 0,
+            "optimizer_included": mode == "train" and optimizer == "lamb",
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def blas_library():
+    """The BLAS shared object this process actually loaded (from /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if "blas" in line.split()[-1]})
+        return [os.path.realpath(p) for p in libs]
+    except OSError:
+        return []
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv and not argv[0].startswith("--"):  # old positional form
+        keys = ["model", "batch_size", "seq_len", "steps", "mode", "threads"]
+        argv = ["--%s=%s" % (k, v) for k, v in zip(keys, argv)]
+        argv = [a.replace("--mode=both", "--mode=train,infer") for a in argv] + ["--warmup=1"]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", default="train")
+    ap.add_argument("--model", default="base")
+    ap.add_argument("--seq_len", default="128")
+    ap.add_argument("--batch_size", default="8")
+    ap.add_argument("--threads", default=str(len(os.sched_getaffinity(0))))
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--optimizer", default="lamb", choices=["lamb", "none"])
+    ap.add_argument("--json", default="")
+    a = ap.parse_args(argv)
+    ints = lambda s: [int(x) for x in s.split(",") if x]
+    points = []
+    t_start = time.time()
+    for mode in a.mode.split(","):
+        for name in a.model.split(","):
+            for T in ints(a.seq_len):
+                for B in ints(a.batch_size):
+                    for th in ints(a.threads):
+                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer)
+                        points.append(p)
+                        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                                          for k, v in p.items() if k != "step_ms"}), flush=True)
+    if a.json:
+        out = {"peer": "torch", "points": points,
+               "system_info": {"cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                                                  if l.startswith("model name")), platform.processor()),
+                               "cpu_cores": len(os.sched_getaffinity(0))},
+               "build_info": {"torch": torch.__version__, "python": platform.python_version(),
+                              "blas_loaded": blas_library(),
+                              "env": {k: os.environ.get(k, "") for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH",
+                                                                          "OMP_NUM_THREADS")}},
+               "benchmark_result": {"name": "torch_bench", "wall_time": time.time() - t_start}}
+        tmp = a.json + ".tmp.%d" % os.getpid()
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=2)
+        os.replace(tmp, a.json)
+
+
+if __name__ == "__main__":
+    main()

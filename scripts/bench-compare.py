@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""bertbench vs PyTorch, side by side, and docs/PERFORMANCE.md from the results (`make bench-compare`).
+
+For every point (mode x model x seq_len x batch_size x threads) it runs, interleaved per round so
+that machine drift cancels (A B C A B C ...):
+  bertbench      build/bertbench bench (one point per process, MFU against the ceiling measured once
+                 per thread count by `bertbench bench --mode=gemm`)
+  torch-default  bench/peer/torch_bench.py, Debian PyTorch eager, BLAS = OpenBLAS pthreads
+                 (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread), default OpenMP policy
+  torch-tuned    same with OMP_WAIT_POLICY=PASSIVE and the OpenMP OpenBLAS (.../openblas-openmp)
+Per point and variant the figure is the median over rounds of each run's sequences/s (each run
+itself reports the median step time of its timed steps). Every run's JSON is kept under --out;
+an existing one is reused, so an interrupted run resumes where it stopped (--fresh starts over).
+Then it writes a per-op profile of bertbench (base seq 128 by default), the tables and SVG plots,
+and --doc (docs/PERFORMANCE.md). Every figure in that file comes from this command's files."""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = "/usr/lib/x86_64-linux-gnu"
+VARIANTS = {
+    "bertbench": {},
+    "torch-default": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
+    "torch-tuned": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
+}
+
+
+def log(msg):
+    print("[bench-compare %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+COUNTS = {"ran": 0, "reused": 0}
+
+
+def run(cmd, env_extra, out_path, timeout):
+    """Runs cmd unless out_path exists; returns the parsed JSON or None (failure logged)."""
+    COUNTS["reused" if os.path.exists(out_path) else "ran"] += 1
+    if os.path.exists(out_path):
+        with open(out_path) as f:
+            return json.load(f)
+    env = dict(os.environ)
+    for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
+        env.pop(k, None)
+    env.update(env_extra)
+    pretty = " ".join("%s=%s" % kv for kv in env_extra.items()) + (" " if env_extra else "") + " ".join(map(shlex.quote, cmd))
+    log("run: " + pretty)
+    try:
+        r = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log("TIMEOUT after %d s (skipped): %s" % (timeout, pretty))
+        return None
+    if r.returncode != 0 or not os.path.exists(out_path):
+        log("FAILED (exit %d, skipped): %s\n%s" % (r.returncode, pretty, r.stdout[-2000:]))
+        return None
+    with open(out_path) as f:
+        return json.load(f)
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=60).stdout.strip()
+    except Exception as e:  # noqa: BLE001 - report text only
+        return "(%s)" % e
+
+
+def cpu_facts():
+    model, flags = "", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name") and not model:
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    fam = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k.strip() in ("cpu family", "model", "stepping") and k.strip() not in fam:
+                fam[k.strip()] = v.strip()
+    model += " (CPUID family %s model %s stepping %s as the guest sees them)" % (
+        fam.get("cpu family", "?"), fam.get("model", "?"), fam.get("stepping", "?"))
+    if "amx_tile" in flags:  # AMX first shipped with 4th-gen Xeon Scalable
+        model += ", an AMX-capable Intel Xeon: Sapphire Rapids or later"
+    isa = [x for x in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16") if x in flags]
+    mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+    return model, isa, len(os.sched_getaffinity(0)), mem
+
+
+# ---- SVG (hand-written) --------------------------------------------------------------------
+COLOURS = {"bertbench": "#0072b2", "torch-default": "#d55e00", "torch-tuned": "#009e73"}
+DASH = ["", "6,3", "2,3", "8,3,2,3"]
+
+
+def esc(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def nice_max(v):
+    if v <= 0:
+        return 1.0
+    import math
+    e = 10 ** math.floor(math.log10(v))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * e >= v:
+            return m * e
+    return 10 * e
+
+
+def throughput_svg(results, modes, models, title):
+    """One panel per mode (log y): sequences/s vs batch size, a line per (model, variant)."""
+    import math
+    W, PH, x0, x1 = 900, 330, 80, 640
+    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">'
+           % (W, 40 + PH * len(modes)), '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="24" text-anchor="middle" font-size="15">%s</text>' % ((x0 + x1) // 2, esc(title))]
+    for k, mode in enumerate(modes):
+        top = 50 + k * PH
+        y0, y1 = top + 20, top + PH - 60
+        pts = {key: v for key, v in results.items() if key[0] == mode}
+        vals = [s for v in pts.values() for s in v.values() if s]
+        batches = sorted({key[3] for key in pts})
+        if not vals or not batches:
+            continue
+        lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+        hi = max(hi, lo + 1)
+        bx = lambda b: x0 + (batches.index(b) + 0.5) / len(batches) * (x1 - x0)
+        sy = lambda v: y1 - (math.log10(v) - lo) / (hi - lo) * (y1 - y0)
+        svg.append('<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>' % (x0, top + 10, mode))
+        for e in range(lo, hi + 1):
+            svg.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (x0, sy(10 ** e), x1, sy(10 ** e)))
+            svg.append('<text x="%d" y="%.1f" text-anchor="end" font-size="11">%g</text>' % (x0 - 6, sy(10 ** e) + 4, 10 ** e))
+        for b in batches:
+            svg.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="11">batch %d</text>' % (bx(b), y1 + 16, b))
+        svg.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>' % (x0, y0, x1 - x0, y1 - y0))
+        svg.append('<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle" font-size="12">sequences/s (log)</text>'
+                   % (x0 - 50, (y0 + y1) // 2))
+        ly = y0
+        for mi, model in enumerate(models):
+            for variant in VARIANTS:
+                line = sorted((key[3], v.get(variant)) for key, v in pts.items() if key[1] == model and v.get(variant))
+                if not line:
+                    continue
+                d = " ".join("%s%.1f,%.1f" % ("M" if i == 0 else "L", bx(b), sy(s)) for i, (b, s) in enumerate(line))
+                dash = DASH[mi % len(DASH)]
+                svg.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>'
+                           % (d, COLOURS[variant], ' stroke-dasharray="%s"' % dash if dash else ""))
+                for b, s in line:
+                    svg.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (bx(b), sy(s), COLOURS[variant]))
+                svg.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>'
+                           % (x1 + 12, ly, x1 + 40, ly, COLOURS[variant], ' stroke-dasharray="%s"' % dash if dash else ""))
+                svg.append('<text x="%d" y="%d" font-size="11">%s %s</text>' % (x1 + 46, ly + 4, esc(model), variant))
+                ly += 16
+    svg.append("</svg>")
+    return "\n".join(svg) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--modes", default="train,infer")
+    ap.add_argument("--models", default="tiny,mini,base")
+    ap.add_argument("--seq_len", default="128")
+    ap.add_argument("--batch_sizes", default="8,32")
+    ap.add_argument("--threads", default="2")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1, help="rounds per point, variants interleaved A/B/C A/B/C (use 3+ on a quiet machine)")
+    ap.add_argument("--variants", default="bertbench,torch-default,torch-tuned")
+    ap.add_argument("--profile", default="base:128:8", help="model:seq:batch profiled per-op ('' = none)")
+    ap.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "perf"), help="results, plots (kept: the doc links them)")
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    ap.add_argument("--fresh", action="store_true", help="discard earlier results in --out")
+    a = ap.parse_args()
+    ints = lambda s: [int(x) for x in s.split(",") if x]
+    modes, models, seqs = a.modes.split(","), a.models.split(","), ints(a.seq_len)
+    batches, threads, variants = ints(a.batch_sizes), ints(a.threads), a.variants.split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            sys.exit("bench-compare: --variants: unknown variant %r (expected %s)" % (v, ", ".join(VARIANTS)))
+    if not os.access(a.bertbench, os.X_OK):
+        sys.exit("bench-compare: --bertbench=%s: not an executable (hint: make build)" % a.bertbench)
+    raw = os.path.join(a.out, "raw")
+    if a.fresh and os.path.isdir(raw):
+        for f in os.listdir(raw):
+            os.remove(os.path.join(raw, f))
+    os.makedirs(raw, exist_ok=True)
+    t_start = time.time()
+    load_start = os.getloadavg()[0]
+
+    # 1. ceilings, once per thread count
+    ceilings = {}
+    for t in threads:
+        j = run([a.bertbench, "bench", "--mode=gemm", "--model=base", "--threads=%d" % t, "--gemm_reps=3",
+                 "--json=" + os.path.join(raw, "ceiling_t%d.json" % t)], {}, os.path.join(raw, "ceiling_t%d.json" % t), a.timeout)
+        if j:
+            g = [p for p in j["points"] if p.get("mode") == "gemm"][0]
+            ceilings[t] = (g["sgemm_gflops"], g["fma_peak_gflops"])
+
+    # 2. the points, interleaved per round
+    results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
+    keys = [(m, mo, s, b, t) for m in modes for mo in models for s in seqs for b in batches for t in threads]
+    for key in keys:
+        m, mo, s, b, t = key
+        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d" % (a.warmup, a.steps)  # reuse only like runs
+        for r in range(a.rounds):
+            for v in variants:
+                out = os.path.join(raw, "%s__%s__r%d.json" % (v, tag, r))
+                common = ["--mode=" + m, "--model=" + mo, "--seq_len=%d" % s, "--batch_size=%d" % b,
+                          "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--json=" + out]
+                if v == "bertbench":
+                    cmd = [a.bertbench, "bench"] + common + (["--ceiling_gflops=%g" % ceilings[t][0]] if t in ceilings else ["--noceiling"])
+                else:
+                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "torch_bench.py")] + common
+                j = run(cmd, VARIANTS[v], out, a.timeout)
+                pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
+                if pts:
+                    runs.setdefault(key, {}).setdefault(v, []).append(pts[0])
+        for v, pts in runs.get(key, {}).items():
+            results.setdefault(key, {})[v] = statistics.median(p["sequences_per_second"] for p in pts)
+
+    # 3. per-op profile of bertbench
+    prof_md, prof_svg = "", ""
+    if a.profile:
+        pm, ps, pb = a.profile.split(":")
+        pj = os.path.join(raw, "profile_%s_s%s_b%s.json" % (pm, ps, pb))
+        prof_svg = os.path.join(a.out, "profile.svg")
+        j = run([a.bertbench, "bench", "--mode=train,infer", "--model=" + pm, "--seq_len=" + ps, "--batch_size=" + pb,
+                 "--threads=%d" % threads[-1], "--warmup=1", "--steps=2", "--profile", "--profile_steps=2",
+                 "--profile_svg=" + prof_svg, "--noceiling", "--json=" + pj], {}, pj, a.timeout)
+        if j:
+            for pr in j.get("profiles", []):
+                prof_md += "**%s %s seq %d batch %d threads %d: %.1f ms per step**\n\n" % (
+                    pr["mode"], pr["model"], pr["seq_len"], pr["batch_size"], pr["threads"], pr["step_ms"])
+                prof_md += "| op | ms/step | share | GFLOP/s | GB/s |\n|---|---:|---:|---:|---:|\n"
+                for op in pr["ops"]:
+                    prof_md += "| %s | %.2f | %.1f%% | %.1f | %.1f |\n" % (
+                        op["op"], op["ms_per_step"], 100 * op["share"], op["gflops"], op["gbytes_per_s"])
+                prof_md += "\n"
+
+    # 4. tables, plot, summary JSON, doc
+    rows = ["| mode | model | seq | batch | threads | " + " | ".join("%s seq/s" % v for v in variants)
+            + " | bertbench MFU | " + " | ".join("bertbench / %s" % v for v in variants if v != "bertbench") + " |",
+            "|---|---|---:|---:|---:|" + "---:|" * (2 * len(variants))]
+    summary = []
+    for key in keys:
+        r = results.get(key, {})
+        bb = r.get("bertbench")
+        mfu = statistics.median(p["mfu"] for p in runs[key]["bertbench"]) if bb else None
+        cells = ["%.2f" % r[v] if v in r else "–" for v in variants]
+        ratios = ["**%.2f×**" % (bb / r[v]) if bb and r.get(v) else "–" for v in variants if v != "bertbench"]
+        rows.append("| %s | %s | %d | %d | %d | " % key + " | ".join(cells) + " | %s | " % ("%.1f%%" % (100 * mfu) if mfu else "–")
+                    + " | ".join(ratios) + " |")
+        summary.append({"mode": key[0], "model": key[1], "seq_len": key[2], "batch_size": key[3], "threads": key[4],
+                        "sequences_per_second": r, "bertbench_mfu": mfu,
+                        "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()}})
+    table = "\n".join(rows) + "\n"
+    # NVIDIA-style reproduction table of bertbench: rows threads, columns model/seq x batch
+    repro = ""
+    for m in modes:
+        cols = [(mo, s, b) for mo in models for s in seqs for b in batches]
+        repro += "**bertbench %s, sequences/s**\n\n| threads | " % m + " | ".join("%s s%d b%d" % c for c in cols) + " |\n"
+        repro += "|---:|" + "---:|" * len(cols) + "\n"
+        for t in threads:
+            repro += "| %d | " % t + " | ".join(
+                "%.2f" % results[(m,) + c[:2] + (c[2], t)]["bertbench"] if results.get((m,) + c[:2] + (c[2], t), {}).get("bertbench") else "–"
+                for c in cols) + " |\n"
+        repro += "\n"
+    plot = os.path.join(a.out, "throughput.svg")
+    model_name, isa, ncpu, mem = cpu_facts()
+    with open(plot + ".tmp", "w") as f:
+        f.write(throughput_svg(results, modes, models, "sequences/s, %s, %s thread(s)" % (model_name, a.threads)))
+    os.replace(plot + ".tmp", plot)
+    with open(os.path.join(a.out, "summary.json.tmp"), "w") as f:
+        json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()}, "args": vars(a)}, f, indent=2)
+    os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
+
+    commit = sh("git rev-parse --short HEAD") + (" (+ uncommitted changes)" if sh("git status --porcelain --untracked-files=no") else "")
+    torch_v = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
+    alt = sh("update-alternatives --display libblas.so.3-x86_64-linux-gnu | head -3")
+    bb_build = ""
+    any_bb = next((os.path.join(raw, f) for f in sorted(os.listdir(raw)) if f.startswith("bertbench__")), None)
+    if any_bb:
+        with open(any_bb) as f:
+            bi = json.load(f).get("build_info", {})
+        bb_build = "%s, %s, %s; GEMM: %s (%s)" % (bi.get("build_type"), bi.get("compiler"), bi.get("cxx_flags"),
+                                                 bi.get("gemm_config"), bi.get("gemm_corename"))
+    load_end = os.getloadavg()[0]
+    busy = max(load_start, load_end) > 0.5 * ncpu + 0.5
+    load_line = "- Load average (1 min) at start %.1f, at end %.1f%s" % (
+        load_start, load_end, " — **WARNING: the machine was busy with other work; these figures are "
+        "not representative of this machine (rerun on a quiet machine)**" if busy else " (quiet)")
+    rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)))
+    argv = " ".join(shlex.quote(x) for x in sys.argv[1:])
+    ceil_lines = "\n".join("- %d thread(s): sgemm ceiling %.1f GFLOP/s (BERT-base linear-layer shapes, 4096 tokens); FMA peak %.1f GFLOP/s"
+                           % (t, c[0], c[1]) for t, c in sorted(ceilings.items())) or "- (not measured)"
+    doc = f"""# bertbench performance
+
+Generated by `make bench-compare` (`/usr/bin/python3 scripts/bench-compare.py {argv}`) on
+{datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")} in {time.time() - t_start:.0f} s ({COUNTS["ran"]} runs made, {COUNTS["reused"]} reused from earlier). Every figure below comes from the
+files under `{rel(a.out)}/` written by that command; rerun it to reproduce (it resumes from the files it
+finds there; `--fresh` starts over). Definitions of every figure: [benchmark.md](benchmark.md).
+
+## Machine and build
+
+- CPU: {model_name}; {ncpu} CPUs available to the process; ISA: {", ".join(isa)}; memory {mem}
+- bertbench commit {commit}; build: {bb_build}
+- PyTorch {torch_v} (Debian python3-torch), eager. `libblas.so.3` alternative at run time:
+  `{alt.splitlines()[0] if alt else "?"}` / `{alt.splitlines()[2].strip() if len(alt.splitlines()) > 2 else "?"}` — not relied upon: each
+  peer variant sets `LD_LIBRARY_PATH` explicitly (below), and each run's JSON records the BLAS it loaded.
+{ceil_lines}
+{load_line}
+
+## Method
+
+Points: modes {a.modes}; models {a.models}; seq_len {a.seq_len}; batch sizes {a.batch_sizes}; threads {a.threads};
+{a.warmup} warm-up steps (excluded) + {a.steps} timed steps per run; {a.rounds} rounds per point, variants interleaved
+(bertbench, torch-default, torch-tuned, then again) so that machine drift cancels. Figure per variant = median
+over rounds of sequences/s (each run: batch / median step time). Synthetic full-length batches, identical
+shapes in both programs (max_predictions_per_seq 20 at seq 128; MLM head on the gathered positions).
+
+- **bertbench**: `bertbench bench`, one process per run; a training step includes the LAMB update.
+- **torch-default**: `bench/peer/torch_bench.py`, `torch.set_num_threads(threads)`, OpenBLAS pthreads
+  (`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward +
+  backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).
+- **torch-tuned**: the same with `OMP_WAIT_POLICY=PASSIVE` and the OpenMP OpenBLAS
+  (`LD_LIBRARY_PATH={LIB}/openblas-openmp`), the best configuration in PERF-NOTES.md.
+
+## bertbench vs PyTorch
+
+{table}
+![throughput]({rel(plot)})
+
+## bertbench reproduction table
+
+{repro}
+## Where the time goes (bertbench `--profile`)
+
+{prof_md or "(not run)"}
+{"![profile](" + rel(prof_svg) + ")" if prof_md else ""}
+"""
+    os.makedirs(os.path.dirname(os.path.abspath(a.doc)), exist_ok=True)
+    with open(a.doc + ".tmp", "w") as f:
+        f.write(doc)
+    os.replace(a.doc + ".tmp", a.doc)
+    print(table)
+    log("wrote %s, %s, %s" % (a.doc, plot, os.path.join(a.out, "summary.json")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+// The machine's ceilings that utilisation is measured against: the FMA peak (a register-only
+// loop of independent FMAs at the CPU's widest vector) and the sgemm ceiling on BERT's linear-layer shapes (forward,
+// backward-data and backward-weight forms) with the GEMM library bertbench links.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace bertbench::bench {
+
+struct GemmShape {
+    std::string role;   // "qkv/attn-out fwd", "ffn-in bwd-weight", ...
+    int m, n, k;        // C[m,n] = op(A)[m,k] · op(B)[k,n]
+    bool trans_a, trans_b;
+    int count;          // occurrences per encoder layer (weights the aggregate)
+};
+
+struct GemmResult {
+    GemmShape shape;
+    double gflops_median = 0, gflops_max = 0;
+};
+
+struct Ceiling {
+    int threads = 0;
+    double fma_peak_gflops = 0;       // register-only FMA loop
+    double sgemm_gflops = 0;          // aggregate over shapes: Σ flops / Σ median time, weighted by count
+    std::vector<GemmResult> gemms;
+};
+
+// The 18 linear-layer GEMMs of one encoder layer (6 projections x {fwd, bwd-data, bwd-weight})
+// at `tokens` rows, for hidden size h and intermediate size i.
+std::vector<GemmShape> bert_linear_shapes(int tokens, int h, int i);
+
+// Widest FMA vector this CPU runs (8 floats for AVX2, 16 with AVX-512): the peak loop uses it,
+// because OpenBLAS picks its kernels for the CPU at run time too.
+int fma_vector_width();
+double measure_fma_peak(int threads, double seconds);
+// Each shape is timed `reps` times after one warm-up; returns median and best per shape.
+Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps);
+
+}  // namespace bertbench::bench

@@ -1,0 +1,388 @@
+// The benchmark runner (see runner.hpp): synthetic or real batches, timed steps, the per-op
+// profile with its analytic FLOP/byte model (docs/benchmark.md "Profile").
+#include "bench/runner.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/profile.hpp"
+#include "core/sysinfo.hpp"
+#include "data/pretrain_reader.hpp"
+#include "model/bert.hpp"
+#include "model/param_table.hpp"
+#include "optim/update.hpp"
+
+namespace bertbench::bench {
+namespace {
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Resets VmHWM so that each point reports its own peak (Linux >= 4.0).
+void reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    if (f) f << "5";
+}
+
+// Nearest-rank percentile of sorted values, q in [0, 1].
+double percentile(const std::vector<double>& sorted, double q) {
+    if (sorted.empty()) return 0;
+    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+    return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+void check_point(const Point& p) {
+    if (p.seq_len > p.config.max_position_embeddings)
+        fail("--seq_len={}: longer than max_position_embeddings ({}) of model {}", p.seq_len,
+             p.config.max_position_embeddings, p.model);
+    if (p.threads > sysinfo::cpus_available())
+        fail("--threads={}: only {} CPUs are available to this process", p.threads,
+             sysinfo::cpus_available());
+    if (p.mode != "train" && p.mode != "infer")
+        fail("--mode: expected train or infer, got \"{}\"", p.mode);
+}
+
+// Everything one point needs: parameters, engine, optimizer and its batches.
+struct Setup {
+    const Point& p;
+    bool train;
+    int max_pred;
+    model::ParamTable table;
+    std::vector<float> params, grads;
+    model::BertPretrainer engine;
+    std::vector<model::Batch> batches;
+    std::unique_ptr<optim::ParameterUpdater> updater;
+    uint64_t micro = 0;
+    size_t next_batch = 0;
+
+    explicit Setup(const Point& point)
+        : p(point),
+          train(point.mode == "train"),
+          max_pred(point.max_predictions > 0 ? point.max_predictions
+                                             : default_max_predictions(point.seq_len)),
+          table(point.config, model::Heads::pretraining),
+          engine(table, {point.batch_size, point.seq_len, max_pred}) {
+        params.resize(table.total_floats());
+        table.initialize(params, 42);
+        if (p.data_files.empty()) {
+            batches.push_back(synthetic_batch(p.config, p.batch_size, p.seq_len, max_pred, 7));
+        } else {
+            const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
+            batches = read_batches(p.data_files, p.seq_len, max_pred, p.batch_size,
+                                   std::min(needed, 256));
+        }
+        if (train) {
+            grads.assign(table.total_floats(), 0.0f);
+            optim::LrSchedule schedule;
+            schedule.num_train_steps = 1'000'000;
+            updater = std::make_unique<optim::ParameterUpdater>(table, optim::OptimizerConfig{},
+                                                                schedule, p.steps_per_update);
+        }
+    }
+
+    // One step; returns the batches it used (for token and FLOP counts).
+    void step(std::vector<const model::Batch*>& used) {
+        used.clear();
+        const int micro_batches = train ? p.steps_per_update : 1;
+        for (int k = 0; k < micro_batches; ++k) {
+            const model::Batch& b = batches[next_batch++ % batches.size()];
+            used.push_back(&b);
+            if (train) {
+                engine.forward(params, b, true, 1234, micro);
+                {
+                    BB_PROFILE_SCOPE("zero grads");
+                    std::fill(grads.begin(), grads.end(), 0.0f);
+                }
+                engine.backward(grads, params, b);
+                {
+                    BB_PROFILE_SCOPE("clip+accumulate");
+                    updater->micro_step(params, grads);
+                }
+                ++micro;
+            } else {
+                engine.forward(params, b, false, 0, 0);
+            }
+        }
+    }
+};
+
+void set_threads(int threads) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+}
+
+}  // namespace
+
+nlohmann::json definitions() {
+    return {
+        {"train_step",
+         "steps_per_update x (forward with dropout + backward + global-norm clip/accumulate) + one "
+         "LAMB update; the optimizer update IS included in the step time"},
+        {"infer_step",
+         "one forward of the pretraining model (encoder, pooler, MLM head at the "
+         "gathered positions, NSP head), dropout off; latency = one step"},
+        {"excluded",
+         "the first `warmup_steps` steps of each point, model/optimizer setup, and "
+         "reading/decoding the --data records (done before timing)"},
+        {"sequences_per_second", "mean sequences per step / median step time"},
+        {"tokens_per_second", "mean REAL (unpadded) tokens per step / median step time"},
+        {"padded_tokens_per_second",
+         "batch_size x seq_len x micro-batches per step / median step "
+         "time (the padded-equivalent rate; equals tokens_per_second "
+         "for synthetic full-length batches)"},
+        {"gflops",
+         "matmul FLOPs on real tokens (2 per multiply-add; backward = 2x forward) / "
+         "median step time"},
+        {"mfu",
+         "gflops / sgemm ceiling (cblas_sgemm on BERT-base linear-layer shapes, 4096 "
+         "tokens) at the same thread count"},
+        {"latency_ms_pXX", "nearest-rank percentile of the timed step times"}};
+}
+
+int default_max_predictions(int seq_len) {
+    if (seq_len <= 128) return std::max(1, 20 * seq_len / 128);
+    return std::max(20, 76 * seq_len / 512);
+}
+
+model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq_len,
+                             int max_predictions, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    model::Batch b;
+    b.batch_size = batch_size;
+    b.seq_offsets.push_back(0);
+    const int P = std::min(max_predictions, std::max(0, seq_len - 2));
+    for (int s = 0; s < batch_size; ++s) {
+        const int base = b.seq_offsets.back();
+        for (int t = 0; t < seq_len; ++t) {
+            b.input_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.segment_ids.push_back(t < seq_len / 2 || c.type_vocab_size < 2 ? 0 : 1);
+        }
+        b.seq_offsets.push_back(base + seq_len);
+        std::vector<int32_t> pos(static_cast<size_t>(std::max(0, seq_len - 2)));
+        for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i + 1);
+        std::shuffle(pos.begin(), pos.end(), rng);
+        pos.resize(static_cast<size_t>(P));
+        std::sort(pos.begin(), pos.end());
+        for (int32_t p : pos) {
+            b.masked_index.push_back(base + p);
+            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.masked_weights.push_back(1.0f);
+            b.masked_seq.push_back(s);
+        }
+        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
+    }
+    return b;
+}
+
+std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
+                                       int max_predictions, int batch_size, int count) {
+    std::vector<model::Batch> out;
+    while (static_cast<int>(out.size()) < count) {
+        data::PretrainReaderConfig rc;
+        rc.files = files;
+        rc.max_seq_length = seq_len;
+        rc.max_predictions_per_seq = max_predictions;
+        rc.batch_size = batch_size;
+        rc.training = false;  // fixed order, each record once; then start over
+        data::PretrainReader reader(rc);
+        const size_t before = out.size();
+        model::Batch b;
+        while (static_cast<int>(out.size()) < count && reader.next(b))
+            if (b.batch_size == batch_size) out.push_back(b);
+        if (out.size() == before)
+            fail(
+                "--data: the files hold fewer than --batch_size={} records (hint: a smaller "
+                "--batch_size or more files)",
+                batch_size);
+    }
+    return out;
+}
+
+PointResult run_point(const Point& p, double ceiling_gflops) {
+    check_point(p);
+    set_threads(p.threads);
+    reset_peak_rss();
+    Setup s(p);
+
+    PointResult r;
+    r.point = p;
+    r.arena_mb = static_cast<double>(s.engine.arena_bytes()) / (1 << 20);
+    std::vector<const model::Batch*> used;
+    double seqs = 0, real = 0, padded = 0, flops = 0;
+    for (int k = 0; k < p.warmup + p.steps; ++k) {
+        const double t0 = now_ms();
+        s.step(used);
+        const double dt = now_ms() - t0;
+        if (k < p.warmup) continue;
+        r.step_ms.push_back(dt);
+        for (const model::Batch* b : used) {
+            seqs += b->batch_size;
+            real += b->num_tokens();
+            padded += static_cast<double>(p.batch_size) * p.seq_len;
+            flops += model::forward_flops(p.config, *b) * (s.train ? 3.0 : 1.0);
+        }
+    }
+    std::vector<double> sorted = r.step_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    r.step_ms_median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    r.step_ms_min = sorted.front();
+    r.step_ms_max = sorted.back();
+    r.latency_ms_p50 = percentile(sorted, 0.50);
+    r.latency_ms_p90 = percentile(sorted, 0.90);
+    r.latency_ms_p99 = percentile(sorted, 0.99);
+    const double per_s = 1e3 / r.step_ms_median / static_cast<double>(p.steps);
+    r.sequences_per_second = seqs * per_s;
+    r.tokens_per_second = real * per_s;
+    r.padded_tokens_per_second = padded * per_s;
+    r.real_token_fraction = padded > 0 ? real / padded : 1.0;
+    r.gflops = flops * per_s / 1e9;
+    r.ceiling_gflops = ceiling_gflops;
+    r.mfu = ceiling_gflops > 0 ? r.gflops / ceiling_gflops : 0.0;
+    r.peak_rss_mb = sysinfo::peak_rss_mb();
+    return r;
+}
+
+nlohmann::json PointResult::to_json() const {
+    return {{"mode", point.mode},
+            {"model", point.model},
+            {"seq_len", point.seq_len},
+            {"batch_size", point.batch_size},
+            {"threads", point.threads},
+            {"steps_per_update", point.steps_per_update},
+            {"warmup_steps", point.warmup},
+            {"timed_steps", point.steps},
+            {"data", point.data_files.empty() ? "synthetic" : "tfrecord"},
+            {"data_files", point.data_files},
+            {"sequences_per_second", sequences_per_second},
+            {"tokens_per_second", tokens_per_second},
+            {"padded_tokens_per_second", padded_tokens_per_second},
+            {"real_token_fraction", real_token_fraction},
+            {"step_ms_median", step_ms_median},
+            {"step_ms_min", step_ms_min},
+            {"step_ms_max", step_ms_max},
+            {"latency_ms_p50", latency_ms_p50},
+            {"latency_ms_p90", latency_ms_p90},
+            {"latency_ms_p99", latency_ms_p99},
+            {"step_ms", step_ms},
+            {"gflops", gflops},
+            {"ceiling_gflops", ceiling_gflops},
+            {"mfu", mfu},
+            {"optimizer_included", point.mode == "train"},
+            {"arena_mb", arena_mb},
+            {"peak_rss_mb", peak_rss_mb}};
+}
+
+// ---- profile ------------------------------------------------------------------------------
+
+namespace {
+
+struct Cost {
+    double flops = 0, bytes = 0;
+};
+
+// Analytic FLOPs and minimal memory traffic (fp32, each operand read or written once) of one
+// profiled op label, for batch b. Backward GEMMs = 2x forward FLOPs and bytes; element-wise
+// backward ops read about twice what their forward reads. An approximation, documented as such.
+Cost op_cost(const std::string& op, const model::BertConfig& c, const model::Batch& b,
+             double n_params) {
+    const double N = b.num_tokens(), H = c.hidden_size, I = c.intermediate_size,
+                 L = c.num_hidden_layers, V = c.vocab_size, B = b.batch_size,
+                 P = b.num_predictions(), A = c.num_attention_heads;
+    double t2 = 0;
+    for (int s = 0; s < b.batch_size; ++s) {
+        const double t = b.seq_offsets[s + 1] - b.seq_offsets[s];
+        t2 += t * t;
+    }
+    const bool bwd = op.ends_with(" bwd");
+    const double k = bwd ? 2.0 : 1.0;
+    const auto gemm = [&](double m, double n, double kk, double times) {
+        return Cost{k * 2 * m * n * kk * times, k * 4 * (m * kk + kk * n + m * n) * times};
+    };
+    const std::string base = op.substr(0, op.rfind(' '));
+    if (base == "gemm qkv") return gemm(N, H, H, 3 * L);
+    if (base == "gemm attn-out") return gemm(N, H, H, L);
+    if (base == "gemm ffn-in") return gemm(N, I, H, L);
+    if (base == "gemm ffn-out") return gemm(N, H, I, L);
+    if (base == "gemm mlm-decoder") return gemm(P, V, H, 1);
+    if (base == "attention") return {k * 4 * t2 * H * L, k * 4 * L * (4 * N * H + 2 * A * t2)};
+    if (base == "layernorm") return {k * 8 * (2 * L + 1) * N * H, k * 8 * (2 * L + 1) * N * H};
+    if (base == "gelu") return {k * 10 * L * N * I, k * 8 * L * N * I};
+    if (base == "dropout+residual") return {k * 2 * 2 * L * N * H, k * 13 * 2 * L * N * H};
+    if (base == "embeddings") return {k * 10 * N * H, k * 4 * 8 * N * H};
+    if (base == "pooler+nsp") return gemm(B, H, H, 1);
+    if (base == "mlm transform") return gemm(P, H, H, 1);
+    if (base == "loss") return {k * 4 * P * V, k * 4 * P * V};
+    if (op.starts_with("optimizer")) return {20 * n_params, 4 * 10 * n_params};
+    if (op == "clip+accumulate") return {2 * n_params, 4 * n_params};
+    if (op == "zero grads") return {0, 4 * n_params};
+    return {};
+}
+
+}  // namespace
+
+ProfileResult profile_point(const Point& p, int steps) {
+    check_point(p);
+    set_threads(p.threads);
+    Setup s(p);
+    std::vector<const model::Batch*> used;
+    s.step(used);  // warm-up, not profiled
+    profile::enable(true);
+    struct Acc {
+        double seconds = 0;
+        Cost cost;
+    };
+    std::vector<std::pair<std::string, Acc>> acc;
+    double total = 0;
+    for (int k = 0; k < steps; ++k) {
+        profile::reset();
+        profile::push("other");
+        s.step(used);
+        profile::pop();
+        for (const profile::Entry& e : profile::entries()) {
+            auto it = std::find_if(acc.begin(), acc.end(),
+                                   [&](const auto& x) { return x.first == e.label; });
+            if (it == acc.end()) it = acc.insert(acc.end(), {e.label, Acc{}});
+            it->second.seconds += e.seconds;
+            total += e.seconds;
+            for (const model::Batch* b : used) {
+                // forward/backward labels count once per micro-batch; the optimizer once per step
+                const bool per_step = e.label.starts_with("optimizer");
+                if (per_step && b != used.front()) continue;
+                const Cost c = op_cost(e.label, p.config, *b, static_cast<double>(s.params.size()));
+                it->second.cost.flops += c.flops;
+                it->second.cost.bytes += c.bytes;
+            }
+        }
+    }
+    profile::enable(false);
+    ProfileResult r;
+    r.point = p;
+    r.step_ms = total * 1e3 / steps;
+    for (const auto& [label, a] : acc) {
+        ProfileRow row;
+        row.op = label;
+        row.ms_per_step = a.seconds * 1e3 / steps;
+        row.share = total > 0 ? a.seconds / total : 0;
+        row.gflops = a.seconds > 0 ? a.cost.flops / a.seconds / 1e9 : 0;
+        row.gbytes_per_s = a.seconds > 0 ? a.cost.bytes / a.seconds / 1e9 : 0;
+        r.rows.push_back(row);
+    }
+    std::stable_sort(r.rows.begin(), r.rows.end(), [](const ProfileRow& x, const ProfileRow& y) {
+        return x.ms_per_step > y.ms_per_step;
+    });
+    return r;
+}
+
+}  // namespace bertbench::bench

@@ -1,0 +1,274 @@
+// `bertbench bench`: throughput, latency and model-FLOP utilisation of BERT training and inference
+// on synthetic full-length batches or real unpadded TFRecord batches (--data); a per-op profile
+// (--profile); the machine's GEMM/FMA ceilings (--mode=gemm). Every axis takes a comma list; the
+// points of the cartesian product run one after another; an impossible point is reported and
+// skipped. Reports: table/md/csv/json on stdout, PerfZero-style JSON, SVG plots. docs/benchmark.md.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+
+#include "bench/ceiling.hpp"
+#include "bench/report.hpp"
+#include "bench/runner.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/sysinfo.hpp"
+
+namespace bertbench::cli {
+namespace {
+
+std::vector<int> int_list(const std::string& text, const std::string& flag) {
+    std::vector<int> out;
+    for (const std::string& item : split_commas(text)) {
+        char* end = nullptr;
+        const long v = std::strtol(item.c_str(), &end, 10);
+        if (*end != '\0' || v <= 0 || v > 1'000'000)
+            fail("--{}: expected positive integers separated by commas, got \"{}\"", flag, item);
+        out.push_back(static_cast<int>(v));
+    }
+    if (out.empty()) fail("--{}: expected at least one value", flag);
+    return out;
+}
+
+nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const auto& g : ceil.gemms)
+        shapes.push_back({{"role", g.shape.role},
+                          {"m", g.shape.m},
+                          {"n", g.shape.n},
+                          {"k", g.shape.k},
+                          {"count", g.shape.count},
+                          {"gflops_median", g.gflops_median},
+                          {"gflops_max", g.gflops_max}});
+    return {{"mode", "gemm"},
+            {"threads", ceil.threads},
+            {"tokens", tokens},
+            {"fma_peak_gflops", ceil.fma_peak_gflops},
+            {"sgemm_gflops", ceil.sgemm_gflops},
+            {"shapes", shapes}};
+}
+
+nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig& c, int tokens,
+                        int reps) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int t : threads) {
+        if (t > sysinfo::cpus_available()) {
+            log::warn("skipping --threads={}: only {} CPUs available", t,
+                      sysinfo::cpus_available());
+            continue;
+        }
+        const bench::Ceiling ceil =
+            bench::measure_ceiling(t, tokens, c.hidden_size, c.intermediate_size, reps);
+        std::cout << fmt::format(
+            "threads {}: FMA peak {:.1f} GFLOP/s, sgemm on BERT linear shapes "
+            "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of FMA peak)\n",
+            t, ceil.fma_peak_gflops, tokens, c.hidden_size, c.intermediate_size, ceil.sgemm_gflops,
+            100 * ceil.sgemm_gflops / ceil.fma_peak_gflops);
+        for (const auto& g : ceil.gemms)
+            std::cout << fmt::format(
+                "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
+                "{:7.1f} GFLOP/s\n",
+                g.shape.role, g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.gflops_median,
+                g.gflops_max);
+        out.push_back(ceiling_json(ceil, tokens));
+    }
+    return out;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    const auto t_start = std::chrono::steady_clock::now();
+    std::string mode = "train", model_list = "base", config_file, json_path, format = "table";
+    std::string seq_lens = "128", batch_sizes = "8", thread_list, spu_list = "1", data;
+    std::string plot_path, profile_svg_path = "bench_profile.svg", md_path;
+    int warmup = 2, steps = 10, gemm_tokens = 4096, gemm_reps = 5, max_predictions = 0;
+    int ceiling_reps = 3, profile_steps = 3;
+    double ceiling_gflops = 0;
+    bool measure_ceiling = true, profile = false;
+    Flags flags(
+        "bench",
+        "Measure BERT training/inference throughput on synthetic full-length batches (or "
+        "real unpadded ones, --data), or (--mode=gemm) this machine's FMA and sgemm "
+        "ceilings. Comma lists sweep an axis.\n"
+        "Definitions: a training step is steps_per_update x (forward + backward + global-norm "
+        "clip) plus one LAMB update (included); an inference step is one forward (dropout "
+        "off). Warm-up steps are excluded; times are medians of the timed steps. gflops "
+        "counts matmul FLOPs of real tokens (2 per multiply-add; backward = 2x forward); MFU "
+        "= gflops / sgemm ceiling at the same thread count. docs/benchmark.md.");
+    flags.add("mode", &mode, "train | infer | gemm (comma list)");
+    flags.add("model", &model_list,
+              "preset(s): tiny, mini, small, medium, base, large (comma list)");
+    flags.add("bert_config_file", &config_file, "a bert_config.json instead of --model");
+    flags.add("seq_len", &seq_lens,
+              "sequence length(s), tokens (comma list); with --data: the "
+              "records' max_seq_length");
+    flags.add("batch_size", &batch_sizes, "sequences per micro-batch (comma list)");
+    flags.add("threads", &thread_list, "thread count(s) (comma list; default: all available CPUs)");
+    flags.add("steps_per_update", &spu_list,
+              "micro-batches per optimizer update, train (comma list)");
+    flags.add("warmup", &warmup, "untimed warm-up steps per point");
+    flags.add("steps", &steps, "timed steps per point");
+    flags.add("data", &data,
+              "glob(s) of MLPerf-schema pretraining TFRecords: run on their real "
+              "unpadded sequences (fixed order, cycled) instead of synthetic batches");
+    flags.add("max_predictions", &max_predictions,
+              "masked positions per sequence (0: 20 at seq "
+              "128, 76 at 512, proportional)");
+    flags.add("ceiling", &measure_ceiling,
+              "measure the sgemm ceiling once per thread count (BERT-base "
+              "linear shapes, 4096 tokens) and report MFU");
+    flags.add("ceiling_gflops", &ceiling_gflops,
+              "use this sgemm ceiling (GFLOP/s) for MFU instead of "
+              "measuring it (applies to every thread count)");
+    flags.add("ceiling_reps", &ceiling_reps, "repetitions per GEMM shape of the MFU ceiling");
+    flags.add("gemm_tokens", &gemm_tokens, "rows (tokens) of the GEMMs timed by --mode=gemm");
+    flags.add("gemm_reps", &gemm_reps, "repetitions per GEMM shape for --mode=gemm");
+    flags.add("profile", &profile, "also profile every point: per-op time share, GFLOP/s, GB/s");
+    flags.add("profile_steps", &profile_steps, "steps averaged by --profile (after one warm-up)");
+    flags.add("profile_svg", &profile_svg_path, "bar chart of the --profile breakdown ('' = none)");
+    flags.add("format", &format, "stdout report: table | md | csv | json");
+    flags.add("json", &json_path,
+              "write a PerfZero-style JSON summary (points, ceilings, profiles, "
+              "system, process and build info, definitions) to this file");
+    flags.add("plot", &plot_path, "write an SVG of sequences/s against batch size per model");
+    flags.add("md", &md_path,
+              "write the Markdown reproduction table (rows: threads; columns: "
+              "model, seq_len, batch size) to this file");
+    if (!flags.parse(argc, argv)) return 0;
+    if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);
+    if (steps < 1) fail("--steps: expected >= 1, got {}", steps);
+    if (profile_steps < 1) fail("--profile_steps: expected >= 1, got {}", profile_steps);
+    if (ceiling_gflops < 0) fail("--ceiling_gflops: expected >= 0, got {}", ceiling_gflops);
+    if (max_predictions < 0) fail("--max_predictions: expected >= 0, got {}", max_predictions);
+    const bench::Format fmt_out = bench::parse_format(format);
+    if (thread_list.empty()) thread_list = std::to_string(sysinfo::cpus_available());
+    const std::vector<std::string> data_files =
+        data.empty() ? std::vector<std::string>{} : expand_globs(data, "data");
+
+    const std::vector<int> threads = int_list(thread_list, "threads");
+    std::vector<std::pair<std::string, model::BertConfig>> models;
+    if (!config_file.empty()) {
+        models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));
+    } else {
+        for (const std::string& name : split_commas(model_list))
+            models.emplace_back(name, model::BertConfig::preset(name));
+    }
+    if (models.empty()) fail("--model: expected at least one preset");
+    if (!sysinfo::is_optimized_build())
+        log::warn("THIS IS NOT AN OPTIMIZED BUILD (Debug or sanitizer): its timings mean nothing");
+
+    // The MFU ceiling: measured once per thread count in this run.
+    std::map<int, double> ceiling_cache;
+    std::vector<nlohmann::json> ceilings;
+    const auto ceiling_for = [&](int t) -> double {
+        if (ceiling_gflops > 0) return ceiling_gflops;
+        if (!measure_ceiling) return 0;
+        if (auto it = ceiling_cache.find(t); it != ceiling_cache.end()) return it->second;
+        log::info(
+            "measuring the sgemm ceiling at {} thread(s) (BERT-base linear shapes, 4096 "
+            "tokens; --ceiling_gflops=X skips this)",
+            t);
+        const auto base = model::BertConfig::preset("base");
+        const bench::Ceiling c =
+            bench::measure_ceiling(t, 4096, base.hidden_size, base.intermediate_size, ceiling_reps);
+        ceilings.push_back(ceiling_json(c, 4096));
+        return ceiling_cache[t] = c.sgemm_gflops;
+    };
+
+    std::vector<nlohmann::json> points, gemm_points, profiles_json;
+    std::vector<bench::ProfileResult> profiles;
+    bool header = false;
+    int failed = 0;
+    for (const std::string& m : split_commas(mode)) {
+        if (m == "gemm") {
+            for (const auto& j : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps))
+                gemm_points.push_back(j);
+            continue;
+        }
+        if (m != "train" && m != "infer")
+            fail("--mode: expected train, infer or gemm, got \"{}\"", m);
+        for (const auto& [name, config] : models)
+            for (int seq : int_list(seq_lens, "seq_len"))
+                for (int b : int_list(batch_sizes, "batch_size"))
+                    for (int t : threads)
+                        for (int spu : m == "train" ? int_list(spu_list, "steps_per_update")
+                                                    : std::vector<int>{1}) {
+                            bench::Point p{
+                                m,     name,       config,         seq, b, t, spu, warmup,
+                                steps, data_files, max_predictions};
+                            try {
+                                const double ceil =
+                                    t <= sysinfo::cpus_available() ? ceiling_for(t) : 0;
+                                const bench::PointResult r = bench::run_point(p, ceil);
+                                const nlohmann::json j = r.to_json();
+                                points.push_back(j);
+                                if (fmt_out == bench::Format::table) {
+                                    const std::string tab =
+                                        bench::format_points({j}, bench::Format::table);
+                                    const size_t nl = tab.find('\n');
+                                    if (!header) std::cout << tab.substr(0, nl + 1);
+                                    header = true;
+                                    std::cout << tab.substr(nl + 1) << std::flush;
+                                }
+                                if (profile) {
+                                    profiles.push_back(bench::profile_point(p, profile_steps));
+                                    profiles_json.push_back(bench::profile_json(profiles.back()));
+                                }
+                            } catch (const Error& e) {
+                                ++failed;
+                                log::warn("skipping point {} {} seq {} batch {} threads {}: {}", m,
+                                          name, seq, b, t, e.what());
+                            } catch (const std::bad_alloc&) {
+                                ++failed;
+                                log::warn(
+                                    "skipping point {} {} seq {} batch {} threads {}: out of "
+                                    "memory",
+                                    m, name, seq, b, t);
+                            }
+                        }
+    }
+    if (fmt_out != bench::Format::table && !points.empty())
+        std::cout << bench::format_points(points, fmt_out);
+    if (fmt_out == bench::Format::md && !points.empty())
+        std::cout << "\n" << bench::reproduction_table_md(points);
+    for (const auto& pr : profiles)
+        std::cout << (fmt_out == bench::Format::table ? "\n" : "")
+                  << bench::format_profile(pr, fmt_out);
+    if (!points.empty() && measure_ceiling && fmt_out == bench::Format::table)
+        for (const auto& c : ceilings)
+            std::cout << fmt::format(
+                "MFU ceiling at {} thread(s): sgemm {:.1f} GFLOP/s (FMA peak "
+                "{:.1f})\n",
+                c["threads"].get<int>(), c["sgemm_gflops"].get<double>(),
+                c["fma_peak_gflops"].get<double>());
+    if (!profiles.empty() && !profile_svg_path.empty()) {
+        write_file_atomic(profile_svg_path, bench::profile_svg(profiles));
+        log::info("wrote {}", profile_svg_path);
+    }
+    if (!plot_path.empty()) {
+        write_file_atomic(
+            plot_path, bench::throughput_svg(points, "bertbench bench: " + sysinfo::cpu_model()));
+        log::info("wrote {}", plot_path);
+    }
+    if (!md_path.empty()) write_file_atomic(md_path, bench::reproduction_table_md(points));
+    if (!json_path.empty()) {
+        for (const auto& g : gemm_points) ceilings.push_back(g);
+        std::vector<nlohmann::json> all = points;
+        for (const auto& g : gemm_points) all.push_back(g);
+        const double wall =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        write_file_atomic(
+            json_path,
+            bench::perfzero_summary(all, ceilings, profiles_json, flags.to_json(), wall).dump(2) +
+                "\n");
+    }
+    return points.empty() && gemm_points.empty() && failed > 0 ? 1 : 0;
+}
+
+}  // namespace bertbench::cli

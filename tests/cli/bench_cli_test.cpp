@@ -1,0 +1,140 @@
+// `bertbench bench` end to end: a tiny sweep writes the documented JSON fields; impossible points
+// are reported and skipped; bad flags give one line and a non-zero exit; csv/json stdout parse;
+// --data on the golden TFRecord reports fewer real than padded tokens; --profile writes its SVG.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/run_util.hpp"
+
+namespace bertbench {
+namespace {
+
+using testing::run_bertbench;
+
+// Log lines (stderr, merged by run_bertbench) look like "[    0.00s] warning: ...".
+bool is_log_line(const std::string& l) {
+    return l.starts_with("[ ") && l.find("s] ") != std::string::npos;
+}
+
+TEST(BenchCli, TinySweepWritesJson) {
+    const std::string json = ::testing::TempDir() + "/bench_tiny.json";
+    const auto r = run_bertbench(
+        "bench --mode=train,infer --model=tiny --seq_len=32 "
+        "--batch_size=2,3 --threads=1 --warmup=1 --steps=2 --ceiling_gflops=50 --json=" +
+        json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    ASSERT_EQ(j["points"].size(), 4u);
+    for (const auto& p : j["points"]) {
+        for (const char* key : {"mode", "model", "seq_len", "batch_size", "threads",
+                                "sequences_per_second", "tokens_per_second", "step_ms_median",
+                                "step_ms_min", "step_ms_max", "gflops", "peak_rss_mb"})
+            EXPECT_TRUE(p.contains(key)) << key;
+        EXPECT_GT(p["sequences_per_second"].get<double>(), 0);
+        EXPECT_LE(p["step_ms_min"].get<double>(), p["step_ms_median"].get<double>());
+        EXPECT_LE(p["step_ms_median"].get<double>(), p["step_ms_max"].get<double>());
+        EXPECT_EQ(p["step_ms"].size(), 2u);
+        EXPECT_NEAR(p["tokens_per_second"].get<double>(),
+                    p["sequences_per_second"].get<double>() * 32, 1e-6);
+    }
+    EXPECT_EQ(j["points"][0]["mode"], "train");
+    EXPECT_EQ(j["points"][2]["mode"], "infer");
+    EXPECT_TRUE(j["system_info"].contains("cpu_model"));
+    EXPECT_TRUE(j["build_info"].contains("git_commit"));
+    // PerfZero-style sections
+    EXPECT_EQ(j["benchmark_result"]["metrics"].size(), 4u * 7u);
+    EXPECT_GT(j["benchmark_result"]["wall_time"].get<double>(), 0);
+    EXPECT_TRUE(j["process_info"].contains("cpu_percent"));
+    EXPECT_TRUE(j["build_info"].contains("gemm_corename"));
+    EXPECT_TRUE(j["definitions"].contains("excluded"));
+}
+
+// stdout of --format=csv: a header and one row per point, all with the same column count.
+TEST(BenchCli, CsvAndJsonFormatsParse) {
+    auto r = run_bertbench(
+        "bench --mode=infer --model=tiny --seq_len=16 --batch_size=1,2 "
+        "--threads=1 --warmup=0 --steps=2 --ceiling_gflops=50 --format=csv 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::vector<std::string> lines;
+    std::stringstream in(r.out);
+    for (std::string l; std::getline(in, l);)
+        if (!is_log_line(l)) lines.push_back(l);
+    ASSERT_EQ(lines.size(), 3u) << r.out;
+    EXPECT_EQ(lines[0].rfind("mode,model,seq_len,batch_size,threads", 0), 0u) << lines[0];
+    const auto commas = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
+    EXPECT_EQ(commas(lines[1]), commas(lines[0]));
+    EXPECT_EQ(lines[2].rfind("infer,tiny,16,2,1,1,", 0), 0u) << lines[2];
+
+    r = run_bertbench(
+        "bench --mode=train --model=tiny --seq_len=16 --batch_size=1 --threads=1 "
+        "--warmup=0 --steps=1 --ceiling_gflops=50 --format=json 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::string json_text;
+    std::stringstream in2(r.out);
+    for (std::string l; std::getline(in2, l);)
+        if (!is_log_line(l)) json_text += l + "\n";
+    const auto j = nlohmann::json::parse(json_text);
+    ASSERT_EQ(j.size(), 1u);
+    EXPECT_EQ(j[0]["optimizer_included"], true);
+    EXPECT_NEAR(j[0]["mfu"].get<double>(), j[0]["gflops"].get<double>() / 50, 1e-9);
+}
+
+TEST(BenchCli, DataModeReportsRealAndPaddedTokens) {
+    const std::string json = ::testing::TempDir() + "/bench_data.json";
+    const std::string svg = ::testing::TempDir() + "/bench_profile.svg";
+    const std::string data = std::string(std::getenv("BB_SHARED_DIR")) +
+                             "/golden/pretraining/public_128_s12345_d2.tfrecord";
+    const auto r = run_bertbench(
+        "bench --mode=train --model=tiny --seq_len=128 --batch_size=4 "
+        "--threads=1 --warmup=1 --steps=2 --ceiling_gflops=50 --data=" +
+        data + " --profile --profile_steps=1 --profile_svg=" + svg + " --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("profile: train tiny seq 128 batch 4"), std::string::npos) << r.out;
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    ASSERT_EQ(j["points"].size(), 1u);
+    const auto& p = j["points"][0];
+    EXPECT_EQ(p["data"], "tfrecord");
+    EXPECT_LT(p["tokens_per_second"].get<double>(), p["padded_tokens_per_second"].get<double>());
+    ASSERT_EQ(j["profiles"].size(), 1u);
+    double share = 0;
+    for (const auto& op : j["profiles"][0]["ops"]) share += op["share"].get<double>();
+    EXPECT_NEAR(share, 1.0, 1e-6);
+    std::ifstream s(svg);
+    std::string text((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("</svg>"), std::string::npos);
+}
+
+TEST(BenchCli, ImpossiblePointIsSkipped) {
+    // seq 1024 exceeds tiny's 512 positions: reported and skipped; seq 16 still runs.
+    const auto r = run_bertbench(
+        "bench --mode=infer --model=tiny --seq_len=1024,16 --batch_size=1 "
+        "--threads=1,100000 --warmup=0 --steps=1 --ceiling_gflops=50");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("max_position_embeddings"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("infer  tiny"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--threads=100000: only"), std::string::npos) << r.out;
+}
+
+TEST(BenchCli, BadFlagsAreOneLineErrors) {
+    auto r = run_bertbench("bench --batch_sise=8");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("unknown flag --batch_sise (did you mean --batch_size?)"),
+              std::string::npos)
+        << r.out;
+    r = run_bertbench("bench --model=huge");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("huge"), std::string::npos) << r.out;
+    r = run_bertbench("bench --batch_size=0");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--batch_size"), std::string::npos) << r.out;
+    r = run_bertbench("nosuchcommand");
+    EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace bertbench
