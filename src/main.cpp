@@ -1,12 +1,15 @@
 // bertbench: one binary, one subcommand per stage of the MLPerf BERT workload.
 // Errors reach here as bertbench::Error and are printed as one line; the exit code is then 1.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+
+#include <unistd.h>
 
 namespace {
 
@@ -18,6 +21,12 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", "print build and system information", bertbench::cli::cmd_version},
+    {"tokenize", "BERT WordPiece tokenization of stdin lines to JSON (tokenization.py)", bertbench::cli::cmd_tokenize},
+    {"prepare", "make pretraining TFRecords (create_pretraining_data.py, byte-identical)", bertbench::cli::cmd_prepare},
+    {"pretrain", "pretrain BERT to a target masked-LM accuracy (run_pretraining.py), resumable", bertbench::cli::cmd_pretrain},
+    {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval},
+    {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench},
+    {"pick-eval", "pick the eval subset of a TFRecord (pick_eval_samples.py)", bertbench::cli::cmd_pick_eval},
 };
 
 void usage(std::FILE* out) {
@@ -26,9 +35,23 @@ void usage(std::FILE* out) {
     for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
 }
 
+// libgomp spins up to GOMP_SPINCOUNT (default 300,000 `pause`s, milliseconds on recent CPUs) at every
+// barrier and at the end of every parallel region before it sleeps. When the host time-slices our
+// vCPUs or other processes are runnable, a spinning thread burns the time slice the thread it waits
+// for needs: 2-thread runs became 10-25x slower than 1-thread ones. libgomp reads its environment
+// once, when it is loaded, so unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set,
+// even empty), we set OMP_WAIT_POLICY=PASSIVE and re-execute ourselves once (docs/engine.md,
+// "Threading"). If the re-exec fails we simply go on with libgomp's defaults.
+void apply_openmp_wait_policy(char** argv) {
+    if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    apply_openmp_wait_policy(argv);
     if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -6,5 +6,11 @@
 namespace bertbench::cli {
 
 int cmd_version(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_prepare(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_pretrain(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_pick_eval(int argc, char** argv);
 
 }  // namespace bertbench::cli

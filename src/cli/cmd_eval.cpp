@@ -1,0 +1,90 @@
+// `bertbench eval`: offline pretraining evaluation of a checkpoint (masked-LM accuracy and loss,
+// next-sentence accuracy and loss), as run_pretraining.py --do_eval --nodo_train computes them.
+#include <cblas.h>
+#include <omp.h>
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/sysinfo.hpp"
+#include "model/bert.hpp"
+#include "model/checkpoint.hpp"
+#include "train/evaluate.hpp"
+
+namespace bertbench::cli {
+
+int cmd_eval(int argc, char** argv) {
+    std::string config_file, preset, checkpoint, input, json_path;
+    int eval_batch_size = 8, max_seq_length = 128, max_predictions = 20, threads = 0;
+    int64_t max_eval_steps = 100;
+    Flags f("eval",
+            "Evaluate a pretraining checkpoint on MLPerf-schema TFRecords with dropout off: "
+            "masked_lm_accuracy = sum w*[argmax=label] / sum w and masked_lm_loss = sum w*CE / "
+            "sum w over every masked position of every example (streaming, as tf.metrics); "
+            "next_sentence_accuracy and mean next_sentence_loss. Prints JSON.");
+    f.add("bert_config_file", &config_file, "bert_config.json (default: the checkpoint's own)");
+    f.add("model", &preset, "instead of --bert_config_file: a preset name");
+    f.add("init_checkpoint", &checkpoint,
+          "weights: a bertbench safetensors checkpoint or a Hugging Face BERT safetensors file");
+    f.add("input_file", &input, "eval TFRecords: comma list of files/globs");
+    f.add("eval_batch_size", &eval_batch_size, "sequences per eval batch");
+    f.add("max_seq_length", &max_seq_length, "tokens per sequence; must equal the TFRecords'");
+    f.add("max_predictions_per_seq", &max_predictions, "masked positions per sequence");
+    f.add("max_eval_steps", &max_eval_steps, "eval batches (0 = the whole input)");
+    f.add("threads", &threads, "compute threads (0 = all available CPUs)");
+    f.add("json", &json_path, "also write the metrics JSON to this file");
+    if (!f.parse(argc, argv)) return 0;
+    if (checkpoint.empty()) fail("--init_checkpoint: expected a safetensors checkpoint, got none");
+    if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
+    const int cpus = sysinfo::cpus_available();
+    if (threads < 0 || threads > cpus)
+        fail("--threads={}: expected 0..{} (CPUs available)", threads, cpus);
+    omp_set_num_threads(threads > 0 ? threads : cpus);
+    openblas_set_num_threads(threads > 0 ? threads : cpus);
+
+    const std::vector<std::string> files = expand_globs(input, "input_file");
+    model::CheckpointReader reader(checkpoint);
+    model::BertConfig config;
+    if (!config_file.empty()) {
+        config = model::BertConfig::from_json_file(config_file);
+        config.validate(config_file);
+    } else if (!preset.empty()) {
+        config = model::BertConfig::preset(preset);
+    } else {
+        config = reader.config();  // Error with a hint when the file carries none
+    }
+    if (max_seq_length < 2 || max_seq_length > config.max_position_embeddings)
+        fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
+             max_seq_length, config.max_position_embeddings);
+    const model::ParamTable table(config, model::Heads::pretraining);
+    std::vector<float> params(table.total_floats(), 0.0f);
+    if (reader.metadata().count("format") || reader.has("bert/embeddings/word_embeddings")) {
+        model::load_checkpoint(checkpoint, table, params);
+    } else {
+        const model::ImportReport rep = model::import_hf_safetensors(checkpoint, table, params);
+        if (rep.loaded.empty())
+            fail("--init_checkpoint={}: expected BERT tensors (TF or Hugging Face names), found "
+                 "none", checkpoint);
+        if (!rep.missing.empty())
+            log::warn("{}: {} (missing tensors keep zero values)", checkpoint, rep.summary());
+    }
+    model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions},
+                                 model::EngineOptions{config.hidden_act == "gelu_erf"});
+    train::EvalOptions eo;
+    eo.files = files;
+    eo.batch_size = eval_batch_size;
+    eo.max_seq_length = max_seq_length;
+    eo.max_predictions_per_seq = max_predictions;
+    eo.max_eval_steps = max_eval_steps;
+    const train::EvalMetrics m = train::evaluate(engine, params, config.vocab_size, eo);
+    const std::string text = m.to_json().dump(2) + "\n";
+    std::cout << text;
+    if (!json_path.empty()) write_file_atomic(json_path, text);
+    return 0;
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,51 @@
+// Pretraining evaluation: masked-LM accuracy, masked-LM loss, NSP accuracy and NSP loss over an
+// eval set, as MLPerf run_pretraining.py metric_fn computes them with tf.metrics (streaming over
+// every eval batch, not an average of per-batch values):
+//   masked_lm_accuracy = Σw·[argmax = label] / Σw      masked_lm_loss = Σw·CE / Σw
+//   next_sentence_accuracy = #correct / #examples       next_sentence_loss = ΣCE / #examples
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/batch.hpp"
+#include "model/bert.hpp"
+
+namespace bertbench::train {
+
+struct EvalMetrics {
+    double masked_lm_accuracy = 0, masked_lm_loss = 0;
+    double next_sentence_accuracy = 0, next_sentence_loss = 0;
+    int64_t examples = 0, predictions = 0;  // sequences; masked positions with weight > 0
+    nlohmann::json to_json() const;
+};
+
+// The streaming sums of tf.metrics.accuracy / tf.metrics.mean, in double.
+class EvalAccumulator {
+public:
+    // Adds the batch whose forward (training=false) `engine` ran last: reads mlm_logits() (P, V)
+    // and nsp_logits() (B, 2). Argmax ties go to the lowest id (tf.argmax).
+    void add(const model::BertPretrainer& engine, const model::Batch& batch, int vocab_size);
+    EvalMetrics result() const;
+
+private:
+    double mlm_correct_ = 0, mlm_loss_ = 0, mlm_weight_ = 0;
+    double nsp_correct_ = 0, nsp_loss_ = 0;
+    int64_t examples_ = 0, predictions_ = 0;
+};
+
+struct EvalOptions {
+    std::vector<std::string> files;  // expanded
+    int batch_size = 8;              // --eval_batch_size
+    int max_seq_length = 128;
+    int max_predictions_per_seq = 20;
+    int64_t max_eval_steps = 100;    // batches; <= 0 = the whole eval set
+};
+
+// Runs the eval set (fixed file order, each record once) with dropout off. `engine` must be
+// planned for options.batch_size sequences.
+EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> params,
+                     int vocab_size, const EvalOptions& options);
+
+}  // namespace bertbench::train

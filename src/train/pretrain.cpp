@@ -1,0 +1,797 @@
+// The pretraining run of MLPerf BERT run_pretraining.py: training loop, online evaluation to a
+// target, logs (train_log.jsonl, eval_log.jsonl, mlperf.log, results.json, curves.svg) and
+// checkpoints with bit-exact resume. Dropout masks are a pure function of (seed, global step), so
+// the resume state is: weights, adam_m/adam_v, optimizer scalars, global step, reader cursor.
+#include "train/pretrain.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/sysinfo.hpp"
+#include "data/pretrain_reader.hpp"
+#include "model/bert.hpp"
+#include "model/checkpoint.hpp"
+#include "optim/update.hpp"
+#include "train/evaluate.hpp"
+#include "train/mlperf_log.hpp"
+#include "train/svg_plot.hpp"
+
+namespace bertbench::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+// First SIGINT/SIGTERM: finish the update, checkpoint, exit 0. A second one: die at once.
+extern "C" void on_stop_signal(int sig) {
+    if (g_stop_signal != 0) {
+        std::signal(sig, SIG_DFL);
+        std::raise(sig);
+        return;
+    }
+    g_stop_signal = sig;
+}
+
+// Installs SIGINT/SIGTERM handlers for the run's lifetime; restores the previous ones after.
+class SignalGuard {
+public:
+    SignalGuard() {
+        g_stop_signal = 0;
+        struct sigaction sa {};
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalGuard() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+std::string fmt_duration(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    const int64_t t = static_cast<int64_t>(s + 0.5);
+    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}s", t);
+}
+
+model::BertConfig resolve_config(const PretrainOptions& o, const std::string& resume_from) {
+    if (!o.bert_config_file.empty() && !o.model.empty())
+        fail("--bert_config_file and --model: expected one of them, got both");
+    if (!o.bert_config_file.empty()) {
+        model::BertConfig c = model::BertConfig::from_json_file(o.bert_config_file);
+        c.validate(o.bert_config_file);
+        return c;
+    }
+    if (!o.model.empty()) return model::BertConfig::preset(o.model);
+    const std::string& from = !resume_from.empty() ? resume_from : o.init_checkpoint;
+    if (!from.empty()) {
+        model::CheckpointReader r(from);
+        if (r.metadata().count("bert_config")) return r.config();
+    }
+    fail("--bert_config_file: expected a bert_config.json (or --model=<preset>), got none "
+         "(hint: --model=tiny for a quick try)");
+}
+
+// Loads --init_checkpoint: our checkpoints (TF names, config checked) or a HF BERT file.
+void load_init_checkpoint(const std::string& path, const model::ParamTable& table,
+                          std::span<float> params) {
+    if (!fs::exists(path))
+        fail("--init_checkpoint={}: expected an existing safetensors file, got no such file", path);
+    bool ours = false;
+    {
+        model::CheckpointReader r(path);
+        ours = r.metadata().count("format") || r.has("bert/embeddings/word_embeddings");
+    }
+    if (ours) {
+        model::load_checkpoint(path, table, params);
+        log::info("initialised from {} (TF names)", path);
+        return;
+    }
+    const model::ImportReport rep = model::import_hf_safetensors(path, table, params);
+    if (rep.loaded.empty())
+        fail("--init_checkpoint={}: expected BERT tensors (TF or Hugging Face names), found none "
+             "of the {} the model needs", path, table.entries().size());
+    log::info("initialised from Hugging Face file {}: {}", path, rep.summary());
+}
+
+struct TrainState {
+    int64_t next_eval_samples = 0;
+    int64_t evals = 0;
+    double best_accuracy = -1, last_accuracy = -1;
+    int64_t skipped_steps = 0;
+    double elapsed_s = 0;            // run_start -> now, summed over resumed segments
+    double timed_s = 0;              // compute time of the timed (post-warm-up) updates
+    int64_t timed_samples = 0;
+    int64_t timed_tokens = 0;        // real (unpadded) tokens of those updates
+    bool target_reached = false;
+    double time_to_target_s = -1;
+    int64_t samples_to_target = -1;
+    bool finished = false;
+    std::string status;
+
+    json to_json() const {
+        return {{"next_eval_samples", next_eval_samples}, {"evals", evals},
+                {"best_accuracy", best_accuracy}, {"last_accuracy", last_accuracy},
+                {"skipped_steps", skipped_steps}, {"elapsed_s", elapsed_s},
+                {"timed_s", timed_s}, {"timed_samples", timed_samples}, {"timed_tokens", timed_tokens},
+                {"target_reached", target_reached}, {"time_to_target_s", time_to_target_s},
+                {"samples_to_target", samples_to_target}, {"finished", finished},
+                {"status", status}};
+    }
+    static TrainState from_json(const json& j) {
+        TrainState s;
+        s.next_eval_samples = j.at("next_eval_samples").get<int64_t>();
+        s.evals = j.at("evals").get<int64_t>();
+        s.best_accuracy = j.at("best_accuracy").get<double>();
+        s.last_accuracy = j.at("last_accuracy").get<double>();
+        s.skipped_steps = j.at("skipped_steps").get<int64_t>();
+        s.elapsed_s = j.at("elapsed_s").get<double>();
+        s.timed_s = j.at("timed_s").get<double>();
+        s.timed_samples = j.at("timed_samples").get<int64_t>();
+        s.timed_tokens = j.value("timed_tokens", int64_t{0});
+        s.target_reached = j.at("target_reached").get<bool>();
+        s.time_to_target_s = j.at("time_to_target_s").get<double>();
+        s.samples_to_target = j.at("samples_to_target").get<int64_t>();
+        s.finished = j.at("finished").get<bool>();
+        s.status = j.at("status").get<std::string>();
+        return s;
+    }
+};
+
+// Keeps the lines of a JSONL log whose `key` is <= limit (a resumed run rewrites what the killed
+// one logged after its last checkpoint). Returns the kept lines parsed.
+std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
+    std::vector<json> kept;
+    if (!fs::exists(path)) return kept;
+    std::istringstream in(read_file(path));
+    std::string line, out;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        json j = json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.contains(key)) break;  // a torn last line
+        if (j[key].get<int64_t>() > limit) break;
+        out += line + "\n";
+        kept.push_back(std::move(j));
+    }
+    write_file_atomic(path, out);
+    return kept;
+}
+
+// An append-only JSONL log, flushed per line.
+class JsonlLog {
+public:
+    explicit JsonlLog(const std::string& path) : path_(path) {
+        file_ = std::fopen(path.c_str(), "ab");
+        if (!file_) fail("{}: cannot open for appending (hint: is --output_dir writable?)", path);
+    }
+    ~JsonlLog() {
+        if (file_) std::fclose(file_);
+    }
+    void write(const json& j) {
+        const std::string s = j.dump() + "\n";
+        if (std::fwrite(s.data(), 1, s.size(), file_) != s.size() || std::fflush(file_) != 0)
+            fail("{}: write failed (disk full?)", path_);
+    }
+
+private:
+    std::string path_;
+    std::FILE* file_ = nullptr;
+};
+
+class Run {
+public:
+    Run(const PretrainOptions& o, const json& flags_json) : o_(o), flags_json_(flags_json) {}
+    int main();
+
+private:
+    void setup();
+    void write_config_json();
+    void load_or_init();
+    void save_checkpoint(bool final_one);
+    void prune_checkpoints();
+    EvalMetrics run_eval(int64_t samples);
+    void write_results(const std::string& status);
+    void write_curves();
+    bool is_boundary() const { return updater_->global_step() % o_.steps_per_update == 0; }
+    int64_t samples() const { return updater_->global_step() * o_.train_batch_size; }
+    double elapsed() const { return state_.elapsed_s + (now_s() - segment_start_); }
+
+    const PretrainOptions& o_;
+    json flags_json_;
+    model::BertConfig config_;
+    std::unique_ptr<model::ParamTable> table_;
+    std::vector<float> params_, grads_;
+    std::unique_ptr<optim::ParameterUpdater> updater_;
+    std::unique_ptr<model::BertPretrainer> engine_;
+    std::unique_ptr<data::PretrainReader> reader_;
+    std::unique_ptr<MlperfLogger> mllog_;
+    std::vector<std::string> train_files_, eval_files_;
+    std::string resume_from_;
+    json reader_state_;
+    int64_t global_batch_ = 0, eval_interval_ = 0, last_saved_step_ = -1;
+    std::string last_checkpoint_;
+    TrainState state_;
+    double segment_start_ = 0;
+    std::vector<CurvePoint> loss_curve_, acc_curve_;
+};
+
+void Run::setup() {
+    if (o_.output_dir.empty())
+        fail("--output_dir: expected a directory for checkpoints and logs, got none");
+    if (!o_.do_train && !o_.do_eval)
+        fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
+    if (o_.train_batch_size < 1) fail("--train_batch_size: expected >= 1, got {}", o_.train_batch_size);
+    if (o_.eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", o_.eval_batch_size);
+    if (o_.steps_per_update < 1) fail("--steps_per_update: expected >= 1, got {}", o_.steps_per_update);
+    if (o_.max_predictions_per_seq < 1)
+        fail("--max_predictions_per_seq: expected >= 1, got {}", o_.max_predictions_per_seq);
+    if (o_.save_checkpoints_steps < 0)
+        fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
+    if (o_.keep_checkpoint_max < 0)
+        fail("--keep_checkpoint_max: expected >= 0, got {}", o_.keep_checkpoint_max);
+    if (o_.shuffle_buffer < 0) fail("--shuffle_buffer: expected >= 0, got {}", o_.shuffle_buffer);
+    const int cpus = sysinfo::cpus_available();
+    const int threads = o_.threads > 0 ? o_.threads : cpus;
+    if (o_.threads < 0 || threads > cpus)
+        fail("--threads={}: expected 1..{} (CPUs available to this process)", o_.threads, cpus);
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+
+    std::error_code ec;
+    fs::create_directories(o_.output_dir, ec);
+    if (ec || !fs::is_directory(o_.output_dir))
+        fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
+    resume_from_ = latest_checkpoint(o_.output_dir);
+
+    config_ = resolve_config(o_, resume_from_);
+    if (o_.max_seq_length < 2 || o_.max_seq_length > config_.max_position_embeddings)
+        fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
+             o_.max_seq_length, config_.max_position_embeddings);
+    if (o_.do_train) train_files_ = expand_globs(o_.input_file, "input_file");
+    if (o_.do_eval)
+        eval_files_ = expand_globs(o_.eval_input_file.empty() ? o_.input_file : o_.eval_input_file,
+                                   o_.eval_input_file.empty() ? "input_file" : "eval_input_file");
+    if (o_.do_train && o_.input_file.empty())
+        fail("--input_file: expected TFRecord files (glob or comma list), got none");
+
+    global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
+    eval_interval_ = o_.eval_every_samples > 0 ? o_.eval_every_samples
+                                               : optim::mlperf_eval_interval_samples(global_batch_);
+    table_ = std::make_unique<model::ParamTable>(config_, model::Heads::pretraining);
+    params_.assign(table_->total_floats(), 0.0f);
+    const int plan_batch = std::max(o_.do_train ? o_.train_batch_size : 1,
+                                    o_.do_eval ? o_.eval_batch_size : 1);
+    engine_ = std::make_unique<model::BertPretrainer>(
+        *table_, model::Plan{plan_batch, o_.max_seq_length, o_.max_predictions_per_seq},
+        model::EngineOptions{config_.hidden_act == "gelu_erf"});
+    log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
+              "seq {} x {} predictions; optimizer state {:.1f} MiB",
+              table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
+              engine_->arena_bytes() / double(1 << 20), plan_batch, o_.max_seq_length,
+              o_.max_predictions_per_seq, table_->total_floats() * 8.0 / (1 << 20));
+}
+
+void Run::write_config_json() {
+    json j = {{"command", "pretrain"},
+              {"flags", flags_json_},
+              {"bert_config", config_.to_json()},
+              {"global_batch_size", global_batch_},
+              {"eval_every_samples", eval_interval_},
+              {"parameters", table_->num_parameters()},
+              {"train_files", train_files_},
+              {"eval_files", eval_files_},
+              {"resumed_from", resume_from_},
+              {"system", sysinfo::system_info()},
+              {"build", sysinfo::build_info()}};
+    write_file_atomic((fs::path(o_.output_dir) / "config.json").string(), j.dump(2) + "\n");
+    log::info("effective configuration (saved in {}/config.json):\n{}", o_.output_dir,
+              json{{"flags", flags_json_}, {"bert_config", config_.to_json()},
+                   {"global_batch_size", global_batch_}, {"eval_every_samples", eval_interval_},
+                   {"parameters", table_->num_parameters()}}
+                  .dump(2));
+}
+
+void Run::load_or_init() {
+    optim::OptimizerConfig oc;
+    oc.kind = optim::parse_optimizer_kind(o_.optimizer);
+    if (oc.kind == optim::OptimizerKind::lamb) {
+        oc.beta_1 = o_.lamb_beta_1;
+        oc.beta_2 = o_.lamb_beta_2;
+        oc.epsilon = std::pow(10.0, o_.log_epsilon);
+        oc.weight_decay_rate = o_.lamb_weight_decay_rate;
+    } else {
+        oc = optim::OptimizerConfig::adamw_reference();
+    }
+    oc.validate();
+    optim::LrSchedule sched;
+    sched.learning_rate = o_.learning_rate;
+    sched.num_train_steps = o_.num_train_steps;
+    sched.num_warmup_steps = o_.num_warmup_steps;
+    sched.start_warmup_step = o_.start_warmup_step;
+    sched.poly_power = o_.poly_power;
+    if (o_.do_train) sched.validate();
+    updater_ = std::make_unique<optim::ParameterUpdater>(*table_, oc, sched, o_.steps_per_update);
+    if (o_.do_train) grads_.assign(table_->total_floats(), 0.0f);
+    state_.next_eval_samples = eval_interval_;
+
+    if (!resume_from_.empty()) {
+        log::info("resuming from {}", resume_from_);
+        const model::CheckpointReader r(resume_from_);
+        model::load_checkpoint(resume_from_, *table_, params_);
+        r.load_table(*table_, updater_->optimizer().m(), "/adam_m");
+        r.load_table(*table_, updater_->optimizer().v(), "/adam_v");
+        const std::vector<int64_t> steps = r.read_i64("bertbench/global_step");
+        const std::vector<int64_t> updates = r.read_i64("bertbench/update_count");
+        const std::vector<int64_t> shape{2};
+        const std::vector<float> powers = r.read_f32("bertbench/beta_powers", &shape);
+        if (steps.size() != 1 || updates.size() != 1)
+            fail("{}: bertbench/global_step: expected one value, got {}", resume_from_,
+                 steps.size());
+        updater_->set_global_step(steps[0]);
+        updater_->optimizer().set_scalars(updates[0], powers[0], powers[1]);
+        const auto& md = r.metadata();
+        const auto get = [&](const char* key) {
+            const auto it = md.find(key);
+            if (it == md.end())
+                fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint "
+                     "written by bertbench pretrain)", resume_from_, key);
+            return json::parse(it->second);
+        };
+        state_ = TrainState::from_json(get("train_state"));
+        const json old_flags = get("flags");
+        for (const char* k : {"train_batch_size", "steps_per_update", "max_seq_length",
+                              "max_predictions_per_seq", "seed", "optimizer"})
+            if (old_flags.contains(k) && flags_json_.contains(k) && old_flags[k] != flags_json_[k])
+                fail("--{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
+                     "a new --output_dir for a different run)",
+                     k, old_flags[k].dump(), resume_from_, flags_json_[k].dump());
+        if (o_.do_train) reader_state_ = get("reader_state");
+        last_saved_step_ = steps[0];
+        last_checkpoint_ = resume_from_;
+    } else if (!o_.init_checkpoint.empty()) {
+        table_->initialize(params_, static_cast<uint64_t>(o_.seed));
+        load_init_checkpoint(o_.init_checkpoint, *table_, params_);
+    } else {
+        table_->initialize(params_, static_cast<uint64_t>(o_.seed));
+    }
+}
+
+void Run::save_checkpoint(bool final_one) {
+    const int64_t step = updater_->global_step();
+    if (step == last_saved_step_ && !final_one) return;
+    BB_CHECK(is_boundary());  // the gradient accumulator is zero: not part of the state
+    const std::string path = checkpoint_path(o_.output_dir, step);
+    const double t0 = now_s();
+    TrainState st = state_;
+    st.elapsed_s = elapsed();
+    model::CheckpointWriter w(path, *table_);
+    w.add_table(params_);
+    w.add_table(updater_->optimizer().m(), "/adam_m");
+    w.add_table(updater_->optimizer().v(), "/adam_v");
+    const int64_t gs = step, uc = updater_->optimizer().update_count();
+    w.add_i64("bertbench/global_step", std::span<const int64_t>(&gs, 1));
+    w.add_i64("bertbench/update_count", std::span<const int64_t>(&uc, 1));
+    const float powers[2] = {updater_->optimizer().beta1_power(),
+                             updater_->optimizer().beta2_power()};
+    w.add_f32("bertbench/beta_powers", powers);
+    w.set_metadata("flags", flags_json_.dump());
+    w.set_metadata("train_state", st.to_json().dump());
+    w.set_metadata("reader_state", reader_ ? reader_->state().dump() : "null");
+    w.set_metadata("dropout", fmt::format("philox(seed={}, step=global_step)", o_.seed));
+    w.commit();
+    last_saved_step_ = step;
+    last_checkpoint_ = path;
+    log::info("saved checkpoint {} ({:.2f} s)", path, now_s() - t0);
+    prune_checkpoints();
+}
+
+void Run::prune_checkpoints() {
+    if (o_.keep_checkpoint_max <= 0) return;
+    std::vector<std::pair<int64_t, std::string>> found;
+    for (const auto& e : fs::directory_iterator(o_.output_dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) continue;
+        const std::string num = name.substr(11, name.size() - 11 - 12);
+        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
+        found.emplace_back(std::stoll(num), e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    for (size_t i = 0; i + o_.keep_checkpoint_max < found.size(); ++i) {
+        std::error_code ec;
+        fs::remove(found[i].second, ec);
+    }
+}
+
+EvalMetrics Run::run_eval(int64_t samples) {
+    mllog_->eval_start(samples);
+    EvalOptions eo;
+    eo.files = eval_files_;
+    eo.batch_size = o_.eval_batch_size;
+    eo.max_seq_length = o_.max_seq_length;
+    eo.max_predictions_per_seq = o_.max_predictions_per_seq;
+    eo.max_eval_steps = o_.max_eval_steps;
+    const double t0 = now_s();
+    const EvalMetrics m = evaluate(*engine_, params_, config_.vocab_size, eo);
+    const double dt = now_s() - t0;
+    mllog_->eval_accuracy(m.masked_lm_accuracy, samples);
+    mllog_->eval_stop(samples);
+    ++state_.evals;
+    state_.last_accuracy = m.masked_lm_accuracy;
+    state_.best_accuracy = std::max(state_.best_accuracy, m.masked_lm_accuracy);
+    json line = m.to_json();
+    line["step"] = updater_->global_step();
+    line["samples"] = samples;
+    line["eval_seconds"] = dt;
+    line["elapsed_s"] = elapsed();
+    JsonlLog((fs::path(o_.output_dir) / "eval_log.jsonl").string()).write(line);
+    acc_curve_.push_back({static_cast<double>(samples), m.masked_lm_accuracy});
+    log::info("eval at {} samples (step {}): masked_lm_accuracy {:.4f} masked_lm_loss {:.4f} "
+              "next_sentence_accuracy {:.4f} ({} examples, {:.1f} s)",
+              samples, updater_->global_step(), m.masked_lm_accuracy, m.masked_lm_loss,
+              m.next_sentence_accuracy, m.examples, dt);
+    return m;
+}
+
+void Run::write_curves() {
+    CurvesData d;
+    d.title = fmt::format("bertbench pretrain: L{} H{} A{} I{}, {}, global batch {} ({} x {}), "
+                          "seq {}",
+                          config_.num_hidden_layers, config_.hidden_size,
+                          config_.num_attention_heads, config_.intermediate_size,
+                          o_.optimizer == "lamb" ? "LAMB" : "AdamW", global_batch_,
+                          o_.train_batch_size, o_.steps_per_update, o_.max_seq_length);
+    d.loss = loss_curve_;
+    d.accuracy = acc_curve_;
+    d.target = o_.do_eval ? o_.target_mlm_accuracy : -1;
+    write_file_atomic((fs::path(o_.output_dir) / "curves.svg").string(), render_curves_svg(d));
+}
+
+void Run::write_results(const std::string& status) {
+    const auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
+    json j = {
+        {"status", status},
+        {"target_mlm_accuracy", o_.do_eval ? json(o_.target_mlm_accuracy) : json(nullptr)},
+        {"final_masked_lm_accuracy", opt(state_.last_accuracy)},
+        {"best_masked_lm_accuracy", opt(state_.best_accuracy)},
+        {"evaluations", state_.evals},
+        {"samples_to_target", state_.samples_to_target >= 0 ? json(state_.samples_to_target)
+                                                            : json(nullptr)},
+        {"time_to_target_s", opt(state_.time_to_target_s)},
+        {"wall_time_s", elapsed()},
+        {"wall_time_definition", "run_start -> run_stop (MLPerf), summed over resumed segments"},
+        {"global_step", updater_->global_step()},
+        {"updates", updater_->optimizer().update_count()},
+        {"samples", samples()},
+        {"skipped_nonfinite_steps", state_.skipped_steps},
+        {"train_sequences_per_second",
+         state_.timed_s > 0 ? json(state_.timed_samples / state_.timed_s) : json(nullptr)},
+        {"train_tokens_per_second",
+         state_.timed_s > 0 ? json(state_.timed_tokens / state_.timed_s) : json(nullptr)},
+        {"train_throughput_definition",
+         fmt::format("sequences of the optimizer updates after the first {} of each process "
+                     "segment / their summed compute time (reader wait + forward + backward + "
+                     "update; evaluation, checkpoints and logging excluded)",
+                     o_.warmup_updates_excluded)},
+        {"global_batch_size", global_batch_},
+        {"peak_rss_mb", sysinfo::peak_rss_mb()},
+        {"last_checkpoint", last_checkpoint_},
+    };
+    write_file_atomic((fs::path(o_.output_dir) / "results.json").string(), j.dump(2) + "\n");
+}
+
+int Run::main() {
+    SignalGuard signals;
+    setup();
+    load_or_init();
+    write_config_json();
+    const std::string dir = o_.output_dir;
+    const std::string train_log_path = (fs::path(dir) / "train_log.jsonl").string();
+    const std::string eval_log_path = (fs::path(dir) / "eval_log.jsonl").string();
+    const int64_t start_step = updater_->global_step();
+    // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.
+    const auto num = [](const json& j, const char* key) {
+        const auto it = j.find(key);
+        return it != j.end() && it->is_number() ? it->get<double>()
+                                                : std::numeric_limits<double>::quiet_NaN();
+    };
+    for (const json& j : truncate_jsonl(train_log_path, "step", start_step))
+        loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
+    for (const json& j : truncate_jsonl(eval_log_path, "step", start_step))
+        acc_curve_.push_back({num(j, "samples"), num(j, "masked_lm_accuracy")});
+    if (state_.finished) {
+        log::info("the run in {} already finished ({}) at step {}; nothing to do (results.json)",
+                  dir, state_.status, start_step);
+        return 0;
+    }
+
+    const bool fresh = resume_from_.empty();
+    mllog_ = MlperfLogger::open((fs::path(dir) / "mlperf.log").string(), false);
+    if (fresh) {
+        mllog_->init_start();
+        mllog_->submission_info("bertbench", sysinfo::cpu_model(), "open", "research");
+        BertRunParams rp;
+        rp.global_batch_size = global_batch_;
+        rp.gradient_accumulation_steps = o_.steps_per_update;
+        rp.opt_base_learning_rate = o_.learning_rate;
+        rp.opt_lamb_epsilon = std::pow(10.0, o_.log_epsilon);
+        rp.opt_learning_rate_training_steps = o_.num_train_steps;
+        rp.opt_learning_rate_warmup_steps = o_.num_warmup_steps;
+        rp.num_warmup_steps = o_.num_warmup_steps;
+        rp.start_warmup_step = o_.start_warmup_step;
+        rp.opt_lamb_beta_1 = o_.lamb_beta_1;
+        rp.opt_lamb_beta_2 = o_.lamb_beta_2;
+        rp.opt_lamb_weight_decay_rate = o_.lamb_weight_decay_rate;
+        rp.max_sequence_length = o_.max_seq_length;
+        rp.seed = o_.seed;
+        rp.train_samples = o_.num_train_steps * o_.train_batch_size;
+        rp.eval_samples = o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0;
+        mllog_->run_params(rp);
+        mllog_->cache_clear(true);
+        mllog_->init_stop();
+        mllog_->run_start();
+    }
+    segment_start_ = now_s();
+
+    // Eval-only run (--nodo_train): one evaluation of the initial weights.
+    if (!o_.do_train) {
+        const EvalMetrics m = run_eval(samples());
+        std::cout << m.to_json().dump(2) << "\n";
+        state_.finished = true;
+        state_.status = m.masked_lm_accuracy >= o_.target_mlm_accuracy ? "success"
+                                                                         : "target not reached";
+        mllog_->run_stop(state_.status == "success");
+        write_results(state_.status);
+        write_curves();
+        return 0;
+    }
+
+    data::PretrainReaderConfig rc;
+    rc.files = train_files_;
+    rc.max_seq_length = o_.max_seq_length;
+    rc.max_predictions_per_seq = o_.max_predictions_per_seq;
+    rc.batch_size = o_.train_batch_size;
+    rc.training = true;
+    rc.seed = static_cast<uint64_t>(o_.seed);
+    rc.shuffle_buffer = o_.shuffle_buffer;
+    reader_ = std::make_unique<data::PretrainReader>(rc);
+    if (!reader_state_.is_null()) reader_->restore(reader_state_);
+
+    JsonlLog train_log(train_log_path);
+    log::Progress progress(10.0);
+    model::Batch batch;
+    std::string status;
+    int64_t updates_this_segment = 0;
+    double upd_loss = 0, upd_mlm = 0, upd_nsp = 0, upd_norm = 0, upd_t0 = now_s();
+    int upd_micro = 0, upd_counted = 0;  // micro-steps in this update; of them not skipped
+    bool skip_rest_of_update = false;
+    int64_t upd_tokens = 0;
+    int64_t block_first = samples();
+    mllog_->block_start(block_first, eval_interval_);
+    const auto fail_nonfinite = [&](const std::string& what) {
+        status = "aborted";
+        state_.finished = true;
+        state_.status = status;
+        mllog_->block_stop(block_first);
+        mllog_->run_stop(false);
+        write_results(status);
+        write_curves();
+        fail("step {}: {} (expected finite); last good checkpoint: {} (hint: lower "
+             "--learning_rate, or --skip_nonfinite_steps to skip such steps)",
+             updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_);
+    };
+
+    while (updater_->global_step() < o_.num_train_steps) {
+        const int64_t gs = updater_->global_step();
+        if (upd_micro == 0) upd_t0 = now_s();
+        reader_->next(batch);
+        bool skipped = skip_rest_of_update;
+        optim::MicroStepResult r;
+        model::Losses l;
+        if (!skipped) {
+            l = engine_->forward(params_, batch, true, static_cast<uint64_t>(o_.seed),
+                                 static_cast<uint64_t>(gs));
+            if (!std::isfinite(l.total)) {
+                if (!o_.skip_nonfinite_steps)
+                    fail_nonfinite(fmt::format("training loss is {}", l.total));
+                log::warn("step {}: training loss is {}; skipping this update", gs, l.total);
+                skipped = true;
+            } else {
+                std::fill(grads_.begin(), grads_.end(), 0.0f);
+                engine_->backward(grads_, params_, batch);
+                try {
+                    r = updater_->micro_step(params_, grads_);
+                } catch (const Error& e) {
+                    if (!o_.skip_nonfinite_steps)
+                        fail_nonfinite(fmt::format("gradient global norm is not finite, with a "
+                                                   "finite loss {}", l.total));
+                    log::warn("{}; skipping this update", e.what());
+                    skipped = true;
+                }
+            }
+            if (skipped) ++state_.skipped_steps;
+        }
+        if (skipped) {
+            // The whole optimizer update this micro-step belongs to is dropped: its remaining
+            // micro-steps are skipped too and the accumulator is cleared at its boundary. The
+            // step counter (LR schedule, dropout, data order) advances as if it had run.
+            skip_rest_of_update = true;
+            if (gs % o_.steps_per_update == o_.steps_per_update - 1) {
+                const std::span<float> acc = updater_->grad_accum();
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                skip_rest_of_update = false;
+            }
+            updater_->set_global_step(gs + 1);
+            r.learning_rate = updater_->schedule().at(gs);
+        } else {
+            upd_loss += l.total;
+            upd_mlm += l.mlm_loss;
+            upd_nsp += l.nsp_loss;
+            upd_norm += r.grad_norm;
+            ++upd_counted;
+        }
+        ++upd_micro;
+        upd_tokens += batch.num_tokens();
+        if (!is_boundary()) continue;
+
+        // ---- one optimizer update done ----
+        const double dt = now_s() - upd_t0;
+        ++updates_this_segment;
+        if (updates_this_segment > o_.warmup_updates_excluded) {
+            state_.timed_s += dt;
+            state_.timed_samples += global_batch_;
+            state_.timed_tokens += upd_tokens;
+        }
+        const int64_t step = updater_->global_step();
+        // Means over the update's micro-batches (NaN -> null when all were skipped).
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        const double k = upd_counted > 0 ? upd_counted : nan;
+        const double loss = upd_loss / k;
+        train_log.write({{"step", step},
+                         {"update", updater_->optimizer().update_count()},
+                         {"loss", loss},
+                         {"mlm_loss", upd_mlm / k},
+                         {"nsp_loss", upd_nsp / k},
+                         {"learning_rate", r.learning_rate},
+                         {"grad_norm", upd_norm / k},
+                         {"samples", samples()},
+                         {"sequences_per_second", global_batch_ / dt},
+                         {"tokens_per_second", upd_tokens / dt}});
+        loss_curve_.push_back({static_cast<double>(samples()), loss});
+        upd_loss = upd_mlm = upd_nsp = upd_norm = 0;
+        upd_micro = upd_counted = 0;
+        upd_tokens = 0;
+        {
+            const double rate = state_.timed_s > 0 ? state_.timed_samples / state_.timed_s
+                                                   : global_batch_ / dt;
+            const double left = (o_.num_train_steps - step) * o_.train_batch_size / rate;
+            progress.update(fmt::format(
+                "step {}/{} loss {:.4f} mlm_acc {} {:.1f} seq/s lr {:.3g} ETA {}", step,
+                o_.num_train_steps, loss,
+                state_.last_accuracy >= 0 ? fmt::format("{:.4f}", state_.last_accuracy) : "-",
+                rate, r.learning_rate, fmt_duration(left)));
+        }
+
+        bool stop = false;
+        if (o_.do_eval && samples() >= state_.next_eval_samples) {
+            mllog_->block_stop(block_first);
+            const EvalMetrics m = run_eval(samples());
+            while (state_.next_eval_samples <= samples()) state_.next_eval_samples += eval_interval_;
+            if (m.masked_lm_accuracy >= o_.target_mlm_accuracy) {
+                state_.target_reached = true;
+                state_.samples_to_target = samples();
+                state_.time_to_target_s = elapsed();
+                stop = true;
+            } else {
+                block_first = samples();
+                mllog_->block_start(block_first, eval_interval_);
+            }
+        }
+        if (stop) {
+            status = "success";
+            break;
+        }
+        if (o_.save_checkpoints_steps > 0 &&
+            step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
+            step < o_.num_train_steps)
+            save_checkpoint(false);
+        if (g_stop_signal != 0) {
+            const int sig = g_stop_signal;
+            save_checkpoint(false);
+            state_.elapsed_s = elapsed();
+            write_results("interrupted");
+            write_curves();
+            progress.finish("");
+            log::info("stopped by signal {} after step {}; checkpoint {}. Resume by running the "
+                      "same command again (same --output_dir).",
+                      sig, step, last_checkpoint_);
+            return 0;
+        }
+    }
+    progress.finish("");
+    if (status.empty()) {
+        // End of training: a last evaluation unless one just ran at this step.
+        if (o_.do_eval && (acc_curve_.empty() ||
+                           acc_curve_.back().x != static_cast<double>(samples()))) {
+            mllog_->block_stop(block_first);
+            const EvalMetrics m = run_eval(samples());
+            if (m.masked_lm_accuracy >= o_.target_mlm_accuracy) {
+                state_.target_reached = true;
+                state_.samples_to_target = samples();
+                state_.time_to_target_s = elapsed();
+            }
+        } else {
+            mllog_->block_stop(block_first);
+        }
+        status = !o_.do_eval ? "completed (no evaluation)"
+                 : state_.target_reached ? "success" : "target not reached";
+    }
+    mllog_->run_stop(status == "success");
+    state_.finished = true;
+    state_.status = status;
+    save_checkpoint(true);
+    write_results(status);
+    write_curves();
+    log::info("pretraining {}: step {}, {} samples, best masked-LM accuracy {}, wall {:.1f} s, "
+              "{:.1f} seq/s (results.json, curves.svg, mlperf.log in {})",
+              status, updater_->global_step(), samples(),
+              state_.best_accuracy >= 0 ? fmt::format("{:.4f}", state_.best_accuracy) : "-",
+              elapsed(), state_.timed_s > 0 ? state_.timed_samples / state_.timed_s : 0.0, dir);
+    return 0;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+    return (fs::path(dir) / fmt::format("model.ckpt-{}.safetensors", step)).string();
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return "";
+    int64_t best = -1;
+    std::string path;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) continue;
+        const std::string num = name.substr(11, name.size() - 11 - 12);
+        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
+        const int64_t s = std::stoll(num);
+        if (s > best) best = s, path = e.path().string();
+    }
+    return path;
+}
+
+int run_pretraining(const PretrainOptions& options, const nlohmann::json& flags_json) {
+    Run run(options, flags_json);
+    return run.main();
+}
+
+}  // namespace bertbench::train

@@ -1,0 +1,57 @@
+// The MLPerf BERT pretraining run (mlcommons/training retired_benchmarks/bert run_pretraining.py):
+// reader -> forward (dropout) -> backward -> clip/accumulate -> LAMB/AdamW, online evaluation every
+// N samples until a target masked-LM accuracy, MLPerf log, checkpoints with exact resume
+// (weights, optimizer slots and scalars, step, reader cursor), and results/curves for a person.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertbench::train {
+
+// The reference's flags (same names and defaults unless noted) plus bertbench's own.
+struct PretrainOptions {
+    std::string bert_config_file;  // bert_config.json
+    std::string model;             // or a preset name (tiny, mini, small, medium, base, large)
+    std::string input_file;        // comma list of globs
+    std::string eval_input_file;   // comma list of globs; empty = --input_file (reference)
+    std::string output_dir;
+    std::string init_checkpoint;   // our safetensors (TF names) or a Hugging Face BERT file
+    int train_batch_size = 32;     // sequences per micro-batch
+    int eval_batch_size = 8;
+    int max_seq_length = 128;
+    int max_predictions_per_seq = 20;
+    int64_t num_train_steps = 100000;  // micro-steps (TF global_step)
+    int64_t num_warmup_steps = 10000;
+    int64_t start_warmup_step = 0;
+    double learning_rate = 5e-5;
+    double poly_power = 1.0;
+    std::string optimizer = "lamb";
+    double lamb_beta_1 = 0.9, lamb_beta_2 = 0.999, lamb_weight_decay_rate = 0.01;
+    double log_epsilon = -6;
+    int steps_per_update = 1;
+    int64_t save_checkpoints_steps = 1000;  // micro-steps; 0 = only at the end
+    int keep_checkpoint_max = 5;            // 0 = keep all
+    int64_t max_eval_steps = 100;           // eval batches; 0 = whole eval set
+    bool do_train = true;                   // reference default False; here True
+    bool do_eval = false;                   // turned on by --eval_input_file unless given
+    int64_t seed = 12345;
+    int threads = 0;                        // 0 = every available CPU
+    int shuffle_buffer = 100;               // records (reference: d.shuffle(100)); 0 = file order
+    int64_t eval_every_samples = 0;         // 0 = MLPerf formula for the global batch
+    double target_mlm_accuracy = 0.720;
+    bool skip_nonfinite_steps = false;
+    int warmup_updates_excluded = 3;        // updates left out of the throughput figure
+};
+
+// Runs training (and/or evaluation) in options.output_dir, resuming from its latest checkpoint.
+// `flags_json` is the effective command line (saved in config.json and in checkpoints).
+// Returns the exit code (0: finished or interrupted by SIGINT/SIGTERM with a checkpoint).
+int run_pretraining(const PretrainOptions& options, const nlohmann::json& flags_json);
+
+// Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".
+std::string checkpoint_path(const std::string& dir, int64_t step);
+// The latest checkpoint in `dir` (highest step), or "" when there is none.
+std::string latest_checkpoint(const std::string& dir);
+
+}  // namespace bertbench::train

@@ -1,0 +1,331 @@
+// `bertbench pretrain` / `bertbench eval` end to end, running the real binary ($BB_BERTBENCH) on the
+// golden MLPerf-schema records with a tiny model (L2 H64 A2 I128): a run killed with SIGKILL after
+// a checkpoint and resumed logs bit-identical losses to an uninterrupted run (with gradient
+// accumulation and online eval); SIGTERM checkpoints and exits 0; bad inputs are one-line errors
+// with a non-zero exit and no partial files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../cli/run_util.hpp"
+#include "io/safetensors.hpp"
+#include "model/checkpoint.hpp"
+
+namespace bertbench::train {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using bertbench::testing::run_bertbench;
+
+std::string shared_dir() {
+    const char* s = std::getenv("BB_SHARED_DIR");
+    return s ? s : "/work/shared";
+}
+std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
+std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// A fresh directory with a tiny bert_config.json in it.
+struct Workdir {
+    fs::path dir;
+    explicit Workdir(const std::string& name) {
+        dir = fs::temp_directory_path() / ("bb_pretrain_" + name + "_" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        std::ofstream(dir / "bert_config.json")
+            << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "intermediate_size": 128,
+                  "max_position_embeddings": 512, "type_vocab_size": 2})";
+    }
+    ~Workdir() { fs::remove_all(dir); }
+    std::string config() const { return (dir / "bert_config.json").string(); }
+    std::string out(const std::string& name) const { return (dir / name).string(); }
+};
+
+std::vector<std::string> base_args(const Workdir& w, const std::string& out) {
+    return {"pretrain", "--bert_config_file=" + w.config(), "--input_file=" + train_data(),
+            "--eval_input_file=" + eval_data(), "--output_dir=" + out, "--train_batch_size=4",
+            "--steps_per_update=2", "--num_train_steps=16", "--num_warmup_steps=4",
+            "--learning_rate=2e-3", "--save_checkpoints_steps=4", "--keep_checkpoint_max=2",
+            "--eval_every_samples=24", "--max_eval_steps=2", "--eval_batch_size=8",
+            "--threads=1", "--seed=5"};
+}
+
+std::string join(const std::vector<std::string>& args) {
+    std::string s;
+    for (const auto& a : args) s += "'" + a + "' ";
+    return s;
+}
+
+// Starts bertbench with `args`, stdout+stderr to `log`; returns the pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+    const std::string bin = bertbench::testing::bertbench_path();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        FILE* f = std::fopen(log.c_str(), "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(bin.c_str(), argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+// Polls the filesystem until `path` exists or the process exits; true if the file appeared.
+bool wait_for_file(const std::string& path, pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (fs::exists(path)) return true;
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid) return fs::exists(path);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
+    }
+    return false;
+}
+
+// The deterministic fields of train_log.jsonl (throughput differs run to run).
+std::vector<std::string> train_lines(const std::string& dir) {
+    std::vector<std::string> out;
+    std::istringstream in(slurp(dir + "/train_log.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) {
+        json j = json::parse(line);
+        j.erase("sequences_per_second");
+        j.erase("tokens_per_second");
+        out.push_back(j.dump());
+    }
+    return out;
+}
+std::vector<std::string> eval_lines(const std::string& dir) {
+    std::vector<std::string> out;
+    std::istringstream in(slurp(dir + "/eval_log.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) {
+        json j = json::parse(line);
+        for (const char* k : {"eval_seconds", "elapsed_s"}) j.erase(k);
+        out.push_back(j.dump());
+    }
+    return out;
+}
+
+bool has_temp_files(const std::string& dir) {
+    if (!fs::exists(dir)) return false;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().find(".tmp.") != std::string::npos) return true;
+    return false;
+}
+
+TEST(PretrainE2E, KilledAndResumedIsBitIdenticalSlow) {
+    const Workdir w("resume");
+    const std::string a = w.out("a"), b = w.out("b");
+    const auto ra = run_bertbench(join(base_args(w, a)));
+    ASSERT_EQ(ra.exit_code, 0) << ra.out;
+    const std::vector<std::string> want = train_lines(a);
+    ASSERT_EQ(want.size(), 8u);  // 16 micro-steps / 2 per update
+
+    // Kill b (SIGKILL) as soon as its first checkpoint (micro-step 4) is on disk.
+    const pid_t pid = spawn(base_args(w, b), w.out("b1.log"));
+    ASSERT_TRUE(wait_for_file(b + "/model.ckpt-4.safetensors", pid)) << slurp(w.out("b1.log"));
+    const bool killed = kill(pid, SIGKILL) == 0;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(killed && WIFSIGNALED(status))
+        << "the run ended before it could be killed:\n" << slurp(w.out("b1.log"));
+    EXPECT_LT(train_lines(b).size(), want.size());
+
+    const auto rb = run_bertbench(join(base_args(w, b)));
+    ASSERT_EQ(rb.exit_code, 0) << rb.out;
+    EXPECT_NE(rb.out.find("resuming from"), std::string::npos) << rb.out;
+    const std::vector<std::string> got = train_lines(b);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "update " << i + 1;
+    EXPECT_EQ(eval_lines(b), eval_lines(a));
+    EXPECT_EQ(eval_lines(a).size(), 3u);  // at 24 and 48 samples, and at the end (64)
+
+    // Outputs a person and the MLPerf checker read.
+    const json res = json::parse(slurp(a + "/results.json"));
+    EXPECT_EQ(res["status"], "target not reached");
+    EXPECT_EQ(res["global_step"], 16);
+    EXPECT_EQ(res["updates"], 8);
+    EXPECT_GT(res["train_sequences_per_second"].get<double>(), 0);
+    const std::string ml = slurp(a + "/mlperf.log");
+    for (const char* key : {"\"init_start\"", "\"run_start\"", "\"block_start\"", "\"eval_accuracy\"",
+                            "\"run_stop\"", "\"global_batch_size\", \"value\": 8"})
+        EXPECT_NE(ml.find(key), std::string::npos) << key;
+    EXPECT_NE(slurp(a + "/curves.svg").find("</svg>"), std::string::npos);
+    // keep_checkpoint_max=2: only the last two of 4, 8, 12, 16 remain.
+    EXPECT_FALSE(fs::exists(a + "/model.ckpt-8.safetensors"));
+    EXPECT_TRUE(fs::exists(a + "/model.ckpt-12.safetensors"));
+    EXPECT_TRUE(fs::exists(a + "/model.ckpt-16.safetensors"));
+    EXPECT_FALSE(has_temp_files(a));
+    EXPECT_FALSE(has_temp_files(b));
+
+    // Offline eval of the final checkpoint equals the run's last online eval.
+    const auto re = run_bertbench("eval --init_checkpoint=" + a + "/model.ckpt-16.safetensors "
+                                  "--input_file=" + eval_data() +
+                                  " --eval_batch_size=8 --max_eval_steps=2 --threads=1 --json=" +
+                                  w.out("eval.json"));
+    ASSERT_EQ(re.exit_code, 0) << re.out;
+    const json ej = json::parse(slurp(w.out("eval.json")));
+    const json last = json::parse(eval_lines(a).back());
+    EXPECT_EQ(ej["masked_lm_accuracy"], last["masked_lm_accuracy"]);
+    EXPECT_EQ(ej["masked_lm_loss"], last["masked_lm_loss"]);
+    EXPECT_EQ(ej["examples"], 16);
+
+    // Running the finished command again does nothing.
+    const auto again = run_bertbench(join(base_args(w, a)));
+    EXPECT_EQ(again.exit_code, 0);
+    EXPECT_NE(again.out.find("already finished"), std::string::npos) << again.out;
+}
+
+TEST(PretrainE2E, SigtermCheckpointsAndExitsZero) {
+    const Workdir w("sigterm");
+    const std::string out = w.out("run");
+    std::vector<std::string> args = base_args(w, out);
+    args.push_back("--num_train_steps=100000");
+    args.push_back("--nodo_eval");
+    const pid_t pid = spawn(args, w.out("log"));
+    ASSERT_TRUE(wait_for_file(out + "/model.ckpt-4.safetensors", pid)) << slurp(w.out("log"));
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string log = slurp(w.out("log"));
+    ASSERT_TRUE(WIFEXITED(status)) << log;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+    EXPECT_NE(log.find("Resume by running the same command again"), std::string::npos) << log;
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["status"], "interrupted");
+    const int64_t step = res["global_step"].get<int64_t>();
+    EXPECT_GE(step, 4);
+    EXPECT_TRUE(fs::exists(out + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+    EXPECT_FALSE(has_temp_files(out));
+}
+
+TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
+    const Workdir w("nan");
+    std::vector<std::string> args = base_args(w, w.out("run"));
+    for (const char* extra : {"--learning_rate=1e30", "--steps_per_update=1", "--num_warmup_steps=0",
+                              "--save_checkpoints_steps=1", "--nodo_eval"})
+        args.push_back(extra);
+    const auto r = run_bertbench(join(args));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("expected finite"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("last good checkpoint: "), std::string::npos) << r.out;
+    EXPECT_EQ(json::parse(slurp(w.out("run") + "/results.json"))["status"], "aborted");
+    EXPECT_FALSE(has_temp_files(w.out("run")));
+
+    // With --skip_nonfinite_steps the run finishes and counts the skipped steps.
+    args.push_back("--skip_nonfinite_steps");
+    args.push_back("--output_dir=" + w.out("skip"));
+    args.push_back("--num_train_steps=6");
+    const auto s = run_bertbench(join(args));
+    EXPECT_EQ(s.exit_code, 0) << s.out;
+    EXPECT_GT(json::parse(slurp(w.out("skip") + "/results.json"))["skipped_nonfinite_steps"]
+                  .get<int64_t>(), 0);
+}
+
+// A bad input: non-zero exit, one "error:" line containing `want`, no temp files left.
+void expect_bad(const Workdir& w, std::vector<std::string> extra, const std::string& want) {
+    std::vector<std::string> args = base_args(w, w.out("bad"));
+    for (auto& e : extra) args.push_back(std::move(e));
+    const auto r = run_bertbench(join(args));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    const size_t at = r.out.find("error: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find(want), std::string::npos) << "want \"" << want << "\" in: " << line;
+    EXPECT_FALSE(has_temp_files(w.out("bad")));
+    EXPECT_FALSE(fs::exists(w.out("bad") + "/results.json"));
+}
+
+TEST(PretrainE2E, BadInputsAreOneLineErrors) {
+    const Workdir w("bad");
+    expect_bad(w, {"--bert_config_file=" + w.out("missing.json")}, "missing.json");
+    std::ofstream(w.out("broken.json")) << "{\"hidden_size\": ";
+    expect_bad(w, {"--bert_config_file=" + w.out("broken.json")}, "broken.json");
+    expect_bad(w, {"--input_file=" + w.out("nothing*.tfrecord")}, "input_file");
+    expect_bad(w, {"--max_seq_length=64"}, "64");
+    std::ofstream(w.out("garbage.safetensors")) << "this is not a safetensors file";
+    expect_bad(w, {"--init_checkpoint=" + w.out("garbage.safetensors")}, "garbage.safetensors");
+    expect_bad(w, {"--init_checkpoint=" + w.out("absent.safetensors")}, "absent.safetensors");
+    expect_bad(w, {"--optimizer=sgd"}, "sgd");
+    expect_bad(w, {"--train_batch_sise=4"}, "train_batch_size");  // did you mean
+
+    // A checkpoint of another shape (H32 instead of H64): the differing field is named.
+    model::BertConfig other = model::BertConfig::from_json_file(w.config());
+    other.hidden_size = 32;
+    const model::ParamTable table(other, model::Heads::pretraining);
+    std::vector<float> params(table.total_floats(), 0.0f);
+    model::save_checkpoint(w.out("h32.safetensors"), table, params);
+    expect_bad(w, {"--init_checkpoint=" + w.out("h32.safetensors")}, "hidden_size");
+
+    const auto e = run_bertbench("eval --init_checkpoint=" + w.out("h32.safetensors") +
+                                 " --input_file=" + w.out("none*.tfrecord"));
+    EXPECT_NE(e.exit_code, 0);
+    EXPECT_NE(e.out.find("input_file"), std::string::npos) << e.out;
+}
+
+
+TEST(PretrainE2E, InitFromHuggingFaceSafetensors) {
+    const Workdir w("hf");
+    // A partial HF BertForPreTraining file: word embeddings (all 0.5) and the MLM output bias.
+    std::vector<float> emb(30522 * 64, 0.5f), bias(30522, 0.0f);
+    {
+        io::SafetensorsWriter hf(w.out("model.safetensors"));
+        hf.add("bert.embeddings.word_embeddings.weight", io::DType::F32, {30522, 64}, emb.data(),
+               emb.size() * sizeof(float));
+        hf.add("cls.predictions.bias", io::DType::F32, {30522}, bias.data(),
+               bias.size() * sizeof(float));
+        hf.write();
+    }
+    std::vector<std::string> args = base_args(w, w.out("run"));
+    for (const char* extra : {"--nodo_train", "--do_eval", "--max_eval_steps=1"})
+        args.push_back(extra);
+    args.push_back("--init_checkpoint=" + w.out("model.safetensors"));
+    const auto r = run_bertbench(join(args));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("initialised from Hugging Face file"), std::string::npos) << r.out;
+    // Every vocabulary row is identical (and the bias 0), so all logits are equal up to rounding:
+    // the masked-LM loss is log(V) = log(30522) = 10.3261...
+    const json ev = json::parse(eval_lines(w.out("run")).at(0));
+    EXPECT_NEAR(ev["masked_lm_loss"].get<double>(), std::log(30522.0), 1e-3);
+
+    // A wrongly shaped HF tensor is an error naming it.
+    {
+        io::SafetensorsWriter hf(w.out("bad.safetensors"));
+        hf.add("bert.embeddings.word_embeddings.weight", io::DType::F32, {30522, 32}, emb.data(),
+               30522 * 32 * sizeof(float));
+        hf.write();
+    }
+    args.back() = "--init_checkpoint=" + w.out("bad.safetensors");
+    args.push_back("--output_dir=" + w.out("run2"));
+    const auto b = run_bertbench(join(args));
+    EXPECT_NE(b.exit_code, 0) << b.out;
+    EXPECT_NE(b.out.find("word_embeddings"), std::string::npos) << b.out;
+}
+
+}  // namespace
+}  // namespace bertbench::train
