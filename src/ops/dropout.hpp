@@ -10,6 +10,10 @@
 
 #include "core/philox.hpp"
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -23,10 +27,67 @@ struct DropoutStream {
     }
 };
 
+#ifdef __AVX2__
+// Philox-4x32-10 on 8 consecutive blocks blk .. blk+7 at once (AVX2; lane i = block blk+i), then
+// mask[4i + j] = keep(word j of block blk+i) for the 32 elements 4·blk .. 4·blk+31. Same bits as
+// philox::block (test DropoutSimd.*). Requires uint32(blk) + 7 not to wrap (the caller checks).
+inline void dropout_mask_8blocks(uint8_t* mask, const DropoutStream& s, uint64_t blk, uint32_t thr) {
+    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(uint32_t(blk))),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i c1 = _mm256_set1_epi32(static_cast<int>(uint32_t(blk >> 32)));
+    __m256i c2 = _mm256_set1_epi32(static_cast<int>(s.site));
+    __m256i c3 = _mm256_set1_epi32(static_cast<int>(uint32_t(s.step)));
+    uint32_t k0 = uint32_t(s.seed), k1 = uint32_t(s.seed >> 32) ^ uint32_t(s.step >> 32);
+    // (hi, lo) 32-bit halves of the 8 products m · x
+    const auto mulhilo = [](__m256i x, __m256i m, __m256i& hi, __m256i& lo) {
+        const __m256i pe = _mm256_mul_epu32(x, m);                         // even lanes, 64-bit
+        const __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);  // odd lanes, 64-bit
+        lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
+        hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+    };
+    for (int round = 0; round < 10; ++round) {
+        __m256i hi0, lo0, hi1, lo1;
+        mulhilo(c0, m0, hi0, lo0);
+        mulhilo(c2, m1, hi1, lo1);
+        const __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0));
+        const __m256i vk1 = _mm256_set1_epi32(static_cast<int>(k1));
+        c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), vk0);
+        c1 = lo1;
+        c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), vk1);
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    // keep iff (w >> 8) < thr; both sides < 2^25, so the signed compare is exact
+    const __m256i t = _mm256_set1_epi32(static_cast<int>(thr));
+    alignas(32) int32_t keep[4][8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[0]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c0, 8)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[1]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c1, 8)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[2]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c2, 8)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[3]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c3, 8)));
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 4; ++j) mask[4 * i + j] = static_cast<uint8_t>(keep[j][i] & 1);
+}
+#endif
+
 // mask[i] = keep(element `first + i`), i in [0, n)
 inline void dropout_fill_mask(uint8_t* mask, const DropoutStream& s, size_t first, size_t n) {
     const uint32_t thr = s.threshold();
     size_t i = 0;
+#ifdef __AVX2__
+    // scalar up to a block boundary, then 8 blocks (32 elements) at a time, scalar tail below
+    for (; i < n && (first + i) % 4 != 0; ++i) {
+        const uint64_t e = first + i;
+        mask[i] = (philox::block(s.seed, s.step, s.site, e / 4)[e % 4] >> 8) < thr ? 1 : 0;
+    }
+    while (n - i >= 32) {
+        const uint64_t blk = (first + i) / 4;
+        if (uint32_t(blk) > 0xFFFFFFF8u) break;  // the low counter word would wrap inside the 8
+        dropout_mask_8blocks(mask + i, s, blk, thr);
+        i += 32;
+    }
+#endif
     while (i < n) {
         const uint64_t e = first + i;
         const philox::Counter w = philox::block(s.seed, s.step, s.site, e / 4);
