@@ -11,35 +11,16 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "test_util.hpp"
 #include "core/fs.hpp"
 
 namespace bertbench::io {
 namespace {
 
-struct TmpDir {
-    std::filesystem::path path;
-    TmpDir() {
-        static int counter = 0;
-        path = std::filesystem::temp_directory_path() /
-               ("bb_st_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        std::filesystem::create_directories(path);
-    }
-    ~TmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using testing::error_of;
+using testing::TmpDir;
 
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+
 
 // A safetensors image built by hand: 8-byte length, JSON header, data.
 std::string image(const std::string& header, const std::string& data) {

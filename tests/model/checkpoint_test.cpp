@@ -9,34 +9,15 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::model {
 namespace {
 
-struct TmpDir {
-    std::filesystem::path path;
-    TmpDir() {
-        static int counter = 0;
-        path = std::filesystem::temp_directory_path() /
-               ("bb_ckpt_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        std::filesystem::create_directories(path);
-    }
-    ~TmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using testing::error_of;
+using testing::TmpDir;
 
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+
 
 BertConfig small_config() {
     BertConfig c;

@@ -10,26 +10,19 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "test_util.hpp"
 #include "core/fs.hpp"
 
 namespace bertbench::model {
 namespace {
+
+using testing::error_of;
 
 std::string temp_path(const std::string& name) {
     return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(getpid())))
         .string();
 }
 
-// The Error thrown by f(), or "" if none.
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 TEST(BertConfig, Presets) {
     struct Row {
