@@ -206,7 +206,19 @@ int cmd_bench(int argc, char** argv) {
                                 const double ceil =
                                     t <= sysinfo::cpus_available() ? ceiling_for(t) : 0;
                                 const bench::PointResult r = bench::run_point(p, ceil);
-                                const nlohmann::json j = r.to_json();
+                                nlohmann::json j = r.to_json();
+                                // Repeatability: a quiet machine keeps min..max within 5% of the
+                                // median; say so when it did not, so nobody quotes a noisy figure.
+                                const double spread =
+                                    (r.step_ms_max - r.step_ms_min) / r.step_ms_median;
+                                j["step_ms_spread"] = spread;
+                                if (spread > 0.05 && r.step_ms.size() > 1)
+                                    log::warn("{} {} seq {} batch {} threads {}: step times spread "
+                                              "{:.0f}% of the median (min {:.1f}, max {:.1f} ms), "
+                                              "more than 5%: the machine may be busy; rerun or "
+                                              "raise --steps",
+                                              m, name, seq, b, t, 100 * spread, r.step_ms_min,
+                                              r.step_ms_max);
                                 points.push_back(j);
                                 if (fmt_out == bench::Format::table) {
                                     const std::string tab =

@@ -138,3 +138,24 @@ TEST(BenchCli, BadFlagsAreOneLineErrors) {
 
 }  // namespace
 }  // namespace bertbench
+
+namespace bertbench {
+namespace {
+
+TEST(BenchCli, ReportsStepSpread) {
+    const std::string json = ::testing::TempDir() + "/bench_spread.json";
+    const auto r = testing::run_bertbench("bench --mode=infer --model=tiny --seq_len=16 --batch_size=1 "
+                                          "--threads=1 --warmup=0 --steps=3 --noceiling --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    const auto& p = j["points"][0];
+    const double want = (p["step_ms_max"].get<double>() - p["step_ms_min"].get<double>()) /
+                        p["step_ms_median"].get<double>();
+    EXPECT_NEAR(p["step_ms_spread"].get<double>(), want, 1e-9);
+    // The warning appears exactly when the spread exceeds 5%.
+    EXPECT_EQ(r.out.find("more than 5%") != std::string::npos, want > 0.05) << r.out;
+}
+
+}  // namespace
+}  // namespace bertbench
