@@ -27,6 +27,7 @@ namespace {
 template <typename T>
 class Arena {
 public:
+    using value_type = T;
     T* take(size_t n) {
         n = (n + 15) / 16 * 16;  // 64-byte granules
         const size_t at = used_;
@@ -373,6 +374,19 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Pretraining model: pooler (tanh on the first token) -> NSP; gathered positions -> transform
 // (dense, act, LN) -> tied decoder (word embeddingsᵀ + output_bias) -> MLM.
+// Two passes over the encoder's and the head's buffers (Impl::carve): pass 1 counts, then the
+// arena and the dropout-mask bytes are allocated once, pass 2 points every buffer into them.
+template <typename Impl>
+void plan_memory(Impl& m, const ParamTable& table, const Plan& plan, const EngineOptions& opts) {
+    using T = typename decltype(m.arena)::value_type;
+    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
+    m.carve();
+    m.arena.allocate();
+    m.masks.assign(m.enc->masks_bytes(), 0);
+    m.enc->carve(m.arena, m.masks, false);
+    m.carve();
+}
+
 template <typename T>
 struct BasicBertPretrainer<T>::Impl {
     Plan plan;
@@ -440,13 +454,7 @@ BasicBertPretrainer<T>::BasicBertPretrainer(const ParamTable& table, Plan plan, 
     m.wn = off("cls/seq_relationship/output_weights");
     m.bn = off("cls/seq_relationship/output_bias");
     m.word = off("bert/embeddings/word_embeddings");
-    // pass 1: count; pass 2: allocate and point.
-    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
-    m.carve();
-    m.arena.allocate();
-    m.masks.assign(m.enc->masks_bytes(), 0);
-    m.enc->carve(m.arena, m.masks, false);
-    m.carve();
+    plan_memory(m, table, plan, opts);
 }
 
 template <typename T>
@@ -654,12 +662,7 @@ BasicBertSquad<T>::BasicBertSquad(const ParamTable& table, Plan plan, EngineOpti
     m.H = table.config().hidden_size;
     m.ws = table.at("cls/squad/output_weights").offset;
     m.bs = table.at("cls/squad/output_bias").offset;
-    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
-    m.carve();
-    m.arena.allocate();
-    m.masks.assign(m.enc->masks_bytes(), 0);
-    m.enc->carve(m.arena, m.masks, false);
-    m.carve();
+    plan_memory(m, table, plan, opts);
 }
 
 template <typename T>
