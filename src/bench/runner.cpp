@@ -18,6 +18,7 @@
 #include "data/pretrain_reader.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
+#include "optim/clip.hpp"
 #include "optim/update.hpp"
 
 namespace bertbench::bench {
@@ -72,7 +73,7 @@ struct Setup {
           max_pred(point.max_predictions > 0 ? point.max_predictions
                                              : default_max_predictions(point.seq_len)),
           table(point.config, model::Heads::pretraining),
-          engine(table, {point.batch_size, point.seq_len, max_pred}) {
+          engine(table, {point.batch_size, point.seq_len, max_pred, /*forward_only=*/!train}) {
         params.resize(table.total_floats());
         table.initialize(params, 42);
         if (p.data_files.empty()) {
@@ -102,7 +103,7 @@ struct Setup {
                 engine.forward(params, b, true, 1234, micro);
                 {
                     BB_PROFILE_SCOPE("zero grads");
-                    std::fill(grads.begin(), grads.end(), 0.0f);
+                    optim::fill_zero(grads);
                 }
                 engine.backward(grads, params, b);
                 {

@@ -72,7 +72,7 @@ int cmd_eval(int argc, char** argv) {
         if (!rep.missing.empty())
             log::warn("{}: {} (missing tensors keep zero values)", checkpoint, rep.summary());
     }
-    model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions},
+    model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions, /*forward_only=*/true},
                                  model::EngineOptions{config.hidden_act == "gelu_erf"});
     train::EvalOptions eo;
     eo.files = files;

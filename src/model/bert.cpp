@@ -51,7 +51,7 @@ struct LayerOffsets {
 
 template <typename T>
 struct LayerSaved {
-    T *q, *k, *v, *ctx, *probs, *probs_dropped, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
+    T *q, *k, *v, *ctx, *probs, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
     uint8_t *mask_probs, *mask_attn, *mask_out;
 };
 
@@ -117,21 +117,25 @@ public:
             mused += (n + 63) / 64 * 64;
             return counting ? nullptr : ms.data() + at;
         };
+        const bool fwd = plan_.forward_only;  // layers share layer 0's buffers; x ping-pongs
         emb_sum_ = a.take(nh);
         emb_mean_ = a.take(nmax);
         emb_rstd_ = a.take(nmax);
-        emb_mask_ = mtake(nh);
+        emb_mask_ = fwd ? nullptr : mtake(nh);
         x_.clear();
-        for (int l = 0; l <= L_; ++l) x_.push_back(a.take(nh));
+        for (int l = 0; l <= L_; ++l) x_.push_back(fwd && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
         saved_.clear();
         for (int l = 0; l < L_; ++l) {
+            if (fwd && l > 0) {
+                saved_.push_back(saved_[0]);
+                continue;
+            }
             LayerSaved<T> s{};
             s.q = a.take(nh);
             s.k = a.take(nh);
             s.v = a.take(nh);
             s.ctx = a.take(nh);
             s.probs = a.take(probs_max_);
-            s.probs_dropped = a.take(probs_max_);
             s.a = a.take(nh);
             s.mean1 = a.take(nmax);
             s.rstd1 = a.take(nmax);
@@ -141,12 +145,17 @@ public:
             s.o = a.take(nh);
             s.mean2 = a.take(nmax);
             s.rstd2 = a.take(nmax);
-            s.mask_probs = mtake(probs_max_);
-            s.mask_attn = mtake(nh);
-            s.mask_out = mtake(nh);
+            if (!fwd) {
+                s.mask_probs = mtake(probs_max_);
+                s.mask_attn = mtake(nh);
+                s.mask_out = mtake(nh);
+            }
             saved_.push_back(s);
         }
-        // backward scratch, shared by all layers
+        masks_bytes_ = mused;
+        pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
+        if (fwd) return;
+        // backward scratch, shared by all layers (dprobs_ is also the forward's dropout scratch)
         dx_ = a.take(nh);
         dx1_ = a.take(nh);
         dtmp_ = a.take(nh);
@@ -156,8 +165,10 @@ public:
         dv_ = a.take(nh);
         dI_ = a.take(ni);
         dprobs_ = a.take(probs_max_);
-        masks_bytes_ = mused;
-        pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
+    }
+    bool forward_only() const { return plan_.forward_only; }
+    void require_backward() const {
+        if (plan_.forward_only) fail("engine: backward on a forward-only engine (Plan::forward_only)");
     }
     size_t masks_bytes() const { return masks_bytes_; }
 
@@ -205,6 +216,8 @@ public:
 
     // x(N,H) = encoder output of the batch.
     void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step) {
+        if (training && plan_.forward_only)
+            fail("engine: a training forward on a forward-only engine (Plan::forward_only)");
         B_ = b.batch_size;
         N_ = b.num_tokens();
         const int N = N_, H = H_, I = I_;
@@ -242,7 +255,7 @@ public:
             ops::linear_forward(s.v, xin, P(w.wv), P(w.bv), N, H, H);
             BB_PROFILE_MARK("attention fwd");
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
-            ops::attention_forward(s.ctx, s.probs, s.probs_dropped, s.mask_probs, s.q, s.k, s.v, shape,
+            ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                    dropout_probs_ ? &ps : nullptr);
             BB_PROFILE_MARK("gemm attn-out fwd");
             ops::linear_forward(s.a, s.ctx, P(w.wo), P(w.bo), N, H, H);
@@ -299,8 +312,7 @@ public:
             ops::linear_backward(dctx_, G(w.wo), G(w.bo), dtmp_, s.ctx, P(w.wo), N, H, H);
             BB_PROFILE_MARK("attention bwd");
             ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
-                                    s.probs_dropped, dropout_probs_ ? s.mask_probs : nullptr, pkeep_,
-                                    shape);
+                                    dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape);
             BB_PROFILE_MARK("gemm qkv bwd");
             ops::linear_backward(dx_, G(w.wq), G(w.bq), dq_, xin, P(w.wq), N, H, H, true);
             ops::linear_backward(dx_, G(w.wk), G(w.bk), dk_, xin, P(w.wk), N, H, H, true);
@@ -405,12 +417,13 @@ struct BasicBertPretrainer<T>::Impl {
     void carve() {
         const size_t bmax = static_cast<size_t>(plan.max_batch);
         const size_t pmax = bmax * static_cast<size_t>(plan.max_predictions);
+        const size_t grad = plan.forward_only ? 0 : 1;  // gradient buffers: none when forward-only
         cls = arena.take(bmax * H);
         pooled = arena.take(bmax * H);
-        dpooled = arena.take(bmax * H);
-        dcls = arena.take(bmax * H);
+        dpooled = arena.take(grad * bmax * H);
+        dcls = arena.take(grad * bmax * H);
         nsp = arena.take(bmax * 2);
-        dnsp = arena.take(bmax * 2);
+        dnsp = arena.take(grad * bmax * 2);
         nsp_lse = arena.take(bmax);
         nsp_coef = arena.take(bmax);
         gath = arena.take(pmax * H);
@@ -419,11 +432,11 @@ struct BasicBertPretrainer<T>::Impl {
         tl = arena.take(pmax * H);
         tmean = arena.take(pmax);
         trstd = arena.take(pmax);
-        dtl = arena.take(pmax * H);
-        dtact = arena.take(pmax * H);
-        dgath = arena.take(pmax * H);
+        dtl = arena.take(grad * pmax * H);
+        dtact = arena.take(grad * pmax * H);
+        dgath = arena.take(grad * pmax * H);
         logits = arena.take(pmax * V);
-        dlogits = arena.take(pmax * V);
+        dlogits = arena.take(grad * pmax * V);
         lse = arena.take(pmax);
         coef = arena.take(pmax);
         row_loss.assign(pmax, 0);
@@ -554,6 +567,7 @@ template <typename T>
 void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> params,
                                       const Batch& batch, T loss_scale) {
     Impl& m = *impl_;
+    m.enc->require_backward();
     BB_CHECK(grads.size() >= params.size());
     BB_CHECK(batch.batch_size == m.B && batch.num_predictions() == m.P);
     const int B = m.B, P = m.P, H = m.H, V = m.V, N = m.enc->N();
@@ -645,7 +659,7 @@ struct BasicBertSquad<T>::Impl {
         logits2 = arena.take(nmax * 2);
         start = arena.take(nmax);
         end = arena.take(nmax);
-        dlogits2 = arena.take(nmax * 2);
+        dlogits2 = arena.take(plan.forward_only ? 0 : nmax * 2);
         start_pos.reserve(static_cast<size_t>(plan.max_batch));
         end_pos.reserve(static_cast<size_t>(plan.max_batch));
     }
@@ -740,6 +754,7 @@ template <typename T>
 void BasicBertSquad<T>::backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
                                  T loss_scale) {
     Impl& m = *impl_;
+    m.enc->require_backward();
     if (!m.has_labels) fail("engine: squad backward needs start/end positions in the forward");
     const int B = m.B, H = m.H, N = m.N;
     const T* w = params.data();

@@ -23,6 +23,10 @@ struct Plan {
     int max_batch = 0;        // B
     int max_seq = 0;          // longest sequence (tokens, incl. [CLS]/[SEP])
     int max_predictions = 0;  // P per sequence (the arena holds max_batch * max_predictions)
+    // Inference only: the layers share one set of activation buffers and nothing is kept for a
+    // backward (about 1/num_hidden_layers of the activation memory). A training forward or a
+    // backward() on such an engine is an Error.
+    bool forward_only = false;
 };
 
 struct EngineOptions {

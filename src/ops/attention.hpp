@@ -36,11 +36,12 @@ inline size_t attention_prob_offsets(size_t* pofs, const int32_t* offsets, int B
     return pofs[B];
 }
 
-// ctx(N,H) <- q, k, v (N,H each). probs: softmax(q kᵀ/√HS) (saved). With mask != null (dropout),
-// the mask for all probs elements is generated from `drop` and probs_dropped = probs·mask/keep is
-// what multiplies v (probs_dropped is a buffer of the probs size; unused without dropout).
+// ctx(N,H) <- q, k, v (N,H each). probs: softmax(q kᵀ/√HS) (saved). With drop != null (dropout),
+// the mask for all probs elements is generated from `drop` (saved) and probs·mask/keep is what
+// multiplies v; it is formed in `scratch` (a buffer of the probs size, not needed afterwards: the
+// backward forms it again from probs and mask). scratch is unused without dropout.
 template <typename T>
-void attention_forward(T* ctx, T* probs, T* probs_dropped, uint8_t* mask, const T* q, const T* k,
+void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, const T* k,
                        const T* v, const AttentionShape& s, const DropoutStream* drop) {
     const int H = s.H(), NH = s.NH, HS = s.HS;
     const T scale = T(1) / std::sqrt(T(HS));
@@ -58,26 +59,27 @@ void attention_forward(T* ctx, T* probs, T* probs_dropped, uint8_t* mask, const 
         const T* vb = v + static_cast<size_t>(o) * H + h * HS;
         T* cb = ctx + static_cast<size_t>(o) * H + h * HS;
         gemm(false, true, t, t, HS, T(1), qb, H, kb, H, T(0), p, t);  // S(t,t) = q kᵀ
-        for (int i = 0; i < t; ++i) softmax_row(p + static_cast<size_t>(i) * t, p + static_cast<size_t>(i) * t, t, scale);
-        const T* pv = p;
-        if (drop) {
-            uint8_t* m = mask + base;
-            const size_t n = static_cast<size_t>(t) * t;
-            dropout_fill_mask(m, *drop, base, n);
-            T* pd = probs_dropped + base;
-            for (size_t e = 0; e < n; ++e) pd[e] = m[e] ? p[e] * inv_keep : T(0);
-            pv = pd;
+        for (int i = 0; i < t; ++i) {  // softmax and dropout row by row, while the row is in L1
+            const size_t r = static_cast<size_t>(i) * t;
+            softmax_row(p + r, p + r, t, scale);
+            if (drop) {
+                uint8_t* m = mask + base + r;
+                T* pd = scratch + base + r;
+                dropout_fill_mask(m, *drop, base + r, static_cast<size_t>(t));
+                masked_scale(pd, p + r, m, inv_keep, static_cast<const T*>(nullptr), static_cast<size_t>(t));
+            }
         }
+        const T* pv = drop ? scratch + base : p;
         gemm(false, false, t, HS, t, T(1), pv, t, vb, H, T(0), cb, H);  // ctx(t,HS) = P' v
     }
 }
 
-// dq, dk, dv (N,H) overwritten  <-  dctx(N,H), q, k, v, probs, probs_dropped (recomputed in the
-// forward; reused here), mask. dprobs: scratch of the probs size.
+// dq, dk, dv (N,H) overwritten  <-  dctx(N,H), q, k, v, probs and mask (null: no dropout) saved
+// by the forward. dprobs: scratch of the probs size.
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* q, const T* k,
-                        const T* v, const T* probs, const T* probs_dropped, const uint8_t* mask,
-                        T keep_prob, const AttentionShape& s) {
+                        const T* v, const T* probs, const uint8_t* mask, T keep_prob,
+                        const AttentionShape& s) {
     const int H = s.H(), NH = s.NH, HS = s.HS;
     const T scale = T(1) / std::sqrt(T(HS));
     const T inv_keep = T(1) / keep_prob;
@@ -90,15 +92,18 @@ void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* 
         const size_t base = s.prob_offsets[b] + static_cast<size_t>(h) * t * t;
         const size_t n = static_cast<size_t>(t) * t;
         const T* p = probs + base;
-        const T* pv = mask ? probs_dropped + base : p;
         T* dp = dprobs + base;
+        const uint8_t* m = mask ? mask + base : nullptr;
         const size_t off = static_cast<size_t>(o) * H + h * HS;
+        const T* pv = p;
+        if (m) {  // P' = P·mask/keep, formed in dp before dp is needed
+            masked_scale(dp, p, m, inv_keep, static_cast<const T*>(nullptr), n);
+            pv = dp;
+        }
         gemm(true, false, t, HS, t, T(1), pv, t, dctx + off, H, T(0), dv + off, H);  // dv = P'ᵀ dctx
         gemm(false, true, t, t, HS, T(1), dctx + off, H, v + off, H, T(0), dp, t);   // dP' = dctx vᵀ
-        if (mask) {
-            const uint8_t* m = mask + base;
-            for (size_t e = 0; e < n; ++e) dp[e] = m[e] ? dp[e] * inv_keep : T(0);
-        }
+        if (m)
+            masked_scale(dp, dp, m, inv_keep, static_cast<const T*>(nullptr), n);
         for (int i = 0; i < t; ++i) {
             T* row = dp + static_cast<size_t>(i) * t;
             softmax_row_backward(row, row, p + static_cast<size_t>(i) * t, t);

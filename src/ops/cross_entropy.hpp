@@ -24,10 +24,9 @@ void cross_entropy_forward(double* loss, int32_t* argmax, T* lse, const T* logit
             if (z[c] > z[best]) best = c;
         const T m = z[best];
         T sum = 0, buf[256];
-        for (int c0 = 0; c0 < V; c0 += 256) {  // exp into a small buffer (vectorised), then sum
+        for (int c0 = 0; c0 < V; c0 += 256) {  // exp into a small buffer, summed (vectorised)
             const int c1 = c0 + 256 < V ? c0 + 256 : V;
-            exp_affine(buf, z + c0, static_cast<size_t>(c1 - c0), T(1), m);
-            for (int c = c0; c < c1; ++c) sum += buf[c - c0];
+            sum += exp_affine_sum(buf, z + c0, static_cast<size_t>(c1 - c0), T(1), m);
         }
         const T l = m + std::log(sum);
         lse[r] = l;

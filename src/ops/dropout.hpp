@@ -4,9 +4,11 @@
 // e, so any thread count and any work split produce the same bits.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/philox.hpp"
 
@@ -59,15 +61,20 @@ inline void dropout_mask_8blocks(uint8_t* mask, const DropoutStream& s, uint64_t
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    // keep iff (w >> 8) < thr; both sides < 2^25, so the signed compare is exact
+    // keep iff (w >> 8) < thr; both sides < 2^25, so the signed compare is exact. k_j lane i =
+    // block blk+i word j (-1 or 0); transpose to bytes in element order 4i + j and pack.
     const __m256i t = _mm256_set1_epi32(static_cast<int>(thr));
-    alignas(32) int32_t keep[4][8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[0]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c0, 8)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[1]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c1, 8)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[2]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c2, 8)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[3]), _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c3, 8)));
-    for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 4; ++j) mask[4 * i + j] = static_cast<uint8_t>(keep[j][i] & 1);
+    const __m256i k0v = _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c0, 8));
+    const __m256i k1v = _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c1, 8));
+    const __m256i k2v = _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c2, 8));
+    const __m256i k3v = _mm256_cmpgt_epi32(t, _mm256_srli_epi32(c3, 8));
+    const __m256i a = _mm256_unpacklo_epi32(k0v, k1v), b = _mm256_unpacklo_epi32(k2v, k3v);
+    const __m256i c = _mm256_unpackhi_epi32(k0v, k1v), d = _mm256_unpackhi_epi32(k2v, k3v);
+    // per 128-bit half: blocks (0,4), (1,5), (2,6), (3,7), each as 4 words
+    const __m256i b04 = _mm256_unpacklo_epi64(a, b), b15 = _mm256_unpackhi_epi64(a, b);
+    const __m256i b26 = _mm256_unpacklo_epi64(c, d), b37 = _mm256_unpackhi_epi64(c, d);
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(b04, b15), _mm256_packs_epi32(b26, b37));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(mask), _mm256_and_si256(bytes, _mm256_set1_epi8(1)));
 }
 #endif
 
@@ -106,24 +113,62 @@ inline void dropout_fill_mask_parallel(uint8_t* mask, const DropoutStream& s, si
     }
 }
 
+// y[i] = (mask[i] ? x[i]·scale : 0) + (residual ? residual[i] : 0), serial (y may alias x).
+template <typename T>
+inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, const T* residual, size_t n) {
+    size_t i = 0;
+#ifdef __AVX2__
+    if constexpr (std::is_same_v<T, float>) {
+        const __m256 s = _mm256_set1_ps(scale);
+        for (; i + 8 <= n; i += 8) {
+            const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mask + i)));
+            const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(m, _mm256_setzero_si256()));
+            __m256 v = _mm256_and_ps(keep, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+            if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + i));
+            _mm256_storeu_ps(y + i, v);
+        }
+    }
+#endif
+    for (; i < n; ++i) {
+        const T v = mask[i] ? x[i] * scale : T(0);
+        y[i] = residual ? v + residual[i] : v;
+    }
+}
+
 // y(n) = x · mask / keep + residual   (mask null: no dropout; residual null: none). y may alias x.
 template <typename T>
 void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, const T* residual,
                          size_t n) {
     const T scale = T(1) / keep_prob;
+    constexpr size_t kChunk = 4096;
+    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
-    for (size_t i = 0; i < n; ++i) {
-        T v = mask ? (mask[i] ? x[i] * scale : T(0)) : x[i];
-        y[i] = residual ? v + residual[i] : v;
+    for (long long c = 0; c < chunks; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunk, len = n - b < kChunk ? n - b : kChunk;
+        if (mask) {
+            masked_scale(y + b, x + b, mask + b, scale, residual ? residual + b : nullptr, len);
+        } else {
+            for (size_t i = b; i < b + len; ++i) y[i] = residual ? x[i] + residual[i] : x[i];
+        }
     }
 }
 
 // dx(n) = dy · mask / keep (mask null: dx = dy). dx may alias dy.
 template <typename T>
 void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n) {
+    if (!mask) {
+        if (dx != dy) std::copy(dy, dy + n, dx);
+        return;
+    }
     const T scale = T(1) / keep_prob;
+    constexpr size_t kChunk = 4096;
+    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
-    for (size_t i = 0; i < n; ++i) dx[i] = mask ? (mask[i] ? dy[i] * scale : T(0)) : dy[i];
+    for (long long c = 0; c < chunks; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunk;
+        masked_scale(dx + b, dy + b, mask + b, scale, static_cast<const T*>(nullptr),
+                     n - b < kChunk ? n - b : kChunk);
+    }
 }
 
 }  // namespace bertbench::ops

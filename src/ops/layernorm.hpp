@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/parallel.hpp"
+#include "ops/vmath.hpp"
 
 namespace bertbench::ops {
 
@@ -19,12 +20,9 @@ void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
     for (int i = 0; i < N; ++i) {
         const T* xi = x + static_cast<size_t>(i) * C;
         T* yi = y + static_cast<size_t>(i) * C;
-        T m = 0;
-        for (int c = 0; c < C; ++c) m += xi[c];
-        m /= T(C);
-        T v = 0;
-        for (int c = 0; c < C; ++c) v += (xi[c] - m) * (xi[c] - m);
-        v /= T(C);
+        const size_t n = static_cast<size_t>(C);
+        const T m = sum_lanes8<T>(n, [&](size_t c) { return xi[c]; }) / T(C);
+        const T v = sum_lanes8<T>(n, [&](size_t c) { return (xi[c] - m) * (xi[c] - m); }) / T(C);
         const T r = T(1) / std::sqrt(v + T(eps));
         for (int c = 0; c < C; ++c) yi[c] = (xi[c] - m) * r * gamma[c] + beta[c];
         mean[i] = m;
@@ -62,14 +60,10 @@ void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
         const T* dyi = dy + static_cast<size_t>(i) * C;
         T* dxi = dx + static_cast<size_t>(i) * C;
         const T m = mean[i], r = rstd[i];
-        T sum_g = 0, sum_gx = 0;  // Σ dxhat, Σ dxhat·xhat
-        for (int c = 0; c < C; ++c) {
-            const T g = dyi[c] * gamma[c];
-            sum_g += g;
-            sum_gx += g * (xi[c] - m) * r;
-        }
-        sum_g /= T(C);
-        sum_gx /= T(C);
+        const size_t n = static_cast<size_t>(C);  // means of dxhat and dxhat·xhat
+        const T sum_g = sum_lanes8<T>(n, [&](size_t c) { return dyi[c] * gamma[c]; }) / T(C);
+        const T sum_gx =
+            sum_lanes8<T>(n, [&](size_t c) { return dyi[c] * gamma[c] * (xi[c] - m) * r; }) / T(C);
         for (int c = 0; c < C; ++c) {
             const T xhat = (xi[c] - m) * r;
             const T d = r * (dyi[c] * gamma[c] - sum_g - xhat * sum_gx);

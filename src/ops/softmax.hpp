@@ -14,20 +14,17 @@ namespace bertbench::ops {
 
 template <typename T>
 inline void softmax_row(T* p, const T* s, int C, T scale) {
-    T m = s[0] * scale;
-    for (int c = 1; c < C; ++c) m = std::max(m, s[c] * scale);
-    exp_affine(p, s, static_cast<size_t>(C), scale, m);  // vectorised
-    T sum = 0;
-    for (int c = 0; c < C; ++c) sum += p[c];
-    const T inv = T(1) / sum;
-    for (int c = 0; c < C; ++c) p[c] *= inv;
+    const size_t n = static_cast<size_t>(C);
+    const T m = array_max(s, n) * scale;  // = max(s·scale) exactly, scale > 0
+    const T inv = T(1) / exp_affine_sum(p, s, n, scale, m);
+    for (size_t c = 0; c < n; ++c) p[c] *= inv;
 }
 
 template <typename T>
 inline void softmax_row_backward(T* ds, const T* dp, const T* p, int C) {
-    T dot = 0;
-    for (int c = 0; c < C; ++c) dot += dp[c] * p[c];
-    for (int c = 0; c < C; ++c) ds[c] = p[c] * (dp[c] - dot);
+    const size_t n = static_cast<size_t>(C);
+    const T dot = array_dot(dp, p, n);
+    for (size_t c = 0; c < n; ++c) ds[c] = p[c] * (dp[c] - dot);
 }
 
 template <typename T>

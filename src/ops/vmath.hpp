@@ -125,6 +125,86 @@ inline void exp_affine(T* y, const T* x, size_t n, T scale, T shift) {
     for (; i < n; ++i) y[i] = vexp(x[i] * scale - shift);
 }
 
+// Horizontal reductions of 8 lanes.
+inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Σ_{i<n} f(i) in 8 interleaved partial sums (i mod 8), added in lane order, then the tail: a fixed
+// order for a given n that the compiler vectorises (a single running sum is a serial chain of
+// additions at 4 cycles each).
+template <typename T, typename F>
+inline T sum_lanes8(size_t n, F f) {
+    T acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (size_t j = 0; j < 8; ++j) acc[j] += f(i + j);
+    T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) s += f(i);
+    return s;
+}
+
+// max over x(n), n ≥ 1 (exact in any order)
+template <typename T>
+inline T array_max(const T* x, size_t n) {
+    size_t i = 0;
+    T m = x[0];
+    if constexpr (std::is_same_v<T, float>) {
+        if (n >= 16) {
+            __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
+            for (i = 16; i + 16 <= n; i += 16) {
+                a = _mm256_max_ps(a, _mm256_loadu_ps(x + i));
+                b = _mm256_max_ps(b, _mm256_loadu_ps(x + i + 8));
+            }
+            m = hmax8(_mm256_max_ps(a, b));
+        }
+    }
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+// Σ x(n)·y(n); float sums in 8 lanes (a fixed order for a given n)
+template <typename T>
+inline T array_dot(const T* x, const T* y, size_t n) {
+    size_t i = 0;
+    T s = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        __m256 a = _mm256_setzero_ps();
+        for (; i + 8 <= n; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a);
+        s = hsum8(a);
+    }
+    for (; i < n; ++i) s += x[i] * y[i];
+    return s;
+}
+
+// y[i] = exp(x[i]·scale − shift) (y may alias x); returns Σ y (float: in 8 lanes)
+template <typename T>
+inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
+    size_t i = 0;
+    T sum = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        const __m256 s = _mm256_set1_ps(scale), m = _mm256_set1_ps(shift);
+        __m256 acc = _mm256_setzero_ps();
+        for (; i + 8 <= n; i += 8) {
+            const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, m));
+            _mm256_storeu_ps(y + i, e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        sum = hsum8(acc);
+    }
+    for (; i < n; ++i) sum += y[i] = vexp(x[i] * scale - shift);
+    return sum;
+}
+
 // GELU tanh form: y = 0.5x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³);
 // dy/dx = 0.5(1 + t) + 0.5x(1 − t²)·√(2/π)(1 + 3·0.044715x²), t = tanh(u)
 template <typename T>

@@ -4,7 +4,9 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -84,6 +86,16 @@ float clip_scale(float norm, float clip_norm) {
     if (!std::isfinite(norm)) return std::numeric_limits<float>::quiet_NaN();
     // TF: clip_norm * minimum(1.0 / use_norm, 1.0 / clip_norm); 1/0 = inf so norm 0 gives 1.
     return clip_norm * std::min(1.0f / norm, 1.0f / clip_norm);
+}
+
+void fill_zero(std::span<float> buf) {
+    const size_t n = buf.size();
+    const long count = static_cast<long>((n + kChunkFloats - 1) / kChunkFloats);
+#pragma omp parallel for schedule(static) if (count > 1)
+    for (long c = 0; c < count; ++c) {
+        const size_t b = static_cast<size_t>(c) * kChunkFloats;
+        std::memset(buf.data() + b, 0, std::min(kChunkFloats, n - b) * sizeof(float));
+    }
 }
 
 void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum,

@@ -20,6 +20,10 @@ float global_norm(const model::ParamTable& table, std::span<const float> grads);
 // clip_norm = +inf means no clipping: 1 (where TF would give inf * 0 = NaN).
 float clip_scale(float norm, float clip_norm = 1.0f);
 
+// buf[i] = 0 for every i, with all OpenMP threads (a BERT-base gradient is 440 MB; one thread
+// takes twice as long to clear it).
+void fill_zero(std::span<float> buf);
+
 // accum[i] += (grad[i] * scale) / n over every tensor (padding untouched); the reference's
 // "accum + g / steps_per_update" with g already clipped. (total_floats) buffers.
 void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum,

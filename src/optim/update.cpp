@@ -65,7 +65,7 @@ MicroStepResult ParameterUpdater::micro_step(std::span<float> params,
             optimizer_.step(params, accum_, r.learning_rate, r.clip_scale);
         }
     }
-    if (apply && n_ > 1) std::fill(accum_.begin(), accum_.end(), 0.0f);
+    if (apply && n_ > 1) fill_zero(accum_);
     r.applied = apply;
     ++global_step_;
     return r;

@@ -26,6 +26,7 @@
 #include "data/pretrain_reader.hpp"
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
+#include "optim/clip.hpp"
 #include "optim/update.hpp"
 #include "train/evaluate.hpp"
 #include "train/mlperf_log.hpp"
@@ -290,7 +291,7 @@ void Run::setup() {
     const int plan_batch = std::max(o_.do_train ? o_.train_batch_size : 1,
                                     o_.do_eval ? o_.eval_batch_size : 1);
     engine_ = std::make_unique<model::BertPretrainer>(
-        *table_, model::Plan{plan_batch, o_.max_seq_length, o_.max_predictions_per_seq},
+        *table_, model::Plan{plan_batch, o_.max_seq_length, o_.max_predictions_per_seq, !o_.do_train},
         model::EngineOptions{config_.hidden_act == "gelu_erf"});
     log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
               "seq {} x {} predictions; optimizer state {:.1f} MiB",
@@ -624,7 +625,7 @@ int Run::main() {
                 log::warn("step {}: training loss is {}; skipping this update", gs, l.total);
                 skipped = true;
             } else {
-                std::fill(grads_.begin(), grads_.end(), 0.0f);
+                optim::fill_zero(grads_);
                 engine_->backward(grads_, params_, batch);
                 try {
                     r = updater_->micro_step(params_, grads_);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -220,6 +221,38 @@ TEST(BertEngine, PlanAndSiteErrors) {
     one.input_ids[2] = 37;
     EXPECT_THROW(model.forward(p, one, true, 0, 0), Error);
     EXPECT_THROW(BertPretrainer(table, Plan{2, 17, 2}), Error);  // > max_position_embeddings
+}
+
+// A forward-only plan (inference) computes the same bits as a full engine in less memory, and
+// refuses training.
+TEST(BertEngine, ForwardOnlyPlanSameBitsLessMemory) {
+    BertConfig c = tiny_config();
+    c.num_hidden_layers = 4;  // > 2, so the ping-pong of the layer outputs is exercised
+    const ParamTable table(c, Heads::pretraining);
+    const Batch batch = tiny_batch();
+    BertPretrainer full(table, Plan{3, 9, 2});
+    BertPretrainer fwd(table, Plan{3, 9, 2, /*forward_only=*/true});
+    EXPECT_LT(fwd.arena_bytes() * 2, full.arena_bytes());
+    const auto p = make_params<float>(table, 3);
+    const Losses a = full.forward(p, batch, false, 0, 0), b = fwd.forward(p, batch, false, 0, 0);
+    EXPECT_EQ(a.total, b.total);
+    EXPECT_EQ(a.mlm_correct, b.mlm_correct);
+    const auto same = [](std::span<const float> x, std::span<const float> y) {
+        return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+    };
+    EXPECT_TRUE(same(full.mlm_logits(), fwd.mlm_logits()));
+    EXPECT_TRUE(same(full.sequence_output(), fwd.sequence_output()));
+    EXPECT_TRUE(same(full.pooled_output(), fwd.pooled_output()));
+    EXPECT_THROW(fwd.forward(p, batch, true, 0, 0), Error);
+    std::vector<float> g(p.size(), 0.f);
+    EXPECT_THROW(fwd.backward(g, p, batch), Error);
+    const ParamTable squad_table(c, Heads::squad);
+    BertSquad squad(squad_table, Plan{3, 9, 0, true});
+    std::vector<float> sp(squad_table.total_floats());
+    squad_table.initialize(sp, 1);
+    squad.forward(sp, batch, {}, {}, false, 0, 0);
+    EXPECT_EQ(squad.start_logits().size(), size_t(17));
+    EXPECT_THROW(squad.backward(sp, sp, batch), Error);
 }
 
 TEST(BertEngine, ForwardFlops) {

@@ -56,5 +56,28 @@ TEST(DropoutSimd, LowCounterWordWrap) {
         expect_same(s, first + shift, 131);
 }
 
+// masked_scale's AVX2 path equals the scalar definition bit for bit, with and without a residual,
+// in place, at lengths with and without a scalar tail.
+TEST(DropoutSimd, MaskedScaleEqualsScalar) {
+    for (size_t n : {3u, 8u, 37u, 1024u}) {
+        std::vector<uint8_t> mask(n);
+        dropout_fill_mask(mask.data(), {5, 1, 2, 0.7}, 0, n);
+        std::vector<float> x(n), r(n), y(n), z(n);
+        for (size_t i = 0; i < n; ++i) {
+            x[i] = 0.25f * float(i) - 3.0f;
+            r[i] = 1.0f / float(i + 1);
+        }
+        const float scale = 1.0f / 0.7f;
+        masked_scale(y.data(), x.data(), mask.data(), scale, r.data(), n);
+        z = x;
+        masked_scale(z.data(), z.data(), mask.data(), scale, static_cast<const float*>(nullptr), n);
+        for (size_t i = 0; i < n; ++i) {
+            const float v = mask[i] ? x[i] * scale : 0.0f;
+            EXPECT_EQ(y[i], v + r[i]) << n << " " << i;
+            EXPECT_EQ(z[i], v) << n << " " << i;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::ops

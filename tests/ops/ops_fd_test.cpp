@@ -248,8 +248,7 @@ TEST_P(AttentionTest, FiniteDifferences) {
     loss();
     Vec dq(N * H), dk(N * H), dv(N * H), dprobs(np);
     attention_backward(dq.data(), dk.data(), dv.data(), dprobs.data(), r.data(), q.data(), k.data(),
-                       v.data(), probs.data(), pd.data(), with_dropout ? mask.data() : nullptr, 0.8,
-                       shape);
+                       v.data(), probs.data(), with_dropout ? mask.data() : nullptr, 0.8, shape);
     EXPECT_TRUE(all_close("dq", dq, numeric_grad(q, loss), kAtol, kRtol));
     EXPECT_TRUE(all_close("dk", dk, numeric_grad(k, loss), kAtol, kRtol));
     EXPECT_TRUE(all_close("dv", dv, numeric_grad(v, loss), kAtol, kRtol));

@@ -2,6 +2,7 @@
 // ranges BERT produces; lengths not a multiple of 8 so the scalar tails are covered too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -49,6 +50,30 @@ TEST(VMath, TanhAndGeluMatchDouble) {
     gelu_tanh_backward_array(dx.data(), ones.data(), x.data(), n);
     EXPECT_TRUE(all_close("gelu float", y, g, 1e-6, 1e-6));
     EXPECT_TRUE(all_close("gelu' float", dx, dg, 1e-6, 1e-6));
+}
+
+// The 8-lane reductions behind softmax and LayerNorm: max exact, sums within float rounding of the
+// double sums, for lengths around the vector width (scalar tails, n < 8, n < 16).
+TEST(VMath, ReductionsMatchDouble) {
+    for (size_t n : {1u, 5u, 8u, 15u, 16u, 17u, 129u, 768u, 1001u}) {
+        std::vector<float> x(n), y(n), e(n);
+        double sum = 0, dot = 0, esum = 0;
+        float mx = -1e30f;
+        for (size_t i = 0; i < n; ++i) {
+            x[i] = std::sin(0.37f * float(i) + 0.1f) * 3.0f + (i == n / 2 ? 5.0f : 0.0f);
+            y[i] = std::cos(0.11f * float(i));
+            sum += x[i];
+            dot += double(x[i]) * y[i];
+            esum += std::exp(double(x[i]) * 0.5 - 1.0);
+            mx = std::max(mx, x[i]);
+        }
+        EXPECT_EQ(array_max(x.data(), n), mx) << n;
+        EXPECT_NEAR(sum_lanes8<float>(n, [&](size_t i) { return x[i]; }), sum, 1e-5 * n) << n;
+        EXPECT_NEAR(array_dot(x.data(), y.data(), n), dot, 1e-5 * n) << n;
+        EXPECT_NEAR(exp_affine_sum(e.data(), x.data(), n, 0.5f, 1.0f), esum, 1e-6 * esum) << n;
+        for (size_t i = 0; i < n; ++i)
+            EXPECT_NEAR(e[i], std::exp(double(x[i]) * 0.5 - 1.0), 4e-7 * e[i]) << n << " " << i;
+    }
 }
 
 }  // namespace
