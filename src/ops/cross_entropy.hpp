@@ -19,9 +19,7 @@ void cross_entropy_forward(double* loss, int32_t* argmax, T* lse, const T* logit
 #pragma omp parallel for schedule(dynamic) if (worth_parallel(static_cast<size_t>(R) * V))
     for (int r = 0; r < R; ++r) {
         const T* z = logits + static_cast<size_t>(r) * V;
-        int best = 0;
-        for (int c = 1; c < V; ++c)
-            if (z[c] > z[best]) best = c;
+        const int best = static_cast<int>(array_argmax(z, static_cast<size_t>(V)));
         const T m = z[best];
         T sum = 0, buf[256];
         for (int c0 = 0; c0 < V; c0 += 256) {  // exp into a small buffer, summed (vectorised)

@@ -172,6 +172,43 @@ inline T array_max(const T* x, size_t n) {
     return m;
 }
 
+// Index of the first maximum of x(n), n ≥ 1: the scalar rule "best = c if x[c] > x[best]" (ties ->
+// lowest index; with NaNs present the scalar loop itself decides, so the result is that rule's in
+// every case). float: one vector pass for the max (and a NaN check), one to find its first index.
+template <typename T>
+inline size_t array_argmax(const T* x, size_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (n >= 8) {
+            __m256 mv = _mm256_loadu_ps(x), nan = _mm256_cmp_ps(mv, mv, _CMP_UNORD_Q);
+            size_t i = 8;
+            for (; i + 8 <= n; i += 8) {
+                const __m256 v = _mm256_loadu_ps(x + i);
+                mv = _mm256_max_ps(mv, v);
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            }
+            float m = hmax8(mv);
+            bool any_nan = _mm256_movemask_ps(nan) != 0;
+            for (; i < n; ++i) {
+                any_nan = any_nan || x[i] != x[i];
+                m = x[i] > m ? x[i] : m;
+            }
+            if (!any_nan) {
+                const __m256 vm = _mm256_set1_ps(m);
+                for (i = 0; i + 8 <= n; i += 8) {
+                    const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+                    if (hit) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(hit)));
+                }
+                for (; i < n; ++i)
+                    if (x[i] == m) return i;
+            }
+        }
+    }
+    size_t best = 0;
+    for (size_t c = 1; c < n; ++c)
+        if (x[c] > x[best]) best = c;
+    return best;
+}
+
 // Σ x(n)·y(n); float sums in 8 lanes (a fixed order for a given n)
 template <typename T>
 inline T array_dot(const T* x, const T* y, size_t n) {

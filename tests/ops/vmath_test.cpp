@@ -76,5 +76,29 @@ TEST(VMath, ReductionsMatchDouble) {
     }
 }
 
+// array_argmax follows the scalar rule (first maximum; NaNs as the scalar loop treats them).
+TEST(VMath, ArgmaxIsTheScalarRule) {
+    const auto scalar = [](const std::vector<float>& x) {
+        size_t best = 0;
+        for (size_t c = 1; c < x.size(); ++c)
+            if (x[c] > x[best]) best = c;
+        return best;
+    };
+    const float nan = std::nanf("");
+    for (size_t n : {1u, 7u, 8u, 9u, 16u, 23u, 100u, 30522u}) {
+        std::vector<float> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = std::sin(0.7f * float(i));
+        EXPECT_EQ(array_argmax(x.data(), n), scalar(x)) << n;
+        x[n - 1] = 2.0f;  // a tie: the first one wins
+        x[n / 2] = 2.0f;
+        EXPECT_EQ(array_argmax(x.data(), n), scalar(x)) << n;
+        for (size_t at : {size_t{0}, n / 3, n - 1}) {
+            std::vector<float> y = x;
+            y[at] = nan;
+            EXPECT_EQ(array_argmax(y.data(), n), scalar(y)) << n << " NaN at " << at;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::ops
