@@ -1,25 +1,42 @@
-// Google Benchmark microbenchmarks of the engine's ops at BERT-base shapes (seq 128, batch 8:
-// N = 1024 tokens, H = 768, I = 3072, 12 heads). Each benchmark first validates the op's output
-// against a plain reference loop (double accumulation) and aborts on a mismatch, then times it.
-// Not run in CI: `cmake --build build --target ops_micro && build/bench/ops_micro`.
+// Google Benchmark microbenchmarks of every op's forward and backward at BERT-base shapes (seq 128,
+// batch 8: N = 1024 tokens, H = 768, I = 3072, 12 heads of 64, P = 160 masked positions,
+// V = 30522; attention also at seq 512 × batch 2) and of one LAMB step over the BERT-base
+// ParamTable. Each benchmark first validates the op against a plain double-precision loop written
+// here (numpy.isclose form atol + rtol·|want|) and aborts naming the op, #bad, the worst index, got
+// and want; then it times. CI runs them all once (CTest OpsMicro.ValidateSlow). Counters: GFLOP/s
+// for matmul-like ops, bytes/s (compulsory traffic: each input read once, each output written once).
+// Run: `cmake --build build --target ops_micro && build/bench/ops_micro`.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <vector>
 
+#include "core/philox.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/dropout.hpp"
+#include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/softmax.hpp"
+#include "optim/optimizer.hpp"
 
 namespace {
 
 using namespace bertbench;
-constexpr int kN = 1024, kH = 768, kI = 3072, kB = 8, kT = 128, kNH = 12;
+constexpr int kN = 1024, kH = 768, kI = 3072, kB = 8, kT = 128, kNH = 12, kHS = kH / kNH;
+constexpr int kP = 160, kV = 30522;
+constexpr double kKeep = 0.9;
 
 std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
     std::mt19937 rng(seed);
@@ -29,21 +46,75 @@ std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
     return v;
 }
 
-// numpy.isclose form: |got - want| <= atol + rtol |want|; aborts naming the worst element.
-void check(const char* name, const std::vector<float>& got, const std::vector<double>& want,
-           double atol, double rtol) {
+// Uniform [lo, hi) from a hash of (seed, i): fast, parallel and deterministic, for big buffers.
+void fill_hash_uniform(float* x, size_t n, uint64_t seed, float lo, float hi) {
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < static_cast<long long>(n); ++i) {
+        uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) + 1;  // splitmix64
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        x[i] = lo + (hi - lo) * static_cast<float>(static_cast<double>(z >> 40) * 0x1.0p-24);
+    }
+}
+
+// numpy.isclose form: |got - want| <= atol + rtol |want| (NaN fails); aborts naming the worst.
+void check(const char* name, const float* got, const std::vector<double>& want, double atol,
+           double rtol) {
     size_t bad = 0, worst = 0;
     double worst_err = -1;
     for (size_t i = 0; i < want.size(); ++i) {
-        const double err = std::fabs(got[i] - want[i]) - (atol + rtol * std::fabs(want[i]));
-        if (err > 0) ++bad;
+        const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+        const double tol = atol + rtol * std::fabs(want[i]);
+        const bool ok = diff <= tol;
+        const double err = ok ? diff - tol : HUGE_VAL;
+        if (!ok) ++bad;
         if (err > worst_err) worst_err = err, worst = i;
     }
     if (bad > 0) {
-        std::fprintf(stderr, "%s: %zu bad of %zu, worst index %zu: got %g want %g\n", name, bad,
+        std::fprintf(stderr, "%s: %zu bad of %zu, worst index %zu: got %.9g want %.9g\n", name, bad,
                      want.size(), worst, static_cast<double>(got[worst]), want[worst]);
         std::abort();
     }
+}
+void check(const char* name, const std::vector<float>& got, const std::vector<double>& want,
+           double atol, double rtol) {
+    if (got.size() < want.size()) {
+        std::fprintf(stderr, "%s: got %zu values, want %zu\n", name, got.size(), want.size());
+        std::abort();
+    }
+    check(name, got.data(), want, atol, rtol);
+}
+// Exact equality of integer results (masks, argmax).
+template <typename A, typename B>
+void check_equal(const char* name, const A* got, const B* want, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (static_cast<long long>(got[i]) != static_cast<long long>(want[i]) && bad++ == 0)
+            first = i;
+    if (bad > 0) {
+        std::fprintf(stderr, "%s: %zu bad of %zu, first index %zu: got %lld want %lld\n", name, bad,
+                     n, first, static_cast<long long>(got[first]),
+                     static_cast<long long>(want[first]));
+        std::abort();
+    }
+}
+
+void set_gflops(benchmark::State& state, double flops_per_iteration) {
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops_per_iteration, benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::kIs1000);
+}
+void set_bytes(benchmark::State& state, double bytes_per_iteration) {
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                            static_cast<int64_t>(bytes_per_iteration));
+}
+
+// Reference dropout decision for element e of a stream, from the documented definition
+// (u = (word >> 8)·2⁻²⁴ < keep, word = Philox block e/4, word e%4), in double.
+bool ref_keep(const ops::DropoutStream& s, uint64_t e) {
+    const uint32_t w = philox::block(s.seed, s.step, s.site, e / 4)[e % 4];
+    return static_cast<double>(w >> 8) * 0x1.0p-24 < s.keep_prob;
 }
 
 void BM_LinearForward(benchmark::State& state) {
@@ -171,54 +242,541 @@ void BM_Gelu(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (backward ? 3 : 2) * 4 *
                             static_cast<int64_t>(n));
 }
-BENCHMARK(BM_Gelu)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Gelu)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_LayerNormBackward(benchmark::State& state) {
+    const auto x = random_vec(static_cast<size_t>(kN) * kH, 4), g = random_vec(kH, 5),
+               b = random_vec(kH, 6), dy = random_vec(static_cast<size_t>(kN) * kH, 12);
+    std::vector<float> y(x.size()), mean(kN), rstd(kN), dx(x.size()), dg(kH, 0.0f), db(kH, 0.0f);
+    ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), kN,
+                           kH);
+    ops::layernorm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), g.data(),
+                            mean.data(), rstd.data(), kN, kH);
+    // dxhat = dy·γ; dx = r·(dxhat − mean(dxhat) − xhat·mean(dxhat·xhat)); dγ = Σ dy·xhat; dβ = Σ dy
+    std::vector<double> want_dx(x.size()), want_dg(kH, 0.0), want_db(kH, 0.0), xhat(kH);
+    for (int i = 0; i < kN; ++i) {
+        const float* xi = x.data() + static_cast<size_t>(i) * kH;
+        const float* dyi = dy.data() + static_cast<size_t>(i) * kH;
+        double m = 0, v = 0, s1 = 0, s2 = 0;
+        for (int c = 0; c < kH; ++c) m += xi[c];
+        m /= kH;
+        for (int c = 0; c < kH; ++c) v += (xi[c] - m) * (xi[c] - m);
+        const double r = 1 / std::sqrt(v / kH + 1e-12);
+        for (int c = 0; c < kH; ++c) {
+            xhat[c] = (xi[c] - m) * r;
+            s1 += static_cast<double>(dyi[c]) * g[c];
+            s2 += static_cast<double>(dyi[c]) * g[c] * xhat[c];
+            want_dg[c] += dyi[c] * xhat[c];
+            want_db[c] += dyi[c];
+        }
+        s1 /= kH;
+        s2 /= kH;
+        for (int c = 0; c < kH; ++c)
+            want_dx[static_cast<size_t>(i) * kH + c] =
+                r * (static_cast<double>(dyi[c]) * g[c] - s1 - xhat[c] * s2);
+    }
+    check("layernorm_backward dx", dx, want_dx, 1e-4, 1e-4);
+    check("layernorm_backward dgamma", dg, want_dg, 1e-3, 1e-4);
+    check("layernorm_backward dbeta", db, want_db, 1e-3, 1e-4);
+    for (auto _ : state) {
+        ops::layernorm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), g.data(),
+                                mean.data(), rstd.data(), kN, kH);
+        benchmark::DoNotOptimize(dx.data());
+        benchmark::DoNotOptimize(dg.data());
+    }
+    set_bytes(state, 3.0 * 4 * kN * kH);  // read dy, x; write dx
+}
+BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Softmax over the attention probs of a batch: B·NH·T rows of T = 128, pre-scale 1/√64.
+void BM_Softmax(benchmark::State& state) {
+    const bool backward = state.range(0) != 0;
+    constexpr int R = kB * kNH * kT, C = kT;
+    const size_t n = static_cast<size_t>(R) * C;
+    const float scale = 0.125f;
+    const auto s = random_vec(n, 13, 20.0f), dp = random_vec(n, 14);
+    std::vector<float> p(n), ds(n);
+    ops::softmax_forward(p.data(), s.data(), R, C, scale);
+    std::vector<double> want_p(n), want_ds(n);
+    for (int r = 0; r < R; ++r) {
+        const size_t o = static_cast<size_t>(r) * C;
+        double mx = -HUGE_VAL, sum = 0, dot = 0;
+        for (int c = 0; c < C; ++c) mx = std::max(mx, static_cast<double>(s[o + c]) * scale);
+        for (int c = 0; c < C; ++c) sum += want_p[o + c] = std::exp(s[o + c] * 0.125 - mx);
+        for (int c = 0; c < C; ++c) want_p[o + c] /= sum;
+        // the backward reference uses the op's p (the input it is given), in double
+        for (int c = 0; c < C; ++c) dot += static_cast<double>(dp[o + c]) * p[o + c];
+        for (int c = 0; c < C; ++c) want_ds[o + c] = p[o + c] * (dp[o + c] - dot);
+    }
+    check("softmax_forward", p, want_p, 1e-7, 1e-5);
+    if (backward) {
+        ops::softmax_backward(ds.data(), dp.data(), p.data(), R, C);
+        check("softmax_backward", ds, want_ds, 1e-7, 1e-4);
+    }
+    for (auto _ : state) {
+        if (backward)
+            ops::softmax_backward(ds.data(), dp.data(), p.data(), R, C);
+        else
+            ops::softmax_forward(p.data(), s.data(), R, C, scale);
+        benchmark::DoNotOptimize(backward ? ds.data() : p.data());
+    }
+    set_bytes(state, (backward ? 3.0 : 2.0) * 4 * static_cast<double>(n));
+}
+BENCHMARK(BM_Softmax)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Attention at N = 1024 tokens: seq T (128 or 512) × batch B = N/T, 12 heads of 64, optionally
+// with dropout on the probs (keep 0.9). The reference is a plain double loop per (sequence, head),
+// run on sequences 0 and B−1 (all heads at T = 128; heads 0 and 11 at T = 512).
+struct AttentionCase {
+    int T, B;
+    bool dropout;
+    std::vector<float> q, k, v, dctx, ctx, probs, scratch, dprobs, dq, dk, dv;
+    std::vector<uint8_t> mask;
+    std::vector<int32_t> offsets;
+    std::vector<size_t> pofs;
+    ops::AttentionShape shape;
+    ops::DropoutStream stream{1234, 7, 3, kKeep};
+
+    AttentionCase(int seq, bool drop)
+        : T(seq), B(kN / seq), dropout(drop), q(random_vec(size_t(kN) * kH, 9)),
+          k(random_vec(size_t(kN) * kH, 10)), v(random_vec(size_t(kN) * kH, 11)),
+          dctx(random_vec(size_t(kN) * kH, 15)), ctx(size_t(kN) * kH), dq(ctx.size()),
+          dk(ctx.size()), dv(ctx.size()), offsets(B + 1), pofs(B + 1) {
+        for (int b = 0; b <= B; ++b) offsets[b] = b * T;
+        const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, kNH);
+        probs.resize(np);
+        dprobs.resize(np);
+        if (dropout) {
+            scratch.resize(np);
+            mask.resize(np);
+        }
+        shape = ops::AttentionShape{offsets.data(), pofs.data(), B, kNH, kHS};
+    }
+    const ops::DropoutStream* drop() const { return dropout ? &stream : nullptr; }
+    void forward() {
+        ops::attention_forward<float>(ctx.data(), probs.data(), dropout ? scratch.data() : nullptr,
+                                      dropout ? mask.data() : nullptr, q.data(), k.data(),
+                                      v.data(), shape, drop());
+    }
+    void backward() {
+        ops::attention_backward<float>(dq.data(), dk.data(), dv.data(), dprobs.data(), dctx.data(),
+                                       q.data(), k.data(), v.data(), probs.data(),
+                                       dropout ? mask.data() : nullptr, float(kKeep), shape);
+    }
+    std::vector<std::pair<int, int>> validated_heads() const {
+        std::vector<std::pair<int, int>> out;
+        for (int b : {0, B - 1})
+            for (int h = 0; h < kNH; ++h)
+                if (T <= 128 || h == 0 || h == kNH - 1) out.emplace_back(b, h);
+        return out;
+    }
+    // channels [h·HS, (h+1)·HS) of the T rows of sequence b of x(N, H)
+    std::vector<float> gather(const std::vector<float>& x, int b, int h) const {
+        std::vector<float> out;
+        for (int i = offsets[b]; i < offsets[b + 1]; ++i)
+            out.insert(out.end(), x.begin() + static_cast<long>(i) * kH + h * kHS,
+                       x.begin() + static_cast<long>(i) * kH + (h + 1) * kHS);
+        return out;
+    }
+    size_t prob_base(int b, int h) const { return pofs[b] + static_cast<size_t>(h) * T * T; }
+
+    // The (b, h) head in double: probs P, mask, ctx = (P⊙mask/keep) v, and the backward
+    // dv = P'ᵀ dctx, dP = (dctx vᵀ)⊙mask/keep, dS = P⊙(dP − rowsum(dP⊙P)), dq = s·dS k,
+    // dk = s·dSᵀ q (s = 1/√HS).
+    struct Head {
+        std::vector<double> p, ctx, dq, dk, dv;
+        std::vector<uint8_t> mask;
+    };
+    Head reference(int b, int h) const {
+        const int o = offsets[b];
+        const double s = 1 / std::sqrt(static_cast<double>(kHS)), inv_keep = 1 / kKeep;
+        const auto at = [&](const std::vector<float>& x, int i, int c) {
+            return static_cast<double>(x[static_cast<size_t>(o + i) * kH + h * kHS + c]);
+        };
+        const size_t tt = static_cast<size_t>(T) * T, ths = static_cast<size_t>(T) * kHS;
+        Head r{std::vector<double>(tt), std::vector<double>(ths), std::vector<double>(ths),
+               std::vector<double>(ths), std::vector<double>(ths), std::vector<uint8_t>(tt, 1)};
+        std::vector<double> pd(tt), dp(tt);  // P' = P⊙mask/keep; dS
+        for (int i = 0; i < T; ++i) {
+            double mx = -HUGE_VAL, sum = 0;
+            double* pi = r.p.data() + static_cast<size_t>(i) * T;
+            for (int j = 0; j < T; ++j) {
+                double d = 0;
+                for (int c = 0; c < kHS; ++c) d += at(q, i, c) * at(k, j, c);
+                pi[j] = d * s;
+                mx = std::max(mx, pi[j]);
+            }
+            for (int j = 0; j < T; ++j) sum += pi[j] = std::exp(pi[j] - mx);
+            for (int j = 0; j < T; ++j) {
+                const size_t e = static_cast<size_t>(i) * T + j;
+                pi[j] /= sum;
+                if (dropout) r.mask[e] = ref_keep(stream, prob_base(b, h) + e) ? 1 : 0;
+                pd[e] = dropout ? (r.mask[e] ? pi[j] * inv_keep : 0.0) : pi[j];
+            }
+            for (int c = 0; c < kHS; ++c) {
+                double a = 0;
+                for (int j = 0; j < T; ++j) a += pd[static_cast<size_t>(i) * T + j] * at(v, j, c);
+                r.ctx[static_cast<size_t>(i) * kHS + c] = a;
+            }
+        }
+        for (int j = 0; j < T; ++j)
+            for (int c = 0; c < kHS; ++c) {
+                double a = 0;
+                for (int i = 0; i < T; ++i) a += pd[static_cast<size_t>(i) * T + j] * at(dctx, i, c);
+                r.dv[static_cast<size_t>(j) * kHS + c] = a;
+            }
+        for (int i = 0; i < T; ++i) {
+            double dot = 0;
+            for (int j = 0; j < T; ++j) {
+                const size_t e = static_cast<size_t>(i) * T + j;
+                double d = 0;
+                for (int c = 0; c < kHS; ++c) d += at(dctx, i, c) * at(v, j, c);
+                dp[e] = dropout ? (r.mask[e] ? d * inv_keep : 0.0) : d;
+                dot += dp[e] * r.p[e];
+            }
+            for (int j = 0; j < T; ++j) {
+                const size_t e = static_cast<size_t>(i) * T + j;
+                dp[e] = r.p[e] * (dp[e] - dot);
+            }
+        }
+        for (int i = 0; i < T; ++i)
+            for (int c = 0; c < kHS; ++c) {
+                double aq = 0, ak = 0;
+                for (int j = 0; j < T; ++j) {
+                    aq += dp[static_cast<size_t>(i) * T + j] * at(k, j, c);
+                    ak += dp[static_cast<size_t>(j) * T + i] * at(q, j, c);
+                }
+                r.dq[static_cast<size_t>(i) * kHS + c] = s * aq;
+                r.dk[static_cast<size_t>(i) * kHS + c] = s * ak;
+            }
+        return r;
+    }
+};
 
 void BM_AttentionForward(benchmark::State& state) {
-    const auto q = random_vec(static_cast<size_t>(kN) * kH, 9),
-               k = random_vec(static_cast<size_t>(kN) * kH, 10),
-               v = random_vec(static_cast<size_t>(kN) * kH, 11);
-    std::vector<int32_t> offsets(kB + 1);
-    for (int b = 0; b <= kB; ++b) offsets[b] = b * kT;
-    std::vector<size_t> pofs(kB + 1);
-    const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), kB, kNH);
-    std::vector<float> ctx(static_cast<size_t>(kN) * kH), probs(np);
-    const ops::AttentionShape shape{offsets.data(), pofs.data(), kB, kNH, kH / kNH};
-    ops::attention_forward<float>(ctx.data(), probs.data(), nullptr, nullptr, q.data(), k.data(),
-                                  v.data(), shape, nullptr);
-    // reference for sequence 0, head 0, all rows
-    const int HS = kH / kNH;
-    std::vector<double> want(static_cast<size_t>(kT) * HS);
-    std::vector<float> got(want.size());
-    for (int i = 0; i < kT; ++i) {
-        std::vector<double> s(kT);
-        double mx = -1e300, sum = 0;
-        for (int j = 0; j < kT; ++j) {
-            double d = 0;
-            for (int c = 0; c < HS; ++c)
-                d += static_cast<double>(q[static_cast<size_t>(i) * kH + c]) *
-                     k[static_cast<size_t>(j) * kH + c];
-            s[j] = d / std::sqrt(static_cast<double>(HS));
-            mx = std::max(mx, s[j]);
-        }
-        for (int j = 0; j < kT; ++j) sum += s[j] = std::exp(s[j] - mx);
-        for (int c = 0; c < HS; ++c) {
-            double a = 0;
-            for (int j = 0; j < kT; ++j) a += s[j] / sum * v[static_cast<size_t>(j) * kH + c];
-            want[static_cast<size_t>(i) * HS + c] = a;
-            got[static_cast<size_t>(i) * HS + c] = ctx[static_cast<size_t>(i) * kH + c];
-        }
+    AttentionCase a(static_cast<int>(state.range(0)), state.range(1) != 0);
+    a.forward();
+    for (const auto& [b, h] : a.validated_heads()) {
+        const auto r = a.reference(b, h);
+        const auto name = fmt::format("attention_forward T={} dropout={} seq {} head {}", a.T,
+                                      a.dropout, b, h);
+        check((name + " probs").c_str(), a.probs.data() + a.prob_base(b, h), r.p, 1e-7, 1e-4);
+        if (a.dropout)
+            check_equal((name + " mask").c_str(), a.mask.data() + a.prob_base(b, h), r.mask.data(),
+                        r.mask.size());
+        check((name + " ctx").c_str(), a.gather(a.ctx, b, h), r.ctx, 1e-6, 1e-4);
     }
-    check("attention_forward", got, want, 1e-5, 1e-4);
     for (auto _ : state) {
-        ops::attention_forward<float>(ctx.data(), probs.data(), nullptr, nullptr, q.data(),
-                                      k.data(), v.data(), shape, nullptr);
-        benchmark::DoNotOptimize(ctx.data());
+        a.forward();
+        benchmark::DoNotOptimize(a.ctx.data());
     }
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(4.0 * kB * kT * kT * kH, benchmark::Counter::kIsIterationInvariantRate,
-                           benchmark::Counter::kIs1000);
+    set_gflops(state, 4.0 * kN * a.T * kH);  // q kᵀ and P v
 }
-BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_AttentionBackward(benchmark::State& state) {
+    AttentionCase a(static_cast<int>(state.range(0)), state.range(1) != 0);
+    a.forward();
+    a.backward();
+    for (const auto& [b, h] : a.validated_heads()) {
+        const auto r = a.reference(b, h);
+        const auto name = fmt::format("attention_backward T={} dropout={} seq {} head {}", a.T,
+                                      a.dropout, b, h);
+        check((name + " dq").c_str(), a.gather(a.dq, b, h), r.dq, 1e-6, 1e-4);
+        check((name + " dk").c_str(), a.gather(a.dk, b, h), r.dk, 1e-6, 1e-4);
+        check((name + " dv").c_str(), a.gather(a.dv, b, h), r.dv, 1e-6, 1e-4);
+    }
+    for (auto _ : state) {
+        a.backward();
+        benchmark::DoNotOptimize(a.dq.data());
+    }
+    set_gflops(state, 8.0 * kN * a.T * kH);  // dv, dP, dq, dk
+}
+BENCHMARK(BM_AttentionForward)
+    ->ArgNames({"T", "drop"})
+    ->Args({128, 0})
+    ->Args({128, 1})
+    ->Args({512, 0})
+    ->Args({512, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionBackward)
+    ->ArgNames({"T", "drop"})
+    ->Args({128, 0})
+    ->Args({128, 1})
+    ->Args({512, 0})
+    ->Args({512, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Dropout mask generation for n elements: the hidden states (N·H) and the attention probs of a
+// seq-128 batch (B·NH·T²). Validated bit for bit against the scalar definition (ref_keep), after a
+// Philox known-answer check (Random123 kat_vectors).
+void BM_DropoutMask(benchmark::State& state) {
+    const size_t n = static_cast<size_t>(state.range(0));
+    const ops::DropoutStream s{42, 1001, 5, kKeep};
+    if (philox::philox4x32_10({0, 0, 0, 0}, {0, 0}) !=
+        philox::Counter{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}) {
+        std::fprintf(stderr, "philox4x32_10: known-answer vector (zero key/counter) mismatch\n");
+        std::abort();
+    }
+    std::vector<uint8_t> mask(n), want(n);
+    ops::dropout_fill_mask_parallel(mask.data(), s, n);
+    size_t kept = 0;
+    for (size_t e = 0; e < n; ++e) kept += want[e] = ref_keep(s, e) ? 1 : 0;
+    check_equal("dropout_fill_mask_parallel", mask.data(), want.data(), n);
+    if (std::fabs(static_cast<double>(kept) / static_cast<double>(n) - kKeep) > 0.005) {
+        std::fprintf(stderr, "dropout_fill_mask_parallel: kept %zu of %zu, want ~%g\n", kept, n,
+                     kKeep);
+        std::abort();
+    }
+    for (auto _ : state) {
+        ops::dropout_fill_mask_parallel(mask.data(), s, n);
+        benchmark::DoNotOptimize(mask.data());
+    }
+    set_bytes(state, static_cast<double>(n));  // one mask byte written per element
+}
+BENCHMARK(BM_DropoutMask)
+    ->ArgName("n")
+    ->Arg(kN * kH)
+    ->Arg(kB * kNH * kT * kT)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// y = x·mask/keep + residual (forward, N·H) and dx = dy·mask/keep (backward).
+void BM_Dropout(benchmark::State& state) {
+    const bool backward = state.range(0) != 0;
+    const size_t n = static_cast<size_t>(kN) * kH;
+    const ops::DropoutStream s{42, 1001, 6, kKeep};
+    const auto x = random_vec(n, 16), res = random_vec(n, 17);
+    std::vector<uint8_t> mask(n);
+    for (size_t e = 0; e < n; ++e) mask[e] = ref_keep(s, e) ? 1 : 0;
+    std::vector<float> y(n);
+    std::vector<double> want(n);
+    for (size_t i = 0; i < n; ++i)
+        want[i] = (mask[i] ? x[i] / kKeep : 0.0) + (backward ? 0.0 : static_cast<double>(res[i]));
+    const float keep = static_cast<float>(kKeep);
+    if (backward) {
+        ops::dropout_backward(y.data(), x.data(), mask.data(), keep, n);
+        check("dropout_backward", y, want, 1e-6, 1e-6);
+    } else {
+        ops::dropout_add_forward(y.data(), x.data(), mask.data(), keep, res.data(), n);
+        check("dropout_add_forward", y, want, 1e-6, 1e-6);
+    }
+    for (auto _ : state) {
+        if (backward)
+            ops::dropout_backward(y.data(), x.data(), mask.data(), keep, n);
+        else
+            ops::dropout_add_forward(y.data(), x.data(), mask.data(), keep, res.data(), n);
+        benchmark::DoNotOptimize(y.data());
+    }
+    set_bytes(state, (backward ? 9.0 : 13.0) * static_cast<double>(n));  // fp32 in/out, mask bytes
+}
+BENCHMARK(BM_Dropout)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Embeddings: word (V×H) + position (512×H) + token type (2×H), N = 8 × 128 tokens; every
+// sequence starts with id 101 (so the backward accumulates repeated rows), segment 1 from t = 64.
+void BM_Embedding(benchmark::State& state) {
+    const bool backward = state.range(0) != 0;
+    const auto word = random_vec(static_cast<size_t>(kV) * kH, 18),
+               pos = random_vec(static_cast<size_t>(512) * kH, 19),
+               type = random_vec(static_cast<size_t>(2) * kH, 20),
+               de = random_vec(static_cast<size_t>(kN) * kH, 21);
+    std::mt19937 rng(22);
+    std::uniform_int_distribution<int32_t> tok(0, kV - 1);
+    std::vector<int32_t> ids(kN), seg(kN), offsets(kB + 1);
+    for (int i = 0; i < kN; ++i) {
+        ids[i] = i % kT == 0 ? 101 : tok(rng);
+        seg[i] = i % kT >= kT / 2 ? 1 : 0;
+    }
+    for (int b = 0; b <= kB; ++b) offsets[b] = b * kT;
+    const ops::EmbeddingIndex idx{ids.data(), seg.data(), offsets.data(), kB};
+    std::vector<float> e(static_cast<size_t>(kN) * kH);
+    std::vector<float> dword(word.size(), 0.0f), dpos(pos.size(), 0.0f), dtype(type.size(), 0.0f);
+    if (backward) {
+        ops::embedding_backward(dword.data(), dpos.data(), dtype.data(), de.data(), idx, kH);
+        std::map<int32_t, std::vector<double>> want_word;  // only the rows used
+        std::vector<double> want_pos(pos.size(), 0.0), want_type(type.size(), 0.0);
+        for (int i = 0; i < kN; ++i) {
+            auto& w = want_word[ids[i]];
+            w.resize(kH, 0.0);
+            for (int c = 0; c < kH; ++c) {
+                const double d = de[static_cast<size_t>(i) * kH + c];
+                w[c] += d;
+                want_pos[static_cast<size_t>(i % kT) * kH + c] += d;
+                want_type[static_cast<size_t>(seg[i]) * kH + c] += d;
+            }
+        }
+        for (const auto& [id, w] : want_word)
+            check(fmt::format("embedding_backward dword row {}", id).c_str(),
+                  dword.data() + static_cast<size_t>(id) * kH, w, 1e-5, 1e-5);
+        size_t nonzero_unused = 0;
+        for (int r = 0; r < kV; ++r)
+            if (!want_word.count(r))
+                for (int c = 0; c < kH; ++c)
+                    nonzero_unused += dword[static_cast<size_t>(r) * kH + c] != 0.0f;
+        if (nonzero_unused > 0) {
+            std::fprintf(stderr, "embedding_backward: %zu nonzero dword values in unused rows\n",
+                         nonzero_unused);
+            std::abort();
+        }
+        check("embedding_backward dpos", dpos, want_pos, 1e-5, 1e-5);
+        check("embedding_backward dtype", dtype, want_type, 1e-3, 1e-5);
+    } else {
+        ops::embedding_forward(e.data(), word.data(), pos.data(), type.data(), idx, kH);
+        std::vector<double> want(e.size());
+        for (int i = 0; i < kN; ++i)
+            for (int c = 0; c < kH; ++c)
+                want[static_cast<size_t>(i) * kH + c] =
+                    static_cast<double>(word[static_cast<size_t>(ids[i]) * kH + c]) +
+                    pos[static_cast<size_t>(i % kT) * kH + c] +
+                    type[static_cast<size_t>(seg[i]) * kH + c];
+        check("embedding_forward", e, want, 1e-6, 1e-6);
+    }
+    for (auto _ : state) {
+        if (backward)
+            ops::embedding_backward(dword.data(), dpos.data(), dtype.data(), de.data(), idx, kH);
+        else
+            ops::embedding_forward(e.data(), word.data(), pos.data(), type.data(), idx, kH);
+        benchmark::DoNotOptimize(backward ? dword.data() : e.data());
+    }
+    // forward: read 3 rows, write 1; backward: read de, read+write 3 rows (per token)
+    set_bytes(state, (backward ? 7.0 : 4.0) * 4 * kN * kH);
+}
+BENCHMARK(BM_Embedding)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// MLM cross-entropy: P = 160 rows × V = 30522 logits; coef = w/(Σw + 1e-5) with w = 1.
+void BM_CrossEntropy(benchmark::State& state) {
+    const bool backward = state.range(0) != 0;
+    const size_t n = static_cast<size_t>(kP) * kV;
+    const auto logits = random_vec(n, 23, 8.0f);
+    std::mt19937 rng(24);
+    std::uniform_int_distribution<int32_t> tok(0, kV - 1);
+    std::vector<int32_t> labels(kP), argmax(kP), want_argmax(kP);
+    for (auto& l : labels) l = tok(rng);
+    std::vector<double> loss(kP), want_loss(kP), want_lse(kP);
+    std::vector<float> lse(kP), coef(kP, static_cast<float>(1.0 / (kP + 1e-5))), dlogits(n);
+    for (int r = 0; r < kP; ++r) {
+        const float* z = logits.data() + static_cast<size_t>(r) * kV;
+        int best = 0;
+        for (int c = 1; c < kV; ++c)
+            if (z[c] > z[best]) best = c;
+        double sum = 0;
+        for (int c = 0; c < kV; ++c) sum += std::exp(static_cast<double>(z[c]) - z[best]);
+        want_argmax[r] = best;
+        want_lse[r] = z[best] + std::log(sum);
+        want_loss[r] = want_lse[r] - z[labels[r]];
+    }
+    ops::cross_entropy_forward(loss.data(), argmax.data(), lse.data(), logits.data(),
+                               labels.data(), kP, kV);
+    check("cross_entropy_forward lse", lse, want_lse, 1e-5, 1e-6);
+    const std::vector<float> loss_f(loss.begin(), loss.end());
+    check("cross_entropy_forward loss", loss_f, want_loss, 1e-5, 1e-6);
+    check_equal("cross_entropy_forward argmax", argmax.data(), want_argmax.data(), kP);
+    if (backward) {
+        ops::cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), labels.data(),
+                                    coef.data(), kP, kV);
+        std::vector<double> want(n);
+        for (int r = 0; r < kP; ++r)
+            for (int c = 0; c < kV; ++c) {
+                const size_t i = static_cast<size_t>(r) * kV + c;
+                want[i] = static_cast<double>(coef[r]) *
+                          (std::exp(logits[i] - want_lse[r]) - (c == labels[r] ? 1.0 : 0.0));
+            }
+        check("cross_entropy_backward", dlogits, want, 1e-10, 1e-4);
+    }
+    for (auto _ : state) {
+        if (backward)
+            ops::cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), labels.data(),
+                                        coef.data(), kP, kV);
+        else
+            ops::cross_entropy_forward(loss.data(), argmax.data(), lse.data(), logits.data(),
+                                       labels.data(), kP, kV);
+        benchmark::DoNotOptimize(backward ? dlogits.data() : lse.data());
+    }
+    set_bytes(state, (backward ? 8.0 : 4.0) * static_cast<double>(n));  // logits in (+ dlogits out)
+}
+BENCHMARK(BM_CrossEntropy)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One LAMB step over the BERT-base pretraining ParamTable (~110M floats), from a non-zero state at
+// update t = 6 (so bias correction matters). Validated on 4 sampled elements of every tensor (m,
+// v and the applied update w_new − w_old) and on every tensor's trust ratio, against a double
+// re-implementation of DESIGN.md's formula (full-tensor norms in double).
+void BM_LambStep(benchmark::State& state) {
+    const model::ParamTable table(model::BertConfig::preset("base"), model::Heads::pretraining);
+    const size_t total = table.total_floats();
+    optim::Optimizer opt(table, optim::OptimizerConfig{});
+    // The reference's hyperparameters are fp32 tensors (TF), 1 − β taken in fp32 (docs/training.md)
+    const float b1f = 0.9f, b2f = 0.999f;
+    const double b1 = b1f, b2 = b2f, omb1 = 1.0f - b1f, omb2 = 1.0f - b2f, eps = 1e-6f, wd = 0.01f,
+                 lr = 0.01f;
+    const int t = 6;  // this step's update number (bias correction 1 − β^t)
+    std::vector<float> w(total), g(total);
+    fill_hash_uniform(w.data(), total, 31, -0.05f, 0.05f);
+    fill_hash_uniform(g.data(), total, 32, -0.01f, 0.01f);
+    fill_hash_uniform(opt.m().data(), total, 33, -1e-3f, 1e-3f);
+    fill_hash_uniform(opt.v().data(), total, 34, 1e-6f, 1e-4f);
+    const float b1_pow = static_cast<float>(std::pow(b1, t)), b2_pow = static_cast<float>(std::pow(b2, t));
+    opt.set_scalars(t - 1, b1_pow, b2_pow);
+
+    const double bc1 = 1 - static_cast<double>(b1_pow), bc2 = 1 - static_cast<double>(b2_pow);
+    const auto& entries = table.entries();
+    std::vector<size_t> idx;  // sampled absolute offsets
+    std::vector<double> want_m, want_v, want_delta, want_ratio;
+    std::vector<float> w_old;
+    for (const auto& e : entries) {
+        const bool excluded = e.name.find("LayerNorm") != std::string::npos ||
+                              e.name.find("layer_norm") != std::string::npos ||
+                              e.name.find("bias") != std::string::npos;
+        const float* wt = w.data() + e.offset;
+        const float* gt = g.data() + e.offset;
+        const float* mt = opt.m().data() + e.offset;
+        const float* vt = opt.v().data() + e.offset;
+        const auto update = [&](size_t i, double& m1, double& v1) {
+            m1 = b1 * mt[i] + omb1 * gt[i];
+            v1 = b2 * vt[i] + omb2 * static_cast<double>(gt[i]) * gt[i];
+            return (m1 / bc1) / (std::sqrt(v1 / bc2) + eps) + (excluded ? 0.0 : wd * wt[i]);
+        };
+        double w2 = 0, u2 = 0;
+#pragma omp parallel for reduction(+ : w2, u2) schedule(static)
+        for (long long i = 0; i < static_cast<long long>(e.size); ++i) {
+            double m1, v1;
+            const double u = update(static_cast<size_t>(i), m1, v1);
+            w2 += static_cast<double>(wt[i]) * wt[i];
+            u2 += u * u;
+        }
+        const double r = !excluded && w2 > 0 && u2 > 0 ? std::sqrt(w2) / std::sqrt(u2) : 1.0;
+        want_ratio.push_back(r);
+        for (size_t i : {size_t(0), e.size / 2, e.size - 1, (e.size * 7919 + 13) % e.size}) {
+            double m1, v1;
+            const double u = update(i, m1, v1);
+            idx.push_back(e.offset + i);
+            w_old.push_back(wt[i]);
+            want_m.push_back(m1);
+            want_v.push_back(v1);
+            want_delta.push_back(-r * lr * u);
+        }
+    }
+    opt.step(w, g, static_cast<float>(lr));
+    std::vector<float> got_m, got_v, got_delta;
+    for (size_t s = 0; s < idx.size(); ++s) {
+        got_m.push_back(opt.m()[idx[s]]);
+        got_v.push_back(opt.v()[idx[s]]);
+        got_delta.push_back(static_cast<float>(static_cast<double>(w[idx[s]]) - w_old[s]));
+    }
+    check("lamb m (sampled)", got_m, want_m, 2e-10, 1e-5);
+    check("lamb v (sampled)", got_v, want_v, 1e-12, 1e-5);
+    check("lamb trust ratio (per tensor)", opt.last_trust_ratios(), want_ratio, 0, 1e-4);
+    check("lamb update w_new - w_old (sampled)", got_delta, want_delta, 1e-8, 1e-4);
+
+    for (auto _ : state) {
+        opt.step(w, g, static_cast<float>(lr));
+        benchmark::DoNotOptimize(w.data());
+    }
+    // read w, g, m, v; write w, m, v (the two-pass LAMB reads w, m, v twice: 40 B/float moved)
+    set_bytes(state, 7.0 * 4 * static_cast<double>(table.num_parameters()));
+    state.counters["params"] = static_cast<double>(table.num_parameters());
+}
+BENCHMARK(BM_LambStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
