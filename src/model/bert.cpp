@@ -123,7 +123,8 @@ public:
         emb_rstd_ = a.take(nmax);
         emb_mask_ = fwd ? nullptr : mtake(nh);
         x_.clear();
-        for (int l = 0; l <= L_; ++l) x_.push_back(fwd && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
+        for (int l = 0; l <= L_; ++l)
+            x_.push_back(fwd && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
         saved_.clear();
         for (int l = 0; l < L_; ++l) {
             if (fwd && l > 0) {
@@ -166,9 +167,9 @@ public:
         dI_ = a.take(ni);
         dprobs_ = a.take(probs_max_);
     }
-    bool forward_only() const { return plan_.forward_only; }
     void require_backward() const {
-        if (plan_.forward_only) fail("engine: backward on a forward-only engine (Plan::forward_only)");
+        if (plan_.forward_only)
+            fail("engine: backward on a forward-only engine (Plan::forward_only)");
     }
     size_t masks_bytes() const { return masks_bytes_; }
 
