@@ -23,7 +23,7 @@ struct GemmResult {
 struct Ceiling {
     int threads = 0;
     double fma_peak_gflops = 0;       // register-only FMA loop
-    double sgemm_gflops = 0;          // aggregate over shapes: Σ flops / Σ median time, weighted by count
+    double sgemm_gflops = 0;          // aggregate over shapes: Σ flops / Σ best time, weighted by count
     std::vector<GemmResult> gemms;
 };
 
