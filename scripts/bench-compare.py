@@ -39,14 +39,28 @@ def log(msg):
 
 
 COUNTS = {"ran": 0, "reused": 0}
+FAILURES = []  # (run's output name, why), for the doc
+
+
+def describe_exit(rc):
+    if rc == -9:
+        return "killed by SIGKILL (on this machine: the kernel's out-of-memory killer)"
+    return "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc
 
 
 def run(cmd, env_extra, out_path, timeout):
-    """Runs cmd unless out_path exists; returns the parsed JSON or None (failure logged)."""
-    COUNTS["reused" if os.path.exists(out_path) else "ran"] += 1
-    if os.path.exists(out_path):
-        with open(out_path) as f:
-            return json.load(f)
+    """Runs cmd unless out_path exists; returns the parsed JSON or None (failure logged and listed
+    in the doc). A failure leaves out_path + ".failed", so that a resumed run does not repeat it."""
+    failed = out_path + ".failed"
+    if os.path.exists(out_path) or os.path.exists(failed):
+        COUNTS["reused"] += 1
+        if os.path.exists(out_path):
+            with open(out_path) as f:
+                return json.load(f)
+        with open(failed) as f:
+            FAILURES.append((os.path.basename(out_path), f.read().strip()))
+        return None
+    COUNTS["ran"] += 1
     env = dict(os.environ)
     for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
         env.pop(k, None)
@@ -56,11 +70,15 @@ def run(cmd, env_extra, out_path, timeout):
     try:
         r = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=timeout)
+        why = None if r.returncode == 0 and os.path.exists(out_path) else describe_exit(r.returncode)
+        tail = r.stdout[-2000:]
     except subprocess.TimeoutExpired:
-        log("TIMEOUT after %d s (skipped): %s" % (timeout, pretty))
-        return None
-    if r.returncode != 0 or not os.path.exists(out_path):
-        log("FAILED (exit %d, skipped): %s\n%s" % (r.returncode, pretty, r.stdout[-2000:]))
+        why, tail = "timed out after %d s" % timeout, ""
+    if why:
+        log("FAILED (%s, skipped): %s\n%s" % (why, pretty, tail))
+        with open(failed, "w") as f:
+            f.write(why + "\n")
+        FAILURES.append((os.path.basename(out_path), why))
         return None
     with open(out_path) as f:
         return json.load(f)
@@ -93,7 +111,7 @@ def other_work_line(start, end):
     other = max(0.0, busy - ours) / total if total > 0 else 0.0
     stolen = steal / total if total > 0 else 0.0
     quiet = other <= 0.05 and stolen <= 0.05
-    return ("- Other work during the run: %.1f%% of the machine's CPU time went to other processes, %.1f%% "
+    return ("- Other work during this invocation: %.1f%% of the machine's CPU time went to other processes, %.1f%% "
             "was stolen by the hypervisor%s" % (100 * other, 100 * stolen, " (quiet)" if quiet else
             " — **WARNING: the machine was busy with other work; these figures are not representative "
             "of this machine (rerun on a quiet machine)**"))
@@ -125,6 +143,11 @@ def goals_md(keys, results, runs, ceilings):
                 misses.append("%s %s s%d b%d t%d: %.2f× (%.2f× would need %s of the sgemm ceiling; "
                               "bertbench runs at %s)" % (key + (ratio, GOAL_RATIO[mode],
                               "%.0f%%" % (100 * need) if need else "?", "%.1f%%" % (100 * mfu) if mfu else "?")))
+        unjudged = ["%s %s s%d b%d t%d" % key for key in keys
+                    if results.get(key, {}).get("bertbench") and not results.get(key, {}).get(peer)]
+        if unjudged:
+            out.append("- Not judged against %s, which has no figure there (its run failed; see \"Runs that "
+                       "failed\" below): %s." % (peer, ", ".join(unjudged)))
         if not lows:
             continue
         low = ", ".join("%s %.2f× at %s s%d b%d t%d" % ((m, v[0]) + v[1][1:]) for m, v in sorted(lows.items()))
@@ -359,6 +382,9 @@ def main():
                         "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()}})
     table = "\n".join(rows) + "\n"
     goals = goals_md(keys, results, runs, ceilings)
+    failed_md = ""
+    if FAILURES:
+        failed_md = "## Runs that failed\n\n" + "".join("- `%s`: %s\n" % f for f in FAILURES)
     # NVIDIA-style reproduction table of bertbench: rows threads, columns model/seq x batch
     repro = ""
     for m in modes:
@@ -379,11 +405,13 @@ def main():
         json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()}, "args": vars(a)}, f, indent=2)
     os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
 
-    commit = sh("git rev-parse --short HEAD") + (" (+ uncommitted changes)" if sh("git status --porcelain --untracked-files=no") else "")
+    # dirty = uncommitted changes to what builds bertbench (this run's own outputs do not count)
+    commit = sh("git rev-parse --short HEAD") + (
+        " (+ uncommitted changes)" if sh("git status --porcelain --untracked-files=no -- src bench CMakeLists.txt") else "")
     torch_v = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
     alt = sh("update-alternatives --display libblas.so.3-x86_64-linux-gnu | head -3")
     bb_build = ""
-    any_bb = next((os.path.join(raw, f) for f in sorted(os.listdir(raw)) if f.startswith("bertbench__")), None)
+    any_bb = next((os.path.join(raw, f) for f in sorted(os.listdir(raw)) if f.startswith("bertbench__") and f.endswith(".json")), None)
     if any_bb:
         with open(any_bb) as f:
             bi = json.load(f).get("build_info", {})
@@ -435,6 +463,7 @@ shapes in both programs (max_predictions_per_seq 20 at seq 128; MLM head on the 
 ![throughput]({rel(plot)})
 
 {goals}
+{failed_md}
 ## bertbench reproduction table
 
 {repro}
