@@ -1,9 +1,10 @@
-// Vectorised float exp / tanh / GELU over arrays (AVX2 + FMA intrinsics, 8 lanes; the compiler does
-// not vectorise the libm calls, and without -fno-trapping-math not the clamps of a scalar version).
+// Vectorised float maths over arrays (AVX2 + FMA intrinsics, 8 lanes; the compiler does not
+// vectorise the libm calls, and without -fno-trapping-math not the clamps of a scalar version):
+// exp, GELU, and the reductions (max, argmax, dot, sums) behind softmax, LayerNorm and the loss.
 // exp: Cephes expf (ln 2 split in two, degree-5 polynomial; ≈ 2 ulp on [-87.3, 88], inputs are
-// clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). tanh: Cephes tanhf polynomial for
-// |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). The scalar tails use the same formulas.
-// double keeps std::exp / std::tanh so finite-difference checks run on exact maths.
+// clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). Scalar tanh (the pooler): Cephes
+// tanhf polynomial for |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). Scalar tails use the
+// same formulas. double keeps std::exp / std::tanh so finite-difference checks run on exact maths.
 #pragma once
 
 #include <immintrin.h>
@@ -75,25 +76,6 @@ inline float fast_tanh(float x) {
     const float e = fast_exp(2.0f * a);
     const float big = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
     return a < 0.625f ? small : big;
-}
-
-inline __m256 tanh8(__m256 x) {
-    using namespace vm;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256 a = _mm256_andnot_ps(sign, x);
-    const __m256 z = _mm256_mul_ps(x, x);
-    __m256 p = _mm256_set1_ps(kT0);
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT1));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT2));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT3));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT4));
-    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), p, x);
-    const __m256 e = exp8(_mm256_add_ps(a, a));
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
-    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));  // copysign (big ≥ 0)
-    const __m256 is_small = _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
-    return _mm256_blendv_ps(big, small, is_small);
 }
 
 template <typename T>
