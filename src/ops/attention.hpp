@@ -66,7 +66,7 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
                 uint8_t* m = mask + base + r;
                 T* pd = scratch + base + r;
                 dropout_fill_mask(m, *drop, base + r, static_cast<size_t>(t));
-                masked_scale(pd, p + r, m, inv_keep, static_cast<const T*>(nullptr), static_cast<size_t>(t));
+                masked_scale(pd, p + r, m, inv_keep, static_cast<size_t>(t));
             }
         }
         const T* pv = drop ? scratch + base : p;
@@ -97,13 +97,13 @@ void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* 
         const size_t off = static_cast<size_t>(o) * H + h * HS;
         const T* pv = p;
         if (m) {  // P' = P·mask/keep, formed in dp before dp is needed
-            masked_scale(dp, p, m, inv_keep, static_cast<const T*>(nullptr), n);
+            masked_scale(dp, p, m, inv_keep, n);
             pv = dp;
         }
         gemm(true, false, t, HS, t, T(1), pv, t, dctx + off, H, T(0), dv + off, H);  // dv = P'ᵀ dctx
         gemm(false, true, t, t, HS, T(1), dctx + off, H, v + off, H, T(0), dp, t);   // dP' = dctx vᵀ
         if (m)
-            masked_scale(dp, dp, m, inv_keep, static_cast<const T*>(nullptr), n);
+            masked_scale(dp, dp, m, inv_keep, n);
         for (int i = 0; i < t; ++i) {
             T* row = dp + static_cast<size_t>(i) * t;
             softmax_row_backward(row, row, p + static_cast<size_t>(i) * t, t);

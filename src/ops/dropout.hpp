@@ -115,7 +115,8 @@ inline void dropout_fill_mask_parallel(uint8_t* mask, const DropoutStream& s, si
 
 // y[i] = (mask[i] ? x[i]·scale : 0) + (residual ? residual[i] : 0), serial (y may alias x).
 template <typename T>
-inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, const T* residual, size_t n) {
+inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, size_t n,
+                         const T* residual = nullptr) {
     size_t i = 0;
 #ifdef __AVX2__
     if constexpr (std::is_same_v<T, float>) {
@@ -146,7 +147,7 @@ void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, con
     for (long long c = 0; c < chunks; ++c) {
         const size_t b = static_cast<size_t>(c) * kChunk, len = n - b < kChunk ? n - b : kChunk;
         if (mask) {
-            masked_scale(y + b, x + b, mask + b, scale, residual ? residual + b : nullptr, len);
+            masked_scale(y + b, x + b, mask + b, scale, len, residual ? residual + b : nullptr);
         } else {
             for (size_t i = b; i < b + len; ++i) y[i] = residual ? x[i] + residual[i] : x[i];
         }
@@ -166,8 +167,7 @@ void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
     for (long long c = 0; c < chunks; ++c) {
         const size_t b = static_cast<size_t>(c) * kChunk;
-        masked_scale(dx + b, dy + b, mask + b, scale, static_cast<const T*>(nullptr),
-                     n - b < kChunk ? n - b : kChunk);
+        masked_scale(dx + b, dy + b, mask + b, scale, n - b < kChunk ? n - b : kChunk);
     }
 }
 

@@ -23,7 +23,7 @@ inline void softmax_row(T* p, const T* s, int C, T scale) {
 template <typename T>
 inline void softmax_row_backward(T* ds, const T* dp, const T* p, int C) {
     const size_t n = static_cast<size_t>(C);
-    const T dot = array_dot(dp, p, n);
+    const T dot = sum_lanes8<T>(n, [&](size_t c) { return dp[c] * p[c]; });
     for (size_t c = 0; c < n; ++c) ds[c] = p[c] * (dp[c] - dot);
 }
 

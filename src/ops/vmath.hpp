@@ -1,6 +1,6 @@
 // Vectorised float maths over arrays (AVX2 + FMA intrinsics, 8 lanes; the compiler does not
 // vectorise the libm calls, and without -fno-trapping-math not the clamps of a scalar version):
-// exp, GELU, and the reductions (max, argmax, dot, sums) behind softmax, LayerNorm and the loss.
+// exp, GELU, and the reductions (max, argmax, sums) behind softmax, LayerNorm and the loss.
 // exp: Cephes expf (ln 2 split in two, degree-5 polynomial; ≈ 2 ulp on [-87.3, 88], inputs are
 // clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). Scalar tanh (the pooler): Cephes
 // tanhf polynomial for |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). Scalar tails use the
@@ -189,20 +189,6 @@ inline size_t array_argmax(const T* x, size_t n) {
     for (size_t c = 1; c < n; ++c)
         if (x[c] > x[best]) best = c;
     return best;
-}
-
-// Σ x(n)·y(n); float sums in 8 lanes (a fixed order for a given n)
-template <typename T>
-inline T array_dot(const T* x, const T* y, size_t n) {
-    size_t i = 0;
-    T s = 0;
-    if constexpr (std::is_same_v<T, float>) {
-        __m256 a = _mm256_setzero_ps();
-        for (; i + 8 <= n; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a);
-        s = hsum8(a);
-    }
-    for (; i < n; ++i) s += x[i] * y[i];
-    return s;
 }
 
 // y[i] = exp(x[i]·scale − shift) (y may alias x); returns Σ y (float: in 8 lanes)

@@ -68,9 +68,9 @@ TEST(DropoutSimd, MaskedScaleEqualsScalar) {
             r[i] = 1.0f / float(i + 1);
         }
         const float scale = 1.0f / 0.7f;
-        masked_scale(y.data(), x.data(), mask.data(), scale, r.data(), n);
+        masked_scale(y.data(), x.data(), mask.data(), scale, n, r.data());
         z = x;
-        masked_scale(z.data(), z.data(), mask.data(), scale, static_cast<const float*>(nullptr), n);
+        masked_scale(z.data(), z.data(), mask.data(), scale, n);
         for (size_t i = 0; i < n; ++i) {
             const float v = mask[i] ? x[i] * scale : 0.0f;
             EXPECT_EQ(y[i], v + r[i]) << n << " " << i;

@@ -69,7 +69,7 @@ TEST(VMath, ReductionsMatchDouble) {
         }
         EXPECT_EQ(array_max(x.data(), n), mx) << n;
         EXPECT_NEAR(sum_lanes8<float>(n, [&](size_t i) { return x[i]; }), sum, 1e-5 * n) << n;
-        EXPECT_NEAR(array_dot(x.data(), y.data(), n), dot, 1e-5 * n) << n;
+        EXPECT_NEAR(sum_lanes8<float>(n, [&](size_t i) { return x[i] * y[i]; }), dot, 1e-5 * n) << n;
         EXPECT_NEAR(exp_affine_sum(e.data(), x.data(), n, 0.5f, 1.0f), esum, 1e-6 * esum) << n;
         for (size_t i = 0; i < n; ++i)
             EXPECT_NEAR(e[i], std::exp(double(x[i]) * 0.5 - 1.0), 4e-7 * e[i]) << n << " " << i;
