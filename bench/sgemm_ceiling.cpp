@@ -1,4 +1,4 @@
-// The 2-thread sgemm "ceiling" for model-FLOP utilisation: cblas_sgemm (OpenBLAS, OpenMP) on the
+// The 2-thread sgemm "ceiling" for model-FLOP utilisation: ops::gemm (oneDNN's sgemm) on the
 // linear-layer shapes of BERT-base at 4096 tokens — forward (x·W), backward-data (dy·Wᵀ) and
 // backward-weight (xᵀ·dy) of QKV/attention-output (768→768), intermediate (768→3072) and output
 // (3072→768) — weighted as in one training step. Prints per-shape and aggregate GFLOP/s.

@@ -416,7 +416,7 @@ def main():
         with open(any_bb) as f:
             bi = json.load(f).get("build_info", {})
         bb_build = "%s, %s, %s; GEMM: %s (%s)" % (bi.get("build_type"), bi.get("compiler"), bi.get("cxx_flags"),
-                                                 bi.get("gemm_config"), bi.get("gemm_corename"))
+                                                 bi.get("gemm_library"), bi.get("gemm_config"))
     load_line = other_work_line(cpu_start, cpu_seconds())
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)))
     argv = " ".join(shlex.quote(x) for x in sys.argv[1:])

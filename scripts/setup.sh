@@ -6,7 +6,8 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev      # tests, microbenchmarks
-  libopenblas-openmp-dev                          # GEMM (OpenMP build: one thread pool with ours)
+  libdnnl-dev                                     # float GEMM (oneDNN's sgemm, OpenMP runtime)
+  libopenblas-openmp-dev                          # double GEMM for the tests (OpenMP build too)
   libopenblas0-pthread                            # bench-compare: the "default" PyTorch peer's BLAS
   libutf8proc-dev                                 # Unicode data for the WordPiece tokenizer
   nlohmann-json3-dev libfmt-dev                   # JSON, formatting

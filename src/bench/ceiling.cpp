@@ -1,12 +1,13 @@
 #include "bench/ceiling.hpp"
 
-#include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
+
+#include "ops/gemm.hpp"
 
 namespace bertbench::bench {
 namespace {
@@ -36,7 +37,7 @@ __attribute__((noinline)) float fma_loop(long iters, float seed) {
     return out[0];
 }
 
-// The same with 512-bit vectors, used when the CPU has AVX-512 (OpenBLAS then uses it too).
+// The same with 512-bit vectors, used when the CPU has AVX-512 (the sgemm then uses it too).
 __attribute__((noinline, target("avx512f"))) float fma_loop_512(long iters, float seed) {
     __m512 acc[12];
     for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(seed + static_cast<float>(j));
@@ -105,9 +106,8 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps) {
         std::vector<double> times;
         for (int r = -1; r < reps; ++r) {
             const double t0 = now_s();
-            cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                        s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), lda,
-                        b.data(), ldb, 0.0f, out.data(), s.n);
+            ops::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
+                      0.0f, out.data(), s.n);
             if (r >= 0) times.push_back(now_s() - t0);
         }
         const double flops = 2.0 * s.m * s.n * s.k;

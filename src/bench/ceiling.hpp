@@ -1,6 +1,7 @@
 // The machine's ceilings that utilisation is measured against: the FMA peak (a register-only
-// loop of independent FMAs at the CPU's widest vector) and the sgemm ceiling on BERT's linear-layer shapes (forward,
-// backward-data and backward-weight forms) with the GEMM library bertbench links.
+// loop of independent FMAs at the CPU's widest vector) and the sgemm ceiling on BERT's linear-layer
+// shapes (forward, backward-data and backward-weight forms), timed through ops::gemm, i.e. with the
+// GEMM library the engine itself calls.
 #pragma once
 
 #include <string>
@@ -32,7 +33,7 @@ struct Ceiling {
 std::vector<GemmShape> bert_linear_shapes(int tokens, int h, int i);
 
 // Widest FMA vector this CPU runs (8 floats for AVX2, 16 with AVX-512): the peak loop uses it,
-// because OpenBLAS picks its kernels for the CPU at run time too.
+// because the sgemm picks its kernels for the CPU at run time too.
 int fma_vector_width();
 double measure_fma_peak(int threads, double seconds);
 // Each shape is timed `reps` times after one warm-up; returns median and best per shape.

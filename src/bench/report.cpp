@@ -4,6 +4,8 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -392,9 +394,14 @@ std::string profile_svg(const std::vector<ProfileResult>& profiles) {
 
 nlohmann::json build_info_with_gemm() {
     nlohmann::json b = sysinfo::build_info();
-    b["gemm_library"] = "OpenBLAS";
-    b["gemm_config"] = openblas_get_config();
-    b["gemm_corename"] = openblas_get_corename();
+    const dnnl_version_t* v = dnnl_version();
+    b["gemm_library"] = fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+    b["gemm_config"] =
+        fmt::format("dnnl_sgemm, {} runtime, max ISA {}", dnnl_runtime2str(v->cpu_runtime),
+                    dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()));
+    // double precision (finite-difference tests only) goes to OpenBLAS
+    b["dgemm_library"] = fmt::format("{} (core {})", openblas_get_config(),
+                                     openblas_get_corename());
     return b;
 }
 

@@ -31,7 +31,8 @@ std::string format_profile(const ProfileResult& r, Format f);  // table/md/csv; 
 // SVG: one horizontal bar per op (share of step time), for each profile (train, infer, ...).
 std::string profile_svg(const std::vector<ProfileResult>& profiles);
 
-// build_info() plus the GEMM library (openblas_get_config / openblas_get_corename).
+// build_info() plus the GEMM libraries: oneDNN's version, runtime and ISA (float), OpenBLAS's config
+// and core (double).
 nlohmann::json build_info_with_gemm();
 // {max_rss_mb, cpu_percent (user+sys CPU time / wall time x 100)} since process start.
 nlohmann::json process_info(double wall_seconds);

@@ -2,7 +2,6 @@
 // profile with its analytic FLOP/byte model (docs/benchmark.md "Profile").
 #include "bench/runner.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -118,11 +117,6 @@ struct Setup {
     }
 };
 
-void set_threads(int threads) {
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
-}
-
 }  // namespace
 
 nlohmann::json definitions() {
@@ -146,8 +140,8 @@ nlohmann::json definitions() {
          "matmul FLOPs on real tokens (2 per multiply-add; backward = 2x forward) / "
          "median step time"},
         {"mfu",
-         "gflops / sgemm ceiling (cblas_sgemm on BERT-base linear-layer shapes, 4096 "
-         "tokens) at the same thread count"},
+         "gflops / sgemm ceiling (the engine's sgemm, oneDNN, on BERT-base linear-layer "
+         "shapes, 4096 tokens) at the same thread count"},
         {"latency_ms_pXX", "nearest-rank percentile of the timed step times"}};
 }
 
@@ -212,7 +206,7 @@ std::vector<model::Batch> read_batches(const std::vector<std::string>& files, in
 
 PointResult run_point(const Point& p, double ceiling_gflops) {
     check_point(p);
-    set_threads(p.threads);
+    omp_set_num_threads(p.threads);
     reset_peak_rss();
     Setup s(p);
 
@@ -335,7 +329,7 @@ Cost op_cost(const std::string& op, const model::BertConfig& c, const model::Bat
 
 ProfileResult profile_point(const Point& p, int steps) {
     check_point(p);
-    set_threads(p.threads);
+    omp_set_num_threads(p.threads);
     Setup s(p);
     std::vector<const model::Batch*> used;
     s.step(used);  // warm-up, not profiled

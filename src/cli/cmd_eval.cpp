@@ -1,6 +1,5 @@
 // `bertbench eval`: offline pretraining evaluation of a checkpoint (masked-LM accuracy and loss,
 // next-sentence accuracy and loss), as run_pretraining.py --do_eval --nodo_train computes them.
-#include <cblas.h>
 #include <omp.h>
 
 #include <iostream>
@@ -44,7 +43,6 @@ int cmd_eval(int argc, char** argv) {
     if (threads < 0 || threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available)", threads, cpus);
     omp_set_num_threads(threads > 0 ? threads : cpus);
-    openblas_set_num_threads(threads > 0 ? threads : cpus);
 
     const std::vector<std::string> files = expand_globs(input, "input_file");
     model::CheckpointReader reader(checkpoint);

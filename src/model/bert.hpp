@@ -40,7 +40,7 @@ struct Losses {
 };
 
 // T = float for training/inference; T = double for finite-difference checks (same code path,
-// cblas_dgemm instead of cblas_sgemm).
+// OpenBLAS's dgemm instead of oneDNN's sgemm).
 template <typename T>
 class BasicBertPretrainer {
 public:

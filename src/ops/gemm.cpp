@@ -1,10 +1,13 @@
-// GEMM wrapper over OpenBLAS cblas_{s,d}gemm and the dense layer (see gemm.hpp).
+// GEMM wrapper (float: oneDNN dnnl_sgemm, double: OpenBLAS cblas_dgemm) and the dense layer.
 #include "ops/gemm.hpp"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <new>
 
+#include "core/error.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -12,8 +15,22 @@ namespace bertbench::ops {
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
     if (M == 0 || N == 0) return;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (K == 0) {  // BLAS: C = beta·C (oneDNN 2.6 leaves C untouched)
+        for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+                float& c = C[static_cast<size_t>(i) * ldc + j];
+                c = beta == 0.f ? 0.f : beta * c;
+            }
+        return;
+    }
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                        lda, B, ldb, beta, C, ldc);
+    // It fails when its packing buffers cannot be allocated, or on invalid arguments (our bug).
+    if (st == dnnl_out_of_memory) throw std::bad_alloc();
+    if (st != dnnl_success)
+        fail("internal error: dnnl_sgemm({}, {}, M={}, N={}, K={}, lda={}, ldb={}, ldc={}) "
+             "returned status {}", trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, lda, ldb,
+             ldc, static_cast<int>(st));
 }
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,

@@ -1,6 +1,7 @@
 // GEMM and the dense (linear) layer on top of it. Row-major throughout; kernels stored [in, out]
-// as in TensorFlow, so y = x·W + b needs no transpose. float -> cblas_sgemm, double -> cblas_dgemm
-// (OpenBLAS, OpenMP build: uses the omp pool outside a parallel region, 1 thread inside one).
+// as in TensorFlow, so y = x·W + b needs no transpose. float -> oneDNN's dnnl_sgemm, double ->
+// OpenBLAS's cblas_dgemm. Both are OpenMP builds: they use the omp pool (omp_set_num_threads)
+// outside a parallel region and 1 thread inside one.
 #pragma once
 
 #include <span>

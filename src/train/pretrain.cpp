@@ -4,7 +4,6 @@
 // the resume state is: weights, adam_m/adam_v, optimizer scalars, global step, reader cursor.
 #include "train/pretrain.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -264,7 +263,6 @@ void Run::setup() {
     if (o_.threads < 0 || threads > cpus)
         fail("--threads={}: expected 1..{} (CPUs available to this process)", o_.threads, cpus);
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
 
     std::error_code ec;
     fs::create_directories(o_.output_dir, ec);

@@ -270,11 +270,11 @@ TEST(BertEngine, ForwardFlops) {
 namespace bertbench::model {
 namespace {
 
-// Large enough that every op takes its parallel path (N·H ≥ 32K) and OpenBLAS threads its GEMMs.
+// Large enough that every op takes its parallel path (N·H ≥ 32K) and the sgemm threads its GEMMs.
 // Finding (docs/engine.md): our own kernels do not depend on the thread count (fixed work split,
-// reductions in a fixed order), but OpenBLAS's threaded sgemm does in some backward shapes, so
-// gradients differ in the last bits between 1 and 2 threads. Asserted: same dropout masks,
-// losses and gradients equal to float rounding (atol 1e-6, rtol 1e-4); bit equality is reported.
+// reductions in a fixed order); a threaded sgemm may split K differently per thread count (OpenBLAS
+// did on some backward shapes; oneDNN gives equal bits here). Asserted: same dropout masks, losses
+// and gradients equal to float rounding (atol 1e-6, rtol 1e-4); bit equality is reported.
 TEST(BertEngine, ThreadCountChangesOnlyRoundingSlow) {  // ~3 s on a loaded 2-vCPU host
     BertConfig c;
     c.vocab_size = 1001;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "core/error.hpp"
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
 #include "ops/cross_entropy.hpp"
@@ -48,6 +49,34 @@ TEST(Gemm, MatchesNaiveForAllTransposes) {
             gemm(ta, tb, M, N, K, 1.0, a.data(), ta ? M : K, b.data(), tb ? K : N, 0.0, wd.data(), N);
             EXPECT_TRUE(all_close("sgemm", cf, wd, 1e-5, 1e-5));
         }
+}
+
+// The float path (oneDNN) on what the engine passes it: sub-matrices with leading dimensions wider
+// than the rows (attention reads one head's columns of [tokens, H]), alpha/beta, and K = 0, where
+// C = beta·C. A bad leading dimension is an Error, not a crash.
+TEST(Gemm, FloatStridedAlphaBetaAndEmptyK) {
+    const int M = 9, N = 5, K = 11, ld = 23;
+    for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+            const Vec a = random_vector((ta ? K : M) * ld, 4), b = random_vector((tb ? N : K) * ld, 5);
+            const Vec c0 = random_vector(M * ld, 6);
+            Vec want = c0;
+            for (int i = 0; i < M; ++i)
+                for (int j = 0; j < N; ++j) {
+                    double s = 0;
+                    for (int k = 0; k < K; ++k)
+                        s += (ta ? a[k * ld + i] : a[i * ld + k]) * (tb ? b[j * ld + k] : b[k * ld + j]);
+                    want[i * ld + j] = -0.75 * s + 0.5 * c0[i * ld + j];
+                }
+            std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end()), cf(c0.begin(), c0.end());
+            gemm(ta, tb, M, N, K, -0.75f, af.data(), ld, bf.data(), ld, 0.5f, cf.data(), ld);
+            EXPECT_TRUE(all_close("strided sgemm", cf, want, 1e-5, 1e-5)) << "ta=" << ta << " tb=" << tb;
+        }
+    std::vector<float> c(6, 2.f), none(1, 0.f);
+    gemm(false, false, 2, 3, 0, 1.f, none.data(), 1, none.data(), 3, 0.5f, c.data(), 3);
+    EXPECT_EQ(c, std::vector<float>(6, 1.f));
+    EXPECT_THROW(gemm(false, false, 2, 3, 4, 1.f, none.data(), 2, none.data(), 3, 0.f, c.data(), 3),
+                 Error);
 }
 
 TEST(Linear, FiniteDifferences) {
