@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
 #include "core/sysinfo.hpp"
@@ -59,7 +60,7 @@ struct Setup {
     bool train;
     int max_pred;
     model::ParamTable table;
-    std::vector<float> params, grads;
+    AlignedVector<float> params, grads;
     model::BertPretrainer engine;
     std::vector<model::Batch> batches;
     std::unique_ptr<optim::ParameterUpdater> updater;

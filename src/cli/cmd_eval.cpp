@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -59,7 +60,7 @@ int cmd_eval(int argc, char** argv) {
         fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
              max_seq_length, config.max_position_embeddings);
     const model::ParamTable table(config, model::Heads::pretraining);
-    std::vector<float> params(table.total_floats(), 0.0f);
+    AlignedVector<float> params(table.total_floats(), 0.0f);
     if (reader.metadata().count("format") || reader.has("bert/embeddings/word_embeddings")) {
         model::load_checkpoint(checkpoint, table, params);
     } else {

@@ -17,6 +17,7 @@
 #include "ops/cross_entropy.hpp"
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
+#include "core/aligned.hpp"
 #include "ops/gemm.hpp"
 #include "ops/layernorm.hpp"
 
@@ -41,7 +42,7 @@ public:
     size_t size() const { return storage_.size(); }
 
 private:
-    std::vector<T> storage_;
+    AlignedVector<T> storage_;
     size_t used_ = 0;
 };
 

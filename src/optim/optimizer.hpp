@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.hpp"
 #include "optim/chunks.hpp"
 
 namespace bertbench::optim {
@@ -80,7 +81,7 @@ private:
 
     OptimizerConfig config_;
     ChunkPlan plan_;
-    std::vector<float> m_, v_;
+    AlignedVector<float> m_, v_;
     std::vector<double> partial_w2_, partial_u2_;  // (chunks) per-chunk sums, fixed order
     std::vector<float> ratios_;                    // (tensors)
     int64_t updates_ = 0;

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "core/aligned.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 
@@ -66,7 +67,7 @@ private:
     ClipMode clip_mode_;
     float clip_norm_;
     int64_t global_step_ = 0;
-    std::vector<float> accum_;
+    AlignedVector<float> accum_;
 };
 
 }  // namespace bertbench::optim

@@ -18,6 +18,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
@@ -228,7 +229,7 @@ private:
     json flags_json_;
     model::BertConfig config_;
     std::unique_ptr<model::ParamTable> table_;
-    std::vector<float> params_, grads_;
+    AlignedVector<float> params_, grads_;
     std::unique_ptr<optim::ParameterUpdater> updater_;
     std::unique_ptr<model::BertPretrainer> engine_;
     std::unique_ptr<data::PretrainReader> reader_;
