@@ -273,6 +273,8 @@ def main():
     ap.add_argument("--threads", default="2")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--min_time", type=float, default=2.0,
+                    help="seconds: both programs keep timing past --steps until this much is timed")
     ap.add_argument("--rounds", type=int, default=1, help="rounds per point, variants interleaved A/B/C A/B/C (use 3+ on a quiet machine)")
     ap.add_argument("--variants", default="bertbench,torch-default,torch-tuned")
     ap.add_argument("--profile", default="base:128:8", help="model:seq:batch profiled per-op ('' = none)")
@@ -317,12 +319,13 @@ def main():
     keys = [(m, mo, s, b, t) for m in modes for mo in models for s in seqs for b in batches for t in threads]
     for key in keys:
         m, mo, s, b, t = key
-        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d" % (a.warmup, a.steps)  # reuse only like runs
+        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)  # reuse only like runs
         for r in range(a.rounds):
             for v in variants:
                 out = os.path.join(raw, "%s__%s__r%d.json" % (v, tag, r))
                 common = ["--mode=" + m, "--model=" + mo, "--seq_len=%d" % s, "--batch_size=%d" % b,
-                          "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--json=" + out]
+                          "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps,
+                          "--min_time=%g" % a.min_time, "--json=" + out]
                 if v == "bertbench":
                     cmd = [a.bertbench, "bench"] + common + (["--ceiling_gflops=%g" % ceilings[t][0]] if t in ceilings else ["--noceiling"])
                 else:
@@ -445,7 +448,8 @@ finds there; `--fresh` starts over). Definitions of every figure: [benchmark.md]
 ## Method
 
 Points: modes {a.modes}; models {a.models}; seq_len {a.seq_len}; batch sizes {a.batch_sizes}; threads {a.threads};
-{a.warmup} warm-up steps (excluded) + {a.steps} timed steps per run; {a.rounds} rounds per point, variants interleaved
+{a.warmup} warm-up steps (excluded) + at least {a.steps} timed steps per run, more until {a.min_time:g} s are timed
+(`--min_time`, both programs: a median of three 50 ms steps moves with every hiccup of the host); {a.rounds} rounds per point, variants interleaved
 (bertbench, torch-default, torch-tuned, then again) so that machine drift cancels. Figure per variant = median
 over rounds of sequences/s (each run: batch / median step time). Synthetic full-length batches, identical
 shapes in both programs (max_predictions_per_seq 20 at seq 128; MLM head on the gathered positions).

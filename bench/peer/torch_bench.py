@@ -2,14 +2,16 @@
 """The PyTorch peer of `bertbench bench`: the same BERT pretraining model (encoder + pooler + MLM
 head on the gathered masked positions with the decoder tied to the word embeddings + NSP head;
 dropout 0.1, tanh GELU), the same synthetic full-length batch shapes (max_predictions_per_seq 20
-at seq 128, 76 at 512, proportional), the same warm-up/timed steps and the same JSON point schema.
+at seq 128, 76 at 512, proportional), the same warm-up/timed steps (--steps at least, and past them
+until --min_time seconds are timed) and the same JSON point schema.
 PyTorch 1.13 eager (Debian python3-torch), torch.set_num_threads(threads).
 Training step = forward + backward + global-norm clip (1.0) + a LAMB update written in tensor ops
 (torch has no LAMB; moments, bias-free update u = m/(sqrt(v)+eps) + wd*w, trust ratio |w|/|u|,
 no decay or adaptation for LayerNorm/bias, as the reference). Inference = forward under no_grad.
 
 Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
-         --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--json=PATH] [--optimizer=lamb|none]
+         --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--min_time=0] [--json=PATH]
+         [--optimizer=lamb|none]
 Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
 import argparse
 import json
@@ -139,7 +141,7 @@ def percentile(sorted_ms, q):  # nearest rank, as bench/runner.cpp
     return sorted_ms[min(len(sorted_ms) - 1, max(rank, 1) - 1)]
 
 
-def run_point(mode, name, T, B, threads, warmup, steps, optimizer):
+def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, H, A, I = PRESETS[name]
@@ -148,7 +150,9 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer):
     args = synthetic_batch(B, T, P, torch.Generator().manual_seed(7))
     opt = Lamb(model) if mode == "train" and optimizer == "lamb" else None
     times = []
-    for it in range(warmup + steps):
+    it = 0
+    while it < warmup or len(times) < steps or sum(times) < 1e3 * min_time:
+        it += 1
         t0 = time.perf_counter()
         if mode == "train":
             model.train()
@@ -162,14 +166,15 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer):
             with torch.no_grad():
                 model(*args)
         dt = (time.perf_counter() - t0) * 1e3
-        if it >= warmup:
+        if it > warmup:
             times.append(dt)
     s = sorted(times)
     n = len(s)
     med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
     flops = forward_flops(L, H, I, B, T, P) * (3 if mode == "train" else 1)
     return {"mode": mode, "model": name, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
-            "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": steps, "data": "synthetic",
+            "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": len(times), "min_time_s": min_time,
+            "data": "synthetic",
             "sequences_per_second": B / (med / 1e3), "tokens_per_second": B * T / (med / 1e3),
             "padded_tokens_per_second": B * T / (med / 1e3), "real_token_fraction": 1.0,
             "step_ms_median": med, "step_ms_min": s[0], "step_ms_max": s[-1],
@@ -204,6 +209,7 @@ def main():
     ap.add_argument("--threads", default=str(len(os.sched_getaffinity(0))))
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--min_time", type=float, default=0.0)
     ap.add_argument("--optimizer", default="lamb", choices=["lamb", "none"])
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
@@ -215,7 +221,7 @@ def main():
             for T in ints(a.seq_len):
                 for B in ints(a.batch_size):
                     for th in ints(a.threads):
-                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer)
+                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time)
                         points.append(p)
                         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                           for k, v in p.items() if k != "step_ms"}), flush=True)

@@ -215,13 +215,16 @@ PointResult run_point(const Point& p, double ceiling_gflops) {
     r.point = p;
     r.arena_mb = static_cast<double>(s.engine.arena_bytes()) / (1 << 20);
     std::vector<const model::Batch*> used;
-    double seqs = 0, real = 0, padded = 0, flops = 0;
-    for (int k = 0; k < p.warmup + p.steps; ++k) {
+    double seqs = 0, real = 0, padded = 0, flops = 0, timed_ms = 0;
+    for (int k = 0; k < p.warmup || static_cast<int>(r.step_ms.size()) < p.steps ||
+                    timed_ms < 1e3 * p.min_time_s;
+         ++k) {
         const double t0 = now_ms();
         s.step(used);
         const double dt = now_ms() - t0;
         if (k < p.warmup) continue;
         r.step_ms.push_back(dt);
+        timed_ms += dt;
         for (const model::Batch* b : used) {
             seqs += b->batch_size;
             real += b->num_tokens();
@@ -238,7 +241,7 @@ PointResult run_point(const Point& p, double ceiling_gflops) {
     r.latency_ms_p50 = percentile(sorted, 0.50);
     r.latency_ms_p90 = percentile(sorted, 0.90);
     r.latency_ms_p99 = percentile(sorted, 0.99);
-    const double per_s = 1e3 / r.step_ms_median / static_cast<double>(p.steps);
+    const double per_s = 1e3 / r.step_ms_median / static_cast<double>(n);
     r.sequences_per_second = seqs * per_s;
     r.tokens_per_second = real * per_s;
     r.padded_tokens_per_second = padded * per_s;
@@ -258,7 +261,8 @@ nlohmann::json PointResult::to_json() const {
             {"threads", point.threads},
             {"steps_per_update", point.steps_per_update},
             {"warmup_steps", point.warmup},
-            {"timed_steps", point.steps},
+            {"timed_steps", step_ms.size()},
+            {"min_time_s", point.min_time_s},
             {"data", point.data_files.empty() ? "synthetic" : "tfrecord"},
             {"data_files", point.data_files},
             {"sequences_per_second", sequences_per_second},

@@ -25,9 +25,10 @@ struct Point {
     int threads = 1;
     int steps_per_update = 1;  // micro-batches per optimizer update (train only)
     int warmup = 2;
-    int steps = 10;
+    int steps = 10;  // at least this many timed steps (and see min_time_s)
     std::vector<std::string> data_files;  // empty: synthetic full-length batches
     int max_predictions = 0;              // 0: default_max_predictions(seq_len)
+    double min_time_s = 0;  // keep timing past `steps` until the timed steps add up to this
 };
 
 struct PointResult {

@@ -89,7 +89,7 @@ int cmd_bench(int argc, char** argv) {
     std::string plot_path, profile_svg_path = "bench_profile.svg", md_path;
     int warmup = 2, steps = 10, gemm_tokens = 4096, gemm_reps = 5, max_predictions = 0;
     int ceiling_reps = 3, profile_steps = 3;
-    double ceiling_gflops = 0;
+    double ceiling_gflops = 0, min_time = 0;
     bool measure_ceiling = true, profile = false;
     Flags flags(
         "bench",
@@ -113,7 +113,10 @@ int cmd_bench(int argc, char** argv) {
     flags.add("steps_per_update", &spu_list,
               "micro-batches per optimizer update, train (comma list)");
     flags.add("warmup", &warmup, "untimed warm-up steps per point");
-    flags.add("steps", &steps, "timed steps per point");
+    flags.add("steps", &steps, "timed steps per point (at least)");
+    flags.add("min_time", &min_time,
+              "seconds: keep timing steps past --steps until the timed steps add up to this (a "
+              "median of a few 50 ms steps moves with every hiccup of a shared host)");
     flags.add("data", &data,
               "glob(s) of MLPerf-schema pretraining TFRecords: run on their real "
               "unpadded sequences (fixed order, cycled) instead of synthetic batches");
@@ -143,6 +146,8 @@ int cmd_bench(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);
     if (steps < 1) fail("--steps: expected >= 1, got {}", steps);
+    if (!(min_time >= 0 && min_time <= 3600))
+        fail("--min_time: expected 0..3600 seconds, got {}", min_time);
     if (profile_steps < 1) fail("--profile_steps: expected >= 1, got {}", profile_steps);
     if (ceiling_gflops < 0) fail("--ceiling_gflops: expected >= 0, got {}", ceiling_gflops);
     if (max_predictions < 0) fail("--max_predictions: expected >= 0, got {}", max_predictions);
@@ -201,7 +206,7 @@ int cmd_bench(int argc, char** argv) {
                                                     : std::vector<int>{1}) {
                             bench::Point p{
                                 m,     name,       config,         seq, b, t, spu, warmup,
-                                steps, data_files, max_predictions};
+                                steps, data_files, max_predictions, min_time};
                             try {
                                 const double ceil =
                                     t <= sysinfo::cpus_available() ? ceiling_for(t) : 0;

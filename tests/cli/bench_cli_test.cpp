@@ -157,5 +157,30 @@ TEST(BenchCli, ReportsStepSpread) {
     EXPECT_EQ(r.out.find("more than 5%") != std::string::npos, want > 0.05) << r.out;
 }
 
+// --min_time keeps timing past --steps until the timed steps add up to it; the rates are per step
+// actually timed (sequences/s = batch / median step time whatever the count).
+TEST(BenchCli, MinTimeTimesMoreSteps) {
+    const std::string json = ::testing::TempDir() + "/bench_min_time.json";
+    const auto r = testing::run_bertbench("bench --mode=infer --model=tiny --seq_len=16 --batch_size=2 "
+                                          "--threads=1 --warmup=1 --steps=2 --min_time=0.2 "
+                                          "--noceiling --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    const auto& p = j["points"][0];
+    const auto steps = p["step_ms"].get<std::vector<double>>();
+    double total = 0;
+    for (double ms : steps) total += ms;
+    EXPECT_GE(total, 200.0);
+    EXPECT_GT(steps.size(), 2u);
+    EXPECT_EQ(p["timed_steps"].get<size_t>(), steps.size());
+    EXPECT_NEAR(p["sequences_per_second"].get<double>(), 2e3 / p["step_ms_median"].get<double>(),
+                1e-9 * p["sequences_per_second"].get<double>());
+    const auto bad = testing::run_bertbench("bench --min_time=-1");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.out.find("--min_time: expected 0..3600 seconds, got -1"), std::string::npos)
+        << bad.out;
+}
+
 }  // namespace
 }  // namespace bertbench
