@@ -121,7 +121,7 @@ GOAL_RATIO = {"train": 1.5, "infer": 2.0}  # issue 5: bertbench / PyTorch at eve
 GOAL_MFU = {"train": 0.70, "infer": 0.80}  # issue 5: BERT-base, seq 128, batch 32, 2 threads
 
 
-def goals_md(keys, results, runs, ceilings):
+def goals_md(keys, results, runs, ceilings, ceilings_start, ceiling_end):
     """The benchmark goals, checked on this run's figures (points this run did not measure are not
     judged). Where a ratio goal against a PyTorch variant is missed, the MFU bertbench would need to
     meet it says whether it is reachable on this machine at all (above 100% of the sgemm ceiling it
@@ -170,6 +170,13 @@ def goals_md(keys, results, runs, ceilings):
         out.append("- Repeatability (bertbench, same point in different rounds; goal ≤ 5%% on a quiet machine): "
                    "largest spread %.1f%% (%s %s s%d b%d t%d), %d of %d points within 5%%." % (
                        (100 * worst[0],) + worst[1] + (sum(1 for v, _ in spreads if v <= 0.05), len(spreads))))
+        # How fast the host itself drifted: the same fixed GEMM workload at the start and the end.
+        for t in sorted(set(ceilings_start) & set(ceiling_end)):
+            s, e = ceilings_start[t][0], ceiling_end[t][0]
+            out.append("  The host's own drift over this invocation: the sgemm ceiling (a fixed workload) measured "
+                       "%.1f GFLOP/s at the start and %.1f at the end with %d thread(s), %.1f%% apart%s." % (
+                           s, e, t, 100 * abs(s - e) / min(s, e),
+                           " — more than the 5% goal, so this run cannot show it" if abs(s - e) / min(s, e) > 0.05 else ""))
     return "\n".join(out) + "\n"
 
 
@@ -384,7 +391,7 @@ def main():
                         "sequences_per_second": r, "bertbench_mfu": mfu,
                         "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()}})
     table = "\n".join(rows) + "\n"
-    goals = goals_md(keys, results, runs, ceilings)
+    goals = goals_md(keys, results, runs, ceilings, ceilings_start, ceiling_end)
     failed_md = ""
     if FAILURES:
         failed_md = "## Runs that failed\n\n" + "".join("- `%s`: %s\n" % f for f in FAILURES)
