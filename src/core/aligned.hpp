@@ -1,7 +1,8 @@
 // Storage for the big float buffers (parameters, gradients, optimizer slots, the engines' arenas):
 // 64-byte aligned, so that every vector load of a row starts on a cache line, and, from 2 MiB up,
 // 2 MiB aligned and advised as transparent huge pages (MADV_HUGEPAGE), so that a GEMM streaming a
-// 440 MB weight table does not walk the page table every 4 KiB. Plain std::vector otherwise.
+// 440 MB weight table does not walk the page table every 4 KiB. Otherwise a std::vector like any
+// other (the engines take std::span, so callers do not see the difference).
 #pragma once
 
 #include <sys/mman.h>

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
 #include "ops/activation.hpp"
@@ -17,7 +18,6 @@
 #include "ops/cross_entropy.hpp"
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
-#include "core/aligned.hpp"
 #include "ops/gemm.hpp"
 #include "ops/layernorm.hpp"
 
