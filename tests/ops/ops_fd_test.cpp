@@ -27,19 +27,25 @@ using bertbench::testing::random_vector;
 using Vec = std::vector<double>;
 constexpr double kAtol = 1e-7, kRtol = 1e-6;
 
+// C = alpha·op(A)·op(B) + beta·C by the definition, in double, row-major with leading dimensions.
+Vec naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a, int lda,
+               const Vec& b, int ldb, double beta, Vec c, int ldc) {
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            double s = 0;
+            for (int k = 0; k < K; ++k)
+                s += (ta ? a[k * lda + i] : a[i * lda + k]) * (tb ? b[j * ldb + k] : b[k * ldb + j]);
+            c[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
+        }
+    return c;
+}
+
 TEST(Gemm, MatchesNaiveForAllTransposes) {
     const int M = 13, N = 7, K = 37;
     for (int ta = 0; ta < 2; ++ta)
         for (int tb = 0; tb < 2; ++tb) {
             Vec a = random_vector(M * K, 1), b = random_vector(K * N, 2), c = random_vector(M * N, 3);
-            Vec want = c;
-            for (int i = 0; i < M; ++i)
-                for (int j = 0; j < N; ++j) {
-                    double s = 0;
-                    for (int k = 0; k < K; ++k)
-                        s += (ta ? a[k * M + i] : a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
-                    want[i * N + j] = 0.5 * s + 2.0 * c[i * N + j];
-                }
+            const Vec want = naive_gemm(ta, tb, M, N, K, 0.5, a, ta ? M : K, b, tb ? K : N, 2.0, c, N);
             gemm(ta, tb, M, N, K, 0.5, a.data(), ta ? M : K, b.data(), tb ? K : N, 2.0, c.data(), N);
             EXPECT_TRUE(all_close("gemm", c, want, 1e-12, 1e-12)) << "ta=" << ta << " tb=" << tb;
             // float path agrees to fp32 accuracy
@@ -60,14 +66,7 @@ TEST(Gemm, FloatStridedAlphaBetaAndEmptyK) {
         for (int tb = 0; tb < 2; ++tb) {
             const Vec a = random_vector((ta ? K : M) * ld, 4), b = random_vector((tb ? N : K) * ld, 5);
             const Vec c0 = random_vector(M * ld, 6);
-            Vec want = c0;
-            for (int i = 0; i < M; ++i)
-                for (int j = 0; j < N; ++j) {
-                    double s = 0;
-                    for (int k = 0; k < K; ++k)
-                        s += (ta ? a[k * ld + i] : a[i * ld + k]) * (tb ? b[j * ld + k] : b[k * ld + j]);
-                    want[i * ld + j] = -0.75 * s + 0.5 * c0[i * ld + j];
-                }
+            const Vec want = naive_gemm(ta, tb, M, N, K, -0.75, a, ld, b, ld, 0.5, c0, ld);
             std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end()), cf(c0.begin(), c0.end());
             gemm(ta, tb, M, N, K, -0.75f, af.data(), ld, bf.data(), ld, 0.5f, cf.data(), ld);
             EXPECT_TRUE(all_close("strided sgemm", cf, want, 1e-5, 1e-5)) << "ta=" << ta << " tb=" << tb;
