@@ -5,11 +5,13 @@
 #include "train/pretrain.hpp"
 
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "core/aligned.hpp"
 #include "core/error.hpp"
@@ -38,36 +41,65 @@ using nlohmann::json;
 
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+std::atomic<int> g_stop_signal{0};
 
-// First SIGINT/SIGTERM: finish the update, checkpoint, exit 0. A second one: die at once.
-extern "C" void on_stop_signal(int sig) {
-    if (g_stop_signal != 0) {
-        std::signal(sig, SIG_DFL);
-        std::raise(sig);
-        return;
-    }
-    g_stop_signal = sig;
-}
-
-// Installs SIGINT/SIGTERM handlers for the run's lifetime; restores the previous ones after.
-class SignalGuard {
+// SIGINT/SIGTERM during a run. First one: finish the update, checkpoint, exit 0. A second one: die
+// at once. No thread ever runs a signal handler: the signals are blocked in the calling thread
+// before any other thread of the run exists (the reader thread and libgomp's pool inherit the
+// mask) and a watcher thread takes them with sigwait(). A handler would run on whichever compute
+// thread the kernel picked, with its frame pushed onto that thread's stack; oneDNN 2.6's sgemm
+// (Debian libdnnl2) corrupts the heap when that happens inside it (docs/engine.md, "Signals").
+// A signal the process inherited as ignored (SIGINT of a script's background job) stays ignored.
+class StopSignals {
 public:
-    SignalGuard() {
+    StopSignals() {
         g_stop_signal = 0;
-        struct sigaction sa {};
-        sa.sa_handler = on_stop_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int_);
-        sigaction(SIGTERM, &sa, &old_term_);
+        sigemptyset(&set_);
+        for (const int sig : {SIGINT, SIGTERM}) {
+            struct sigaction current {};
+            sigaction(sig, nullptr, &current);
+            if (current.sa_handler == SIG_IGN) continue;
+            sigaddset(&set_, sig);
+            wake_ = sig;
+        }
+        if (wake_ == 0) return;
+        pthread_sigmask(SIG_BLOCK, &set_, &old_mask_);
+        watcher_ = std::thread([this] { watch(); });
     }
-    ~SignalGuard() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
+    ~StopSignals() {
+        if (wake_ == 0) return;
+        closing_ = true;
+        pthread_kill(watcher_.native_handle(), wake_);  // ends its sigwait; `closing_` says why
+        watcher_.join();
+        pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
     }
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
 
 private:
-    struct sigaction old_int_ {}, old_term_ {};
+    void watch() {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set_, &sig) != 0) continue;
+            if (closing_) return;
+            if (g_stop_signal == 0) {
+                g_stop_signal = sig;
+                log::info("signal {}: stopping after this optimizer update with a checkpoint "
+                          "(a second signal stops at once, without one)",
+                          sig);
+                continue;
+            }
+            // Second signal: its default action, termination, with this thread as the target.
+            signal(sig, SIG_DFL);
+            pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
+            raise(sig);
+        }
+    }
+
+    sigset_t set_{}, old_mask_{};
+    int wake_ = 0;  // a member of set_ (0: both ignored, nothing to watch)
+    std::atomic<bool> closing_{false};
+    std::thread watcher_;
 };
 
 double now_s() {
@@ -508,7 +540,7 @@ void Run::write_results(const std::string& status) {
 }
 
 int Run::main() {
-    SignalGuard signals;
+    StopSignals signals;
     setup();
     load_or_init();
     write_config_json();

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -201,20 +202,55 @@ TEST(PretrainE2E, KilledAndResumedIsBitIdenticalSlow) {
     EXPECT_NE(again.out.find("already finished"), std::string::npos) << again.out;
 }
 
+// A hex signal-set field ("SigBlk:", "SigCgt:") of /proc/<pid>/task/<tid>/status.
+uint64_t signal_set(const std::string& status_file, const std::string& field) {
+    std::istringstream in(slurp(status_file));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()), nullptr, 16);
+    ADD_FAILURE() << field << " not in " << status_file;
+    return 0;
+}
+
 TEST(PretrainE2E, SigtermCheckpointsAndExitsZero) {
     const Workdir w("sigterm");
     const std::string out = w.out("run");
     std::vector<std::string> args = base_args(w, out);
     args.push_back("--num_train_steps=100000");
     args.push_back("--nodo_eval");
+    args.push_back("--threads=0");  // all CPUs: libgomp's worker threads exist too
     const pid_t pid = spawn(args, w.out("log"));
     ASSERT_TRUE(wait_for_file(out + "/model.ckpt-4.safetensors", pid)) << slurp(w.out("log"));
+
+    // No thread of the run may take SIGINT/SIGTERM through a handler (a handler's frame on a
+    // thread inside oneDNN's sgemm corrupts the heap): none is caught, and every thread blocks
+    // both except the watcher while it sits in sigwait (the kernel unblocks the waited set then).
+    const uint64_t stop_bits = (uint64_t{1} << (SIGINT - 1)) | (uint64_t{1} << (SIGTERM - 1));
+    const std::string proc = "/proc/" + std::to_string(pid);
+    EXPECT_EQ(signal_set(proc + "/status", "SigCgt:") & stop_bits, 0u);
+    int threads = 0, waiting = 0;
+    for (const auto& task : fs::directory_iterator(proc + "/task")) {
+        const std::string dir = task.path().string();
+        ++threads;
+        const bool in_sigwait = slurp(dir + "/wchan").find("sigtimedwait") != std::string::npos ||
+                                slurp(dir + "/syscall").rfind("128 ", 0) == 0;  // x86-64 number
+        if (in_sigwait) {
+            ++waiting;
+            continue;
+        }
+        EXPECT_EQ(signal_set(dir + "/status", "SigBlk:") & stop_bits, stop_bits)
+            << "thread " << task.path().filename();
+    }
+    EXPECT_EQ(waiting, 1);
+    EXPECT_GE(threads, 3);  // main, signal watcher, reader (+ libgomp workers with 2+ CPUs)
+
     ASSERT_EQ(kill(pid, SIGTERM), 0);
     int status = 0;
     waitpid(pid, &status, 0);
     const std::string log = slurp(w.out("log"));
     ASSERT_TRUE(WIFEXITED(status)) << log;
     EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+    EXPECT_NE(log.find("stopping after this optimizer update"), std::string::npos) << log;
     EXPECT_NE(log.find("Resume by running the same command again"), std::string::npos) << log;
     const json res = json::parse(slurp(out + "/results.json"));
     EXPECT_EQ(res["status"], "interrupted");
