@@ -415,18 +415,23 @@ def main():
         json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()}, "args": vars(a)}, f, indent=2)
     os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
 
-    # dirty = uncommitted changes to what builds bertbench (this run's own outputs do not count)
-    commit = sh("git rev-parse --short HEAD") + (
-        " (+ uncommitted changes)" if sh("git status --porcelain --untracked-files=no -- src bench CMakeLists.txt") else "")
     torch_v = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
     alt = sh("update-alternatives --display libblas.so.3-x86_64-linux-gnu | head -3")
-    bb_build = ""
-    any_bb = next((os.path.join(raw, f) for f in sorted(os.listdir(raw)) if f.startswith("bertbench__") and f.endswith(".json")), None)
-    if any_bb:
-        with open(any_bb) as f:
-            bi = json.load(f).get("build_info", {})
-        bb_build = "%s, %s, %s; GEMM: %s (%s)" % (bi.get("build_type"), bi.get("compiler"), bi.get("cxx_flags"),
-                                                 bi.get("gemm_library"), bi.get("gemm_config"))
+    # What was measured: the build_info of the bertbench binaries whose results are in --out
+    # (several builds when an interrupted run was resumed after a rebuild). The commit is stamped
+    # at build time, with a flag for uncommitted changes to what builds bertbench.
+    commits, builds = [], []
+    for name in sorted(os.listdir(raw)):
+        if name.startswith("bertbench__") and name.endswith(".json"):
+            with open(os.path.join(raw, name)) as f:
+                bi = json.load(f).get("build_info", {})
+            c = bi.get("git_commit", "unknown") + (" (+ uncommitted changes)" if bi.get("git_dirty") else "")
+            d = "%s, %s, %s; GEMM: %s (%s)" % (bi.get("build_type"), bi.get("compiler"), bi.get("cxx_flags"),
+                                               bi.get("gemm_library"), bi.get("gemm_config"))
+            commits += [c] if c not in commits else []
+            builds += [d] if d not in builds else []
+    commit = ", ".join(commits) or "none measured"
+    bb_build = "; ".join(builds)
     load_line = other_work_line(cpu_start, cpu_seconds())
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)))
     argv = " ".join(shlex.quote(x) for x in sys.argv[1:])

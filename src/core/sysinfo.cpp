@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "git_stamp.h"  // generated at build time: BB_GIT_COMMIT, BB_GIT_DIRTY
+
 namespace bertbench::sysinfo {
 namespace {
 std::string proc_field(const char* file, const std::string& key) {
@@ -53,6 +55,7 @@ nlohmann::json system_info() {
 nlohmann::json build_info() {
     return {{"version", BB_VERSION},
             {"git_commit", BB_GIT_COMMIT},
+            {"git_dirty", BB_GIT_DIRTY != 0},  // uncommitted changes in src, bench or CMake files
             {"compiler", "g++ " __VERSION__},
             {"build_type", BB_BUILD_TYPE},
             {"cxx_flags", BB_CXX_FLAGS},

@@ -1,0 +1,43 @@
+// `bertbench version`: build_info names the commit the binary was built from (stamped at build
+// time by cmake/git_stamp.cmake, so a rebuild after a commit reports the new one).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_util.hpp"
+
+namespace {
+
+using bertbench::testing::run_bertbench;
+
+// First line of a shell command's stdout; "" when it fails.
+std::string first_line(const std::string& cmd) {
+    FILE* pipe = popen((cmd + " 2>/dev/null").c_str(), "r");
+    if (pipe == nullptr) return "";
+    char buf[256] = {};
+    std::string line = std::fgets(buf, sizeof buf, pipe) ? buf : "";
+    if (pclose(pipe) != 0) return "";
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    return line;
+}
+
+TEST(VersionCli, BuildInfoNamesTheBuiltCommit) {
+    const auto r = run_bertbench("version 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto bi = nlohmann::json::parse(r.out)["build_info"];
+    const std::string src = std::getenv("BB_SOURCE_DIR");
+    const std::string head = first_line("git -C '" + src + "' rev-parse --short HEAD");
+    EXPECT_EQ(bi["git_commit"], head.empty() ? "unknown" : head) << "rebuild before testing";
+    ASSERT_TRUE(bi["git_dirty"].is_boolean());
+    if (!head.empty()) {
+        const bool dirty = !first_line("git -C '" + src +
+                                       "' status --porcelain --untracked-files=no -- src bench "
+                                       "cmake CMakeLists.txt")
+                                .empty();
+        EXPECT_EQ(bi["git_dirty"], dirty) << "rebuild before testing";
+    }
+}
+
+}  // namespace
