@@ -170,6 +170,15 @@ void BM_LinearBackward(benchmark::State& state) {
     }
     check("linear_backward dx", std::vector<float>(dx.begin(), dx.begin() + in), want_dx, 1e-4,
           1e-4);
+    constexpr int kRows = 4;  // rows 0..3 of dw = xᵀ · dy (dw started at zero)
+    std::vector<double> want_dw(static_cast<size_t>(kRows) * out, 0.0);
+    for (int i = 0; i < kN; ++i)
+        for (int k = 0; k < kRows; ++k) {
+            const double xik = x[static_cast<size_t>(i) * in + k];
+            for (int o = 0; o < out; ++o)
+                want_dw[static_cast<size_t>(k) * out + o] += xik * dy[static_cast<size_t>(i) * out + o];
+        }
+    check("linear_backward dw", dw, want_dw, 1e-3, 1e-4);
     for (auto _ : state) {
         ops::linear_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), kN, in,
                              out);

@@ -46,33 +46,25 @@ inline T activation_derivative(Activation a, T x) {
 // y(n) = f(x(n)); the GELU tanh form runs vectorised over chunks
 template <typename T>
 void activation_forward(Activation a, T* y, const T* x, size_t n) {
-    constexpr size_t kChunk = 4096;
-    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (worth_parallel(n * 8))
-    for (long long c = 0; c < chunks; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunk, e = b + kChunk < n ? b + kChunk : n;
+    for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
         if (a == Activation::gelu_tanh) {
             gelu_tanh_array(y + b, x + b, e - b);
         } else {
             for (size_t i = b; i < e; ++i) y[i] = activation_value(a, x[i]);
         }
-    }
+    });
 }
 
 // dx(n) = dy(n) · f'(x(n)); dx may alias dy
 template <typename T>
 void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n) {
-    constexpr size_t kChunk = 4096;
-    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (worth_parallel(n * 8))
-    for (long long c = 0; c < chunks; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunk, e = b + kChunk < n ? b + kChunk : n;
+    for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
         if (a == Activation::gelu_tanh) {
             gelu_tanh_backward_array(dx + b, dy + b, x + b, e - b);
         } else {
             for (size_t i = b; i < e; ++i) dx[i] = dy[i] * activation_derivative(a, x[i]);
         }
-    }
+    });
 }
 
 // y = tanh(x) in place
