@@ -121,7 +121,7 @@ GOAL_RATIO = {"train": 1.5, "infer": 2.0}  # issue 5: bertbench / PyTorch at eve
 GOAL_MFU = {"train": 0.70, "infer": 0.80}  # issue 5: BERT-base, seq 128, batch 32, 2 threads
 
 
-def goals_md(keys, results, runs, ceilings, ceilings_start, ceiling_end):
+def goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end):
     """The benchmark goals, checked on this run's figures (points this run did not measure are not
     judged). Where a ratio goal against a PyTorch variant is missed, the MFU bertbench would need to
     meet it says whether it is reachable on this machine at all (above 100% of the sgemm ceiling it
@@ -160,23 +160,30 @@ def goals_md(keys, results, runs, ceilings, ceilings_start, ceiling_end):
             if mfu:
                 out.append("- BERT-base %s MFU at seq 128, batch 32, 2 threads ≥ %.0f%%: %.1f%% — **%s**." % (
                     mode, 100 * GOAL_MFU[mode], 100 * mfu, "met" if mfu >= GOAL_MFU[mode] else "not met"))
-    spreads = []
-    for key in keys:
-        vals = [p["sequences_per_second"] for p in runs.get(key, {}).get("bertbench", [])]
-        if len(vals) >= 2:
-            spreads.append(((max(vals) - min(vals)) / statistics.median(vals), key))
-    if spreads:
-        worst = max(spreads)
-        out.append("- Repeatability (bertbench, same point in different rounds; goal ≤ 5%% on a quiet machine): "
-                   "largest spread %.1f%% (%s %s s%d b%d t%d), %d of %d points within 5%%." % (
-                       (100 * worst[0],) + worst[1] + (sum(1 for v, _ in spreads if v <= 0.05), len(spreads))))
+    def spread_line(what, values_of):
+        spreads = []
+        for key in keys:
+            vals = values_of(key)
+            if len(vals) >= 2:
+                spreads.append(((max(vals) - min(vals)) / statistics.median(vals), key))
+        if spreads:
+            worst = max(spreads)
+            out.append("- Repeatability, %s (goal ≤ 5%% on a quiet machine): largest spread %.1f%% (%s %s s%d b%d t%d), "
+                       "%d of %d points within 5%%." % ((what, 100 * worst[0]) + worst[1] + (
+                           sum(1 for v, _ in spreads if v <= 0.05), len(spreads))))
+        return bool(spreads)
+
+    spread_line("bertbench run back to back (each point %d times in a row after the rounds; spread = (max − min) / median "
+                "of the runs' sequences/s)" % max((len(v) for v in repeats.values()), default=0), lambda key: repeats.get(key, []))
+    if spread_line("across the rounds (the same runs as the ratios above, minutes apart, so the host's drift is in it)",
+                   lambda key: [p["sequences_per_second"] for p in runs.get(key, {}).get("bertbench", [])]):
         # How fast the host itself drifted: the same fixed GEMM workload at the start and the end.
         for t in sorted(set(ceilings_start) & set(ceiling_end)):
             s, e = ceilings_start[t][0], ceiling_end[t][0]
             out.append("  The host's own drift over this invocation: the sgemm ceiling (a fixed workload) measured "
                        "%.1f GFLOP/s at the start and %.1f at the end with %d thread(s), %.1f%% apart%s." % (
                            s, e, t, 100 * abs(s - e) / min(s, e),
-                           " — more than the 5% goal, so this run cannot show it" if abs(s - e) / min(s, e) > 0.05 else ""))
+                           " — more than the 5% goal, so the spread across rounds cannot show it" if abs(s - e) / min(s, e) > 0.05 else ""))
     return "\n".join(out) + "\n"
 
 
@@ -283,6 +290,8 @@ def main():
     ap.add_argument("--min_time", type=float, default=2.0,
                     help="seconds: both programs keep timing past --steps until this much is timed")
     ap.add_argument("--rounds", type=int, default=1, help="rounds per point, variants interleaved A/B/C A/B/C (use 3+ on a quiet machine)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="after the rounds, run bertbench this many times in a row per point (repeatability without the drift of a long invocation; 0 = none)")
     ap.add_argument("--variants", default="bertbench,torch-default,torch-tuned")
     ap.add_argument("--profile", default="base:128:8", help="model:seq:batch profiled per-op ('' = none)")
     ap.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
@@ -344,6 +353,22 @@ def main():
         for v, pts in runs.get(key, {}).items():
             results.setdefault(key, {})[v] = statistics.median(p["sequences_per_second"] for p in pts)
 
+    # 2b. repeatability: each point's bertbench run again --repeats times in a row. The rounds
+    # above are minutes apart, so their spread includes the host's drift over the invocation;
+    # back-to-back runs show the benchmark's own run-to-run agreement.
+    repeats = {}  # key -> [seq/s]
+    for key in keys if "bertbench" in variants else []:
+        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)
+        for k in range(a.repeats):
+            out = os.path.join(raw, "bertbench__%s__rep%d.json" % (tag, k))
+            m, mo, s, b, t = key
+            j = run([a.bertbench, "bench", "--mode=" + m, "--model=" + mo, "--seq_len=%d" % s, "--batch_size=%d" % b,
+                     "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--min_time=%g" % a.min_time,
+                     "--noceiling", "--json=" + out], {}, out, a.timeout)
+            pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
+            if pts:
+                repeats.setdefault(key, []).append(pts[0]["sequences_per_second"])
+
     # 3. the ceilings again: a shared host's speed drifts over a long run, and a ceiling measured
     # in a slow minute would overstate MFU; the doc uses the higher of the two measurements
     ceilings_start = dict(ceilings)
@@ -389,9 +414,10 @@ def main():
                     + " | ".join(ratios) + " |")
         summary.append({"mode": key[0], "model": key[1], "seq_len": key[2], "batch_size": key[3], "threads": key[4],
                         "sequences_per_second": r, "bertbench_mfu": mfu,
-                        "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()}})
+                        "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()},
+                        "bertbench_back_to_back": repeats.get(key, [])})
     table = "\n".join(rows) + "\n"
-    goals = goals_md(keys, results, runs, ceilings, ceilings_start, ceiling_end)
+    goals = goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end)
     failed_md = ""
     if FAILURES:
         failed_md = "## Runs that failed\n\n" + "".join("- `%s`: %s\n" % f for f in FAILURES)
