@@ -333,15 +333,18 @@ def main():
     # 2. the points, interleaved per round
     results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
     keys = [(m, mo, s, b, t) for m in modes for mo in models for s in seqs for b in batches for t in threads]
+    # a point's file tag (results are reused only from like runs) and the flags both programs take
+    tag_of = lambda key: "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)
+    point_flags = lambda key, out: [
+        "--mode=" + key[0], "--model=" + key[1], "--seq_len=%d" % key[2], "--batch_size=%d" % key[3],
+        "--threads=%d" % key[4], "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--min_time=%g" % a.min_time,
+        "--json=" + out]
     for key in keys:
-        m, mo, s, b, t = key
-        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)  # reuse only like runs
+        t = key[4]
         for r in range(a.rounds):
             for v in variants:
-                out = os.path.join(raw, "%s__%s__r%d.json" % (v, tag, r))
-                common = ["--mode=" + m, "--model=" + mo, "--seq_len=%d" % s, "--batch_size=%d" % b,
-                          "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps,
-                          "--min_time=%g" % a.min_time, "--json=" + out]
+                out = os.path.join(raw, "%s__%s__r%d.json" % (v, tag_of(key), r))
+                common = point_flags(key, out)
                 if v == "bertbench":
                     cmd = [a.bertbench, "bench"] + common + (["--ceiling_gflops=%g" % ceilings[t][0]] if t in ceilings else ["--noceiling"])
                 else:
@@ -358,13 +361,9 @@ def main():
     # back-to-back runs show the benchmark's own run-to-run agreement.
     repeats = {}  # key -> [seq/s]
     for key in keys if "bertbench" in variants else []:
-        tag = "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)
         for k in range(a.repeats):
-            out = os.path.join(raw, "bertbench__%s__rep%d.json" % (tag, k))
-            m, mo, s, b, t = key
-            j = run([a.bertbench, "bench", "--mode=" + m, "--model=" + mo, "--seq_len=%d" % s, "--batch_size=%d" % b,
-                     "--threads=%d" % t, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--min_time=%g" % a.min_time,
-                     "--noceiling", "--json=" + out], {}, out, a.timeout)
+            out = os.path.join(raw, "bertbench__%s__rep%d.json" % (tag_of(key), k))
+            j = run([a.bertbench, "bench", "--noceiling"] + point_flags(key, out), {}, out, a.timeout)
             pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
             if pts:
                 repeats.setdefault(key, []).append(pts[0]["sequences_per_second"])
