@@ -1,10 +1,92 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
 #include "cli/commands.hpp"
+#include "cli/reference_flags.hpp"
+#include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/log.hpp"
 #include "train/pretrain.hpp"
 
 namespace bertbench::cli {
+namespace {
+
+// PerfZero/TF2 flags onto bertbench's: --train_batch_size is the global batch per optimizer
+// update, split into --num_accumulation_steps micro-batches; their step flags count updates and
+// become micro-steps here. Each conversion is stated once at start-up.
+void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o) {
+    const auto both = [&](const char* ours, const char* theirs) {
+        if (f.is_set(ours) && f.is_set(theirs))
+            fail("--{} and --{}: expected one of them (they set the same thing), got both", ours,
+                 theirs);
+    };
+    if (t.num_accumulation_steps != 0) {
+        both("steps_per_update", "num_accumulation_steps");
+        if (t.num_accumulation_steps < 1)
+            fail("--num_accumulation_steps: expected >= 1, got {}", t.num_accumulation_steps);
+        if (o.train_batch_size % t.num_accumulation_steps != 0)
+            fail("--train_batch_size={}: expected a multiple of --num_accumulation_steps={} "
+                 "(PerfZero: the global batch, split into that many micro-batches)",
+                 o.train_batch_size, t.num_accumulation_steps);
+        log::info("--train_batch_size={} --num_accumulation_steps={}: global batch {} per update "
+                  "= {} micro-batches of {} sequences (bertbench --train_batch_size={} "
+                  "--steps_per_update={})",
+                  o.train_batch_size, t.num_accumulation_steps, o.train_batch_size,
+                  t.num_accumulation_steps, o.train_batch_size / t.num_accumulation_steps,
+                  o.train_batch_size / t.num_accumulation_steps, t.num_accumulation_steps);
+        o.train_batch_size /= t.num_accumulation_steps;
+        o.steps_per_update = t.num_accumulation_steps;
+    }
+    const int64_t spu = o.steps_per_update;
+    const int64_t global_batch = int64_t{o.train_batch_size} * spu;
+    std::string said;
+    const auto note = [&](const std::string& s) { said += (said.empty() ? "" : ", ") + s; };
+    if (t.num_train_epochs != 0 && t.num_steps_per_epoch == 0)
+        fail("--num_train_epochs={}: expected --num_steps_per_epoch with it (the schedule length "
+             "is epochs x updates per epoch), got none", t.num_train_epochs);
+    if (t.num_steps_per_epoch != 0) {
+        both("num_train_steps", "num_steps_per_epoch");
+        const int64_t epochs = t.num_train_epochs != 0 ? t.num_train_epochs : 1;
+        if (t.num_steps_per_epoch < 1 || epochs < 1)
+            fail("--num_steps_per_epoch={} --num_train_epochs={}: expected both >= 1",
+                 t.num_steps_per_epoch, epochs);
+        o.num_train_steps = t.num_steps_per_epoch * epochs * spu;
+        note(fmt::format("--num_train_steps={}", o.num_train_steps));
+    }
+    if (t.warmup_steps != -1) {
+        both("num_warmup_steps", "warmup_steps");
+        if (t.warmup_steps < 0) fail("--warmup_steps: expected >= 0, got {}", t.warmup_steps);
+        o.num_warmup_steps = t.warmup_steps * spu;
+        note(fmt::format("--num_warmup_steps={}", o.num_warmup_steps));
+    }
+    if (t.stop_steps != 0) {
+        if (t.stop_steps < 1) fail("--stop_steps: expected >= 1, got {}", t.stop_steps);
+        o.stop_steps = t.stop_steps * spu;
+        note(fmt::format("stop at micro-step {}", o.stop_steps));
+    }
+    if (t.steps_between_eval != 0) {
+        both("eval_every_samples", "steps_between_eval");
+        if (t.steps_between_eval < 1)
+            fail("--steps_between_eval: expected >= 1, got {}", t.steps_between_eval);
+        o.eval_every_samples = t.steps_between_eval * global_batch;
+        note(fmt::format("--eval_every_samples={}", o.eval_every_samples));
+    }
+    if (t.steps_before_eval_start != 0) {
+        if (t.steps_before_eval_start < 0)
+            fail("--steps_before_eval_start: expected >= 0, got {}", t.steps_before_eval_start);
+        o.first_eval_samples = t.steps_before_eval_start * global_batch;
+        note(fmt::format("first evaluation at {} samples", o.first_eval_samples));
+    }
+    if (!said.empty())
+        log::info("PerfZero/TF2 step flags count optimizer updates ({} micro-steps each): {}", spu,
+                  said);
+    if (t.num_gpus < 0) fail("--num_gpus: expected >= 0, got {}", t.num_gpus);
+    if (t.num_gpus > 1)
+        log::info("--num_gpus={}: 1 process computes the global batch of {} ({} sequences x {} "
+                  "micro-steps per update); the reference splits it over {} GPUs",
+                  t.num_gpus, global_batch, o.train_batch_size, spu, t.num_gpus);
+}
+
+}  // namespace
 
 int cmd_pretrain(int argc, char** argv) {
     train::PretrainOptions o;
@@ -57,10 +139,28 @@ int cmd_pretrain(int argc, char** argv) {
           "skip micro-steps with a NaN/Inf loss or gradient instead of stopping");
     f.add("warmup_updates_excluded", &o.warmup_updates_excluded,
           "optimizer updates left out of the reported training throughput");
+    // Other scripts' spellings (docs/compatibility.md).
+    f.alias("model_dir", "output_dir");
+    f.alias("input_files", "input_file");
+    f.alias("beta_1", "lamb_beta_1");
+    f.alias("beta_2", "lamb_beta_2");
+    f.alias("weight_decay_rate", "lamb_weight_decay_rate");
+    f.alias("optimizer_type", "optimizer");
+    Tf2StepFlags tf2;
+    tf2.add(f);
+    add_accelerator_flags(f);
+    add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
+    apply_tf2(f, tf2, o);
     if (!f.is_set("do_eval") && !o.eval_input_file.empty()) o.do_eval = true;
     nlohmann::json j = f.to_json();
     j["do_eval"] = o.do_eval;
+    // The effective values after the PerfZero/TF2 conversions above.
+    j["train_batch_size"] = o.train_batch_size;
+    j["steps_per_update"] = o.steps_per_update;
+    j["num_train_steps"] = o.num_train_steps;
+    j["num_warmup_steps"] = o.num_warmup_steps;
+    j["eval_every_samples"] = o.eval_every_samples;
     return train::run_pretraining(o, j);
 }
 

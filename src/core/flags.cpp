@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace bertbench {
 namespace {
@@ -68,7 +69,7 @@ Flags::Flags(std::string command, std::string summary)
 
 void Flags::add_flag(const std::string& name, Target target, const std::string& help) {
     BB_CHECK(find(name) == nullptr);
-    Flag f{name, help, "", target, false};
+    Flag f{name, help, "", target, false, "", ""};
     std::visit([&](auto* p) { f.default_text = show(*p); }, target);
     flags_.push_back(std::move(f));
 }
@@ -90,6 +91,35 @@ Flags::Flag* Flags::find(const std::string& name) {
     return nullptr;
 }
 
+const Flags::Ignored* Flags::find_ignored(const std::string& name) const {
+    for (const auto& g : ignored_)
+        if (g.name == name) return &g;
+    return nullptr;
+}
+
+bool Flags::known_name(const std::string& name) const {
+    for (const auto& f : flags_)
+        if (f.name == name) return true;
+    for (const auto& [a, c] : aliases_)
+        if (a == name) return true;
+    return find_ignored(name) != nullptr;
+}
+
+void Flags::alias(const std::string& alias_name, const std::string& canonical) {
+    BB_CHECK(!known_name(alias_name));
+    BB_CHECK(find(canonical) != nullptr);
+    aliases_.emplace_back(alias_name, canonical);
+}
+
+void Flags::add_ignored(const std::string& name, bool takes_value, const std::string& why) {
+    BB_CHECK(!known_name(name));
+    ignored_.push_back({name, why, takes_value});
+}
+
+void Flags::add_hint(const std::string& name, const std::string& hint) {
+    hints_.emplace_back(name, hint);
+}
+
 bool Flags::is_set(const std::string& name) const {
     for (const auto& f : flags_)
         if (f.name == name) return f.set;
@@ -97,24 +127,40 @@ bool Flags::is_set(const std::string& name) const {
     return false;
 }
 
+std::string Flags::spelling(const std::string& name) const {
+    for (const auto& f : flags_)
+        if (f.name == name) return f.set && !f.set_as.empty() ? f.set_as : f.name;
+    BB_CHECK(false && "spelling of an unregistered flag");
+    return name;
+}
+
+std::string Flags::ignored_text() const {
+    std::string out;
+    for (const auto& g : ignored_given_) out += (out.empty() ? "" : ", ") + g;
+    return out;
+}
+
 std::string Flags::suggestion(const std::string& name) const {
     std::string best;
     size_t best_d = std::string::npos;
+    const auto consider = [&](const std::string& cand) {
+        const size_t d = edit_distance(name, cand);
+        if (d < best_d) best_d = d, best = cand;
+    };
     for (const auto& f : flags_) {
-        for (const std::string& cand : {f.name, std::holds_alternative<bool*>(f.target)
-                                                    ? "no" + f.name
-                                                    : std::string()}) {
-            if (cand.empty()) continue;
-            const size_t d = edit_distance(name, cand);
-            if (d < best_d) best_d = d, best = cand;
-        }
+        consider(f.name);
+        if (std::holds_alternative<bool*>(f.target)) consider("no" + f.name);
     }
+    for (const auto& [a, c] : aliases_) consider(a);
     if (best.empty() || best_d > std::max<size_t>(3, name.size() / 3)) return "";
     return " (did you mean --" + best + "?)";
 }
 
-void Flags::assign(Flag& flag, const std::string& text) {
-    const std::string what = "flag --" + flag.name;
+void Flags::assign(Flag& flag, const std::string& text, const std::string& spelled) {
+    const std::string what = "flag --" + spelled;
+    if (flag.set && flag.set_as != spelled && flag.set_text != text)
+        fail("flag --{}={}: names the same setting as --{}={} given before, with another value "
+             "(expected one of them)", spelled, text, flag.set_as, flag.set_text);
     std::visit(
         [&](auto* p) {
             using T = std::remove_pointer_t<decltype(p)>;
@@ -144,16 +190,28 @@ void Flags::assign(Flag& flag, const std::string& text) {
         },
         flag.target);
     flag.set = true;
+    flag.set_as = spelled;
+    flag.set_text = text;
 }
 
 bool Flags::parse(int argc, char** argv) {
     bool only_positional = false;
+    std::vector<std::string> errors;  // every bad flag, reported together at the end
+    const auto canonical_of = [&](const std::string& name) -> Flag* {
+        if (Flag* f = find(name)) return f;
+        for (const auto& [a, c] : aliases_)
+            if (a == name) return find(c);
+        return nullptr;
+    };
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (only_positional || arg.size() < 2 || arg[0] != '-') {
-            if (!positional_allowed_)
-                fail("unexpected argument \"{}\" (flags look like --name=value; see bertbench {} --help)",
-                     arg, command_);
+            if (!positional_allowed_) {
+                errors.push_back(fmt::format("unexpected argument \"{}\" (flags look like "
+                                             "--name=value; see bertbench {} --help)",
+                                             arg, command_));
+                continue;
+            }
             positional_.push_back(arg);
             continue;
         }
@@ -173,27 +231,87 @@ bool Flags::parse(int argc, char** argv) {
             name = body.substr(0, eq);
             value = body.substr(eq + 1);
         }
-        Flag* f = find(name);
+        Flag* f = canonical_of(name);
         if (f == nullptr && !has_value && name.rfind("no", 0) == 0) {
-            Flag* neg = find(name.substr(2));
+            const std::string positive = name.substr(2);
+            Flag* neg = canonical_of(positive);
             if (neg != nullptr && std::holds_alternative<bool*>(neg->target)) {
-                *std::get<bool*>(neg->target) = false;
-                neg->set = true;
+                try {
+                    assign(*neg, "false", positive);
+                } catch (const Error& e) {
+                    errors.push_back(e.what());
+                }
+                continue;
+            }
+            const Ignored* g = find_ignored(positive);
+            if (g != nullptr && !g->takes_value) {
+                ignored_given_.push_back("--" + name);
+                ignored_why_.push_back(g->why);
                 continue;
             }
         }
-        if (f == nullptr)
-            fail("unknown flag --{}{}", name, suggestion(name));
+        if (f == nullptr) {
+            if (const Ignored* g = find_ignored(name)) {
+                if (g->takes_value && !has_value) {
+                    if (i + 1 < argc) {
+                        value = argv[++i];
+                    } else {
+                        errors.push_back(fmt::format("flag --{} needs a value", name));
+                        continue;
+                    }
+                }
+                if (!g->takes_value && has_value) {
+                    try {
+                        parse_bool(value, "flag --" + name);
+                    } catch (const Error& e) {
+                        errors.push_back(e.what());
+                        continue;
+                    }
+                }
+                ignored_given_.push_back("--" + name +
+                                         (g->takes_value || has_value ? "=" + value : ""));
+                ignored_why_.push_back(g->why);
+                continue;
+            }
+            std::string hint;
+            for (const auto& [foreign, h] : hints_)
+                if (foreign == name) hint = " (" + h + ")";
+            errors.push_back(fmt::format("unknown flag --{}{}", name,
+                                         hint.empty() ? suggestion(name) : hint));
+            continue;
+        }
         if (!has_value) {
             if (std::holds_alternative<bool*>(f->target)) {
                 value = "true";
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                fail("flag --{} needs a value", name);
+                errors.push_back(fmt::format("flag --{} needs a value", name));
+                continue;
             }
         }
-        assign(*f, value);
+        try {
+            assign(*f, value, name);
+        } catch (const Error& e) {
+            errors.push_back(e.what());
+        }
+    }
+    if (errors.size() == 1) fail("{}", errors[0]);
+    if (errors.size() > 1) {
+        std::string all;
+        for (size_t k = 0; k < errors.size(); ++k)
+            all += fmt::format("{}({}) {}", k ? "; " : "", k + 1, errors[k]);
+        fail("{} bad flags: {}", errors.size(), all);
+    }
+    // One line per reason, in the order first given: "accepted, no effect on a CPU run: ...".
+    std::vector<std::string> whys;
+    for (const auto& w : ignored_why_)
+        if (std::find(whys.begin(), whys.end(), w) == whys.end()) whys.push_back(w);
+    for (const auto& w : whys) {
+        std::string names;
+        for (size_t k = 0; k < ignored_given_.size(); ++k)
+            if (ignored_why_[k] == w) names += (names.empty() ? "" : ", ") + ignored_given_[k];
+        log::info("accepted, no effect {}: {}", w, names);
     }
     return true;
 }
@@ -203,8 +321,18 @@ std::string Flags::help() const {
                                   positional_allowed_ ? " " + positional_usage_ : "", summary_);
     for (const auto& f : flags_) {
         const bool is_bool = std::holds_alternative<bool*>(f.target);
-        out += fmt::format("  --{}{}\n      {} (default: {})\n", f.name,
-                           is_bool ? " | --no" + f.name : "=VALUE", f.help, f.default_text);
+        std::string also;
+        for (const auto& [a, c] : aliases_)
+            if (c == f.name) also += (also.empty() ? " (also --" : ", --") + a;
+        if (!also.empty()) also += ")";
+        out += fmt::format("  --{}{}{}\n      {} (default: {})\n", f.name,
+                           is_bool ? " | --no" + f.name : "=VALUE", also, f.help, f.default_text);
+    }
+    if (!ignored_.empty()) {
+        out += "\naccepted for other scripts' command lines, without effect:\n";
+        for (const auto& g : ignored_)
+            out += fmt::format("  --{}{}  (no effect {})\n", g.name, g.takes_value ? "=VALUE" : "",
+                               g.why);
     }
     return out;
 }

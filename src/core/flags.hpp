@@ -1,7 +1,10 @@
 // Command-line flags with absl/TF-flags semantics, so reference command lines paste unchanged:
 // --name=value, --name value, -name=value; booleans as --name, --noname, --name=True|false|1|0.
-// An unknown flag is an error naming the closest known flag. Written here rather than taken from
-// CLI11 because CLI11 has no --noname form and no "did you mean" for unknown long flags.
+// Other scripts' spellings: alias() (another name for a flag), add_ignored() (accepted, no effect
+// on a CPU run, listed once at start-up) and add_hint() (not accepted; the error names ours).
+// Every unknown or invalid flag of a command line is reported at once, each with the closest
+// match. Written here rather than taken from CLI11 because CLI11 has no --noname form and no
+// "did you mean" for unknown long flags.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,6 +28,19 @@ public:
     void add(const std::string& name, int64_t* value, const std::string& help);
     void add(const std::string& name, double* value, const std::string& help);
 
+    // `alias` is another script's name for the registered flag `canonical` (--model_dir for
+    // --output_dir): it sets that flag, its --noalias form too for a boolean. Giving both names
+    // with different values is an error.
+    void alias(const std::string& alias, const std::string& canonical);
+    // Accepted and without effect here (accelerator settings such as --use_tpu): takes a value
+    // (`takes_value`) or is a boolean (--name, --noname, --name=false). `why` completes "no
+    // effect ..." ("on a CPU run"); parse() logs the ones given once per reason, as "accepted,
+    // no effect on a CPU run: --use_tpu, --tpu_name=x".
+    void add_ignored(const std::string& name, bool takes_value, const std::string& why);
+    // A flag of another script that is not accepted: its error says `hint` (for example
+    // "use --steps_per_update") instead of an edit-distance guess.
+    void add_hint(const std::string& name, const std::string& hint);
+
     // Allow positional arguments (otherwise any is an error). `usage` names them for --help.
     void allow_positional(const std::string& usage);
 
@@ -32,7 +48,12 @@ public:
     // printed to stdout and the caller should exit 0). Throws Error on a bad or unknown flag.
     bool parse(int argc, char** argv);
 
-    bool is_set(const std::string& name) const;  // given explicitly on the command line
+    bool is_set(const std::string& name) const;  // given explicitly (or through an alias)
+    // The spelling that set a flag, as given ("model_dir" when --model_dir set --output_dir);
+    // the canonical name when it was not set or set under its own name.
+    std::string spelling(const std::string& name) const;
+    // The ignored flags given, as "--use_tpu, --tpu_name=x" ("" when none).
+    std::string ignored_text() const;
     const std::vector<std::string>& positional() const { return positional_; }
     std::string help() const;
     nlohmann::json to_json() const;  // the effective configuration, every flag by name
@@ -43,15 +64,26 @@ private:
         std::string name, help, default_text;
         Target target;
         bool set = false;
+        std::string set_as, set_text;  // the spelling and value text that set it
+    };
+    struct Ignored {
+        std::string name, why;
+        bool takes_value = false;
     };
     Flag* find(const std::string& name);
+    const Ignored* find_ignored(const std::string& name) const;
     void add_flag(const std::string& name, Target target, const std::string& help);
-    void assign(Flag& flag, const std::string& text);
+    void assign(Flag& flag, const std::string& text, const std::string& spelled);
     std::string suggestion(const std::string& name) const;
+    bool known_name(const std::string& name) const;
 
     std::string command_, summary_, positional_usage_;
     bool positional_allowed_ = false;
     std::vector<Flag> flags_;
+    std::vector<std::pair<std::string, std::string>> aliases_;  // alias -> canonical
+    std::vector<Ignored> ignored_;
+    std::vector<std::pair<std::string, std::string>> hints_;    // foreign name -> hint
+    std::vector<std::string> ignored_given_, ignored_why_;
     std::vector<std::string> positional_;
 };
 

@@ -372,7 +372,7 @@ void Run::load_or_init() {
     if (o_.do_train) sched.validate();
     updater_ = std::make_unique<optim::ParameterUpdater>(*table_, oc, sched, o_.steps_per_update);
     if (o_.do_train) grads_.assign(table_->total_floats(), 0.0f);
-    state_.next_eval_samples = eval_interval_;
+    state_.next_eval_samples = o_.first_eval_samples > 0 ? o_.first_eval_samples : eval_interval_;
 
     if (!resume_from_.empty()) {
         log::info("resuming from {}", resume_from_);
@@ -640,7 +640,9 @@ int Run::main() {
              updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_);
     };
 
-    while (updater_->global_step() < o_.num_train_steps) {
+    const int64_t stop_at = o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps)
+                                              : o_.num_train_steps;
+    while (updater_->global_step() < stop_at) {
         const int64_t gs = updater_->global_step();
         if (upd_micro == 0) upd_t0 = now_s();
         reader_->next(batch);
@@ -723,10 +725,10 @@ int Run::main() {
         {
             const double rate = state_.timed_s > 0 ? state_.timed_samples / state_.timed_s
                                                    : global_batch_ / dt;
-            const double left = (o_.num_train_steps - step) * o_.train_batch_size / rate;
+            const double left = (stop_at - step) * o_.train_batch_size / rate;
             progress.update(fmt::format(
                 "step {}/{} loss {:.4f} mlm_acc {} {:.1f} seq/s lr {:.3g} ETA {}", step,
-                o_.num_train_steps, loss,
+                stop_at, loss,
                 state_.last_accuracy >= 0 ? fmt::format("{:.4f}", state_.last_accuracy) : "-",
                 rate, r.learning_rate, fmt_duration(left)));
         }
@@ -752,7 +754,7 @@ int Run::main() {
         }
         if (o_.save_checkpoints_steps > 0 &&
             step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
-            step < o_.num_train_steps)
+            step < stop_at)
             save_checkpoint(false);
         if (g_stop_signal != 0) {
             const int sig = g_stop_signal;

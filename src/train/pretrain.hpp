@@ -39,6 +39,8 @@ struct PretrainOptions {
     int threads = 0;                        // 0 = every available CPU
     int shuffle_buffer = 100;               // records (reference: d.shuffle(100)); 0 = file order
     int64_t eval_every_samples = 0;         // 0 = MLPerf formula for the global batch
+    int64_t first_eval_samples = 0;         // first evaluation point; 0 = one eval interval
+    int64_t stop_steps = 0;                 // stop at this micro-step; 0 = --num_train_steps
     double target_mlm_accuracy = 0.720;
     bool skip_nonfinite_steps = false;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure

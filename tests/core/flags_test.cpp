@@ -85,6 +85,80 @@ TEST(Flags, HelpStopsParsing) {
     EXPECT_NE(out.find("default: 128"), std::string::npos);
 }
 
+// Other scripts' spellings: an alias sets the canonical flag (its --no form too), ignored flags
+// are accepted in every absl form and listed once, hints replace the edit-distance guess, and
+// every bad flag of one command line is in one error.
+std::string parse_error(Flags& f, std::vector<std::string> args) {
+    args.insert(args.begin(), "test");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    try {
+        f.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+struct Compat {
+    Parsed p;
+    Flags f{"test", "testing"};
+    Compat() {
+        f.add("input_file", &p.input, "input");
+        f.add("do_eval", &p.eval, "eval");
+        f.add("max_seq_length", &p.seq, "tokens");
+        f.alias("input_files", "input_file");
+        f.alias("evaluate", "do_eval");
+        f.add_ignored("use_tpu", false, "on a CPU run");
+        f.add_ignored("tpu_name", true, "on a CPU run");
+        f.add_hint("max_seq_len", "did you mean --max_seq_length?");
+    }
+};
+
+TEST(Flags, AliasesIgnoredAndHints) {
+    {
+        Compat c;
+        testing::internal::CaptureStderr();
+        EXPECT_EQ(parse_error(c.f, {"--input_files=x*.tfrecord", "--noevaluate", "--use_tpu",
+                                    "--nouse_tpu", "--tpu_name", "v3-8", "--use_tpu=False"}),
+                  "");
+        const std::string log = testing::internal::GetCapturedStderr();
+        EXPECT_EQ(c.p.input, "x*.tfrecord");
+        EXPECT_TRUE(c.f.is_set("input_file"));
+        EXPECT_EQ(c.f.spelling("input_file"), "input_files");
+        EXPECT_TRUE(c.f.is_set("do_eval"));
+        EXPECT_FALSE(c.p.eval);
+        EXPECT_EQ(c.f.ignored_text(), "--use_tpu, --nouse_tpu, --tpu_name=v3-8, --use_tpu=False");
+        EXPECT_NE(log.find("accepted, no effect on a CPU run: --use_tpu, --nouse_tpu, "
+                           "--tpu_name=v3-8, --use_tpu=False"), std::string::npos) << log;
+        EXPECT_FALSE(c.f.to_json().contains("use_tpu"));
+        EXPECT_FALSE(c.f.to_json().contains("input_files"));
+    }
+    {
+        Compat c;  // the same value under both names is fine; another value is an error
+        EXPECT_EQ(parse_error(c.f, {"--input_file=a", "--input_files=a"}), "");
+        EXPECT_NE(parse_error(c.f, {"--input_file=a", "--input_files=b"})
+                      .find("--input_files=b: names the same setting as --input_file=a"),
+                  std::string::npos);
+    }
+    {
+        Compat c;
+        const std::string e = parse_error(
+            c.f, {"--max_seq_len=3", "--imput_file=a", "--use_tpu=maybe", "--max_seq_length=x",
+                  "--tpu_name", "stray"});
+        EXPECT_NE(e.find("4 bad flags: (1) unknown flag --max_seq_len (did you mean "
+                         "--max_seq_length?); (2) unknown flag --imput_file (did you mean "
+                         "--input_file?); (3) flag --use_tpu: expected a boolean"),
+                  std::string::npos) << e;
+        EXPECT_NE(e.find("(4) flag --max_seq_length: expected an integer"), std::string::npos)
+            << e;
+    }
+    {
+        Compat c;  // a value-taking ignored flag at the end of the line needs its value
+        EXPECT_EQ(parse_error(c.f, {"--tpu_name"}), "flag --tpu_name needs a value");
+    }
+}
+
 TEST(Flags, SplitCommas) {
     EXPECT_EQ(split_commas("a,,b,"), (std::vector<std::string>{"a", "b"}));
     EXPECT_TRUE(split_commas("").empty());

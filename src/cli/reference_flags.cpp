@@ -1,0 +1,85 @@
+#include "cli/reference_flags.hpp"
+
+namespace bertbench::cli {
+
+void add_accelerator_flags(Flags& f) {
+    const std::string cpu = "on a CPU run";
+    // MLPerf TF1 run_pretraining.py (TPUEstimator)
+    f.add_ignored("use_tpu", false, cpu);
+    f.add_ignored("tpu_name", true, cpu);
+    f.add_ignored("tpu_zone", true, cpu);
+    f.add_ignored("gcp_project", true, cpu);
+    f.add_ignored("master", true, cpu);
+    f.add_ignored("num_tpu_cores", true, cpu);
+    f.add_ignored("iterations_per_loop", true, cpu);
+    // PerfZero / TF2 official models
+    f.add_ignored("steps_per_loop", true, cpu);
+    f.add_ignored("device_warmup", false, cpu);
+    f.add_ignored("all_reduce_alg", true, cpu);
+    f.add_ignored("distribution_strategy", true, cpu);
+    f.add_ignored("tpu", true, cpu);
+    f.add_ignored("verbosity", true, cpu);
+    f.add_ignored("enable_xla", false, cpu);
+    f.add_ignored("use_xla", false, cpu);
+    f.add_ignored("horovod", false, cpu);
+}
+
+void add_foreign_hints(Flags& f) {
+    // TF2 official models / PerfZero names with another bertbench spelling or no equivalent.
+    f.add_hint("train_batch_size_per_replica", "use --train_batch_size, the global batch");
+    f.add_hint("batch_size", "did you mean --train_batch_size? It is the global batch");
+    f.add_hint("max_seq_len", "did you mean --max_seq_length?");
+    f.add_hint("train_data", "did you mean --input_file?");
+    f.add_hint("eval_data", "did you mean --eval_input_file?");
+    f.add_hint("eval_input_files", "did you mean --eval_input_file? It takes a comma list of globs");
+    f.add_hint("num_eval_samples", "use --max_eval_steps, in batches of --eval_batch_size");
+    f.add_hint("train_steps", "did you mean --num_train_steps? It counts micro-steps");
+    f.add_hint("hub_module_url", "not supported: use --init_checkpoint");
+    f.add_hint("model_export_path", "not supported: checkpoints are safetensors in --output_dir");
+    f.add_hint("save_checkpoint_steps", "did you mean --save_checkpoints_steps?");
+    f.add_hint("lr", "did you mean --learning_rate?");
+    // NVIDIA DLE PyTorch run_pretraining.py
+    f.add_hint("config_file", "did you mean --bert_config_file?");
+    f.add_hint("input_dir", "use --input_file=<dir>/* (a glob)");
+    f.add_hint("max_steps", "use --num_train_steps (micro-steps) or --num_steps_per_epoch (updates)");
+    f.add_hint("warmup_proportion",
+               "use --num_warmup_steps (micro-steps) or --warmup_steps (updates)");
+    f.add_hint("gradient_accumulation_steps",
+               "did you mean --num_accumulation_steps? With it --train_batch_size is the global "
+               "batch per update, as in NVIDIA's script");
+    f.add_hint("resume_from_checkpoint", "not needed: rerunning with the same --output_dir resumes");
+    f.add_hint("local_rank", "not supported: bertbench runs one process");
+    // Intel model zoo launch_benchmark.py
+    f.add_hint("batch-size", "did you mean --train_batch_size (pretrain) or --eval_batch_size?");
+    f.add_hint("num-intra-threads", "did you mean --threads?");
+    f.add_hint("checkpoint", "did you mean --init_checkpoint or --output_dir?");
+    f.add_hint("data-location", "did you mean --input_file?");
+}
+
+void Tf2StepFlags::add(Flags& f) {
+    f.add("num_accumulation_steps", &num_accumulation_steps,
+          "PerfZero/TF2: gradient accumulation; --train_batch_size is then the global batch per "
+          "update and each micro-batch is train_batch_size / this (0 = not given)");
+    f.add("num_steps_per_epoch", &num_steps_per_epoch,
+          "PerfZero/TF2: optimizer updates per epoch; x --num_train_epochs = the schedule length "
+          "(sets --num_train_steps; 0 = not given)");
+    f.add("num_train_epochs", &num_train_epochs,
+          "PerfZero/TF2: epochs of --num_steps_per_epoch updates (0 = not given: 1)");
+    f.add("warmup_steps", &warmup_steps,
+          "PerfZero/TF2: warm-up length in optimizer updates (sets --num_warmup_steps; -1 = not "
+          "given)");
+    f.add("stop_steps", &stop_steps,
+          "PerfZero/TF2: stop after this many optimizer updates; the LR schedule still runs to "
+          "--num_train_steps (0 = not given)");
+    f.add("steps_between_eval", &steps_between_eval,
+          "PerfZero/TF2: evaluate every this many optimizer updates (sets --eval_every_samples; "
+          "0 = not given)");
+    f.add("steps_before_eval_start", &steps_before_eval_start,
+          "PerfZero/TF2: first evaluation after this many optimizer updates (0 = not given: "
+          "after one eval interval)");
+    f.add("num_gpus", &num_gpus,
+          "accepted: bertbench runs 1 process that computes the whole global batch (0 = not "
+          "given)");
+}
+
+}  // namespace bertbench::cli

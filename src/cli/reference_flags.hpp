@@ -1,0 +1,39 @@
+// Other scripts' spellings of bertbench's flags, so that their command lines paste unchanged:
+// MLPerf TF1 run_pretraining.py (GPU, eval and TPU forms), PerfZero's TF2 BERT benchmark flags,
+// google-research/bert, NVIDIA DLE PyTorch and Intel model zoo names. docs/compatibility.md has
+// the table per script; tests/cli/reference_cli_test.cpp runs each reference command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/flags.hpp"
+
+namespace bertbench::cli {
+
+// Accelerator-only settings (--use_tpu, --tpu_name, --iterations_per_loop, --steps_per_loop,
+// --device_warmup, --all_reduce_alg, --distribution_strategy, --verbosity, ...): accepted, no
+// effect on a CPU run. --num_gpus is not among them: the commands take it themselves.
+void add_accelerator_flags(Flags& flags);
+
+// Names of other scripts that bertbench does not accept, with the hint their error gives
+// (our spelling, or why not).
+void add_foreign_hints(Flags& flags);
+
+// PerfZero / TF2 pretraining flags: they count optimizer updates and --train_batch_size is the
+// global batch per update. Registered by add(); cmd_pretrain turns them into bertbench's
+// micro-step options after parsing.
+struct Tf2StepFlags {
+    int num_accumulation_steps = 0;   // 0 = not given
+    int64_t num_steps_per_epoch = 0;  // updates
+    int num_train_epochs = 0;
+    int64_t warmup_steps = -1;        // updates; -1 = not given
+    int64_t stop_steps = 0;           // updates; 0 = not given
+    int64_t steps_between_eval = 0;   // updates
+    int64_t steps_before_eval_start = 0;  // updates
+    int num_gpus = 0;
+
+    void add(Flags& flags);
+};
+
+}  // namespace bertbench::cli
