@@ -1,14 +1,22 @@
 #!/usr/bin/python3
-"""bertbench vs PyTorch, side by side, and docs/PERFORMANCE.md from the results (`make bench-compare`).
+"""bertbench vs its peers (PyTorch, ONNX Runtime), side by side, and docs/PERFORMANCE.md from the
+results (`make bench-compare`).
 
-For every point (mode x model x seq_len x batch_size x threads) it runs, interleaved per round so
-that machine drift cancels (A B C A B C ...):
+For every point (mode x model x seq_len x batch_size x threads) and dtype (--dtypes) it runs,
+interleaved per round so that machine drift cancels (A B C A B C ...):
   bertbench      build/bertbench bench (one point per process; MFU against the sgemm ceiling of
                  `bertbench bench --mode=gemm`, measured per thread count before and after the
                  points; the doc uses the higher of the two)
   torch-default  bench/peer/torch_bench.py, Debian PyTorch eager, BLAS = OpenBLAS pthreads
                  (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread), default OpenMP policy
   torch-tuned    same with OMP_WAIT_POLICY=PASSIVE and the OpenMP OpenBLAS (.../openblas-openmp)
+  ort            inference only: bench/peer/ort_export.py (export of torch_bench.py's model, ORT's
+                 fusions checked, outputs checked against PyTorch) + bench/peer/ort_bench.js
+                 (onnxruntime-node 1.30.0, installed by bench/peer/setup_ort.sh), fp32
+With --dtypes including bf16, each point also runs in bf16:
+  bertbench-bf16      `bertbench bench --dtype=bf16`; MFU against `bench --mode=gemm --dtype=bf16`
+  torch-*-bf16        torch_bench.py --dtype=bf16 (torch.autocast on the CPU), both environments
+  and ort (fp32: the peer an ORT user has) for inference points.
 Per point and variant the figure is the median over rounds of each run's sequences/s (each run
 itself reports the median step time of its timed steps). Every run's JSON is kept under --out;
 an existing one is reused, so an interrupted run resumes where it stopped (--fresh starts over).
@@ -27,11 +35,53 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = "/usr/lib/x86_64-linux-gnu"
-VARIANTS = {
+VARIANTS = {  # variant -> the environment its runs get
     "bertbench": {},
     "torch-default": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
     "torch-tuned": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
+    "ort": {},
+    "bertbench-bf16": {},
+    "torch-default-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
+    "torch-tuned-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
 }
+DTYPE_OF = {v: ("bf16" if v.endswith("-bf16") else "fp32") for v in VARIANTS}  # what each variant computes in
+PEERS = ("torch-default", "torch-tuned", "ort")
+INFER_ONLY = {"ort"}
+BF16_PEERS = ("torch-default-bf16", "torch-tuned-bf16", "ort")  # ort stays fp32: what an ORT user has on a CPU
+
+
+VARIANT_DOC = {  # the Method section's description of each variant ({LIB} is filled in)
+    "bertbench": "`bertbench bench`, one process per run; a training step includes the LAMB update.",
+    "torch-default": "`bench/peer/torch_bench.py`, `torch.set_num_threads(threads)`, OpenBLAS pthreads "
+                     "(`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward + "
+                     "backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).",
+    "torch-tuned": "the same with `OMP_WAIT_POLICY=PASSIVE` and the OpenMP OpenBLAS "
+                   "(`LD_LIBRARY_PATH={LIB}/openblas-openmp`), the best configuration in PERF-NOTES.md.",
+    "ort": "ONNX Runtime, inference only, fp32: `bench/peer/ort_export.py` exports torch_bench.py's model (same "
+           "weights; opset 12, static shapes), checks that ORT fused Attention (once per layer), "
+           "SkipLayerNormalization, FastGelu and EmbedLayerNormalization and that its outputs equal PyTorch's, then "
+           "`bench/peer/ort_bench.js` times `session.run` (onnxruntime-node 1.30.0, CPU provider, all graph "
+           "optimisations, intra-op threads = threads, sequential execution). No training: ORT's CPU package has none.",
+    "bertbench-bf16": "`bertbench bench --dtype=bf16` (bf16 GEMM inputs, fp32 accumulation, master weights and "
+                      "optimizer); MFU against the bf16 GEMM ceiling.",
+    "torch-default-bf16": "torch-default under `torch.autocast(\"cpu\", dtype=torch.bfloat16)` (`torch_bench.py "
+                          "--dtype=bf16`: the forward autocast, the backward following it; fp32 parameters and LAMB; "
+                          "LayerNorm inputs cast to fp32, which PyTorch 1.13 needs).",
+    "torch-tuned-bf16": "torch-tuned under the same autocast.",
+}
+
+
+def variant_runs(v, mode):
+    return mode == "infer" or v not in INFER_ONLY
+
+
+def point_dtype_problem(v, j):
+    """Why a run's JSON cannot stand for variant v (a point of another dtype), or None."""
+    pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
+    if not pts:
+        return None
+    found = pts[0].get("dtype", "fp32")
+    return None if found == DTYPE_OF[v] else "its point reports dtype %r, expected %r" % (found, DTYPE_OF[v])
 
 
 def log(msg):
@@ -48,9 +98,11 @@ def describe_exit(rc):
     return "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc
 
 
-def run(cmd, env_extra, out_path, timeout):
+def run(cmd, env_extra, out_path, timeout, check=None):
     """Runs cmd unless out_path exists; returns the parsed JSON or None (failure logged and listed
-    in the doc). A failure leaves out_path + ".failed", so that a resumed run does not repeat it."""
+    in the doc). A failure leaves out_path + ".failed", so that a resumed run does not repeat it.
+    check(json) -> a reason or None rejects a run that exited cleanly but measured the wrong thing
+    (its JSON is kept as out_path + ".rejected")."""
     failed = out_path + ".failed"
     if os.path.exists(out_path) or os.path.exists(failed):
         COUNTS["reused"] += 1
@@ -72,16 +124,25 @@ def run(cmd, env_extra, out_path, timeout):
                            text=True, timeout=timeout)
         why = None if r.returncode == 0 and os.path.exists(out_path) else describe_exit(r.returncode)
         tail = r.stdout[-2000:]
+        last = [l.strip() for l in tail.splitlines() if l.strip()]
+        if why and last:  # the program's own last words, e.g. which flag it did not know
+            why += ": " + last[-1][:200]
     except subprocess.TimeoutExpired:
         why, tail = "timed out after %d s" % timeout, ""
+    j = None
+    if not why:
+        with open(out_path) as f:
+            j = json.load(f)
+        why = check(j) if check else None
+        if why:
+            os.replace(out_path, out_path + ".rejected")
     if why:
         log("FAILED (%s, skipped): %s\n%s" % (why, pretty, tail))
         with open(failed, "w") as f:
             f.write(why + "\n")
         FAILURES.append((os.path.basename(out_path), why))
         return None
-    with open(out_path) as f:
-        return json.load(f)
+    return j
 
 
 def sh(cmd):
@@ -121,13 +182,13 @@ GOAL_RATIO = {"train": 1.5, "infer": 2.0}  # issue 5: bertbench / PyTorch at eve
 GOAL_MFU = {"train": 0.70, "infer": 0.80}  # issue 5: BERT-base, seq 128, batch 32, 2 threads
 
 
-def goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end):
+def goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end, variants=VARIANTS):
     """The benchmark goals, checked on this run's figures (points this run did not measure are not
     judged). Where a ratio goal against a PyTorch variant is missed, the MFU bertbench would need to
     meet it says whether it is reachable on this machine at all (above 100% of the sgemm ceiling it
     is not)."""
     out = ["## Goals, checked on these figures", ""]
-    for peer in ("torch-default", "torch-tuned"):
+    for peer in [p for p in ("torch-default", "torch-tuned") if p in variants]:
         misses, lows = [], {}
         for key in keys:
             r = results.get(key, {})
@@ -187,6 +248,107 @@ def goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end
     return "\n".join(out) + "\n"
 
 
+GOAL15_RATIO, GOAL15_LATENCY = 1.25, 0.85  # issue 15: bertbench / ORT throughput; bertbench p50 / ORT p50 at base b1
+GOAL11_PEER = 2.0  # issue 11: bertbench bf16 / PyTorch bf16 autocast
+GOAL11_SELF = {("train", "base"): 1.7, ("infer", "base"): 1.8, ("train", "mini"): 1.4, ("infer", "mini"): 1.4}
+GOAL11_MFU = {"train": 0.60, "infer": 0.70}  # against the bf16 GEMM ceiling, BERT-base b32
+
+
+def fmt_key(key):
+    return "%s %s s%d b%d t%d" % key
+
+
+def judge_ratio(out, what, required, results, num, den, goal, keys):
+    """One goal line: results[key][num] / results[key][den] >= goal at every required point this
+    run measured (the points it did not sweep, or whose run failed, are named, not judged)."""
+    judged, misses, missing, unswept = [], [], [], []
+    for key in required:
+        r = results.get(key, {})
+        if key not in keys:
+            unswept.append(fmt_key(key))
+        elif r.get(num) and r.get(den):
+            ratio = r[num] / r[den]
+            judged.append((ratio, key))
+            if ratio < goal:
+                misses.append("%s %.2f×" % (fmt_key(key), ratio))
+        else:
+            missing.append("%s (no %s figure: see \"Runs that failed\")" % (fmt_key(key), " and no ".join(
+                v for v in (num, den) if not r.get(v))))
+    if judged:
+        low = min(judged)
+        verdict = "**met** at all %d points measured" % len(judged) if not misses else \
+            "**not met** at %d of %d: %s" % (len(misses), len(judged), "; ".join(misses))
+        out.append("- %s ≥ %.2f× (lowest %.2f× at %s): %s." % (what, goal, low[0], fmt_key(low[1]), verdict))
+    else:
+        out.append("- %s ≥ %.2f×: not judged (no point measured)." % (what, goal))
+    if missing:
+        out.append("  Not judged: %s." % ", ".join(missing))
+    if unswept:
+        out.append("  Not in this sweep: %s." % ", ".join(unswept))
+
+
+def peer_goals_md(keys, results, lat, mfu_of, variants):
+    judge = lambda *args: judge_ratio(*args, keys=keys)
+    """Issue 15 (bertbench vs ONNX Runtime, fp32 inference) and issue 11 (bf16) goals, checked on
+    this run's figures at seq 128, 2 threads. Returns '' when neither peer ran."""
+    out = []
+    if "ort" in variants and "bertbench" in variants:
+        out += ["", "### Issue 15: inference against ONNX Runtime (fp32, seq 128, 2 threads)", ""]
+        req = [("infer", m, 128, b, 2) for m in ("tiny", "mini", "base") for b in (1, 8, 32)]
+        judge(out, "bertbench ÷ ORT throughput, every tiny/mini/base × batch 1/8/32 point", req, results,
+                    "bertbench", "ort", GOAL15_RATIO)
+        key = ("infer", "base", 128, 1, 2)
+        b, o = lat.get(key, {}).get("bertbench"), lat.get(key, {}).get("ort")
+        if b and o:
+            ok = b["p50"] <= GOAL15_LATENCY * o["p50"]
+            out.append("- BERT-base batch-1 latency p50 ≤ %.2f× ORT's: bertbench %.2f ms, ORT %.2f ms = %.2f× — **%s** "
+                       "(p90 %.2f vs %.2f ms, p99 %.2f vs %.2f ms)." % (
+                           GOAL15_LATENCY, b["p50"], o["p50"], b["p50"] / o["p50"], "met" if ok else "not met",
+                           b["p90"], o["p90"], b["p99"], o["p99"]))
+        else:
+            out.append("- BERT-base batch-1 latency p50 ≤ %.2f× ORT's: not judged (%s not measured in this run)."
+                       % (GOAL15_LATENCY, fmt_key(key)))
+    if "bertbench-bf16" in variants:
+        out += ["", "### Issue 11: bf16 (seq 128, 2 threads)", ""]
+        req = [(m_, mo, 128, b, 2) for m_ in ("train", "infer") for mo in ("tiny", "mini", "base") for b in (8, 32)]
+        for peer in ("torch-default-bf16", "torch-tuned-bf16"):
+            if peer in variants:
+                judge(out, "bertbench bf16 ÷ PyTorch autocast bf16 (%s), tiny/mini/base × batch 8/32, training and "
+                            "inference" % peer, req, results, "bertbench-bf16", peer, GOAL11_PEER)
+        if "bertbench" in variants:
+            for (mode, model), goal in GOAL11_SELF.items():
+                judge(out, "bertbench bf16 ÷ bertbench fp32, %s %s batch 32" % (model, mode),
+                            [(mode, model, 128, 32, 2)], results, "bertbench-bf16", "bertbench", goal)
+        for mode, goal in GOAL11_MFU.items():
+            key = (mode, "base", 128, 32, 2)
+            mfu = mfu_of(key, "bertbench-bf16")
+            if mfu:
+                out.append("- BERT-base %s MFU against the bf16 GEMM ceiling at batch 32 ≥ %.0f%%: %.1f%% — **%s**." % (
+                    mode, 100 * goal, 100 * mfu, "met" if mfu >= goal else "not met"))
+            else:
+                out.append("- BERT-base %s MFU against the bf16 GEMM ceiling at batch 32 ≥ %.0f%%: not judged (no bf16 "
+                           "figure or no bf16 ceiling at %s)." % (mode, 100 * goal, fmt_key(key)))
+    return "\n".join(out) + "\n" if out else ""
+
+
+def winners_md(keys, results, variants, dtype_label):
+    """Which variant is fastest where, in plain words (one line per winner)."""
+    wins = {}
+    for key in keys:
+        r = {v: x for v, x in results.get(key, {}).items() if v in variants and x}
+        if len(r) < 2:
+            continue
+        order = sorted(r, key=r.get, reverse=True)
+        wins.setdefault(order[0], []).append("%s (%.2f× %s)" % (fmt_key(key), r[order[0]] / r[order[1]], order[1]))
+    if not wins:
+        return ""
+    n = sum(len(w) for w in wins.values())
+    lines = ["**Who wins where (%s)**: the fastest variant per point and its lead over the runner-up.\n" % dtype_label]
+    for v in sorted(wins, key=lambda v: -len(wins[v])):
+        lines.append("- **%s** is fastest at %d of %d points: %s." % (v, len(wins[v]), n, "; ".join(wins[v])))
+    return "\n".join(lines) + "\n"
+
+
 def cpu_facts():
     model, flags = "", set()
     with open("/proc/cpuinfo") as f:
@@ -211,7 +373,8 @@ def cpu_facts():
 
 
 # ---- SVG (hand-written) --------------------------------------------------------------------
-COLOURS = {"bertbench": "#0072b2", "torch-default": "#d55e00", "torch-tuned": "#009e73"}
+COLOURS = {"bertbench": "#0072b2", "torch-default": "#d55e00", "torch-tuned": "#009e73", "ort": "#cc79a7",
+           "bertbench-bf16": "#56b4e9", "torch-default-bf16": "#e69f00", "torch-tuned-bf16": "#000000"}
 DASH = ["", "6,3", "2,3", "8,3,2,3"]
 
 
@@ -292,7 +455,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="rounds per point, variants interleaved A/B/C A/B/C (use 3+ on a quiet machine)")
     ap.add_argument("--repeats", type=int, default=5,
                     help="after the rounds, run bertbench this many times in a row per point (repeatability without the drift of a long invocation; 0 = none)")
-    ap.add_argument("--variants", default="bertbench,torch-default,torch-tuned")
+    ap.add_argument("--dtypes", default="fp32", help="fp32, bf16 or both (bf16: bertbench --dtype=bf16 against "
+                    "PyTorch autocast bf16 and ORT fp32)")
+    ap.add_argument("--peers", default=",".join(PEERS), help="peers to run besides bertbench, from %s" % ", ".join(PEERS))
+    ap.add_argument("--no_bertbench", action="store_true", help="run the peers only")
     ap.add_argument("--profile", default="base:128:8", help="model:seq:batch profiled per-op ('' = none)")
     ap.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "perf"), help="results, plots (kept: the doc links them)")
@@ -302,12 +468,29 @@ def main():
     a = ap.parse_args()
     ints = lambda s: [int(x) for x in s.split(",") if x]
     modes, models, seqs = a.modes.split(","), a.models.split(","), ints(a.seq_len)
-    batches, threads, variants = ints(a.batch_sizes), ints(a.threads), a.variants.split(",")
-    for v in variants:
-        if v not in VARIANTS:
-            sys.exit("bench-compare: --variants: unknown variant %r (expected %s)" % (v, ", ".join(VARIANTS)))
-    if not os.access(a.bertbench, os.X_OK):
+    batches, threads = ints(a.batch_sizes), ints(a.threads)
+    dtypes, peers = [d for d in a.dtypes.split(",") if d], [p for p in a.peers.split(",") if p]
+    for d in dtypes:
+        if d not in ("fp32", "bf16"):
+            sys.exit("bench-compare: --dtypes: unknown dtype %r (expected fp32, bf16 or fp32,bf16)" % d)
+    for p in peers:
+        if p not in PEERS:
+            sys.exit("bench-compare: --peers: unknown peer %r (expected a comma list of %s)" % (p, ", ".join(PEERS)))
+    if not dtypes:
+        sys.exit("bench-compare: --dtypes is empty (expected fp32, bf16 or fp32,bf16)")
+    variants = []  # in run (interleaving) order
+    if "fp32" in dtypes:
+        variants += ([] if a.no_bertbench else ["bertbench"]) + peers
+    if "bf16" in dtypes:
+        variants += ([] if a.no_bertbench else ["bertbench-bf16"]) + [p + "-bf16" for p in peers if p != "ort"]
+        variants += ["ort"] if "ort" in peers and "ort" not in variants else []
+    if not a.no_bertbench and not os.access(a.bertbench, os.X_OK):
         sys.exit("bench-compare: --bertbench=%s: not an executable (hint: make build)" % a.bertbench)
+    if "ort" in variants:  # install (or find) the pinned onnxruntime-node before any run
+        r = subprocess.run(["bash", os.path.join(ROOT, "bench", "peer", "setup_ort.sh")], cwd=ROOT)
+        if r.returncode != 0:
+            sys.exit("bench-compare: bench/peer/setup_ort.sh failed (above); the ORT peer cannot run "
+                     "(hint: --peers=torch-default,torch-tuned leaves it out)")
     raw = os.path.join(a.out, "raw")
     if a.fresh and os.path.isdir(raw):
         for f in os.listdir(raw):
@@ -316,19 +499,41 @@ def main():
     t_start = time.time()
     cpu_start = cpu_seconds()
 
-    # 1. ceilings per thread count, measured now and again after the points (step 3)
-    def measure_ceilings(when):
+    # 1. ceilings per thread count, measured now and again after the points (step 3); the bf16
+    # GEMM ceiling too when bf16 points run (`bench --mode=gemm --dtype=bf16`)
+    def measure_ceilings(when, dtype="fp32"):
         found = {}
+        if a.no_bertbench:
+            return found
         for t in threads:
-            out = os.path.join(raw, "ceiling_t%d_%s.json" % (t, when))
-            j = run([a.bertbench, "bench", "--mode=gemm", "--model=base", "--threads=%d" % t, "--gemm_reps=5",
-                     "--json=" + out], {}, out, a.timeout)
+            if dtype == "fp32":
+                out = os.path.join(raw, "ceiling_t%d_%s.json" % (t, when))
+                j = run([a.bertbench, "bench", "--mode=gemm", "--model=base", "--threads=%d" % t, "--gemm_reps=5",
+                         "--json=" + out], {}, out, a.timeout)
+                if j:
+                    g = [p for p in j["points"] if p.get("mode") == "gemm"][0]
+                    found[t] = (g["sgemm_gflops"], g["fma_peak_gflops"])
+                continue
+            out = os.path.join(raw, "ceiling-bf16_t%d_%s.json" % (t, when))
+
+            def bf16_gemm(j):  # the bf16 GEMM point and its GFLOP/s, whatever the field's name
+                for g in j.get("points", []):
+                    if g.get("mode") == "gemm" and g.get("dtype") == "bf16":
+                        for f in ("bf16_gemm_gflops", "gemm_gflops", "sgemm_gflops", "gflops"):
+                            if g.get(f):
+                                return g, g[f]
+                return None, None
+
+            j = run([a.bertbench, "bench", "--mode=gemm", "--dtype=bf16", "--model=base", "--threads=%d" % t,
+                     "--gemm_reps=5", "--json=" + out], {}, out, a.timeout,
+                    check=lambda j: None if bf16_gemm(j)[0] else "no gemm point with \"dtype\": \"bf16\" and a GFLOP/s figure in it")
             if j:
-                g = [p for p in j["points"] if p.get("mode") == "gemm"][0]
-                found[t] = (g["sgemm_gflops"], g["fma_peak_gflops"])
+                g, gf = bf16_gemm(j)
+                found[t] = (gf, g.get("fma_peak_gflops", 0.0))
         return found
 
     ceilings = measure_ceilings("start")
+    ceilings_bf16 = measure_ceilings("start", "bf16") if "bertbench-bf16" in variants else {}
 
     # 2. the points, interleaved per round
     results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
@@ -343,13 +548,21 @@ def main():
         t = key[4]
         for r in range(a.rounds):
             for v in variants:
+                if not variant_runs(v, key[0]):
+                    continue
                 out = os.path.join(raw, "%s__%s__r%d.json" % (v, tag_of(key), r))
                 common = point_flags(key, out)
                 if v == "bertbench":
                     cmd = [a.bertbench, "bench"] + common + (["--ceiling_gflops=%g" % ceilings[t][0]] if t in ceilings else ["--noceiling"])
+                elif v == "bertbench-bf16":
+                    cmd = [a.bertbench, "bench", "--dtype=bf16"] + common + (
+                        ["--ceiling_gflops=%g" % ceilings_bf16[t][0]] if t in ceilings_bf16 else ["--noceiling"])
+                elif v == "ort":
+                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "ort_export.py")] + common
                 else:
-                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "torch_bench.py")] + common
-                j = run(cmd, VARIANTS[v], out, a.timeout)
+                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "torch_bench.py")] + common + (
+                        ["--dtype=bf16"] if DTYPE_OF[v] == "bf16" else [])
+                j = run(cmd, VARIANTS[v], out, a.timeout, check=lambda j, v=v: point_dtype_problem(v, j))
                 pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
                 if pts:
                     runs.setdefault(key, {}).setdefault(v, []).append(pts[0])
@@ -359,14 +572,17 @@ def main():
     # 2b. repeatability: each point's bertbench run again --repeats times in a row. The rounds
     # above are minutes apart, so their spread includes the host's drift over the invocation;
     # back-to-back runs show the benchmark's own run-to-run agreement.
-    repeats = {}  # key -> [seq/s]
-    for key in keys if "bertbench" in variants else []:
-        for k in range(a.repeats):
-            out = os.path.join(raw, "bertbench__%s__rep%d.json" % (tag_of(key), k))
-            j = run([a.bertbench, "bench", "--noceiling"] + point_flags(key, out), {}, out, a.timeout)
-            pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
-            if pts:
-                repeats.setdefault(key, []).append(pts[0]["sequences_per_second"])
+    repeats = {}  # key -> [seq/s] of bertbench fp32; repeats_bf16 the same for bertbench-bf16
+    repeats_bf16 = {}
+    for v, reps_of, extra in (("bertbench", repeats, []), ("bertbench-bf16", repeats_bf16, ["--dtype=bf16"])):
+        for key in keys if v in variants else []:
+            for k in range(a.repeats):
+                out = os.path.join(raw, "%s__%s__rep%d.json" % (v, tag_of(key), k))
+                j = run([a.bertbench, "bench", "--noceiling"] + extra + point_flags(key, out), {}, out, a.timeout,
+                        check=lambda j, v=v: point_dtype_problem(v, j))
+                pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
+                if pts:
+                    reps_of.setdefault(key, []).append(pts[0]["sequences_per_second"])
 
     # 3. the ceilings again: a shared host's speed drifts over a long run, and a ceiling measured
     # in a slow minute would overstate MFU; the doc uses the higher of the two measurements
@@ -374,14 +590,27 @@ def main():
     ceiling_end = measure_ceilings("end")
     for t, c in ceiling_end.items():
         ceilings[t] = tuple(max(x, y) for x, y in zip(c, ceilings.get(t, c)))
+    ceilings_bf16_start = dict(ceilings_bf16)
+    ceiling_bf16_end = measure_ceilings("end", "bf16") if "bertbench-bf16" in variants else {}
+    for t, c in ceiling_bf16_end.items():
+        ceilings_bf16[t] = tuple(max(x, y) for x, y in zip(c, ceilings_bf16.get(t, c)))
     for key, by_variant in runs.items():
-        for p in by_variant.get("bertbench", []):
-            if key[4] in ceilings and p.get("gflops"):
-                p["mfu"] = p["gflops"] / ceilings[key[4]][0]
+        for v, ceil in (("bertbench", ceilings), ("bertbench-bf16", ceilings_bf16)):
+            for p in by_variant.get(v, []):
+                p["mfu"] = p["gflops"] / ceil[key[4]][0] if key[4] in ceil and p.get("gflops") else 0.0
+
+    def mfu_of(key, v):  # median over rounds of a bertbench variant's MFU (None when not measured)
+        ps = runs.get(key, {}).get(v, [])
+        return statistics.median(p.get("mfu") or 0.0 for p in ps) if ps else None
+
+    # latency percentiles per inference point and variant: median over rounds
+    lat = {key: {v: {q: statistics.median(p["latency_ms_" + q] for p in ps) for q in ("p50", "p90", "p99")}
+                 for v, ps in by_v.items() if ps and all("latency_ms_p50" in p for p in ps)}
+           for key, by_v in runs.items() if key[0] == "infer"}
 
     # 4. per-op profile of bertbench
     prof_md, prof_svg = "", ""
-    if a.profile:
+    if a.profile and "bertbench" in variants:
         pm, ps, pb = a.profile.split(":")
         pj = os.path.join(raw, "profile_%s_s%s_b%s.json" % (pm, ps, pb))
         prof_svg = os.path.join(a.out, "profile.svg")
@@ -399,24 +628,58 @@ def main():
                 prof_md += "\n"
 
     # 5. tables, plot, summary JSON, doc
-    rows = ["| mode | model | seq | batch | threads | " + " | ".join("%s seq/s" % v for v in variants)
-            + " | bertbench MFU | " + " | ".join("bertbench / %s" % v for v in variants if v != "bertbench") + " |",
-            "|---|---|---:|---:|---:|" + "---:|" * (2 * len(variants))]
+    def make_table(base, cols, mfu_label, not_contending=()):
+        """Rows per point: seq/s of each column variant, base's MFU, base ÷ each other column, and
+        the fastest variant of the row."""
+        cols = [v for v in cols if v in variants]
+        others = [v for v in cols if v != base]
+        rows = ["| mode | model | seq | batch | threads | " + " | ".join("%s seq/s" % v for v in cols)
+                + " | %s | " % mfu_label + " | ".join("%s / %s" % (base, v) for v in others) + " | fastest |",
+                "|---|---|---:|---:|---:|" + "---:|" * (len(cols) + 1 + len(others)) + "---|"]
+        for key in keys:
+            r = results.get(key, {})
+            bb, mfu = r.get(base), mfu_of(key, base)
+            cells = ["%.2f" % r[v] if r.get(v) else ("n/a" if not variant_runs(v, key[0]) else "–") for v in cols]
+            ratios = ["**%.2f×**" % (bb / r[v]) if bb and r.get(v) else "–" for v in others]
+            measured = {v: r[v] for v in cols if r.get(v) and v not in not_contending}
+            fastest = max(measured, key=measured.get) if len(measured) > 1 else "–"
+            rows.append("| %s | %s | %d | %d | %d | " % key + " | ".join(cells) + " | %s | " % ("%.1f%%" % (100 * mfu) if mfu else "–")
+                        + " | ".join(ratios) + (" | " if ratios else "") + fastest + " |")
+        return "\n".join(rows) + "\n"
+
+    fp32_cols = ["bertbench"] + list(PEERS)
+    bf16_cols = ["bertbench-bf16", "torch-default-bf16", "torch-tuned-bf16", "ort", "bertbench"]
+    table = make_table("bertbench", fp32_cols, "bertbench MFU") if "fp32" in dtypes else ""
+    table_bf16 = make_table("bertbench-bf16", bf16_cols, "bertbench-bf16 MFU (bf16 ceiling)",
+                            not_contending=("bertbench",)) if "bf16" in dtypes else ""
+    wins = (winners_md(keys, results, [v for v in fp32_cols if v in variants], "fp32") if "fp32" in dtypes else "")
+    wins_bf16 = (winners_md(keys, results, [v for v in bf16_cols if v in variants and v != "bertbench"],
+                            "bf16 against the peers a user has: PyTorch autocast bf16, ORT fp32") if "bf16" in dtypes else "")
+    lat_rows = []
+    lat_variants = [v for v in variants if any(v in lat.get(k, {}) for k in keys)]
+    if lat_variants:
+        lat_rows = ["| model | seq | batch | threads | " + " | ".join("%s p50 / p90 / p99 ms" % v for v in lat_variants) + " |",
+                    "|---|---:|---:|---:|" + "---:|" * len(lat_variants)]
+        for key in keys:
+            if key[0] != "infer":
+                continue
+            cells = ["%.2f / %.2f / %.2f" % (l["p50"], l["p90"], l["p99"]) if l else "–"
+                     for l in (lat.get(key, {}).get(v) for v in lat_variants)]
+            lat_rows.append("| %s | %d | %d | %d | " % key[1:] + " | ".join(cells) + " |")
+    lat_table = "\n".join(lat_rows) + "\n" if lat_rows else ""
     summary = []
     for key in keys:
         r = results.get(key, {})
-        bb = r.get("bertbench")
-        mfu = statistics.median(p["mfu"] for p in runs[key]["bertbench"]) if bb else None
-        cells = ["%.2f" % r[v] if v in r else "–" for v in variants]
-        ratios = ["**%.2f×**" % (bb / r[v]) if bb and r.get(v) else "–" for v in variants if v != "bertbench"]
-        rows.append("| %s | %s | %d | %d | %d | " % key + " | ".join(cells) + " | %s | " % ("%.1f%%" % (100 * mfu) if mfu else "–")
-                    + " | ".join(ratios) + " |")
         summary.append({"mode": key[0], "model": key[1], "seq_len": key[2], "batch_size": key[3], "threads": key[4],
-                        "sequences_per_second": r, "bertbench_mfu": mfu,
+                        "sequences_per_second": r, "bertbench_mfu": mfu_of(key, "bertbench") if r.get("bertbench") else None,
+                        "bertbench_bf16_mfu": mfu_of(key, "bertbench-bf16") if r.get("bertbench-bf16") else None,
+                        "latency_ms": lat.get(key, {}),
                         "runs": {v: [p["sequences_per_second"] for p in ps] for v, ps in runs.get(key, {}).items()},
-                        "bertbench_back_to_back": repeats.get(key, [])})
-    table = "\n".join(rows) + "\n"
-    goals = goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end)
+                        "bertbench_back_to_back": repeats.get(key, []),
+                        "bertbench_bf16_back_to_back": repeats_bf16.get(key, [])})
+    goals = goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end, variants) if "bertbench" in variants else \
+        "## Goals, checked on these figures\n"
+    goals += peer_goals_md(keys, results, lat, mfu_of, variants)
     failed_md = ""
     if FAILURES:
         failed_md = "## Runs that failed\n\n" + "".join("- `%s`: %s\n" % f for f in FAILURES)
@@ -437,7 +700,9 @@ def main():
         f.write(throughput_svg(results, modes, models, "sequences/s, %s, %s thread(s)" % (model_name, a.threads)))
     os.replace(plot + ".tmp", plot)
     with open(os.path.join(a.out, "summary.json.tmp"), "w") as f:
-        json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()}, "args": vars(a)}, f, indent=2)
+        json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()},
+                   "ceilings_bf16": {str(t): c for t, c in ceilings_bf16.items()}, "variants": variants,
+                   "args": vars(a)}, f, indent=2)
     os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
 
     torch_v = sh("/usr/bin/python3 -c 'import torch; print(torch.__version__)'")
@@ -465,6 +730,43 @@ def main():
         "the higher of the measurements at the start, %.1f, and at the end, %.1f; MFU below is against it); FMA peak %.1f GFLOP/s"
         % (t, c[0], ceilings_start.get(t, (0,))[0], c_end, c[1])
         for t, c, c_end in ((t, c, ceiling_end.get(t, (0.0,))[0]) for t, c in sorted(ceilings.items()))) or "- (not measured)"
+    if "bertbench-bf16" in variants:
+        ceil_lines += "\n" + ("\n".join(
+            "- %d thread(s): bf16 GEMM ceiling %.1f GFLOP/s (`bertbench bench --mode=gemm --dtype=bf16`, the higher of "
+            "%.1f at the start and %.1f at the end; bertbench-bf16 MFU is against it)"
+            % (t, c[0], ceilings_bf16_start.get(t, (0,))[0], ceiling_bf16_end.get(t, (0.0,))[0])
+            for t, c in sorted(ceilings_bf16.items())) or "- bf16 GEMM ceiling: not measured (its run failed; "
+                                                          "bertbench-bf16 MFU is not stated)")
+    # The ORT peer as run: package, node, and per exported model what its verification found.
+    ort_lines = []
+    for name in sorted(os.listdir(raw)):
+        if name.startswith("ort__") and name.endswith(".json"):
+            with open(os.path.join(raw, name)) as f:
+                bi = json.load(f).get("build_info", {})
+            ver = bi.get("verification", {})
+            line = "%s b%s s%s: fused %s; max |ORT − PyTorch| %.1e on MLM logits (tolerance %g + %g·|x|)" % (
+                ver.get("model"), ver.get("batch_size"), ver.get("seq_len"),
+                ", ".join("%s %d" % kv for kv in ver.get("fused_op_counts", {}).items() if kv[1]),
+                ver.get("outputs", {}).get("mlm_logits", {}).get("max_abs_diff", float("nan")),
+                ver.get("tolerance", {}).get("atol", 0), ver.get("tolerance", {}).get("rtol", 0))
+            head = "onnxruntime-node %s on node %s" % (bi.get("onnxruntime_node"), bi.get("node"))
+            ort_lines += [(head, line)] if (head, line) not in ort_lines else []
+    ort_md = ""
+    if ort_lines:
+        ort_md = "- ONNX Runtime: %s; CPU execution provider, all graph optimisations, intra-op threads = the point's " \
+                 "threads. Exported graphs, as verified before timing:\n" % "; ".join(sorted({h for h, _ in ort_lines}))
+        ort_md += "".join("  - %s\n" % l for _, l in ort_lines)
+    variant_md = "".join("- **%s**: %s\n" % (v, VARIANT_DOC[v].format(LIB=LIB)) for v in variants)
+    tables_md = ""
+    if table:
+        tables_md += "## bertbench vs the peers, fp32\n\n" + table + "\n" + wins + "\n"
+    if table_bf16:
+        tables_md += ("## bf16: bertbench bf16 vs PyTorch autocast bf16 and ORT fp32\n\n" + table_bf16
+                      + ("\n`bertbench-bf16 / bertbench` is bf16's speed-up over bertbench's own fp32.\n" if "bertbench" in variants else "")
+                      + "\n" + wins_bf16 + "\n")
+    if lat_table:
+        tables_md += ("## Inference latency (one step = one batch; nearest-rank percentiles of each run's timed steps, "
+                      "median over rounds)\n\n" + lat_table + "\n")
     doc = f"""# bertbench performance
 
 Generated by `make bench-compare` (`/usr/bin/python3 scripts/bench-compare.py {argv}`) on
@@ -479,29 +781,20 @@ finds there; `--fresh` starts over). Definitions of every figure: [benchmark.md]
 - PyTorch {torch_v} (Debian python3-torch), eager. `libblas.so.3` alternative at run time:
   `{alt.splitlines()[0] if alt else "?"}` / `{alt.splitlines()[2].strip() if len(alt.splitlines()) > 2 else "?"}` — not relied upon: each
   peer variant sets `LD_LIBRARY_PATH` explicitly (below), and each run's JSON records the BLAS it loaded.
-{ceil_lines}
+{ort_md}{ceil_lines}
 {load_line}
 
 ## Method
 
 Points: modes {a.modes}; models {a.models}; seq_len {a.seq_len}; batch sizes {a.batch_sizes}; threads {a.threads};
 {a.warmup} warm-up steps (excluded) + at least {a.steps} timed steps per run, more until {a.min_time:g} s are timed
-(`--min_time`, both programs: a median of three 50 ms steps moves with every hiccup of the host); {a.rounds} rounds per point, variants interleaved
-(bertbench, torch-default, torch-tuned, then again) so that machine drift cancels. Figure per variant = median
+(`--min_time`, every program: a median of three 50 ms steps moves with every hiccup of the host); {a.rounds} rounds per point, variants interleaved
+({", ".join(variants)}, then again) so that machine drift cancels. Figure per variant = median
 over rounds of sequences/s (each run: batch / median step time). Synthetic full-length batches, identical
-shapes in both programs (max_predictions_per_seq 20 at seq 128; MLM head on the gathered positions).
+shapes in every program (max_predictions_per_seq 20 at seq 128; MLM head on the gathered positions).
 
-- **bertbench**: `bertbench bench`, one process per run; a training step includes the LAMB update.
-- **torch-default**: `bench/peer/torch_bench.py`, `torch.set_num_threads(threads)`, OpenBLAS pthreads
-  (`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward +
-  backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).
-- **torch-tuned**: the same with `OMP_WAIT_POLICY=PASSIVE` and the OpenMP OpenBLAS
-  (`LD_LIBRARY_PATH={LIB}/openblas-openmp`), the best configuration in PERF-NOTES.md.
-
-## bertbench vs PyTorch
-
-{table}
-![throughput]({rel(plot)})
+{variant_md}
+{tables_md}![throughput]({rel(plot)})
 
 {goals}
 {failed_md}
@@ -517,7 +810,7 @@ shapes in both programs (max_predictions_per_seq 20 at seq 128; MLM head on the 
     with open(a.doc + ".tmp", "w") as f:
         f.write(doc)
     os.replace(a.doc + ".tmp", a.doc)
-    print(table)
+    print(table + table_bf16)
     log("wrote %s, %s, %s" % (a.doc, plot, os.path.join(a.out, "summary.json")))
 
 

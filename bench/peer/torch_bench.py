@@ -8,12 +8,18 @@ PyTorch 1.13 eager (Debian python3-torch), torch.set_num_threads(threads).
 Training step = forward + backward + global-norm clip (1.0) + a LAMB update written in tensor ops
 (torch has no LAMB; moments, bias-free update u = m/(sqrt(v)+eps) + wd*w, trust ratio |w|/|u|,
 no decay or adaptation for LayerNorm/bias, as the reference). Inference = forward under no_grad.
+--dtype=bf16: the forward (and so, by autocast's semantics, the backward) under
+torch.autocast("cpu", dtype=torch.bfloat16), the peer a CPU user switches on; parameters, gradients
+and the optimizer stay fp32. PyTorch 1.13's CPU autocast does not keep layer_norm in fp32 (BERT's
+LayerNorm then fails with "expected scalar type BFloat16 but found Float"), so every LayerNorm's
+input is cast to fp32 first, as newer PyTorch does itself (a no-op in fp32).
 
 Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
          --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--min_time=0] [--json=PATH]
-         [--optimizer=lamb|none]
+         [--optimizer=lamb|none] [--dtype=fp32,bf16]
 Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -37,8 +43,8 @@ def default_max_predictions(seq):  # as bench/runner.cpp
     return max(1, 20 * seq // 128) if seq <= 128 else max(20, 76 * seq // 512)
 
 
-def gelu(x):  # reference tanh form
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+def gelu(x):  # reference tanh form (Hugging Face's spelling, which ORT's FastGelu fusion matches)
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
 class Layer(nn.Module):
@@ -56,8 +62,8 @@ class Layer(nn.Module):
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hs) + mask
         p = F.dropout(torch.softmax(s, -1), DROP, self.training)
         c = torch.matmul(p, v).permute(0, 2, 1, 3).reshape(B, T, H)
-        x = self.ln1(F.dropout(self.o(c), DROP, self.training) + x)
-        return self.ln2(F.dropout(self.out(gelu(self.i(x))), DROP, self.training) + x)
+        x = self.ln1((F.dropout(self.o(c), DROP, self.training) + x).float())  # fp32 LN input: see --dtype
+        return self.ln2((F.dropout(self.out(gelu(self.i(x))), DROP, self.training) + x).float())
 
 
 class Bert(nn.Module):
@@ -73,7 +79,8 @@ class Bert(nn.Module):
             if p.dim() > 1:
                 nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
 
-    def forward(self, ids, seg, mask, mpos, mids, mw, nsp_labels):
+    def logits(self, ids, seg, mask, mpos):
+        """MLM logits at the gathered positions (mpos: flat indices into B*T) and NSP logits."""
         B, T = ids.shape
         x = self.word(ids) + self.pos(torch.arange(T).unsqueeze(0)) + self.tok_type(seg)
         x = F.dropout(self.ln(x), DROP, self.training)
@@ -82,11 +89,14 @@ class Bert(nn.Module):
             x = layer(x, add)
         pooled = torch.tanh(self.pool(x[:, 0]))
         g = x.reshape(B * T, -1).index_select(0, mpos)  # gathered masked positions (P,H)
-        h = self.tln(gelu(self.t(g)))
-        logits = h @ self.word.weight.t() + self.out_bias
-        ce = F.cross_entropy(logits, mids, reduction="none")
+        h = self.tln(gelu(self.t(g)).float())
+        return h @ self.word.weight.t() + self.out_bias, self.nsp(pooled)
+
+    def forward(self, ids, seg, mask, mpos, mids, mw, nsp_labels):
+        logits, nsp_logits = self.logits(ids, seg, mask, mpos)
+        ce = F.cross_entropy(logits.float(), mids, reduction="none")
         mlm = (ce * mw).sum() / (mw.sum() + 1e-5)
-        return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
+        return mlm + F.cross_entropy(nsp_logits.float(), nsp_labels)
 
 
 class Lamb:
@@ -141,7 +151,10 @@ def percentile(sorted_ms, q):  # nearest rank, as bench/runner.cpp
     return sorted_ms[min(len(sorted_ms) - 1, max(rank, 1) - 1)]
 
 
-def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0):
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32"):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, H, A, I = PRESETS[name]
@@ -151,19 +164,22 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0)
     opt = Lamb(model) if mode == "train" and optimizer == "lamb" else None
     times = []
     it = 0
+    autocast = (lambda: torch.autocast("cpu", dtype=AUTOCAST[dtype])) if AUTOCAST[dtype] else contextlib.nullcontext
     while it < warmup or len(times) < steps or sum(times) < 1e3 * min_time:
         it += 1
         t0 = time.perf_counter()
         if mode == "train":
             model.train()
             model.zero_grad(set_to_none=True)
-            model(*args).backward()
+            with autocast():  # the backward follows the forward's dtypes (autocast semantics)
+                loss = model(*args)
+            loss.backward()
             if opt is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
         else:
             model.eval()
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 model(*args)
         dt = (time.perf_counter() - t0) * 1e3
         if it > warmup:
@@ -172,7 +188,7 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0)
     n = len(s)
     med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
     flops = forward_flops(L, H, I, B, T, P) * (3 if mode == "train" else 1)
-    return {"mode": mode, "model": name, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
+    return {"mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
             "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": len(times), "min_time_s": min_time,
             "data": "synthetic",
             "sequences_per_second": B / (med / 1e3), "tokens_per_second": B * T / (med / 1e3),
@@ -211,17 +227,22 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--min_time", type=float, default=0.0)
     ap.add_argument("--optimizer", default="lamb", choices=["lamb", "none"])
+    ap.add_argument("--dtype", default="fp32", help="fp32, bf16 (torch.autocast on the CPU) or a comma list")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
     ints = lambda s: [int(x) for x in s.split(",") if x]
     points = []
     t_start = time.time()
-    for mode in a.mode.split(","):
+    dtypes = a.dtype.split(",")
+    for d in dtypes:
+        if d not in AUTOCAST:
+            sys.exit("torch_bench.py: --dtype=%s: expected fp32 or bf16 (a comma list of them)" % d)
+    for mode, dtype in ((m, d) for m in a.mode.split(",") for d in dtypes):
         for name in a.model.split(","):
             for T in ints(a.seq_len):
                 for B in ints(a.batch_size):
                     for th in ints(a.threads):
-                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time)
+                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype)
                         points.append(p)
                         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                           for k, v in p.items() if k != "step_ms"}), flush=True)

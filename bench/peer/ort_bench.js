@@ -1,0 +1,156 @@
+#!/usr/bin/env node
+// The ONNX Runtime peer's runner (node, onnxruntime-node 1.30.0 from bench/peer/setup_ort.sh).
+// Driven by bench/peer/ort_export.py, which exports and verifies the model first; run by hand:
+//   node bench/peer/ort_bench.js --ort_dir=DIR --onnx=M.onnx --verified=M.verified.json --threads=2 \
+//        --warmup=2 --steps=10 --min_time=0 --json=out.json
+//   node bench/peer/ort_bench.js --ort_dir=DIR --onnx=M.onnx --check_dir=D --optimized=OPT.onnx
+// Timing: the same rule as `bertbench bench` and torch_bench.py: --warmup steps excluded, then at
+// least --steps timed steps, more until they add up to --min_time seconds; figure = median step;
+// latency p50/p90/p99 = nearest-rank percentiles of the timed steps. One step = one session.run on
+// one batch (inputs built once, before timing). Writes torch_bench.py's JSON point schema.
+// --check_dir: runs the model once on the int64 inputs D/<name>.bin (shapes in D/shapes.json),
+// writes D/<output>.out.bin (float32) and saves ORT's optimized graph to --optimized.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const VOCAB = 30522;
+const PRESETS = { tiny: [2, 128, 2, 512], mini: [4, 256, 4, 1024], small: [4, 512, 8, 2048],
+  medium: [8, 512, 8, 2048], base: [12, 768, 12, 3072], large: [24, 1024, 16, 4096] };
+const INPUTS = ['input_ids', 'token_type_ids', 'attention_mask', 'masked_lm_positions'];
+
+function die(msg) {
+  process.stderr.write('ort_bench.js: ' + msg + '\n');
+  process.exit(1);
+}
+
+function parseArgs(argv) {
+  const a = { threads: os.availableParallelism ? os.availableParallelism() : os.cpus().length, warmup: 2, steps: 10,
+    min_time: 0, json: '', onnx: '', verified: '', check_dir: '', optimized: '', ort_dir: '' };
+  for (const arg of argv) {
+    const m = /^--([a-z_]+)=(.*)$/.exec(arg);
+    if (!m || !(m[1] in a)) die(`unknown argument ${JSON.stringify(arg)} (expected --${Object.keys(a).join('=, --')}=)`);
+    a[m[1]] = typeof a[m[1]] === 'number' ? Number(m[2]) : m[2];
+    if (typeof a[m[1]] === 'number' && !Number.isFinite(a[m[1]])) die(`--${m[1]}=${m[2]}: expected a number`);
+  }
+  if (!a.onnx) die('--onnx=PATH is required');
+  if (!a.ort_dir) die('--ort_dir=DIR (from bench/peer/setup_ort.sh) is required');
+  return a;
+}
+
+function loadOrt(dir) {
+  try {
+    return require(path.join(dir, 'node_modules', 'onnxruntime-node'));
+  } catch (e) {
+    die(`cannot load onnxruntime-node from ${dir}/node_modules (${e.message.split('\n')[0]}); hint: bash bench/peer/setup_ort.sh`);
+  }
+}
+
+function sessionOptions(a, extra) {
+  if (!(a.threads >= 1)) die(`--threads=${a.threads}: expected >= 1`);
+  return Object.assign({ intraOpNumThreads: a.threads, interOpNumThreads: 1, executionMode: 'sequential',
+    graphOptimizationLevel: 'all' }, extra);
+}
+
+function percentile(sorted, q) { // nearest rank, as bench/runner.cpp
+  const rank = Math.ceil(q * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(rank, 1) - 1)];
+}
+
+function forwardFlops(L, H, I, B, T, P) { // as torch_bench.forward_flops / model::forward_flops
+  const n = B * T;
+  const perLayer = 2.0 * n * (4 * H * H + 2 * H * I) + B * 4.0 * T * T * H;
+  return L * perLayer + 2.0 * B * H * H + 4.0 * B * H + 2.0 * B * P * H * H + 2.0 * B * P * H * VOCAB;
+}
+
+async function check(ort, a) {
+  if (!a.optimized) die('--check_dir needs --optimized=PATH');
+  const shapes = JSON.parse(fs.readFileSync(path.join(a.check_dir, 'shapes.json'), 'utf8'));
+  const feeds = {};
+  for (const n of INPUTS) {
+    const buf = fs.readFileSync(path.join(a.check_dir, n + '.bin'));
+    const data = new BigInt64Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength));
+    feeds[n] = new ort.Tensor('int64', data, shapes[n]);
+  }
+  const session = await ort.InferenceSession.create(a.onnx, sessionOptions(a, { optimizedModelFilePath: a.optimized }));
+  const out = await session.run(feeds);
+  for (const n of session.outputNames) {
+    const t = out[n];
+    if (t.type !== 'float32') die(`${a.onnx}: output ${n} is ${t.type}, expected float32`);
+    fs.writeFileSync(path.join(a.check_dir, n + '.out.bin'), Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+  }
+  if (!fs.existsSync(a.optimized)) die(`${a.onnx}: ORT did not save its optimized graph to ${a.optimized}`);
+}
+
+async function bench(ort, a) {
+  if (!a.verified) die('--verified=PATH (the record ort_export.py writes) is required for timing');
+  let rec;
+  try {
+    rec = JSON.parse(fs.readFileSync(a.verified, 'utf8'));
+  } catch (e) {
+    die(`--verified=${a.verified}: cannot read it (${e.message})`);
+  }
+  if (rec.passed !== true || path.resolve(rec.onnx) !== path.resolve(a.onnx)) {
+    die(`--verified=${a.verified}: not a passing verification of ${a.onnx} (passed: ${rec.passed}, onnx: ${rec.onnx}); ` +
+        'run bench/peer/ort_export.py');
+  }
+  const { model, seq_len: T, batch_size: B, max_predictions: P } = rec;
+  if (!PRESETS[model]) die(`--verified=${a.verified}: unknown model ${model}`);
+  const [L, H, , I] = PRESETS[model];
+  // A synthetic full-length batch as torch_bench.synthetic_batch (values differ; shapes and work do not).
+  let seed = 7;
+  const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const ids = new BigInt64Array(B * T).map(() => BigInt(rnd(VOCAB)));
+  const seg = new BigInt64Array(B * T).map((_, i) => BigInt((i % T) >= (T >> 1) ? 1 : 0));
+  const mask = new BigInt64Array(B * T).fill(1n);
+  const pos = new BigInt64Array(B * P).map((_, i) => BigInt(1 + Math.floor(((i % P) * (T - 2)) / P)));
+  const feeds = { input_ids: new ort.Tensor('int64', ids, [B, T]), token_type_ids: new ort.Tensor('int64', seg, [B, T]),
+    attention_mask: new ort.Tensor('int64', mask, [B, T]), masked_lm_positions: new ort.Tensor('int64', pos, [B, P]) };
+  const session = await ort.InferenceSession.create(a.onnx, sessionOptions(a, {}));
+  const tStart = Date.now();
+  const times = [];
+  let sum = 0;
+  for (let it = 1; it <= a.warmup || times.length < a.steps || sum < 1e3 * a.min_time; it++) {
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    const dt = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (it > a.warmup) { times.push(dt); sum += dt; }
+  }
+  const s = [...times].sort((x, y) => x - y);
+  const n = s.length;
+  const med = n % 2 ? s[n >> 1] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  const flops = forwardFlops(L, H, I, B, T, P);
+  const point = { mode: 'infer', model, dtype: 'fp32', seq_len: T, batch_size: B, threads: a.threads, steps_per_update: 1,
+    warmup_steps: a.warmup, timed_steps: n, min_time_s: a.min_time, data: 'synthetic',
+    sequences_per_second: B / (med / 1e3), tokens_per_second: B * T / (med / 1e3),
+    padded_tokens_per_second: B * T / (med / 1e3), real_token_fraction: 1.0,
+    step_ms_median: med, step_ms_min: s[0], step_ms_max: s[n - 1],
+    latency_ms_p50: percentile(s, 0.5), latency_ms_p90: percentile(s, 0.9), latency_ms_p99: percentile(s, 0.99),
+    step_ms: times, gflops: flops / (med / 1e3) / 1e9, ceiling_gflops: 0, mfu: 0, optimizer_included: false,
+    peak_rss_mb: process.resourceUsage().maxRSS / 1024 };
+  const short = Object.fromEntries(Object.entries(point).filter(([k]) => k !== 'step_ms')
+    .map(([k, v]) => [k, typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e3) / 1e3 : v]));
+  process.stdout.write(JSON.stringify(short) + '\n');
+  if (a.json) {
+    const cpuModel = (os.cpus()[0] || {}).model || '';
+    const ortPkg = JSON.parse(fs.readFileSync(path.join(a.ort_dir, 'node_modules', 'onnxruntime-node', 'package.json'), 'utf8'));
+    const out = { peer: 'ort', points: [point],
+      system_info: { cpu_model: cpuModel, cpu_cores: os.availableParallelism ? os.availableParallelism() : os.cpus().length },
+      build_info: { onnxruntime_node: ortPkg.version, node: process.version, onnx: a.onnx,
+        session_options: sessionOptions(a, {}), verification: rec },
+      benchmark_result: { name: 'ort_bench', wall_time: (Date.now() - tStart) / 1e3 } };
+    const tmp = `${a.json}.tmp.${process.pid}`;
+    fs.writeFileSync(tmp, JSON.stringify(out, null, 2));
+    fs.renameSync(tmp, a.json);
+  }
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const ort = loadOrt(a.ort_dir);
+  if (a.check_dir) await check(ort, a);
+  else await bench(ort, a);
+}
+
+main().catch((e) => die(`${e && e.message ? e.message.split('\n')[0] : e}`));
