@@ -73,7 +73,9 @@ async function check(ort, a) {
     const data = new BigInt64Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength));
     feeds[n] = new ort.Tensor('int64', data, shapes[n]);
   }
-  const session = await ort.InferenceSession.create(a.onnx, sessionOptions(a, { optimizedModelFilePath: a.optimized }));
+  // logSeverityLevel 3: errors only (saving a graph optimised at level 'all' draws a portability warning)
+  const session = await ort.InferenceSession.create(a.onnx,
+    sessionOptions(a, { optimizedModelFilePath: a.optimized, logSeverityLevel: 3 }));
   const out = await session.run(feeds);
   for (const n of session.outputNames) {
     const t = out[n];

@@ -49,8 +49,13 @@ import subprocess
 import sys
 import time
 
+import warnings
+
 import numpy as np
 import torch
+
+# g.op() in a symbolic is how torch 1.13 documents custom symbolics; its deprecation note is noise here
+warnings.filterwarnings("ignore", message=".*_graph_op' is deprecated")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -269,6 +274,16 @@ def export_and_verify(name, B, T, threads, ort_dir):
             if "LayerNormalization" not in str(e) or not os.path.exists(tmp):
                 raise
     os.replace(tmp, onnx_path)
+    prefix = "%s_s%d_b%d_" % (name, T, B)  # exports of this point by other versions of these files: stale
+    for f in os.listdir(os.path.dirname(base)):
+        if f.startswith(prefix) and not f.startswith(os.path.basename(base)):
+            p = os.path.join(os.path.dirname(base), f)
+            if os.path.isdir(p):
+                for g in os.listdir(p):
+                    os.remove(os.path.join(p, g))
+                os.rmdir(p)
+            else:
+                os.remove(p)
     print("ort_export.py: exported %s (%.0f MB, %.1f s)" % (onnx_path, os.path.getsize(onnx_path) / 2**20,
                                                               time.time() - t0), file=sys.stderr)
     io_dir = base + ".check"
