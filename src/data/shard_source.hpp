@@ -1,0 +1,46 @@
+// One input shard of the pretraining pipeline, its format chosen by extension: NVIDIA HDF5 for
+// ".hdf5"/".h5" (any case), TFRecord for every other name. A glob or comma list may mix both;
+// each file is read by its own extension. TFRecords stream record by record; an HDF5 shard is
+// loaded whole on open (as NVIDIA's pretraining_dataset does) and shared by its pending records.
+// Records are handed out undecoded so that a resumed reader can skip them cheaply.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "io/example.hpp"
+#include "io/hdf5_shard.hpp"
+#include "io/tfrecord.hpp"
+
+namespace bertbench::data {
+
+// A record not yet decoded: TFRecord payload bytes, or a row of a loaded HDF5 shard.
+struct ShardRecord {
+    std::string payload;                             // TFRecord: tf.train.Example bytes
+    std::shared_ptr<const io::Hdf5ShardArrays> hdf5;  // HDF5: the shard ...
+    uint64_t row = 0;                                // ... and the record's row in it
+
+    // The record in the MLPerf schema (HDF5: weights derived as NVIDIA's loader does).
+    // `where` prefixes errors ("file: record 12").
+    void decode(int max_seq_length, int max_predictions_per_seq, std::string_view where,
+                io::PretrainingRecord& out) const;
+};
+
+class ShardSource {
+  public:
+    // Opens `path` (HDF5: reads and checks the whole shard against the two widths now).
+    // skip_corrupt applies to TFRecords (see TfRecordReader).
+    ShardSource(const std::string& path, bool skip_corrupt, int max_seq_length,
+                int max_predictions_per_seq);
+    bool next(ShardRecord& out);  // the next record; false at the end of the file
+    uint64_t index() const;       // index of the record next() returns next
+
+  private:
+    std::unique_ptr<io::TfRecordReader> tfrecord_;
+    std::shared_ptr<const io::Hdf5ShardArrays> hdf5_;
+    uint64_t row_ = 0;
+};
+
+}  // namespace bertbench::data

@@ -1,0 +1,586 @@
+// NVIDIA HDF5 shards (see hdf5_shard.hpp). libhdf5 is called under one process-wide mutex (its
+// thread-safe build serialises calls anyway; the mutex also covers a non-thread-safe build), with
+// automatic error printing off on the calling thread; a failed call's error stack is turned into
+// the innermost libhdf5 message inside our one-line error. Everything after libhdf5 returns
+// arrays (check_hdf5_schema, check_hdf5_arrays, decode_hdf5_record) is plain C++ and fuzzed.
+#include "io/hdf5_shard.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "core/error.hpp"
+
+namespace bertbench::io {
+namespace {
+
+std::mutex& hdf5_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+// Holds the library lock with error printing off for this thread, and clears the stack on exit.
+struct Hdf5Lock {
+    std::lock_guard<std::mutex> lock{hdf5_mutex()};
+    Hdf5Lock() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+    ~Hdf5Lock() { H5Eclear2(H5E_DEFAULT); }
+};
+
+// The innermost message on the current error stack ("file signature not found"), then clears it.
+std::string hdf5_error() {
+    std::string msg;
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_DOWNWARD,
+        [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+            if (e != nullptr && e->desc != nullptr && e->desc[0] != '\0')
+                *static_cast<std::string*>(data) = e->desc;
+            return 0;
+        },
+        &msg);
+    H5Eclear2(H5E_DEFAULT);
+    if (msg.empty()) msg = "unknown error";
+    for (char& c : msg)
+        if (c == '\n' || c == '\r') c = ' ';
+    return "libhdf5: " + msg;
+}
+
+// An owned hid_t closed with its kind's close function.
+class Handle {
+  public:
+    Handle() = default;
+    Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+    ~Handle() { reset(); }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    Handle& operator=(Handle&& o) noexcept {
+        reset();
+        id_ = o.id_;
+        close_ = o.close_;
+        o.id_ = -1;
+        return *this;
+    }
+    hid_t get() const { return id_; }
+    bool ok() const { return id_ >= 0; }
+    void reset() {
+        if (id_ >= 0 && close_ != nullptr) close_(id_);
+        id_ = -1;
+    }
+
+  private:
+    hid_t id_ = -1;
+    herr_t (*close_)(hid_t) = nullptr;
+};
+
+std::string type_name(hid_t type, bool with_order) {
+    const H5T_class_t cls = H5Tget_class(type);
+    const size_t bits = H5Tget_size(type) * 8;
+    std::string s;
+    switch (cls) {
+        case H5T_INTEGER:
+            s = fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+            break;
+        case H5T_FLOAT: s = fmt::format("float{}", bits); break;
+        case H5T_STRING: return "string";
+        case H5T_COMPOUND: return "compound";
+        case H5T_ENUM: return "enum";
+        case H5T_ARRAY: return "array";
+        case H5T_VLEN: return "vlen";
+        case H5T_REFERENCE: return "reference";
+        case H5T_OPAQUE: return "opaque";
+        case H5T_BITFIELD: return fmt::format("bitfield{}", bits);
+        default: return "unknown type";
+    }
+    if (with_order) s += H5Tget_order(type) == H5T_ORDER_BE ? " BE" : " LE";
+    return s;
+}
+
+std::string shape_str(const std::vector<uint64_t>& d) {
+    std::string s = "(";
+    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+    return s + (d.size() == 1 ? ",)" : ")");
+}
+
+uint64_t physical_memory() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return UINT64_MAX;
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+template <typename T>
+void read_dataset(const std::string& path, hid_t file, const char* name, hid_t mem_type,
+                  std::vector<T>& out, size_t count) {
+    Handle ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
+    out.resize(count);
+    if (count > 0 &&
+        H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+        fail("[hdf5] {}: dataset {}: cannot read its {} values ({}; hint: the file is corrupt or "
+             "truncated)",
+             path, name, count, hdf5_error());
+}
+
+}  // namespace
+
+bool is_hdf5_path(std::string_view path) {
+    auto ends = [&](std::string_view ext) {
+        if (path.size() < ext.size()) return false;
+        const std::string_view tail = path.substr(path.size() - ext.size());
+        return std::equal(tail.begin(), tail.end(), ext.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == b;
+        });
+    };
+    return ends(".hdf5") || ends(".h5");
+}
+
+uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetInfo, 6>& info,
+                           int max_seq_length, int max_predictions_per_seq) {
+    uint64_t n = 0;
+    for (size_t k = 0; k < kHdf5Datasets.size(); ++k) {
+        const Hdf5DatasetSpec& s = kHdf5Datasets[k];
+        const Hdf5DatasetInfo& d = info[k];
+        const std::string want_type = fmt::format("int{}", s.bytes * 8);
+        if (!d.found)
+            fail(
+                "[hdf5] {}: dataset {}: expected an {} dataset in the root group, got none (hint: "
+                "NVIDIA's schema has input_ids, input_mask, segment_ids, masked_lm_positions, "
+                "masked_lm_ids, next_sentence_labels)",
+                path, s.name, want_type);
+        if (!d.is_integer || !d.is_signed || d.type_size != static_cast<size_t>(s.bytes))
+            fail("[hdf5] {}: dataset {}: expected dtype {} (i{}), got {}", path, s.name, want_type,
+                 s.bytes, d.type_name.empty() ? "an unknown type" : d.type_name);
+        const size_t rank = s.width == Hdf5DatasetSpec::Width::none ? 1 : 2;
+        const uint64_t width = s.width == Hdf5DatasetSpec::Width::seq
+                                   ? static_cast<uint64_t>(max_seq_length)
+                                   : static_cast<uint64_t>(max_predictions_per_seq);
+        const char* flag = s.width == Hdf5DatasetSpec::Width::seq ? "--max_seq_length"
+                                                                  : "--max_predictions_per_seq";
+        const std::string want_shape =
+            rank == 1 ? "(N,)" : fmt::format("(N, {}) (N records, {} = {})", width, flag, width);
+        if (!d.simple || d.dims.size() != rank)
+            fail("[hdf5] {}: dataset {}: expected shape {}, got {}", path, s.name, want_shape,
+                 d.simple ? shape_str(d.dims) : std::string("a scalar or empty dataspace"));
+        if (rank == 2 && d.dims[1] != width)
+            fail("[hdf5] {}: dataset {}: expected shape {}, got {} (hint: the shard was made with "
+                 "another {})",
+                 path, s.name, want_shape, shape_str(d.dims), flag);
+        if (k == 0) n = d.dims[0];
+        if (d.dims[0] != n)
+            fail(
+                "[hdf5] {}: dataset {}: expected {} records (the first dimension of input_ids), "
+                "got {}",
+                path, s.name, n, d.dims[0]);
+    }
+    return n;
+}
+
+void check_hdf5_arrays(std::string_view path, const Hdf5ShardArrays& a) {
+    if (a.max_seq_length <= 0 || a.max_predictions_per_seq <= 0)
+        fail("[hdf5] {}: expected max_seq_length and max_predictions_per_seq > 0, got {} and {}",
+             path, a.max_seq_length, a.max_predictions_per_seq);
+    const uint64_t n = a.records;
+    const uint64_t T = static_cast<uint64_t>(a.max_seq_length);
+    const uint64_t P = static_cast<uint64_t>(a.max_predictions_per_seq);
+    uint64_t nt = 0, np = 0;
+    if (__builtin_mul_overflow(n, T, &nt) || __builtin_mul_overflow(n, P, &np))
+        fail("[hdf5] {}: {} records of {}/{} values overflow a 64-bit count", path, n, T, P);
+    auto check = [&](const char* name, size_t got, uint64_t want) {
+        if (got != want)
+            fail("[hdf5] {}: dataset {}: expected {} values ({} records), got {}", path, name,
+                 want, n, got);
+    };
+    check("input_ids", a.input_ids.size(), nt);
+    check("input_mask", a.input_mask.size(), nt);
+    check("segment_ids", a.segment_ids.size(), nt);
+    check("masked_lm_positions", a.masked_lm_positions.size(), np);
+    check("masked_lm_ids", a.masked_lm_ids.size(), np);
+    check("next_sentence_labels", a.next_sentence_labels.size(), n);
+}
+
+void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view where,
+                        PretrainingRecord& out) {
+    if (i >= a.records)
+        fail("{}: record index {}: expected < {} (the records in the shard)", where, i, a.records);
+    const size_t T = static_cast<size_t>(a.max_seq_length);
+    const size_t P = static_cast<size_t>(a.max_predictions_per_seq);
+    const size_t t0 = static_cast<size_t>(i) * T, p0 = static_cast<size_t>(i) * P;
+    out.input_ids.resize(T);
+    out.input_mask.resize(T);
+    out.segment_ids.resize(T);
+    for (size_t t = 0; t < T; ++t) {
+        const int32_t id = a.input_ids[t0 + t];
+        const int8_t mask = a.input_mask[t0 + t], seg = a.segment_ids[t0 + t];
+        if (id < 0)
+            fail("{}: dataset input_ids: expected token ids >= 0, got {} at position {}", where, id,
+                 t);
+        if (mask != 0 && mask != 1)
+            fail("{}: dataset input_mask: expected 0 or 1, got {} at position {}", where, mask, t);
+        if (seg < 0)
+            fail("{}: dataset segment_ids: expected segment ids >= 0, got {} at position {}",
+                 where, seg, t);
+        out.input_ids[t] = id;
+        out.input_mask[t] = mask;
+        out.segment_ids[t] = seg;
+    }
+    // NVIDIA's rule: the predictions before the first position 0 are used (position 0 is [CLS],
+    // never masked, so 0 can only be padding); all P when there is no 0.
+    size_t used = P;
+    for (size_t j = 0; j < P; ++j)
+        if (a.masked_lm_positions[p0 + j] == 0) {
+            used = j;
+            break;
+        }
+    out.masked_lm_positions.resize(P);
+    out.masked_lm_ids.resize(P);
+    out.masked_lm_weights.resize(P);
+    for (size_t j = 0; j < P; ++j) {
+        const int32_t pos = a.masked_lm_positions[p0 + j], id = a.masked_lm_ids[p0 + j];
+        if (j < used) {
+            if (pos < 1 || static_cast<size_t>(pos) >= T)
+                fail(
+                    "{}: dataset masked_lm_positions: expected a position in [1, {}) (0 marks "
+                    "padding), got {} at index {}",
+                    where, T, pos, j);
+            if (id < 0)
+                fail("{}: dataset masked_lm_ids: expected token ids >= 0, got {} at index {}",
+                     where, id, j);
+        }
+        out.masked_lm_positions[j] = pos;
+        out.masked_lm_ids[j] = id;
+        out.masked_lm_weights[j] = j < used ? 1.0f : 0.0f;
+    }
+    const int8_t nsl = a.next_sentence_labels[static_cast<size_t>(i)];
+    if (nsl != 0 && nsl != 1)
+        fail("{}: dataset next_sentence_labels: expected 0 or 1, got {}", where, nsl);
+    out.next_sentence_labels = nsl;
+}
+
+Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
+                                int max_predictions_per_seq) {
+    {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(path, ec))
+            fail("[hdf5] {}: cannot open: {}", path,
+                 std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        if (f == nullptr) fail("[hdf5] {}: cannot open: {}", path, std::strerror(errno));
+        std::fclose(f);
+    }
+    Hdf5Lock lock;
+    const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+    if (is_hdf5 == 0)
+        fail(
+            "[hdf5] {}: expected an HDF5 file, got no HDF5 signature (hint: files named .hdf5/.h5 "
+            "are read as NVIDIA HDF5 shards, all others as TFRecords)",
+            path);
+    if (is_hdf5 < 0) fail("[hdf5] {}: cannot open: {}", path, hdf5_error());
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file.ok())
+        fail("[hdf5] {}: cannot open as HDF5 ({}; hint: the file is corrupt or truncated)", path,
+             hdf5_error());
+
+    std::array<Hdf5DatasetInfo, 6> info;
+    for (size_t k = 0; k < kHdf5Datasets.size(); ++k) {
+        const char* name = kHdf5Datasets[k].name;
+        Hdf5DatasetInfo& d = info[k];
+        const htri_t exists = H5Lexists(file.get(), name, H5P_DEFAULT);
+        if (exists < 0)
+            fail("[hdf5] {}: dataset {}: cannot look it up ({})", path, name, hdf5_error());
+        if (exists == 0) continue;
+        H5O_info_t oi;
+        if (H5Oget_info_by_name2(file.get(), name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+            fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
+        if (oi.type != H5O_TYPE_DATASET)
+            fail("[hdf5] {}: dataset {}: expected a dataset, got a {}", path, name,
+                 oi.type == H5O_TYPE_GROUP ? "group" : "named datatype or other object");
+        Handle ds(H5Dopen2(file.get(), name, H5P_DEFAULT), H5Dclose);
+        if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
+        Handle type(H5Dget_type(ds.get()), H5Tclose);
+        Handle space(H5Dget_space(ds.get()), H5Sclose);
+        if (!type.ok() || !space.ok())
+            fail("[hdf5] {}: dataset {}: cannot read its type and shape ({})", path, name,
+                 hdf5_error());
+        d.found = true;
+        d.is_integer = H5Tget_class(type.get()) == H5T_INTEGER;
+        d.is_signed = d.is_integer && H5Tget_sign(type.get()) == H5T_SGN_2;
+        d.type_size = H5Tget_size(type.get());
+        d.type_name = type_name(type.get(), false);
+        d.simple = H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE;
+        const int rank = H5Sget_simple_extent_ndims(space.get());
+        if (rank < 0 || rank > 32)
+            fail("[hdf5] {}: dataset {}: cannot read its shape ({})", path, name, hdf5_error());
+        std::vector<hsize_t> dims(static_cast<size_t>(rank));
+        if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+            fail("[hdf5] {}: dataset {}: cannot read its shape ({})", path, name, hdf5_error());
+        d.dims.assign(dims.begin(), dims.end());
+    }
+    Hdf5ShardArrays a;
+    a.records = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq);
+    a.max_seq_length = max_seq_length;
+    a.max_predictions_per_seq = max_predictions_per_seq;
+
+    // Bytes in memory: N * (6T + 8P + 1), checked for overflow and against physical memory before
+    // anything is allocated (a chunked dataset can claim any extent in a tiny file).
+    const uint64_t n = a.records;
+    const uint64_t row = 6ull * static_cast<uint64_t>(max_seq_length) +
+                         8ull * static_cast<uint64_t>(max_predictions_per_seq) + 1;
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(n, row, &bytes) || bytes > physical_memory())
+        fail(
+            "[hdf5] {}: dataset input_ids: expected a shard that fits in memory ({:.1f} GB), got "
+            "{} records of {} bytes (hint: split the shard)",
+            path, physical_memory() / 1e9, n, row);
+    const size_t nt = static_cast<size_t>(n) * static_cast<size_t>(max_seq_length);
+    const size_t np = static_cast<size_t>(n) * static_cast<size_t>(max_predictions_per_seq);
+    read_dataset(path, file.get(), "input_ids", H5T_NATIVE_INT32, a.input_ids, nt);
+    read_dataset(path, file.get(), "input_mask", H5T_NATIVE_INT8, a.input_mask, nt);
+    read_dataset(path, file.get(), "segment_ids", H5T_NATIVE_INT8, a.segment_ids, nt);
+    read_dataset(path, file.get(), "masked_lm_positions", H5T_NATIVE_INT32,
+                 a.masked_lm_positions, np);
+    read_dataset(path, file.get(), "masked_lm_ids", H5T_NATIVE_INT32, a.masked_lm_ids, np);
+    read_dataset(path, file.get(), "next_sentence_labels", H5T_NATIVE_INT8,
+                 a.next_sentence_labels, static_cast<size_t>(n));
+    check_hdf5_arrays(path, a);
+    return a;
+}
+
+std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_t item_size) {
+    // h5py's constants and loop, in double precision as numpy computes them (fixed-size dims).
+    constexpr double kBase = 16 * 1024, kMin = 8 * 1024, kMax = 1024 * 1024;
+    std::vector<double> chunks(shape.begin(), shape.end());
+    BB_CHECK(!chunks.empty());
+    auto product = [&] {
+        double p = 1;
+        for (double c : chunks) p *= c;
+        return p;
+    };
+    const double dset_size = product() * static_cast<double>(item_size);
+    double target = kBase * std::pow(2.0, std::log10(dset_size / (1024.0 * 1024.0)));
+    if (target > kMax)
+        target = kMax;
+    else if (target < kMin)
+        target = kMin;
+    for (size_t i = 0;; ++i) {
+        const double chunk_bytes = product() * static_cast<double>(item_size);
+        if ((chunk_bytes < target || std::abs(chunk_bytes - target) / target < 0.5) &&
+            chunk_bytes < kMax)
+            break;
+        if (product() == 1) break;
+        const size_t idx = i % chunks.size();
+        chunks[idx] = std::ceil(chunks[idx] / 2.0);
+    }
+    return {chunks.begin(), chunks.end()};
+}
+
+void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
+    check_hdf5_arrays(path, a);
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    struct RemoveTmp {
+        const std::string& p;
+        bool keep = false;
+        ~RemoveTmp() {
+            if (!keep) std::remove(p.c_str());
+        }
+    } guard{tmp};
+    {
+        Hdf5Lock lock;
+        Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+        if (!file.ok()) fail("{}: cannot create HDF5 file {} ({})", path, tmp, hdf5_error());
+        // h5py's link creation list: intermediate groups, UTF-8 names.
+        Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+        if (!lcpl.ok() || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0 ||
+            H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8) < 0)
+            fail("{}: cannot set up HDF5 link properties ({})", path, hdf5_error());
+        const uint64_t n = a.records;
+        const uint64_t T = static_cast<uint64_t>(a.max_seq_length);
+        const uint64_t P = static_cast<uint64_t>(a.max_predictions_per_seq);
+        for (const Hdf5DatasetSpec& s : kHdf5Datasets) {
+            std::vector<uint64_t> shape{n};
+            if (s.width == Hdf5DatasetSpec::Width::seq) shape.push_back(T);
+            if (s.width == Hdf5DatasetSpec::Width::pred) shape.push_back(P);
+            const std::vector<hsize_t> dims(shape.begin(), shape.end());
+            Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                         H5Sclose);
+            Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+            if (!space.ok() || !dcpl.ok() || H5Pset_obj_track_times(dcpl.get(), 0) < 0)
+                fail("{}: dataset {}: cannot set up ({})", path, s.name, hdf5_error());
+            if (n > 0) {
+                const auto chunks = h5py_guess_chunk(shape, static_cast<size_t>(s.bytes));
+                const std::vector<hsize_t> cd(chunks.begin(), chunks.end());
+                if (H5Pset_chunk(dcpl.get(), static_cast<int>(cd.size()), cd.data()) < 0 ||
+                    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_ALLOC) < 0 ||
+                    H5Pset_deflate(dcpl.get(), 4) < 0)
+                    fail("{}: dataset {}: cannot set chunking/gzip ({})", path, s.name,
+                         hdf5_error());
+            }
+            const hid_t file_type = s.bytes == 4 ? H5T_STD_I32LE : H5T_STD_I8LE;
+            const hid_t mem_type = s.bytes == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
+            Handle ds(H5Dcreate2(file.get(), s.name, file_type, space.get(), lcpl.get(),
+                                 dcpl.get(), H5P_DEFAULT),
+                      H5Dclose);
+            if (!ds.ok()) fail("{}: dataset {}: cannot create ({})", path, s.name, hdf5_error());
+            const void* data = nullptr;
+            const std::string_view name = s.name;
+            if (name == "input_ids") data = a.input_ids.data();
+            if (name == "input_mask") data = a.input_mask.data();
+            if (name == "segment_ids") data = a.segment_ids.data();
+            if (name == "masked_lm_positions") data = a.masked_lm_positions.data();
+            if (name == "masked_lm_ids") data = a.masked_lm_ids.data();
+            if (name == "next_sentence_labels") data = a.next_sentence_labels.data();
+            if (n > 0 && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+                fail("{}: dataset {}: write failed ({}; is the disk full?)", path, s.name,
+                     hdf5_error());
+        }
+        if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0)
+            fail("{}: cannot flush ({}; is the disk full?)", path, hdf5_error());
+        file.reset();
+    }
+    const int fd = ::open(tmp.c_str(), O_RDONLY);
+    const bool synced = fd >= 0 && ::fsync(fd) == 0;
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!synced) fail("{}: cannot finish writing: {} (is the disk full?)", path, std::strerror(err));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        fail("{}: cannot finish writing: {}", path, std::strerror(errno));
+    guard.keep = true;
+}
+
+Hdf5ShardWriter::Hdf5ShardWriter(std::string path, int max_seq_length,
+                                 int max_predictions_per_seq)
+    : path_(std::move(path)) {
+    if (max_seq_length <= 0 || max_predictions_per_seq <= 0)
+        fail("{}: max_seq_length/max_predictions_per_seq: expected > 0, got {}/{}", path_,
+             max_seq_length, max_predictions_per_seq);
+    a_.max_seq_length = max_seq_length;
+    a_.max_predictions_per_seq = max_predictions_per_seq;
+}
+
+void Hdf5ShardWriter::write(const PretrainingRecord& r) {
+    BB_CHECK(!closed_);
+    const std::string where = fmt::format("{}: record {}", path_, a_.records);
+    const size_t T = static_cast<size_t>(a_.max_seq_length);
+    const size_t P = static_cast<size_t>(a_.max_predictions_per_seq);
+    auto length = [&](const char* name, size_t got, size_t want) {
+        if (got != want) fail("{}: feature {}: expected {} values, got {}", where, name, want, got);
+    };
+    length("input_ids", r.input_ids.size(), T);
+    length("input_mask", r.input_mask.size(), T);
+    length("segment_ids", r.segment_ids.size(), T);
+    length("masked_lm_positions", r.masked_lm_positions.size(), P);
+    length("masked_lm_ids", r.masked_lm_ids.size(), P);
+    length("masked_lm_weights", r.masked_lm_weights.size(), P);
+    auto fits = [&](const char* name, int64_t v, int64_t lo, int64_t hi, size_t at) {
+        if (v < lo || v > hi)
+            fail("{}: feature {}: expected a value in [{}, {}] (the HDF5 schema's type), got {} at "
+                 "index {}",
+                 where, name, lo, hi, v, at);
+    };
+    for (size_t t = 0; t < T; ++t) {
+        fits("input_ids", r.input_ids[t], INT32_MIN, INT32_MAX, t);
+        fits("input_mask", r.input_mask[t], INT8_MIN, INT8_MAX, t);
+        fits("segment_ids", r.segment_ids[t], INT8_MIN, INT8_MAX, t);
+    }
+    fits("next_sentence_labels", r.next_sentence_labels, INT8_MIN, INT8_MAX, 0);
+    bool padding = false;
+    for (size_t j = 0; j < P; ++j) {
+        const float w = r.masked_lm_weights[j];
+        const int64_t pos = r.masked_lm_positions[j], id = r.masked_lm_ids[j];
+        fits("masked_lm_positions", pos, INT32_MIN, INT32_MAX, j);
+        fits("masked_lm_ids", id, INT32_MIN, INT32_MAX, j);
+        const bool ok = w == 1.0f ? !padding && pos > 0 : w == 0.0f && pos == 0 && id == 0;
+        if (!ok)
+            fail(
+                "{}: feature masked_lm_weights: cannot be stored in NVIDIA's HDF5 schema, which "
+                "derives weights from positions: expected 1.0 with a position > 0 for the first "
+                "predictions, then 0.0 with position and id 0; got weight {} with position {} and "
+                "id {} at index {}",
+                where, w, pos, id, j);
+        padding = padding || w == 0.0f;
+    }
+    for (size_t t = 0; t < T; ++t) {
+        a_.input_ids.push_back(static_cast<int32_t>(r.input_ids[t]));
+        a_.input_mask.push_back(static_cast<int8_t>(r.input_mask[t]));
+        a_.segment_ids.push_back(static_cast<int8_t>(r.segment_ids[t]));
+    }
+    for (size_t j = 0; j < P; ++j) {
+        a_.masked_lm_positions.push_back(static_cast<int32_t>(r.masked_lm_positions[j]));
+        a_.masked_lm_ids.push_back(static_cast<int32_t>(r.masked_lm_ids[j]));
+    }
+    a_.next_sentence_labels.push_back(static_cast<int8_t>(r.next_sentence_labels));
+    ++a_.records;
+}
+
+void Hdf5ShardWriter::close() {
+    if (closed_) return;
+    write_hdf5_shard(path_, a_);
+    closed_ = true;
+    a_ = Hdf5ShardArrays{};
+}
+
+std::vector<Hdf5DatasetLayout> hdf5_layout(const std::string& path) {
+    Hdf5Lock lock;
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file.ok()) fail("[hdf5] {}: cannot open as HDF5 ({})", path, hdf5_error());
+    std::vector<std::string> names;
+    H5Literate(
+        file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+        [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+            static_cast<std::vector<std::string>*>(data)->push_back(name);
+            return 0;
+        },
+        &names);
+    std::vector<Hdf5DatasetLayout> out;
+    for (const auto& name : names) {
+        Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+        if (!ds.ok()) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;  // a group or other object
+        }
+        Hdf5DatasetLayout l;
+        l.name = name;
+        Handle type(H5Dget_type(ds.get()), H5Tclose);
+        Handle space(H5Dget_space(ds.get()), H5Sclose);
+        Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+        if (!type.ok() || !space.ok() || !dcpl.ok())
+            fail("[hdf5] {}: dataset {}: cannot inspect ({})", path, name, hdf5_error());
+        l.type_name = type_name(type.get(), true);
+        const int rank = H5Sget_simple_extent_ndims(space.get());
+        std::vector<hsize_t> d(static_cast<size_t>(std::max(rank, 0)));
+        if (rank > 0) H5Sget_simple_extent_dims(space.get(), d.data(), nullptr);
+        l.shape.assign(d.begin(), d.end());
+        if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+            std::vector<hsize_t> c(static_cast<size_t>(std::max(rank, 1)));
+            const int cr = H5Pget_chunk(dcpl.get(), static_cast<int>(c.size()), c.data());
+            if (cr > 0) l.chunks.assign(c.begin(), c.begin() + cr);
+        }
+        l.num_filters = H5Pget_nfilters(dcpl.get());
+        for (int f = 0; f < l.num_filters; ++f) {
+            unsigned flags = 0, cd[8] = {};
+            size_t ncd = 8;
+            char fname[64];
+            const H5Z_filter_t id =
+                H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags, &ncd, cd,
+                               sizeof fname, fname, nullptr);
+            if (id == H5Z_FILTER_DEFLATE) l.deflate_level = ncd > 0 ? static_cast<int>(cd[0]) : -1;
+            if (id == H5Z_FILTER_SHUFFLE) l.shuffle = true;
+            if (id == H5Z_FILTER_FLETCHER32) l.fletcher32 = true;
+        }
+        H5D_fill_time_t ft;
+        if (H5Pget_fill_time(dcpl.get(), &ft) >= 0) l.fill_time_alloc = ft == H5D_FILL_TIME_ALLOC;
+        H5D_fill_value_t fv;
+        if (H5Pfill_value_defined(dcpl.get(), &fv) >= 0)
+            l.fill_value_default = fv == H5D_FILL_VALUE_DEFAULT;
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
+}  // namespace bertbench::io

@@ -1,0 +1,118 @@
+// NVIDIA DeepLearningExamples' HDF5 pretraining shards (PyTorch/LanguageModeling/BERT), read and
+// written with libhdf5's C API. Schema: six root datasets input_ids i4 (N,T), input_mask i1 (N,T),
+// segment_ids i1 (N,T), masked_lm_positions i4 (N,P), masked_lm_ids i4 (N,P),
+// next_sentence_labels i1 (N). No weights are stored: as in run_pretraining.py's
+// pretraining_dataset, masked_lm_positions == 0 marks padding and the predictions before the
+// first 0 (all P if there is none) have weight 1.0, the rest 0.0. Errors are one line:
+// "[hdf5] <file>: dataset <name>: expected ..., got ..." (libhdf5's own error stack is silenced).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/example.hpp"
+
+namespace bertbench::io {
+
+// True for the extensions the readers treat as HDF5 (".hdf5", ".h5", any letter case).
+bool is_hdf5_path(std::string_view path);
+
+// The schema, in NVIDIA's writer's order. `width`: the flag that fixes the second dimension.
+struct Hdf5DatasetSpec {
+    const char* name;
+    int bytes;  // signed little-endian integer of this many bytes (i4 / i1)
+    enum class Width { seq, pred, none } width;
+};
+inline constexpr std::array<Hdf5DatasetSpec, 6> kHdf5Datasets{{
+    {"input_ids", 4, Hdf5DatasetSpec::Width::seq},
+    {"input_mask", 1, Hdf5DatasetSpec::Width::seq},
+    {"segment_ids", 1, Hdf5DatasetSpec::Width::seq},
+    {"masked_lm_positions", 4, Hdf5DatasetSpec::Width::pred},
+    {"masked_lm_ids", 4, Hdf5DatasetSpec::Width::pred},
+    {"next_sentence_labels", 1, Hdf5DatasetSpec::Width::none},
+}};
+
+// What libhdf5 reports about one dataset, before anything is read.
+struct Hdf5DatasetInfo {
+    bool found = false;  // a dataset of that name exists in the root group
+    bool is_integer = false, is_signed = false;
+    size_t type_size = 0;
+    std::string type_name;        // for messages: "int32", "uint8", "float64", "string", ...
+    bool simple = true;           // false: a scalar or null dataspace
+    std::vector<uint64_t> dims;   // current extent
+};
+
+// Checks the six datasets (in kHdf5Datasets order) against the schema: present, signed integer
+// of the stated size, rank 2 with widths max_seq_length / max_predictions_per_seq (rank 1 for
+// next_sentence_labels), equal first dimensions. Returns N. Error names path and dataset.
+uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetInfo, 6>& info,
+                           int max_seq_length, int max_predictions_per_seq);
+
+// A whole shard in memory, row-major, in the stored types.
+struct Hdf5ShardArrays {
+    uint64_t records = 0;                                     // N
+    int max_seq_length = 0, max_predictions_per_seq = 0;      // T, P
+    std::vector<int32_t> input_ids;                           // (N, T)
+    std::vector<int8_t> input_mask, segment_ids;              // (N, T)
+    std::vector<int32_t> masked_lm_positions, masked_lm_ids;  // (N, P)
+    std::vector<int8_t> next_sentence_labels;                 // (N)
+};
+
+// Error unless every array has the size its (N, T, P) implies (internal consistency).
+void check_hdf5_arrays(std::string_view path, const Hdf5ShardArrays& a);
+
+// Record `i` as the TFRecord path yields it, weights derived by NVIDIA's rule. Checks the values
+// the pipeline relies on: ids >= 0, input_mask and next_sentence_labels 0/1, segment_ids >= 0,
+// used positions in [1, T), used masked_lm_ids >= 0. `where` prefixes errors ("file: record 7").
+void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view where,
+                        PretrainingRecord& out);
+
+// Reads and checks a whole shard (schema, then array sizes; values are checked per record by
+// decode_hdf5_record). Refuses datasets larger than the machine's memory before allocating.
+Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
+                                int max_predictions_per_seq);
+
+// Writes `a` as NVIDIA's writer does (h5py create_dataset(..., compression='gzip') per dataset in
+// schema order: chunk shape from h5py's guess_chunk, deflate level 4, fill time alloc, no
+// shuffle/fletcher32, no timestamps). N = 0 gives contiguous empty datasets (h5py cannot chunk
+// them). Atomic: "<path>.tmp.<pid>", fsync, rename.
+void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a);
+
+// h5py's guess_chunk (h5py/_hl/filters.py) for a fixed-size dataset of `shape` and item size.
+std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_t item_size);
+
+// Collects records in memory and writes the shard on close() (the dataset shapes depend on N).
+class Hdf5ShardWriter {
+  public:
+    Hdf5ShardWriter(std::string path, int max_seq_length, int max_predictions_per_seq);
+    // Error if the record cannot round-trip through the schema: wrong lengths, values outside the
+    // stored types, or weights other than 1.0 for the first k predictions (positions > 0) then 0.0
+    // with position and id 0 (NVIDIA's reader would derive different weights).
+    void write(const PretrainingRecord& r);
+    void close();  // writes the file atomically; idempotent
+    uint64_t records() const { return a_.records; }
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+    Hdf5ShardArrays a_;
+    bool closed_ = false;
+};
+
+// Layout of one dataset as stored (for tests and `describe`-style reports).
+struct Hdf5DatasetLayout {
+    std::string name, type_name;  // type_name as in Hdf5DatasetInfo, plus "LE"/"BE" order
+    std::vector<uint64_t> shape, chunks;  // chunks empty: not chunked
+    int deflate_level = -1;               // -1: no deflate filter
+    bool shuffle = false, fletcher32 = false;
+    int num_filters = 0;
+    bool fill_time_alloc = false;
+    bool fill_value_default = true;  // the library default fill value (0)
+};
+// Every dataset in the root group, sorted by name.
+std::vector<Hdf5DatasetLayout> hdf5_layout(const std::string& path);
+
+}  // namespace bertbench::io
