@@ -1,0 +1,32 @@
+// The official SQuAD metrics. v1.1: evaluate-v1.1.py (allenai/bi-att-flow 4900454) — exact match and
+// token F1 after normalize_answer (str.lower, ASCII string.punctuation removed, the words a/an/the
+// removed with Python re's Unicode \b, Python str.split whitespace), max over the ground truths,
+// divided by ALL questions; unanswered questions warned about on stderr. v2.0: evaluate-v2.0.py's
+// exact/f1/total with HasAns_/NoAns_ splits (no --na-prob-file: no best-threshold search).
+// Output text is what the scripts print, byte for byte (json.dumps, repr floats).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace bertbench::train {
+
+std::string squad_normalize_answer(std::string_view s);
+bool squad_exact_match(std::string_view prediction, std::string_view ground_truth);
+double squad_f1(std::string_view prediction, std::string_view ground_truth);  // evaluate-v1.1.py f1_score
+
+struct SquadEvalOutput {
+    bool version_2 = false;
+    std::string stdout_text, stderr_text;  // what the official script prints
+    nlohmann::ordered_json metrics;        // the printed dict, in its key order
+};
+
+// A dataset with any "is_impossible": true question gets the v2.0 metric, otherwise v1.1.
+// `dataset` is the parsed dataset file, `predictions` the parsed predictions.json (an object of
+// question id -> answer text). Error naming the files for a malformed dataset or prediction.
+SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
+                               const std::string& dataset_where, const std::string& predictions_where);
+
+}  // namespace bertbench::train

@@ -1,0 +1,59 @@
+// SQuAD answer decoding, exactly as google-research/bert run_squad.py (eedf571) write_predictions:
+// _get_best_indexes (stable descending sort over ALL max_seq_length logits, first n), the candidate
+// filter in the reference's order, prelim ranking by start_logit + end_logit (two float32 values
+// added in double, stable), n-best dedup by final text, get_final_text with its three fallbacks,
+// _compute_softmax in double, and the JSON files as json.dumps(..., indent=4) + "\n" writes them
+// (repr floats, ensure_ascii). SQuAD 2.0: the min-null-score slice, null_odds.json and
+// --null_score_diff_threshold.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/squad.hpp"
+
+namespace bertbench::train {
+
+// One eval feature's logits (max_seq_length each, padding positions included), as main() holds
+// them: float32 values converted to Python floats.
+struct SquadRawResult {
+    int64_t unique_id = 0;
+    std::vector<double> start_logits, end_logits;
+};
+
+// Reads raw results in the format of predictions_R/logits.jsonl: one JSON object per line with
+// unique_id, start_logits, end_logits. Error naming the file and line for anything else.
+std::vector<SquadRawResult> read_squad_raw_results(const std::string& path);
+// The same format, one line per result (floats as Python repr).
+std::string squad_raw_results_jsonl(const std::vector<SquadRawResult>& results);
+
+std::vector<int> squad_best_indexes(std::span<const double> logits, int n_best_size);
+std::vector<double> squad_softmax(std::span<const double> scores);
+// get_final_text(pred_text, orig_text, do_lower_case). When `verbose_log` is non-null, the message
+// the reference logs with --verbose_logging (without "INFO:tensorflow:") is appended, one per line.
+std::string squad_final_text(std::string_view pred_text, std::string_view orig_text, bool do_lower_case,
+                             std::string* verbose_log = nullptr);
+
+struct SquadPredictOptions {
+    int n_best_size = 20, max_answer_length = 30;
+    bool do_lower_case = true;
+    bool version_2_with_negative = false;
+    double null_score_diff_threshold = 0.0;
+};
+
+struct SquadPredictions {
+    std::string predictions_json, nbest_json, null_odds_json;  // file contents (null_odds: 2.0 only)
+};
+
+// write_predictions. Every feature needs exactly one result with its unique_id and logits of its
+// max_seq_length; otherwise Error naming `results_where`, the unique_id and the question id.
+SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& examples,
+                                         const std::vector<data::SquadFeature>& features,
+                                         const std::vector<SquadRawResult>& results,
+                                         const SquadPredictOptions& opt, const std::string& results_where,
+                                         std::string* verbose_log = nullptr);
+
+}  // namespace bertbench::train

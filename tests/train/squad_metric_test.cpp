@@ -1,0 +1,104 @@
+// The official SQuAD metric against the goldens: ../shared/golden/squad (expected stdout, stderr
+// with unanswered questions, per-question normalisation/EM/F1) and squad_pipeline's evaluate_*
+// for both prediction runs; plus the v2.0 metric on a small hand-computed case.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/py_json.hpp"
+#include "train/squad_metric.hpp"
+
+namespace bertbench::train {
+namespace {
+
+std::string golden(const std::string& rel) {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
+}
+
+SquadEvalOutput run(const std::string& dataset, const std::string& preds) {
+    return squad_evaluate(nlohmann::json::parse(read_file(dataset)), nlohmann::json::parse(read_file(preds)),
+                          dataset, preds);
+}
+
+void expect_per_question(const std::string& per_question, const std::string& preds_path) {
+    const auto preds = nlohmann::json::parse(read_file(preds_path));
+    std::istringstream in(read_file(per_question));
+    int n = 0;
+    for (std::string line; std::getline(in, line); ++n) {
+        const auto q = nlohmann::json::parse(line);
+        if (q["prediction"].is_null()) {  // unanswered: not in predictions.json
+            EXPECT_FALSE(preds.contains(q["id"].get<std::string>()));
+            continue;
+        }
+        const std::string pred = q["prediction"].get<std::string>();
+        EXPECT_EQ(pred, preds[q["id"].get<std::string>()].get<std::string>());
+        EXPECT_EQ(squad_normalize_answer(pred), q["normalized_prediction"].get<std::string>()) << line;
+        if (q.contains("ground_truths")) {
+            const auto gts = q["ground_truths"].get<std::vector<std::string>>();
+            const auto norm = q["normalized_ground_truths"].get<std::vector<std::string>>();
+            bool em = false;
+            double f1 = 0;
+            for (size_t i = 0; i < gts.size(); ++i) {
+                EXPECT_EQ(squad_normalize_answer(gts[i]), norm[i]) << line;
+                em = em || squad_exact_match(pred, gts[i]);
+                f1 = std::max(f1, squad_f1(pred, gts[i]));
+            }
+            EXPECT_EQ(em, q["exact_match"].get<bool>()) << line;
+            EXPECT_EQ(py_float_repr(f1), py_float_repr(q["f1"].get<double>())) << line;
+        }
+    }
+    EXPECT_GT(n, 10);
+}
+
+TEST(SquadMetric, OfficialGoldenStdoutStderr) {
+    const auto out = run(golden("squad/dataset-v1.1.json"), golden("squad/predictions.json"));
+    EXPECT_FALSE(out.version_2);
+    EXPECT_EQ(out.stdout_text, read_file(golden("squad/expected_stdout.txt")));
+    EXPECT_EQ(out.stderr_text, read_file(golden("squad/expected_stderr.txt")));
+    expect_per_question(golden("squad/per_question.jsonl"), golden("squad/predictions.json"));
+}
+
+TEST(SquadMetric, PipelineRunsMatchEvaluateOutput) {
+    for (const char* r : {"384", "128"}) {
+        const std::string dir = golden(std::string("squad_pipeline/predictions_") + r + "/");
+        const auto out = run(golden("squad_pipeline/dataset-v1.1.json"), dir + "predictions.json");
+        EXPECT_EQ(out.stdout_text, read_file(dir + "evaluate_stdout.txt")) << r;
+        EXPECT_EQ(out.stderr_text, read_file(dir + "evaluate_stderr.txt")) << r;
+        expect_per_question(dir + "evaluate_per_question.jsonl", dir + "predictions.json");
+    }
+}
+
+TEST(SquadMetric, NormalisationRules) {
+    EXPECT_EQ(squad_normalize_answer("The  Cat's «hat»\u00a0and an apple, a\tthe"), "cats «hat» and apple");
+    EXPECT_EQ(squad_normalize_answer("theatre anthem a-b"), "theatre anthem ab");
+    EXPECT_EQ(squad_normalize_answer("\xc3\xa9the the\xc3\xa9"), "\xc3\xa9the the\xc3\xa9");  // \b is Unicode
+    EXPECT_EQ(squad_normalize_answer("\xce\x9f\xce\x94\xce\x9f\xce\xa3"), "\xce\xbf\xce\xb4\xce\xbf\xcf\x82");
+    EXPECT_DOUBLE_EQ(squad_f1("x b c", "b c d"), 2.0 / 3.0);
+    EXPECT_DOUBLE_EQ(squad_f1("a b c", "b c d"), 0.8);  // "a" is an article
+    EXPECT_EQ(squad_f1("x", "y"), 0.0);
+}
+
+TEST(SquadMetric, Version2Splits) {
+    const auto dataset = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"c","qas":[
+        {"id":"a","answers":[{"text":"red car","answer_start":0}],"is_impossible":false},
+        {"id":"b","answers":[],"is_impossible":true},
+        {"id":"c","answers":[],"is_impossible":true}]}]}]})");
+    const auto preds = nlohmann::json::parse(R"({"a":"the red","b":"","c":"x"})");
+    const auto out = squad_evaluate(dataset, preds, "d", "p");
+    EXPECT_TRUE(out.version_2);
+    // a: EM 0, F1 2/3 (p=1, r=1/2); b: 1/1; c: 0/0. Figures as Python computes them.
+    EXPECT_EQ(out.stdout_text,
+              "{\n  \"exact\": 33.333333333333336,\n  \"f1\": 55.55555555555555,\n  \"total\": 3,\n"
+              "  \"HasAns_exact\": 0.0,\n  \"HasAns_f1\": 66.66666666666666,\n  \"HasAns_total\": 1,\n"
+              "  \"NoAns_exact\": 50.0,\n  \"NoAns_f1\": 50.0,\n  \"NoAns_total\": 2\n}\n");
+    EXPECT_THROW(squad_evaluate(dataset, nlohmann::json::parse(R"({"a":"x"})"), "d", "p"), Error);
+}
+
+}  // namespace
+}  // namespace bertbench::train

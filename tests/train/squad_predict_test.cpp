@@ -1,0 +1,189 @@
+// write_predictions against ../shared/golden/squad_pipeline: decoding the golden logits of both
+// runs (R=384 and R=128) reproduces predictions.json and nbest_predictions.json byte for byte and the
+// verbose log line for line; the unit goldens of _get_best_indexes, _compute_softmax and
+// get_final_text; Python repr floats; SQuAD 2.0's null answer; errors for mismatched raw results.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/py_json.hpp"
+#include "data/squad.hpp"
+#include "train/squad_predict.hpp"
+
+namespace bertbench::train {
+namespace {
+
+std::string shared() {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return d ? d : "/work/shared";
+}
+std::string pipe_dir() { return shared() + "/golden/squad_pipeline/"; }
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(read_file(path));
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+TEST(PyJson, FloatReprLikePython) {
+    EXPECT_EQ(py_float_repr(0.0), "0.0");
+    EXPECT_EQ(py_float_repr(-0.0), "-0.0");
+    EXPECT_EQ(py_float_repr(1.0), "1.0");
+    EXPECT_EQ(py_float_repr(9.5), "9.5");
+    EXPECT_EQ(py_float_repr(0.1), "0.1");
+    EXPECT_EQ(py_float_repr(66.66666666666667), "66.66666666666667");
+    EXPECT_EQ(py_float_repr(1e-4), "0.0001");
+    EXPECT_EQ(py_float_repr(1e-5), "1e-05");
+    EXPECT_EQ(py_float_repr(1.9285592644004883e-06), "1.9285592644004883e-06");
+    EXPECT_EQ(py_float_repr(1e16), "1e+16");
+    EXPECT_EQ(py_float_repr(1234567890123456.0), "1234567890123456.0");
+    EXPECT_EQ(py_float_repr(-2.5e-300), "-2.5e-300");
+    EXPECT_EQ(py_float_repr(1.5e300), "1.5e+300");
+    std::string s;
+    append_py_json_float(s, std::numeric_limits<double>::infinity());
+    EXPECT_EQ(s, "Infinity");
+    s.clear();
+    append_py_json_string(s, "caf\xc3\xa9 \xf0\x9f\x98\x80 \"q\"\\\n\x7f\xc2\x85");
+    EXPECT_EQ(s, "\"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\"\\\\\\n\\u007f\\u0085\"");
+}
+
+TEST(SquadPredict, UnitGoldens) {
+    int n = 0;
+    for (const auto& c : read_jsonl(pipe_dir() + "unit/get_best_indexes.jsonl")) {
+        const auto logits = c["logits"].get<std::vector<double>>();
+        EXPECT_EQ(squad_best_indexes(logits, c["n_best_size"].get<int>()), c["result"].get<std::vector<int>>())
+            << c.dump();
+        ++n;
+    }
+    for (const auto& c : read_jsonl(pipe_dir() + "unit/compute_softmax.jsonl")) {
+        const auto got = squad_softmax(c["scores"].get<std::vector<double>>());
+        const auto want = c["result"].get<std::vector<double>>();
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(py_float_repr(got[i]), py_float_repr(want[i])) << c.dump();
+        ++n;
+    }
+    for (const auto& c : read_jsonl(pipe_dir() + "unit/get_final_text.jsonl")) {
+        std::string log;
+        const std::string got = squad_final_text(c["pred_text"].get<std::string>(), c["orig_text"].get<std::string>(),
+                                                 c["do_lower_case"].get<bool>(), &log);
+        EXPECT_EQ(got, c["result"].get<std::string>()) << c.dump();
+        std::string want_log = c["verbose_log"].get<std::string>();
+        std::string got_log;
+        std::istringstream in(log);
+        for (std::string line; std::getline(in, line);) got_log += "INFO:tensorflow:" + line + "\n";
+        EXPECT_EQ(got_log, want_log) << c.dump();
+        ++n;
+    }
+    EXPECT_GT(n, 20);
+}
+
+struct Decoded {
+    std::vector<data::SquadExample> examples;
+    std::vector<data::SquadFeature> features;
+    std::vector<SquadRawResult> results;
+};
+
+Decoded decode_inputs(int msl, int stride) {
+    static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
+    Decoded d;
+    const std::string path = pipe_dir() + "dataset-v1.1.json";
+    d.examples = data::read_squad_examples(data::parse_squad_json(read_file(path), path), path, {false, false});
+    data::FullTokenizer tok(vocab, true);
+    data::convert_examples_to_features(d.examples, tok, {msl, stride, 64, false},
+                                       [&](data::SquadFeature&& f) { d.features.push_back(std::move(f)); });
+    d.results = read_squad_raw_results(pipe_dir() + fmt::format("predictions_{}/logits.jsonl", msl));
+    return d;
+}
+
+TEST(SquadPredict, GoldenLogitsReproducePredictionsByteForByte) {
+    for (auto [msl, stride] : {std::pair{384, 128}, std::pair{128, 32}}) {
+        SCOPED_TRACE(msl);
+        const Decoded d = decode_inputs(msl, stride);
+        const std::string dir = pipe_dir() + fmt::format("predictions_{}/", msl);
+        std::string log;
+        const SquadPredictions p = squad_write_predictions(d.examples, d.features, d.results, {}, "logits", &log);
+        EXPECT_EQ(p.predictions_json, read_file(dir + "predictions.json"));
+        EXPECT_EQ(p.nbest_json, read_file(dir + "nbest_predictions.json"));
+        EXPECT_TRUE(p.null_odds_json.empty());
+        std::string got_log = fmt::format("INFO:tensorflow:Writing predictions to: predictions_{0}/predictions.json\n"
+                                          "INFO:tensorflow:Writing nbest to: predictions_{0}/nbest_predictions.json\n",
+                                          msl);
+        std::istringstream in(log);
+        for (std::string line; std::getline(in, line);) got_log += "INFO:tensorflow:" + line + "\n";
+        EXPECT_EQ(got_log, read_file(dir + "write_predictions_verbose.log"));
+        // Best indexes as write_predictions took them.
+        const auto best = read_jsonl(dir + "best_indexes.jsonl");
+        ASSERT_EQ(best.size(), d.results.size());
+        for (size_t i = 0; i < best.size(); ++i) {
+            EXPECT_EQ(squad_best_indexes(d.results[i].start_logits, 20), best[i]["start_indexes"].get<std::vector<int>>());
+            EXPECT_EQ(squad_best_indexes(d.results[i].end_logits, 20), best[i]["end_indexes"].get<std::vector<int>>());
+        }
+        // The raw-results writer round-trips the golden file byte for byte.
+        EXPECT_EQ(squad_raw_results_jsonl(d.results), read_file(dir + "logits.jsonl"));
+    }
+}
+
+std::string error_of(const Decoded& d, const std::vector<SquadRawResult>& results) {
+    try {
+        squad_write_predictions(d.examples, d.features, results, {}, "raw.jsonl");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(SquadPredict, MismatchedRawResultsAreErrors) {
+    const Decoded d = decode_inputs(384, 128);
+    auto missing = d.results;
+    missing.pop_back();
+    EXPECT_NE(error_of(d, missing).find("no result for unique_id 1000000096"), std::string::npos) << error_of(d, missing);
+    auto extra = d.results;
+    extra.push_back(extra.back());
+    extra.back().unique_id = 7;
+    EXPECT_NE(error_of(d, extra).find("unique_id 7 is not one of the 97 features"), std::string::npos);
+    auto short_logits = d.results;
+    short_logits[3].end_logits.resize(128);
+    EXPECT_NE(error_of(d, short_logits).find("expected 384 start and end logits"), std::string::npos);
+}
+
+TEST(SquadPredict, Version2NullAnswer) {
+    static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
+    const std::string text = R"({"data":[{"paragraphs":[{"context":"Bo went home early.","qas":[)"
+                             R"({"id":"a","question":"Who?","answers":[]},{"id":"b","question":"Where?","answers":[]}]}]}]})";
+    const auto ex = data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, true});
+    data::FullTokenizer tok(vocab, true);
+    std::vector<data::SquadFeature> fs;
+    data::convert_examples_to_features(ex, tok, {16, 8, 8, false}, [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
+    ASSERT_EQ(fs.size(), 2u);
+    // Question a: null score 4+4 = 8 beats "bo" (5+1 = 6): diff 2 > 0 -> "". b: "home" 3+3.5 vs null 0.
+    std::vector<SquadRawResult> rs(2);
+    for (int i = 0; i < 2; ++i) {
+        rs[i].unique_id = fs[i].unique_id;
+        rs[i].start_logits.assign(16, -5.0);
+        rs[i].end_logits.assign(16, -5.0);
+    }
+    rs[0].start_logits[0] = 4, rs[0].end_logits[0] = 4, rs[0].start_logits[4] = 5, rs[0].end_logits[4] = 1;
+    rs[1].start_logits[0] = 0, rs[1].end_logits[0] = 0, rs[1].start_logits[6] = 3, rs[1].end_logits[6] = 3.5;
+    SquadPredictOptions opt;
+    opt.version_2_with_negative = true;
+    auto p = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_EQ(p.predictions_json, "{\n    \"a\": \"\",\n    \"b\": \"home\"\n}\n");
+    EXPECT_EQ(p.null_odds_json, "{\n    \"a\": 2.0,\n    \"b\": -6.5\n}\n");
+    EXPECT_NE(p.nbest_json.find("\"text\": \"\",\n            \"probability\""), std::string::npos);
+    opt.null_score_diff_threshold = 2.5;  // a's diff 2 no longer exceeds it
+    p = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_EQ(p.predictions_json, "{\n    \"a\": \"Bo\",\n    \"b\": \"home\"\n}\n");
+}
+
+}  // namespace
+}  // namespace bertbench::train
