@@ -88,9 +88,10 @@ double measure_fma_peak(int threads, double seconds) {
     return best;
 }
 
-Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps) {
+Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps, ops::Precision dtype) {
     Ceiling c;
     c.threads = threads;
+    c.dtype = dtype;
     c.fma_peak_gflops = measure_fma_peak(threads, 1.0);
     const int prev = omp_get_max_threads();
     omp_set_num_threads(threads);
@@ -103,11 +104,25 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps) {
         for (auto& x : a) x = dist(rng);
         for (auto& x : b) x = dist(rng);
         const int lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
+        std::vector<ops::bf16> ab, bb;
+        if (dtype == ops::Precision::bf16) {
+            ab.resize(a.size());
+            bb.resize(b.size());
+            if (s.trans_a)
+                ops::to_bf16_transposed(ab.data(), a.data(), s.k, s.m, s.m);
+            else
+                ops::to_bf16(ab.data(), a.data(), a.size());
+            ops::to_bf16(bb.data(), b.data(), b.size());
+        }
         std::vector<double> times;
         for (int r = -1; r < reps; ++r) {
             const double t0 = now_s();
-            ops::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
-                      0.0f, out.data(), s.n);
+            if (dtype == ops::Precision::bf16)
+                ops::gemm_bf16(s.trans_b, s.m, s.n, s.k, ab.data(), s.k, bb.data(), ldb, 0.0f,
+                               out.data(), s.n);
+            else
+                ops::gemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb,
+                          0.0f, out.data(), s.n);
             if (r >= 0) times.push_back(now_s() - t0);
         }
         const double flops = 2.0 * s.m * s.n * s.k;
@@ -116,7 +131,7 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps) {
         total_flops += flops * s.count;
         total_time += best * s.count;  // a ceiling: a shared host only ever slows a repetition down
     }
-    c.sgemm_gflops = total_flops / total_time / 1e9;
+    c.gemm_gflops = total_flops / total_time / 1e9;
     omp_set_num_threads(prev);
     return c;
 }

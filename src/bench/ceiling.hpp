@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/bf16.hpp"
+
 namespace bertbench::bench {
 
 struct GemmShape {
@@ -23,8 +25,9 @@ struct GemmResult {
 
 struct Ceiling {
     int threads = 0;
+    ops::Precision dtype = ops::Precision::fp32;
     double fma_peak_gflops = 0;       // register-only FMA loop
-    double sgemm_gflops = 0;          // aggregate over shapes: Σ flops / Σ best time, weighted by count
+    double gemm_gflops = 0;           // aggregate over shapes: Σ flops / Σ best time, weighted by count
     std::vector<GemmResult> gemms;
 };
 
@@ -37,6 +40,9 @@ std::vector<GemmShape> bert_linear_shapes(int tokens, int h, int i);
 int fma_vector_width();
 double measure_fma_peak(int threads, double seconds);
 // Each shape is timed `reps` times after one warm-up; returns median and best per shape.
-Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps);
+// fp32: ops::gemm (oneDNN sgemm). bf16: ops::gemm_bf16 as the engine calls it (operands already
+// bf16; a transposed A is formed while converting, so the timed call is A·op(B)).
+Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps,
+                        ops::Precision dtype = ops::Precision::fp32);
 
 }  // namespace bertbench::bench

@@ -69,6 +69,7 @@ const std::vector<Column>& columns() {
                                           {"batch_size", "batch", 5, 0},
                                           {"threads", "thr", 3, 0},
                                           {"steps_per_update", "spu", 3, 0},
+                                          {"dtype", "dtype", -5, 0},
                                           {"sequences_per_second", "seq/s", 10, 2},
                                           {"tokens_per_second", "tokens/s", 10, 0},
                                           {"padded_tokens_per_second", "padded/s", 10, 0},
@@ -229,8 +230,9 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
     double bmin = 1e300, bmax = 0, ymax = 0;
     for (const auto& p : points) {
         if (!p.contains("sequences_per_second")) continue;
-        const std::string key = fmt::format("{} {} s{} t{}", p["mode"].get<std::string>(),
-                                            p["model"].get<std::string>(), p["seq_len"].get<int>(),
+        const std::string key = fmt::format("{} {} {} s{} t{}", p["mode"].get<std::string>(),
+                                            p["model"].get<std::string>(),
+                                            p.value("dtype", "fp32"), p["seq_len"].get<int>(),
                                             p["threads"].get<int>());
         auto it = std::find_if(series.begin(), series.end(),
                                [&](const auto& s) { return s.first == key; });
@@ -422,10 +424,11 @@ nlohmann::json perfzero_summary(const std::vector<nlohmann::json>& points,
     nlohmann::json metrics = nlohmann::json::array();
     for (const auto& p : points) {
         if (!p.contains("sequences_per_second")) continue;
-        const std::string id = fmt::format(
+        std::string id = fmt::format(
             "{}/{}/seq{}/b{}/t{}/spu{}", p["mode"].get<std::string>(),
             p["model"].get<std::string>(), p["seq_len"].get<int>(), p["batch_size"].get<int>(),
             p["threads"].get<int>(), p["steps_per_update"].get<int>());
+        if (const std::string d = p.value("dtype", "fp32"); d != "fp32") id += fmt::format("/{}", d);
         for (const char* m :
              {"sequences_per_second", "tokens_per_second", "padded_tokens_per_second",
               "step_ms_median", "latency_ms_p99", "gflops", "mfu"})
@@ -433,8 +436,9 @@ nlohmann::json perfzero_summary(const std::vector<nlohmann::json>& points,
     }
     for (const auto& c : ceilings)
         metrics.push_back(
-            {{"name", fmt::format("ceiling/t{}/sgemm_gflops", c["threads"].get<int>())},
-             {"value", c["sgemm_gflops"]}});
+            {{"name", fmt::format("ceiling/t{}/{}_gemm_gflops", c["threads"].get<int>(),
+                                  c.value("dtype", "fp32"))},
+             {"value", c["gemm_gflops"]}});
     return {{"benchmark_result",
              {{"name", "bertbench.bench"}, {"wall_time", wall_seconds}, {"metrics", metrics}}},
             {"benchmark_info", {{"definitions", definitions()}, {"flags", flags}}},

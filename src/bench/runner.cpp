@@ -73,7 +73,8 @@ struct Setup {
           max_pred(point.max_predictions > 0 ? point.max_predictions
                                              : default_max_predictions(point.seq_len)),
           table(point.config, model::Heads::pretraining),
-          engine(table, {point.batch_size, point.seq_len, max_pred, /*forward_only=*/!train}) {
+          engine(table, {point.batch_size, point.seq_len, max_pred, /*forward_only=*/!train},
+                 model::EngineOptions{false, point.dtype}) {
         params.resize(table.total_floats());
         table.initialize(params, 42);
         if (p.data_files.empty()) {
@@ -108,7 +109,7 @@ struct Setup {
                 engine.backward(grads, params, b);
                 {
                     BB_PROFILE_SCOPE("clip+accumulate");
-                    updater->micro_step(params, grads);
+                    if (updater->micro_step(params, grads).applied) engine.weights_changed();
                 }
                 ++micro;
             } else {
@@ -141,8 +142,9 @@ nlohmann::json definitions() {
          "matmul FLOPs on real tokens (2 per multiply-add; backward = 2x forward) / "
          "median step time"},
         {"mfu",
-         "gflops / sgemm ceiling (the engine's sgemm, oneDNN, on BERT-base linear-layer "
-         "shapes, 4096 tokens) at the same thread count"},
+         "gflops / GEMM ceiling of the point's dtype (fp32: the engine's sgemm, oneDNN; bf16: "
+         "the engine's bf16 matmul) on BERT-base linear-layer shapes, 4096 tokens, at the same "
+         "thread count"},
         {"latency_ms_pXX", "nearest-rank percentile of the timed step times"}};
 }
 
@@ -260,6 +262,7 @@ nlohmann::json PointResult::to_json() const {
             {"batch_size", point.batch_size},
             {"threads", point.threads},
             {"steps_per_update", point.steps_per_update},
+            {"dtype", ops::precision_name(point.dtype)},
             {"warmup_steps", point.warmup},
             {"timed_steps", step_ms.size()},
             {"min_time_s", point.min_time_s},

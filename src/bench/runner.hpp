@@ -13,6 +13,7 @@
 
 #include "model/batch.hpp"
 #include "model/config.hpp"
+#include "ops/bf16.hpp"
 
 namespace bertbench::bench {
 
@@ -29,6 +30,7 @@ struct Point {
     std::vector<std::string> data_files;  // empty: synthetic full-length batches
     int max_predictions = 0;              // 0: default_max_predictions(seq_len)
     double min_time_s = 0;  // keep timing past `steps` until the timed steps add up to this
+    ops::Precision dtype = ops::Precision::fp32;  // the engine's GEMM precision
 };
 
 struct PointResult {
@@ -41,7 +43,7 @@ struct PointResult {
     double padded_tokens_per_second = 0;  // batch_size * seq_len per step: the padded equivalent
     double real_token_fraction = 1;       // real / padded tokens over the timed steps
     double gflops = 0;                    // model FLOPs (real tokens) / median step time
-    double ceiling_gflops = 0;            // sgemm ceiling at this thread count (0: unknown)
+    double ceiling_gflops = 0;            // GEMM ceiling at this thread count and dtype (0: unknown)
     double mfu = 0;                       // gflops / ceiling_gflops
     double peak_rss_mb = 0;
     double arena_mb = 0;

@@ -35,6 +35,8 @@ std::vector<int> int_list(const std::string& text, const std::string& flag) {
     return out;
 }
 
+const char* gemm_name(ops::Precision d) { return d == ops::Precision::bf16 ? "bf16 GEMM" : "sgemm"; }
+
 nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
     nlohmann::json shapes = nlohmann::json::array();
     for (const auto& g : ceil.gemms)
@@ -45,17 +47,22 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
                           {"count", g.shape.count},
                           {"gflops_median", g.gflops_median},
                           {"gflops_max", g.gflops_max}});
-    return {{"mode", "gemm"},
-            {"threads", ceil.threads},
-            {"tokens", tokens},
-            {"fma_peak_gflops", ceil.fma_peak_gflops},
-            {"sgemm_gflops", ceil.sgemm_gflops},
-            {"shapes", shapes}};
+    nlohmann::json j = {{"mode", "gemm"},
+                        {"threads", ceil.threads},
+                        {"dtype", ops::precision_name(ceil.dtype)},
+                        {"tokens", tokens},
+                        {"fma_peak_gflops", ceil.fma_peak_gflops},
+                        {"gemm_gflops", ceil.gemm_gflops},
+                        {"shapes", shapes}};
+    if (ceil.dtype == ops::Precision::fp32) j["sgemm_gflops"] = ceil.gemm_gflops;
+    if (ceil.dtype == ops::Precision::bf16) j["gemm_impl"] = ops::bf16_gemm_impl();
+    return j;
 }
 
 nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig& c, int tokens,
-                        int reps) {
+                        int reps, const std::vector<ops::Precision>& dtypes) {
     nlohmann::json out = nlohmann::json::array();
+    for (ops::Precision d : dtypes)
     for (int t : threads) {
         if (t > sysinfo::cpus_available()) {
             log::warn("skipping --threads={}: only {} CPUs available", t,
@@ -63,12 +70,13 @@ nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig
             continue;
         }
         const bench::Ceiling ceil =
-            bench::measure_ceiling(t, tokens, c.hidden_size, c.intermediate_size, reps);
+            bench::measure_ceiling(t, tokens, c.hidden_size, c.intermediate_size, reps, d);
         std::cout << fmt::format(
-            "threads {}: FMA peak {:.1f} GFLOP/s, sgemm on BERT linear shapes "
-            "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of FMA peak)\n",
-            t, ceil.fma_peak_gflops, tokens, c.hidden_size, c.intermediate_size, ceil.sgemm_gflops,
-            100 * ceil.sgemm_gflops / ceil.fma_peak_gflops);
+            "threads {}: FMA peak (fp32) {:.1f} GFLOP/s, {} on BERT linear shapes "
+            "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of the fp32 FMA peak){}\n",
+            t, ceil.fma_peak_gflops, gemm_name(d), tokens, c.hidden_size, c.intermediate_size,
+            ceil.gemm_gflops, 100 * ceil.gemm_gflops / ceil.fma_peak_gflops,
+            d == ops::Precision::bf16 ? "; kernel: " + ops::bf16_gemm_impl() : "");
         for (const auto& g : ceil.gemms)
             std::cout << fmt::format(
                 "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
@@ -86,7 +94,7 @@ int cmd_bench(int argc, char** argv) {
     const auto t_start = std::chrono::steady_clock::now();
     std::string mode = "train", model_list = "base", config_file, json_path, format = "table";
     std::string seq_lens = "128", batch_sizes = "8", thread_list, spu_list = "1", data;
-    std::string plot_path, profile_svg_path = "bench_profile.svg", md_path;
+    std::string plot_path, profile_svg_path = "bench_profile.svg", md_path, dtype_list = "fp32";
     int warmup = 2, steps = 10, gemm_tokens = 4096, gemm_reps = 5, max_predictions = 0;
     int ceiling_reps = 3, profile_steps = 3;
     double ceiling_gflops = 0, min_time = 0;
@@ -102,6 +110,10 @@ int cmd_bench(int argc, char** argv) {
         "counts matmul FLOPs of real tokens (2 per multiply-add; backward = 2x forward); MFU "
         "= gflops / sgemm ceiling at the same thread count. docs/benchmark.md.");
     flags.add("mode", &mode, "train | infer | gemm (comma list)");
+    flags.add("dtype", &dtype_list,
+              "GEMM precision(s): fp32 | bf16 (comma list; bf16 = bf16 operands, fp32 "
+              "accumulation, fp32 master weights; emulated and slower where the CPU lacks "
+              "AVX512-BF16/AMX). With --mode=gemm: the ceiling of each precision");
     flags.add("model", &model_list,
               "preset(s): tiny, mini, small, medium, base, large (comma list)");
     flags.add("bert_config_file", &config_file, "a bert_config.json instead of --model");
@@ -157,6 +169,15 @@ int cmd_bench(int argc, char** argv) {
         data.empty() ? std::vector<std::string>{} : expand_globs(data, "data");
 
     const std::vector<int> threads = int_list(thread_list, "threads");
+    std::vector<ops::Precision> dtypes;
+    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(ops::parse_precision(d, "dtype"));
+    if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16");
+    for (ops::Precision d : dtypes)
+        if (d == ops::Precision::bf16 && !ops::bf16_native())
+            log::warn("--dtype=bf16: this CPU has no bf16 units (it multiplies natively: {}); "
+                      "bf16 is emulated (operands rounded to bf16, multiplied in fp32) and SLOWER "
+                      "than fp32: the figures show correctness, not bf16 speed",
+                      ops::native_precisions());
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));
@@ -168,22 +189,22 @@ int cmd_bench(int argc, char** argv) {
     if (!sysinfo::is_optimized_build())
         log::warn("THIS IS NOT AN OPTIMIZED BUILD (Debug or sanitizer): its timings mean nothing");
 
-    // The MFU ceiling: measured once per thread count in this run.
-    std::map<int, double> ceiling_cache;
+    // The MFU ceiling: measured once per (thread count, dtype) in this run.
+    std::map<std::pair<int, ops::Precision>, double> ceiling_cache;
     std::vector<nlohmann::json> ceilings;
-    const auto ceiling_for = [&](int t) -> double {
+    const auto ceiling_for = [&](int t, ops::Precision d) -> double {
         if (ceiling_gflops > 0) return ceiling_gflops;
         if (!measure_ceiling) return 0;
-        if (auto it = ceiling_cache.find(t); it != ceiling_cache.end()) return it->second;
+        if (auto it = ceiling_cache.find({t, d}); it != ceiling_cache.end()) return it->second;
         log::info(
-            "measuring the sgemm ceiling at {} thread(s) (BERT-base linear shapes, 4096 "
+            "measuring the {} ceiling at {} thread(s) (BERT-base linear shapes, 4096 "
             "tokens; --ceiling_gflops=X skips this)",
-            t);
+            gemm_name(d), t);
         const auto base = model::BertConfig::preset("base");
-        const bench::Ceiling c =
-            bench::measure_ceiling(t, 4096, base.hidden_size, base.intermediate_size, ceiling_reps);
+        const bench::Ceiling c = bench::measure_ceiling(t, 4096, base.hidden_size,
+                                                        base.intermediate_size, ceiling_reps, d);
         ceilings.push_back(ceiling_json(c, 4096));
-        return ceiling_cache[t] = c.sgemm_gflops;
+        return ceiling_cache[{t, d}] = c.gemm_gflops;
     };
 
     std::vector<nlohmann::json> points, gemm_points, profiles_json;
@@ -192,12 +213,14 @@ int cmd_bench(int argc, char** argv) {
     int failed = 0;
     for (const std::string& m : split_commas(mode)) {
         if (m == "gemm") {
-            for (const auto& j : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps))
+            for (const auto& j :
+                 run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes))
                 gemm_points.push_back(j);
             continue;
         }
         if (m != "train" && m != "infer")
             fail("--mode: expected train, infer or gemm, got \"{}\"", m);
+        for (ops::Precision d : dtypes)
         for (const auto& [name, config] : models)
             for (int seq : int_list(seq_lens, "seq_len"))
                 for (int b : int_list(batch_sizes, "batch_size"))
@@ -206,10 +229,10 @@ int cmd_bench(int argc, char** argv) {
                                                     : std::vector<int>{1}) {
                             bench::Point p{
                                 m,     name,       config,         seq, b, t, spu, warmup,
-                                steps, data_files, max_predictions, min_time};
+                                steps, data_files, max_predictions, min_time, d};
                             try {
                                 const double ceil =
-                                    t <= sysinfo::cpus_available() ? ceiling_for(t) : 0;
+                                    t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;
                                 const bench::PointResult r = bench::run_point(p, ceil);
                                 nlohmann::json j = r.to_json();
                                 // Repeatability: a quiet machine keeps min..max within 5% of the
@@ -260,9 +283,10 @@ int cmd_bench(int argc, char** argv) {
     if (!points.empty() && measure_ceiling && fmt_out == bench::Format::table)
         for (const auto& c : ceilings)
             std::cout << fmt::format(
-                "MFU ceiling at {} thread(s): sgemm {:.1f} GFLOP/s (FMA peak "
+                "MFU ceiling at {} thread(s): {} {:.1f} GFLOP/s (fp32 FMA peak "
                 "{:.1f})\n",
-                c["threads"].get<int>(), c["sgemm_gflops"].get<double>(),
+                c["threads"].get<int>(), c["dtype"] == "bf16" ? "bf16 GEMM" : "sgemm",
+                c["gemm_gflops"].get<double>(),
                 c["fma_peak_gflops"].get<double>());
     if (!profiles.empty() && !profile_svg_path.empty()) {
         write_file_atomic(profile_svg_path, bench::profile_svg(profiles));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/aligned.hpp"
@@ -15,6 +16,7 @@
 #include "core/profile.hpp"
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
+#include "ops/bf16.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
@@ -105,6 +107,19 @@ public:
         }
         total_params_ = table.total_floats();
         carve(arena, masks_storage, counting);
+        if (opts.precision == ops::Precision::bf16) {
+            if constexpr (!std::is_same_v<T, float>)
+                fail("engine: bf16 precision needs the float engine");
+            bf16_ = true;
+            const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+            const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
+            wb_.assign(total_params_, ops::bf16{0});
+            // forward: one converted GEMM input; backward: bf16(dy) and bf16(x)ᵀ of one layer
+            // (also the MLM transform's, P rows).
+            const size_t fwd = nmax * std::max(H_, I_);
+            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_);
+            sb_.assign(std::max({fwd, bwd, 2 * pmax * H_}), ops::bf16{0});
+        }
     }
 
     // Re-point all buffers after the arena is allocated (second pass).
@@ -234,6 +249,12 @@ public:
         const auto stream = [&](uint32_t site, double keep) {
             return ops::DropoutStream{seed, step, site, keep};
         };
+        if (bf16_ && (wb_stale_ || wb_src_ != params)) {
+            BB_PROFILE_MARK("bf16 weights");
+            if constexpr (std::is_same_v<T, float>) ops::to_bf16(wb_.data(), params, total_params_);
+            wb_src_ = params;
+            wb_stale_ = false;
+        }
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         BB_PROFILE_MARK("embeddings fwd");
         ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
@@ -252,26 +273,27 @@ public:
             const T* xin = x_[l];
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_MARK("gemm qkv fwd");
-            ops::linear_forward(s.q, xin, P(w.wq), P(w.bq), N, H, H);
-            ops::linear_forward(s.k, xin, P(w.wk), P(w.bk), N, H, H);
-            ops::linear_forward(s.v, xin, P(w.wv), P(w.bv), N, H, H);
+            const ops::bf16* xb = gemm_input(xin, nh);
+            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H);
+            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H);
+            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H);
             BB_PROFILE_MARK("attention fwd");
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                    dropout_probs_ ? &ps : nullptr);
             BB_PROFILE_MARK("gemm attn-out fwd");
-            ops::linear_forward(s.a, s.ctx, P(w.wo), P(w.bo), N, H, H);
+            linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_MARK("dropout+residual fwd");
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
             BB_PROFILE_MARK("layernorm fwd");
             ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
             BB_PROFILE_MARK("gemm ffn-in fwd");
-            ops::linear_forward(s.h, s.x1, P(w.wi), P(w.bi), N, H, I);
+            linear_fwd(s.h, s.x1, gemm_input(s.x1, nh), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_MARK("gelu fwd");
             ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-out fwd");
-            ops::linear_forward(s.o, s.g, P(w.wout), P(w.bout), N, I, H);
+            linear_fwd(s.o, s.g, gemm_input(s.g, static_cast<size_t>(N) * I), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_MARK("dropout+residual fwd");
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
@@ -300,25 +322,25 @@ public:
             BB_PROFILE_MARK("dropout+residual bwd");
             ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm ffn-out bwd");
-            ops::linear_backward(dI_, G(w.wout), G(w.bout), dtmp_, s.g, P(w.wout), N, I, H);
+            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, N, I, H);
             BB_PROFILE_MARK("gelu bwd");
             ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-in bwd");
-            ops::linear_backward(dx1_, G(w.wi), G(w.bi), dI_, s.x1, P(w.wi), N, H, I, true);
+            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, N, H, I, true);
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
             ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
             ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm attn-out bwd");
-            ops::linear_backward(dctx_, G(w.wo), G(w.bo), dtmp_, s.ctx, P(w.wo), N, H, H);
+            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, N, H, H);
             BB_PROFILE_MARK("attention bwd");
             ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
                                     dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape);
             BB_PROFILE_MARK("gemm qkv bwd");
-            ops::linear_backward(dx_, G(w.wq), G(w.bq), dq_, xin, P(w.wq), N, H, H, true);
-            ops::linear_backward(dx_, G(w.wk), G(w.bk), dk_, xin, P(w.wk), N, H, H, true);
-            ops::linear_backward(dx_, G(w.wv), G(w.bv), dv_, xin, P(w.wv), N, H, H, true);
+            linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, N, H, H, true);
+            linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, N, H, H, true);
+            linear_bwd(dx_, grads, params, w.wv, w.bv, dv_, xin, N, H, H, true);
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_MARK("embeddings bwd");
@@ -327,6 +349,39 @@ public:
                                 emb_mean_, emb_rstd_, N, H);
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         ops::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+    }
+
+    // --- precision: every dense layer goes through these two ---------------------------------
+    void weights_changed() { wb_stale_ = true; }
+    bool bf16() const { return bf16_; }
+    const ops::bf16* weights_bf16() const { return wb_.data(); }
+    size_t bf16_bytes() const { return (wb_.size() + sb_.size()) * sizeof(ops::bf16); }
+    // The bf16 form of a GEMM input (N·C values) in the scratch, or nullptr in fp32.
+    const ops::bf16* gemm_input(const T* x, size_t n) {
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) {
+                ops::to_bf16(sb_.data(), x, n);
+                return sb_.data();
+            }
+        }
+        return nullptr;
+    }
+    // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
+    void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
+                    int N, int IN, int OUT) const {
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) return ops::linear_forward_bf16(y, xb, wb_.data() + w, params + b, N, IN, OUT);
+        }
+        ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
+    }
+    void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
+                    int N, int IN, int OUT, bool accumulate_dx = false) {
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_)
+                return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, x, wb_.data() + w, N,
+                                                 IN, OUT, accumulate_dx, sb_.data());
+        }
+        ops::linear_backward(dx, grads + w, grads + b, dy, x, params + w, N, IN, OUT, accumulate_dx);
     }
 
     std::span<const uint8_t> mask(const std::string& site) const {
@@ -380,6 +435,9 @@ private:
     T *dx_ = nullptr, *dx1_ = nullptr, *dtmp_ = nullptr, *dctx_ = nullptr, *dq_ = nullptr,
       *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
     std::vector<size_t> pofs_;
+    bool bf16_ = false, wb_stale_ = true;
+    const T* wb_src_ = nullptr;
+    AlignedVector<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
     int B_ = 0, N_ = 0;
     bool dropout_hidden_ = false, dropout_probs_ = false;
     T hkeep_ = 1, pkeep_ = 1;
@@ -415,6 +473,8 @@ struct BasicBertPretrainer<T>::Impl {
     T *gath, *t, *tact, *tl, *tmean, *trstd, *dtl, *dtact, *dgath, *logits, *dlogits, *lse, *coef;
     std::vector<double> row_loss, nsp_loss;
     std::vector<int32_t> argmax, nsp_argmax;
+    // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
+    AlignedVector<ops::bf16> hb;
 
     void carve() {
         const size_t bmax = static_cast<size_t>(plan.max_batch);
@@ -443,6 +503,7 @@ struct BasicBertPretrainer<T>::Impl {
         coef = arena.take(pmax);
         row_loss.assign(pmax, 0);
         argmax.assign(pmax, 0);
+        if (enc && enc->bf16()) hb.assign(pmax * H + grad * 2 * pmax * V, ops::bf16{0});
         nsp_loss.assign(bmax, 0);
         nsp_argmax.assign(bmax, 0);
     }
@@ -477,7 +538,13 @@ BasicBertPretrainer<T>::~BasicBertPretrainer() = default;
 
 template <typename T>
 size_t BasicBertPretrainer<T>::arena_bytes() const {
-    return impl_->arena.size() * sizeof(T) + impl_->masks.size();
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->bf16_bytes() +
+           impl_->hb.size() * sizeof(ops::bf16);
+}
+
+template <typename T>
+void BasicBertPretrainer<T>::weights_changed() {
+    impl_->enc->weights_changed();
 }
 
 template <typename T>
@@ -535,12 +602,19 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
     for (int p = 0; p < P; ++p)
         std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
-    ops::linear_forward(m.t, m.gath, w + m.wt, w + m.bt, P, H, H);
+    Encoder<T>& enc = *m.enc;
+    enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
     ops::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
     ops::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
     BB_PROFILE_MARK("gemm mlm-decoder fwd");
     for (int p = 0; p < P; ++p) std::copy_n(w + m.out_bias, V, m.logits + static_cast<size_t>(p) * V);
-    ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(1), m.logits, V);
+    if constexpr (std::is_same_v<T, float>) {
+        if (enc.bf16()) {
+            ops::to_bf16(m.hb.data(), m.tl, static_cast<size_t>(P) * H);
+            ops::gemm_bf16(true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 1.f, m.logits, V);
+        }
+    }
+    if (!enc.bf16()) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(1), m.logits, V);
     BB_PROFILE_MARK("loss fwd");
     ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
                                batch.masked_ids.data(), P, V);
@@ -584,12 +658,26 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
     BB_PROFILE_MARK("gemm mlm-decoder bwd");
     ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
-    ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
-    ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
+    Encoder<T>& enc = *m.enc;
+    if constexpr (std::is_same_v<T, float>) {
+        if (enc.bf16()) {
+            const size_t pv = static_cast<size_t>(P) * V;
+            ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
+            ops::bf16* dlt = dlb + pv;
+            ops::to_bf16(dlb, m.dlogits, pv);
+            ops::to_bf16_transposed(dlt, m.dlogits, P, V, V);
+            ops::gemm_bf16(false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H);
+            ops::gemm_bf16(false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H);
+        }
+    }
+    if (!enc.bf16()) {
+        ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
+        ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
+    }
     BB_PROFILE_MARK("mlm transform bwd");
     ops::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
     ops::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
-    ops::linear_backward(m.dgath, g + m.wt, g + m.bt, m.dtact, m.gath, w + m.wt, P, H, H);
+    enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, P, H, H);
     BB_PROFILE_MARK("pooler+nsp bwd");
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
@@ -686,7 +774,12 @@ BasicBertSquad<T>::~BasicBertSquad() = default;
 
 template <typename T>
 size_t BasicBertSquad<T>::arena_bytes() const {
-    return impl_->arena.size() * sizeof(T) + impl_->masks.size();
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->bf16_bytes();
+}
+
+template <typename T>
+void BasicBertSquad<T>::weights_changed() {
+    impl_->enc->weights_changed();
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "model/batch.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
+#include "ops/bf16.hpp"
 
 namespace bertbench::model {
 
@@ -31,6 +32,10 @@ struct Plan {
 
 struct EngineOptions {
     bool gelu_erf = false;  // erf GELU (HF "gelu") instead of the reference tanh form
+    // bf16: the GEMMs of the encoder, the MLM transform and the tied decoder take bf16 operands
+    // (a bf16 copy of the parameters, refreshed after weights_changed(); activations converted as
+    // they enter a GEMM) and accumulate in fp32; everything else stays fp32. float engine only.
+    ops::Precision precision = ops::Precision::fp32;
 };
 
 struct Losses {
@@ -49,8 +54,11 @@ public:
     BasicBertPretrainer(const BasicBertPretrainer&) = delete;
     BasicBertPretrainer& operator=(const BasicBertPretrainer&) = delete;
 
-    size_t arena_bytes() const;  // activations + saved state + scratch, allocated once
+    size_t arena_bytes() const;  // activations + saved state + scratch (+ bf16 copies), allocated once
     const Plan& plan() const;
+    // bf16 engines: the parameters changed in place (an optimizer update, a load); the next
+    // forward makes a new bf16 copy. (A different params buffer is noticed without this call.)
+    void weights_changed();
 
     // params: the flat buffer described by `table`. training=true turns dropout on; dropout masks
     // are a pure function of (seed, step, site, element) via Philox-4x32-10, so they do not depend
@@ -95,6 +103,7 @@ public:
     BasicBertSquad& operator=(const BasicBertSquad&) = delete;
 
     size_t arena_bytes() const;
+    void weights_changed();  // as BasicBertPretrainer::weights_changed
     // start/end positions are within-sequence token indices, (B) each; pass empty spans for
     // inference (the loss is then 0 and backward must not be called).
     SpanLosses forward(std::span<const T> params, const Batch& batch,

@@ -66,13 +66,16 @@ void bias_backward(T* db, const T* dy, int N, int C) {
 }
 
 template <typename T>
+void bias_rows(T* y, const T* b, int N, int C) {
+#pragma omp parallel for schedule(static) if (worth_parallel(static_cast<size_t>(N) * C))
+    for (int i = 0; i < N; ++i) std::copy(b, b + C, y + static_cast<size_t>(i) * C);
+}
+
+template <typename T>
 void linear_forward(T* y, const T* x, const T* w, const T* b, int N, int IN, int OUT) {
     if (N == 0) return;
     // Initialise y with the bias rows, then one GEMM with beta = 1.
-    if (b) {
-#pragma omp parallel for schedule(static) if (worth_parallel(static_cast<size_t>(N) * OUT))
-        for (int i = 0; i < N; ++i) std::copy(b, b + OUT, y + static_cast<size_t>(i) * OUT);
-    }
+    if (b) bias_rows(y, b, N, OUT);
     gemm(false, false, N, OUT, IN, T(1), x, IN, w, OUT, b ? T(1) : T(0), y, OUT);
 }
 
@@ -85,6 +88,8 @@ void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, i
     if (db) bias_backward(db, dy, N, OUT);
 }
 
+template void bias_rows<float>(float*, const float*, int, int);
+template void bias_rows<double>(double*, const double*, int, int);
 template void bias_add<float>(float*, const float*, int, int);
 template void bias_add<double>(double*, const double*, int, int);
 template void bias_backward<float>(float*, const float*, int, int);

@@ -28,6 +28,9 @@ void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, i
 // thread count).
 template <typename T>
 void bias_backward(T* db, const T* dy, int N, int C);
+// y(N,C) = b(C) in every row
+template <typename T>
+void bias_rows(T* y, const T* b, int N, int C);
 // y(N,C) += b(C)
 template <typename T>
 void bias_add(T* y, const T* b, int N, int C);
