@@ -8,8 +8,7 @@
 #include <random>
 
 #include "core/error.hpp"
-#include "io/example.hpp"
-#include "io/tfrecord.hpp"
+#include "data/shard_source.hpp"
 
 namespace bertbench::data {
 namespace {
@@ -40,7 +39,7 @@ class Rng {
 };
 
 struct RawRecord {
-    std::string payload;
+    ShardRecord record;  // undecoded (TFRecord bytes or an HDF5 row)
     uint32_t file = 0;   // index into config.files
     uint64_t index = 0;  // record index within that file
 };
@@ -98,11 +97,12 @@ class RecordStream {
                     source_done_ = true;
                     break;
                 }
-                reader_ = std::make_unique<io::TfRecordReader>(c_.files[order_[file_pos_]],
-                                                               c_.skip_corrupt_records);
+                reader_ = std::make_unique<ShardSource>(c_.files[order_[file_pos_]],
+                                                        c_.skip_corrupt_records, c_.max_seq_length,
+                                                        c_.max_predictions_per_seq);
             }
             const uint64_t index = reader_->index();
-            if (!reader_->next(out.payload)) {
+            if (!reader_->next(out.record)) {
                 reader_.reset();
                 ++file_pos_;
                 continue;
@@ -121,7 +121,7 @@ class RecordStream {
     std::vector<uint32_t> my_files_, order_;
     size_t file_pos_ = 0;
     uint64_t global_ = 0;
-    std::unique_ptr<io::TfRecordReader> reader_;
+    std::unique_ptr<ShardSource> reader_;
     bool source_done_ = false;
     std::vector<RawRecord> buffer_;
     std::unique_ptr<Rng> buffer_rng_;
@@ -182,7 +182,7 @@ struct PretrainReader::Item {
 PretrainReader::PretrainReader(PretrainReaderConfig config) : config_(std::move(config)) {
     const auto& c = config_;
     if (c.files.empty())
-        fail("[reader] input files: expected at least one TFRecord file, got none");
+        fail("[reader] input files: expected at least one TFRecord or HDF5 file, got none");
     if (c.batch_size <= 0) fail("[reader] batch_size: expected > 0, got {}", c.batch_size);
     if (c.max_seq_length <= 0 || c.max_predictions_per_seq <= 0)
         fail("[reader] max_seq_length/max_predictions_per_seq: expected > 0, got {}/{}",
@@ -269,9 +269,7 @@ void PretrainReader::produce(uint64_t epoch, uint64_t skip) {
                 ++in_epoch;
                 const std::string where =
                     fmt::format("{}: record {}", c.files[raw.file], raw.index);
-                io::parse_pretraining_example(io::decode_example(raw.payload, where),
-                                              c.max_seq_length, c.max_predictions_per_seq, where,
-                                              rec);
+                raw.record.decode(c.max_seq_length, c.max_predictions_per_seq, where, rec);
                 append(item->batch, rec, where);
                 ++item->records;
             }

@@ -1,4 +1,5 @@
-// The training input pipeline: MLPerf-schema TFRecord shards -> unpadded model::Batch.
+// The training input pipeline: MLPerf-schema TFRecord shards or NVIDIA HDF5 shards (chosen per
+// file by extension, data/shard_source.hpp) -> unpadded model::Batch.
 // Reference: run_pretraining.py input_fn (shuffled shards, repeat, record shuffle buffer, fixed
 // order for eval). Everything random derives from (seed, epoch[, rank]), so the cursor is just
 // (epoch, records consumed in that epoch) and restore() re-reads and skips (no decoding) to it.
