@@ -18,6 +18,11 @@ Input (one safetensors file):
     layer_<i>/attention_output (N,H); layer_<i>/output (N,H). Kept values are scaled by 1/(1-p).
 Output (safetensors, F64 unless --dtype float32): loss/total, loss/mlm, loss/nsp (shape [1]),
   mlm_logits (P,V), nsp_logits (B,2), grad/<tf name> for every parameter.
+--dtype bf16_autocast: float32 parameters, the forward under torch.autocast("cpu",
+  dtype=torch.bfloat16) (backward through it, as a CPU user would run it), every matmul output
+  taken back to float32 at once so LayerNorm, GELU, softmax and the losses run in float32 (the
+  scheme of Intel's and Google's bf16 recipes; PyTorch 1.13 would otherwise run LayerNorm and GELU
+  on bf16). The per-head attention products stay float32, as bertbench's engine keeps them.
 
 --selftest: checks this script's gradients against central finite differences in float64.
 """
@@ -158,8 +163,15 @@ class Padded:
         return out
 
 
-def forward(cfg, P, batch, masks, dtype):
-    """Returns (total, mlm, nsp, mlm_logits, nsp_logits). P: name -> tensor (requires_grad)."""
+def forward(cfg, P, batch, masks, dtype, autocast=False):
+    """Returns (total, mlm, nsp, mlm_logits, nsp_logits). P: name -> tensor (requires_grad).
+    autocast: the dense-layer and decoder products run under bf16 autocast (see --dtype)."""
+    def mm(a, b):
+        if not autocast:
+            return a @ b
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (a @ b).to(dtype)
+
     H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
     HS = H // NH
     act = activation(cfg.get("hidden_act", "gelu"))
@@ -188,7 +200,7 @@ def forward(cfg, P, batch, masks, dtype):
         site = "layer_%d/" % i
 
         def dense(v, name):
-            return v @ P[p + name + "/kernel"] + P[p + name + "/bias"]
+            return mm(v, P[p + name + "/kernel"]) + P[p + name + "/bias"]
 
         def heads(v):  # (B, T, H) -> (B, NH, T, HS)
             return v.view(B, T, NH, HS).permute(0, 2, 1, 3)
@@ -211,11 +223,11 @@ def forward(cfg, P, batch, masks, dtype):
                         P["bert/pooler/dense/bias"])
     # MLM head at the gathered positions (run_pretraining.py gather_indexes).
     g = seq_out[torch.from_numpy(batch.masked_seq), torch.from_numpy(batch.masked_pos)]
-    g = act(g @ P["cls/predictions/transform/dense/kernel"] +
+    g = act(mm(g, P["cls/predictions/transform/dense/kernel"]) +
             P["cls/predictions/transform/dense/bias"])
     g = layer_norm(g, P["cls/predictions/transform/LayerNorm/gamma"],
                    P["cls/predictions/transform/LayerNorm/beta"])
-    mlm_logits = g @ P["bert/embeddings/word_embeddings"].t() + P["cls/predictions/output_bias"]
+    mlm_logits = mm(g, P["bert/embeddings/word_embeddings"].t()) + P["cls/predictions/output_bias"]
     logp = torch.log_softmax(mlm_logits, dim=-1)
     w = torch.from_numpy(batch.masked_weights).to(dtype)
     per = -logp.gather(1, torch.from_numpy(batch.masked_ids)[:, None])[:, 0]
@@ -229,6 +241,7 @@ def forward(cfg, P, batch, masks, dtype):
 
 def run(args):
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    autocast = args.dtype == "bf16_autocast"
     t, meta = read_safetensors(args.input)
     cfg = json.loads(meta["bert_config"])
     P = {}
@@ -238,7 +251,7 @@ def run(args):
         P[name] = torch.from_numpy(t[name].astype(np.float64)).to(dtype).requires_grad_(True)
     batch = Padded(t)
     masks = {k[len("dropout/"):]: v for k, v in t.items() if k.startswith("dropout/")} or None
-    total, mlm, nsp, mlm_logits, nsp_logits = forward(cfg, P, batch, masks, dtype)
+    total, mlm, nsp, mlm_logits, nsp_logits = forward(cfg, P, batch, masks, dtype, autocast)
     total.backward()
     npd = np.float64 if dtype == torch.float64 else np.float32
     out = {"loss/total": np.array([total.item()], npd), "loss/mlm": np.array([mlm.item()], npd),
@@ -339,7 +352,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--input")
     ap.add_argument("--output")
-    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64", "bf16_autocast"])
     ap.add_argument("--selftest", action="store_true")
     args = ap.parse_args()
     # One thread: the problems are small, and ctest runs other tests beside this one (an OpenMP

@@ -1,0 +1,151 @@
+// The engine with bf16 GEMMs (EngineOptions::precision): native and emulated paths agree, bf16
+// is really applied (results move away from fp32 by bf16's precision, not more), the bf16 copy of
+// the weights follows weights_changed() and a new buffer, forward-only plans give the same
+// output. Parity with PyTorch's autocast is in parity_test.cpp (Parity.Bf16MatchesPyTorchAutocast).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/bert.hpp"
+#include "model/param_table.hpp"
+
+namespace bertbench::model {
+namespace {
+
+BertConfig small_config() {
+    BertConfig c;
+    c.vocab_size = 512;
+    c.hidden_size = 64;
+    c.num_attention_heads = 4;
+    c.intermediate_size = 160;
+    c.num_hidden_layers = 2;
+    c.max_position_embeddings = 64;
+    c.hidden_dropout_prob = 0.1f;
+    c.attention_probs_dropout_prob = 0.1f;
+    return c;
+}
+
+Batch make_batch(const BertConfig& c, const std::vector<int>& lengths, int predictions,
+                 uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    Batch b;
+    b.batch_size = static_cast<int>(lengths.size());
+    b.seq_offsets.push_back(0);
+    for (int s = 0; s < b.batch_size; ++s) {
+        const int len = lengths[static_cast<size_t>(s)], start = b.seq_offsets.back();
+        for (int t = 0; t < len; ++t) {
+            b.input_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.segment_ids.push_back(t < len / 2 ? 0 : 1);
+        }
+        b.seq_offsets.push_back(start + len);
+        for (int p = 1; p <= predictions && p < len; ++p) {
+            b.masked_index.push_back(start + p);
+            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.masked_weights.push_back(1.0f);
+            b.masked_seq.push_back(s);
+        }
+        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
+    }
+    return b;
+}
+
+struct Outcome {
+    double loss = 0;
+    std::vector<float> logits, grads;
+};
+
+Outcome run(const ParamTable& table, const std::vector<float>& params, const Batch& batch,
+        ops::Precision precision, bool training) {
+    BertPretrainer e(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, precision});
+    Outcome r;
+    r.loss = e.forward(params, batch, training, 99, 3).total;
+    r.logits.assign(e.mlm_logits().begin(), e.mlm_logits().end());
+    r.grads.assign(params.size(), 0.f);
+    e.backward(r.grads, params, batch);
+    return r;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / den);
+}
+
+class Bf16Engine : public ::testing::Test {
+protected:
+    BertConfig cfg = small_config();
+    ParamTable table{cfg, Heads::pretraining};
+    std::vector<float> params = std::vector<float>(table.total_floats());
+    Batch batch = make_batch(cfg, {17, 40, 9, 31}, 5, 11);
+    void SetUp() override {
+        table.initialize(params, 3);
+        for (float& x : params) x *= 4.0f;  // gradients away from the initialisation's scale
+    }
+    void TearDown() override { ops::set_bf16_emulation(false); }
+};
+
+// bf16 moves results by about bf16's precision (2^-8 relative), no more and not zero.
+TEST_F(Bf16Engine, DiffersFromFp32ByBf16Precision) {
+    const Outcome f = run(table, params, batch, ops::Precision::fp32, true);
+    const Outcome h = run(table, params, batch, ops::Precision::bf16, true);
+    const double dl = std::abs(h.loss - f.loss) / std::abs(f.loss);
+    const double dz = rel_l2(h.logits, f.logits), dg = rel_l2(h.grads, f.grads);
+    std::printf("[bf16] vs fp32: loss %.2e, logits %.2e, gradients %.2e (relative)\n", dl, dz, dg);
+    EXPECT_GT(dz, 1e-5) << "bf16 results equal fp32's: the bf16 path did not run";
+    EXPECT_LT(dl, 1e-2);
+    EXPECT_LT(dz, 3e-2);
+    EXPECT_LT(dg, 5e-2);
+}
+
+// Native oneDNN bf16 kernels and the emulation (widen to fp32, sgemm) multiply the same bf16
+// values; they differ only by fp32 accumulation order (and the rare bf16 rounding that flips
+// because of it): relative L2 1e-3.
+TEST_F(Bf16Engine, NativeAndEmulatedAgree) {
+    if (!ops::bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU (" << ops::native_precisions() << ")";
+    const Outcome n = run(table, params, batch, ops::Precision::bf16, true);
+    ops::set_bf16_emulation(true);
+    const Outcome e = run(table, params, batch, ops::Precision::bf16, true);
+    EXPECT_NEAR(n.loss, e.loss, 1e-4 * std::abs(e.loss));
+    EXPECT_LT(rel_l2(n.logits, e.logits), 1e-3);
+    EXPECT_LT(rel_l2(n.grads, e.grads), 1e-3);
+}
+
+// The bf16 weight copy is refreshed after weights_changed() and for a different buffer: results
+// equal those of a fresh engine on the new weights, bit for bit.
+TEST_F(Bf16Engine, WeightCopyFollowsTheParameters) {
+    BertPretrainer e(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, ops::Precision::bf16});
+    std::vector<float> p = params;
+    const double before = e.forward(p, batch, false, 0, 0).total;
+    for (float& x : p) x *= 1.5f;
+    e.weights_changed();
+    const double after = e.forward(p, batch, false, 0, 0).total;
+    EXPECT_NE(before, after);
+    EXPECT_EQ(after, run(table, p, batch, ops::Precision::bf16, false).loss);
+    const std::vector<float> q = params;  // another buffer, the original values
+    EXPECT_EQ(e.forward(q, batch, false, 0, 0).total, before);
+}
+
+TEST_F(Bf16Engine, ForwardOnlyPlanGivesTheSameOutput) {
+    BertPretrainer full(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, ops::Precision::bf16});
+    BertPretrainer fwd(table, Plan{batch.batch_size, 40, 5, true}, EngineOptions{false, ops::Precision::bf16});
+    EXPECT_EQ(full.forward(params, batch, false, 0, 0).total, fwd.forward(params, batch, false, 0, 0).total);
+    const auto a = full.mlm_logits(), b = fwd.mlm_logits();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+    EXPECT_GT(full.arena_bytes(), fwd.arena_bytes());
+}
+
+TEST(Bf16EngineDouble, IsAnError) {
+    const ParamTable table(small_config(), Heads::pretraining);
+    EXPECT_THROW(BertPretrainerF64(table, Plan{2, 16, 2}, EngineOptions{false, ops::Precision::bf16}),
+                 Error);
+}
+
+}  // namespace
+}  // namespace bertbench::model
