@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/reference_flags.hpp"
 #include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -14,6 +15,7 @@
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
 #include "train/evaluate.hpp"
+#include "train/preflight.hpp"
 
 namespace bertbench::cli {
 
@@ -37,6 +39,12 @@ int cmd_eval(int argc, char** argv) {
     f.add("max_eval_steps", &max_eval_steps, "eval batches (0 = the whole input)");
     f.add("threads", &threads, "compute threads (0 = all available CPUs)");
     f.add("json", &json_path, "also write the metrics JSON to this file");
+    bool skip_corrupt_records = false;
+    f.add("skip_corrupt_records", &skip_corrupt_records,
+          "skip TFRecord records whose length or CRC does not match instead of stopping");
+    f.alias("input_files", "input_file");
+    add_accelerator_flags(f);
+    add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
     if (checkpoint.empty()) fail("--init_checkpoint: expected a safetensors checkpoint, got none");
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
@@ -46,6 +54,13 @@ int cmd_eval(int argc, char** argv) {
     omp_set_num_threads(threads > 0 ? threads : cpus);
 
     const std::vector<std::string> files = expand_globs(input, "input_file");
+    if (!json_path.empty()) {
+        std::vector<std::string> inputs = files;
+        inputs.push_back(checkpoint);
+        if (!config_file.empty()) inputs.push_back(config_file);
+        check_output_not_input(json_path, "--json", inputs,
+                               "--input_file/--init_checkpoint/--bert_config_file");
+    }
     model::CheckpointReader reader(checkpoint);
     model::BertConfig config;
     if (!config_file.empty()) {
@@ -71,6 +86,9 @@ int cmd_eval(int argc, char** argv) {
         if (!rep.missing.empty())
             log::warn("{}: {} (missing tensors keep zero values)", checkpoint, rep.summary());
     }
+    train::check_finite_params(table, params, checkpoint);
+    train::check_first_records(files, max_seq_length, max_predictions, "input_file",
+                               skip_corrupt_records);
     model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions, /*forward_only=*/true},
                                  model::EngineOptions{config.hidden_act == "gelu_erf"});
     train::EvalOptions eo;
@@ -79,6 +97,7 @@ int cmd_eval(int argc, char** argv) {
     eo.max_seq_length = max_seq_length;
     eo.max_predictions_per_seq = max_predictions;
     eo.max_eval_steps = max_eval_steps;
+    eo.skip_corrupt_records = skip_corrupt_records;
     const train::EvalMetrics m = train::evaluate(engine, params, config.vocab_size, eo);
     const std::string text = m.to_json().dump(2) + "\n";
     std::cout << text;

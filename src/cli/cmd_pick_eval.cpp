@@ -4,11 +4,13 @@
 // does with tf.to_int32) and re-encoded with exactly the 7 MLPerf features in the reference order.
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/fs.hpp"
 #include "core/log.hpp"
 #include "io/example.hpp"
 #include "io/tfrecord.hpp"
@@ -46,12 +48,23 @@ int cmd_pick_eval(int argc, char** argv) {
         fail("--max_seq_length/--max_predictions_per_seq: expected positive values, got {}/{}",
              max_seq_length, max_predictions_per_seq);
 
+    check_output_not_input(output_tfrecord, "--output_tfrecord", {input_tfrecord},
+                           "--input_tfrecord");
+    {
+        const std::filesystem::path out(output_tfrecord);
+        remove_stale_temporaries(out.parent_path().string(), out.filename().string() + ".tmp.");
+    }
+
     const auto tic = std::chrono::steady_clock::now();
     // Pass 1 counts the records; pass 2 streams and picks (the picked indices never decrease),
     // so memory stays at one record however large the input is.
     const uint64_t n = io::count_tfrecords(input_tfrecord, skip_corrupt_records);
     if (n == 0) fail("--input_tfrecord {}: expected at least one record, got none", input_tfrecord);
     const double pick_ratio = static_cast<double>(n) / static_cast<double>(num_examples_to_pick);
+    if (static_cast<uint64_t>(num_examples_to_pick) > n)
+        log::warn("--num_examples_to_pick={}: more than the {} records of {}; records repeat (output "
+                  "record k is input record int(k * {}/{}), as pick_eval_samples.py does)",
+                  num_examples_to_pick, n, input_tfrecord, n, num_examples_to_pick);
 
     io::TfRecordReader reader(input_tfrecord, skip_corrupt_records);
     io::TfRecordWriter writer(output_tfrecord);

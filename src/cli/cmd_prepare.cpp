@@ -2,6 +2,7 @@
 // (MLPerf cleanup_scripts copy). stderr carries exactly the reference's INFO:tensorflow lines (also
 // written to --log_file); --verbose adds a timing line. Shard mode: --input_dir/--output_dir/--jobs.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -66,6 +67,12 @@ int cmd_prepare(int argc, char** argv) {
             fail("--input_file/--output_file cannot be combined with --input_dir/--output_dir");
         for (const char* t : {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}) vocab.require(t);
         const auto plan = data::plan_shards(input_dir, output_dir);
+        if (!log_file.empty()) {
+            std::vector<std::string> files{vocab_file};
+            for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);
+            check_output_not_input(log_file, "--log_file", files, "--input_dir/--output_dir/--vocab_file");
+        }
+        remove_stale_temporaries(output_dir);
         log::info("prepare: {} shards from {} -> {}, {} jobs", plan.size(), input_dir, output_dir, jobs);
         data::run_shards(plan, vocab, cfg, jobs, overwrite);
         return 0;
@@ -74,6 +81,16 @@ int cmd_prepare(int argc, char** argv) {
     if (output_file.empty()) fail("--output_file is required (TFRecord file(s), comma-separated)");
     const auto inputs = expand_globs(input_file, "--input_file");
     const auto outputs = split_commas(output_file);
+    // Nothing is written before every output is known not to be an input.
+    std::vector<std::string> written = outputs;
+    if (!log_file.empty()) written.push_back(log_file);
+    for (const auto& out : written) {
+        const std::string flag = out == log_file ? "--log_file" : "--output_file";
+        check_output_not_input(out, flag, inputs, "--input_file");
+        check_output_not_input(out, flag, {vocab_file}, "--vocab_file");
+        const std::filesystem::path p(out);
+        remove_stale_temporaries(p.parent_path().string(), p.filename().string() + ".tmp.");
+    }
     std::string ref_log;
     const auto r = data::create_pretraining_data(inputs, outputs, vocab, cfg, &ref_log, jobs);
     std::fwrite(ref_log.data(), 1, ref_log.size(), stderr);

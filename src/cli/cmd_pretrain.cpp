@@ -139,6 +139,11 @@ int cmd_pretrain(int argc, char** argv) {
           "skip micro-steps with a NaN/Inf loss or gradient instead of stopping");
     f.add("warmup_updates_excluded", &o.warmup_updates_excluded,
           "optimizer updates left out of the reported training throughput");
+    f.add("skip_corrupt_records", &o.skip_corrupt_records,
+          "skip TFRecord records whose length or CRC does not match instead of stopping");
+    f.add("allow_changed_flags", &o.allow_changed_flags,
+          "resume although hyper-parameters differ from the checkpoint's (each change is logged "
+          "and appended to changed_flags.jsonl)");
     // Other scripts' spellings (docs/compatibility.md).
     f.alias("model_dir", "output_dir");
     f.alias("input_files", "input_file");

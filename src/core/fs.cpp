@@ -1,7 +1,11 @@
 #include "core/fs.hpp"
 
 #include <glob.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <cerrno>
 #include <cstring>
@@ -10,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/log.hpp"
 
 namespace bertbench {
 
@@ -60,8 +65,15 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
+bool is_own_temporary_or_sidecar(const std::string& filename) {
+    if (filename.ends_with(".meta.json")) return true;
+    const size_t at = filename.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 == filename.size()) return false;
+    return filename.find_first_not_of("0123456789", at + 5) == std::string::npos;
+}
+
 std::vector<std::string> expand_globs(const std::string& list, const std::string& flag) {
-    std::vector<std::string> out;
+    std::vector<std::string> out, left_out;
     for (const std::string& pattern : split_commas(list)) {
         glob_t g{};
         const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
@@ -73,11 +85,70 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
             globfree(&g);
             fail("{}: cannot expand \"{}\"", flag, pattern);
         }
-        for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+        const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
+        size_t kept = 0;
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+            const std::string path = g.gl_pathv[i];
+            if (wildcard &&
+                is_own_temporary_or_sidecar(std::filesystem::path(path).filename().string())) {
+                left_out.push_back(path);
+                continue;
+            }
+            out.push_back(path);
+            ++kept;
+        }
         globfree(&g);
+        if (kept == 0)
+            fail("{}: \"{}\" matches only bertbench's own temporary or sidecar files (*.tmp.<pid>, "
+                 "*.meta.json), which are never read as input", flag, pattern);
+    }
+    if (!left_out.empty()) {
+        std::string names;
+        for (const auto& p : left_out) names += (names.empty() ? "" : ", ") + p;
+        log::info("{}: not reading {} of bertbench's own temporary/sidecar files the glob matched: "
+                  "{}", flag, left_out.size(), names);
     }
     if (out.empty()) fail("{}: no input files given", flag);
     return out;
+}
+
+void check_output_not_input(const std::string& output, const std::string& output_flag,
+                            const std::vector<std::string>& inputs, const std::string& input_flag) {
+    struct stat o {};
+    if (::stat(output.c_str(), &o) != 0) return;  // not there yet: cannot be an input
+    for (const std::string& in : inputs) {
+        struct stat i {};
+        if (::stat(in.c_str(), &i) != 0) continue;
+        if (i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+            fail("{}={}: is the same file as the input {} ({}); writing it would destroy the "
+                 "input (expected a different output path)",
+                 output_flag, output, input_flag, in == output ? in : in + ", same inode");
+    }
+}
+
+int remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    int removed = 0;
+    for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (!name.starts_with(prefix)) continue;
+        const size_t at = name.rfind(".tmp.");
+        if (at == std::string::npos || at + 5 == name.size() ||
+            name.find_first_not_of("0123456789", at + 5) != std::string::npos)
+            continue;
+        const std::string digits = name.substr(at + 5);
+        if (digits.size() > 9) continue;  // not a pid we wrote
+        const pid_t pid = static_cast<pid_t>(std::stol(digits));
+        if (pid <= 0 || pid == getpid()) continue;
+        if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // that process still runs
+        std::error_code rm;
+        if (!e.is_regular_file(rm) || !fs::remove(e.path(), rm)) continue;
+        log::info("removed {}: a temporary file of process {}, which no longer runs",
+                  e.path().string(), pid);
+        ++removed;
+    }
+    return removed;
 }
 
 }  // namespace bertbench

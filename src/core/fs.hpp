@@ -32,6 +32,20 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 std::string read_file(const std::string& path);  // whole file; Error naming the path on failure
 // Expands a comma-separated list of paths and globs; each glob must match at least one file.
 // Result keeps list order, each glob's matches sorted. Error names `flag` when nothing matches.
+// A wildcard never matches bertbench's own temporaries ("<name>.tmp.<pid>") or shard sidecars
+// ("<name>.meta.json"): they are left out and named in one log line.
 std::vector<std::string> expand_globs(const std::string& list, const std::string& flag);
+
+// Error, before anything is written, when `output` is the same file as one of `inputs`: compared
+// by device and inode, so another spelling, a hard link or a symlink is caught. An output that
+// does not exist yet matches nothing.
+void check_output_not_input(const std::string& output, const std::string& output_flag,
+                            const std::vector<std::string>& inputs, const std::string& input_flag);
+
+// Removes the temporaries "<prefix>*.tmp.<pid>" in `dir` whose process <pid> no longer runs (an
+// AtomicFile of a killed run), logging each; `prefix` "" = every such file. Returns how many.
+int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");
+// True for a name bertbench writes beside its outputs: "*.tmp.<digits>" or "*.meta.json".
+bool is_own_temporary_or_sidecar(const std::string& filename);
 
 }  // namespace bertbench

@@ -83,6 +83,7 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
     rc.batch_size = options.batch_size;
     rc.training = false;
     rc.shuffle_buffer = 0;
+    rc.skip_corrupt_records = options.skip_corrupt_records;
     data::PretrainReader reader(rc);
     EvalAccumulator acc;
     model::Batch batch;

@@ -41,6 +41,7 @@ struct EvalOptions {
     int max_seq_length = 128;
     int max_predictions_per_seq = 20;
     int64_t max_eval_steps = 100;    // batches; <= 0 = the whole eval set
+    bool skip_corrupt_records = false;  // skip records whose CRC does not match
 };
 
 // Runs the eval set (fixed file order, each record once) with dropout off. `engine` must be

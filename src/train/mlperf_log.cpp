@@ -247,9 +247,19 @@ void MlperfLogger::cache_clear(bool value, Loc loc) {
 }
 void MlperfLogger::init_start(Loc loc) { start("init_start", nullptr, MlJson::object(), loc); }
 void MlperfLogger::init_stop(Loc loc) { end("init_stop", nullptr, MlJson::object(), loc); }
-void MlperfLogger::run_start(Loc loc) { start("run_start", nullptr, MlJson::object(), loc); }
+void MlperfLogger::run_start(Loc loc) {
+    start("run_start", nullptr, MlJson::object(), loc);
+    run_open_ = true;
+}
 void MlperfLogger::run_stop(bool success, Loc loc) {
     end("run_stop", nullptr, MlJson{{"status", success ? "success" : "aborted"}}, loc);
+    run_open_ = false;
+}
+void MlperfLogger::close_aborted(Loc loc) {
+    if (!run_open_) return;
+    if (open_eval_ >= 0) eval_stop(open_eval_, loc);
+    if (open_block_ >= 0) block_stop(open_block_, loc);
+    run_stop(false, loc);
 }
 void MlperfLogger::block_start(int64_t first_epoch_num, int64_t epoch_count, Loc loc) {
     if (epoch_count <= 0)
@@ -258,15 +268,19 @@ void MlperfLogger::block_start(int64_t first_epoch_num, int64_t epoch_count, Loc
           MlJson{{"first_epoch_num", first_epoch_num}, {"epoch_count", epoch_count},
                  {"samples_count", first_epoch_num}},
           loc);
+    open_block_ = first_epoch_num;
 }
 void MlperfLogger::block_stop(int64_t first_epoch_num, Loc loc) {
     end("block_stop", nullptr, MlJson{{"first_epoch_num", first_epoch_num}}, loc);
+    open_block_ = -1;
 }
 void MlperfLogger::eval_start(int64_t epoch_num, Loc loc) {
     start("eval_start", nullptr, MlJson{{"epoch_num", epoch_num}}, loc);
+    open_eval_ = epoch_num;
 }
 void MlperfLogger::eval_stop(int64_t epoch_num, Loc loc) {
     end("eval_stop", nullptr, MlJson{{"epoch_num", epoch_num}}, loc);
+    open_eval_ = -1;
 }
 void MlperfLogger::eval_accuracy(double accuracy, int64_t epoch_num, Loc loc) {
     event("eval_accuracy", accuracy, MlJson{{"epoch_num", epoch_num}}, loc);

@@ -94,6 +94,13 @@ public:
     // Every BertRunParams key, one POINT_IN_TIME line each, in the order of the struct.
     void run_params(const BertRunParams& p, Loc loc = Loc::current());
 
+    // True between run_start and run_stop. close_aborted() ends an open run that an error cut
+    // short the way a compliant log ends: eval_stop / block_stop of what is open, then run_stop
+    // with status aborted. It does nothing when no run is open.
+    bool run_open() const { return run_open_; }
+    void continue_run() { run_open_ = true; }  // a resumed segment: its run_start is in the log
+    void close_aborted(Loc loc = Loc::current());
+
 private:
     void log(std::string_view event_type, std::string_view key, const MlJson& value,
              const MlJson& metadata, const Loc& loc);
@@ -103,6 +110,8 @@ private:
     std::string namespace_;
     bool enabled_ = true;
     std::mutex mutex_;
+    bool run_open_ = false;
+    int64_t open_block_ = -1, open_eval_ = -1;  // first_epoch_num / epoch_num; -1 = none open
 };
 
 // Strips the source-tree prefix from a compiler file name ("/work/main/src/train/t.cpp" ->

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +34,7 @@
 #include "optim/update.hpp"
 #include "train/evaluate.hpp"
 #include "train/mlperf_log.hpp"
+#include "train/preflight.hpp"
 #include "train/svg_plot.hpp"
 
 namespace bertbench::train {
@@ -105,6 +107,21 @@ private:
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
+}
+
+// The step of "model.ckpt-<step>.safetensors"; -1 for other names. A step that does not fit in
+// int64 is an error naming the file (a stray file would otherwise win or crash the resume).
+int64_t checkpoint_step(const fs::path& file) {
+    const std::string name = file.filename().string();
+    if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) return -1;
+    const std::string num = name.substr(11, name.size() - 11 - 12);
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) return -1;
+    int64_t step = 0;
+    const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), step);
+    if (ec != std::errc() || end != num.data() + num.size())
+        fail("{}: expected a checkpoint step that fits in 64 bits, got {} (not a checkpoint "
+             "bertbench wrote; hint: move it out of --output_dir)", file.string(), num);
+    return step;
 }
 
 std::string fmt_duration(double s) {
@@ -210,6 +227,10 @@ std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64
         if (line.empty()) continue;
         json j = json::parse(line, nullptr, false);
         if (j.is_discarded() || !j.contains(key)) break;  // a torn last line
+        if (!j[key].is_number_integer())
+            fail("{}: line {}: \"{}\": expected an integer, got {} (the log is damaged; hint: "
+                 "remove the line, or the file to start the log afresh)",
+                 path, kept.size() + 1, key, j[key].dump());
         if (j[key].get<int64_t>() > limit) break;
         out += line + "\n";
         kept.push_back(std::move(j));
@@ -243,9 +264,15 @@ class Run {
 public:
     Run(const PretrainOptions& o, const json& flags_json) : o_(o), flags_json_(flags_json) {}
     int main();
+    // After an error cut a started run short: mlperf.log gets its run_stop (aborted) and
+    // results.json says aborted and why. Nothing when the run had not started or has stopped.
+    void abort(const std::string& reason) noexcept;
 
 private:
     void setup();
+    void check_outputs_are_not_inputs() const;
+    void check_resumed_flags(const json& old_flags);
+    void check_before_start() const;
     void write_config_json();
     void load_or_init();
     void save_checkpoint(bool final_one);
@@ -274,6 +301,7 @@ private:
     TrainState state_;
     double segment_start_ = 0;
     std::vector<CurvePoint> loss_curve_, acc_curve_;
+    std::string abort_reason_;
 };
 
 void Run::setup() {
@@ -313,6 +341,8 @@ void Run::setup() {
                                    o_.eval_input_file.empty() ? "input_file" : "eval_input_file");
     if (o_.do_train && o_.input_file.empty())
         fail("--input_file: expected TFRecord files (glob or comma list), got none");
+    check_outputs_are_not_inputs();
+    remove_stale_temporaries(o_.output_dir);
 
     global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
     eval_interval_ = o_.eval_every_samples > 0 ? o_.eval_every_samples
@@ -329,6 +359,66 @@ void Run::setup() {
               table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
               engine_->arena_bytes() / double(1 << 20), plan_batch, o_.max_seq_length,
               o_.max_predictions_per_seq, table_->total_floats() * 8.0 / (1 << 20));
+}
+
+// No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
+// link counts), or the run would overwrite it.
+void Run::check_outputs_are_not_inputs() const {
+    std::vector<std::string> inputs = train_files_;
+    inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());
+    for (const std::string* p : {&o_.bert_config_file, &o_.init_checkpoint})
+        if (!p->empty()) inputs.push_back(*p);
+    for (const char* name : {"config.json", "results.json", "mlperf.log", "train_log.jsonl",
+                             "eval_log.jsonl", "curves.svg", "changed_flags.jsonl"})
+        check_output_not_input((fs::path(o_.output_dir) / name).string(), "--output_dir", inputs,
+                               "--input_file/--eval_input_file/--bert_config_file/--init_checkpoint");
+}
+
+// Flags that would silently fork a resumed run (schedule, optimizer, batch, model, data, eval
+// schedule and target): each difference from the checkpoint's is named; --allow_changed_flags
+// goes on and records them in changed_flags.jsonl and the log.
+void Run::check_resumed_flags(const json& old_flags) {
+    static const char* const kKeys[] = {
+        "learning_rate", "poly_power", "optimizer", "lamb_beta_1", "lamb_beta_2",
+        "lamb_weight_decay_rate", "log_epsilon", "num_train_steps", "num_warmup_steps",
+        "start_warmup_step", "train_batch_size", "steps_per_update", "max_seq_length",
+        "max_predictions_per_seq", "seed", "bert_config_file", "model", "input_file",
+        "shuffle_buffer", "eval_input_file", "eval_every_samples", "eval_batch_size",
+        "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale"};
+    if (!old_flags.is_object()) return;
+    json changes = json::array();
+    std::string text;
+    for (const char* k : kKeys) {
+        if (!old_flags.contains(k) || !flags_json_.contains(k) || old_flags[k] == flags_json_[k])
+            continue;
+        changes.push_back({{"flag", k}, {"checkpoint", old_flags[k]}, {"now", flags_json_[k]}});
+        text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
+                            old_flags[k].dump(), flags_json_[k].dump());
+    }
+    if (changes.empty()) return;
+    if (!o_.allow_changed_flags)
+        fail("{}: resuming with {} flag(s) changed from the run being resumed: {} (hint: the same "
+             "flags resume it; a new --output_dir starts a different run; --allow_changed_flags "
+             "continues with the new values and records the change)",
+             resume_from_, changes.size(), text);
+    log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
+              "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
+    JsonlLog((fs::path(o_.output_dir) / "changed_flags.jsonl").string())
+        .write({{"resumed_from", resume_from_}, {"changes", changes}});
+}
+
+// Everything the run will read, checked before its first step (and before mlperf.log opens): the
+// first record of every training and eval file, and the loaded weights all finite.
+void Run::check_before_start() const {
+    if (o_.do_train)
+        check_first_records(train_files_, o_.max_seq_length, o_.max_predictions_per_seq,
+                            "input_file", o_.skip_corrupt_records);
+    if (o_.do_eval)
+        check_first_records(eval_files_, o_.max_seq_length, o_.max_predictions_per_seq,
+                            o_.eval_input_file.empty() ? "input_file" : "eval_input_file",
+                            o_.skip_corrupt_records);
+    const std::string& from = !resume_from_.empty() ? resume_from_ : o_.init_checkpoint;
+    if (!from.empty()) check_finite_params(*table_, params_, from);
 }
 
 void Run::write_config_json() {
@@ -408,6 +498,7 @@ void Run::load_or_init() {
         if (o_.do_train) reader_state_ = get("reader_state");
         last_saved_step_ = steps[0];
         last_checkpoint_ = resume_from_;
+        check_resumed_flags(get("flags"));
     } else if (!o_.init_checkpoint.empty()) {
         table_->initialize(params_, static_cast<uint64_t>(o_.seed));
         load_init_checkpoint(o_.init_checkpoint, *table_, params_);
@@ -449,11 +540,8 @@ void Run::prune_checkpoints() {
     if (o_.keep_checkpoint_max <= 0) return;
     std::vector<std::pair<int64_t, std::string>> found;
     for (const auto& e : fs::directory_iterator(o_.output_dir)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) continue;
-        const std::string num = name.substr(11, name.size() - 11 - 12);
-        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
-        found.emplace_back(std::stoll(num), e.path().string());
+        const int64_t step = checkpoint_step(e.path());
+        if (step >= 0) found.emplace_back(step, e.path().string());
     }
     std::sort(found.begin(), found.end());
     for (size_t i = 0; i + o_.keep_checkpoint_max < found.size(); ++i) {
@@ -470,6 +558,7 @@ EvalMetrics Run::run_eval(int64_t samples) {
     eo.max_seq_length = o_.max_seq_length;
     eo.max_predictions_per_seq = o_.max_predictions_per_seq;
     eo.max_eval_steps = o_.max_eval_steps;
+    eo.skip_corrupt_records = o_.skip_corrupt_records;
     const double t0 = now_s();
     const EvalMetrics m = evaluate(*engine_, params_, config_.vocab_size, eo);
     const double dt = now_s() - t0;
@@ -506,6 +595,18 @@ void Run::write_curves() {
     write_file_atomic((fs::path(o_.output_dir) / "curves.svg").string(), render_curves_svg(d));
 }
 
+void Run::abort(const std::string& reason) noexcept {
+    try {
+        if (!mllog_ || !mllog_->run_open()) return;
+        mllog_->close_aborted();
+        abort_reason_ = reason;
+        write_results("aborted");
+        write_curves();
+    } catch (...) {
+        // The original error is what the user needs to see.
+    }
+}
+
 void Run::write_results(const std::string& status) {
     const auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
     json j = {
@@ -536,6 +637,7 @@ void Run::write_results(const std::string& status) {
         {"peak_rss_mb", sysinfo::peak_rss_mb()},
         {"last_checkpoint", last_checkpoint_},
     };
+    if (!abort_reason_.empty()) j["reason"] = abort_reason_;
     write_file_atomic((fs::path(o_.output_dir) / "results.json").string(), j.dump(2) + "\n");
 }
 
@@ -543,6 +645,7 @@ int Run::main() {
     StopSignals signals;
     setup();
     load_or_init();
+    check_before_start();
     write_config_json();
     const std::string dir = o_.output_dir;
     const std::string train_log_path = (fs::path(dir) / "train_log.jsonl").string();
@@ -565,7 +668,18 @@ int Run::main() {
     }
 
     const bool fresh = resume_from_.empty();
-    mllog_ = MlperfLogger::open((fs::path(dir) / "mlperf.log").string(), false);
+    const std::string mlperf_path = (fs::path(dir) / "mlperf.log").string();
+    if (fresh && fs::exists(mlperf_path)) {
+        // A start that failed or was killed before its first checkpoint: one run, one log.
+        std::string aside;
+        for (int k = 1; aside.empty() || fs::exists(aside); ++k)
+            aside = fmt::format("{}.failed-start-{}", mlperf_path, k);
+        fs::rename(mlperf_path, aside);
+        log::info("{} was left by a start that ended before its first checkpoint; moved to {} so "
+                  "that this run's log is one compliant run", mlperf_path, aside);
+    }
+    mllog_ = MlperfLogger::open(mlperf_path, false);
+    if (!fresh) mllog_->continue_run();
     if (fresh) {
         mllog_->init_start();
         mllog_->submission_info("bertbench", sysinfo::cpu_model(), "open", "research");
@@ -613,6 +727,7 @@ int Run::main() {
     rc.training = true;
     rc.seed = static_cast<uint64_t>(o_.seed);
     rc.shuffle_buffer = o_.shuffle_buffer;
+    rc.skip_corrupt_records = o_.skip_corrupt_records;
     reader_ = std::make_unique<data::PretrainReader>(rc);
     if (!reader_state_.is_null()) reader_->restore(reader_state_);
 
@@ -759,14 +874,14 @@ int Run::main() {
         if (g_stop_signal != 0) {
             const int sig = g_stop_signal;
             save_checkpoint(false);
-            state_.elapsed_s = elapsed();
             write_results("interrupted");
             write_curves();
             progress.finish("");
             log::info("stopped by signal {} after step {}; checkpoint {}. Resume by running the "
-                      "same command again (same --output_dir).",
-                      sig, step, last_checkpoint_);
-            return 0;
+                      "same command again (same --output_dir). Exit status {} (128 + signal: "
+                      "interrupted, not finished).",
+                      sig, step, last_checkpoint_, 128 + sig);
+            return 128 + sig;
         }
     }
     progress.finish("");
@@ -813,11 +928,7 @@ std::string latest_checkpoint(const std::string& dir) {
     int64_t best = -1;
     std::string path;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) continue;
-        const std::string num = name.substr(11, name.size() - 11 - 12);
-        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
-        const int64_t s = std::stoll(num);
+        const int64_t s = checkpoint_step(e.path());
         if (s > best) best = s, path = e.path().string();
     }
     return path;
@@ -825,7 +936,12 @@ std::string latest_checkpoint(const std::string& dir) {
 
 int run_pretraining(const PretrainOptions& options, const nlohmann::json& flags_json) {
     Run run(options, flags_json);
-    return run.main();
+    try {
+        return run.main();
+    } catch (const Error& e) {
+        run.abort(e.what());  // results.json and a compliant run_stop, then the error as usual
+        throw;
+    }
 }
 
 }  // namespace bertbench::train

@@ -44,11 +44,14 @@ struct PretrainOptions {
     double target_mlm_accuracy = 0.720;
     bool skip_nonfinite_steps = false;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
+    bool allow_changed_flags = false;       // resume with other hyper-parameters (logged)
+    bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
 };
 
 // Runs training (and/or evaluation) in options.output_dir, resuming from its latest checkpoint.
 // `flags_json` is the effective command line (saved in config.json and in checkpoints).
-// Returns the exit code (0: finished or interrupted by SIGINT/SIGTERM with a checkpoint).
+// Returns the exit code: 0 finished; 130 (SIGINT) or 143 (SIGTERM) when a signal stopped it
+// after writing a checkpoint, as shells report a process killed by that signal.
 int run_pretraining(const PretrainOptions& options, const nlohmann::json& flags_json);
 
 // Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".

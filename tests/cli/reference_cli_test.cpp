@@ -198,9 +198,9 @@ TEST(ReferenceCli, PerfZeroPrecisionFlags) {
     if (run_bertbench("pretrain --help").out.find("--dtype") == std::string::npos)
         GTEST_SKIP() << "pretrain has no --dtype yet";
     const Workdir w("precision");
-    for (const std::string extra :
-         {" --dtype=fp16 --loss_scale=dynamic --scale_loss",
-          " --dtype=bf16 --distribution_strategy=tpu --tpu=my-tpu --weight_decay_rate=0.0049573"}) {
+    for (const std::string& extra : std::vector<std::string>{
+             " --dtype=fp16 --loss_scale=dynamic --scale_loss",
+             " --dtype=bf16 --distribution_strategy=tpu --tpu=my-tpu --weight_decay_rate=0.0049573"}) {
         const auto r = run_bertbench(perfzero(w, w.out("run" + std::to_string(extra.size()))) +
                                      extra);
         if (r.exit_code == 0) continue;

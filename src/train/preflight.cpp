@@ -1,0 +1,49 @@
+#include "train/preflight.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "io/example.hpp"
+#include "io/tfrecord.hpp"
+
+namespace bertbench::train {
+
+void check_first_records(const std::vector<std::string>& files, int max_seq_length,
+                         int max_predictions_per_seq, const std::string& flag, bool skip_corrupt) {
+    size_t tfrecord_files = 0, empty = 0;
+    std::string payload;
+    io::PretrainingRecord rec;
+    for (const std::string& path : files) {
+        if (path.ends_with(".hdf5") || path.ends_with(".h5")) continue;
+        ++tfrecord_files;
+        try {
+            io::TfRecordReader reader(path, skip_corrupt);
+            if (!reader.next(payload)) {
+                ++empty;
+                continue;
+            }
+            const std::string where = path + ": record 0";
+            io::parse_pretraining_example(io::decode_example(payload, where), max_seq_length,
+                                          max_predictions_per_seq, where, rec);
+        } catch (const Error& e) {
+            fail("--{}: {} (found by the check of every input before the first step)", flag,
+                 e.what());
+        }
+    }
+    if (tfrecord_files > 0 && empty == tfrecord_files)
+        fail("--{}: expected records, got {} empty file(s) (first: {})", flag, empty, files[0]);
+}
+
+void check_finite_params(const model::ParamTable& table, std::span<const float> params,
+                         const std::string& source) {
+    for (const model::ParamInfo& p : table.entries()) {
+        const std::span<const float> v = params.subspan(p.offset, p.size);
+        for (size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i]))
+                fail("{}: tensor {}: value {} at flat index {} (expected finite weights; the "
+                     "checkpoint is damaged or came from a diverged run)",
+                     source, p.name, v[i], i);
+    }
+}
+
+}  // namespace bertbench::train

@@ -1,0 +1,25 @@
+// Checks a run makes before its first step, so that a bad input fails in seconds rather than
+// hours in (issue 14 §3): the first record of every TFRecord file against the MLPerf schema and
+// sequence length, and every weight finite after a checkpoint is loaded.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/param_table.hpp"
+
+namespace bertbench::train {
+
+// Reads the first record of each file (HDF5 files, *.hdf5/*.h5, are left to their reader) and
+// parses it with the FixedLenFeature schema of `max_seq_length` / `max_predictions_per_seq`.
+// Error naming the flag, the file and what is wrong; also when every file is empty.
+void check_first_records(const std::vector<std::string>& files, int max_seq_length,
+                         int max_predictions_per_seq, const std::string& flag, bool skip_corrupt);
+
+// Error naming the tensor, the flat index into it and the value of the first NaN or Inf weight;
+// `source` names where the weights came from (a checkpoint path).
+void check_finite_params(const model::ParamTable& table, std::span<const float> params,
+                         const std::string& source);
+
+}  // namespace bertbench::train

@@ -1,0 +1,271 @@
+// Bad input never costs data and fails before the work starts (issue 14 §2, §3), on the real
+// binary: an output that is an input (same name, symlink or hard link) is refused before anything
+// is written; stale temporaries of dead processes are removed; globs skip bertbench's own
+// temporaries and sidecars; resume refuses changed hyper-parameters unless told; a corrupt record
+// mid-run aborts with results.json and a compliant run_stop, and the rerun starts a fresh log;
+// NaN weights, a bad eval set and a stray checkpoint name fail before the first step.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/run_util.hpp"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
+
+namespace bertbench {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::run_bertbench;
+
+std::string shared_dir() {
+    const char* s = std::getenv("BB_SHARED_DIR");
+    return s ? s : "/work/shared";
+}
+std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+// The one "error: ..." line of a failed run ("" when there is none).
+std::string error_line(const std::string& out) {
+    const size_t at = out.find("error: ");
+    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// A pid that cannot be running: above the kernel's pid_max (at most 2^22).
+constexpr const char* kDeadPid = "99999999";
+
+struct Workdir {
+    fs::path dir;
+    explicit Workdir(const std::string& name) {
+        dir = fs::temp_directory_path() / ("bb_safety_" + name + "_" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        std::ofstream(dir / "bert_config.json")
+            << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+                  "num_attention_heads": 2, "intermediate_size": 128,
+                  "max_position_embeddings": 512, "type_vocab_size": 2})";
+    }
+    ~Workdir() { fs::remove_all(dir); }
+    std::string p(const std::string& name) const { return (dir / name).string(); }
+};
+
+std::string pretrain(const Workdir& w, const std::string& out, const std::string& input) {
+    return "pretrain --bert_config_file=" + w.p("bert_config.json") + " --input_file='" + input +
+           "' --output_dir=" + out + " --train_batch_size=4 --num_train_steps=4"
+           " --num_warmup_steps=1 --learning_rate=1e-3 --save_checkpoints_steps=2 --nodo_eval"
+           " --threads=1";
+}
+
+TEST(DataSafetyCli, OutputThatIsAnInputIsRefusedBeforeWriting) {
+    const Workdir w("same");
+    const std::string input = w.p("eval.tfrecord");
+    fs::copy_file(golden("eval_pick/public_128_eval100.tfrecord"), input);
+    const std::string before = slurp(input);
+    fs::create_symlink(input, w.p("link.tfrecord"));
+    fs::create_hard_link(input, w.p("hard.tfrecord"));
+    for (const std::string& out : {input, w.p("link.tfrecord"), w.p("hard.tfrecord"),
+                                  w.p("./eval.tfrecord")}) {
+        const auto r = run_bertbench("pick-eval --input_tfrecord=" + input + " --output_tfrecord=" +
+                                     out + " --num_examples_to_pick=10 --max_seq_length=128 "
+                                     "--max_predictions_per_seq=20");
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_line(r.out).find("is the same file as the input --input_tfrecord"),
+                  std::string::npos) << r.out;
+        EXPECT_EQ(slurp(input), before) << out;
+    }
+
+    // prepare --output_file=<the corpus>, and --log_file=<the vocabulary>.
+    const std::string corpus = w.p("corpus.txt");
+    fs::copy_file(golden("corpus_public.txt"), corpus);
+    const std::string text = slurp(corpus);
+    const std::string vocab = golden("vocab.txt");
+    const auto r = run_bertbench("prepare --input_file=" + corpus + " --output_file=" + corpus +
+                                 " --vocab_file=" + vocab);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("--output_file=" + corpus + ": is the same file as the "
+                                     "input --input_file"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(corpus), text);
+    const auto l = run_bertbench("prepare --input_file=" + corpus + " --output_file=" +
+                                 w.p("out.tfrecord") + " --vocab_file=" + vocab +
+                                 " --log_file=" + vocab);
+    EXPECT_EQ(l.exit_code, 1) << l.out;
+    EXPECT_NE(error_line(l.out).find("--log_file="), std::string::npos) << l.out;
+    EXPECT_FALSE(fs::exists(w.p("out.tfrecord")));
+
+    // eval --json=<the eval records>.
+    const model::ParamTable table(model::BertConfig::from_json_file(w.p("bert_config.json")),
+                                  model::Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, 1);
+    model::save_checkpoint(w.p("init.safetensors"), table, params);
+    const auto e = run_bertbench("eval --init_checkpoint=" + w.p("init.safetensors") +
+                                 " --input_file=" + input + " --json=" + w.p("link.tfrecord"));
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_NE(error_line(e.out).find("--json="), std::string::npos) << e.out;
+    EXPECT_EQ(slurp(input), before);
+}
+
+TEST(DataSafetyCli, StaleTemporariesAreRemovedAndGlobsSkipOwnFiles) {
+    const Workdir w("tmp");
+    const std::string input = golden("eval_pick/public_128_eval100.tfrecord");
+    const std::string out = w.p("picked.tfrecord");
+    const std::string stale = out + ".tmp." + kDeadPid;
+    const std::string live = out + ".tmp." + std::to_string(getpid());  // this test runs
+    std::ofstream(stale) << "half-written";
+    std::ofstream(live) << "being written";
+    // More records asked for than the input has: a warning, the reference's repeating picks.
+    const auto r = run_bertbench("pick-eval --input_tfrecord=" + input + " --output_tfrecord=" +
+                                 out + " --num_examples_to_pick=150 --max_seq_length=128 "
+                                 "--max_predictions_per_seq=20");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_FALSE(fs::exists(stale));
+    EXPECT_TRUE(fs::exists(live));
+    EXPECT_NE(r.out.find("removed " + stale), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("warning: --num_examples_to_pick=150: more than the 100 records"),
+              std::string::npos) << r.out;
+    fs::remove(live);
+
+    // A glob over a directory with a shard, its temporaries and a sidecar reads the shard only.
+    fs::create_directories(w.p("data"));
+    fs::copy_file(golden("pretraining/public_128_s12345_d2.tfrecord"), w.p("data/a.tfrecord"));
+    std::ofstream(w.p("data/a.tfrecord.tmp.") + kDeadPid) << "junk";
+    std::ofstream(w.p("data/a.tfrecord.meta.json")) << "{}";
+    const auto t = run_bertbench(pretrain(w, w.p("run"), w.p("data/*")));
+    ASSERT_EQ(t.exit_code, 0) << t.out;
+    EXPECT_NE(t.out.find("not reading 2 of bertbench's own temporary/sidecar files"),
+              std::string::npos) << t.out;
+    EXPECT_EQ(json::parse(slurp(w.p("run/config.json")))["train_files"].size(), 1u);
+    const auto only = run_bertbench(pretrain(w, w.p("run2"), w.p("data/*.json")));
+    EXPECT_EQ(only.exit_code, 1);
+    EXPECT_NE(error_line(only.out).find("matches only bertbench's own"), std::string::npos)
+        << only.out;
+}
+
+TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
+    const Workdir w("resume");
+    const std::string data = golden("pretraining/public_128_s12345_d2.tfrecord");
+    const std::string base = pretrain(w, w.p("run"), data);
+    ASSERT_EQ(run_bertbench(base).exit_code, 0);
+    const auto r = run_bertbench(base + " --learning_rate=2e-3 --lamb_beta_1=0.8");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    const std::string e = error_line(r.out);
+    EXPECT_NE(e.find("2 flag(s) changed"), std::string::npos) << e;
+    EXPECT_NE(e.find("--learning_rate (checkpoint 0.001, now 0.002)"), std::string::npos) << e;
+    EXPECT_NE(e.find("--lamb_beta_1 (checkpoint 0.9, now 0.8)"), std::string::npos) << e;
+    EXPECT_NE(e.find("--allow_changed_flags"), std::string::npos) << e;
+
+    const auto a = run_bertbench(base + " --learning_rate=2e-3 --allow_changed_flags");
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    EXPECT_NE(a.out.find("resuming"), std::string::npos) << a.out;
+    EXPECT_NE(a.out.find("warning: --allow_changed_flags: resuming"), std::string::npos) << a.out;
+    const json rec = json::parse(slurp(w.p("run/changed_flags.jsonl")));
+    EXPECT_EQ(rec["changes"][0]["flag"], "learning_rate");
+    EXPECT_EQ(rec["changes"][0]["checkpoint"], 1e-3);
+    EXPECT_EQ(rec["changes"][0]["now"], 2e-3);
+    // Flags that do not fork the run (threads, checkpoint cadence) may change freely.
+    EXPECT_EQ(run_bertbench(base + " --threads=2 --save_checkpoints_steps=3").exit_code, 0);
+}
+
+TEST(DataSafetyCli, CorruptRecordMidRunAbortsCompliantlyAndTheRerunStartsAFreshLog) {
+    const Workdir w("corrupt");
+    // Record 10 of the golden shard gets a flipped data byte: record 0 passes the start-up check,
+    // the reader meets record 10 while filling its shuffle buffer.
+    std::string bytes = slurp(golden("pretraining/public_128_s12345_d2.tfrecord"));
+    size_t offset = 0;
+    for (int k = 0; k < 10; ++k) {
+        uint64_t len = 0;
+        std::memcpy(&len, bytes.data() + offset, 8);
+        offset += 8 + 4 + len + 4;
+    }
+    bytes[offset + 8 + 4 + 20] ^= 0x55;
+    std::ofstream(w.p("bad.tfrecord"), std::ios::binary) << bytes;
+    const std::string cmd = pretrain(w, w.p("run"), w.p("bad.tfrecord"));
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const auto r = run_bertbench(cmd);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_line(r.out).find("--skip_corrupt_records"), std::string::npos) << r.out;
+        const json res = json::parse(slurp(w.p("run/results.json")));
+        EXPECT_EQ(res["status"], "aborted");
+        EXPECT_NE(res["reason"].get<std::string>().find("bad.tfrecord"), std::string::npos);
+        const std::string ml = slurp(w.p("run/mlperf.log"));
+        EXPECT_EQ(count(ml, "\"key\": \"init_start\""), 1u) << ml;
+        EXPECT_EQ(count(ml, "\"key\": \"run_start\""), 1u) << ml;
+        EXPECT_EQ(count(ml, "\"key\": \"run_stop\""), 1u) << ml;
+        EXPECT_NE(ml.find("\"status\": \"aborted\""), std::string::npos) << ml;
+        EXPECT_EQ(count(ml, "\"key\": \"block_start\""), count(ml, "\"key\": \"block_stop\""));
+    }
+    EXPECT_TRUE(fs::exists(w.p("run/mlperf.log.failed-start-1")));
+    // The hint's flag exists and works.
+    const auto s = run_bertbench(cmd + " --skip_corrupt_records --output_dir=" + w.p("skip"));
+    EXPECT_EQ(s.exit_code, 0) << s.out;
+}
+
+TEST(DataSafetyCli, BadInputsFailBeforeTheFirstStep) {
+    const Workdir w("before");
+    const std::string data = golden("pretraining/public_128_s12345_d2.tfrecord");
+    const model::ParamTable table(model::BertConfig::from_json_file(w.p("bert_config.json")),
+                                  model::Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, 1);
+    const model::ParamInfo& q = table.at("bert/encoder/layer_1/attention/self/query/kernel");
+    params[q.offset + 77] = std::nanf("");
+    model::save_checkpoint(w.p("nan.safetensors"), table, params);
+    const auto r = run_bertbench(pretrain(w, w.p("run"), data) + " --init_checkpoint=" +
+                                 w.p("nan.safetensors"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("tensor bert/encoder/layer_1/attention/self/query/kernel: "
+                                     "value nan at flat index 77"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("run/mlperf.log")));
+    const auto e = run_bertbench("eval --init_checkpoint=" + w.p("nan.safetensors") +
+                                 " --input_file=" + data);
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_NE(error_line(e.out).find("flat index 77"), std::string::npos) << e.out;
+
+    // An eval set of another sequence length, although the first evaluation is far away.
+    const auto v = run_bertbench(pretrain(w, w.p("run2"), data) + " --do_eval --eval_input_file=" +
+                                 golden("eval_pick/public_512_eval100.tfrecord") +
+                                 " --eval_every_samples=1000000");
+    EXPECT_EQ(v.exit_code, 1) << v.out;
+    const std::string ve = error_line(v.out);
+    EXPECT_NE(ve.find("--eval_input_file"), std::string::npos) << ve;
+    EXPECT_NE(ve.find("public_512_eval100.tfrecord"), std::string::npos) << ve;
+    EXPECT_FALSE(fs::exists(w.p("run2/mlperf.log")));
+
+    // A stray file named like a checkpoint with a step beyond 64 bits.
+    fs::create_directories(w.p("run3"));
+    const std::string stray = w.p("run3/model.ckpt-99999999999999999999.safetensors");
+    std::ofstream(stray) << "x";
+    const auto c = run_bertbench(pretrain(w, w.p("run3"), data));
+    EXPECT_EQ(c.exit_code, 1) << c.out;
+    EXPECT_NE(error_line(c.out).find(stray), std::string::npos) << c.out;
+
+    // A damaged train_log.jsonl of a resumed run names the file and line.
+    ASSERT_EQ(run_bertbench(pretrain(w, w.p("run4"), data) + " --stop_steps=2").exit_code, 0);
+    std::ofstream(w.p("run4/train_log.jsonl")) << "{\"step\": \"two\"}\n";
+    const auto d = run_bertbench(pretrain(w, w.p("run4"), data));
+    EXPECT_EQ(d.exit_code, 1) << d.out;
+    EXPECT_NE(error_line(d.out).find("train_log.jsonl: line 1"), std::string::npos) << d.out;
+}
+
+}  // namespace
+}  // namespace bertbench
