@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "core/flags.hpp"
 #include "core/sysinfo.hpp"
+#include "ops/bf16.hpp"
 
 namespace bertbench::cli {
 
@@ -12,6 +13,10 @@ int cmd_version(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     nlohmann::json j = {{"build_info", sysinfo::build_info()},
                         {"system_info", sysinfo::system_info()}};
+    // What --dtype can use here: the CPU's native multiply precisions (CPUID), and the kernel the
+    // engine's bf16 GEMMs run on (oneDNN's, or the fp32 emulation).
+    j["system_info"]["native_precisions"] = ops::native_precisions();
+    j["system_info"]["bf16_gemm"] = ops::bf16_gemm_impl();
     std::cout << j.dump(2) << "\n";
     return 0;
 }

@@ -40,4 +40,21 @@ TEST(VersionCli, BuildInfoNamesTheBuiltCommit) {
     }
 }
 
+// The native precisions come from CPUID; /proc/cpuinfo's flags, read independently, must agree.
+TEST(VersionCli, NativePrecisionsMatchCpuinfo) {
+    const auto r = run_bertbench("version 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto si = nlohmann::json::parse(r.out)["system_info"];
+    const std::string native = si["native_precisions"];
+    EXPECT_EQ(native.rfind("fp32", 0), 0u) << native;
+    std::string flags = first_line("grep -m1 '^flags' /proc/cpuinfo");
+    flags.insert(0, 1, ' ');
+    flags.push_back(' ');
+    if (flags.size() < 10) GTEST_SKIP() << "no /proc/cpuinfo flags";
+    const bool bf16 = flags.find(" avx512_bf16 ") != std::string::npos ||
+                      flags.find(" amx_bf16 ") != std::string::npos;
+    EXPECT_EQ(native.find("bf16") != std::string::npos, bf16) << native << " vs" << flags;
+    EXPECT_FALSE(si["bf16_gemm"].get<std::string>().empty());
+}
+
 }  // namespace
