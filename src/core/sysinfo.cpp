@@ -38,6 +38,19 @@ int cpus_available() {
     return CPU_COUNT(&set);
 }
 
+uint64_t memory_bytes() {
+    const std::string mem = proc_field("/proc/meminfo", "MemTotal");  // "131891224 kB"
+    uint64_t bytes = mem.empty() ? 0 : std::stoull(mem) * 1024;
+    std::ifstream cg("/sys/fs/cgroup/memory.max");  // "max" or a byte count
+    std::string limit;
+    if (cg >> limit && !limit.empty() && limit.size() < 20 &&
+        limit.find_first_not_of("0123456789") == std::string::npos) {
+        const uint64_t l = std::stoull(limit);
+        if (bytes == 0 || l < bytes) bytes = l;
+    }
+    return bytes;
+}
+
 nlohmann::json system_info() {
     std::istringstream flags(proc_field("/proc/cpuinfo", "flags"));
     nlohmann::json isa = nlohmann::json::array();

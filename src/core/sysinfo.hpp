@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace bertbench::sysinfo {
@@ -10,6 +11,7 @@ namespace bertbench::sysinfo {
 double peak_rss_mb();           // VmHWM of this process, MiB
 std::string cpu_model();        // /proc/cpuinfo "model name"
 int cpus_available();           // CPUs this process may run on (sched affinity)
+uint64_t memory_bytes();        // physical memory (MemTotal, capped by a cgroup v2 memory.max)
 nlohmann::json system_info();   // cpu model, cores, ISA flags of interest, memory
 nlohmann::json build_info();    // version, git commit, compiler, flags, build type, sanitizer
 bool is_optimized_build();      // false for Debug or sanitizer builds (benchmarks warn)

@@ -4,10 +4,13 @@
 // the epoch: restore() replays the stream and skips the consumed records without decoding them.
 #include "data/pretrain_reader.hpp"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 #include "data/shard_source.hpp"
 
 namespace bertbench::data {
@@ -127,10 +130,33 @@ class RecordStream {
     std::unique_ptr<Rng> buffer_rng_;
 };
 
-// Appends one record to `batch`: the real tokens (input_mask == 1, which must be a prefix) and
-// the masked predictions with non-zero weight.
-void append(model::Batch& batch, const io::PretrainingRecord& r, const std::string& where) {
+std::vector<std::string> basenames(const std::vector<std::string>& files) {
+    std::vector<std::string> out;
+    for (const auto& f : files) out.push_back(std::filesystem::path(f).filename().string());
+    return out;
+}
+
+// The batch holds int32: an int64 id outside [0, 2^31) must be an error, not wrap (2^32 + 5
+// would become 5).
+int32_t checked_id(int64_t v, const char* feature, size_t index, const std::string& where) {
+    if (v < 0 || v > std::numeric_limits<int32_t>::max())
+        fail("{}: feature {}: expected an id in [0, 2^31), got {} at index {}", where, feature, v,
+             index);
+    return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord& r,
+                               const std::string& where) {
     const int T = static_cast<int>(r.input_mask.size());
+    if (r.input_ids.size() != r.input_mask.size() || r.segment_ids.size() != r.input_mask.size() ||
+        r.masked_lm_positions.size() != r.masked_lm_weights.size() ||
+        r.masked_lm_ids.size() != r.masked_lm_weights.size())
+        fail("{}: features: expected input_ids/input_mask/segment_ids of one length and "
+             "masked_lm_positions/ids/weights of one length, got {}/{}/{} and {}/{}/{}",
+             where, r.input_ids.size(), r.input_mask.size(), r.segment_ids.size(),
+             r.masked_lm_positions.size(), r.masked_lm_ids.size(), r.masked_lm_weights.size());
     int n = 0;
     while (n < T && r.input_mask[n] == 1) ++n;
     for (int i = n; i < T; ++i)
@@ -138,9 +164,33 @@ void append(model::Batch& batch, const io::PretrainingRecord& r, const std::stri
             fail("{}: feature input_mask: expected 1s followed by 0s, got {} at position {}", where,
                  r.input_mask[i], i);
     if (n == 0) fail("{}: feature input_mask: expected at least one real token, got none", where);
+    // Everything is checked before the batch is touched, so a bad record leaves it as it was.
+    for (int i = 0; i < n; ++i) {
+        checked_id(r.input_ids[i], "input_ids", i, where);
+        checked_id(r.segment_ids[i], "segment_ids", i, where);
+    }
+    for (size_t j = 0; j < r.masked_lm_weights.size(); ++j) {
+        const float w = r.masked_lm_weights[j];
+        if (!(w >= 0.0f && std::isfinite(w)))  // NaN, negative or infinite
+            fail("{}: feature masked_lm_weights: expected a finite weight >= 0, got {} at index {}",
+                 where, w, j);
+        if (w == 0.0f) continue;
+        const int64_t pos = r.masked_lm_positions[j];
+        if (pos < 0 || pos >= n)
+            fail(
+                "{}: feature masked_lm_positions: expected a position in [0, {}) (the real "
+                "tokens), got {} at index {}",
+                where, n, pos, j);
+        checked_id(r.masked_lm_ids[j], "masked_lm_ids", j, where);
+    }
+    if (r.next_sentence_labels != 0 && r.next_sentence_labels != 1)
+        fail("{}: feature next_sentence_labels: expected 0 or 1, got {}", where,
+             r.next_sentence_labels);
     if (batch.seq_offsets.empty()) batch.seq_offsets.push_back(0);
     const int32_t off = batch.seq_offsets.back();
     const int32_t b = batch.batch_size;
+    if (off > std::numeric_limits<int32_t>::max() - n)
+        fail("{}: batch: expected fewer than 2^31 tokens in one batch, got {} + {}", where, off, n);
     for (int i = 0; i < n; ++i) {
         batch.input_ids.push_back(static_cast<int32_t>(r.input_ids[i]));
         batch.segment_ids.push_back(static_cast<int32_t>(r.segment_ids[i]));
@@ -149,11 +199,6 @@ void append(model::Batch& batch, const io::PretrainingRecord& r, const std::stri
         const float w = r.masked_lm_weights[j];
         if (w == 0.0f) continue;  // padding prediction
         const int64_t pos = r.masked_lm_positions[j];
-        if (pos < 0 || pos >= n)
-            fail(
-                "{}: feature masked_lm_positions: expected a position in [0, {}) (the real "
-                "tokens), got {} at index {}",
-                where, n, pos, j);
         batch.masked_index.push_back(off + static_cast<int32_t>(pos));
         batch.masked_ids.push_back(static_cast<int32_t>(r.masked_lm_ids[j]));
         batch.masked_weights.push_back(w);
@@ -163,14 +208,6 @@ void append(model::Batch& batch, const io::PretrainingRecord& r, const std::stri
     batch.seq_offsets.push_back(off + n);
     batch.batch_size = b + 1;
 }
-
-std::vector<std::string> basenames(const std::vector<std::string>& files) {
-    std::vector<std::string> out;
-    for (const auto& f : files) out.push_back(std::filesystem::path(f).filename().string());
-    return out;
-}
-
-}  // namespace
 
 struct PretrainReader::Item {
     model::Batch batch;
@@ -270,7 +307,7 @@ void PretrainReader::produce(uint64_t epoch, uint64_t skip) {
                 const std::string where =
                     fmt::format("{}: record {}", c.files[raw.file], raw.index);
                 raw.record.decode(c.max_seq_length, c.max_predictions_per_seq, where, rec);
-                append(item->batch, rec, where);
+                append_pretraining_record(item->batch, rec, where);
                 ++item->records;
             }
             item->epoch = epoch;
@@ -329,7 +366,7 @@ void PretrainReader::restore(const nlohmann::json& s) {
     auto field = [&](const char* name) -> const nlohmann::json& {
         if (!s.is_object() || !s.contains(name))
             fail("[reader] cursor: expected field \"{}\", got {} (hint: not a reader state)", name,
-                 s.dump().substr(0, 200));
+                 json_safe::brief(s));
         return s.at(name);
     };
     auto same = [&](const char* name, const nlohmann::json& want) {
@@ -337,7 +374,7 @@ void PretrainReader::restore(const nlohmann::json& s) {
             fail(
                 "[reader] cursor: field {}: expected {} (this reader's config), got {} (hint: "
                 "resume with the same data and reader flags)",
-                name, want.dump().substr(0, 200), field(name).dump().substr(0, 200));
+                name, json_safe::brief(want), json_safe::brief(field(name)));
     };
     same("seed", c.seed);
     same("shuffle_buffer", c.shuffle_buffer);
@@ -347,7 +384,7 @@ void PretrainReader::restore(const nlohmann::json& s) {
     same("files", basenames(c.files));
     if (!field("epoch").is_number_unsigned() || !field("records_in_epoch").is_number_unsigned())
         fail("[reader] cursor: epoch/records_in_epoch: expected non-negative integers, got {}/{}",
-             field("epoch").dump(), field("records_in_epoch").dump());
+             json_safe::brief(field("epoch")), json_safe::brief(field("records_in_epoch")));
     stop();
     epoch_ = field("epoch").get<uint64_t>();
     records_in_epoch_ = field("records_in_epoch").get<uint64_t>();

@@ -18,9 +18,17 @@
 #include <thread>
 #include <vector>
 
+#include "io/example.hpp"
 #include "model/batch.hpp"
 
 namespace bertbench::data {
+
+// Appends one decoded record to an unpadded batch: its real tokens (input_mask == 1, which must
+// be a prefix) and the masked predictions with non-zero weight. Every value is checked before the
+// batch changes: ids in [0, 2^31) (the batch is int32), positions inside the real tokens, weights
+// finite and >= 0, next_sentence_labels 0 or 1; otherwise Error "<where>: feature <name>: ...".
+void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord& record,
+                               const std::string& where);
 
 struct PretrainReaderConfig {
     std::vector<std::string> files;    // already expanded (core/fs.hpp expand_globs)

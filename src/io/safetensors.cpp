@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 #include "core/fs.hpp"
 
 namespace bertbench::io {
@@ -270,7 +271,7 @@ void SafetensorsReader::parse() {
         const auto dt = v.find("dtype");
         if (dt == v.end() || !dt->is_string())
             fail("{}: tensor \"{}\": dtype: expected a string such as \"F32\", got {}", f, name,
-                 dt == v.end() ? "nothing" : dt->dump());
+                 dt == v.end() ? "nothing" : json_safe::brief(*dt));
         if (!parse_dtype(dt->get<std::string>(), &t.dtype))
             fail(
                 "{}: tensor \"{}\": dtype: expected one of F64 F32 F16 BF16 I64 I32 I16 I8 U8 "
@@ -279,13 +280,13 @@ void SafetensorsReader::parse() {
         const auto sh = v.find("shape");
         if (sh == v.end() || !sh->is_array())
             fail("{}: tensor \"{}\": shape: expected an array of sizes, got {}", f, name,
-                 sh == v.end() ? "nothing" : sh->dump());
+                 sh == v.end() ? "nothing" : json_safe::brief(*sh));
         // numel * dtype size must fit in the data section, so bound it while multiplying.
         uint64_t bytes = dtype_size(t.dtype);  // saturates at UINT64_MAX
         for (const auto& d : *sh) {
             if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
                 fail("{}: tensor \"{}\": shape: expected non-negative integers, got {}", f, name,
-                     sh->dump());
+                     json_safe::brief(*sh));
             const uint64_t x = d.get<uint64_t>();
             if (x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
                 fail("{}: tensor \"{}\": shape: dimension {} is too large", f, name, x);
@@ -299,7 +300,7 @@ void SafetensorsReader::parse() {
             fail(
                 "{}: tensor \"{}\": data_offsets: expected [begin, end] (non-negative integers), "
                 "got {}",
-                f, name, off == v.end() ? "nothing" : off->dump());
+                f, name, off == v.end() ? "nothing" : json_safe::brief(*off));
         const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
         if (b > e)
             fail("{}: tensor \"{}\": data_offsets: expected begin <= end, got [{}, {}]", f, name, b,

@@ -1,12 +1,17 @@
 // TFRecord reader and writer (framing: u64le length, masked CRC of it, payload, masked CRC).
 // The reader uses stdio buffering and checks the length against the file size before allocating,
-// so a corrupt length can never cause a huge allocation.
+// so a corrupt length can never cause a huge allocation. With skip_corrupt, resync() finds the next
+// record in one linear pass (no claimed payload is read twice; see there).
 #include "io/tfrecord.hpp"
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <queue>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -30,7 +35,41 @@ void store_u32le(unsigned char* p, uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
+// a·b modulo the CRC-32C polynomial, in the reflected bit order CRCs are kept in
+// (zlib's multmodp, crc32.c).
+uint32_t multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = (b & 1) ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
+}
+
 }  // namespace
+
+uint32_t crc32c_shift(uint32_t crc, uint64_t n) {
+    // x^(8n) mod P as a product over the bytes of n: table[j][v] = x^(8·v·256^j) mod P
+    // (8 x 256 entries, built once), so one shift costs at most 9 multiplications.
+    using Tables = std::array<std::array<uint32_t, 256>, 8>;
+    static const Tables table = [] {
+        Tables t{};
+        uint32_t step = 1u << 23;  // x^8, in the reflected order (x^0 is bit 31)
+        for (auto& row : t) {
+            row[0] = 1u << 31;  // x^0
+            for (size_t v = 1; v < 256; ++v) row[v] = multmodp(row[v - 1], step);
+            step = multmodp(row[255], step);  // x^(8·256^(j+1))
+        }
+        return t;
+    }();
+    for (size_t j = 0; n != 0; n >>= 8, ++j)
+        if (n & 0xFF) crc = multmodp(table[j][n & 0xFF], crc);
+    return crc;
+}
 
 // ---------------------------------------------------------------------------------------------
 TfRecordWriter::TfRecordWriter(const std::string& path)
@@ -91,29 +130,76 @@ bool TfRecordReader::read_at(uint64_t pos, void* dst, size_t n) {
     return true;
 }
 
-bool TfRecordReader::try_header_at(uint64_t pos, uint64_t& length) {
-    unsigned char header[kHeader];
-    if (!read_at(pos, header, kHeader)) return false;
-    if (masked_crc32c(header, 8) != load_u32le(header + 8)) return false;
-    length = load_u64le(header);
-    const uint64_t avail = size_ - pos - kHeader;  // read_at succeeded, so pos + 12 <= size_
-    return length <= avail && avail - length >= kFooter;
-}
-
 bool TfRecordReader::resync(uint64_t from) {
-    // Scan byte by byte for a header whose CRC matches and whose payload CRC matches too.
-    std::string payload;
-    for (uint64_t pos = from; pos + kHeader + kFooter <= size_; ++pos) {
-        uint64_t length = 0;
-        if (!try_header_at(pos, length)) continue;
-        payload.resize(length);
-        unsigned char footer[kFooter];
-        read_at(pos + kHeader, payload.data(), length);
-        read_at(pos + kHeader + length, footer, kFooter);
-        if (masked_crc32c(payload.data(), length) == load_u32le(footer)) {
-            offset_ = pos;
-            return true;
+    // One forward pass over [from, size_), in chunks. At every byte a 12-byte header is tried
+    // (length CRC, length within the rest of the file). A plausible header does not read its
+    // payload: it becomes a pending candidate, checked when the pass reaches the payload's end,
+    // with the payload's CRC derived from the running CRC of the pass at its start and end
+    // (crc(D) = C(end) ^ C(start)·x^(8·len)). The first candidate whose data CRC matches when
+    // its payload ends wins (the earliest-starting one if several end together); candidates
+    // still open then overlap it and are dropped. Work: each byte is read and checksummed a
+    // bounded number of times, whatever the file claims.
+    struct Candidate {
+        uint64_t end;      // file offset of the payload's end (the data CRC follows)
+        uint64_t start;    // file offset of the header
+        uint32_t shifted;  // C(payload start) advanced over the payload's length
+    };
+    const auto later = [](const Candidate& a, const Candidate& b) {
+        return a.end != b.end ? a.end > b.end : a.start > b.start;
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> open(later);
+    size_t chunk = 512;  // doubles up to 64 KiB: a record found early costs a short read
+    constexpr size_t kMaxOpen = size_t{1} << 22;  // ~100 MB of candidates
+    std::vector<unsigned char> buf;  // file bytes [base, base + buf.size())
+    uint64_t base = from;
+    uint32_t crc = 0;          // CRC-32C of the file bytes [from, crc_pos)
+    uint64_t crc_pos = from;
+    const auto crc_to = [&](uint64_t x) {  // advance the running CRC to x (bytes in buf)
+        crc = crc32c(buf.data() + (crc_pos - base), x - crc_pos, crc);
+        checksummed_ += x - crc_pos;
+        crc_pos = x;
+    };
+    for (uint64_t x = from; x + kFooter <= size_; ++x) {
+        if (x + kHeader > base + buf.size() && base + buf.size() < size_) {
+            crc_to(x);  // bytes before x are about to leave the window
+            buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(x - base));
+            base = x;
+            const size_t have = buf.size();
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size_ - (base + have)));
+            chunk = std::min<size_t>(2 * chunk, 1 << 16);
+            buf.resize(have + n);
+            read_at(base + have, buf.data() + have, n);
+            bytes_read_ += n;
         }
+        const unsigned char* here = buf.data() + (x - base);
+        // Candidates whose payload ends at x: the data CRC sits at x (4 bytes, in the window).
+        if (!open.empty() && open.top().end == x) {
+            crc_to(x);
+            const uint32_t want = load_u32le(here);
+            while (!open.empty() && open.top().end == x) {
+                const Candidate c = open.top();
+                open.pop();
+                if (mask_crc(crc ^ c.shifted) == want) {
+                    offset_ = c.start;
+                    return true;
+                }
+            }
+        }
+        if (x + kHeader + kFooter > size_) continue;
+        checksummed_ += 8;
+        if (masked_crc32c(here, 8) != load_u32le(here + 8)) continue;
+        const uint64_t length = load_u64le(here);
+        const uint64_t avail = size_ - x - kHeader;
+        if (length > avail || avail - length < kFooter) continue;  // longer than the file
+        crc_to(x);
+        const uint32_t at_payload = crc32c(here, kHeader, crc);  // C(x + 12)
+        checksummed_ += kHeader;
+        open.push({x + kHeader + length, x, crc32c_shift(at_payload, length)});
+        if (open.size() > kMaxOpen)
+            fail(
+                "[tfrecord] {}: resynchronising after byte {}: more than {} overlapping record "
+                "headers with valid length CRCs (expected TFRecord data, got something crafted)",
+                path_, from, kMaxOpen);
     }
     offset_ = size_;
     return false;
@@ -133,6 +219,8 @@ bool TfRecordReader::next(std::string& payload) {
             offset_ = size_;
             return false;
         }
+        bytes_read_ += kHeader;
+        checksummed_ += 8;
         const uint32_t want_len_crc = load_u32le(header + 8);
         const uint32_t got_len_crc = masked_crc32c(header, 8);
         if (want_len_crc != got_len_crc) {
@@ -164,6 +252,8 @@ bool TfRecordReader::next(std::string& payload) {
         unsigned char footer[kFooter];
         read_at(offset_ + kHeader, payload.data(), length);
         read_at(offset_ + kHeader + length, footer, kFooter);
+        bytes_read_ += length + kFooter;
+        checksummed_ += length;
         const uint32_t want = load_u32le(footer);
         const uint32_t got = masked_crc32c(payload.data(), length);
         if (want != got) {

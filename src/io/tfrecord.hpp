@@ -37,7 +37,8 @@ class TfRecordWriter {
 class TfRecordReader {
   public:
     // skip_corrupt: a record whose length or data CRC does not match is skipped and counted
-    // (after a bad length header the reader resynchronises on the next valid record header);
+    // (after a bad length header the reader resynchronises on the next valid record: header CRC,
+    // length within the file and data CRC all match; linear time whatever the file claims);
     // a truncated tail ends the file. Otherwise each of these throws Error.
     explicit TfRecordReader(const std::string& path, bool skip_corrupt = false);
     ~TfRecordReader();
@@ -51,6 +52,10 @@ class TfRecordReader {
     uint64_t index() const { return index_; }    // index of the record next() reads next
     uint64_t offset() const { return offset_; }  // byte offset of that record
     uint64_t corrupt_skipped() const { return corrupt_skipped_; }
+    // Work done so far, for tests: bytes read from the file and bytes run through CRC-32C.
+    // Both stay within a small multiple of the file size, even while resynchronising.
+    uint64_t bytes_read() const { return bytes_read_; }
+    uint64_t bytes_checksummed() const { return checksummed_; }
     uint64_t file_size() const { return size_; }
     const std::string& path() const { return path_; }
     // Positions the reader at a record boundary previously reported by offset()/index().
@@ -58,16 +63,22 @@ class TfRecordReader {
 
   private:
     bool read_at(uint64_t pos, void* dst, size_t n);     // false if the file ends before pos + n
-    bool try_header_at(uint64_t pos, uint64_t& length);  // header CRC ok and length fits
-    bool resync(uint64_t from);  // with skip_corrupt: find the next valid record at or after `from`
+    // With skip_corrupt: the next valid record at or after `from` (the first one to end), in one
+    // linear pass (see tfrecord.cpp).
+    bool resync(uint64_t from);
 
     std::string path_;
     std::FILE* file_ = nullptr;
     uint64_t size_ = 0;
     uint64_t pos_ = 0;  // current position of file_ (avoids redundant fseek)
     uint64_t index_ = 0, offset_ = 0, corrupt_skipped_ = 0;
+    uint64_t bytes_read_ = 0, checksummed_ = 0;
     bool skip_corrupt_ = false;
 };
+
+// The CRC-32C register advanced over n zero bytes: crc32c(a ++ b) ==
+// crc32c_shift(crc32c(a), b.size()) ^ crc32c(b) (zlib's crc32_combine). O(log n).
+uint32_t crc32c_shift(uint32_t crc, uint64_t n);
 
 // Number of records in a file (reads every record, checking CRCs).
 uint64_t count_tfrecords(const std::string& path, bool skip_corrupt = false);

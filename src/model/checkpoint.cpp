@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 
 namespace bertbench::model {
 namespace {
@@ -120,9 +121,9 @@ BertConfig CheckpointReader::config() const {
             "{}: __metadata__: expected a \"bert_config\" entry, got none (hint: not a bertbench "
             "checkpoint; give --bert_config_file)",
             path());
-    const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
-    if (j.is_discarded())
-        fail("{}: __metadata__[\"bert_config\"]: expected JSON, got invalid text", path());
+    const nlohmann::json j =
+        json_safe::parse(it->second, path() + ": __metadata__[\"bert_config\"]",
+                         "a JSON object (the model's bert_config)");
     BertConfig c = BertConfig::from_json(j, path() + ": bert_config");
     c.validate(path() + ": bert_config");
     return c;

@@ -5,10 +5,12 @@
 #include "model/config.hpp"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 
 namespace bertbench::model {
@@ -37,13 +39,18 @@ int get_int(const nlohmann::json& j, const char* key, int fallback, const std::s
         const double d = v.get<double>();
         if (d == std::floor(d) && std::abs(d) < 2147483647.0) return static_cast<int>(d);
         fail("{}: {}: expected an integer, got {} (hint: sizes are whole numbers)", where, key,
-             v.dump());
+             json_safe::brief(v));
     }
     if (!v.is_number_integer())
-        fail("{}: {}: expected an integer, got {} {}", where, key, type_name(v), v.dump());
+        fail("{}: {}: expected an integer, got {} {}", where, key, type_name(v),
+             json_safe::brief(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{std::numeric_limits<int>::max()})
+        fail("{}: {}: expected an integer that fits in 32 bits, got {}", where, key,
+             json_safe::brief(v));
     const int64_t x = v.get<int64_t>();
     if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-        fail("{}: {}: expected an integer that fits in 32 bits, got {}", where, key, v.dump());
+        fail("{}: {}: expected an integer that fits in 32 bits, got {}", where, key,
+             json_safe::brief(v));
     return static_cast<int>(x);
 }
 
@@ -52,7 +59,8 @@ float get_float(const nlohmann::json& j, const char* key, float fallback,
     if (!j.contains(key)) return fallback;
     const nlohmann::json& v = j.at(key);
     if (!v.is_number())
-        fail("{}: {}: expected a number, got {} {}", where, key, type_name(v), v.dump());
+        fail("{}: {}: expected a number, got {} {}", where, key, type_name(v),
+             json_safe::brief(v));
     return static_cast<float>(v.get<double>());
 }
 
@@ -73,6 +81,18 @@ BertConfig BertConfig::preset(const std::string& name) {
 
 BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, type_name(j));
+    // The sizes that define the model have no default in a file (a silent BERT-base would hide a
+    // typo); the rest default to the reference's values.
+    std::string missing;
+    for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers",
+                            "num_attention_heads", "intermediate_size"})
+        if (!j.contains(key)) missing += (missing.empty() ? "" : ", ") + std::string(key);
+    if (!missing.empty())
+        fail(
+            "{}: expected the fields vocab_size, hidden_size, num_hidden_layers, "
+            "num_attention_heads and intermediate_size, got no {} (hint: a bert_config.json "
+            "states every size of the model; or use --model=<preset>)",
+            where, missing);
     BertConfig c;
     c.vocab_size = get_int(j, "vocab_size", c.vocab_size, where);
     c.hidden_size = get_int(j, "hidden_size", c.hidden_size, where);
@@ -90,7 +110,8 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
     if (j.contains("hidden_act")) {
         const nlohmann::json& v = j.at("hidden_act");
         if (!v.is_string())
-            fail("{}: hidden_act: expected a string, got {} {}", where, type_name(v), v.dump());
+            fail("{}: hidden_act: expected a string, got {} {}", where, type_name(v),
+                 json_safe::brief(v));
         c.hidden_act = v.get<std::string>();
         // HF ACT2FN: "gelu" is the erf form and "gelu_new" the tanh form.
         if (hf && c.hidden_act == "gelu") c.hidden_act = "gelu_erf";
@@ -106,10 +127,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
     const std::string text = read_file(path);
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded())
-        fail("{}: expected a JSON object (bert_config.json), got text that is not valid JSON",
-             path);
+    const nlohmann::json j = json_safe::parse(text, path, "a JSON object (bert_config.json)");
     BertConfig c = from_json(j, path);
     c.validate(path);
     return c;
@@ -143,6 +161,25 @@ void BertConfig::validate(const std::string& where) const {
     };
     for (const auto& [name, value] : sizes)
         if (value <= 0) fail("{}: {}: expected a positive integer, got {}", where, name, value);
+    // Upper bounds far above any published BERT (large: V 30522, H 1024, L 24, A 16, I 4096,
+    // 512 positions) that keep every size product well inside 64 bits; ParamTable then checks
+    // the total against the machine's memory.
+    const std::pair<const char*, int> limits[] = {
+        {"vocab_size", kMaxVocabSize},
+        {"hidden_size", kMaxHiddenSize},
+        {"num_hidden_layers", kMaxLayers},
+        {"num_attention_heads", kMaxAttentionHeads},
+        {"intermediate_size", kMaxIntermediateSize},
+        {"max_position_embeddings", kMaxPositions},
+        {"type_vocab_size", kMaxTypeVocabSize},
+    };
+    for (size_t i = 0; i < std::size(sizes); ++i)
+        if (sizes[i].second > limits[i].second)
+            fail(
+                "{}: {}: expected at most {}, got {} (hint: bertbench bounds every size; BERT-large "
+                "has vocab_size 30522, hidden_size 1024, 24 layers, 16 heads, intermediate_size "
+                "4096)",
+                where, sizes[i].first, limits[i].second, sizes[i].second);
     if (hidden_size % num_attention_heads != 0)
         fail(
             "{}: hidden_size: expected a multiple of num_attention_heads ({}), got {} "
@@ -159,8 +196,8 @@ void BertConfig::validate(const std::string& where) const {
         fail("{}: initializer_range: expected a positive number, got {}", where, initializer_range);
     if (hidden_act != "gelu" && hidden_act != "gelu_new" && hidden_act != "gelu_erf" &&
         hidden_act != "relu")
-        fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got \"{}\"", where,
-             hidden_act);
+        fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got {}", where,
+             json_safe::quoted(hidden_act));
 }
 
 }  // namespace bertbench::model

@@ -8,6 +8,16 @@
 
 namespace bertbench::model {
 
+// Upper bounds validate() enforces (far above any published BERT; they keep the parameter
+// table's size products inside 64 bits).
+inline constexpr int kMaxVocabSize = 1 << 24;
+inline constexpr int kMaxHiddenSize = 1 << 16;
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxAttentionHeads = 1 << 12;
+inline constexpr int kMaxIntermediateSize = 1 << 18;
+inline constexpr int kMaxPositions = 1 << 17;
+inline constexpr int kMaxTypeVocabSize = 1 << 16;
+
 struct BertConfig {
     int vocab_size = 30522;
     int hidden_size = 768;
@@ -27,13 +37,16 @@ struct BertConfig {
     // tiny (L2 H128 A2 I512), mini (L4 H256 A4 I1024), small (L4 H512 A8 I2048),
     // medium (L8 H512 A8 I2048), base (L12 H768 A12 I3072), large (L24 H1024 A16 I4096).
     static BertConfig preset(const std::string& name);  // Error naming the unknown preset
-    // Reads bert_config.json; unknown keys are ignored (as the reference does), missing keys keep
-    // their defaults, wrong types or values are an Error naming the file and field.
+    // Reads bert_config.json; unknown keys are ignored (as the reference does); vocab_size,
+    // hidden_size, num_hidden_layers, num_attention_heads and intermediate_size are required (an
+    // Error names the missing ones), other missing keys keep their defaults; wrong types or values
+    // are an Error naming the file and field. Nesting deeper than 64 levels is an Error.
     static BertConfig from_json_file(const std::string& path);
     static BertConfig from_json(const nlohmann::json& j, const std::string& where);
     nlohmann::json to_json() const;
     // Throws Error("<where>: <field>: expected ..., got ...") on an inconsistent config
-    // (hidden_size not divisible by heads, non-positive sizes, dropout outside [0,1), unknown act).
+    // (hidden_size not divisible by heads, non-positive sizes or sizes above the kMax* bounds,
+    // dropout outside [0,1), unknown act).
     void validate(const std::string& where) const;
 };
 

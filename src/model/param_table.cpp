@@ -6,11 +6,14 @@
 // on the heads present or on the thread count.
 #include "model/param_table.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "core/error.hpp"
+#include "core/sysinfo.hpp"
 
 namespace bertbench::model {
 namespace {
@@ -39,6 +42,53 @@ Init init_kind(const std::string& name) {
     return Init::truncated_normal;  // embeddings, kernels, output_weights
 }
 
+// a * b and a + b, or an Error: the config's bounds keep them far inside 64 bits, but a table
+// whose sizes wrapped around would hand out overlapping views of a too-small buffer.
+size_t checked_mul(size_t a, size_t b) {
+    size_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r))
+        fail("model config: parameter sizes overflow 64 bits ({} x {})", a, b);
+    return r;
+}
+size_t checked_add(size_t a, size_t b) {
+    size_t r = 0;
+    if (__builtin_add_overflow(a, b, &r))
+        fail("model config: parameter sizes overflow 64 bits ({} + {})", a, b);
+    return r;
+}
+
+// Error if the parameters alone (fp32) exceed the machine's memory, naming the part of the model
+// that dominates, before anything is allocated.
+void check_fits_in_memory(const BertConfig& c, size_t total_floats) {
+    const uint64_t memory = sysinfo::memory_bytes();
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double need = static_cast<double>(total_floats) * sizeof(float);
+    if (memory == 0 || need <= static_cast<double>(memory)) return;
+    const double H = c.hidden_size, I = c.intermediate_size;
+    const std::pair<double, std::string> parts[] = {
+        {c.vocab_size * H,
+         fmt::format("word embeddings: vocab_size {} x hidden_size {}", c.vocab_size,
+                     c.hidden_size)},
+        {c.max_position_embeddings * H,
+         fmt::format("position embeddings: max_position_embeddings {} x hidden_size {}",
+                     c.max_position_embeddings, c.hidden_size)},
+        {c.type_vocab_size * H,
+         fmt::format("token type embeddings: type_vocab_size {} x hidden_size {}",
+                     c.type_vocab_size, c.hidden_size)},
+        {c.num_hidden_layers * (4 * H * H + 2 * H * I),
+         fmt::format("encoder: num_hidden_layers {} x (4 x hidden_size {}^2 + 2 x hidden_size x "
+                     "intermediate_size {})",
+                     c.num_hidden_layers, c.hidden_size, c.intermediate_size)},
+    };
+    const auto* big = &parts[0];
+    for (const auto& p : parts)
+        if (p.first > big->first) big = &p;
+    fail(
+        "model config: the parameters need {:.1f} GiB, more than this machine's {:.1f} GiB of "
+        "memory; most of it is the {} = {:.1f} GiB (hint: check bert_config.json)",
+        need / gib, static_cast<double>(memory) / gib, big->second, big->first * 4 / gib);
+}
+
 }  // namespace
 
 ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config), heads_(heads) {
@@ -47,13 +97,14 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
     auto add = [&](std::string name, std::vector<int64_t> shape) {
         ParamInfo p;
         p.size = 1;
-        for (int64_t d : shape) p.size *= static_cast<size_t>(d);
+        for (int64_t d : shape) p.size = checked_mul(p.size, static_cast<size_t>(d));
         p.decay = !excluded_from_decay(name);
         p.name = std::move(name);
         p.shape = std::move(shape);
         p.offset = total_;
         index_[p.name] = entries_.size();
-        total_ += (p.size + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+        total_ = checked_add(total_, checked_add(p.size, kAlignFloats - 1) / kAlignFloats *
+                                         kAlignFloats);
         entries_.push_back(std::move(p));
     };
     add("bert/embeddings/word_embeddings", {V, H});
@@ -92,6 +143,7 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
         add("cls/squad/output_weights", {2, H});
         add("cls/squad/output_bias", {2});
     }
+    check_fits_in_memory(config, total_);
 }
 
 const ParamInfo* ParamTable::find(const std::string& name) const {

@@ -25,6 +25,7 @@
 #include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "data/pretrain_reader.hpp"
@@ -485,7 +486,9 @@ void Run::load_or_init() {
             if (it == md.end())
                 fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint "
                      "written by bertbench pretrain)", resume_from_, key);
-            return json::parse(it->second);
+            return json_safe::parse(it->second,
+                                    fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
+                                    "JSON written by bertbench pretrain");
         };
         state_ = TrainState::from_json(get("train_state"));
         const json old_flags = get("flags");
@@ -494,7 +497,8 @@ void Run::load_or_init() {
             if (old_flags.contains(k) && flags_json_.contains(k) && old_flags[k] != flags_json_[k])
                 fail("--{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
                      "a new --output_dir for a different run)",
-                     k, old_flags[k].dump(), resume_from_, flags_json_[k].dump());
+                     k, json_safe::brief(old_flags[k]), resume_from_,
+                     json_safe::brief(flags_json_[k]));
         if (o_.do_train) reader_state_ = get("reader_state");
         last_saved_step_ = steps[0];
         last_checkpoint_ = resume_from_;

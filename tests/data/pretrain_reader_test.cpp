@@ -6,12 +6,19 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "core/error.hpp"
+#include "io/example.hpp"
+#include "io/tfrecord.hpp"
 
 namespace bertbench::data {
 namespace {
@@ -240,6 +247,115 @@ TEST(PretrainReader, SchemaErrorNamesFileAndRecord) {
             << m;
     }
     EXPECT_FALSE(r.next(b));
+}
+
+// A small valid record (T = 8 tokens, P = 3 predictions, 5 real tokens).
+io::PretrainingRecord small_record() {
+    io::PretrainingRecord r;
+    r.input_ids = {101, 7, 8, 102, 9, 0, 0, 0};
+    r.input_mask = {1, 1, 1, 1, 1, 0, 0, 0};
+    r.segment_ids = {0, 0, 0, 0, 1, 0, 0, 0};
+    r.masked_lm_positions = {1, 4, 0};
+    r.masked_lm_ids = {17, 19, 0};
+    r.masked_lm_weights = {1.0f, 1.0f, 0.0f};
+    r.next_sentence_labels = 1;
+    return r;
+}
+
+// The error PretrainReader gives for a one-record file holding `rec` (or "" if it reads).
+std::string reader_error(const io::PretrainingRecord& rec, const std::string& path) {
+    {
+        io::TfRecordWriter w(path);
+        w.write(io::encode_example(io::pretraining_example(rec)));
+        w.close();
+    }
+    PretrainReaderConfig c;
+    c.files = {path};
+    c.training = false;
+    c.batch_size = 1;
+    c.max_seq_length = 8;
+    c.max_predictions_per_seq = 3;
+    PretrainReader r(c);
+    model::Batch b;
+    try {
+        while (r.next(b)) {
+        }
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// int64 ids narrowed to the batch's int32 used to wrap (2^32 + 5 read as 5), and NaN or negative
+// masked_lm_weights reached the loss. Each is now an error naming the file, record and feature,
+// and the batch is left as it was.
+TEST(PretrainReader, RejectsIdsOutsideInt32AndBadWeights) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("bb_narrow_" + std::to_string(getpid()) + ".tfrecord"))
+                                 .string();
+    ASSERT_EQ(reader_error(small_record(), path), "");
+    struct Case {
+        std::function<void(io::PretrainingRecord&)> damage;
+        const char* expected;
+    };
+    const int64_t wrap = (int64_t{1} << 32) + 5;
+    const Case cases[] = {
+        {[&](auto& r) { r.input_ids[2] = wrap; }, "feature input_ids: expected an id in [0, 2^31)"},
+        {[&](auto& r) { r.input_ids[0] = -1; }, "feature input_ids"},
+        {[&](auto& r) { r.segment_ids[1] = wrap; }, "feature segment_ids"},
+        {[&](auto& r) { r.masked_lm_ids[1] = wrap; }, "feature masked_lm_ids"},
+        {[&](auto& r) { r.masked_lm_ids[0] = INT64_MIN; }, "feature masked_lm_ids"},
+        {[&](auto& r) { r.masked_lm_positions[0] = wrap; }, "feature masked_lm_positions"},
+        {[&](auto& r) { r.masked_lm_weights[0] = std::nanf(""); }, "feature masked_lm_weights"},
+        {[&](auto& r) { r.masked_lm_weights[2] = -1.0f; }, "feature masked_lm_weights"},
+        {[&](auto& r) { r.masked_lm_weights[1] = INFINITY; }, "feature masked_lm_weights"},
+        {[&](auto& r) { r.next_sentence_labels = wrap; }, "feature next_sentence_labels"},
+    };
+    for (const Case& c : cases) {
+        io::PretrainingRecord rec = small_record();
+        c.damage(rec);
+        const std::string e = reader_error(rec, path);
+        EXPECT_NE(e.find(path + ": record 0: "), std::string::npos) << e;
+        EXPECT_NE(e.find(c.expected), std::string::npos) << e;
+        model::Batch b;
+        b.seq_offsets.push_back(0);
+        EXPECT_THROW(append_pretraining_record(b, rec, "r"), Error);
+        EXPECT_EQ(b.batch_size, 0);
+        EXPECT_TRUE(b.input_ids.empty() && b.masked_ids.empty());
+    }
+    std::filesystem::remove(path);
+}
+
+// A reader state from a checkpoint is untrusted: values nested ~70,000 levels deep used to
+// overflow the stack in restore()'s error path (it serialised them); messages are short now.
+TEST(PretrainReader, RestoreDescribesHugeValuesBriefly) {
+    PretrainReaderConfig c;
+    c.files = multi_shards();
+    PretrainReader r(c);
+    nlohmann::json deep = 0;
+    for (int i = 0; i < 70000; ++i) {
+        nlohmann::json outer = nlohmann::json::array();
+        outer.push_back(std::move(deep));
+        deep = std::move(outer);
+    }
+    nlohmann::json s = r.state();
+    s["seed"] = std::move(deep);
+    std::string e;
+    try {
+        r.restore(s);
+    } catch (const Error& err) {
+        e = err.what();
+    }
+    EXPECT_NE(e.find("field seed: expected 12345"), std::string::npos) << e.substr(0, 300);
+    EXPECT_LT(e.size(), 400u);
+    s = r.state();
+    s["files"] = std::string(1 << 20, 'f');
+    try {
+        r.restore(s);
+        FAIL() << "no error";
+    } catch (const Error& err) {
+        EXPECT_LT(std::string(err.what()).size(), 400u);
+    }
 }
 
 }  // namespace

@@ -236,5 +236,34 @@ TEST(Checkpoint, HfNameMap) {
         EXPECT_FALSE(hf_to_tf_name(bad, &m)) << bad;
 }
 
+// The JSON inside a checkpoint's metadata is untrusted input too: a bert_config nested ~70,000
+// levels deep used to overflow the stack (the error path serialised it recursively).
+TEST(Checkpoint, DeeplyNestedConfigMetadataIsAnError) {
+    TmpDir dir;
+    const ParamTable table(small_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 1);
+    const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+    const std::string path = dir.file("deep.safetensors");
+    save_checkpoint(path, table, w, {{"bert_config", R"({"hidden_size": )" + deep + "}"}});
+    std::string e = error_of([&] { CheckpointReader(path).config(); });
+    EXPECT_NE(e.find(path), std::string::npos) << e.substr(0, 300);
+    EXPECT_NE(e.find("bert_config"), std::string::npos) << e.substr(0, 300);
+    EXPECT_NE(e.find("nested deeper than 64 levels"), std::string::npos) << e.substr(0, 300);
+    EXPECT_LT(e.size(), 400u);
+    e = error_of([&] { load_checkpoint(path, table, w); });
+    EXPECT_NE(e.find("nested deeper than 64 levels"), std::string::npos) << e.substr(0, 300);
+    // Not JSON at all, and a config whose value is a long string: short messages as well.
+    save_checkpoint(path, table, w, {{"bert_config", "{\"hidden_size\": "}});
+    e = error_of([&] { CheckpointReader(path).config(); });
+    EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+    nlohmann::json j = small_config().to_json();
+    j["hidden_size"] = std::string(1 << 20, '7');
+    save_checkpoint(path, table, w, {{"bert_config", j.dump()}});
+    e = error_of([&] { CheckpointReader(path).config(); });
+    EXPECT_NE(e.find("hidden_size: expected an integer"), std::string::npos) << e.substr(0, 300);
+    EXPECT_LT(e.size(), 400u);
+}
+
 }  // namespace
 }  // namespace bertbench::model

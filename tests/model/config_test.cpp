@@ -83,6 +83,8 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         const char* field;
         const char* expected;  // a fragment of the message
     };
+    // Each case's fields are merged over a complete BERT-base config (the five sizes are
+    // required, see RequiredFieldsAndUpperBounds).
     const Case cases[] = {
         {R"({"hidden_size": 100, "num_attention_heads": 12})", "hidden_size", "multiple of"},
         {R"({"hidden_act": "swish"})", "hidden_act", "\"swish\""},
@@ -98,7 +100,14 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         {R"({"hidden_size": )", "", "not valid JSON"},
     };
     for (const Case& c : cases) {
-        write_file_atomic(path, c.json);
+        nlohmann::json j = nlohmann::json::parse(c.json, nullptr, false);
+        if (j.is_object()) {
+            nlohmann::json full = BertConfig::preset("base").to_json();
+            full.update(j);
+            write_file_atomic(path, full.dump());
+        } else {
+            write_file_atomic(path, c.json);
+        }
         const std::string e = error_of([&] { BertConfig::from_json_file(path); });
         ASSERT_FALSE(e.empty()) << c.json;
         EXPECT_EQ(e.find('\n'), std::string::npos) << e;  // one line
@@ -107,10 +116,107 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         EXPECT_NE(e.find(c.expected), std::string::npos) << e;
     }
     // Unknown keys are ignored, as in the reference; 768.0 is accepted as 768.
-    write_file_atomic(path, R"({"hidden_size": 768.0, "directionality": "bidi"})");
+    write_file_atomic(path, R"({"hidden_size": 768.0, "directionality": "bidi", "vocab_size": 99,
+        "num_hidden_layers": 2, "num_attention_heads": 12, "intermediate_size": 64})");
     EXPECT_EQ(BertConfig::from_json_file(path).hidden_size, 768);
     std::remove(path.c_str());
     EXPECT_NE(error_of([&] { BertConfig::from_json_file(path); }).find(path), std::string::npos);
+}
+
+// The sizes that define a model must be in the file: a bert_config.json without them used to
+// give a silent BERT-base. The error names every missing one.
+TEST(BertConfig, RequiredFieldsAreNamed) {
+    testing::TmpDir dir;
+    const std::string path = dir.file("bert_config.json");
+    write_file_atomic(path, R"({"hidden_size": 128, "num_attention_heads": 2})");
+    const std::string e = error_of([&] { BertConfig::from_json_file(path); });
+    EXPECT_NE(e.find(path), std::string::npos) << e;
+    EXPECT_NE(e.find("got no vocab_size, num_hidden_layers, intermediate_size"), std::string::npos)
+        << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    nlohmann::json j = BertConfig::preset("tiny").to_json();
+    for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers",
+                            "num_attention_heads", "intermediate_size"}) {
+        nlohmann::json k = j;
+        k.erase(key);
+        const std::string ek = error_of([&] { BertConfig::from_json(k, "cfg"); });
+        EXPECT_NE(ek.find(std::string("got no ") + key), std::string::npos) << ek;
+    }
+    // The others keep the reference's defaults.
+    for (const char* key : {"max_position_embeddings", "type_vocab_size", "hidden_act",
+                            "hidden_dropout_prob", "initializer_range"})
+        j.erase(key);
+    const BertConfig c = BertConfig::from_json(j, "cfg");
+    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_EQ(c.type_vocab_size, 2);
+    EXPECT_EQ(c.hidden_act, "gelu");
+}
+
+// Every size has an upper bound (the issue's 27-byte {"hidden_size":1701732156} passed
+// validation and wrapped size_t in the parameter table); a value past 32 bits is named too.
+TEST(BertConfig, UpperBoundsNameTheField) {
+    const nlohmann::json base = BertConfig::preset("tiny").to_json();
+    struct Case {
+        const char* field;
+        int64_t value;
+        const char* expected;
+    };
+    const Case cases[] = {
+        {"hidden_size", 1701732156, "at most 65536, got 1701732156"},
+        {"num_hidden_layers", 2000000000, "at most 1024, got 2000000000"},
+        {"vocab_size", 1 << 30, "at most 16777216"},
+        {"intermediate_size", 1 << 20, "at most 262144"},
+        {"max_position_embeddings", 1 << 20, "at most 131072"},
+        {"type_vocab_size", 1 << 20, "at most 65536"},
+        {"num_attention_heads", 1 << 13, "at most 4096"},
+        {"hidden_size", int64_t{1} << 33, "fits in 32 bits"},
+    };
+    for (const Case& c : cases) {
+        nlohmann::json j = base;
+        j[c.field] = c.value;
+        if (std::string(c.field) == "num_attention_heads") j["hidden_size"] = 1 << 14;
+        const std::string e = error_of([&] { BertConfig::from_json(j, "cfg").validate("cfg"); });
+        EXPECT_NE(e.find(std::string("cfg: ") + c.field), std::string::npos) << e;
+        EXPECT_NE(e.find(c.expected), std::string::npos) << e;
+    }
+    nlohmann::json j = base;
+    j["hidden_size"] = uint64_t{1} << 63;  // an unsigned JSON number
+    EXPECT_NE(error_of([&] { BertConfig::from_json(j, "cfg"); }).find("fits in 32 bits"),
+              std::string::npos);
+    for (const char* name : {"tiny", "mini", "small", "medium", "base", "large"})
+        EXPECT_NO_THROW(BertConfig::preset(name).validate(name));
+}
+
+// A value nested ~70,000 levels deep (200 KB) used to overflow the stack (the error path
+// serialised it recursively). Now parsing stops at 64 levels with a one-line error, and no
+// message ever carries an unbounded value.
+TEST(BertConfig, DeepNestingAndHugeValuesGiveShortErrors) {
+    testing::TmpDir dir;
+    const std::string path = dir.file("bert_config.json");
+    const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+    write_file_atomic(path, R"({"hidden_size": )" + deep + "}");
+    std::string e = error_of([&] { BertConfig::from_json_file(path); });
+    EXPECT_NE(e.find(path), std::string::npos) << e;
+    EXPECT_NE(e.find("nested deeper than 64 levels"), std::string::npos) << e.substr(0, 300);
+    // 60 levels parse; the type error describes the value briefly.
+    nlohmann::json j = BertConfig::preset("tiny").to_json();
+    const std::string nested = std::string(60, '[') + std::string(60, ']');
+    write_file_atomic(path, R"({"vocab_size": 10, "num_hidden_layers": 1, "num_attention_heads": 1,
+        "intermediate_size": 4, "hidden_size": )" + nested + "}");
+    e = error_of([&] { BertConfig::from_json_file(path); });
+    EXPECT_NE(e.find("hidden_size: expected an integer, got array"), std::string::npos) << e;
+    EXPECT_LT(e.size(), 400u) << e;
+    j["hidden_act"] = std::string(100000, 'x');
+    e = error_of([&] { BertConfig::from_json(j, "cfg").validate("cfg"); });
+    EXPECT_NE(e.find("hidden_act"), std::string::npos) << e.substr(0, 300);
+    EXPECT_NE(e.find("(100000 bytes)"), std::string::npos) << e.substr(0, 300);
+    EXPECT_LT(e.size(), 400u);
+    j = BertConfig::preset("tiny").to_json();
+    j["hidden_size"] = nlohmann::json::array();
+    for (int i = 0; i < 100000; ++i) j["hidden_size"].push_back(i);
+    e = error_of([&] { BertConfig::from_json(j, "cfg"); });
+    EXPECT_NE(e.find("hidden_size"), std::string::npos);
+    EXPECT_LT(e.size(), 400u) << e.substr(0, 300);
 }
 
 }  // namespace

@@ -173,5 +173,42 @@ TEST(ParamTable, RejectsInvalidConfig) {
     EXPECT_THROW(ParamTable(c, Heads::pretraining), Error);
 }
 
+// Sizes within the config's bounds can still describe more parameters than the machine holds:
+// the table says so in one line naming the part that dominates, before anything is allocated
+// (the num_hidden_layers 2e9 looped 2e9 times and grew to gigabytes first).
+TEST(ParamTable, RejectsModelLargerThanMemory) {
+    BertConfig c = BertConfig::preset("base");
+    c.num_hidden_layers = kMaxLayers;
+    c.hidden_size = kMaxHiddenSize;
+    c.num_attention_heads = 16;
+    c.intermediate_size = kMaxIntermediateSize;  // 1024 x (4 x 2^32 + 2 x 2^34) floats: 192 TiB
+    std::string e;
+    try {
+        ParamTable t(c, Heads::pretraining);
+    } catch (const Error& err) {
+        e = err.what();
+    }
+    EXPECT_NE(e.find("more than this machine's"), std::string::npos) << e;
+    EXPECT_NE(e.find("num_hidden_layers 1024"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    c = BertConfig::preset("base");
+    c.vocab_size = kMaxVocabSize;
+    c.hidden_size = kMaxHiddenSize;  // 2^24 x 2^16 floats: 4 TiB of word embeddings
+    c.num_attention_heads = 16;
+    c.num_hidden_layers = 1;
+    c.intermediate_size = 4;
+    e.clear();
+    try {
+        ParamTable t(c, Heads::none);
+    } catch (const Error& err) {
+        e = err.what();
+    }
+    EXPECT_NE(e.find("word embeddings: vocab_size 16777216 x hidden_size 65536"),
+              std::string::npos)
+        << e;
+    // BERT-large fits any machine this runs on (1.3 GB).
+    EXPECT_NO_THROW(ParamTable(BertConfig::preset("large"), Heads::pretraining));
+}
+
 }  // namespace
 }  // namespace bertbench::model

@@ -1,0 +1,93 @@
+// Bounded-depth JSON parsing (nlohmann's parser callback sees each container open with its
+// depth and stops the parse past the limit) and bounded value descriptions for messages.
+#include "core/json_safe.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace bertbench::json_safe {
+namespace {
+
+struct TooDeep {};  // thrown from the parser callback; caught in parse()
+
+void put_quoted(std::string& out, std::string_view s, size_t budget) {
+    out += '"';
+    size_t i = 0;
+    for (; i < s.size() && out.size() < budget; ++i) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        out += (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? static_cast<char>(c) : '?';
+    }
+    out += '"';
+    if (i < s.size()) out += fmt::format("... ({} bytes)", s.size());
+}
+
+void put(std::string& out, const nlohmann::json& v, size_t budget, int depth) {
+    if (v.is_string()) {
+        put_quoted(out, v.get_ref<const std::string&>(), budget);
+        return;
+    }
+    if (!v.is_structured()) {  // number, bool, null (a number's dump is short)
+        out += v.is_discarded() ? std::string("<invalid>") : v.dump();
+        return;
+    }
+    const bool object = v.is_object();
+    if (depth >= 3 || v.empty()) {
+        out += v.empty() ? (object ? "{}" : "[]")
+                         : fmt::format("{} of {}", object ? "{...}" : "[...]", v.size());
+        return;
+    }
+    out += object ? '{' : '[';
+    size_t n = 0;
+    for (auto it = v.begin(); it != v.end(); ++it, ++n) {
+        if (n > 0) out += ", ";
+        if (out.size() >= budget) {
+            out += fmt::format("... ({} in all)", v.size());
+            break;
+        }
+        if (object) {
+            put_quoted(out, it.key(), budget);
+            out += ": ";
+        }
+        put(out, it.value(), budget, depth + 1);
+    }
+    out += object ? '}' : ']';
+}
+
+}  // namespace
+
+nlohmann::json parse(std::string_view text, const std::string& where, const std::string& what,
+                     int max_depth) {
+    const nlohmann::json::parser_callback_t limit = [max_depth](int depth,
+                                                                nlohmann::json::parse_event_t ev,
+                                                                nlohmann::json&) {
+        // `depth` counts the containers already open around this one.
+        if ((ev == nlohmann::json::parse_event_t::object_start ||
+             ev == nlohmann::json::parse_event_t::array_start) &&
+            depth >= max_depth)
+            throw TooDeep{};
+        return true;
+    };
+    try {
+        return nlohmann::json::parse(text.begin(), text.end(), limit);
+    } catch (const TooDeep&) {
+        fail("{}: expected {}, got JSON nested deeper than {} levels", where, what, max_depth);
+    } catch (const nlohmann::json::parse_error& e) {
+        fail("{}: expected {}, got text that is not valid JSON (syntax error at byte {})", where,
+             what, e.byte);
+    }
+}
+
+std::string brief(const nlohmann::json& value, size_t max_chars) {
+    std::string out;
+    put(out, value, max_chars, 0);
+    return out;
+}
+
+std::string quoted(std::string_view s, size_t max_chars) {
+    std::string out;
+    put_quoted(out, s, max_chars);
+    return out;
+}
+
+}  // namespace bertbench::json_safe

@@ -1,0 +1,31 @@
+// JSON from outside the program (bert_config.json, JSON carried in checkpoint metadata strings,
+// file headers): parsing with bounded nesting, and bounded descriptions of values for messages.
+// nlohmann's parser builds the tree without recursion, but dump(), comparisons and our own code
+// walk it recursively: a value nested ~70,000 levels deep (200 KB of "[") overflows the stack.
+// So every untrusted text goes through parse() here, and messages use brief(), never dump().
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace bertbench::json_safe {
+
+inline constexpr int kMaxDepth = 64;  // our formats need at most 4 levels
+
+// Parses `text`. Error "<where>: expected <what>, got text that is not valid JSON (syntax error
+// at byte N)" or "<where>: expected <what>, got JSON nested deeper than <max_depth> levels".
+// Containers nested up to `max_depth` deep are accepted ({"a": [1]} has depth 2).
+nlohmann::json parse(std::string_view text, const std::string& where, const std::string& what,
+                     int max_depth = kMaxDepth);
+
+// A short, one-line rendering of any value for an error message: scalars as JSON, strings quoted
+// with non-printable bytes as '?', containers up to 3 levels; at most about `max_chars` long
+// ("..." marks what was cut). Never recursive beyond 3 levels, never longer than the budget.
+std::string brief(const nlohmann::json& value, size_t max_chars = 80);
+// `s` quoted, cut to about `max_chars`, non-printable bytes as '?': "gelu", "aaaa..." (5000 bytes).
+std::string quoted(std::string_view s, size_t max_chars = 60);
+
+}  // namespace bertbench::json_safe
