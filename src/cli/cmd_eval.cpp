@@ -31,7 +31,8 @@ int cmd_eval(int argc, char** argv) {
     f.add("bert_config_file", &config_file, "bert_config.json (default: the checkpoint's own)");
     f.add("model", &preset, "instead of --bert_config_file: a preset name");
     f.add("init_checkpoint", &checkpoint,
-          "weights: a bertbench safetensors checkpoint or a Hugging Face BERT safetensors file");
+          "weights: a bertbench safetensors checkpoint, a Hugging Face BERT safetensors file or a "
+          "TensorFlow checkpoint prefix (PREFIX.index, PREFIX.data-*; give --bert_config_file)");
     f.add("input_file", &input, "eval TFRecords: comma list of files/globs");
     f.add("eval_batch_size", &eval_batch_size, "sequences per eval batch");
     f.add("max_seq_length", &max_seq_length, "tokens per sequence; must equal the TFRecords'");
@@ -46,7 +47,7 @@ int cmd_eval(int argc, char** argv) {
     add_accelerator_flags(f);
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
-    if (checkpoint.empty()) fail("--init_checkpoint: expected a safetensors checkpoint, got none");
+    if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
     const int cpus = sysinfo::cpus_available();
     if (threads < 0 || threads > cpus)
@@ -61,31 +62,23 @@ int cmd_eval(int argc, char** argv) {
         check_output_not_input(json_path, "--json", inputs,
                                "--input_file/--init_checkpoint/--bert_config_file");
     }
-    model::CheckpointReader reader(checkpoint);
     model::BertConfig config;
     if (!config_file.empty()) {
         config = model::BertConfig::from_json_file(config_file);
         config.validate(config_file);
     } else if (!preset.empty()) {
         config = model::BertConfig::preset(preset);
-    } else {
-        config = reader.config();  // Error with a hint when the file carries none
+    } else if (!model::checkpoint_config(checkpoint, &config)) {
+        fail("--bert_config_file: expected a bert_config.json, got none ({} is a {} and carries "
+             "no config; hint: pass the bert_config.json that came with it)",
+             checkpoint, model::checkpoint_format_name(model::detect_checkpoint_format(checkpoint)));
     }
     if (max_seq_length < 2 || max_seq_length > config.max_position_embeddings)
         fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
              max_seq_length, config.max_position_embeddings);
     const model::ParamTable table(config, model::Heads::pretraining);
     AlignedVector<float> params(table.total_floats(), 0.0f);
-    if (reader.metadata().count("format") || reader.has("bert/embeddings/word_embeddings")) {
-        model::load_checkpoint(checkpoint, table, params);
-    } else {
-        const model::ImportReport rep = model::import_hf_safetensors(checkpoint, table, params);
-        if (rep.loaded.empty())
-            fail("--init_checkpoint={}: expected BERT tensors (TF or Hugging Face names), found "
-                 "none", checkpoint);
-        if (!rep.missing.empty())
-            log::warn("{}: {} (missing tensors keep zero values)", checkpoint, rep.summary());
-    }
+    model::load_init_checkpoint(checkpoint, table, params);  // any format; logs its report
     train::check_finite_params(table, params, checkpoint);
     train::check_first_records(files, max_seq_length, max_predictions, "input_file",
                                skip_corrupt_records);

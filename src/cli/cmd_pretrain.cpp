@@ -105,7 +105,9 @@ int cmd_pretrain(int argc, char** argv) {
           "eval TFRecords (comma list/globs); empty = --input_file, as the reference");
     f.add("output_dir", &o.output_dir, "directory for checkpoints and logs (created; resumed from)");
     f.add("init_checkpoint", &o.init_checkpoint,
-          "initial weights: a bertbench safetensors checkpoint (TF names) or a Hugging Face BERT "
+          "initial weights: a TensorFlow checkpoint prefix (PREFIX.index: the model's variables "
+          "only, optimizer state and global_step ignored), a bertbench safetensors checkpoint "
+          "(TF names) or a Hugging Face BERT "
           "safetensors file; optimizer state starts at zero");
     f.add("train_batch_size", &o.train_batch_size, "sequences per micro-batch");
     f.add("eval_batch_size", &o.eval_batch_size, "sequences per eval batch");

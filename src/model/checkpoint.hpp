@@ -97,4 +97,49 @@ struct ImportReport {
 ImportReport import_hf_safetensors(const std::string& path, const ParamTable& table,
                                    std::span<float> params);
 
+// The inverse of hf_to_tf_name for export: the HF name of a TF table name (BertForPreTraining /
+// BertForQuestionAnswering layout: "bert." prefix, cls.*, qa_outputs.*). False when it has none.
+bool tf_to_hf_name(const std::string& tf_name, std::string* hf_name, bool* transpose);
+
+// ---- TensorFlow checkpoint (tensor bundle) import: model/checkpoint_tf.cpp ----
+
+struct TfImportReport {
+    std::vector<std::string> loaded;      // table tensors restored
+    std::vector<std::string> missing;     // table tensors absent (only cls/squad/* allowed, left
+                                          // as initialised, for a table with the SQuAD head)
+    std::vector<std::string> ignored;     // optimizer state: .../adam_m, .../adam_v,
+                                          // .../GradientAccumulator, .../Adam*, global_step ...
+    std::vector<std::string> unexpected;  // other variables with no place in the table
+    std::string summary() const;          // one line: counts and the first few names of each
+};
+
+// Restores the table's tensors (TF names) from the bundle PREFIX.index / PREFIX.data-*, as the
+// reference's assignment map does: only the model's variables; optimizer slots, global_step and
+// anything else are reported and ignored (the optimizer starts at zero, the step at 0). A missing
+// table tensor (except cls/squad/* for Heads::squad) or a shape mismatch is an Error naming the
+// tensors, expected and found shapes and the prefix; nothing is written to `params` then.
+// Float tensors are DT_FLOAT, DT_HALF, DT_BFLOAT16 or DT_DOUBLE (converted to fp32).
+TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
+                                    std::span<float> params);
+
+// ---- --init_checkpoint, whatever its format ----
+
+enum class CheckpointFormat {
+    bertbench,       // our safetensors checkpoint (TF names, config in metadata)
+    hf_safetensors,  // Hugging Face BERT safetensors
+    tf_bundle,       // TensorFlow checkpoint prefix (PREFIX.index exists)
+};
+const char* checkpoint_format_name(CheckpointFormat f);
+// TF when PATH.index exists; otherwise a safetensors file, ours when it has "format" metadata or
+// TF-named weights. Error naming `path` if it is neither.
+CheckpointFormat detect_checkpoint_format(const std::string& path);
+// The config a checkpoint carries (ours only); false for TF bundles and HF files.
+bool checkpoint_config(const std::string& path, BertConfig* out);
+
+// Fills `params` (already initialised by the caller) from any of the three formats; logs and
+// returns the one-line report. Errors name `flag` (e.g. "--init_checkpoint") and the file.
+std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
+                                 std::span<float> params,
+                                 const std::string& flag = "--init_checkpoint");
+
 }  // namespace bertbench::model

@@ -143,34 +143,10 @@ model::BertConfig resolve_config(const PretrainOptions& o, const std::string& re
     }
     if (!o.model.empty()) return model::BertConfig::preset(o.model);
     const std::string& from = !resume_from.empty() ? resume_from : o.init_checkpoint;
-    if (!from.empty()) {
-        model::CheckpointReader r(from);
-        if (r.metadata().count("bert_config")) return r.config();
-    }
+    model::BertConfig saved;  // a TensorFlow checkpoint carries none
+    if (!from.empty() && model::checkpoint_config(from, &saved)) return saved;
     fail("--bert_config_file: expected a bert_config.json (or --model=<preset>), got none "
          "(hint: --model=tiny for a quick try)");
-}
-
-// Loads --init_checkpoint: our checkpoints (TF names, config checked) or a HF BERT file.
-void load_init_checkpoint(const std::string& path, const model::ParamTable& table,
-                          std::span<float> params) {
-    if (!fs::exists(path))
-        fail("--init_checkpoint={}: expected an existing safetensors file, got no such file", path);
-    bool ours = false;
-    {
-        model::CheckpointReader r(path);
-        ours = r.metadata().count("format") || r.has("bert/embeddings/word_embeddings");
-    }
-    if (ours) {
-        model::load_checkpoint(path, table, params);
-        log::info("initialised from {} (TF names)", path);
-        return;
-    }
-    const model::ImportReport rep = model::import_hf_safetensors(path, table, params);
-    if (rep.loaded.empty())
-        fail("--init_checkpoint={}: expected BERT tensors (TF or Hugging Face names), found none "
-             "of the {} the model needs", path, table.entries().size());
-    log::info("initialised from Hugging Face file {}: {}", path, rep.summary());
 }
 
 struct TrainState {
@@ -505,7 +481,7 @@ void Run::load_or_init() {
         check_resumed_flags(get("flags"));
     } else if (!o_.init_checkpoint.empty()) {
         table_->initialize(params_, static_cast<uint64_t>(o_.seed));
-        load_init_checkpoint(o_.init_checkpoint, *table_, params_);
+        model::load_init_checkpoint(o_.init_checkpoint, *table_, params_);  // any format
     } else {
         table_->initialize(params_, static_cast<uint64_t>(o_.seed));
     }

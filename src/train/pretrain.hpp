@@ -16,7 +16,7 @@ struct PretrainOptions {
     std::string input_file;        // comma list of globs
     std::string eval_input_file;   // comma list of globs; empty = --input_file (reference)
     std::string output_dir;
-    std::string init_checkpoint;   // our safetensors (TF names) or a Hugging Face BERT file
+    std::string init_checkpoint;   // our safetensors, a Hugging Face BERT file or a TF prefix
     int train_batch_size = 32;     // sequences per micro-batch
     int eval_batch_size = 8;
     int max_seq_length = 128;

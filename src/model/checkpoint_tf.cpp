@@ -1,0 +1,207 @@
+// TensorFlow checkpoints as --init_checkpoint, and the one place that tells the three checkpoint
+// formats apart. Load semantics follow the reference (run_pretraining.py / run_squad.py
+// get_assignment_map_from_checkpoint): only the model's variables are restored by name; optimizer
+// slots and global_step stay behind, so the optimizer starts at zero and the step at 0.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/tf_bundle.hpp"
+#include "model/checkpoint.hpp"
+
+namespace bertbench::model {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+std::string first_few(const std::vector<std::string>& v, size_t n = 4) {
+    if (v.empty()) return "";
+    std::string s = fmt::format(" ({}", fmt::join(v.begin(), v.begin() + std::min(v.size(), n), ", "));
+    return s + (v.size() > n ? ", ...)" : ")");
+}
+
+// Variables the reference saves besides the model: optimizer slots (TF1 AdamWeightDecay/LAMB
+// "adam_m"/"adam_v", MLPerf's checkpoint_add_gradacc.py "GradientAccumulator", TF Adam "Adam" /
+// "Adam_1", Momentum, EMA), step counters and our own "bertbench/..." resume state.
+bool optimizer_state(const std::string& name) {
+    static const char* const kLeaves[] = {"adam_m", "adam_v", "GradientAccumulator", "Adam",
+                                          "Adam_1", "Momentum", "ExponentialMovingAverage",
+                                          "RMSProp", "RMSProp_1", "Adagrad", "lamb_m", "lamb_v"};
+    if (name == "global_step" || name == "beta1_power" || name == "beta2_power" ||
+        name.rfind("bertbench/", 0) == 0)
+        return true;
+    const size_t slash = name.rfind('/');
+    if (slash == std::string::npos) return false;
+    const std::string leaf = name.substr(slash + 1);
+    return std::find(std::begin(kLeaves), std::end(kLeaves), leaf) != std::end(kLeaves);
+}
+
+bool is_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// "model.ckpt-28252.index" names the prefix "model.ckpt-28252" too.
+std::string tf_prefix(const std::string& path) {
+    if (path.ends_with(".index") && is_file(path)) return path.substr(0, path.size() - 6);
+    return path;
+}
+
+}  // namespace
+
+bool tf_to_hf_name(const std::string& tf_name, std::string* hf_name, bool* transpose) {
+    std::string hf;
+    if (tf_name == "cls/predictions/output_bias") {
+        hf = "cls.predictions.bias";
+    } else if (tf_name == "cls/seq_relationship/output_weights") {
+        hf = "cls.seq_relationship.weight";
+    } else if (tf_name == "cls/seq_relationship/output_bias") {
+        hf = "cls.seq_relationship.bias";
+    } else if (tf_name == "cls/squad/output_weights") {
+        hf = "qa_outputs.weight";
+    } else if (tf_name == "cls/squad/output_bias") {
+        hf = "qa_outputs.bias";
+    } else {  // path with '.', layer_N -> layer.N, and the leaf in HF's words
+        std::string s = tf_name;
+        std::replace(s.begin(), s.end(), '/', '.');
+        const size_t l = s.find(".layer_");
+        if (l != std::string::npos) s[l + 6] = '.';
+        const size_t dot = s.rfind('.');
+        if (dot == std::string::npos) return false;
+        const std::string leaf = s.substr(dot + 1), base = s.substr(0, dot + 1);
+        if (leaf == "kernel" || leaf == "gamma")
+            hf = base + "weight";
+        else if (leaf == "beta" || leaf == "bias")
+            hf = base + "bias";
+        else if (leaf.ends_with("_embeddings"))
+            hf = s + ".weight";
+        else
+            return false;
+    }
+    // Accept only what the import map sends back to the same TF name.
+    HfName back;
+    if (!hf_to_tf_name(hf, &back) || back.tf_name != tf_name) return false;
+    *hf_name = hf;
+    *transpose = back.transpose;
+    return true;
+}
+
+std::string TfImportReport::summary() const {
+    return fmt::format("loaded {} tensors; missing {}{}; shape-mismatched 0; ignored {} (optimizer "
+                       "state, global_step){}; unexpected {}{}",
+                       loaded.size(), missing.size(), first_few(missing), ignored.size(),
+                       first_few(ignored, 3), unexpected.size(), first_few(unexpected));
+}
+
+TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
+                                    std::span<float> params) {
+    BB_CHECK(params.size() >= table.total_floats());
+    const io::TfBundleReader r(tf_prefix(prefix));
+    TfImportReport rep;
+    std::vector<std::string> mismatched;
+    std::vector<std::pair<const ParamInfo*, const io::TfTensorEntry*>> plan;
+    for (const io::TfTensorEntry& e : r.entries()) {
+        const ParamInfo* p = table.find(e.name);
+        if (p == nullptr) {
+            (optimizer_state(e.name) ? rep.ignored : rep.unexpected).push_back(e.name);
+            continue;
+        }
+        if (e.shape != p->shape) {
+            mismatched.push_back(fmt::format("{}: expected {}, found {}", e.name,
+                                             shape_str(p->shape), e.shape_str()));
+            continue;
+        }
+        const io::TfDType d = e.dtype;
+        if (d != io::TfDType::float32 && d != io::TfDType::half && d != io::TfDType::bfloat16 &&
+            d != io::TfDType::float64)
+            fail("[tf_checkpoint] {}: tensor \"{}\": dtype: expected DT_FLOAT, DT_HALF, "
+                 "DT_BFLOAT16 or DT_DOUBLE, found {}", r.index_path(), e.name,
+                 io::tf_dtype_name(d));
+        plan.emplace_back(p, &e);
+    }
+    std::vector<std::string> missing_bad;
+    for (const ParamInfo& p : table.entries()) {
+        if (r.find(p.name) != nullptr) continue;
+        rep.missing.push_back(p.name);
+        if (!(table.heads() == Heads::squad && p.name.rfind("cls/squad/", 0) == 0))
+            missing_bad.push_back(p.name);
+    }
+    if (!missing_bad.empty() || !mismatched.empty())
+        fail("[tf_checkpoint] {}: expected every tensor of the model ({} of them), found {} "
+             "missing{} and {} shape-mismatched{} (hint: the checkpoint was written for another "
+             "bert_config.json, or with other heads)",
+             r.index_path(), table.entries().size(), missing_bad.size(), first_few(missing_bad),
+             mismatched.size(), first_few(mismatched, 3));
+    for (const auto& [p, e] : plan) {
+        r.read_f32(*e, params.subspan(p->offset, p->size));
+        rep.loaded.push_back(p->name);
+    }
+    return rep;
+}
+
+const char* checkpoint_format_name(CheckpointFormat f) {
+    switch (f) {
+        case CheckpointFormat::bertbench:
+            return "bertbench safetensors";
+        case CheckpointFormat::hf_safetensors:
+            return "Hugging Face safetensors";
+        case CheckpointFormat::tf_bundle:
+            return "TensorFlow checkpoint";
+    }
+    return "?";
+}
+
+CheckpointFormat detect_checkpoint_format(const std::string& path) {
+    if (io::TfBundleReader::is_bundle(tf_prefix(path))) return CheckpointFormat::tf_bundle;
+    if (!is_file(path))
+        fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
+             "{}.index beside it), found neither", path, path);
+    const CheckpointReader r(path);  // validates the safetensors file
+    return r.metadata().count("format") || r.has("bert/embeddings/word_embeddings")
+               ? CheckpointFormat::bertbench
+               : CheckpointFormat::hf_safetensors;
+}
+
+bool checkpoint_config(const std::string& path, BertConfig* out) {
+    if (detect_checkpoint_format(path) != CheckpointFormat::bertbench) return false;
+    const CheckpointReader r(path);
+    if (!r.metadata().count("bert_config")) return false;
+    *out = r.config();
+    return true;
+}
+
+std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
+                                 std::span<float> params, const std::string& flag) {
+    const CheckpointFormat f = detect_checkpoint_format(path);
+    std::string summary;
+    switch (f) {
+        case CheckpointFormat::bertbench:
+            load_checkpoint(path, table, params);
+            summary = fmt::format("loaded {} tensors (TF names)", table.entries().size());
+            break;
+        case CheckpointFormat::hf_safetensors: {
+            const ImportReport rep = import_hf_safetensors(path, table, params);
+            if (rep.loaded.empty())
+                fail("{}={}: expected BERT tensors (TF or Hugging Face names), found none of "
+                     "the {} the model needs", flag, path, table.entries().size());
+            summary = rep.summary();
+            if (!rep.missing.empty())
+                log::warn("{}={}: {} tensors missing, left as initialised", flag, path,
+                          rep.missing.size());
+            break;
+        }
+        case CheckpointFormat::tf_bundle:
+            summary = import_tf_checkpoint(path, table, params).summary();
+            break;
+    }
+    log::info("{}={} ({}): {}", flag, path, checkpoint_format_name(f), summary);
+    return summary;
+}
+
+}  // namespace bertbench::model
