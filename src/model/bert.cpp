@@ -114,10 +114,11 @@ public:
             const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
             const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
             wb_.assign(total_params_, ops::bf16{0});
-            // forward: one converted GEMM input; backward: bf16(dy) and bf16(x)ᵀ of one layer
-            // (also the MLM transform's, P rows).
-            const size_t fwd = nmax * std::max(H_, I_);
-            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_);
+            // forward: one converted GEMM input, or q, k, v for the attention; backward: bf16(dy)
+            // and bf16(x)ᵀ of one layer (also the MLM transform's, P rows), or q, k, v, dctx.
+            const size_t nh = nmax * H_;
+            const size_t fwd = std::max(nmax * I_, 3 * nh);
+            const size_t bwd = plan.forward_only ? 0 : std::max(nmax * (H_ + I_), 4 * nh);
             sb_.assign(std::max({fwd, bwd, 2 * pmax * H_}), ops::bf16{0});
         }
     }
@@ -279,8 +280,9 @@ public:
             linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H);
             BB_PROFILE_MARK("attention fwd");
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
+            const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
             ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
-                                   dropout_probs_ ? &ps : nullptr);
+                                   dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm attn-out fwd");
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_MARK("dropout+residual fwd");
@@ -335,8 +337,10 @@ public:
             BB_PROFILE_MARK("gemm attn-out bwd");
             linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, N, H, H);
             BB_PROFILE_MARK("attention bwd");
+            const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
             ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
-                                    dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape);
+                                    dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
+                                    bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm qkv bwd");
             linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, N, H, H, true);
             linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, N, H, H, true);
@@ -365,6 +369,19 @@ public:
             }
         }
         return nullptr;
+    }
+    // bf16 copies of q, k, v (and dctx in the backward) in the scratch; empty in fp32.
+    ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
+        ops::AttentionBf16 a;
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) {
+                ops::bf16* b = sb_.data();
+                const T* src[4] = {s.q, s.k, s.v, dctx};
+                for (int i = 0; i < (dctx ? 4 : 3); ++i) ops::to_bf16(b + i * nh, src[i], nh);
+                a = {b, b + nh, b + 2 * nh, dctx ? b + 3 * nh : nullptr};
+            }
+        }
+        return a;
     }
     // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,

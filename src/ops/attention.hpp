@@ -4,14 +4,18 @@
 // tokens at rows [o[b], o[b+1]) of the packed (N, H) buffers, NH heads of HS = H/NH channels.
 // probs layout: sequence b, head h, row i, col j at pofs[b] + (h·T_b + i)·T_b + j,
 // pofs[b] = NH·Σ_{b'<b} T_b'². Work items are (b, h) pairs, scheduled dynamically; each GEMM runs
-// single-threaded inside the OpenMP region.
+// single-threaded inside the OpenMP region. With AttentionBf16 (float only) the six per-head
+// products take bf16 operands (q, k, v, dctx converted once by the caller; P' and dS per item)
+// and accumulate in fp32; softmax, its backward and dropout stay fp32.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "ops/bf16.hpp"
 #include "ops/dropout.hpp"
 #include "ops/gemm.hpp"
 #include "ops/parallel.hpp"
@@ -25,6 +29,20 @@ struct AttentionShape {
     int B = 0, NH = 0, HS = 0;
     int H() const { return NH * HS; }
 };
+
+// bf16 copies (N,H) of the attention's inputs; dctx only for the backward.
+struct AttentionBf16 {
+    const bf16 *q = nullptr, *k = nullptr, *v = nullptr, *dctx = nullptr;
+};
+
+namespace detail {
+// Per-thread room for an item's bf16 t×t operand.
+inline bf16* item_scratch(size_t n) {
+    thread_local std::vector<bf16> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+}  // namespace detail
 
 // pofs(B+1) for the probs layout above; returns the total (pofs[B]).
 inline size_t attention_prob_offsets(size_t* pofs, const int32_t* offsets, int B, int NH) {
@@ -42,7 +60,8 @@ inline size_t attention_prob_offsets(size_t* pofs, const int32_t* offsets, int B
 // backward forms it again from probs and mask). scratch is unused without dropout.
 template <typename T>
 void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, const T* k,
-                       const T* v, const AttentionShape& s, const DropoutStream* drop) {
+                       const T* v, const AttentionShape& s, const DropoutStream* drop,
+                       const AttentionBf16* lp = nullptr) {
     const int H = s.H(), NH = s.NH, HS = s.HS;
     const T scale = T(1) / std::sqrt(T(HS));
     const T inv_keep = drop ? T(1) / T(drop->keep_prob) : T(1);
@@ -58,7 +77,11 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
         const T* kb = k + static_cast<size_t>(o) * H + h * HS;
         const T* vb = v + static_cast<size_t>(o) * H + h * HS;
         T* cb = ctx + static_cast<size_t>(o) * H + h * HS;
-        gemm(false, true, t, t, HS, T(1), qb, H, kb, H, T(0), p, t);  // S(t,t) = q kᵀ
+        const size_t off = static_cast<size_t>(o) * H + h * HS;
+        if constexpr (std::is_same_v<T, float>) {
+            if (lp) gemm_bf16(true, t, t, HS, lp->q + off, H, lp->k + off, H, 0.f, p, t);
+        }
+        if (!lp) gemm(false, true, t, t, HS, T(1), qb, H, kb, H, T(0), p, t);  // S(t,t) = q kᵀ
         for (int i = 0; i < t; ++i) {  // softmax and dropout row by row, while the row is in L1
             const size_t r = static_cast<size_t>(i) * t;
             softmax_row(p + r, p + r, t, scale);
@@ -70,7 +93,14 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
             }
         }
         const T* pv = drop ? scratch + base : p;
-        gemm(false, false, t, HS, t, T(1), pv, t, vb, H, T(0), cb, H);  // ctx(t,HS) = P' v
+        if constexpr (std::is_same_v<T, float>) {
+            if (lp) {
+                bf16* pb = detail::item_scratch(static_cast<size_t>(t) * t);
+                to_bf16(pb, pv, static_cast<size_t>(t) * t);
+                gemm_bf16(false, t, HS, t, pb, t, lp->v + off, H, 0.f, cb, H);
+            }
+        }
+        if (!lp) gemm(false, false, t, HS, t, T(1), pv, t, vb, H, T(0), cb, H);  // ctx(t,HS) = P' v
     }
 }
 
@@ -79,7 +109,7 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* q, const T* k,
                         const T* v, const T* probs, const uint8_t* mask, T keep_prob,
-                        const AttentionShape& s) {
+                        const AttentionShape& s, const AttentionBf16* lp = nullptr) {
     const int H = s.H(), NH = s.NH, HS = s.HS;
     const T scale = T(1) / std::sqrt(T(HS));
     const T inv_keep = T(1) / keep_prob;
@@ -100,16 +130,38 @@ void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* 
             masked_scale(dp, p, m, inv_keep, n);
             pv = dp;
         }
-        gemm(true, false, t, HS, t, T(1), pv, t, dctx + off, H, T(0), dv + off, H);  // dv = P'ᵀ dctx
-        gemm(false, true, t, t, HS, T(1), dctx + off, H, v + off, H, T(0), dp, t);   // dP' = dctx vᵀ
+        if constexpr (std::is_same_v<T, float>) {
+            if (lp) {
+                bf16* tb = detail::item_scratch(static_cast<size_t>(t) * t);
+                to_bf16_transposed(tb, pv, t, t, t);
+                gemm_bf16(false, t, HS, t, tb, t, lp->dctx + off, H, 0.f, dv + off, H);
+                gemm_bf16(true, t, t, HS, lp->dctx + off, H, lp->v + off, H, 0.f, dp, t);
+            }
+        }
+        if (!lp) {
+            gemm(true, false, t, HS, t, T(1), pv, t, dctx + off, H, T(0), dv + off, H);  // dv = P'ᵀ dctx
+            gemm(false, true, t, t, HS, T(1), dctx + off, H, v + off, H, T(0), dp, t);   // dP' = dctx vᵀ
+        }
         if (m)
             masked_scale(dp, dp, m, inv_keep, n);
         for (int i = 0; i < t; ++i) {
             T* row = dp + static_cast<size_t>(i) * t;
             softmax_row_backward(row, row, p + static_cast<size_t>(i) * t, t);
         }
-        gemm(false, false, t, HS, t, scale, dp, t, k + off, H, T(0), dq + off, H);  // dq = s·dS k
-        gemm(true, false, t, HS, t, scale, dp, t, q + off, H, T(0), dk + off, H);   // dk = s·dSᵀ q
+        if constexpr (std::is_same_v<T, float>) {
+            if (lp) {  // the scale goes into dS before it is rounded: s·dS is the bf16 operand
+                for (size_t i = 0; i < n; ++i) dp[i] *= scale;
+                bf16* tb = detail::item_scratch(static_cast<size_t>(t) * t);
+                to_bf16(tb, dp, n);
+                gemm_bf16(false, t, HS, t, tb, t, lp->k + off, H, 0.f, dq + off, H);
+                to_bf16_transposed(tb, dp, t, t, t);
+                gemm_bf16(false, t, HS, t, tb, t, lp->q + off, H, 0.f, dk + off, H);
+            }
+        }
+        if (!lp) {
+            gemm(false, false, t, HS, t, scale, dp, t, k + off, H, T(0), dq + off, H);  // dq = s·dS k
+            gemm(true, false, t, HS, t, scale, dp, t, q + off, H, T(0), dk + off, H);   // dk = s·dSᵀ q
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
@@ -83,11 +84,17 @@ CpuBf16 cpu_bf16() {
 
 // The matmul primitives, one per (shape, layout, beta). Shapes repeat from step to step (the
 // packed token count N takes few distinct values per run), so creation (~0.3 ms) is rare.
+// Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
+// attention's per-head products can run the same primitive on several threads at once.
 using Key = std::tuple<int, int, int, bool, int, int, int, bool>;
+struct Matmul {
+    dnnl::matmul prim;
+    size_t scratch_bytes = 0;
+};
 struct Matmuls {
     std::mutex mu;
     dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-    std::map<Key, dnnl::matmul> cache;
+    std::map<Key, Matmul> cache;
     std::string impl;
 };
 Matmuls& matmuls() {
@@ -103,7 +110,7 @@ dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, boo
                       : dnnl::memory::desc(dims{rows, cols}, t, dims{ld, 1});
 }
 
-dnnl::matmul matmul_for(const Key& k) {
+Matmul matmul_for(const Key& k) {
     Matmuls& m = matmuls();
     std::lock_guard<std::mutex> lock(m.mu);
     auto it = m.cache.find(k);
@@ -111,6 +118,7 @@ dnnl::matmul matmul_for(const Key& k) {
     const auto [M, N, K, trans_b, lda, ldb, ldc, accumulate] = k;
     using dt = dnnl::memory::data_type;
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (accumulate) {
         dnnl::post_ops po;
         po.append_sum(1.0f);
@@ -120,7 +128,7 @@ dnnl::matmul matmul_for(const Key& k) {
                                md(M, N, dt::f32, ldc, false));
     const dnnl::matmul::primitive_desc pd(d, attr, m.eng);
     if (m.impl.empty()) m.impl = pd.impl_info_str();
-    return m.cache.emplace(k, dnnl::matmul(pd)).first->second;
+    return m.cache.emplace(k, Matmul{dnnl::matmul(pd), pd.scratchpad_desc().get_size()}).first->second;
 }
 
 bool g_emulate = [] {
@@ -221,14 +229,24 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
         return;
     }
     try {
-        const dnnl::matmul mm = matmul_for(Key{M, N, K, trans_b, lda, ldb, ldc, beta == 1.f});
+        const Matmul mm = matmul_for(Key{M, N, K, trans_b, lda, ldb, ldc, beta == 1.f});
         Matmuls& m = matmuls();
         using dt = dnnl::memory::data_type;
         dnnl::memory am(md(M, K, dt::bf16, lda, false), m.eng, const_cast<bf16*>(A));
         dnnl::memory bm(md(K, N, dt::bf16, ldb, trans_b), m.eng, const_cast<bf16*>(B));
         dnnl::memory cm(md(M, N, dt::f32, ldc, false), m.eng, C);
+        std::unordered_map<int, dnnl::memory> args = {
+            {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+        thread_local std::vector<uint8_t> scratch;
+        if (mm.scratch_bytes > 0) {
+            if (scratch.size() < mm.scratch_bytes) scratch.resize(mm.scratch_bytes);
+            args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(
+                dnnl::memory::desc({static_cast<dnnl::memory::dim>(mm.scratch_bytes)}, dt::u8,
+                                   dnnl::memory::format_tag::a),
+                m.eng, scratch.data());
+        }
         dnnl::stream s(m.eng);
-        mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        mm.prim.execute(s, args);
         s.wait();
     } catch (const dnnl::error& e) {
         if (e.status == dnnl_out_of_memory) throw std::bad_alloc();

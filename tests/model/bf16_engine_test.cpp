@@ -104,16 +104,16 @@ TEST_F(Bf16Engine, DiffersFromFp32ByBf16Precision) {
 }
 
 // Native oneDNN bf16 kernels and the emulation (widen to fp32, sgemm) multiply the same bf16
-// values; they differ only by fp32 accumulation order (and the rare bf16 rounding that flips
-// because of it): relative L2 1e-3.
+// values; they differ only by fp32 accumulation order and the bf16 roundings of later operands
+// (P', dS) that it flips: relative L2 3e-3, against ~1e-2 between bf16 and fp32.
 TEST_F(Bf16Engine, NativeAndEmulatedAgree) {
     if (!ops::bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU (" << ops::native_precisions() << ")";
     const Outcome n = run(table, params, batch, ops::Precision::bf16, true);
     ops::set_bf16_emulation(true);
     const Outcome e = run(table, params, batch, ops::Precision::bf16, true);
     EXPECT_NEAR(n.loss, e.loss, 1e-4 * std::abs(e.loss));
-    EXPECT_LT(rel_l2(n.logits, e.logits), 1e-3);
-    EXPECT_LT(rel_l2(n.grads, e.grads), 1e-3);
+    EXPECT_LT(rel_l2(n.logits, e.logits), 3e-3);
+    EXPECT_LT(rel_l2(n.grads, e.grads), 3e-3);
 }
 
 // The bf16 weight copy is refreshed after weights_changed() and for a different buffer: results

@@ -111,13 +111,12 @@ double l2(std::span<const float> v) {
     for (float x : v) s += double(x) * x;
     return std::sqrt(s);
 }
-// ‖got − want‖₂ / max(‖want‖₂, floor). The floor keeps a tensor whose exact gradient is zero (the
-// key bias: softmax ignores a constant added to a row of scores) from dividing noise by noise.
-double rel_l2(std::span<const float> got, std::span<const float> want, double floor) {
+// ‖got − want‖₂ / ‖want‖₂.
+double rel_l2(std::span<const float> got, std::span<const float> want) {
     double num = 0;
     for (size_t i = 0; i < got.size() && i < want.size(); ++i)
         num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    return got.size() == want.size() ? std::sqrt(num) / std::max({l2(want), floor, 1e-300}) : INFINITY;
+    return got.size() == want.size() ? std::sqrt(num) / std::max(l2(want), 1e-300) : INFINITY;
 }
 
 Batch make_batch(const Case& c, std::mt19937_64& rng) {
@@ -230,13 +229,20 @@ void run_parity(const Case& c) {
                                            float(want_losses("loss/mlm")),
                                            float(want_losses("loss/nsp"))};
     if (bf16) {
-        double worst = 0, floor = 0;
+        double worst = 0, largest = 0;
         std::string worst_name;
         for (const ParamInfo& p : table.entries())
-            floor = std::max(floor, 1e-3 * l2(ref.read_f32("grad/" + p.name)));
+            largest = std::max(largest, l2(ref.read_f32("grad/" + p.name)));
         const auto check = [&](const std::string& name, std::span<const float> got,
                                std::span<const float> want) {
-            const double e = rel_l2(got, want, name.starts_with("grad/") ? floor : 0.0);
+            if (name.ends_with("attention/self/key/bias")) {
+                // Exactly zero in exact arithmetic (softmax ignores a constant added to a row of
+                // scores): both sides hold only rounding noise, small against real gradients.
+                EXPECT_LE(l2(got), 1e-2 * largest) << name;
+                EXPECT_LE(l2(want), 1e-2 * largest) << name;
+                return;
+            }
+            const double e = rel_l2(got, want);
             EXPECT_LE(e, c.rel_l2) << name << ": ‖got − want‖/‖want‖ = " << e;
             if (!(e <= worst)) worst = e, worst_name = name;
         };
@@ -341,8 +347,7 @@ TEST(Parity, GeluErfMatchesPyTorch) {
 // bf16 GEMMs against PyTorch's CPU autocast (torch_bert.py --dtype bf16_autocast), odd sizes and
 // dropout on. Both sides round the same operands to bf16; autocast also rounds every product to
 // bf16, which bertbench does not, so they agree to about bf16's precision, not bit for bit:
-// relative L2 error 3e-2 per tensor (gradients: relative to at least 1e-3 of the largest gradient's
-// norm). The fp32 engine sits at ~1e-6 of the float64 reference.
+// relative L2 error 3e-2 per tensor. The fp32 engine sits at ~1e-6 of the float64 reference.
 TEST(Parity, Bf16MatchesPyTorchAutocast) {
     Case c;
     c.config = odd_config();

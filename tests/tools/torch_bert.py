@@ -22,7 +22,7 @@ Output (safetensors, F64 unless --dtype float32): loss/total, loss/mlm, loss/nsp
   dtype=torch.bfloat16) (backward through it, as a CPU user would run it), every matmul output
   taken back to float32 at once so LayerNorm, GELU, softmax and the losses run in float32 (the
   scheme of Intel's and Google's bf16 recipes; PyTorch 1.13 would otherwise run LayerNorm and GELU
-  on bf16). The per-head attention products stay float32, as bertbench's engine keeps them.
+  on bf16). The pooler and NSP products stay float32, as bertbench's engine keeps them.
 
 --selftest: checks this script's gradients against central finite differences in float64.
 """
@@ -208,10 +208,10 @@ def forward(cfg, P, batch, masks, dtype, autocast=False):
         q = heads(dense(x, "attention/self/query"))
         k = heads(dense(x, "attention/self/key"))
         v = heads(dense(x, "attention/self/value"))
-        scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(HS)) + adder
+        scores = mm(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(HS)) + adder
         probs = torch.softmax(scores, dim=-1)
         probs = drop(probs, site + "attention_probs", ap, probs=True)
-        ctx = (probs @ v).permute(0, 2, 1, 3).reshape(B, T, H)
+        ctx = mm(probs, v).permute(0, 2, 1, 3).reshape(B, T, H)
         a = drop(dense(ctx, "attention/output/dense"), site + "attention_output", hp)
         x = layer_norm(a + x, P[p + "attention/output/LayerNorm/gamma"],
                        P[p + "attention/output/LayerNorm/beta"])
