@@ -27,6 +27,8 @@ int cmd_prepare(int argc, char** argv) {
                 "text, byte-identical to MLPerf's create_pretraining_data.py for the same flags.");
     flags.add("input_file", &input_file, "Input raw text file (or comma-separated list of files and globs).");
     flags.add("output_file", &output_file, "Output TFRecord file (or comma-separated list, written round-robin).");
+    std::string output_format = "tfrecord";
+    flags.add("output_format", &output_format, "tfrecord (the reference's output) or hdf5 (the same records as NVIDIA DeepLearningExamples' HDF5 shards; output names must end in .hdf5 or .h5).");
     flags.add("vocab_file", &vocab_file, "The vocabulary file that the BERT model was trained on.");
     flags.add("do_lower_case", &cfg.do_lower_case, "Lower-case and strip accents (True for uncased models).");
     flags.add("max_seq_length", &cfg.max_seq_length, "Maximum sequence length (tokens).");
@@ -37,12 +39,13 @@ int cmd_prepare(int argc, char** argv) {
     flags.add("masked_lm_prob", &cfg.masked_lm_prob, "Masked LM probability.");
     flags.add("short_seq_prob", &cfg.short_seq_prob, "Probability of creating sequences shorter than the maximum length.");
     flags.add("input_dir", &input_dir, "Shard mode: every file in this directory is one shard.");
-    flags.add("output_dir", &output_dir, "Shard mode: shard <name>.<ext> is written to <output_dir>/<name>.tfrecord.");
+    flags.add("output_dir", &output_dir, "Shard mode: shard <name>.<ext> is written to <output_dir>/<name>.tfrecord (.hdf5 with --output_format=hdf5).");
     flags.add("jobs", &jobs, "Worker threads: shards in parallel (shard mode) or tokenization threads (0 = all CPUs).");
     flags.add("overwrite", &overwrite, "Shard mode: rewrite shards even if verified complete.");
     flags.add("log_file", &log_file, "Also write the reference's log lines (its stderr) to this file.");
     flags.add("verbose", &verbose, "After the reference's log lines, print a timing line (MB/s, phases).");
     if (!flags.parse(argc, argv)) return 0;
+    cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());
     if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     {
@@ -66,7 +69,8 @@ int cmd_prepare(int argc, char** argv) {
         if (!input_file.empty() || !output_file.empty())
             fail("--input_file/--output_file cannot be combined with --input_dir/--output_dir");
         for (const char* t : {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}) vocab.require(t);
-        const auto plan = data::plan_shards(input_dir, output_dir);
+        const auto plan =
+            data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format));
         if (!log_file.empty()) {
             std::vector<std::string> files{vocab_file};
             for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);

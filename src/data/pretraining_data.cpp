@@ -19,6 +19,7 @@
 #include "core/fs.hpp"
 #include "data/unicode_text.hpp"
 #include "io/example.hpp"
+#include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
 
 namespace bertbench::data {
@@ -108,6 +109,20 @@ void PretrainingConfig::validate() const {
         fail("--masked_lm_prob: expected a finite number, got {}", masked_lm_prob);
     if (!std::isfinite(short_seq_prob))
         fail("--short_seq_prob: expected a finite number, got {}", short_seq_prob);
+    if (output_format == OutputFormat::hdf5 && max_predictions_per_seq < 1)
+        fail("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5 (NVIDIA's schema "
+             "cannot chunk an empty dimension), got {}",
+             max_predictions_per_seq);
+}
+
+OutputFormat parse_output_format(const std::string& name) {
+    if (name == "tfrecord") return OutputFormat::tfrecord;
+    if (name == "hdf5") return OutputFormat::hdf5;
+    fail("--output_format: expected tfrecord or hdf5, got \"{}\"", name);
+}
+
+const char* output_extension(OutputFormat f) {
+    return f == OutputFormat::hdf5 ? ".hdf5" : ".tfrecord";
 }
 
 CorpusBuilder::CorpusBuilder(const Vocab& vocab, bool do_lower_case, int threads,
@@ -408,6 +423,18 @@ struct InstanceEncoder {
         nsl = inst.is_random_next[i];
     }
 
+    // The record as the TFRecord would hold it (for the HDF5 writer).
+    void record(size_t i, io::PretrainingRecord& r) {
+        fill(i);
+        r.input_ids = input_ids;
+        r.input_mask = input_mask;
+        r.segment_ids = segment_ids;
+        r.masked_lm_positions = positions;
+        r.masked_lm_ids = ids;
+        r.masked_lm_weights = weights;
+        r.next_sentence_labels = nsl;
+    }
+
     void encode(size_t i, std::string& payload) {
         fill(i);
         ex.features.clear();
@@ -452,6 +479,12 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
                                           std::string* log, int threads) {
     cfg.validate();
     if (output_files.empty()) fail("--output_file: no output file given");
+    const bool hdf5 = cfg.output_format == OutputFormat::hdf5;
+    for (const auto& f : output_files)
+        if (io::is_hdf5_path(f) != hdf5)
+            fail("--output_file: \"{}\": expected a name {}ending in .hdf5 or .h5 with "
+                 "--output_format={}, as readers choose the format by extension",
+                 f, hdf5 ? "" : "not ", hdf5 ? "hdf5" : "tfrecord");
     // Fail before any work on a vocabulary the reference would crash on later.
     vocab.require("[CLS]");
     vocab.require("[SEP]");
@@ -482,6 +515,30 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
     if (log) {
         *log += "INFO:tensorflow:*** Writing to output files ***\n";
         for (const auto& f : output_files) *log += "INFO:tensorflow:  " + f + "\n";
+    }
+    if (hdf5) {
+        // NVIDIA's schema: whole arrays per file, written at the end (shapes depend on N).
+        std::vector<io::Hdf5ShardWriter> h5;
+        for (const auto& f : output_files)
+            h5.emplace_back(f, cfg.max_seq_length, cfg.max_predictions_per_seq);
+        InstanceEncoder e(inst, cfg);
+        io::PretrainingRecord rec;
+        for (size_t n = 0; n < inst.size(); ++n) {
+            e.record(inst.order[n], rec);
+            h5[n % h5.size()].write(rec);
+        }
+        if (log)
+            for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n)
+                e.log(inst.order[n], vocab, *log);
+        for (auto& w : h5) {
+            w.close();
+            res.bytes_out += std::filesystem::file_size(w.path());
+        }
+        res.instances = inst.size();
+        if (log)
+            *log += "INFO:tensorflow:Wrote " + std::to_string(inst.size()) + " total instances\n";
+        res.seconds_write = now_s() - t2;
+        return res;
     }
     std::vector<std::unique_ptr<io::TfRecordWriter>> writers;
     for (const auto& f : output_files) writers.push_back(std::make_unique<io::TfRecordWriter>(f));

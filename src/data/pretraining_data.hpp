@@ -17,7 +17,15 @@
 
 namespace bertbench::data {
 
+// What `prepare` writes: the reference's TFRecords, or NVIDIA's HDF5 shards with the same
+// records (io/hdf5_shard.hpp; output names must then end in .hdf5 or .h5, as readers pick the
+// format by extension).
+enum class OutputFormat { tfrecord, hdf5 };
+OutputFormat parse_output_format(const std::string& name);  // "tfrecord" | "hdf5", else Error
+const char* output_extension(OutputFormat f);               // ".tfrecord" | ".hdf5"
+
 struct PretrainingConfig {
+    OutputFormat output_format = OutputFormat::tfrecord;
     bool do_lower_case = true;
     int max_seq_length = 128;
     int max_predictions_per_seq = 20;
@@ -83,7 +91,8 @@ struct PretrainingResult {
     double seconds_read = 0, seconds_generate = 0, seconds_write = 0;
 };
 
-// The whole script: input files -> output files (round-robin). If `reference_log` is non-null,
+// The whole script: input files -> output files (round-robin; HDF5 files are written whole at the
+// end, each holding its records in the same order as the TFRecord would). If `reference_log` is non-null,
 // the reference's stderr lines (INFO:tensorflow:..., first 20 instances) are appended to it.
 PretrainingResult create_pretraining_data(const std::vector<std::string>& input_files,
                                           const std::vector<std::string>& output_files,

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
 
 namespace bertbench::data {
@@ -47,7 +48,8 @@ nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const Pretrai
 }
 
 // True if the output is complete and provably from the same input and flags.
-bool verified_complete(const ShardJob& job, const nlohmann::json& meta) {
+bool verified_complete(const ShardJob& job, const nlohmann::json& meta,
+                       const PretrainingConfig& cfg) {
     try {
         const std::string meta_path = job.output + ".meta.json";
         if (!fs::exists(meta_path) || !fs::exists(job.output)) return false;
@@ -56,7 +58,12 @@ bool verified_complete(const ShardJob& job, const nlohmann::json& meta) {
                                 "vocab_fingerprint", "config"})
             if (saved.at(key) != meta.at(key)) return false;
         if (saved.at("output_size").get<uint64_t>() != fs::file_size(job.output)) return false;
-        return io::count_tfrecords(job.output) == saved.at("records").get<uint64_t>();
+        const uint64_t records =
+            cfg.output_format == OutputFormat::hdf5
+                ? io::read_hdf5_shard(job.output, cfg.max_seq_length, cfg.max_predictions_per_seq)
+                      .records
+                : io::count_tfrecords(job.output);
+        return records == saved.at("records").get<uint64_t>();
     } catch (const std::exception&) {
         return false;  // unreadable or corrupt: rewrite
     }
@@ -64,7 +71,8 @@ bool verified_complete(const ShardJob& job, const nlohmann::json& meta) {
 
 }  // namespace
 
-std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir) {
+std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
+                                  const std::string& extension) {
     std::error_code ec;
     if (!fs::is_directory(input_dir, ec))
         fail("--input_dir: \"{}\" is not a directory (hint: use --input_file for files or globs)",
@@ -88,7 +96,7 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
     std::set<std::string> seen;
     for (const auto& name : names) {
         const std::string stem = fs::path(name).stem().string();
-        const std::string out = (fs::path(output_dir) / (stem + ".tfrecord")).string();
+        const std::string out = (fs::path(output_dir) / (stem + extension)).string();
         if (!seen.insert(out).second)
             fail("--input_dir: two input files map to the same output {} (rename one of them)", out);
         jobs.push_back({(fs::path(input_dir) / name).string(), out});
@@ -121,7 +129,7 @@ ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
                 nlohmann::json meta = shard_meta(job, vocab, cfg);
                 bool skipped = false;
                 PretrainingResult r;
-                if (!overwrite && verified_complete(job, meta)) {
+                if (!overwrite && verified_complete(job, meta, cfg)) {
                     skipped = true;
                     r.bytes_in = meta["input_size"].get<uint64_t>();
                 } else {

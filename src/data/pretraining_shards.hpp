@@ -4,7 +4,8 @@
 // and RNG; the vocabulary is shared read-only), so memory is bounded by `jobs` shards.
 // A finished shard gets "<output>.meta.json" (input size/mtime, config, vocabulary fingerprint,
 // output size and record count); a rerun skips a shard only if all of these still match and the
-// output's records pass their CRC checks; otherwise the shard is rewritten.
+// output's records pass their CRC checks (HDF5: every dataset reads and checks); otherwise the
+// shard is rewritten.
 #pragma once
 
 #include <string>
@@ -19,8 +20,10 @@ struct ShardJob {
 };
 
 // Lists the regular, non-hidden files of `input_dir` (sorted) and maps each to
-// output_dir/<name without its last extension>.tfrecord. Error on duplicate output names.
-std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir);
+// output_dir/<name without its last extension><extension> (".tfrecord", or ".hdf5" for
+// --output_format=hdf5). Error on duplicate output names.
+std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
+                                  const std::string& extension = ".tfrecord");
 
 struct ShardSummary {
     size_t shards = 0, skipped = 0;

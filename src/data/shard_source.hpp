@@ -18,9 +18,9 @@ namespace bertbench::data {
 
 // A record not yet decoded: TFRecord payload bytes, or a row of a loaded HDF5 shard.
 struct ShardRecord {
-    std::string payload;                             // TFRecord: tf.train.Example bytes
+    std::string payload;                              // TFRecord: tf.train.Example bytes
     std::shared_ptr<const io::Hdf5ShardArrays> hdf5;  // HDF5: the shard ...
-    uint64_t row = 0;                                // ... and the record's row in it
+    uint64_t row = 0;                                 // ... and the record's row in it
 
     // The record in the MLPerf schema (HDF5: weights derived as NVIDIA's loader does).
     // `where` prefixes errors ("file: record 12").

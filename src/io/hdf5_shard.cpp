@@ -88,16 +88,27 @@ std::string type_name(hid_t type, bool with_order) {
         case H5T_INTEGER:
             s = fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
             break;
-        case H5T_FLOAT: s = fmt::format("float{}", bits); break;
-        case H5T_STRING: return "string";
-        case H5T_COMPOUND: return "compound";
-        case H5T_ENUM: return "enum";
-        case H5T_ARRAY: return "array";
-        case H5T_VLEN: return "vlen";
-        case H5T_REFERENCE: return "reference";
-        case H5T_OPAQUE: return "opaque";
-        case H5T_BITFIELD: return fmt::format("bitfield{}", bits);
-        default: return "unknown type";
+        case H5T_FLOAT:
+            s = fmt::format("float{}", bits);
+            break;
+        case H5T_STRING:
+            return "string";
+        case H5T_COMPOUND:
+            return "compound";
+        case H5T_ENUM:
+            return "enum";
+        case H5T_ARRAY:
+            return "array";
+        case H5T_VLEN:
+            return "vlen";
+        case H5T_REFERENCE:
+            return "reference";
+        case H5T_OPAQUE:
+            return "opaque";
+        case H5T_BITFIELD:
+            return fmt::format("bitfield{}", bits);
+        default:
+            return "unknown type";
     }
     if (with_order) s += H5Tget_order(type) == H5T_ORDER_BE ? " BE" : " LE";
     return s;
@@ -121,11 +132,11 @@ void read_dataset(const std::string& path, hid_t file, const char* name, hid_t m
     Handle ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
     if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
     out.resize(count);
-    if (count > 0 &&
-        H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-        fail("[hdf5] {}: dataset {}: cannot read its {} values ({}; hint: the file is corrupt or "
-             "truncated)",
-             path, name, count, hdf5_error());
+    if (count > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+        fail(
+            "[hdf5] {}: dataset {}: cannot read its {} values ({}; hint: the file is corrupt or "
+            "truncated)",
+            path, name, count, hdf5_error());
 }
 
 }  // namespace
@@ -169,9 +180,10 @@ uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetIn
             fail("[hdf5] {}: dataset {}: expected shape {}, got {}", path, s.name, want_shape,
                  d.simple ? shape_str(d.dims) : std::string("a scalar or empty dataspace"));
         if (rank == 2 && d.dims[1] != width)
-            fail("[hdf5] {}: dataset {}: expected shape {}, got {} (hint: the shard was made with "
-                 "another {})",
-                 path, s.name, want_shape, shape_str(d.dims), flag);
+            fail(
+                "[hdf5] {}: dataset {}: expected shape {}, got {} (hint: the shard was made with "
+                "another {})",
+                path, s.name, want_shape, shape_str(d.dims), flag);
         if (k == 0) n = d.dims[0];
         if (d.dims[0] != n)
             fail(
@@ -194,8 +206,8 @@ void check_hdf5_arrays(std::string_view path, const Hdf5ShardArrays& a) {
         fail("[hdf5] {}: {} records of {}/{} values overflow a 64-bit count", path, n, T, P);
     auto check = [&](const char* name, size_t got, uint64_t want) {
         if (got != want)
-            fail("[hdf5] {}: dataset {}: expected {} values ({} records), got {}", path, name,
-                 want, n, got);
+            fail("[hdf5] {}: dataset {}: expected {} values ({} records), got {}", path, name, want,
+                 n, got);
     };
     check("input_ids", a.input_ids.size(), nt);
     check("input_mask", a.input_mask.size(), nt);
@@ -224,8 +236,8 @@ void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view w
         if (mask != 0 && mask != 1)
             fail("{}: dataset input_mask: expected 0 or 1, got {} at position {}", where, mask, t);
         if (seg < 0)
-            fail("{}: dataset segment_ids: expected segment ids >= 0, got {} at position {}",
-                 where, seg, t);
+            fail("{}: dataset segment_ids: expected segment ids >= 0, got {} at position {}", where,
+                 seg, t);
         out.input_ids[t] = id;
         out.input_mask[t] = mask;
         out.segment_ids[t] = seg;
@@ -343,11 +355,11 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
     read_dataset(path, file.get(), "input_ids", H5T_NATIVE_INT32, a.input_ids, nt);
     read_dataset(path, file.get(), "input_mask", H5T_NATIVE_INT8, a.input_mask, nt);
     read_dataset(path, file.get(), "segment_ids", H5T_NATIVE_INT8, a.segment_ids, nt);
-    read_dataset(path, file.get(), "masked_lm_positions", H5T_NATIVE_INT32,
-                 a.masked_lm_positions, np);
+    read_dataset(path, file.get(), "masked_lm_positions", H5T_NATIVE_INT32, a.masked_lm_positions,
+                 np);
     read_dataset(path, file.get(), "masked_lm_ids", H5T_NATIVE_INT32, a.masked_lm_ids, np);
-    read_dataset(path, file.get(), "next_sentence_labels", H5T_NATIVE_INT8,
-                 a.next_sentence_labels, static_cast<size_t>(n));
+    read_dataset(path, file.get(), "next_sentence_labels", H5T_NATIVE_INT8, a.next_sentence_labels,
+                 static_cast<size_t>(n));
     check_hdf5_arrays(path, a);
     return a;
 }
@@ -423,8 +435,8 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
             }
             const hid_t file_type = s.bytes == 4 ? H5T_STD_I32LE : H5T_STD_I8LE;
             const hid_t mem_type = s.bytes == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
-            Handle ds(H5Dcreate2(file.get(), s.name, file_type, space.get(), lcpl.get(),
-                                 dcpl.get(), H5P_DEFAULT),
+            Handle ds(H5Dcreate2(file.get(), s.name, file_type, space.get(), lcpl.get(), dcpl.get(),
+                                 H5P_DEFAULT),
                       H5Dclose);
             if (!ds.ok()) fail("{}: dataset {}: cannot create ({})", path, s.name, hdf5_error());
             const void* data = nullptr;
@@ -447,14 +459,14 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
     const bool synced = fd >= 0 && ::fsync(fd) == 0;
     const int err = errno;
     if (fd >= 0) ::close(fd);
-    if (!synced) fail("{}: cannot finish writing: {} (is the disk full?)", path, std::strerror(err));
+    if (!synced)
+        fail("{}: cannot finish writing: {} (is the disk full?)", path, std::strerror(err));
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
         fail("{}: cannot finish writing: {}", path, std::strerror(errno));
     guard.keep = true;
 }
 
-Hdf5ShardWriter::Hdf5ShardWriter(std::string path, int max_seq_length,
-                                 int max_predictions_per_seq)
+Hdf5ShardWriter::Hdf5ShardWriter(std::string path, int max_seq_length, int max_predictions_per_seq)
     : path_(std::move(path)) {
     if (max_seq_length <= 0 || max_predictions_per_seq <= 0)
         fail("{}: max_seq_length/max_predictions_per_seq: expected > 0, got {}/{}", path_,
@@ -479,9 +491,10 @@ void Hdf5ShardWriter::write(const PretrainingRecord& r) {
     length("masked_lm_weights", r.masked_lm_weights.size(), P);
     auto fits = [&](const char* name, int64_t v, int64_t lo, int64_t hi, size_t at) {
         if (v < lo || v > hi)
-            fail("{}: feature {}: expected a value in [{}, {}] (the HDF5 schema's type), got {} at "
-                 "index {}",
-                 where, name, lo, hi, v, at);
+            fail(
+                "{}: feature {}: expected a value in [{}, {}] (the HDF5 schema's type), got {} at "
+                "index {}",
+                where, name, lo, hi, v, at);
     };
     for (size_t t = 0; t < T; ++t) {
         fits("input_ids", r.input_ids[t], INT32_MIN, INT32_MAX, t);
@@ -566,9 +579,8 @@ std::vector<Hdf5DatasetLayout> hdf5_layout(const std::string& path) {
             unsigned flags = 0, cd[8] = {};
             size_t ncd = 8;
             char fname[64];
-            const H5Z_filter_t id =
-                H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags, &ncd, cd,
-                               sizeof fname, fname, nullptr);
+            const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags,
+                                                   &ncd, cd, sizeof fname, fname, nullptr);
             if (id == H5Z_FILTER_DEFLATE) l.deflate_level = ncd > 0 ? static_cast<int>(cd[0]) : -1;
             if (id == H5Z_FILTER_SHUFFLE) l.shuffle = true;
             if (id == H5Z_FILTER_FLETCHER32) l.fletcher32 = true;

@@ -40,9 +40,9 @@ struct Hdf5DatasetInfo {
     bool found = false;  // a dataset of that name exists in the root group
     bool is_integer = false, is_signed = false;
     size_t type_size = 0;
-    std::string type_name;        // for messages: "int32", "uint8", "float64", "string", ...
-    bool simple = true;           // false: a scalar or null dataspace
-    std::vector<uint64_t> dims;   // current extent
+    std::string type_name;       // for messages: "int32", "uint8", "float64", "string", ...
+    bool simple = true;          // false: a scalar or null dataspace
+    std::vector<uint64_t> dims;  // current extent
 };
 
 // Checks the six datasets (in kHdf5Datasets order) against the schema: present, signed integer
@@ -104,7 +104,7 @@ class Hdf5ShardWriter {
 
 // Layout of one dataset as stored (for tests and `describe`-style reports).
 struct Hdf5DatasetLayout {
-    std::string name, type_name;  // type_name as in Hdf5DatasetInfo, plus "LE"/"BE" order
+    std::string name, type_name;          // type_name as in Hdf5DatasetInfo, plus "LE"/"BE" order
     std::vector<uint64_t> shape, chunks;  // chunks empty: not chunked
     int deflate_level = -1;               // -1: no deflate filter
     bool shuffle = false, fletcher32 = false;

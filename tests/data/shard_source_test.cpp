@@ -1,6 +1,8 @@
 // The pretraining reader on NVIDIA HDF5 shards: the golden .hdf5 twin yields exactly the batches
 // of its TFRecord (training with shuffle buffer and two ranks, eval, resume from a cursor), a list
 // may mix both formats, and a bad HDF5 shard is an error naming the file and dataset.
+#include "data/shard_source.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "data/pretrain_reader.hpp"
-#include "data/shard_source.hpp"
 
 namespace bertbench::data {
 namespace {
@@ -126,7 +127,8 @@ TEST(ShardSource, BadHdf5ShardErrorNamesFileAndDataset) {
     } catch (const Error& e) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find(kH5128), std::string::npos) << msg;
-        EXPECT_NE(msg.find("dataset masked_lm_positions: expected shape (N, 76)"), std::string::npos)
+        EXPECT_NE(msg.find("dataset masked_lm_positions: expected shape (N, 76)"),
+                  std::string::npos)
             << msg;
     }
     // A TFRecord given a .h5 name is read as HDF5 and refused as such.

@@ -8,8 +8,8 @@
 #include <hdf5.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -20,9 +20,9 @@
 
 namespace bertbench::io {
 namespace {
+using nlohmann::json;
 using testing::golden;
 using testing::TempDir;
-using nlohmann::json;
 
 struct Twin {
     const char* hdf5;
@@ -100,7 +100,8 @@ TEST(Hdf5Shard, DecodedRecordsGiveNvidiaLoaderView) {
         decode_hdf5_record(a, index, file, r);
         std::vector<int64_t> labels(static_cast<size_t>(T), -1);
         for (int k = 0; k < P; ++k)
-            if (r.masked_lm_weights[k] == 1.0f) labels[r.masked_lm_positions[k]] = r.masked_lm_ids[k];
+            if (r.masked_lm_weights[k] == 1.0f)
+                labels[r.masked_lm_positions[k]] = r.masked_lm_ids[k];
         const std::string at = file + " record " + std::to_string(index);
         EXPECT_EQ(r.input_ids, j.at("input_ids").get<std::vector<int64_t>>()) << at;
         EXPECT_EQ(r.segment_ids, j.at("segment_ids").get<std::vector<int64_t>>()) << at;
@@ -170,7 +171,8 @@ TEST(Hdf5Shard, WriterReproducesGoldenDatasets) {
             EXPECT_EQ(got[k].num_filters, want[k].num_filters) << got[k].name;
             EXPECT_EQ(got[k].fill_time_alloc, want[k].fill_time_alloc) << got[k].name;
         }
-        const Hdf5ShardArrays a = read_hdf5_shard(out, t.T, t.P), b = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
+        const Hdf5ShardArrays a = read_hdf5_shard(out, t.T, t.P),
+                              b = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
         EXPECT_EQ(a.input_ids, b.input_ids);
         EXPECT_EQ(a.input_mask, b.input_mask);
         EXPECT_EQ(a.segment_ids, b.segment_ids);
@@ -223,9 +225,11 @@ TEST(Hdf5Shard, BadValuesNameRecordDatasetAndValue) {
         {"input_mask", [](Hdf5ShardArrays& a) { a.input_mask[8] = 2; }, "got 2"},
         {"segment_ids", [](Hdf5ShardArrays& a) { a.segment_ids[9] = -1; }, "got -1"},
         {"masked_lm_positions", [](Hdf5ShardArrays& a) { a.masked_lm_positions[4] = 6; }, "got 6"},
-        {"masked_lm_positions", [](Hdf5ShardArrays& a) { a.masked_lm_positions[4] = -2; }, "got -2"},
+        {"masked_lm_positions", [](Hdf5ShardArrays& a) { a.masked_lm_positions[4] = -2; },
+         "got -2"},
         {"masked_lm_ids", [](Hdf5ShardArrays& a) { a.masked_lm_ids[5] = -9; }, "got -9"},
-        {"next_sentence_labels", [](Hdf5ShardArrays& a) { a.next_sentence_labels[1] = 3; }, "got 3"},
+        {"next_sentence_labels", [](Hdf5ShardArrays& a) { a.next_sentence_labels[1] = 3; },
+         "got 3"},
     };
     for (const Case& c : cases) {
         Hdf5ShardArrays a = small_shard();
@@ -234,7 +238,8 @@ TEST(Hdf5Shard, BadValuesNameRecordDatasetAndValue) {
         decode_hdf5_record(a, 0, "f.hdf5: record 0", r);  // record 0 is untouched
         const std::string msg = error_of([&] { decode_hdf5_record(a, 1, "f.hdf5: record 1", r); });
         expect_one_line(msg);
-        EXPECT_NE(msg.find("f.hdf5: record 1: dataset " + std::string(c.dataset)), std::string::npos)
+        EXPECT_NE(msg.find("f.hdf5: record 1: dataset " + std::string(c.dataset)),
+                  std::string::npos)
             << msg;
         EXPECT_NE(msg.find(c.got), std::string::npos) << msg;
     }
@@ -344,14 +349,15 @@ TEST(Hdf5Shard, BadFilesAreOneLineErrorsNamingFileAndDataset) {
     expect(make_file(dir, "u8.h5", "", "segment_ids", H5T_STD_U8LE),
            {"dataset segment_ids: expected dtype int8 (i1), got uint8"});
     expect(make_file(dir, "wide.h5", "", "masked_lm_ids", -1, {4, 3}),
-           {"dataset masked_lm_ids: expected shape (N, 2)", "got (4, 3)", "--max_predictions_per_seq"});
+           {"dataset masked_lm_ids: expected shape (N, 2)", "got (4, 3)",
+            "--max_predictions_per_seq"});
     expect(make_file(dir, "rows.h5", "", "input_mask", -1, {5, 8}),
            {"dataset input_mask: expected 4 records", "got 5"});
     expect(make_file(dir, "rank.h5", "", "input_ids", -1, {32}),
            {"dataset input_ids: expected shape (N, 8)", "got (32,)"});
     // A big-endian int32 is still an int32: libhdf5 converts it.
-    EXPECT_EQ(read_hdf5_shard(make_file(dir, "be.h5", "", "input_ids", H5T_STD_I32BE), 8, 2).records,
-              4u);
+    EXPECT_EQ(
+        read_hdf5_shard(make_file(dir, "be.h5", "", "input_ids", H5T_STD_I32BE), 8, 2).records, 4u);
     // A group where a dataset should be.
     {
         const std::string path = make_file(dir, "group.h5", "next_sentence_labels");
