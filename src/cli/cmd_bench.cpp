@@ -130,8 +130,9 @@ int cmd_bench(int argc, char** argv) {
               "seconds: keep timing steps past --steps until the timed steps add up to this (a "
               "median of a few 50 ms steps moves with every hiccup of a shared host)");
     flags.add("data", &data,
-              "glob(s) of MLPerf-schema pretraining TFRecords: run on their real "
-              "unpadded sequences (fixed order, cycled) instead of synthetic batches");
+              "glob(s) of MLPerf-schema pretraining TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): "
+              "run on their real unpadded sequences (fixed order, cycled) instead of synthetic "
+              "batches");
     flags.add("max_predictions", &max_predictions,
               "masked positions per sequence (0: 20 at seq "
               "128, 76 at 512, proportional)");

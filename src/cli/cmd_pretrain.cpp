@@ -100,9 +100,11 @@ int cmd_pretrain(int argc, char** argv) {
             "See docs/pretraining.md.");
     f.add("bert_config_file", &o.bert_config_file, "bert_config.json of the model");
     f.add("model", &o.model, "instead of --bert_config_file: preset tiny|mini|small|medium|base|large");
-    f.add("input_file", &o.input_file, "training TFRecords: comma list of files/globs");
+    f.add("input_file", &o.input_file,
+          "training TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): comma list of files/globs");
     f.add("eval_input_file", &o.eval_input_file,
-          "eval TFRecords (comma list/globs); empty = --input_file, as the reference");
+          "eval TFRecords or .hdf5/.h5 shards (comma list/globs); empty = --input_file, as the "
+          "reference");
     f.add("output_dir", &o.output_dir, "directory for checkpoints and logs (created; resumed from)");
     f.add("init_checkpoint", &o.init_checkpoint,
           "initial weights: a TensorFlow checkpoint prefix (PREFIX.index: the model's variables "
