@@ -1,0 +1,143 @@
+// `bertbench squad` and `bertbench squad-eval` end to end on the real binary, against the goldens:
+// train.tf_record / eval.tf_record byte-identical to run_squad.py's, predictions decoded from the
+// golden logits byte-identical for R=384 and R=128, the metric's stdout/stderr byte-identical to
+// evaluate-v1.1.py's, and bad input as one-line errors that leave no outputs behind.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/fs.hpp"
+#include "run_util.hpp"
+
+namespace bertbench::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string golden(const std::string& rel) {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
+}
+
+struct CmdRun {
+    int code = -1;
+    std::string out, err;
+};
+
+struct Tmp {
+    std::string path;
+    Tmp() {
+        char t[] = "/tmp/bb_squadcli_XXXXXX";
+        path = mkdtemp(t);
+    }
+    ~Tmp() { fs::remove_all(path); }
+};
+
+CmdRun run(const Tmp& tmp, const std::string& args) {
+    const std::string cmd = bertbench_path() + " " + args + " >" + tmp.path + "/stdout.txt 2>" + tmp.path + "/stderr.txt";
+    const int status = std::system(cmd.c_str());
+    CmdRun r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(tmp.path + "/stdout.txt");
+    r.err = read_file(tmp.path + "/stderr.txt");
+    return r;
+}
+
+std::string squad_flags(const std::string& out_dir, int msl = 384, int stride = 128) {
+    return "squad --vocab_file=" + golden("vocab.txt") + " --output_dir=" + out_dir +
+           " --max_seq_length=" + std::to_string(msl) + " --doc_stride=" + std::to_string(stride);
+}
+
+TEST(SquadEvalCli, OfficialGoldenOutput) {
+    Tmp tmp;
+    const CmdRun r = run(tmp, "squad-eval " + golden("squad/dataset-v1.1.json") + " " + golden("squad/predictions.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, read_file(golden("squad/expected_stdout.txt")));
+    EXPECT_EQ(r.err, read_file(golden("squad/expected_stderr.txt")));
+    const CmdRun bad = run(tmp, "squad-eval " + golden("squad/expected_stdout.txt") + "x " + golden("squad/predictions.json"));
+    EXPECT_EQ(bad.code, 1);
+    const CmdRun notjson = run(tmp, "squad-eval " + golden("vocab.txt") + " " + golden("squad/predictions.json"));
+    EXPECT_EQ(notjson.code, 1);
+    EXPECT_NE(notjson.err.find("not valid JSON"), std::string::npos) << notjson.err;
+}
+
+TEST(SquadCli, FeatureFilesByteIdentical) {
+    Tmp tmp;
+    const std::string out = tmp.path + "/out";
+    const CmdRun r = run(tmp, squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
+                               " --do_predict --predict_file=" + golden("squad_pipeline/dataset-v1.1.json") +
+                               " --features_only");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_file(out + "/train.tf_record"), read_file(golden("squad_pipeline/train_main_shuffled_384.tf_record")));
+    EXPECT_EQ(read_file(out + "/eval.tf_record"), read_file(golden("squad_pipeline/features_384_eval.tf_record")));
+    size_t warnings = 0;
+    for (size_t p = 0; (p = r.err.find("Could not find answer: '", p)) != std::string::npos; ++p) ++warnings;
+    EXPECT_EQ(warnings, 3u) << r.err;
+    EXPECT_NE(r.err.find("Num split examples = 93"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Num split examples = 97"), std::string::npos) << r.err;
+}
+
+TEST(SquadCli, RawResultsDecodeAndScoreBothRuns) {
+    for (auto [msl, stride] : {std::pair{384, 128}, std::pair{128, 32}}) {
+        Tmp tmp;
+        const std::string out = tmp.path + "/out";
+        const std::string dir = golden("squad_pipeline/predictions_" + std::to_string(msl) + "/");
+        const CmdRun r = run(tmp, squad_flags(out, msl, stride) + " --do_predict --predict_file=" +
+                                   golden("squad_pipeline/dataset-v1.1.json") + " --raw_results=" + dir + "logits.jsonl");
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(read_file(out + "/predictions.json"), read_file(dir + "predictions.json")) << msl;
+        EXPECT_EQ(read_file(out + "/nbest_predictions.json"), read_file(dir + "nbest_predictions.json")) << msl;
+        EXPECT_EQ(read_file(out + "/eval_results.json"), read_file(dir + "evaluate_stdout.txt")) << msl;
+        EXPECT_EQ(r.out, read_file(dir + "evaluate_stdout.txt")) << msl;
+        EXPECT_FALSE(fs::exists(out + "/null_odds.json"));
+    }
+}
+
+TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
+    Tmp tmp;
+    const std::string out = tmp.path + "/out";
+    const std::string predict = " --do_predict --predict_file=" + golden("squad_pipeline/dataset-v1.1.json");
+    // The error is the last thing printed, on one line (info lines may come before it).
+    auto one_line = [](const CmdRun& r) {
+        const size_t p = r.err.find("bertbench squad: error: ");
+        return p != std::string::npos && r.err.find('\n', p) == r.err.size() - 1;
+    };
+    // Logits of the R=128 run do not belong to the R=384 features.
+    CmdRun r = run(tmp, squad_flags(out) + predict + " --raw_results=" + golden("squad_pipeline/predictions_128/logits.jsonl"));
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("predictions_128/logits.jsonl"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("unique_id"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out + "/predictions.json"));
+    EXPECT_FALSE(fs::exists(out + "/eval.tf_record"));
+    r = run(tmp, squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json"));
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    r = run(tmp, squad_flags(out) + predict);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+    r = run(tmp, squad_flags(out, 67, 32) + predict + " --features_only");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("--max_query_length=64 + 3"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    write_file_atomic(tmp.path + "/v2.json",
+                      R"({"version":"v2.0","data":[{"paragraphs":[{"context":"x y","qas":[{"id":"z1","question":"q?","answers":[],"is_impossible":true}]}]}]})");
+    r = run(tmp, squad_flags(out) + " --do_predict --features_only --predict_file=" + tmp.path + "/v2.json");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("\"z1\""), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--version_2_with_negative"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    r = run(tmp, squad_flags(out) + " --do_predict --features_only --version_2_with_negative --predict_file=" + tmp.path + "/v2.json");
+    EXPECT_EQ(r.code, 0) << r.err;
+    write_file_atomic(tmp.path + "/bad.json", "{\"data\": [");
+    r = run(tmp, squad_flags(out) + " --do_predict --features_only --predict_file=" + tmp.path + "/bad.json");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+}
+
+}  // namespace
+}  // namespace bertbench::testing
