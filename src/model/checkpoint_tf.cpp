@@ -163,7 +163,10 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
         fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
              "{}.index beside it), found neither", path, path);
     const CheckpointReader r(path);  // validates the safetensors file
-    return r.metadata().count("format") || r.has("bert/embeddings/word_embeddings")
+    // Not just any "format" key: transformers' save_pretrained writes {"format": "pt"}.
+    const auto it = r.metadata().find("format");
+    const bool ours_format = it != r.metadata().end() && it->second == kCheckpointFormat;
+    return ours_format || r.has("bert/embeddings/word_embeddings")
                ? CheckpointFormat::bertbench
                : CheckpointFormat::hf_safetensors;
 }
@@ -200,7 +203,9 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
             summary = import_tf_checkpoint(path, table, params).summary();
             break;
     }
-    log::info("{}={} ({}): {}", flag, path, checkpoint_format_name(f), summary);
+    static const char* const kFrom[] = {"bertbench checkpoint", "Hugging Face file",
+                                        "TensorFlow checkpoint"};
+    log::info("initialised from {} {}: {}", kFrom[static_cast<int>(f)], path, summary);
     return summary;
 }
 

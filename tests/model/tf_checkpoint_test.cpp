@@ -114,6 +114,15 @@ TEST(TfCheckpoint, FormatDispatch) {
     EXPECT_EQ(detect_checkpoint_format(dir.file("ours.safetensors")), CheckpointFormat::bertbench);
     EXPECT_TRUE(checkpoint_config(dir.file("ours.safetensors"), &got));
     EXPECT_EQ(got.hidden_size, 4);
+    // A Hugging Face file as save_pretrained writes it ({"format": "pt"}) is not ours.
+    {
+        io::SafetensorsWriter hf(dir.file("hf.safetensors"));
+        hf.set_metadata("format", "pt");
+        const std::vector<float> w(15 * 4, 0.5f);
+        hf.add_f32("bert.embeddings.word_embeddings.weight", {15, 4}, w);
+        hf.write();
+    }
+    EXPECT_EQ(detect_checkpoint_format(dir.file("hf.safetensors")), CheckpointFormat::hf_safetensors);
     const std::string err = error_of([&] { detect_checkpoint_format(dir.file("model.ckpt-9")); });
     EXPECT_NE(err.find(dir.file("model.ckpt-9") + ".index"), std::string::npos) << err;
 }

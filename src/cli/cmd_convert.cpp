@@ -1,0 +1,37 @@
+// `bertbench convert`: checkpoints between bertbench safetensors (TF names), Hugging Face BERT
+// safetensors (+ config.json) and TensorFlow tensor bundles (model/convert.hpp).
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/flags.hpp"
+#include "model/convert.hpp"
+
+namespace bertbench::cli {
+
+int cmd_convert(int argc, char** argv) {
+    model::ConvertOptions o;
+    Flags f("convert",
+            "Convert a checkpoint between bertbench safetensors (TF names), Hugging Face BERT "
+            "safetensors (HF names, Linear weights [out, in], config.json beside) and TensorFlow "
+            "TF1/TF2 checkpoints (PREFIX.index + PREFIX.data-00000-of-00001). The input format is "
+            "detected. Tensors are copied bit for bit (HF kernels transposed); for --to=hf only "
+            "the model's weights are written, optimizer state is skipped.");
+    f.add("input", &o.input, "checkpoint: a .safetensors file or a TensorFlow checkpoint prefix");
+    f.add("output", &o.output,
+          "output: TF prefix, .safetensors file, or for --to=hf a .safetensors file or a "
+          "directory (model.safetensors + config.json)");
+    f.add("to", &o.to,
+          "tf | safetensors | hf (default: safetensors when --output ends in .safetensors, "
+          "else tf)");
+    f.add("bert_config_file", &o.bert_config_file,
+          "bert_config.json: needed for --to=hf unless the input is a bertbench checkpoint; "
+          "with --to=safetensors it is stored in the checkpoint's metadata");
+    f.add("overwrite", &o.overwrite, "replace existing output files");
+    if (!f.parse(argc, argv)) return 0;
+    const model::ConvertResult r = model::convert_checkpoint(o);
+    std::cout << r.summary() << "\n";
+    return 0;
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,299 @@
+// `bertbench convert`: read any checkpoint format into a list of named tensors (TF names, raw
+// little-endian bytes), write it in another. HF names map through hf_to_tf_name/tf_to_hf_name
+// (model/checkpoint.hpp); 2-D Linear weights are transposed element-size-generically, so the bytes
+// are moved, never re-encoded.
+#include "model/convert.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/safetensors.hpp"
+#include "io/tf_bundle.hpp"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+
+namespace bertbench::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Tensor {
+    std::string name;  // TF name
+    io::DType dtype = io::DType::F32;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+};
+
+struct DTypePair {
+    io::DType st;
+    io::TfDType tf;
+};
+constexpr DTypePair kDTypes[] = {
+    {io::DType::F64, io::TfDType::float64}, {io::DType::F32, io::TfDType::float32},
+    {io::DType::F16, io::TfDType::half},    {io::DType::BF16, io::TfDType::bfloat16},
+    {io::DType::I64, io::TfDType::int64},   {io::DType::I32, io::TfDType::int32},
+    {io::DType::I16, io::TfDType::int16},   {io::DType::I8, io::TfDType::int8},
+    {io::DType::U8, io::TfDType::uint8},    {io::DType::BOOL, io::TfDType::boolean},
+};
+
+bool from_tf(io::TfDType d, io::DType* out) {
+    for (const auto& p : kDTypes)
+        if (p.tf == d) {
+            *out = p.st;
+            return true;
+        }
+    return false;
+}
+
+io::TfDType to_tf(io::DType d) {
+    for (const auto& p : kDTypes)
+        if (p.st == d) return p.tf;
+    BB_CHECK(false);
+    return io::TfDType::invalid;
+}
+
+// [rows, cols] -> [cols, rows] for elements of `es` bytes.
+std::vector<uint8_t> transpose(const std::vector<uint8_t>& src, int64_t rows, int64_t cols,
+                               size_t es) {
+    std::vector<uint8_t> dst(src.size());
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            std::memcpy(&dst[(size_t(c) * size_t(rows) + size_t(r)) * es],
+                        &src[(size_t(r) * size_t(cols) + size_t(c)) * es], es);
+    return dst;
+}
+
+struct Loaded {
+    std::vector<Tensor> tensors;
+    std::vector<std::string> skipped;
+    std::map<std::string, std::string> metadata;  // ours only
+    std::vector<std::string> files;               // input files (for the same-inode check)
+};
+
+Loaded read_tf(const std::string& prefix) {
+    const io::TfBundleReader r(prefix);
+    Loaded in;
+    in.files.push_back(r.index_path());
+    for (int32_t s = 0; s < r.header().num_shards; ++s) in.files.push_back(r.shard_path(s));
+    for (const io::TfTensorEntry& e : r.entries()) {
+        Tensor t;
+        if (e.partitioned || !from_tf(e.dtype, &t.dtype)) {
+            in.skipped.push_back(fmt::format("{} ({})", e.name, e.partitioned
+                                                                     ? "partitioned"
+                                                                     : io::tf_dtype_name(e.dtype)));
+            continue;
+        }
+        t.name = e.name;
+        t.shape = e.shape;
+        t.bytes = r.read_raw(e);
+        const size_t es = io::dtype_size(t.dtype);
+        if (r.header().big_endian)
+            for (size_t i = 0; i + es <= t.bytes.size(); i += es)
+                std::reverse(t.bytes.begin() + i, t.bytes.begin() + i + es);
+        in.tensors.push_back(std::move(t));
+    }
+    return in;
+}
+
+Loaded read_safetensors(const std::string& path, bool hf) {
+    const io::SafetensorsReader r(path);
+    Loaded in;
+    in.files.push_back(path);
+    if (!hf) in.metadata = r.metadata();
+    std::map<std::string, bool> seen;
+    for (const io::TensorInfo& info : r.tensors()) {
+        const auto b = r.bytes(info);
+        Tensor t{info.name, info.dtype, info.shape, std::vector<uint8_t>(b.size())};
+        if (!b.empty()) std::memcpy(t.bytes.data(), b.data(), b.size());
+        if (hf) {
+            HfName m;
+            if (info.name.ends_with("position_ids") || info.name.ends_with("predictions.decoder.weight")) {
+                in.skipped.push_back(info.name + " (tied or a buffer)");
+                continue;
+            }
+            if (!hf_to_tf_name(info.name, &m)) {
+                in.skipped.push_back(info.name + " (no TF name)");
+                continue;
+            }
+            if (seen.count(m.tf_name)) {  // cls.predictions.bias == cls.predictions.decoder.bias
+                in.skipped.push_back(info.name + " (same tensor as another)");
+                continue;
+            }
+            seen[m.tf_name] = true;
+            t.name = m.tf_name;
+            if (m.transpose) {
+                if (t.shape.size() != 2)
+                    fail("{}: tensor \"{}\": expected a 2-D Linear weight, found shape {}", path,
+                         info.name, info.shape_str());
+                t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
+                std::swap(t.shape[0], t.shape[1]);
+            }
+        }
+        in.tensors.push_back(std::move(t));
+    }
+    return in;
+}
+
+// HF's BertConfig (config.json) for our config.
+nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors) {
+    bool pretraining = false, squad = false;
+    for (const Tensor& t : tensors) {
+        pretraining |= t.name.rfind("cls/predictions/", 0) == 0;
+        squad |= t.name.rfind("cls/squad/", 0) == 0;
+    }
+    // Our "gelu"/"gelu_new" is the tanh form (HF "gelu_new"); "gelu_erf" is HF's "gelu".
+    const std::string act = c.hidden_act == "gelu_erf" ? "gelu"
+                            : c.hidden_act == "relu"   ? "relu"
+                                                       : "gelu_new";
+    return {{"architectures", {squad         ? "BertForQuestionAnswering"
+                               : pretraining ? "BertForPreTraining"
+                                             : "BertModel"}},
+            {"model_type", "bert"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"num_hidden_layers", c.num_hidden_layers},
+            {"num_attention_heads", c.num_attention_heads},
+            {"intermediate_size", c.intermediate_size},
+            {"hidden_act", act},
+            {"hidden_dropout_prob", c.hidden_dropout_prob},
+            {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"type_vocab_size", c.type_vocab_size},
+            {"initializer_range", c.initializer_range},
+            {"layer_norm_eps", 1e-12},
+            {"pad_token_id", 0},
+            {"position_embedding_type", "absolute"}};
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa {}, sb {};
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+std::string ConvertResult::summary() const {
+    std::string s = fmt::format("converted {} -> {}: {} tensors written to {}", from, to, tensors,
+                                fmt::join(written, ", "));
+    if (!skipped.empty())
+        s += fmt::format("; skipped {} ({}{})", skipped.size(),
+                         fmt::join(skipped.begin(), skipped.begin() + std::min<size_t>(4, skipped.size()), ", "),
+                         skipped.size() > 4 ? ", ..." : "");
+    return s;
+}
+
+ConvertResult convert_checkpoint(const ConvertOptions& o) {
+    if (o.input.empty()) fail("--input: expected a checkpoint, got none");
+    if (o.output.empty()) fail("--output: expected a path, got none");
+    std::string to = o.to;
+    if (to.empty()) to = o.output.ends_with(".safetensors") ? "safetensors" : "tf";
+    if (to != "tf" && to != "safetensors" && to != "hf")
+        fail("--to={}: expected tf, safetensors or hf", to);
+
+    const CheckpointFormat from = detect_checkpoint_format(o.input);
+    Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
+                : read_safetensors(o.input, from == CheckpointFormat::hf_safetensors);
+
+    // Output files.
+    std::vector<std::string> outs;
+    std::string st_path, config_path;
+    if (to == "tf") {
+        outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
+    } else if (to == "safetensors") {
+        st_path = o.output;
+        outs = {st_path};
+    } else {
+        const bool file = o.output.ends_with(".safetensors");
+        st_path = file ? o.output : (fs::path(o.output) / "model.safetensors").string();
+        config_path = (fs::path(st_path).parent_path() / "config.json").string();
+        if (!file) fs::create_directories(o.output);
+        outs = {st_path, config_path};
+    }
+    for (const std::string& out : outs) {
+        for (const std::string& inp : in.files)
+            if (same_file(out, inp))
+                fail("--output={}: {} is the input file {} (hint: write to another path)",
+                     o.output, out, inp);
+        struct stat st {};
+        if (::stat(out.c_str(), &st) == 0 && !o.overwrite)
+            fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
+    }
+
+    BertConfig config;
+    bool have_config = false;
+    if (!o.bert_config_file.empty()) {
+        config = BertConfig::from_json_file(o.bert_config_file);
+        config.validate(o.bert_config_file);
+        have_config = true;
+    } else if (from == CheckpointFormat::bertbench && in.metadata.count("bert_config")) {
+        config = CheckpointReader(o.input).config();
+        have_config = true;
+    }
+
+    ConvertResult res;
+    res.from = checkpoint_format_name(from);
+    res.skipped = std::move(in.skipped);
+    if (to == "tf") {
+        res.to = checkpoint_format_name(CheckpointFormat::tf_bundle);
+        io::TfBundleWriter w(o.output);
+        for (const Tensor& t : in.tensors)
+            w.add(t.name, to_tf(t.dtype), t.shape, t.bytes.data(), t.bytes.size());
+        w.finish();
+        res.tensors = in.tensors.size();
+    } else if (to == "safetensors") {
+        res.to = checkpoint_format_name(CheckpointFormat::bertbench);
+        io::SafetensorsWriter w(st_path);
+        for (const auto& [k, v] : in.metadata) w.set_metadata(k, v);
+        if (have_config && !in.metadata.count("bert_config")) {
+            w.set_metadata("bert_config", config.to_json().dump());
+            w.set_metadata("format", kCheckpointFormat);
+        }
+        for (const Tensor& t : in.tensors)
+            w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+        w.write();
+        res.tensors = in.tensors.size();
+    } else {
+        res.to = checkpoint_format_name(CheckpointFormat::hf_safetensors);
+        if (!have_config)
+            fail("--bert_config_file: expected the model's bert_config.json (for {}), got none "
+                 "({} carries no config)", config_path, o.input);
+        io::SafetensorsWriter w(st_path);
+        w.set_metadata("format", "pt");  // what transformers' save_pretrained writes
+        std::vector<Tensor> hf;
+        for (Tensor& t : in.tensors) {
+            std::string name;
+            bool tr = false;
+            if (!tf_to_hf_name(t.name, &name, &tr)) {
+                res.skipped.push_back(t.name + " (not a model weight)");
+                continue;
+            }
+            if (tr) {
+                if (t.shape.size() != 2)
+                    fail("{}: tensor \"{}\": expected a 2-D kernel, found {} dims", o.input, t.name,
+                         t.shape.size());
+                t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
+                std::swap(t.shape[0], t.shape[1]);
+            }
+            w.add(name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+            ++res.tensors;
+        }
+        if (res.tensors == 0)
+            fail("--input={}: expected BERT weights (TF names), found none", o.input);
+        w.write();
+        write_file_atomic(config_path, hf_config(config, in.tensors).dump(2) + "\n");
+    }
+    res.written = outs;
+    return res;
+}
+
+}  // namespace bertbench::model

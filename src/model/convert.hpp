@@ -1,0 +1,34 @@
+// Checkpoint conversion between bertbench safetensors (TF names), Hugging Face BERT safetensors
+// (HF names, Linear weights [out, in], config.json beside) and TensorFlow tensor bundles
+// (PREFIX.index + PREFIX.data-00000-of-00001). Tensors are copied byte for byte (HF kernels
+// transposed), so safetensors -> TF -> safetensors and safetensors -> HF -> safetensors give back
+// the same tensors bit for bit. Outputs are written atomically; an existing output is an error
+// without `overwrite`, and an output that is the input (same inode) always is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace bertbench::model {
+
+struct ConvertOptions {
+    std::string input;             // safetensors file or TF prefix (format detected)
+    std::string output;            // safetensors file, TF prefix, or for hf a file or directory
+    std::string to;                // "tf" | "safetensors" | "hf"; "" = safetensors when output
+                                   // ends in .safetensors, else tf
+    std::string bert_config_file;  // config for HF's config.json / our metadata (optional when
+                                   // the input is a bertbench checkpoint that carries one)
+    bool overwrite = false;
+};
+
+struct ConvertResult {
+    std::string from, to;              // format names
+    std::vector<std::string> written;  // output files
+    size_t tensors = 0;                // tensors written
+    std::vector<std::string> skipped;  // "name (why)": DT_STRING, optimizer state for hf, ...
+    std::string summary() const;       // one line
+};
+
+ConvertResult convert_checkpoint(const ConvertOptions& o);
+
+}  // namespace bertbench::model

@@ -1,0 +1,186 @@
+// `bertbench convert` through the real binary: safetensors -> TF -> safetensors and
+// safetensors -> HF -> safetensors give back every tensor bit for bit; the real keras_bert_tiny TF
+// checkpoint -> safetensors -> TF gives back its .index and .data files byte for byte; HF output has
+// HF names, [out, in] kernels and a config.json; existing outputs, output == input and unknown
+// formats are one-line errors with a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_util.hpp"
+#include "core/fs.hpp"
+#include "io/safetensors.hpp"
+#include "model/checkpoint.hpp"
+#include "test_util.hpp"
+
+namespace bertbench {
+namespace {
+
+using bertbench::testing::run_bertbench;
+using bertbench::testing::TmpDir;
+
+std::string tiny_prefix() {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return std::string(d ? d : "/work/shared") + "/golden/tf_checkpoint/keras_bert_tiny/bert_model.ckpt";
+}
+
+model::BertConfig small_config() {
+    model::BertConfig c;
+    c.vocab_size = 23;
+    c.hidden_size = 8;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 2;
+    c.intermediate_size = 12;
+    c.max_position_embeddings = 16;
+    return c;
+}
+
+// Every tensor of two safetensors files: same names, dtypes, shapes and bytes.
+void expect_same_tensors(const std::string& a, const std::string& b) {
+    const io::SafetensorsReader ra(a), rb(b);
+    ASSERT_EQ(ra.tensors().size(), rb.tensors().size());
+    for (const io::TensorInfo& t : ra.tensors()) {
+        const io::TensorInfo* u = rb.find(t.name);
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_EQ(t.dtype, u->dtype) << t.name;
+        EXPECT_EQ(t.shape, u->shape) << t.name;
+        const auto x = ra.bytes(t), y = rb.bytes(*u);
+        ASSERT_EQ(x.size(), y.size()) << t.name;
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0) << t.name;
+    }
+}
+
+// A checkpoint as pretrain writes it: weights, adam slots and step counters.
+std::string make_checkpoint(const TmpDir& dir, bool with_optimizer) {
+    const model::ParamTable table(small_config(), model::Heads::pretraining);
+    std::vector<float> w(table.total_floats()), m(table.total_floats());
+    table.initialize(w, 3);
+    table.initialize(m, 4);
+    const std::string path = dir.file("a.safetensors");
+    model::CheckpointWriter cw(path, table);
+    cw.add_table(w);
+    if (with_optimizer) {
+        cw.add_table(m, "/adam_m");
+        cw.add_table(m, "/adam_v");
+        const std::vector<int64_t> step = {77};
+        cw.add_i64("bertbench/global_step", step);
+    }
+    cw.commit();
+    return path;
+}
+
+TEST(ConvertCli, SafetensorsToTfAndBackIsBitExact) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, true);
+    const std::string prefix = dir.file("tf/model.ckpt-77");
+    std::filesystem::create_directories(dir.file("tf"));
+    auto r = run_bertbench("convert --input=" + a + " --output=" + prefix);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("-> TensorFlow checkpoint"), std::string::npos) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(prefix + ".index"));
+    EXPECT_TRUE(std::filesystem::exists(prefix + ".data-00000-of-00001"));
+    r = run_bertbench("convert --input=" + prefix + " --output=" + dir.file("b.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    expect_same_tensors(a, dir.file("b.safetensors"));
+    expect_same_tensors(dir.file("b.safetensors"), a);
+}
+
+TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false);
+    auto r = run_bertbench("convert --to=hf --input=" + a + " --output=" + dir.file("hf"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json cfg = nlohmann::json::parse(read_file(dir.file("hf/config.json")));
+    EXPECT_EQ(cfg["hidden_size"], 8);
+    EXPECT_EQ(cfg["model_type"], "bert");
+    EXPECT_EQ(cfg["architectures"][0], "BertForPreTraining");
+    EXPECT_EQ(cfg["hidden_act"], "gelu_new");  // the reference's tanh GELU
+    const io::SafetensorsReader hf(dir.file("hf/model.safetensors"));
+    const io::TensorInfo* q = hf.find("bert.encoder.layer.0.intermediate.dense.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->shape, (std::vector<int64_t>{12, 8}));  // [out, in]
+    EXPECT_EQ(hf.find("bert/encoder/layer_0/intermediate/dense/kernel"), nullptr);
+    // The HF file also loads through the existing import path, transposed back.
+    const io::SafetensorsReader ours(a);
+    const std::vector<float> k = ours.read_f32("bert/encoder/layer_0/intermediate/dense/kernel");
+    const std::vector<float> w = hf.read_f32("bert.encoder.layer.0.intermediate.dense.weight");
+    EXPECT_EQ(k[1 * 12 + 5], w[5 * 8 + 1]);  // kernel[in=1][out=5] == weight[out=5][in=1]
+    r = run_bertbench("convert --input=" + dir.file("hf/model.safetensors") +
+                      " --output=" + dir.file("c.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    expect_same_tensors(a, dir.file("c.safetensors"));
+    expect_same_tensors(dir.file("c.safetensors"), a);
+}
+
+TEST(ConvertCli, RealTfCheckpointRoundTripsByteForByte) {
+    TmpDir dir;
+    auto r = run_bertbench("convert --input=" + tiny_prefix() + " --output=" + dir.file("k.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("139 tensors"), std::string::npos) << r.out;
+    r = run_bertbench("convert --input=" + dir.file("k.safetensors") + " --output=" + dir.file("k2"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(read_file(dir.file("k2.index")), read_file(tiny_prefix() + ".index"));
+    EXPECT_EQ(read_file(dir.file("k2.data-00000-of-00001")),
+              read_file(tiny_prefix() + ".data-00000-of-00001"));
+    // TF -> HF needs a config; with keras_bert_tiny's it writes 46 weights (adam slots skipped).
+    r = run_bertbench("convert --to=hf --input=" + tiny_prefix() + " --output=" + dir.file("hf"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--bert_config_file"), std::string::npos) << r.out;
+    const std::string cfg = std::filesystem::path(tiny_prefix()).parent_path() / "bert_config.json";
+    r = run_bertbench("convert --to=hf --input=" + tiny_prefix() + " --output=" + dir.file("hf") +
+                      " --bert_config_file=" + cfg);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("46 tensors written"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skipped 93"), std::string::npos) << r.out;
+}
+
+// eval takes a TF prefix; a TF checkpoint carries no config, so it asks for one.
+TEST(ConvertCli, EvalWithTfCheckpointNeedsAConfig) {
+    const auto r = run_bertbench("eval --init_checkpoint=" + tiny_prefix() +
+                                 " --input_file=" + tiny_prefix() + ".index");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--bert_config_file"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("is a TensorFlow checkpoint and carries no config"), std::string::npos) << r.out;
+}
+
+TEST(ConvertCli, BadOutputsAndInputsAreOneLineErrors) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false);
+    auto r = run_bertbench("convert --input=" + a + " --output=" + dir.file("t"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    // existing output without --overwrite
+    r = run_bertbench("convert --input=" + a + " --output=" + dir.file("t"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find(dir.file("t") + ".data-00000-of-00001 exists"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+    r = run_bertbench("convert --overwrite --input=" + a + " --output=" + dir.file("t"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    // output == input, also through a hard link, even with --overwrite
+    std::filesystem::create_hard_link(a, dir.file("link.safetensors"));
+    r = run_bertbench("convert --overwrite --input=" + a + " --output=" + dir.file("link.safetensors"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("is the input file"), std::string::npos) << r.out;
+    r = run_bertbench("convert --overwrite --input=" + dir.file("t") + " --output=" + dir.file("t"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("is the input file"), std::string::npos) << r.out;
+    // no such input; unknown --to; a file that is neither format
+    r = run_bertbench("convert --input=" + dir.file("nope") + " --output=" + dir.file("x"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find(dir.file("nope")), std::string::npos) << r.out;
+    r = run_bertbench("convert --to=onnx --input=" + a + " --output=" + dir.file("x"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--to=onnx"), std::string::npos) << r.out;
+    write_file_atomic(dir.file("junk.safetensors"), "not a checkpoint at all");
+    r = run_bertbench("convert --input=" + dir.file("junk.safetensors") + " --output=" + dir.file("y"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("junk.safetensors"), std::string::npos) << r.out;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path))
+        EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+    EXPECT_FALSE(std::filesystem::exists(dir.file("y.index")));
+}
+
+}  // namespace
+}  // namespace bertbench
