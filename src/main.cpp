@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval},
     {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench},
     {"pick-eval", "pick the eval subset of a TFRecord (pick_eval_samples.py)", bertbench::cli::cmd_pick_eval},
+    {"convert", "checkpoints between TensorFlow, Hugging Face and bertbench safetensors", bertbench::cli::cmd_convert},
     {"squad", "SQuAD features and prediction decoding (run_squad.py, byte-identical)", bertbench::cli::cmd_squad},
     {"squad-eval", "official SQuAD metric (evaluate-v1.1.py / evaluate-v2.0.py output)", bertbench::cli::cmd_squad_eval},
 };
@@ -54,6 +55,17 @@ void apply_openmp_wait_policy(char** argv) {
 
 int main(int argc, char** argv) {
     apply_openmp_wait_policy(argv);
+    // `bertbench --version` = `bertbench version`; `bertbench help CMD` = `bertbench CMD --help`.
+    char version_cmd[] = "version", help_flag[] = "--help";
+    char* rewritten[] = {argv[0], version_cmd, help_flag, nullptr};
+    if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+        argv = rewritten;
+        argc = 2;
+    } else if (argc == 3 && std::strcmp(argv[1], "help") == 0) {
+        rewritten[1] = argv[2];
+        argv = rewritten;
+        argc = 3;
+    }
     if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

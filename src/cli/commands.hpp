@@ -12,6 +12,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_pick_eval(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 int cmd_squad(int argc, char** argv);
 int cmd_squad_eval(int argc, char** argv);
 
