@@ -1,0 +1,50 @@
+// Fuzz target: bytes -> SQuAD JSON file -> examples (prediction and training mode, v1.1 and v2.0)
+// -> features with a tiny vocabulary and short windows (fuzz/ links the reader layers only, so
+// write_predictions in src/train is not reached from here). Bad input must end in
+// bertbench::Error; anything else (a crash, a sanitizer report, another exception) is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/squad.hpp"
+#include "data/tokenizer.hpp"
+#include "data/vocab.hpp"
+
+namespace {
+
+const bertbench::data::Vocab& tiny_vocab() {
+    static const bertbench::data::Vocab v = bertbench::data::Vocab::from_text(
+        "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\na\nof\nriver\n##s\n##ing\nbo\nwent\nhome\n.\n,\n?\nwho\n1\n2\n",
+        "fuzz-vocab");
+    return v;
+}
+
+void run(std::string_view text, bool training, bool v2) {
+    using namespace bertbench;
+    const nlohmann::json doc = data::parse_squad_json(text, "fuzz.json");
+    const auto examples = data::read_squad_examples(doc, "fuzz.json", {training, v2}, nullptr);
+    data::FullTokenizer tok(tiny_vocab(), true);
+    size_t n = 0;
+    data::convert_examples_to_features(examples, tok, {24, 5, 6, training}, [&](data::SquadFeature&& f) {
+        if (f.input_ids.size() != 24 || f.tokens.size() > 24) std::abort();  // window invariant
+        ++n;
+    });
+    (void)n;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    for (int mode = 0; mode < 4; ++mode) {
+        try {
+            run(text, (mode & 1) != 0, (mode & 2) != 0);
+        } catch (const bertbench::Error&) {
+        }
+    }
+    return 0;
+}
