@@ -1,5 +1,5 @@
 # bertbench — common entry points. See README.md.
-.PHONY: all setup build build-ci build-asan test test-asan demo clean
+.PHONY: all setup build build-ci build-asan test test-asan fuzz demo clean
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
@@ -14,11 +14,13 @@ build:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Release build with -Werror, then every test; then the unit tests again under ASan+UBSan.
+# Release build with -Werror, then every test; then the unit tests again under ASan+UBSan; then
+# every fuzz target for FUZZ_SECONDS each.
 test: setup
 	@$(MAKE) --no-print-directory build BUILD=build CMAKE_ARGS="-DBB_WERROR=ON"
 	@cd build && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory fuzz
 
 build-asan:
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBB_SANITIZE=ON -DBB_WERROR=ON >/dev/null
@@ -29,11 +31,17 @@ test-asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E 'Slow'
 
+# libFuzzer + ASan + UBSan (clang-14, build-fuzz/): every fuzz/*_fuzz.cpp target for FUZZ_SECONDS
+# on a scratch copy of its seed corpus; non-zero exit on a crash, timeout or OOM. docs/fuzzing.md.
+FUZZ_SECONDS ?= 20
+fuzz:
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
 demo: setup build
 	@bash scripts/demo.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 # bertbench vs PyTorch (default and tuned), interleaved per point; writes docs/PERFORMANCE.md and
 # docs/perf/ (resumable). Options: make bench-compare BENCH_ARGS="--models=base --seq_len=512".

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh [SECONDS]: builds build-fuzz (clang-14, libFuzzer + ASan + UBSan; -DBB_FUZZ=ON)
+# and runs every fuzz/<name>_fuzz.cpp target for SECONDS (default 20) on a scratch copy of its seed
+# corpus fuzz/corpus/<name>/ (nothing is written into the repository). Prints, per target, the
+# executions and whether it crashed; a crash, timeout (-timeout=10 s per input) or OOM
+# (-rss_limit_mb=2048) exits non-zero, with the reproducer kept under build-fuzz/artifacts/.
+# Environment: BB_FUZZ_CXX (default clang++-14), BB_FUZZ_BUILD (default build-fuzz),
+# BB_FUZZ_TARGETS (space-separated names to run, default all), BB_FUZZ_JOBS (build jobs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-20}
+build=${BB_FUZZ_BUILD:-build-fuzz}
+cxx=${BB_FUZZ_CXX:-clang++-14}
+command -v "$cxx" >/dev/null ||
+    { echo "fuzz: $cxx: not found (hint: make setup installs clang-14 and libclang-rt-14-dev)" >&2; exit 2; }
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBB_FUZZ=ON \
+    -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" >/dev/null
+cmake --build "$build" --target fuzz_all -j "${BB_FUZZ_JOBS:-$(nproc)}"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$build/artifacts"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+failed=() total=0
+for src in fuzz/*_fuzz.cpp; do
+    target=$(basename "$src" .cpp)
+    name=${target%_fuzz}
+    if [ -n "${BB_FUZZ_TARGETS:-}" ] && [[ " $BB_FUZZ_TARGETS " != *" $name "* ]]; then continue; fi
+    corpus="$work/$name/corpus" artifacts="$work/$name/artifacts/"
+    mkdir -p "$corpus" "$artifacts"
+    seeds=0 largest=0
+    if [ -d "fuzz/corpus/$name" ]; then
+        for f in "fuzz/corpus/$name"/*; do
+            [ -f "$f" ] || continue
+            cp "$f" "$corpus/"
+            seeds=$((seeds + 1))
+            size=$(stat -c %s "$f")
+            [ "$size" -gt "$largest" ] && largest=$size
+        done
+    fi
+    # Room to grow the seeds (twice the largest, at least 4 KiB, at most 1 MiB).
+    max_len=$((2 * largest)); [ "$max_len" -lt 4096 ] && max_len=4096
+    [ "$max_len" -gt 1048576 ] && max_len=1048576
+    log="$work/$name.log"
+    rc=0
+    "$build/fuzz/$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$artifacts" \
+        "$corpus" >"$log" 2>&1 || rc=$?
+    execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
+    total=$((total + ${execs:-0}))
+    found=$(find "$artifacts" -type f | wc -l)
+    if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+        kind=$(grep -oE "ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer|UndefinedBehaviorSanitizer)[^ ]*: [a-z-]+|runtime error|Timeout|out-of-memory" "$log" | head -1)
+        cp -r "$artifacts" "$build/artifacts/$name"
+        echo "fuzz: $name: CRASH after ${execs:-?} executions (${kind:-exit $rc}); reproducer in $build/artifacts/$name/; log tail:"
+        tail -40 "$log" | sed 's/^/    /'
+        failed+=("$name")
+    else
+        cov=$(grep -oE "cov: [0-9]+" "$log" | tail -1)
+        echo "fuzz: $name: ${execs:-?} executions in ${secs} s, ${cov:-cov: ?} edges, $seeds seeds, no crash"
+    fi
+done
+echo "fuzz: $total executions in all"
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "fuzz: FAILED: ${failed[*]} (reproduce: $build/fuzz/<name>_fuzz <reproducer>)" >&2
+    exit 1
+fi
