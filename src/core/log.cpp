@@ -11,6 +11,7 @@ namespace {
 Level g_level = Level::info;
 std::mutex g_mutex;
 const auto g_start = std::chrono::steady_clock::now();
+bool g_progress_open = false;  // a terminal progress line without its newline is on screen
 
 double seconds_since_start() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
@@ -24,6 +25,10 @@ bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 void write(Level lvl, const std::string& message) {
     static const char* names[] = {"debug", "info", "warning", "error"};
     std::lock_guard lock(g_mutex);
+    if (g_progress_open) {  // clear it, so the log line does not glue onto it; next update redraws
+        std::fputs("\r\033[K", stderr);
+        g_progress_open = false;
+    }
     if (lvl == Level::info) {
         std::fprintf(stderr, "[%8.2fs] %s\n", seconds_since_start(), message.c_str());
     } else {
@@ -36,7 +41,9 @@ Progress::Progress(double plain_interval_s)
     : plain_interval_s_(plain_interval_s), tty_(stderr_is_terminal()) {}
 
 Progress::~Progress() {
-    if (open_) std::fputc('\n', stderr);
+    std::lock_guard lock(g_mutex);
+    if (open_ && g_progress_open) std::fputc('\n', stderr);
+    g_progress_open = false;
 }
 
 void Progress::update(const std::string& line, bool force) {
@@ -47,6 +54,7 @@ void Progress::update(const std::string& line, bool force) {
         std::fprintf(stderr, "\r\033[K%s", line.c_str());
         std::fflush(stderr);
         open_ = true;
+        g_progress_open = true;
     } else {
         if (!force && now - last_ < plain_interval_s_) return;
         std::fprintf(stderr, "[%8.2fs] %s\n", now, line.c_str());
@@ -57,11 +65,16 @@ void Progress::update(const std::string& line, bool force) {
 void Progress::finish(const std::string& line) {
     std::lock_guard lock(g_mutex);
     if (tty_) {
-        std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
-    } else {
+        if (!line.empty()) {
+            std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
+        } else if (g_progress_open) {
+            std::fputs("\r\033[K", stderr);  // nothing to keep: the line goes
+        }
+    } else if (!line.empty()) {
         std::fprintf(stderr, "[%8.2fs] %s\n", seconds_since_start(), line.c_str());
     }
     open_ = false;
+    g_progress_open = false;
 }
 
 }  // namespace bertbench::log

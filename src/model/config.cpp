@@ -134,12 +134,15 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
 }
 
 nlohmann::json BertConfig::to_json() const {
+    // A float field as the user wrote it: 0.1, not the float's exact double 0.10000000149011612
+    // (the shortest decimal that reads back as the same float).
+    const auto as_given = [](float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); };
     return nlohmann::json{
-        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+        {"attention_probs_dropout_prob", as_given(attention_probs_dropout_prob)},
         {"hidden_act", hidden_act},
-        {"hidden_dropout_prob", hidden_dropout_prob},
+        {"hidden_dropout_prob", as_given(hidden_dropout_prob)},
         {"hidden_size", hidden_size},
-        {"initializer_range", initializer_range},
+        {"initializer_range", as_given(initializer_range)},
         {"intermediate_size", intermediate_size},
         {"max_position_embeddings", max_position_embeddings},
         {"num_attention_heads", num_attention_heads},

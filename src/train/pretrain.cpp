@@ -268,6 +268,7 @@ private:
     AlignedVector<float> params_, grads_;
     std::unique_ptr<optim::ParameterUpdater> updater_;
     std::unique_ptr<model::BertPretrainer> engine_;
+    std::unique_ptr<model::BertPretrainer> eval_engine_;  // only for an eval batch > training's
     std::unique_ptr<data::PretrainReader> reader_;
     std::unique_ptr<MlperfLogger> mllog_;
     std::vector<std::string> train_files_, eval_files_;
@@ -279,6 +280,8 @@ private:
     double segment_start_ = 0;
     std::vector<CurvePoint> loss_curve_, acc_curve_;
     std::string abort_reason_;
+    double segment_update_s_ = 0;          // every update of this process, warm-up included
+    int64_t segment_update_samples_ = 0;
 };
 
 void Run::setup() {
@@ -325,17 +328,44 @@ void Run::setup() {
     eval_interval_ = o_.eval_every_samples > 0 ? o_.eval_every_samples
                                                : optim::mlperf_eval_interval_samples(global_batch_);
     table_ = std::make_unique<model::ParamTable>(config_, model::Heads::pretraining);
-    params_.assign(table_->total_floats(), 0.0f);
-    const int plan_batch = std::max(o_.do_train ? o_.train_batch_size : 1,
-                                    o_.do_eval ? o_.eval_batch_size : 1);
-    engine_ = std::make_unique<model::BertPretrainer>(
-        *table_, model::Plan{plan_batch, o_.max_seq_length, o_.max_predictions_per_seq, !o_.do_train},
-        model::EngineOptions{config_.hidden_act == "gelu_erf"});
+    // The training arena is planned for the training batch alone; an eval batch larger than it
+    // gets its own forward-only arena (much smaller per sequence) instead of inflating training's.
+    const int plan_batch = o_.do_train ? o_.train_batch_size : o_.eval_batch_size;
+    const bool own_eval_engine = o_.do_train && o_.do_eval && o_.eval_batch_size > plan_batch;
+    const model::EngineOptions engine_options{config_.hidden_act == "gelu_erf"};
+    const char* allocating = "the parameters";
+    try {
+        params_.assign(table_->total_floats(), 0.0f);
+        allocating = o_.do_train ? "the training activation arena" : "the eval activation arena";
+        engine_ = std::make_unique<model::BertPretrainer>(
+            *table_,
+            model::Plan{plan_batch, o_.max_seq_length, o_.max_predictions_per_seq, !o_.do_train},
+            engine_options);
+        allocating = "the eval activation arena";
+        if (own_eval_engine)
+            eval_engine_ = std::make_unique<model::BertPretrainer>(
+                *table_,
+                model::Plan{o_.eval_batch_size, o_.max_seq_length, o_.max_predictions_per_seq, true},
+                engine_options);
+    } catch (const std::bad_alloc&) {
+        fail("out of memory allocating {} ({} parameters = {:.1f} MiB; training batch {}, eval "
+             "batch {}, sequence length {}, {} predictions per sequence) (hint: a smaller "
+             "--train_batch_size with a larger --steps_per_update keeps the global batch; a "
+             "smaller --eval_batch_size; a shorter --max_seq_length needs records made for it)",
+             allocating, table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
+             o_.train_batch_size, o_.eval_batch_size, o_.max_seq_length,
+             o_.max_predictions_per_seq);
+    }
     log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
-              "seq {} x {} predictions; optimizer state {:.1f} MiB",
+              "seq {} x {} predictions{}; optimizer state {:.1f} MiB",
               table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
               engine_->arena_bytes() / double(1 << 20), plan_batch, o_.max_seq_length,
-              o_.max_predictions_per_seq, table_->total_floats() * 8.0 / (1 << 20));
+              o_.max_predictions_per_seq,
+              eval_engine_ ? fmt::format(" (+ {:.1f} MiB forward-only for eval batch {})",
+                                         eval_engine_->arena_bytes() / double(1 << 20),
+                                         o_.eval_batch_size)
+                           : std::string(),
+              table_->total_floats() * 8.0 / (1 << 20));
 }
 
 // No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
@@ -437,8 +467,14 @@ void Run::load_or_init() {
     sched.start_warmup_step = o_.start_warmup_step;
     sched.poly_power = o_.poly_power;
     if (o_.do_train) sched.validate();
-    updater_ = std::make_unique<optim::ParameterUpdater>(*table_, oc, sched, o_.steps_per_update);
-    if (o_.do_train) grads_.assign(table_->total_floats(), 0.0f);
+    try {
+        updater_ = std::make_unique<optim::ParameterUpdater>(*table_, oc, sched, o_.steps_per_update);
+        if (o_.do_train) grads_.assign(table_->total_floats(), 0.0f);
+    } catch (const std::bad_alloc&) {
+        fail("out of memory allocating the optimizer state and gradients ({:.1f} MiB for {} "
+             "parameters; they do not depend on the batch) (hint: a smaller model)",
+             table_->total_floats() * 16.0 / (1 << 20), table_->num_parameters());
+    }
     state_.next_eval_samples = o_.first_eval_samples > 0 ? o_.first_eval_samples : eval_interval_;
 
     if (!resume_from_.empty()) {
@@ -540,7 +576,8 @@ EvalMetrics Run::run_eval(int64_t samples) {
     eo.max_eval_steps = o_.max_eval_steps;
     eo.skip_corrupt_records = o_.skip_corrupt_records;
     const double t0 = now_s();
-    const EvalMetrics m = evaluate(*engine_, params_, config_.vocab_size, eo);
+    const EvalMetrics m =
+        evaluate(eval_engine_ ? *eval_engine_ : *engine_, params_, config_.vocab_size, eo);
     const double dt = now_s() - t0;
     mllog_->eval_accuracy(m.masked_lm_accuracy, samples);
     mllog_->eval_stop(samples);
@@ -613,6 +650,9 @@ void Run::write_results(const std::string& status) {
                      "segment / their summed compute time (reader wait + forward + backward + "
                      "update; evaluation, checkpoints and logging excluded)",
                      o_.warmup_updates_excluded)},
+        {"train_sequences_per_second_including_warmup",
+         segment_update_s_ > 0 ? json(segment_update_samples_ / segment_update_s_)
+                               : json(nullptr)},
         {"global_batch_size", global_batch_},
         {"peak_rss_mb", sysinfo::peak_rss_mb()},
         {"last_checkpoint", last_checkpoint_},
@@ -793,6 +833,8 @@ int Run::main() {
         // ---- one optimizer update done ----
         const double dt = now_s() - upd_t0;
         ++updates_this_segment;
+        segment_update_s_ += dt;
+        segment_update_samples_ += global_batch_;
         if (updates_this_segment > o_.warmup_updates_excluded) {
             state_.timed_s += dt;
             state_.timed_samples += global_batch_;
@@ -888,11 +930,22 @@ int Run::main() {
     save_checkpoint(true);
     write_results(status);
     write_curves();
+    // With no update past the warm-up ones there is no throughput figure: say so, and give the
+    // rate that includes the warm-up updates (labelled as such) rather than "0.0 seq/s".
+    const std::string rate =
+        state_.timed_s > 0
+            ? fmt::format("{:.1f} seq/s", state_.timed_samples / state_.timed_s)
+        : segment_update_s_ > 0
+            ? fmt::format("throughput not measured (every update was among the first {} left out "
+                          "as warm-up; {:.1f} seq/s including them)",
+                          o_.warmup_updates_excluded,
+                          segment_update_samples_ / segment_update_s_)
+            : std::string("no updates timed");
     log::info("pretraining {}: step {}, {} samples, best masked-LM accuracy {}, wall {:.1f} s, "
-              "{:.1f} seq/s (results.json, curves.svg, mlperf.log in {})",
+              "{} (results.json, curves.svg, mlperf.log in {})",
               status, updater_->global_step(), samples(),
               state_.best_accuracy >= 0 ? fmt::format("{:.4f}", state_.best_accuracy) : "-",
-              elapsed(), state_.timed_s > 0 ? state_.timed_samples / state_.timed_s : 0.0, dir);
+              elapsed(), rate, dir);
     return 0;
 }
 

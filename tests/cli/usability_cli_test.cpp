@@ -1,0 +1,77 @@
+// Small things a daily user notices (issue 14 §4), on the real binary: `bertbench --version`,
+// `bertbench help CMD`, a run shorter than its warm-up updates states that its throughput was not
+// measured instead of "0.0 seq/s", no empty progress line, and config floats written as given.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli/run_util.hpp"
+
+namespace bertbench {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::run_bertbench;
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+TEST(UsabilityCli, VersionAndHelpCmd) {
+    const auto v = run_bertbench("--version");
+    ASSERT_EQ(v.exit_code, 0) << v.out;
+    EXPECT_TRUE(json::parse(v.out).contains("build_info")) << v.out;
+    EXPECT_EQ(json::parse(v.out)["build_info"], json::parse(run_bertbench("version").out)["build_info"]);
+
+    const auto h = run_bertbench("help pretrain");
+    ASSERT_EQ(h.exit_code, 0) << h.out;
+    EXPECT_EQ(h.out, run_bertbench("pretrain --help").out);
+    EXPECT_NE(h.out.find("usage: bertbench pretrain"), std::string::npos) << h.out;
+    EXPECT_NE(run_bertbench("help pick-eval").out.find("--output_tfrecord"), std::string::npos);
+    const auto bad = run_bertbench("help nosuchcommand");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.out.find("unknown command \"nosuchcommand\""), std::string::npos) << bad.out;
+}
+
+TEST(UsabilityCli, ShortRunSaysThroughputWasNotMeasuredAndFloatsStayAsGiven) {
+    const fs::path dir = fs::temp_directory_path() / ("bb_usability_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "bert_config.json")
+        << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 128, "hidden_dropout_prob": 0.1,
+              "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+              "max_position_embeddings": 512, "type_vocab_size": 2})";
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string data =
+        std::string(s ? s : "/work/shared") + "/golden/pretraining/public_128_s12345_d2.tfrecord";
+    const auto r = run_bertbench("pretrain --bert_config_file=" + (dir / "bert_config.json").string() +
+                                 " --input_file=" + data + " --output_dir=" + (dir / "run").string() +
+                                 " --train_batch_size=2 --num_train_steps=2 --num_warmup_steps=1"
+                                 " --nodo_eval --threads=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("0.0 seq/s"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("throughput not measured (every update was among the first 3 left out "
+                         "as warm-up;"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("s] \n"), std::string::npos) << "an empty log line:\n" << r.out;
+    const json res = json::parse(slurp((dir / "run/results.json").string()));
+    EXPECT_TRUE(res["train_sequences_per_second"].is_null());
+    EXPECT_GT(res["train_sequences_per_second_including_warmup"].get<double>(), 0);
+    const std::string cfg = slurp((dir / "run/config.json").string());
+    EXPECT_NE(cfg.find("\"hidden_dropout_prob\": 0.1,"), std::string::npos) << cfg;
+    EXPECT_NE(cfg.find("\"initializer_range\": 0.02,"), std::string::npos) << cfg;
+    EXPECT_EQ(cfg.find("0.10000000149011612"), std::string::npos) << cfg;
+    fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bertbench
