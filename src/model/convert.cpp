@@ -254,10 +254,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         res.to = checkpoint_format_name(CheckpointFormat::bertbench);
         io::SafetensorsWriter w(st_path);
         for (const auto& [k, v] : in.metadata) w.set_metadata(k, v);
-        if (have_config && !in.metadata.count("bert_config")) {
+        // TF names, whatever the tensors: mark it ours, or a non-BERT file would read as HF.
+        w.set_metadata("format", kCheckpointFormat);
+        if (have_config && !in.metadata.count("bert_config"))
             w.set_metadata("bert_config", config.to_json().dump());
-            w.set_metadata("format", kCheckpointFormat);
-        }
         for (const Tensor& t : in.tensors)
             w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
         w.write();

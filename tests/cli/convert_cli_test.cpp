@@ -13,6 +13,7 @@
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
 #include "io/safetensors.hpp"
+#include "io/tf_bundle.hpp"
 #include "model/checkpoint.hpp"
 #include "test_util.hpp"
 
@@ -144,6 +145,30 @@ TEST(ConvertCli, EvalWithTfCheckpointNeedsAConfig) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find("--bert_config_file"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("is a TensorFlow checkpoint and carries no config"), std::string::npos) << r.out;
+}
+
+// A non-BERT TF2 bundle (Snappy index, a DT_STRING, data order != key order) survives
+// TF -> safetensors -> TF with every numeric tensor's bytes; the DT_STRING is skipped and named.
+TEST(ConvertCli, NonBertTfBundleRoundTrip) {
+    TmpDir dir;
+    const char* d = std::getenv("BB_SHARED_DIR");
+    const std::string src =
+        std::string(d ? d : "/work/shared") + "/golden/tf_checkpoint/serving_half_plus_two_tf2_cpu/variables";
+    auto r = run_bertbench("convert --input=" + src + " --output=" + dir.file("v.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("3 tensors written"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("_CHECKPOINTABLE_OBJECT_GRAPH (DT_STRING)"), std::string::npos) << r.out;
+    r = run_bertbench("convert --input=" + dir.file("v.safetensors") + " --output=" + dir.file("v"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const io::TfBundleReader a(src), b(dir.file("v"));
+    ASSERT_EQ(b.entries().size(), 3u);
+    for (const io::TfTensorEntry& e : b.entries()) {
+        const io::TfTensorEntry* o = a.find(e.name);
+        ASSERT_NE(o, nullptr) << e.name;
+        EXPECT_EQ(o->dtype, e.dtype);
+        EXPECT_EQ(o->shape, e.shape);
+        EXPECT_EQ(a.read_raw(*o), b.read_raw(e)) << e.name;
+    }
 }
 
 TEST(ConvertCli, BadOutputsAndInputsAreOneLineErrors) {
