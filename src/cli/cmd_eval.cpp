@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/aligned.hpp"
 #include "core/error.hpp"
@@ -44,10 +45,13 @@ int cmd_eval(int argc, char** argv) {
     f.add("skip_corrupt_records", &skip_corrupt_records,
           "skip TFRecord records whose length or CRC does not match instead of stopping");
     f.alias("input_files", "input_file");
+    PrecisionFlags pf;
+    pf.add(f, false);
     add_accelerator_flags(f);
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
     if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
+    const ops::Precision precision = pf.precision();
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
     const int cpus = sysinfo::cpus_available();
     if (threads < 0 || threads > cpus)
@@ -83,7 +87,7 @@ int cmd_eval(int argc, char** argv) {
     train::check_first_records(files, max_seq_length, max_predictions, "input_file",
                                skip_corrupt_records);
     model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions, /*forward_only=*/true},
-                                 model::EngineOptions{config.hidden_act == "gelu_erf"});
+                                 model::EngineOptions{config.hidden_act == "gelu_erf", precision});
     train::EvalOptions eo;
     eo.files = files;
     eo.batch_size = eval_batch_size;
@@ -92,7 +96,9 @@ int cmd_eval(int argc, char** argv) {
     eo.max_eval_steps = max_eval_steps;
     eo.skip_corrupt_records = skip_corrupt_records;
     const train::EvalMetrics m = train::evaluate(engine, params, config.vocab_size, eo);
-    const std::string text = m.to_json().dump(2) + "\n";
+    nlohmann::json out = m.to_json();
+    out["dtype"] = ops::precision_name(precision);
+    const std::string text = out.dump(2) + "\n";
     std::cout << text;
     if (!json_path.empty()) write_file_atomic(json_path, text);
     return 0;

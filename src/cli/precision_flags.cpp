@@ -1,0 +1,35 @@
+// --dtype / --precision and the loss-scale flags (see precision_flags.hpp).
+#include "cli/precision_flags.hpp"
+
+#include "core/log.hpp"
+
+namespace bertbench::cli {
+
+void PrecisionFlags::add(Flags& f, bool training) {
+    f.add("dtype", &dtype,
+          "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation, fp32 master weights, "
+          "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX). "
+          "fp16 is refused with its reason (no fp16 matmul on CPUs here)");
+    f.alias("precision", "dtype");
+    if (!training) return;
+    f.add("loss_scale", &loss_scale,
+          "'' (none), 'dynamic' (start at --initial_loss_scale; on a non-finite gradient halve it "
+          "and skip the update; double it after --loss_scale_window clean updates) or a fixed "
+          "factor. The loss is multiplied by it before the backward and the gradients divided "
+          "after; bf16 needs none");
+    f.add("initial_loss_scale", &initial_loss_scale, "first factor of --loss_scale=dynamic");
+    f.add("loss_scale_window", &loss_scale_window,
+          "clean (finite) optimizer updates before --loss_scale=dynamic doubles the factor");
+}
+
+ops::Precision PrecisionFlags::precision() const {
+    const ops::Precision p = ops::parse_precision(dtype, "dtype");
+    if (p == ops::Precision::bf16 && !ops::bf16_native())
+        log::warn("--dtype=bf16: this CPU has no bf16 units (it multiplies natively: {}); bf16 is "
+                  "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
+                  "SLOWER than fp32",
+                  ops::native_precisions());
+    return p;
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,26 @@
+// The precision flags of the commands that run the engine: --dtype (PerfZero's and MLPerf TPU's
+// spelling: fp32 | bf16; fp16 refused with its reason) and its alias --precision (Intel model
+// zoo: fp32 | bfloat16); for training also dynamic loss scaling (PerfZero's --loss_scale).
+#pragma once
+
+#include <string>
+
+#include "core/flags.hpp"
+#include "ops/bf16.hpp"
+
+namespace bertbench::cli {
+
+struct PrecisionFlags {
+    std::string dtype = "fp32";
+    std::string loss_scale;          // "" = none, "dynamic", or a fixed factor
+    double initial_loss_scale = 32768;
+    int loss_scale_window = 2000;
+
+    // Registers --dtype and --precision; with `training`, the loss-scale flags too.
+    void add(Flags& f, bool training);
+    // The precision; warns once when bf16 runs emulated (no bf16 units on this CPU). Error for
+    // values outside the list, naming what the CPU offers.
+    ops::Precision precision() const;
+};
+
+}  // namespace bertbench::cli
