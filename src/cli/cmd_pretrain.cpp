@@ -1,6 +1,7 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
 #include "cli/commands.hpp"
+#include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -148,6 +149,8 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("allow_changed_flags", &o.allow_changed_flags,
           "resume although hyper-parameters differ from the checkpoint's (each change is logged "
           "and appended to changed_flags.jsonl)");
+    PrecisionFlags pf;
+    pf.add(f, true);
     // Other scripts' spellings (docs/compatibility.md).
     f.alias("model_dir", "output_dir");
     f.alias("input_files", "input_file");
@@ -161,6 +164,10 @@ int cmd_pretrain(int argc, char** argv) {
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
     apply_tf2(f, tf2, o);
+    o.precision = pf.precision();
+    o.loss_scale = pf.loss_scale;
+    o.initial_loss_scale = pf.initial_loss_scale;
+    o.loss_scale_window = pf.loss_scale_window;
     if (!f.is_set("do_eval") && !o.eval_input_file.empty()) o.do_eval = true;
     nlohmann::json j = f.to_json();
     j["do_eval"] = o.do_eval;

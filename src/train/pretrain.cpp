@@ -32,6 +32,7 @@
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
 #include "optim/clip.hpp"
+#include "optim/loss_scale.hpp"
 #include "optim/update.hpp"
 #include "train/evaluate.hpp"
 #include "train/mlperf_log.hpp"
@@ -269,6 +270,7 @@ private:
     std::unique_ptr<optim::ParameterUpdater> updater_;
     std::unique_ptr<model::BertPretrainer> engine_;
     std::unique_ptr<model::BertPretrainer> eval_engine_;  // only for an eval batch > training's
+    optim::LossScaler scaler_;
     std::unique_ptr<data::PretrainReader> reader_;
     std::unique_ptr<MlperfLogger> mllog_;
     std::vector<std::string> train_files_, eval_files_;
@@ -285,6 +287,8 @@ private:
 };
 
 void Run::setup() {
+    scaler_ = optim::LossScaler::from_flag(o_.loss_scale, o_.initial_loss_scale,
+                                           o_.loss_scale_window);
     if (o_.output_dir.empty())
         fail("--output_dir: expected a directory for checkpoints and logs, got none");
     if (!o_.do_train && !o_.do_eval)
@@ -332,7 +336,7 @@ void Run::setup() {
     // gets its own forward-only arena (much smaller per sequence) instead of inflating training's.
     const int plan_batch = o_.do_train ? o_.train_batch_size : o_.eval_batch_size;
     const bool own_eval_engine = o_.do_train && o_.do_eval && o_.eval_batch_size > plan_batch;
-    const model::EngineOptions engine_options{config_.hidden_act == "gelu_erf"};
+    const model::EngineOptions engine_options{config_.hidden_act == "gelu_erf", o_.precision};
     const char* allocating = "the parameters";
     try {
         params_.assign(table_->total_floats(), 0.0f);
@@ -348,13 +352,32 @@ void Run::setup() {
                 model::Plan{o_.eval_batch_size, o_.max_seq_length, o_.max_predictions_per_seq, true},
                 engine_options);
     } catch (const std::bad_alloc&) {
-        fail("out of memory allocating {} ({} parameters = {:.1f} MiB; training batch {}, eval "
+        // How large: the arena grows with the batch, so a one-sequence plan tells the size.
+        std::string size = fmt::format("{:.1f} MiB", table_->total_floats() * 4.0 / (1 << 20));
+        const bool eval_arena = std::string(allocating) == "the eval activation arena";
+        const int batch = eval_arena ? o_.eval_batch_size : o_.train_batch_size;
+        engine_.reset();
+        eval_engine_.reset();
+        if (std::string(allocating) != "the parameters") {
+            size = "size unknown";
+            try {
+                const model::BertPretrainer one(
+                    *table_,
+                    model::Plan{1, o_.max_seq_length, o_.max_predictions_per_seq,
+                                eval_arena || !o_.do_train},
+                    engine_options);
+                size = fmt::format("about {:.1f} MiB = {} x {:.1f} MiB per sequence",
+                                   one.arena_bytes() * double(batch) / (1 << 20), batch,
+                                   one.arena_bytes() / double(1 << 20));
+            } catch (const std::bad_alloc&) {
+            }
+        }
+        fail("out of memory allocating {} ({}; parameters {:.1f} MiB; training batch {}, eval "
              "batch {}, sequence length {}, {} predictions per sequence) (hint: a smaller "
              "--train_batch_size with a larger --steps_per_update keeps the global batch; a "
              "smaller --eval_batch_size; a shorter --max_seq_length needs records made for it)",
-             allocating, table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
-             o_.train_batch_size, o_.eval_batch_size, o_.max_seq_length,
-             o_.max_predictions_per_seq);
+             allocating, size, table_->total_floats() * 4.0 / (1 << 20), o_.train_batch_size,
+             o_.eval_batch_size, o_.max_seq_length, o_.max_predictions_per_seq);
     }
     log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
               "seq {} x {} predictions{}; optimizer state {:.1f} MiB",
@@ -503,6 +526,14 @@ void Run::load_or_init() {
                                     "JSON written by bertbench pretrain");
         };
         state_ = TrainState::from_json(get("train_state"));
+        if (scaler_.enabled()) {
+            if (md.find("loss_scaler") == md.end())
+                fail("{}: __metadata__: expected \"loss_scaler\" for --loss_scale={}, got none (the "
+                     "checkpoint was written without loss scaling; hint: --allow_changed_flags "
+                     "does not apply, start a new --output_dir)",
+                     resume_from_, o_.loss_scale);
+            scaler_.restore(get("loss_scaler"));
+        }
         const json old_flags = get("flags");
         for (const char* k : {"train_batch_size", "steps_per_update", "max_seq_length",
                               "max_predictions_per_seq", "seed", "optimizer"})
@@ -543,6 +574,7 @@ void Run::save_checkpoint(bool final_one) {
     w.add_f32("bertbench/beta_powers", powers);
     w.set_metadata("flags", flags_json_.dump());
     w.set_metadata("train_state", st.to_json().dump());
+    if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
     w.set_metadata("reader_state", reader_ ? reader_->state().dump() : "null");
     w.set_metadata("dropout", fmt::format("philox(seed={}, step=global_step)", o_.seed));
     w.commit();
@@ -641,6 +673,9 @@ void Run::write_results(const std::string& status) {
         {"updates", updater_->optimizer().update_count()},
         {"samples", samples()},
         {"skipped_nonfinite_steps", state_.skipped_steps},
+        {"dtype", ops::precision_name(o_.precision)},
+        {"loss_scale", scaler_.enabled() ? json(scaler_.scale()) : json(nullptr)},
+        {"loss_scale_overflows", scaler_.overflows()},
         {"train_sequences_per_second",
          state_.timed_s > 0 ? json(state_.timed_samples / state_.timed_s) : json(nullptr)},
         {"train_tokens_per_second",
@@ -794,9 +829,21 @@ int Run::main() {
                 skipped = true;
             } else {
                 optim::fill_zero(grads_);
-                engine_->backward(grads_, params_, batch);
-                try {
+                engine_->backward(grads_, params_, batch, scaler_.scale());
+                // Dynamic loss scaling: an overflow skips the update and halves the scale; a
+                // fixed scale's overflow is a non-finite gradient like any other (below).
+                if (!scaler_.unscale(grads_) &&
+                    scaler_.mode() == optim::LossScaler::Mode::dynamic) {
+                    log::warn("{}", scaler_.on_overflow(gs));
+                    skipped = true;
+                } else try {
                     r = updater_->micro_step(params_, grads_);
+                    if (r.applied) {  // new weights: the bf16 engines copy them again
+                        engine_->weights_changed();
+                        if (eval_engine_) eval_engine_->weights_changed();
+                        if (const std::string m = scaler_.on_clean_update(gs); !m.empty())
+                            log::info("{}", m);
+                    }
                 } catch (const Error& e) {
                     if (!o_.skip_nonfinite_steps)
                         fail_nonfinite(fmt::format("gradient global norm is not finite, with a "
@@ -854,7 +901,8 @@ int Run::main() {
                          {"grad_norm", upd_norm / k},
                          {"samples", samples()},
                          {"sequences_per_second", global_batch_ / dt},
-                         {"tokens_per_second", upd_tokens / dt}});
+                         {"tokens_per_second", upd_tokens / dt},
+                         {"loss_scale", scaler_.enabled() ? json(scaler_.scale()) : json(nullptr)}});
         loss_curve_.push_back({static_cast<double>(samples()), loss});
         upd_loss = upd_mlm = upd_nsp = upd_norm = 0;
         upd_micro = upd_counted = 0;

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ops/bf16.hpp"
+
 namespace bertbench::train {
 
 // The reference's flags (same names and defaults unless noted) plus bertbench's own.
@@ -46,6 +48,10 @@ struct PretrainOptions {
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
     bool allow_changed_flags = false;       // resume with other hyper-parameters (logged)
     bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
+    ops::Precision precision = ops::Precision::fp32;  // the engine's GEMMs (--dtype)
+    std::string loss_scale;                 // "" none, "dynamic", or a fixed factor
+    double initial_loss_scale = 32768;      // --loss_scale=dynamic starts here
+    int loss_scale_window = 2000;           // clean updates before the dynamic scale doubles
 };
 
 // Runs training (and/or evaluation) in options.output_dir, resuming from its latest checkpoint.

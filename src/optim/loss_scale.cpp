@@ -1,0 +1,85 @@
+// Loss scaling (see loss_scale.hpp).
+#include "optim/loss_scale.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.hpp"
+#include "ops/parallel.hpp"
+
+namespace bertbench::optim {
+
+LossScaler LossScaler::from_flag(const std::string& value, double initial, int window) {
+    LossScaler s;
+    if (value.empty() || value == "none") return s;
+    if (window < 1) fail("--loss_scale_window: expected >= 1, got {}", window);
+    if (value == "dynamic") {
+        if (!(initial >= 1 && initial <= 0x1p127))
+            fail("--initial_loss_scale: expected 1 .. 2^127, got {}", initial);
+        s.mode_ = Mode::dynamic;
+        s.scale_ = initial;
+        s.window_ = window;
+        return s;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !(v > 0 && v <= 0x1p127))
+        fail("--loss_scale: expected '', 'dynamic' or a factor in (0, 2^127], got \"{}\"", value);
+    s.mode_ = Mode::fixed;
+    s.scale_ = v;
+    return s;
+}
+
+bool LossScaler::unscale(std::span<float> grads) const {
+    if (!enabled()) return true;
+    const float inv = static_cast<float>(1.0 / scale_);
+    const long long n = static_cast<long long>(grads.size());
+    bool finite = true;
+#pragma omp parallel for schedule(static) reduction(&& : finite) if (ops::worth_parallel(grads.size()))
+    for (long long i = 0; i < n; ++i) {
+        float& g = grads[static_cast<size_t>(i)];
+        finite = finite && std::isfinite(g);
+        g *= inv;
+    }
+    return finite;
+}
+
+std::string LossScaler::on_overflow(int64_t step) {
+    if (mode_ != Mode::dynamic) return "";
+    ++overflows_;
+    clean_ = 0;
+    const double before = scale_;
+    scale_ = std::max(1.0, scale_ / 2);
+    return fmt::format("step {}: gradient not finite with loss scale {:g}: update skipped, scale {:g}",
+                       step, before, scale_);
+}
+
+std::string LossScaler::on_clean_update(int64_t step) {
+    if (mode_ != Mode::dynamic) return "";
+    if (++clean_ < window_) return "";
+    clean_ = 0;
+    if (scale_ * 2 > 0x1p127) return "";
+    scale_ *= 2;
+    return fmt::format("step {}: {} clean updates: loss scale raised to {:g}", step, window_, scale_);
+}
+
+nlohmann::json LossScaler::state() const {
+    return {{"loss_scale", scale_}, {"clean_updates", clean_}, {"overflows", overflows_}};
+}
+
+void LossScaler::restore(const nlohmann::json& j) {
+    if (!enabled()) return;
+    const auto num = [&](const char* k) -> const nlohmann::json& {
+        if (!j.contains(k) || !j[k].is_number())
+            fail("checkpoint state: loss scaler field \"{}\" missing or not a number", k);
+        return j[k];
+    };
+    const double s = num("loss_scale").get<double>();
+    if (!(s > 0 && s <= 0x1p127)) fail("checkpoint state: loss_scale {} outside (0, 2^127]", s);
+    if (mode_ == Mode::dynamic) scale_ = s;  // a fixed scale is the flag's
+    clean_ = num("clean_updates").get<int64_t>();
+    overflows_ = num("overflows").get<int64_t>();
+}
+
+}  // namespace bertbench::optim
