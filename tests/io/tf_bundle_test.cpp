@@ -321,6 +321,32 @@ TEST(TfBundle, WriterRoundTripEveryDtypeThroughFiles) {
     EXPECT_TRUE(r.read_raw(*r.find("empty")).empty());
 }
 
+// A big-endian bundle (header endianness BIG): the CRC covers the stored bytes, values are swapped.
+TEST(TfBundle, BigEndianBundleIsSwappedAfterTheCrc) {
+    const std::vector<float> want = {1.5f, -2.25f, 3e-7f};
+    std::vector<uint8_t> be(12);
+    for (size_t i = 0; i < 3; ++i) {
+        uint32_t u;
+        std::memcpy(&u, &want[i], 4);
+        for (int k = 0; k < 4; ++k) be[4 * i + k] = uint8_t(u >> (8 * (3 - k)));
+    }
+    const int64_t step = 0x0102030405060708;
+    uint8_t step_be[8];
+    for (int k = 0; k < 8; ++k) step_be[k] = uint8_t(uint64_t(step) >> (8 * (7 - k)));
+    TfBundleWriter w("mem");
+    w.add("w", TfDType::float32, {3}, be.data(), 12);
+    w.add("step", TfDType::int64, {}, step_be, 8);
+    TfBundleWriter::Images img = w.build();
+    std::vector<SstEntry> kv = parse_sstable(img.index, "mem");
+    kv[0].value = std::string("\x08\x01\x10\x01\x1a\x02\x08\x01", 8);  // endianness BIG
+    const TfBundleReader r = TfBundleReader::from_memory(build_sstable(kv), {img.data}, "BE");
+    EXPECT_TRUE(r.header().big_endian);
+    std::vector<float> got(3);
+    r.read_f32(*r.find("w"), got);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(r.read_i64(*r.find("step")), std::vector<int64_t>{step});
+}
+
 // ---- hostile input ----
 
 struct Bundle {
