@@ -162,7 +162,7 @@ std::string encode_mllog(std::string_view name_space, int64_t time_ms,
 std::string relative_source_path(std::string_view file) {
     // This file is <root>/src/train/mlperf_log.cpp; strip the same <root>/ from others.
     static const std::string root = [] {
-        const std::string self = std::source_location::current().file_name();
+        const std::string self = MlperfLogger::Loc::current().file_name();
         const std::string tail = "src/train/mlperf_log.cpp";
         return self.size() >= tail.size() && self.ends_with(tail)
                    ? self.substr(0, self.size() - tail.size())

@@ -66,7 +66,22 @@ public:
     bool enabled() const { return enabled_; }
 
     // The generic calls (mllog event/start/end). metadata: extra fields after "file", "lineno".
+#if defined(__cpp_lib_source_location)
     using Loc = std::source_location;
+#else
+    // clang 14 with libstdc++ has no std::source_location (it needs __builtin_source_location,
+    // clang 15); the older builtins give the caller's file and line the same way.
+    struct Loc {
+        const char* file = "";
+        unsigned line_number = 0;
+        static constexpr Loc current(const char* f = __builtin_FILE(),
+                                     unsigned l = __builtin_LINE()) {
+            return {f, l};
+        }
+        constexpr const char* file_name() const { return file; }
+        constexpr unsigned line() const { return line_number; }
+    };
+#endif
     void event(std::string_view key, const MlJson& value = nullptr,
                const MlJson& metadata = MlJson::object(), Loc loc = Loc::current());
     void start(std::string_view key, const MlJson& value = nullptr,
