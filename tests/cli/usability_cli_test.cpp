@@ -73,5 +73,34 @@ TEST(UsabilityCli, ShortRunSaysThroughputWasNotMeasuredAndFloatsStayAsGiven) {
     fs::remove_all(dir);
 }
 
+// Out of memory is never bare: under a 4 GB address-space limit a BERT-base arena for 512 x 512
+// tokens cannot be allocated; the error names it, its size, the batch and the flags that shrink it.
+TEST(UsabilityCli, OutOfMemoryNamesWhatHowLargeAndTheFlags) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
+#endif
+    const fs::path dir = fs::temp_directory_path() / ("bb_oom_" + std::to_string(getpid()));
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string data =
+        std::string(s ? s : "/work/shared") + "/golden/pretraining/public_512_s12345_d1.tfrecord";
+    const std::string cmd = "ulimit -v 4000000; " + testing::bertbench_path() +
+                            " pretrain --model=base --input_file=" + data + " --output_dir=" +
+                            dir.string() + " --train_batch_size=512 --max_seq_length=512"
+                            " --max_predictions_per_seq=76 --nodo_eval --threads=1 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+    const int status = pclose(pipe);
+    EXPECT_NE(status, 0) << out;
+    for (const char* want : {"error: out of memory allocating the training activation arena (about ",
+                             "= 512 x ", "MiB per sequence", "training batch 512",
+                             "sequence length 512", "--steps_per_update", "--eval_batch_size"})
+        EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+    fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace bertbench
