@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             json_safe::parse(text, "fuzz", "a config"), "fuzz");
         c.validate("fuzz");
         model::ParamTable t(c, model::Heads::pretraining);
-        if (t.total_floats() <= (1u << 16)) {
+        if (t.entries().size() <= 64 && t.total_floats() <= (1u << 16)) {  // keep execs fast
             own = std::move(t);
             table = &own;
         }
@@ -74,11 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string& path =
         file.write(reinterpret_cast<const uint8_t*>(image.data()), image.size());
     fuzz::expect_clean([&] {
-        const model::CheckpointReader r(path);
-        const model::BertConfig c = r.config();
         std::vector<float> buf(table->total_floats());
-        model::load_checkpoint(path, *table, buf);  // config compared, then every tensor loaded
-        if (c.hidden_size != table->config().hidden_size) std::abort();
+        // CheckpointReader::config() parses the text; the sizes are compared with the table's,
+        // then every tensor is loaded.
+        model::load_checkpoint(path, *table, buf);
     });
 
     // The same text as a saved reader state (no file is read before next()).

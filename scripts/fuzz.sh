@@ -54,7 +54,7 @@ for src in fuzz/*_fuzz.cpp; do
     found=$(find "$artifacts" -type f | wc -l)
     if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
         kind=$(grep -oE "ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer|UndefinedBehaviorSanitizer)[^ ]*: [a-z-]+|runtime error|Timeout|out-of-memory" "$log" | head -1)
-        cp -r "$artifacts" "$build/artifacts/$name"
+        mkdir -p "$build/artifacts/$name" && cp "$artifacts"* "$build/artifacts/$name/" 2>/dev/null || true
         echo "fuzz: $name: CRASH after ${execs:-?} executions (${kind:-exit $rc}); reproducer in $build/artifacts/$name/; log tail:"
         tail -40 "$log" | sed 's/^/    /'
         failed+=("$name")

@@ -75,6 +75,10 @@ nlohmann::json parse(std::string_view text, const std::string& where, const std:
     } catch (const nlohmann::json::parse_error& e) {
         fail("{}: expected {}, got text that is not valid JSON (syntax error at byte {})", where,
              what, e.byte);
+    } catch (const nlohmann::json::out_of_range&) {  // 1e400: reported as out_of_range 406
+        fail("{}: expected {}, got a number too large for a double", where, what);
+    } catch (const nlohmann::json::exception&) {
+        fail("{}: expected {}, got text that is not valid JSON", where, what);
     }
 }
 

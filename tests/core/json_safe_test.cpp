@@ -44,6 +44,12 @@ TEST(JsonSafe, ParseErrorsAreOneLineWithTheByte) {
     const std::string long_token = "{\"a\": " + std::string(100000, 'x') + "}";
     EXPECT_LT(error_of([&] { json_safe::parse(long_token, "f", "x"); }).size(), 200u);
     EXPECT_THROW(json_safe::parse("", "f", "x"), Error);
+    // Found by bert_config_fuzz: a number beyond double range is nlohmann's out_of_range, not a
+    // parse_error, and escaped as an uncaught exception.
+    for (const char* big : {"12E444", "{\"hidden_size\": -1e400}", "[1e999]"}) {
+        const std::string eb = error_of([&] { json_safe::parse(big, "f.json", "JSON"); });
+        EXPECT_EQ(eb, "f.json: expected JSON, got a number too large for a double") << big;
+    }
     EXPECT_THROW(json_safe::parse("{\"a\": \"\xff\"}", "f", "x"), Error);  // invalid UTF-8
 }
 
