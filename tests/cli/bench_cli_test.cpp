@@ -182,5 +182,16 @@ TEST(BenchCli, MinTimeTimesMoreSteps) {
         << bad.out;
 }
 
+// An MFU above 100% never goes by silently: a given ceiling below the point's rate is named.
+TEST(BenchCli, MfuAboveOneIsExplained) {
+    const auto r = run_bertbench(
+        "bench --mode=infer --model=tiny --seq_len=16 --batch_size=2 --threads=1 --warmup=0 "
+        "--steps=1 --ceiling_gflops=0.001 --format=csv");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("> 100%: this point ran at"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--ceiling_gflops=0.001; the ceiling given is too low"), std::string::npos)
+        << r.out;
+}
+
 }  // namespace
 }  // namespace bertbench
