@@ -161,6 +161,8 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& wher
         return j;
     } catch (const nlohmann::json::parse_error& e) {
         fail("{}: not valid JSON: {}", where, e.what());
+    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range for 1E444
+        fail("{}: not usable JSON (expected numbers within double range): {}", where, e.what());
     }
 }
 

@@ -231,6 +231,8 @@ TEST(SquadExamples, BadInputIsOneLineError) {
     const std::string two = file(R"({"id":"q3","question":"Who?","answers":[{"text":"Bo","answer_start":0},{"text":"Bo","answer_start":0}]})");
     EXPECT_NE(error_of(two, true).find("exactly 1 answer"), std::string::npos);
     EXPECT_TRUE(error_of(two, false).empty());
+    EXPECT_NE(error_of(R"({"data":[{"paragraphs":[{"context":"x","qas":[],"n":1E444}]}]})", false).find("f.json"),
+              std::string::npos);  // nlohmann's out_of_range becomes an Error too
     std::string deep(100000, '[');
     EXPECT_NE(error_of(deep, false).find("deeper"), std::string::npos);
     FullTokenizer tok(vocab(), true);
