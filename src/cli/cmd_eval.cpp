@@ -34,7 +34,8 @@ int cmd_eval(int argc, char** argv) {
     f.add("init_checkpoint", &checkpoint,
           "weights: a bertbench safetensors checkpoint, a Hugging Face BERT safetensors file or a "
           "TensorFlow checkpoint prefix (PREFIX.index, PREFIX.data-*; give --bert_config_file)");
-    f.add("input_file", &input, "eval TFRecords: comma list of files/globs");
+    f.add("input_file", &input,
+          "eval TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): comma list of files/globs");
     f.add("eval_batch_size", &eval_batch_size, "sequences per eval batch");
     f.add("max_seq_length", &max_seq_length, "tokens per sequence; must equal the TFRecords'");
     f.add("max_predictions_per_seq", &max_predictions, "masked positions per sequence");
