@@ -43,7 +43,7 @@ int cmd_prepare(int argc, char** argv) {
     flags.add("jobs", &jobs, "Worker threads: shards in parallel (shard mode) or tokenization threads (0 = all CPUs).");
     flags.add("overwrite", &overwrite, "Shard mode: rewrite shards even if verified complete.");
     flags.add("log_file", &log_file, "Also write the reference's log lines (its stderr) to this file.");
-    flags.add("verbose", &verbose, "After the reference's log lines, print a timing line (MB/s, phases).");
+    flags.add("verbose", &verbose, "Progress lines while working (also without a terminal) and, after the reference's log lines, a timing line (MB/s, phases).");
     if (!flags.parse(argc, argv)) return 0;
     cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());
@@ -96,7 +96,10 @@ int cmd_prepare(int argc, char** argv) {
         remove_stale_temporaries(p.parent_path().string(), p.filename().string() + ".tmp.");
     }
     std::string ref_log;
-    const auto r = data::create_pretraining_data(inputs, outputs, vocab, cfg, &ref_log, jobs);
+    // Progress on a terminal (erased when done), or with --verbose; never in a plain run's
+    // stderr, which is exactly the reference's lines.
+    const auto r = data::create_pretraining_data(inputs, outputs, vocab, cfg, &ref_log, jobs,
+                                                 log::stderr_is_terminal() || verbose);
     std::fwrite(ref_log.data(), 1, ref_log.size(), stderr);
     if (!log_file.empty()) write_file_atomic(log_file, ref_log);
     if (r.instances == 0)

@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/log.hpp"
 #include "data/unicode_text.hpp"
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
@@ -133,10 +134,14 @@ CorpusBuilder::CorpusBuilder(const Vocab& vocab, bool do_lower_case, int threads
 }
 
 void CorpusBuilder::add_text(std::string_view text) {
+    const uint64_t bytes_before = c_.bytes_read;
     c_.bytes_read += text.size();
-    // Split into chunks at '\n' for parallel tokenization; results are merged in order.
-    const size_t nchunks = threads_ == 1 ? 1 : std::max<size_t>(
-        1, std::min<size_t>(static_cast<size_t>(threads_) * 4, text.size() / min_chunk_));
+    // Split into chunks at '\n' for parallel tokenization; results are merged in order (so the
+    // chunking never changes the result). One thread with a progress callback: 64 MiB chunks.
+    const size_t nchunks =
+        threads_ == 1 ? (progress_ ? std::max<size_t>(1, text.size() >> 26) : 1)
+                      : std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(threads_) * 4,
+                                                             text.size() / min_chunk_));
     std::vector<std::string_view> chunks;
     size_t pos = 0;
     for (size_t k = 0; k < nchunks && pos < text.size(); ++k) {
@@ -150,9 +155,16 @@ void CorpusBuilder::add_text(std::string_view text) {
         pos = end;
     }
     std::vector<ChunkResult> results(chunks.size());
+    std::atomic<uint64_t> done{bytes_before};
+    const auto chunk_done = [&](size_t k) {
+        const uint64_t d = done.fetch_add(chunks[k].size()) + chunks[k].size();
+        if (progress_) progress_(d);
+    };
     if (threads_ == 1 || chunks.size() == 1) {
-        for (size_t k = 0; k < chunks.size(); ++k)
+        for (size_t k = 0; k < chunks.size(); ++k) {
             tokenize_chunk(chunks[k], k + 1 == chunks.size(), tok_, results[k]);
+            chunk_done(k);
+        }
     } else {
         std::atomic<size_t> next{0};
         std::vector<std::exception_ptr> errors(static_cast<size_t>(threads_));
@@ -161,8 +173,10 @@ void CorpusBuilder::add_text(std::string_view text) {
             pool.emplace_back([&, t] {
                 try {
                     FullTokenizer tok(vocab_, lower_);
-                    for (size_t k; (k = next.fetch_add(1)) < chunks.size();)
+                    for (size_t k; (k = next.fetch_add(1)) < chunks.size();) {
                         tokenize_chunk(chunks[k], k + 1 == chunks.size(), tok, results[k]);
+                        chunk_done(k);
+                    }
                 } catch (...) {
                     errors[static_cast<size_t>(t)] = std::current_exception();
                 }
@@ -476,7 +490,7 @@ struct InstanceEncoder {
 PretrainingResult create_pretraining_data(const std::vector<std::string>& input_files,
                                           const std::vector<std::string>& output_files,
                                           const Vocab& vocab, const PretrainingConfig& cfg,
-                                          std::string* log, int threads) {
+                                          std::string* log, int threads, bool show_progress) {
     cfg.validate();
     if (output_files.empty()) fail("--output_file: no output file given");
     const bool hdf5 = cfg.output_format == OutputFormat::hdf5;
@@ -497,8 +511,31 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         for (const auto& f : input_files) *log += "INFO:tensorflow:  " + f + "\n";
     }
     CorpusBuilder builder(vocab, cfg.do_lower_case, threads);
+    std::unique_ptr<log::Progress> progress;
+    uint64_t total_bytes = 0;
+    if (show_progress) {
+        progress = std::make_unique<log::Progress>(10.0);
+        for (const auto& f : input_files) {
+            std::error_code ec;
+            const auto n = std::filesystem::file_size(f, ec);
+            if (!ec) total_bytes += n;
+        }
+        builder.set_progress([&, t0](uint64_t done) {
+            const double dt = now_s() - t0, mbs = done / 1e6 / std::max(dt, 1e-9);
+            progress->update(fmt::format(
+                "prepare: read+tokenize {:.1f}/{:.1f} MB, {:.1f} MB/s, ETA {:.0f} s", done / 1e6,
+                total_bytes / 1e6, mbs,
+                total_bytes > done ? (total_bytes - done) / 1e6 / std::max(mbs, 1e-9) : 0.0));
+        });
+    }
     for (const auto& f : input_files) builder.add_file(f);
     const Corpus corpus = builder.finish();
+    if (progress)
+        progress->update(fmt::format("prepare: read+tokenized {:.1f} MB in {:.1f} s; creating "
+                                     "instances from {} documents",
+                                     corpus.bytes_read / 1e6, now_s() - t0,
+                                     corpus.num_documents()),
+                         true);
     res.bytes_in = corpus.bytes_read;
     res.documents = corpus.num_documents();
     res.sentences = corpus.sentence_end.size();
@@ -538,6 +575,7 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         if (log)
             *log += "INFO:tensorflow:Wrote " + std::to_string(inst.size()) + " total instances\n";
         res.seconds_write = now_s() - t2;
+        if (progress) progress->finish("");
         return res;
     }
     std::vector<std::unique_ptr<io::TfRecordWriter>> writers;
@@ -567,7 +605,13 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
             for (auto& th : pool) th.join();
         }
         for (size_t n = b0; n < b1; ++n) writers[n % writers.size()]->write(payloads[n - b0]);
+        if (progress) {
+            const double dt = now_s() - t2, rate = b1 / std::max(dt, 1e-9);
+            progress->update(fmt::format("prepare: wrote {}/{} instances, ETA {:.0f} s", b1,
+                                         inst.size(), (inst.size() - b1) / rate));
+        }
     }
+    if (progress) progress->finish("");
     if (log) {
         InstanceEncoder e(inst, cfg);
         for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n) e.log(inst.order[n], vocab, *log);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,11 @@ public:
     void add_text(std::string_view text);  // one file's contents
     void add_file(const std::string& path);
     Corpus finish();  // drops empty documents
+    // Called with the input bytes tokenized so far, after each chunk (from worker threads too).
+    // With a callback, one thread also works in chunks (64 MiB), so a large file reports progress.
+    void set_progress(std::function<void(uint64_t bytes_done)> progress) {
+        progress_ = std::move(progress);
+    }
 
 private:
     const Vocab& vocab_;
@@ -66,6 +72,7 @@ private:
     FullTokenizer tok_;
     Corpus c_;
     std::vector<uint32_t> docs_;  // first sentence of each (possibly empty) document
+    std::function<void(uint64_t)> progress_;
 };
 
 struct Instances {
@@ -97,6 +104,9 @@ struct PretrainingResult {
 PretrainingResult create_pretraining_data(const std::vector<std::string>& input_files,
                                           const std::vector<std::string>& output_files,
                                           const Vocab& vocab, const PretrainingConfig& cfg,
-                                          std::string* reference_log, int threads = 1);
+                                          std::string* reference_log, int threads = 1,
+                                          bool show_progress = false);
+// show_progress: a progress line (read+tokenize MB/s and ETA, then generation, then writing) on
+// stderr, erased at the end on a terminal; the reference's lines are unaffected.
 
 }  // namespace bertbench::data

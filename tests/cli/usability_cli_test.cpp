@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,7 @@ using nlohmann::json;
 using testing::run_bertbench;
 
 std::string slurp(const std::string& path) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -71,6 +72,32 @@ TEST(UsabilityCli, ShortRunSaysThroughputWasNotMeasuredAndFloatsStayAsGiven) {
     EXPECT_NE(cfg.find("\"initializer_range\": 0.02,"), std::string::npos) << cfg;
     EXPECT_EQ(cfg.find("0.10000000149011612"), std::string::npos) << cfg;
     fs::remove_all(dir);
+}
+
+// prepare on a single file shows progress (with --verbose when stderr is not a terminal) and
+// still writes the reference's bytes; without it stderr carries only the reference's lines.
+TEST(UsabilityCli, PrepareSingleFileShowsProgress) {
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string g = std::string(s ? s : "/work/shared") + "/golden/";
+    const std::string out = ::testing::TempDir() + "/bb_prepare_progress.tfrecord";
+    const std::string cmd = "prepare --input_file=" + g + "corpus_public.txt --output_file=" + out +
+                            " --vocab_file=" + g + "vocab.txt --do_lower_case=True"
+                            " --max_seq_length=128 --max_predictions_per_seq=20"
+                            " --random_seed=12345 --dupe_factor=2";
+    const auto v = run_bertbench(cmd + " --verbose");
+    ASSERT_EQ(v.exit_code, 0) << v.out;
+    for (const char* want : {"prepare: read+tokenize ", " MB/s, ETA ", "prepare: read+tokenized ",
+                             "creating instances from "})
+        EXPECT_NE(v.out.find(want), std::string::npos) << want << "\n" << v.out;
+    EXPECT_TRUE(slurp(out) == slurp(g + "pretraining/public_128_s12345_d2.tfrecord"));
+    const auto q = run_bertbench(cmd);
+    ASSERT_EQ(q.exit_code, 0) << q.out;
+    std::istringstream lines(q.out);  // the reference's lines only (paths differ from the golden)
+    int n = 0;
+    for (std::string line; std::getline(lines, line); ++n)
+        EXPECT_EQ(line.rfind("INFO:tensorflow:", 0), 0u) << line;
+    EXPECT_GT(n, 20);
+    std::remove(out.c_str());
 }
 
 // Out of memory is never bare: under a 4 GB address-space limit a BERT-base arena for 512 x 512
