@@ -77,7 +77,12 @@ int main(int argc, char** argv) {
         } catch (const bertbench::Error& e) {
             std::fprintf(stderr, "bertbench %s: error: %s\n", c.name, e.what());
         } catch (const std::bad_alloc&) {
-            std::fprintf(stderr, "bertbench %s: error: out of memory\n", c.name);
+            // Commands name what they allocate where they can (pretrain's arenas); this is the rest.
+            std::fprintf(stderr,
+                         "bertbench %s: error: out of memory (hint: a smaller batch: "
+                         "--train_batch_size with a larger --steps_per_update, --eval_batch_size, "
+                         "or bench's --batch_size; or a smaller model)\n",
+                         c.name);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "bertbench %s: error: %s\n", c.name, e.what());
         }
