@@ -11,6 +11,9 @@ PACKAGES=(
   libopenblas0-pthread                            # bench-compare: the "default" PyTorch peer's BLAS
   libutf8proc-dev                                 # Unicode data for the WordPiece tokenizer
   nlohmann-json3-dev libfmt-dev                   # JSON, formatting
+  libsnappy-dev                                   # TensorFlow checkpoint (tensor bundle) index blocks
+  libhdf5-dev                                     # NVIDIA's HDF5 pretraining shards
+  clang-14 libclang-rt-14-dev                     # libFuzzer targets for every reader
   python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)
 )
 # The demo data comes from the npm registry; some images ship node/npm outside Debian.
