@@ -16,6 +16,7 @@
 #include "core/profile.hpp"
 #include "core/sysinfo.hpp"
 #include "data/pretrain_reader.hpp"
+#include "io/hdf5_shard.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
 #include "optim/clip.hpp"
@@ -255,6 +256,16 @@ PointResult run_point(const Point& p, double ceiling_gflops) {
     return r;
 }
 
+namespace {
+// "synthetic", or the formats of the --data files: "tfrecord", "hdf5" or "tfrecord+hdf5".
+std::string data_kind(const std::vector<std::string>& files) {
+    if (files.empty()) return "synthetic";
+    bool h5 = false, tf = false;
+    for (const std::string& f : files) (io::is_hdf5_path(f) ? h5 : tf) = true;
+    return h5 && tf ? "tfrecord+hdf5" : h5 ? "hdf5" : "tfrecord";
+}
+}  // namespace
+
 nlohmann::json PointResult::to_json() const {
     return {{"mode", point.mode},
             {"model", point.model},
@@ -266,7 +277,7 @@ nlohmann::json PointResult::to_json() const {
             {"warmup_steps", point.warmup},
             {"timed_steps", step_ms.size()},
             {"min_time_s", point.min_time_s},
-            {"data", point.data_files.empty() ? "synthetic" : "tfrecord"},
+            {"data", data_kind(point.data_files)},
             {"data_files", point.data_files},
             {"sequences_per_second", sequences_per_second},
             {"tokens_per_second", tokens_per_second},

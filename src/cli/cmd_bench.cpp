@@ -13,6 +13,7 @@
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
 #include "cli/commands.hpp"
+#include "cli/precision_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -171,14 +172,8 @@ int cmd_bench(int argc, char** argv) {
 
     const std::vector<int> threads = int_list(thread_list, "threads");
     std::vector<ops::Precision> dtypes;
-    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(ops::parse_precision(d, "dtype"));
+    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(parse_dtype(d, "dtype"));
     if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16");
-    for (ops::Precision d : dtypes)
-        if (d == ops::Precision::bf16 && !ops::bf16_native())
-            log::warn("--dtype=bf16: this CPU has no bf16 units (it multiplies natively: {}); "
-                      "bf16 is emulated (operands rounded to bf16, multiplied in fp32) and SLOWER "
-                      "than fp32: the figures show correctness, not bf16 speed",
-                      ops::native_precisions());
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));

@@ -20,16 +20,22 @@ void PrecisionFlags::add(Flags& f, bool training) {
     f.add("initial_loss_scale", &initial_loss_scale, "first factor of --loss_scale=dynamic");
     f.add("loss_scale_window", &loss_scale_window,
           "clean (finite) optimizer updates before --loss_scale=dynamic doubles the factor");
+    // PerfZero divides each replica's loss by the replica count; one process here computes the
+    // whole global batch's mean loss, which is what that division produces.
+    f.add_ignored("scale_loss", false,
+                  "in one process (its loss is already the mean over the global batch)");
 }
 
-ops::Precision PrecisionFlags::precision() const {
-    const ops::Precision p = ops::parse_precision(dtype, "dtype");
+ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
+    const ops::Precision p = ops::parse_precision(value, flag);
     if (p == ops::Precision::bf16 && !ops::bf16_native())
-        log::warn("--dtype=bf16: this CPU has no bf16 units (it multiplies natively: {}); bf16 is "
+        log::warn("--{}=bf16: this CPU has no bf16 units (it multiplies natively: {}); bf16 is "
                   "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
-                  "SLOWER than fp32",
-                  ops::native_precisions());
+                  "SLOWER than fp32; timings show correctness, not bf16 speed",
+                  flag, ops::native_precisions());
     return p;
 }
+
+ops::Precision PrecisionFlags::precision() const { return parse_dtype(dtype, "dtype"); }
 
 }  // namespace bertbench::cli

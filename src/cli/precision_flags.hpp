@@ -23,4 +23,7 @@ struct PrecisionFlags {
     ops::Precision precision() const;
 };
 
+// One --dtype value (`flag` names the flag): the precision, with the emulation warning.
+ops::Precision parse_dtype(const std::string& value, const std::string& flag);
+
 }  // namespace bertbench::cli
