@@ -91,37 +91,59 @@ for n, c in bf.items():
     pts = [(x, y) for x, y in c if x in dict((b[0], b) for b in band)]
     bd = {b[0]: b for b in band}
     inside[n] = sum(bd[x][1] <= y <= bd[x][2] for x, y in pts) / max(1, len(pts))
-W, H, x0, x1, y0, y1 = 860, 480, 70, 640, 40, 420
-allx = [x for x, _, _ in band] + [x for c in bf.values() for x, _ in c]
-ally = [v for _, lo, hi in band for v in (lo, hi)] + [y for c in bf.values() for _, y in c]
-xmax, ymin, ymax = max(allx), min(ally), max(ally)
-sx = lambda x: x0 + (x1 - x0) * x / xmax
-sy = lambda y: y1 - (y1 - y0) * (y - ymin) / (ymax - ymin)
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-       f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{x0}" y="22" font-size="14">BERT-tiny demo run, training loss (mean of 50 updates): fp32 band over {len(fp)} seeds vs bf16</text>',
-       f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="black"/><line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="black"/>']
-for i in range(6):
-    y = ymin + (ymax - ymin) * i / 5
-    svg.append(f'<text x="{x0 - 8}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
-    x = xmax * i / 5
-    svg.append(f'<text x="{sx(x):.1f}" y="{y1 + 18}" text-anchor="middle">{x / 1000:.0f}k</text>')
-svg.append(f'<text x="{(x0 + x1) / 2}" y="{y1 + 36}" text-anchor="middle">training samples</text>')
-if band:
-    poly = [f"{sx(x):.1f},{sy(hi):.1f}" for x, _, hi in band] + [f"{sx(x):.1f},{sy(lo):.1f}" for x, lo, _ in reversed(band)]
-    svg.append(f'<polygon points="{" ".join(poly)}" fill="#1f77b4" fill-opacity="0.3" stroke="#1f77b4" stroke-width="0.5"/>')
+def evals(name):
+    return [(e["samples"], e["masked_lm_accuracy"]) for e in
+            (json.loads(l) for l in open(f"{out}/{name}/eval_log.jsonl"))]
+ev_fp = [dict(evals(n)) for n, r in runs.items() if r["dtype"] == "fp32"]
+ev_bf = {n: evals(n) for n, r in runs.items() if r["dtype"] == "bf16"}
+ex = sorted(set.intersection(*[set(c) for c in ev_fp])) if ev_fp else []
+ev_band = [(x, min(c[x] for c in ev_fp), max(c[x] for c in ev_fp)) for x in ex]
 colors = ["#d62728", "#2ca02c", "#9467bd"]
-for i, (n, c) in enumerate(sorted(bf.items())):
-    pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in c)
-    svg.append(f'<polyline points="{pts}" fill="none" stroke="{colors[i % 3]}" stroke-width="1.2"/>')
-ly = y0 + 10
-svg.append(f'<rect x="{x1 + 20}" y="{ly - 9}" width="14" height="10" fill="#1f77b4" fill-opacity="0.3"/><text x="{x1 + 40}" y="{ly}">fp32, min..max of {len(fp)} seeds</text>')
+svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="900" height="560" font-family="sans-serif" font-size="12">',
+       '<rect width="900" height="560" fill="white"/>',
+       f'<text x="60" y="20" font-size="14">BERT-tiny demo run to masked-LM accuracy {target}: fp32 (band: min..max of {len(fp)} seeds) vs bf16</text>']
+
+def panel(x0, y0, x1, y1, band, lines, title, xmin, hline=None):
+    """A plot of a min..max band and lines [(label, points)] over samples >= xmin."""
+    band = [b for b in band if b[0] >= xmin]
+    lines = [(n, [(x, y) for x, y in c if x >= xmin]) for n, c in lines]
+    xs = [b[0] for b in band] + [x for _, c in lines for x, _ in c]
+    ys = [v for b in band for v in b[1:]] + [y for _, c in lines for _, y in c] + ([hline] if hline else [])
+    xa, xb, ya, yb = min(xs), max(xs), min(ys), max(ys)
+    pad = 0.05 * (yb - ya or 1)
+    ya, yb = ya - pad, yb + pad
+    sx = lambda x: x0 + (x1 - x0) * (x - xa) / (xb - xa)
+    sy = lambda y: y1 - (y1 - y0) * (y - ya) / (yb - ya)
+    svg.append(f'<text x="{x0}" y="{y0 - 8}">{title}</text>')
+    svg.append(f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="black"/><line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="black"/>')
+    for i in range(5):
+        y = ya + (yb - ya) * i / 4
+        svg.append(f'<text x="{x0 - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3f}</text>')
+        x = xa + (xb - xa) * i / 4
+        svg.append(f'<text x="{sx(x):.1f}" y="{y1 + 16}" text-anchor="middle">{x / 1000:.0f}k</text>')
+    if hline is not None:
+        svg.append(f'<line x1="{x0}" y1="{sy(hline):.1f}" x2="{x1}" y2="{sy(hline):.1f}" stroke="gray" stroke-dasharray="4,3"/>')
+    if band:
+        poly = [f"{sx(x):.1f},{sy(hi):.1f}" for x, _, hi in band] + [f"{sx(x):.1f},{sy(lo):.1f}" for x, lo, _ in reversed(band)]
+        svg.append(f'<polygon points="{" ".join(poly)}" fill="#1f77b4" fill-opacity="0.35" stroke="#1f77b4" stroke-width="0.5"/>')
+    for i, (n, c) in enumerate(lines):
+        svg.append(f'<polyline points="{" ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in c)}" fill="none" stroke="{colors[i % 3]}" stroke-width="1.3"/>')
+
+xmax = max(x for c in fp for x in c)
+panel(70, 60, 600, 260, band, sorted(bf.items()), "training loss, mean of 50 updates (after 10% of the samples)", 0.1 * xmax)
+panel(70, 320, 600, 520, ev_band, sorted(ev_bf.items()), "online eval: masked-LM accuracy (256 held-out examples); dashed: target", 0, target)
+svg.append('<text x="335" y="552" text-anchor="middle">training samples</text>')
+ly = 70
+svg.append(f'<rect x="620" y="{ly - 9}" width="14" height="10" fill="#1f77b4" fill-opacity="0.35"/><text x="640" y="{ly}">fp32, min..max of {len(fp)} seeds</text>')
 for i, n in enumerate(sorted(bf)):
     ly += 18
-    svg.append(f'<line x1="{x1 + 20}" y1="{ly - 4}" x2="{x1 + 34}" y2="{ly - 4}" stroke="{colors[i % 3]}" stroke-width="2"/><text x="{x1 + 40}" y="{ly}">{n} ({100 * inside[n]:.0f}% in band)</text>')
+    svg.append(f'<line x1="620" y1="{ly - 4}" x2="634" y2="{ly - 4}" stroke="{colors[i % 3]}" stroke-width="2"/><text x="640" y="{ly}">{n}</text>')
+    ly += 16
+    svg.append(f'<text x="640" y="{ly}">({100 * inside[n]:.0f}% of loss points in the band)</text>')
+ly += 12
 for n, r in sorted(runs.items()):
     ly += 18
-    svg.append(f'<text x="{x1 + 20}" y="{ly}">{n}: target at {r["samples_to_target"]} samples</text>')
+    svg.append(f'<text x="620" y="{ly}">{n}: target at {r["samples_to_target"]}</text>')
 svg.append("</svg>")
 open(out + "/loss_curves.svg", "w").write("\n".join(svg) + "\n")
 summary = {"target": target, "runs": {n: {k: v for k, v in r.items() if k != "curve"} for n, r in runs.items()},
