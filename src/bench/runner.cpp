@@ -83,7 +83,7 @@ struct Setup {
         } else {
             const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
             batches = read_batches(p.data_files, p.seq_len, max_pred, p.batch_size,
-                                   std::min(needed, 256));
+                                   std::min(needed, 256), p.skip_corrupt_records);
         }
         if (train) {
             grads.assign(table.total_floats(), 0.0f);
@@ -185,7 +185,8 @@ model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq
 }
 
 std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
-                                       int max_predictions, int batch_size, int count) {
+                                       int max_predictions, int batch_size, int count,
+                                       bool skip_corrupt_records) {
     std::vector<model::Batch> out;
     while (static_cast<int>(out.size()) < count) {
         data::PretrainReaderConfig rc;
@@ -194,6 +195,7 @@ std::vector<model::Batch> read_batches(const std::vector<std::string>& files, in
         rc.max_predictions_per_seq = max_predictions;
         rc.batch_size = batch_size;
         rc.training = false;  // fixed order, each record once; then start over
+        rc.skip_corrupt_records = skip_corrupt_records;
         data::PretrainReader reader(rc);
         const size_t before = out.size();
         model::Batch b;

@@ -29,6 +29,7 @@ struct Point {
     int steps = 10;  // at least this many timed steps (and see min_time_s)
     std::vector<std::string> data_files;  // empty: synthetic full-length batches
     int max_predictions = 0;              // 0: default_max_predictions(seq_len)
+    bool skip_corrupt_records = false;    // --data: skip TFRecord records failing their CRC
     double min_time_s = 0;  // keep timing past `steps` until the timed steps add up to this
     ops::Precision dtype = ops::Precision::fp32;  // the engine's GEMM precision
 };
@@ -63,7 +64,8 @@ model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq
 // `count` full batches of the TFRecords in eval (fixed) order, cycling over the files; partial
 // last batches are dropped. Error if the files hold fewer than batch_size records.
 std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
-                                       int max_predictions, int batch_size, int count);
+                                       int max_predictions, int batch_size, int count,
+                                       bool skip_corrupt_records = false);
 
 // Runs one point. ceiling_gflops > 0 fills mfu.
 PointResult run_point(const Point& p, double ceiling_gflops = 0);

@@ -134,6 +134,10 @@ int cmd_bench(int argc, char** argv) {
               "glob(s) of MLPerf-schema pretraining TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): "
               "run on their real unpadded sequences (fixed order, cycled) instead of synthetic "
               "batches");
+    bool skip_corrupt_records = false;
+    flags.add("skip_corrupt_records", &skip_corrupt_records,
+              "--data: skip TFRecord records whose length or CRC does not match instead of "
+              "stopping");
     flags.add("max_predictions", &max_predictions,
               "masked positions per sequence (0: 20 at seq "
               "128, 76 at 512, proportional)");
@@ -260,7 +264,8 @@ int cmd_bench(int argc, char** argv) {
                                                     : std::vector<int>{1}) {
                             bench::Point p{
                                 m,     name,       config,         seq, b, t, spu, warmup,
-                                steps, data_files, max_predictions, min_time, d};
+                                steps, data_files, max_predictions, skip_corrupt_records,
+                                min_time, d};
                             try {
                                 const double ceil =
                                     t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;

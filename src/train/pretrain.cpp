@@ -525,7 +525,14 @@ void Run::load_or_init() {
                                     fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
                                     "JSON written by bertbench pretrain");
         };
-        state_ = TrainState::from_json(get("train_state"));
+        try {
+            state_ = TrainState::from_json(get("train_state"));
+        } catch (const json::exception& e) {  // a field missing or of the wrong type
+            fail("{}: __metadata__[\"train_state\"]: {} (expected the run state bertbench "
+                 "pretrain writes; the checkpoint is damaged — hint: resume from an earlier "
+                 "checkpoint or start a new --output_dir)",
+                 resume_from_, e.what());
+        }
         if (scaler_.enabled()) {
             if (md.find("loss_scaler") == md.end())
                 fail("{}: __metadata__: expected \"loss_scaler\" for --loss_scale={}, got none (the "
