@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "core/json_safe.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -24,8 +25,9 @@ int cmd_squad_eval(int argc, char** argv) {
     if (pos.size() != 2)
         fail("expected two arguments, DATASET (e.g. dev-v1.1.json) and PREDICTIONS (predictions.json), got {}",
              pos.size());
-    const nlohmann::json dataset = parse_json_bounded(read_file(pos[0]), pos[0]);
-    const nlohmann::json predictions = parse_json_bounded(read_file(pos[1]), pos[1]);
+    const nlohmann::json dataset = json_safe::parse(read_file(pos[0]), pos[0], "a SQuAD dataset (JSON)");
+    const nlohmann::json predictions =
+        json_safe::parse(read_file(pos[1]), pos[1], "predictions (a JSON object of question id to answer)");
     const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);
     std::fputs(out.stderr_text.c_str(), stderr);
     std::fputs(out.stdout_text.c_str(), stdout);

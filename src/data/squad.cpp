@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/json_safe.hpp"
 #include "core/error.hpp"
 #include "core/py_json.hpp"
 #include "data/unicode_text.hpp"
@@ -105,7 +106,7 @@ std::u32string py_repr_free_join(const std::vector<std::u32string>& v) {
 }  // namespace
 
 nlohmann::json parse_squad_json(std::string_view text, const std::string& where) {
-    return parse_json_bounded(text, where, 64);
+    return json_safe::parse(text, where, "a SQuAD dataset (JSON with data/paragraphs/qas)");
 }
 
 std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const std::string& where,

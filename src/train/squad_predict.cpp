@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/json_safe.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/py_json.hpp"
@@ -31,7 +32,8 @@ std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
         const std::string where = fmt::format("--raw_results {}: line {}", path, line_no);
-        const nlohmann::json j = parse_json_bounded(line, where, 4);
+        const nlohmann::json j =
+            json_safe::parse(line, where, "one JSON object per line (unique_id, start_logits, end_logits)", 4);
         SquadRawResult r;
         if (!j.is_object() || !j.contains("unique_id") || !j["unique_id"].is_number_integer())
             fail("{}: expected an object with an integer \"unique_id\"", where);
