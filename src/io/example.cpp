@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "io/wire.hpp"
 
 namespace bertbench::io {
 namespace {
@@ -16,25 +17,8 @@ constexpr uint8_t kTagLen1 = 0x0A;  // field 1, length-delimited
 constexpr uint8_t kTagLen2 = 0x12;  // field 2, length-delimited
 constexpr uint8_t kTagLen3 = 0x1A;  // field 3, length-delimited
 
-size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        ++n;
-    }
-    return n;
-}
-
-void put_varint(std::string& out, uint64_t v) {
-    char buf[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        buf[n++] = static_cast<char>((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    buf[n++] = static_cast<char>(v);
-    out.append(buf, n);
-}
+using wire::put_varint;
+using wire::varint_size;
 
 // Size of the list message (Int64List / FloatList / BytesList) of a feature.
 size_t list_size(const Feature& f) {
