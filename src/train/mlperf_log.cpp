@@ -2,99 +2,14 @@
 // json.dumps defaults because mllog.py writes with them and users diff our logs against theirs.
 #include "train/mlperf_log.hpp"
 
-#include <charconv>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 
 #include "core/error.hpp"
+#include "core/py_json.hpp"
 
 namespace bertbench::train {
 
-std::string python_float_repr(double x) {
-    if (std::isnan(x)) return "NaN";
-    if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";  // json.dumps spelling
-    char buf[64];
-    // Shortest round-trip digits, scientific: "-1.2345e-05".
-    const auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
-    const std::string s(buf, r.ptr);
-    const size_t epos = s.find('e');
-    std::string mant = s.substr(0, epos);
-    const int exp = std::stoi(s.substr(epos + 1));
-    std::string sign;
-    if (!mant.empty() && mant[0] == '-') sign = "-", mant.erase(0, 1);
-    std::string digits;
-    for (char c : mant)
-        if (c != '.') digits += c;
-    // Python (float_repr_style 'short', repr): fixed notation when -4 <= exp < 16.
-    if (exp >= -4 && exp < 16) {
-        std::string out;
-        if (exp < 0) {
-            out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-        } else {
-            const size_t int_digits = static_cast<size_t>(exp) + 1;
-            if (digits.size() <= int_digits)
-                out = digits + std::string(int_digits - digits.size(), '0') + ".0";
-            else
-                out = digits.substr(0, int_digits) + "." + digits.substr(int_digits);
-        }
-        return sign + out;
-    }
-    std::string out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char e[16];
-    std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    return sign + out + e;
-}
-
 namespace {
-
-void append_escaped(std::string& out, const std::string& s) {
-    out += '"';
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        char esc[16];
-        if (c < 0x80) {
-            ++i;
-            switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
-                case '\b': out += "\\b"; break;
-                case '\f': out += "\\f"; break;
-                default:
-                    if (c < 0x20 || c == 0x7f) {  // Python escapes all but ' '..'~'
-
-                        std::snprintf(esc, sizeof esc, "\\u%04x", c);
-                        out += esc;
-                    } else {
-                        out += static_cast<char>(c);
-                    }
-            }
-            continue;
-        }
-        // UTF-8 -> code point -> \uXXXX (surrogate pair above U+FFFF), as ensure_ascii does.
-        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        uint32_t cp = len == 4 ? (c & 0x07u) : len == 3 ? (c & 0x0Fu) : len == 2 ? (c & 0x1Fu) : 0xFFFDu;
-        if (len == 1 || i + static_cast<size_t>(len) > s.size()) {
-            cp = 0xFFFD, len = 1;  // invalid byte: U+FFFD (nlohmann would have rejected it)
-        } else {
-            for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
-        }
-        i += static_cast<size_t>(len);
-        if (cp >= 0x10000) {
-            const uint32_t v = cp - 0x10000;
-            std::snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
-        } else {
-            std::snprintf(esc, sizeof esc, "\\u%04x", cp);
-        }
-        out += esc;
-    }
-    out += '"';
-}
 
 void dump(std::string& out, const MlJson& v) {
     switch (v.type()) {
@@ -102,8 +17,8 @@ void dump(std::string& out, const MlJson& v) {
         case MlJson::value_t::boolean: out += v.get<bool>() ? "true" : "false"; break;
         case MlJson::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
         case MlJson::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
-        case MlJson::value_t::number_float: out += python_float_repr(v.get<double>()); break;
-        case MlJson::value_t::string: append_escaped(out, v.get_ref<const std::string&>()); break;
+        case MlJson::value_t::number_float: append_py_json_float(out, v.get<double>()); break;
+        case MlJson::value_t::string: append_py_json_string(out, v.get_ref<const std::string&>()); break;
         case MlJson::value_t::array: {
             out += '[';
             bool first = true;
@@ -121,7 +36,7 @@ void dump(std::string& out, const MlJson& v) {
             for (const auto& [k, e] : v.items()) {
                 if (!first) out += ", ";
                 first = false;
-                append_escaped(out, k);
+                append_py_json_string(out, k);
                 out += ": ";
                 dump(out, e);
             }

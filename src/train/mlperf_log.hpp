@@ -23,8 +23,6 @@ using MlJson = nlohmann::ordered_json;  // insertion order = mllog's key order
 // json.dumps(value) with Python's defaults (", " / ": " separators, ensure_ascii=True, float repr,
 // NaN/Infinity spelled as Python does).
 std::string python_json_dumps(const MlJson& value);
-// Python repr() of a float: shortest round-trip digits; exponent form below 1e-4 or from 1e16.
-std::string python_float_repr(double x);
 
 // One encoded line, without the newline (mllog.py _encode_log).
 std::string encode_mllog(std::string_view name_space, int64_t time_ms,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/py_json.hpp"
 
 namespace bertbench::train {
 namespace {
@@ -29,18 +30,18 @@ std::vector<std::string> capture_lines(const std::function<void(MlperfLogger&)>&
 }
 
 TEST(MlperfLog, FloatReprMatchesPython) {
-    EXPECT_EQ(python_float_repr(4e-4), "0.0004");
-    EXPECT_EQ(python_float_repr(1e-6), "1e-06");
-    EXPECT_EQ(python_float_repr(1e-5), "1e-05");
-    EXPECT_EQ(python_float_repr(1e-4), "0.0001");
-    EXPECT_EQ(python_float_repr(1.0), "1.0");
-    EXPECT_EQ(python_float_repr(-0.0), "-0.0");
-    EXPECT_EQ(python_float_repr(0.72), "0.72");
-    EXPECT_EQ(python_float_repr(1e16), "1e+16");
-    EXPECT_EQ(python_float_repr(1234567890123456.0), "1234567890123456.0");
-    EXPECT_EQ(python_float_repr(1.5e300), "1.5e+300");
-    EXPECT_EQ(python_float_repr(0.1 + 0.2), "0.30000000000000004");
-    EXPECT_EQ(python_float_repr(0.999), "0.999");
+    EXPECT_EQ(py_float_repr(4e-4), "0.0004");
+    EXPECT_EQ(py_float_repr(1e-6), "1e-06");
+    EXPECT_EQ(py_float_repr(1e-5), "1e-05");
+    EXPECT_EQ(py_float_repr(1e-4), "0.0001");
+    EXPECT_EQ(py_float_repr(1.0), "1.0");
+    EXPECT_EQ(py_float_repr(-0.0), "-0.0");
+    EXPECT_EQ(py_float_repr(0.72), "0.72");
+    EXPECT_EQ(py_float_repr(1e16), "1e+16");
+    EXPECT_EQ(py_float_repr(1234567890123456.0), "1234567890123456.0");
+    EXPECT_EQ(py_float_repr(1.5e300), "1.5e+300");
+    EXPECT_EQ(py_float_repr(0.1 + 0.2), "0.30000000000000004");
+    EXPECT_EQ(py_float_repr(0.999), "0.999");
 }
 
 // Our encoder vs Python's json.dumps on the same values (Python parses the values from JSON that
