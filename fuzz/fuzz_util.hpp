@@ -6,12 +6,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
+#include "model/batch.hpp"
 
 namespace bertbench::fuzz {
 
@@ -51,6 +53,33 @@ void expect_clean(F&& f) {
         const std::string m = e.what();
         if (m.empty() || m.find('\n') != std::string::npos) std::abort();
     }
+}
+
+// What the model relies on in a batch any reader produced: offsets increasing, ids and segments
+// >= 0, every masked position inside its own sequence with an id >= 0 and a finite weight > 0,
+// NSP labels 0/1. A violation aborts (libFuzzer reports it as a crash).
+inline void check_batch_invariants(const model::Batch& b) {
+    if (b.seq_offsets.size() != static_cast<size_t>(b.batch_size) + 1) std::abort();
+    for (int s = 0; s < b.batch_size; ++s)
+        if (b.seq_offsets[s + 1] <= b.seq_offsets[s]) std::abort();
+    const size_t N = static_cast<size_t>(b.num_tokens());
+    if (b.input_ids.size() != N || b.segment_ids.size() != N) std::abort();
+    for (size_t i = 0; i < N; ++i)
+        if (b.input_ids[i] < 0 || b.segment_ids[i] < 0) std::abort();
+    const size_t P = b.masked_index.size();
+    if (b.masked_ids.size() != P || b.masked_weights.size() != P || b.masked_seq.size() != P)
+        std::abort();
+    for (size_t p = 0; p < P; ++p) {
+        const int s = b.masked_seq[p];
+        if (s < 0 || s >= b.batch_size) std::abort();
+        if (b.masked_index[p] < b.seq_offsets[s] || b.masked_index[p] >= b.seq_offsets[s + 1])
+            std::abort();
+        const float w = b.masked_weights[p];
+        if (b.masked_ids[p] < 0 || !(w > 0) || !std::isfinite(w)) std::abort();
+    }
+    if (b.next_sentence_labels.size() != static_cast<size_t>(b.batch_size)) std::abort();
+    for (int32_t l : b.next_sentence_labels)
+        if (l != 0 && l != 1) std::abort();
 }
 
 }  // namespace bertbench::fuzz

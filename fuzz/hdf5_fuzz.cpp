@@ -36,29 +36,14 @@ class Bytes {
     size_t n_, i_ = 0;
 };
 
+// The shared invariants, then NVIDIA's weight rule: weight 1.0 or the prediction is dropped, and
+// position 0 ([CLS]) is never a prediction.
 void check_batch(const model::Batch& b) {
-    if (b.seq_offsets.size() != static_cast<size_t>(b.batch_size) + 1) std::abort();
-    for (int s = 0; s < b.batch_size; ++s)
-        if (b.seq_offsets[s + 1] <= b.seq_offsets[s]) std::abort();
-    const size_t N = static_cast<size_t>(b.num_tokens());
-    if (b.input_ids.size() != N || b.segment_ids.size() != N) std::abort();
-    for (size_t i = 0; i < N; ++i)
-        if (b.input_ids[i] < 0 || b.segment_ids[i] < 0) std::abort();
-    const size_t P = b.masked_index.size();
-    if (b.masked_ids.size() != P || b.masked_weights.size() != P || b.masked_seq.size() != P)
-        std::abort();
-    for (size_t p = 0; p < P; ++p) {
-        const int s = b.masked_seq[p];
-        if (s < 0 || s >= b.batch_size) std::abort();
-        if (b.masked_index[p] < b.seq_offsets[s] || b.masked_index[p] >= b.seq_offsets[s + 1])
-            std::abort();
-        // NVIDIA's rule gives weight 1.0 or drops the prediction; position 0 is never used.
-        if (b.masked_index[p] == b.seq_offsets[s]) std::abort();
-        if (b.masked_ids[p] < 0 || b.masked_weights[p] != 1.0f) std::abort();
+    fuzz::check_batch_invariants(b);
+    for (size_t p = 0; p < b.masked_index.size(); ++p) {
+        if (b.masked_index[p] == b.seq_offsets[static_cast<size_t>(b.masked_seq[p])]) std::abort();
+        if (b.masked_weights[p] != 1.0f) std::abort();
     }
-    if (b.next_sentence_labels.size() != static_cast<size_t>(b.batch_size)) std::abort();
-    for (int32_t l : b.next_sentence_labels)
-        if (l != 0 && l != 1) std::abort();
 }
 
 }  // namespace
