@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 #include <new>
@@ -82,8 +83,11 @@ CpuBf16 cpu_bf16() {
     return c;
 }
 
-// The matmul primitives, one per (shape, layout, beta). Shapes repeat from step to step (the
-// packed token count N takes few distinct values per run), so creation (~0.3 ms) is rare.
+// The matmul primitives, one per (shape, layout, beta), the most recently used kCapacity kept.
+// On real data the packed token count N and the sequence lengths change from batch to batch, so
+// the set of shapes grows without end; each primitive holds JIT code and buffers (a BERT-tiny run
+// on real text grew by ~600 MB with an unbounded cache, ~190 KB a primitive). A step needs ~15
+// linear-layer shapes plus 6 per distinct sequence length; re-creating an evicted one: ~0.3 ms.
 // Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
 // attention's per-head products can run the same primitive on several threads at once.
 using Key = std::tuple<int, int, int, bool, int, int, int, bool>;
@@ -92,9 +96,11 @@ struct Matmul {
     size_t scratch_bytes = 0;
 };
 struct Matmuls {
+    static constexpr size_t kCapacity = 512;
     std::mutex mu;
     dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-    std::map<Key, Matmul> cache;
+    std::list<std::pair<Key, Matmul>> lru;  // most recently used first
+    std::map<Key, std::list<std::pair<Key, Matmul>>::iterator> index;
     std::string impl;
 };
 Matmuls& matmuls() {
@@ -113,8 +119,10 @@ dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, boo
 Matmul matmul_for(const Key& k) {
     Matmuls& m = matmuls();
     std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.cache.find(k);
-    if (it != m.cache.end()) return it->second;
+    if (auto it = m.index.find(k); it != m.index.end()) {
+        m.lru.splice(m.lru.begin(), m.lru, it->second);
+        return it->second->second;
+    }
     const auto [M, N, K, trans_b, lda, ldb, ldc, accumulate] = k;
     using dt = dnnl::memory::data_type;
     dnnl::primitive_attr attr;
@@ -128,7 +136,13 @@ Matmul matmul_for(const Key& k) {
                                md(M, N, dt::f32, ldc, false));
     const dnnl::matmul::primitive_desc pd(d, attr, m.eng);
     if (m.impl.empty()) m.impl = pd.impl_info_str();
-    return m.cache.emplace(k, Matmul{dnnl::matmul(pd), pd.scratchpad_desc().get_size()}).first->second;
+    m.lru.emplace_front(k, Matmul{dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
+    m.index[k] = m.lru.begin();
+    if (m.lru.size() > Matmuls::kCapacity) {  // a copy handed out earlier stays valid
+        m.index.erase(m.lru.back().first);
+        m.lru.pop_back();
+    }
+    return m.lru.front().second;
 }
 
 bool g_emulate = [] {
@@ -191,6 +205,12 @@ void to_bf16_transposed(bf16* dst, const float* src, int rows, int cols, int ld)
             }
         }
     }
+}
+
+size_t bf16_cached_matmuls() {
+    Matmuls& m = matmuls();
+    std::lock_guard<std::mutex> lock(m.mu);
+    return m.lru.size();
 }
 
 bool bf16_native() {

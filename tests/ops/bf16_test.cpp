@@ -165,6 +165,20 @@ TEST(Bf16, GemmNativeMatchesDoubleReference) {
     for (const GemmCase& g : kCases) check_gemm(g, seed++);
 }
 
+// Real data brings a new shape with every batch: the primitive cache stays bounded, and a shape
+// evicted long ago is created again and still computes the right product.
+TEST(Bf16, PrimitiveCacheIsBoundedAndRecreatesEvictedShapes) {
+    set_bf16_emulation(false);
+    if (!bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU (no primitives to cache)";
+    check_gemm({3, 5, 7, false, 0.f}, 1);
+    std::vector<bf16> a(700 * 4, to_bf16(1.f)), b(4 * 2, to_bf16(1.f));
+    std::vector<float> c(700 * 2);
+    for (int m = 1; m <= 700; ++m) gemm_bf16(false, m, 2, 4, a.data(), 4, b.data(), 2, 0.f, c.data(), 2);
+    EXPECT_LE(bf16_cached_matmuls(), 512u);
+    EXPECT_GE(bf16_cached_matmuls(), 500u);
+    check_gemm({3, 5, 7, false, 0.f}, 2);  // long evicted: created again
+}
+
 TEST(Bf16, NativeOnlyWhereTheCpuSaysSo) {
     const std::string p = native_precisions();
     EXPECT_EQ(p.rfind("fp32", 0), 0u) << p;
