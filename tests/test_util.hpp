@@ -1,13 +1,19 @@
-// Small helpers shared by the tests: a temporary directory removed at scope exit, and the message
-// of the bertbench::Error a callable throws.
+// Small helpers shared by the tests: a temporary directory removed at scope exit, the message
+// of the bertbench::Error a callable throws, where ../shared is, and JSON-lines files.
 #pragma once
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 
 namespace bertbench::testing {
 
@@ -37,6 +43,20 @@ std::string error_of(F&& f) {
         return e.what();
     }
     return "";
+}
+
+// ../shared (the goldens): $BB_SHARED_DIR, which tests/test_env.cpp sets for every test binary.
+inline std::string shared_dir() {
+    const char* d = std::getenv("BB_SHARED_DIR");
+    return d ? d : "/work/shared";
+}
+
+// One JSON value per line of `path`.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(read_file(path));
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
 }
 
 }  // namespace bertbench::testing

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "test_util.hpp"
 #include "core/fs.hpp"
 #include "core/pyrandom.hpp"
 #include "data/squad.hpp"
@@ -22,19 +23,9 @@
 namespace bertbench::data {
 namespace {
 
-std::string shared() {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return d ? d : "/work/shared";
-}
+using testing::read_jsonl;
+std::string shared() { return testing::shared_dir(); }
 std::string pipe_dir() { return shared() + "/golden/squad_pipeline/"; }
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_file(path));
-    std::string line;
-    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
-    return out;
-}
 
 const Vocab& vocab() {
     static const Vocab v = Vocab::load(shared() + "/golden/vocab.txt");

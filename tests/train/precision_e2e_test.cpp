@@ -17,6 +17,7 @@
 
 #include "../cli/run_util.hpp"
 #include "io/safetensors.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
@@ -24,10 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using bertbench::testing::run_bertbench;
 
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
+using testing::shared_dir;
 
 struct Dir {
     fs::path dir;
@@ -59,10 +57,7 @@ json metrics(const std::string& out) {
 }
 
 std::vector<json> train_log(const std::string& dir) {
-    std::vector<json> out;
-    std::ifstream in(dir + "/train_log.jsonl");
-    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-    return out;
+    return testing::read_jsonl(dir + "/train_log.jsonl");
 }
 
 TEST(PrecisionE2E, DynamicLossScaleKeepsEveryLossBit) {

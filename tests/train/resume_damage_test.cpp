@@ -11,6 +11,7 @@
 
 #include "../cli/run_util.hpp"
 #include "io/safetensors.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
@@ -34,8 +35,7 @@ void replace_metadata(const std::string& path, const std::string& key, const std
 }
 
 TEST(ResumeDamage, DamagedTrainStateIsOneErrorNamingTheCheckpoint) {
-    const char* sd = std::getenv("BB_SHARED_DIR");
-    const std::string shared = sd ? sd : "/work/shared";
+    const std::string shared = testing::shared_dir();
     const fs::path dir = fs::temp_directory_path() / ("bb_resume_damage_" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);

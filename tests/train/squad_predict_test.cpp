@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "test_util.hpp"
 #include "core/fs.hpp"
 #include "core/py_json.hpp"
 #include "data/squad.hpp"
@@ -21,19 +22,9 @@
 namespace bertbench::train {
 namespace {
 
-std::string shared() {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return d ? d : "/work/shared";
-}
+using testing::read_jsonl;
+std::string shared() { return testing::shared_dir(); }
 std::string pipe_dir() { return shared() + "/golden/squad_pipeline/"; }
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_file(path));
-    std::string line;
-    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
-    return out;
-}
 
 TEST(PyJson, FloatReprLikePython) {
     EXPECT_EQ(py_float_repr(0.0), "0.0");
