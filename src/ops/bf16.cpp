@@ -86,8 +86,8 @@ CpuBf16 cpu_bf16() {
 // The matmul primitives, one per (shape, layout, beta), the most recently used kCapacity kept.
 // On real data the packed token count N and the sequence lengths change from batch to batch, so
 // the set of shapes grows without end; each primitive holds JIT code and buffers (a BERT-tiny run
-// on real text grew by ~600 MB with an unbounded cache, ~190 KB a primitive). A step needs ~15
-// linear-layer shapes plus 6 per distinct sequence length; re-creating an evicted one: ~0.3 ms.
+// on real text grew by ~600 MB with an unbounded cache). A step needs ~15 linear-layer shapes
+// plus 6 per distinct sequence length; re-creating an evicted one costs under a millisecond.
 // Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
 // attention's per-head products can run the same primitive on several threads at once.
 using Key = std::tuple<int, int, int, bool, int, int, int, bool>;
