@@ -14,6 +14,8 @@ PACKAGES=(
   libsnappy-dev                                   # TensorFlow checkpoint (tensor bundle) index blocks
   libhdf5-dev                                     # NVIDIA's HDF5 pretraining shards
   clang-14 libclang-rt-14-dev                     # libFuzzer targets for every reader
+  libopenmpi-dev openmpi-bin                      # MPI data-parallel runs (mpirun -np N bertbench ...)
+  iproute2                                        # scripts/mpi-netns.sh: multi-node tests in network namespaces
   python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)
 )
 # The demo data comes from the npm registry; some images ship node/npm outside Debian.
