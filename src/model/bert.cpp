@@ -211,6 +211,19 @@ public:
                      "{} (max_seq of the Plan)",
                      i, t, plan_.max_seq);
         }
+        if (!b.key_lengths.empty()) {
+            if (static_cast<int>(b.key_lengths.size()) != b.batch_size)
+                fail("engine: batch: key_lengths has {} entries, expected batch_size = {} (or "
+                     "none)",
+                     b.key_lengths.size(), b.batch_size);
+            for (int i = 0; i < b.batch_size; ++i) {
+                const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+                if (b.key_lengths[i] < 1 || b.key_lengths[i] > t)
+                    fail("engine: batch: key_lengths[{}] = {}, expected 1..{} (the sequence's "
+                         "rows)",
+                         i, b.key_lengths[i], t);
+            }
+        }
         const int N = b.num_tokens();
         if (static_cast<int>(b.input_ids.size()) != N || static_cast<int>(b.segment_ids.size()) != N)
             fail("engine: batch: {} input_ids and {} segment_ids, expected N = {} tokens",
@@ -224,6 +237,11 @@ public:
                 fail("engine: batch: segment_ids[{}] = {} outside [0, {})", i, b.segment_ids[i],
                      cfg_.type_vocab_size);
         }
+    }
+
+    // null for the unpadded layout (every row a key), else Batch::key_lengths (checked).
+    static const int32_t* key_lengths(const Batch& b) {
+        return b.key_lengths.empty() ? nullptr : b.key_lengths.data();
     }
 
     size_t dropout_elements(const std::string& site, int N) const {
@@ -240,7 +258,7 @@ public:
         N_ = b.num_tokens();
         const int N = N_, H = H_, I = I_;
         const size_t nh = static_cast<size_t>(N) * H;
-        ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_);
+        ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_, key_lengths(b));
         const double hkeep = 1.0 - cfg_.hidden_dropout_prob;
         const double pkeep = 1.0 - cfg_.attention_probs_dropout_prob;
         dropout_hidden_ = training && cfg_.hidden_dropout_prob > 0;
@@ -267,7 +285,8 @@ public:
             ops::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
             ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh);
         }
-        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_};
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
+                                        key_lengths(b)};
         for (int l = 0; l < L_; ++l) {
             const LayerOffsets& w = layers_[l];
             LayerSaved<T>& s = saved_[l];
@@ -311,7 +330,8 @@ public:
     void backward(T* grads, const T* params, const Batch& b) {
         const int N = N_, H = H_, I = I_;
         const size_t nh = static_cast<size_t>(N) * H;
-        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_};
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
+                                        key_lengths(b)};
         for (int l = L_ - 1; l >= 0; --l) {
             const LayerOffsets& w = layers_[l];
             LayerSaved<T>& s = saved_[l];
@@ -747,8 +767,9 @@ template class BasicBertPretrainer<double>;
 
 // ---------------------------------------------------------------------------------------------
 // SQuAD span head: logits(N,2) = x·Wᵀ + b; loss = (mean_b CE_start + mean_b CE_end)/2 where each CE
-// is over the sequence's real tokens (run_squad.py takes the softmax over all max_seq positions,
-// padding included; on unpadded batches we take it over the real tokens only, as HF does).
+// is over all T_b rows of sequence b. With padded features (Batch::key_lengths) those rows are the
+// max_seq_length positions and this is run_squad.py's loss; on real tokens only it is the softmax
+// over the real tokens (HF's unpadded form). See bert.hpp.
 template <typename T>
 struct BasicBertSquad<T>::Impl {
     Plan plan;
@@ -891,6 +912,10 @@ template <typename T>
 std::span<const T> BasicBertSquad<T>::end_logits() const {
     return {impl_->end, static_cast<size_t>(impl_->N)};
 }
+template <typename T>
+std::span<const uint8_t> BasicBertSquad<T>::dropout_mask(const std::string& site) const {
+    return impl_->enc->mask(site);
+}
 
 template class BasicBertSquad<float>;
 template class BasicBertSquad<double>;
@@ -899,10 +924,11 @@ template class BasicBertSquad<double>;
 double forward_flops(const BertConfig& c, const Batch& b) {
     const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
     const double N = b.num_tokens(), B = b.batch_size, P = b.num_predictions();
-    double attn = 0;  // per sequence: QKᵀ and P·V, 2·T²·H each
+    double attn = 0;  // per sequence: QKᵀ and P·V, 2·T·K·H each (K = T without key_lengths)
     for (int i = 0; i < b.batch_size; ++i) {
         const double t = b.seq_offsets[i + 1] - b.seq_offsets[i];
-        attn += 4.0 * t * t * H;
+        const double k = b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(i)];
+        attn += 4.0 * t * k * H;
     }
     const double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + attn;
     const double heads = 2.0 * B * H * H + 2.0 * B * H * 2 + 2.0 * P * H * H + 2.0 * P * H * V;

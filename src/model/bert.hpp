@@ -75,8 +75,9 @@ public:
     std::span<const T> sequence_output() const;  // (N, H) final encoder output, packed tokens
     std::span<const T> pooled_output() const;    // (B, H) tanh pooler output
     // Dropout masks used by the last training forward, for parity tests: 1 = kept. Sites:
-    // "embeddings" (N,H); "layer_<i>/attention_probs" (per sequence b: NH×T_b×T_b, concatenated
-    // over b); "layer_<i>/attention_output" (N,H); "layer_<i>/output" (N,H). Empty when dropout off.
+    // "embeddings" (N,H); "layer_<i>/attention_probs" (per sequence b: NH×T_b×K_b, concatenated
+    // over b; K_b = Batch::key_lengths[b], or T_b without key_lengths);
+    // "layer_<i>/attention_output" (N,H); "layer_<i>/output" (N,H). Empty when dropout off.
     std::span<const uint8_t> dropout_mask(const std::string& site) const;
 
     struct Impl;
@@ -89,8 +90,16 @@ using BertPretrainer = BasicBertPretrainer<float>;
 using BertPretrainerF64 = BasicBertPretrainer<double>;
 
 // SQuAD head on the same encoder (table built with Heads::squad): logits = seq_out · Wᵀ + b with
-// W = cls/squad/output_weights [2, H]; start = column 0, end = column 1. Loss (run_squad.py):
-// (CE(start over the sequence's tokens) + CE(end)) / 2, averaged over the batch.
+// W = cls/squad/output_weights [2, H]; start = column 0, end = column 1. Loss: (mean_b CE(start
+// over ALL T_b rows of sequence b) + mean_b CE(end)) / 2. Which rows a sequence has decides the
+// mode:
+//  - reference mode (run_squad.py exactly): padded features, one sequence per feature with all
+//    max_seq_length positions and Batch::key_lengths = Σinput_mask (model::padded_batch /
+//    append_padded_sequence). Padding rows run through the encoder as queries over the real
+//    keys, so their logits, the softmax over max_seq_length positions in the loss, and every
+//    gradient are run_squad.py's (compute_loss: one_hot · log_softmax over the sequence).
+//  - real-tokens-only mode: only the real tokens, no key_lengths; the softmax then spans the real
+//    tokens only (as Hugging Face's unpadded models do) and differs from the reference's loss.
 struct SpanLosses {
     double total = 0;
 };
@@ -104,16 +113,20 @@ public:
 
     size_t arena_bytes() const;
     void weights_changed();  // as BasicBertPretrainer::weights_changed
-    // start/end positions are within-sequence token indices, (B) each; pass empty spans for
-    // inference (the loss is then 0 and backward must not be called).
+    // start/end positions are within-sequence row indices in [0, T_b), (B) each (a padding row
+    // is allowed); pass empty spans for inference (the loss is then 0 and backward must not be
+    // called).
     SpanLosses forward(std::span<const T> params, const Batch& batch,
                        std::span<const int32_t> start_positions,
                        std::span<const int32_t> end_positions, bool training, uint64_t seed,
                        uint64_t step);
     void backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
                   T loss_scale = T(1));
-    std::span<const T> start_logits() const;  // (N) packed tokens; sequence b is [o[b], o[b+1])
+    // (N) per packed row, padding rows included in reference mode; sequence b is [o[b], o[b+1]).
+    std::span<const T> start_logits() const;
     std::span<const T> end_logits() const;    // (N)
+    // As BasicBertPretrainer::dropout_mask (attention_probs: NH×T_b×K_b per sequence).
+    std::span<const uint8_t> dropout_mask(const std::string& site) const;
 
     struct Impl;
 
@@ -124,7 +137,8 @@ private:
 using BertSquad = BasicBertSquad<float>;
 using BertSquadF64 = BasicBertSquad<double>;
 
-// Matmul FLOPs of one forward (2 per multiply-add, real tokens only, attention per sequence,
+// Matmul FLOPs of one forward (2 per multiply-add, every packed row (padding rows too when the
+// batch has key_lengths), attention per sequence over its K_b keys,
 // MLM head on the P gathered positions, NSP + pooler on B rows); backward = 2x forward.
 double forward_flops(const BertConfig& c, const Batch& b);
 

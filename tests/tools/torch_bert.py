@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An independent, plain-PyTorch BERT pretraining forward/backward, for parity tests.
+"""An independent, plain-PyTorch BERT forward/backward (pretraining or SQuAD), for parity tests.
 
 Written from google-research/bert modeling.py + run_pretraining.py (not from bertbench's C++):
 padded batch with the -10000 additive attention mask, GELU tanh form (or erf for "gelu_erf"),
@@ -23,6 +23,19 @@ Output (safetensors, F64 unless --dtype float32): loss/total, loss/mlm, loss/nsp
   taken back to float32 at once so LayerNorm, GELU, softmax and the losses run in float32 (the
   scheme of Intel's and Google's bf16 recipes; PyTorch 1.13 would otherwise run LayerNorm and GELU
   on bf16). The pooler and NSP products stay float32, as bertbench's engine keeps them.
+
+SQuAD (__metadata__["head"] = "squad"), from run_squad.py create_model + compute_loss: parameters
+  are the encoder's, the pooler's (unused: zero gradient) and cls/squad/output_weights [2, H],
+  cls/squad/output_bias [2]; the batch has batch/seq_offsets, batch/input_ids, batch/segment_ids as
+  above plus batch/start_positions (B), batch/end_positions (B) and, optionally, batch/key_lengths
+  (B): the padded features of run_squad.py, sequence b's rows being all max_seq_length positions
+  (every sequence the same length) of which the first key_lengths[b] have input_mask 1. The
+  -10000 mask hides only keys; logits = seq_out Wᵀ + b over every position (float32 under
+  bf16_autocast, as the engine keeps it); loss = (start + end) / 2 with each
+  -mean_b(sum(one_hot(position, T) * log_softmax(logits over the T positions))). dropout/
+  layer_<i>/attention_probs is then per sequence NH x T_b x key_lengths[b].
+  Output: loss/total [1], start_logits (B*T), end_logits (B*T) (= the engine's packed rows),
+  grad/<tf name>.
 
 --selftest: checks this script's gradients against central finite differences in float64.
 """
@@ -125,6 +138,10 @@ class Padded:
         self.lens = off[1:] - off[:-1]
         self.T = int(self.lens.max()) + extra_padding
         self.off = off
+        # Key rows per sequence (the rest of a sequence's rows are padding queries).
+        self.keys = (t["batch/key_lengths"].astype(np.int64) if "batch/key_lengths" in t
+                     else self.lens.copy())
+        assert ((self.keys >= 1) & (self.keys <= self.lens)).all(), "key_lengths"
         ids = t["batch/input_ids"].astype(np.int64)
         seg = t["batch/segment_ids"].astype(np.int64)
         self.input_ids = np.zeros((self.B, self.T), np.int64)
@@ -134,7 +151,11 @@ class Padded:
             n = self.lens[b]
             self.input_ids[b, :n] = ids[off[b]:off[b + 1]]
             self.segment_ids[b, :n] = seg[off[b]:off[b + 1]]
-            self.input_mask[b, :n] = 1
+            self.input_mask[b, :self.keys[b]] = 1
+        if "batch/masked_index" not in t:  # SQuAD
+            self.start_positions = t["batch/start_positions"].astype(np.int64)
+            self.end_positions = t["batch/end_positions"].astype(np.int64)
+            return
         mi = t["batch/masked_index"].astype(np.int64)
         ms = t["batch/masked_seq"].astype(np.int64)
         self.masked_seq = ms
@@ -152,26 +173,59 @@ class Padded:
         return out
 
     def probs_to_padded(self, flat, NH, fill=1):
-        """Per sequence NH x T_b x T_b, concatenated -> (B, NH, T, T)."""
+        """Per sequence NH x T_b x K_b, concatenated -> (B, NH, T, T)."""
         out = np.full((self.B, NH, self.T, self.T), fill, flat.dtype)
         pos = 0
         for b in range(self.B):
-            n = int(self.lens[b])
-            out[b, :, :n, :n] = flat[pos:pos + NH * n * n].reshape(NH, n, n)
-            pos += NH * n * n
+            n, k = int(self.lens[b]), int(self.keys[b])
+            out[b, :, :n, :k] = flat[pos:pos + NH * n * k].reshape(NH, n, k)
+            pos += NH * n * k
         assert pos == flat.size, "attention_probs mask size"
         return out
+
+
+def squad_param_names(cfg):
+    names = [n for n in param_names(cfg) if not n.startswith("cls/")]
+    return names + ["cls/squad/output_weights", "cls/squad/output_bias"]
+
+
+def squad_forward(cfg, P, batch, masks, dtype, autocast=False):
+    """run_squad.py create_model + compute_loss. Returns (total, start_logits, end_logits), the
+    logits (B, T)."""
+    seq_out = encoder(cfg, P, batch, masks, dtype, autocast)
+    logits = seq_out @ P["cls/squad/output_weights"].t() + P["cls/squad/output_bias"]  # (B,T,2)
+    start_logits, end_logits = logits[..., 0], logits[..., 1]
+    T = batch.T
+
+    def compute_loss(lg, positions):
+        one_hot = torch.nn.functional.one_hot(torch.from_numpy(positions), T).to(dtype)
+        log_probs = torch.log_softmax(lg, dim=-1)
+        return -torch.mean(torch.sum(one_hot * log_probs, dim=-1))
+
+    total = (compute_loss(start_logits, batch.start_positions) +
+             compute_loss(end_logits, batch.end_positions)) / 2.0
+    return total, start_logits, end_logits
 
 
 def forward(cfg, P, batch, masks, dtype, autocast=False):
     """Returns (total, mlm, nsp, mlm_logits, nsp_logits). P: name -> tensor (requires_grad).
     autocast: the dense-layer and decoder products run under bf16 autocast (see --dtype)."""
+    seq_out = encoder(cfg, P, batch, masks, dtype, autocast)
+    return pretraining_heads(cfg, P, batch, seq_out, dtype, autocast)
+
+
+def mm_fn(dtype, autocast):
     def mm(a, b):
         if not autocast:
             return a @ b
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return (a @ b).to(dtype)
+    return mm
 
+
+def encoder(cfg, P, batch, masks, dtype, autocast=False):
+    """modeling.py BertModel's sequence output (B, T, H)."""
+    mm = mm_fn(dtype, autocast)
     H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
     HS = H // NH
     act = activation(cfg.get("hidden_act", "gelu"))
@@ -218,7 +272,12 @@ def forward(cfg, P, batch, masks, dtype, autocast=False):
         h = act(dense(x, "intermediate/dense"))
         o = drop(dense(h, "output/dense"), site + "output", hp)
         x = layer_norm(o + x, P[p + "output/LayerNorm/gamma"], P[p + "output/LayerNorm/beta"])
-    seq_out = x
+    return x
+
+
+def pretraining_heads(cfg, P, batch, seq_out, dtype, autocast):
+    mm = mm_fn(dtype, autocast)
+    act = activation(cfg.get("hidden_act", "gelu"))
     pooled = torch.tanh(seq_out[:, 0] @ P["bert/pooler/dense/kernel"] +
                         P["bert/pooler/dense/bias"])
     # MLM head at the gathered positions (run_pretraining.py gather_indexes).
@@ -244,16 +303,32 @@ def run(args):
     autocast = args.dtype == "bf16_autocast"
     t, meta = read_safetensors(args.input)
     cfg = json.loads(meta["bert_config"])
+    squad = meta.get("head") == "squad"
     P = {}
-    for name in param_names(cfg):
+    for name in (squad_param_names(cfg) if squad else param_names(cfg)):
         if name not in t:
             raise SystemExit("torch_bert.py: %s: missing parameter %s" % (args.input, name))
         P[name] = torch.from_numpy(t[name].astype(np.float64)).to(dtype).requires_grad_(True)
     batch = Padded(t)
     masks = {k[len("dropout/"):]: v for k, v in t.items() if k.startswith("dropout/")} or None
+    npd = np.float64 if dtype == torch.float64 else np.float32
+    if squad:
+        if not (batch.lens == batch.T).all():
+            raise SystemExit("torch_bert.py: %s: SQuAD sequences must all have max_seq_length "
+                             "rows (padded features), got %s" % (args.input, batch.lens.tolist()))
+        total, start_logits, end_logits = squad_forward(cfg, P, batch, masks, dtype, autocast)
+        total.backward()
+        out = {"loss/total": np.array([total.item()], npd),
+               "start_logits": start_logits.detach().numpy().astype(npd).reshape(-1),
+               "end_logits": end_logits.detach().numpy().astype(npd).reshape(-1)}
+        for name, p in P.items():  # the pooler is not in the graph: zero
+            g = p.grad if p.grad is not None else torch.zeros_like(p)
+            out["grad/" + name] = g.numpy().astype(npd)
+        write_safetensors(args.output, out, {"torch": torch.__version__,
+                                             "dropout": "on" if masks else "off"})
+        return
     total, mlm, nsp, mlm_logits, nsp_logits = forward(cfg, P, batch, masks, dtype, autocast)
     total.backward()
-    npd = np.float64 if dtype == torch.float64 else np.float32
     out = {"loss/total": np.array([total.item()], npd), "loss/mlm": np.array([mlm.item()], npd),
            "loss/nsp": np.array([nsp.item()], npd),
            "mlm_logits": mlm_logits.detach().numpy().astype(npd),
@@ -317,18 +392,64 @@ def selftest():
         masks["layer_%d/output" % i] = rng.random((N, H)) > 0.25
     masks = {k: v.astype(np.uint8) for k, v in masks.items()}
     loss = forward(cfg, P, batch, masks, torch.float64)[0]
-    loss.backward()
+    worst = fd_check(P, lambda: forward(cfg, P, batch, masks, torch.float64)[0], rng)
+    if worst is None:
+        return 1
+    # The padded computation must not depend on the amount of padding.
+    more = forward(cfg, P, Padded(t, extra_padding=3), masks, torch.float64)[0].item()
+    if abs(more - loss.item()) > 1e-12:
+        print("FAIL: loss %.15g with 3 more padding columns, %.15g without" % (more, loss.item()))
+        return 1
+    # SQuAD: padded features of 9 rows with 5, 9 and 3 keys, dropout on.
+    S = 9
+    keys = [5, 9, 3]
+    Q = {n: P[n] for n in squad_param_names(cfg) if n in P}
+    Q["cls/squad/output_weights"] = torch.tensor(rng.normal(0, 0.3, (2, H)), dtype=torch.float64,
+                                                 requires_grad=True)
+    Q["cls/squad/output_bias"] = torch.tensor(rng.normal(0, 0.3, (2,)), dtype=torch.float64,
+                                              requires_grad=True)
+    for p in Q.values():
+        p.grad = None
+    ids = rng.integers(1, V, 3 * S).astype(np.int32)
+    for b, k in enumerate(keys):
+        ids[b * S + k:(b + 1) * S] = 0
+    ts = {"batch/seq_offsets": np.arange(0, 3 * S + 1, S).astype(np.int32),
+          "batch/input_ids": ids, "batch/segment_ids": rng.integers(0, 2, 3 * S).astype(np.int32),
+          "batch/key_lengths": np.array(keys, np.int32),
+          "batch/start_positions": np.array([1, 0, 7], np.int32),  # 7: a padding position
+          "batch/end_positions": np.array([3, 8, 2], np.int32)}
+    sb = Padded(ts)
+    sm = {"embeddings": rng.random((3 * S, H)) > 0.25}
+    for i in range(2):
+        sm["layer_%d/attention_probs" % i] = rng.random(3 * S * sum(keys)) > 0.2
+        sm["layer_%d/attention_output" % i] = rng.random((3 * S, H)) > 0.25
+        sm["layer_%d/output" % i] = rng.random((3 * S, H)) > 0.25
+    sm = {k: v.astype(np.uint8) for k, v in sm.items()}
+    w2 = fd_check(Q, lambda: squad_forward(cfg, Q, sb, sm, torch.float64)[0], rng,
+                  skip=("bert/pooler/",))
+    if w2 is None:
+        return 1
+    print("selftest OK: gradients (pretraining, SQuAD) match central differences (atol 1e-7, "
+          "rtol 1e-5); worst error/tolerance %.3f" % max(worst, w2))
+    return 0
+
+
+def fd_check(P, loss_fn, rng, skip=()):
+    """Autograd vs central differences on 4 elements of every tensor; worst err/tol or None."""
+    loss_fn().backward()
     worst = 0.0
     eps = 1e-6
     with torch.no_grad():
         for name, p in P.items():
+            if name.startswith(skip):
+                continue
             flat = p.view(-1)
             for j in rng.choice(flat.numel(), size=min(4, flat.numel()), replace=False):
                 old = flat[j].item()
                 flat[j] = old + eps
-                up = forward(cfg, P, batch, masks, torch.float64)[0].item()
+                up = loss_fn().item()
                 flat[j] = old - eps
-                down = forward(cfg, P, batch, masks, torch.float64)[0].item()
+                down = loss_fn().item()
                 flat[j] = old
                 fd = (up - down) / (2 * eps)
                 got = p.grad.view(-1)[j].item()
@@ -337,15 +458,8 @@ def selftest():
                 if abs(got - fd) > 1e-7 + 1e-5 * abs(fd):
                     print("FAIL %s[%d]: autograd %.10g, finite difference %.10g" %
                           (name, j, got, fd))
-                    return 1
-    # The padded computation must not depend on the amount of padding.
-    more = forward(cfg, P, Padded(t, extra_padding=3), masks, torch.float64)[0].item()
-    if abs(more - loss.item()) > 1e-12:
-        print("FAIL: loss %.15g with 3 more padding columns, %.15g without" % (more, loss.item()))
-        return 1
-    print("selftest OK: gradients match central differences (atol 1e-7, rtol 1e-5); worst "
-          "error/tolerance %.3f" % worst)
-    return 0
+                    return None
+    return worst
 
 
 def main():
