@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "dist/comm.hpp"
 
 #include <unistd.h>
 
@@ -72,20 +73,28 @@ int main(int argc, char** argv) {
     }
     for (const auto& c : kCommands) {
         if (std::strcmp(argv[1], c.name) != 0) continue;
+        // Under mpirun (only then) MPI starts here; errors then name the rank ("rank 1: ...") and
+        // stop the whole job (MPI_Abort), so no other rank waits forever in a collective.
+        bertbench::dist::init(&argc, &argv);
+        const std::string who = bertbench::dist::rank_prefix();
         try {
-            return c.run(argc - 1, argv + 1);
+            const int rc = c.run(argc - 1, argv + 1);
+            bertbench::dist::finalize();
+            return rc;
         } catch (const bertbench::Error& e) {
-            std::fprintf(stderr, "bertbench %s: error: %s\n", c.name, e.what());
+            std::fprintf(stderr, "bertbench %s: error: %s%s\n", c.name, who.c_str(), e.what());
         } catch (const std::bad_alloc&) {
             // Commands name what they allocate where they can (pretrain's arenas); this is the rest.
             std::fprintf(stderr,
-                         "bertbench %s: error: out of memory (hint: a smaller batch: "
+                         "bertbench %s: error: %sout of memory (hint: a smaller batch: "
                          "--train_batch_size with a larger --steps_per_update, --eval_batch_size, "
                          "or bench's --batch_size; or a smaller model)\n",
-                         c.name);
+                         c.name, who.c_str());
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "bertbench %s: error: %s\n", c.name, e.what());
+            std::fprintf(stderr, "bertbench %s: error: %s%s\n", c.name, who.c_str(), e.what());
         }
+        if (bertbench::dist::world().size() > 1) bertbench::dist::world().abort(1);
+        bertbench::dist::finalize();
         return 1;
     }
     std::fprintf(stderr, "bertbench: unknown command \"%s\"\n", argv[1]);

@@ -53,7 +53,7 @@ class RecordStream {
   public:
     explicit RecordStream(const PretrainReaderConfig& c) : c_(c) {
         const size_t n = c.files.size(), world = static_cast<size_t>(c.world_size);
-        record_sharding_ = n < world;
+        record_sharding_ = n < world || c.shard_by_record;
         for (size_t i = 0; i < n; ++i)
             if (record_sharding_ || i % world == static_cast<size_t>(c.rank))
                 my_files_.push_back(static_cast<uint32_t>(i));
@@ -358,6 +358,7 @@ nlohmann::json PretrainReader::state() const {
     return {{"epoch", epoch_},        {"records_in_epoch", records_in_epoch_},
             {"seed", c.seed},         {"shuffle_buffer", c.shuffle_buffer},
             {"rank", c.rank},         {"world_size", c.world_size},
+            {"shard_by_record", c.shard_by_record},
             {"training", c.training}, {"files", basenames(c.files)}};
 }
 
@@ -380,6 +381,7 @@ void PretrainReader::restore(const nlohmann::json& s) {
     same("shuffle_buffer", c.shuffle_buffer);
     same("rank", c.rank);
     same("world_size", c.world_size);
+    if (s.contains("shard_by_record")) same("shard_by_record", c.shard_by_record);
     same("training", c.training);
     same("files", basenames(c.files));
     if (!field("epoch").is_number_unsigned() || !field("records_in_epoch").is_number_unsigned())

@@ -4,7 +4,8 @@
 // order for eval). Everything random derives from (seed, epoch[, rank]), so the cursor is just
 // (epoch, records consumed in that epoch) and restore() re-reads and skips (no decoding) to it.
 // Sharding across ranks: with >= world_size files, rank r reads files i with i % world_size == r;
-// with fewer files, every rank reads all files in the same order and keeps records g % N == r.
+// with fewer files (or shard_by_record), every rank reads all files in the same order and keeps
+// records g % N == r (g counts records across the files of the epoch).
 #pragma once
 
 #include <condition_variable>
@@ -39,6 +40,9 @@ struct PretrainReaderConfig {
     uint64_t seed = 12345;
     int shuffle_buffer = 1000;  // records; 0 = file order (training only)
     int rank = 0, world_size = 1;
+    // Record stride even with >= world_size files. Data-parallel eval uses it: then the ranks'
+    // first k records are exactly the single process's first world_size * k records.
+    bool shard_by_record = false;
     int prefetch_batches = 4;  // bounded queue between the reader thread and next()
     bool skip_corrupt_records = false;
 };

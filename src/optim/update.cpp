@@ -35,8 +35,18 @@ void ParameterUpdater::set_global_step(int64_t step) {
     global_step_ = step;
 }
 
-MicroStepResult ParameterUpdater::micro_step(std::span<float> params,
-                                             std::span<const float> grads) {
+MicroStepResult ParameterUpdater::micro_step(std::span<float> params, std::span<const float> grads) {
+    return micro_step_impl(params, grads, nullptr, nullptr);
+}
+
+MicroStepResult ParameterUpdater::micro_step(std::span<float> params, std::span<float> grads,
+                                             const GradientMean& mean) {
+    return micro_step_impl(params, grads, mean ? grads.data() : nullptr, mean ? &mean : nullptr);
+}
+
+MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
+                                                  std::span<const float> grads,
+                                                  float* grads_mut, const GradientMean* mean) {
     const ChunkPlan& plan = optimizer_.plan();
     MicroStepResult r;
     r.learning_rate = schedule_.at(global_step_);
@@ -51,16 +61,37 @@ MicroStepResult ParameterUpdater::micro_step(std::span<float> params,
                  global_step_, r.grad_norm);
         r.clip_scale = clip_scale(r.grad_norm, clip_norm_);
     };
-    if (n_ == 1) {
+    if (mean != nullptr && n_ == 1) {
+        const std::span<float> g(grads_mut, grads.size());
+        if (clip_mode_ == ClipMode::per_micro_batch) {  // this replica's clip, then the mean
+            clip(grads);
+            if (r.clip_scale != 1.0f) {
+                const long count = static_cast<long>(g.size());
+                const float sc = r.clip_scale;
+#pragma omp parallel for schedule(static)
+                for (long i = 0; i < count; ++i) g[static_cast<size_t>(i)] *= sc;
+            }
+            (*mean)(g);
+            optimizer_.step(params, grads, r.learning_rate);
+        } else {  // the mean, then its clip
+            (*mean)(g);
+            clip(grads);
+            optimizer_.step(params, grads, r.learning_rate, r.clip_scale);
+        }
+    } else if (n_ == 1) {
         clip(grads);
         optimizer_.step(params, grads, r.learning_rate, r.clip_scale);  // clip fused into the read
     } else if (clip_mode_ == ClipMode::per_micro_batch) {
         clip(grads);
         accumulate_scaled(plan, accum_, grads, r.clip_scale, n_);
-        if (apply) optimizer_.step(params, accum_, r.learning_rate);
+        if (apply) {
+            if (mean != nullptr) (*mean)(accum_);
+            optimizer_.step(params, accum_, r.learning_rate);
+        }
     } else {
         accumulate_scaled(plan, accum_, grads, 1.0f, n_);
         if (apply) {
+            if (mean != nullptr) (*mean)(accum_);
             clip(accum_);
             optimizer_.step(params, accum_, r.learning_rate, r.clip_scale);
         }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,10 @@ enum class ClipMode {
     after_accumulation // flag True: LAMB clips the accumulated (all-reduced) gradient once per
                        // update; micro-batch gradients are accumulated unclipped as g / n
 };
+
+// Data parallel: replaces a gradient buffer by its mean over the replicas, in place and with the
+// same bits on every replica (the training loop wraps dist::GradientReducer). Empty: one process.
+using GradientMean = std::function<void(std::span<float> grads)>;
 
 struct MicroStepResult {
     float grad_norm = 0;      // global norm before clipping: of this micro-batch's gradient
@@ -51,6 +56,26 @@ public:
     // reference would silently write NaN into every weight), naming the global step.
     MicroStepResult micro_step(std::span<float> params, std::span<const float> grads);
 
+    // Data-parallel micro-step: `grads` is this replica's micro-batch gradient; `mean` averages
+    // a buffer over the replicas. Where the reference puts the all-reduce:
+    //  - per_micro_batch (default): each replica clips ITS OWN micro-batch gradient (its own
+    //    norm), accumulates g_clipped / n locally, and the replicas' accumulated gradients are
+    //    averaged once per update (linear, so this equals averaging every micro-batch); with
+    //    n == 1 the clipped gradient itself is averaged (grads is scaled in place). grad_norm is
+    //    this replica's own.
+    //  - after_accumulation (--clip_by_global_norm_after_gradient_allreduce): g / n accumulates
+    //    unclipped, the accumulated gradient is averaged, then clipped once by ITS norm (the
+    //    same on every replica) — with n == 1 exactly what one process of N·b sequences does.
+    //    With n == 1 the average of `grads` may already be under way (overlapped with the
+    //    backward): `mean(grads)` then just finishes it (see overlappable()).
+    // Without `mean` this is micro_step(params, grads).
+    MicroStepResult micro_step(std::span<float> params, std::span<float> grads,
+                               const GradientMean& mean);
+    // Whether `mean` is applied to the micro-batch gradient itself before anything reads it, so
+    // the caller may start averaging it during the backward: n == 1 and after_accumulation.
+    bool overlappable() const { return n_ == 1 && clip_mode_ == ClipMode::after_accumulation; }
+    ClipMode clip_mode() const { return clip_mode_; }
+
     int64_t global_step() const { return global_step_; }  // micro-steps done
     void set_global_step(int64_t step);                    // for resume
     int steps_per_update() const { return n_; }
@@ -61,6 +86,9 @@ public:
     std::span<float> grad_accum() { return accum_; }
 
 private:
+    MicroStepResult micro_step_impl(std::span<float> params, std::span<const float> grads,
+                                    float* grads_mut, const GradientMean* mean);
+
     Optimizer optimizer_;
     LrSchedule schedule_;
     int n_;

@@ -230,6 +230,35 @@ TEST(PretrainReader, RankSharesAreDisjointAndComplete) {
     EXPECT_THROW(PretrainReader bad(c), Error);
 }
 
+// Data parallel (issue 12): with record sharding, N ranks x b sequences per batch see exactly
+// the sequences of 1 rank x N*b, rank r taking the single stream's records g % N == r. Eval uses
+// shard_by_record even with >= N files; training does with file order (shuffle_buffer 0).
+TEST(PretrainReader, RecordShardsInterleaveToTheSingleProcessStream) {
+    for (bool training : {false, true}) {
+        PretrainReaderConfig c;
+        c.files = multi_shards();  // 3 files: without shard_by_record, 2 ranks would split files
+        c.training = training;
+        c.shuffle_buffer = 0;
+        c.batch_size = 8;
+        PretrainReader one(c);
+        const auto all = read_batches(one, 12);
+        c.batch_size = 4;
+        c.world_size = 2;
+        c.shard_by_record = true;
+        std::vector<std::vector<Seq>> part;
+        for (int r = 0; r < 2; ++r) {
+            c.rank = r;
+            PretrainReader rr(c);
+            part.push_back(read_batches(rr, 12));
+        }
+        ASSERT_EQ(all.size(), 96u);
+        for (size_t k = 0; k < 48; ++k) {
+            ASSERT_TRUE(part[0][k] == all[2 * k]) << "training " << training << " record " << 2 * k;
+            ASSERT_TRUE(part[1][k] == all[2 * k + 1]) << "training " << training << " record " << 2 * k + 1;
+        }
+    }
+}
+
 TEST(PretrainReader, SchemaErrorNamesFileAndRecord) {
     PretrainReaderConfig c;
     c.files = {golden("pretraining/public_512_s12345_d1.tfrecord")};

@@ -1,0 +1,273 @@
+// dist::Comm: the one-process implementation, the MPI one (OpenMPI's C API), and start-up.
+// Without mpirun nothing here calls MPI (not even MPI_Initialized): bertbench stays one plain
+// process. MPI errors are fatal for the job (MPI_ERRORS_ARE_FATAL, the default), which is what
+// we want: a broken peer must stop every rank, never leave one waiting.
+#include "dist/comm.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "core/error.hpp"
+
+namespace bertbench::dist {
+
+void Comm::all_reduce_mean(std::span<float> data) {
+    all_reduce_sum(data);
+    if (size() == 1) return;
+    const float inv = 1.0f / static_cast<float>(size());
+    for (float& x : data) x *= inv;
+}
+
+void Comm::all_reduce_mean(std::span<double> data) {
+    all_reduce_sum(data);
+    if (size() == 1) return;
+    const double inv = 1.0 / size();
+    for (double& x : data) x *= inv;
+}
+
+double Comm::sum(double x) {
+    all_reduce_sum(std::span<double>(&x, 1));
+    return x;
+}
+
+int64_t Comm::sum(int64_t x) {
+    all_reduce_sum(std::span<int64_t>(&x, 1));
+    return x;
+}
+
+namespace {
+
+class SingleComm final : public Comm {
+public:
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    bool is_mpi() const override { return false; }
+    void all_reduce_sum(std::span<float>) override {}
+    void all_reduce_sum(std::span<double>) override {}
+    void all_reduce_sum(std::span<int64_t>) override {}
+    int start_all_reduce_sum(std::span<float>) override { return 0; }
+    bool test(int) override { return true; }
+    void wait(int) override {}
+    bool threads_allowed() const override { return true; }
+    void broadcast(std::span<std::byte>, int root) override {
+        if (root != 0) fail("[dist] broadcast from rank {} in a one-process job", root);
+    }
+    std::vector<std::string> allgather(const std::string& s) override { return {s}; }
+    void barrier() override {}
+    [[noreturn]] void abort(int code) override {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::exit(code);
+    }
+};
+
+// MPI counts are int: larger buffers go in pieces of at most 2^30 elements.
+constexpr size_t kMaxCount = size_t{1} << 30;
+
+void check(int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fail("[dist] {} failed: {}", what, std::string(msg, static_cast<size_t>(len)));
+}
+
+class MpiComm final : public Comm {
+public:
+    MpiComm(MPI_Comm comm, bool threads, bool owned) : comm_(comm), threads_(threads), owned_(owned) {
+        MPI_Comm_rank(comm_, &rank_);
+        MPI_Comm_size(comm_, &size_);
+    }
+    ~MpiComm() override {
+        if (owned_ && !finalized()) MPI_Comm_free(&comm_);
+    }
+    static bool finalized() {
+        int f = 0;
+        MPI_Finalized(&f);
+        return f != 0;
+    }
+    std::unique_ptr<Comm> dup() {
+        MPI_Comm c;
+        check(MPI_Comm_dup(comm_, &c), "MPI_Comm_dup");
+        return std::make_unique<MpiComm>(c, threads_, true);
+    }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    bool is_mpi() const override { return true; }
+
+    template <typename T>
+    void reduce(std::span<T> data, MPI_Datatype type) {
+        for (size_t off = 0; off < data.size(); off += kMaxCount) {
+            const size_t n = std::min(kMaxCount, data.size() - off);
+            check(MPI_Allreduce(MPI_IN_PLACE, data.data() + off, static_cast<int>(n), type,
+                                MPI_SUM, comm_),
+                  "MPI_Allreduce");
+        }
+    }
+    void all_reduce_sum(std::span<float> d) override { reduce(d, MPI_FLOAT); }
+    void all_reduce_sum(std::span<double> d) override { reduce(d, MPI_DOUBLE); }
+    void all_reduce_sum(std::span<int64_t> d) override { reduce(d, MPI_INT64_T); }
+
+    int start_all_reduce_sum(std::span<float> d) override {
+        if (d.size() > kMaxCount) fail("[dist] non-blocking all-reduce of {} floats: at most 2^30", d.size());
+        std::lock_guard lock(mutex_);
+        const int ticket = next_ticket_++;
+        pending_.push_back({ticket, MPI_REQUEST_NULL});
+        check(MPI_Iallreduce(MPI_IN_PLACE, d.data(), static_cast<int>(d.size()), MPI_FLOAT,
+                             MPI_SUM, comm_, &pending_.back().request),
+              "MPI_Iallreduce");
+        return ticket;
+    }
+    bool test(int ticket) override {
+        std::lock_guard lock(mutex_);
+        Pending* p = find(ticket);
+        if (p == nullptr) return true;
+        int done = 0;
+        check(MPI_Test(&p->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) erase(ticket);
+        return done != 0;
+    }
+    void wait(int ticket) override {
+        MPI_Request r;
+        {
+            std::lock_guard lock(mutex_);
+            Pending* p = find(ticket);
+            if (p == nullptr) return;
+            r = p->request;
+            erase(ticket);
+        }
+        check(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait");
+    }
+    bool threads_allowed() const override { return threads_; }
+
+    void broadcast(std::span<std::byte> data, int root) override {
+        for (size_t off = 0; off < data.size(); off += kMaxCount) {
+            const size_t n = std::min(kMaxCount, data.size() - off);
+            check(MPI_Bcast(data.data() + off, static_cast<int>(n), MPI_BYTE, root, comm_),
+                  "MPI_Bcast");
+        }
+    }
+    std::vector<std::string> allgather(const std::string& s) override {
+        if (s.size() > kMaxCount) fail("[dist] allgather of {} bytes: at most 2^30", s.size());
+        int len = static_cast<int>(s.size());
+        std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+        check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+        size_t total = 0;
+        for (int r = 0; r < size_; ++r) {
+            displs[static_cast<size_t>(r)] = static_cast<int>(total);
+            total += static_cast<size_t>(lens[static_cast<size_t>(r)]);
+        }
+        if (total > kMaxCount) fail("[dist] allgather of {} bytes in all: at most 2^30", total);
+        std::string all(total, '\0');
+        check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                             MPI_CHAR, comm_),
+              "MPI_Allgatherv");
+        std::vector<std::string> out;
+        for (int r = 0; r < size_; ++r)
+            out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                                     static_cast<size_t>(lens[static_cast<size_t>(r)])));
+        return out;
+    }
+    void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+    [[noreturn]] void abort(int code) override {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, code);
+        std::_Exit(code);  // MPI_Abort does not return; just in case
+    }
+
+private:
+    struct Pending {
+        int ticket;
+        MPI_Request request;
+    };
+    Pending* find(int ticket) {
+        for (Pending& p : pending_)
+            if (p.ticket == ticket) return &p;
+        return nullptr;
+    }
+    void erase(int ticket) {
+        for (auto it = pending_.begin(); it != pending_.end(); ++it)
+            if (it->ticket == ticket) {
+                pending_.erase(it);
+                return;
+            }
+    }
+
+    MPI_Comm comm_;
+    int rank_ = 0, size_ = 1;
+    bool threads_, owned_;
+    std::mutex mutex_;
+    std::deque<Pending> pending_;
+    int next_ticket_ = 1;
+};
+
+SingleComm g_single;
+std::unique_ptr<MpiComm> g_mpi;
+bool g_finalized = false;
+
+}  // namespace
+
+Comm& world() {
+    if (g_mpi && !g_finalized) return *g_mpi;
+    return g_single;
+}
+
+bool launched_by_mpi() {
+    return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+void init(int* argc, char*** argv) {
+    if (g_mpi || g_finalized || !launched_by_mpi()) return;
+    int provided = MPI_THREAD_SINGLE;
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) {
+        std::fprintf(stderr, "bertbench: error: MPI_Init_thread failed (code %d) although the "
+                             "environment says mpirun started this process\n", rc);
+        std::exit(1);
+    }
+    g_mpi = std::make_unique<MpiComm>(MPI_COMM_WORLD, provided >= MPI_THREAD_MULTIPLE, false);
+}
+
+void finalize() {
+    if (!g_mpi || g_finalized) return;
+    g_finalized = true;
+    MPI_Finalize();
+}
+
+std::unique_ptr<Comm> duplicate(Comm& comm) {
+    if (auto* m = dynamic_cast<MpiComm*>(&comm)) return m->dup();
+    return std::make_unique<SingleComm>();
+}
+
+std::string rank_prefix() {
+    Comm& c = world();
+    return c.size() > 1 ? "rank " + std::to_string(c.rank()) + ": " : std::string();
+}
+
+void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::string& what,
+                               const std::string& hint) {
+    if (comm.size() == 1) return;
+    const std::vector<std::string> all = comm.allgather(value);
+    for (size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0])
+            fail("{} of rank {} differs from rank 0's ({} vs {}){}", what, r, all[r], all[0],
+                 hint.empty() ? "" : " (hint: " + hint + ")");
+}
+
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+}  // namespace bertbench::dist

@@ -1,0 +1,78 @@
+// The processes of a data-parallel job and the collectives the trainer needs (DESIGN.md: MPI
+// data-parallel, N ranks x batch b = 1 rank x N*b). Two implementations: one process (today's
+// bertbench: no MPI call is ever made) and MPI (Debian's OpenMPI), chosen once by init(): MPI
+// starts only when mpirun/PMIx launched us. Every collective must be called by every rank in the
+// same order; a rank that fails calls abort() (MPI_Abort) so the job stops instead of hanging.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace bertbench::dist {
+
+class Comm {
+public:
+    virtual ~Comm() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    bool is_root() const { return rank() == 0; }
+    // True only for the MPI implementation (even with one rank).
+    virtual bool is_mpi() const = 0;
+
+    // In-place all-reduce: every rank's buffer becomes the element-wise sum over ranks (the same
+    // bits on every rank). Buffers must have the same length on every rank.
+    virtual void all_reduce_sum(std::span<float> data) = 0;
+    virtual void all_reduce_sum(std::span<double> data) = 0;
+    virtual void all_reduce_sum(std::span<int64_t> data) = 0;
+    // sum / size(); floats and doubles only.
+    void all_reduce_mean(std::span<float> data);
+    void all_reduce_mean(std::span<double> data);
+    // Scalar helpers.
+    double sum(double x);
+    int64_t sum(int64_t x);
+
+    // Non-blocking float sum for the gradient reducer: start() returns a ticket, test() makes
+    // progress and says whether it finished, wait() blocks until it has. At most one thread
+    // calls these at a time.
+    virtual int start_all_reduce_sum(std::span<float> data) = 0;
+    virtual bool test(int ticket) = 0;
+    virtual void wait(int ticket) = 0;
+    // Whether another thread may run collectives while the main thread also calls into MPI
+    // (MPI_THREAD_MULTIPLE granted). The gradient reducer uses a thread only then.
+    virtual bool threads_allowed() const = 0;
+
+    // Root's bytes into every rank's buffer (same size everywhere).
+    virtual void broadcast(std::span<std::byte> data, int root) = 0;
+    // Every rank's string, indexed by rank.
+    virtual std::vector<std::string> allgather(const std::string& s) = 0;
+    virtual void barrier() = 0;
+    // Stop every process of the job with this exit code (MPI_Abort); one process: std::exit.
+    [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// The job's communicator: the MPI one after init() under mpirun, else the one-process one.
+Comm& world();
+
+// Whether the environment says mpirun (or another PMIx launcher) started this process.
+bool launched_by_mpi();
+// Called first thing in main(): MPI_Init_thread (asking for MPI_THREAD_MULTIPLE) when
+// launched_by_mpi(), otherwise nothing. Idempotent.
+void init(int* argc, char*** argv);
+// MPI_Finalize when init() started MPI; nothing otherwise. Idempotent.
+void finalize();
+
+// "rank R: " when the job has more than one rank, "" otherwise: error messages start with it.
+std::string rank_prefix();
+
+// Every rank passes its own value of `what` (e.g. a hash of its flags); an Error on every rank
+// naming the first rank whose value differs from rank 0's. Collective.
+void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::string& what,
+                               const std::string& hint);
+
+// FNV-1a 64 of bytes, for weight and flag hashes compared across ranks.
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);
+
+}  // namespace bertbench::dist

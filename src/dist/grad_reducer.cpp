@@ -1,0 +1,170 @@
+// GradientReducer: see grad_reducer.hpp.
+#include "dist/grad_reducer.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace bertbench::dist {
+
+namespace {
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+GradientReducer::GradientReducer(Comm& comm, size_t total_floats, std::vector<size_t> boundaries,
+                                 size_t bucket_bytes, bool overlap)
+    : comm_(&comm),
+      size_(comm.size()),
+      total_(total_floats),
+      bucket_floats_(std::max<size_t>(bucket_bytes / sizeof(float), 1024)),
+      boundaries_(std::move(boundaries)),
+      overlap_(overlap) {
+    std::sort(boundaries_.begin(), boundaries_.end());
+    for (size_t end = total_; end > 0;) {
+        const size_t begin = end > bucket_floats_ ? end - bucket_floats_ : 0;
+        buckets_.push_back({begin, end, 0, false});
+        end = begin;
+    }
+    use_thread_ = size_ > 1 && comm.threads_allowed();
+    if (size_ > 1) {
+        own_ = duplicate(comm);
+        if (use_thread_) thread_ = std::thread([this] { thread_main(); });
+    }
+}
+
+GradientReducer::~GradientReducer() {
+    if (thread_.joinable()) {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+}
+
+void GradientReducer::begin(std::span<float> grads) {
+    if (grads.size() < total_)
+        fail("[dist] gradient buffer of {} floats, expected {}", grads.size(), total_);
+    grads_ = grads.first(total_);
+    for (Bucket& b : buckets_) b.ready = 0, b.started = false;
+    launched_ = 0;
+    std::lock_guard lock(mutex_);
+    completed_ = 0;
+}
+
+void GradientReducer::ready(size_t begin, size_t end) {
+    if (size_ == 1 || !overlap_ || begin >= end) return;
+    // extend to the next tensor's start (alignment padding belongs to the tensor before it)
+    const auto it = std::lower_bound(boundaries_.begin(), boundaries_.end(), end);
+    end = std::min(it == boundaries_.end() ? total_ : *it, total_);
+    if (begin >= end) return;
+    // buckets are ordered from the end of the buffer: bucket k = [total - (k+1)B, total - kB)
+    const size_t first = (total_ - end) / bucket_floats_;
+    const size_t last = std::min((total_ - 1 - begin) / bucket_floats_, buckets_.size() - 1);
+    for (size_t k = first; k <= last; ++k) {
+        Bucket& b = buckets_[k];
+        const size_t lo = std::max(b.begin, begin), hi = std::min(b.end, end);
+        if (hi <= lo) continue;
+        b.ready += hi - lo;
+        if (b.ready > b.end - b.begin)
+            fail("[dist] gradient range [{}, {}) reported ready twice", begin, end);
+        if (b.ready == b.end - b.begin && !b.started) launch(static_cast<int>(k));
+    }
+}
+
+void GradientReducer::launch(int k) {
+    Bucket& b = buckets_[static_cast<size_t>(k)];
+    b.started = true;
+    if (launched_++ == 0) t_first_start_ = now_s();
+    if (use_thread_) {
+        {
+            std::lock_guard lock(mutex_);
+            queue_.push_back(k);
+        }
+        cv_.notify_one();
+    }
+}
+
+void GradientReducer::thread_main() {
+    struct Active {
+        int bucket, ticket;
+    };
+    std::vector<Active> active;
+    const float inv = 1.0f / static_cast<float>(size_);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        if (active.empty())
+            cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        else
+            cv_.wait_for(lock, std::chrono::microseconds(20), [&] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty() && active.empty()) return;
+        std::vector<int> start(queue_.begin(), queue_.end());
+        queue_.clear();
+        lock.unlock();
+        int done_now = 0;
+        double t_done = 0;
+        try {
+            for (int k : start) {
+                const Bucket& b = buckets_[static_cast<size_t>(k)];
+                active.push_back({k, own_->start_all_reduce_sum(grads_.subspan(b.begin, b.end - b.begin))});
+            }
+            for (size_t i = 0; i < active.size();) {
+                if (!own_->test(active[i].ticket)) {
+                    ++i;
+                    continue;
+                }
+                const Bucket& b = buckets_[static_cast<size_t>(active[i].bucket)];
+                for (float& x : grads_.subspan(b.begin, b.end - b.begin)) x *= inv;
+                active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+                ++done_now;
+                t_done = now_s();
+            }
+        } catch (...) {
+            lock.lock();
+            error_ = std::current_exception();
+            completed_ = static_cast<int>(buckets_.size());
+            done_cv_.notify_all();
+            return;
+        }
+        lock.lock();
+        if (done_now > 0) {
+            completed_ += done_now;
+            t_last_done_ = t_done;
+            done_cv_.notify_all();
+        }
+    }
+}
+
+ReduceStats GradientReducer::finish() {
+    ReduceStats s;
+    if (size_ == 1) return s;
+    s.started_early = launched_;
+    const double t0 = now_s();
+    for (size_t k = 0; k < buckets_.size(); ++k)
+        if (!buckets_[k].started) launch(static_cast<int>(k));
+    if (use_thread_) {
+        std::unique_lock lock(mutex_);
+        done_cv_.wait(lock, [&] { return completed_ == static_cast<int>(buckets_.size()); });
+        if (error_) std::rethrow_exception(error_);
+        s.span_s = t_last_done_ - t_first_start_;
+    } else {
+        // No MPI_THREAD_MULTIPLE: reduce here, bucket by bucket, in the same order.
+        const float inv = 1.0f / static_cast<float>(size_);
+        for (const Bucket& b : buckets_) {
+            const std::span<float> d = grads_.subspan(b.begin, b.end - b.begin);
+            own_->wait(own_->start_all_reduce_sum(d));
+            for (float& x : d) x *= inv;
+        }
+        s.span_s = now_s() - t_first_start_;
+    }
+    s.wait_s = now_s() - t0;
+    s.bytes = total_ * sizeof(float);
+    s.buckets = static_cast<int>(buckets_.size());
+    return s;
+}
+
+}  // namespace bertbench::dist

@@ -1,0 +1,56 @@
+// Runs a command line under `mpirun` for the data-parallel tests: root-safe flags for containers,
+// oversubscription (ranks may outnumber cores), no CMA single-copy (ptrace is often not allowed in
+// containers), a wall-clock limit so a hang fails the test instead of blocking it, and no LSan in
+// the ranks (OpenMPI's start-up allocations are never freed).
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace bertbench::testing {
+
+struct MpiRunResult {
+    int exit_code = -1;
+    std::string out;  // stdout and stderr together
+};
+
+// "" when mpirun can be used, else why not (the test then skips with it).
+inline std::string mpirun_missing() {
+    if (std::system("command -v mpirun >/dev/null 2>&1") != 0) return "mpirun not found (apt-get install openmpi-bin)";
+    return "";
+}
+
+inline std::string mpirun_prefix(int np, int timeout_s) {
+    return "ASAN_OPTIONS=detect_leaks=0 timeout -k 5 " + std::to_string(timeout_s) +
+           " mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none "
+           "-x ASAN_OPTIONS -np " + std::to_string(np) + " ";
+}
+
+inline MpiRunResult run_shell(const std::string& cmd) {
+    MpiRunResult r;
+    FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+    if (pipe == nullptr) return r;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+}
+
+// `mpirun -np N <args>` (args: shell words, the caller quotes), killed after timeout_s.
+inline MpiRunResult run_mpi(int np, const std::string& args, int timeout_s = 120) {
+    return run_shell(mpirun_prefix(np, timeout_s) + args);
+}
+
+inline size_t count_of(const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+}
+
+}  // namespace bertbench::testing
