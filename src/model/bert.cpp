@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -365,6 +366,7 @@ public:
             linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, N, H, H, true);
             linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, N, H, H, true);
             linear_bwd(dx_, grads, params, w.wv, w.bv, dv_, xin, N, H, H, true);
+            if (backward_hook) backward_hook(l);  // layer l's gradients are final
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_MARK("embeddings bwd");
@@ -373,7 +375,13 @@ public:
                                 emb_mean_, emb_rstd_, N, H);
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         ops::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        if (backward_hook) backward_hook(-1);
     }
+
+    // Data-parallel overlap (BasicBertPretrainer::set_backward_hook): called with l after layer
+    // l's gradients are final, -1 after the embeddings'.
+    std::function<void(int)> backward_hook;
+    int num_layers() const { return L_; }
 
     // --- precision: every dense layer goes through these two ---------------------------------
     void weights_changed() { wb_stale_ = true; }
@@ -512,6 +520,8 @@ struct BasicBertPretrainer<T>::Impl {
     std::vector<int32_t> argmax, nsp_argmax;
     // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
     AlignedVector<ops::bf16> hb;
+    double global_mlm_weight = -1;  // set_global_mlm_weight, for the next backward only
+    int replicas = 1;
 
     void carve() {
         const size_t bmax = static_cast<size_t>(plan.max_batch);
@@ -690,8 +700,13 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     // MLM: dlogits = w_p/(Σw + 1e-5) · (softmax − onehot) · loss_scale
     double den = 0;
     for (int p = 0; p < P; ++p) den += batch.masked_weights[p];
+    // Data parallel (set_global_mlm_weight): the global batch's Σw, times the replica count
+    // because the replicas' gradients are averaged afterwards.
+    double replicas = 1;
+    if (m.global_mlm_weight >= 0) den = m.global_mlm_weight, replicas = m.replicas;
+    m.global_mlm_weight = -1;
     for (int p = 0; p < P; ++p)
-        m.coef[p] = static_cast<T>(batch.masked_weights[p] / (den + 1e-5)) * loss_scale;
+        m.coef[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
     ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
     BB_PROFILE_MARK("gemm mlm-decoder bwd");
     ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
@@ -738,7 +753,22 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         const T* d = m.dgath + static_cast<size_t>(p) * H;
         for (int c = 0; c < H; ++c) row[c] += d[c];
     }
+    if (m.enc->backward_hook) m.enc->backward_hook(m.enc->num_layers());  // pooler + cls/*
     m.enc->backward(g, w, batch);
+}
+
+template <typename T>
+void BasicBertPretrainer<T>::set_backward_hook(std::function<void(int)> hook) {
+    impl_->enc->backward_hook = std::move(hook);
+}
+
+template <typename T>
+void BasicBertPretrainer<T>::set_global_mlm_weight(double weight_sum, int replicas) {
+    if (!(weight_sum >= 0) || replicas < 1)
+        fail("engine: global masked-LM weight {} over {} replicas: expected >= 0 and >= 1",
+             weight_sum, replicas);
+    impl_->global_mlm_weight = weight_sum;
+    impl_->replicas = replicas;
 }
 
 template <typename T>

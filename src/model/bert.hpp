@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,6 +70,15 @@ public:
     // loss_scale multiplies the incoming dLoss (1.0 normally).
     void backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
                   T loss_scale = T(1));
+    // Data parallel (src/dist). The hook is called during backward() as parameter gradients
+    // become final, so their all-reduce can start: with num_hidden_layers when the pooler's and
+    // cls/*'s are (all but the tied word embeddings), then with l = L-1 .. 0 after encoder layer
+    // l, then with -1 after the embeddings'. An empty function removes it.
+    void set_backward_hook(std::function<void(int stage)> hook);
+    // For the next backward() only: normalise the masked-LM loss by the GLOBAL batch's Σw over
+    // `replicas` equal replicas whose gradients are then averaged (coefficient w·replicas/(Σw +
+    // 1e-5)), so that N replicas × b sequences give the gradient of one batch of N·b sequences.
+    void set_global_mlm_weight(double weight_sum, int replicas);
 
     std::span<const T> mlm_logits() const;       // (P, V) of the last forward
     std::span<const T> nsp_logits() const;       // (B, 2)
