@@ -1,6 +1,9 @@
 // `bertbench prepare`: create_pretraining_data.py with the same flags, defaults and output bytes
 // (MLPerf cleanup_scripts copy). stderr carries exactly the reference's INFO:tensorflow lines (also
 // written to --log_file); --verbose adds a timing line. Shard mode: --input_dir/--output_dir/--jobs.
+// Under `mpirun -np N`, shard mode splits the shards across the ranks (data::shards_of_rank; each
+// rank still runs --jobs threads); every output is the same bytes as a one-process run's.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +17,7 @@
 #include "core/pyrandom.hpp"
 #include "data/pretraining_data.hpp"
 #include "data/pretraining_shards.hpp"
+#include "dist/comm.hpp"
 
 namespace bertbench::cli {
 
@@ -62,6 +66,7 @@ int cmd_prepare(int argc, char** argv) {
     const data::Vocab vocab = data::Vocab::load(vocab_file);
 
     const bool shard_mode = !input_dir.empty() || !output_dir.empty();
+    dist::Comm& comm = dist::world();
     if (shard_mode) {
         if (input_dir.empty() || output_dir.empty())
             fail("--input_dir and --output_dir go together (shard mode); got only --{}",
@@ -69,18 +74,58 @@ int cmd_prepare(int argc, char** argv) {
         if (!input_file.empty() || !output_file.empty())
             fail("--input_file/--output_file cannot be combined with --input_dir/--output_dir");
         for (const char* t : {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}) vocab.require(t);
+        const auto t0 = std::chrono::steady_clock::now();
         const auto plan =
             data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format));
+        if (comm.size() > 1) {  // each rank lists --input_dir itself: all must split the same listing
+            const std::string listing = data::plan_fingerprint(plan);
+            dist::require_same_on_all_ranks(
+                comm,
+                fmt::format("{} files, hash {:016x}", plan.size(),
+                            dist::fnv1a64(listing.data(), listing.size())),
+                "the --input_dir listing (file names and sizes)",
+                "every rank must see the same --input_dir and --output_dir: a shared file system, "
+                "or identical copies at the same path on every host");
+        }
         if (!log_file.empty()) {
             std::vector<std::string> files{vocab_file};
             for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);
             check_output_not_input(log_file, "--log_file", files, "--input_dir/--output_dir/--vocab_file");
         }
-        remove_stale_temporaries(output_dir);
-        log::info("prepare: {} shards from {} -> {}, {} jobs", plan.size(), input_dir, output_dir, jobs);
-        data::run_shards(plan, vocab, cfg, jobs, overwrite);
+        if (comm.size() == 1) {
+            remove_stale_temporaries(output_dir);
+            log::info("prepare: {} shards from {} -> {}, {} jobs", plan.size(), input_dir, output_dir, jobs);
+            data::run_shards(plan, vocab, cfg, jobs, overwrite);
+            return 0;
+        }
+        // mpirun -np N: rank 0 removes dead processes' temporaries before any rank writes; each
+        // rank writes its share; progress comes from rank 0 (its own shards), the total at the end.
+        if (comm.is_root()) remove_stale_temporaries(output_dir);
+        comm.barrier();
+        const auto mine = data::shards_of_rank(plan, comm.rank(), comm.size());
+        if (comm.is_root())
+            log::info("prepare: {} shards from {} -> {}, {} ranks x {} jobs", plan.size(),
+                      input_dir, output_dir, comm.size(), jobs);
+        const auto s = data::run_shards(
+            mine, vocab, cfg, jobs, overwrite,
+            comm.is_root() ? fmt::format("prepare: rank 0 of {}", comm.size()) : std::string());
+        const int64_t skipped = comm.sum(static_cast<int64_t>(s.skipped));
+        const int64_t instances = comm.sum(static_cast<int64_t>(s.instances));
+        const int64_t bytes_in = comm.sum(static_cast<int64_t>(s.bytes_in));
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (comm.is_root())
+            log::info("prepare: {} shards on {} ranks ({} skipped as verified complete), {} "
+                      "instances, {:.1f} MB in {:.2f} s = {:.1f} MB/s",
+                      plan.size(), comm.size(), skipped, instances, bytes_in / 1e6, seconds,
+                      seconds > 0 ? bytes_in / 1e6 / seconds : 0.0);
         return 0;
     }
+    if (comm.size() > 1)
+        fail("--input_file/--output_file under mpirun ({} ranks) would have every rank write the "
+             "same files (hint: shard mode, --input_dir/--output_dir, splits the shards across "
+             "ranks; or run one process)",
+             comm.size());
     if (input_file.empty()) fail("--input_file is required (text file(s), comma-separated, globs allowed)");
     if (output_file.empty()) fail("--output_file is required (TFRecord file(s), comma-separated)");
     const auto inputs = expand_globs(input_file, "--input_file");

@@ -104,8 +104,38 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
     return jobs;
 }
 
+std::vector<ShardJob> shards_of_rank(const std::vector<ShardJob>& plan, int rank, int ranks) {
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        fail("shards_of_rank: rank {} of {} is not a valid rank", rank, ranks);
+    std::vector<uint64_t> size(plan.size());
+    for (size_t i = 0; i < plan.size(); ++i) size[i] = fs::file_size(plan[i].input);
+    std::vector<size_t> order(plan.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return size[a] > size[b]; });
+    std::vector<uint64_t> load(static_cast<size_t>(ranks), 0);
+    std::vector<bool> mine(plan.size(), false);
+    for (size_t i : order) {
+        const size_t r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        load[r] += size[i];
+        mine[i] = static_cast<int>(r) == rank;
+    }
+    std::vector<ShardJob> out;
+    for (size_t i = 0; i < plan.size(); ++i)
+        if (mine[i]) out.push_back(plan[i]);
+    return out;
+}
+
+std::string plan_fingerprint(const std::vector<ShardJob>& plan) {
+    std::string s;
+    for (const auto& job : plan)
+        s += fmt::format("{}\t{}\t{}\n", job.input, fs::file_size(job.input), job.output);
+    return s;
+}
+
 ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
-                        const PretrainingConfig& cfg, int threads, bool overwrite) {
+                        const PretrainingConfig& cfg, int threads, bool overwrite,
+                        const std::string& label) {
     cfg.validate();
     ShardSummary sum;
     sum.shards = jobs.size();
@@ -149,8 +179,9 @@ ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
                 const double el = now_s() - t0;
                 const double mbs = el > 0 ? bytes_done / 1e6 / el : 0.0;
                 const double eta = mbs > 0 ? (total_bytes - bytes_done) / 1e6 / mbs : 0.0;
-                progress.update(fmt::format("prepare: shards {}/{} ({} skipped), {:.1f} MB/s, ETA {:.0f} s",
-                                            done, jobs.size(), sum.skipped, mbs, eta));
+                if (!label.empty())
+                    progress.update(fmt::format("{}: shards {}/{} ({} skipped), {:.1f} MB/s, ETA {:.0f} s",
+                                                label, done, jobs.size(), sum.skipped, mbs, eta));
             } catch (const std::exception& e) {
                 std::lock_guard lock(mu);
                 if (!first_error)
@@ -166,10 +197,11 @@ ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
     for (auto& th : pool) th.join();
     if (first_error) std::rethrow_exception(first_error);
     sum.seconds = now_s() - t0;
-    progress.finish(fmt::format("prepare: {} shards ({} skipped as verified complete), {} instances, "
-                                "{:.1f} MB in {:.2f} s = {:.1f} MB/s",
-                                jobs.size(), sum.skipped, sum.instances, sum.bytes_in / 1e6,
-                                sum.seconds, sum.seconds > 0 ? sum.bytes_in / 1e6 / sum.seconds : 0.0));
+    if (!label.empty())
+        progress.finish(fmt::format("{}: {} shards ({} skipped as verified complete), {} instances, "
+                                    "{:.1f} MB in {:.2f} s = {:.1f} MB/s",
+                                    label, jobs.size(), sum.skipped, sum.instances, sum.bytes_in / 1e6,
+                                    sum.seconds, sum.seconds > 0 ? sum.bytes_in / 1e6 / sum.seconds : 0.0));
     return sum;
 }
 

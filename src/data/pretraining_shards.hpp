@@ -25,13 +25,25 @@ struct ShardJob {
 std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
                                   const std::string& extension = ".tfrecord");
 
+// The shards one rank of `mpirun -np ranks bertbench prepare` writes: the plan's shards, largest
+// input first, each to the rank with the fewest input bytes so far (ties: the lower rank), so
+// ranks get about equal bytes and every rank computes the same split from the same listing.
+// Returned in plan order. Outputs do not depend on the split (each shard is its own run).
+std::vector<ShardJob> shards_of_rank(const std::vector<ShardJob>& plan, int rank, int ranks);
+
+// Input names and sizes of a plan as one string; ranks compare it to be sure they split the same
+// listing (a non-shared or changing --input_dir would split differently).
+std::string plan_fingerprint(const std::vector<ShardJob>& plan);
+
 struct ShardSummary {
     size_t shards = 0, skipped = 0;
     uint64_t instances = 0, bytes_in = 0, bytes_out = 0;
     double seconds = 0;
 };
 
+// Progress lines (and the final summary line) start with `label`; an empty label: no lines.
 ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
-                        const PretrainingConfig& cfg, int threads, bool overwrite);
+                        const PretrainingConfig& cfg, int threads, bool overwrite,
+                        const std::string& label = "prepare");
 
 }  // namespace bertbench::data
