@@ -10,6 +10,7 @@
 #include <map>
 
 #include "bench/ceiling.hpp"
+#include "bench/mpi_point.hpp"
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
 #include "cli/commands.hpp"
@@ -19,6 +20,7 @@
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
+#include "dist/comm.hpp"
 
 namespace bertbench::cli {
 namespace {
@@ -161,7 +163,21 @@ int cmd_bench(int argc, char** argv) {
     flags.add("md", &md_path,
               "write the Markdown reproduction table (rows: threads; columns: "
               "model, seq_len, batch size) to this file");
+    // Under mpirun -np N (docs/distributed.md): --batch_size is the global batch, the pretraining
+    // point runs data-parallel (bench/mpi_point.hpp), rank 0 alone prints and writes files.
+    bench::MpiOptions mpi_opts;
+    flags.add("allreduce_overlap", &mpi_opts.overlap,
+              "under mpirun: start the gradient all-reduce during the backward (false: after it)");
+    flags.add("bucket_mb", &mpi_opts.bucket_mb, "under mpirun: gradient all-reduce bucket, MiB");
+    flags.add("scaling_baseline", &mpi_opts.baseline,
+              "under mpirun: first time rank 0 alone at the per-rank batch, for the scaling "
+              "efficiency");
     if (!flags.parse(argc, argv)) return 0;
+    dist::Comm& comm = dist::world();
+    if (comm.rank() != 0) {  // one report: rank 0's, with the job's totals
+        if (std::freopen("/dev/null", "w", stdout) == nullptr) fail("cannot silence rank {}'s stdout", comm.rank());
+        json_path.clear(), plot_path.clear(), md_path.clear(), profile_svg_path.clear();
+    }
     if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);
     if (steps < 1) fail("--steps: expected >= 1, got {}", steps);
     if (!(min_time >= 0 && min_time <= 3600))
@@ -269,9 +285,18 @@ int cmd_bench(int argc, char** argv) {
                             try {
                                 const double ceil =
                                     t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;
-                                bench::PointResult r = bench::run_point(p, ceil);
-                                if (ceil > 0 && r.gflops > ceil) r = recheck_ceiling(r, t, d);
+                                nlohmann::json mpi;
+                                bench::PointResult r;
+                                if (comm.is_mpi()) {
+                                    bench::MpiPointResult mr = bench::run_point_mpi(p, ceil, mpi_opts);
+                                    r = std::move(mr.result);
+                                    mpi = std::move(mr.mpi);
+                                } else {
+                                    r = bench::run_point(p, ceil);
+                                    if (ceil > 0 && r.gflops > ceil) r = recheck_ceiling(r, t, d);
+                                }
                                 nlohmann::json j = r.to_json();
+                                if (!mpi.is_null()) j["mpi"] = mpi;
                                 // Repeatability: a quiet machine keeps min..max within 5% of the
                                 // median; say so when it did not, so nobody quotes a noisy figure.
                                 const double spread =
@@ -298,6 +323,7 @@ int cmd_bench(int argc, char** argv) {
                                     profiles_json.push_back(bench::profile_json(profiles.back()));
                                 }
                             } catch (const Error& e) {
+                                if (comm.size() > 1) throw;  // the other ranks wait for this one
                                 ++failed;
                                 log::warn("skipping point {} {} seq {} batch {} threads {}: {}", m,
                                           name, seq, b, t, e.what());

@@ -6,12 +6,14 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -244,6 +246,13 @@ void finalize() {
 std::unique_ptr<Comm> duplicate(Comm& comm) {
     if (auto* m = dynamic_cast<MpiComm*>(&comm)) return m->dup();
     return std::make_unique<SingleComm>();
+}
+
+void idle_barrier(Comm& comm) {
+    if (comm.size() == 1) return;
+    float x = 0;
+    const int t = comm.start_all_reduce_sum(std::span<float>(&x, 1));
+    while (!comm.test(t)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 std::string rank_prefix() {

@@ -64,6 +64,10 @@ void init(int* argc, char*** argv);
 // MPI_Finalize when init() started MPI; nothing otherwise. Idempotent.
 void finalize();
 
+// A barrier that sleeps while it waits (a non-blocking all-reduce polled every millisecond), for
+// ranks that idle while another one measures: MPI's blocking barrier spins on a core.
+void idle_barrier(Comm& comm);
+
 // "rank R: " when the job has more than one rank, "" otherwise: error messages start with it.
 std::string rank_prefix();
 

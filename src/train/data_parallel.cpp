@@ -1,0 +1,118 @@
+// DataParallel: see data_parallel.hpp.
+#include "train/data_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace bertbench::train {
+
+DataParallel::DataParallel(dist::Comm& comm, const model::ParamTable& table, size_t bucket_bytes)
+    : comm_(&comm), num_layers_(table.config().num_hidden_layers) {
+    if (!active()) return;
+    std::vector<size_t> bounds;
+    stages_.resize(static_cast<size_t>(num_layers_) + 2);
+    const std::string enc = "bert/encoder/layer_", emb = "bert/embeddings/";
+    for (const model::ParamInfo& p : table.entries()) {
+        bounds.push_back(p.offset);
+        size_t stage = static_cast<size_t>(num_layers_);  // pooler and heads
+        if (p.name.starts_with(emb)) {
+            stage = static_cast<size_t>(num_layers_) + 1;
+        } else if (p.name.starts_with(enc)) {
+            const size_t slash = p.name.find('/', enc.size());
+            stage = std::stoul(p.name.substr(enc.size(), slash - enc.size()));
+        }
+        stages_[stage].push_back({p.offset, p.offset + p.size});
+    }
+    reducer_ = std::make_unique<dist::GradientReducer>(comm, table.total_floats(), bounds, bucket_bytes);
+}
+
+int DataParallel::local_batch(int global_batch, const std::string& flag) const {
+    const int n = size();
+    if (global_batch % n != 0)
+        fail("--{}: {} is the GLOBAL batch, split over {} ranks; expected a multiple of {} (hint: "
+             "--{}={} gives each rank {})",
+             flag, global_batch, n, n, flag, (global_batch / n + 1) * n, global_batch / n + 1);
+    return global_batch / n;
+}
+
+void DataParallel::require_same(const std::string& what, const std::string& value,
+                                const std::string& hint) const {
+    dist::require_same_on_all_ranks(*comm_, value, what, hint);
+}
+
+void DataParallel::require_all_ok(const std::string& local_error) const {
+    if (!active()) {
+        if (!local_error.empty()) fail("{}", local_error);
+        return;
+    }
+    const std::vector<std::string> all = comm_->allgather(local_error);
+    std::string msg;
+    for (size_t r = 0; r < all.size(); ++r)
+        if (!all[r].empty()) msg += fmt::format("{}rank {}: {}", msg.empty() ? "" : "; ", r, all[r]);
+    if (!msg.empty()) fail("{}", msg);
+}
+
+bool DataParallel::any(bool flag) const {
+    return active() ? comm_->sum(int64_t{flag ? 1 : 0}) > 0 : flag;
+}
+
+model::Losses DataParallel::global_losses(model::BertPretrainer& engine, const model::Losses& l) {
+    if (!active()) return l;
+    // Σw·CE of this rank is mlm_loss·(Σw + 1e-5), exactly as the forward divided it.
+    double v[6] = {l.mlm_loss * (l.mlm_weight + 1e-5), l.mlm_weight, l.nsp_loss * l.nsp_count,
+                   l.mlm_correct, static_cast<double>(l.nsp_correct), static_cast<double>(l.nsp_count)};
+    comm_->all_reduce_sum(std::span<double>(v, 6));
+    model::Losses g;
+    g.mlm_weight = v[1];
+    g.mlm_loss = v[0] / (v[1] + 1e-5);
+    g.nsp_count = static_cast<int>(v[5]);
+    g.nsp_loss = v[5] > 0 ? v[2] / v[5] : 0.0;
+    g.mlm_correct = v[3];
+    g.nsp_correct = static_cast<int>(v[4]);
+    g.total = g.mlm_loss + g.nsp_loss;
+    engine.set_global_mlm_weight(g.mlm_weight, size());
+    return g;
+}
+
+void DataParallel::begin_backward(model::BertPretrainer& engine, std::span<float> grads, bool overlap) {
+    overlapped_ = nullptr;
+    if (!active() || !overlap) {
+        engine.set_backward_hook({});
+        return;
+    }
+    reducer_->begin(grads);
+    overlapped_ = grads.data();
+    engine.set_backward_hook([this](int stage) {
+        const size_t s = stage < 0 ? static_cast<size_t>(num_layers_) + 1 : static_cast<size_t>(stage);
+        for (const auto& [b, e] : stages_[s]) reducer_->ready(b, e);
+    });
+}
+
+optim::GradientMean DataParallel::mean() {
+    if (!active()) return {};
+    return [this](std::span<float> buf) {
+        if (buf.data() != overlapped_) reducer_->begin(buf);
+        overlapped_ = nullptr;
+        const dist::ReduceStats s = reducer_->finish();
+        stats_.wait_s += s.wait_s;
+        stats_.span_s += s.span_s;
+        stats_.bytes += static_cast<double>(s.bytes);
+        ++stats_.reductions;
+    };
+}
+
+DataParallel::Stats DataParallel::take_stats() {
+    const Stats s = stats_;
+    stats_ = {};
+    return s;
+}
+
+void DataParallel::require_same_weights(std::span<const float> params, int64_t step) const {
+    if (!active()) return;
+    const uint64_t h = dist::fnv1a64(params.data(), params.size_bytes());
+    require_same(fmt::format("the weights' FNV-1a hash after step {}", step), fmt::format("{:016x}", h),
+                 "the ranks diverged: a bug, please report it");
+}
+
+}  // namespace bertbench::train

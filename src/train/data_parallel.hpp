@@ -1,0 +1,82 @@
+// What a training loop does differently under `mpirun -np N` (issue 12, docs/distributed.md), in
+// one object, so the loop's edits stay small. With one process every call is a cheap no-op and no
+// figure changes. Order of a data-parallel micro-step:
+//   forward (local b = global / N sequences) -> global_losses() (one small all-reduce: the global
+//   loss for logs and non-finite checks, and the global masked-LM weight for the backward) ->
+//   begin_backward() (when the updater is overlappable(): the engine's hook starts bucketed
+//   all-reduces as layers finish) -> backward -> updater.micro_step(params, grads, mean()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dist/comm.hpp"
+#include "dist/grad_reducer.hpp"
+#include "model/bert.hpp"
+#include "model/param_table.hpp"
+#include "optim/update.hpp"
+
+namespace bertbench::train {
+
+class DataParallel {
+public:
+    // bucket_bytes: the reducer's bucket (Horovod's fusion buffer, DDP's bucket_cap_mb).
+    DataParallel(dist::Comm& comm, const model::ParamTable& table,
+                 size_t bucket_bytes = size_t{4} << 20);
+
+    dist::Comm& comm() const { return *comm_; }
+    int rank() const { return comm_->rank(); }
+    int size() const { return comm_->size(); }
+    bool active() const { return comm_->size() > 1; }
+    bool is_root() const { return comm_->rank() == 0; }
+
+    // --train_batch_size (and --eval_batch_size) are GLOBAL: this rank's share, an Error naming
+    // the flag when N does not divide it.
+    int local_batch(int global_batch, const std::string& flag) const;
+    // Collective: an Error on every rank when `value` (a flags/config hash, a file list ...)
+    // differs between ranks, naming the first differing rank and `what`.
+    void require_same(const std::string& what, const std::string& value, const std::string& hint) const;
+    // Collective: every rank passes "" or its own error message (e.g. it could not open its data);
+    // then every rank throws the same Error naming each failed rank, or none does.
+    void require_all_ok(const std::string& local_error) const;
+    // Collective: true on every rank when `flag` is true on any rank.
+    bool any(bool flag) const;
+
+    // Collective, after the forward: the global batch's losses (masked-LM loss = Σw·CE / (Σw +
+    // 1e-5) over all ranks' predictions, NSP = mean over all sequences, counts summed) and, for
+    // the next backward, the global masked-LM weight (BertPretrainer::set_global_mlm_weight).
+    model::Losses global_losses(model::BertPretrainer& engine, const model::Losses& local);
+
+    // Before the backward of a micro-step: with overlap, the engine's hook starts the averaging
+    // of `grads` as layers finish (overlap must be updater.overlappable() and grads the buffer
+    // micro_step gets); without, the hook is removed and mean() does all the work.
+    void begin_backward(model::BertPretrainer& engine, std::span<float> grads, bool overlap);
+    // For ParameterUpdater::micro_step: averages a buffer over the ranks (finishing the overlapped
+    // reduction when it is the buffer begin_backward() got). Empty with one process.
+    optim::GradientMean mean();
+
+    // Totals since the last take_stats(): exposed wait, reduction span, bytes, calls.
+    struct Stats {
+        double wait_s = 0, span_s = 0;
+        double bytes = 0;
+        int64_t reductions = 0;
+    };
+    Stats take_stats();
+
+    // Collective: Error unless every rank's weights have the same bits (FNV-1a of the buffer).
+    void require_same_weights(std::span<const float> params, int64_t step) const;
+
+private:
+    dist::Comm* comm_;
+    std::unique_ptr<dist::GradientReducer> reducer_;
+    // stage (0..L = heads, layers; index L+1 = embeddings) -> parameter ranges [offset, end)
+    std::vector<std::vector<std::pair<size_t, size_t>>> stages_;
+    int num_layers_ = 0;
+    float* overlapped_ = nullptr;  // the buffer whose reduction the backward started
+    Stats stats_;
+};
+
+}  // namespace bertbench::train

@@ -1,0 +1,79 @@
+// `mpirun -np 2 bertbench bench`: the data-parallel rows (per-rank and total throughput, scaling
+// efficiency, compute vs exposed communication) and rank 0 alone reporting. Skipped without mpirun.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "mpi_util.hpp"
+
+namespace {
+
+using bertbench::testing::count_of;
+using bertbench::testing::mpirun_missing;
+using bertbench::testing::run_mpi;
+using bertbench::testing::run_shell;
+
+std::string bertbench() {
+    const char* p = std::getenv("BB_BERTBENCH");
+    return p ? p : "bertbench";
+}
+
+nlohmann::json json_array(const std::string& out) {
+    const size_t b = out.find("[\n"), e = out.rfind("]");
+    if (b == std::string::npos || e == std::string::npos || e < b) return nullptr;
+    return nlohmann::json::parse(out.substr(b, e - b + 1), nullptr, false);
+}
+
+const std::string kPoint =
+    " bench --model=tiny --mode=train --seq_len=32 --threads=1 --steps=3 --warmup=1 "
+    "--ceiling=false --format=json --bucket_mb=0.05";
+
+TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const auto r = run_mpi(2, bertbench() + kPoint + " --batch_size=4", 300);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = json_array(r.out);
+    ASSERT_TRUE(j.is_array() && j.size() == 1) << "one report (rank 0's), got:\n" << r.out;
+    const nlohmann::json& m = j[0]["mpi"];
+    ASSERT_TRUE(m.is_object()) << j.dump(1);
+    EXPECT_EQ(m["ranks"], 2);
+    EXPECT_EQ(m["batch_size_per_rank"], 2);
+    EXPECT_EQ(j[0]["batch_size"], 4);  // the global batch
+    const double per_rank = m["sequences_per_second_per_rank"], total = m["sequences_per_second_total"];
+    EXPECT_GT(per_rank, 0);
+    EXPECT_GT(total, per_rank);  // both ranks' sequences
+    EXPECT_EQ(total, j[0]["sequences_per_second"].get<double>());
+    EXPECT_GT(m["sequences_per_second_1rank"].get<double>(), 0);
+    EXPECT_NEAR(m["scaling_efficiency"].get<double>(),
+                total / (2 * m["sequences_per_second_1rank"].get<double>()), 1e-9);
+    const double compute = m["step_ms_compute"], exposed = m["step_ms_exposed_comm"];
+    EXPECT_GE(exposed, 0);
+    EXPECT_GT(compute, 0);
+    EXPECT_NEAR(compute + exposed, j[0]["step_ms_median"].get<double>(), 1e-6);
+    const double frac = m["exposed_comm_fraction"];
+    EXPECT_GE(frac, 0);
+    EXPECT_LE(frac, 1);
+    // BERT-tiny's gradient: every parameter float, 4 bytes, in 0.05 MiB buckets
+    EXPECT_GT(m["allreduce_bytes_per_step"].get<double>(), 4.0 * 4e6);
+}
+
+TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const auto r = run_mpi(2, bertbench() + kPoint + " --batch_size=3 --scaling_baseline=false", 120);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
+    EXPECT_NE(r.out.find("--batch_size=3: the GLOBAL batch under mpirun -np 2"), std::string::npos) << r.out;
+    EXPECT_GE(count_of(r.out, "error: rank "), 1u) << r.out;
+}
+
+TEST(DistBench, WithoutMpirunTheReportHasNoMpiSection) {
+    const auto r = run_shell(bertbench() + kPoint + " --batch_size=2 --steps=1 --warmup=0");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = json_array(r.out);
+    ASSERT_TRUE(j.is_array() && j.size() == 1) << r.out;
+    EXPECT_FALSE(j[0].contains("mpi"));
+}
+
+}  // namespace
