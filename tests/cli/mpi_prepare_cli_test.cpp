@@ -78,7 +78,7 @@ TEST(MpiPrepare, RanksThatListDifferentInputsStopBeforeWriting) {
     // system would see another listing).
     const std::string common = " --output_dir=" + tmp.file("out") + " --vocab_file=" + vocab() +
                                " --dupe_factor=1";
-    const auto r = run_shell("timeout --kill-after=10 300 mpirun --allow-run-as-root --oversubscribe -np 1 " +
+    const auto r = run_shell(testing::mpirun_local(1) +
                              testing::bertbench_path() + " prepare --input_dir=" + tmp.file("in") +
                              common + " : -np 1 " + testing::bertbench_path() +
                              " prepare --input_dir=" + tmp.file("in2") + common);
