@@ -45,6 +45,13 @@ inline float round_bf16(float f) { return to_float(to_bf16(f)); }
 void to_bf16(bf16* dst, const float* src, size_t n);
 // dst(cols, rows) = bf16(src(rows, cols))ᵀ, src row-major with leading dimension ld.
 void to_bf16_transposed(bf16* dst, const float* src, int rows, int cols, int ld);
+// dst(cols, rows) = src(rows, cols)ᵀ for values already in bf16 (a copy, no rounding).
+void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld);
+// The conversions run 16 values at a time with AVX-512 where CPUID reports AVX512F+BW (chosen at
+// run time; the build itself targets AVX2), else 8 at a time with AVX2; both give the scalar
+// to_bf16's bits. Tests: set_bf16_conversion_avx512(false) forces the AVX2 code. Not thread-safe.
+void set_bf16_conversion_avx512(bool use);
+bool bf16_conversion_avx512();  // true when the AVX-512 code runs
 
 // C(M,N) = A(M,K) · op(B)(K,N) + beta·C, row-major; op(B) = Bᵀ when trans_b (B stored (N,K)).
 // beta must be 0 or 1. K = 0 leaves beta·C, as BLAS does.
@@ -62,6 +69,12 @@ void linear_forward_bf16(float* y, const bf16* xb, const bf16* wb, const float* 
 void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x,
                           const bf16* wb, int N, int IN, int OUT, bool accumulate_dx,
                           bf16* scratch);
+// The same with the operands already in bf16: dyb = bf16(dy) (N,OUT) and xt = bf16(x)ᵀ (IN,N),
+// so a caller converts each once (the engine keeps bf16(x) from the forward, and Q, K and V share
+// one xᵀ). dy (fp32) feeds only db. xt may be null when dw is.
+void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb,
+                          const bf16* xt, const bf16* wb, int N, int IN, int OUT,
+                          bool accumulate_dx);
 
 // True when gemm_bf16 runs on the CPU's bf16 units (AVX512-BF16 or AMX through oneDNN), false
 // when it widens to fp32 (an AVX2 machine, or BB_BF16_EMULATE=1 in the environment).

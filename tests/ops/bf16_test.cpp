@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -69,34 +70,62 @@ TEST(Bf16, ScalarConversionIsRoundToNearestEven) {
     EXPECT_EQ(round_bf16(1.01171875f), 1.015625f);   // tie, even neighbour above
 }
 
+// Both vector paths (AVX-512 where the CPU has it, AVX2) give the scalar conversion's bits, at
+// every length around their 16- and 8-wide steps and from unaligned starts.
 TEST(Bf16, VectorConversionEqualsScalar) {
     const std::vector<float> v = interesting_floats();
-    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), v.size()}) {
-        std::vector<bf16> got(n);
-        to_bf16(got.data(), v.data(), n);
-        for (size_t i = 0; i < n; ++i) {
-            if (std::isnan(v[i])) {
-                ASSERT_TRUE(std::isnan(to_float(got[i]))) << i;
-                continue;
+    for (const bool avx512 : {true, false}) {
+        set_bf16_conversion_avx512(avx512);
+        if (avx512 && !bf16_conversion_avx512()) continue;  // no AVX-512 on this CPU
+        for (size_t start : {size_t(0), size_t(3)})
+            for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(15),
+                             size_t(16), size_t(17), size_t(33), v.size() - start}) {
+                std::vector<bf16> got(n);
+                to_bf16(got.data(), v.data() + start, n);
+                for (size_t i = 0; i < n; ++i) {
+                    const float f = v[start + i];
+                    if (std::isnan(f)) {
+                        ASSERT_TRUE(std::isnan(to_float(got[i]))) << i;
+                        continue;
+                    }
+                    ASSERT_EQ(got[i].bits, to_bf16(f).bits)
+                        << "avx512 " << avx512 << " start " << start << " n " << n << " i " << i;
+                }
             }
-            ASSERT_EQ(got[i].bits, to_bf16(v[i]).bits) << "n " << n << " i " << i;
-        }
     }
+    set_bf16_conversion_avx512(true);
 }
 
+// The transposes (8×8 blocks through registers, ragged edges one by one) on shapes around the block
+// and tile sizes, a leading dimension wider than the columns, and a row count that is a multiple of
+// 512 (the tiling for destination strides that alias in L1).
 TEST(Bf16, TransposedConversion) {
-    const int rows = 37, cols = 45, ld = 50;
-    std::vector<float> src(static_cast<size_t>(rows) * ld);
+    const std::vector<float> special = interesting_floats();
+    const std::vector<std::pair<int, int>> shapes = {{37, 45}, {8, 8}, {1, 9}, {9, 1}, {64, 64},
+                                                     {130, 70}, {512, 19}, {1024, 9}, {20, 300}};
     std::mt19937 rng(3);
     std::normal_distribution<float> d;
-    for (float& x : src) x = d(rng);
-    std::vector<bf16> dst(static_cast<size_t>(rows) * cols);
-    to_bf16_transposed(dst.data(), src.data(), rows, cols, ld);
-    for (int r = 0; r < rows; ++r)
-        for (int c = 0; c < cols; ++c)
-            ASSERT_EQ(dst[static_cast<size_t>(c) * rows + r].bits,
-                      to_bf16(src[static_cast<size_t>(r) * ld + c]).bits)
-                << r << "," << c;
+    for (const auto& [rows, cols] : shapes) {
+        const int ld = cols + 5;
+        std::vector<float> src(static_cast<size_t>(rows) * ld);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = i % 7 == 3 ? special[i % special.size()] : d(rng);
+        std::vector<bf16> dst(static_cast<size_t>(rows) * cols), src_b(src.size()), dst_b(dst.size());
+        to_bf16_transposed(dst.data(), src.data(), rows, cols, ld);
+        for (size_t i = 0; i < src.size(); ++i) src_b[i] = to_bf16(src[i]);
+        transpose_bf16(dst_b.data(), src_b.data(), rows, cols, ld);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < cols; ++c) {
+                const size_t at = static_cast<size_t>(c) * rows + r;
+                const float f = src[static_cast<size_t>(r) * ld + c];
+                ASSERT_EQ(dst_b[at].bits, src_b[static_cast<size_t>(r) * ld + c].bits)
+                    << rows << "x" << cols << " at " << r << "," << c;
+                if (std::isnan(f)) {
+                    ASSERT_TRUE(std::isnan(to_float(dst[at])));
+                    continue;
+                }
+                ASSERT_EQ(dst[at].bits, to_bf16(f).bits) << rows << "x" << cols << " at " << r << "," << c;
+            }
+    }
 }
 
 struct GemmCase {
@@ -179,6 +208,31 @@ TEST(Bf16, PrimitiveCacheIsBoundedAndRecreatesEvictedShapes) {
     check_gemm({3, 5, 7, false, 0.f}, 2);  // long evicted: created again
 }
 
+// Each thread keeps its own ready-to-run primitives (the lock-free hit path): several threads
+// running the same and different shapes at once, and one thread cycling through more shapes than
+// its table holds, all compute the right products.
+TEST(Bf16, GemmFromSeveralThreadsAndManyShapes) {
+    set_bf16_emulation(false);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([t] {
+            for (int rep = 0; rep < 2; ++rep)
+                for (size_t i = 0; i < kCases.size(); ++i) {
+                    check_gemm(kCases[(i + static_cast<size_t>(t)) % kCases.size()], 1000 + i);
+                    check_gemm({16 + t, 24, 40, t % 2 == 1, 1.f}, 2000 + i);  // one per thread
+                }
+        });
+    for (std::thread& th : threads) th.join();
+    std::vector<bf16> a(200 * 8, to_bf16(1.f)), b(8 * 3, to_bf16(0.5f));
+    std::vector<float> c(200 * 3);
+    for (int round = 0; round < 2; ++round)
+        for (int m = 1; m <= 200; ++m) {
+            gemm_bf16(false, m, 3, 8, a.data(), 8, b.data(), 3, 0.f, c.data(), 3);
+            ASSERT_EQ(c[static_cast<size_t>(m - 1) * 3 + 2], 4.f) << "round " << round << " M " << m;
+        }
+    check_gemm({13, 7, 37, false, 0.f}, 3000);
+}
+
 TEST(Bf16, NativeOnlyWhereTheCpuSaysSo) {
     const std::string p = native_precisions();
     EXPECT_EQ(p.rfind("fp32", 0), 0u) << p;
@@ -218,6 +272,31 @@ TEST(Bf16, LinearBackwardMatchesFp32OnRoundedOperands) {
         for (int i = 0; i < N; ++i) want += dy[i * OUT + o];  // the bias gradient stays fp32
         EXPECT_NEAR(db[o], want, 1e-5) << "db " << o;
     }
+}
+
+// The form with operands already in bf16 (the engine's) equals the converting one bit for bit.
+TEST(Bf16, LinearBackwardFromBf16OperandsEqualsConverting) {
+    const int N = 21, IN = 17, OUT = 13;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d;
+    std::vector<float> x(N * IN), dy(N * OUT), w(IN * OUT);
+    for (float& v : x) v = d(rng);
+    for (float& v : dy) v = d(rng);
+    for (float& v : w) v = d(rng);
+    std::vector<bf16> wb(w.size()), scratch(N * OUT + N * IN), xb(x.size()), xt(x.size()), dyb(dy.size());
+    to_bf16(wb.data(), w.data(), w.size());
+    std::vector<float> dx1(N * IN, 1.f), dw1(IN * OUT, 0.5f), db1(OUT, 0.25f);
+    std::vector<float> dx2 = dx1, dw2 = dw1, db2 = db1;
+    linear_backward_bf16(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), wb.data(), N, IN,
+                         OUT, true, scratch.data());
+    to_bf16(xb.data(), x.data(), x.size());
+    transpose_bf16(xt.data(), xb.data(), N, IN, IN);
+    to_bf16(dyb.data(), dy.data(), dy.size());
+    linear_backward_bf16(dx2.data(), dw2.data(), db2.data(), dy.data(), dyb.data(), xt.data(),
+                         wb.data(), N, IN, OUT, true);
+    EXPECT_EQ(dx1, dx2);
+    EXPECT_EQ(dw1, dw2);
+    EXPECT_EQ(db1, db2);
 }
 
 TEST(Bf16, ParsePrecision) {
