@@ -57,6 +57,10 @@ template <typename T>
 struct LayerSaved {
     T *q, *k, *v, *ctx, *probs, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
     uint8_t *mask_probs, *mask_attn, *mask_out;
+    // bf16 engines: the bf16 forms of the layer's GEMM inputs (its input x, q, k, v, ctx, x1, g),
+    // converted once in the forward and kept for the backward's weight gradients; their fp32 forms
+    // are needed only inside the layer's forward, so the layers share one set of those.
+    ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
 };
 
 ops::Activation activation_for(const BertConfig& c, const EngineOptions& opts) {
@@ -107,7 +111,6 @@ public:
                 off(p + "output/LayerNorm/beta")});
         }
         total_params_ = table.total_floats();
-        carve(arena, masks_storage, counting);
         if (opts.precision == ops::Precision::bf16) {
             if constexpr (!std::is_same_v<T, float>)
                 fail("engine: bf16 precision needs the float engine");
@@ -115,13 +118,13 @@ public:
             const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
             const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
             wb_.assign(total_params_, ops::bf16{0});
-            // forward: one converted GEMM input, or q, k, v for the attention; backward: bf16(dy)
-            // and bf16(x)ᵀ of one layer (also the MLM transform's, P rows), or q, k, v, dctx.
-            const size_t nh = nmax * H_;
-            const size_t fwd = std::max(nmax * I_, 3 * nh);
-            const size_t bwd = plan.forward_only ? 0 : std::max(nmax * (H_ + I_), 4 * nh);
-            sb_.assign(std::max({fwd, bwd, 2 * pmax * H_}), ops::bf16{0});
+            // Scratch. Backward: bf16(dy) of one dense layer from the start, the bf16 xᵀ of its
+            // input (IN, N) ending at the end (N·OUT + IN·N <= N·(H+I)), or bf16(dctx); the MLM
+            // transform (P rows): its bf16 x, or bf16(dy) and bf16(x)ᵀ.
+            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_) + 64;
+            sb_.assign(std::max(bwd, 2 * pmax * H_), ops::bf16{0});
         }
+        carve(arena, masks_storage, counting);
     }
 
     // Re-point all buffers after the arena is allocated (second pass).
@@ -136,13 +139,16 @@ public:
             return counting ? nullptr : ms.data() + at;
         };
         const bool fwd = plan_.forward_only;  // layers share layer 0's buffers; x ping-pongs
+        // bf16 engines keep the GEMM inputs in bf16 (LayerSaved::xb..gb); their fp32 forms (x, q,
+        // k, v, ctx, x1, g) are shared by the layers as in a forward-only plan.
+        const bool share = fwd || bf16_;
         emb_sum_ = a.take(nh);
         emb_mean_ = a.take(nmax);
         emb_rstd_ = a.take(nmax);
         emb_mask_ = fwd ? nullptr : mtake(nh);
         x_.clear();
         for (int l = 0; l <= L_; ++l)
-            x_.push_back(fwd && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
+            x_.push_back(share && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
         saved_.clear();
         for (int l = 0; l < L_; ++l) {
             if (fwd && l > 0) {
@@ -150,17 +156,18 @@ public:
                 continue;
             }
             LayerSaved<T> s{};
-            s.q = a.take(nh);
-            s.k = a.take(nh);
-            s.v = a.take(nh);
-            s.ctx = a.take(nh);
+            const LayerSaved<T>* s0 = share && l > 0 ? &saved_[0] : nullptr;
+            s.q = s0 ? s0->q : a.take(nh);
+            s.k = s0 ? s0->k : a.take(nh);
+            s.v = s0 ? s0->v : a.take(nh);
+            s.ctx = s0 ? s0->ctx : a.take(nh);
             s.probs = a.take(probs_max_);
             s.a = a.take(nh);
             s.mean1 = a.take(nmax);
             s.rstd1 = a.take(nmax);
-            s.x1 = a.take(nh);
+            s.x1 = s0 ? s0->x1 : a.take(nh);
             s.h = a.take(ni);
-            s.g = a.take(ni);
+            s.g = s0 ? s0->g : a.take(ni);
             s.o = a.take(nh);
             s.mean2 = a.take(nmax);
             s.rstd2 = a.take(nmax);
@@ -170,6 +177,22 @@ public:
                 s.mask_out = mtake(nh);
             }
             saved_.push_back(s);
+        }
+        if (bf16_) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
+            const size_t bnh = (nh + 31) / 32 * 32, bni = (ni + 31) / 32 * 32;
+            const size_t per_layer = 6 * bnh + bni;
+            if (actb_.empty()) actb_.assign(per_layer * static_cast<size_t>(fwd ? 1 : L_), ops::bf16{0});
+            for (int l = 0; l < L_; ++l) {
+                ops::bf16* p = actb_.data() + (fwd ? 0 : static_cast<size_t>(l) * per_layer);
+                LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
+                s.xb = p;
+                s.qb = p + bnh;
+                s.kb = p + 2 * bnh;
+                s.vb = p + 3 * bnh;
+                s.ctxb = p + 4 * bnh;
+                s.x1b = p + 5 * bnh;
+                s.gb = p + 6 * bnh;
+            }
         }
         masks_bytes_ = mused;
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
@@ -294,7 +317,7 @@ public:
             const T* xin = x_[l];
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_MARK("gemm qkv fwd");
-            const ops::bf16* xb = gemm_input(xin, nh);
+            const ops::bf16* xb = gemm_input(xin, nh, s.xb);
             linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H);
             linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H);
             linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H);
@@ -304,18 +327,18 @@ public:
             ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                    dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm attn-out fwd");
-            linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh), params, w.wo, w.bo, N, H, H);
+            linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_MARK("dropout+residual fwd");
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
             BB_PROFILE_MARK("layernorm fwd");
             ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
             BB_PROFILE_MARK("gemm ffn-in fwd");
-            linear_fwd(s.h, s.x1, gemm_input(s.x1, nh), params, w.wi, w.bi, N, H, I);
+            linear_fwd(s.h, s.x1, gemm_input(s.x1, nh, s.x1b), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_MARK("gelu fwd");
             ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-out fwd");
-            linear_fwd(s.o, s.g, gemm_input(s.g, static_cast<size_t>(N) * I), params, w.wout, w.bout, N, I, H);
+            linear_fwd(s.o, s.g, gemm_input(s.g, static_cast<size_t>(N) * I, s.gb), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_MARK("dropout+residual fwd");
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
@@ -345,27 +368,28 @@ public:
             BB_PROFILE_MARK("dropout+residual bwd");
             ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm ffn-out bwd");
-            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, N, I, H);
+            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H);
             BB_PROFILE_MARK("gelu bwd");
             ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-in bwd");
-            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, N, H, I, true);
+            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true);
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
             ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
             ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm attn-out bwd");
-            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, N, H, H);
+            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H);
             BB_PROFILE_MARK("attention bwd");
             const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
             ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
                                     dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
                                     bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm qkv bwd");
-            linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, N, H, H, true);
-            linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, N, H, H, true);
-            linear_bwd(dx_, grads, params, w.wv, w.bv, dv_, xin, N, H, H, true);
+            const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
+            linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, xt, N, H, H, true);
+            linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, xt, N, H, H, true);
+            linear_bwd(dx_, grads, params, w.wv, w.bv, dv_, xin, xt, N, H, H, true);
             if (backward_hook) backward_hook(l);  // layer l's gradients are final
         }
         // x[0] = drop(LN(e))
@@ -387,29 +411,47 @@ public:
     void weights_changed() { wb_stale_ = true; }
     bool bf16() const { return bf16_; }
     const ops::bf16* weights_bf16() const { return wb_.data(); }
-    size_t bf16_bytes() const { return (wb_.size() + sb_.size()) * sizeof(ops::bf16); }
-    // The bf16 form of a GEMM input (N·C values) in the scratch, or nullptr in fp32.
-    const ops::bf16* gemm_input(const T* x, size_t n) {
+    size_t bf16_bytes() const { return (wb_.size() + sb_.size() + actb_.size()) * sizeof(ops::bf16); }
+    // The bf16 form of a GEMM input (n values): converted into keep (a LayerSaved bf16 buffer),
+    // or into the scratch when keep is null; nullptr in fp32.
+    const ops::bf16* gemm_input(const T* x, size_t n, ops::bf16* keep = nullptr) {
         if constexpr (std::is_same_v<T, float>) {
             if (bf16_) {
-                ops::to_bf16(sb_.data(), x, n);
-                return sb_.data();
+                ops::bf16* dst = keep ? keep : sb_.data();
+                ops::to_bf16(dst, x, n);
+                return dst;
             }
         }
         return nullptr;
     }
-    // bf16 copies of q, k, v (and dctx in the backward) in the scratch; empty in fp32.
+    // bf16 q, k, v: converted into the layer's kept buffers in the forward (dctx null) and reused
+    // by the backward, which converts dctx into the scratch; empty in fp32.
     ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
         ops::AttentionBf16 a;
         if constexpr (std::is_same_v<T, float>) {
             if (bf16_) {
-                ops::bf16* b = sb_.data();
-                const T* src[4] = {s.q, s.k, s.v, dctx};
-                for (int i = 0; i < (dctx ? 4 : 3); ++i) ops::to_bf16(b + i * nh, src[i], nh);
-                a = {b, b + nh, b + 2 * nh, dctx ? b + 3 * nh : nullptr};
+                ops::bf16* db = nullptr;
+                if (dctx) {
+                    db = sb_.data();
+                    ops::to_bf16(db, dctx, nh);
+                } else {
+                    ops::to_bf16(s.qb, s.q, nh);
+                    ops::to_bf16(s.kb, s.k, nh);
+                    ops::to_bf16(s.vb, s.v, nh);
+                }
+                a = {s.qb, s.kb, s.vb, db};
             }
         }
         return a;
+    }
+    // bf16(x)ᵀ (C, N) of a kept bf16 GEMM input xb (N, C), for a weight gradient, at the end of
+    // the scratch (bf16(dy) goes at its start); nullptr in fp32.
+    const ops::bf16* transposed_input(const ops::bf16* xb, int N, int C) {
+        if (!bf16_) return nullptr;
+        const size_t n = static_cast<size_t>(N) * C;
+        ops::bf16* xt = sb_.data() + ((sb_.size() - n) & ~size_t(31));
+        ops::transpose_bf16(xt, xb, N, C, C);
+        return xt;
     }
     // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
@@ -419,12 +461,20 @@ public:
         }
         ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
+    // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused), or
+    // null to convert x here (the MLM transform); fp32: x.
     void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
-                    int N, int IN, int OUT, bool accumulate_dx = false) {
+                    const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false) {
         if constexpr (std::is_same_v<T, float>) {
-            if (bf16_)
-                return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, x, wb_.data() + w, N,
-                                                 IN, OUT, accumulate_dx, sb_.data());
+            if (bf16_) {
+                if (!xt)
+                    return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, x, wb_.data() + w,
+                                                     N, IN, OUT, accumulate_dx, sb_.data());
+                ops::bf16* dyb = sb_.data();
+                ops::to_bf16(dyb, dy, static_cast<size_t>(N) * OUT);
+                return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, dyb, xt,
+                                                 wb_.data() + w, N, IN, OUT, accumulate_dx);
+            }
         }
         ops::linear_backward(dx, grads + w, grads + b, dy, x, params + w, N, IN, OUT, accumulate_dx);
     }
@@ -483,6 +533,7 @@ private:
     bool bf16_ = false, wb_stale_ = true;
     const T* wb_src_ = nullptr;
     AlignedVector<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
+    AlignedVector<ops::bf16> actb_;     // the layers' bf16 GEMM inputs (LayerSaved::xb..gb)
     int B_ = 0, N_ = 0;
     bool dropout_hidden_ = false, dropout_probs_ = false;
     T hkeep_ = 1, pkeep_ = 1;
@@ -729,7 +780,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     BB_PROFILE_MARK("mlm transform bwd");
     ops::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
     ops::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
-    enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, P, H, H);
+    enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_MARK("pooler+nsp bwd");
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);

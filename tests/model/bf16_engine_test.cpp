@@ -141,6 +141,35 @@ TEST_F(Bf16Engine, ForwardOnlyPlanGivesTheSameOutput) {
     EXPECT_GT(full.arena_bytes(), fwd.arena_bytes());
 }
 
+// A bf16 training engine keeps each layer's GEMM inputs (x, q, k, v, ctx, x1, g) in bf16 only,
+// their fp32 forms shared by the layers: with 6 layers that saves more than the bf16 weight copy
+// and the scratch cost, so its arena is smaller than fp32's; and its results still agree with the
+// emulated kernels and stay within bf16 precision of fp32 with that many layers sharing buffers.
+TEST(Bf16EngineLayers, KeptActivationsAreBf16) {
+    BertConfig c = small_config();
+    c.num_hidden_layers = 6;
+    const ParamTable table(c, Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, 5);
+    const Batch batch = make_batch(c, {40, 23, 40, 12}, 5, 13);
+    const Plan plan{batch.batch_size, 40, 5};
+    const BertPretrainer f(table, plan, EngineOptions{false, ops::Precision::fp32});
+    const BertPretrainer h(table, plan, EngineOptions{false, ops::Precision::bf16});
+    EXPECT_LT(h.arena_bytes(), f.arena_bytes());
+    const Outcome of = run(table, params, batch, ops::Precision::fp32, true);
+    const Outcome oh = run(table, params, batch, ops::Precision::bf16, true);
+    EXPECT_GT(rel_l2(oh.logits, of.logits), 1e-5);
+    EXPECT_LT(rel_l2(oh.logits, of.logits), 3e-2);
+    EXPECT_LT(rel_l2(oh.grads, of.grads), 5e-2);
+    if (ops::bf16_native()) {
+        ops::set_bf16_emulation(true);
+        const Outcome oe = run(table, params, batch, ops::Precision::bf16, true);
+        ops::set_bf16_emulation(false);
+        EXPECT_LT(rel_l2(oh.logits, oe.logits), 3e-3);
+        EXPECT_LT(rel_l2(oh.grads, oe.grads), 3e-3);
+    }
+}
+
 TEST(Bf16EngineDouble, IsAnError) {
     const ParamTable table(small_config(), Heads::pretraining);
     EXPECT_THROW(BertPretrainerF64(table, Plan{2, 16, 2}, EngineOptions{false, ops::Precision::bf16}),
