@@ -21,7 +21,13 @@ Per point and variant the figure is the median over rounds of each run's sequenc
 itself reports the median step time of its timed steps). Every run's JSON is kept under --out;
 an existing one is reused, so an interrupted run resumes where it stopped (--fresh starts over).
 Then it writes a per-op profile of bertbench (base seq 128 by default), the tables and SVG plots,
-and --doc (docs/PERFORMANCE.md). Every figure in that file comes from this command's files."""
+and --doc (docs/PERFORMANCE.md). Every figure in that file comes from this command's files.
+
+--task=squad times the SQuAD span model instead (`bertbench bench --task=squad`, `torch_bench.py
+--task=squad`: encoder + span head, run_squad.py's loss, optimization.py's AdamW): defaults BERT-base,
+seq 384, batch 1/8/32, results in docs/perf-squad/ and the doc docs/PERFORMANCE-squad.md, so a SQuAD
+run never touches the pretraining files; no ORT peer (its export is of the pretraining model).
+Every other option means what it means for pretraining."""
 import argparse
 import datetime
 import json
@@ -75,13 +81,19 @@ def variant_runs(v, mode):
     return mode == "infer" or v not in INFER_ONLY
 
 
+TASK = {"name": "pretraining"}  # set by main() from --task
+
+
 def point_dtype_problem(v, j):
-    """Why a run's JSON cannot stand for variant v (a point of another dtype), or None."""
+    """Why a run's JSON cannot stand for variant v (a point of another dtype or task), or None."""
     pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
     if not pts:
         return None
     found = pts[0].get("dtype", "fp32")
-    return None if found == DTYPE_OF[v] else "its point reports dtype %r, expected %r" % (found, DTYPE_OF[v])
+    if found != DTYPE_OF[v]:
+        return "its point reports dtype %r, expected %r" % (found, DTYPE_OF[v])
+    task = pts[0].get("task", "pretraining")  # older runs have no task: pretraining
+    return None if task == TASK["name"] else "its point reports task %r, expected %r" % (task, TASK["name"])
 
 
 def log(msg):
@@ -331,6 +343,28 @@ def peer_goals_md(keys, results, lat, mfu_of, variants):
     return "\n".join(out) + "\n" if out else ""
 
 
+GOAL10_RATIO = {"train": 1.5, "infer": 2.0}  # issue 10: bertbench / PyTorch, SQuAD, BERT-base seq 384
+
+
+def squad_goals_md(keys, results, variants):
+    """Issue 10's SQuAD goal, checked on this run's figures: bertbench >= 1.5x (training) and >= 2x
+    (inference) PyTorch at BERT-base seq 384, batch 1/8/32, at every thread count swept; in fp32
+    against torch-* and in bf16 against torch-*-bf16 (autocast)."""
+    out = ["", "### Issue 10: SQuAD against PyTorch (BERT-base, seq 384, batch 1/8/32)", ""]
+    threads = sorted({k[4] for k in keys}) or [1]
+    for mine, suffix in (("bertbench", ""), ("bertbench-bf16", "-bf16")):
+        if mine not in variants:
+            continue
+        for peer in ("torch-default" + suffix, "torch-tuned" + suffix):
+            if peer not in variants:
+                continue
+            for mode, goal in GOAL10_RATIO.items():
+                req = [(mode, "base", 384, b, t) for b in (1, 8, 32) for t in threads]
+                judge_ratio(out, "%s ÷ %s, SQuAD %s" % (mine, peer, "training" if mode == "train" else "inference"),
+                            req, results, mine, peer, goal, keys=keys)
+    return "\n".join(out) + "\n"
+
+
 def winners_md(keys, results, variants, dtype_label):
     """Which variant is fastest where, in plain words (one line per winner)."""
     wins = {}
@@ -443,10 +477,14 @@ def throughput_svg(results, modes, models, title):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--task", default="pretraining", choices=["pretraining", "squad"],
+                    help="pretraining (the pretraining model; docs/perf, docs/PERFORMANCE.md) or squad (the SQuAD span "
+                    "model; defaults: --models=base --seq_len=384 --batch_sizes=1,8,32 --profile=base:384:8 "
+                    "--out=docs/perf-squad --doc=docs/PERFORMANCE-squad.md, no ORT)")
     ap.add_argument("--modes", default="train,infer")
-    ap.add_argument("--models", default="tiny,mini,base")
-    ap.add_argument("--seq_len", default="128")
-    ap.add_argument("--batch_sizes", default="8,32")
+    ap.add_argument("--models", default=None, help="default tiny,mini,base (squad: base)")
+    ap.add_argument("--seq_len", default=None, help="default 128 (squad: 384)")
+    ap.add_argument("--batch_sizes", default=None, help="default 8,32 (squad: 1,8,32)")
     ap.add_argument("--threads", default="2")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
@@ -457,15 +495,32 @@ def main():
                     help="after the rounds, run bertbench this many times in a row per point (repeatability without the drift of a long invocation; 0 = none)")
     ap.add_argument("--dtypes", default="fp32", help="fp32, bf16 or both (bf16: bertbench --dtype=bf16 against "
                     "PyTorch autocast bf16 and ORT fp32)")
-    ap.add_argument("--peers", default=",".join(PEERS), help="peers to run besides bertbench, from %s" % ", ".join(PEERS))
+    ap.add_argument("--peers", default=None, help="peers to run besides bertbench, from %s (default: all; squad: "
+                    "torch-default,torch-tuned)" % ", ".join(PEERS))
     ap.add_argument("--no_bertbench", action="store_true", help="run the peers only")
-    ap.add_argument("--profile", default="base:128:8", help="model:seq:batch profiled per-op ('' = none)")
+    ap.add_argument("--profile", default=None, help="model:seq:batch profiled per-op ('' = none; default base:128:8, "
+                    "squad: base:384:8)")
     ap.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "perf"), help="results, plots (kept: the doc links them)")
-    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    ap.add_argument("--out", default=None, help="results, plots (kept: the doc links them); default docs/perf "
+                    "(squad: docs/perf-squad)")
+    ap.add_argument("--doc", default=None, help="default docs/PERFORMANCE.md (squad: docs/PERFORMANCE-squad.md)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     ap.add_argument("--fresh", action="store_true", help="discard earlier results in --out")
     a = ap.parse_args()
+    squad = a.task == "squad"
+    TASK["name"] = a.task
+    defaults = {  # option: (pretraining, squad)
+        "models": ("tiny,mini,base", "base"), "seq_len": ("128", "384"), "batch_sizes": ("8,32", "1,8,32"),
+        "peers": (",".join(PEERS), "torch-default,torch-tuned"), "profile": ("base:128:8", "base:384:8"),
+        "out": (os.path.join(ROOT, "docs", "perf"), os.path.join(ROOT, "docs", "perf-squad")),
+        "doc": (os.path.join(ROOT, "docs", "PERFORMANCE.md"), os.path.join(ROOT, "docs", "PERFORMANCE-squad.md"))}
+    for k, (pre, sq) in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, sq if squad else pre)
+    if squad and "ort" in a.peers.split(","):
+        sys.exit("bench-compare: --task=squad: the ort peer exports the pretraining model and has no SQuAD "
+                 "variant (hint: --peers=torch-default,torch-tuned)")
+    task_flag = ["--task=squad"] if squad else []
     ints = lambda s: [int(x) for x in s.split(",") if x]
     modes, models, seqs = a.modes.split(","), a.models.split(","), ints(a.seq_len)
     batches, threads = ints(a.batch_sizes), ints(a.threads)
@@ -539,8 +594,9 @@ def main():
     results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
     keys = [(m, mo, s, b, t) for m in modes for mo in models for s in seqs for b in batches for t in threads]
     # a point's file tag (results are reused only from like runs) and the flags both programs take
-    tag_of = lambda key: "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (a.warmup, a.steps, a.min_time)
-    point_flags = lambda key, out: [
+    tag_of = lambda key: ("squad_" if squad else "") + "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (
+        a.warmup, a.steps, a.min_time)
+    point_flags = lambda key, out: task_flag + [
         "--mode=" + key[0], "--model=" + key[1], "--seq_len=%d" % key[2], "--batch_size=%d" % key[3],
         "--threads=%d" % key[4], "--warmup=%d" % a.warmup, "--steps=%d" % a.steps, "--min_time=%g" % a.min_time,
         "--json=" + out]
@@ -612,15 +668,15 @@ def main():
     prof_md, prof_svg = "", ""
     if a.profile and "bertbench" in variants:
         pm, ps, pb = a.profile.split(":")
-        pj = os.path.join(raw, "profile_%s_s%s_b%s.json" % (pm, ps, pb))
+        pj = os.path.join(raw, "%sprofile_%s_s%s_b%s.json" % ("squad_" if squad else "", pm, ps, pb))
         prof_svg = os.path.join(a.out, "profile.svg")
-        j = run([a.bertbench, "bench", "--mode=train,infer", "--model=" + pm, "--seq_len=" + ps, "--batch_size=" + pb,
+        j = run([a.bertbench, "bench"] + task_flag + ["--mode=train,infer", "--model=" + pm, "--seq_len=" + ps, "--batch_size=" + pb,
                  "--threads=%d" % threads[-1], "--warmup=1", "--steps=2", "--profile", "--profile_steps=2",
                  "--profile_svg=" + prof_svg, "--noceiling", "--json=" + pj], {}, pj, a.timeout)
         if j:
             for pr in j.get("profiles", []):
                 prof_md += "**%s %s seq %d batch %d threads %d: %.1f ms per step**\n\n" % (
-                    pr["mode"], pr["model"], pr["seq_len"], pr["batch_size"], pr["threads"], pr["step_ms"])
+                    ("squad " if pr.get("task") == "squad" else "") + pr["mode"], pr["model"], pr["seq_len"], pr["batch_size"], pr["threads"], pr["step_ms"])
                 prof_md += "| op | ms/step | share | GFLOP/s | GB/s |\n|---|---:|---:|---:|---:|\n"
                 for op in pr["ops"]:
                     prof_md += "| %s | %.2f | %.1f%% | %.1f | %.1f |\n" % (
@@ -654,7 +710,8 @@ def main():
                             not_contending=("bertbench",)) if "bf16" in dtypes else ""
     wins = (winners_md(keys, results, [v for v in fp32_cols if v in variants], "fp32") if "fp32" in dtypes else "")
     wins_bf16 = (winners_md(keys, results, [v for v in bf16_cols if v in variants and v != "bertbench"],
-                            "bf16 against the peers a user has: PyTorch autocast bf16, ORT fp32") if "bf16" in dtypes else "")
+                            "bf16 against the peers a user has: PyTorch autocast bf16" + (", ORT fp32" if "ort" in variants else ""))
+                 if "bf16" in dtypes else "")
     lat_rows = []
     lat_variants = [v for v in variants if any(v in lat.get(k, {}) for k in keys)]
     if lat_variants:
@@ -679,7 +736,7 @@ def main():
                         "bertbench_bf16_back_to_back": repeats_bf16.get(key, [])})
     goals = goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end, variants) if "bertbench" in variants else \
         "## Goals, checked on these figures\n"
-    goals += peer_goals_md(keys, results, lat, mfu_of, variants)
+    goals += squad_goals_md(keys, results, variants) if squad else peer_goals_md(keys, results, lat, mfu_of, variants)
     failed_md = ""
     if FAILURES:
         failed_md = "## Runs that failed\n\n" + "".join("- `%s`: %s\n" % f for f in FAILURES)
@@ -757,19 +814,32 @@ def main():
                  "threads. Exported graphs, as verified before timing:\n" % "; ".join(sorted({h for h, _ in ort_lines}))
         ort_md += "".join("  - %s\n" % l for _, l in ort_lines)
     variant_md = "".join("- **%s**: %s\n" % (v, VARIANT_DOC[v].format(LIB=LIB)) for v in variants)
+    if squad:  # the same programs with --task=squad: the span model, AdamW instead of LAMB
+        variant_md = variant_md.replace("includes the LAMB update", "includes the AdamW update (optimization.py's "
+                                        "AdamWeightDecayOptimizer)").replace(
+            "LAMB written in tensor ops (torch has no LAMB)", "optimization.py's AdamWeightDecayOptimizer written in tensor "
+            "ops").replace("fp32 parameters and LAMB", "fp32 parameters and AdamW")
+        variant_md = "All programs run with `--task=squad`.\n" + variant_md
+    batches_md = ("Synthetic full-length batches, identical shapes in every program (max_predictions_per_seq 20 at seq "
+                  "128; MLM head on the gathered positions).") if not squad else (
+        "The SQuAD span model (encoder + dense H→2, run_squad.py's loss: the mean of the start and end cross-entropies); "
+        "synthetic full-length batches laid out like a run_squad.py feature ([CLS] query [SEP] document [SEP], every "
+        "position a real token), identical shapes in every program. MFU counts the encoder's FLOPs plus the span "
+        "head's 2·N·H·2.")
     tables_md = ""
     if table:
         tables_md += "## bertbench vs the peers, fp32\n\n" + table + "\n" + wins + "\n"
     if table_bf16:
-        tables_md += ("## bf16: bertbench bf16 vs PyTorch autocast bf16 and ORT fp32\n\n" + table_bf16
+        tables_md += ("## bf16: bertbench bf16 vs PyTorch autocast bf16%s\n\n" % (" and ORT fp32" if "ort" in variants else "")
+                      + table_bf16
                       + ("\n`bertbench-bf16 / bertbench` is bf16's speed-up over bertbench's own fp32.\n" if "bertbench" in variants else "")
                       + "\n" + wins_bf16 + "\n")
     if lat_table:
         tables_md += ("## Inference latency (one step = one batch; nearest-rank percentiles of each run's timed steps, "
                       "median over rounds)\n\n" + lat_table + "\n")
-    doc = f"""# bertbench performance
+    doc = f"""# bertbench performance{": the SQuAD span model (`--task=squad`)" if squad else ""}
 
-Generated by `make bench-compare` (`/usr/bin/python3 scripts/bench-compare.py {argv}`) on
+Generated by {"`/usr/bin/python3 scripts/bench-compare.py " + argv + "`" if squad else "`make bench-compare` (`/usr/bin/python3 scripts/bench-compare.py " + argv + "`)"} on
 {datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")} in {time.time() - t_start:.0f} s ({COUNTS["ran"]} runs made, {COUNTS["reused"]} reused from earlier). Every figure below comes from the
 files under `{rel(a.out)}/` written by that command; rerun it to reproduce (it resumes from the files it
 finds there; `--fresh` starts over). Definitions of every figure: [benchmark.md](benchmark.md).
@@ -790,8 +860,7 @@ Points: modes {a.modes}; models {a.models}; seq_len {a.seq_len}; batch sizes {a.
 {a.warmup} warm-up steps (excluded) + at least {a.steps} timed steps per run, more until {a.min_time:g} s are timed
 (`--min_time`, every program: a median of three 50 ms steps moves with every hiccup of the host); {a.rounds} rounds per point, variants interleaved
 ({", ".join(variants)}, then again) so that machine drift cancels. Figure per variant = median
-over rounds of sequences/s (each run: batch / median step time). Synthetic full-length batches, identical
-shapes in every program (max_predictions_per_seq 20 at seq 128; MLM head on the gathered positions).
+over rounds of sequences/s (each run: batch / median step time). {batches_md}
 
 {variant_md}
 {tables_md}![throughput]({rel(plot)})

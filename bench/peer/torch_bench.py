@@ -14,9 +14,18 @@ and the optimizer stay fp32. PyTorch 1.13's CPU autocast does not keep layer_nor
 LayerNorm then fails with "expected scalar type BFloat16 but found Float"), so every LayerNorm's
 input is cast to fp32 first, as newer PyTorch does itself (a no-op in fp32).
 
+--task=squad (`bertbench bench --task=squad`): the SQuAD span model instead, i.e. the same encoder
+and a Linear(H, 2) span head (run_squad.py's cls/squad/output_weights), no pooler, no pretraining
+heads; synthetic full-length batches laid out like a feature ([CLS] query [SEP] document [SEP],
+the same shapes as bench/runner.cpp's synthetic_squad_batch) with a start/end span in the
+document; loss = run_squad.py's (mean over the batch of the start and the end cross-entropies over
+the sequence, averaged); training step = forward + backward + global-norm clip (1.0) +
+optimization.py's AdamWeightDecayOptimizer written in tensor ops (no bias correction, weight decay
+0.01 except LayerNorm and biases, eps 1e-6, lr 5e-5); inference = encoder + span head under no_grad.
+
 Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
          --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--min_time=0] [--json=PATH]
-         [--optimizer=lamb|none] [--dtype=fp32,bf16]
+         [--optimizer=lamb|adamw|none] [--dtype=fp32,bf16] [--task=pretraining|squad]
 Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
 import argparse
 import contextlib
@@ -125,6 +134,82 @@ class Lamb:
             p.sub_(u * (self.lr * ratio))
 
 
+class SquadBert(nn.Module):
+    """run_squad.py's create_model: the BERT encoder's sequence output through a dense H -> 2
+    (start, end logits per position). Same embeddings and layers as Bert, no pooler."""
+
+    def __init__(self, L, H, A, I):
+        super().__init__()
+        self.word, self.pos, self.tok_type = nn.Embedding(VOCAB, H), nn.Embedding(MAXPOS, H), nn.Embedding(2, H)
+        self.ln = nn.LayerNorm(H, eps=1e-12)
+        self.layers = nn.ModuleList(Layer(H, A, I) for _ in range(L))
+        self.qa = nn.Linear(H, 2)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+        nn.init.zeros_(self.qa.bias)
+
+    def logits(self, ids, seg, mask):
+        B, T = ids.shape
+        x = self.word(ids) + self.pos(torch.arange(T).unsqueeze(0)) + self.tok_type(seg)
+        x = F.dropout(self.ln(x), DROP, self.training)
+        add = (1.0 - mask[:, None, None, :].float()) * -10000.0
+        for layer in self.layers:
+            x = layer(x, add)
+        se = self.qa(x)  # (B, T, 2)
+        return se[..., 0], se[..., 1]
+
+    def forward(self, ids, seg, mask, start, end):
+        """run_squad.py compute_loss: -mean(sum(one_hot(pos) * log_softmax(logits over T))), for the
+        start and the end, averaged."""
+        s, e = self.logits(ids, seg, mask)
+        loss = lambda logits, pos: -(F.one_hot(pos, logits.shape[1]).float()
+                                     * F.log_softmax(logits.float(), -1)).sum(-1).mean()
+        return (loss(s, start) + loss(e, end)) / 2
+
+
+class AdamWeightDecay:
+    """optimization.py's AdamWeightDecayOptimizer: m, v moments without bias correction,
+    update = m / (sqrt(v) + eps) (+ wd * w for weights other than LayerNorm and biases),
+    w -= lr * update."""
+
+    def __init__(self, model, lr=5e-5, b1=0.9, b2=0.999, eps=1e-6, wd=0.01):
+        self.lr, self.b1, self.b2, self.eps, self.wd = lr, b1, b2, eps, wd
+        self.groups = [(p, torch.zeros_like(p), torch.zeros_like(p), p.dim() > 1 and "ln" not in name)
+                       for name, p in model.named_parameters()]
+
+    @torch.no_grad()
+    def step(self):
+        for p, m, v, decay in self.groups:
+            g = p.grad
+            m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+            u = m / (v.sqrt() + self.eps)
+            if decay:
+                u.add_(p, alpha=self.wd)
+            p.sub_(u, alpha=self.lr)
+
+
+def synthetic_squad_batch(B, T, gen):
+    """As bench/runner.cpp synthetic_squad_batch: [CLS] query (min(64, T/4 - 2) tokens, segment 0)
+    [SEP] document (segment 1) [SEP], every position real; an answer of 1..30 tokens in the document."""
+    query = min(64, max(0, T // 4 - 2))
+    doc_begin, doc_len = query + 2, max(1, T - query - 3)
+    ids = torch.randint(0, VOCAB, (B, T), generator=gen)
+    ids[:, 0], ids[:, query + 1], ids[:, T - 1] = 101, 102, 102
+    seg = (torch.arange(T) > query + 1).long().expand(B, T).contiguous()
+    mask = torch.ones(B, T, dtype=torch.long)
+    start = doc_begin + torch.randint(0, doc_len, (B,), generator=gen)
+    length = 1 + torch.randint(0, 30, (B,), generator=gen)
+    end = torch.minimum(start + length - 1, torch.full((B,), min(doc_begin + doc_len - 1, T - 1)))
+    return ids, seg, mask, torch.clamp(start, max=T - 1), end
+
+
+def squad_forward_flops(L, H, I, B, T):  # as bench/runner.cpp squad_forward_flops
+    n = B * T
+    return L * (2.0 * n * (4 * H * H + 2 * H * I) + B * 4.0 * T * T * H) + 2.0 * n * H * 2
+
+
 def synthetic_batch(B, T, P, gen):
     ids = torch.randint(0, VOCAB, (B, T), generator=gen)
     seg = (torch.arange(T) >= T // 2).long().expand(B, T).contiguous()
@@ -154,14 +239,20 @@ def percentile(sorted_ms, q):  # nearest rank, as bench/runner.cpp
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16}
 
 
-def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32"):
+def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32", task="pretraining"):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, H, A, I = PRESETS[name]
-    model = Bert(L, H, A, I)
-    P = default_max_predictions(T)
-    args = synthetic_batch(B, T, P, torch.Generator().manual_seed(7))
-    opt = Lamb(model) if mode == "train" and optimizer == "lamb" else None
+    squad = task == "squad"
+    if optimizer == "":
+        optimizer = "adamw" if squad else "lamb"
+    model = SquadBert(L, H, A, I) if squad else Bert(L, H, A, I)
+    P = 0 if squad else default_max_predictions(T)
+    gen = torch.Generator().manual_seed(7)
+    args = synthetic_squad_batch(B, T, gen) if squad else synthetic_batch(B, T, P, gen)
+    opt = None
+    if mode == "train" and optimizer != "none":
+        opt = (AdamWeightDecay if optimizer == "adamw" else Lamb)(model)
     times = []
     it = 0
     autocast = (lambda: torch.autocast("cpu", dtype=AUTOCAST[dtype])) if AUTOCAST[dtype] else contextlib.nullcontext
@@ -187,8 +278,8 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
     s = sorted(times)
     n = len(s)
     med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-    flops = forward_flops(L, H, I, B, T, P) * (3 if mode == "train" else 1)
-    return {"mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
+    flops = (squad_forward_flops(L, H, I, B, T) if squad else forward_flops(L, H, I, B, T, P)) * (3 if mode == "train" else 1)
+    return {"task": task, "mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
             "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": len(times), "min_time_s": min_time,
             "data": "synthetic",
             "sequences_per_second": B / (med / 1e3), "tokens_per_second": B * T / (med / 1e3),
@@ -197,7 +288,7 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             "latency_ms_p50": percentile(s, 0.5), "latency_ms_p90": percentile(s, 0.9),
             "latency_ms_p99": percentile(s, 0.99), "step_ms": times,
             "gflops": flops / (med / 1e3) / 1e9, "ceiling_gflops": 0, "mfu": 0,
-            "optimizer_included": mode == "train" and optimizer == "lamb",
+            "optimizer_included": opt is not None, "optimizer": optimizer if opt is not None else "none",
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
@@ -226,7 +317,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--min_time", type=float, default=0.0)
-    ap.add_argument("--optimizer", default="lamb", choices=["lamb", "none"])
+    ap.add_argument("--task", default="pretraining", choices=["pretraining", "squad"])
+    ap.add_argument("--optimizer", default="", choices=["", "lamb", "adamw", "none"],
+                    help="default: lamb for --task=pretraining, adamw (optimization.py) for --task=squad")
     ap.add_argument("--dtype", default="fp32", help="fp32, bf16 (torch.autocast on the CPU) or a comma list")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
@@ -242,7 +335,7 @@ def main():
             for T in ints(a.seq_len):
                 for B in ints(a.batch_size):
                     for th in ints(a.threads):
-                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype)
+                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype, a.task)
                         points.append(p)
                         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                           for k, v in p.items() if k != "step_ms"}), flush=True)
