@@ -80,7 +80,8 @@ const std::vector<Column>& columns() {
                                           {"latency_ms_p99", "p99", 8, 1},
                                           {"gflops", "GFLOP/s", 8, 1},
                                           {"mfu", "MFU", 6, 3},
-                                          {"peak_rss_mb", "RSS MB", 7, 0}};
+                                          {"peak_rss_mb", "RSS MB", 7, 0},
+                                          {"task", "task", -11, 0}};
     return c;
 }
 
@@ -123,7 +124,9 @@ const std::vector<std::string>& point_columns() {
 std::vector<std::string> point_row(const nlohmann::json& p) {
     std::vector<std::string> row;
     for (const Column& c : columns())
-        row.push_back(p.contains(c.key) ? num(p[c.key], c.decimals) : "");
+        row.push_back(p.contains(c.key)                 ? num(p[c.key], c.decimals)
+                      : std::string_view(c.key) == "task" ? "pretraining"  // points made before --task
+                                                        : "");
     return row;
 }
 
@@ -182,16 +185,20 @@ std::string format_points(const std::vector<nlohmann::json>& points, Format f) {
 
 std::string reproduction_table_md(const std::vector<nlohmann::json>& points) {
     std::string out;
-    std::vector<std::string> modes;
+    std::vector<std::string> modes;  // "mode" (task pretraining) or "squad mode"
+    const auto mode_of = [](const nlohmann::json& p) {
+        const std::string task = p.value("task", std::string("pretraining"));
+        return (task == "pretraining" ? "" : task + " ") + p["mode"].get<std::string>();
+    };
     for (const auto& p : points)
-        if (std::find(modes.begin(), modes.end(), p["mode"]) == modes.end())
-            modes.push_back(p["mode"]);
+        if (std::find(modes.begin(), modes.end(), mode_of(p)) == modes.end())
+            modes.push_back(mode_of(p));
     for (const std::string& mode : modes) {
         std::vector<std::string> cols;  // "model sS bB"
         std::set<int> threads;
         std::map<std::pair<int, std::string>, double> cell;
         for (const auto& p : points) {
-            if (p["mode"] != mode) continue;
+            if (mode_of(p) != mode) continue;
             const std::string col =
                 fmt::format("{} b{}", config_name(p), p["batch_size"].get<int>());
             if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
@@ -200,7 +207,11 @@ std::string reproduction_table_md(const std::vector<nlohmann::json>& points) {
         }
         out += fmt::format(
             "**{}** (sequences/s; rows: threads; columns: model, seq_len, batch size)\n\n",
-            mode == "train" ? "Training" : "Inference");
+            mode == "train"         ? "Training"
+            : mode == "infer"       ? "Inference"
+            : mode == "squad train" ? "SQuAD training"
+            : mode == "squad infer" ? "SQuAD inference"
+                                    : mode);
         out += "| threads |";
         for (const auto& c : cols) {
             out += ' ';
@@ -230,7 +241,10 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
     double bmin = 1e300, bmax = 0, ymax = 0;
     for (const auto& p : points) {
         if (!p.contains("sequences_per_second")) continue;
-        const std::string key = fmt::format("{} {} {} s{} t{}", p["mode"].get<std::string>(),
+        const std::string task = p.value("task", std::string("pretraining"));
+        const std::string key = fmt::format("{}{} {} {} s{} t{}",
+                                            task == "pretraining" ? "" : task + " ",
+                                            p["mode"].get<std::string>(),
                                             p["model"].get<std::string>(),
                                             p.value("dtype", "fp32"), p["seq_len"].get<int>(),
                                             p["threads"].get<int>());
@@ -315,6 +329,7 @@ nlohmann::json profile_json(const ProfileResult& r) {
             {"seq_len", r.point.seq_len},
             {"batch_size", r.point.batch_size},
             {"threads", r.point.threads},
+            {"task", r.point.task},
             {"step_ms", r.step_ms},
             {"ops", rows}};
 }
@@ -331,7 +346,8 @@ std::string format_profile(const ProfileResult& r, Format f) {
         return out;
     }
     const std::string title =
-        fmt::format("profile: {} {} seq {} batch {} threads {}: {:.2f} ms/step", r.point.mode,
+        fmt::format("profile: {}{} {} seq {} batch {} threads {}: {:.2f} ms/step",
+                    r.point.task == "pretraining" ? "" : r.point.task + " ", r.point.mode,
                     r.point.model, r.point.seq_len, r.point.batch_size, r.point.threads, r.step_ms);
     if (f == Format::md) {
         out += "**";
@@ -368,7 +384,8 @@ std::string profile_svg(const std::vector<ProfileResult>& profiles) {
         svg += fmt::format(
             "<text x=\"10\" y=\"{:.1f}\" font-size=\"15\" font-weight=\"bold\">{} {} "
             "seq {} batch {} threads {}: {:.2f} ms per step (share of step time)</text>\n",
-            y + 16, escape(p.point.mode), escape(p.point.model), p.point.seq_len,
+            y + 16, escape((p.point.task == "pretraining" ? "" : p.point.task + " ") + p.point.mode),
+            escape(p.point.model), p.point.seq_len,
             p.point.batch_size, p.point.threads, p.step_ms);
         y += head;
         double maxshare = 0;
@@ -429,6 +446,7 @@ nlohmann::json perfzero_summary(const std::vector<nlohmann::json>& points,
             p["model"].get<std::string>(), p["seq_len"].get<int>(), p["batch_size"].get<int>(),
             p["threads"].get<int>(), p["steps_per_update"].get<int>());
         if (const std::string d = p.value("dtype", "fp32"); d != "fp32") id += fmt::format("/{}", d);
+        if (const std::string t = p.value("task", "pretraining"); t != "pretraining") id = t + "/" + id;
         for (const char* m :
              {"sequences_per_second", "tokens_per_second", "padded_tokens_per_second",
               "step_ms_median", "latency_ms_p99", "gflops", "mfu"})

@@ -16,7 +16,9 @@
 #include "core/profile.hpp"
 #include "core/sysinfo.hpp"
 #include "data/pretrain_reader.hpp"
+#include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
+#include "io/tfrecord.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
 #include "optim/clip.hpp"
@@ -53,17 +55,35 @@ void check_point(const Point& p) {
              sysinfo::cpus_available());
     if (p.mode != "train" && p.mode != "infer")
         fail("--mode: expected train or infer, got \"{}\"", p.mode);
+    if (p.task != "pretraining" && p.task != "squad")
+        fail("--task: expected pretraining or squad, got \"{}\"", p.task);
+    if (p.task == "squad")
+        for (const std::string& f : p.data_files)
+            if (io::is_hdf5_path(f))
+                fail("--data={}: --task=squad reads run_squad.py feature TFRecords (eval.tf_record, "
+                     "train.tf_record), not HDF5 pretraining shards",
+                     f);
+    if (p.task == "squad" && p.squad_layout != "padded" && p.squad_layout != "real")
+        fail("--squad_layout: expected padded or real, got \"{}\"", p.squad_layout);
+    if (p.task == "squad" && p.seq_len < 3)
+        fail("--seq_len={}: a SQuAD feature needs at least 3 tokens ([CLS] [SEP] [SEP])", p.seq_len);
 }
 
-// Everything one point needs: parameters, engine, optimizer and its batches.
+bool is_squad(const Point& p) { return p.task == "squad"; }
+
+// Everything one point needs: parameters, engine (the pretraining model or the span model),
+// optimizer and its batches.
 struct Setup {
     const Point& p;
     bool train;
     int max_pred;
     model::ParamTable table;
     AlignedVector<float> params, grads;
-    model::BertPretrainer engine;
-    std::vector<model::Batch> batches;
+    std::unique_ptr<model::BertPretrainer> pretrainer;  // task pretraining
+    std::unique_ptr<model::BertSquad> squad;            // task squad
+    std::vector<model::Batch> batches;                  // task pretraining
+    std::vector<SquadBatch> squad_batches;              // task squad
+    std::string span_labels;
     std::unique_ptr<optim::ParameterUpdater> updater;
     uint64_t micro = 0;
     size_t next_batch = 0;
@@ -71,17 +91,34 @@ struct Setup {
     explicit Setup(const Point& point)
         : p(point),
           train(point.mode == "train"),
-          max_pred(point.max_predictions > 0 ? point.max_predictions
-                                             : default_max_predictions(point.seq_len)),
-          table(point.config, model::Heads::pretraining),
-          engine(table, {point.batch_size, point.seq_len, max_pred, /*forward_only=*/!train},
-                 model::EngineOptions{false, point.dtype}) {
+          max_pred(is_squad(point)                ? 0
+                   : point.max_predictions > 0 ? point.max_predictions
+                                               : default_max_predictions(point.seq_len)),
+          table(point.config, is_squad(point) ? model::Heads::squad : model::Heads::pretraining) {
+        const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
+        const model::EngineOptions opts{false, p.dtype};
+        if (is_squad(p))
+            squad = std::make_unique<model::BertSquad>(table, plan, opts);
+        else
+            pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
         params.resize(table.total_floats());
         table.initialize(params, 42);
-        if (p.data_files.empty()) {
+        const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
+        if (is_squad(p)) {
+            if (p.data_files.empty()) {
+                squad_batches.push_back(synthetic_squad_batch(p.config, p.batch_size, p.seq_len, 7));
+                span_labels = "synthetic";
+            } else {
+                bool has_positions = false;
+                squad_batches = read_squad_batches(
+                    p.data_files, p.seq_len, p.config.vocab_size, p.batch_size,
+                    std::min(needed, 256), p.squad_layout == "padded", p.skip_corrupt_records,
+                    &has_positions);
+                span_labels = has_positions ? "features" : "cls";
+            }
+        } else if (p.data_files.empty()) {
             batches.push_back(synthetic_batch(p.config, p.batch_size, p.seq_len, max_pred, 7));
         } else {
-            const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
             batches = read_batches(p.data_files, p.seq_len, max_pred, p.batch_size,
                                    std::min(needed, 256), p.skip_corrupt_records);
         }
@@ -89,34 +126,69 @@ struct Setup {
             grads.assign(table.total_floats(), 0.0f);
             optim::LrSchedule schedule;
             schedule.num_train_steps = 1'000'000;
-            updater = std::make_unique<optim::ParameterUpdater>(table, optim::OptimizerConfig{},
-                                                                schedule, p.steps_per_update);
+            // pretraining: MLPerf's LAMB; squad: run_squad.py's optimization.py AdamWeightDecay
+            // (both with the global-norm clip 1.0 of their references)
+            const optim::OptimizerConfig oc = is_squad(p) ? optim::OptimizerConfig::adamw_reference()
+                                                          : optim::OptimizerConfig{};
+            if (is_squad(p)) schedule.learning_rate = 5e-5;  // run_squad.py's default
+            updater = std::make_unique<optim::ParameterUpdater>(table, oc, schedule,
+                                                                p.steps_per_update);
         }
     }
+
+    size_t arena_bytes() const { return squad ? squad->arena_bytes() : pretrainer->arena_bytes(); }
 
     // One step; returns the batches it used (for token and FLOP counts).
     void step(std::vector<const model::Batch*>& used) {
         used.clear();
         const int micro_batches = train ? p.steps_per_update : 1;
         for (int k = 0; k < micro_batches; ++k) {
-            const model::Batch& b = batches[next_batch++ % batches.size()];
+            const size_t i = next_batch++;
+            const model::Batch& b = squad ? squad_batches[i % squad_batches.size()].batch
+                                          : batches[i % batches.size()];
             used.push_back(&b);
-            if (train) {
-                engine.forward(params, b, true, 1234, micro);
-                {
-                    BB_PROFILE_SCOPE("zero grads");
-                    optim::fill_zero(grads);
+            if (squad) {
+                const SquadBatch& sb = squad_batches[i % squad_batches.size()];
+                if (train) {
+                    squad->forward(params, b, sb.start_positions, sb.end_positions, true, 1234, micro);
+                } else {
+                    squad->forward(params, b, {}, {}, false, 0, 0);
+                    continue;
                 }
-                engine.backward(grads, params, b);
-                {
-                    BB_PROFILE_SCOPE("clip+accumulate");
-                    if (updater->micro_step(params, grads).applied) engine.weights_changed();
-                }
-                ++micro;
+            } else if (train) {
+                pretrainer->forward(params, b, true, 1234, micro);
             } else {
-                engine.forward(params, b, false, 0, 0);
+                pretrainer->forward(params, b, false, 0, 0);
+                continue;
             }
+            {
+                BB_PROFILE_SCOPE("zero grads");
+                optim::fill_zero(grads);
+            }
+            if (squad) {
+                // The span head's backward (and its loss gradient) runs before the encoder's first
+                // marker, so it is timed under this label.
+                BB_PROFILE_SCOPE("span head bwd");
+                squad->backward(grads, params, b);
+            } else {
+                pretrainer->backward(grads, params, b);
+            }
+            {
+                BB_PROFILE_SCOPE("clip+accumulate");
+                if (updater->micro_step(params, grads).applied) {
+                    if (squad)
+                        squad->weights_changed();
+                    else
+                        pretrainer->weights_changed();
+                }
+            }
+            ++micro;
         }
+    }
+
+    double flops(const model::Batch& b) const {
+        return (squad ? squad_forward_flops(p.config, b) : model::forward_flops(p.config, b)) *
+               (train ? 3.0 : 1.0);
     }
 };
 
@@ -146,7 +218,24 @@ nlohmann::json definitions() {
          "gflops / GEMM ceiling of the point's dtype (fp32: the engine's sgemm, oneDNN; bf16: "
          "the engine's bf16 matmul) on BERT-base linear-layer shapes, 4096 tokens, at the same "
          "thread count"},
-        {"latency_ms_pXX", "nearest-rank percentile of the timed step times"}};
+        {"latency_ms_pXX", "nearest-rank percentile of the timed step times"},
+        {"squad_train_step",
+         "task squad: steps_per_update x (span-model forward with dropout + run_squad.py's loss, "
+         "mean of the start and end cross-entropies + backward + global-norm clip/accumulate) + "
+         "one AdamW update (optimization.py AdamWeightDecayOptimizer, included)"},
+        {"squad_infer_step",
+         "task squad: one forward of the encoder and the span head (start/end logits of every "
+         "computed row), dropout off; latency = one step"},
+        {"squad_gflops",
+         "task squad: the encoder's matmul FLOPs over the rows computed (attention over each "
+         "sequence's keys) plus the span head's 2*N*H*2 (no pooler, no pretraining heads); "
+         "backward = 2x forward"},
+        {"squad_data",
+         "task squad --data: run_squad.py feature TFRecords; squad_layout padded = every "
+         "feature's max_seq_length rows, padding rows as queries over the real keys (run_squad.py's "
+         "computation), real = the input_mask==1 tokens only; span_labels: features (their "
+         "start/end positions), cls (eval features: every target is [CLS], position 0) or "
+         "synthetic"}};
 }
 
 int default_max_predictions(int seq_len) {
@@ -210,6 +299,161 @@ std::vector<model::Batch> read_batches(const std::vector<std::string>& files, in
     return out;
 }
 
+// ---- task squad ----------------------------------------------------------------------------
+
+SquadBatch synthetic_squad_batch(const model::BertConfig& c, int batch_size, int seq_len,
+                                 uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    SquadBatch sb;
+    model::Batch& b = sb.batch;
+    b.batch_size = batch_size;
+    b.seq_offsets.push_back(0);
+    // [CLS] query [SEP] document [SEP], as convert_examples_to_features lays a feature out
+    const int query = std::min(64, std::max(0, seq_len / 4 - 2));
+    const int doc_begin = query + 2, doc_len = std::max(1, seq_len - query - 3);
+    const int32_t cls = std::min(101, c.vocab_size - 1), sep = std::min(102, c.vocab_size - 1);
+    for (int s = 0; s < batch_size; ++s) {
+        for (int t = 0; t < seq_len; ++t) {
+            const bool special = t == 0 || t == query + 1 || t == seq_len - 1;
+            b.input_ids.push_back(special ? (t == 0 ? cls : sep)
+                                          : static_cast<int32_t>(rng() % c.vocab_size));
+            b.segment_ids.push_back(t <= query + 1 || c.type_vocab_size < 2 ? 0 : 1);
+        }
+        b.seq_offsets.push_back(b.seq_offsets.back() + seq_len);
+        const int start = doc_begin + static_cast<int>(rng() % static_cast<uint64_t>(doc_len));
+        const int len = 1 + static_cast<int>(rng() % 30);
+        sb.start_positions.push_back(std::min(start, seq_len - 1));
+        sb.end_positions.push_back(std::min({start + len - 1, doc_begin + doc_len - 1, seq_len - 1}));
+    }
+    return sb;
+}
+
+namespace {
+
+// One FixedLenFeature int64 list of the expected length, or an Error naming the record.
+const std::vector<int64_t>& int_feature(const io::Example& e, const char* name, size_t len,
+                                        const std::string& where) {
+    const io::Feature* f = e.find(name);
+    if (!f)
+        fail("{}: feature {} missing (expected a run_squad.py feature record: unique_ids, "
+             "input_ids, input_mask, segment_ids[, start_positions, end_positions])",
+             where, name);
+    if (f->kind != io::Feature::Kind::int64 || f->ints.size() != len)
+        fail("{}: feature {}: expected {} int64 value(s), got {} {}{}", where, name, len,
+             f->size(),
+             f->kind == io::Feature::Kind::int64   ? "int64"
+             : f->kind == io::Feature::Kind::bytes ? "bytes"
+                                                   : "float",
+             len > 1 ? " (hint: --seq_len must equal the features' max_seq_length)" : "");
+    return f->ints;
+}
+
+}  // namespace
+
+int real_tokens(const model::Batch& b) {
+    if (b.key_lengths.empty()) return b.num_tokens();
+    int n = 0;
+    for (int32_t k : b.key_lengths) n += k;
+    return n;
+}
+
+std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files, int seq_len,
+                                           int vocab_size, int batch_size, int count, bool padded,
+                                           bool skip_corrupt_records, bool* has_positions) {
+    std::vector<SquadBatch> out;
+    bool all_positions = true;
+    const size_t T = static_cast<size_t>(seq_len);
+    SquadBatch cur;
+    const auto start_batch = [&] {
+        cur = SquadBatch{};
+        cur.batch.seq_offsets.push_back(0);
+    };
+    start_batch();
+    std::string payload;
+    std::vector<int32_t> ids32(T), mask32(T), seg32(T);
+    while (static_cast<int>(out.size()) < count) {
+        const size_t before = out.size();
+        for (const std::string& file : files) {
+            io::TfRecordReader reader(file, skip_corrupt_records);
+            while (static_cast<int>(out.size()) < count) {
+                const uint64_t index = reader.index();
+                if (!reader.next(payload)) break;
+                const std::string where = fmt::format("[squad features] {}: record {}", file, index);
+                const io::Example e = io::decode_example(payload, where);
+                int_feature(e, "unique_ids", 1, where);
+                const auto& ids = int_feature(e, "input_ids", T, where);
+                const auto& mask = int_feature(e, "input_mask", T, where);
+                const auto& seg = int_feature(e, "segment_ids", T, where);
+                size_t n = 0;
+                while (n < T && mask[n] == 1) ++n;
+                for (size_t t = n; t < T; ++t)
+                    if (mask[t] != 0)
+                        fail("{}: input_mask[{}] = {}: expected ones then zeros (the real tokens "
+                             "first, as run_squad.py pads)",
+                             where, t, mask[t]);
+                if (n == 0) fail("{}: input_mask: no real token", where);
+                // every position is checked: padding rows are computed in the padded layout
+                for (size_t t = 0; t < T; ++t) {
+                    if (ids[t] < 0 || ids[t] >= vocab_size)
+                        fail("{}: input_ids[{}] = {}: outside the model's vocabulary [0, {}) "
+                             "(hint: --model / --bert_config_file of the vocabulary the features "
+                             "were made with)",
+                             where, t, ids[t], vocab_size);
+                    if (seg[t] != 0 && seg[t] != 1)
+                        fail("{}: segment_ids[{}] = {}: expected 0 or 1", where, t, seg[t]);
+                    ids32[t] = static_cast<int32_t>(ids[t]);
+                    mask32[t] = static_cast<int32_t>(mask[t]);
+                    seg32[t] = static_cast<int32_t>(seg[t]);
+                }
+                if (padded) {
+                    model::append_padded_sequence(cur.batch, ids32, mask32, seg32, where);
+                } else {
+                    cur.batch.input_ids.insert(cur.batch.input_ids.end(), ids32.begin(),
+                                               ids32.begin() + static_cast<long>(n));
+                    cur.batch.segment_ids.insert(cur.batch.segment_ids.end(), seg32.begin(),
+                                                 seg32.begin() + static_cast<long>(n));
+                    cur.batch.seq_offsets.push_back(cur.batch.seq_offsets.back() +
+                                                    static_cast<int32_t>(n));
+                    ++cur.batch.batch_size;
+                }
+                int64_t start = 0, end = 0;
+                if (e.find("start_positions") || e.find("end_positions")) {
+                    start = int_feature(e, "start_positions", 1, where)[0];
+                    end = int_feature(e, "end_positions", 1, where)[0];
+                    if (start < 0 || end < start || end >= static_cast<int64_t>(n))
+                        fail("{}: start_positions {} / end_positions {}: expected 0 <= start <= "
+                             "end < {} (the feature's real tokens)",
+                             where, start, end, n);
+                } else {
+                    all_positions = false;
+                }
+                cur.start_positions.push_back(static_cast<int32_t>(start));
+                cur.end_positions.push_back(static_cast<int32_t>(end));
+                if (cur.batch.batch_size == batch_size) {
+                    out.push_back(std::move(cur));
+                    start_batch();
+                }
+            }
+        }
+        start_batch();  // a partial last batch is dropped; the next pass starts over
+        if (out.size() == before)
+            fail(
+                "--data: the SQuAD feature files hold fewer than --batch_size={} features (hint: "
+                "a smaller --batch_size or more files)",
+                batch_size);
+    }
+    if (has_positions) *has_positions = all_positions;
+    return out;
+}
+
+double squad_forward_flops(const model::BertConfig& c, const model::Batch& b) {
+    BB_CHECK(b.num_predictions() == 0);
+    // model::forward_flops = encoder + pooler/NSP (2·B·H² + 2·B·H·2) + MLM head (0 here): take the
+    // pooler and NSP out, put the span head's 2·N·H·2 in.
+    const double H = c.hidden_size, B = b.batch_size, N = b.num_tokens();
+    return model::forward_flops(c, b) - (2.0 * B * H * H + 2.0 * B * H * 2) + 2.0 * N * H * 2;
+}
+
 PointResult run_point(const Point& p, double ceiling_gflops) {
     check_point(p);
     omp_set_num_threads(p.threads);
@@ -218,7 +462,8 @@ PointResult run_point(const Point& p, double ceiling_gflops) {
 
     PointResult r;
     r.point = p;
-    r.arena_mb = static_cast<double>(s.engine.arena_bytes()) / (1 << 20);
+    r.arena_mb = static_cast<double>(s.arena_bytes()) / (1 << 20);
+    r.span_labels = s.span_labels;
     std::vector<const model::Batch*> used;
     double seqs = 0, real = 0, padded = 0, flops = 0, timed_ms = 0;
     for (int k = 0; k < p.warmup || static_cast<int>(r.step_ms.size()) < p.steps ||
@@ -232,9 +477,9 @@ PointResult run_point(const Point& p, double ceiling_gflops) {
         timed_ms += dt;
         for (const model::Batch* b : used) {
             seqs += b->batch_size;
-            real += b->num_tokens();
+            real += real_tokens(*b);
             padded += static_cast<double>(p.batch_size) * p.seq_len;
-            flops += model::forward_flops(p.config, *b) * (s.train ? 3.0 : 1.0);
+            flops += s.flops(*b);
         }
     }
     std::vector<double> sorted = r.step_ms;
@@ -269,7 +514,7 @@ std::string data_kind(const std::vector<std::string>& files) {
 }  // namespace
 
 nlohmann::json PointResult::to_json() const {
-    return {{"mode", point.mode},
+    nlohmann::json j = {{"mode", point.mode},
             {"model", point.model},
             {"seq_len", point.seq_len},
             {"batch_size", point.batch_size},
@@ -297,7 +542,14 @@ nlohmann::json PointResult::to_json() const {
             {"mfu", mfu},
             {"optimizer_included", point.mode == "train"},
             {"arena_mb", arena_mb},
-            {"peak_rss_mb", peak_rss_mb}};
+            {"peak_rss_mb", peak_rss_mb},
+            {"task", point.task}};
+    if (point.task == "squad") {
+        j["optimizer"] = point.mode == "train" ? "adamw" : "none";
+        j["span_labels"] = span_labels;
+        j["squad_layout"] = point.data_files.empty() ? "full" : point.squad_layout;
+    }
+    return j;
 }
 
 // ---- profile ------------------------------------------------------------------------------
@@ -316,10 +568,10 @@ Cost op_cost(const std::string& op, const model::BertConfig& c, const model::Bat
     const double N = b.num_tokens(), H = c.hidden_size, I = c.intermediate_size,
                  L = c.num_hidden_layers, V = c.vocab_size, B = b.batch_size,
                  P = b.num_predictions(), A = c.num_attention_heads;
-    double t2 = 0;
+    double t2 = 0;  // Σ_b T_b·K_b (K_b = T_b without key_lengths)
     for (int s = 0; s < b.batch_size; ++s) {
         const double t = b.seq_offsets[s + 1] - b.seq_offsets[s];
-        t2 += t * t;
+        t2 += t * (b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(s)]);
     }
     const bool bwd = op.ends_with(" bwd");
     const double k = bwd ? 2.0 : 1.0;
@@ -338,6 +590,7 @@ Cost op_cost(const std::string& op, const model::BertConfig& c, const model::Bat
     if (base == "dropout+residual") return {k * 2 * 2 * L * N * H, k * 13 * 2 * L * N * H};
     if (base == "embeddings") return {k * 10 * N * H, k * 4 * 8 * N * H};
     if (base == "pooler+nsp") return gemm(B, H, H, 1);
+    if (base == "span head") return gemm(N, 2, H, 1);  // task squad (its loss is not counted)
     if (base == "mlm transform") return gemm(P, H, H, 1);
     if (base == "loss") return {k * 4 * P * V, k * 4 * P * V};
     if (op.starts_with("optimizer")) return {20 * n_params, 4 * 10 * n_params};

@@ -1,10 +1,12 @@
-// The engine benchmark: one (mode, model, seq_len, batch, threads, steps_per_update) point run on
-// synthetic full-length batches, or (--data) on the real unpadded sequences of MLPerf-schema
-// TFRecords read in fixed order and cycled; warm-up steps excluded, then `steps` timed steps.
-// A training step = steps_per_update x (forward + backward + clip/accumulate) + one LAMB update.
-// An inference step = one forward of the pretraining model (dropout off, MLM at gathered
-// positions). Definitions of every reported figure: docs/benchmark.md (and kDefinitions, embedded
-// in reports).
+// The engine benchmark: one (task, mode, model, seq_len, batch, threads, steps_per_update) point
+// run on synthetic full-length batches, or (--data) on the real unpadded sequences of
+// MLPerf-schema TFRecords (task pretraining) or run_squad.py feature TFRecords (task squad), read
+// in fixed order and cycled; warm-up steps excluded, then `steps` timed steps.
+// pretraining: a training step = steps_per_update x (forward + backward + clip/accumulate) + one
+// LAMB update; an inference step = one forward of the pretraining model (dropout off, MLM at
+// gathered positions). squad: the span model (encoder + cls/squad dense H->2); training = the same
+// with run_squad.py's loss and optimization.py's AdamW; inference = encoder + span head forward.
+// Definitions of every reported figure: docs/benchmark.md (and definitions(), embedded in reports).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,12 @@ struct Point {
     bool skip_corrupt_records = false;    // --data: skip TFRecord records failing their CRC
     double min_time_s = 0;  // keep timing past `steps` until the timed steps add up to this
     ops::Precision dtype = ops::Precision::fp32;  // the engine's GEMM precision
+    std::string task = "pretraining";             // "pretraining" | "squad"
+    // task squad, --data: "padded" = run_squad.py's computation (every feature's max_seq_length
+    // rows; padding rows are queries over the real keys, model::append_padded_sequence), "real" =
+    // the real tokens only (padding not computed; the same logits at real positions, but a
+    // training loss whose softmax spans the real tokens only)
+    std::string squad_layout = "padded";
 };
 
 struct PointResult {
@@ -48,6 +56,9 @@ struct PointResult {
     double mfu = 0;                       // gflops / ceiling_gflops
     double peak_rss_mb = 0;
     double arena_mb = 0;
+    // task squad: where the training targets came from ("synthetic", "features", or "cls" when
+    // the --data features carry no positions, i.e. eval features: every target is [CLS])
+    std::string span_labels;
     nlohmann::json to_json() const;
 };
 
@@ -66,6 +77,40 @@ model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq
 std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
                                        int max_predictions, int batch_size, int count,
                                        bool skip_corrupt_records = false);
+
+// ---- task squad ----
+// One SQuAD batch: the packed real tokens and, per sequence, the within-sequence start/end token
+// positions run_squad.py's loss reads (B each).
+struct SquadBatch {
+    model::Batch batch;  // masked_* and next_sentence_labels empty
+    std::vector<int32_t> start_positions, end_positions;  // (B) each
+};
+// B full-length sequences of seq_len tokens (every token real): [CLS], a query of
+// min(64, seq_len/4) random ids (segment 0), [SEP], a random-id document (segment 1), [SEP]; an
+// answer span of up to 30 tokens inside the document; deterministic by seed.
+SquadBatch synthetic_squad_batch(const model::BertConfig& c, int batch_size, int seq_len,
+                                 uint64_t seed);
+// `count` full batches of run_squad.py feature TFRecords (FeatureWriter's Examples: unique_ids,
+// input_ids, input_mask, segment_ids[, start_positions, end_positions, is_impossible]; eval.tf_record
+// or train.tf_record) in file order, cycled. A feature's real tokens are the leading
+// input_mask == 1 positions; padded: each feature becomes all its seq_len rows with
+// key_lengths = its real tokens (model::append_padded_sequence, the reference's computation);
+// otherwise only its real tokens (padding dropped, not computed). Features without start/end
+// positions (eval features) get 0 / 0, the [CLS] target run_squad.py gives out-of-span windows;
+// *has_positions (when non-null) says whether every feature read carried them. Errors name the
+// file and record: a feature missing or of the wrong length (--seq_len must equal the features'
+// max_seq_length), an input_mask that is not ones then zeros, an id outside [0, vocab_size), a
+// position outside the real tokens; fewer than batch_size features.
+std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files, int seq_len,
+                                           int vocab_size, int batch_size, int count,
+                                           bool padded, bool skip_corrupt_records = false,
+                                           bool* has_positions = nullptr);
+// Real tokens of a batch: Σ key_lengths for a padded-query batch, else all its tokens.
+int real_tokens(const model::Batch& b);
+// Matmul FLOPs of one span-model forward: the encoder's (as model::forward_flops: 2·N·(4H² + 2HI)
+// + 4·Σ_b T_b·K_b·H per layer, N = every computed row, K_b = key_lengths[b] or T_b) plus the span
+// head's 2·N·H·2; no pooler, no pretraining heads.
+double squad_forward_flops(const model::BertConfig& c, const model::Batch& b);
 
 // Runs one point. ceiling_gflops > 0 fills mfu.
 PointResult run_point(const Point& p, double ceiling_gflops = 0);

@@ -1,5 +1,6 @@
 // `bertbench bench`: throughput, latency and model-FLOP utilisation of BERT training and inference
-// on synthetic full-length batches or real unpadded TFRecord batches (--data); a per-op profile
+// (--task=pretraining: the pretraining model; --task=squad: the SQuAD span model) on synthetic
+// full-length batches or real unpadded TFRecord batches (--data); a per-op profile
 // (--profile); the machine's GEMM/FMA ceilings (--mode=gemm). Every axis takes a comma list; the
 // points of the cartesian product run one after another; an impossible point is reported and
 // skipped. Reports: table/md/csv/json on stdout, PerfZero-style JSON, SVG plots. docs/benchmark.md.
@@ -98,6 +99,7 @@ int cmd_bench(int argc, char** argv) {
     std::string mode = "train", model_list = "base", config_file, json_path, format = "table";
     std::string seq_lens = "128", batch_sizes = "8", thread_list, spu_list = "1", data;
     std::string plot_path, profile_svg_path = "bench_profile.svg", md_path, dtype_list = "fp32";
+    std::string task = "pretraining", squad_layout = "padded";
     int warmup = 2, steps = 10, gemm_tokens = 4096, gemm_reps = 5, max_predictions = 0;
     int ceiling_reps = 3, profile_steps = 3;
     double ceiling_gflops = 0, min_time = 0;
@@ -108,10 +110,19 @@ int cmd_bench(int argc, char** argv) {
         "real unpadded ones, --data), or (--mode=gemm) this machine's FMA and sgemm "
         "ceilings. Comma lists sweep an axis.\n"
         "Definitions: a training step is steps_per_update x (forward + backward + global-norm "
-        "clip) plus one LAMB update (included); an inference step is one forward (dropout "
-        "off). Warm-up steps are excluded; times are medians of the timed steps. gflops "
+        "clip) plus one LAMB update (included; --task=squad: AdamW); an inference step is one "
+        "forward (dropout off). Warm-up steps are excluded; times are medians of the timed steps. gflops "
         "counts matmul FLOPs of real tokens (2 per multiply-add; backward = 2x forward); MFU "
         "= gflops / sgemm ceiling at the same thread count. docs/benchmark.md.");
+    flags.add("task", &task,
+              "pretraining | squad. pretraining: the pretraining model (MLM + NSP heads), LAMB. "
+              "squad: the SQuAD span model (encoder + cls/squad dense H->2; run_squad.py's loss), "
+              "training with optimization.py's AdamW, inference = encoder + span head; --data "
+              "takes run_squad.py feature TFRecords (eval.tf_record / train.tf_record)");
+    flags.add("squad_layout", &squad_layout,
+              "--task=squad --data: padded = run_squad.py's computation (each feature's "
+              "max_seq_length rows; padding rows are queries over the real keys) | real = the "
+              "real tokens only (padding not computed)");
     flags.add("mode", &mode, "train | infer | gemm (comma list)");
     flags.add("dtype", &dtype_list,
               "GEMM precision(s): fp32 | bf16 (comma list; bf16 = bf16 operands, fp32 "
@@ -133,9 +144,9 @@ int cmd_bench(int argc, char** argv) {
               "seconds: keep timing steps past --steps until the timed steps add up to this (a "
               "median of a few 50 ms steps moves with every hiccup of a shared host)");
     flags.add("data", &data,
-              "glob(s) of MLPerf-schema pretraining TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): "
-              "run on their real unpadded sequences (fixed order, cycled) instead of synthetic "
-              "batches");
+              "glob(s) of MLPerf-schema pretraining TFRecords or NVIDIA HDF5 shards (.hdf5/.h5); "
+              "with --task=squad, run_squad.py feature TFRecords: run on their real unpadded "
+              "sequences (fixed order, cycled) instead of synthetic batches");
     bool skip_corrupt_records = false;
     flags.add("skip_corrupt_records", &skip_corrupt_records,
               "--data: skip TFRecord records whose length or CRC does not match instead of "
@@ -185,6 +196,13 @@ int cmd_bench(int argc, char** argv) {
     if (profile_steps < 1) fail("--profile_steps: expected >= 1, got {}", profile_steps);
     if (ceiling_gflops < 0) fail("--ceiling_gflops: expected >= 0, got {}", ceiling_gflops);
     if (max_predictions < 0) fail("--max_predictions: expected >= 0, got {}", max_predictions);
+    if (task != "pretraining" && task != "squad")
+        fail("--task: expected pretraining or squad, got \"{}\"", task);
+    if (squad_layout != "padded" && squad_layout != "real")
+        fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
+    if (task == "squad" && max_predictions > 0)
+        log::warn("--max_predictions={} has no effect with --task=squad (no MLM head)",
+                  max_predictions);
     const bench::Format fmt_out = bench::parse_format(format);
     if (thread_list.empty()) thread_list = std::to_string(sysinfo::cpus_available());
     const std::vector<std::string> data_files =
@@ -281,7 +299,7 @@ int cmd_bench(int argc, char** argv) {
                             bench::Point p{
                                 m,     name,       config,         seq, b, t, spu, warmup,
                                 steps, data_files, max_predictions, skip_corrupt_records,
-                                min_time, d};
+                                min_time, d, task, squad_layout};
                             try {
                                 const double ceil =
                                     t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;
@@ -325,14 +343,15 @@ int cmd_bench(int argc, char** argv) {
                             } catch (const Error& e) {
                                 if (comm.size() > 1) throw;  // the other ranks wait for this one
                                 ++failed;
-                                log::warn("skipping point {} {} seq {} batch {} threads {}: {}", m,
-                                          name, seq, b, t, e.what());
+                                log::warn("skipping point {}{} {} seq {} batch {} threads {}: {}",
+                                          task == "squad" ? "squad " : "", m, name, seq, b, t,
+                                          e.what());
                             } catch (const std::bad_alloc&) {
                                 ++failed;
                                 log::warn(
-                                    "skipping point {} {} seq {} batch {} threads {}: out of "
+                                    "skipping point {}{} {} seq {} batch {} threads {}: out of "
                                     "memory",
-                                    m, name, seq, b, t);
+                                    task == "squad" ? "squad " : "", m, name, seq, b, t);
                             }
                         }
     }

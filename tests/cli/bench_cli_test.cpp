@@ -195,3 +195,139 @@ TEST(BenchCli, MfuAboveOneIsExplained) {
 
 }  // namespace
 }  // namespace bertbench
+
+// ---- bench --task=squad ----------------------------------------------------------------------
+
+namespace bertbench {
+namespace {
+
+// Tiny's span model: encoder + span head matmul FLOPs of B full sequences of T tokens (two per
+// multiply-add: per layer 4·N·H² + 2·N·H·I + 2·B·T²·H, the head N·H·2).
+double tiny_squad_flops(int B, int T) {
+    const double L = 2, H = 128, I = 512, N = static_cast<double>(B) * T;
+    return 2 * (L * (4 * N * H * H + 2 * N * H * I + 2.0 * B * T * T * H) + N * H * 2);
+}
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+}
+
+TEST(BenchCli, SquadSweepWritesJson) {
+    const std::string json = ::testing::TempDir() + "/bench_squad.json";
+    const auto r = testing::run_bertbench(
+        "bench --task=squad --mode=train,infer --model=tiny --seq_len=48 --batch_size=1,2 "
+        "--threads=1 --warmup=1 --steps=2 --ceiling_gflops=50 --format=md --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("**SQuAD training** (sequences/s"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("**SQuAD inference** (sequences/s"), std::string::npos) << r.out;
+    const auto j = read_json(json);
+    ASSERT_EQ(j["points"].size(), 4u);
+    for (const auto& p : j["points"]) {
+        EXPECT_EQ(p["task"], "squad");
+        EXPECT_EQ(p["data"], "synthetic");
+        EXPECT_GT(p["sequences_per_second"].get<double>(), 0);
+        const int b = p["batch_size"];
+        const bool train = p["mode"] == "train";
+        EXPECT_EQ(p["optimizer_included"], train);
+        EXPECT_EQ(p["optimizer"], train ? "adamw" : "none");
+        const double flops = p["gflops"].get<double>() * 1e9 * p["step_ms_median"].get<double>() / 1e3;
+        const double want = tiny_squad_flops(b, 48) * (train ? 3 : 1);
+        EXPECT_NEAR(flops, want, 1e-9 * want) << p.dump();
+        EXPECT_NEAR(p["mfu"].get<double>(), p["gflops"].get<double>() / 50, 1e-9);
+    }
+    // PerfZero metric names say the task; pretraining names stay as they were
+    EXPECT_EQ(j["benchmark_result"]["metrics"][0]["name"].get<std::string>().rfind(
+                  "squad/train/tiny/seq48/b1/t1/spu1/", 0),
+              0u)
+        << j["benchmark_result"]["metrics"][0];
+    EXPECT_TRUE(j["definitions"].contains("squad_train_step"));
+}
+
+// --data with run_squad.py's eval features (the golden set, max_seq_length 384): by default the
+// reference's padded layout (real tokens counted as such: fewer than the padded rows), [CLS]
+// targets for training (eval features carry no positions); with the train features, their own
+// positions; --squad_layout=real computes the real tokens only. The profile names the span head's
+// backward.
+TEST(BenchCli, SquadDataUsesRealTokensOfFeatures) {
+    const std::string dir = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/squad_pipeline/";
+    const std::string json = ::testing::TempDir() + "/bench_squad_data.json";
+    const std::string svg = ::testing::TempDir() + "/bench_squad_profile.svg";
+    auto r = testing::run_bertbench(
+        "bench --task=squad --mode=train,infer --model=tiny --seq_len=384 --batch_size=2 "
+        "--threads=1 --warmup=1 --steps=2 --ceiling_gflops=50 --data=" + dir +
+        "features_384_eval.tf_record --profile --profile_steps=1 --profile_svg=" + svg +
+        " --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("profile: squad train tiny seq 384 batch 2"), std::string::npos) << r.out;
+    auto j = read_json(json);
+    ASSERT_EQ(j["points"].size(), 2u);
+    for (const auto& p : j["points"]) {
+        EXPECT_EQ(p["data"], "tfrecord");
+        EXPECT_EQ(p["span_labels"], "cls");
+        EXPECT_EQ(p["squad_layout"], "padded");
+        EXPECT_GT(p["tokens_per_second"].get<double>(), 0);
+        EXPECT_LT(p["tokens_per_second"].get<double>(), p["padded_tokens_per_second"].get<double>());
+    }
+    bool span_bwd = false;
+    for (const auto& op : j["profiles"][0]["ops"]) span_bwd |= op["op"] == "span head bwd";
+    EXPECT_TRUE(span_bwd) << j["profiles"][0].dump();
+    r = testing::run_bertbench(
+        "bench --task=squad --mode=train --model=tiny --seq_len=384 --batch_size=2 --threads=1 "
+        "--warmup=0 --steps=1 --noceiling --squad_layout=real --data=" + dir +
+        "features_384_train.tf_record --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    j = read_json(json);
+    EXPECT_EQ(j["points"][0]["span_labels"], "features");
+    EXPECT_EQ(j["points"][0]["squad_layout"], "real");
+    EXPECT_LT(j["points"][0]["real_token_fraction"].get<double>(), 1.0);
+    // features of another max_seq_length: the point is skipped with the record named
+    r = testing::run_bertbench(
+        "bench --task=squad --mode=infer --model=tiny --seq_len=128 --batch_size=2 --threads=1 "
+        "--noceiling --data=" + dir + "features_384_eval.tf_record");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("record 0: feature input_ids: expected 128 int64 value(s), got 384"),
+              std::string::npos)
+        << r.out;
+}
+
+TEST(BenchCli, BadTaskIsOneLineError) {
+    const auto r = testing::run_bertbench("bench --task=squat --model=tiny");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--task: expected pretraining or squad, got \"squat\""), std::string::npos)
+        << r.out;
+    size_t lines = 0;
+    for (char ch : r.out) lines += ch == '\n';
+    EXPECT_EQ(lines, 1u) << r.out;
+    const auto l = testing::run_bertbench("bench --task=squad --squad_layout=dense --model=tiny");
+    EXPECT_EQ(l.exit_code, 1);
+    EXPECT_NE(l.out.find("--squad_layout: expected padded or real, got \"dense\""),
+              std::string::npos)
+        << l.out;
+}
+
+// The PyTorch peer runs the same SQuAD points and counts the same FLOPs (skipped without torch).
+TEST(BenchCli, TorchPeerSquadRunsOnTiny) {
+    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "peer check skipped: torch not importable by /usr/bin/python3";
+    const std::string json = ::testing::TempDir() + "/torch_squad.json";
+    const std::string cmd = std::string("/usr/bin/python3 ") + std::getenv("BB_SOURCE_DIR") +
+                            "/bench/peer/torch_bench.py --task=squad --mode=train,infer "
+                            "--model=tiny --seq_len=32 --batch_size=2 --threads=1 --warmup=1 "
+                            "--steps=1 --dtype=fp32 --json=" + json + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const auto j = read_json(json);
+    ASSERT_EQ(j["points"].size(), 2u);
+    for (const auto& p : j["points"]) {
+        EXPECT_EQ(p["task"], "squad");
+        EXPECT_GT(p["sequences_per_second"].get<double>(), 0);
+        const bool train = p["mode"] == "train";
+        EXPECT_EQ(p["optimizer"], train ? "adamw" : "none");
+        const double flops = p["gflops"].get<double>() * 1e9 * p["step_ms_median"].get<double>() / 1e3;
+        const double want = tiny_squad_flops(2, 32) * (train ? 3 : 1);
+        EXPECT_NEAR(flops, want, 1e-6 * want) << p.dump();
+    }
+}
+
+}  // namespace
+}  // namespace bertbench
