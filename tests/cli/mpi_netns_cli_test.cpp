@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/mpi_test_util.hpp"
@@ -87,6 +88,31 @@ TEST(MpiNetns, PrepareOnTwoHostsWritesTheSameBytesAsOneProcess) {
         ASSERT_EQ(got.count(name), 1u) << name;
         EXPECT_TRUE(got.at(name) == bytes) << name << " differs";
     }
+}
+
+// The data-parallel training step (forward, backward with the bucketed all-reduce overlapped,
+// LAMB) with its gradients averaged over TCP between the two hosts: `bench` under mpirun reports
+// once (rank 0), for 2 ranks, with the bytes it all-reduced.
+TEST(MpiNetns, BenchTrainsDataParallelAcrossTwoHosts) {
+    SKIP_WITHOUT_NETNS();
+    const auto r = run_shell(testing::mpirun_netns(2) + testing::bertbench_path() +
+                             " bench --model=tiny --mode=train --seq_len=32 --threads=1 --steps=3"
+                             " --warmup=1 --ceiling=false --format=json --bucket_mb=0.05 --batch_size=4");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    expect_torn_down(r.out);
+    // The JSON array: from a line "[" to a line "]" (warnings on stderr, which may follow it,
+    // contain "[   2.39s]").
+    const size_t b = r.out.find("[\n");
+    const size_t e = b == std::string::npos ? b : r.out.find("\n]", b);
+    ASSERT_TRUE(b != std::string::npos && e != std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(b, e + 2 - b), nullptr, false);
+    ASSERT_TRUE(j.is_array() && j.size() == 1) << "one report (rank 0's):\n" << r.out;
+    const auto& m = j[0]["mpi"];
+    ASSERT_TRUE(m.is_object()) << j.dump(1);
+    EXPECT_EQ(m["ranks"], 2);
+    EXPECT_EQ(m["batch_size_per_rank"], 2);
+    // BERT-tiny's gradient, 4 bytes per float (4.4 M parameters), every step
+    EXPECT_GT(m["allreduce_bytes_per_step"].get<double>(), 4.0 * 4e6);
 }
 
 }  // namespace
