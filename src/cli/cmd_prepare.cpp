@@ -109,6 +109,9 @@ int cmd_prepare(int argc, char** argv) {
         const auto s = data::run_shards(
             mine, vocab, cfg, jobs, overwrite,
             comm.is_root() ? fmt::format("prepare: rank 0 of {}", comm.size()) : std::string());
+        // A rank done early sleeps while it waits: a blocking collective would spin on a core
+        // that ranks still working on this node need.
+        dist::idle_barrier(comm);
         const int64_t skipped = comm.sum(static_cast<int64_t>(s.skipped));
         const int64_t instances = comm.sum(static_cast<int64_t>(s.instances));
         const int64_t bytes_in = comm.sum(static_cast<int64_t>(s.bytes_in));
