@@ -1,29 +1,36 @@
-// `bertbench squad`: google-research/bert run_squad.py's command line. This build makes the
-// features (train.tf_record / eval.tf_record in --output_dir, byte-identical to the reference's,
-// written atomically before any model work), and decodes predictions from raw logits
-// (--raw_results, the format of raw_results.jsonl) into predictions.json, nbest_predictions.json
-// (+ null_odds.json for SQuAD 2.0) and, when the predict file has answers, the official metric
-// (eval_results.json). Fine-tuning and prediction with the model are not in this build yet: they
-// stop with a one-line error before anything is written.
+// `bertbench squad`: google-research/bert run_squad.py's command line. Writes the features first
+// (train.tf_record / eval.tf_record in --output_dir, byte-identical to the reference's, atomically),
+// then fine-tunes (--do_train: the span model on the one training loop, checkpoints, logs, resume)
+// and predicts (--do_predict: raw_results.jsonl, predictions.json, nbest_predictions.json
+// (+ null_odds.json for SQuAD 2.0), and the official metric in eval_results.json when the predict
+// file has answers). --raw_results decodes another run's logits without a model.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "cli/commands.hpp"
+#include "cli/precision_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/py_json.hpp"
 #include "core/pyrandom.hpp"
+#include "core/stats.hpp"
+#include "core/sysinfo.hpp"
 #include "data/squad.hpp"
 #include "data/vocab.hpp"
 #include "io/tfrecord.hpp"
 #include "model/config.hpp"
 #include "train/squad_metric.hpp"
+#include "train/loop.hpp"
 #include "train/squad_predict.hpp"
+#include "train/squad_train.hpp"
 
 namespace bertbench::cli {
 namespace {
@@ -32,7 +39,7 @@ namespace fs = std::filesystem;
 
 struct Options {
     std::string vocab_file, bert_config_file, init_checkpoint, train_file, predict_file, output_dir;
-    std::string raw_results;
+    std::string raw_results, model;
     bool do_lower_case = true, do_train = false, do_predict = false, verbose_logging = false;
     bool version_2_with_negative = false, features_only = false;
     int max_seq_length = 384, doc_stride = 128, max_query_length = 64;
@@ -41,6 +48,9 @@ struct Options {
     int64_t seed = 12345;
     double learning_rate = 5e-5, num_train_epochs = 3.0, warmup_proportion = 0.1;
     double null_score_diff_threshold = 0.0;
+    int threads = 0, keep_checkpoint_max = 5;
+    bool allow_changed_flags = false;
+    PrecisionFlags precision;
 };
 
 std::vector<data::SquadExample> read_examples(const std::string& path, bool training, const Options& o) {
@@ -76,34 +86,40 @@ bool has_answers(const nlohmann::json& doc) {
 int cmd_squad(int argc, char** argv) {
     Options o;
     Flags flags("squad",
-                "SQuAD v1.1/v2.0 with run_squad.py's flags. This build writes the reference's feature "
-                "files (train.tf_record, eval.tf_record; byte-identical) and decodes predictions from raw "
-                "logits (--raw_results) into predictions.json / nbest_predictions.json (+ null_odds.json), "
-                "scored with the official metric into eval_results.json when the predict file has answers. "
-                "Fine-tuning (--do_train) and prediction with a model are not yet supported.");
+                "SQuAD v1.1/v2.0 with run_squad.py's flags: writes the reference's feature files "
+                "(train.tf_record, eval.tf_record; byte-identical), fine-tunes the span model "
+                "(--do_train) and predicts (--do_predict) into raw_results.jsonl, predictions.json, "
+                "nbest_predictions.json (+ null_odds.json), scored with the official metric into "
+                "eval_results.json when the predict file has answers. docs/squad.md.");
     flags.add("vocab_file", &o.vocab_file, "WordPiece vocabulary (vocab.txt); required");
     flags.add("bert_config_file", &o.bert_config_file,
-              "bert_config.json; when given, --max_seq_length is checked against max_position_embeddings");
-    flags.add("init_checkpoint", &o.init_checkpoint, "checkpoint to fine-tune or predict with (not used yet)");
+              "bert_config.json (default: the config saved in --init_checkpoint, when it has one)");
+    flags.add("model", &o.model, "a preset instead of --bert_config_file: tiny, mini, small, medium, "
+              "base, large (not in run_squad.py)");
+    flags.add("init_checkpoint", &o.init_checkpoint,
+              "weights to fine-tune (pretrained: bertbench, Hugging Face or TF checkpoint) or, "
+              "without --do_train, a fine-tuned checkpoint to predict with");
     flags.add("do_lower_case", &o.do_lower_case, "lower-case and strip accents (uncased models)");
     flags.add("do_train", &o.do_train, "fine-tune on --train_file (writes train.tf_record first)");
     flags.add("train_file", &o.train_file, "SQuAD JSON for training, e.g. train-v1.1.json");
     flags.add("do_predict", &o.do_predict, "predict on --predict_file (writes eval.tf_record first)");
     flags.add("predict_file", &o.predict_file, "SQuAD JSON for predictions, e.g. dev-v1.1.json");
-    flags.add("output_dir", &o.output_dir, "directory for tf_records, predictions and results; required");
+    flags.add("output_dir", &o.output_dir, "directory for tf_records, checkpoints, logs, predictions; required");
     flags.add("max_seq_length", &o.max_seq_length, "tokens per window (question + document + 3)");
     flags.add("doc_stride", &o.doc_stride, "tokens between the starts of consecutive document windows");
     flags.add("max_query_length", &o.max_query_length, "question WordPieces kept (the rest is cut)");
-    flags.add("train_batch_size", &o.train_batch_size, "sequences per training step (training: not yet)");
-    flags.add("predict_batch_size", &o.predict_batch_size, "sequences per prediction batch (model: not yet)");
-    flags.add("learning_rate", &o.learning_rate, "peak Adam learning rate (training: not yet)");
-    flags.add("num_train_epochs", &o.num_train_epochs, "epochs over the training features (training: not yet)");
-    flags.add("warmup_proportion", &o.warmup_proportion, "fraction of steps with linear warm-up (training: not yet)");
-    flags.add("save_checkpoints_steps", &o.save_checkpoints_steps, "steps between checkpoints (training: not yet)");
+    flags.add("train_batch_size", &o.train_batch_size, "sequences per training step");
+    flags.add("predict_batch_size", &o.predict_batch_size, "sequences per prediction batch");
+    flags.add("learning_rate", &o.learning_rate, "peak AdamWeightDecay learning rate");
+    flags.add("num_train_epochs", &o.num_train_epochs,
+              "epochs: steps = int(examples / train_batch_size * epochs), as run_squad.py counts them");
+    flags.add("warmup_proportion", &o.warmup_proportion, "fraction of the steps with linear warm-up");
+    flags.add("save_checkpoints_steps", &o.save_checkpoints_steps, "steps between checkpoints");
+    flags.add("keep_checkpoint_max", &o.keep_checkpoint_max, "checkpoints kept (0 = all)");
     flags.add("n_best_size", &o.n_best_size, "candidates per question in nbest_predictions.json");
     flags.add("max_answer_length", &o.max_answer_length, "longest answer in WordPieces");
     flags.add("verbose_logging", &o.verbose_logging, "log get_final_text's fallbacks while decoding");
-    flags.add("seed", &o.seed, "random seed for the span head and dropout (training: not yet)");
+    flags.add("seed", &o.seed, "random seed: span head initialisation, dropout, data order");
     flags.add("version_2_with_negative", &o.version_2_with_negative,
               "SQuAD 2.0: questions may have no answer (is_impossible); writes null_odds.json");
     flags.add("null_score_diff_threshold", &o.null_score_diff_threshold,
@@ -113,9 +129,13 @@ int cmd_squad(int argc, char** argv) {
               "start_logits, end_logits) instead of running a model (not in run_squad.py)");
     flags.add("features_only", &o.features_only,
               "write train.tf_record / eval.tf_record and stop (not in run_squad.py)");
+    flags.add("threads", &o.threads, "compute threads (0 = every available CPU)");
+    flags.add("allow_changed_flags", &o.allow_changed_flags,
+              "resume with changed hyper-parameters (recorded in changed_flags.jsonl)");
+    o.precision.add(flags, true);
     if (!flags.parse(argc, argv)) return 0;
 
-    // validate_flags_or_throw, then this build's limits, all before anything is written.
+    // validate_flags_or_throw, then everything else that can be checked, before anything is written.
     if (o.vocab_file.empty()) fail("--vocab_file: required (the WordPiece vocabulary, vocab.txt)");
     if (o.output_dir.empty()) fail("--output_dir: required");
     if (!o.do_train && !o.do_predict) fail("at least one of --do_train or --do_predict must be given");
@@ -134,20 +154,37 @@ int cmd_squad(int argc, char** argv) {
     if (o.n_best_size < 1 || o.max_answer_length < 1)
         fail("--n_best_size={} / --max_answer_length={}: expected positive values", o.n_best_size,
              o.max_answer_length);
-    if (o.do_train && !o.features_only)
-        fail("--do_train: fine-tuning is not yet supported in this build (hint: --features_only writes "
-             "train.tf_record and stops)");
-    if (o.do_predict && !o.features_only && o.raw_results.empty())
-        fail("--do_predict: prediction with a model is not yet supported in this build (hint: "
-             "--raw_results=FILE decodes logits from a file; --features_only writes eval.tf_record)");
+    if (o.train_batch_size < 1) fail("--train_batch_size={}: expected >= 1", o.train_batch_size);
+    if (o.predict_batch_size < 1) fail("--predict_batch_size={}: expected >= 1", o.predict_batch_size);
     if (!o.raw_results.empty() && !o.do_predict) fail("--raw_results needs --do_predict and --predict_file");
+    const bool train_model = o.do_train && !o.features_only;
+    const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
+    if (predict_model && !o.do_train && o.init_checkpoint.empty())
+        fail("--do_predict: expected --init_checkpoint with a fine-tuned SQuAD checkpoint (or --do_train "
+             "to fine-tune first, or --raw_results=FILE to decode logits), got none");
+    const ops::Precision precision = o.precision.precision();
+    const int cpus = sysinfo::cpus_available();
+    if (o.threads < 0 || o.threads > cpus)
+        fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
+    omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
+    if (train_model)  // the model config, before the features are made (fails in seconds)
+        train::resolve_config(o.bert_config_file, o.model, train::latest_checkpoint(o.output_dir),
+                              o.init_checkpoint);
+    // Predicting with a given checkpoint: load it now, so a checkpoint without the span head
+    // stops the command before any work.
+    std::optional<train::SquadModel> model;
+    if (predict_model && !o.do_train)
+        model = train::load_squad_model(o.init_checkpoint, "--init_checkpoint", o.bert_config_file,
+                                        o.model, o.max_seq_length);
 
-    log::info("config: {}", flags.to_json().dump());
+    const nlohmann::json flags_json = flags.to_json();
+    log::info("config: {}", flags_json.dump());
     const data::Vocab vocab = data::Vocab::load(o.vocab_file);
     data::FullTokenizer tokenizer(vocab, o.do_lower_case);
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);
     if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());
+    const fs::path dir(o.output_dir);
 
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
@@ -158,12 +195,41 @@ int cmd_squad(int argc, char** argv) {
         data::convert_examples_to_features(train_examples, tokenizer,
                                            {o.max_seq_length, o.doc_stride, o.max_query_length, true},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
-        const std::string path = (fs::path(o.output_dir) / "train.tf_record").string();
+        const std::string path = (dir / "train.tf_record").string();
         write_features(path, features, true);
         log::info("***** Running training *****");
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
+        log::info("  Batch size = {}", o.train_batch_size);
+        log::info("  Num steps = {}", train::squad_train_steps(static_cast<int64_t>(train_examples.size()),
+                                                              o.train_batch_size, o.num_train_epochs));
         log::info("wrote {}", path);
+        if (train_model) {
+            train::SquadTrainOptions t;
+            t.bert_config_file = o.bert_config_file;
+            t.model = o.model;
+            t.init_checkpoint = o.init_checkpoint;
+            t.output_dir = o.output_dir;
+            t.inputs = {o.vocab_file, o.train_file};
+            if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
+            t.max_seq_length = o.max_seq_length;
+            t.train_batch_size = o.train_batch_size;
+            t.learning_rate = o.learning_rate;
+            t.num_train_epochs = o.num_train_epochs;
+            t.warmup_proportion = o.warmup_proportion;
+            t.save_checkpoints_steps = o.save_checkpoints_steps;
+            t.keep_checkpoint_max = o.keep_checkpoint_max;
+            t.seed = o.seed;
+            t.threads = o.threads;
+            t.precision = precision;
+            t.loss_scale = o.precision.loss_scale;
+            t.initial_loss_scale = o.precision.initial_loss_scale;
+            t.loss_scale_window = o.precision.loss_scale_window;
+            t.allow_changed_flags = o.allow_changed_flags;
+            const int status = train::run_squad_training(t, static_cast<int64_t>(train_examples.size()),
+                                                         features, flags_json);
+            if (status != 0) return status;  // interrupted: no prediction
+        }
     }
 
     if (o.do_predict) {
@@ -175,42 +241,76 @@ int cmd_squad(int argc, char** argv) {
         data::convert_examples_to_features(eval_examples, tokenizer,
                                            {o.max_seq_length, o.doc_stride, o.max_query_length, false},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
-        // Decode before writing anything, so mismatched raw results leave no outputs behind.
-        train::SquadPredictions preds;
+        train::SquadPredictOptions popt;
+        popt.n_best_size = o.n_best_size;
+        popt.max_answer_length = o.max_answer_length;
+        popt.do_lower_case = o.do_lower_case;
+        popt.version_2_with_negative = o.version_2_with_negative;
+        popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;
-        if (!o.raw_results.empty()) {
-            const auto results = train::read_squad_raw_results(o.raw_results);
-            train::SquadPredictOptions popt;
-            popt.n_best_size = o.n_best_size;
-            popt.max_answer_length = o.max_answer_length;
-            popt.do_lower_case = o.do_lower_case;
-            popt.version_2_with_negative = o.version_2_with_negative;
-            popt.null_score_diff_threshold = o.null_score_diff_threshold;
-            preds = train::squad_write_predictions(eval_examples, features, results, popt,
+        std::optional<train::SquadPredictions> preds;
+        // Decode given logits before writing anything, so mismatched raw results leave no outputs.
+        if (!o.raw_results.empty())
+            preds = train::squad_write_predictions(eval_examples, features,
+                                                   train::read_squad_raw_results(o.raw_results), popt,
                                                    "--raw_results " + o.raw_results,
                                                    o.verbose_logging ? &verbose : nullptr);
-        }
-        const std::string eval_path = (fs::path(o.output_dir) / "eval.tf_record").string();
+        const std::string eval_path = (dir / "eval.tf_record").string();
         write_features(eval_path, features, false);
         log::info("***** Running predictions *****");
         log::info("  Num orig examples = {}", eval_examples.size());
         log::info("  Num split examples = {}", features.size());
+        log::info("  Batch size = {}", o.predict_batch_size);
         log::info("wrote {}", eval_path);
-        if (!o.raw_results.empty()) {
+        if (predict_model) {
+            if (!model) {
+                const std::string ckpt = train::latest_checkpoint(o.output_dir);
+                model = train::load_squad_model(ckpt, "--output_dir checkpoint", o.bert_config_file,
+                                                o.model, o.max_seq_length);
+            }
+            const train::SquadInference inf =
+                train::squad_infer(*model, features, o.predict_batch_size, precision);
+            const std::string raw_path = (dir / "raw_results.jsonl").string();
+            write_file_atomic(raw_path, train::squad_raw_results_jsonl(inf.results));
+            preds = train::squad_write_predictions(eval_examples, features, inf.results, popt, raw_path,
+                                                   o.verbose_logging ? &verbose : nullptr);
+            std::vector<double> sorted = inf.batch_seconds;
+            std::sort(sorted.begin(), sorted.end());
+            double total = 0;
+            for (const double t : sorted) total += t;
+            const nlohmann::json speed = {
+                {"sequences", inf.sequences},
+                {"batch_size", o.predict_batch_size},
+                {"max_seq_length", o.max_seq_length},
+                {"dtype", ops::precision_name(precision)},
+                {"threads", o.threads > 0 ? o.threads : cpus},
+                {"sequences_per_second", total > 0 ? inf.sequences / total : 0.0},
+                {"batch_latency_ms_p50", 1e3 * percentile(sorted, 0.50)},
+                {"batch_latency_ms_p90", 1e3 * percentile(sorted, 0.90)},
+                {"batch_latency_ms_p99", 1e3 * percentile(sorted, 0.99)},
+                {"definition", "model forward (encoder + span head) per batch; feature creation, "
+                               "decoding and file writing excluded; the last batch may be partial"}};
+            write_file_atomic((dir / "predict_speed.json").string(), speed.dump(2) + "\n");
+            log::info("prediction: {} features in {:.2f} s of model time: {:.1f} sequences/s; batch of {} "
+                      "latency p50 {:.1f} ms, p90 {:.1f} ms, p99 {:.1f} ms (predict_speed.json; features "
+                      "and decoding excluded)", inf.sequences, total, speed["sequences_per_second"].get<double>(),
+                      o.predict_batch_size, speed["batch_latency_ms_p50"].get<double>(),
+                      speed["batch_latency_ms_p90"].get<double>(), speed["batch_latency_ms_p99"].get<double>());
+        }
+        if (preds) {
             for (size_t b = 0, e; b < verbose.size(); b = e + 1) {
                 e = verbose.find('\n', b);
                 log::info("{}", verbose.substr(b, e - b));
             }
-            const fs::path dir(o.output_dir);
-            write_file_atomic((dir / "predictions.json").string(), preds.predictions_json);
-            write_file_atomic((dir / "nbest_predictions.json").string(), preds.nbest_json);
+            write_file_atomic((dir / "predictions.json").string(), preds->predictions_json);
+            write_file_atomic((dir / "nbest_predictions.json").string(), preds->nbest_json);
             if (o.version_2_with_negative)
-                write_file_atomic((dir / "null_odds.json").string(), preds.null_odds_json);
+                write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
             log::info("wrote predictions.json and nbest_predictions.json{} in {}",
                       o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
             if (has_answers(predict_doc)) {
                 const auto metric = train::squad_evaluate(
-                    predict_doc, nlohmann::json::parse(preds.predictions_json), o.predict_file,
+                    predict_doc, nlohmann::json::parse(preds->predictions_json), o.predict_file,
                     (dir / "predictions.json").string());
                 std::fputs(metric.stderr_text.c_str(), stderr);
                 std::fputs(metric.stdout_text.c_str(), stdout);

@@ -130,11 +130,16 @@ BertConfig CheckpointReader::config() const {
 }
 
 void CheckpointReader::load_table(const ParamTable& table, std::span<float> buffer,
-                                  const std::string& suffix) const {
+                                  const std::string& suffix,
+                                  std::vector<std::string>* missing) const {
     BB_CHECK(buffer.size() >= table.total_floats());
     for (const ParamInfo& p : table.entries()) {
         const std::string name = p.name + suffix;
         const io::TensorInfo* t = file_.find(name);
+        if (t == nullptr && missing != nullptr) {
+            missing->push_back(name);
+            continue;
+        }
         if (t == nullptr)
             fail(
                 "{}: tensor \"{}\": expected shape {}, got no such tensor (hint: the checkpoint "
@@ -165,8 +170,8 @@ std::vector<int64_t> CheckpointReader::read_i64(const std::string& name) const {
     return file_.read_i64(name);
 }
 
-void load_checkpoint(const std::string& path, const ParamTable& table, std::span<float> params) {
-    CheckpointReader r(path);
+namespace {
+void check_saved_config(const CheckpointReader& r, const std::string& path, const ParamTable& table) {
     if (r.metadata().count("bert_config")) {
         const nlohmann::json saved = r.config().to_json(), want = table.config().to_json();
         for (const auto& [key, value] : want.items()) {
@@ -179,7 +184,22 @@ void load_checkpoint(const std::string& path, const ParamTable& table, std::span
                     path, key, value.dump(), saved.at(key).dump());
         }
     }
+}
+}  // namespace
+
+void load_checkpoint(const std::string& path, const ParamTable& table, std::span<float> params) {
+    CheckpointReader r(path);
+    check_saved_config(r, path, table);
     r.load_table(table, params);
+}
+
+std::vector<std::string> load_checkpoint_present(const std::string& path, const ParamTable& table,
+                                                 std::span<float> params) {
+    CheckpointReader r(path);
+    check_saved_config(r, path, table);
+    std::vector<std::string> missing;
+    r.load_table(table, params, "", &missing);
+    return missing;
 }
 
 // ---- Hugging Face import ----

@@ -55,9 +55,12 @@ class CheckpointReader {
 
     // Reads every table tensor "<tf name><suffix>" into `buffer` (laid out by `table`). A missing
     // tensor, a non-F32 dtype or a shape mismatch is an Error naming the tensor, the expected and
-    // found shape, and the file. Tensors in the file that the table lacks are ignored.
+    // found shape, and the file. Tensors in the file that the table lacks are ignored. With
+    // `missing`, an absent tensor is not an error: its name is appended and the buffer left as
+    // it was (fine-tuning from a checkpoint without the task's head).
     void load_table(const ParamTable& table, std::span<float> buffer,
-                    const std::string& suffix = "") const;
+                    const std::string& suffix = "",
+                    std::vector<std::string>* missing = nullptr) const;
     // An extra tensor, with its shape checked when `expected_shape` is given.
     std::vector<float> read_f32(const std::string& name,
                                 const std::vector<int64_t>* expected_shape = nullptr) const;
@@ -71,6 +74,9 @@ class CheckpointReader {
 // Loads weights: load_table(table, params) after checking the saved config (if any) against
 // table.config() (Error naming the first differing field).
 void load_checkpoint(const std::string& path, const ParamTable& table, std::span<float> params);
+// The same, but tensors the file lacks keep their values; returns their names.
+std::vector<std::string> load_checkpoint_present(const std::string& path, const ParamTable& table,
+                                                 std::span<float> params);
 
 // ---- Hugging Face import ----
 
@@ -136,10 +142,14 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 // The config a checkpoint carries (ours only); false for TF bundles and HF files.
 bool checkpoint_config(const std::string& path, BertConfig* out);
 
-// Fills `params` (already initialised by the caller) from any of the three formats; logs and
-// returns the one-line report. Errors name `flag` (e.g. "--init_checkpoint") and the file.
+// Fills `params` (already initialised by the caller) from any of the three formats, as the
+// reference's assignment map does: tensors the file lacks (e.g. the SQuAD head of a pretraining
+// checkpoint) keep their initial values and are listed in `missing` when given, and named in the
+// report. Logs and returns the one-line report. Errors name `flag` (e.g. "--init_checkpoint")
+// and the file; also when the file has none of the tensors.
 std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
                                  std::span<float> params,
-                                 const std::string& flag = "--init_checkpoint");
+                                 const std::string& flag = "--init_checkpoint",
+                                 std::vector<std::string>* missing = nullptr);
 
 }  // namespace bertbench::model

@@ -180,29 +180,47 @@ bool checkpoint_config(const std::string& path, BertConfig* out) {
 }
 
 std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
-                                 std::span<float> params, const std::string& flag) {
+                                 std::span<float> params, const std::string& flag,
+                                 std::vector<std::string>* missing) {
     const CheckpointFormat f = detect_checkpoint_format(path);
     std::string summary;
+    std::vector<std::string> absent;
     switch (f) {
-        case CheckpointFormat::bertbench:
-            load_checkpoint(path, table, params);
-            summary = fmt::format("loaded {} tensors (TF names)", table.entries().size());
+        case CheckpointFormat::bertbench: {
+            // A pretraining checkpoint has no SQuAD head: that head keeps its initialisation
+            // (as with TF checkpoints); any other absent tensor is an error.
+            absent = load_checkpoint_present(path, table, params);
+            for (const std::string& name : absent)
+                if (name.rfind("cls/squad/", 0) != 0)
+                    fail("{}={}: tensor \"{}\": expected in the checkpoint, got no such tensor "
+                         "(hint: the checkpoint was written for another model or other heads)",
+                         flag, path, name);
+            summary = fmt::format("loaded {} tensors (TF names)", table.entries().size() - absent.size());
+            if (!absent.empty())
+                summary += fmt::format("; {} absent, left as initialised: {}", absent.size(),
+                                       fmt::join(absent, ", "));
             break;
+        }
         case CheckpointFormat::hf_safetensors: {
             const ImportReport rep = import_hf_safetensors(path, table, params);
             if (rep.loaded.empty())
                 fail("{}={}: expected BERT tensors (TF or Hugging Face names), found none of "
                      "the {} the model needs", flag, path, table.entries().size());
             summary = rep.summary();
+            absent = rep.missing;
             if (!rep.missing.empty())
                 log::warn("{}={}: {} tensors missing, left as initialised", flag, path,
                           rep.missing.size());
             break;
         }
-        case CheckpointFormat::tf_bundle:
-            summary = import_tf_checkpoint(path, table, params).summary();
+        case CheckpointFormat::tf_bundle: {
+            const TfImportReport rep = import_tf_checkpoint(path, table, params);
+            summary = rep.summary();
+            absent = rep.missing;
             break;
+        }
     }
+    if (missing) *missing = std::move(absent);
     static const char* const kFrom[] = {"bertbench checkpoint", "Hugging Face file",
                                         "TensorFlow checkpoint"};
     log::info("initialised from {} {}: {}", kFrom[static_cast<int>(f)], path, summary);

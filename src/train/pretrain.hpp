@@ -1,13 +1,14 @@
-// The MLPerf BERT pretraining run (mlcommons/training retired_benchmarks/bert run_pretraining.py):
-// reader -> forward (dropout) -> backward -> clip/accumulate -> LAMB/AdamW, online evaluation every
-// N samples until a target masked-LM accuracy, MLPerf log, checkpoints with exact resume
-// (weights, optimizer slots and scalars, step, reader cursor), and results/curves for a person.
+// The MLPerf BERT pretraining run (mlcommons/training retired_benchmarks/bert run_pretraining.py)
+// on the one training loop (loop.hpp): reader -> forward (dropout) -> backward -> clip/accumulate
+// -> LAMB/AdamW, online evaluation every N samples until a target masked-LM accuracy, MLPerf log,
+// checkpoints with exact resume, and results/curves for a person.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "ops/bf16.hpp"
+#include "train/loop.hpp"  // checkpoint_path, latest_checkpoint
 
 namespace bertbench::train {
 
@@ -59,10 +60,5 @@ struct PretrainOptions {
 // Returns the exit code: 0 finished; 130 (SIGINT) or 143 (SIGTERM) when a signal stopped it
 // after writing a checkpoint, as shells report a process killed by that signal.
 int run_pretraining(const PretrainOptions& options, const nlohmann::json& flags_json);
-
-// Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".
-std::string checkpoint_path(const std::string& dir, int64_t step);
-// The latest checkpoint in `dir` (highest step), or "" when there is none.
-std::string latest_checkpoint(const std::string& dir);
 
 }  // namespace bertbench::train

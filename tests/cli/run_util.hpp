@@ -3,10 +3,16 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace bertbench::testing {
 
@@ -32,6 +38,37 @@ inline RunResult run_bertbench(const std::string& args) {
     const int status = pclose(pipe);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
+}
+
+// Starts the binary with `args` (no shell), stdout and stderr into the file `log`.
+inline pid_t spawn_bertbench(const std::vector<std::string>& args, const std::string& log) {
+    const std::string bin = bertbench_path();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        FILE* f = std::fopen(log.c_str(), "w");
+        if (f) {
+            dup2(fileno(f), 1);
+            dup2(fileno(f), 2);
+        }
+        std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(bin.c_str(), argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+// Polls the filesystem until `path` exists or the process exits; true if the file appeared.
+inline bool wait_for_file(const std::string& path, pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (std::filesystem::exists(path)) return true;
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid) return std::filesystem::exists(path);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
+    }
+    return false;
 }
 
 }  // namespace bertbench::testing

@@ -112,13 +112,16 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_NE(r.err.find("unique_id"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out + "/predictions.json"));
     EXPECT_FALSE(fs::exists(out + "/eval.tf_record"));
+    // Training without a model config, prediction without a checkpoint: before any output.
     r = run(tmp, squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json"));
     EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--bert_config_file"), std::string::npos) << r.err;
     EXPECT_TRUE(one_line(r)) << r.err;
+    EXPECT_FALSE(fs::exists(out + "/train.tf_record"));
     r = run(tmp, squad_flags(out) + predict);
     EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--do_predict: expected --init_checkpoint"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
     r = run(tmp, squad_flags(out, 67, 32) + predict + " --features_only");
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("--max_query_length=64 + 3"), std::string::npos) << r.err;

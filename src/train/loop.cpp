@@ -1,0 +1,684 @@
+// The one training loop (loop.hpp). Dropout masks are a pure function of (seed, global step), so
+// the resume state is: weights, adam_m/adam_v, optimizer scalars, global step, the loss scaler,
+// the task's data cursor and its state.
+#include "train/loop.hpp"
+
+#include <omp.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/json_safe.hpp"
+#include "core/log.hpp"
+#include "core/sysinfo.hpp"
+#include "model/checkpoint.hpp"
+#include "optim/clip.hpp"
+#include "train/preflight.hpp"
+
+namespace bertbench::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+// SIGINT/SIGTERM during a run. First one: finish the update, checkpoint, exit 128 + signal. A
+// second one: die at once. No thread ever runs a signal handler: the signals are blocked in the
+// calling thread before any other thread of the run exists (the reader thread and libgomp's pool
+// inherit the mask) and a watcher thread takes them with sigwait(). A handler would run on
+// whichever compute thread the kernel picked, with its frame pushed onto that thread's stack;
+// oneDNN 2.6's sgemm (Debian libdnnl2) corrupts the heap when that happens inside it
+// (docs/engine.md, "Signals"). A signal the process inherited as ignored (SIGINT of a script's
+// background job) stays ignored.
+class StopSignals {
+public:
+    StopSignals() {
+        g_stop_signal = 0;
+        sigemptyset(&set_);
+        for (const int sig : {SIGINT, SIGTERM}) {
+            struct sigaction current {};
+            sigaction(sig, nullptr, &current);
+            if (current.sa_handler == SIG_IGN) continue;
+            sigaddset(&set_, sig);
+            wake_ = sig;
+        }
+        if (wake_ == 0) return;
+        pthread_sigmask(SIG_BLOCK, &set_, &old_mask_);
+        watcher_ = std::thread([this] { watch(); });
+    }
+    ~StopSignals() {
+        if (wake_ == 0) return;
+        closing_ = true;
+        pthread_kill(watcher_.native_handle(), wake_);  // ends its sigwait; `closing_` says why
+        watcher_.join();
+        pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    }
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
+
+private:
+    void watch() {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set_, &sig) != 0) continue;
+            if (closing_) return;
+            if (g_stop_signal == 0) {
+                g_stop_signal = sig;
+                log::info("signal {}: stopping after this optimizer update with a checkpoint "
+                          "(a second signal stops at once, without one)",
+                          sig);
+                continue;
+            }
+            // Second signal: its default action, termination, with this thread as the target.
+            signal(sig, SIG_DFL);
+            pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
+            raise(sig);
+        }
+    }
+
+    sigset_t set_{}, old_mask_{};
+    int wake_ = 0;  // a member of set_ (0: both ignored, nothing to watch)
+    std::atomic<bool> closing_{false};
+    std::thread watcher_;
+};
+
+// The step of "model.ckpt-<step>.safetensors"; -1 for other names. A step that does not fit in
+// int64 is an error naming the file (a stray file would otherwise win or crash the resume).
+int64_t checkpoint_step(const fs::path& file) {
+    const std::string name = file.filename().string();
+    if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) return -1;
+    const std::string num = name.substr(11, name.size() - 11 - 12);
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) return -1;
+    int64_t step = 0;
+    const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), step);
+    if (ec != std::errc() || end != num.data() + num.size())
+        fail("{}: expected a checkpoint step that fits in 64 bits, got {} (not a checkpoint "
+             "bertbench wrote; hint: move it out of --output_dir)", file.string(), num);
+    return step;
+}
+
+}  // namespace
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+std::string fmt_duration(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    const int64_t t = static_cast<int64_t>(s + 0.5);
+    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}s", t);
+}
+
+std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
+    std::vector<json> kept;
+    if (!fs::exists(path)) return kept;
+    std::istringstream in(read_file(path));
+    std::string line, out;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        json j = json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.contains(key)) break;  // a torn last line
+        if (!j[key].is_number_integer())
+            fail("{}: line {}: \"{}\": expected an integer, got {} (the log is damaged; hint: "
+                 "remove the line, or the file to start the log afresh)",
+                 path, kept.size() + 1, key, j[key].dump());
+        if (j[key].get<int64_t>() > limit) break;
+        out += line + "\n";
+        kept.push_back(std::move(j));
+    }
+    write_file_atomic(path, out);
+    return kept;
+}
+
+JsonlLog::JsonlLog(const std::string& path) : path_(path) {
+    file_ = std::fopen(path.c_str(), "ab");
+    if (!file_) fail("{}: cannot open for appending (hint: is --output_dir writable?)", path);
+}
+JsonlLog::~JsonlLog() {
+    if (file_) std::fclose(file_);
+}
+void JsonlLog::write(const json& j) {
+    const std::string s = j.dump() + "\n";
+    if (std::fwrite(s.data(), 1, s.size(), file_) != s.size() || std::fflush(file_) != 0)
+        fail("{}: write failed (disk full?)", path_);
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+    return (fs::path(dir) / fmt::format("model.ckpt-{}.safetensors", step)).string();
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return "";
+    int64_t best = -1;
+    std::string path;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const int64_t s = checkpoint_step(e.path());
+        if (s > best) best = s, path = e.path().string();
+    }
+    return path;
+}
+
+model::BertConfig resolve_config(const std::string& bert_config_file, const std::string& preset,
+                                 const std::string& resume_from, const std::string& init_checkpoint) {
+    if (!bert_config_file.empty() && !preset.empty())
+        fail("--bert_config_file and --model: expected one of them, got both");
+    if (!bert_config_file.empty()) {
+        model::BertConfig c = model::BertConfig::from_json_file(bert_config_file);
+        c.validate(bert_config_file);
+        return c;
+    }
+    if (!preset.empty()) return model::BertConfig::preset(preset);
+    const std::string& from = !resume_from.empty() ? resume_from : init_checkpoint;
+    model::BertConfig saved;  // a TensorFlow checkpoint carries none
+    if (!from.empty() && model::checkpoint_config(from, &saved)) return saved;
+    fail("--bert_config_file: expected a bert_config.json (or --model=<preset>), got none "
+         "(hint: --model=tiny for a quick try)");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TrainLoop::TrainLoop(const LoopOptions& options, const json& flags_json, Task& task)
+    : o_(options), flags_json_(flags_json), task_(task) {}
+TrainLoop::~TrainLoop() = default;
+
+int64_t TrainLoop::global_step() const { return updater_->global_step(); }
+int64_t TrainLoop::samples() const { return updater_->global_step() * o_.train_batch_size; }
+double TrainLoop::elapsed() const { return state_.elapsed_s + (now_s() - segment_start_); }
+bool TrainLoop::is_boundary() const {
+    return updater_->global_step() % o_.steps_per_update == 0;
+}
+std::string TrainLoop::path(const char* name) const {
+    return (fs::path(o_.output_dir) / name).string();
+}
+
+void TrainLoop::setup() {
+    scaler_ = optim::LossScaler::from_flag(o_.loss_scale, o_.initial_loss_scale,
+                                           o_.loss_scale_window);
+    if (o_.output_dir.empty())
+        fail("--output_dir: expected a directory for checkpoints and logs, got none");
+    if (o_.train_batch_size < 1) fail("--train_batch_size: expected >= 1, got {}", o_.train_batch_size);
+    if (o_.steps_per_update < 1) fail("--steps_per_update: expected >= 1, got {}", o_.steps_per_update);
+    if (o_.save_checkpoints_steps < 0)
+        fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
+    if (o_.keep_checkpoint_max < 0)
+        fail("--keep_checkpoint_max: expected >= 0, got {}", o_.keep_checkpoint_max);
+    const int cpus = sysinfo::cpus_available();
+    const int threads = o_.threads > 0 ? o_.threads : cpus;
+    if (o_.threads < 0 || threads > cpus)
+        fail("--threads={}: expected 1..{} (CPUs available to this process)", o_.threads, cpus);
+    omp_set_num_threads(threads);
+
+    std::error_code ec;
+    fs::create_directories(o_.output_dir, ec);
+    if (ec || !fs::is_directory(o_.output_dir))
+        fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
+    resume_from_ = latest_checkpoint(o_.output_dir);
+    task_.prepare(resume_from_);
+    check_outputs_are_not_inputs();
+    remove_stale_temporaries(o_.output_dir);
+    global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
+}
+
+// No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
+// link counts), or the run would overwrite it.
+void TrainLoop::check_outputs_are_not_inputs() const {
+    std::vector<std::string> inputs = task_.inputs();
+    if (!o_.init_checkpoint.empty()) inputs.push_back(o_.init_checkpoint);
+    std::vector<std::string> outputs = {"config.json", "results.json", "train_log.jsonl",
+                                        "curves.svg", "changed_flags.jsonl"};
+    for (const std::string& name : task_.outputs()) outputs.push_back(name);
+    for (const std::string& name : outputs)
+        check_output_not_input((fs::path(o_.output_dir) / name).string(), "--output_dir", inputs,
+                               "the run's input files");
+}
+
+// Flags that would silently fork a resumed run: each difference from the checkpoint's is named;
+// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log.
+void TrainLoop::check_resumed_flags(const json& old_flags) {
+    if (!old_flags.is_object()) return;
+    for (const std::string& k : o_.fixed_flags)
+        if (old_flags.contains(k) && flags_json_.contains(k) && old_flags[k] != flags_json_[k])
+            fail("--{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
+                 "a new --output_dir for a different run)",
+                 k, json_safe::brief(old_flags[k]), resume_from_,
+                 json_safe::brief(flags_json_[k]));
+    json changes = json::array();
+    std::string text;
+    for (const std::string& k : o_.checked_flags) {
+        if (!old_flags.contains(k) || !flags_json_.contains(k) || old_flags[k] == flags_json_[k])
+            continue;
+        changes.push_back({{"flag", k}, {"checkpoint", old_flags[k]}, {"now", flags_json_[k]}});
+        text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
+                            old_flags[k].dump(), flags_json_[k].dump());
+    }
+    if (changes.empty()) return;
+    if (!o_.allow_changed_flags)
+        fail("{}: resuming with {} flag(s) changed from the run being resumed: {} (hint: the same "
+             "flags resume it; a new --output_dir starts a different run; --allow_changed_flags "
+             "continues with the new values and records the change)",
+             resume_from_, changes.size(), text);
+    log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
+              "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
+    JsonlLog(path("changed_flags.jsonl")).write({{"resumed_from", resume_from_}, {"changes", changes}});
+}
+
+void TrainLoop::write_config_json() {
+    const model::ParamTable& table = task_.table();
+    json summary = {{"flags", flags_json_},
+                    {"bert_config", table.config().to_json()},
+                    {"global_batch_size", global_batch_},
+                    {"parameters", table.num_parameters()}};
+    const json extra = task_.config_json();
+    for (const auto& [k, v] : extra.items()) summary[k] = v;
+    json j = summary;
+    j["command"] = o_.command;
+    j["resumed_from"] = resume_from_;
+    j["system"] = sysinfo::system_info();
+    j["build"] = sysinfo::build_info();
+    write_file_atomic(path("config.json"), j.dump(2) + "\n");
+    log::info("effective configuration (saved in {}/config.json):\n{}", o_.output_dir,
+              summary.dump(2));
+}
+
+void TrainLoop::load_or_init() {
+    const model::ParamTable& table = task_.table();
+    optim::LrSchedule sched = o_.schedule;
+    if (o_.do_train) sched.validate();
+    try {
+        params_.assign(table.total_floats(), 0.0f);
+        updater_ = std::make_unique<optim::ParameterUpdater>(table, o_.optimizer, sched,
+                                                             o_.steps_per_update);
+        if (o_.do_train) grads_.assign(table.total_floats(), 0.0f);
+    } catch (const std::bad_alloc&) {
+        fail("out of memory allocating the parameters, optimizer state and gradients ({:.1f} MiB "
+             "for {} parameters; they do not depend on the batch) (hint: a smaller model)",
+             table.total_floats() * 16.0 / (1 << 20), table.num_parameters());
+    }
+    if (resume_from_.empty()) {
+        table.initialize(params_, static_cast<uint64_t>(o_.seed));
+        if (!o_.init_checkpoint.empty())
+            model::load_init_checkpoint(o_.init_checkpoint, table, params_);  // any format
+        return;
+    }
+    log::info("resuming from {}", resume_from_);
+    const model::CheckpointReader r(resume_from_);
+    model::load_checkpoint(resume_from_, table, params_);
+    r.load_table(table, updater_->optimizer().m(), "/adam_m");
+    r.load_table(table, updater_->optimizer().v(), "/adam_v");
+    const std::vector<int64_t> steps = r.read_i64("bertbench/global_step");
+    const std::vector<int64_t> updates = r.read_i64("bertbench/update_count");
+    const std::vector<int64_t> shape{2};
+    const std::vector<float> powers = r.read_f32("bertbench/beta_powers", &shape);
+    if (steps.size() != 1 || updates.size() != 1)
+        fail("{}: bertbench/global_step: expected one value, got {}", resume_from_, steps.size());
+    updater_->set_global_step(steps[0]);
+    updater_->optimizer().set_scalars(updates[0], powers[0], powers[1]);
+    const auto& md = r.metadata();
+    const auto get = [&](const char* key) {
+        const auto it = md.find(key);
+        if (it == md.end())
+            fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint written by "
+                 "bertbench {})", resume_from_, key, o_.command);
+        return json_safe::parse(it->second, fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
+                                fmt::format("JSON written by bertbench {}", o_.command));
+    };
+    try {
+        const json st = get("train_state");
+        state_.skipped_steps = st.at("skipped_steps").get<int64_t>();
+        state_.elapsed_s = st.at("elapsed_s").get<double>();
+        state_.timed_s = st.at("timed_s").get<double>();
+        state_.timed_samples = st.at("timed_samples").get<int64_t>();
+        state_.timed_tokens = st.value("timed_tokens", int64_t{0});
+        state_.finished = st.at("finished").get<bool>();
+        state_.status = st.at("status").get<std::string>();
+        task_.restore_state(st);
+    } catch (const json::exception& e) {  // a field missing or of the wrong type
+        fail("{}: __metadata__[\"train_state\"]: {} (expected the run state bertbench {} writes; "
+             "the checkpoint is damaged — hint: resume from an earlier checkpoint or start a new "
+             "--output_dir)",
+             resume_from_, e.what(), o_.command);
+    }
+    if (scaler_.enabled()) {
+        if (md.find("loss_scaler") == md.end())
+            fail("{}: __metadata__: expected \"loss_scaler\" for --loss_scale={}, got none (the "
+                 "checkpoint was written without loss scaling; hint: --allow_changed_flags does "
+                 "not apply, start a new --output_dir)",
+                 resume_from_, o_.loss_scale);
+        scaler_.restore(get("loss_scaler"));
+    }
+    if (o_.do_train) data_cursor_ = get("reader_state");
+    last_saved_step_ = steps[0];
+    last_checkpoint_ = resume_from_;
+    check_resumed_flags(get("flags"));
+}
+
+void TrainLoop::save_checkpoint(bool final_one) {
+    const int64_t step = updater_->global_step();
+    if (step == last_saved_step_ && !final_one) return;
+    BB_CHECK(is_boundary());  // the gradient accumulator is zero: not part of the state
+    const std::string file = checkpoint_path(o_.output_dir, step);
+    const double t0 = now_s();
+    json st = task_.state();
+    st["skipped_steps"] = state_.skipped_steps;
+    st["elapsed_s"] = elapsed();
+    st["timed_s"] = state_.timed_s;
+    st["timed_samples"] = state_.timed_samples;
+    st["timed_tokens"] = state_.timed_tokens;
+    st["finished"] = state_.finished;
+    st["status"] = state_.status;
+    const model::ParamTable& table = task_.table();
+    model::CheckpointWriter w(file, table);
+    w.add_table(params_);
+    w.add_table(updater_->optimizer().m(), "/adam_m");
+    w.add_table(updater_->optimizer().v(), "/adam_v");
+    const int64_t gs = step, uc = updater_->optimizer().update_count();
+    w.add_i64("bertbench/global_step", std::span<const int64_t>(&gs, 1));
+    w.add_i64("bertbench/update_count", std::span<const int64_t>(&uc, 1));
+    const float powers[2] = {updater_->optimizer().beta1_power(),
+                             updater_->optimizer().beta2_power()};
+    w.add_f32("bertbench/beta_powers", powers);
+    w.set_metadata("flags", flags_json_.dump());
+    w.set_metadata("train_state", st.dump());
+    if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
+    w.set_metadata("reader_state", o_.do_train ? task_.data_cursor().dump() : "null");
+    w.set_metadata("dropout", fmt::format("philox(seed={}, step=global_step)", o_.seed));
+    w.commit();
+    last_saved_step_ = step;
+    last_checkpoint_ = file;
+    log::info("saved checkpoint {} ({:.2f} s)", file, now_s() - t0);
+    prune_checkpoints();
+}
+
+void TrainLoop::prune_checkpoints() {
+    if (o_.keep_checkpoint_max <= 0) return;
+    std::vector<std::pair<int64_t, std::string>> found;
+    for (const auto& e : fs::directory_iterator(o_.output_dir)) {
+        const int64_t step = checkpoint_step(e.path());
+        if (step >= 0) found.emplace_back(step, e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    for (size_t i = 0; i + o_.keep_checkpoint_max < found.size(); ++i) {
+        std::error_code ec;
+        fs::remove(found[i].second, ec);
+    }
+}
+
+void TrainLoop::write_curves() {
+    CurvesData d;
+    d.title = fmt::format("bertbench {}: {}, {}, global batch {} ({} x {})", o_.command,
+                          task_.model_line(),
+                          o_.optimizer.kind == optim::OptimizerKind::lamb ? "LAMB" : "AdamW",
+                          global_batch_, o_.train_batch_size, o_.steps_per_update);
+    d.loss = loss_curve_;
+    task_.add_curves(d);
+    write_file_atomic(path("curves.svg"), render_curves_svg(d));
+}
+
+void TrainLoop::abort(const std::string& reason) noexcept {
+    try {
+        if (!started_ || state_.finished) return;
+        task_.on_abort();
+        abort_reason_ = reason;
+        write_results("aborted");
+        write_curves();
+    } catch (...) {
+        // The original error is what the user needs to see.
+    }
+}
+
+void TrainLoop::write_results(const std::string& status) {
+    json j = {
+        {"status", status},
+        {"wall_time_s", elapsed()},
+        {"global_step", updater_->global_step()},
+        {"updates", updater_->optimizer().update_count()},
+        {"samples", samples()},
+        {"skipped_nonfinite_steps", state_.skipped_steps},
+        {"dtype", ops::precision_name(o_.precision)},
+        {"loss_scale", scaler_.enabled() ? json(scaler_.scale()) : json(nullptr)},
+        {"loss_scale_overflows", scaler_.overflows()},
+        {"train_sequences_per_second",
+         state_.timed_s > 0 ? json(state_.timed_samples / state_.timed_s) : json(nullptr)},
+        {"train_tokens_per_second",
+         state_.timed_s > 0 ? json(state_.timed_tokens / state_.timed_s) : json(nullptr)},
+        {"train_throughput_definition",
+         fmt::format("sequences of the optimizer updates after the first {} of each process "
+                     "segment / their summed compute time (reader wait + forward + backward + "
+                     "update; evaluation, checkpoints and logging excluded)",
+                     o_.warmup_updates_excluded)},
+        {"train_sequences_per_second_including_warmup",
+         segment_update_s_ > 0 ? json(segment_update_samples_ / segment_update_s_)
+                               : json(nullptr)},
+        {"global_batch_size", global_batch_},
+        {"peak_rss_mb", sysinfo::peak_rss_mb()},
+        {"last_checkpoint", last_checkpoint_},
+    };
+    task_.add_results(j);
+    if (!abort_reason_.empty()) j["reason"] = abort_reason_;
+    write_file_atomic(path("results.json"), j.dump(2) + "\n");
+}
+
+int TrainLoop::run() {
+    StopSignals signals;
+    try {
+        setup();
+        load_or_init();
+        task_.check_before_start();
+        if (!resume_from_.empty() || !o_.init_checkpoint.empty())
+            check_finite_params(task_.table(), params_,
+                                !resume_from_.empty() ? resume_from_ : o_.init_checkpoint);
+        write_config_json();
+        // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.
+        const auto num = [](const json& j, const char* key) {
+            const auto it = j.find(key);
+            return it != j.end() && it->is_number() ? it->get<double>()
+                                                    : std::numeric_limits<double>::quiet_NaN();
+        };
+        for (const json& j : truncate_jsonl(path("train_log.jsonl"), "step", global_step()))
+            loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
+        if (state_.finished) {
+            log::info("the run in {} already finished ({}) at step {}; nothing to do "
+                      "(results.json)", o_.output_dir, state_.status, global_step());
+            return 0;
+        }
+        task_.on_start(*this, resume_from_.empty());
+        started_ = true;
+        segment_start_ = now_s();
+        if (!o_.do_train) return finish(task_.run_without_training(*this));
+        return train();
+    } catch (const Error& e) {
+        abort(e.what());  // results.json (and the task's logs), then the error as usual
+        throw;
+    }
+}
+
+int TrainLoop::finish(const std::string& status) {
+    state_.finished = true;
+    state_.status = status;
+    if (o_.do_train) save_checkpoint(true);
+    write_results(status);
+    write_curves();
+    return 0;
+}
+
+int TrainLoop::train() {
+    task_.open_training_data(data_cursor_);
+    JsonlLog train_log(path("train_log.jsonl"));
+    log::Progress progress(10.0);
+    std::string status;
+    int64_t updates_this_segment = 0;
+    double upd_loss = 0, upd_norm = 0, upd_t0 = now_s();
+    std::vector<std::pair<std::string, double>> upd_parts;
+    int upd_micro = 0, upd_counted = 0;  // micro-steps in this update; of them not skipped
+    bool skip_rest_of_update = false;
+    int64_t upd_tokens = 0;
+    const auto fail_nonfinite = [&](const std::string& what) {
+        abort_reason_ = what;
+        task_.on_abort();
+        state_.finished = true;
+        state_.status = "aborted";
+        write_results("aborted");
+        write_curves();
+        fail("step {}: {} (expected finite); last good checkpoint: {} (hint: lower "
+             "--learning_rate, or --skip_nonfinite_steps to skip such steps)",
+             updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_);
+    };
+
+    const int64_t stop_at = o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps)
+                                              : o_.num_train_steps;
+    while (updater_->global_step() < stop_at) {
+        const int64_t gs = updater_->global_step();
+        if (upd_micro == 0) upd_t0 = now_s();
+        upd_tokens += task_.next_batch();
+        bool skipped = skip_rest_of_update;
+        optim::MicroStepResult r;
+        StepLoss l;
+        if (!skipped) {
+            l = task_.forward(params_, static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
+            if (!std::isfinite(l.loss)) {
+                if (!o_.skip_nonfinite_steps)
+                    fail_nonfinite(fmt::format("training loss is {}", l.loss));
+                log::warn("step {}: training loss is {}; skipping this update", gs, l.loss);
+                skipped = true;
+            } else {
+                optim::fill_zero(grads_);
+                task_.backward(grads_, params_, scaler_.scale());
+                // Dynamic loss scaling: an overflow skips the update and halves the scale; a
+                // fixed scale's overflow is a non-finite gradient like any other (below).
+                if (!scaler_.unscale(grads_) &&
+                    scaler_.mode() == optim::LossScaler::Mode::dynamic) {
+                    log::warn("{}", scaler_.on_overflow(gs));
+                    skipped = true;
+                } else try {
+                    r = updater_->micro_step(params_, grads_);
+                    if (r.applied) {
+                        task_.weights_changed();
+                        if (const std::string m = scaler_.on_clean_update(gs); !m.empty())
+                            log::info("{}", m);
+                    }
+                } catch (const Error& e) {
+                    if (!o_.skip_nonfinite_steps)
+                        fail_nonfinite(fmt::format("gradient global norm is not finite, with a "
+                                                   "finite loss {}", l.loss));
+                    log::warn("{}; skipping this update", e.what());
+                    skipped = true;
+                }
+            }
+            if (skipped) ++state_.skipped_steps;
+        }
+        if (skipped) {
+            // The whole optimizer update this micro-step belongs to is dropped: its remaining
+            // micro-steps are skipped too and the accumulator is cleared at its boundary. The
+            // step counter (LR schedule, dropout, data order) advances as if it had run.
+            skip_rest_of_update = true;
+            if (gs % o_.steps_per_update == o_.steps_per_update - 1) {
+                const std::span<float> acc = updater_->grad_accum();
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                skip_rest_of_update = false;
+            }
+            updater_->set_global_step(gs + 1);
+            r.learning_rate = updater_->schedule().at(gs);
+        } else {
+            upd_loss += l.loss;
+            if (upd_parts.empty()) upd_parts = l.parts;
+            else
+                for (size_t i = 0; i < upd_parts.size(); ++i) upd_parts[i].second += l.parts[i].second;
+            upd_norm += r.grad_norm;
+            ++upd_counted;
+        }
+        ++upd_micro;
+        if (!is_boundary()) continue;
+
+        // ---- one optimizer update done ----
+        const double dt = now_s() - upd_t0;
+        ++updates_this_segment;
+        segment_update_s_ += dt;
+        segment_update_samples_ += global_batch_;
+        if (updates_this_segment > o_.warmup_updates_excluded) {
+            state_.timed_s += dt;
+            state_.timed_samples += global_batch_;
+            state_.timed_tokens += upd_tokens;
+        }
+        const int64_t step = updater_->global_step();
+        // Means over the update's micro-batches (NaN -> null when all were skipped).
+        const double k = upd_counted > 0 ? upd_counted : std::numeric_limits<double>::quiet_NaN();
+        const double loss = upd_loss / k;
+        json line = {{"step", step}, {"update", updater_->optimizer().update_count()}, {"loss", loss}};
+        for (const auto& [name, v] : upd_parts) line[name] = v / k;
+        line["learning_rate"] = r.learning_rate;
+        line["grad_norm"] = upd_norm / k;
+        line["samples"] = samples();
+        line["sequences_per_second"] = global_batch_ / dt;
+        line["tokens_per_second"] = upd_tokens / dt;
+        line["loss_scale"] = scaler_.enabled() ? json(scaler_.scale()) : json(nullptr);
+        train_log.write(line);
+        loss_curve_.push_back({static_cast<double>(samples()), loss});
+        upd_loss = upd_norm = 0;
+        upd_parts.clear();
+        upd_micro = upd_counted = 0;
+        upd_tokens = 0;
+        {
+            const double rate = state_.timed_s > 0 ? state_.timed_samples / state_.timed_s
+                                                   : global_batch_ / dt;
+            const double left = (stop_at - step) * o_.train_batch_size / rate;
+            const std::string note = task_.progress_note();
+            progress.update(fmt::format("step {}/{} loss {:.4f}{}{} {:.1f} seq/s lr {:.3g} ETA {}",
+                                        step, stop_at, loss, note.empty() ? "" : " ", note, rate,
+                                        r.learning_rate, fmt_duration(left)));
+        }
+        status = task_.after_update(*this);
+        if (!status.empty()) break;
+        if (o_.save_checkpoints_steps > 0 &&
+            step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
+            step < stop_at)
+            save_checkpoint(false);
+        if (g_stop_signal != 0) {
+            const int sig = g_stop_signal;
+            save_checkpoint(false);
+            write_results("interrupted");
+            write_curves();
+            progress.finish("");
+            log::info("stopped by signal {} after step {}; checkpoint {}. Resume by running the "
+                      "same command again (same --output_dir). Exit status {} (128 + signal: "
+                      "interrupted, not finished).",
+                      sig, step, last_checkpoint_, 128 + sig);
+            return 128 + sig;
+        }
+    }
+    progress.finish("");
+    status = task_.at_end(*this, status);
+    finish(status);
+    // With no update past the warm-up ones there is no throughput figure: say so, and give the
+    // rate that includes the warm-up updates (labelled as such) rather than "0.0 seq/s".
+    const std::string rate =
+        state_.timed_s > 0
+            ? fmt::format("{:.1f} seq/s", state_.timed_samples / state_.timed_s)
+        : segment_update_s_ > 0
+            ? fmt::format("throughput not measured (every update was among the first {} left out "
+                          "as warm-up; {:.1f} seq/s including them)",
+                          o_.warmup_updates_excluded,
+                          segment_update_samples_ / segment_update_s_)
+            : std::string("no updates timed");
+    log::info("{} {}: step {}, {} samples, wall {:.1f} s, {} (results.json, curves.svg in {})",
+              o_.command, status, updater_->global_step(), samples(), elapsed(), rate,
+              o_.output_dir);
+    return 0;
+}
+
+}  // namespace bertbench::train

@@ -1,0 +1,206 @@
+// The one training loop of bertbench, shared by pretraining (train/pretrain.cpp) and SQuAD
+// fine-tuning (train/squad_train.cpp): micro-steps (forward with dropout, backward, loss
+// scaling), gradient accumulation, clip + optimizer (optim::ParameterUpdater), checkpoints with
+// bit-exact resume (weights, optimizer slots and scalars, global step, the task's data cursor
+// and state), SIGINT/SIGTERM (checkpoint, then exit 128 + signal), progress on the terminal,
+// train_log.jsonl, curves.svg, config.json and results.json. A Task brings what differs: the
+// model and its engine, the training data, the evaluation and the task's own logs and results.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/aligned.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
+#include "ops/bf16.hpp"
+#include "optim/loss_scale.hpp"
+#include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
+#include "optim/update.hpp"
+#include "train/svg_plot.hpp"
+
+namespace bertbench::train {
+
+// What the loop itself needs from the command line (the task maps its flags onto these).
+struct LoopOptions {
+    std::string command;               // "pretrain" / "squad": config.json, messages
+    std::string output_dir;
+    bool do_train = true;
+    int train_batch_size = 32;         // sequences per micro-step
+    int steps_per_update = 1;          // micro-steps per optimizer update
+    int64_t num_train_steps = 0;       // micro-steps (TF global_step); the schedule's length
+    int64_t stop_steps = 0;            // stop at this micro-step; 0 = num_train_steps
+    int64_t save_checkpoints_steps = 1000;  // micro-steps; 0 = only at the end
+    int keep_checkpoint_max = 5;       // 0 = keep all
+    int64_t seed = 12345;              // initialisation and dropout
+    int threads = 0;                   // 0 = every available CPU
+    bool skip_nonfinite_steps = false;
+    int warmup_updates_excluded = 3;   // updates left out of the throughput figure
+    bool allow_changed_flags = false;
+    ops::Precision precision = ops::Precision::fp32;
+    std::string loss_scale;            // "" none, "dynamic", or a fixed factor
+    double initial_loss_scale = 32768;
+    int loss_scale_window = 2000;
+    std::string init_checkpoint;       // any format load_init_checkpoint reads
+    optim::OptimizerConfig optimizer;
+    optim::LrSchedule schedule;
+    // Flags a resume may never change (error), and flags that would fork a resumed run (error
+    // unless --allow_changed_flags, then recorded in changed_flags.jsonl).
+    std::vector<std::string> fixed_flags, checked_flags;
+};
+
+// One micro-step's losses: `loss` is what the optimizer minimises; `parts` are the task's named
+// components (e.g. mlm_loss, nsp_loss), logged as means over the update's micro-steps.
+struct StepLoss {
+    double loss = 0;
+    std::vector<std::pair<std::string, double>> parts;
+};
+
+class TrainLoop;
+
+class Task {
+public:
+    virtual ~Task() = default;
+
+    // ---- set-up, in this order; `resume_from` is the checkpoint being resumed or "" ----
+    // Validates the task's flags, resolves the model config, builds the parameter table and the
+    // engines (planned for options.train_batch_size or the task's inference batch).
+    virtual void prepare(const std::string& resume_from) = 0;
+    virtual const model::ParamTable& table() const = 0;
+    // Files the run reads (none of them may be one the run writes) and the run's own outputs.
+    virtual std::vector<std::string> inputs() const = 0;
+    virtual std::vector<std::string> outputs() const { return {}; }
+    // After the weights are initialised or loaded: checks of the data that can fail early.
+    virtual void check_before_start() {}
+    virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
+    virtual std::string model_line() const = 0;  // for config.json's log and curves.svg's title
+
+    // ---- state kept in checkpoints (merged into train_state) ----
+    virtual nlohmann::json state() const { return nlohmann::json::object(); }
+    virtual void restore_state(const nlohmann::json&) {}
+
+    // ---- the run ----
+    // Called once the logs have been trimmed to the resumed step; `fresh` = no checkpoint.
+    virtual void on_start(TrainLoop&, bool /*fresh*/) {}
+    // --nodo_train: what the run does instead (e.g. one evaluation). Returns the status.
+    virtual std::string run_without_training(TrainLoop&) = 0;
+    virtual void open_training_data(const nlohmann::json& cursor) = 0;  // null: from the start
+    virtual nlohmann::json data_cursor() const = 0;
+    // Reads the next micro-batch (also for a skipped micro-step: the data order does not depend
+    // on skips); returns its real tokens (tokens_per_second).
+    virtual int64_t next_batch() = 0;
+    // The forward pass of the micro-batch with dropout.
+    virtual StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) = 0;
+    virtual void backward(std::span<float> grads, std::span<const float> params, float scale) = 0;
+    virtual void weights_changed() = 0;  // new weights: the bf16 engines copy them again
+    // After each optimizer update. Returns "success" to stop the run (target reached), else "".
+    virtual std::string after_update(TrainLoop&) { return ""; }
+    // The end of the training steps (status "" when nothing stopped the run early). Returns the
+    // run's final status.
+    virtual std::string at_end(TrainLoop&, const std::string& status) = 0;
+    // An error cut a started run short.
+    virtual void on_abort() noexcept {}
+    // Progress-line and results.json additions.
+    virtual std::string progress_note() const { return ""; }
+    virtual void add_results(nlohmann::json&) const {}
+    virtual void add_curves(CurvesData&) const {}
+};
+
+class TrainLoop {
+public:
+    TrainLoop(const LoopOptions& options, const nlohmann::json& flags_json, Task& task);
+    ~TrainLoop();
+    // Runs training in options.output_dir, resuming from its latest checkpoint. Returns the exit
+    // status: 0 finished; 128 + signal after a SIGINT/SIGTERM checkpoint.
+    int run();
+
+    // For the task's hooks.
+    const LoopOptions& options() const { return o_; }
+    int64_t global_step() const;
+    int64_t samples() const;  // sequences seen: global_step x train_batch_size
+    int64_t global_batch() const { return global_batch_; }
+    double elapsed() const;   // run wall time, summed over resumed segments
+    std::span<const float> params() const { return params_; }
+    std::span<float> params() { return params_; }
+    const optim::ParameterUpdater& updater() const { return *updater_; }
+    const std::string& resumed_from() const { return resume_from_; }
+    std::string path(const char* name) const;  // a file in --output_dir
+
+private:
+    void setup();
+    void check_outputs_are_not_inputs() const;
+    void check_resumed_flags(const nlohmann::json& old_flags);
+    void write_config_json();
+    void load_or_init();
+    void save_checkpoint(bool final_one);
+    void prune_checkpoints();
+    void write_results(const std::string& status);
+    void write_curves();
+    int train();
+    int finish(const std::string& status);
+    void abort(const std::string& reason) noexcept;
+    bool is_boundary() const;
+
+    const LoopOptions& o_;
+    nlohmann::json flags_json_;
+    Task& task_;
+    AlignedVector<float> params_, grads_;
+    std::unique_ptr<optim::ParameterUpdater> updater_;
+    optim::LossScaler scaler_;
+    std::string resume_from_, last_checkpoint_, abort_reason_;
+    nlohmann::json data_cursor_;  // from the checkpoint being resumed
+    int64_t global_batch_ = 0, last_saved_step_ = -1;
+    double segment_start_ = 0;
+    bool started_ = false;
+    std::vector<CurvePoint> loss_curve_;
+    struct State {
+        int64_t skipped_steps = 0;
+        double elapsed_s = 0;       // run start -> now, summed over resumed segments
+        double timed_s = 0;         // compute time of the timed (post-warm-up) updates
+        int64_t timed_samples = 0;
+        int64_t timed_tokens = 0;   // real (unpadded) tokens of those updates
+        bool finished = false;
+        std::string status;
+    } state_;
+    double segment_update_s_ = 0;   // every update of this process, warm-up included
+    int64_t segment_update_samples_ = 0;
+};
+
+// Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".
+std::string checkpoint_path(const std::string& dir, int64_t step);
+// The latest checkpoint in `dir` (highest step), or "" when there is none.
+std::string latest_checkpoint(const std::string& dir);
+
+// Keeps the lines of a JSONL log whose `key` is <= limit (a resumed run rewrites what the killed
+// one logged after its last checkpoint). Returns the kept lines parsed.
+std::vector<nlohmann::json> truncate_jsonl(const std::string& path, const char* key, int64_t limit);
+
+// An append-only JSONL log, flushed per line.
+class JsonlLog {
+public:
+    explicit JsonlLog(const std::string& path);
+    ~JsonlLog();
+    JsonlLog(const JsonlLog&) = delete;
+    JsonlLog& operator=(const JsonlLog&) = delete;
+    void write(const nlohmann::json& j);
+
+private:
+    std::string path_;
+    std::FILE* file_ = nullptr;
+};
+
+double now_s();
+std::string fmt_duration(double s);
+
+// The model: --bert_config_file, or --model=<preset>, or the config saved in the checkpoint
+// being resumed (else in --init_checkpoint). Exactly one of the two flags may be given.
+model::BertConfig resolve_config(const std::string& bert_config_file, const std::string& preset,
+                                 const std::string& resume_from, const std::string& init_checkpoint);
+
+}  // namespace bertbench::train

@@ -1,0 +1,261 @@
+// SQuAD fine-tuning as a task of the one training loop, and prediction (squad_train.hpp).
+#include "train/squad_train.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/pyrandom.hpp"
+#include "model/batch.hpp"
+#include "model/bert.hpp"
+#include "model/checkpoint.hpp"
+#include "train/loop.hpp"
+
+namespace bertbench::train {
+using nlohmann::json;
+
+int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs) {
+    return static_cast<int64_t>(static_cast<double>(num_examples) / train_batch_size * epochs);
+}
+
+namespace {
+
+// Appends feature f to `batch` in the padded-query layout (all max_seq_length rows, the real
+// tokens as keys: run_squad.py's padded computation).
+void append_feature(model::Batch& batch, const data::SquadFeature& f) {
+    model::append_padded_sequence(batch, f.input_ids, f.input_mask, f.segment_ids,
+                                  fmt::format("squad feature unique_id {}", f.unique_id));
+}
+
+void clear_batch(model::Batch& batch) {
+    batch = model::Batch{};
+    batch.seq_offsets.push_back(0);
+}
+
+model::EngineOptions engine_options(const model::BertConfig& c, ops::Precision precision) {
+    return {c.hidden_act == "gelu_erf", precision};
+}
+
+class SquadTask final : public Task {
+public:
+    SquadTask(const SquadTrainOptions& o, int64_t num_examples,
+              const std::vector<data::SquadFeature>& features)
+        : o_(o), num_examples_(num_examples), features_(features) {}
+
+    void prepare(const std::string& resume_from) override {
+        if (features_.empty())
+            fail("--train_file: expected training features, got none (every question was "
+                 "skipped or the file has no questions)");
+        config_ = resolve_config(o_.bert_config_file, o_.model, resume_from, o_.init_checkpoint);
+        if (o_.max_seq_length > config_.max_position_embeddings)
+            fail("--max_seq_length={}: the model was only trained up to sequence length {} "
+                 "(max_position_embeddings)", o_.max_seq_length, config_.max_position_embeddings);
+        for (const data::SquadFeature& f : features_)
+            if (!f.start_position || !f.end_position)
+                fail("squad feature unique_id {}: expected training start/end positions, got none",
+                     f.unique_id);
+        table_ = std::make_unique<model::ParamTable>(config_, model::Heads::squad);
+        try {
+            engine_ = std::make_unique<model::BertSquad>(
+                *table_, model::Plan{o_.train_batch_size, o_.max_seq_length, 0, false},
+                engine_options(config_, o_.precision));
+        } catch (const std::bad_alloc&) {
+            fail("out of memory allocating the training activation arena (batch {} x seq {}) "
+                 "(hint: a smaller --train_batch_size)", o_.train_batch_size, o_.max_seq_length);
+        }
+        log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
+                  "seq {}", table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
+                  engine_->arena_bytes() / double(1 << 20), o_.train_batch_size,
+                  o_.max_seq_length);
+    }
+    const model::ParamTable& table() const override { return *table_; }
+    std::vector<std::string> inputs() const override {
+        std::vector<std::string> in = o_.inputs;
+        if (!o_.bert_config_file.empty()) in.push_back(o_.bert_config_file);
+        return in;
+    }
+    json config_json() const override {
+        return {{"num_train_examples", num_examples_},
+                {"num_train_features", features_.size()},
+                {"num_train_epochs", o_.num_train_epochs}};
+    }
+    std::string model_line() const override {
+        return fmt::format("SQuAD span model, L{} H{} A{} I{}, seq {}", config_.num_hidden_layers,
+                           config_.hidden_size, config_.num_attention_heads,
+                           config_.intermediate_size, o_.max_seq_length);
+    }
+    std::string run_without_training(TrainLoop&) override {
+        fail("squad: internal: the training loop runs only with --do_train");
+    }
+
+    // Data order: the features repeated epoch after epoch, each epoch a permutation keyed by
+    // (seed, epoch), batches running across epoch boundaries (the reference's repeat() before
+    // batch(); its shuffle(100) is unseeded, so no order could match it). Cursor: the number of
+    // features handed out.
+    void open_training_data(const json& cursor) override {
+        next_ = 0;
+        if (!cursor.is_null()) {
+            if (!cursor.is_object() || !cursor.contains("features_read") ||
+                !cursor["features_read"].is_number_integer() ||
+                cursor["features_read"].get<int64_t>() < 0)
+                fail("checkpoint reader_state: expected {{\"features_read\": N}}, got {}",
+                     cursor.dump());
+            next_ = cursor["features_read"].get<int64_t>();
+        }
+    }
+    json data_cursor() const override { return {{"features_read", next_}}; }
+    int64_t next_batch() override {
+        clear_batch(batch_);
+        starts_.clear();
+        ends_.clear();
+        const int64_t n = static_cast<int64_t>(features_.size());
+        for (int b = 0; b < o_.train_batch_size; ++b, ++next_) {
+            const int64_t epoch = next_ / n;
+            if (epoch != order_epoch_) {
+                order_.resize(features_.size());
+                std::iota(order_.begin(), order_.end(), 0);
+                const uint32_t key[3] = {static_cast<uint32_t>(o_.seed),
+                                         static_cast<uint32_t>(static_cast<uint64_t>(o_.seed) >> 32),
+                                         static_cast<uint32_t>(epoch)};
+                PyRandom rng;
+                rng.seed_words(key);
+                rng.shuffle(order_);
+                order_epoch_ = epoch;
+            }
+            const data::SquadFeature& f = features_[order_[static_cast<size_t>(next_ % n)]];
+            append_feature(batch_, f);
+            starts_.push_back(*f.start_position);
+            ends_.push_back(*f.end_position);
+        }
+        return batch_.num_tokens();
+    }
+    StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override {
+        const model::SpanLosses l = engine_->forward(params, batch_, starts_, ends_, true, seed, step);
+        return {l.total, {}};
+    }
+    void backward(std::span<float> grads, std::span<const float> params, float scale) override {
+        engine_->backward(grads, params, batch_, scale);
+    }
+    void weights_changed() override { engine_->weights_changed(); }
+    std::string at_end(TrainLoop&, const std::string& status) override {
+        return status.empty() ? "completed" : status;
+    }
+    void add_results(json& j) const override {
+        j["task"] = "squad";
+        j["num_train_examples"] = num_examples_;
+        j["num_train_features"] = features_.size();
+    }
+
+private:
+    const SquadTrainOptions& o_;
+    int64_t num_examples_;
+    const std::vector<data::SquadFeature>& features_;
+    model::BertConfig config_;
+    std::unique_ptr<model::ParamTable> table_;
+    std::unique_ptr<model::BertSquad> engine_;
+    model::Batch batch_;
+    std::vector<int32_t> starts_, ends_;
+    std::vector<int> order_;
+    int64_t order_epoch_ = -1, next_ = 0;
+};
+
+}  // namespace
+
+int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
+                       const std::vector<data::SquadFeature>& features, const json& flags_json) {
+    LoopOptions l;
+    l.command = "squad";
+    l.output_dir = o.output_dir;
+    l.train_batch_size = o.train_batch_size;
+    l.num_train_steps = squad_train_steps(num_train_examples, o.train_batch_size, o.num_train_epochs);
+    if (l.num_train_steps < 1)
+        fail("--num_train_epochs={}: {} training examples in batches of {} make {} training "
+             "steps, expected at least 1 (run_squad.py: int(examples / train_batch_size * "
+             "epochs))", o.num_train_epochs, num_train_examples, o.train_batch_size,
+             l.num_train_steps);
+    if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
+        fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
+    l.save_checkpoints_steps = o.save_checkpoints_steps;
+    l.keep_checkpoint_max = o.keep_checkpoint_max;
+    l.seed = o.seed;
+    l.threads = o.threads;
+    l.warmup_updates_excluded = 3;
+    l.allow_changed_flags = o.allow_changed_flags;
+    l.precision = o.precision;
+    l.loss_scale = o.loss_scale;
+    l.initial_loss_scale = o.initial_loss_scale;
+    l.loss_scale_window = o.loss_scale_window;
+    l.init_checkpoint = o.init_checkpoint;
+    l.optimizer = optim::OptimizerConfig::adamw_reference();
+    l.schedule.learning_rate = o.learning_rate;
+    l.schedule.num_train_steps = l.num_train_steps;
+    l.schedule.num_warmup_steps =
+        static_cast<int64_t>(static_cast<double>(l.num_train_steps) * o.warmup_proportion);
+    l.fixed_flags = {"train_batch_size", "max_seq_length", "doc_stride", "max_query_length",
+                     "seed", "train_file", "do_lower_case", "vocab_file"};
+    l.checked_flags = {"learning_rate", "num_train_epochs", "warmup_proportion",
+                       "bert_config_file", "model", "init_checkpoint", "dtype", "precision",
+                       "loss_scale"};
+    SquadTask task(o, num_train_examples, features);
+    return TrainLoop(l, flags_json, task).run();
+}
+
+SquadModel load_squad_model(const std::string& checkpoint, const std::string& flag,
+                            const std::string& bert_config_file, const std::string& preset,
+                            int max_seq_length) {
+    SquadModel m;
+    m.config = resolve_config(bert_config_file, preset, "", checkpoint);
+    if (max_seq_length > m.config.max_position_embeddings)
+        fail("--max_seq_length={}: the model was only trained up to sequence length {} "
+             "(max_position_embeddings)", max_seq_length, m.config.max_position_embeddings);
+    m.table = std::make_unique<model::ParamTable>(m.config, model::Heads::squad);
+    m.params.assign(m.table->total_floats(), 0.0f);
+    std::vector<std::string> missing;
+    model::load_init_checkpoint(checkpoint, *m.table, m.params, flag, &missing);
+    for (const std::string& name : missing)
+        if (name.rfind("cls/squad/", 0) == 0)
+            fail("{}={}: expected a fine-tuned SQuAD checkpoint with the span head, got none "
+                 "({} is absent: a pretraining checkpoint?) (hint: --do_train fine-tunes it "
+                 "first)", flag, checkpoint, name);
+    return m;
+}
+
+SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFeature>& features,
+                           int batch_size, ops::Precision precision) {
+    SquadInference out;
+    if (features.empty()) return out;
+    const int S = static_cast<int>(features.front().input_ids.size());
+    model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true},
+                            engine_options(m.config, precision));
+    model::Batch batch;
+    log::Progress progress(5.0);
+    out.results.reserve(features.size());
+    const size_t n = features.size();
+    for (size_t first = 0; first < n; first += static_cast<size_t>(batch_size)) {
+        const size_t last = std::min(n, first + static_cast<size_t>(batch_size));
+        clear_batch(batch);
+        for (size_t i = first; i < last; ++i) append_feature(batch, features[i]);
+        const double t0 = now_s();
+        engine.forward(m.params, batch, {}, {}, false, 0, 0);
+        out.batch_seconds.push_back(now_s() - t0);
+        const std::span<const float> start = engine.start_logits(), end = engine.end_logits();
+        for (size_t i = first; i < last; ++i) {
+            const int b = static_cast<int>(i - first);
+            const size_t o = static_cast<size_t>(batch.seq_offsets[b]);
+            SquadRawResult r;
+            r.unique_id = features[i].unique_id;
+            r.start_logits.assign(start.begin() + o, start.begin() + o + S);
+            r.end_logits.assign(end.begin() + o, end.begin() + o + S);
+            out.results.push_back(std::move(r));
+        }
+        out.sequences += static_cast<int64_t>(last - first);
+        progress.update(fmt::format("predict {}/{} features", last, n));
+    }
+    progress.finish("");
+    return out;
+}
+
+}  // namespace bertbench::train

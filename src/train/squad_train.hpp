@@ -1,0 +1,78 @@
+// SQuAD with a model, as google-research/bert run_squad.py: fine-tuning (--do_train) as a task of
+// the one training loop (loop.hpp) — the span model over the padded features, the loss over all
+// max_seq_length positions, optimization.py's AdamWeightDecay with warm-up over
+// warmup_proportion and linear decay, global-norm clip 1.0 — and prediction (--do_predict): the
+// raw start/end logits of every eval feature, timed per batch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/aligned.hpp"
+#include "data/squad.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
+#include "ops/bf16.hpp"
+#include "train/squad_predict.hpp"
+
+namespace bertbench::train {
+
+struct SquadTrainOptions {
+    std::string bert_config_file;   // or `model`, a preset; else the config of init_checkpoint
+    std::string model;
+    std::string init_checkpoint;    // pretrained (or fine-tuned) weights, any format
+    std::string output_dir;
+    std::vector<std::string> inputs;  // files the command read (never overwritten)
+    int max_seq_length = 384;
+    int train_batch_size = 32;
+    double learning_rate = 5e-5;
+    double num_train_epochs = 3.0;
+    double warmup_proportion = 0.1;
+    int64_t save_checkpoints_steps = 1000;
+    int keep_checkpoint_max = 5;
+    int64_t seed = 12345;
+    int threads = 0;
+    ops::Precision precision = ops::Precision::fp32;
+    std::string loss_scale;
+    double initial_loss_scale = 32768;
+    int loss_scale_window = 2000;
+    bool allow_changed_flags = false;
+};
+
+// run_squad.py's schedule: num_train_steps = int(examples / train_batch_size * epochs) (examples,
+// not features, as the reference counts them), num_warmup_steps = int(steps * proportion).
+int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs);
+
+// Fine-tunes on `features` (training features, start/end positions set) in options.output_dir,
+// resuming from its latest checkpoint. Returns the exit status as run_pretraining does.
+int run_squad_training(const SquadTrainOptions& options, int64_t num_train_examples,
+                       const std::vector<data::SquadFeature>& features,
+                       const nlohmann::json& flags_json);
+
+struct SquadModel {
+    model::BertConfig config;
+    std::unique_ptr<model::ParamTable> table;
+    AlignedVector<float> params;
+};
+// Loads weights with the span head for prediction from `checkpoint` (any format); the config
+// from bert_config_file, the preset or the checkpoint. Error naming `flag` and the file when the
+// checkpoint lacks cls/squad/output_weights or output_bias (a pretraining checkpoint).
+SquadModel load_squad_model(const std::string& checkpoint, const std::string& flag,
+                            const std::string& bert_config_file, const std::string& preset,
+                            int max_seq_length);
+
+struct SquadInference {
+    std::vector<SquadRawResult> results;  // one per feature, in feature order
+    std::vector<double> batch_seconds;    // forward time of each batch (features excluded)
+    int64_t sequences = 0;
+};
+// The model's forward (dropout off) over the eval features in batches of `batch_size`, with
+// progress on the terminal.
+SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFeature>& features,
+                           int batch_size, ops::Precision precision);
+
+}  // namespace bertbench::train
