@@ -197,7 +197,8 @@ CpuBf16 cpu_bf16() {
 // plus 6 per distinct sequence length; re-creating an evicted one costs under a millisecond.
 // Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
 // attention's per-head products can run the same primitive on several threads at once.
-using Key = std::tuple<int, int, int, bool, int, int, int, bool>;
+// (M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row)
+using Key = std::tuple<int, int, int, bool, int, int, int, int>;
 struct Matmul {
     dnnl::matmul prim;
     size_t scratch_bytes = 0;
@@ -232,17 +233,19 @@ Matmul matmul_for(const Key& k) {
         m.lru.splice(m.lru.begin(), m.lru, it->second);
         return it->second->second;
     }
-    const auto [M, N, K, trans_b, lda, ldb, ldc, accumulate] = k;
+    const auto [M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
     using dt = dnnl::memory::data_type;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (accumulate) {
+    if (epilogue == 1) {
         dnnl::post_ops po;
         po.append_sum(1.0f);
         attr.set_post_ops(po);
     }
-    const dnnl::matmul::desc d(md(M, K, dt::bf16, lda, false), md(K, N, dt::bf16, ldb, trans_b),
-                               md(M, N, dt::f32, ldc, false));
+    const auto src = md(M, K, dt::bf16, lda, false), wei = md(K, N, dt::bf16, ldb, trans_b),
+               dst = md(M, N, dt::f32, ldc, false);
+    const dnnl::matmul::desc d = epilogue == 2 ? dnnl::matmul::desc(src, wei, md(1, N, dt::f32, N, false), dst)
+                                               : dnnl::matmul::desc(src, wei, dst);
     const dnnl::matmul::primitive_desc pd(d, attr, m.eng);
     if (m.impl.empty()) m.impl = pd.impl_info_str();
     m.lru.emplace_front(k, Matmul{dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
@@ -263,7 +266,7 @@ struct Bound {
     Key key{};
     bool used = false;
     Matmul mm;
-    dnnl::memory a, b, c, sp;
+    dnnl::memory a, b, c, bias, sp;
     std::unordered_map<int, dnnl::memory> args;
 };
 struct ThreadMatmuls {
@@ -277,10 +280,10 @@ ThreadMatmuls& thread_matmuls() {
     return t;
 }
 size_t key_slot(const Key& k) {
-    const auto [M, N, K, trans_b, lda, ldb, ldc, accumulate] = k;
+    const auto [M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
     uint64_t h = 1469598103934665603ull;
     for (const uint64_t v : {uint64_t(M), uint64_t(N), uint64_t(K), uint64_t(trans_b), uint64_t(lda),
-                             uint64_t(ldb), uint64_t(ldc), uint64_t(accumulate)})
+                             uint64_t(ldb), uint64_t(ldc), uint64_t(epilogue)})
         h = (h ^ v) * 1099511628211ull;
     return static_cast<size_t>(h ^ (h >> 29)) % ThreadMatmuls::kSlots;
 }
@@ -295,7 +298,7 @@ bool probe_native() {
     const CpuBf16 c = cpu_bf16();
     if (!c.avx512_bf16 && !c.amx_bf16) return false;
     try {
-        (void)matmul_for(Key{64, 64, 64, false, 64, 64, 64, false});
+        (void)matmul_for(Key{64, 64, 64, false, 64, 64, 64, 0});
         const std::string impl = matmuls().impl;
         return impl.find("ref") == std::string::npos;
     } catch (const dnnl::error&) {
@@ -372,11 +375,16 @@ std::string bf16_gemm_impl() {
 }
 
 void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
-               float beta, float* C, int ldc) {
+               float beta, float* C, int ldc, const float* bias) {
     if (beta != 0.f && beta != 1.f) fail("internal error: gemm_bf16 takes beta 0 or 1, got {}", beta);
+    if (bias && beta != 0.f) fail("internal error: gemm_bf16 takes a bias only with beta 0");
     if (M == 0 || N == 0) return;
     if (K == 0 || !bf16_native()) {
         // Emulation: the bf16 operands are exact in fp32, so sgemm computes the same products.
+        if (bias) {
+            for (int i = 0; i < M; ++i) std::copy(bias, bias + N, C + static_cast<size_t>(i) * ldc);
+            beta = 1.f;
+        }
         thread_local std::vector<float> a, b;
         widen(a, A, M, K, lda);
         if (trans_b)
@@ -387,7 +395,7 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
         return;
     }
     try {
-        const Key key{M, N, K, trans_b, lda, ldb, ldc, beta == 1.f};
+        const Key key{M, N, K, trans_b, lda, ldb, ldc, bias ? 2 : beta == 1.f ? 1 : 0};
         ThreadMatmuls& t = thread_matmuls();
         Bound& e = t.slots[key_slot(key)];
         if (!e.used || e.key != key) {
@@ -399,6 +407,10 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
             e.b = dnnl::memory(md(K, N, dt::bf16, ldb, trans_b), eng, const_cast<bf16*>(B));
             e.c = dnnl::memory(md(M, N, dt::f32, ldc, false), eng, C);
             e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+            if (bias) {
+                e.bias = dnnl::memory(md(1, N, dt::f32, N, false), eng, const_cast<float*>(bias));
+                e.args[DNNL_ARG_BIAS] = e.bias;
+            }
             if (e.mm.scratch_bytes > 0) {
                 if (t.scratch.size() < e.mm.scratch_bytes) t.scratch.resize(e.mm.scratch_bytes);
                 e.sp = dnnl::memory(
@@ -413,6 +425,7 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
             e.a.set_data_handle(const_cast<bf16*>(A));
             e.b.set_data_handle(const_cast<bf16*>(B));
             e.c.set_data_handle(C);
+            if (bias) e.bias.set_data_handle(const_cast<float*>(bias));
         }
         if (e.mm.scratch_bytes > 0) {
             // Another slot may have grown the thread's scratchpad since (a new address).
@@ -424,15 +437,16 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
     } catch (const dnnl::error& e) {
         if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
         fail("internal error: oneDNN bf16 matmul (M={}, N={}, K={}, trans_b={}, lda={}, ldb={}, "
-             "ldc={}): {}", M, N, K, trans_b, lda, ldb, ldc, e.what());
+             "ldc={}, bias={}): {}", M, N, K, trans_b, lda, ldb, ldc, bias != nullptr, e.what());
     }
 }
 
 void linear_forward_bf16(float* y, const bf16* xb, const bf16* wb, const float* b, int N, int IN,
                          int OUT) {
     if (N == 0) return;
-    if (b) bias_rows(y, b, N, OUT);
-    gemm_bf16(false, N, OUT, IN, xb, IN, wb, OUT, b ? 1.f : 0.f, y, OUT);
+    // The bias goes into the matmul (added to each row as the product is stored), not first into y
+    // for a β = 1 product: that was a write and a read of y more per layer.
+    gemm_bf16(false, N, OUT, IN, xb, IN, wb, OUT, 0.f, y, OUT, b);
 }
 
 void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb,

@@ -54,9 +54,10 @@ void set_bf16_conversion_avx512(bool use);
 bool bf16_conversion_avx512();  // true when the AVX-512 code runs
 
 // C(M,N) = A(M,K) · op(B)(K,N) + beta·C, row-major; op(B) = Bᵀ when trans_b (B stored (N,K)).
-// beta must be 0 or 1. K = 0 leaves beta·C, as BLAS does.
+// beta must be 0 or 1. K = 0 leaves beta·C, as BLAS does. bias (N), only with beta 0: added to
+// every row of the product (C = A·op(B) + bias, one rounding as with beta 1 on bias rows).
 void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
-               float beta, float* C, int ldc);
+               float beta, float* C, int ldc, const float* bias = nullptr);
 
 // The dense layer (gemm.hpp's linear_*) with bf16 GEMM operands; bias, outputs and gradients fp32.
 // forward:  y(N,OUT) = xb(N,IN) · wb(IN,OUT) + b, xb already converted (one conversion may feed

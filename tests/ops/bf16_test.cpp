@@ -132,6 +132,7 @@ struct GemmCase {
     int M, N, K;
     bool trans_b;
     float beta;
+    bool bias = false;  // a bias row (N) added to the product (beta 0)
 };
 
 // Runs gemm_bf16 and compares with the double product of the same bf16 values.
@@ -145,11 +146,15 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
     std::vector<float> C(static_cast<size_t>(g.M) * ldc);
     for (float& x : C) x = d(rng);
     const std::vector<float> C0 = C;
-    gemm_bf16(g.trans_b, g.M, g.N, g.K, A.data(), lda, B.data(), ldb, g.beta, C.data(), ldc);
+    std::vector<float> bias(static_cast<size_t>(g.N));
+    for (float& x : bias) x = d(rng);
+    gemm_bf16(g.trans_b, g.M, g.N, g.K, A.data(), lda, B.data(), ldb, g.beta, C.data(), ldc,
+              g.bias ? bias.data() : nullptr);
     size_t bad = 0;
     for (int i = 0; i < g.M; ++i)
         for (int j = 0; j < g.N; ++j) {
             double want = g.beta * double(C0[static_cast<size_t>(i) * ldc + j]), mag = 0;
+            if (g.bias) want += bias[static_cast<size_t>(j)];
             for (int k = 0; k < g.K; ++k) {
                 const double a = to_float(A[static_cast<size_t>(i) * lda + k]);
                 const double b = to_float(g.trans_b ? B[static_cast<size_t>(j) * ldb + k]
@@ -175,7 +180,9 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
 const std::vector<GemmCase> kCases = {{13, 7, 37, false, 0.f},  {13, 7, 37, true, 1.f},
                                       {1, 64, 96, false, 1.f},  {130, 257, 65, true, 0.f},
                                       {64, 96, 200, false, 0.f}, {37, 13, 1, true, 1.f},
-                                      {5, 3, 0, false, 1.f},     {5, 3, 0, true, 0.f}};
+                                      {5, 3, 0, false, 1.f},     {5, 3, 0, true, 0.f},
+                                      {13, 7, 37, false, 0.f, true}, {130, 257, 65, false, 0.f, true},
+                                      {5, 3, 0, false, 0.f, true}};
 
 TEST(Bf16, GemmEmulatedMatchesDoubleReference) {
     set_bf16_emulation(true);
