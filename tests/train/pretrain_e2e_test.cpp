@@ -29,6 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using bertbench::testing::run_bertbench;
+using bertbench::testing::spawn_bertbench;
+using bertbench::testing::wait_for_file;
 
 std::string shared_dir() {
     const char* s = std::getenv("BB_SHARED_DIR");
@@ -76,37 +78,6 @@ std::string join(const std::vector<std::string>& args) {
     return s;
 }
 
-// Starts bertbench with `args`, stdout+stderr to `log`; returns the pid.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-    const std::string bin = bertbench::testing::bertbench_path();
-    const pid_t pid = fork();
-    if (pid == 0) {
-        FILE* f = std::fopen(log.c_str(), "w");
-        if (f) {
-            dup2(fileno(f), 1);
-            dup2(fileno(f), 2);
-        }
-        std::vector<char*> argv{const_cast<char*>(bin.c_str())};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        execv(bin.c_str(), argv.data());
-        _exit(127);
-    }
-    return pid;
-}
-
-// Polls the filesystem until `path` exists or the process exits; true if the file appeared.
-bool wait_for_file(const std::string& path, pid_t pid) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (fs::exists(path)) return true;
-        int status = 0;
-        if (waitpid(pid, &status, WNOHANG) == pid) return fs::exists(path);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
-    }
-    return false;
-}
-
 // The deterministic fields of train_log.jsonl (throughput differs run to run).
 std::vector<std::string> train_lines(const std::string& dir) {
     std::vector<std::string> out;
@@ -148,7 +119,7 @@ TEST(PretrainE2E, KilledAndResumedIsBitIdenticalSlow) {
     ASSERT_EQ(want.size(), 8u);  // 16 micro-steps / 2 per update
 
     // Kill b (SIGKILL) as soon as its first checkpoint (micro-step 4) is on disk.
-    const pid_t pid = spawn(base_args(w, b), w.out("b1.log"));
+    const pid_t pid = spawn_bertbench(base_args(w, b), w.out("b1.log"));
     ASSERT_TRUE(wait_for_file(b + "/model.ckpt-4.safetensors", pid)) << slurp(w.out("b1.log"));
     const bool killed = kill(pid, SIGKILL) == 0;
     int status = 0;
@@ -219,7 +190,7 @@ TEST(PretrainE2E, SigtermCheckpointsAndExits143) {
     args.push_back("--num_train_steps=100000");
     args.push_back("--nodo_eval");
     args.push_back("--threads=0");  // all CPUs: libgomp's worker threads exist too
-    const pid_t pid = spawn(args, w.out("log"));
+    const pid_t pid = spawn_bertbench(args, w.out("log"));
     ASSERT_TRUE(wait_for_file(out + "/model.ckpt-4.safetensors", pid)) << slurp(w.out("log"));
 
     // No thread of the run may take SIGINT/SIGTERM through a handler (a handler's frame on a

@@ -3,7 +3,7 @@
 // 143 and the same command resumes to bit-identical logs, logits and predictions; decoding the
 // run's raw_results.jsonl gives its predictions byte for byte; a fine-tuned checkpoint predicts
 // the same logits without --do_train; fine-tuning starts from a pretraining checkpoint, which
-// --do_predict alone refuses (no span head) before writing anything.
+// --do_predict alone refuses (no span head) before writing anything; --dtype=bf16 fine-tunes.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -165,8 +165,9 @@ TEST(SquadTrainE2E, PretrainingCheckpointFineTunesButDoesNotPredict) {
     // Fine-tuning from it: the encoder loads, the span head starts from its initialisation.
     const RunResult rf = run_bertbench("squad --do_train --train_file=" +
                                        golden("squad_pipeline/train-v1.1.json") + " --output_dir=" + ft +
-                                       " --train_batch_size=16 --num_train_epochs=0.5" + common);
+                                       " --train_batch_size=16 --num_train_epochs=0.5 --dtype=bf16" + common);
     ASSERT_EQ(rf.exit_code, 0) << rf.out;
+    EXPECT_EQ(json::parse(read_file(ft + "/results.json"))["dtype"], "bf16");
     EXPECT_NE(rf.out.find("2 absent, left as initialised: cls/squad/output_weights, cls/squad/output_bias"),
               std::string::npos) << rf.out;
     EXPECT_EQ(json::parse(read_file(ft + "/results.json"))["global_step"], 2);  // int(69 / 16 * 0.5)
