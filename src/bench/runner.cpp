@@ -376,8 +376,8 @@ std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files
         for (const std::string& file : files) {
             io::TfRecordReader reader(file, skip_corrupt_records);
             while (static_cast<int>(out.size()) < count) {
-                const uint64_t index = reader.index();
                 if (!reader.next(payload)) break;
+                const uint64_t index = reader.index() - 1;  // of the record just read (after skips)
                 const std::string where = fmt::format("[squad features] {}: record {}", file, index);
                 const io::Example e = io::decode_example(payload, where);
                 int_feature(e, "unique_ids", 1, where);
