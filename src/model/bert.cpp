@@ -945,6 +945,7 @@ SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& ba
     m.N = N;
     const T* w = params.data();
     m.enc->forward(w, batch, training, seed, step);
+    BB_PROFILE_MARK("span head fwd");
     for (int i = 0; i < N; ++i) std::copy_n(w + m.bs, 2, m.logits2 + 2 * static_cast<size_t>(i));
     ops::gemm(false, true, N, 2, H, T(1), m.enc->output(), H, w + m.ws, H, T(1), m.logits2, 2);
     for (int i = 0; i < N; ++i) {
