@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
+#include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
 #include "train/evaluate.hpp"
@@ -87,11 +88,18 @@ int cmd_eval(int argc, char** argv) {
     train::check_finite_params(table, params, checkpoint);
     train::check_first_records(files, max_seq_length, max_predictions, "input_file",
                                skip_corrupt_records);
-    model::BertPretrainer engine(table, {eval_batch_size, max_seq_length, max_predictions, /*forward_only=*/true},
+    // Under mpirun -np N: --eval_batch_size is global, each rank evaluates every N-th record and
+    // the sums are all-reduced (the same metrics as one process); rank 0 prints and writes.
+    dist::Comm& comm = dist::world();
+    if (eval_batch_size % comm.size() != 0)
+        fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
+             eval_batch_size, comm.size(), comm.size());
+    model::BertPretrainer engine(table, {eval_batch_size / comm.size(), max_seq_length, max_predictions, /*forward_only=*/true},
                                  model::EngineOptions{config.hidden_act == "gelu_erf", precision});
     train::EvalOptions eo;
     eo.files = files;
-    eo.batch_size = eval_batch_size;
+    eo.batch_size = eval_batch_size / comm.size();
+    eo.comm = &comm;
     eo.max_seq_length = max_seq_length;
     eo.max_predictions_per_seq = max_predictions;
     eo.max_eval_steps = max_eval_steps;
@@ -100,6 +108,7 @@ int cmd_eval(int argc, char** argv) {
     nlohmann::json out = m.to_json();
     out["dtype"] = ops::precision_name(precision);
     const std::string text = out.dump(2) + "\n";
+    if (comm.rank() != 0) return 0;
     std::cout << text;
     if (!json_path.empty()) write_file_atomic(json_path, text);
     return 0;

@@ -112,7 +112,8 @@ int cmd_pretrain(int argc, char** argv) {
           "only, optimizer state and global_step ignored), a bertbench safetensors checkpoint "
           "(TF names) or a Hugging Face BERT "
           "safetensors file; optimizer state starts at zero");
-    f.add("train_batch_size", &o.train_batch_size, "sequences per micro-batch");
+    f.add("train_batch_size", &o.train_batch_size,
+          "sequences per micro-batch, GLOBAL: under mpirun -np N each rank takes 1/N");
     f.add("eval_batch_size", &o.eval_batch_size, "sequences per eval batch");
     f.add("max_seq_length", &o.max_seq_length, "tokens per sequence; must equal the TFRecords'");
     f.add("max_predictions_per_seq", &o.max_predictions_per_seq,
@@ -140,6 +141,11 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("eval_every_samples", &o.eval_every_samples,
           "evaluate every this many training samples (0 = MLPerf formula for the global batch)");
     f.add("target_mlm_accuracy", &o.target_mlm_accuracy, "stop when masked-LM accuracy reaches this");
+    f.add("clip_by_global_norm_after_gradient_allreduce",
+          &o.clip_by_global_norm_after_gradient_allreduce,
+          "clip the averaged gradient (all ranks, all micro-batches of an update) by global norm "
+          "1.0 once per update, as MLPerf's optimization.py; default: each micro-batch's own "
+          "gradient, per rank");
     f.add("skip_nonfinite_steps", &o.skip_nonfinite_steps,
           "skip micro-steps with a NaN/Inf loss or gradient instead of stopping");
     f.add("warmup_updates_excluded", &o.warmup_updates_excluded,

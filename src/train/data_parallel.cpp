@@ -3,14 +3,25 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace bertbench::train {
 
+DataParallel::DataParallel(dist::Comm& comm, size_t bucket_bytes)
+    : comm_(&comm), bucket_bytes_(bucket_bytes) {}
+
 DataParallel::DataParallel(dist::Comm& comm, const model::ParamTable& table, size_t bucket_bytes)
-    : comm_(&comm), num_layers_(table.config().num_hidden_layers) {
+    : comm_(&comm), bucket_bytes_(bucket_bytes) {
+    set_table(table);
+}
+
+void DataParallel::set_table(const model::ParamTable& table) {
+    num_layers_ = table.config().num_hidden_layers;
     if (!active()) return;
     std::vector<size_t> bounds;
+    stages_.clear();
     stages_.resize(static_cast<size_t>(num_layers_) + 2);
     const std::string enc = "bert/encoder/layer_", emb = "bert/embeddings/";
     for (const model::ParamInfo& p : table.entries()) {
@@ -24,7 +35,7 @@ DataParallel::DataParallel(dist::Comm& comm, const model::ParamTable& table, siz
         }
         stages_[stage].push_back({p.offset, p.offset + p.size});
     }
-    reducer_ = std::make_unique<dist::GradientReducer>(comm, table.total_floats(), bounds, bucket_bytes);
+    reducer_ = std::make_unique<dist::GradientReducer>(*comm_, table.total_floats(), bounds, bucket_bytes_);
 }
 
 int DataParallel::local_batch(int global_batch, const std::string& flag) const {
@@ -58,7 +69,12 @@ bool DataParallel::any(bool flag) const {
 }
 
 model::Losses DataParallel::global_losses(model::BertPretrainer& engine, const model::Losses& l) {
-    if (!active()) return l;
+    return train::global_losses(*comm_, engine, l);
+}
+
+model::Losses global_losses(dist::Comm& comm, model::BertPretrainer& engine, const model::Losses& l) {
+    if (comm.size() == 1) return l;
+    dist::Comm* comm_ = &comm;
     // Σw·CE of this rank is mlm_loss·(Σw + 1e-5), exactly as the forward divided it.
     double v[6] = {l.mlm_loss * (l.mlm_weight + 1e-5), l.mlm_weight, l.nsp_loss * l.nsp_count,
                    l.mlm_correct, static_cast<double>(l.nsp_correct), static_cast<double>(l.nsp_count)};
@@ -71,27 +87,31 @@ model::Losses DataParallel::global_losses(model::BertPretrainer& engine, const m
     g.mlm_correct = v[3];
     g.nsp_correct = static_cast<int>(v[4]);
     g.total = g.mlm_loss + g.nsp_loss;
-    engine.set_global_mlm_weight(g.mlm_weight, size());
+    engine.set_global_mlm_weight(g.mlm_weight, comm.size());
     return g;
 }
 
 void DataParallel::begin_backward(model::BertPretrainer& engine, std::span<float> grads, bool overlap) {
+    engine.set_backward_hook(begin_backward(grads, overlap));
+}
+
+std::function<void(int)> DataParallel::begin_backward(std::span<float> grads, bool overlap) {
     overlapped_ = nullptr;
-    if (!active() || !overlap) {
-        engine.set_backward_hook({});
-        return;
-    }
+    if (!active() || !overlap) return {};
+    if (!reducer_) fail("[dist] DataParallel: set_table() before the first backward");
     reducer_->begin(grads);
     overlapped_ = grads.data();
-    engine.set_backward_hook([this](int stage) {
+    return [this](int stage) {
         const size_t s = stage < 0 ? static_cast<size_t>(num_layers_) + 1 : static_cast<size_t>(stage);
-        for (const auto& [b, e] : stages_[s]) reducer_->ready(b, e);
-    });
+        if (s < stages_.size())
+            for (const auto& [b, e] : stages_[s]) reducer_->ready(b, e);
+    };
 }
 
 optim::GradientMean DataParallel::mean() {
     if (!active()) return {};
     return [this](std::span<float> buf) {
+        if (!reducer_) fail("[dist] DataParallel: set_table() before the first update");
         if (buf.data() != overlapped_) reducer_->begin(buf);
         overlapped_ = nullptr;
         const dist::ReduceStats s = reducer_->finish();
@@ -113,6 +133,29 @@ void DataParallel::require_same_weights(std::span<const float> params, int64_t s
     const uint64_t h = dist::fnv1a64(params.data(), params.size_bytes());
     require_same(fmt::format("the weights' FNV-1a hash after step {}", step), fmt::format("{:016x}", h),
                  "the ranks diverged: a bug, please report it");
+}
+
+nlohmann::json DataParallel::gather_reader_states(const nlohmann::json& mine) const {
+    if (!active()) return mine;
+    nlohmann::json all = nlohmann::json::array();
+    for (const std::string& s : comm_->allgather(mine.dump())) all.push_back(nlohmann::json::parse(s));
+    return all;
+}
+
+nlohmann::json DataParallel::reader_state_for_rank(const nlohmann::json& saved,
+                                                    uint64_t* first_epoch) const {
+    if (first_epoch != nullptr) *first_epoch = 0;
+    if (saved.is_null()) return saved;
+    const int n = size();
+    if (saved.is_object() && n == 1) return saved;
+    if (saved.is_array() && static_cast<int>(saved.size()) == n) return saved[static_cast<size_t>(rank())];
+    // N changed: the epoch after the furthest one any saved rank reached
+    uint64_t last = 0;
+    for (const nlohmann::json& s : saved.is_array() ? saved : nlohmann::json::array({saved}))
+        if (s.is_object() && s.contains("epoch") && s["epoch"].is_number_unsigned())
+            last = std::max(last, s["epoch"].get<uint64_t>());
+    if (first_epoch != nullptr) *first_epoch = last + 1;
+    return nullptr;
 }
 
 }  // namespace bertbench::train

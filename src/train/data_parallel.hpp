@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,11 +23,17 @@
 
 namespace bertbench::train {
 
+// The global batch's losses from this rank's (collective; see DataParallel::global_losses).
+model::Losses global_losses(dist::Comm& comm, model::BertPretrainer& engine, const model::Losses& local);
+
 class DataParallel {
 public:
     // bucket_bytes: the reducer's bucket (Horovod's fusion buffer, DDP's bucket_cap_mb).
+    explicit DataParallel(dist::Comm& comm, size_t bucket_bytes = size_t{4} << 20);
     DataParallel(dist::Comm& comm, const model::ParamTable& table,
                  size_t bucket_bytes = size_t{4} << 20);
+    // The model's parameter layout, once it is known (before the first backward).
+    void set_table(const model::ParamTable& table);
 
     dist::Comm& comm() const { return *comm_; }
     int rank() const { return comm_->rank(); }
@@ -54,6 +62,8 @@ public:
     // of `grads` as layers finish (overlap must be updater.overlappable() and grads the buffer
     // micro_step gets); without, the hook is removed and mean() does all the work.
     void begin_backward(model::BertPretrainer& engine, std::span<float> grads, bool overlap);
+    // The same for any engine: returns the hook to install for this backward (empty: none).
+    std::function<void(int)> begin_backward(std::span<float> grads, bool overlap);
     // For ParameterUpdater::micro_step: averages a buffer over the ranks (finishing the overlapped
     // reduction when it is the buffer begin_backward() got). Empty with one process.
     optim::GradientMean mean();
@@ -69,8 +79,18 @@ public:
     // Collective: Error unless every rank's weights have the same bits (FNV-1a of the buffer).
     void require_same_weights(std::span<const float> params, int64_t step) const;
 
+    // Checkpoints hold every rank's reader cursor. Collective: with N > 1 a JSON array of the
+    // ranks' states (index = rank), with one process `mine` itself.
+    nlohmann::json gather_reader_states(const nlohmann::json& mine) const;
+    // This rank's cursor from a checkpoint's reader state: the saved state itself for one process
+    // (and a single-process checkpoint resumed by one process), element `rank` of an array saved
+    // by the same N. Otherwise (N changed) null: the caller starts a fresh epoch (`first_epoch`
+    // gets the epoch after the last one any saved rank had reached) and says so.
+    nlohmann::json reader_state_for_rank(const nlohmann::json& saved, uint64_t* first_epoch) const;
+
 private:
     dist::Comm* comm_;
+    size_t bucket_bytes_;
     std::unique_ptr<dist::GradientReducer> reducer_;
     // stage (0..L = heads, layers; index L+1 = embeddings) -> parameter ranges [offset, end)
     std::vector<std::vector<std::pair<size_t, size_t>>> stages_;

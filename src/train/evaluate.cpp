@@ -73,6 +73,16 @@ EvalMetrics EvalAccumulator::result() const {
     return m;
 }
 
+void EvalAccumulator::all_reduce(dist::Comm& comm) {
+    if (comm.size() == 1) return;
+    double d[5] = {mlm_correct_, mlm_loss_, mlm_weight_, nsp_correct_, nsp_loss_};
+    int64_t n[2] = {examples_, predictions_};
+    comm.all_reduce_sum(std::span<double>(d, 5));
+    comm.all_reduce_sum(std::span<int64_t>(n, 2));
+    mlm_correct_ = d[0], mlm_loss_ = d[1], mlm_weight_ = d[2], nsp_correct_ = d[3], nsp_loss_ = d[4];
+    examples_ = n[0], predictions_ = n[1];
+}
+
 EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> params, int vocab_size,
                      const EvalOptions& options) {
     if (options.files.empty()) fail("--eval_input_file: expected at least one file, got none");
@@ -84,6 +94,11 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
     rc.training = false;
     rc.shuffle_buffer = 0;
     rc.skip_corrupt_records = options.skip_corrupt_records;
+    if (options.comm != nullptr && options.comm->size() > 1) {
+        rc.rank = options.comm->rank();
+        rc.world_size = options.comm->size();
+        rc.shard_by_record = true;
+    }
     data::PretrainReader reader(rc);
     EvalAccumulator acc;
     model::Batch batch;
@@ -92,6 +107,7 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
         engine.forward(params, batch, false, 0, 0);
         acc.add(engine, batch, vocab_size);
     }
+    if (options.comm != nullptr) acc.all_reduce(*options.comm);
     const EvalMetrics m = acc.result();
     if (m.examples == 0)
         fail("eval input {}: expected at least one record, got none", options.files.front());

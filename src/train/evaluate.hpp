@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/batch.hpp"
+#include "dist/comm.hpp"
 #include "model/bert.hpp"
 
 namespace bertbench::train {
@@ -28,6 +29,9 @@ public:
     // and nsp_logits() (B, 2). Argmax ties go to the lowest id (tf.argmax).
     void add(const model::BertPretrainer& engine, const model::Batch& batch, int vocab_size);
     EvalMetrics result() const;
+    // Data parallel: every rank's sums added (collective; exact for the counts and Σw of the
+    // accuracy, so it equals one process over the same records).
+    void all_reduce(dist::Comm& comm);
 
 private:
     double mlm_correct_ = 0, mlm_loss_ = 0, mlm_weight_ = 0;
@@ -42,6 +46,10 @@ struct EvalOptions {
     int max_predictions_per_seq = 20;
     int64_t max_eval_steps = 100;    // batches; <= 0 = the whole eval set
     bool skip_corrupt_records = false;  // skip records whose CRC does not match
+    // Data parallel: each rank evaluates every N-th record (record stride whatever the number of
+    // files, so max_eval_steps batches of batch_size = global / N cover exactly the records one
+    // process would) and the sums are all-reduced. nullptr: one process.
+    dist::Comm* comm = nullptr;
 };
 
 // Runs the eval set (fixed file order, each record once) with dropout off. `engine` must be

@@ -22,8 +22,10 @@
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
+#include "dist/comm.hpp"
 #include "model/checkpoint.hpp"
 #include "optim/clip.hpp"
+#include "train/data_parallel.hpp"
 #include "train/preflight.hpp"
 
 namespace bertbench::train {
@@ -206,14 +208,33 @@ bool TrainLoop::is_boundary() const {
 std::string TrainLoop::path(const char* name) const {
     return (fs::path(o_.output_dir) / name).string();
 }
+int TrainLoop::local_batch(int global_batch, const std::string& flag) const {
+    return dp_->local_batch(global_batch, flag);
+}
 
 void TrainLoop::setup() {
+    // Data parallel under mpirun (nothing changes without it): rank 0 alone logs and writes.
+    dp_ = std::make_unique<DataParallel>(dist::world());
+    root_ = dp_->is_root();
+    if (!root_ && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     scaler_ = optim::LossScaler::from_flag(o_.loss_scale, o_.initial_loss_scale,
                                            o_.loss_scale_window);
     if (o_.output_dir.empty())
         fail("--output_dir: expected a directory for checkpoints and logs, got none");
     if (o_.train_batch_size < 1) fail("--train_batch_size: expected >= 1, got {}", o_.train_batch_size);
     if (o_.steps_per_update < 1) fail("--steps_per_update: expected >= 1, got {}", o_.steps_per_update);
+    if (dp_->active()) {
+        if (o_.do_train) dp_->local_batch(o_.train_batch_size, "train_batch_size");
+        if (o_.command != "pretrain")
+            fail("bertbench {} under mpirun: only pretrain trains data-parallel so far (hint: run "
+                 "it as one process)", o_.command);
+        if (scaler_.mode() == optim::LossScaler::Mode::dynamic)
+            fail("--loss_scale=dynamic: not supported under mpirun yet (every rank must agree on "
+                 "skipping an overflowing update; hint: a fixed --loss_scale)");
+        if (o_.skip_nonfinite_steps)
+            fail("--skip_nonfinite_steps: not supported under mpirun yet (every rank must agree "
+                 "on skipping an update)");
+    }
     if (o_.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
     if (o_.keep_checkpoint_max < 0)
@@ -230,8 +251,9 @@ void TrainLoop::setup() {
         fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
+    dp_->set_table(task_.table());
     check_outputs_are_not_inputs();
-    remove_stale_temporaries(o_.output_dir);
+    if (root_) remove_stale_temporaries(o_.output_dir);
     global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
 }
 
@@ -275,10 +297,12 @@ void TrainLoop::check_resumed_flags(const json& old_flags) {
              resume_from_, changes.size(), text);
     log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
               "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
-    JsonlLog(path("changed_flags.jsonl")).write({{"resumed_from", resume_from_}, {"changes", changes}});
+    if (root_)
+        JsonlLog(path("changed_flags.jsonl")).write({{"resumed_from", resume_from_}, {"changes", changes}});
 }
 
 void TrainLoop::write_config_json() {
+    if (!root_) return;
     const model::ParamTable& table = task_.table();
     json summary = {{"flags", flags_json_},
                     {"bert_config", table.config().to_json()},
@@ -302,8 +326,10 @@ void TrainLoop::load_or_init() {
     if (o_.do_train) sched.validate();
     try {
         params_.assign(table.total_floats(), 0.0f);
-        updater_ = std::make_unique<optim::ParameterUpdater>(table, o_.optimizer, sched,
-                                                             o_.steps_per_update);
+        updater_ = std::make_unique<optim::ParameterUpdater>(
+            table, o_.optimizer, sched, o_.steps_per_update,
+            o_.clip_after_allreduce ? optim::ClipMode::after_accumulation
+                                    : optim::ClipMode::per_micro_batch);
         if (o_.do_train) grads_.assign(table.total_floats(), 0.0f);
     } catch (const std::bad_alloc&) {
         fail("out of memory allocating the parameters, optimizer state and gradients ({:.1f} MiB "
@@ -362,7 +388,16 @@ void TrainLoop::load_or_init() {
                  resume_from_, o_.loss_scale);
         scaler_.restore(get("loss_scaler"));
     }
-    if (o_.do_train) data_cursor_ = get("reader_state");
+    if (o_.do_train) {
+        // Under mpirun the checkpoint holds every rank's cursor; with another rank count the
+        // data restarts at the epoch after the last one reached (docs/distributed.md).
+        data_cursor_ = dp_->reader_state_for_rank(get("reader_state"), &first_epoch_);
+        if (data_cursor_.is_null() && first_epoch_ > 0)
+            log::warn("{} was written by a job with another number of ranks: the weights and the "
+                      "optimizer state resume, the data order does not (every rank starts epoch {} "
+                      "of its new share; the rest of the interrupted epoch is not seen)",
+                      resume_from_, first_epoch_);
+    }
     last_saved_step_ = steps[0];
     last_checkpoint_ = resume_from_;
     check_resumed_flags(get("flags"));
@@ -374,6 +409,14 @@ void TrainLoop::save_checkpoint(bool final_one) {
     BB_CHECK(is_boundary());  // the gradient accumulator is zero: not part of the state
     const std::string file = checkpoint_path(o_.output_dir, step);
     const double t0 = now_s();
+    // Collective under mpirun: every rank's data cursor, and a check that all weights agree.
+    const json cursors = dp_->gather_reader_states(o_.do_train ? task_.data_cursor() : json(nullptr));
+    dp_->require_same_weights(params_, step);
+    if (!root_) {  // rank 0 writes
+        last_saved_step_ = step;
+        last_checkpoint_ = file;
+        return;
+    }
     json st = task_.state();
     st["skipped_steps"] = state_.skipped_steps;
     st["elapsed_s"] = elapsed();
@@ -396,7 +439,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     w.set_metadata("flags", flags_json_.dump());
     w.set_metadata("train_state", st.dump());
     if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
-    w.set_metadata("reader_state", o_.do_train ? task_.data_cursor().dump() : "null");
+    w.set_metadata("reader_state", cursors.dump());
     w.set_metadata("dropout", fmt::format("philox(seed={}, step=global_step)", o_.seed));
     w.commit();
     last_saved_step_ = step;
@@ -420,6 +463,7 @@ void TrainLoop::prune_checkpoints() {
 }
 
 void TrainLoop::write_curves() {
+    if (!root_) return;
     CurvesData d;
     d.title = fmt::format("bertbench {}: {}, {}, global batch {} ({} x {})", o_.command,
                           task_.model_line(),
@@ -443,6 +487,7 @@ void TrainLoop::abort(const std::string& reason) noexcept {
 }
 
 void TrainLoop::write_results(const std::string& status) {
+    if (!root_) return;
     json j = {
         {"status", status},
         {"wall_time_s", elapsed()},
@@ -479,7 +524,19 @@ int TrainLoop::run() {
     try {
         setup();
         load_or_init();
-        task_.check_before_start();
+        // Before the first step, every rank: the same flags and model, and its data readable.
+        const std::string same = flags_json_.dump() + task_.table().config().to_json().dump();
+        dp_->require_same("the flags and model config (FNV-1a)",
+                          fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
+                          "start every rank with the same command line and bert_config.json");
+        std::string not_ready;
+        try {
+            task_.check_before_start();
+        } catch (const Error& e) {
+            if (!dp_->active()) throw;
+            not_ready = e.what();
+        }
+        dp_->require_all_ok(not_ready);
         if (!resume_from_.empty() || !o_.init_checkpoint.empty())
             check_finite_params(task_.table(), params_,
                                 !resume_from_.empty() ? resume_from_ : o_.init_checkpoint);
@@ -490,8 +547,9 @@ int TrainLoop::run() {
             return it != j.end() && it->is_number() ? it->get<double>()
                                                     : std::numeric_limits<double>::quiet_NaN();
         };
-        for (const json& j : truncate_jsonl(path("train_log.jsonl"), "step", global_step()))
-            loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
+        if (root_)
+            for (const json& j : truncate_jsonl(path("train_log.jsonl"), "step", global_step()))
+                loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
         if (state_.finished) {
             log::info("the run in {} already finished ({}) at step {}; nothing to do "
                       "(results.json)", o_.output_dir, state_.status, global_step());
@@ -519,7 +577,7 @@ int TrainLoop::finish(const std::string& status) {
 
 int TrainLoop::train() {
     task_.open_training_data(data_cursor_);
-    JsonlLog train_log(path("train_log.jsonl"));
+    JsonlLog train_log(root_ ? path("train_log.jsonl") : "/dev/null");
     log::Progress progress(10.0);
     std::string status;
     int64_t updates_this_segment = 0;
@@ -558,6 +616,11 @@ int TrainLoop::train() {
                 skipped = true;
             } else {
                 optim::fill_zero(grads_);
+                // Under mpirun the all-reduce starts during the backward where the updater
+                // allows it; micro_step's mean() finishes it (or does all of it).
+                const bool overlap = updater_->overlappable() && !scaler_.enabled();
+                if (dp_->active() && !task_.set_backward_hook(dp_->begin_backward(grads_, overlap)))
+                    dp_->begin_backward(grads_, false);
                 task_.backward(grads_, params_, scaler_.scale());
                 // Dynamic loss scaling: an overflow skips the update and halves the scale; a
                 // fixed scale's overflow is a non-finite gradient like any other (below).
@@ -566,7 +629,7 @@ int TrainLoop::train() {
                     log::warn("{}", scaler_.on_overflow(gs));
                     skipped = true;
                 } else try {
-                    r = updater_->micro_step(params_, grads_);
+                    r = updater_->micro_step(params_, grads_, dp_->mean());
                     if (r.applied) {
                         task_.weights_changed();
                         if (const std::string m = scaler_.on_clean_update(gs); !m.empty())
@@ -604,6 +667,15 @@ int TrainLoop::train() {
         }
         ++upd_micro;
         if (!is_boundary()) continue;
+        // Under mpirun: all ranks' tokens, and whether a signal reached any rank (every rank
+        // then stops after this same update).
+        int stop_signal = g_stop_signal;
+        if (dp_->active()) {
+            int64_t v[2] = {upd_tokens, stop_signal != 0 ? 1 : 0};
+            dp_->comm().all_reduce_sum(std::span<int64_t>(v, 2));
+            upd_tokens = v[0];
+            if (v[1] > 0 && stop_signal == 0) stop_signal = SIGTERM;
+        }
 
         // ---- one optimizer update done ----
         const double dt = now_s() - upd_t0;
@@ -638,7 +710,7 @@ int TrainLoop::train() {
                                                    : global_batch_ / dt;
             const double left = (stop_at - step) * o_.train_batch_size / rate;
             const std::string note = task_.progress_note();
-            progress.update(fmt::format("step {}/{} loss {:.4f}{}{} {:.1f} seq/s lr {:.3g} ETA {}",
+            if (root_) progress.update(fmt::format("step {}/{} loss {:.4f}{}{} {:.1f} seq/s lr {:.3g} ETA {}",
                                         step, stop_at, loss, note.empty() ? "" : " ", note, rate,
                                         r.learning_rate, fmt_duration(left)));
         }
@@ -648,8 +720,8 @@ int TrainLoop::train() {
             step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
             step < stop_at)
             save_checkpoint(false);
-        if (g_stop_signal != 0) {
-            const int sig = g_stop_signal;
+        if (stop_signal != 0) {
+            const int sig = stop_signal;
             save_checkpoint(false);
             write_results("interrupted");
             write_curves();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -41,6 +42,9 @@ struct LoopOptions {
     int64_t seed = 12345;              // initialisation and dropout
     int threads = 0;                   // 0 = every available CPU
     bool skip_nonfinite_steps = false;
+    // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged
+    // (all ranks, all micro-batches of an update) gradient once per update (optim/update.hpp)
+    bool clip_after_allreduce = false;
     int warmup_updates_excluded = 3;   // updates left out of the throughput figure
     bool allow_changed_flags = false;
     ops::Precision precision = ops::Precision::fp32;
@@ -63,6 +67,7 @@ struct StepLoss {
 };
 
 class TrainLoop;
+class DataParallel;
 
 class Task {
 public:
@@ -98,6 +103,10 @@ public:
     // The forward pass of the micro-batch with dropout.
     virtual StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) = 0;
     virtual void backward(std::span<float> grads, std::span<const float> params, float scale) = 0;
+    // Under mpirun: installs the hook the next backward() calls as gradients become final (see
+    // BertPretrainer::set_backward_hook), so the all-reduce overlaps the backward. false: the
+    // task's engine has none (the all-reduce then runs after the backward).
+    virtual bool set_backward_hook(std::function<void(int)>) { return false; }
     virtual void weights_changed() = 0;  // new weights: the bf16 engines copy them again
     // After each optimizer update. Returns "success" to stop the run (target reached), else "".
     virtual std::string after_update(TrainLoop&) { return ""; }
@@ -131,6 +140,13 @@ public:
     const optim::ParameterUpdater& updater() const { return *updater_; }
     const std::string& resumed_from() const { return resume_from_; }
     std::string path(const char* name) const;  // a file in --output_dir
+    // Under mpirun -np N (docs/distributed.md): rank 0 alone writes outputs; the task takes
+    // train_batch_size / N sequences per micro-step (local_batch()).
+    bool is_root() const { return root_; }
+    DataParallel& data_parallel() { return *dp_; }
+    int local_batch(int global_batch, const std::string& flag) const;
+    // Resumed with another rank count: the epoch the task's reader starts at (0 otherwise).
+    uint64_t first_epoch() const { return first_epoch_; }
 
 private:
     void setup();
@@ -170,6 +186,9 @@ private:
     } state_;
     double segment_update_s_ = 0;   // every update of this process, warm-up included
     int64_t segment_update_samples_ = 0;
+    std::unique_ptr<DataParallel> dp_;
+    bool root_ = true;
+    uint64_t first_epoch_ = 0;
 };
 
 // Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".

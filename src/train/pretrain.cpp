@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -15,8 +16,10 @@
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "data/pretrain_reader.hpp"
+#include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "optim/update.hpp"
+#include "train/data_parallel.hpp"
 #include "train/evaluate.hpp"
 #include "train/loop.hpp"
 #include "train/mlperf_log.hpp"
@@ -42,6 +45,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.seed = o.seed;
     l.threads = o.threads;
     l.skip_nonfinite_steps = o.skip_nonfinite_steps;
+    l.clip_after_allreduce = o.clip_by_global_norm_after_gradient_allreduce;
     l.warmup_updates_excluded = o.warmup_updates_excluded;
     l.allow_changed_flags = o.allow_changed_flags;
     l.precision = o.precision;
@@ -72,7 +76,8 @@ LoopOptions loop_options(const PretrainOptions& o) {
         "start_warmup_step", "train_batch_size", "steps_per_update", "max_seq_length",
         "max_predictions_per_seq", "seed", "bert_config_file", "model", "input_file",
         "shuffle_buffer", "eval_input_file", "eval_every_samples", "eval_batch_size",
-        "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale"};
+        "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale",
+        "clip_by_global_norm_after_gradient_allreduce"};
     return l;
 }
 
@@ -103,6 +108,14 @@ public:
         eval_interval_ = o_.eval_every_samples > 0 ? o_.eval_every_samples
                                                    : optim::mlperf_eval_interval_samples(global_batch);
         next_eval_samples_ = o_.first_eval_samples > 0 ? o_.first_eval_samples : eval_interval_;
+        // Under mpirun -np N the batches are global: each rank takes 1/N (the loop has checked
+        // --train_batch_size; docs/distributed.md).
+        const int ranks = dist::world().size();
+        if (o_.do_eval && o_.eval_batch_size % ranks != 0)
+            fail("--eval_batch_size: {} is the GLOBAL eval batch, split over {} ranks; expected a "
+                 "multiple of {}", o_.eval_batch_size, ranks, ranks);
+        local_train_batch_ = o_.train_batch_size / ranks;
+        local_eval_batch_ = std::max(1, o_.eval_batch_size / ranks);
         table_ = std::make_unique<model::ParamTable>(config_, model::Heads::pretraining);
         make_engines();
     }
@@ -157,10 +170,13 @@ public:
             return it != j.end() && it->is_number() ? it->get<double>()
                                                     : std::numeric_limits<double>::quiet_NaN();
         };
-        for (const json& j : truncate_jsonl(loop.path("eval_log.jsonl"), "step", loop.global_step()))
-            acc_curve_.push_back({num(j, "samples"), num(j, "masked_lm_accuracy")});
-        const std::string mlperf_path = loop.path("mlperf.log");
-        if (fresh && fs::exists(mlperf_path)) {
+        root_ = loop.is_root();  // under mpirun only rank 0 writes eval_log.jsonl and mlperf.log
+        first_epoch_ = loop.first_epoch();
+        if (root_)
+            for (const json& j : truncate_jsonl(loop.path("eval_log.jsonl"), "step", loop.global_step()))
+                acc_curve_.push_back({num(j, "samples"), num(j, "masked_lm_accuracy")});
+        const std::string mlperf_path = root_ ? loop.path("mlperf.log") : "/dev/null";
+        if (root_ && fresh && fs::exists(mlperf_path)) {
             // A start that failed or was killed before its first checkpoint: one run, one log.
             std::string aside;
             for (int k = 1; aside.empty() || fs::exists(aside); ++k)
@@ -204,7 +220,7 @@ public:
     // Eval-only run (--nodo_train): one evaluation of the initial weights.
     std::string run_without_training(TrainLoop& loop) override {
         const EvalMetrics m = run_eval(loop);
-        std::cout << m.to_json().dump(2) << "\n";
+        if (root_) std::cout << m.to_json().dump(2) << "\n";
         const std::string status = m.masked_lm_accuracy >= o_.target_mlm_accuracy
                                        ? "success" : "target not reached";
         mllog_->run_stop(status == "success");
@@ -216,13 +232,22 @@ public:
         rc.files = train_files_;
         rc.max_seq_length = o_.max_seq_length;
         rc.max_predictions_per_seq = o_.max_predictions_per_seq;
-        rc.batch_size = o_.train_batch_size;
+        rc.batch_size = local_train_batch_;
+        rc.rank = dist::world().rank();
+        rc.world_size = dist::world().size();
         rc.training = true;
         rc.seed = static_cast<uint64_t>(o_.seed);
         rc.shuffle_buffer = o_.shuffle_buffer;
         rc.skip_corrupt_records = o_.skip_corrupt_records;
         reader_ = std::make_unique<data::PretrainReader>(rc);
-        if (!cursor.is_null()) reader_->restore(cursor);
+        if (!cursor.is_null()) {
+            reader_->restore(cursor);
+        } else if (first_epoch_ > 0) {  // resumed with another rank count: a fresh epoch
+            json st = reader_->state();
+            st["epoch"] = first_epoch_;
+            st["records_in_epoch"] = 0;
+            reader_->restore(st);
+        }
     }
     json data_cursor() const override { return reader_ ? reader_->state() : json(nullptr); }
     int64_t next_batch() override {
@@ -230,11 +255,18 @@ public:
         return batch_.num_tokens();
     }
     StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override {
-        const model::Losses l = engine_->forward(params, batch_, true, seed, step);
+        // Under mpirun: the global batch's losses (one small all-reduce), which also sets the
+        // global masked-LM weight for the backward.
+        const model::Losses l =
+            global_losses(dist::world(), *engine_, engine_->forward(params, batch_, true, seed, step));
         return {l.total, {{"mlm_loss", l.mlm_loss}, {"nsp_loss", l.nsp_loss}}};
     }
     void backward(std::span<float> grads, std::span<const float> params, float scale) override {
         engine_->backward(grads, params, batch_, scale);
+    }
+    bool set_backward_hook(std::function<void(int)> hook) override {
+        engine_->set_backward_hook(std::move(hook));
+        return true;
     }
     void weights_changed() override {
         engine_->weights_changed();
@@ -294,8 +326,8 @@ private:
     // The training arena is planned for the training batch alone; an eval batch larger than it
     // gets its own forward-only arena (much smaller per sequence) instead of inflating training's.
     void make_engines() {
-        const int plan_batch = o_.do_train ? o_.train_batch_size : o_.eval_batch_size;
-        const bool own_eval_engine = o_.do_train && o_.do_eval && o_.eval_batch_size > plan_batch;
+        const int plan_batch = o_.do_train ? local_train_batch_ : local_eval_batch_;
+        const bool own_eval_engine = o_.do_train && o_.do_eval && local_eval_batch_ > plan_batch;
         const model::EngineOptions engine_options{config_.hidden_act == "gelu_erf", o_.precision};
         bool eval_arena = false;
         try {
@@ -307,7 +339,7 @@ private:
             if (own_eval_engine)
                 eval_engine_ = std::make_unique<model::BertPretrainer>(
                     *table_,
-                    model::Plan{o_.eval_batch_size, o_.max_seq_length, o_.max_predictions_per_seq,
+                    model::Plan{local_eval_batch_, o_.max_seq_length, o_.max_predictions_per_seq,
                                 true},
                     engine_options);
         } catch (const std::bad_alloc&) {
@@ -359,7 +391,8 @@ private:
         mllog_->eval_start(samples);
         EvalOptions eo;
         eo.files = eval_files_;
-        eo.batch_size = o_.eval_batch_size;
+        eo.batch_size = local_eval_batch_;
+        eo.comm = &dist::world();  // under mpirun: every N-th record per rank, sums all-reduced
         eo.max_seq_length = o_.max_seq_length;
         eo.max_predictions_per_seq = o_.max_predictions_per_seq;
         eo.max_eval_steps = o_.max_eval_steps;
@@ -378,7 +411,7 @@ private:
         line["samples"] = samples;
         line["eval_seconds"] = dt;
         line["elapsed_s"] = loop.elapsed();
-        JsonlLog(loop.path("eval_log.jsonl")).write(line);
+        if (root_) JsonlLog(loop.path("eval_log.jsonl")).write(line);
         acc_curve_.push_back({static_cast<double>(samples), m.masked_lm_accuracy});
         log::info("eval at {} samples (step {}): masked_lm_accuracy {:.4f} masked_lm_loss {:.4f} "
                   "next_sentence_accuracy {:.4f} ({} examples, {:.1f} s)",
@@ -402,6 +435,9 @@ private:
     double time_to_target_s_ = -1;
     int64_t samples_to_target_ = -1;
     std::vector<CurvePoint> acc_curve_;
+    int local_train_batch_ = 0, local_eval_batch_ = 1;  // per rank (the flags are global)
+    bool root_ = true;
+    uint64_t first_epoch_ = 0;
 };
 
 }  // namespace

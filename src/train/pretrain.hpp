@@ -46,6 +46,9 @@ struct PretrainOptions {
     int64_t stop_steps = 0;                 // stop at this micro-step; 0 = --num_train_steps
     double target_mlm_accuracy = 0.720;
     bool skip_nonfinite_steps = false;
+    // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged (and
+    // accumulated) gradient once per update instead of each micro-batch's (optim/update.hpp)
+    bool clip_by_global_norm_after_gradient_allreduce = false;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
     bool allow_changed_flags = false;       // resume with other hyper-parameters (logged)
     bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
