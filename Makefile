@@ -40,6 +40,12 @@ fuzz:
 demo: setup build
 	@bash scripts/demo.sh
 
+# Fine-tunes make demo's checkpoint (scripts/demo.sh runs first when there is none) on a small
+# SQuAD-format set made from the Brown text, predicts, scores; docs/squad.md, "The demo".
+.PHONY: demo-squad
+demo-squad: setup build
+	@BUILD=$(BUILD) bash scripts/demo-squad.sh
+
 clean:
 	rm -rf build build-asan build-fuzz
 
