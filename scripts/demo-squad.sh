@@ -56,7 +56,7 @@ if [[ -z "$INIT" ]]; then
     INIT=$(newest_checkpoint "$DEMO_OUT"/run-*/model.ckpt-*.safetensors)
   fi
 fi
-[[ -n "$INIT" && -f "$INIT" ]] || { echo "demo-squad: no pretrained checkpoint (hint: make demo, or INIT_CHECKPOINT=...)" >&2; exit 1; }
+[[ -n "$INIT" && -f "$INIT" ]] || { echo "demo-squad: no pretrained checkpoint${INIT:+: $INIT is not a file} (hint: make demo, or INIT_CHECKPOINT=model.ckpt-N.safetensors)" >&2; exit 1; }
 echo "   $INIT"
 mkdir -p "$OUT"
 # run_squad.py takes the model's shape from --bert_config_file; bertbench checkpoints carry it.
