@@ -5,6 +5,8 @@
 #include "dist/comm.hpp"
 
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -228,7 +230,16 @@ bool launched_by_mpi() {
 void init(int* argc, char*** argv) {
     if (g_mpi || g_finalized || !launched_by_mpi()) return;
     int provided = MPI_THREAD_SINGLE;
+    // MPI_Init starts helper threads (PMIx, progress). They must not receive SIGINT/SIGTERM,
+    // or the default action kills the rank before pretrain's stop-signal watcher sees it: they
+    // are created with both blocked; this thread's mask is restored afterwards.
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
     const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (rc != MPI_SUCCESS) {
         std::fprintf(stderr, "bertbench: error: MPI_Init_thread failed (code %d) although the "
                              "environment says mpirun started this process\n", rc);

@@ -2,7 +2,8 @@
 // A2 I128): 2 ranks x 2 sequences equal 1 process x 4 (dropout off, clip after the all-reduce,
 // file order) to fp32 reduction-order noise, rank 0 alone writes every output with the global
 // figures, eval split over 2 ranks gives exactly the single-process metrics, a run whose rank is
-// killed with SIGKILL stops within seconds naming the rank and resumes bit-identically, and ranks
+// killed with SIGKILL stops within seconds naming the rank and resumes bit-identically, SIGTERM to
+// mpirun checkpoints once and every rank exits interrupted (143), and ranks
 // started with different flags or an indivisible global batch stop before training. Skipped
 // without mpirun.
 #include <gtest/gtest.h>
@@ -250,6 +251,35 @@ TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "update " << i + 1;
     EXPECT_EQ(eval_lines(b), eval_lines(a));
+}
+
+TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupted) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("term");
+    const std::string out = w.out("run");
+    std::string prefix = mpirun_prefix(2, 300);
+    prefix = prefix.substr(prefix.find("mpirun"));
+    const pid_t mpirun = spawn_mpirun(
+        prefix + bertbench() + args(w, out, "--num_train_steps=100000 --nodo_eval"), w.out("log"));
+    // training has started (a first line in train_log.jsonl): SIGTERM to mpirun, which forwards it
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+    while (slurp(out + "/train_log.jsonl").empty() && std::chrono::steady_clock::now() < deadline &&
+           waitpid(mpirun, nullptr, WNOHANG) == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
+    ASSERT_EQ(kill(mpirun, SIGTERM), 0);
+    const int status = wait_until(mpirun, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    if (status < 0) kill(mpirun, SIGKILL), waitpid(mpirun, nullptr, 0);
+    const std::string log = slurp(w.out("log"));
+    ASSERT_GE(status, 0) << "hung after SIGTERM:\n" << log;
+    EXPECT_NE(status, 0) << log;
+    // rank 0 checkpointed once, at the step every rank stopped after; the ranks exited 143
+    EXPECT_EQ(count_of(log, "stopped by signal 15 after step"), 1u) << log;
+    EXPECT_NE(log.find("Exit status 143"), std::string::npos) << log;
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["status"], "interrupted");
+    const int64_t step = res["global_step"].get<int64_t>();
+    EXPECT_TRUE(fs::exists(out + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+    EXPECT_EQ(jsonl(out + "/train_log.jsonl").back()["step"], step);
 }
 
 TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTraining) {
