@@ -105,7 +105,8 @@ def main():
                          "is about 2/3 of a step); 0 = no overlap column")
     ap.add_argument("--latency_us", type=float, default=0.0,
                     help="per-message latency (us), added as 2(N-1) x buckets x latency")
-    ap.add_argument("--bucket_mb", type=float, default=4.0, help="all-reduce bucket size (MB)")
+    ap.add_argument("--bucket_mb", type=float, default=4.0,
+                    help="all-reduce bucket size in MiB (bench --bucket_mb; bertbench's default 4)")
     ap.add_argument("--target", type=float, default=0.9,
                     help="efficiency for the 'compute time needed' column")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of Markdown")
@@ -162,7 +163,7 @@ def main():
             step = measured[ref] * train_flops_per_sequence(c, a.seq_len, a.max_predictions) / ref_flops
             how = f"derived from {ref} by FLOPs"
         B = reduced_bytes(c)
-        buckets = max(1, -(-B // int(a.bucket_mb * 1e6)))
+        buckets = max(1, -(-B // int(a.bucket_mb * (1 << 20))))
         for g in gbps:
             for n in nodes:
                 comm = 2 * (n - 1) / n * B / (g * 1e9 / 8) + 2 * (n - 1) * buckets * a.latency_us * 1e-6
