@@ -26,12 +26,12 @@ using testing::run_bertbench;
 using testing::run_shell;
 using testing::TmpDir;
 
-#define SKIP_WITHOUT_NETNS()                                                         \
-    do {                                                                             \
-        const auto check = testing::netns_check();                                   \
+#define SKIP_WITHOUT_NETNS()                                                          \
+    do {                                                                              \
+        const auto check = testing::netns_check();                                    \
         ASSERT_FALSE(check.script_broken) << "scripts/mpi-netns.sh --check failed:\n" \
-                                          << check.why;                              \
-        if (!check.available) GTEST_SKIP() << check.why;                             \
+                                          << check.why;                               \
+        if (!check.available) GTEST_SKIP() << check.why;                              \
     } while (0)
 
 // The name prefix of a run of mpi-netns.sh whose output is `out` ("bbmn<PID>"; its first line
@@ -62,7 +62,8 @@ TEST(MpiNetns, RanksRunInTwoHostsAndTheSetupIsRemovedAfterAFailure) {
     EXPECT_NE(r.out.find("\n" + tag + "h2\n"), std::string::npos) << r.out;
     expect_torn_down(r.out);
     // A failing job (one rank exits 3): the status comes back and the setup is still removed.
-    r = run_shell(testing::mpirun_netns(2, 60) + "sh -c 'test $OMPI_COMM_WORLD_RANK = 0 || exit 3'");
+    r = run_shell(testing::mpirun_netns(2, 60) +
+                  "sh -c 'test $OMPI_COMM_WORLD_RANK = 0 || exit 3'");
     EXPECT_NE(r.exit_code, 0) << r.out;
     expect_torn_down(r.out);
     // A job past its time limit is stopped (status 124) and the setup removed.
@@ -78,7 +79,8 @@ TEST(MpiNetns, PrepareOnTwoHostsWritesTheSameBytesAsOneProcess) {
     testing::write_shard_input(tmp.path / "in");
     const std::string args = " --vocab_file=" + testing::shared_dir() +
                              "/golden/vocab.txt --dupe_factor=1 --random_seed=3 --jobs=1"
-                             " --input_dir=" + tmp.file("in") + " --output_dir=";
+                             " --input_dir=" +
+                             tmp.file("in") + " --output_dir=";
     const auto one = run_bertbench("prepare" + args + tmp.file("one"));
     ASSERT_EQ(one.exit_code, 0) << one.out;
     const auto two = run_shell(testing::mpirun_netns(2) + testing::bertbench_path() + " prepare" +
@@ -112,7 +114,8 @@ TEST(MpiNetns, BenchTrainsDataParallelAcrossTwoHosts) {
     expect_torn_down(r.out);
     const auto j = nlohmann::json::parse(read_file(tmp.file("bench.json")), nullptr, false);
     ASSERT_TRUE(j.is_object() && j["points"].is_array() && j["points"].size() == 1)
-        << "one report (rank 0's) with one point:\n" << r.out;
+        << "one report (rank 0's) with one point:\n"
+        << r.out;
     const auto& m = j["points"][0]["mpi"];
     ASSERT_TRUE(m.is_object()) << j.dump(1);
     EXPECT_EQ(m["ranks"], 2);
@@ -136,8 +139,9 @@ TEST(MpiNetns, PretrainTinyOnTwoHostsEqualsOneProcessSlow) {
                           "max_position_embeddings": 512, "type_vocab_size": 2,
                           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})");
     const std::string args =
-        " pretrain --bert_config_file=" + tmp.file("bert_config.json") + " --input_file=" +
-        testing::shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord" +
+        " pretrain --bert_config_file=" + tmp.file("bert_config.json") +
+        " --input_file=" + testing::shared_dir() +
+        "/golden/pretraining/public_128_s12345_d2.tfrecord" +
         " --train_batch_size=8 --num_train_steps=20 --num_warmup_steps=4 --learning_rate=2e-3"
         " --save_checkpoints_steps=10 --shuffle_buffer=0 --nodo_eval --threads=1 --seed=11"
         " --clip_by_global_norm_after_gradient_allreduce --output_dir=";

@@ -33,7 +33,8 @@ model::Batch one_sequence(int seq, int preds) {
 }
 
 TEST(MpiScalingModel, ParametersAndBytesAreTheParamTables) {
-    const auto rows = run_model("--models=tiny,mini,base,large --step_s=base=2 --nodes=2 --gbps=100");
+    const auto rows =
+        run_model("--models=tiny,mini,base,large --step_s=base=2 --nodes=2 --gbps=100");
     ASSERT_EQ(rows.size(), 4u);
     for (const auto& r : rows) {
         const model::ParamTable table(model::BertConfig::preset(r["model"]),
@@ -45,8 +46,8 @@ TEST(MpiScalingModel, ParametersAndBytesAreTheParamTables) {
 }
 
 TEST(MpiScalingModel, RingFormulaAndDerivedStepTime) {
-    const auto rows =
-        run_model("--models=base,large --step_s=base=2 --nodes=2,8,256 --gbps=25,100 --overlap=0.5");
+    const auto rows = run_model(
+        "--models=base,large --step_s=base=2 --nodes=2,8,256 --gbps=25,100 --overlap=0.5");
     ASSERT_EQ(rows.size(), 12u);
     const model::BertConfig base = model::BertConfig::preset("base"),
                             large = model::BertConfig::preset("large");
@@ -76,8 +77,8 @@ TEST(MpiScalingModel, RingFormulaAndDerivedStepTime) {
 TEST(MpiScalingModel, BadArgumentsAreOneLineErrors) {
     for (const char* args : {"--step_s=base", "--step_s=foo=1", "--step_s=base=-1",
                              "--step_s=base=1 --nodes=0", "--step_s=base=1 --models=huge"}) {
-        const auto r = run_shell("python3 " + testing::source_dir() +
-                                 "/scripts/mpi-scaling-model.py " + args);
+        const auto r =
+            run_shell("python3 " + testing::source_dir() + "/scripts/mpi-scaling-model.py " + args);
         EXPECT_NE(r.exit_code, 0) << args;
         EXPECT_NE(r.out.find("mpi-scaling-model: "), std::string::npos) << args << "\n" << r.out;
         EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;

@@ -1,12 +1,8 @@
-// Helpers of the MPI end-to-end tests (mpi_prepare_cli_test.cpp, mpi_netns_cli_test.cpp): shell
-// commands with their exit status, mpirun on this machine, network-namespace "hosts" through
+// Helpers of the MPI end-to-end tests (mpi_prepare_cli_test.cpp, mpi_netns_cli_test.cpp): mpirun
+// on this machine and shell commands (tests/dist/mpi_util.hpp), network-namespace "hosts" through
 // scripts/mpi-netns.sh, shard-mode input, and byte comparison of output directories.
 #pragma once
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -14,48 +10,19 @@
 
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
+#include "dist/mpi_util.hpp"
 #include "test_util.hpp"
 
 namespace bertbench::testing {
-
-// Runs `cmd` with sh; stdout and stderr together.
-inline RunResult run_shell(const std::string& cmd) {
-    RunResult r;
-    FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-    if (pipe == nullptr) return r;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return r;
-}
 
 inline std::string source_dir() {
     const char* d = std::getenv("BB_SOURCE_DIR");
     return d ? d : ".";
 }
 
-// Why mpirun cannot be used here ("" when it can).
-inline std::string mpirun_missing() {
-    return run_shell("command -v mpirun").exit_code == 0
-               ? ""
-               : "mpirun not found (Debian: openmpi-bin; scripts/setup.sh installs it)";
-}
-
-// No LSan in the ranks (OpenMPI's start-up allocations are never freed; the ASan build's tests
-// would fail on them), for mpirun on this machine and in the namespaces (whose ranks inherit
-// mpi-netns.sh's environment).
+// No LSan in the ranks that mpi-netns.sh starts (OpenMPI's start-up allocations are never freed;
+// the ASan build's tests would fail on them): the ranks inherit the script's environment.
 constexpr const char* kRankEnv = "ASAN_OPTIONS=detect_leaks=0 ";
-
-// `mpirun -np N` on this machine, bounded in time so that a hang fails the test instead of
-// stalling CI. --oversubscribe: more ranks than cores is fine for correctness tests; no CMA
-// single-copy (ptrace is often not allowed in containers).
-inline std::string mpirun_local(int ranks, int timeout_s = 300) {
-    return std::string(kRankEnv) + "timeout --kill-after=10 " + std::to_string(timeout_s) +
-           " mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none"
-           " -x ASAN_OPTIONS -np " + std::to_string(ranks) + " ";
-}
 
 // Why network-namespace hosts cannot be made here ("" when they can): scripts/mpi-netns.sh
 // --check makes and removes them; its exit status 77 means "not possible here" with the reason.
@@ -81,8 +48,9 @@ inline NetnsCheck netns_check() {
 
 // `scripts/mpi-netns.sh --hosts=N -- ` with a time limit: the ranks run one per namespace.
 inline std::string mpirun_netns(int hosts, int timeout_s = 300) {
-    return std::string(kRankEnv) + "bash " + source_dir() + "/scripts/mpi-netns.sh --hosts=" +
-           std::to_string(hosts) + " --timeout=" + std::to_string(timeout_s) + " -- ";
+    return std::string(kRankEnv) + "bash " + source_dir() +
+           "/scripts/mpi-netns.sh --hosts=" + std::to_string(hosts) +
+           " --timeout=" + std::to_string(timeout_s) + " -- ";
 }
 
 // Shard-mode input made from the golden corpus: five shards of unequal size cut at document
