@@ -198,6 +198,9 @@ int cmd_bench(int argc, char** argv) {
     if (max_predictions < 0) fail("--max_predictions: expected >= 0, got {}", max_predictions);
     if (task != "pretraining" && task != "squad")
         fail("--task: expected pretraining or squad, got \"{}\"", task);
+    if (task == "squad" && comm.is_mpi())
+        fail("--task=squad: the data-parallel benchmark under mpirun times the pretraining model "
+             "only (hint: run --task=squad as one process)");
     if (squad_layout != "padded" && squad_layout != "real")
         fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
     if (task == "squad" && max_predictions > 0)

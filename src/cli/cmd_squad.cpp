@@ -24,6 +24,7 @@
 #include "core/stats.hpp"
 #include "core/sysinfo.hpp"
 #include "data/squad.hpp"
+#include "dist/comm.hpp"
 #include "data/vocab.hpp"
 #include "io/tfrecord.hpp"
 #include "model/config.hpp"
@@ -49,7 +50,7 @@ struct Options {
     double learning_rate = 5e-5, num_train_epochs = 3.0, warmup_proportion = 0.1;
     double null_score_diff_threshold = 0.0;
     int threads = 0, keep_checkpoint_max = 5;
-    bool allow_changed_flags = false;
+    bool allow_changed_flags = false, clip_after_allreduce = false;
     PrecisionFlags precision;
 };
 
@@ -132,8 +133,15 @@ int cmd_squad(int argc, char** argv) {
     flags.add("threads", &o.threads, "compute threads (0 = every available CPU)");
     flags.add("allow_changed_flags", &o.allow_changed_flags,
               "resume with changed hyper-parameters (recorded in changed_flags.jsonl)");
+    flags.add("clip_by_global_norm_after_gradient_allreduce", &o.clip_after_allreduce,
+              "under mpirun: clip the averaged gradient (1 process x global batch equals N ranks) "
+              "instead of each rank's own before the all-reduce (default, as run_squad.py's replicas)");
     o.precision.add(flags, true);
     if (!flags.parse(argc, argv)) return 0;
+    // Under mpirun every rank makes the training features and trains its share of each batch
+    // (the training loop); rank 0 alone logs, writes files and predicts.
+    const bool root = dist::world().rank() == 0;
+    if (!root && log::level() < log::Level::warn) log::set_level(log::Level::warn);
 
     // validate_flags_or_throw, then everything else that can be checked, before anything is written.
     if (o.vocab_file.empty()) fail("--vocab_file: required (the WordPiece vocabulary, vocab.txt)");
@@ -173,7 +181,7 @@ int cmd_squad(int argc, char** argv) {
     // Predicting with a given checkpoint: load it now, so a checkpoint without the span head
     // stops the command before any work.
     std::optional<train::SquadModel> model;
-    if (predict_model && !o.do_train)
+    if (predict_model && !o.do_train && root)
         model = train::load_squad_model(o.init_checkpoint, "--init_checkpoint", o.bert_config_file,
                                         o.model, o.max_seq_length);
 
@@ -196,7 +204,7 @@ int cmd_squad(int argc, char** argv) {
                                            {o.max_seq_length, o.doc_stride, o.max_query_length, true},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
         const std::string path = (dir / "train.tf_record").string();
-        write_features(path, features, true);
+        if (root) write_features(path, features, true);
         log::info("***** Running training *****");
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
@@ -226,13 +234,15 @@ int cmd_squad(int argc, char** argv) {
             t.initial_loss_scale = o.precision.initial_loss_scale;
             t.loss_scale_window = o.precision.loss_scale_window;
             t.allow_changed_flags = o.allow_changed_flags;
+            t.clip_after_allreduce = o.clip_after_allreduce;
             const int status = train::run_squad_training(t, static_cast<int64_t>(train_examples.size()),
                                                          features, flags_json);
             if (status != 0) return status;  // interrupted: no prediction
+            if (!root) return 0;
         }
     }
 
-    if (o.do_predict) {
+    if (o.do_predict && root) {
         const nlohmann::json predict_doc = data::parse_squad_json(read_file(o.predict_file), o.predict_file);
         std::vector<std::string> warnings;
         const auto eval_examples = data::read_squad_examples(predict_doc, o.predict_file,

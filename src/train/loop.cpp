@@ -225,9 +225,6 @@ void TrainLoop::setup() {
     if (o_.steps_per_update < 1) fail("--steps_per_update: expected >= 1, got {}", o_.steps_per_update);
     if (dp_->active()) {
         if (o_.do_train) dp_->local_batch(o_.train_batch_size, "train_batch_size");
-        if (o_.command != "pretrain")
-            fail("bertbench {} under mpirun: only pretrain trains data-parallel so far (hint: run "
-                 "it as one process)", o_.command);
         if (scaler_.mode() == optim::LossScaler::Mode::dynamic)
             fail("--loss_scale=dynamic: not supported under mpirun yet (every rank must agree on "
                  "skipping an overflowing update; hint: a fixed --loss_scale)");

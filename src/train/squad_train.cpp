@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/pyrandom.hpp"
+#include "dist/comm.hpp"
 #include "model/batch.hpp"
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
@@ -58,9 +59,12 @@ public:
                 fail("squad feature unique_id {}: expected training start/end positions, got none",
                      f.unique_id);
         table_ = std::make_unique<model::ParamTable>(config_, model::Heads::squad);
+        // Under mpirun each rank computes train_batch_size / N of every global batch (the loop
+        // has checked that N divides it).
+        local_batch_ = o_.train_batch_size / dist::world().size();
         try {
             engine_ = std::make_unique<model::BertSquad>(
-                *table_, model::Plan{o_.train_batch_size, o_.max_seq_length, 0, false},
+                *table_, model::Plan{local_batch_, o_.max_seq_length, 0, false},
                 engine_options(config_, o_.precision));
         } catch (const std::bad_alloc&) {
             fail("out of memory allocating the training activation arena (batch {} x seq {}) "
@@ -68,8 +72,7 @@ public:
         }
         log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
                   "seq {}", table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
-                  engine_->arena_bytes() / double(1 << 20), o_.train_batch_size,
-                  o_.max_seq_length);
+                  engine_->arena_bytes() / double(1 << 20), local_batch_, o_.max_seq_length);
     }
     const model::ParamTable& table() const override { return *table_; }
     std::vector<std::string> inputs() const override {
@@ -93,27 +96,36 @@ public:
 
     // Data order: the features repeated epoch after epoch, each epoch a permutation keyed by
     // (seed, epoch), batches running across epoch boundaries (the reference's repeat() before
-    // batch(); its shuffle(100) is unseeded, so no order could match it). Cursor: the number of
-    // features handed out.
+    // batch(); its shuffle(100) is unseeded, so no order could match it). Under mpirun rank r
+    // takes the r-th slice of train_batch_size / N of each global batch: N ranks see the
+    // sequences one process would, in the same order. Cursor: the features of the global batches
+    // handed out (the same on every rank).
+    void on_start(TrainLoop& loop, bool) override { first_epoch_ = loop.first_epoch(); }
     void open_training_data(const json& cursor) override {
         next_ = 0;
         if (!cursor.is_null()) {
             if (!cursor.is_object() || !cursor.contains("features_read") ||
                 !cursor["features_read"].is_number_integer() ||
                 cursor["features_read"].get<int64_t>() < 0)
-                fail("checkpoint reader_state: expected {{\"features_read\": N}}, got {}",
+                fail("checkpoint reader_state: expected {{\"features_read\": N, ...}}, got {}",
                      cursor.dump());
             next_ = cursor["features_read"].get<int64_t>();
+        } else if (first_epoch_ > 0) {  // resumed with another rank count: a fresh epoch
+            next_ = static_cast<int64_t>(first_epoch_) * static_cast<int64_t>(features_.size());
         }
     }
-    json data_cursor() const override { return {{"features_read", next_}}; }
+    json data_cursor() const override {
+        return {{"features_read", next_},
+                {"epoch", static_cast<uint64_t>(next_ / static_cast<int64_t>(features_.size()))}};
+    }
     int64_t next_batch() override {
         clear_batch(batch_);
         starts_.clear();
         ends_.clear();
         const int64_t n = static_cast<int64_t>(features_.size());
-        for (int b = 0; b < o_.train_batch_size; ++b, ++next_) {
-            const int64_t epoch = next_ / n;
+        const int64_t first = next_ + static_cast<int64_t>(dist::world().rank()) * local_batch_;
+        for (int64_t k = first; k < first + local_batch_; ++k) {
+            const int64_t epoch = k / n;
             if (epoch != order_epoch_) {
                 order_.resize(features_.size());
                 std::iota(order_.begin(), order_.end(), 0);
@@ -125,16 +137,20 @@ public:
                 rng.shuffle(order_);
                 order_epoch_ = epoch;
             }
-            const data::SquadFeature& f = features_[order_[static_cast<size_t>(next_ % n)]];
+            const data::SquadFeature& f = features_[order_[static_cast<size_t>(k % n)]];
             append_feature(batch_, f);
             starts_.push_back(*f.start_position);
             ends_.push_back(*f.end_position);
         }
+        next_ += o_.train_batch_size;
         return batch_.num_tokens();
     }
     StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override {
         const model::SpanLosses l = engine_->forward(params, batch_, starts_, ends_, true, seed, step);
-        return {l.total, {}};
+        // Under mpirun: the global batch's loss, the mean of the ranks' equal-sized batch means
+        // (their gradients are averaged the same way).
+        dist::Comm& comm = dist::world();
+        return {comm.size() > 1 ? comm.sum(l.total) / comm.size() : l.total, {}};
     }
     void backward(std::span<float> grads, std::span<const float> params, float scale) override {
         engine_->backward(grads, params, batch_, scale);
@@ -160,6 +176,8 @@ private:
     std::vector<int32_t> starts_, ends_;
     std::vector<int> order_;
     int64_t order_epoch_ = -1, next_ = 0;
+    int local_batch_ = 0;
+    uint64_t first_epoch_ = 0;
 };
 
 }  // namespace
@@ -184,6 +202,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     l.threads = o.threads;
     l.warmup_updates_excluded = 3;
     l.allow_changed_flags = o.allow_changed_flags;
+    l.clip_after_allreduce = o.clip_after_allreduce;
     l.precision = o.precision;
     l.loss_scale = o.loss_scale;
     l.initial_loss_scale = o.initial_loss_scale;
@@ -198,7 +217,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
                      "seed", "train_file", "do_lower_case", "vocab_file"};
     l.checked_flags = {"learning_rate", "num_train_epochs", "warmup_proportion",
                        "bert_config_file", "model", "init_checkpoint", "dtype", "precision",
-                       "loss_scale"};
+                       "loss_scale", "clip_by_global_norm_after_gradient_allreduce"};
     SquadTask task(o, num_train_examples, features);
     return TrainLoop(l, flags_json, task).run();
 }

@@ -41,6 +41,7 @@ struct SquadTrainOptions {
     double initial_loss_scale = 32768;
     int loss_scale_window = 2000;
     bool allow_changed_flags = false;
+    bool clip_after_allreduce = false;  // --clip_by_global_norm_after_gradient_allreduce
 };
 
 // run_squad.py's schedule: num_train_steps = int(examples / train_batch_size * epochs) (examples,
