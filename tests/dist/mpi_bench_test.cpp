@@ -21,9 +21,11 @@ std::string bertbench() {
 }
 
 nlohmann::json json_array(const std::string& out) {
-    const size_t b = out.find("[\n"), e = out.rfind("]");
-    if (b == std::string::npos || e == std::string::npos || e < b) return nullptr;
-    return nlohmann::json::parse(out.substr(b, e - b + 1), nullptr, false);
+    // the report is "[\n ... \n]"; log lines around it ("[  1.2s] warning: ...") are not JSON
+    const size_t b = out.find("[\n");
+    const size_t e = b == std::string::npos ? b : out.find("\n]", b);
+    if (e == std::string::npos) return nullptr;
+    return nlohmann::json::parse(out.substr(b, e + 2 - b), nullptr, false);
 }
 
 const std::string kPoint =
