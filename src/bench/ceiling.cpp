@@ -7,14 +7,11 @@
 #include <chrono>
 #include <random>
 
+#include "core/timing.hpp"
 #include "ops/gemm.hpp"
 
 namespace bertbench::bench {
 namespace {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

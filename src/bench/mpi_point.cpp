@@ -10,6 +10,7 @@
 #include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/sysinfo.hpp"
+#include "core/timing.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
@@ -19,12 +20,6 @@
 
 namespace bertbench::bench {
 namespace {
-
-double now_ms() {
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 double median(std::vector<double> v) {
     if (v.empty()) return 0;

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/profile.hpp"
 #include "core/sysinfo.hpp"
+#include "core/timing.hpp"
 #include "data/pretrain_reader.hpp"
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
@@ -27,23 +28,10 @@
 namespace bertbench::bench {
 namespace {
 
-double now_ms() {
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 // Resets VmHWM so that each point reports its own peak (Linux >= 4.0).
 void reset_peak_rss() {
     std::ofstream f("/proc/self/clear_refs");
     if (f) f << "5";
-}
-
-// Nearest-rank percentile of sorted values, q in [0, 1].
-double percentile(const std::vector<double>& sorted, double q) {
-    if (sorted.empty()) return 0;
-    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-    return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 void check_point(const Point& p) {

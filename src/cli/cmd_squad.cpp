@@ -21,7 +21,7 @@
 #include "core/log.hpp"
 #include "core/py_json.hpp"
 #include "core/pyrandom.hpp"
-#include "core/stats.hpp"
+#include "core/timing.hpp"
 #include "core/sysinfo.hpp"
 #include "data/squad.hpp"
 #include "dist/comm.hpp"

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/timing.hpp"
 #include "data/unicode_text.hpp"
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
@@ -25,10 +26,6 @@
 
 namespace bertbench::data {
 namespace {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // True if `line` (no '\n', '\r' already deleted) is empty after dropping invalid UTF-8 and
 // str.strip(): every character is Python whitespace.

@@ -15,16 +15,13 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "core/timing.hpp"
 #include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
 
 namespace bertbench::data {
 namespace fs = std::filesystem;
 namespace {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const PretrainingConfig& cfg) {
     struct stat st {};

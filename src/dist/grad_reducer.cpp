@@ -5,14 +5,9 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/timing.hpp"
 
 namespace bertbench::dist {
-
-namespace {
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 GradientReducer::GradientReducer(Comm& comm, size_t total_floats, std::vector<size_t> boundaries,
                                  size_t bucket_bytes, bool overlap)

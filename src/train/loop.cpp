@@ -113,11 +113,6 @@ int64_t checkpoint_step(const fs::path& file) {
 
 }  // namespace
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 std::string fmt_duration(double s) {
     if (!std::isfinite(s) || s < 0) return "?";
     const int64_t t = static_cast<int64_t>(s + 0.5);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/aligned.hpp"
+#include "core/timing.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
 #include "ops/bf16.hpp"
@@ -214,7 +215,6 @@ private:
     std::FILE* file_ = nullptr;
 };
 
-double now_s();
 std::string fmt_duration(double s);
 
 // The model: --bert_config_file, or --model=<preset>, or the config saved in the checkpoint
