@@ -26,11 +26,10 @@ inline std::string bertbench_path() {
     return p ? p : "bertbench";
 }
 
-// `args` is appended to the binary path as shell words (the caller quotes).
-inline RunResult run_bertbench(const std::string& args) {
+// A shell command line, stdout and stderr together; exit status (128 + signal when killed).
+inline RunResult run_shell(const std::string& cmd) {
     RunResult r;
-    const std::string cmd = bertbench_path() + " " + args + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
+    FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
     if (pipe == nullptr) return r;
     std::array<char, 4096> buf{};
     size_t n;
@@ -38,6 +37,11 @@ inline RunResult run_bertbench(const std::string& args) {
     const int status = pclose(pipe);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
+}
+
+// `args` is appended to the binary path as shell words (the caller quotes).
+inline RunResult run_bertbench(const std::string& args) {
+    return run_shell(bertbench_path() + " " + args);
 }
 
 // Starts the binary with `args` (no shell), stdout and stderr into the file `log`.

@@ -4,19 +4,14 @@
 // the ranks (OpenMPI's start-up allocations are never freed).
 #pragma once
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "../cli/run_util.hpp"
+
 namespace bertbench::testing {
 
-struct MpiRunResult {
-    int exit_code = -1;
-    std::string out;  // stdout and stderr together
-};
+using MpiRunResult = RunResult;
 
 // "" when mpirun can be used, else why not (the test then skips with it).
 inline std::string mpirun_missing() {
@@ -28,18 +23,6 @@ inline std::string mpirun_prefix(int np, int timeout_s) {
     return "ASAN_OPTIONS=detect_leaks=0 timeout -k 5 " + std::to_string(timeout_s) +
            " mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none "
            "-x ASAN_OPTIONS -np " + std::to_string(np) + " ";
-}
-
-inline MpiRunResult run_shell(const std::string& cmd) {
-    MpiRunResult r;
-    FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-    if (pipe == nullptr) return r;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return r;
 }
 
 // `mpirun -np N <args>` (args: shell words, the caller quotes), killed after timeout_s.
