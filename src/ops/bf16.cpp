@@ -1,6 +1,5 @@
 // bf16 conversion and the bf16 GEMM (see bf16.hpp). oneDNN 2.6 has no bf16 BLAS-style call, so
-// the native path is its matmul primitive with fixed shapes (the brgemm kernels; a runtime-sized
-// matmul falls back to slower kernels), created once per shape and kept in a process-wide cache.
+// the native path is its matmul primitive (the cached fixed-shape primitives of matmul.hpp).
 #include "ops/bf16.hpp"
 
 #include <cpuid.h>
@@ -9,16 +8,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <list>
-#include <map>
-#include <mutex>
-#include <new>
-#include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
 #include "ops/gemm.hpp"
+#include "ops/matmul.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -190,104 +184,6 @@ CpuBf16 cpu_bf16() {
     return c;
 }
 
-// The matmul primitives, one per (shape, layout, beta), the most recently used kCapacity kept.
-// On real data the packed token count N and the sequence lengths change from batch to batch, so
-// the set of shapes grows without end; each primitive holds JIT code and buffers (a BERT-tiny run
-// on real text grew by ~600 MB with an unbounded cache). A step needs ~15 linear-layer shapes
-// plus 6 per distinct sequence length; re-creating an evicted one costs under a millisecond.
-// Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
-// attention's per-head products can run the same primitive on several threads at once.
-// (M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row)
-using Key = std::tuple<int, int, int, bool, int, int, int, int>;
-struct Matmul {
-    dnnl::matmul prim;
-    size_t scratch_bytes = 0;
-};
-struct Matmuls {
-    static constexpr size_t kCapacity = 512;
-    std::mutex mu;
-    dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-    std::list<std::pair<Key, Matmul>> lru;  // most recently used first
-    std::map<Key, std::list<std::pair<Key, Matmul>>::iterator> index;
-    std::string impl;
-};
-// Never destroyed: the threads' own caches (below) hold primitives and memory objects of its
-// engine, and an OpenMP worker's thread_local objects may outlive static destructors.
-Matmuls& matmuls() {
-    static Matmuls* m = new Matmuls;
-    return *m;
-}
-
-dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, bool transposed) {
-    // A logical (rows, cols) matrix stored row-major with leading dimension ld, or transposed:
-    // stored (cols, rows) with leading dimension ld.
-    using dims = dnnl::memory::dims;
-    return transposed ? dnnl::memory::desc(dims{rows, cols}, t, dims{1, ld})
-                      : dnnl::memory::desc(dims{rows, cols}, t, dims{ld, 1});
-}
-
-Matmul matmul_for(const Key& k) {
-    Matmuls& m = matmuls();
-    std::lock_guard<std::mutex> lock(m.mu);
-    if (auto it = m.index.find(k); it != m.index.end()) {
-        m.lru.splice(m.lru.begin(), m.lru, it->second);
-        return it->second->second;
-    }
-    const auto [M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
-    using dt = dnnl::memory::data_type;
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (epilogue == 1) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-    }
-    const auto src = md(M, K, dt::bf16, lda, false), wei = md(K, N, dt::bf16, ldb, trans_b),
-               dst = md(M, N, dt::f32, ldc, false);
-    const dnnl::matmul::desc d = epilogue == 2 ? dnnl::matmul::desc(src, wei, md(1, N, dt::f32, N, false), dst)
-                                               : dnnl::matmul::desc(src, wei, dst);
-    const dnnl::matmul::primitive_desc pd(d, attr, m.eng);
-    if (m.impl.empty()) m.impl = pd.impl_info_str();
-    m.lru.emplace_front(k, Matmul{dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
-    m.index[k] = m.lru.begin();
-    if (m.lru.size() > Matmuls::kCapacity) {  // a copy handed out earlier stays valid
-        m.index.erase(m.lru.back().first);
-        m.lru.pop_back();
-    }
-    return m.lru.front().second;
-}
-
-// The hit path without the lock: each thread keeps the primitives it ran last in a small
-// direct-mapped table, each ready to run (memory objects, argument map and stream made once; a call
-// only points them at its operands). A thread's table holds at most kSlots primitives, so the
-// memory stays bounded by (kCapacity + kSlots · threads); an entry evicted from the shared cache
-// stays valid in a thread that still holds it (primitives are reference-counted handles).
-struct Bound {
-    Key key{};
-    bool used = false;
-    Matmul mm;
-    dnnl::memory a, b, c, bias, sp;
-    std::unordered_map<int, dnnl::memory> args;
-};
-struct ThreadMatmuls {
-    static constexpr size_t kSlots = 64;
-    std::vector<Bound> slots = std::vector<Bound>(kSlots);
-    dnnl::stream stream{matmuls().eng};
-    std::vector<uint8_t> scratch;
-};
-ThreadMatmuls& thread_matmuls() {
-    thread_local ThreadMatmuls t;
-    return t;
-}
-size_t key_slot(const Key& k) {
-    const auto [M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
-    uint64_t h = 1469598103934665603ull;
-    for (const uint64_t v : {uint64_t(M), uint64_t(N), uint64_t(K), uint64_t(trans_b), uint64_t(lda),
-                             uint64_t(ldb), uint64_t(ldc), uint64_t(epilogue)})
-        h = (h ^ v) * 1099511628211ull;
-    return static_cast<size_t>(h ^ (h >> 29)) % ThreadMatmuls::kSlots;
-}
-
 bool g_emulate = [] {
     const char* e = std::getenv("BB_BF16_EMULATE");
     return e && *e && std::string(e) != "0";
@@ -297,22 +193,18 @@ bool g_emulate = [] {
 bool probe_native() {
     const CpuBf16 c = cpu_bf16();
     if (!c.avx512_bf16 && !c.amx_bf16) return false;
-    try {
-        (void)matmul_for(Key{64, 64, 64, false, 64, 64, 64, 0});
-        const std::string impl = matmuls().impl;
-        return impl.find("ref") == std::string::npos;
-    } catch (const dnnl::error&) {
-        return false;
-    }
+    const std::string impl = matmul_impl(MatmulType::bf16);
+    return !impl.empty() && impl.find("ref") == std::string::npos;
 }
 
 // oneDNN gives an f16 matmul only where it has kernels for it; its reference code does not count.
 bool fp16_matmul_available() {
     try {
         using dt = dnnl::memory::data_type;
-        const dnnl::matmul::desc d(md(16, 16, dt::f16, 16, false), md(16, 16, dt::f16, 16, false),
-                                   md(16, 16, dt::f32, 16, false));
-        const dnnl::matmul::primitive_desc pd(d, matmuls().eng);
+        const dnnl::memory::desc h({16, 16}, dt::f16, dnnl::memory::format_tag::ab),
+            f({16, 16}, dt::f32, dnnl::memory::format_tag::ab);
+        const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(h, h, f), eng);
         return std::string(pd.impl_info_str()).find("ref") == std::string::npos;
     } catch (const dnnl::error&) {
         return false;
@@ -348,12 +240,6 @@ void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld) {
 void set_bf16_conversion_avx512(bool use) { g_conv_avx512 = use; }
 bool bf16_conversion_avx512() { return g_conv_avx512 && cpu_avx512bw(); }
 
-size_t bf16_cached_matmuls() {
-    Matmuls& m = matmuls();
-    std::lock_guard<std::mutex> lock(m.mu);
-    return m.lru.size();
-}
-
 bool bf16_native() {
     static const bool native = probe_native();
     return native && !g_emulate;
@@ -371,7 +257,7 @@ std::string native_precisions() {
 
 std::string bf16_gemm_impl() {
     if (!bf16_native()) return "emulated (bf16 operands widened to fp32, oneDNN sgemm)";
-    return matmuls().impl;
+    return matmul_impl(MatmulType::bf16);
 }
 
 void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
@@ -394,51 +280,7 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
         gemm(false, trans_b, M, N, K, 1.f, a.data(), K, b.data(), trans_b ? K : N, beta, C, ldc);
         return;
     }
-    try {
-        const Key key{M, N, K, trans_b, lda, ldb, ldc, bias ? 2 : beta == 1.f ? 1 : 0};
-        ThreadMatmuls& t = thread_matmuls();
-        Bound& e = t.slots[key_slot(key)];
-        if (!e.used || e.key != key) {
-            e.used = false;
-            e.mm = matmul_for(key);
-            const dnnl::engine& eng = matmuls().eng;
-            using dt = dnnl::memory::data_type;
-            e.a = dnnl::memory(md(M, K, dt::bf16, lda, false), eng, const_cast<bf16*>(A));
-            e.b = dnnl::memory(md(K, N, dt::bf16, ldb, trans_b), eng, const_cast<bf16*>(B));
-            e.c = dnnl::memory(md(M, N, dt::f32, ldc, false), eng, C);
-            e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
-            if (bias) {
-                e.bias = dnnl::memory(md(1, N, dt::f32, N, false), eng, const_cast<float*>(bias));
-                e.args[DNNL_ARG_BIAS] = e.bias;
-            }
-            if (e.mm.scratch_bytes > 0) {
-                if (t.scratch.size() < e.mm.scratch_bytes) t.scratch.resize(e.mm.scratch_bytes);
-                e.sp = dnnl::memory(
-                    dnnl::memory::desc({static_cast<dnnl::memory::dim>(e.mm.scratch_bytes)}, dt::u8,
-                                       dnnl::memory::format_tag::a),
-                    eng, t.scratch.data());
-                e.args[DNNL_ARG_SCRATCHPAD] = e.sp;
-            }
-            e.key = key;
-            e.used = true;
-        } else {
-            e.a.set_data_handle(const_cast<bf16*>(A));
-            e.b.set_data_handle(const_cast<bf16*>(B));
-            e.c.set_data_handle(C);
-            if (bias) e.bias.set_data_handle(const_cast<float*>(bias));
-        }
-        if (e.mm.scratch_bytes > 0) {
-            // Another slot may have grown the thread's scratchpad since (a new address).
-            if (t.scratch.size() < e.mm.scratch_bytes) t.scratch.resize(e.mm.scratch_bytes);
-            e.sp.set_data_handle(t.scratch.data());
-        }
-        e.mm.prim.execute(t.stream, e.args);
-        t.stream.wait();
-    } catch (const dnnl::error& e) {
-        if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
-        fail("internal error: oneDNN bf16 matmul (M={}, N={}, K={}, trans_b={}, lda={}, ldb={}, "
-             "ldc={}, bias={}): {}", M, N, K, trans_b, lda, ldb, ldc, bias != nullptr, e.what());
-    }
+    matmul(MatmulType::bf16, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 void linear_forward_bf16(float* y, const bf16* xb, const bf16* wb, const float* b, int N, int IN,

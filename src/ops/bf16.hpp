@@ -84,8 +84,6 @@ bool bf16_native();
 std::string native_precisions();
 // The oneDNN implementation behind gemm_bf16 ("brg:avx512_core_bf16", ...; "emulated (sgemm)").
 std::string bf16_gemm_impl();
-// Matmul primitives held by the bf16 GEMM's cache (bounded; the least recently used go first).
-size_t bf16_cached_matmuls();
 // Tests: run both paths on any machine that has the native one. Not thread-safe.
 void set_bf16_emulation(bool emulate);
 

@@ -3,6 +3,7 @@
 // GEMM of the same bf16 operands. Tolerance of the GEMM: fp32 accumulation noise only
 // (|got − want| ≤ 1e-5·Σ|a·b| per element), since both sides multiply identical bf16 values.
 #include "ops/bf16.hpp"
+#include "ops/matmul.hpp"
 
 #include <gtest/gtest.h>
 
@@ -210,8 +211,8 @@ TEST(Bf16, PrimitiveCacheIsBoundedAndRecreatesEvictedShapes) {
     std::vector<bf16> a(700 * 4, to_bf16(1.f)), b(4 * 2, to_bf16(1.f));
     std::vector<float> c(700 * 2);
     for (int m = 1; m <= 700; ++m) gemm_bf16(false, m, 2, 4, a.data(), 4, b.data(), 2, 0.f, c.data(), 2);
-    EXPECT_LE(bf16_cached_matmuls(), 512u);
-    EXPECT_GE(bf16_cached_matmuls(), 500u);
+    EXPECT_LE(cached_matmuls(), 512u);
+    EXPECT_GE(cached_matmuls(), 500u);
     check_gemm({3, 5, 7, false, 0.f}, 2);  // long evicted: created again
 }
 
