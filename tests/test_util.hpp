@@ -1,5 +1,6 @@
 // Small helpers shared by the tests: a temporary directory removed at scope exit, the message
-// of the bertbench::Error a callable throws, where ../shared is, and JSON-lines files.
+// of the bertbench::Error a callable throws, where ../shared is, whole files, JSON-lines files and
+// the deterministic lines of a run's logs.
 #pragma once
 
 #include <unistd.h>
@@ -8,6 +9,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,12 +54,41 @@ inline std::string shared_dir() {
     return d ? d : "/work/shared";
 }
 
+// The whole file, or "" when it cannot be read (a log a run has not written yet).
+inline std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
 // One JSON value per line of `path`.
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
     std::vector<nlohmann::json> out;
     std::istringstream in(read_file(path));
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
     return out;
+}
+
+// The JSON lines of `path` with the given fields erased, each dumped ("" file: none).
+inline std::vector<std::string> log_lines(const std::string& path,
+                                          std::initializer_list<const char*> erase) {
+    std::vector<std::string> out;
+    std::istringstream in(slurp(path));
+    for (std::string line; std::getline(in, line);) {
+        nlohmann::json j = nlohmann::json::parse(line);
+        for (const char* k : erase) j.erase(k);
+        out.push_back(j.dump());
+    }
+    return out;
+}
+// What two runs of the same training must log identically: train_log.jsonl and eval_log.jsonl of
+// an output directory without their timing fields.
+inline std::vector<std::string> train_lines(const std::string& dir) {
+    return log_lines(dir + "/train_log.jsonl", {"sequences_per_second", "tokens_per_second"});
+}
+inline std::vector<std::string> eval_lines(const std::string& dir) {
+    return log_lines(dir + "/eval_log.jsonl", {"eval_seconds", "elapsed_s"});
 }
 
 }  // namespace bertbench::testing

@@ -21,25 +21,18 @@
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::run_bertbench;
+using testing::shared_dir;
+using testing::slurp;
 
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
 std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;

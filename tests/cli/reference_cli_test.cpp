@@ -18,26 +18,18 @@
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::run_bertbench;
+using testing::shared_dir;
+using testing::slurp;
 
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
 std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
 std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;

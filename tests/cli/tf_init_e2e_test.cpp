@@ -21,14 +21,12 @@ namespace bertbench {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-using bertbench::testing::run_bertbench;
 using bertbench::testing::TmpDir;
+using bertbench::testing::run_bertbench;
+using bertbench::testing::shared_dir;
+using bertbench::testing::train_lines;
+using nlohmann::json;
 
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
 std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
 std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
 
@@ -38,20 +36,6 @@ std::string pretrain(const std::string& config, const std::string& out, const st
            " --output_dir=" + out +
            " --train_batch_size=4 --num_train_steps=4 --num_warmup_steps=1 --learning_rate=2e-3"
            " --save_checkpoints_steps=4 --threads=1 --seed=5 " + extra;
-}
-
-// The deterministic fields of train_log.jsonl (throughput differs run to run).
-std::vector<std::string> train_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    std::istringstream in(read_file(dir + "/train_log.jsonl"));
-    std::string line;
-    while (std::getline(in, line)) {
-        json j = json::parse(line);
-        j.erase("sequences_per_second");
-        j.erase("tokens_per_second");
-        out.push_back(j.dump());
-    }
-    return out;
 }
 
 // The "error: ..." line of a run's output ("" if none) and how many such lines there are.

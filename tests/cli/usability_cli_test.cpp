@@ -13,19 +13,14 @@
 #include <string>
 
 #include "cli/run_util.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::run_bertbench;
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using testing::slurp;
 
 TEST(UsabilityCli, VersionAndHelpCmd) {
     const auto v = run_bertbench("--version");

@@ -23,33 +23,28 @@
 #include <vector>
 
 #include "mpi_util.hpp"
+#include "test_util.hpp"
 
 namespace {
 namespace fs = std::filesystem;
-using nlohmann::json;
 using bertbench::testing::count_of;
+using bertbench::testing::eval_lines;
 using bertbench::testing::mpirun_missing;
 using bertbench::testing::mpirun_prefix;
+using bertbench::testing::read_jsonl;
 using bertbench::testing::run_mpi;
 using bertbench::testing::run_shell;
+using bertbench::testing::shared_dir;
+using bertbench::testing::slurp;
+using bertbench::testing::train_lines;
+using nlohmann::json;
 
 std::string bertbench() {
     const char* p = std::getenv("BB_BERTBENCH");
     return p ? p : "bertbench";
 }
-std::string shared() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
-std::string train_data() { return shared() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
-std::string eval_data() { return shared() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
+std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
 
 struct Workdir {
     fs::path dir;
@@ -76,34 +71,6 @@ std::string args(const Workdir& w, const std::string& out, const std::string& ex
            extra;
 }
 
-std::vector<json> jsonl(const std::string& path) {
-    std::vector<json> out;
-    std::istringstream in(slurp(path));
-    std::string line;
-    while (std::getline(in, line)) out.push_back(json::parse(line));
-    return out;
-}
-
-// train_log.jsonl without the timing fields
-std::vector<std::string> train_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    for (json j : jsonl(dir + "/train_log.jsonl")) {
-        j.erase("sequences_per_second");
-        j.erase("tokens_per_second");
-        out.push_back(j.dump());
-    }
-    return out;
-}
-std::vector<std::string> eval_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    for (json j : jsonl(dir + "/eval_log.jsonl")) {
-        j.erase("eval_seconds");
-        j.erase("elapsed_s");
-        out.push_back(j.dump());
-    }
-    return out;
-}
-
 TEST(DistPretrain, SlowTwoRanksMatchOneProcessAndRankZeroWritesGlobalFigures) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("equiv");
@@ -114,8 +81,8 @@ TEST(DistPretrain, SlowTwoRanksMatchOneProcessAndRankZeroWritesGlobalFigures) {
     ASSERT_EQ(one.exit_code, 0) << one.out;
     const auto two = run_mpi(2, bertbench() + args(w, w.out("two"), extra), 300);
     ASSERT_EQ(two.exit_code, 0) << two.out;
-    const std::vector<json> a = jsonl(w.out("one") + "/train_log.jsonl"),
-                            b = jsonl(w.out("two") + "/train_log.jsonl");
+    const std::vector<json> a = read_jsonl(w.out("one") + "/train_log.jsonl"),
+                            b = read_jsonl(w.out("two") + "/train_log.jsonl");
     ASSERT_EQ(a.size(), 12u);
     ASSERT_EQ(b.size(), 12u) << "rank 0 alone writes the log";
     // tolerance (numpy.isclose): rtol 1e-5 on the losses (fp32 reduction order; see
@@ -126,8 +93,8 @@ TEST(DistPretrain, SlowTwoRanksMatchOneProcessAndRankZeroWritesGlobalFigures) {
             EXPECT_NEAR(b[i][k].get<double>(), a[i][k].get<double>(), 1e-5 * std::abs(a[i][k].get<double>()))
                 << k << " at step " << i + 1;
     }
-    const std::vector<json> ea = jsonl(w.out("one") + "/eval_log.jsonl"),
-                            eb = jsonl(w.out("two") + "/eval_log.jsonl");
+    const std::vector<json> ea = read_jsonl(w.out("one") + "/eval_log.jsonl"),
+                            eb = read_jsonl(w.out("two") + "/eval_log.jsonl");
     ASSERT_EQ(ea.size(), eb.size());
     for (size_t i = 0; i < ea.size(); ++i) {
         EXPECT_EQ(eb[i]["examples"], ea[i]["examples"]);  // 2 batches of 8, all ranks together
@@ -279,7 +246,7 @@ TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupte
     EXPECT_EQ(res["status"], "interrupted");
     const int64_t step = res["global_step"].get<int64_t>();
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
-    EXPECT_EQ(jsonl(out + "/train_log.jsonl").back()["step"], step);
+    EXPECT_EQ(read_jsonl(out + "/train_log.jsonl").back()["step"], step);
 }
 
 TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTraining) {

@@ -11,15 +11,12 @@
 
 #include "data/pretrain_reader.hpp"
 #include "model/bert.hpp"
+#include "test_util.hpp"
 #include "train/evaluate.hpp"
 
 namespace bertbench::train {
 namespace {
-
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
+using testing::shared_dir;
 
 model::BertConfig small_config() {
     model::BertConfig c;

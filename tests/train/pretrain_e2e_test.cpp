@@ -23,28 +23,22 @@
 #include "../cli/run_util.hpp"
 #include "io/safetensors.hpp"
 #include "model/checkpoint.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
 namespace fs = std::filesystem;
-using nlohmann::json;
+using bertbench::testing::eval_lines;
 using bertbench::testing::run_bertbench;
+using bertbench::testing::shared_dir;
+using bertbench::testing::slurp;
 using bertbench::testing::spawn_bertbench;
+using bertbench::testing::train_lines;
 using bertbench::testing::wait_for_file;
+using nlohmann::json;
 
-std::string shared_dir() {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return s ? s : "/work/shared";
-}
 std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
 std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // A fresh directory with a tiny bert_config.json in it.
 struct Workdir {
@@ -76,31 +70,6 @@ std::string join(const std::vector<std::string>& args) {
     std::string s;
     for (const auto& a : args) s += "'" + a + "' ";
     return s;
-}
-
-// The deterministic fields of train_log.jsonl (throughput differs run to run).
-std::vector<std::string> train_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    std::istringstream in(slurp(dir + "/train_log.jsonl"));
-    std::string line;
-    while (std::getline(in, line)) {
-        json j = json::parse(line);
-        j.erase("sequences_per_second");
-        j.erase("tokens_per_second");
-        out.push_back(j.dump());
-    }
-    return out;
-}
-std::vector<std::string> eval_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    std::istringstream in(slurp(dir + "/eval_log.jsonl"));
-    std::string line;
-    while (std::getline(in, line)) {
-        json j = json::parse(line);
-        for (const char* k : {"eval_seconds", "elapsed_s"}) j.erase(k);
-        out.push_back(j.dump());
-    }
-    return out;
 }
 
 bool has_temp_files(const std::string& dir) {

@@ -17,23 +17,18 @@
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
 namespace fs = std::filesystem;
 using bertbench::testing::run_bertbench;
+using bertbench::testing::slurp;
 using nlohmann::json;
 
 std::string golden(const std::string& rel) {
     const char* s = std::getenv("BB_SHARED_DIR");
     return std::string(s ? s : "/work/shared") + "/golden/" + rel;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 // The lines of a jsonl log without its timing fields (they differ run to run).

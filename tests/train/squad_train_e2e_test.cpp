@@ -21,8 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using bertbench::read_file;
-using nlohmann::json;
 using namespace bertbench::testing;
+using nlohmann::json;
 
 std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
 
@@ -52,17 +52,6 @@ std::string join(const std::vector<std::string>& args) {
     std::string s;
     for (const auto& a : args) s += " '" + a + "'";
     return s;
-}
-
-// The deterministic fields of train_log.jsonl (throughput differs run to run).
-std::vector<std::string> train_lines(const std::string& dir) {
-    std::vector<std::string> out;
-    for (json j : read_jsonl(dir + "/train_log.jsonl")) {
-        j.erase("sequences_per_second");
-        j.erase("tokens_per_second");
-        out.push_back(j.dump());
-    }
-    return out;
 }
 
 TEST(SquadTrainE2E, FineTunesResumesAndPredictsSlow) {
