@@ -28,6 +28,11 @@ namespace bertbench::ops {
 struct FlashTiles {
     int q = 64, k = 128;
 };
+// The engine's tiles: bf16 operands go through oneDNN matmul primitives, whose per-call cost asks
+// for larger tiles than the fp32 sgemm calls do (chosen by timing both kernels per tile shape).
+inline FlashTiles default_flash_tiles(bool bf16_operands) {
+    return bf16_operands ? FlashTiles{128, 512} : FlashTiles{64, 128};
+}
 
 // bf16 copies (N,H) of the operands (float only), as AttentionBf16: dctx only for the backward.
 struct FlashBf16 {
