@@ -23,8 +23,9 @@
 
 namespace bertbench::ops {
 
-// Query and key tile sizes (rows of q, rows of k per tile). The defaults keep a tile's S, its
-// mask and the q/k/v/dctx tiles of one head in L2; tests use small odd tiles to cover the edges.
+// Query and key tile sizes (rows of q, rows of k per tile; each >= 1, else an Error). The defaults
+// keep a tile's S, its mask and the q/k/v/dctx tiles of one head in L2; tests use small odd tiles
+// to cover the edges. Any tiles give the same result up to fp32 summation order.
 struct FlashTiles {
     int q = 64, k = 128;
 };
