@@ -31,12 +31,25 @@ struct Plan {
     bool forward_only = false;
 };
 
+// The self-attention kernel (docs/engine.md "Fused attention"): materialized keeps the
+// (NH·T·K) probabilities and dropout mask of every layer for the backward (ops/attention.hpp);
+// fused keeps one log-sum-exp per row and head and recomputes them (ops/flash_attention.hpp).
+// automatic: the BB_ATTENTION environment variable (fused|materialized|auto) if set, else fused
+// from kFusedAttentionMinSeq tokens of Plan::max_seq on.
+enum class AttentionKernel { automatic, materialized, fused };
+inline constexpr int kFusedAttentionMinSeq = 256;
+// "fused", "materialized" or "auto" (-> automatic); anything else is an Error naming `flag`.
+AttentionKernel parse_attention_kernel(const std::string& value, const std::string& flag);
+// The kernel an engine with this choice and Plan::max_seq runs (never automatic).
+AttentionKernel resolve_attention_kernel(AttentionKernel choice, int max_seq);
+
 struct EngineOptions {
     bool gelu_erf = false;  // erf GELU (HF "gelu") instead of the reference tanh form
     // bf16: the GEMMs of the encoder, the MLM transform and the tied decoder take bf16 operands
     // (a bf16 copy of the parameters, refreshed after weights_changed(); activations converted as
     // they enter a GEMM) and accumulate in fp32; everything else stays fp32. float engine only.
     ops::Precision precision = ops::Precision::fp32;
+    AttentionKernel attention = AttentionKernel::automatic;
 };
 
 struct Losses {
@@ -88,7 +101,10 @@ public:
     // "embeddings" (N,H); "layer_<i>/attention_probs" (per sequence b: NH×T_b×K_b, concatenated
     // over b; K_b = Batch::key_lengths[b], or T_b without key_lengths);
     // "layer_<i>/attention_output" (N,H); "layer_<i>/output" (N,H). Empty when dropout off.
+    // With the fused attention kernel the attention_probs mask is not stored; it is regenerated
+    // from the dropout stream on this call (the same bits the kernel used).
     std::span<const uint8_t> dropout_mask(const std::string& site) const;
+    bool fused_attention() const;  // the attention kernel this engine runs (EngineOptions)
 
     struct Impl;
 
