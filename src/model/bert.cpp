@@ -631,6 +631,7 @@ struct BasicBertPretrainer<T>::Impl {
     // (P,V) logits, dlogits; rows: lse, loss, argmax, coef
     T *cls, *pooled, *dpooled, *dcls, *nsp, *dnsp, *nsp_lse, *nsp_coef;
     T *gath, *t, *tact, *tl, *tmean, *trstd, *dtl, *dtact, *dgath, *logits, *dlogits, *lse, *coef;
+    T* db_part;  // bf16: the bias gradient's partial sums (cross_entropy_backward_bf16)
     std::vector<double> row_loss, nsp_loss;
     std::vector<int32_t> argmax, nsp_argmax;
     // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
@@ -660,7 +661,10 @@ struct BasicBertPretrainer<T>::Impl {
         dtact = arena.take(grad * pmax * H);
         dgath = arena.take(grad * pmax * H);
         logits = arena.take(pmax * V);
-        dlogits = arena.take(grad * pmax * V);
+        // bf16: the backward writes bf16(dlogits) and its transpose (hb), never fp32 dlogits
+        const bool bf16_head = enc && enc->bf16();
+        dlogits = arena.take((bf16_head ? 0 : grad) * pmax * V);
+        db_part = arena.take((bf16_head ? grad : 0) * ops::cross_entropy_db_part_size(static_cast<int>(pmax), V));
         lse = arena.take(pmax);
         coef = arena.take(pmax);
         row_loss.assign(pmax, 0);
@@ -769,17 +773,26 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     ops::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
     ops::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
     BB_PROFILE_MARK("gemm mlm-decoder fwd");
-    for (int p = 0; p < P; ++p) std::copy_n(w + m.out_bias, V, m.logits + static_cast<size_t>(p) * V);
+    // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
+    // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
+    // than a pass of its own that the GEMM then reads back with beta 1.
+    bool bias_added = false;
     if constexpr (std::is_same_v<T, float>) {
         if (enc.bf16()) {
             ops::to_bf16(m.hb.data(), m.tl, static_cast<size_t>(P) * H);
-            ops::gemm_bf16(true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 1.f, m.logits, V);
+            ops::gemm_bf16(true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 0.f,
+                           m.logits, V, w + m.out_bias);
+            bias_added = true;
         }
     }
-    if (!enc.bf16()) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(1), m.logits, V);
+    if (!enc.bf16()) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(0), m.logits, V);
     BB_PROFILE_MARK("loss fwd");
-    ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
-                               batch.masked_ids.data(), P, V);
+    if (bias_added)
+        ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+                                   batch.masked_ids.data(), P, V);
+    else
+        ops::cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+                                        w + m.out_bias, batch.masked_ids.data(), P, V);
     Losses out;
     double num = 0, den = 0;
     for (int p = 0; p < P; ++p) {
@@ -822,22 +835,25 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     m.global_mlm_weight = -1;
     for (int p = 0; p < P; ++p)
         m.coef[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
-    ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
-    BB_PROFILE_MARK("gemm mlm-decoder bwd");
-    ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
     Encoder<T>& enc = *m.enc;
     if constexpr (std::is_same_v<T, float>) {
         if (enc.bf16()) {
-            const size_t pv = static_cast<size_t>(P) * V;
+            // One pass over the logits writes bf16(dlogits) and the bias gradient (the fp32
+            // dlogits is never stored); the GEMM for dE reads its transpose.
             ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
-            ops::bf16* dlt = dlb + pv;
-            ops::to_bf16(dlb, m.dlogits, pv);
-            ops::to_bf16_transposed(dlt, m.dlogits, P, V, V);
-            ops::gemm_bf16(false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H);
+            ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
+            ops::cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse,
+                                             batch.masked_ids.data(), m.coef, P, V);
+            BB_PROFILE_MARK("gemm mlm-decoder bwd");
+            ops::transpose_bf16(dlt, dlb, P, V, V);
+            ops::gemm_bf16(false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H);  // dE += dlᵀ tl
             ops::gemm_bf16(false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H);
         }
     }
     if (!enc.bf16()) {
+        ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+        BB_PROFILE_MARK("gemm mlm-decoder bwd");
+        ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
         ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
         ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
     }
