@@ -58,8 +58,9 @@ struct LayerSaved {
     T *q, *k, *v, *ctx, *probs, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
     uint8_t *mask_probs, *mask_attn, *mask_out;
     // bf16 engines: the bf16 forms of the layer's GEMM inputs (its input x, q, k, v, ctx, x1, g),
-    // converted once in the forward and kept for the backward's weight gradients; their fp32 forms
-    // are needed only inside the layer's forward, so the layers share one set of those.
+    // written once in the forward (by their producer where it is LayerNorm, GELU or dropout) and
+    // kept for the backward's weight gradients; their fp32 forms are needed only inside the
+    // layer's forward, so the layers share one set of those (and g has none: null).
     ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
 };
 
