@@ -305,7 +305,7 @@ public:
         ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
         BB_PROFILE_MARK("layernorm fwd");
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
-        ops::bf16* xb0 = gemm_output(saved_[0].xb);
+        ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
         ops::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
                                N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_MARK("dropout+residual fwd");
