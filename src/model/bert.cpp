@@ -61,8 +61,9 @@ struct LayerSaved {
     T* lse;  // (N, NH) fused attention only (probs and mask_probs are then null)
     uint8_t *mask_probs, *mask_attn, *mask_out;
     // bf16 engines: the bf16 forms of the layer's GEMM inputs (its input x, q, k, v, ctx, x1, g),
-    // converted once in the forward and kept for the backward's weight gradients; their fp32 forms
-    // are needed only inside the layer's forward, so the layers share one set of those.
+    // written once in the forward (by their producer where it is LayerNorm, GELU or dropout) and
+    // kept for the backward's weight gradients; their fp32 forms are needed only inside the
+    // layer's forward, so the layers share one set of those (and g has none: null).
     ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
 };
 
@@ -197,7 +198,8 @@ public:
             s.rstd1 = a.take(nmax);
             s.x1 = s0 ? s0->x1 : a.take(nh);
             s.h = a.take(ni);
-            s.g = s0 ? s0->g : a.take(ni);
+            // bf16: GELU writes only its bf16 output gb (its backward reads h), so no fp32 g
+            s.g = bf16_ ? nullptr : s0 ? s0->g : a.take(ni);
             s.o = a.take(nh);
             s.mean2 = a.take(nmax);
             s.rstd2 = a.take(nmax);
@@ -334,12 +336,14 @@ public:
         BB_PROFILE_MARK("embeddings fwd");
         ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
         BB_PROFILE_MARK("layernorm fwd");
+        // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
+        ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
         ops::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
-                               N, H);
+                               N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_MARK("dropout+residual fwd");
         if (dropout_hidden_) {
             ops::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
-            ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh);
+            ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
         }
         const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
                                         key_lengths(b)};
@@ -349,7 +353,7 @@ public:
             const T* xin = x_[l];
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_MARK("gemm qkv fwd");
-            const ops::bf16* xb = gemm_input(xin, nh, s.xb);
+            const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
             linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H);
             linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H);
             linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H);
@@ -371,18 +375,21 @@ public:
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
+            ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
+                                   ops::kLayerNormEps, gemm_output(s.x1b));
             BB_PROFILE_MARK("gemm ffn-in fwd");
-            linear_fwd(s.h, s.x1, gemm_input(s.x1, nh, s.x1b), params, w.wi, w.bi, N, H, I);
+            linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_MARK("gelu fwd");
-            ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
+            ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
             BB_PROFILE_MARK("gemm ffn-out fwd");
-            linear_fwd(s.o, s.g, gemm_input(s.g, static_cast<size_t>(N) * I, s.gb), params, w.wout, w.bout, N, I, H);
+            linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_MARK("dropout+residual fwd");
             if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H);
+            ops::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
+                                   ops::kLayerNormEps,  // and the next layer's bf16 input
+                                   l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
         }
     }
 
@@ -405,20 +412,25 @@ public:
             BB_PROFILE_MARK("layernorm bwd");
             ops::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
+            ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh,
+                                     dy_bf16());
             BB_PROFILE_MARK("gemm ffn-out bwd");
-            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H);
+            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H,
+                       false, dy_bf16());
             BB_PROFILE_MARK("gelu bwd");
-            ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
+            ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I, dy_bf16());
             BB_PROFILE_MARK("gemm ffn-in bwd");
-            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true);
+            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true,
+                       dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
             ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
+            ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh,
+                                     dy_bf16());
             BB_PROFILE_MARK("gemm attn-out bwd");
-            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H);
+            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H,
+                       false, dy_bf16());
             BB_PROFILE_MARK("attention bwd");
             const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
             if (fused_) {
@@ -471,6 +483,12 @@ public:
         }
         return nullptr;
     }
+    // bf16 engines: p, a bf16 GEMM input that its producer (LayerNorm, GELU, dropout) writes in
+    // the same pass as its fp32 output; nullptr in fp32.
+    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
+    // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
+    // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
+    ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
     // bf16 q, k, v: converted into the layer's kept buffers in the forward (dctx null) and reused
     // by the backward, which converts dctx into the scratch; empty in fp32.
     ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
@@ -509,16 +527,21 @@ public:
         ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
     // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused), or
-    // null to convert x here (the MLM transform); fp32: x.
+    // null to convert x here (the MLM transform); dyb = dy_bf16() when dy's producer wrote
+    // bf16(dy) there, else null to convert dy here; fp32: x.
     void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
-                    const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false) {
+                    const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false,
+                    const ops::bf16* dyb = nullptr) {
         if constexpr (std::is_same_v<T, float>) {
             if (bf16_) {
                 if (!xt)
                     return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, x, wb_.data() + w,
                                                      N, IN, OUT, accumulate_dx, sb_.data());
-                ops::bf16* dyb = sb_.data();
-                ops::to_bf16(dyb, dy, static_cast<size_t>(N) * OUT);
+                if (!dyb) {
+                    ops::bf16* conv = sb_.data();
+                    ops::to_bf16(conv, dy, static_cast<size_t>(N) * OUT);
+                    dyb = conv;
+                }
                 return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, dyb, xt,
                                                  wb_.data() + w, N, IN, OUT, accumulate_dx);
             }

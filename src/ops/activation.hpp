@@ -1,11 +1,14 @@
 // Elementwise activations, forward and backward (dx = dy · f'(x), x = the saved input).
 // GELU tanh form (reference BERT): 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)));
 // GELU erf form (HF "gelu"): 0.5x(1 + erf(x/√2)); ReLU; tanh (pooler: dx = dy(1 - y²)).
+// bf16 engines: forward and backward can also write the bf16 copy of their output that the next
+// GEMM reads, chunk by chunk in the same pass (same bits as a separate to_bf16).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 
+#include "ops/bf16.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
@@ -43,27 +46,35 @@ inline T activation_derivative(Activation a, T x) {
     return T(1);
 }
 
-// y(n) = f(x(n)); the GELU tanh form runs vectorised over chunks
+// y(n) = f(x(n)); the GELU tanh form runs vectorised over chunks. yb(n) = bf16(y) too when not
+// null; then y may be null (the backward needs x, not y: when y only feeds the next GEMM, a bf16
+// engine keeps only yb).
 template <typename T>
-void activation_forward(Activation a, T* y, const T* x, size_t n) {
-    for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
+void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nullptr) {
+    constexpr size_t kChunk = 4096;
+    for_each_chunk(n, kChunk, n * 8, [&](size_t b, size_t e) {
+        alignas(64) T tmp[kChunk];  // where y is null: the chunk's values, then converted
+        T* out = y ? y + b : tmp;
         if (a == Activation::gelu_tanh) {
-            gelu_tanh_array(y + b, x + b, e - b);
+            gelu_tanh_array(out, x + b, e - b);
         } else {
-            for (size_t i = b; i < e; ++i) y[i] = activation_value(a, x[i]);
+            for (size_t i = b; i < e; ++i) out[i - b] = activation_value(a, x[i]);
         }
+        if (yb) to_bf16_serial(yb + b, out, e - b);
     });
 }
 
-// dx(n) = dy(n) · f'(x(n)); dx may alias dy
+// dx(n) = dy(n) · f'(x(n)); dx may alias dy. dxb(n) = bf16(dx) too when not null.
 template <typename T>
-void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n) {
+void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n,
+                         bf16* dxb = nullptr) {
     for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
         if (a == Activation::gelu_tanh) {
             gelu_tanh_backward_array(dx + b, dy + b, x + b, e - b);
         } else {
             for (size_t i = b; i < e; ++i) dx[i] = dy[i] * activation_derivative(a, x[i]);
         }
+        if (dxb) to_bf16_serial(dxb + b, dx + b, e - b);
     });
 }
 

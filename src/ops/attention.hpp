@@ -92,7 +92,10 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
             if (lp) gemm_bf16(true, t, kn, HS, lp->q + off, H, lp->k + off, H, 0.f, p, kn);
         }
         if (!lp) gemm(false, true, t, kn, HS, T(1), qb, H, kb, H, T(0), p, kn);  // S(t,kn) = q kᵀ
-        for (int i = 0; i < t; ++i) {  // softmax and dropout row by row, while the row is in L1
+        const T* pv = drop ? scratch + base : p;
+        bf16* pb = lp ? detail::item_scratch(static_cast<size_t>(t) * kn) : nullptr;  // bf16(P')
+        // softmax, dropout and (bf16) the conversion of P' row by row, while the row is in L1
+        for (int i = 0; i < t; ++i) {
             const size_t r = static_cast<size_t>(i) * kn;
             softmax_row(p + r, p + r, kn, scale);
             if (drop) {
@@ -101,14 +104,10 @@ void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, 
                 dropout_fill_mask(m, *drop, base + r, static_cast<size_t>(kn));
                 masked_scale(pd, p + r, m, inv_keep, static_cast<size_t>(kn));
             }
+            if (pb) to_bf16_serial(pb + r, pv + r, static_cast<size_t>(kn));
         }
-        const T* pv = drop ? scratch + base : p;
         if constexpr (std::is_same_v<T, float>) {
-            if (lp) {
-                bf16* pb = detail::item_scratch(static_cast<size_t>(t) * kn);
-                to_bf16(pb, pv, static_cast<size_t>(t) * kn);
-                gemm_bf16(false, t, HS, kn, pb, kn, lp->v + off, H, 0.f, cb, H);
-            }
+            if (lp) gemm_bf16(false, t, HS, kn, pb, kn, lp->v + off, H, 0.f, cb, H);
         }
         if (!lp) gemm(false, false, t, HS, kn, T(1), pv, kn, vb, H, T(0), cb, H);  // ctx(t,HS) = P' v
     }
@@ -154,15 +153,19 @@ void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* 
         }
         if (m)
             masked_scale(dp, dp, m, inv_keep, n);
+        // bf16: the scale goes into dS before it is rounded (s·dS is the bf16 operand), row by row
+        // with the conversion, while the row is in L1
+        bf16* tb = lp ? detail::item_scratch(n) : nullptr;
         for (int i = 0; i < t; ++i) {
             T* row = dp + static_cast<size_t>(i) * kn;
             softmax_row_backward(row, row, p + static_cast<size_t>(i) * kn, kn);
+            if (tb) {
+                for (int j = 0; j < kn; ++j) row[j] *= scale;
+                to_bf16_serial(tb + static_cast<size_t>(i) * kn, row, static_cast<size_t>(kn));
+            }
         }
         if constexpr (std::is_same_v<T, float>) {
-            if (lp) {  // the scale goes into dS before it is rounded: s·dS is the bf16 operand
-                for (size_t i = 0; i < n; ++i) dp[i] *= scale;
-                bf16* tb = detail::item_scratch(n);
-                to_bf16(tb, dp, n);
+            if (lp) {
                 gemm_bf16(false, t, HS, kn, tb, kn, lp->k + off, H, 0.f, dq + off, H);
                 to_bf16_transposed(tb, dp, t, kn, kn);
                 gemm_bf16(false, kn, HS, t, tb, t, lp->q + off, H, 0.f, dk + off, H);

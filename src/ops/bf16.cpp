@@ -96,12 +96,6 @@ bool cpu_avx512bw() {
 // Tests force the AVX2 path (set_bf16_conversion_avx512(false)) to check both on an AVX-512 CPU.
 bool g_conv_avx512 = true;
 
-void to_bf16_serial(bf16* dst, const float* src, size_t n) {
-    if (g_conv_avx512 && cpu_avx512bw())
-        to_bf16_serial_avx512(dst, src, n);
-    else
-        to_bf16_serial_avx2(dst, src, n);
-}
 
 // 8×8 transpose of 16-bit values held in r[0..7] (row i in r[i]), SSE2.
 inline void transpose_8x8_epi16(__m128i r[8]) {
@@ -239,6 +233,13 @@ void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld) {
 
 void set_bf16_conversion_avx512(bool use) { g_conv_avx512 = use; }
 bool bf16_conversion_avx512() { return g_conv_avx512 && cpu_avx512bw(); }
+
+void to_bf16_serial(bf16* dst, const float* src, size_t n) {
+    if (g_conv_avx512 && cpu_avx512bw())
+        to_bf16_serial_avx512(dst, src, n);
+    else
+        to_bf16_serial_avx2(dst, src, n);
+}
 
 bool bf16_native() {
     static const bool native = probe_native();

@@ -43,6 +43,14 @@ inline float round_bf16(float f) { return to_float(to_bf16(f)); }
 
 // dst(n) = bf16(src(n)), parallel for large n.
 void to_bf16(bf16* dst, const float* src, size_t n);
+// The same on the calling thread only: for an op that writes, in its own pass, the bf16 copy of
+// its output that the next GEMM reads (LayerNorm, GELU, dropout; a row or chunk at a time, while
+// it is in cache). Same bits as to_bf16. The double form exists for the ops' double
+// instantiations (gradient checks), which never ask for a bf16 copy.
+void to_bf16_serial(bf16* dst, const float* src, size_t n);
+inline void to_bf16_serial(bf16* dst, const double* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = to_bf16(static_cast<float>(src[i]));
+}
 // dst(cols, rows) = bf16(src(rows, cols))ᵀ, src row-major with leading dimension ld.
 void to_bf16_transposed(bf16* dst, const float* src, int rows, int cols, int ld);
 // dst(cols, rows) = src(rows, cols)ᵀ for values already in bf16 (a copy, no rounding).

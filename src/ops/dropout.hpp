@@ -2,6 +2,8 @@
 // u < keep_prob, u = (word >> 8)·2⁻²⁴, word = Philox-4x32-10(block e/4)[e%4]; kept values are
 // scaled by 1/keep_prob (TF tf.nn.dropout semantics). Masks are a pure function of the stream and
 // e, so any thread count and any work split produce the same bits.
+// bf16 engines: forward and backward can also write the bf16 copy of their output that the next
+// GEMM reads, chunk by chunk in the same pass (same bits as a separate to_bf16).
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/bf16.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -137,9 +140,10 @@ inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, size_t 
 }
 
 // y(n) = x · mask / keep + residual   (mask null: no dropout; residual null: none). y may alias x.
+// yb(n) = bf16(y) too when not null.
 template <typename T>
 void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, const T* residual,
-                         size_t n) {
+                         size_t n, bf16* yb = nullptr) {
     const T scale = T(1) / keep_prob;
     constexpr size_t kChunk = 4096;
     const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
@@ -151,13 +155,16 @@ void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, con
         } else {
             for (size_t i = b; i < b + len; ++i) y[i] = residual ? x[i] + residual[i] : x[i];
         }
+        if (yb) to_bf16_serial(yb + b, y + b, len);
     }
 }
 
-// dx(n) = dy · mask / keep (mask null: dx = dy). dx may alias dy.
+// dx(n) = dy · mask / keep (mask null: dx = dy). dx may alias dy. dxb(n) = bf16(dx) too when not
+// null.
 template <typename T>
-void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n) {
-    if (!mask) {
+void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n,
+                      bf16* dxb = nullptr) {
+    if (!mask && !dxb) {
         if (dx != dy) std::copy(dy, dy + n, dx);
         return;
     }
@@ -166,8 +173,12 @@ void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size
     const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
     for (long long c = 0; c < chunks; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunk;
-        masked_scale(dx + b, dy + b, mask + b, scale, n - b < kChunk ? n - b : kChunk);
+        const size_t b = static_cast<size_t>(c) * kChunk, len = n - b < kChunk ? n - b : kChunk;
+        if (mask)
+            masked_scale(dx + b, dy + b, mask + b, scale, len);
+        else if (dx != dy)
+            std::copy(dy + b, dy + b + len, dx + b);
+        if (dxb) to_bf16_serial(dxb + b, dx + b, len);
     }
 }
 

@@ -2,20 +2,25 @@
 // biased variance, eps 1e-12 (BERT modeling.py layer_norm). Legend: N rows, C channels.
 // dx is overwritten (or += with accumulate; dx may alias dy); dgamma/dbeta accumulate (+=), summed
 // over rows in order within column blocks, so results do not depend on the thread count.
+// bf16 engines: the forward also writes yb = bf16(y) row by row (the next GEMM's input).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 
+#include "ops/bf16.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
 namespace bertbench::ops {
 
-// y(N,C), mean(N), rstd(N)  <-  x(N,C), gamma(C), beta(C)
+constexpr double kLayerNormEps = 1e-12;  // BERT's
+
+// y(N,C), mean(N), rstd(N)  <-  x(N,C), gamma(C), beta(C); yb(N,C) = bf16(y) too when not null
+// (each row converted while in cache: one pass fewer than a separate to_bf16; same bits)
 template <typename T>
 void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N,
-                       int C, double eps = 1e-12) {
+                       int C, double eps = kLayerNormEps, bf16* yb = nullptr) {
 #pragma omp parallel for schedule(static) if (worth_parallel(static_cast<size_t>(N) * C))
     for (int i = 0; i < N; ++i) {
         const T* xi = x + static_cast<size_t>(i) * C;
@@ -25,6 +30,7 @@ void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const
         const T v = sum_lanes8<T>(n, [&](size_t c) { return (xi[c] - m) * (xi[c] - m); }) / T(C);
         const T r = T(1) / std::sqrt(v + T(eps));
         for (int c = 0; c < C; ++c) yi[c] = (xi[c] - m) * r * gamma[c] + beta[c];
+        if (yb) to_bf16_serial(yb + static_cast<size_t>(i) * C, yi, n);
         mean[i] = m;
         rstd[i] = r;
     }
