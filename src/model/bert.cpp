@@ -22,6 +22,7 @@
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
+#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 
 namespace bertbench::model {
@@ -300,14 +301,14 @@ public:
         }
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         BB_PROFILE_MARK("embeddings fwd");
-        ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        ops::kern::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
         BB_PROFILE_MARK("layernorm fwd");
-        ops::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
+        ops::kern::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
                                N, H);
         BB_PROFILE_MARK("dropout+residual fwd");
         if (dropout_hidden_) {
-            ops::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
-            ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh);
+            ops::kern::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh);
         }
         const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
                                         key_lengths(b)};
@@ -324,26 +325,26 @@ public:
             BB_PROFILE_MARK("attention fwd");
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
-            ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
+            ops::kern::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                    dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm attn-out fwd");
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_MARK("dropout+residual fwd");
-            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
-            ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
+            ops::kern::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H);
             BB_PROFILE_MARK("gemm ffn-in fwd");
             linear_fwd(s.h, s.x1, gemm_input(s.x1, nh, s.x1b), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_MARK("gelu fwd");
-            ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
+            ops::kern::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-out fwd");
             linear_fwd(s.o, s.g, gemm_input(s.g, static_cast<size_t>(N) * I, s.gb), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_MARK("dropout+residual fwd");
-            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
-            ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H);
+            ops::kern::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H);
         }
     }
 
@@ -364,25 +365,25 @@ public:
             const auto G = [&](size_t o) { return grads + o; };
             // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
             BB_PROFILE_MARK("layernorm bwd");
-            ops::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
+            ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
+            ops::kern::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm ffn-out bwd");
             linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H);
             BB_PROFILE_MARK("gelu bwd");
-            ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
+            ops::kern::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I);
             BB_PROFILE_MARK("gemm ffn-in bwd");
             linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true);
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
-            ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
+            ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
+            ops::kern::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh);
             BB_PROFILE_MARK("gemm attn-out bwd");
             linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H);
             BB_PROFILE_MARK("attention bwd");
             const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
-            ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
+            ops::kern::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
                                     dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
                                     bf16_ ? &ab : nullptr);
             BB_PROFILE_MARK("gemm qkv bwd");
@@ -394,11 +395,11 @@ public:
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_MARK("embeddings bwd");
-        ops::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
-        ops::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
+        ops::kern::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
+        ops::kern::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
                                 emb_mean_, emb_rstd_, N, H);
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
-        ops::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        ops::kern::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
         if (backward_hook) backward_hook(-1);
     }
 
@@ -691,10 +692,10 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     for (int b = 0; b < B; ++b)
         std::copy_n(x + static_cast<size_t>(batch.seq_offsets[b]) * H, H, m.cls + static_cast<size_t>(b) * H);
     ops::linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
-    ops::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
+    ops::kern::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
     for (int b = 0; b < B; ++b) std::copy_n(w + m.bn, 2, m.nsp + 2 * b);
     ops::gemm(false, true, B, 2, H, T(1), m.pooled, H, w + m.wn, H, T(1), m.nsp, 2);
-    ops::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
+    ops::kern::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
                                batch.next_sentence_labels.data(), B, 2);
     BB_PROFILE_MARK("mlm transform fwd");
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
@@ -702,8 +703,8 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
     Encoder<T>& enc = *m.enc;
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
-    ops::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
-    ops::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
+    ops::kern::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
+    ops::kern::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
     BB_PROFILE_MARK("gemm mlm-decoder fwd");
     for (int p = 0; p < P; ++p) std::copy_n(w + m.out_bias, V, m.logits + static_cast<size_t>(p) * V);
     if constexpr (std::is_same_v<T, float>) {
@@ -714,7 +715,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     }
     if (!enc.bf16()) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(1), m.logits, V);
     BB_PROFILE_MARK("loss fwd");
-    ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+    ops::kern::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
                                batch.masked_ids.data(), P, V);
     Losses out;
     double num = 0, den = 0;
@@ -758,7 +759,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     m.global_mlm_weight = -1;
     for (int p = 0; p < P; ++p)
         m.coef[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
-    ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+    ops::kern::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
     BB_PROFILE_MARK("gemm mlm-decoder bwd");
     ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
     Encoder<T>& enc = *m.enc;
@@ -778,17 +779,17 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
     }
     BB_PROFILE_MARK("mlm transform bwd");
-    ops::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
-    ops::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
+    ops::kern::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
+    ops::kern::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
     enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_MARK("pooler+nsp bwd");
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
-    ops::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
+    ops::kern::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
     ops::bias_backward(g + m.bn, m.dnsp, B, 2);
     ops::gemm(true, false, 2, H, B, T(1), m.dnsp, 2, m.pooled, H, T(1), g + m.wn, H);  // dWn += dnspᵀ pooled
     ops::gemm(false, false, B, H, 2, T(1), m.dnsp, 2, w + m.wn, H, T(0), m.dpooled, H);  // dpooled = dnsp Wn
-    ops::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
+    ops::kern::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
     ops::linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H);
     BB_PROFILE_MARK("other bwd");
     // scatter into d(encoder output)

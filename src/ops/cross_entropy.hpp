@@ -8,10 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
-namespace bertbench::ops {
+BB_OPS_ISA_BEGIN
 
 template <typename T>
 void cross_entropy_forward(double* loss, int32_t* argmax, T* lse, const T* logits,
@@ -48,4 +49,4 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -28,6 +29,10 @@ struct DropoutStream {
         return static_cast<uint32_t>(std::ceil(keep_prob * 16777216.0));
     }
 };
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
 
 #ifdef __AVX2__
 // Philox-4x32-10 on 8 consecutive blocks blk .. blk+7 at once (AVX2; lane i = block blk+i), then
@@ -120,6 +125,17 @@ inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, size_t 
     size_t i = 0;
 #ifdef __AVX2__
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        const __m512 s16 = _mm512_set1_ps(scale);
+        for (; i + 16 <= n; i += 16) {
+            const __mmask16 keep = _mm512_cmpneq_epi32_mask(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i))),
+                _mm512_setzero_si512());
+            __m512 v = _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), s16);
+            if (residual) v = _mm512_add_ps(v, _mm512_loadu_ps(residual + i));
+            _mm512_storeu_ps(y + i, v);
+        }
+#endif
         const __m256 s = _mm256_set1_ps(scale);
         for (; i + 8 <= n; i += 8) {
             const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mask + i)));
@@ -171,4 +187,4 @@ void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
-namespace bertbench::ops {
+BB_OPS_ISA_BEGIN
 
 // y(N,C), mean(N), rstd(N)  <-  x(N,C), gamma(C), beta(C)
 template <typename T>
@@ -72,4 +73,4 @@ void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END
