@@ -154,8 +154,25 @@ inline float hsum8(__m256 v) {
 // Σ_{i<n} f(i) in 8 interleaved partial sums (i mod 8), added in lane order, then the tail: a fixed
 // order for a given n that the compiler vectorises (a single running sum is a serial chain of
 // additions at 4 cycles each).
+// The AVX-512 copy keeps 16 partial sums (i mod 16; acc[j] + acc[j+8] then as above): GCC turns
+// the 8-sum loop at 512-bit width into permutes that made LayerNorm 1.5-2x slower.
 template <typename T, typename F>
 inline T sum_lanes8(size_t n, F f) {
+#ifdef BB_OPS_AVX512
+    if constexpr (std::is_same_v<T, float>) {
+        T acc16[16] = {};
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            for (size_t j = 0; j < 16; ++j) acc16[j] += f(i + j);
+        T a[8];
+        for (size_t j = 0; j < 8; ++j) a[j] = acc16[j] + acc16[j + 8];
+        for (; i + 8 <= n; i += 8)
+            for (size_t j = 0; j < 8; ++j) a[j] += f(i + j);
+        T s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (; i < n; ++i) s += f(i);
+        return s;
+    }
+#endif
     T acc[8] = {};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
