@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "core/sysinfo.hpp"
+#include "ops/kernels.hpp"
 #include "train/svg_plot.hpp"
 
 extern "C" {
@@ -421,6 +422,7 @@ nlohmann::json build_info_with_gemm() {
     // double precision (finite-difference tests only) goes to OpenBLAS
     b["dgemm_library"] = fmt::format("{} (core {})", openblas_get_config(),
                                      openblas_get_corename());
+    b["kernels_isa"] = ops::kernels().name;  // our own float kernels' path (ops/kernels.hpp)
     return b;
 }
 

@@ -5,6 +5,7 @@
 #include "core/flags.hpp"
 #include "core/sysinfo.hpp"
 #include "ops/bf16.hpp"
+#include "ops/kernels.hpp"
 
 namespace bertbench::cli {
 
@@ -17,6 +18,9 @@ int cmd_version(int argc, char** argv) {
     // engine's bf16 GEMMs run on (oneDNN's, or the fp32 emulation).
     j["system_info"]["native_precisions"] = ops::native_precisions();
     j["system_info"]["bf16_gemm"] = ops::bf16_gemm_impl();
+    // The instruction set our own float kernels run on (ops/kernels.hpp; BB_ISA=avx2 forces AVX2).
+    j["system_info"]["kernels_isa"] = ops::kernels().name;
+    j["system_info"]["cpu_isa"] = ops::cpu_isa_summary();
     std::cout << j.dump(2) << "\n";
     return 0;
 }

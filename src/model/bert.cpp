@@ -24,6 +24,7 @@
 #include "ops/embedding.hpp"
 #include "ops/flash_attention.hpp"
 #include "ops/gemm.hpp"
+#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 
 namespace bertbench::model {
@@ -334,16 +335,16 @@ public:
         }
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         BB_PROFILE_MARK("embeddings fwd");
-        ops::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        ops::kern::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
         BB_PROFILE_MARK("layernorm fwd");
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
         ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
-        ops::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
+        ops::kern::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
                                N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_MARK("dropout+residual fwd");
         if (dropout_hidden_) {
-            ops::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
-            ops::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
+            ops::kern::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
         }
         const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
                                         key_lengths(b)};
@@ -366,28 +367,28 @@ public:
                                              dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
                                              ops::default_flash_tiles(bf16_));
             } else {
-                ops::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
+                ops::kern::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                        dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_MARK("gemm attn-out fwd");
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_MARK("dropout+residual fwd");
-            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
-            ops::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
+            ops::kern::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
                                    ops::kLayerNormEps, gemm_output(s.x1b));
             BB_PROFILE_MARK("gemm ffn-in fwd");
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_MARK("gelu fwd");
-            ops::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
+            ops::kern::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
             BB_PROFILE_MARK("gemm ffn-out fwd");
             linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_MARK("dropout+residual fwd");
-            if (dropout_hidden_) ops::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
-            ops::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
             BB_PROFILE_MARK("layernorm fwd");
-            ops::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
+            ops::kern::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
                                    ops::kLayerNormEps,  // and the next layer's bf16 input
                                    l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
         }
@@ -410,23 +411,23 @@ public:
             const auto G = [&](size_t o) { return grads + o; };
             // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
             BB_PROFILE_MARK("layernorm bwd");
-            ops::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
+            ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh,
+            ops::kern::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh,
                                      dy_bf16());
             BB_PROFILE_MARK("gemm ffn-out bwd");
             linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H,
                        false, dy_bf16());
             BB_PROFILE_MARK("gelu bwd");
-            ops::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I, dy_bf16());
+            ops::kern::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I, dy_bf16());
             BB_PROFILE_MARK("gemm ffn-in bwd");
             linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true,
                        dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
-            ops::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
+            ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh,
+            ops::kern::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh,
                                      dy_bf16());
             BB_PROFILE_MARK("gemm attn-out bwd");
             linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H,
@@ -440,7 +441,7 @@ public:
                                               dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
                                               ops::default_flash_tiles(bf16_));
             } else {
-                ops::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
+                ops::kern::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
                                         dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
                                         bf16_ ? &ab : nullptr);
             }
@@ -453,11 +454,11 @@ public:
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_MARK("embeddings bwd");
-        ops::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
-        ops::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
+        ops::kern::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
+        ops::kern::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
                                 emb_mean_, emb_rstd_, N, H);
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
-        ops::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        ops::kern::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
         if (backward_hook) backward_hook(-1);
     }
 
@@ -568,7 +569,7 @@ public:
                 if (what == "attention_probs" && fused_) {  // not stored: regenerate (same bits)
                     if (!dropout_probs_) return {};
                     probs_mask_.resize(np);
-                    ops::dropout_fill_mask_parallel(probs_mask_.data(), probs_stream(l), np);
+                    ops::kern::dropout_fill_mask_parallel(probs_mask_.data(), probs_stream(l), np);
                     return std::span<const uint8_t>(probs_mask_.data(), np);
                 }
                 if (what == "attention_probs")
@@ -782,10 +783,10 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     for (int b = 0; b < B; ++b)
         std::copy_n(x + static_cast<size_t>(batch.seq_offsets[b]) * H, H, m.cls + static_cast<size_t>(b) * H);
     ops::linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
-    ops::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
+    ops::kern::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
     for (int b = 0; b < B; ++b) std::copy_n(w + m.bn, 2, m.nsp + 2 * b);
     ops::gemm(false, true, B, 2, H, T(1), m.pooled, H, w + m.wn, H, T(1), m.nsp, 2);
-    ops::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
+    ops::kern::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
                                batch.next_sentence_labels.data(), B, 2);
     BB_PROFILE_MARK("mlm transform fwd");
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
@@ -793,8 +794,8 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
     Encoder<T>& enc = *m.enc;
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
-    ops::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
-    ops::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
+    ops::kern::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
+    ops::kern::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
     BB_PROFILE_MARK("gemm mlm-decoder fwd");
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
@@ -811,10 +812,10 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     if (!enc.bf16()) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(0), m.logits, V);
     BB_PROFILE_MARK("loss fwd");
     if (bias_added)
-        ops::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+        ops::kern::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
                                    batch.masked_ids.data(), P, V);
     else
-        ops::cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
+        ops::kern::cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
                                         w + m.out_bias, batch.masked_ids.data(), P, V);
     Losses out;
     double num = 0, den = 0;
@@ -865,7 +866,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
             // dlogits is never stored); the GEMM for dE reads its transpose.
             ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
             ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
-            ops::cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse,
+            ops::kern::cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse,
                                              batch.masked_ids.data(), m.coef, P, V);
             BB_PROFILE_MARK("gemm mlm-decoder bwd");
             ops::transpose_bf16(dlt, dlb, P, V, V);
@@ -874,24 +875,24 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         }
     }
     if (!enc.bf16()) {
-        ops::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+        ops::kern::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
         BB_PROFILE_MARK("gemm mlm-decoder bwd");
         ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
         ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
         ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
     }
     BB_PROFILE_MARK("mlm transform bwd");
-    ops::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
-    ops::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
+    ops::kern::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
+    ops::kern::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
     enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_MARK("pooler+nsp bwd");
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
-    ops::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
+    ops::kern::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
     ops::bias_backward(g + m.bn, m.dnsp, B, 2);
     ops::gemm(true, false, 2, H, B, T(1), m.dnsp, 2, m.pooled, H, T(1), g + m.wn, H);  // dWn += dnspᵀ pooled
     ops::gemm(false, false, B, H, 2, T(1), m.dnsp, 2, w + m.wn, H, T(0), m.dpooled, H);  // dpooled = dnsp Wn
-    ops::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
+    ops::kern::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
     ops::linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H);
     BB_PROFILE_MARK("other bwd");
     // scatter into d(encoder output)

@@ -9,12 +9,17 @@
 #include <cstddef>
 
 #include "ops/bf16.hpp"
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
 namespace bertbench::ops {
 
 enum class Activation { gelu_tanh, gelu_erf, relu };
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
 
 template <typename T>
 inline T activation_value(Activation a, T x) {
@@ -89,4 +94,4 @@ void tanh_backward(T* dx, const T* dy, const T* y, size_t n) {
     for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * (T(1) - y[i] * y[i]);
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/isa.hpp"
 #include "ops/bf16.hpp"
 #include "ops/dropout.hpp"
 #include "ops/gemm.hpp"
@@ -41,6 +42,10 @@ struct AttentionShape {
 struct AttentionBf16 {
     const bf16 *q = nullptr, *k = nullptr, *v = nullptr, *dctx = nullptr;
 };
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
 
 namespace detail {
 // Per-thread room for an item's bf16 t×t operand.
@@ -183,4 +188,4 @@ void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* 
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

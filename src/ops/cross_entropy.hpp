@@ -13,10 +13,11 @@
 #include <cstdint>
 
 #include "ops/bf16.hpp"
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
-namespace bertbench::ops {
+BB_OPS_ISA_BEGIN
 
 // One row of cross_entropy_forward.
 template <typename T>
@@ -125,4 +126,4 @@ inline void cross_entropy_backward_bf16(bf16* dlb, float* db, float* db_part, co
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -19,6 +19,7 @@
 #endif
 
 #include "ops/bf16.hpp"
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -31,6 +32,10 @@ struct DropoutStream {
         return static_cast<uint32_t>(std::ceil(keep_prob * 16777216.0));
     }
 };
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
 
 #ifdef __AVX2__
 // Philox-4x32-10 on 8 consecutive blocks blk .. blk+7 at once (AVX2; lane i = block blk+i), then
@@ -81,6 +86,49 @@ inline void dropout_mask_8blocks(uint8_t* mask, const DropoutStream& s, uint64_t
 }
 #endif
 
+#ifdef BB_OPS_AVX512
+// The same on 16 blocks blk .. blk+15 (64 elements), for the AVX-512 copy of the kernels: the
+// keep bits of word j are a 16-bit mask over blocks, spread to bit 4i + j of a 64-bit mask by
+// pdep, which writes the bytes (same bits as dropout_mask_8blocks; test KernelsIsa.Dropout*).
+// Requires uint32(blk) + 15 not to wrap.
+inline void dropout_mask_16blocks(uint8_t* mask, const DropoutStream& s, uint64_t blk, uint32_t thr) {
+    const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
+    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(uint32_t(blk))),
+                                  _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    __m512i c1 = _mm512_set1_epi32(static_cast<int>(uint32_t(blk >> 32)));
+    __m512i c2 = _mm512_set1_epi32(static_cast<int>(s.site));
+    __m512i c3 = _mm512_set1_epi32(static_cast<int>(uint32_t(s.step)));
+    uint32_t k0 = uint32_t(s.seed), k1 = uint32_t(s.seed >> 32) ^ uint32_t(s.step >> 32);
+    const auto mulhilo = [](__m512i x, __m512i m, __m512i& hi, __m512i& lo) {
+        const __m512i pe = _mm512_mul_epu32(x, m);
+        const __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+        lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+        hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+    };
+    for (int round = 0; round < 10; ++round) {
+        __m512i hi0, lo0, hi1, lo1;
+        mulhilo(c0, m0, hi0, lo0);
+        mulhilo(c2, m1, hi1, lo1);
+        const __m512i vk0 = _mm512_set1_epi32(static_cast<int>(k0));
+        const __m512i vk1 = _mm512_set1_epi32(static_cast<int>(k1));
+        c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), vk0);
+        c1 = lo1;
+        c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), vk1);
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    const __m512i t = _mm512_set1_epi32(static_cast<int>(thr));
+    const uint64_t b0 = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(c0, 8), t);
+    const uint64_t b1 = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(c1, 8), t);
+    const uint64_t b2 = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(c2, 8), t);
+    const uint64_t b3 = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(c3, 8), t);
+    const uint64_t bits = _pdep_u64(b0, 0x1111111111111111ull) | _pdep_u64(b1, 0x2222222222222222ull) |
+                          _pdep_u64(b2, 0x4444444444444444ull) | _pdep_u64(b3, 0x8888888888888888ull);
+    _mm512_storeu_si512(mask, _mm512_maskz_set1_epi8(bits, 1));
+}
+#endif
+
 // mask[i] = keep(element `first + i`), i in [0, n)
 inline void dropout_fill_mask(uint8_t* mask, const DropoutStream& s, size_t first, size_t n) {
     const uint32_t thr = s.threshold();
@@ -91,6 +139,14 @@ inline void dropout_fill_mask(uint8_t* mask, const DropoutStream& s, size_t firs
         const uint64_t e = first + i;
         mask[i] = (philox::block(s.seed, s.step, s.site, e / 4)[e % 4] >> 8) < thr ? 1 : 0;
     }
+#ifdef BB_OPS_AVX512
+    while (n - i >= 64) {
+        const uint64_t blk = (first + i) / 4;
+        if (uint32_t(blk) > 0xFFFFFFF0u) break;  // the low counter word would wrap inside the 16
+        dropout_mask_16blocks(mask + i, s, blk, thr);
+        i += 64;
+    }
+#endif
     while (n - i >= 32) {
         const uint64_t blk = (first + i) / 4;
         if (uint32_t(blk) > 0xFFFFFFF8u) break;  // the low counter word would wrap inside the 8
@@ -123,6 +179,17 @@ inline void masked_scale(T* y, const T* x, const uint8_t* mask, T scale, size_t 
     size_t i = 0;
 #ifdef __AVX2__
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        const __m512 s16 = _mm512_set1_ps(scale);
+        for (; i + 16 <= n; i += 16) {
+            const __mmask16 keep = _mm512_cmpneq_epi32_mask(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i))),
+                _mm512_setzero_si512());
+            __m512 v = _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), s16);
+            if (residual) v = _mm512_add_ps(v, _mm512_loadu_ps(residual + i));
+            _mm512_storeu_ps(y + i, v);
+        }
+#endif
         const __m256 s = _mm256_set1_ps(scale);
         for (; i + 8 <= n; i += 8) {
             const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mask + i)));
@@ -182,4 +249,4 @@ void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 
 namespace bertbench::ops {
@@ -18,6 +19,10 @@ struct EmbeddingIndex {
     const int32_t* offsets = nullptr;   // (B+1)
     int B = 0;
 };
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
 
 template <typename T>
 void embedding_forward(T* e, const T* word, const T* pos, const T* type, const EmbeddingIndex& x,
@@ -58,4 +63,4 @@ void embedding_backward(T* dword, T* dpos, T* dtype, const T* de, const Embeddin
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -9,10 +9,11 @@
 #include <cmath>
 
 #include "ops/bf16.hpp"
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
-namespace bertbench::ops {
+BB_OPS_ISA_BEGIN
 
 constexpr double kLayerNormEps = 1e-12;  // BERT's
 
@@ -78,4 +79,4 @@ void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -7,10 +7,11 @@
 #include <cmath>
 #include <cstddef>
 
+#include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
 
-namespace bertbench::ops {
+BB_OPS_ISA_BEGIN
 
 template <typename T>
 inline void softmax_row(T* p, const T* s, int C, T scale) {
@@ -42,4 +43,4 @@ void softmax_backward(T* ds, const T* dp, const T* p, int R, int C) {
                              p + static_cast<size_t>(r) * C, C);
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

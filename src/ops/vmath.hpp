@@ -5,6 +5,9 @@
 // clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). Scalar tanh (the pooler): Cephes
 // tanhf polynomial for |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). Scalar tails use the
 // same formulas. double keeps std::exp / std::tanh so finite-difference checks run on exact maths.
+// The AVX-512 build of the kernels (BB_OPS_AVX512, ops/kernels.hpp) adds 16-lane loops in front of
+// the 8-lane ones with the same formulas: exp, GELU, max and argmax give the same bits on both paths;
+// exp_affine_sum's sum runs in 16 lanes there, so it may differ in the last bits.
 #pragma once
 
 #include <immintrin.h>
@@ -15,7 +18,9 @@
 #include <cstring>
 #include <type_traits>
 
-namespace bertbench::ops {
+#include "ops/isa.hpp"
+
+BB_OPS_ISA_BEGIN
 
 namespace vm {
 constexpr float kLo = -87.3f, kHi = 88.0f, kLog2e = 1.44269504088896341f;
@@ -63,6 +68,26 @@ inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
 }
 
+#ifdef BB_OPS_AVX512
+inline __m512 exp16(__m512 x) {  // exp8's formula on 16 lanes (same bits per lane)
+    using namespace vm;
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kLo)), _mm512_set1_ps(kHi));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC1), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC2), r);
+    __m512 p = _mm512_set1_ps(kP0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
+}
+#endif
+
 inline float fast_tanh(float x) {
     using namespace vm;
     const float a = std::fabs(x);
@@ -100,6 +125,11 @@ template <typename T>
 inline void exp_affine(T* y, const T* x, size_t n, T scale, T shift) {
     size_t i = 0;
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        const __m512 s16 = _mm512_set1_ps(scale), m16 = _mm512_set1_ps(shift);
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(y + i, exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s16, m16)));
+#endif
         const __m256 s = _mm256_set1_ps(scale), m = _mm256_set1_ps(shift);
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(y + i, exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, m)));
@@ -124,8 +154,25 @@ inline float hsum8(__m256 v) {
 // Σ_{i<n} f(i) in 8 interleaved partial sums (i mod 8), added in lane order, then the tail: a fixed
 // order for a given n that the compiler vectorises (a single running sum is a serial chain of
 // additions at 4 cycles each).
+// The AVX-512 copy keeps 16 partial sums (i mod 16; acc[j] + acc[j+8] then as above): GCC turns
+// the 8-sum loop at 512-bit width into permutes that made LayerNorm 1.5-2x slower.
 template <typename T, typename F>
 inline T sum_lanes8(size_t n, F f) {
+#ifdef BB_OPS_AVX512
+    if constexpr (std::is_same_v<T, float>) {
+        T acc16[16] = {};
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            for (size_t j = 0; j < 16; ++j) acc16[j] += f(i + j);
+        T a[8];
+        for (size_t j = 0; j < 8; ++j) a[j] = acc16[j] + acc16[j + 8];
+        for (; i + 8 <= n; i += 8)
+            for (size_t j = 0; j < 8; ++j) a[j] += f(i + j);
+        T s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (; i < n; ++i) s += f(i);
+        return s;
+    }
+#endif
     T acc[8] = {};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -141,6 +188,13 @@ inline T array_max(const T* x, size_t n) {
     size_t i = 0;
     T m = x[0];
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        if (n >= 16) {
+            __m512 a = _mm512_loadu_ps(x);
+            for (i = 16; i + 16 <= n; i += 16) a = _mm512_max_ps(a, _mm512_loadu_ps(x + i));
+            m = _mm512_reduce_max_ps(a);
+        }
+#else
         if (n >= 16) {
             __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
             for (i = 16; i + 16 <= n; i += 16) {
@@ -149,6 +203,7 @@ inline T array_max(const T* x, size_t n) {
             }
             m = hmax8(_mm256_max_ps(a, b));
         }
+#endif
     }
     for (; i < n; ++i) m = x[i] > m ? x[i] : m;
     return m;
@@ -160,6 +215,33 @@ inline T array_max(const T* x, size_t n) {
 template <typename T>
 inline size_t array_argmax(const T* x, size_t n) {
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        if (n >= 16) {  // the same two passes on 16 lanes
+            __m512 mv = _mm512_loadu_ps(x);
+            __mmask16 nan = _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q);
+            size_t i = 16;
+            for (; i + 16 <= n; i += 16) {
+                const __m512 v = _mm512_loadu_ps(x + i);
+                mv = _mm512_max_ps(mv, v);
+                nan = static_cast<__mmask16>(nan | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
+            }
+            float m = _mm512_reduce_max_ps(mv);
+            bool any_nan = nan != 0;
+            for (; i < n; ++i) {
+                any_nan = any_nan || x[i] != x[i];
+                m = x[i] > m ? x[i] : m;
+            }
+            if (!any_nan) {
+                const __m512 vm = _mm512_set1_ps(m);
+                for (i = 0; i + 16 <= n; i += 16) {
+                    const unsigned hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vm, _CMP_EQ_OQ);
+                    if (hit) return i + static_cast<size_t>(__builtin_ctz(hit));
+                }
+                for (; i < n; ++i)
+                    if (x[i] == m) return i;
+            }
+        } else
+#endif
         if (n >= 8) {
             __m256 mv = _mm256_loadu_ps(x), nan = _mm256_cmp_ps(mv, mv, _CMP_UNORD_Q);
             size_t i = 8;
@@ -197,6 +279,16 @@ inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
     size_t i = 0;
     T sum = 0;
     if constexpr (std::is_same_v<T, float>) {
+#ifdef BB_OPS_AVX512
+        const __m512 s16 = _mm512_set1_ps(scale), m16 = _mm512_set1_ps(shift);
+        __m512 acc16 = _mm512_setzero_ps();
+        for (; i + 16 <= n; i += 16) {
+            const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s16, m16));
+            _mm512_storeu_ps(y + i, e);
+            acc16 = _mm512_add_ps(acc16, e);
+        }
+        sum = _mm512_reduce_add_ps(acc16);
+#endif
         const __m256 s = _mm256_set1_ps(scale), m = _mm256_set1_ps(shift);
         __m256 acc = _mm256_setzero_ps();
         for (; i + 8 <= n; i += 8) {
@@ -204,7 +296,7 @@ inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
             _mm256_storeu_ps(y + i, e);
             acc = _mm256_add_ps(acc, e);
         }
-        sum = hsum8(acc);
+        sum += hsum8(acc);
     }
     for (; i < n; ++i) sum += y[i] = vexp(x[i] * scale - shift);
     return sum;
@@ -227,12 +319,26 @@ inline __m256 gelu_sigma8(__m256 v) {
     const __m256 one = _mm256_set1_ps(1.0f);
     return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_min_ps(u, _mm256_set1_ps(kSigCap)))));
 }
+#ifdef BB_OPS_AVX512
+inline __m512 gelu_sigma16(__m512 v) {
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(-2.0f * kGeluS),
+                                   _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluK), v), _mm512_mul_ps(v, v), v));
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_min_ps(u, _mm512_set1_ps(kSigCap)))));
+}
+#endif
 }  // namespace vm
 
 template <typename T>
 inline void gelu_tanh_array(T* y, const T* x, size_t n) {
     if constexpr (std::is_same_v<T, float>) {
         size_t i = 0;
+#ifdef BB_OPS_AVX512
+        for (; i + 16 <= n; i += 16) {
+            const __m512 v = _mm512_loadu_ps(x + i);
+            _mm512_storeu_ps(y + i, _mm512_mul_ps(v, vm::gelu_sigma16(v)));
+        }
+#endif
         for (; i + 8 <= n; i += 8) {
             const __m256 v = _mm256_loadu_ps(x + i);
             _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vm::gelu_sigma8(v)));
@@ -254,6 +360,17 @@ inline void gelu_tanh_backward_array(T* dx, const T* dy, const T* x, size_t n) {
         size_t i = 0;
         const __m256 two_s = _mm256_set1_ps(2.0f * kGeluS), k3 = _mm256_set1_ps(3.0f * kGeluK),
                      one = _mm256_set1_ps(1.0f);
+#ifdef BB_OPS_AVX512
+        const __m512 two_s16 = _mm512_set1_ps(2.0f * kGeluS), k316 = _mm512_set1_ps(3.0f * kGeluK),
+                     one16 = _mm512_set1_ps(1.0f);
+        for (; i + 16 <= n; i += 16) {
+            const __m512 v = _mm512_loadu_ps(x + i);
+            const __m512 sg = gelu_sigma16(v);
+            const __m512 du2 = _mm512_mul_ps(two_s16, _mm512_fmadd_ps(_mm512_mul_ps(k316, v), v, one16));
+            const __m512 d = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, sg), _mm512_sub_ps(one16, sg)), du2, sg);
+            _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), d));
+        }
+#endif
         for (; i + 8 <= n; i += 8) {
             const __m256 v = _mm256_loadu_ps(x + i);
             const __m256 sg = gelu_sigma8(v);
@@ -275,4 +392,4 @@ inline void gelu_tanh_backward_array(T* dx, const T* dy, const T* x, size_t n) {
     }
 }
 
-}  // namespace bertbench::ops
+BB_OPS_ISA_END

@@ -1,0 +1,193 @@
+// Run-time choice of the instruction set for our own float kernels (issue 15 §3).
+// The build targets AVX2 (-march=haswell) so that one binary runs everywhere; oneDNN picks its
+// AVX-512 GEMMs at run time, and this does the same for the rest. Scheme, in one place:
+//  - The kernel headers (vmath, activation, softmax, layernorm, dropout, attention, embedding,
+//    cross_entropy) put their code between BB_OPS_ISA_BEGIN/END (ops/isa.hpp): the inline
+//    namespace ops::avx2, or ops::avx512 compiled with GCC's AVX-512 target pragma.
+//  - ops/kernels_isa.cpp is compiled twice (src/CMakeLists.txt: once in bb_ops, once as the object
+//    library bb_ops_avx512 with BB_OPS_AVX512); each copy fills a Kernels table of plain function
+//    pointers to its float instantiations: kernels_table_avx2() / kernels_table_avx512().
+//  - kernels() (ops/kernels.cpp) picks one table on first use: AVX-512 when the CPU has
+//    AVX512F/BW/DQ/VL (CPUID) unless BB_ISA=avx2 says otherwise; BB_ISA=avx512 on a CPU without
+//    it is an error. The model calls ops::kern::name(...) (below): float goes through the table,
+//    double (finite-difference tests) calls the template directly.
+// Both paths use the same formulas; masks, exp, GELU, max/argmax give the same bits; sums may run
+// in a different lane order, so fp32 results can differ in the last bits between the paths.
+// A new float kernel: a pointer here, its line in kernels_isa.cpp, a wrapper in kern.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/activation.hpp"
+#include "ops/attention.hpp"
+#include "ops/bf16.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/dropout.hpp"
+#include "ops/embedding.hpp"
+#include "ops/isa.hpp"
+#include "ops/layernorm.hpp"
+#include "ops/softmax.hpp"
+
+namespace bertbench::ops {
+
+enum class Isa { avx2, avx512 };
+
+struct Kernels {
+    Isa isa = Isa::avx2;
+    const char* name = "";  // "avx2" / "avx512"
+    void (*layernorm_forward)(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                              const float* beta, int N, int C, double eps, bf16* yb);
+    void (*layernorm_backward)(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                               const float* gamma, const float* mean, const float* rstd, int N, int C,
+                               bool accumulate_dx);
+    void (*activation_forward)(Activation a, float* y, const float* x, size_t n, bf16* yb);
+    void (*activation_backward)(Activation a, float* dx, const float* dy, const float* x, size_t n,
+                                bf16* dxb);
+    void (*tanh_forward)(float* y, size_t n);
+    void (*tanh_backward)(float* dx, const float* dy, const float* y, size_t n);
+    void (*softmax_forward)(float* p, const float* s, int R, int C, float scale);
+    void (*softmax_backward)(float* ds, const float* dp, const float* p, int R, int C);
+    void (*dropout_fill_mask)(uint8_t* mask, const DropoutStream& s, size_t first, size_t n);
+    void (*dropout_fill_mask_parallel)(uint8_t* mask, const DropoutStream& s, size_t n);
+    void (*dropout_add_forward)(float* y, const float* x, const uint8_t* mask, float keep_prob,
+                                const float* residual, size_t n, bf16* yb);
+    void (*dropout_backward)(float* dx, const float* dy, const uint8_t* mask, float keep_prob, size_t n,
+                             bf16* dxb);
+    void (*attention_forward)(float* ctx, float* probs, float* scratch, uint8_t* mask, const float* q,
+                              const float* k, const float* v, const AttentionShape& s,
+                              const DropoutStream* drop, const AttentionBf16* lp);
+    void (*attention_backward)(float* dq, float* dk, float* dv, float* dprobs, const float* dctx,
+                               const float* q, const float* k, const float* v, const float* probs,
+                               const uint8_t* mask, float keep_prob, const AttentionShape& s,
+                               const AttentionBf16* lp);
+    void (*embedding_forward)(float* e, const float* word, const float* pos, const float* type,
+                              const EmbeddingIndex& x, int H);
+    void (*embedding_backward)(float* dword, float* dpos, float* dtype, const float* de,
+                               const EmbeddingIndex& x, int H);
+    void (*cross_entropy_forward)(double* loss, int32_t* argmax, float* lse, const float* logits,
+                                  const int32_t* labels, int R, int V);
+    void (*cross_entropy_backward)(float* dlogits, const float* logits, const float* lse,
+                                   const int32_t* labels, const float* coef, int R, int V);
+    void (*cross_entropy_forward_bias)(double* loss, int32_t* argmax, float* lse, float* logits,
+                                       const float* bias, const int32_t* labels, int R, int V);
+    void (*cross_entropy_backward_bf16)(bf16* dlb, float* db, float* db_part, const float* logits,
+                                        const float* lse, const int32_t* labels, const float* coef,
+                                        int R, int V);
+    size_t (*array_argmax)(const float* x, size_t n);
+    float (*exp_affine_sum)(float* y, const float* x, size_t n, float scale, float shift);
+};
+
+// The two tables (kernels_isa.cpp). kernels_table_avx512() is null in a build without it (clang).
+const Kernels* kernels_table_avx2();
+const Kernels* kernels_table_avx512();
+
+// The table this process uses, chosen once (BB_ISA, then CPUID). Throws Error for a bad BB_ISA.
+const Kernels& kernels();
+// The table for `isa` if it is built and this CPU can run it, else null (tests).
+const Kernels* kernels_for(Isa isa);
+// What the CPU offers, e.g. "avx2 avx512f avx512bw avx512dq avx512vl avx512bf16" (messages).
+const char* cpu_isa_summary();
+
+}  // namespace bertbench::ops
+
+BB_OPS_ISA_BEGIN
+namespace kern {  // call sites: float through kernels(), anything else direct
+
+#define BB_KERN_CALL(fn, ...)                                   \
+    if constexpr (std::is_same_v<T, float>) {                   \
+        return ::bertbench::ops::kernels().fn(__VA_ARGS__);     \
+    } else {                                                    \
+        return ::bertbench::ops::BB_OPS_ISA::fn(__VA_ARGS__);   \
+    }
+
+template <typename T>
+void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N, int C,
+                       double eps = kLayerNormEps, bf16* yb = nullptr) {
+    BB_KERN_CALL(layernorm_forward, y, mean, rstd, x, gamma, beta, N, C, eps, yb)
+}
+template <typename T>
+void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* gamma, const T* mean,
+                        const T* rstd, int N, int C, bool accumulate_dx = false) {
+    BB_KERN_CALL(layernorm_backward, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, N, C, accumulate_dx)
+}
+template <typename T>
+void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nullptr) {
+    BB_KERN_CALL(activation_forward, a, y, x, n, yb)
+}
+template <typename T>
+void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n, bf16* dxb = nullptr) {
+    BB_KERN_CALL(activation_backward, a, dx, dy, x, n, dxb)
+}
+template <typename T>
+void tanh_forward(T* y, size_t n) {
+    BB_KERN_CALL(tanh_forward, y, n)
+}
+template <typename T>
+void tanh_backward(T* dx, const T* dy, const T* y, size_t n) {
+    BB_KERN_CALL(tanh_backward, dx, dy, y, n)
+}
+template <typename T>
+void softmax_forward(T* p, const T* s, int R, int C, T scale = T(1)) {
+    BB_KERN_CALL(softmax_forward, p, s, R, C, scale)
+}
+template <typename T>
+void softmax_backward(T* ds, const T* dp, const T* p, int R, int C) {
+    BB_KERN_CALL(softmax_backward, ds, dp, p, R, C)
+}
+inline void dropout_fill_mask_parallel(uint8_t* mask, const DropoutStream& s, size_t n) {
+    ::bertbench::ops::kernels().dropout_fill_mask_parallel(mask, s, n);
+}
+template <typename T>
+void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, const T* residual, size_t n,
+                         bf16* yb = nullptr) {
+    BB_KERN_CALL(dropout_add_forward, y, x, mask, keep_prob, residual, n, yb)
+}
+template <typename T>
+void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n, bf16* dxb = nullptr) {
+    BB_KERN_CALL(dropout_backward, dx, dy, mask, keep_prob, n, dxb)
+}
+template <typename T>
+void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, const T* k, const T* v,
+                       const AttentionShape& s, const DropoutStream* drop, const AttentionBf16* lp = nullptr) {
+    BB_KERN_CALL(attention_forward, ctx, probs, scratch, mask, q, k, v, s, drop, lp)
+}
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* q, const T* k, const T* v,
+                        const T* probs, const uint8_t* mask, T keep_prob, const AttentionShape& s,
+                        const AttentionBf16* lp = nullptr) {
+    BB_KERN_CALL(attention_backward, dq, dk, dv, dprobs, dctx, q, k, v, probs, mask, keep_prob, s, lp)
+}
+template <typename T>
+void embedding_forward(T* e, const T* word, const T* pos, const T* type, const EmbeddingIndex& x, int H) {
+    BB_KERN_CALL(embedding_forward, e, word, pos, type, x, H)
+}
+template <typename T>
+void embedding_backward(T* dword, T* dpos, T* dtype, const T* de, const EmbeddingIndex& x, int H) {
+    BB_KERN_CALL(embedding_backward, dword, dpos, dtype, de, x, H)
+}
+template <typename T>
+void cross_entropy_forward(double* loss, int32_t* argmax, T* lse, const T* logits, const int32_t* labels,
+                           int R, int V) {
+    BB_KERN_CALL(cross_entropy_forward, loss, argmax, lse, logits, labels, R, V)
+}
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* labels, const T* coef,
+                            int R, int V) {
+    BB_KERN_CALL(cross_entropy_backward, dlogits, logits, lse, labels, coef, R, V)
+}
+template <typename T>
+void cross_entropy_forward_bias(double* loss, int32_t* argmax, T* lse, T* logits, const T* bias,
+                                const int32_t* labels, int R, int V) {
+    BB_KERN_CALL(cross_entropy_forward_bias, loss, argmax, lse, logits, bias, labels, R, V)
+}
+inline void cross_entropy_backward_bf16(bf16* dlb, float* db, float* db_part, const float* logits,
+                                        const float* lse, const int32_t* labels, const float* coef,
+                                        int R, int V) {
+    ::bertbench::ops::kernels().cross_entropy_backward_bf16(dlb, db, db_part, logits, lse, labels, coef, R, V);
+}
+#undef BB_KERN_CALL
+
+}  // namespace kern
+BB_OPS_ISA_END

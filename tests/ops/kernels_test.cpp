@@ -1,0 +1,222 @@
+// The AVX-512 kernel table against the AVX2 one (ops/kernels.hpp), every entry, on odd sizes and
+// tails. Same formulas on both paths: exp, GELU, argmax, dropout masks and the elementwise ops
+// must agree bit for bit (tolerance 0; so must the bf16 copies the producers write); what sums over a row (LayerNorm, softmax, the loss,
+// attention) may differ in the last bits: atol 1e-6, rtol 1e-5. Skipped on a CPU without AVX-512.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "check.hpp"
+#include "ops/kernels.hpp"
+
+namespace bertbench::ops {
+namespace {
+
+using testing::all_close;
+
+constexpr double kAtol = 1e-6, kRtol = 1e-5;
+const size_t kSizes[] = {1, 7, 15, 16, 17, 31, 33, 100, 257, 4099};
+
+std::vector<float> rand_f(size_t n, uint64_t seed, double scale = 3.0) {
+    const std::vector<double> d = testing::random_vector(n, seed, scale);
+    return {d.begin(), d.end()};
+}
+
+bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](bf16 x, bf16 y) { return x.bits == y.bits; });
+}
+
+class KernelsIsa : public ::testing::Test {
+protected:
+    void SetUp() override {
+        a_ = kernels_for(Isa::avx2);
+        b_ = kernels_for(Isa::avx512);
+        ASSERT_NE(a_, nullptr);
+        if (!b_) GTEST_SKIP() << "no AVX-512 kernels here (CPU: " << cpu_isa_summary() << ")";
+        ASSERT_EQ(b_->isa, Isa::avx512);
+    }
+    const Kernels* a_ = nullptr;  // AVX2 (the reference)
+    const Kernels* b_ = nullptr;  // AVX-512
+};
+
+TEST_F(KernelsIsa, ActivationsBitIdentical) {
+    for (const Activation act : {Activation::gelu_tanh, Activation::gelu_erf, Activation::relu}) {
+        for (const size_t n : kSizes) {
+            std::vector<float> x = rand_f(n, n, 12.0), dy = rand_f(n, n + 1);
+            if (n > 3) x[2] = 100.f, x[3] = -100.f;  // the σ cap
+            std::vector<float> ya(n), yb(n), da(n), db(n);
+            std::vector<bf16> ha(n), hb(n), hda(n), hdb(n);  // the bf16 copies, same bits too
+            a_->activation_forward(act, ya.data(), x.data(), n, ha.data());
+            b_->activation_forward(act, yb.data(), x.data(), n, hb.data());
+            a_->activation_backward(act, da.data(), dy.data(), x.data(), n, hda.data());
+            b_->activation_backward(act, db.data(), dy.data(), x.data(), n, hdb.data());
+            EXPECT_TRUE(all_close("act fwd n=" + std::to_string(n), yb, ya, 0, 0));
+            EXPECT_TRUE(all_close("act bwd n=" + std::to_string(n), db, da, 0, 0));
+            EXPECT_TRUE(same_bits(hb, ha)) << "act fwd bf16 n=" << n;
+            EXPECT_TRUE(same_bits(hdb, hda)) << "act bwd bf16 n=" << n;
+        }
+    }
+    for (const size_t n : kSizes) {  // tanh (pooler)
+        std::vector<float> ya = rand_f(n, 7 * n), yb = ya, dy = rand_f(n, 3), da(n), db(n);
+        a_->tanh_forward(ya.data(), n);
+        b_->tanh_forward(yb.data(), n);
+        a_->tanh_backward(da.data(), dy.data(), ya.data(), n);
+        b_->tanh_backward(db.data(), dy.data(), ya.data(), n);
+        EXPECT_TRUE(all_close("tanh fwd", yb, ya, 0, 0));
+        EXPECT_TRUE(all_close("tanh bwd", db, da, 0, 0));
+    }
+}
+
+TEST_F(KernelsIsa, ExpAndArgmax) {
+    for (const size_t n : kSizes) {
+        std::vector<float> x = rand_f(n, 11 * n, 100.0), ya(n), yb(n);
+        const float sa = a_->exp_affine_sum(ya.data(), x.data(), n, 0.5f, 3.f);
+        const float sb = b_->exp_affine_sum(yb.data(), x.data(), n, 0.5f, 3.f);
+        EXPECT_TRUE(all_close("exp n=" + std::to_string(n), yb, ya, 0, 0));
+        EXPECT_NEAR(sb, sa, 1e-6 * std::abs(sa)) << "n=" << n;
+        // ties: the first maximum, wherever the copies sit relative to the 8/16-lane blocks
+        for (size_t first = 0; first < n; first += 1 + n / 5) {
+            std::vector<float> z = rand_f(n, first + 1);
+            z[first] = 5.f;
+            for (size_t j = first + 1; j < n; j += 3) z[j] = 5.f;
+            EXPECT_EQ(b_->array_argmax(z.data(), n), a_->array_argmax(z.data(), n)) << n << " " << first;
+            EXPECT_EQ(b_->array_argmax(z.data(), n), first);
+            if (n > 2) {
+                z[n / 2] = std::numeric_limits<float>::quiet_NaN();
+                EXPECT_EQ(b_->array_argmax(z.data(), n), a_->array_argmax(z.data(), n)) << "NaN " << n;
+            }
+        }
+    }
+}
+
+TEST_F(KernelsIsa, DropoutBitIdentical) {
+    const DropoutStream s{0x1234567890abcdefull, 0x100000007ull, 9, 0.9};
+    for (const size_t first : {size_t(0), size_t(1), size_t(6), size_t(4) * size_t(0xFFFFFFF0u) + 3}) {
+        for (const size_t n : kSizes) {
+            std::vector<uint8_t> ma(n), mb(n);
+            a_->dropout_fill_mask(ma.data(), s, first, n);
+            b_->dropout_fill_mask(mb.data(), s, first, n);
+            EXPECT_EQ(mb, ma) << "first " << first << " n " << n;
+        }
+    }
+    const size_t n = 70001;  // several parallel chunks and a tail
+    std::vector<uint8_t> ma(n), mb(n);
+    a_->dropout_fill_mask_parallel(ma.data(), s, n);
+    b_->dropout_fill_mask_parallel(mb.data(), s, n);
+    EXPECT_EQ(mb, ma);
+    const std::vector<float> x = rand_f(n, 5), r = rand_f(n, 6);
+    for (const float* res : {static_cast<const float*>(nullptr), r.data()}) {
+        std::vector<float> ya(n), yb(n);
+        std::vector<bf16> ha(n), hb(n);
+        a_->dropout_add_forward(ya.data(), x.data(), ma.data(), 0.9f, res, n, ha.data());
+        b_->dropout_add_forward(yb.data(), x.data(), ma.data(), 0.9f, res, n, hb.data());
+        EXPECT_TRUE(all_close("dropout fwd", yb, ya, 0, 0));
+        EXPECT_TRUE(same_bits(hb, ha)) << "dropout fwd bf16";
+    }
+    std::vector<float> da(n), db(n);
+    std::vector<bf16> hda(n), hdb(n);
+    a_->dropout_backward(da.data(), x.data(), ma.data(), 0.9f, n, hda.data());
+    b_->dropout_backward(db.data(), x.data(), ma.data(), 0.9f, n, hdb.data());
+    EXPECT_TRUE(all_close("dropout bwd", db, da, 0, 0));
+    EXPECT_TRUE(same_bits(hdb, hda)) << "dropout bwd bf16";
+}
+
+TEST_F(KernelsIsa, RowReductionsClose) {
+    for (const int C : {1, 7, 17, 33, 128, 257}) {
+        const int N = 13;
+        const size_t nc = static_cast<size_t>(N) * C;
+        const std::vector<float> x = rand_f(nc, C), dy = rand_f(nc, C + 1), g = rand_f(C, 2), be = rand_f(C, 3);
+        std::vector<float> ya(nc), yb(nc), ma(N), mb(N), ra(N), rb(N);
+        a_->layernorm_forward(ya.data(), ma.data(), ra.data(), x.data(), g.data(), be.data(), N, C, 1e-12,
+                              nullptr);
+        b_->layernorm_forward(yb.data(), mb.data(), rb.data(), x.data(), g.data(), be.data(), N, C, 1e-12,
+                              nullptr);
+        EXPECT_TRUE(all_close("ln y C=" + std::to_string(C), yb, ya, kAtol, kRtol));
+        EXPECT_TRUE(all_close("ln rstd", rb, ra, kAtol, kRtol));
+        std::vector<float> dxa(nc, 1.f), dxb(nc, 1.f), dga(C), dgb(C), dba(C), dbb(C);
+        a_->layernorm_backward(dxa.data(), dga.data(), dba.data(), dy.data(), x.data(), g.data(), ma.data(),
+                               ra.data(), N, C, true);
+        b_->layernorm_backward(dxb.data(), dgb.data(), dbb.data(), dy.data(), x.data(), g.data(), ma.data(),
+                               ra.data(), N, C, true);
+        EXPECT_TRUE(all_close("ln dx", dxb, dxa, kAtol, kRtol));
+        EXPECT_TRUE(all_close("ln dgamma", dgb, dga, kAtol, kRtol));
+        EXPECT_TRUE(all_close("ln dbeta", dbb, dba, kAtol, kRtol));
+
+        std::vector<float> pa(nc), pb(nc), dsa(nc), dsb(nc);
+        a_->softmax_forward(pa.data(), x.data(), N, C, 0.7f);
+        b_->softmax_forward(pb.data(), x.data(), N, C, 0.7f);
+        EXPECT_TRUE(all_close("softmax", pb, pa, kAtol, kRtol));
+        a_->softmax_backward(dsa.data(), dy.data(), pa.data(), N, C);
+        b_->softmax_backward(dsb.data(), dy.data(), pa.data(), N, C);
+        EXPECT_TRUE(all_close("softmax bwd", dsb, dsa, kAtol, kRtol));
+
+        std::vector<int32_t> labels(N), arga(N), argb(N);
+        for (int r = 0; r < N; ++r) labels[r] = (r * 5) % C;
+        std::vector<double> la(N), lb(N);
+        std::vector<float> lsea(N), lseb(N), coef(N, 0.25f), dla(nc), dlb(nc);
+        a_->cross_entropy_forward(la.data(), arga.data(), lsea.data(), x.data(), labels.data(), N, C);
+        b_->cross_entropy_forward(lb.data(), argb.data(), lseb.data(), x.data(), labels.data(), N, C);
+        EXPECT_EQ(argb, arga);
+        EXPECT_TRUE(all_close("ce loss", lb, la, kAtol, kRtol));
+        a_->cross_entropy_backward(dla.data(), x.data(), lsea.data(), labels.data(), coef.data(), N, C);
+        b_->cross_entropy_backward(dlb.data(), x.data(), lsea.data(), labels.data(), coef.data(), N, C);
+        EXPECT_TRUE(all_close("ce dlogits", dlb, dla, 0, 0));  // exp given the same lse: same bits
+    }
+}
+
+TEST_F(KernelsIsa, EmbeddingAndAttention) {
+    const int B = 3, NH = 3, HS = 7, H = NH * HS, V = 11;
+    const std::vector<int32_t> offsets = {0, 5, 6, 23}, keys = {5, 1, 17};
+    const int N = offsets[B];
+    std::vector<int32_t> ids(N), seg(N);
+    for (int i = 0; i < N; ++i) ids[i] = (i * 7) % V, seg[i] = i % 2;
+    const EmbeddingIndex ex{ids.data(), seg.data(), offsets.data(), B};
+    const std::vector<float> word = rand_f(V * H, 1), pos = rand_f(N * H, 2), type = rand_f(2 * H, 3);
+    std::vector<float> ea(N * H), eb(N * H);
+    a_->embedding_forward(ea.data(), word.data(), pos.data(), type.data(), ex, H);
+    b_->embedding_forward(eb.data(), word.data(), pos.data(), type.data(), ex, H);
+    EXPECT_TRUE(all_close("emb fwd", eb, ea, 0, 0));
+    std::vector<float> gwa(V * H), gwb(V * H), gpa(N * H), gpb(N * H), gta(2 * H), gtb(2 * H);
+    a_->embedding_backward(gwa.data(), gpa.data(), gta.data(), ea.data(), ex, H);
+    b_->embedding_backward(gwb.data(), gpb.data(), gtb.data(), ea.data(), ex, H);
+    EXPECT_TRUE(all_close("emb dword", gwb, gwa, 0, 0));
+    EXPECT_TRUE(all_close("emb dtype", gtb, gta, 0, 0));
+
+    for (const bool padded : {false, true}) {
+        std::vector<size_t> pofs(B + 1);
+        const int32_t* kl = padded ? keys.data() : nullptr;
+        const size_t np = attention_prob_offsets(pofs.data(), offsets.data(), B, NH, kl);
+        const AttentionShape s{offsets.data(), pofs.data(), B, NH, HS, kl};
+        const DropoutStream ds{42, 3, 5, 0.9};
+        const std::vector<float> q = rand_f(N * H, 4), k = rand_f(N * H, 5), v = rand_f(N * H, 6),
+                                 dctx = rand_f(N * H, 7);
+        std::vector<float> ca(N * H), cb(N * H), pa(np), pb(np), sa(np), sb(np);
+        std::vector<uint8_t> ma(np), mb(np);
+        a_->attention_forward(ca.data(), pa.data(), sa.data(), ma.data(), q.data(), k.data(), v.data(), s, &ds, nullptr);
+        b_->attention_forward(cb.data(), pb.data(), sb.data(), mb.data(), q.data(), k.data(), v.data(), s, &ds, nullptr);
+        EXPECT_EQ(mb, ma);
+        EXPECT_TRUE(all_close("attn probs", pb, pa, kAtol, kRtol));
+        EXPECT_TRUE(all_close("attn ctx", cb, ca, kAtol, kRtol));
+        std::vector<float> dqa(N * H), dqb(N * H), dka(N * H), dkb(N * H), dva(N * H), dvb(N * H), dpa(np), dpb(np);
+        a_->attention_backward(dqa.data(), dka.data(), dva.data(), dpa.data(), dctx.data(), q.data(), k.data(),
+                               v.data(), pa.data(), ma.data(), 0.9f, s, nullptr);
+        b_->attention_backward(dqb.data(), dkb.data(), dvb.data(), dpb.data(), dctx.data(), q.data(), k.data(),
+                               v.data(), pa.data(), ma.data(), 0.9f, s, nullptr);
+        EXPECT_TRUE(all_close("attn dq", dqb, dqa, kAtol, kRtol));
+        EXPECT_TRUE(all_close("attn dk", dkb, dka, kAtol, kRtol));
+        EXPECT_TRUE(all_close("attn dv", dvb, dva, kAtol, kRtol));
+    }
+}
+
+TEST(Kernels, ChosenTableIsRunnable) {
+    const Kernels& k = kernels();
+    EXPECT_EQ(kernels_for(k.isa), &k);  // what kernels() picked exists here and this CPU runs it
+}
+
+}  // namespace
+}  // namespace bertbench::ops
