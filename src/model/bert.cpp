@@ -5,11 +5,14 @@
 // NH heads, V vocabulary, L layers. All activations live in one arena carved at construction.
 #include "model/bert.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -88,15 +91,30 @@ AttentionKernel parse_attention_kernel(const std::string& value, const std::stri
 // `BB_ATTENTION=… bench --model=base --mode=train --batch_size=8 --threads=2` (interleaved, loaded
 // 2-core host): at seq 512 the step times were equal within noise at 1.5 GB less RSS; at seq 128
 // the materialized kernel was a few per cent faster for 0.14 GB more, so it stays below 256.
-AttentionKernel resolve_attention_kernel(AttentionKernel choice, int max_seq) {
+AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
+                                         size_t memory_bytes) {
     if (choice == AttentionKernel::automatic) {
         if (const char* e = std::getenv("BB_ATTENTION"))
             choice = parse_attention_kernel(e, "BB_ATTENTION (environment)");
     }
     if (choice == AttentionKernel::automatic)
-        choice = max_seq >= kFusedAttentionMinSeq ? AttentionKernel::fused : AttentionKernel::materialized;
+        choice = probs_bytes > memory_bytes / 4 ? AttentionKernel::fused : AttentionKernel::materialized;
     return choice;
 }
+
+namespace {
+// What the materialized kernel holds for this plan: per layer the fp32 probabilities and their
+// dropout mask bytes, plus one fp32 probs-sized scratch (forward-only: one layer's, no mask).
+size_t materialized_probs_bytes(const BertConfig& c, const Plan& p) {
+    const size_t per = static_cast<size_t>(p.max_batch) * c.num_attention_heads * p.max_seq * p.max_seq;
+    return p.forward_only ? per * 8 : per * (5 * static_cast<size_t>(c.num_hidden_layers) + 4);
+}
+size_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                                 : std::numeric_limits<size_t>::max();
+}
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Encoder: embeddings -> L transformer layers. x[0] = dropout(LN(embeddings)), x[l+1] = layer_l(x[l]).
@@ -106,7 +124,8 @@ public:
     Encoder(const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena,
             std::vector<uint8_t>& masks_storage, bool counting)
         : cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)),
-          fused_(resolve_attention_kernel(opts.attention, plan.max_seq) == AttentionKernel::fused) {
+          fused_(resolve_attention_kernel(opts.attention, materialized_probs_bytes(table.config(), plan),
+                                          physical_memory_bytes()) == AttentionKernel::fused) {
         H_ = cfg_.hidden_size;
         I_ = cfg_.intermediate_size;
         NH_ = cfg_.num_attention_heads;

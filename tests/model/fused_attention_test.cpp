@@ -159,13 +159,13 @@ TEST(FusedAttentionEngine, FiniteDifferencesInDouble) {
     EXPECT_GT(norm, 1e-4);
 }
 
-TEST(FusedAttentionEngine, ChoiceThresholdEnvironmentAndMemory) {
+TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
     ASSERT_EQ(std::getenv("BB_ATTENTION"), nullptr) << "the test sets BB_ATTENTION itself";
-    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kFusedAttentionMinSeq - 1),
-              AttentionKernel::materialized);
-    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, kFusedAttentionMinSeq),
-              AttentionKernel::fused);
-    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::materialized, 512), AttentionKernel::materialized);
+    // automatic: materialized (faster) until its probabilities would take a quarter of the memory
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1000, 4000), AttentionKernel::materialized);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1001, 4000), AttentionKernel::fused);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::materialized, 4000, 4000), AttentionKernel::materialized);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::fused, 1, 4000), AttentionKernel::fused);
     EXPECT_EQ(parse_attention_kernel("auto", "--attention"), AttentionKernel::automatic);
     EXPECT_THROW(parse_attention_kernel("flash", "--attention"), Error);
     const ParamTable table(tiny_config(), Heads::pretraining);
@@ -180,8 +180,9 @@ TEST(FusedAttentionEngine, ChoiceThresholdEnvironmentAndMemory) {
     ::unsetenv("BB_ATTENTION");
     // seq 300: the probabilities (B·NH·T² floats per layer, + mask bytes and a scratch) are gone
     const BertPretrainer mat(table, Plan{2, 300, 2}, with(AttentionKernel::materialized));
-    const BertPretrainer fus(table, Plan{2, 300, 2});
+    const BertPretrainer fus(table, Plan{2, 300, 2}, with(AttentionKernel::fused));
     EXPECT_TRUE(fus.fused_attention());
+    EXPECT_FALSE(BertPretrainer(table, Plan{2, 300, 2}).fused_attention());  // a few MB: materialized
     const size_t probs_bytes = size_t(2) * 3 * 300 * 300 * sizeof(float);
     EXPECT_LT(fus.arena_bytes() + 2 * probs_bytes, mat.arena_bytes());
 }
