@@ -9,6 +9,8 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "dist/comm.hpp"
+#include "model/bert.hpp"
+#include "ops/kernels.hpp"
 
 #include <unistd.h>
 
@@ -78,6 +80,10 @@ int main(int argc, char** argv) {
         bertbench::dist::init(&argc, &argv);
         const std::string who = bertbench::dist::rank_prefix();
         try {
+            // The environment's engine choices (BB_ISA, BB_ATTENTION): a bad value stops here, with
+            // its one-line error, before a command writes anything.
+            (void)bertbench::ops::kernels();
+            (void)bertbench::model::resolve_attention_kernel(bertbench::model::AttentionKernel::automatic, 0, 1);
             const int rc = c.run(argc - 1, argv + 1);
             bertbench::dist::finalize();
             return rc;

@@ -38,6 +38,22 @@ TEST(UsabilityCli, VersionAndHelpCmd) {
     EXPECT_NE(bad.out.find("unknown command \"nosuchcommand\""), std::string::npos) << bad.out;
 }
 
+// A bad engine choice in the environment is a one-line error before the command writes anything.
+TEST(UsabilityCli, BadEngineEnvironmentStopsBeforeAnyOutput) {
+    const fs::path out = fs::temp_directory_path() / ("bb_usability_env_" + std::to_string(getpid()));
+    fs::remove_all(out);
+    for (const std::string env : {"BB_ISA=avx3", "BB_ATTENTION=sometimes"}) {
+        const auto r = testing::run_shell(env + " '" + testing::bertbench_path() +
+                                          "' pretrain --model=tiny --input_file=/nonexistent "
+                                          "--output_dir=" + out.string());
+        EXPECT_EQ(r.exit_code, 1) << env << ": " << r.out;
+        const std::string var = env.substr(0, env.find('='));
+        EXPECT_NE(r.out.find("error: " + var), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(env.substr(env.find('=') + 1)), std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(out)) << env;
+    }
+}
+
 TEST(UsabilityCli, ShortRunSaysThroughputWasNotMeasuredAndFloatsStayAsGiven) {
     const fs::path dir = fs::temp_directory_path() / ("bb_usability_" + std::to_string(getpid()));
     fs::remove_all(dir);
