@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
             // The environment's engine choices (BB_ISA, BB_ATTENTION): a bad value stops here, with
             // its one-line error, before a command writes anything.
             (void)bertbench::ops::kernels();
-            (void)bertbench::model::resolve_attention_kernel(bertbench::model::AttentionKernel::automatic, 0, 1);
+            (void)bertbench::model::attention_kernel_from_environment();
             const int rc = c.run(argc - 1, argv + 1);
             bertbench::dist::finalize();
             return rc;

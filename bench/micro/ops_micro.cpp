@@ -1,6 +1,7 @@
 // Google Benchmark microbenchmarks of every op's forward and backward at BERT-base shapes (seq 128,
 // batch 8: N = 1024 tokens, H = 768, I = 3072, 12 heads of 64, P = 160 masked positions,
-// V = 30522; attention also at seq 512 × batch 2) and of one LAMB step over the BERT-base
+// V = 30522; attention also at seq 512 × batch 2), of the transposed-B GEMM behind ops::gemm's
+// choice of kernel, and of one LAMB step over the BERT-base
 // ParamTable. Each benchmark first validates the op against a plain double-precision loop written
 // here (numpy.isclose form atol + rtol·|want|) and aborts naming the op, #bad, the worst index, got
 // and want; then it times. CI runs them all once (CTest OpsMicro.ValidateSlow). Counters: GFLOP/s
@@ -8,6 +9,7 @@
 // Run: `cmake --build build --target ops_micro && build/bench/ops_micro`.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +30,7 @@
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/matmul.hpp"
 #include "ops/softmax.hpp"
 #include "optim/optimizer.hpp"
 
@@ -145,6 +148,47 @@ BENCHMARK(BM_LinearForward)
     ->Args({kH, kH})
     ->Args({kH, kI})
     ->Args({kI, kH})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// C(M,N) = A(M,K)·Bᵀ with B stored (N,K), the MLM decoder's product (B = the embedding table):
+// arg 3 picks the kernel, 0 = dnnl_sgemm, 1 = the cached oneDNN matmul primitive (ops/matmul.hpp).
+// ops::gemm takes the matmul for M <= 256 with B >= 2^20 values (docs/engine.md, "GEMM library"):
+// this benchmark is the measurement behind that rule.
+void BM_GemmTransB(benchmark::State& state) {
+    const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
+              K = static_cast<int>(state.range(2));
+    const bool primitive = state.range(3) != 0;
+    const auto a = random_vec(static_cast<size_t>(M) * K, 4), b = random_vec(static_cast<size_t>(N) * K, 5);
+    std::vector<float> c(static_cast<size_t>(M) * N);
+    const auto run = [&] {
+        if (primitive)
+            ops::matmul(ops::MatmulType::f32, true, M, N, K, a.data(), K, b.data(), K, 0.f, c.data(), N);
+        else
+            dnnl_sgemm('N', 'T', M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
+    };
+    run();
+    std::vector<double> want(static_cast<size_t>(std::min(M, 4)) * N);  // first rows
+    for (int i = 0; i < std::min(M, 4); ++i)
+        for (int j = 0; j < N; ++j) {
+            double sum = 0;
+            for (int k = 0; k < K; ++k)
+                sum += static_cast<double>(a[static_cast<size_t>(i) * K + k]) * b[static_cast<size_t>(j) * K + k];
+            want[static_cast<size_t>(i) * N + j] = sum;
+        }
+    check(primitive ? "gemm (matmul primitive)" : "gemm (dnnl_sgemm)",
+          std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(c.data());
+    }
+    set_gflops(state, 2.0 * M * N * K);
+}
+BENCHMARK(BM_GemmTransB)
+    ->ArgNames({"M", "N", "K", "matmul"})
+    ->ArgsProduct({{20, 64, 128, 160, 640}, {kV}, {kH}, {0, 1}})
+    ->Args({kT, kH, kI, 0})
+    ->Args({kT, kH, kI, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -91,12 +91,14 @@ AttentionKernel parse_attention_kernel(const std::string& value, const std::stri
 // `BB_ATTENTION=… bench --model=base --mode=train --batch_size=8 --threads=2` (interleaved, loaded
 // 2-core host): at seq 512 the step times were equal within noise at 1.5 GB less RSS; at seq 128
 // the materialized kernel was a few per cent faster for 0.14 GB more, so it stays below 256.
+AttentionKernel attention_kernel_from_environment() {
+    const char* e = std::getenv("BB_ATTENTION");
+    return e ? parse_attention_kernel(e, "BB_ATTENTION (environment)") : AttentionKernel::automatic;
+}
+
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
                                          size_t memory_bytes) {
-    if (choice == AttentionKernel::automatic) {
-        if (const char* e = std::getenv("BB_ATTENTION"))
-            choice = parse_attention_kernel(e, "BB_ATTENTION (environment)");
-    }
+    if (choice == AttentionKernel::automatic) choice = attention_kernel_from_environment();
     if (choice == AttentionKernel::automatic)
         choice = probs_bytes > memory_bytes / 4 ? AttentionKernel::fused : AttentionKernel::materialized;
     return choice;

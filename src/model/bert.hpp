@@ -43,6 +43,8 @@ struct Plan {
 enum class AttentionKernel { automatic, materialized, fused };
 // "fused", "materialized" or "auto" (-> automatic); anything else is an Error naming `flag`.
 AttentionKernel parse_attention_kernel(const std::string& value, const std::string& flag);
+// BB_ATTENTION's choice (automatic when unset); a bad value is an Error naming the variable.
+AttentionKernel attention_kernel_from_environment();
 // The kernel an engine with this choice runs (never automatic): probs_bytes is what the
 // materialized kernel would hold (probabilities, masks and scratch), memory_bytes the machine's.
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
