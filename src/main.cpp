@@ -44,13 +44,17 @@ void usage(std::FILE* out) {
 // libgomp spins up to GOMP_SPINCOUNT (default 300,000 `pause`s, milliseconds on recent CPUs) at every
 // barrier and at the end of every parallel region before it sleeps. When the host time-slices our
 // vCPUs or other processes are runnable, a spinning thread burns the time slice the thread it waits
-// for needs: 2-thread runs became 10-25x slower than 1-thread ones. libgomp reads its environment
-// once, when it is loaded, so unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set,
-// even empty), we set OMP_WAIT_POLICY=PASSIVE and re-execute ourselves once (docs/engine.md,
-// "Threading"). If the re-exec fails we simply go on with libgomp's defaults.
+// for needs: 2-thread runs became 10-25x slower than 1-thread ones. Not spinning at all
+// (OMP_WAIT_POLICY=PASSIVE) costs a futex wake-up of the other thread at every parallel region
+// (tens of microseconds in a VM), which halved BERT-tiny/mini throughput at batch 1. A short spin,
+// GOMP_SPINCOUNT=1000 (a few microseconds), bridges the gap between one op's region and the next
+// and wastes little when the host is busy (docs/engine.md, "Wait policy"). libgomp reads its
+// environment once, when it is loaded, so unless the user chose a policy (OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT set, even empty), we set GOMP_SPINCOUNT and re-execute ourselves once. If the
+// re-exec fails we simply go on with libgomp's defaults.
 void apply_openmp_wait_policy(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
     execv("/proc/self/exe", argv);
 }
 
