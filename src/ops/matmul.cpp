@@ -25,7 +25,8 @@ namespace {
 // plus 6 per distinct sequence length; re-creating an evicted one costs under a millisecond.
 // Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
 // attention's per-head products can run the same primitive on several threads at once.
-// (type, M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row)
+// (type, M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row);
+// ldb = -1: B in the packed layout of (type, K, N) (PackedWeights).
 using Key = std::tuple<int, int, int, int, bool, int, int, int, int>;
 struct Matmul {
     dnnl::matmul prim;
@@ -57,6 +58,29 @@ dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, boo
                       : dnnl::memory::desc(dims{rows, cols}, t, dims{ld, 1});
 }
 
+// The blocked layout oneDNN's matmul chooses for B of (type, K, N) (the same for every M), asked
+// once per shape.
+dnnl::memory::desc packed_md(MatmulType type, int K, int N) {
+    static std::mutex mu;
+    static std::map<std::tuple<int, int, int>, dnnl::memory::desc> known;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_tuple(static_cast<int>(type), K, N);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+    using dt = dnnl::memory::data_type;
+    const dt in = dtype(type);
+    const dnnl::matmul::desc d(md(64, K, in, K, false),
+                               dnnl::memory::desc({K, N}, in, dnnl::memory::format_tag::any),
+                               md(64, N, dt::f32, N, false));
+    const dnnl::memory::desc w = dnnl::matmul::primitive_desc(d, matmuls().eng).weights_desc();
+    known.emplace(key, w);
+    return w;
+}
+
+// B's descriptor: (K, N) row-major with leading dimension ldb, transposed, or packed (ldb < 0).
+dnnl::memory::desc b_md(MatmulType type, int K, int N, int ldb, bool trans_b) {
+    return ldb < 0 ? packed_md(type, K, N) : md(K, N, dtype(type), ldb, trans_b);
+}
+
 dnnl::matmul::primitive_desc describe(const Key& k, const dnnl::engine& eng) {
     const auto [type, M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
     using dt = dnnl::memory::data_type;
@@ -68,7 +92,8 @@ dnnl::matmul::primitive_desc describe(const Key& k, const dnnl::engine& eng) {
         po.append_sum(1.0f);
         attr.set_post_ops(po);
     }
-    const auto src = md(M, K, in, lda, false), wei = md(K, N, in, ldb, trans_b),
+    const auto src = md(M, K, in, lda, false),
+               wei = b_md(static_cast<MatmulType>(type), K, N, ldb, trans_b),
                dst = md(M, N, dt::f32, ldc, false);
     const dnnl::matmul::desc d = epilogue == 2 ? dnnl::matmul::desc(src, wei, md(1, N, dt::f32, N, false), dst)
                                                : dnnl::matmul::desc(src, wei, dst);
@@ -139,7 +164,7 @@ void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, i
             using dt = dnnl::memory::data_type;
             const dt in = dtype(type);
             e.a = dnnl::memory(md(M, K, in, lda, false), eng, const_cast<void*>(A));
-            e.b = dnnl::memory(md(K, N, in, ldb, trans_b), eng, const_cast<void*>(B));
+            e.b = dnnl::memory(b_md(type, K, N, ldb, trans_b), eng, const_cast<void*>(B));
             e.c = dnnl::memory(md(M, N, dt::f32, ldc, false), eng, C);
             e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
             if (bias) {
@@ -175,6 +200,50 @@ void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, i
              "ldc={}, bias={}): {}", type == MatmulType::bf16 ? "bf16" : "f32", M, N, K, trans_b,
              lda, ldb, ldc, bias != nullptr, e.what());
     }
+}
+
+void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
+                   float* C, int ldc, const float* bias) {
+    matmul(type, false, M, N, K, A, lda, packed_b, -1, 0.f, C, ldc, bias);
+}
+
+void PackedWeights::add(size_t offset, int K, int N, bool trans_b) {
+    if (index_.count(offset)) return;
+    size_t bytes = 0;
+    try {
+        bytes = (packed_md(type_, K, N).get_size() + 63) / 64 * 64;
+    } catch (const dnnl::error& e) {
+        fail("internal error: oneDNN has no {} matmul layout for K={}, N={}: {}",
+             type_ == MatmulType::bf16 ? "bf16" : "f32", K, N, e.what());
+    }
+    index_[offset] = entries_.size();
+    entries_.push_back(Entry{offset, storage_.size(), K, N, trans_b});
+    storage_.resize(storage_.size() + bytes);
+}
+
+void PackedWeights::pack(const void* src) {
+    try {
+        const dnnl::engine& eng = matmuls().eng;
+        dnnl::stream stream(eng);
+        const size_t elem = type_ == MatmulType::bf16 ? 2 : 4;
+        for (const Entry& e : entries_) {
+            const auto* from = static_cast<const unsigned char*>(src) + e.offset * elem;
+            dnnl::memory in(md(e.K, e.N, dtype(type_), e.trans_b ? e.K : e.N, e.trans_b), eng,
+                            const_cast<unsigned char*>(from));
+            dnnl::memory out(packed_md(type_, e.K, e.N), eng, storage_.data() + e.at);
+            dnnl::reorder(in, out).execute(stream, in, out);
+        }
+        stream.wait();
+    } catch (const dnnl::error& e) {
+        if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
+        fail("internal error: oneDNN reorder of {} weights into the packed layout: {}",
+             type_ == MatmulType::bf16 ? "bf16" : "f32", e.what());
+    }
+}
+
+const void* PackedWeights::at(size_t offset) const {
+    const auto it = index_.find(offset);
+    return it == index_.end() ? nullptr : storage_.data() + entries_[it->second].at;
 }
 
 std::string matmul_impl(MatmulType type) {

@@ -6,6 +6,10 @@
 
 #include <cstddef>
 #include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/aligned.hpp"
 
 namespace bertbench::ops {
 
@@ -18,6 +22,40 @@ enum class MatmulType { f32, bf16 };
 // on the calling thread only). Throws std::bad_alloc when oneDNN cannot allocate, else fails.
 void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, int lda,
             const void* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr);
+
+// Weights that many products reuse unchanged (an inference engine's; a bf16 engine's per-update
+// copy), kept in the blocked layout oneDNN's matmul kernels read B in, so that no call re-packs
+// them: 1.1-1.7x on the MLM decoder at few rows, ~7 % on BERT-base's bf16 layers (docs/engine.md
+// "Packed weights"). The layout depends on (type, K, N) only, not on M. Where oneDNN has no blocked
+// kernel (an AVX2 machine) it is the plain layout and packing is a copy.
+class PackedWeights {
+public:
+    explicit PackedWeights(MatmulType type) : type_(type) {}
+    MatmulType type() const { return type_; }
+    // Registers op(B)(K, N) stored at element `offset` of the buffer pack() reads: a kernel (K, N)
+    // row-major, or with trans_b a matrix stored (N, K) (the tied MLM decoder's embeddings).
+    void add(size_t offset, int K, int N, bool trans_b);
+    // (Re)packs every registered matrix from src: float for f32, bf16 (ops::bf16) for bf16.
+    void pack(const void* src);
+    // The packed op(B) registered at `offset`, or nullptr.
+    const void* at(size_t offset) const;
+    size_t bytes() const { return storage_.size(); }
+
+private:
+    struct Entry {
+        size_t offset, at;
+        int K, N;
+        bool trans_b;
+    };
+    MatmulType type_;
+    std::vector<Entry> entries_;
+    std::unordered_map<size_t, size_t> index_;  // offset -> entries_
+    AlignedVector<unsigned char> storage_;
+};
+
+// C(M,N) = A(M,K) · B(K,N) (+ bias row) with B = PackedWeights::at(..) of the same type and shape.
+void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
+                   float* C, int ldc, const float* bias = nullptr);
 
 // oneDNN's implementation for a 64×64×64 matmul of this type ("brg:avx512_core_bf16", "ref:any"
 // where it has no kernel), or "" when it refuses the type altogether.

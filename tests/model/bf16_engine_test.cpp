@@ -116,19 +116,26 @@ TEST_F(Bf16Engine, NativeAndEmulatedAgree) {
     EXPECT_LT(rel_l2(n.grads, e.grads), 3e-3);
 }
 
-// The bf16 weight copy is refreshed after weights_changed() and for a different buffer: results
-// equal those of a fresh engine on the new weights, bit for bit.
+// The bf16 weight copy (and an inference engine's packed weights) are refreshed after
+// weights_changed() and for a different buffer: results equal those of a fresh engine on the new
+// weights, bit for bit.
 TEST_F(Bf16Engine, WeightCopyFollowsTheParameters) {
-    BertPretrainer e(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, ops::Precision::bf16});
-    std::vector<float> p = params;
-    const double before = e.forward(p, batch, false, 0, 0).total;
-    for (float& x : p) x *= 1.5f;
-    e.weights_changed();
-    const double after = e.forward(p, batch, false, 0, 0).total;
-    EXPECT_NE(before, after);
-    EXPECT_EQ(after, run(table, p, batch, ops::Precision::bf16, false).loss);
-    const std::vector<float> q = params;  // another buffer, the original values
-    EXPECT_EQ(e.forward(q, batch, false, 0, 0).total, before);
+    for (const bool forward_only : {false, true}) {
+        const Plan plan{batch.batch_size, 40, 5, forward_only};
+        BertPretrainer e(table, plan, EngineOptions{false, ops::Precision::bf16});
+        std::vector<float> p = params;
+        const double before = e.forward(p, batch, false, 0, 0).total;
+        for (float& x : p) x *= 1.5f;
+        e.weights_changed();
+        const double after = e.forward(p, batch, false, 0, 0).total;
+        EXPECT_NE(before, after);
+        EXPECT_EQ(after, BertPretrainer(table, plan, EngineOptions{false, ops::Precision::bf16})
+                             .forward(p, batch, false, 0, 0)
+                             .total)
+            << "forward_only " << forward_only;
+        const std::vector<float> q = params;  // another buffer, the original values
+        EXPECT_EQ(e.forward(q, batch, false, 0, 0).total, before) << "forward_only " << forward_only;
+    }
 }
 
 TEST_F(Bf16Engine, ForwardOnlyPlanGivesTheSameOutput) {
