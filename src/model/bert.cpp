@@ -395,9 +395,9 @@ public:
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_MARK("gemm qkv fwd");
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
-            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H);
-            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H);
-            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H);
+            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, gemm_output(s.qb));
+            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, gemm_output(s.kb));
+            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, gemm_output(s.vb));
             BB_PROFILE_MARK("attention fwd");
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
@@ -542,8 +542,9 @@ public:
     // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
     // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
     ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
-    // bf16 q, k, v: converted into the layer's kept buffers in the forward (dctx null) and reused
-    // by the backward, which converts dctx into the scratch; empty in fp32.
+    // bf16 q, k, v: the layer's kept buffers, written by the Q, K and V GEMMs (which write no
+    // fp32 q, k, v then) and reused by the backward, which converts dctx into the scratch; empty
+    // in fp32.
     ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
         ops::AttentionBf16 a;
         if constexpr (std::is_same_v<T, float>) {
@@ -552,10 +553,6 @@ public:
                 if (dctx) {
                     db = sb_.data();
                     ops::to_bf16(db, dctx, nh);
-                } else {
-                    ops::to_bf16(s.qb, s.q, nh);
-                    ops::to_bf16(s.kb, s.k, nh);
-                    ops::to_bf16(s.vb, s.v, nh);
                 }
                 a = {s.qb, s.kb, s.vb, db};
             }
@@ -572,13 +569,17 @@ public:
         return xt;
     }
     // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
+    // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
-                    int N, int IN, int OUT) const {
+                    int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
         if constexpr (std::is_same_v<T, float>) {
             if (const void* pw = packed(w))
-                return ops::matmul_packed(packed_->type(), N, OUT, IN,
-                                          bf16_ ? static_cast<const void*>(xb) : x, IN, pw, y, OUT,
-                                          params + b);
+                return yb ? ops::matmul_packed(ops::MatmulType::bf16, N, OUT, IN, xb, IN, pw, yb, OUT,
+                                               params + b, ops::MatmulType::bf16)
+                          : ops::matmul_packed(packed_->type(), N, OUT, IN,
+                                               bf16_ ? static_cast<const void*>(xb) : x, IN, pw, y,
+                                               OUT, params + b);
+            if (yb) return ops::linear_forward_bf16(yb, xb, wb_.data() + w, params + b, N, IN, OUT);
             if (bf16_) return ops::linear_forward_bf16(y, xb, wb_.data() + w, params + b, N, IN, OUT);
         }
         ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);

@@ -292,6 +292,18 @@ void linear_forward_bf16(float* y, const bf16* xb, const bf16* wb, const float* 
     gemm_bf16(false, N, OUT, IN, xb, IN, wb, OUT, 0.f, y, OUT, b);
 }
 
+void linear_forward_bf16(bf16* yb, const bf16* xb, const bf16* wb, const float* b, int N, int IN,
+                         int OUT) {
+    if (N == 0) return;
+    if (!bf16_native()) {  // emulation: the fp32 product, then the same rounding
+        thread_local std::vector<float> y;
+        y.resize(static_cast<size_t>(N) * OUT);
+        linear_forward_bf16(y.data(), xb, wb, b, N, IN, OUT);
+        return to_bf16(yb, y.data(), y.size());
+    }
+    matmul(MatmulType::bf16, false, N, OUT, IN, xb, IN, wb, OUT, 0.f, yb, OUT, b, MatmulType::bf16);
+}
+
 void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb,
                           const bf16* xt, const bf16* wb, int N, int IN, int OUT,
                           bool accumulate_dx) {

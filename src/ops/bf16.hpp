@@ -75,6 +75,10 @@ void gemm_bf16(bool trans_b, int M, int N, int K, const bf16* A, int lda, const 
 //           scratch: room for N·OUT + N·IN bf16 values.
 void linear_forward_bf16(float* y, const bf16* xb, const bf16* wb, const float* b, int N, int IN,
                          int OUT);
+// The same writing only bf16(y) (N,OUT), rounded once from the fp32 sum as to_bf16 rounds: for a
+// layer whose output only GEMMs read (Q, K and V in a bf16 engine).
+void linear_forward_bf16(bf16* yb, const bf16* xb, const bf16* wb, const float* b, int N, int IN,
+                         int OUT);
 void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const float* x,
                           const bf16* wb, int N, int IN, int OUT, bool accumulate_dx,
                           bf16* scratch);

@@ -25,9 +25,9 @@ namespace {
 // plus 6 per distinct sequence length; re-creating an evicted one costs under a millisecond.
 // Each primitive gets its scratchpad from the calling thread (user scratchpad mode), so the
 // attention's per-head products can run the same primitive on several threads at once.
-// (type, M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row);
-// ldb = -1: B in the packed layout of (type, K, N) (PackedWeights).
-using Key = std::tuple<int, int, int, int, bool, int, int, int, int>;
+// (type, M, N, K, trans_b, lda, ldb, ldc, epilogue: 0 C = A·B, 1 C += A·B, 2 C = A·B + bias row,
+// C's type); ldb = -1: B in the packed layout of (type, K, N) (PackedWeights).
+using Key = std::tuple<int, int, int, int, bool, int, int, int, int, int>;
 struct Matmul {
     dnnl::matmul prim;
     size_t scratch_bytes = 0;
@@ -82,7 +82,7 @@ dnnl::memory::desc b_md(MatmulType type, int K, int N, int ldb, bool trans_b) {
 }
 
 dnnl::matmul::primitive_desc describe(const Key& k, const dnnl::engine& eng) {
-    const auto [type, M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
+    const auto [type, M, N, K, trans_b, lda, ldb, ldc, epilogue, c_type] = k;
     using dt = dnnl::memory::data_type;
     const dt in = dtype(static_cast<MatmulType>(type));
     dnnl::primitive_attr attr;
@@ -94,7 +94,7 @@ dnnl::matmul::primitive_desc describe(const Key& k, const dnnl::engine& eng) {
     }
     const auto src = md(M, K, in, lda, false),
                wei = b_md(static_cast<MatmulType>(type), K, N, ldb, trans_b),
-               dst = md(M, N, dt::f32, ldc, false);
+               dst = md(M, N, dtype(static_cast<MatmulType>(c_type)), ldc, false);
     const dnnl::matmul::desc d = epilogue == 2 ? dnnl::matmul::desc(src, wei, md(1, N, dt::f32, N, false), dst)
                                                : dnnl::matmul::desc(src, wei, dst);
     return dnnl::matmul::primitive_desc(d, attr, eng);
@@ -140,10 +140,11 @@ ThreadMatmuls& thread_matmuls() {
     return t;
 }
 size_t key_slot(const Key& k) {
-    const auto [type, M, N, K, trans_b, lda, ldb, ldc, epilogue] = k;
+    const auto [type, M, N, K, trans_b, lda, ldb, ldc, epilogue, c_type] = k;
     uint64_t h = 1469598103934665603ull;
     for (const uint64_t v : {uint64_t(type), uint64_t(M), uint64_t(N), uint64_t(K), uint64_t(trans_b),
-                             uint64_t(lda), uint64_t(ldb), uint64_t(ldc), uint64_t(epilogue)})
+                             uint64_t(lda), uint64_t(ldb), uint64_t(ldc), uint64_t(epilogue),
+                             uint64_t(c_type)})
         h = (h ^ v) * 1099511628211ull;
     return static_cast<size_t>(h ^ (h >> 29)) % ThreadMatmuls::kSlots;
 }
@@ -151,10 +152,11 @@ size_t key_slot(const Key& k) {
 }  // namespace
 
 void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, int lda,
-            const void* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+            const void* B, int ldb, float beta, void* C, int ldc, const float* bias,
+            MatmulType c_type) {
     try {
         const Key key{static_cast<int>(type), M, N, K, trans_b, lda, ldb, ldc,
-                      bias ? 2 : beta == 1.f ? 1 : 0};
+                      bias ? 2 : beta == 1.f ? 1 : 0, static_cast<int>(c_type)};
         ThreadMatmuls& t = thread_matmuls();
         Bound& e = t.slots[key_slot(key)];
         if (!e.used || e.key != key) {
@@ -165,7 +167,7 @@ void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, i
             const dt in = dtype(type);
             e.a = dnnl::memory(md(M, K, in, lda, false), eng, const_cast<void*>(A));
             e.b = dnnl::memory(b_md(type, K, N, ldb, trans_b), eng, const_cast<void*>(B));
-            e.c = dnnl::memory(md(M, N, dt::f32, ldc, false), eng, C);
+            e.c = dnnl::memory(md(M, N, dtype(c_type), ldc, false), eng, C);
             e.args = {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
             if (bias) {
                 e.bias = dnnl::memory(md(1, N, dt::f32, N, false), eng, const_cast<float*>(bias));
@@ -203,8 +205,8 @@ void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, i
 }
 
 void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
-                   float* C, int ldc, const float* bias) {
-    matmul(type, false, M, N, K, A, lda, packed_b, -1, 0.f, C, ldc, bias);
+                   void* C, int ldc, const float* bias, MatmulType c_type) {
+    matmul(type, false, M, N, K, A, lda, packed_b, -1, 0.f, C, ldc, bias, c_type);
 }
 
 void PackedWeights::add(size_t offset, int K, int N, bool trans_b) {
@@ -248,7 +250,7 @@ const void* PackedWeights::at(size_t offset) const {
 
 std::string matmul_impl(MatmulType type) {
     try {
-        return describe(Key{static_cast<int>(type), 64, 64, 64, false, 64, 64, 64, 0}, matmuls().eng)
+        return describe(Key{static_cast<int>(type), 64, 64, 64, false, 64, 64, 64, 0, 0}, matmuls().eng)
             .impl_info_str();
     } catch (const dnnl::error&) {
         return "";

@@ -17,11 +17,14 @@ namespace bertbench::ops {
 enum class MatmulType { f32, bf16 };
 
 // C(M,N) = A(M,K) · op(B)(K,N) + beta·C (+ bias row), row-major; op(B) = Bᵀ when trans_b (B
-// stored (N,K)). beta is 0 or 1; bias (N) only with beta 0. M, N, K > 0. Safe to call from several
-// threads at once (each runs the primitive on its own scratchpad; inside an OpenMP region it runs
-// on the calling thread only). Throws std::bad_alloc when oneDNN cannot allocate, else fails.
+// stored (N,K)). beta is 0 or 1; bias (N) only with beta 0. M, N, K > 0. C is f32, or with c_type
+// bf16 (beta 0 only) the fp32 result rounded to nearest even, as to_bf16 rounds. Safe to call from
+// several threads at once (each runs the primitive on its own scratchpad; inside an OpenMP region
+// it runs on the calling thread only). Throws std::bad_alloc when oneDNN cannot allocate, else
+// fails.
 void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, int lda,
-            const void* B, int ldb, float beta, float* C, int ldc, const float* bias = nullptr);
+            const void* B, int ldb, float beta, void* C, int ldc, const float* bias = nullptr,
+            MatmulType c_type = MatmulType::f32);
 
 // Weights that many products reuse unchanged (an inference engine's; a bf16 engine's per-update
 // copy), kept in the blocked layout oneDNN's matmul kernels read B in, so that no call re-packs
@@ -53,9 +56,10 @@ private:
     AlignedVector<unsigned char> storage_;
 };
 
-// C(M,N) = A(M,K) · B(K,N) (+ bias row) with B = PackedWeights::at(..) of the same type and shape.
+// C(M,N) = A(M,K) · B(K,N) (+ bias row) with B = PackedWeights::at(..) of the same type and shape;
+// C's type as matmul's.
 void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
-                   float* C, int ldc, const float* bias = nullptr);
+                   void* C, int ldc, const float* bias = nullptr, MatmulType c_type = MatmulType::f32);
 
 // oneDNN's implementation for a 64×64×64 matmul of this type ("brg:avx512_core_bf16", "ref:any"
 // where it has no kernel), or "" when it refuses the type altogether.

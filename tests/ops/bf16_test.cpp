@@ -307,6 +307,42 @@ TEST(Bf16, LinearBackwardFromBf16OperandsEqualsConverting) {
     EXPECT_EQ(db1, db2);
 }
 
+// The bf16-output dense layer (Q, K, V of a bf16 engine) writes exactly to_bf16 of the fp32
+// layer's output, natively and emulated; also through packed weights (inference engines).
+TEST(Bf16, LinearForwardBf16OutputEqualsRoundingTheFp32Output) {
+    const int N = 37, IN = 45, OUT = 29;
+    std::mt19937 rng(12);
+    std::normal_distribution<float> d;
+    std::vector<float> x(N * IN), w(IN * OUT), b(OUT);
+    for (float& v : x) v = d(rng);
+    for (float& v : w) v = d(rng);
+    for (float& v : b) v = d(rng);
+    std::vector<bf16> xb(x.size()), wb(w.size());
+    to_bf16(xb.data(), x.data(), x.size());
+    to_bf16(wb.data(), w.data(), w.size());
+    for (const bool emulate : {true, false}) {
+        if (!emulate && !bf16_native()) continue;
+        set_bf16_emulation(emulate);
+        std::vector<float> y(N * OUT);
+        linear_forward_bf16(y.data(), xb.data(), wb.data(), b.data(), N, IN, OUT);
+        std::vector<bf16> want(y.size()), got(y.size(), bf16{0x1234});
+        to_bf16(want.data(), y.data(), y.size());
+        linear_forward_bf16(got.data(), xb.data(), wb.data(), b.data(), N, IN, OUT);
+        for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_EQ(got[i].bits, want[i].bits) << "emulate " << emulate << " at " << i;
+        if (!emulate) {
+            PackedWeights packed(MatmulType::bf16);
+            packed.add(0, IN, OUT, false);
+            packed.pack(wb.data());
+            std::fill(got.begin(), got.end(), bf16{0x1234});
+            matmul_packed(MatmulType::bf16, N, OUT, IN, xb.data(), IN, packed.at(0), got.data(), OUT,
+                          b.data(), MatmulType::bf16);
+            for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(got[i].bits, want[i].bits) << "packed at " << i;
+        }
+    }
+    set_bf16_emulation(false);
+}
+
 TEST(Bf16, ParsePrecision) {
     EXPECT_EQ(parse_precision("fp32", "dtype"), Precision::fp32);
     EXPECT_EQ(parse_precision("float32", "dtype"), Precision::fp32);
