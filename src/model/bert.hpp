@@ -26,8 +26,10 @@ struct Plan {
     int max_seq = 0;          // longest sequence (tokens, incl. [CLS]/[SEP])
     int max_predictions = 0;  // P per sequence (the arena holds max_batch * max_predictions)
     // Inference only: the layers share one set of activation buffers and nothing is kept for a
-    // backward (about 1/num_hidden_layers of the activation memory). A training forward or a
-    // backward() on such an engine is an Error.
+    // backward (about 1/num_hidden_layers of the activation memory), and the GEMM weights are
+    // kept packed for oneDNN's matmul (ops::PackedWeights: one more copy of them; results equal
+    // a training engine's to fp32 rounding, docs/engine.md "Packed weights"). A training forward
+    // or a backward() on such an engine is an Error.
     bool forward_only = false;
 };
 
