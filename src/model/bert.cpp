@@ -180,8 +180,7 @@ public:
         // more, so it does not.
         if constexpr (std::is_same_v<T, float>) {
             if (plan.forward_only && (!bf16_ || ops::bf16_native())) {
-                packed_ = std::make_unique<ops::PackedWeights>(bf16_ ? ops::MatmulType::bf16
-                                                                     : ops::MatmulType::f32);
+                packed_ = std::make_unique<ops::PackedWeights>(gemm_type());
                 for (const LayerOffsets& w : layers_) {
                     for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
                     packed_->add(w.wi, H_, I_, false);
@@ -365,7 +364,7 @@ public:
             return ops::DropoutStream{seed, step, site, keep};
         };
         if ((bf16_ || packed_) && (wb_stale_ || wb_src_ != params)) {
-            BB_PROFILE_MARK("bf16 weights");
+            BB_PROFILE_MARK("weight copies");
             if constexpr (std::is_same_v<T, float>) {
                 if (bf16_) ops::to_bf16(wb_.data(), params, total_params_);
                 if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
@@ -512,7 +511,7 @@ public:
     bool bf16() const { return bf16_; }
     const ops::bf16* weights_bf16() const { return wb_.data(); }
     // The bf16 copies and the packed weights.
-    size_t bf16_bytes() const {
+    size_t copies_bytes() const {
         return (wb_.size() + sb_.size() + actb_.size()) * sizeof(ops::bf16) +
                (packed_ ? packed_->bytes() : 0);
     }
@@ -522,8 +521,9 @@ public:
         if (packed_) packed_->add(offset, K, N, trans_b);
         wb_stale_ = true;
     }
-    // The packed weight at `offset` (of the engine's GEMM type), or nullptr.
+    // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
     const void* packed(size_t offset) const { return packed_ ? packed_->at(offset) : nullptr; }
+    ops::MatmulType gemm_type() const { return bf16_ ? ops::MatmulType::bf16 : ops::MatmulType::f32; }
     // The bf16 form of a GEMM input (n values): converted into keep (a LayerSaved bf16 buffer),
     // or into the scratch when keep is null; nullptr in fp32.
     const ops::bf16* gemm_input(const T* x, size_t n, ops::bf16* keep = nullptr) {
@@ -574,11 +574,10 @@ public:
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
         if constexpr (std::is_same_v<T, float>) {
             if (const void* pw = packed(w))
-                return yb ? ops::matmul_packed(ops::MatmulType::bf16, N, OUT, IN, xb, IN, pw, yb, OUT,
-                                               params + b, ops::MatmulType::bf16)
-                          : ops::matmul_packed(packed_->type(), N, OUT, IN,
-                                               bf16_ ? static_cast<const void*>(xb) : x, IN, pw, y,
-                                               OUT, params + b);
+                return ops::matmul_packed(gemm_type(), N, OUT, IN,
+                                          bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
+                                          yb ? static_cast<void*>(yb) : y, OUT, params + b,
+                                          yb ? ops::MatmulType::bf16 : ops::MatmulType::f32);
             if (yb) return ops::linear_forward_bf16(yb, xb, wb_.data() + w, params + b, N, IN, OUT);
             if (bf16_) return ops::linear_forward_bf16(y, xb, wb_.data() + w, params + b, N, IN, OUT);
         }
@@ -788,7 +787,7 @@ BasicBertPretrainer<T>::~BasicBertPretrainer() = default;
 
 template <typename T>
 size_t BasicBertPretrainer<T>::arena_bytes() const {
-    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->bf16_bytes() +
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->copies_bytes() +
            impl_->hb.size() * sizeof(ops::bf16);
 }
 
@@ -868,8 +867,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
             a = m.hb.data();
         }
         if (const void* pe = enc.packed(m.word)) {
-            ops::matmul_packed(enc.bf16() ? ops::MatmulType::bf16 : ops::MatmulType::f32, P, V, H,
-                               a, H, pe, m.logits, V, w + m.out_bias);
+            ops::matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.out_bias);
             bias_added = true;
         } else if (enc.bf16()) {
             ops::gemm_bf16(true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 0.f,
@@ -1069,7 +1067,7 @@ BasicBertSquad<T>::~BasicBertSquad() = default;
 
 template <typename T>
 size_t BasicBertSquad<T>::arena_bytes() const {
-    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->bf16_bytes();
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->copies_bytes();
 }
 
 template <typename T>

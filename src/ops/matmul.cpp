@@ -46,6 +46,8 @@ Matmuls& matmuls() {
     return *m;
 }
 
+const char* type_name(MatmulType t) { return t == MatmulType::bf16 ? "bf16" : "f32"; }
+
 dnnl::memory::data_type dtype(MatmulType t) {
     return t == MatmulType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
@@ -199,7 +201,7 @@ void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, i
     } catch (const dnnl::error& e) {
         if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
         fail("internal error: oneDNN {} matmul (M={}, N={}, K={}, trans_b={}, lda={}, ldb={}, "
-             "ldc={}, bias={}): {}", type == MatmulType::bf16 ? "bf16" : "f32", M, N, K, trans_b,
+             "ldc={}, bias={}): {}", type_name(type), M, N, K, trans_b,
              lda, ldb, ldc, bias != nullptr, e.what());
     }
 }
@@ -215,8 +217,8 @@ void PackedWeights::add(size_t offset, int K, int N, bool trans_b) {
     try {
         bytes = (packed_md(type_, K, N).get_size() + 63) / 64 * 64;
     } catch (const dnnl::error& e) {
-        fail("internal error: oneDNN has no {} matmul layout for K={}, N={}: {}",
-             type_ == MatmulType::bf16 ? "bf16" : "f32", K, N, e.what());
+        fail("internal error: oneDNN has no {} matmul layout for K={}, N={}: {}", type_name(type_),
+             K, N, e.what());
     }
     index_[offset] = entries_.size();
     entries_.push_back(Entry{offset, storage_.size(), K, N, trans_b});
@@ -239,7 +241,7 @@ void PackedWeights::pack(const void* src) {
     } catch (const dnnl::error& e) {
         if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
         fail("internal error: oneDNN reorder of {} weights into the packed layout: {}",
-             type_ == MatmulType::bf16 ? "bf16" : "f32", e.what());
+             type_name(type_), e.what());
     }
 }
 
