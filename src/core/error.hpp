@@ -12,7 +12,16 @@ namespace bertbench {
 
 class Error : public std::runtime_error {
 public:
-    explicit Error(const std::string& message) : std::runtime_error(message) {}
+    // Control characters (a newline inside a tensor name read from a file, say) become '?', so
+    // the message stays one line whatever the input held.
+    explicit Error(const std::string& message) : std::runtime_error(one_line(message)) {}
+
+private:
+    static std::string one_line(std::string s) {
+        for (char& c : s)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+        return s;
+    }
 };
 
 // Throws Error with a fmt-formatted message.

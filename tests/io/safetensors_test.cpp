@@ -152,6 +152,9 @@ TEST(Safetensors, HostileFilesGiveErrorsNamingFileAndTensor) {
         {image(R"({"__metadata__":{"k":1}})", ""), "__metadata__[\"k\"]"},
         {image(R"({"__metadata__":[1]})", ""), "__metadata__"},
         {image(R"({"a":[1]})", ""), "tensor \"a\""},
+        // A name holding a JSON-escaped newline still gives a one-line message.
+        {image(R"({"a\nb":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", d.substr(0, 4)),
+         "tensor \"a?b\": expected 8 bytes"},
     };
     for (const Case& c : cases) {
         const std::string e = error_of([&] { SafetensorsReader::from_bytes(c.bytes, "evil.st"); });
