@@ -831,6 +831,37 @@ void BM_LambStep(benchmark::State& state) {
 }
 BENCHMARK(BM_LambStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The memory bandwidth BM_LambStep is read against: STREAM's triad a = b + s·c over three arrays of
+// BERT-base's parameter count, 12 B/float counted (as STREAM, without the stores' write-allocate
+// reads; BM_LambStep counts its 28 B/float the same way). LAMB's bytes/s at this figure means it is
+// bound by memory, not by vector width: why src/optim has no AVX-512 copy (docs/engine.md).
+void BM_StreamTriad(benchmark::State& state) {
+    const size_t n = model::ParamTable(model::BertConfig::preset("base"), model::Heads::pretraining)
+                         .total_floats();
+    std::vector<float> a(n), b(n), c(n);
+    fill_hash_uniform(b.data(), n, 41, -1.0f, 1.0f);
+    fill_hash_uniform(c.data(), n, 42, -1.0f, 1.0f);
+    const long count = static_cast<long>(n);
+    const auto triad = [&] {
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < count; ++i) a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 3.0f * c[static_cast<size_t>(i)];
+    };
+    triad();
+    std::vector<float> got;
+    std::vector<double> want;
+    for (const size_t i : {size_t(0), n / 3, n - 1}) {
+        got.push_back(a[i]);
+        want.push_back(b[i] + 3.0 * c[i]);
+    }
+    check("stream triad (sampled)", got, want, 1e-6, 1e-6);
+    for (auto _ : state) {
+        triad();
+        benchmark::DoNotOptimize(a.data());
+    }
+    set_bytes(state, 12.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();
