@@ -15,54 +15,15 @@
 #include "../ops/check.hpp"
 #include "core/error.hpp"
 #include "model/bert.hpp"
+#include "tiny_model.hpp"
 
 namespace bertbench::model {
 namespace {
 
 using bertbench::testing::all_close;
-
-BertConfig tiny_config() {
-    BertConfig c;
-    c.vocab_size = 37;
-    c.hidden_size = 12;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 3;
-    c.intermediate_size = 13;
-    c.max_position_embeddings = 16;
-    c.type_vocab_size = 2;
-    c.hidden_dropout_prob = 0.1f;
-    c.attention_probs_dropout_prob = 0.1f;
-    c.initializer_range = 0.2f;
-    return c;
-}
-
-Batch tiny_batch() {
-    Batch b;
-    b.batch_size = 3;
-    b.seq_offsets = {0, 5, 14, 17};
-    for (int i = 0; i < 17; ++i) {
-        b.input_ids.push_back((i * 11 + 2) % 37);
-        b.segment_ids.push_back(i % 4 >= 2 ? 1 : 0);
-    }
-    b.masked_index = {1, 3, 6, 12, 15};
-    b.masked_ids = {4, 36, 0, 17, 9};
-    b.masked_weights = {1.f, 1.f, 1.f, 0.f, 1.f};  // one padding prediction (weight 0)
-    b.masked_seq = {0, 0, 1, 1, 2};
-    b.next_sentence_labels = {0, 1, 1};
-    return b;
-}
-
-// Reference init, then noise so that LayerNorm gammas, betas and biases are not 1/0.
-template <typename T>
-std::vector<T> make_params(const ParamTable& table, uint64_t seed) {
-    std::vector<float> f(table.total_floats());
-    table.initialize(f, seed);
-    std::mt19937_64 rng(seed + 1);
-    std::uniform_real_distribution<double> u(-0.1, 0.1);
-    std::vector<T> p(f.size());
-    for (size_t i = 0; i < f.size(); ++i) p[i] = static_cast<T>(f[i] + u(rng));
-    return p;
-}
+using bertbench::testing::make_params;
+using bertbench::testing::tiny_batch;
+using bertbench::testing::tiny_config;
 
 // Up to `per_tensor` deterministic element indices of every tensor (all of small ones).
 std::vector<std::pair<std::string, size_t>> sample_elements(const ParamTable& table, size_t per_tensor) {

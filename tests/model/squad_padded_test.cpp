@@ -32,6 +32,7 @@
 #include "ops/attention.hpp"
 #include "ops/bf16.hpp"
 #include "test_util.hpp"
+#include "tiny_model.hpp"
 
 namespace bertbench::model {
 namespace {
@@ -39,8 +40,10 @@ namespace {
 using bertbench::testing::all_close;
 using bertbench::testing::dot;
 using bertbench::testing::error_of;
+using bertbench::testing::make_params;
 using bertbench::testing::numeric_grad;
 using bertbench::testing::random_vector;
+using bertbench::testing::tiny_config;
 using Vec = std::vector<double>;
 
 // B padded features of S positions; sequence b has keys[b] real tokens ([CLS] … [SEP] with
@@ -272,31 +275,6 @@ TEST(SquadPadded, AttentionBf16MatchesFp32OnRoundedOperands) {
                 ASSERT_EQ(h.dk[i * a.H + c], 0.f);
                 ASSERT_EQ(h.dv[i * a.H + c], 0.f);
             }
-}
-
-BertConfig tiny_config() {
-    BertConfig c;
-    c.vocab_size = 37;
-    c.hidden_size = 12;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 3;
-    c.intermediate_size = 13;
-    c.max_position_embeddings = 16;
-    c.hidden_dropout_prob = 0.1f;
-    c.attention_probs_dropout_prob = 0.1f;
-    c.initializer_range = 0.2f;
-    return c;
-}
-
-template <typename T>
-std::vector<T> make_params(const ParamTable& table, uint64_t seed) {
-    std::vector<float> f(table.total_floats());
-    table.initialize(f, seed);
-    std::mt19937_64 rng(seed + 1);
-    std::uniform_real_distribution<double> u(-0.1, 0.1);
-    std::vector<T> p(f.size());
-    for (size_t i = 0; i < f.size(); ++i) p[i] = static_cast<T>(f[i] + u(rng));
-    return p;
 }
 
 // Whole engine, double, dropout on: every tensor (sampled elements) by central differences, on
