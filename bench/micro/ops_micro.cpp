@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "core/philox.hpp"
@@ -29,6 +31,7 @@
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
+#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 #include "ops/matmul.hpp"
 #include "ops/softmax.hpp"
@@ -189,6 +192,83 @@ BENCHMARK(BM_GemmTransB)
     ->ArgsProduct({{20, 64, 128, 160, 640}, {kV}, {kH}, {0, 1}})
     ->Args({kT, kH, kI, 0})
     ->Args({kT, kH, kI, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// An inference engine's linear layer with what follows it: the packed-weight matmul with its bias
+// (ops::matmul_packed), then GELU (epi 1) or the residual add (epi 2) as our own pass over the
+// output (fused = 0, what the engine does), or the same matmul with that step as a oneDNN post-op
+// (fused = 1: eltwise_gelu_tanh, binary_add of the full residual). The measurement behind
+// docs/engine.md's "Epilogue fusion".
+void BM_PackedLinearEpilogue(benchmark::State& state) {
+    const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
+    const int epi = static_cast<int>(state.range(2));
+    const bool fused = state.range(3) != 0;
+    const auto x = random_vec(static_cast<size_t>(kN) * in, 1),
+               w = random_vec(static_cast<size_t>(in) * out, 2, 0.05f), b = random_vec(out, 3),
+               res = random_vec(static_cast<size_t>(kN) * out, 4);
+    std::vector<float> y(static_cast<size_t>(kN) * out), want(y.size());
+    ops::PackedWeights packed(ops::MatmulType::f32);
+    packed.add(0, in, out, false);
+    packed.pack(w.data());
+    const auto separate = [&](float* dst) {
+        ops::matmul_packed(ops::MatmulType::f32, kN, out, in, x.data(), in, packed.at(0), dst, out,
+                           b.data());
+        if (epi == 1)
+            ops::kern::activation_forward(ops::Activation::gelu_tanh, dst, dst, y.size());
+        else
+            ops::kern::dropout_add_forward<float>(dst, dst, nullptr, 1.0f, res.data(), y.size());
+    };
+    using dnnl::memory;
+    const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    const memory::desc x_md({kN, in}, memory::data_type::f32, memory::format_tag::ab),
+        y_md({kN, out}, memory::data_type::f32, memory::format_tag::ab),
+        b_md({1, out}, memory::data_type::f32, memory::format_tag::ab),
+        w_any({in, out}, memory::data_type::f32, memory::format_tag::any);
+    dnnl::post_ops po;
+    if (epi == 1)
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    else
+        po.append_binary(dnnl::algorithm::binary_add, y_md);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_any, b_md, y_md), attr, eng);
+    memory w_plain({{in, out}, memory::data_type::f32, memory::format_tag::ab}, eng,
+                   const_cast<float*>(w.data())),
+        w_packed(pd.weights_desc(), eng);
+    dnnl::reorder(w_plain, w_packed).execute(stream, w_plain, w_packed);
+    const dnnl::matmul prim(pd);
+    const std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(x_md, eng, const_cast<float*>(x.data()))},
+        {DNNL_ARG_WEIGHTS, w_packed},
+        {DNNL_ARG_BIAS, memory(b_md, eng, const_cast<float*>(b.data()))},
+        {DNNL_ARG_DST, memory(y_md, eng, y.data())},
+        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+         memory(y_md, eng, const_cast<float*>(res.data()))}};
+    const auto run = [&] {
+        if (fused) {
+            prim.execute(stream, args);
+            stream.wait();
+        } else {
+            separate(y.data());
+        }
+    };
+    run();
+    separate(want.data());
+    check(fused ? "linear + post-op" : "linear + own pass", y,
+          std::vector<double>(want.begin(), want.end()), 1e-5, 1e-5);
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(y.data());
+    }
+    set_gflops(state, 2.0 * kN * in * out);
+}
+BENCHMARK(BM_PackedLinearEpilogue)
+    ->ArgNames({"in", "out", "epi", "fused"})
+    ->ArgsProduct({{kH}, {kI}, {1}, {0, 1}})
+    ->ArgsProduct({{kI}, {kH}, {2}, {0, 1}})
+    ->ArgsProduct({{kH}, {kH}, {2}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
