@@ -270,9 +270,11 @@ def fmt_key(key):
     return "%s %s s%d b%d t%d" % key
 
 
-def judge_ratio(out, what, required, results, num, den, goal, keys):
+def judge_ratio(out, what, required, results, num, den, goal, keys, mfu_of=None, ceiling=""):
     """One goal line: results[key][num] / results[key][den] >= goal at every required point this
-    run measured (the points it did not sweep, or whose run failed, are named, not judged)."""
+    run measured (the points it did not sweep, or whose run failed, are named, not judged). With
+    mfu_of(key, variant), a miss also says what MFU num would need to meet the goal (above 100% of
+    `ceiling` it cannot be met on this machine)."""
     judged, misses, missing, unswept = [], [], [], []
     for key in required:
         r = results.get(key, {})
@@ -282,7 +284,10 @@ def judge_ratio(out, what, required, results, num, den, goal, keys):
             ratio = r[num] / r[den]
             judged.append((ratio, key))
             if ratio < goal:
-                misses.append("%s %.2f×" % (fmt_key(key), ratio))
+                mfu = mfu_of(key, num) if mfu_of else None
+                misses.append("%s %.2f×" % (fmt_key(key), ratio) + (
+                    " (%.2f× would need %.0f%% of the %s; %s runs at %.1f%%)" % (
+                        goal, 100 * mfu * goal / ratio, ceiling, num, 100 * mfu) if mfu else ""))
         else:
             missing.append("%s (no %s figure: see \"Runs that failed\")" % (fmt_key(key), " and no ".join(
                 v for v in (num, den) if not r.get(v))))
@@ -300,7 +305,7 @@ def judge_ratio(out, what, required, results, num, den, goal, keys):
 
 
 def peer_goals_md(keys, results, lat, mfu_of, variants):
-    judge = lambda *args: judge_ratio(*args, keys=keys)
+    judge = lambda *args, **kw: judge_ratio(*args, keys=keys, **kw)
     """Issue 15 (bertbench vs ONNX Runtime, fp32 inference) and issue 11 (bf16) goals, checked on
     this run's figures at seq 128, 2 threads. Returns '' when neither peer ran."""
     out = []
@@ -308,7 +313,7 @@ def peer_goals_md(keys, results, lat, mfu_of, variants):
         out += ["", "### Issue 15: inference against ONNX Runtime (fp32, seq 128, 2 threads)", ""]
         req = [("infer", m, 128, b, 2) for m in ("tiny", "mini", "base") for b in (1, 8, 32)]
         judge(out, "bertbench ÷ ORT throughput, every tiny/mini/base × batch 1/8/32 point", req, results,
-                    "bertbench", "ort", GOAL15_RATIO)
+                    "bertbench", "ort", GOAL15_RATIO, mfu_of=mfu_of, ceiling="sgemm ceiling")
         key = ("infer", "base", 128, 1, 2)
         b, o = lat.get(key, {}).get("bertbench"), lat.get(key, {}).get("ort")
         if b and o:
@@ -326,7 +331,8 @@ def peer_goals_md(keys, results, lat, mfu_of, variants):
         for peer in ("torch-default-bf16", "torch-tuned-bf16"):
             if peer in variants:
                 judge(out, "bertbench bf16 ÷ PyTorch autocast bf16 (%s), tiny/mini/base × batch 8/32, training and "
-                            "inference" % peer, req, results, "bertbench-bf16", peer, GOAL11_PEER)
+                            "inference" % peer, req, results, "bertbench-bf16", peer, GOAL11_PEER,
+                      mfu_of=mfu_of, ceiling="bf16 GEMM ceiling")
         if "bertbench" in variants:
             for (mode, model), goal in GOAL11_SELF.items():
                 judge(out, "bertbench bf16 ÷ bertbench fp32, %s %s batch 32" % (model, mode),
