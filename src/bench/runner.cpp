@@ -34,29 +34,6 @@ void reset_peak_rss() {
     if (f) f << "5";
 }
 
-void check_point(const Point& p) {
-    if (p.seq_len > p.config.max_position_embeddings)
-        fail("--seq_len={}: longer than max_position_embeddings ({}) of model {}", p.seq_len,
-             p.config.max_position_embeddings, p.model);
-    if (p.threads > sysinfo::cpus_available())
-        fail("--threads={}: only {} CPUs are available to this process", p.threads,
-             sysinfo::cpus_available());
-    if (p.mode != "train" && p.mode != "infer")
-        fail("--mode: expected train or infer, got \"{}\"", p.mode);
-    if (p.task != "pretraining" && p.task != "squad")
-        fail("--task: expected pretraining or squad, got \"{}\"", p.task);
-    if (p.task == "squad")
-        for (const std::string& f : p.data_files)
-            if (io::is_hdf5_path(f))
-                fail("--data={}: --task=squad reads run_squad.py feature TFRecords (eval.tf_record, "
-                     "train.tf_record), not HDF5 pretraining shards",
-                     f);
-    if (p.task == "squad" && p.squad_layout != "padded" && p.squad_layout != "real")
-        fail("--squad_layout: expected padded or real, got \"{}\"", p.squad_layout);
-    if (p.task == "squad" && p.seq_len < 3)
-        fail("--seq_len={}: a SQuAD feature needs at least 3 tokens ([CLS] [SEP] [SEP])", p.seq_len);
-}
-
 bool is_squad(const Point& p) { return p.task == "squad"; }
 
 // Everything one point needs: parameters, engine (the pretraining model or the span model),
@@ -440,6 +417,29 @@ double squad_forward_flops(const model::BertConfig& c, const model::Batch& b) {
     // pooler and NSP out, put the span head's 2·N·H·2 in.
     const double H = c.hidden_size, B = b.batch_size, N = b.num_tokens();
     return model::forward_flops(c, b) - (2.0 * B * H * H + 2.0 * B * H * 2) + 2.0 * N * H * 2;
+}
+
+void check_point(const Point& p) {
+    if (p.seq_len > p.config.max_position_embeddings)
+        fail("--seq_len={}: longer than max_position_embeddings ({}) of model {}", p.seq_len,
+             p.config.max_position_embeddings, p.model);
+    if (p.threads > sysinfo::cpus_available())
+        fail("--threads={}: only {} CPUs are available to this process", p.threads,
+             sysinfo::cpus_available());
+    if (p.mode != "train" && p.mode != "infer")
+        fail("--mode: expected train or infer, got \"{}\"", p.mode);
+    if (p.task != "pretraining" && p.task != "squad")
+        fail("--task: expected pretraining or squad, got \"{}\"", p.task);
+    if (p.task == "squad")
+        for (const std::string& f : p.data_files)
+            if (io::is_hdf5_path(f))
+                fail("--data={}: --task=squad reads run_squad.py feature TFRecords (eval.tf_record, "
+                     "train.tf_record), not HDF5 pretraining shards",
+                     f);
+    if (p.task == "squad" && p.squad_layout != "padded" && p.squad_layout != "real")
+        fail("--squad_layout: expected padded or real, got \"{}\"", p.squad_layout);
+    if (p.task == "squad" && p.seq_len < 3)
+        fail("--seq_len={}: a SQuAD feature needs at least 3 tokens ([CLS] [SEP] [SEP])", p.seq_len);
 }
 
 PointResult run_point(const Point& p, double ceiling_gflops) {

@@ -112,6 +112,10 @@ int real_tokens(const model::Batch& b);
 // head's 2·N·H·2; no pooler, no pretraining heads.
 double squad_forward_flops(const model::BertConfig& c, const model::Batch& b);
 
+// Error naming the flag when the point cannot run as given (seq_len beyond the model's positions,
+// more threads than CPUs, ...): `bench` checks every point before it measures any; run_point checks
+// again.
+void check_point(const Point& p);
 // Runs one point. ceiling_gflops > 0 fills mfu.
 PointResult run_point(const Point& p, double ceiling_gflops = 0);
 

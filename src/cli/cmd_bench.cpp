@@ -6,6 +6,7 @@
 // skipped. Reports: table/md/csv/json on stdout, PerfZero-style JSON, SVG plots. docs/benchmark.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -280,83 +281,116 @@ int cmd_bench(int argc, char** argv) {
                       r.point.mode, r.point.model, r.point.batch_size, 100 * r.mfu, best);
         return r;
     };
+    // Every point of the sweep, checked before anything is measured: a point that cannot run as
+    // given is skipped with a warning, and a sweep of which none can run is an error.
+    const std::vector<std::string> modes = split_commas(mode);
+    for (const std::string& m : modes)
+        if (m != "train" && m != "infer" && m != "gemm")
+            fail("--mode: expected train, infer or gemm, got \"{}\"", m);
+    const std::vector<int> seqs = int_list(seq_lens, "seq_len"),
+                           batches = int_list(batch_sizes, "batch_size"),
+                           spus = int_list(spu_list, "steps_per_update");
+    std::vector<bench::Point> planned;
+    std::vector<std::pair<bench::Point, std::string>> invalid;
+    int failed = 0;
+    std::string first_skip;
+    const auto skip = [&](const bench::Point& p, const std::string& why) {
+        ++failed;
+        log::warn("skipping point {}{} {} seq {} batch {} threads {}: {}",
+                  task == "squad" ? "squad " : "", p.mode, p.model, p.seq_len, p.batch_size,
+                  p.threads, why);
+        if (first_skip.empty()) first_skip = why;
+    };
+    for (const std::string& m : modes) {
+        if (m == "gemm") continue;
+        for (ops::Precision d : dtypes)
+            for (const auto& [name, config] : models)
+                for (int seq : seqs)
+                    for (int b : batches)
+                        for (int t : threads)
+                            for (int spu : m == "train" ? spus : std::vector<int>{1}) {
+                                bench::Point p{m,     name,       config,          seq,
+                                               b,     t,          spu,             warmup,
+                                               steps, data_files, max_predictions, skip_corrupt_records,
+                                               min_time, d, task, squad_layout};
+                                try {
+                                    bench::check_point(p);
+                                    planned.push_back(std::move(p));
+                                } catch (const Error& e) {
+                                    invalid.emplace_back(p, e.what());
+                                }
+                            }
+    }
+    if (planned.empty() && !invalid.empty() &&
+        std::find(modes.begin(), modes.end(), "gemm") == modes.end())
+        fail("{}{}", invalid.front().second,
+             invalid.size() > 1
+                 ? fmt::format(" (none of the sweep's {} points can run)", invalid.size())
+                 : std::string());
+    for (const auto& [p, why] : invalid) skip(p, why);
+
     std::vector<bench::ProfileResult> profiles;
     bool header = false;
-    int failed = 0;
-    for (const std::string& m : split_commas(mode)) {
+    for (const std::string& m : modes) {
         if (m == "gemm") {
             for (const auto& j :
                  run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes))
                 gemm_points.push_back(j);
             continue;
         }
-        if (m != "train" && m != "infer")
-            fail("--mode: expected train, infer or gemm, got \"{}\"", m);
-        for (ops::Precision d : dtypes)
-        for (const auto& [name, config] : models)
-            for (int seq : int_list(seq_lens, "seq_len"))
-                for (int b : int_list(batch_sizes, "batch_size"))
-                    for (int t : threads)
-                        for (int spu : m == "train" ? int_list(spu_list, "steps_per_update")
-                                                    : std::vector<int>{1}) {
-                            bench::Point p{
-                                m,     name,       config,         seq, b, t, spu, warmup,
-                                steps, data_files, max_predictions, skip_corrupt_records,
-                                min_time, d, task, squad_layout};
-                            try {
-                                const double ceil =
-                                    t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;
-                                nlohmann::json mpi;
-                                bench::PointResult r;
-                                if (comm.is_mpi()) {
-                                    bench::MpiPointResult mr = bench::run_point_mpi(p, ceil, mpi_opts);
-                                    r = std::move(mr.result);
-                                    mpi = std::move(mr.mpi);
-                                } else {
-                                    r = bench::run_point(p, ceil);
-                                    if (ceil > 0 && r.gflops > ceil) r = recheck_ceiling(r, t, d);
-                                }
-                                nlohmann::json j = r.to_json();
-                                if (!mpi.is_null()) j["mpi"] = mpi;
-                                // Repeatability: a quiet machine keeps min..max within 5% of the
-                                // median; say so when it did not, so nobody quotes a noisy figure.
-                                const double spread =
-                                    (r.step_ms_max - r.step_ms_min) / r.step_ms_median;
-                                j["step_ms_spread"] = spread;
-                                if (spread > 0.05 && r.step_ms.size() > 1)
-                                    log::warn("{} {} seq {} batch {} threads {}: step times spread "
-                                              "{:.0f}% of the median (min {:.1f}, max {:.1f} ms), "
-                                              "more than 5%: the machine may be busy; rerun or "
-                                              "raise --steps",
-                                              m, name, seq, b, t, 100 * spread, r.step_ms_min,
-                                              r.step_ms_max);
-                                points.push_back(j);
-                                if (fmt_out == bench::Format::table) {
-                                    const std::string tab =
-                                        bench::format_points({j}, bench::Format::table);
-                                    const size_t nl = tab.find('\n');
-                                    if (!header) std::cout << tab.substr(0, nl + 1);
-                                    header = true;
-                                    std::cout << tab.substr(nl + 1) << std::flush;
-                                }
-                                if (profile) {
-                                    profiles.push_back(bench::profile_point(p, profile_steps));
-                                    profiles_json.push_back(bench::profile_json(profiles.back()));
-                                }
-                            } catch (const Error& e) {
-                                if (comm.size() > 1) throw;  // the other ranks wait for this one
-                                ++failed;
-                                log::warn("skipping point {}{} {} seq {} batch {} threads {}: {}",
-                                          task == "squad" ? "squad " : "", m, name, seq, b, t,
-                                          e.what());
-                            } catch (const std::bad_alloc&) {
-                                ++failed;
-                                log::warn(
-                                    "skipping point {}{} {} seq {} batch {} threads {}: out of "
-                                    "memory",
-                                    task == "squad" ? "squad " : "", m, name, seq, b, t);
-                            }
-                        }
+        for (const bench::Point& p : planned) {
+            if (p.mode != m) continue;
+            const int t = p.threads;
+            const ops::Precision d = p.dtype;
+            const std::string& name = p.model;
+            const int seq = p.seq_len, b = p.batch_size;
+            try {
+                const double ceil =
+                    t <= sysinfo::cpus_available() ? ceiling_for(t, d) : 0;
+                nlohmann::json mpi;
+                bench::PointResult r;
+                if (comm.is_mpi()) {
+                    bench::MpiPointResult mr = bench::run_point_mpi(p, ceil, mpi_opts);
+                    r = std::move(mr.result);
+                    mpi = std::move(mr.mpi);
+                } else {
+                    r = bench::run_point(p, ceil);
+                    if (ceil > 0 && r.gflops > ceil) r = recheck_ceiling(r, t, d);
+                }
+                nlohmann::json j = r.to_json();
+                if (!mpi.is_null()) j["mpi"] = mpi;
+                // Repeatability: a quiet machine keeps min..max within 5% of the
+                // median; say so when it did not, so nobody quotes a noisy figure.
+                const double spread =
+                    (r.step_ms_max - r.step_ms_min) / r.step_ms_median;
+                j["step_ms_spread"] = spread;
+                if (spread > 0.05 && r.step_ms.size() > 1)
+                    log::warn("{} {} seq {} batch {} threads {}: step times spread "
+                              "{:.0f}% of the median (min {:.1f}, max {:.1f} ms), "
+                              "more than 5%: the machine may be busy; rerun or "
+                              "raise --steps",
+                              m, name, seq, b, t, 100 * spread, r.step_ms_min,
+                              r.step_ms_max);
+                points.push_back(j);
+                if (fmt_out == bench::Format::table) {
+                    const std::string tab =
+                        bench::format_points({j}, bench::Format::table);
+                    const size_t nl = tab.find('\n');
+                    if (!header) std::cout << tab.substr(0, nl + 1);
+                    header = true;
+                    std::cout << tab.substr(nl + 1) << std::flush;
+                }
+                if (profile) {
+                    profiles.push_back(bench::profile_point(p, profile_steps));
+                    profiles_json.push_back(bench::profile_json(profiles.back()));
+                }
+            } catch (const Error& e) {
+                if (comm.size() > 1) throw;  // the other ranks wait for this one
+                skip(p, e.what());
+            } catch (const std::bad_alloc&) {
+                skip(p, "out of memory");
+            }
+        }
     }
     if (fmt_out != bench::Format::table && !points.empty())
         std::cout << bench::format_points(points, fmt_out);
@@ -394,7 +428,9 @@ int cmd_bench(int argc, char** argv) {
             bench::perfzero_summary(all, ceilings, profiles_json, flags.to_json(), wall).dump(2) +
                 "\n");
     }
-    return points.empty() && gemm_points.empty() && failed > 0 ? 1 : 0;
+    if (points.empty() && gemm_points.empty() && failed > 0)
+        fail("none of the {} points ran; the first: {}", failed, first_skip);
+    return 0;
 }
 
 }  // namespace bertbench::cli

@@ -120,6 +120,24 @@ TEST(BenchCli, ImpossiblePointIsSkipped) {
     EXPECT_NE(r.out.find("--threads=100000: only"), std::string::npos) << r.out;
 }
 
+TEST(BenchCli, SweepThatCannotRunFailsBeforeMeasuring) {
+    // No point can run: one error line and exit 1, before the ceiling or any point is measured
+    // (no "measuring" progress line, no table).
+    auto r = run_bertbench("bench --mode=infer --model=tiny,mini --seq_len=600 --batch_size=1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: --seq_len=600: longer than max_position_embeddings (512) of model "
+                         "tiny (none of the sweep's 2 points can run)"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("measuring"), std::string::npos) << r.out;
+    // A bad mode anywhere in the list is refused before the good ones run.
+    r = run_bertbench("bench --mode=infer,foo --model=tiny --seq_len=16 --batch_size=1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--mode: expected train, infer or gemm, got \"foo\""), std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("infer  tiny"), std::string::npos) << r.out;
+}
+
 TEST(BenchCli, BadFlagsAreOneLineErrors) {
     auto r = run_bertbench("bench --batch_sise=8");
     EXPECT_EQ(r.exit_code, 1);
