@@ -257,6 +257,15 @@ def goals_md(keys, results, runs, repeats, ceilings, ceilings_start, ceiling_end
                        "%.1f GFLOP/s at the start and %.1f at the end with %d thread(s), %.1f%% apart%s." % (
                            s, e, t, 100 * abs(s - e) / min(s, e),
                            " — more than the 5% goal, so the spread across rounds cannot show it" if abs(s - e) / min(s, e) > 0.05 else ""))
+    # An MFU above 100% is never printed without its cause (issue 15, §5).
+    over = ["%s %s %s s%d b%d t%d %.1f%%" % ((v,) + key + (100 * statistics.median(p["mfu"] for p in ps),))
+            for key in keys for v, ps in sorted(runs.get(key, {}).items())
+            if v in ("bertbench", "bertbench-bf16") and ps and statistics.median(p.get("mfu") or 0 for p in ps) > 1]
+    if over:
+        out.append("- **MFU above 100%%** at %s: the point's GEMMs ran faster than the ceiling probe did at the start "
+                   "and at the end of the invocation (or of the one whose files it resumed), so the host was faster "
+                   "while the point ran than while the probe ran; the ceiling is a sample of a drifting host, not a "
+                   "bound, and these MFUs overstate by that drift." % "; ".join(over))
     return "\n".join(out) + "\n"
 
 
@@ -785,7 +794,21 @@ def main():
             builds += [d] if d not in builds else []
     commit = ", ".join(commits) or "none measured"
     bb_build = "; ".join(builds)
-    load_line = other_work_line(cpu_start, cpu_seconds())
+    # The machine's other work is known only to an invocation that made runs; it is kept beside the
+    # raw files (with when the runs were made) so that one that only re-renders them (0 runs made)
+    # reports the measuring invocation's, not its own idle second.
+    load_file = os.path.join(a.out, "other_work.txt")
+    if COUNTS["ran"] > 0:
+        load_line = other_work_line(cpu_start, cpu_seconds()) + " (runs made %s–%s UTC)" % (
+            datetime.datetime.fromtimestamp(t_start, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+            datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"))
+        with open(load_file, "w") as f:
+            f.write(load_line + "\n")
+    elif os.path.exists(load_file):
+        with open(load_file) as f:
+            load_line = f.read().strip() + " (from `other_work.txt` beside the raw files: this invocation made no runs)"
+    else:
+        load_line = "- Other work during the runs: not known (this invocation made no runs and found no record of it)"
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)))
     argv = " ".join(shlex.quote(x) for x in sys.argv[1:])
     ceil_lines = "\n".join(
