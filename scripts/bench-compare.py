@@ -176,16 +176,17 @@ def cpu_seconds():
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / hz, v[7] / hz, sum(v) / hz, ours
 
 
-def other_work_line(start, end):
-    """How much of the machine other processes (and the hypervisor, as steal) took during the run:
-    busy CPU time not spent by this script or its children, as a share of all CPU time. The load
-    average cannot say this: it counts the benchmark's own threads."""
+def other_work_line(start, end, span):
+    """How much of the machine other processes (and the hypervisor, as steal) took while this
+    invocation made its runs (span: when): busy CPU time not spent by this script or its children,
+    as a share of all CPU time. The load average cannot say this: it counts the benchmark's own
+    threads."""
     busy, steal, total, ours = (e - s for s, e in zip(start, end))
     other = max(0.0, busy - ours) / total if total > 0 else 0.0
     stolen = steal / total if total > 0 else 0.0
     quiet = other <= 0.05 and stolen <= 0.05
-    return ("- Other work during this invocation: %.1f%% of the machine's CPU time went to other processes, %.1f%% "
-            "was stolen by the hypervisor%s" % (100 * other, 100 * stolen, " (quiet)" if quiet else
+    return ("- Other work while the runs of %s were made: %.1f%% of the machine's CPU time went to other processes, "
+            "%.1f%% was stolen by the hypervisor%s" % (span, 100 * other, 100 * stolen, " (quiet)" if quiet else
             " — **WARNING: the machine was busy with other work; these figures are not representative "
             "of this machine (rerun on a quiet machine)**"))
 
@@ -794,19 +795,26 @@ def main():
             builds += [d] if d not in builds else []
     commit = ", ".join(commits) or "none measured"
     bb_build = "; ".join(builds)
-    # The machine's other work is known only to an invocation that made runs; it is kept beside the
-    # raw files (with when the runs were made) so that one that only re-renders them (0 runs made)
-    # reports the measuring invocation's, not its own idle second.
+    # The machine's other work is known only to an invocation that made runs; each such invocation
+    # adds its line to other_work.txt beside the raw files (a resumed run keeps the lines of those
+    # whose files it reused; --fresh starts it over), so that the document reports every measuring
+    # invocation's, and one that only re-renders (0 runs made) not its own idle second.
     load_file = os.path.join(a.out, "other_work.txt")
+    earlier = []
+    if os.path.exists(load_file) and not a.fresh:
+        with open(load_file) as f:
+            earlier = [l.rstrip("\n") for l in f if l.strip()]
     if COUNTS["ran"] > 0:
-        load_line = other_work_line(cpu_start, cpu_seconds()) + " (runs made %s–%s UTC)" % (
+        span = "%s–%s UTC" % (
             datetime.datetime.fromtimestamp(t_start, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"))
-        with open(load_file, "w") as f:
-            f.write(load_line + "\n")
-    elif os.path.exists(load_file):
-        with open(load_file) as f:
-            load_line = f.read().strip() + " (from `other_work.txt` beside the raw files: this invocation made no runs)"
+        lines = (earlier if COUNTS["reused"] else []) + [other_work_line(cpu_start, cpu_seconds(), span)]
+        with open(load_file + ".tmp", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(load_file + ".tmp", load_file)
+        load_line = "\n".join(lines)
+    elif earlier:
+        load_line = "\n".join(earlier) + "\n  (from `other_work.txt` beside the raw files: this invocation made no runs)"
     else:
         load_line = "- Other work during the runs: not known (this invocation made no runs and found no record of it)"
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(a.doc)))
