@@ -38,7 +38,7 @@ fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: setup build
-	@bash scripts/demo.sh
+	@BUILD=$(BUILD) bash scripts/demo.sh
 
 # Fine-tunes make demo's checkpoint (scripts/demo.sh runs first when there is none) on a small
 # SQuAD-format set made from the Brown text, predicts, scores; docs/squad.md, "The demo".
