@@ -563,9 +563,12 @@ def main():
             sys.exit("bench-compare: bench/peer/setup_ort.sh failed (above); the ORT peer cannot run "
                      "(hint: --peers=torch-default,torch-tuned leaves it out)")
     raw = os.path.join(a.out, "raw")
+    load_file = os.path.join(a.out, "other_work.txt")  # the machine's other work during the runs (below)
     if a.fresh and os.path.isdir(raw):
         for f in os.listdir(raw):
             os.remove(os.path.join(raw, f))
+        if os.path.exists(load_file):
+            os.remove(load_file)
     os.makedirs(raw, exist_ok=True)
     t_start = time.time()
     cpu_start = cpu_seconds()
@@ -797,11 +800,10 @@ def main():
     bb_build = "; ".join(builds)
     # The machine's other work is known only to an invocation that made runs; each such invocation
     # adds its line to other_work.txt beside the raw files (a resumed run keeps the lines of those
-    # whose files it reused; --fresh starts it over), so that the document reports every measuring
-    # invocation's, and one that only re-renders (0 runs made) not its own idle second.
-    load_file = os.path.join(a.out, "other_work.txt")
+    # whose files it reused; --fresh removed it with them), so that the document reports every
+    # measuring invocation's, and one that only re-renders (0 runs made) not its own idle second.
     earlier = []
-    if os.path.exists(load_file) and not a.fresh:
+    if os.path.exists(load_file):
         with open(load_file) as f:
             earlier = [l.rstrip("\n") for l in f if l.strip()]
     if COUNTS["ran"] > 0:
