@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -276,6 +277,7 @@ public:
         dv_ = a.take(nh);
         dI_ = a.take(ni);
         dprobs_ = fused_ ? nullptr : a.take(probs_max_);
+        bias_part_ = a.take(ops::bias_grad_part_size(static_cast<int>(nmax), std::max(H_, I_)));
     }
     void require_backward() const {
         if (plan_.forward_only)
@@ -452,25 +454,29 @@ public:
             BB_PROFILE_MARK("layernorm bwd");
             ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::kern::dropout_backward<T>(dtmp_, dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, nh,
-                                     dy_bf16());
+            const ops::BiasGrad<T> dbout{G(w.bout), bias_part_, H};
+            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
+                                           nh, dy_bf16(), &dbout);
             BB_PROFILE_MARK("gemm ffn-out bwd");
-            linear_bwd(dI_, grads, params, w.wout, w.bout, dtmp_, s.g, transposed_input(s.gb, N, I), N, I, H,
-                       false, dy_bf16());
+            linear_bwd(dI_, grads, params, w.wout, kBiasSummed, dy_fp32(dtmp_), s.g, transposed_input(s.gb, N, I),
+                       N, I, H, false, dy_bf16());
             BB_PROFILE_MARK("gelu bwd");
-            ops::kern::activation_backward(act_, dI_, dI_, s.h, static_cast<size_t>(N) * I, dy_bf16());
+            const ops::BiasGrad<T> dbi{G(w.bi), bias_part_, I};
+            ops::kern::activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
+                                           &dbi);
             BB_PROFILE_MARK("gemm ffn-in bwd");
-            linear_bwd(dx1_, grads, params, w.wi, w.bi, dI_, s.x1, transposed_input(s.x1b, N, H), N, H, I, true,
-                       dy_bf16());
+            linear_bwd(dx1_, grads, params, w.wi, kBiasSummed, dy_fp32(dI_), s.x1, transposed_input(s.x1b, N, H),
+                       N, H, I, true, dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_MARK("layernorm bwd");
             ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
             BB_PROFILE_MARK("dropout+residual bwd");
-            ops::kern::dropout_backward<T>(dtmp_, dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, nh,
-                                     dy_bf16());
+            const ops::BiasGrad<T> dbo{G(w.bo), bias_part_, H};
+            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
+                                           nh, dy_bf16(), &dbo);
             BB_PROFILE_MARK("gemm attn-out bwd");
-            linear_bwd(dctx_, grads, params, w.wo, w.bo, dtmp_, s.ctx, transposed_input(s.ctxb, N, H), N, H, H,
-                       false, dy_bf16());
+            linear_bwd(dctx_, grads, params, w.wo, kBiasSummed, dy_fp32(dtmp_), s.ctx,
+                       transposed_input(s.ctxb, N, H), N, H, H, false, dy_bf16());
             BB_PROFILE_MARK("attention bwd");
             const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
             if (fused_) {
@@ -486,9 +492,14 @@ public:
             }
             BB_PROFILE_MARK("gemm qkv bwd");
             const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
-            linear_bwd(dx_, grads, params, w.wq, w.bq, dq_, xin, xt, N, H, H, true);
-            linear_bwd(dx_, grads, params, w.wk, w.bk, dk_, xin, xt, N, H, H, true);
-            linear_bwd(dx_, grads, params, w.wv, w.bv, dv_, xin, xt, N, H, H, true);
+            using Dense = std::tuple<size_t, size_t, T*>;  // kernel, bias, dy
+            for (const auto& [wt, bias, dy] : {Dense{w.wq, w.bq, dq_}, Dense{w.wk, w.bk, dk_}, Dense{w.wv, w.bv, dv_}}) {
+                // one pass over dy for its bias gradient and (bf16) its bf16 copy: a dropout
+                // backward without a mask passes dy through
+                const ops::BiasGrad<T> db{G(bias), bias_part_, H};
+                ops::kern::dropout_backward<T>(nullptr, dy, nullptr, T(1), nh, dy_bf16(), &db);
+                linear_bwd(dx_, grads, params, wt, kBiasSummed, dy, xin, xt, N, H, H, true, dy_bf16());
+            }
             if (backward_hook) backward_hook(l);  // layer l's gradients are final
         }
         // x[0] = drop(LN(e))
@@ -542,6 +553,11 @@ public:
     // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
     // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
     ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
+    // Where dy's producer writes fp32 dy: p, or nowhere in a bf16 engine, whose GEMMs read only
+    // dy_bf16() when the producer also sums the bias gradient (linear_bwd's kBiasSummed).
+    T* dy_fp32(T* p) const { return bf16_ ? nullptr : p; }
+    // linear_bwd's bias offset when dy's producer has already added the bias gradient.
+    static constexpr size_t kBiasSummed = static_cast<size_t>(-1);
     // bf16 q, k, v: the layer's kept buffers, written by the Q, K and V GEMMs (which write no
     // fp32 q, k, v then) and reused by the backward, which converts dctx into the scratch; empty
     // in fp32.
@@ -585,25 +601,27 @@ public:
     }
     // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused), or
     // null to convert x here (the MLM transform); dyb = dy_bf16() when dy's producer wrote
-    // bf16(dy) there, else null to convert dy here; fp32: x.
+    // bf16(dy) there, else null to convert dy here; fp32: x. b = kBiasSummed: dy's producer
+    // added the bias gradient (then a bf16 engine reads no fp32 dy, and dy may be null).
     void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
                     const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false,
                     const ops::bf16* dyb = nullptr) {
+        T* db = b == kBiasSummed ? nullptr : grads + b;
         if constexpr (std::is_same_v<T, float>) {
             if (bf16_) {
                 if (!xt)
-                    return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, x, wb_.data() + w,
+                    return ops::linear_backward_bf16(dx, grads + w, db, dy, x, wb_.data() + w,
                                                      N, IN, OUT, accumulate_dx, sb_.data());
                 if (!dyb) {
                     ops::bf16* conv = sb_.data();
                     ops::to_bf16(conv, dy, static_cast<size_t>(N) * OUT);
                     dyb = conv;
                 }
-                return ops::linear_backward_bf16(dx, grads + w, grads + b, dy, dyb, xt,
+                return ops::linear_backward_bf16(dx, grads + w, db, dy, dyb, xt,
                                                  wb_.data() + w, N, IN, OUT, accumulate_dx);
             }
         }
-        ops::linear_backward(dx, grads + w, grads + b, dy, x, params + w, N, IN, OUT, accumulate_dx);
+        ops::linear_backward(dx, grads + w, db, dy, x, params + w, N, IN, OUT, accumulate_dx);
     }
 
     std::span<const uint8_t> mask(const std::string& site) const {
@@ -673,6 +691,7 @@ private:
     std::vector<LayerSaved<T>> saved_;
     T *dx_ = nullptr, *dx1_ = nullptr, *dtmp_ = nullptr, *dctx_ = nullptr, *dq_ = nullptr,
       *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
+    T* bias_part_ = nullptr;  // the bias gradients' partial sums (bias_grad.hpp)
     std::vector<size_t> pofs_;
     bool bf16_ = false, wb_stale_ = true;
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "ops/bf16.hpp"
+#include "ops/bias_grad.hpp"
 #include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
@@ -69,17 +70,25 @@ void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nul
     });
 }
 
-// dx(n) = dy(n) · f'(x(n)); dx may alias dy. dxb(n) = bf16(dx) too when not null.
+// dx(n) = dy(n) · f'(x(n)); dx may alias dy. dxb(n) = bf16(dx) too when not null; then dx may
+// be null (a bf16 engine's GEMMs read only dxb). bg: dx's bias gradient too (bias_grad.hpp).
 template <typename T>
 void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n,
-                         bf16* dxb = nullptr) {
-    for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
+                         bf16* dxb = nullptr, const BiasGrad<T>* bg = nullptr) {
+    const auto values = [&](size_t b, size_t e, T* tmp) -> const T* {
+        T* out = dx ? dx + b : tmp;
         if (a == Activation::gelu_tanh) {
-            gelu_tanh_backward_array(dx + b, dy + b, x + b, e - b);
+            gelu_tanh_backward_array(out, dy + b, x + b, e - b);
         } else {
-            for (size_t i = b; i < e; ++i) dx[i] = dy[i] * activation_derivative(a, x[i]);
+            for (size_t i = b; i < e; ++i) out[i - b] = dy[i] * activation_derivative(a, x[i]);
         }
-        if (dxb) to_bf16_serial(dxb + b, dx + b, e - b);
+        if (dxb) to_bf16_serial(dxb + b, out, e - b);
+        return out;
+    };
+    if (bg) return for_each_row_summing(n, n * 8, *bg, values);
+    for_each_chunk(n, 4096, n * 8, [&](size_t b, size_t e) {
+        alignas(64) T tmp[4096];
+        values(b, e, tmp);
     });
 }
 

@@ -19,6 +19,7 @@
 #endif
 
 #include "ops/bf16.hpp"
+#include "ops/bias_grad.hpp"
 #include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 
@@ -227,26 +228,34 @@ void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, con
 }
 
 // dx(n) = dy · mask / keep (mask null: dx = dy). dx may alias dy. dxb(n) = bf16(dx) too when not
-// null.
+// null; then dx may be null (a bf16 engine's GEMMs read only dxb). bg: dx's bias gradient too
+// (bias_grad.hpp).
 template <typename T>
 void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n,
-                      bf16* dxb = nullptr) {
-    if (!mask && !dxb) {
+                      bf16* dxb = nullptr, const BiasGrad<T>* bg = nullptr) {
+    if (!mask && !dxb && !bg) {
         if (dx != dy) std::copy(dy, dy + n, dx);
         return;
     }
     const T scale = T(1) / keep_prob;
-    constexpr size_t kChunk = 4096;
-    const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (worth_parallel(n))
-    for (long long c = 0; c < chunks; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunk, len = n - b < kChunk ? n - b : kChunk;
-        if (mask)
-            masked_scale(dx + b, dy + b, mask + b, scale, len);
-        else if (dx != dy)
-            std::copy(dy + b, dy + b + len, dx + b);
-        if (dxb) to_bf16_serial(dxb + b, dx + b, len);
-    }
+    const auto values = [&](size_t b, size_t e, T* tmp) -> const T* {
+        const size_t len = e - b;
+        const T* out = dy + b;  // no mask: dx = dy
+        if (mask) {
+            T* o = dx ? dx + b : tmp;
+            masked_scale(o, dy + b, mask + b, scale, len);
+            out = o;
+        } else if (dx && dx != dy) {
+            std::copy(dy + b, dy + e, dx + b);
+        }
+        if (dxb) to_bf16_serial(dxb + b, out, len);
+        return out;
+    };
+    if (bg) return for_each_row_summing(n, n, *bg, values);
+    for_each_chunk(n, 4096, n, [&](size_t b, size_t e) {
+        alignas(64) T tmp[4096];
+        values(b, e, tmp);
+    });
 }
 
 BB_OPS_ISA_END

@@ -23,6 +23,7 @@
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
 #include "ops/bf16.hpp"
+#include "ops/bias_grad.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
@@ -44,7 +45,7 @@ struct Kernels {
                                bool accumulate_dx);
     void (*activation_forward)(Activation a, float* y, const float* x, size_t n, bf16* yb);
     void (*activation_backward)(Activation a, float* dx, const float* dy, const float* x, size_t n,
-                                bf16* dxb);
+                                bf16* dxb, const BiasGrad<float>* bg);
     void (*tanh_forward)(float* y, size_t n);
     void (*tanh_backward)(float* dx, const float* dy, const float* y, size_t n);
     void (*softmax_forward)(float* p, const float* s, int R, int C, float scale);
@@ -54,7 +55,7 @@ struct Kernels {
     void (*dropout_add_forward)(float* y, const float* x, const uint8_t* mask, float keep_prob,
                                 const float* residual, size_t n, bf16* yb);
     void (*dropout_backward)(float* dx, const float* dy, const uint8_t* mask, float keep_prob, size_t n,
-                             bf16* dxb);
+                             bf16* dxb, const BiasGrad<float>* bg);
     void (*attention_forward)(float* ctx, float* probs, float* scratch, uint8_t* mask, const float* q,
                               const float* k, const float* v, const AttentionShape& s,
                               const DropoutStream* drop, const AttentionBf16* lp);
@@ -117,8 +118,9 @@ void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nul
     BB_KERN_CALL(activation_forward, a, y, x, n, yb)
 }
 template <typename T>
-void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n, bf16* dxb = nullptr) {
-    BB_KERN_CALL(activation_backward, a, dx, dy, x, n, dxb)
+void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n, bf16* dxb = nullptr,
+                         const BiasGrad<T>* bg = nullptr) {
+    BB_KERN_CALL(activation_backward, a, dx, dy, x, n, dxb, bg)
 }
 template <typename T>
 void tanh_forward(T* y, size_t n) {
@@ -145,8 +147,9 @@ void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, con
     BB_KERN_CALL(dropout_add_forward, y, x, mask, keep_prob, residual, n, yb)
 }
 template <typename T>
-void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n, bf16* dxb = nullptr) {
-    BB_KERN_CALL(dropout_backward, dx, dy, mask, keep_prob, n, dxb)
+void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n, bf16* dxb = nullptr,
+                      const BiasGrad<T>* bg = nullptr) {
+    BB_KERN_CALL(dropout_backward, dx, dy, mask, keep_prob, n, dxb, bg)
 }
 template <typename T>
 void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, const T* k, const T* v,

@@ -10,6 +10,7 @@
 // exp_affine_sum's sum runs in 16 lanes there, so it may differ in the last bits.
 #pragma once
 
+#include <algorithm>
 #include <immintrin.h>
 
 #include <cmath>
@@ -371,16 +372,20 @@ inline void gelu_tanh_backward_array(T* dx, const T* dy, const T* x, size_t n) {
             _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), d));
         }
 #endif
-        for (; i + 8 <= n; i += 8) {
-            const __m256 v = _mm256_loadu_ps(x + i);
+        const auto eight = [&](float* o, const float* xs, const float* dys) {
+            const __m256 v = _mm256_loadu_ps(xs);
             const __m256 sg = gelu_sigma8(v);
             const __m256 du2 = _mm256_mul_ps(two_s, _mm256_fmadd_ps(_mm256_mul_ps(k3, v), v, one));  // 2u'
             const __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(v, sg), _mm256_sub_ps(one, sg)), du2, sg);
-            _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), d));
-        }
-        for (; i < n; ++i) {
-            const float v = x[i], sg = gelu_sigma(v);
-            dx[i] = dy[i] * (sg + v * sg * (1.0f - sg) * (2.0f * kGeluS) * (1.0f + 3.0f * kGeluK * v * v));
+            _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(dys), d));
+        };
+        for (; i + 8 <= n; i += 8) eight(dx + i, x + i, dy + i);
+        if (i < n) {  // the tail through the same lanes: a value's bits do not depend on where it sits
+            alignas(32) float xt[8] = {}, dyt[8] = {}, o[8];
+            std::copy(x + i, x + n, xt);
+            std::copy(dy + i, dy + n, dyt);
+            eight(o, xt, dyt);
+            std::copy(o, o + (n - i), dx + i);
         }
     } else {
         const T s = T(0.7978845608028654), k = T(0.044715);

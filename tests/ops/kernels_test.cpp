@@ -53,8 +53,8 @@ TEST_F(KernelsIsa, ActivationsBitIdentical) {
             std::vector<bf16> ha(n), hb(n), hda(n), hdb(n);  // the bf16 copies, same bits too
             a_->activation_forward(act, ya.data(), x.data(), n, ha.data());
             b_->activation_forward(act, yb.data(), x.data(), n, hb.data());
-            a_->activation_backward(act, da.data(), dy.data(), x.data(), n, hda.data());
-            b_->activation_backward(act, db.data(), dy.data(), x.data(), n, hdb.data());
+            a_->activation_backward(act, da.data(), dy.data(), x.data(), n, hda.data(), nullptr);
+            b_->activation_backward(act, db.data(), dy.data(), x.data(), n, hdb.data(), nullptr);
             EXPECT_TRUE(all_close("act fwd n=" + std::to_string(n), yb, ya, 0, 0));
             EXPECT_TRUE(all_close("act bwd n=" + std::to_string(n), db, da, 0, 0));
             EXPECT_TRUE(same_bits(hb, ha)) << "act fwd bf16 n=" << n;
@@ -120,10 +120,33 @@ TEST_F(KernelsIsa, DropoutBitIdentical) {
     }
     std::vector<float> da(n), db(n);
     std::vector<bf16> hda(n), hdb(n);
-    a_->dropout_backward(da.data(), x.data(), ma.data(), 0.9f, n, hda.data());
-    b_->dropout_backward(db.data(), x.data(), ma.data(), 0.9f, n, hdb.data());
+    a_->dropout_backward(da.data(), x.data(), ma.data(), 0.9f, n, hda.data(), nullptr);
+    b_->dropout_backward(db.data(), x.data(), ma.data(), 0.9f, n, hdb.data(), nullptr);
     EXPECT_TRUE(all_close("dropout bwd", db, da, 0, 0));
     EXPECT_TRUE(same_bits(hdb, hda)) << "dropout bwd bf16";
+}
+
+// The bias gradient their producers sum (bias_grad.hpp) adds each column's values in the same
+// order on both paths: the same bits.
+TEST_F(KernelsIsa, ProducersBiasGradientBitIdentical) {
+    const int N = 131, C = 2053;  // a partial 64-row chunk, rows of two segments
+    const size_t n = static_cast<size_t>(N) * C;
+    const std::vector<float> x = rand_f(n, 41), dy = rand_f(n, 42);
+    std::vector<uint8_t> mask(n);
+    a_->dropout_fill_mask_parallel(mask.data(), DropoutStream{3, 1, 4, 0.9}, n);
+    std::vector<float> part(bias_grad_part_size(N, C));
+    const auto run = [&](const Kernels* k, bool gelu) {
+        std::vector<float> db(C, 0.5f);
+        std::vector<bf16> dxb(n);
+        const BiasGrad<float> bg{db.data(), part.data(), C};
+        if (gelu)
+            k->activation_backward(Activation::gelu_tanh, nullptr, dy.data(), x.data(), n, dxb.data(), &bg);
+        else
+            k->dropout_backward(nullptr, dy.data(), mask.data(), 0.9f, n, dxb.data(), &bg);
+        return db;
+    };
+    for (const bool gelu : {true, false})
+        EXPECT_TRUE(all_close(gelu ? "gelu db" : "dropout db", run(b_, gelu), run(a_, gelu), 0, 0));
 }
 
 TEST_F(KernelsIsa, RowReductionsClose) {
