@@ -788,7 +788,7 @@ def main():
     # at build time, with a flag for uncommitted changes to what builds bertbench.
     commits, builds = [], []
     for name in sorted(os.listdir(raw)):
-        if name.startswith("bertbench__") and name.endswith(".json"):
+        if name.startswith(("bertbench__", "bertbench-bf16__")) and name.endswith(".json"):
             with open(os.path.join(raw, name)) as f:
                 bi = json.load(f).get("build_info", {})
             c = bi.get("git_commit", "unknown") + (" (+ uncommitted changes)" if bi.get("git_dirty") else "")

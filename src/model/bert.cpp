@@ -493,7 +493,8 @@ public:
             BB_PROFILE_MARK("gemm qkv bwd");
             const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
             using Dense = std::tuple<size_t, size_t, T*>;  // kernel, bias, dy
-            for (const auto& [wt, bias, dy] : {Dense{w.wq, w.bq, dq_}, Dense{w.wk, w.bk, dk_}, Dense{w.wv, w.bv, dv_}}) {
+            for (const auto& [wt, bias, dy] :
+                 {Dense{w.wq, w.bq, dq_}, Dense{w.wk, w.bk, dk_}, Dense{w.wv, w.bv, dv_}}) {
                 // one pass over dy for its bias gradient and (bf16) its bf16 copy: a dropout
                 // backward without a mask passes dy through
                 const ops::BiasGrad<T> db{G(bias), bias_part_, H};
@@ -599,10 +600,10 @@ public:
         }
         ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
-    // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused), or
-    // null to convert x here (the MLM transform); dyb = dy_bf16() when dy's producer wrote
-    // bf16(dy) there, else null to convert dy here; fp32: x. b = kBiasSummed: dy's producer
-    // added the bias gradient (then a bf16 engine reads no fp32 dy, and dy may be null).
+    // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused) and
+    // dyb = dy_bf16(), which dy's producer wrote; or xt null to convert x and dy here (the MLM
+    // transform); fp32: x. b = kBiasSummed: dy's producer added the bias gradient (then a bf16
+    // engine with xt reads no fp32 dy, and dy may be null).
     void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
                     const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false,
                     const ops::bf16* dyb = nullptr) {
@@ -612,11 +613,6 @@ public:
                 if (!xt)
                     return ops::linear_backward_bf16(dx, grads + w, db, dy, x, wb_.data() + w,
                                                      N, IN, OUT, accumulate_dx, sb_.data());
-                if (!dyb) {
-                    ops::bf16* conv = sb_.data();
-                    ops::to_bf16(conv, dy, static_cast<size_t>(N) * OUT);
-                    dyb = conv;
-                }
                 return ops::linear_backward_bf16(dx, grads + w, db, dy, dyb, xt,
                                                  wb_.data() + w, N, IN, OUT, accumulate_dx);
             }
