@@ -1,8 +1,8 @@
 // The bias gradient summed by dy's producer (ops/bias_grad.hpp): GELU and dropout backward with a
 // BiasGrad. db against a double sum of the unfused op's output and against bias_backward, within
-// what fp32 summation allows: 1e-6 · Σ|values| per column; the op's own outputs (fp32 dx, bf16 dxb) bit-identical to
-// the unfused call's; no fp32 dx at all (a bf16 engine's call) gives the same db and dxb bits; the
-// same db bits with 1 and 2 threads. Shapes: a few rows (serial), rows past one 64-row chunk with a
+// what fp32 summation allows (1e-6 · Σ|values| per column); the op's own outputs (fp32 dx, bf16
+// dxb) bit-identical to the unfused call's; no fp32 dx at all (a bf16 engine's call) gives the
+// same db and dxb bits; the same db bits with 1 and 2 threads. Shapes: a few rows (serial), rows past one 64-row chunk with a
 // partial last chunk and rows longer than the 2048-value segment (parallel), odd C.
 #include <gtest/gtest.h>
 #include <omp.h>
