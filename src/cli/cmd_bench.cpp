@@ -188,6 +188,9 @@ int cmd_bench(int argc, char** argv) {
     dist::Comm& comm = dist::world();
     if (comm.rank() != 0) {  // one report: rank 0's, with the job's totals
         if (std::freopen("/dev/null", "w", stdout) == nullptr) fail("cannot silence rank {}'s stdout", comm.rank());
+        // and rank 0's warnings and progress only: another rank's repeat them about figures the
+        // report does not give, and land in the middle of rank 0's output (errors still print)
+        log::set_level(log::Level::error);
         json_path.clear(), plot_path.clear(), md_path.clear(), profile_svg_path.clear();
     }
     if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);
@@ -359,13 +362,11 @@ int cmd_bench(int argc, char** argv) {
                 nlohmann::json j = r.to_json();
                 if (!mpi.is_null()) j["mpi"] = mpi;
                 // Repeatability: a quiet machine keeps min..max within 5% of the
-                // median; say so when it did not, so nobody quotes a noisy figure. Under
-                // mpirun only rank 0, whose figures are the report (another rank's warning
-                // would land in the middle of rank 0's output).
+                // median; say so when it did not, so nobody quotes a noisy figure.
                 const double spread =
                     (r.step_ms_max - r.step_ms_min) / r.step_ms_median;
                 j["step_ms_spread"] = spread;
-                if (spread > 0.05 && r.step_ms.size() > 1 && comm.rank() == 0)
+                if (spread > 0.05 && r.step_ms.size() > 1)
                     log::warn("{} {} seq {} batch {} threads {}: step times spread "
                               "{:.0f}% of the median (min {:.1f}, max {:.1f} ms), "
                               "more than 5%: the machine may be busy; rerun or "

@@ -33,6 +33,22 @@ inline size_t bias_grad_part_size(int N, int C) {
 
 BB_OPS_ISA_BEGIN
 
+// db(C) += Σ_ch part[ch](C), the chunks' partial sums added in chunk order for every column
+// (column blocks shared among the threads when par).
+template <typename T>
+void add_partials(T* db, const T* part, size_t chunks, size_t C, bool par) {
+    constexpr size_t kBlock = 256;
+    const long long blocks = static_cast<long long>((C + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static) if (par)
+    for (long long blk = 0; blk < blocks; ++blk) {
+        const size_t c0 = static_cast<size_t>(blk) * kBlock, c1 = std::min(C, c0 + kBlock);
+        for (size_t ch = 0; ch < chunks; ++ch) {
+            const T* p = part + ch * C;
+            for (size_t c = c0; c < c1; ++c) db[c] += p[c];
+        }
+    }
+}
+
 // Runs values(b, e, tmp) over [0, n) in pieces of at most kSeg values that never cross a row of
 // bg.C; it must return a pointer to the piece's values (dy[b, e)), in its own output or in tmp
 // (room for kSeg values). Those values are summed into bg as above. `work`: as for_each_chunk.
@@ -56,16 +72,7 @@ void for_each_row_summing(size_t n, size_t work, const BiasGrad<T>& bg, F&& valu
                 for (size_t j = 0; j < len; ++j) p[j] += v[j];
             }
     }
-    constexpr size_t kBlock = 256;
-    const long long blocks = static_cast<long long>((C + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static) if (par)
-    for (long long blk = 0; blk < blocks; ++blk) {
-        const size_t c0 = static_cast<size_t>(blk) * kBlock, c1 = std::min(C, c0 + kBlock);
-        for (long long ch = 0; ch < chunks; ++ch) {
-            const T* part = bg.part + static_cast<size_t>(ch) * C;
-            for (size_t c = c0; c < c1; ++c) bg.db[c] += part[c];
-        }
-    }
+    add_partials(bg.db, bg.part, static_cast<size_t>(chunks), C, par);
 }
 
 BB_OPS_ISA_END

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "ops/bf16.hpp"
+#include "ops/bias_grad.hpp"
 #include "ops/isa.hpp"
 #include "ops/parallel.hpp"
 #include "ops/vmath.hpp"
@@ -114,16 +115,7 @@ inline void cross_entropy_backward_bf16(bf16* dlb, float* db, float* db_part, co
             }
         }
     }
-    constexpr int kBlock = 256;
-    const int nblocks = (V + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (par)
-    for (int blk = 0; blk < nblocks; ++blk) {
-        const int c0 = blk * kBlock, c1 = std::min(V, c0 + kBlock);
-        for (int ch = 0; ch < nchunks; ++ch) {
-            const float* part = db_part + static_cast<size_t>(ch) * V;
-            for (int c = c0; c < c1; ++c) db[c] += part[c];
-        }
-    }
+    add_partials(db, db_part, static_cast<size_t>(nchunks), static_cast<size_t>(V), par);
 }
 
 BB_OPS_ISA_END
