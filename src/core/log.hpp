@@ -21,7 +21,7 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
 }
 template <typename... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
-    write(Level::warn, fmt::format(f, std::forward<Args>(args)...));
+    if (level() <= Level::warn) write(Level::warn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {

@@ -61,6 +61,21 @@ TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
     EXPECT_GT(m["allreduce_bytes_per_step"].get<double>(), 4.0 * 4e6);
 }
 
+// A warning every rank would give (a thread count no CPU set has) comes once, from rank 0: the
+// other ranks print only errors, so nothing of theirs lands inside rank 0's report.
+TEST(DistBench, SlowOnlyRankZeroWarns) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const auto r = run_mpi(2, bertbench() +
+                                  " bench --model=tiny --mode=train --seq_len=32 --threads=1,4096 --steps=1 "
+                                  "--warmup=0 --ceiling=false --format=json --batch_size=4 "
+                                  "--scaling_baseline=false",
+                           300);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "warning: skipping point train tiny seq 32 batch 4 threads 4096"), 1u) << r.out;
+    const nlohmann::json j = json_array(r.out);
+    EXPECT_TRUE(j.is_array() && j.size() == 1) << r.out;
+}
+
 TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const auto r = run_mpi(2, bertbench() + kPoint + " --batch_size=3 --scaling_baseline=false", 120);
