@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The one prepared visit to a GPU machine (docs/gpu.md): unpacks what scripts/gpu-pack.sh built
+# here, records the machine's facts, runs the backend conformance test on the GPU, measures the
+# backend's GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of
+# it to one folder. Runs within about 6 minutes on an H100.
+# Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
+#   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
+#   subset; SKIP_PEER=1 leaves the peer out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-gpu-out}}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+status=0
+step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+
+step facts
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv || status=1
+command -v nvcc >/dev/null && nvcc --version | tail -2
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
+  "cudnn", torch.backends.cudnn.version(), "transformers", transformers.__version__)' || true
+uname -r; nproc; grep -m1 'model name' /proc/cpuinfo
+# cuBLASLt 13: the CUDA toolkit's, else the pip wheel's (nvidia/cu13/lib or nvidia/cublas/lib)
+CUBLAS_DIR=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null); do
+  if [[ -e $d/libcublasLt.so.13 ]]; then CUBLAS_DIR=$d; break; fi
+done
+echo "libcublasLt.so.13: ${CUBLAS_DIR:-not found}"
+
+step unpack
+BB=/tmp/bertbench-gpu
+rm -rf "$BB" && mkdir -p "$BB"
+if ! tar -C "$BB" -xJf gpu-pack/bundle.tar.xz; then
+  echo "gpu-check: no gpu-pack/bundle.tar.xz (run scripts/gpu-pack.sh first and carry gpu-pack)"; exit 2
+fi
+export LD_LIBRARY_PATH="$BB/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ldd "$BB/bin/test_backend" | grep -i "not found" && status=1
+
+step "backend conformance (CPU and CUDA against the double reference)"
+timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
+
+step "GEMM rate of the CUDA backend (cuBLASLt)"
+timeout 150 "$BB/bin/backend_gemm" --device=cuda --repeats=3 --min_time=0.3 | tee "$OUT/gemm.jsonl" || status=1
+python3 - <<'PY' || true
+import torch, time
+for dt in (torch.bfloat16, torch.float32):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.rand(8192, 8192, device="cuda", dtype=dt) - 0.5
+    b = torch.rand(8192, 8192, device="cuda", dtype=dt) - 0.5
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); t = time.perf_counter(); n = 20 if dt == torch.bfloat16 else 3
+    for _ in range(n): a @ b
+    torch.cuda.synchronize(); s = time.perf_counter() - t
+    print(f"torch {dt} 8192^3: {2 * 8192**3 * n / s / 1e12:.1f} TFLOP/s")
+PY
+
+if [[ ${SKIP_PEER:-0} != 1 ]]; then
+  # eager: every default point (about a minute); torch.compile: BERT-base seq 128 only by default
+  # (each whole-model compile takes a minute or so; COMPILE_ARGS widens it).
+  step "PyTorch peer, eager (bench/peer/torch_gpu_bench.py)"
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/peer/torch_gpu_bench.py --variant=eager ${PEER_ARGS:-} \
+    --json="$OUT/torch_eager.json" || status=1
+  step "PyTorch peer, torch.compile"
+  PYTHONUNBUFFERED=1 timeout 170 python3 bench/peer/torch_gpu_bench.py --variant=compile \
+    ${COMPILE_ARGS:---model=base --seq_len=128} --json="$OUT/torch_compile.json" || status=1
+fi
+step "done, status $status"
+exit $status

@@ -1,0 +1,158 @@
+// The backend interface: the operations the BERT model needs, on buffers one backend owns (host
+// memory for the CPU backend, device memory for the CUDA one). Drawn as ggml draws it
+// (ggml-backend-impl.h): a backend is a small table of functions plus memory and copies; a null
+// entry means the backend lacks that op, and calling it is a one-line Error, never a silent
+// fallback to another device. Every op of every backend is run against the double-precision
+// reference at odd sizes by one test (tests/backend/backend_ops_test.cpp).
+// Adding an op: its prototype in namespace sig and its name in BB_BACKEND_OPS (here), its entry in
+// each backend's table (cpu_backend.cpp, cuda/*.cu), its case in the conformance test.
+// Pointer arguments, and the pointers inside the shape structs (EmbeddingIndex, AttentionShape),
+// are this backend's memory; sizes and flags are host values. Ops run in order on the backend's
+// one stream; download() and synchronize() wait for them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/kernels.hpp"
+#include "ops/matmul.hpp"
+
+namespace bertbench::backend {
+
+using ops::bf16;
+using ops::MatmulType;
+
+// The signature of every op (documented where the CPU kernels are: ops/*.hpp).
+namespace sig {
+// C(M,N) = op(A)(M,K) · op(B)(K,N) + beta·C (+ bias(N) on every row), row-major; op(X) = Xᵀ when
+// trans_x (A stored (K,M), B stored (N,K)). A and B are float (type f32) or bf16 (type bf16);
+// accumulation is fp32; C is float, or bf16 with c_type bf16 (beta 0; rounded once, as to_bf16).
+// beta is 0 or 1; bias only with beta 0. fp32 products are true fp32 (no TF32 on GPUs).
+void gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K, const void* A, int lda,
+          const void* B, int ldb, float beta, void* C, int ldc, const float* bias, MatmulType c_type);
+// dst(n) = bf16(src(n)), round to nearest even (ops/bf16.hpp)
+void to_bf16(bf16* dst, const float* src, size_t n);
+// db(C) += Σ_rows dy(N,C) (ops/gemm.hpp)
+void bias_backward(float* db, const float* dy, int N, int C);
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                       const float* beta, int N, int C, double eps, bf16* yb);
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate_dx);
+void activation_forward(ops::Activation a, float* y, const float* x, size_t n, bf16* yb);
+void activation_backward(ops::Activation a, float* dx, const float* dy, const float* x, size_t n,
+                         bf16* dxb, const ops::BiasGrad<float>* bg);
+void tanh_forward(float* y, size_t n);
+void tanh_backward(float* dx, const float* dy, const float* y, size_t n);
+void softmax_forward(float* p, const float* s, int R, int C, float scale);
+void softmax_backward(float* ds, const float* dp, const float* p, int R, int C);
+// mask(n) for elements [0, n) of the stream: the same bits on every backend (ops/dropout.hpp)
+void dropout_mask(uint8_t* mask, const ops::DropoutStream& s, size_t n);
+void dropout_add_forward(float* y, const float* x, const uint8_t* mask, float keep_prob,
+                         const float* residual, size_t n, bf16* yb);
+void dropout_backward(float* dx, const float* dy, const uint8_t* mask, float keep_prob, size_t n,
+                      bf16* dxb, const ops::BiasGrad<float>* bg);
+void attention_forward(float* ctx, float* probs, float* scratch, uint8_t* mask, const float* q,
+                       const float* k, const float* v, const ops::AttentionShape& s,
+                       const ops::DropoutStream* drop, const ops::AttentionBf16* lp);
+void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const float* dctx, const float* q,
+                        const float* k, const float* v, const float* probs, const uint8_t* mask,
+                        float keep_prob, const ops::AttentionShape& s, const ops::AttentionBf16* lp);
+void embedding_forward(float* e, const float* word, const float* pos, const float* type,
+                       const ops::EmbeddingIndex& x, int H);
+void embedding_backward(float* dword, float* dpos, float* dtype, const float* de,
+                        const ops::EmbeddingIndex& x, int H);
+void cross_entropy_forward(double* loss, int32_t* argmax, float* lse, const float* logits,
+                           const int32_t* labels, int R, int V);
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* labels,
+                            const float* coef, int R, int V);
+}  // namespace sig
+
+// Every op, in one list: the table's fields, the names in messages and the test's inventory.
+#define BB_BACKEND_OPS(X)                                                                       \
+    X(gemm) X(to_bf16) X(bias_backward) X(layernorm_forward) X(layernorm_backward)             \
+    X(activation_forward) X(activation_backward) X(tanh_forward) X(tanh_backward)              \
+    X(softmax_forward) X(softmax_backward) X(dropout_mask) X(dropout_add_forward)               \
+    X(dropout_backward) X(attention_forward) X(attention_backward) X(embedding_forward)        \
+    X(embedding_backward) X(cross_entropy_forward) X(cross_entropy_backward)
+
+struct Ops {
+#define BB_BACKEND_FIELD(name) decltype(&sig::name) name = nullptr;
+    BB_BACKEND_OPS(BB_BACKEND_FIELD)
+#undef BB_BACKEND_FIELD
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    // "cpu", "cuda"
+    virtual const char* name() const = 0;
+    // The device and its software, one line: "NVIDIA H100 80GB HBM3 (driver 580.159, CUDA 13.0,
+    // cuBLASLt 130000)", "AMD EPYC … (avx512, oneDNN …)".
+    virtual std::string describe() const = 0;
+
+    // Memory owned by this backend. alloc throws Error naming the size when the device has no room.
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void release(void* p) noexcept = 0;
+    virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+    virtual void download(void* host, const void* src, size_t bytes) = 0;
+    virtual void zero(void* dst, size_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    const Ops& ops() const { return ops_; }
+    // The names of the ops this backend lacks (empty for the CPU backend).
+    std::vector<const char*> missing() const;
+    // The op `field` of the table, or an Error "[backend cuda] lacks the op name" when it is null.
+    template <auto Field>
+    auto op(const char* name) const {
+        const auto f = ops_.*Field;
+        if (!f) lacks(name);
+        return f;
+    }
+
+protected:
+    [[noreturn]] void lacks(const char* name) const;
+    Ops ops_;
+};
+
+// Calls op `name` of backend `be` (an Error when it lacks it): BB_OP(be, layernorm_forward)(...).
+#define BB_OP(be, name) (be).op<&::bertbench::backend::Ops::name>(#name)
+
+// The CPU backend: ops/kernels.hpp's table for this CPU, oneDNN's GEMMs.
+std::unique_ptr<Backend> make_cpu_backend();
+// The CUDA backend on GPU `device`, where this binary was built with it (BB_CUDA) and the GPU is
+// there; else an Error saying which of the two is missing.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// Whether this binary was built with the CUDA backend.
+bool cuda_built();
+
+// A typed buffer of n values in a backend's memory, released with it.
+template <typename T>
+class Buffer {
+public:
+    Buffer(Backend& be, size_t n) : be_(&be), n_(n), p_(static_cast<T*>(n ? be.alloc(n * sizeof(T)) : nullptr)) {}
+    Buffer(Backend& be, const std::vector<T>& host) : Buffer(be, host.size()) { upload(host); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { if (p_) be_->release(p_); }
+    T* get() const { return p_; }
+    size_t size() const { return n_; }
+    void upload(const std::vector<T>& host) {
+        if (n_) be_->upload(p_, host.data(), n_ * sizeof(T));
+    }
+    std::vector<T> download() const {
+        std::vector<T> host(n_);
+        if (n_) be_->download(host.data(), p_, n_ * sizeof(T));
+        return host;
+    }
+
+private:
+    Backend* be_;
+    size_t n_;
+    T* p_;
+};
+
+}  // namespace bertbench::backend

@@ -1,0 +1,131 @@
+// The CPU backend: host memory, the kernel table ops::kernels() chose for this CPU (AVX2 or
+// AVX-512), oneDNN's GEMMs. Every op of the interface is here, so the CPU backend lacks none.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "ops/bf16.hpp"
+#include "ops/gemm.hpp"
+
+namespace bertbench::backend {
+namespace {
+
+// The GEMM forms the CPU engine uses: fp32 through sgemm, or through the matmul primitive for a
+// bias or a bf16 output; bf16 operands through gemm_bf16 (emulated where the CPU has no bf16 unit).
+// A transposed A (which the engine never passes: it keeps xᵀ in bf16) is copied transposed first.
+void cpu_gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K, const void* A, int lda,
+              const void* B, int ldb, float beta, void* C, int ldc, const float* bias, MatmulType c_type) {
+    if (M == 0 || N == 0) return;
+    const bool bf = type == MatmulType::bf16;
+    if (trans_a && !(type == MatmulType::f32 && c_type == MatmulType::f32 && !bias)) {
+        const size_t n = static_cast<size_t>(M) * K;  // op(A) = Aᵀ, A stored (K, M)
+        if (bf) {
+            std::vector<bf16> at(n);
+            ops::transpose_bf16(at.data(), static_cast<const bf16*>(A), K, M, lda);
+            return cpu_gemm(type, false, trans_b, M, N, K, at.data(), K, B, ldb, beta, C, ldc, bias, c_type);
+        }
+        std::vector<float> at(n);
+        const float* a = static_cast<const float*>(A);
+        for (int k = 0; k < K; ++k)
+            for (int m = 0; m < M; ++m) at[static_cast<size_t>(m) * K + k] = a[static_cast<size_t>(k) * lda + m];
+        return cpu_gemm(type, false, trans_b, M, N, K, at.data(), K, B, ldb, beta, C, ldc, bias, c_type);
+    }
+    if (!bf && c_type == MatmulType::f32) {
+        if (!bias)
+            return ops::gemm(trans_a, trans_b, M, N, K, 1.f, static_cast<const float*>(A), lda,
+                             static_cast<const float*>(B), ldb, beta, static_cast<float*>(C), ldc);
+        return ops::matmul(type, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, c_type);
+    }
+    if (bf && c_type == MatmulType::f32)
+        return ops::gemm_bf16(trans_b, M, N, K, static_cast<const bf16*>(A), lda,
+                              static_cast<const bf16*>(B), ldb, beta, static_cast<float*>(C), ldc, bias);
+    // fp32 operands with a bf16 C (oneDNN's matmul has no such primitive), or bf16 emulated: the
+    // fp32 product, then one rounding.
+    if (!bf || !ops::bf16_native()) {
+        if (beta != 0.f) fail("[backend cpu] gemm: a bf16 C takes beta 0, got {}", beta);
+        std::vector<float> c(static_cast<size_t>(M) * N);
+        cpu_gemm(type, false, trans_b, M, N, K, A, lda, B, ldb, 0.f, c.data(), N, bias, MatmulType::f32);
+        for (int i = 0; i < M; ++i)
+            ops::to_bf16(static_cast<bf16*>(C) + static_cast<size_t>(i) * ldc, c.data() + static_cast<size_t>(i) * N,
+                         static_cast<size_t>(N));
+        return;
+    }
+    ops::matmul(type, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, c_type);
+}
+
+void cpu_to_bf16(bf16* dst, const float* src, size_t n) { ops::to_bf16(dst, src, n); }
+void cpu_bias_backward(float* db, const float* dy, int N, int C) { ops::bias_backward(db, dy, N, C); }
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend() {
+        const ops::Kernels& k = ops::kernels();
+        ops_.gemm = cpu_gemm;
+        ops_.to_bf16 = cpu_to_bf16;
+        ops_.bias_backward = cpu_bias_backward;
+        ops_.layernorm_forward = k.layernorm_forward;
+        ops_.layernorm_backward = k.layernorm_backward;
+        ops_.activation_forward = k.activation_forward;
+        ops_.activation_backward = k.activation_backward;
+        ops_.tanh_forward = k.tanh_forward;
+        ops_.tanh_backward = k.tanh_backward;
+        ops_.softmax_forward = k.softmax_forward;
+        ops_.softmax_backward = k.softmax_backward;
+        ops_.dropout_mask = k.dropout_fill_mask_parallel;
+        ops_.dropout_add_forward = k.dropout_add_forward;
+        ops_.dropout_backward = k.dropout_backward;
+        ops_.attention_forward = k.attention_forward;
+        ops_.attention_backward = k.attention_backward;
+        ops_.embedding_forward = k.embedding_forward;
+        ops_.embedding_backward = k.embedding_backward;
+        ops_.cross_entropy_forward = k.cross_entropy_forward;
+        ops_.cross_entropy_backward = k.cross_entropy_backward;
+        name_ = std::string("kernels ") + k.name + ", bf16 GEMM " + ops::bf16_gemm_impl();
+    }
+    const char* name() const override { return "cpu"; }
+    std::string describe() const override { return name_; }
+    void* alloc(size_t bytes) override {
+        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p) throw std::bad_alloc();
+        return p;
+    }
+    void release(void* p) noexcept override { std::free(p); }
+    void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
+    void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
+    void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+    void synchronize() override {}
+
+private:
+    std::string name_;
+};
+
+}  // namespace
+
+std::vector<const char*> Backend::missing() const {
+    std::vector<const char*> out;
+#define BB_BACKEND_MISSING(name) \
+    if (!ops_.name) out.push_back(#name);
+    BB_BACKEND_OPS(BB_BACKEND_MISSING)
+#undef BB_BACKEND_MISSING
+    return out;
+}
+
+void Backend::lacks(const char* op) const {
+    fail("[backend {}] lacks the op {} (this backend does not implement it yet; nothing runs it on "
+         "another device in its place)",
+         name(), op);
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+#ifndef BB_CUDA
+bool cuda_built() { return false; }
+std::unique_ptr<Backend> make_cuda_backend(int) {
+    fail("--device=cuda: this bertbench was built without the CUDA backend (hint: cmake -DBB_CUDA=ON "
+         "where a CUDA toolkit is installed; docs/gpu.md)");
+}
+#endif
+
+}  // namespace bertbench::backend

@@ -1,0 +1,330 @@
+// The CUDA backend: device memory (cudaMalloc, never managed memory), one stream, GEMMs through
+// cuBLASLt (fp32 with CUBLAS_COMPUTE_32F, i.e. no TF32; bf16 operands with fp32 accumulation;
+// the bias in cuBLASLt's epilogue), our kernels (kernels.cu) for the rest. Built with -DBB_CUDA=ON
+// only. cuBLASLt is told the operands' real alignment; for a shape it has no kernel for (on the
+// H100, an fp32 1x1x1 product with odd leading dimensions had none) the GEMM runs on classic
+// cuBLAS's cublasGemmEx, same arithmetic, with the bias and bf16 rounding in our own epilogue.
+// Attention with bf16 operands (AttentionBf16) is not here yet: an Error, never a CPU fallback.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/kernels.cuh"
+#include "core/error.hpp"
+
+namespace bertbench::backend {
+namespace {
+
+namespace ck = bertbench::backend::cuda;
+
+cudaStream_t g_stream = nullptr;         // the backend's stream (one backend per process)
+cublasLtHandle_t g_lt = nullptr;
+cublasHandle_t g_blas = nullptr;         // classic cuBLAS: shapes cuBLASLt has no kernel for
+void* g_workspace = nullptr;
+constexpr size_t kWorkspace = size_t(64) << 20;  // cuBLASLt's scratch (its docs suggest 32 MiB on Hopper)
+
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("[backend cuda] {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) fail("[backend cuda] {}: cuBLASLt status {}", what, static_cast<int>(s));
+}
+// Launch errors of our kernels surface at the next op (as cudaGetLastError would).
+void check_launches() {
+    const char* e = ck::last_launch_error();
+    if (*e) fail("[backend cuda] kernel launch failed: {}", e);
+}
+
+// cuBLASLt is column-major: the row-major C(M,N) = op(A)·op(B) is the column-major
+// Cᵀ(N,M) = op(B)ᵀ·op(A)ᵀ, so B goes first. A row-major matrix stored (r, c) with leading
+// dimension ld is the column-major (c, r) matrix with the same ld.
+struct GemmKey {
+    int type, ta, tb, M, N, K, lda, ldb, ldc, bias, ctype, beta, align_a, align_b, align_c;
+    auto tie() const {
+        return std::tie(type, ta, tb, M, N, K, lda, ldb, ldc, bias, ctype, beta, align_a, align_b, align_c);
+    }
+    bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
+};
+struct GemmPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool lt = true;  // false: cuBLASLt has no kernel; classic cuBLAS runs it
+};
+
+// The alignment (bytes, a power of two up to 256) of every column start of a matrix at p.
+int alignment(const void* p, int ld, size_t elem) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p) | (static_cast<uintptr_t>(ld) * elem);
+    int al = 256;
+    while (al > 1 && (a & static_cast<uintptr_t>(al - 1))) al >>= 1;
+    return al;
+}
+
+std::mutex g_plans_mutex;
+std::map<GemmKey, GemmPlan> g_plans;
+
+GemmPlan& plan_for(const GemmKey& k) {
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto it = g_plans.find(k);
+    if (it != g_plans.end()) return it->second;
+    GemmPlan p;
+    const bool bf = k.type == static_cast<int>(MatmulType::bf16);
+    const cudaDataType_t in = bf ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t out = k.ctype == static_cast<int>(MatmulType::bf16) ? CUDA_R_16BF : CUDA_R_32F;
+    check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+    const cublasOperation_t opa = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+    if (k.bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const cudaDataType_t bias_type = CUDA_R_32F;
+        check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "epilogue");
+        check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+              "bias type");
+    }
+    // first operand: B, stored (K,N) [col-major (N,K)] or with tb (N,K) [col-major (K,N)]
+    check(cublasLtMatrixLayoutCreate(&p.a, in, k.tb ? k.K : k.N, k.tb ? k.N : k.K, k.ldb), "layout B");
+    // second operand: A, stored (M,K) [col-major (K,M)] or with ta (K,M) [col-major (M,K)]
+    check(cublasLtMatrixLayoutCreate(&p.b, in, k.ta ? k.M : k.K, k.ta ? k.K : k.M, k.lda), "layout A");
+    check(cublasLtMatrixLayoutCreate(&p.c, out, k.N, k.M, k.ldc), "layout C");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    const size_t ws = kWorkspace;
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+          "workspace");
+    // cuBLASLt's A is our B, its B our A; C and D are the same matrix
+    const uint32_t al_a = k.align_b, al_b = k.align_a, al_c = k.align_c;
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a),
+          "alignment");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b),
+          "alignment");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c),
+          "alignment");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c),
+          "alignment");
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &r, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0)
+        p.algo = r.algo;
+    else if (s == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
+        p.lt = false;
+    else
+        check(s, "cuBLASLt heuristic");
+    return g_plans.emplace(k, p).first->second;
+}
+
+void cuda_gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K, const void* A, int lda,
+               const void* B, int ldb, float beta, void* C, int ldc, const float* bias, MatmulType c_type) {
+    check_launches();
+    if (M == 0 || N == 0) return;
+    if (beta != 0.f && beta != 1.f) fail("[backend cuda] gemm: beta must be 0 or 1, got {}", beta);
+    if (bias && beta != 0.f) fail("[backend cuda] gemm: a bias is taken only with beta 0");
+    if (c_type == MatmulType::bf16 && beta != 0.f) fail("[backend cuda] gemm: a bf16 C takes beta 0");
+    if (K == 0) {  // BLAS: C = beta·C (+ bias): not a case the model has
+        fail("[backend cuda] gemm: K = 0 is not supported");
+    }
+    const size_t es = type == MatmulType::bf16 ? 2 : 4;
+    const GemmKey key{static_cast<int>(type), trans_a, trans_b, M, N, K, lda, ldb, ldc, bias != nullptr,
+                      static_cast<int>(c_type), beta != 0.f, alignment(A, lda, es), alignment(B, ldb, es),
+                      alignment(C, ldc, c_type == MatmulType::bf16 ? 2 : 4)};
+    GemmPlan& p = plan_for(key);
+    const float alpha = 1.f;
+    if (p.lt) {
+        if (bias)
+            check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                  "bias pointer");
+        check(cublasLtMatmul(g_lt, p.desc, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, g_workspace,
+                             kWorkspace, g_stream),
+              "gemm");
+        return;
+    }
+    // classic cuBLAS, the same column-major view; a bias or a bf16 C through an fp32 product
+    const cudaDataType_t in = type == MatmulType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasOperation_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const bool direct = !bias && c_type == MatmulType::f32;
+    float* acc = static_cast<float*>(C);
+    if (!direct) check(cudaMallocAsync(reinterpret_cast<void**>(&acc), static_cast<size_t>(M) * N * 4, g_stream),
+                       "gemm scratch");
+    check(cublasGemmEx(g_blas, opa, opb, N, M, K, &alpha, B, in, ldb, A, in, lda, &beta, acc, CUDA_R_32F,
+                       direct ? ldc : N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    if (!direct) {
+        ck::bias_store(g_stream, C, ldc, c_type == MatmulType::bf16, acc, M, N, bias);
+        check(cudaFreeAsync(acc, g_stream), "gemm scratch");
+    }
+}
+
+uint16_t* u16(bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+
+void to_bf16(bf16* dst, const float* src, size_t n) { ck::to_bf16(g_stream, u16(dst), src, n); }
+void bias_backward(float* db, const float* dy, int N, int C) { ck::bias_backward(g_stream, db, dy, N, C); }
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                       int N, int C, double eps, bf16* yb) {
+    ck::layernorm_forward(g_stream, y, mean, rstd, x, gamma, beta, N, C, static_cast<float>(eps), u16(yb));
+}
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* gamma,
+                        const float* mean, const float* rstd, int N, int C, bool accumulate_dx) {
+    ck::layernorm_backward(g_stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, N, C, accumulate_dx);
+}
+ck::BiasSum bias_sum(const ops::BiasGrad<float>* bg) { return bg ? ck::BiasSum{bg->db, bg->C} : ck::BiasSum{nullptr, 0}; }
+void activation_forward(ops::Activation a, float* y, const float* x, size_t n, bf16* yb) {
+    ck::activation_forward(g_stream, static_cast<int>(a), y, x, n, u16(yb));
+}
+void activation_backward(ops::Activation a, float* dx, const float* dy, const float* x, size_t n, bf16* dxb,
+                         const ops::BiasGrad<float>* bg) {
+    ck::activation_backward(g_stream, static_cast<int>(a), dx, dy, x, n, u16(dxb), bias_sum(bg));
+}
+void tanh_forward(float* y, size_t n) { ck::tanh_forward(g_stream, y, n); }
+void tanh_backward(float* dx, const float* dy, const float* y, size_t n) { ck::tanh_backward(g_stream, dx, dy, y, n); }
+void softmax_forward(float* p, const float* s, int R, int C, float scale) {
+    ck::softmax_forward(g_stream, p, s, R, C, scale);
+}
+void softmax_backward(float* ds, const float* dp, const float* p, int R, int C) {
+    ck::softmax_backward(g_stream, ds, dp, p, R, C);
+}
+void dropout_mask(uint8_t* mask, const ops::DropoutStream& s, size_t n) {
+    ck::dropout_mask(g_stream, mask, ck::Philox{s.seed, s.step, s.site, s.threshold()}, n);
+}
+void dropout_add_forward(float* y, const float* x, const uint8_t* mask, float keep_prob, const float* residual,
+                         size_t n, bf16* yb) {
+    ck::dropout_add_forward(g_stream, y, x, mask, keep_prob, residual, n, u16(yb));
+}
+void dropout_backward(float* dx, const float* dy, const uint8_t* mask, float keep_prob, size_t n, bf16* dxb,
+                      const ops::BiasGrad<float>* bg) {
+    ck::dropout_backward(g_stream, dx, dy, mask, keep_prob, n, u16(dxb), bias_sum(bg));
+}
+void embedding_forward(float* e, const float* word, const float* pos, const float* type, const ops::EmbeddingIndex& x,
+                       int H) {
+    ck::embedding_forward(g_stream, e, word, pos, type, x.ids, x.segments, x.offsets, x.B, H);
+}
+void embedding_backward(float* dword, float* dpos, float* dtype, const float* de, const ops::EmbeddingIndex& x,
+                        int H) {
+    ck::embedding_backward(g_stream, dword, dpos, dtype, de, x.ids, x.segments, x.offsets, x.B, H);
+}
+void cross_entropy_forward(double* loss, int32_t* argmax, float* lse, const float* logits, const int32_t* labels,
+                           int R, int V) {
+    ck::cross_entropy_forward(g_stream, loss, argmax, lse, logits, labels, R, V);
+}
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* labels,
+                            const float* coef, int R, int V) {
+    ck::cross_entropy_backward(g_stream, dlogits, logits, lse, labels, coef, R, V);
+}
+
+ck::AttnShape attn_shape(const ops::AttentionShape& s, const ops::AttentionBf16* lp) {
+    if (lp)
+        fail("[backend cuda] attention with bf16 operands (AttentionBf16) is not implemented yet; the fp32 "
+             "attention is");
+    return ck::AttnShape{s.offsets, s.prob_offsets, s.key_lengths, s.B, s.NH, s.HS};
+}
+void attention_forward(float* ctx, float* probs, float* /*scratch: P' is formed on the fly*/, uint8_t* mask,
+                       const float* q, const float* k, const float* v, const ops::AttentionShape& s,
+                       const ops::DropoutStream* drop, const ops::AttentionBf16* lp) {
+    const ck::AttnShape shape = attn_shape(s, lp);
+    if (!drop) return ck::attention_forward(g_stream, ctx, probs, mask, q, k, v, shape, nullptr, 1.f);
+    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
+    ck::attention_forward(g_stream, ctx, probs, mask, q, k, v, shape, &ph, static_cast<float>(drop->keep_prob));
+}
+void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const float* dctx, const float* q,
+                        const float* k, const float* v, const float* probs, const uint8_t* mask, float keep_prob,
+                        const ops::AttentionShape& s, const ops::AttentionBf16* lp) {
+    ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, probs, mask, keep_prob, attn_shape(s, lp));
+}
+
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int device) {
+        int count = 0;
+        const cudaError_t e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess || count == 0)
+            fail("--device=cuda: no CUDA GPU here ({})",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports 0 devices");
+        if (device < 0 || device >= count) fail("--device=cuda:{}: this machine has {} GPU(s)", device, count);
+        check(cudaSetDevice(device), "cudaSetDevice");
+        cudaDeviceProp prop{};
+        check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+        int driver = 0, runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        if (!g_stream) check(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "stream");
+        if (!g_lt) check(cublasLtCreate(&g_lt), "cublasLtCreate");
+        if (!g_blas) {
+            check(cublasCreate(&g_blas), "cublasCreate");
+            check(cublasSetStream(g_blas, g_stream), "cublasSetStream");
+        }
+        if (!g_workspace) check(cudaMalloc(&g_workspace, kWorkspace), "cuBLASLt workspace");
+        describe_ = fmt::format("{} (sm_{}{}, {} SMs, {:.1f} GiB; driver CUDA {}.{}, runtime {}.{}, cuBLASLt {})",
+                                prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+                                static_cast<double>(prop.totalGlobalMem) / (1 << 30), driver / 1000,
+                                driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, cublasLtGetVersion());
+        ops_.gemm = cuda_gemm;
+        ops_.to_bf16 = to_bf16;
+        ops_.bias_backward = bias_backward;
+        ops_.layernorm_forward = layernorm_forward;
+        ops_.layernorm_backward = layernorm_backward;
+        ops_.activation_forward = activation_forward;
+        ops_.activation_backward = activation_backward;
+        ops_.tanh_forward = tanh_forward;
+        ops_.tanh_backward = tanh_backward;
+        ops_.softmax_forward = softmax_forward;
+        ops_.softmax_backward = softmax_backward;
+        ops_.dropout_mask = dropout_mask;
+        ops_.dropout_add_forward = dropout_add_forward;
+        ops_.dropout_backward = dropout_backward;
+        ops_.embedding_forward = embedding_forward;
+        ops_.embedding_backward = embedding_backward;
+        ops_.cross_entropy_forward = cross_entropy_forward;
+        ops_.cross_entropy_backward = cross_entropy_backward;
+        ops_.attention_forward = attention_forward;
+        ops_.attention_backward = attention_backward;
+    }
+    const char* name() const override { return "cuda"; }
+    std::string describe() const override { return describe_; }
+    void* alloc(size_t bytes) override {
+        void* p = nullptr;
+        if (bytes == 0) return nullptr;
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            size_t free_b = 0, total_b = 0;
+            cudaMemGetInfo(&free_b, &total_b);
+            fail("[backend cuda] cannot allocate {:.1f} MiB on the GPU ({:.1f} of {:.1f} MiB free): {}",
+                 bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(e));
+        }
+        return p;
+    }
+    void release(void* p) noexcept override { cudaFree(p); }
+    void upload(void* dst, const void* host, size_t bytes) override {
+        check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, g_stream), "upload");
+        check(cudaStreamSynchronize(g_stream), "upload");  // the host buffer may go right after
+    }
+    void download(void* host, const void* src, size_t bytes) override {
+        check_launches();
+        check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, g_stream), "download");
+        check(cudaStreamSynchronize(g_stream), "download");
+    }
+    void zero(void* dst, size_t bytes) override { check(cudaMemsetAsync(dst, 0, bytes, g_stream), "zero"); }
+    void synchronize() override {
+        check_launches();
+        check(cudaStreamSynchronize(g_stream), "synchronize");
+    }
+
+private:
+    std::string describe_;
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace bertbench::backend

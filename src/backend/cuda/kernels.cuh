@@ -1,0 +1,79 @@
+// The CUDA backend's own kernels (kernels.cu), with plain types only so that this header and the
+// .cu file need none of the CPU ops' headers. cuda_backend.cpp adapts them to the interface's
+// signatures (backend.hpp); each is the CPU op of the same name on device buffers, launched on
+// `st`. Formulas as the CPU ops (ops/*.hpp); the sums run in another order, so results agree
+// with the CPU to fp32 rounding, except where stated: dropout masks and bf16 conversions are the
+// same bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bertbench::backend::cuda {
+
+// 0 gelu_tanh, 1 gelu_erf, 2 relu (ops::Activation's order)
+using Act = int;
+
+struct Philox {  // ops::DropoutStream: keep iff (word >> 8) < threshold
+    uint64_t seed, step;
+    uint32_t site, threshold;
+};
+
+struct BiasSum {  // db(C) += Σ_rows of the op's output viewed as rows of C; null db: none
+    float* db;
+    int C;
+};
+
+void to_bf16(cudaStream_t st, uint16_t* dst, const float* src, size_t n);
+void bias_backward(cudaStream_t st, float* db, const float* dy, int N, int C);
+void layernorm_forward(cudaStream_t st, float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                       const float* beta, int N, int C, float eps, uint16_t* yb);
+void layernorm_backward(cudaStream_t st, float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, const float* mean, const float* rstd, int N, int C, bool accumulate_dx);
+void activation_forward(cudaStream_t st, Act a, float* y, const float* x, size_t n, uint16_t* yb);
+void activation_backward(cudaStream_t st, Act a, float* dx, const float* dy, const float* x, size_t n,
+                         uint16_t* dxb, BiasSum bg);
+void tanh_forward(cudaStream_t st, float* y, size_t n);
+void tanh_backward(cudaStream_t st, float* dx, const float* dy, const float* y, size_t n);
+void softmax_forward(cudaStream_t st, float* p, const float* s, int R, int C, float scale);
+void softmax_backward(cudaStream_t st, float* ds, const float* dp, const float* p, int R, int C);
+void dropout_mask(cudaStream_t st, uint8_t* mask, Philox s, size_t n);
+void dropout_add_forward(cudaStream_t st, float* y, const float* x, const uint8_t* mask, float keep_prob,
+                         const float* residual, size_t n, uint16_t* yb);
+void dropout_backward(cudaStream_t st, float* dx, const float* dy, const uint8_t* mask, float keep_prob,
+                      size_t n, uint16_t* dxb, BiasSum bg);
+// ids, segments (N), offsets (B+1): device memory
+void embedding_forward(cudaStream_t st, float* e, const float* word, const float* pos, const float* type,
+                       const int32_t* ids, const int32_t* segments, const int32_t* offsets, int B, int H);
+void embedding_backward(cudaStream_t st, float* dword, float* dpos, float* dtype, const float* de,
+                        const int32_t* ids, const int32_t* segments, const int32_t* offsets, int B, int H);
+void cross_entropy_forward(cudaStream_t st, double* loss, int32_t* argmax, float* lse, const float* logits,
+                           const int32_t* labels, int R, int V);
+void cross_entropy_backward(cudaStream_t st, float* dlogits, const float* logits, const float* lse,
+                            const int32_t* labels, const float* coef, int R, int V);
+
+// Attention on the unpadded layout (ops/attention.hpp's contract and probs layout); offsets,
+// prob_offsets and key_lengths (null: every row a key) are device memory. A naive first kernel:
+// a block per (sequence, head), rows in turn. The dropout mask of probs element e is the stream's
+// element e, as on the CPU (drop null: no dropout).
+struct AttnShape {
+    const int32_t* offsets;
+    const size_t* prob_offsets;
+    const int32_t* key_lengths;
+    int B, NH, HS;
+};
+void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask, const float* q, const float* k,
+                       const float* v, AttnShape s, const Philox* drop, float keep_prob);
+void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const float* dctx,
+                        const float* q, const float* k, const float* v, const float* probs, const uint8_t* mask,
+                        float keep_prob, AttnShape s);
+// C(M,N) (ldc; fp32, or bf16 when c_bf16) = acc(M,N) + bias(N) (bias may be null): the epilogue of
+// the classic-cuBLAS GEMM path (cuda_backend.cpp)
+void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias);
+
+// The last launch's error, as a message ("" when none).
+const char* last_launch_error();
+
+}  // namespace bertbench::backend::cuda
