@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     try {
         std::string device = "cpu", dtypes = "bf16,fp32";
         std::string shapes = "8192x8192x8192,4096x1024x1024,4096x4096x1024,4096x1024x4096,4096x768x768,4096x3072x768,"
-                             "4096x768x3072,16384x1024x4096";
+                             "4096x768x3072,16384x1024x4096,640x30522x768,640x30522x1024";  // the last two: the MLM decoder (odd N)
         double min_time = 0.5;
         int repeats = 5;
         for (int i = 1; i < argc; ++i) {
