@@ -4,7 +4,8 @@
 // synchronize() calls (the product is queued on the device; launch overhead is in the figure),
 // repeated --repeats times; the median is reported with the spread (min, max).
 // Usage: backend_gemm [--device=cpu|cuda] [--dtype=bf16,fp32] [--shapes=8192x8192x8192,...]
-//                     [--min_time=0.5] [--repeats=5]     (one JSON object per point on stdout)
+//                     [--min_time=0.5] [--repeats=5] [--autotune]
+//                     (one JSON object per point on stdout; --autotune: backend::CudaOptions)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
                              "4096x768x3072,16384x1024x4096,640x30522x768,640x30522x1024";  // the last two: the MLM decoder (odd N)
         double min_time = 0.5;
         int repeats = 5;
+        bool autotune = false;
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             const auto value = [&](const char* flag) -> const char* {
@@ -104,11 +106,12 @@ int main(int argc, char** argv) {
             else if (const char* v3 = value("--shapes")) shapes = v3;
             else if (const char* v4 = value("--min_time")) min_time = std::stod(v4);
             else if (const char* v5 = value("--repeats")) repeats = std::stoi(v5);
+            else if (a == "--autotune") autotune = true;
             else fail("backend_gemm: unknown argument '{}' (see the usage at the top of bench/backend_gemm.cpp)", a);
         }
         std::unique_ptr<Backend> be;
         if (device == "cpu") be = backend::make_cpu_backend();
-        else if (device == "cuda") be = backend::make_cuda_backend(0);
+        else if (device == "cuda") be = backend::make_cuda_backend(0, backend::CudaOptions{autotune});
         else fail("--device: expected cpu or cuda, got '{}'", device);
         std::vector<Shape> points;
         for (const std::string& s : split(shapes)) points.push_back(parse_shape(s));
@@ -121,9 +124,10 @@ int main(int argc, char** argv) {
                 for (int k = 0; k < repeats; ++k) r.push_back(run_point(*be, type, s, min_time));
                 std::sort(r.begin(), r.end());
                 std::printf("{\"device\": \"%s\", \"describe\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", "
-                            "\"tflops_median\": %.2f, \"tflops_min\": %.2f, \"tflops_max\": %.2f, \"repeats\": %d}\n",
+                            "\"tflops_median\": %.2f, \"tflops_min\": %.2f, \"tflops_max\": %.2f, \"repeats\": %d, "
+                            "\"autotune\": %s}\n",
                             be->name(), be->describe().c_str(), dt.c_str(), s.label.c_str(), r[r.size() / 2],
-                            r.front(), r.back(), repeats);
+                            r.front(), r.back(), repeats, autotune ? "true" : "false");
                 std::fflush(stdout);
             }
         }

@@ -41,6 +41,9 @@ timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2
 
 step "GEMM rate of the CUDA backend (cuBLASLt)"
 timeout 150 "$BB/bin/backend_gemm" --device=cuda --repeats=3 --min_time=0.3 | tee "$OUT/gemm.jsonl" || status=1
+echo "-- the same, bf16, with cuBLASLt's candidates timed (CudaOptions::gemm_autotune)"
+timeout 150 "$BB/bin/backend_gemm" --device=cuda --dtype=bf16 --autotune --repeats=3 --min_time=0.3 \
+  | tee "$OUT/gemm_autotune.jsonl" || status=1
 python3 - <<'PY' || true
 import torch, time
 for dt in (torch.bfloat16, torch.float32):

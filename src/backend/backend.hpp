@@ -123,9 +123,15 @@ protected:
 
 // The CPU backend: ops/kernels.hpp's table for this CPU, oneDNN's GEMMs.
 std::unique_ptr<Backend> make_cpu_backend();
+struct CudaOptions {
+    // Time up to 8 of cuBLASLt's candidate kernels for each new GEMM shape and keep the fastest,
+    // instead of its heuristic's first choice. The choice then depends on timings, so a product's
+    // bits may differ between processes; off by default (bit-reproducible runs).
+    bool gemm_autotune = false;
+};
 // The CUDA backend on GPU `device`, where this binary was built with it (BB_CUDA) and the GPU is
-// there; else an Error saying which of the two is missing.
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// there; else an Error saying which of the two is missing. One per process.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, const CudaOptions& options = {});
 // Whether this binary was built with the CUDA backend.
 bool cuda_built();
 

@@ -122,7 +122,7 @@ std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend
 
 #ifndef BB_CUDA
 bool cuda_built() { return false; }
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, const CudaOptions&) {
     fail("--device=cuda: this bertbench was built without the CUDA backend (hint: cmake -DBB_CUDA=ON "
          "where a CUDA toolkit is installed; docs/gpu.md)");
 }

@@ -71,7 +71,42 @@ int alignment(const void* p, int ld, size_t elem) {
 std::mutex g_plans_mutex;
 std::map<GemmKey, GemmPlan> g_plans;
 
-GemmPlan& plan_for(const GemmKey& k) {
+bool g_autotune = false;  // CudaOptions::gemm_autotune
+
+// The fastest of cuBLASLt's candidates for this product, timed on the call's own operands with C
+// written to scratch (the real C may be an input, beta 1); the heuristic's first choice wins ties.
+cublasLtMatmulAlgo_t fastest(GemmPlan& p, const cublasLtMatmulHeuristicResult_t* r, int found, const void* A,
+                             const void* B, size_t c_bytes, float beta) {
+    void* scratch = nullptr;
+    check(cudaMallocAsync(&scratch, c_bytes, g_stream), "autotune scratch");
+    check(cudaMemsetAsync(scratch, 0, c_bytes, g_stream), "autotune scratch");
+    cudaEvent_t t0, t1;
+    check(cudaEventCreate(&t0), "event");
+    check(cudaEventCreate(&t1), "event");
+    const float alpha = 1.f;
+    int best = 0;
+    float best_ms = 0;
+    for (int i = 0; i < found; ++i) {
+        const auto run = [&] {
+            return cublasLtMatmul(g_lt, p.desc, &alpha, B, p.a, A, p.b, &beta, scratch, p.c, scratch, p.c, &r[i].algo,
+                                  g_workspace, kWorkspace, g_stream);
+        };
+        if (run() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a candidate that fails is skipped
+        check(cudaEventRecord(t0, g_stream), "event");
+        for (int rep = 0; rep < 5; ++rep) run();
+        check(cudaEventRecord(t1, g_stream), "event");
+        check(cudaEventSynchronize(t1), "event");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, t0, t1), "event");
+        if (i == 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    check(cudaFreeAsync(scratch, g_stream), "autotune scratch");
+    return r[best].algo;
+}
+
+GemmPlan& plan_for(const GemmKey& k, const void* A, const void* B, const float* bias, float beta) {
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     auto it = g_plans.find(k);
     if (it != g_plans.end()) return it->second;
@@ -110,12 +145,18 @@ GemmPlan& plan_for(const GemmKey& k) {
           "alignment");
     check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c),
           "alignment");
-    cublasLtMatmulHeuristicResult_t r{};
+    std::array<cublasLtMatmulHeuristicResult_t, 8> r{};
     int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &r, &found);
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                            g_autotune ? static_cast<int>(r.size()) : 1, r.data(), &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && found > 0)
-        p.algo = r.algo;
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0 && g_autotune) {
+        if (bias)
+            check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                  "bias pointer");
+        p.algo = fastest(p, r.data(), found, A, B, static_cast<size_t>(k.M) * k.ldc * (k.ctype ? 2 : 4), beta);
+    } else if (s == CUBLAS_STATUS_SUCCESS && found > 0)
+        p.algo = r[0].algo;
     else if (s == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
         p.lt = false;
     else
@@ -137,7 +178,7 @@ void cuda_gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K,
     const GemmKey key{static_cast<int>(type), trans_a, trans_b, M, N, K, lda, ldb, ldc, bias != nullptr,
                       static_cast<int>(c_type), beta != 0.f, alignment(A, lda, es), alignment(B, ldb, es),
                       alignment(C, ldc, c_type == MatmulType::bf16 ? 2 : 4)};
-    GemmPlan& p = plan_for(key);
+    GemmPlan& p = plan_for(key, A, B, bias, beta);
     const float alpha = 1.f;
     if (p.lt) {
         if (bias)
@@ -242,7 +283,8 @@ void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const fl
 
 class CudaBackend final : public Backend {
 public:
-    explicit CudaBackend(int device) {
+    CudaBackend(int device, const CudaOptions& options) {
+        g_autotune = options.gemm_autotune;
         int count = 0;
         const cudaError_t e = cudaGetDeviceCount(&count);
         if (e != cudaSuccess || count == 0)
@@ -325,6 +367,8 @@ private:
 }  // namespace
 
 bool cuda_built() { return true; }
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options) {
+    return std::make_unique<CudaBackend>(device, options);
+}
 
 }  // namespace bertbench::backend
