@@ -14,9 +14,9 @@
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
-#include "optim/clip.hpp"
 #include "optim/update.hpp"
 #include "train/data_parallel.hpp"
+#include "train/micro_step.hpp"
 
 namespace bertbench::bench {
 namespace {
@@ -92,12 +92,9 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
                 engine.forward(params, b, false, 0, 0);
                 continue;
             }
-            const model::Losses l = dp.global_losses(engine, engine.forward(params, b, true, 1234, micro));
-            (void)l;
-            optim::fill_zero(grads);
-            dp.begin_backward(engine, grads, o.overlap && updater->overlappable());
-            engine.backward(grads, params, b);
-            if (updater->micro_step(params, grads, dp.mean()).applied) engine.weights_changed();
+            train::PretrainStep model(engine, &comm);
+            model.set_batch(b);
+            train::micro_step(model, params, grads, {*updater, &dp, nullptr, o.overlap}, 1234, micro);
             ++micro;
         }
         const double dt = now_ms() - t0;

@@ -22,8 +22,8 @@
 #include "io/tfrecord.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
-#include "optim/clip.hpp"
 #include "optim/update.hpp"
+#include "train/micro_step.hpp"
 
 namespace bertbench::bench {
 namespace {
@@ -103,49 +103,31 @@ struct Setup {
 
     size_t arena_bytes() const { return squad ? squad->arena_bytes() : pretrainer->arena_bytes(); }
 
-    // One step; returns the batches it used (for token and FLOP counts).
+    // One step; returns the batches it used (for token and FLOP counts). Training: micro-steps
+    // as the training loop runs them (train/micro_step.hpp); inference: one forward.
     void step(std::vector<const model::Batch*>& used) {
         used.clear();
         const int micro_batches = train ? p.steps_per_update : 1;
         for (int k = 0; k < micro_batches; ++k) {
             const size_t i = next_batch++;
-            const model::Batch& b = squad ? squad_batches[i % squad_batches.size()].batch
-                                          : batches[i % batches.size()];
+            const SquadBatch* sb = squad ? &squad_batches[i % squad_batches.size()] : nullptr;
+            const model::Batch& b = sb ? sb->batch : batches[i % batches.size()];
             used.push_back(&b);
-            if (squad) {
-                const SquadBatch& sb = squad_batches[i % squad_batches.size()];
-                if (train) {
-                    squad->forward(params, b, sb.start_positions, sb.end_positions, true, 1234, micro);
-                } else {
+            if (!train) {
+                if (squad)
                     squad->forward(params, b, {}, {}, false, 0, 0);
-                    continue;
-                }
-            } else if (train) {
-                pretrainer->forward(params, b, true, 1234, micro);
-            } else {
-                pretrainer->forward(params, b, false, 0, 0);
+                else
+                    pretrainer->forward(params, b, false, 0, 0);
                 continue;
             }
-            {
-                BB_PROFILE_SCOPE("zero grads");
-                optim::fill_zero(grads);
-            }
             if (squad) {
-                // The span head's backward (and its loss gradient) runs before the encoder's first
-                // marker, so it is timed under this label.
-                BB_PROFILE_SCOPE("span head bwd");
-                squad->backward(grads, params, b);
+                train::SquadStep m(*squad, nullptr);  // one process (see micro_step.hpp)
+                m.set_batch(b, sb->start_positions, sb->end_positions);
+                train::micro_step(m, params, grads, {*updater}, 1234, micro);
             } else {
-                pretrainer->backward(grads, params, b);
-            }
-            {
-                BB_PROFILE_SCOPE("clip+accumulate");
-                if (updater->micro_step(params, grads).applied) {
-                    if (squad)
-                        squad->weights_changed();
-                    else
-                        pretrainer->weights_changed();
-                }
+                train::PretrainStep m(*pretrainer, nullptr);
+                m.set_batch(b);
+                train::micro_step(m, params, grads, {*updater}, 1234, micro);
             }
             ++micro;
         }

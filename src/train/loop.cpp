@@ -24,7 +24,6 @@
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/checkpoint.hpp"
-#include "optim/clip.hpp"
 #include "train/data_parallel.hpp"
 #include "train/preflight.hpp"
 
@@ -600,40 +599,31 @@ int TrainLoop::train() {
         optim::MicroStepResult r;
         StepLoss l;
         if (!skipped) {
-            l = task_.forward(params_, static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
-            if (!std::isfinite(l.loss)) {
-                if (!o_.skip_nonfinite_steps)
-                    fail_nonfinite(fmt::format("training loss is {}", l.loss));
-                log::warn("step {}: training loss is {}; skipping this update", gs, l.loss);
-                skipped = true;
-            } else {
-                optim::fill_zero(grads_);
-                // Under mpirun the all-reduce starts during the backward where the updater
-                // allows it; micro_step's mean() finishes it (or does all of it).
-                const bool overlap = updater_->overlappable() && !scaler_.enabled();
-                if (dp_->active() && !task_.set_backward_hook(dp_->begin_backward(grads_, overlap)))
-                    dp_->begin_backward(grads_, false);
-                task_.backward(grads_, params_, scaler_.scale());
-                // Dynamic loss scaling: an overflow skips the update and halves the scale; a
-                // fixed scale's overflow is a non-finite gradient like any other (below).
-                if (!scaler_.unscale(grads_) &&
-                    scaler_.mode() == optim::LossScaler::Mode::dynamic) {
-                    log::warn("{}", scaler_.on_overflow(gs));
+            const MicroStepOutcome m = micro_step(task_, params_, grads_, {*updater_, dp_.get(), &scaler_},
+                                                  static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
+            l = m.loss;
+            r = m.result;
+            using Status = MicroStepOutcome::Status;
+            switch (m.status) {
+                case Status::done:
+                    if (!m.message.empty()) log::info("{}", m.message);
+                    break;
+                case Status::nonfinite_loss:
+                    if (!o_.skip_nonfinite_steps) fail_nonfinite(fmt::format("training loss is {}", l.loss));
+                    log::warn("step {}: training loss is {}; skipping this update", gs, l.loss);
                     skipped = true;
-                } else try {
-                    r = updater_->micro_step(params_, grads_, dp_->mean());
-                    if (r.applied) {
-                        task_.weights_changed();
-                        if (const std::string m = scaler_.on_clean_update(gs); !m.empty())
-                            log::info("{}", m);
-                    }
-                } catch (const Error& e) {
+                    break;
+                case Status::overflow:
+                    log::warn("{}", m.message);
+                    skipped = true;
+                    break;
+                case Status::nonfinite_grad:
                     if (!o_.skip_nonfinite_steps)
-                        fail_nonfinite(fmt::format("gradient global norm is not finite, with a "
-                                                   "finite loss {}", l.loss));
-                    log::warn("{}; skipping this update", e.what());
+                        fail_nonfinite(fmt::format("gradient global norm is not finite, with a finite loss {}",
+                                                   l.loss));
+                    log::warn("{}; skipping this update", m.message);
                     skipped = true;
-                }
+                    break;
             }
             if (skipped) ++state_.skipped_steps;
         }

@@ -25,6 +25,7 @@
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "optim/update.hpp"
+#include "train/micro_step.hpp"
 #include "train/svg_plot.hpp"
 
 namespace bertbench::train {
@@ -60,17 +61,12 @@ struct LoopOptions {
     std::vector<std::string> fixed_flags, checked_flags;
 };
 
-// One micro-step's losses: `loss` is what the optimizer minimises; `parts` are the task's named
-// components (e.g. mlm_loss, nsp_loss), logged as means over the update's micro-steps.
-struct StepLoss {
-    double loss = 0;
-    std::vector<std::pair<std::string, double>> parts;
-};
-
 class TrainLoop;
 class DataParallel;
 
-class Task {
+// The training loop drives the task as a Trainable (train/micro_step.hpp) at the batch
+// next_batch() read.
+class Task : public Trainable {
 public:
     virtual ~Task() = default;
 
@@ -101,14 +97,6 @@ public:
     // Reads the next micro-batch (also for a skipped micro-step: the data order does not depend
     // on skips); returns its real tokens (tokens_per_second).
     virtual int64_t next_batch() = 0;
-    // The forward pass of the micro-batch with dropout.
-    virtual StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) = 0;
-    virtual void backward(std::span<float> grads, std::span<const float> params, float scale) = 0;
-    // Under mpirun: installs the hook the next backward() calls as gradients become final (see
-    // BertPretrainer::set_backward_hook), so the all-reduce overlaps the backward. false: the
-    // task's engine has none (the all-reduce then runs after the backward).
-    virtual bool set_backward_hook(std::function<void(int)>) { return false; }
-    virtual void weights_changed() = 0;  // new weights: the bf16 engines copy them again
     // After each optimizer update. Returns "success" to stop the run (target reached), else "".
     virtual std::string after_update(TrainLoop&) { return ""; }
     // The end of the training steps (status "" when nothing stopped the run early). Returns the

@@ -255,18 +255,13 @@ public:
         return batch_.num_tokens();
     }
     StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override {
-        // Under mpirun: the global batch's losses (one small all-reduce), which also sets the
-        // global masked-LM weight for the backward.
-        const model::Losses l =
-            global_losses(dist::world(), *engine_, engine_->forward(params, batch_, true, seed, step));
-        return {l.total, {{"mlm_loss", l.mlm_loss}, {"nsp_loss", l.nsp_loss}}};
+        return at_batch().forward(params, seed, step);
     }
     void backward(std::span<float> grads, std::span<const float> params, float scale) override {
-        engine_->backward(grads, params, batch_, scale);
+        at_batch().backward(grads, params, scale);
     }
     bool set_backward_hook(std::function<void(int)> hook) override {
-        engine_->set_backward_hook(std::move(hook));
-        return true;
+        return at_batch().set_backward_hook(std::move(hook));
     }
     void weights_changed() override {
         engine_->weights_changed();
@@ -423,6 +418,11 @@ private:
     const PretrainOptions& o_;
     model::BertConfig config_;
     std::unique_ptr<model::ParamTable> table_;
+    PretrainStep at_batch() {  // the training engine at the current batch, as micro_step drives it
+        PretrainStep s(*engine_, &dist::world());
+        s.set_batch(batch_);
+        return s;
+    }
     std::unique_ptr<model::BertPretrainer> engine_;
     std::unique_ptr<model::BertPretrainer> eval_engine_;  // only for an eval batch > training's
     std::unique_ptr<data::PretrainReader> reader_;

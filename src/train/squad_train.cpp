@@ -146,14 +146,10 @@ public:
         return batch_.num_tokens();
     }
     StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override {
-        const model::SpanLosses l = engine_->forward(params, batch_, starts_, ends_, true, seed, step);
-        // Under mpirun: the global batch's loss, the mean of the ranks' equal-sized batch means
-        // (their gradients are averaged the same way).
-        dist::Comm& comm = dist::world();
-        return {comm.size() > 1 ? comm.sum(l.total) / comm.size() : l.total, {}};
+        return at_batch().forward(params, seed, step);
     }
     void backward(std::span<float> grads, std::span<const float> params, float scale) override {
-        engine_->backward(grads, params, batch_, scale);
+        at_batch().backward(grads, params, scale);
     }
     void weights_changed() override { engine_->weights_changed(); }
     std::string at_end(TrainLoop&, const std::string& status) override {
@@ -171,6 +167,11 @@ private:
     const std::vector<data::SquadFeature>& features_;
     model::BertConfig config_;
     std::unique_ptr<model::ParamTable> table_;
+    SquadStep at_batch() {  // the engine at the current batch, as micro_step drives it
+        SquadStep s(*engine_, &dist::world());
+        s.set_batch(batch_, starts_, ends_);
+        return s;
+    }
     std::unique_ptr<model::BertSquad> engine_;
     model::Batch batch_;
     std::vector<int32_t> starts_, ends_;

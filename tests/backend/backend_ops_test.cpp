@@ -121,36 +121,28 @@ TEST_P(BackendOps, Gemm) {
                                     BB_OP(be(), gemm)(type, ta, tb, s.M, s.N, s.K, A, lda, B, ldb, beta, C, ldc,
                                                       with_bias ? db->get() : nullptr, c_type);
                                 };
+                                const auto product = [&](const void* A, const void* B) {  // into got
+                                    if (c_type == MatmulType::bf16) {
+                                        const auto dc = put(std::vector<bf16>(nc));
+                                        run(A, B, dc->get());
+                                        const std::vector<bf16> c = dc->download();
+                                        for (size_t i = 0; i < got.size(); ++i)
+                                            got[i] = ops::to_float(c[i / s.N * ldc + i % s.N]);
+                                    } else {
+                                        const auto dc = put(c0);
+                                        run(A, B, dc->get());
+                                        const std::vector<float> c = dc->download();
+                                        for (size_t i = 0; i < got.size(); ++i) got[i] = c[i / s.N * ldc + i % s.N];
+                                    }
+                                };
                                 if (bf) {
                                     const auto da = put(narrow(a));
                                     const auto dbm = put(narrow(b));
-                                    if (c_type == MatmulType::bf16) {
-                                        const auto dc = put(std::vector<bf16>(nc));
-                                        run(da->get(), dbm->get(), dc->get());
-                                        const std::vector<bf16> c = dc->download();
-                                        for (size_t i = 0; i < got.size(); ++i)
-                                            got[i] = ops::to_float(c[i / s.N * ldc + i % s.N]);
-                                    } else {
-                                        const auto dc = put(c0);
-                                        run(da->get(), dbm->get(), dc->get());
-                                        const std::vector<float> c = dc->download();
-                                        for (size_t i = 0; i < got.size(); ++i) got[i] = c[i / s.N * ldc + i % s.N];
-                                    }
+                                    product(da->get(), dbm->get());
                                 } else {
                                     const auto da = put(a);
                                     const auto dbm = put(b);
-                                    if (c_type == MatmulType::bf16) {
-                                        const auto dc = put(std::vector<bf16>(nc));
-                                        run(da->get(), dbm->get(), dc->get());
-                                        const std::vector<bf16> c = dc->download();
-                                        for (size_t i = 0; i < got.size(); ++i)
-                                            got[i] = ops::to_float(c[i / s.N * ldc + i % s.N]);
-                                    } else {
-                                        const auto dc = put(c0);
-                                        run(da->get(), dbm->get(), dc->get());
-                                        const std::vector<float> c = dc->download();
-                                        for (size_t i = 0; i < got.size(); ++i) got[i] = c[i / s.N * ldc + i % s.N];
-                                    }
+                                    product(da->get(), dbm->get());
                                 }
                                 const double rtol = kRtolSum + (c_type == MatmulType::bf16 ? 1.0 / 256 : 0.0);
                                 EXPECT_TRUE(all_close(name, got, want, kAtolSum, rtol));
