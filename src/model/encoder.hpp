@@ -1,0 +1,676 @@
+// The BERT encoder (embeddings -> L transformer layers) and the buffers it carves, shared by the
+// pretraining model (bert.cpp) and the SQuAD span model (squad_head.cpp). Internal to src/model.
+// Reference: google-research/bert modeling.py. Legend: B sequences, N packed real tokens, H hidden,
+// I intermediate, NH heads, L layers. All activations live in one arena carved at construction.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "core/aligned.hpp"
+#include "core/error.hpp"
+#include "core/profile.hpp"
+#include "model/bert.hpp"
+#include "ops/activation.hpp"
+#include "ops/attention.hpp"
+#include "ops/bf16.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/dropout.hpp"
+#include "ops/embedding.hpp"
+#include "ops/flash_attention.hpp"
+#include "ops/gemm.hpp"
+#include "ops/kernels.hpp"
+#include "ops/layernorm.hpp"
+#include "ops/matmul.hpp"
+
+namespace bertbench::model::detail {
+
+// Carves typed buffers out of one allocation: a first pass counts, the second assigns.
+template <typename T>
+class Arena {
+public:
+    using value_type = T;
+    T* take(size_t n) {
+        n = (n + 15) / 16 * 16;  // 64-byte granules
+        const size_t at = used_;
+        used_ += n;
+        return storage_.empty() ? nullptr : storage_.data() + at;
+    }
+    void allocate() {
+        storage_.assign(used_, T(0));
+        used_ = 0;
+    }
+    size_t size() const { return storage_.size(); }
+
+private:
+    AlignedVector<T> storage_;
+    size_t used_ = 0;
+};
+
+struct LayerOffsets {
+    size_t wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wout, bout, g2, b2;
+};
+
+template <typename T>
+struct LayerSaved {
+    T *q, *k, *v, *ctx, *probs, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
+    T* lse;  // (N, NH) fused attention only (probs and mask_probs are then null)
+    uint8_t *mask_probs, *mask_attn, *mask_out;
+    // bf16 engines: the bf16 forms of the layer's GEMM inputs (its input x, q, k, v, ctx, x1, g),
+    // written once in the forward (by their producer where it is LayerNorm, GELU or dropout) and
+    // kept for the backward's weight gradients; their fp32 forms are needed only inside the
+    // layer's forward, so the layers share one set of those (and g has none: null).
+    ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
+};
+
+inline ops::Activation activation_for(const BertConfig& c, const EngineOptions& opts) {
+    if (opts.gelu_erf || c.hidden_act == "gelu_erf") return ops::Activation::gelu_erf;
+    if (c.hidden_act == "relu") return ops::Activation::relu;
+    return ops::Activation::gelu_tanh;
+}
+
+
+// What the materialized attention kernel holds for this plan (encoder.cpp); the machine's memory.
+size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
+size_t physical_memory_bytes();
+
+// ---------------------------------------------------------------------------------------------
+// Encoder: embeddings -> L transformer layers. x[0] = dropout(LN(embeddings)), x[l+1] = layer_l(x[l]).
+template <typename T>
+class Encoder {
+public:
+    Encoder(const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena,
+            std::vector<uint8_t>& masks_storage, bool counting)
+        : cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)),
+          fused_(resolve_attention_kernel(opts.attention, materialized_probs_bytes(table.config(), plan),
+                                          physical_memory_bytes()) == AttentionKernel::fused) {
+        H_ = cfg_.hidden_size;
+        I_ = cfg_.intermediate_size;
+        NH_ = cfg_.num_attention_heads;
+        L_ = cfg_.num_hidden_layers;
+        if (plan.max_batch <= 0 || plan.max_seq <= 0 || plan.max_predictions < 0)
+            fail("engine plan: expected max_batch > 0, max_seq > 0, max_predictions >= 0, got {}, "
+                 "{}, {}",
+                 plan.max_batch, plan.max_seq, plan.max_predictions);
+        if (plan.max_seq > cfg_.max_position_embeddings)
+            fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config "
+                 "(hint: lower --max_seq_length)",
+                 plan.max_seq, cfg_.max_position_embeddings);
+        const auto off = [&](const std::string& n) { return table.at(n).offset; };
+        word_ = off("bert/embeddings/word_embeddings");
+        pos_ = off("bert/embeddings/position_embeddings");
+        type_ = off("bert/embeddings/token_type_embeddings");
+        emb_g_ = off("bert/embeddings/LayerNorm/gamma");
+        emb_b_ = off("bert/embeddings/LayerNorm/beta");
+        for (int l = 0; l < L_; ++l) {
+            const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
+            layers_.push_back(LayerOffsets{
+                off(p + "attention/self/query/kernel"), off(p + "attention/self/query/bias"),
+                off(p + "attention/self/key/kernel"), off(p + "attention/self/key/bias"),
+                off(p + "attention/self/value/kernel"), off(p + "attention/self/value/bias"),
+                off(p + "attention/output/dense/kernel"), off(p + "attention/output/dense/bias"),
+                off(p + "attention/output/LayerNorm/gamma"),
+                off(p + "attention/output/LayerNorm/beta"), off(p + "intermediate/dense/kernel"),
+                off(p + "intermediate/dense/bias"), off(p + "output/dense/kernel"),
+                off(p + "output/dense/bias"), off(p + "output/LayerNorm/gamma"),
+                off(p + "output/LayerNorm/beta")});
+        }
+        total_params_ = table.total_floats();
+        if (opts.precision == ops::Precision::bf16) {
+            if constexpr (!std::is_same_v<T, float>)
+                fail("engine: bf16 precision needs the float engine");
+            bf16_ = true;
+            const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+            const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
+            wb_.assign(total_params_, ops::bf16{0});
+            // Scratch. Backward: bf16(dy) of one dense layer from the start, the bf16 xᵀ of its
+            // input (IN, N) ending at the end (N·OUT + IN·N <= N·(H+I)), or bf16(dctx); the MLM
+            // transform (P rows): its bf16 x, or bf16(dy) and bf16(x)ᵀ.
+            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_) + 64;
+            sb_.assign(std::max(bwd, 2 * pmax * H_), ops::bf16{0});
+        }
+        // Packed weights (ops::PackedWeights) for an inference engine, whose weights do not change
+        // between forwards (emulated bf16 has no use for them). A training engine would re-pack
+        // after every update: measured on BERT-base bf16 b32 (Zen 5), 0-2 % faster for 210 MB
+        // more, so it does not.
+        if constexpr (std::is_same_v<T, float>) {
+            if (plan.forward_only && (!bf16_ || ops::bf16_native())) {
+                packed_ = std::make_unique<ops::PackedWeights>(gemm_type());
+                for (const LayerOffsets& w : layers_) {
+                    for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
+                    packed_->add(w.wi, H_, I_, false);
+                    packed_->add(w.wout, I_, H_, false);
+                }
+            }
+        }
+        carve(arena, masks_storage, counting);
+    }
+
+    // Re-point all buffers after the arena is allocated (second pass).
+    void carve(Arena<T>& a, std::vector<uint8_t>& ms, bool counting) {
+        const size_t nmax = static_cast<size_t>(plan_.max_batch) * plan_.max_seq;
+        const size_t nh = nmax * H_, ni = nmax * I_;
+        // the fused kernel keeps no probabilities, masks or probs-sized scratch: lse (N, NH) instead
+        probs_max_ = fused_ ? 0 : static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
+        size_t mused = 0;
+        auto mtake = [&](size_t n) -> uint8_t* {
+            const size_t at = mused;
+            mused += (n + 63) / 64 * 64;
+            return counting ? nullptr : ms.data() + at;
+        };
+        const bool fwd = plan_.forward_only;  // layers share layer 0's buffers; x ping-pongs
+        // bf16 engines keep the GEMM inputs in bf16 (LayerSaved::xb..gb); their fp32 forms (x, q,
+        // k, v, ctx, x1, g) are shared by the layers as in a forward-only plan.
+        const bool share = fwd || bf16_;
+        emb_sum_ = a.take(nh);
+        emb_mean_ = a.take(nmax);
+        emb_rstd_ = a.take(nmax);
+        emb_mask_ = fwd ? nullptr : mtake(nh);
+        x_.clear();
+        for (int l = 0; l <= L_; ++l)
+            x_.push_back(share && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
+        saved_.clear();
+        for (int l = 0; l < L_; ++l) {
+            if (fwd && l > 0) {
+                saved_.push_back(saved_[0]);
+                continue;
+            }
+            LayerSaved<T> s{};
+            const LayerSaved<T>* s0 = share && l > 0 ? &saved_[0] : nullptr;
+            s.q = s0 ? s0->q : a.take(nh);
+            s.k = s0 ? s0->k : a.take(nh);
+            s.v = s0 ? s0->v : a.take(nh);
+            // the fused kernel's backward reads the layer's fp32 ctx (D = dctx·ctx), so a bf16
+            // training engine keeps one per layer there
+            s.ctx = s0 && (fwd || !fused_) ? s0->ctx : a.take(nh);
+            s.probs = fused_ ? nullptr : a.take(probs_max_);
+            s.lse = fused_ ? a.take(nmax * static_cast<size_t>(NH_)) : nullptr;
+            s.a = a.take(nh);
+            s.mean1 = a.take(nmax);
+            s.rstd1 = a.take(nmax);
+            s.x1 = s0 ? s0->x1 : a.take(nh);
+            s.h = a.take(ni);
+            // bf16: GELU writes only its bf16 output gb (its backward reads h), so no fp32 g
+            s.g = bf16_ ? nullptr : s0 ? s0->g : a.take(ni);
+            s.o = a.take(nh);
+            s.mean2 = a.take(nmax);
+            s.rstd2 = a.take(nmax);
+            if (!fwd) {
+                s.mask_probs = fused_ ? nullptr : mtake(probs_max_);
+                s.mask_attn = mtake(nh);
+                s.mask_out = mtake(nh);
+            }
+            saved_.push_back(s);
+        }
+        if (bf16_) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
+            const size_t bnh = (nh + 31) / 32 * 32, bni = (ni + 31) / 32 * 32;
+            const size_t per_layer = 6 * bnh + bni;
+            if (actb_.empty()) actb_.assign(per_layer * static_cast<size_t>(fwd ? 1 : L_), ops::bf16{0});
+            for (int l = 0; l < L_; ++l) {
+                ops::bf16* p = actb_.data() + (fwd ? 0 : static_cast<size_t>(l) * per_layer);
+                LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
+                s.xb = p;
+                s.qb = p + bnh;
+                s.kb = p + 2 * bnh;
+                s.vb = p + 3 * bnh;
+                s.ctxb = p + 4 * bnh;
+                s.x1b = p + 5 * bnh;
+                s.gb = p + 6 * bnh;
+            }
+        }
+        masks_bytes_ = mused;
+        pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
+        if (fwd) return;
+        // backward scratch, shared by all layers (dprobs_ is also the forward's dropout scratch)
+        dx_ = a.take(nh);
+        dx1_ = a.take(nh);
+        dtmp_ = a.take(nh);
+        dctx_ = a.take(nh);
+        dq_ = a.take(nh);
+        dk_ = a.take(nh);
+        dv_ = a.take(nh);
+        dI_ = a.take(ni);
+        dprobs_ = fused_ ? nullptr : a.take(probs_max_);
+        bias_part_ = a.take(ops::bias_grad_part_size(static_cast<int>(nmax), std::max(H_, I_)));
+    }
+    void require_backward() const {
+        if (plan_.forward_only)
+            fail("engine: backward on a forward-only engine (Plan::forward_only)");
+    }
+    size_t masks_bytes() const { return masks_bytes_; }
+
+    // Validates the batch against the plan and the config; Error otherwise.
+    void check_batch(const Batch& b, size_t params_size) const {
+        if (params_size < total_params_)
+            fail("engine: parameter buffer has {} floats, expected at least {} (hint: build it "
+                 "from the same ParamTable)",
+                 params_size, total_params_);
+        if (b.batch_size < 0 || static_cast<int>(b.seq_offsets.size()) != b.batch_size + 1)
+            fail("engine: batch: seq_offsets has {} entries, expected batch_size + 1 = {}",
+                 b.seq_offsets.size(), b.batch_size + 1);
+        if (b.batch_size > plan_.max_batch)
+            fail("engine: batch larger than planned: batch_size {} > max_batch {} (hint: raise "
+                 "the Plan's max_batch)",
+                 b.batch_size, plan_.max_batch);
+        if (b.seq_offsets[0] != 0) fail("engine: batch: seq_offsets[0] = {}, expected 0", b.seq_offsets[0]);
+        for (int i = 0; i < b.batch_size; ++i) {
+            const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+            if (t < 1 || t > plan_.max_seq)
+                fail("engine: batch larger than planned: sequence {} has {} tokens, expected 1.."
+                     "{} (max_seq of the Plan)",
+                     i, t, plan_.max_seq);
+        }
+        if (!b.key_lengths.empty()) {
+            if (static_cast<int>(b.key_lengths.size()) != b.batch_size)
+                fail("engine: batch: key_lengths has {} entries, expected batch_size = {} (or "
+                     "none)",
+                     b.key_lengths.size(), b.batch_size);
+            for (int i = 0; i < b.batch_size; ++i) {
+                const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+                if (b.key_lengths[i] < 1 || b.key_lengths[i] > t)
+                    fail("engine: batch: key_lengths[{}] = {}, expected 1..{} (the sequence's "
+                         "rows)",
+                         i, b.key_lengths[i], t);
+            }
+        }
+        const int N = b.num_tokens();
+        if (static_cast<int>(b.input_ids.size()) != N || static_cast<int>(b.segment_ids.size()) != N)
+            fail("engine: batch: {} input_ids and {} segment_ids, expected N = {} tokens",
+                 b.input_ids.size(), b.segment_ids.size(), N);
+        for (int i = 0; i < N; ++i) {
+            if (b.input_ids[i] < 0 || b.input_ids[i] >= cfg_.vocab_size)
+                fail("engine: batch: input_ids[{}] = {} outside the vocabulary [0, {}) (hint: "
+                     "vocab file and bert_config.json vocab_size disagree)",
+                     i, b.input_ids[i], cfg_.vocab_size);
+            if (b.segment_ids[i] < 0 || b.segment_ids[i] >= cfg_.type_vocab_size)
+                fail("engine: batch: segment_ids[{}] = {} outside [0, {})", i, b.segment_ids[i],
+                     cfg_.type_vocab_size);
+        }
+    }
+
+    // null for the unpadded layout (every row a key), else Batch::key_lengths (checked).
+    static const int32_t* key_lengths(const Batch& b) {
+        return b.key_lengths.empty() ? nullptr : b.key_lengths.data();
+    }
+
+    size_t dropout_elements(const std::string& site, int N) const {
+        if (site == "embeddings") return static_cast<size_t>(N) * H_;
+        if (site.ends_with("/attention_probs")) return pofs_[static_cast<size_t>(B_)];
+        return static_cast<size_t>(N) * H_;
+    }
+
+    // x(N,H) = encoder output of the batch.
+    void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step) {
+        if (training && plan_.forward_only)
+            fail("engine: a training forward on a forward-only engine (Plan::forward_only)");
+        B_ = b.batch_size;
+        N_ = b.num_tokens();
+        const int N = N_, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(N) * H;
+        ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_, key_lengths(b));
+        const double hkeep = 1.0 - cfg_.hidden_dropout_prob;
+        const double pkeep = 1.0 - cfg_.attention_probs_dropout_prob;
+        dropout_hidden_ = training && cfg_.hidden_dropout_prob > 0;
+        dropout_probs_ = training && cfg_.attention_probs_dropout_prob > 0;
+        seed_ = seed;
+        step_ = step;
+        hkeep_ = static_cast<T>(hkeep);
+        pkeep_ = static_cast<T>(pkeep);
+        const auto stream = [&](uint32_t site, double keep) {
+            return ops::DropoutStream{seed, step, site, keep};
+        };
+        if ((bf16_ || packed_) && (wb_stale_ || wb_src_ != params)) {
+            BB_PROFILE_MARK("weight copies");
+            if constexpr (std::is_same_v<T, float>) {
+                if (bf16_) ops::to_bf16(wb_.data(), params, total_params_);
+                if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
+            }
+            wb_src_ = params;
+            wb_stale_ = false;
+        }
+        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
+        BB_PROFILE_MARK("embeddings fwd");
+        ops::kern::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        BB_PROFILE_MARK("layernorm fwd");
+        // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
+        ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
+        ops::kern::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
+                               N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
+        BB_PROFILE_MARK("dropout+residual fwd");
+        if (dropout_hidden_) {
+            ops::kern::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
+        }
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
+                                        key_lengths(b)};
+        for (int l = 0; l < L_; ++l) {
+            const LayerOffsets& w = layers_[l];
+            LayerSaved<T>& s = saved_[l];
+            const T* xin = x_[l];
+            const auto P = [&](size_t o) { return params + o; };
+            BB_PROFILE_MARK("gemm qkv fwd");
+            const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
+            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, gemm_output(s.qb));
+            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, gemm_output(s.kb));
+            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, gemm_output(s.vb));
+            BB_PROFILE_MARK("attention fwd");
+            const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
+            const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
+            if (fused_) {
+                const ops::FlashBf16 fb{ab.q, ab.k, ab.v, nullptr};
+                ops::flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape,
+                                             dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
+                                             ops::default_flash_tiles(bf16_));
+            } else {
+                ops::kern::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
+                                       dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
+            }
+            BB_PROFILE_MARK("gemm attn-out fwd");
+            linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
+            BB_PROFILE_MARK("dropout+residual fwd");
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
+            BB_PROFILE_MARK("layernorm fwd");
+            ops::kern::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
+                                   ops::kLayerNormEps, gemm_output(s.x1b));
+            BB_PROFILE_MARK("gemm ffn-in fwd");
+            linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
+            BB_PROFILE_MARK("gelu fwd");
+            ops::kern::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
+            BB_PROFILE_MARK("gemm ffn-out fwd");
+            linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
+            BB_PROFILE_MARK("dropout+residual fwd");
+            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
+            ops::kern::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
+            BB_PROFILE_MARK("layernorm fwd");
+            ops::kern::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
+                                   ops::kLayerNormEps,  // and the next layer's bf16 input
+                                   l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
+        }
+    }
+
+    T* output() const { return x_[static_cast<size_t>(L_)]; }
+    // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
+    T* doutput() const { return dx_; }
+
+    void backward(T* grads, const T* params, const Batch& b) {
+        const int N = N_, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(N) * H;
+        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
+                                        key_lengths(b)};
+        for (int l = L_ - 1; l >= 0; --l) {
+            const LayerOffsets& w = layers_[l];
+            LayerSaved<T>& s = saved_[l];
+            const T* xin = x_[l];
+            const auto P = [&](size_t o) { return params + o; };
+            const auto G = [&](size_t o) { return grads + o; };
+            // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
+            BB_PROFILE_MARK("layernorm bwd");
+            ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
+            BB_PROFILE_MARK("dropout+residual bwd");
+            const ops::BiasGrad<T> dbout{G(w.bout), bias_part_, H};
+            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
+                                           nh, dy_bf16(), &dbout);
+            BB_PROFILE_MARK("gemm ffn-out bwd");
+            linear_bwd(dI_, grads, params, w.wout, kBiasSummed, dy_fp32(dtmp_), s.g, transposed_input(s.gb, N, I),
+                       N, I, H, false, dy_bf16());
+            BB_PROFILE_MARK("gelu bwd");
+            const ops::BiasGrad<T> dbi{G(w.bi), bias_part_, I};
+            ops::kern::activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
+                                           &dbi);
+            BB_PROFILE_MARK("gemm ffn-in bwd");
+            linear_bwd(dx1_, grads, params, w.wi, kBiasSummed, dy_fp32(dI_), s.x1, transposed_input(s.x1b, N, H),
+                       N, H, I, true, dy_bf16());
+            // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
+            BB_PROFILE_MARK("layernorm bwd");
+            ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
+            BB_PROFILE_MARK("dropout+residual bwd");
+            const ops::BiasGrad<T> dbo{G(w.bo), bias_part_, H};
+            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
+                                           nh, dy_bf16(), &dbo);
+            BB_PROFILE_MARK("gemm attn-out bwd");
+            linear_bwd(dctx_, grads, params, w.wo, kBiasSummed, dy_fp32(dtmp_), s.ctx,
+                       transposed_input(s.ctxb, N, H), N, H, H, false, dy_bf16());
+            BB_PROFILE_MARK("attention bwd");
+            const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
+            if (fused_) {
+                const ops::FlashBf16 fb{ab.q, ab.k, ab.v, ab.dctx};
+                const ops::DropoutStream ps = probs_stream(l);
+                ops::flash_attention_backward(dq_, dk_, dv_, dctx_, s.q, s.k, s.v, s.ctx, s.lse, shape,
+                                              dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
+                                              ops::default_flash_tiles(bf16_));
+            } else {
+                ops::kern::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
+                                        dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
+                                        bf16_ ? &ab : nullptr);
+            }
+            BB_PROFILE_MARK("gemm qkv bwd");
+            const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
+            using Dense = std::tuple<size_t, size_t, T*>;  // kernel, bias, dy
+            for (const auto& [wt, bias, dy] :
+                 {Dense{w.wq, w.bq, dq_}, Dense{w.wk, w.bk, dk_}, Dense{w.wv, w.bv, dv_}}) {
+                // one pass over dy for its bias gradient and (bf16) its bf16 copy: a dropout
+                // backward without a mask passes dy through
+                const ops::BiasGrad<T> db{G(bias), bias_part_, H};
+                ops::kern::dropout_backward<T>(nullptr, dy, nullptr, T(1), nh, dy_bf16(), &db);
+                linear_bwd(dx_, grads, params, wt, kBiasSummed, dy, xin, xt, N, H, H, true, dy_bf16());
+            }
+            if (backward_hook) backward_hook(l);  // layer l's gradients are final
+        }
+        // x[0] = drop(LN(e))
+        BB_PROFILE_MARK("embeddings bwd");
+        ops::kern::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
+        ops::kern::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
+                                emb_mean_, emb_rstd_, N, H);
+        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
+        ops::kern::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        if (backward_hook) backward_hook(-1);
+    }
+
+    // Data-parallel overlap (BasicBertPretrainer::set_backward_hook): called with l after layer
+    // l's gradients are final, -1 after the embeddings'.
+    std::function<void(int)> backward_hook;
+    int num_layers() const { return L_; }
+
+    // --- precision: every dense layer goes through these two ---------------------------------
+    void weights_changed() { wb_stale_ = true; }
+    bool bf16() const { return bf16_; }
+    const ops::bf16* weights_bf16() const { return wb_.data(); }
+    // The bf16 copies and the packed weights.
+    size_t copies_bytes() const {
+        return (wb_.size() + sb_.size() + actb_.size()) * sizeof(ops::bf16) +
+               (packed_ ? packed_->bytes() : 0);
+    }
+    // A head's weight op(B)(K, N) at `offset` joins the packed ones (no-op where nothing is packed);
+    // call before the first forward.
+    void pack_also(size_t offset, int K, int N, bool trans_b) {
+        if (packed_) packed_->add(offset, K, N, trans_b);
+        wb_stale_ = true;
+    }
+    // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
+    const void* packed(size_t offset) const { return packed_ ? packed_->at(offset) : nullptr; }
+    ops::MatmulType gemm_type() const { return bf16_ ? ops::MatmulType::bf16 : ops::MatmulType::f32; }
+    // The bf16 form of a GEMM input (n values): converted into keep (a LayerSaved bf16 buffer),
+    // or into the scratch when keep is null; nullptr in fp32.
+    const ops::bf16* gemm_input(const T* x, size_t n, ops::bf16* keep = nullptr) {
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) {
+                ops::bf16* dst = keep ? keep : sb_.data();
+                ops::to_bf16(dst, x, n);
+                return dst;
+            }
+        }
+        return nullptr;
+    }
+    // bf16 engines: p, a bf16 GEMM input that its producer (LayerNorm, GELU, dropout) writes in
+    // the same pass as its fp32 output; nullptr in fp32.
+    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
+    // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
+    // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
+    ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
+    // Where dy's producer writes fp32 dy: p, or nowhere in a bf16 engine, whose GEMMs read only
+    // dy_bf16() when the producer also sums the bias gradient (linear_bwd's kBiasSummed).
+    T* dy_fp32(T* p) const { return bf16_ ? nullptr : p; }
+    // linear_bwd's bias offset when dy's producer has already added the bias gradient.
+    static constexpr size_t kBiasSummed = static_cast<size_t>(-1);
+    // bf16 q, k, v: the layer's kept buffers, written by the Q, K and V GEMMs (which write no
+    // fp32 q, k, v then) and reused by the backward, which converts dctx into the scratch; empty
+    // in fp32.
+    ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
+        ops::AttentionBf16 a;
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) {
+                ops::bf16* db = nullptr;
+                if (dctx) {
+                    db = sb_.data();
+                    ops::to_bf16(db, dctx, nh);
+                }
+                a = {s.qb, s.kb, s.vb, db};
+            }
+        }
+        return a;
+    }
+    // bf16(x)ᵀ (C, N) of a kept bf16 GEMM input xb (N, C), for a weight gradient, at the end of
+    // the scratch (bf16(dy) goes at its start); nullptr in fp32.
+    const ops::bf16* transposed_input(const ops::bf16* xb, int N, int C) {
+        if (!bf16_) return nullptr;
+        const size_t n = static_cast<size_t>(N) * C;
+        ops::bf16* xt = sb_.data() + ((sb_.size() - n) & ~size_t(31));
+        ops::transpose_bf16(xt, xb, N, C, C);
+        return xt;
+    }
+    // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
+    // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
+    void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
+                    int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
+        if constexpr (std::is_same_v<T, float>) {
+            if (const void* pw = packed(w))
+                return ops::matmul_packed(gemm_type(), N, OUT, IN,
+                                          bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
+                                          yb ? static_cast<void*>(yb) : y, OUT, params + b,
+                                          yb ? ops::MatmulType::bf16 : ops::MatmulType::f32);
+            if (yb) return ops::linear_forward_bf16(yb, xb, wb_.data() + w, params + b, N, IN, OUT);
+            if (bf16_) return ops::linear_forward_bf16(y, xb, wb_.data() + w, params + b, N, IN, OUT);
+        }
+        ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
+    }
+    // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused) and
+    // dyb = dy_bf16(), which dy's producer wrote; or xt null to convert x and dy here (the MLM
+    // transform); fp32: x. b = kBiasSummed: dy's producer added the bias gradient (then a bf16
+    // engine with xt reads no fp32 dy, and dy may be null).
+    void linear_bwd(T* dx, T* grads, const T* params, size_t w, size_t b, const T* dy, const T* x,
+                    const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false,
+                    const ops::bf16* dyb = nullptr) {
+        T* db = b == kBiasSummed ? nullptr : grads + b;
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_) {
+                if (!xt)
+                    return ops::linear_backward_bf16(dx, grads + w, db, dy, x, wb_.data() + w,
+                                                     N, IN, OUT, accumulate_dx, sb_.data());
+                return ops::linear_backward_bf16(dx, grads + w, db, dy, dyb, xt,
+                                                 wb_.data() + w, N, IN, OUT, accumulate_dx);
+            }
+        }
+        ops::linear_backward(dx, grads + w, db, dy, x, params + w, N, IN, OUT, accumulate_dx);
+    }
+
+    std::span<const uint8_t> mask(const std::string& site) const {
+        const bool any = dropout_hidden_ || dropout_probs_;
+        if (!any) return {};
+        const size_t nh = static_cast<size_t>(N_) * H_;
+        if (site == "embeddings") return dropout_hidden_ ? std::span<const uint8_t>(emb_mask_, nh) : std::span<const uint8_t>();
+        if (site.starts_with("layer_")) {
+            const size_t slash = site.find('/');
+            int l = -1;
+            try {
+                l = std::stoi(site.substr(6, slash - 6));
+            } catch (...) {
+            }
+            if (l >= 0 && l < L_ && slash != std::string::npos) {
+                const std::string what = site.substr(slash + 1);
+                const LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
+                const size_t np = pofs_[static_cast<size_t>(B_)];
+                if (what == "attention_probs" && fused_) {  // not stored: regenerate (same bits)
+                    if (!dropout_probs_) return {};
+                    probs_mask_.resize(np);
+                    ops::kern::dropout_fill_mask_parallel(probs_mask_.data(), probs_stream(l), np);
+                    return std::span<const uint8_t>(probs_mask_.data(), np);
+                }
+                if (what == "attention_probs")
+                    return dropout_probs_ ? std::span<const uint8_t>(s.mask_probs, np)
+                                          : std::span<const uint8_t>();
+                if (what == "attention_output")
+                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_attn, nh) : std::span<const uint8_t>();
+                if (what == "output")
+                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_out, nh) : std::span<const uint8_t>();
+            }
+        }
+        fail("engine: unknown dropout site \"{}\" (expected embeddings or layer_<0..{}>/"
+             "{{attention_probs,attention_output,output}})",
+             site, L_ - 1);
+    }
+
+    // The attention-probs dropout stream of layer l in the last forward (site 1 + 3l).
+    ops::DropoutStream probs_stream(int l) const {
+        return ops::DropoutStream{seed_, step_, static_cast<uint32_t>(1 + 3 * l),
+                                  1.0 - cfg_.attention_probs_dropout_prob};
+    }
+    bool fused_attention() const { return fused_; }
+
+    int N() const { return N_; }
+    int B() const { return B_; }
+    int H() const { return H_; }
+    const BertConfig& config() const { return cfg_; }
+    ops::Activation activation() const { return act_; }
+
+private:
+    BertConfig cfg_;
+    Plan plan_;
+    ops::Activation act_;
+    bool fused_ = false;  // fused attention kernel (no probs, mask_probs, dprobs_; lse per layer)
+    uint64_t seed_ = 0, step_ = 0;  // of the last forward (dropout streams)
+    mutable std::vector<uint8_t> probs_mask_;  // mask("…/attention_probs") regenerated, fused only
+    int H_ = 0, I_ = 0, NH_ = 0, L_ = 0;
+    size_t total_params_ = 0;
+    size_t word_ = 0, pos_ = 0, type_ = 0, emb_g_ = 0, emb_b_ = 0;
+    std::vector<LayerOffsets> layers_;
+    size_t probs_max_ = 0, masks_bytes_ = 0;
+    T *emb_sum_ = nullptr, *emb_mean_ = nullptr, *emb_rstd_ = nullptr;
+    uint8_t* emb_mask_ = nullptr;
+    std::vector<T*> x_;
+    std::vector<LayerSaved<T>> saved_;
+    T *dx_ = nullptr, *dx1_ = nullptr, *dtmp_ = nullptr, *dctx_ = nullptr, *dq_ = nullptr,
+      *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
+    T* bias_part_ = nullptr;  // the bias gradients' partial sums (bias_grad.hpp)
+    std::vector<size_t> pofs_;
+    bool bf16_ = false, wb_stale_ = true;
+    const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
+    std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
+    AlignedVector<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
+    AlignedVector<ops::bf16> actb_;     // the layers' bf16 GEMM inputs (LayerSaved::xb..gb)
+    int B_ = 0, N_ = 0;
+    bool dropout_hidden_ = false, dropout_probs_ = false;
+    T hkeep_ = 1, pkeep_ = 1;
+};
+
+// Two passes over the encoder's and a model's head buffers (Impl::carve): pass 1 counts, then the
+// arena and the dropout-mask bytes are allocated once, pass 2 points every buffer into them.
+template <typename Impl>
+void plan_memory(Impl& m, const ParamTable& table, const Plan& plan, const EngineOptions& opts) {
+    using T = typename decltype(m.arena)::value_type;
+    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
+    m.carve();
+    m.arena.allocate();
+    m.masks.assign(m.enc->masks_bytes(), 0);
+    m.enc->carve(m.arena, m.masks, false);
+    m.carve();
+}
+
+}  // namespace bertbench::model::detail

@@ -1,0 +1,165 @@
+// The SQuAD span model (see bert.hpp): the encoder (encoder.hpp) and run_squad.py's span head.
+// Reference: google-research/bert run_squad.py (create_model, compute_loss).
+#include "model/encoder.hpp"
+
+namespace bertbench::model {
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// SQuAD span head: logits(N,2) = x·Wᵀ + b; loss = (mean_b CE_start + mean_b CE_end)/2 where each CE
+// is over all T_b rows of sequence b. With padded features (Batch::key_lengths) those rows are the
+// max_seq_length positions and this is run_squad.py's loss; on real tokens only it is the softmax
+// over the real tokens (HF's unpadded form). See bert.hpp.
+template <typename T>
+struct BasicBertSquad<T>::Impl {
+    Plan plan;
+    Arena<T> arena;
+    std::vector<uint8_t> masks;
+    std::unique_ptr<Encoder<T>> enc;
+    size_t ws = 0, bs = 0;
+    int H = 0, B = 0, N = 0;
+    bool has_labels = false;
+    T *logits2 = nullptr, *start = nullptr, *end = nullptr, *dlogits2 = nullptr;
+    std::vector<int32_t> start_pos, end_pos;
+
+    void carve() {
+        const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+        logits2 = arena.take(nmax * 2);
+        start = arena.take(nmax);
+        end = arena.take(nmax);
+        dlogits2 = arena.take(plan.forward_only ? 0 : nmax * 2);
+        start_pos.reserve(static_cast<size_t>(plan.max_batch));
+        end_pos.reserve(static_cast<size_t>(plan.max_batch));
+    }
+};
+
+template <typename T>
+BasicBertSquad<T>::BasicBertSquad(const ParamTable& table, Plan plan, EngineOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+    if (table.heads() != Heads::squad)
+        fail("engine: BertSquad needs a ParamTable with the squad head (hint: ParamTable(config, "
+             "Heads::squad))");
+    Impl& m = *impl_;
+    m.plan = plan;
+    m.H = table.config().hidden_size;
+    m.ws = table.at("cls/squad/output_weights").offset;
+    m.bs = table.at("cls/squad/output_bias").offset;
+    plan_memory(m, table, plan, opts);
+}
+
+template <typename T>
+BasicBertSquad<T>::~BasicBertSquad() = default;
+
+template <typename T>
+size_t BasicBertSquad<T>::arena_bytes() const {
+    return impl_->arena.size() * sizeof(T) + impl_->masks.size() + impl_->enc->copies_bytes();
+}
+
+template <typename T>
+void BasicBertSquad<T>::weights_changed() {
+    impl_->enc->weights_changed();
+}
+
+namespace {
+// log-softmax CE of one segment of logits; returns loss, writes softmax − onehot scaled by coef
+template <typename T>
+double segment_ce(const T* z, int n, int label, T* dz, T coef) {
+    T mx = z[0];
+    for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
+    T sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(z[i] - mx);
+    const T lse = mx + std::log(sum);
+    if (dz) {
+        for (int i = 0; i < n; ++i) dz[2 * i] = coef * std::exp(z[i] - lse);
+        dz[2 * label] -= coef;
+    }
+    return static_cast<double>(lse) - static_cast<double>(z[label]);
+}
+}  // namespace
+
+template <typename T>
+SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& batch,
+                                      std::span<const int32_t> start_positions,
+                                      std::span<const int32_t> end_positions, bool training,
+                                      uint64_t seed, uint64_t step) {
+    Impl& m = *impl_;
+    m.enc->check_batch(batch, params.size());
+    const int B = batch.batch_size, H = m.H, N = batch.num_tokens();
+    m.has_labels = !start_positions.empty();
+    if (m.has_labels) {
+        if (start_positions.size() != static_cast<size_t>(B) || end_positions.size() != static_cast<size_t>(B))
+            fail("engine: squad: {} start and {} end positions, expected B = {}",
+                 start_positions.size(), end_positions.size(), B);
+        for (int b = 0; b < B; ++b) {
+            const int t = batch.seq_offsets[b + 1] - batch.seq_offsets[b];
+            if (start_positions[b] < 0 || start_positions[b] >= t || end_positions[b] < 0 ||
+                end_positions[b] >= t)
+                fail("engine: squad: sequence {}: start {} / end {} outside [0, {})", b,
+                     start_positions[b], end_positions[b], t);
+        }
+        m.start_pos.assign(start_positions.begin(), start_positions.end());
+        m.end_pos.assign(end_positions.begin(), end_positions.end());
+    }
+    m.B = B;
+    m.N = N;
+    const T* w = params.data();
+    m.enc->forward(w, batch, training, seed, step);
+    BB_PROFILE_MARK("span head fwd");
+    for (int i = 0; i < N; ++i) std::copy_n(w + m.bs, 2, m.logits2 + 2 * static_cast<size_t>(i));
+    ops::gemm(false, true, N, 2, H, T(1), m.enc->output(), H, w + m.ws, H, T(1), m.logits2, 2);
+    for (int i = 0; i < N; ++i) {
+        m.start[i] = m.logits2[2 * i];
+        m.end[i] = m.logits2[2 * i + 1];
+    }
+    SpanLosses out;
+    if (m.has_labels) {
+        double ls = 0, le = 0;
+        for (int b = 0; b < B; ++b) {
+            const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
+            ls += segment_ce<T>(m.start + o, t, m.start_pos[b], nullptr, T(0));
+            le += segment_ce<T>(m.end + o, t, m.end_pos[b], nullptr, T(0));
+        }
+        out.total = (ls / B + le / B) / 2;
+    }
+    return out;
+}
+
+template <typename T>
+void BasicBertSquad<T>::backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
+                                 T loss_scale) {
+    Impl& m = *impl_;
+    m.enc->require_backward();
+    if (!m.has_labels) fail("engine: squad backward needs start/end positions in the forward");
+    const int B = m.B, H = m.H, N = m.N;
+    const T* w = params.data();
+    T* g = grads.data();
+    const T coef = loss_scale / static_cast<T>(2 * B);
+    for (int b = 0; b < B; ++b) {
+        const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
+        segment_ce<T>(m.start + o, t, m.start_pos[b], m.dlogits2 + 2 * o, coef);
+        segment_ce<T>(m.end + o, t, m.end_pos[b], m.dlogits2 + 2 * o + 1, coef);
+    }
+    ops::bias_backward(g + m.bs, m.dlogits2, N, 2);
+    ops::gemm(true, false, 2, H, N, T(1), m.dlogits2, 2, m.enc->output(), H, T(1), g + m.ws, H);
+    ops::gemm(false, false, N, H, 2, T(1), m.dlogits2, 2, w + m.ws, H, T(0), m.enc->doutput(), H);
+    m.enc->backward(g, w, batch);
+}
+
+template <typename T>
+std::span<const T> BasicBertSquad<T>::start_logits() const {
+    return {impl_->start, static_cast<size_t>(impl_->N)};
+}
+template <typename T>
+std::span<const T> BasicBertSquad<T>::end_logits() const {
+    return {impl_->end, static_cast<size_t>(impl_->N)};
+}
+template <typename T>
+std::span<const uint8_t> BasicBertSquad<T>::dropout_mask(const std::string& site) const {
+    return impl_->enc->mask(site);
+}
+
+template class BasicBertSquad<float>;
+template class BasicBertSquad<double>;
+
+}  // namespace bertbench::model
