@@ -205,7 +205,7 @@ def synthetic_squad_batch(B, T, gen):
     return ids, seg, mask, torch.clamp(start, max=T - 1), end
 
 
-def squad_forward_flops(L, H, I, B, T):  # as bench/runner.cpp squad_forward_flops
+def squad_forward_flops(L, H, I, B, T):  # as model::forward_flops(c, b, Heads::squad) (src/model/cost.cpp)
     n = B * T
     return L * (2.0 * n * (4 * H * H + 2 * H * I) + B * 4.0 * T * T * H) + 2.0 * n * H * 2
 

@@ -134,7 +134,7 @@ struct Setup {
     }
 
     double flops(const model::Batch& b) const {
-        return (squad ? squad_forward_flops(p.config, b) : model::forward_flops(p.config, b)) *
+        return model::forward_flops(p.config, b, squad ? model::Heads::squad : model::Heads::pretraining) *
                (train ? 3.0 : 1.0);
     }
 };
@@ -393,13 +393,6 @@ std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files
     return out;
 }
 
-double squad_forward_flops(const model::BertConfig& c, const model::Batch& b) {
-    BB_CHECK(b.num_predictions() == 0);
-    // model::forward_flops = encoder + pooler/NSP (2·B·H² + 2·B·H·2) + MLM head (0 here): take the
-    // pooler and NSP out, put the span head's 2·N·H·2 in.
-    const double H = c.hidden_size, B = b.batch_size, N = b.num_tokens();
-    return model::forward_flops(c, b) - (2.0 * B * H * H + 2.0 * B * H * 2) + 2.0 * N * H * 2;
-}
 
 void check_point(const Point& p) {
     if (p.seq_len > p.config.max_position_embeddings)
@@ -522,54 +515,7 @@ nlohmann::json PointResult::to_json() const {
     return j;
 }
 
-// ---- profile ------------------------------------------------------------------------------
-
-namespace {
-
-struct Cost {
-    double flops = 0, bytes = 0;
-};
-
-// Analytic FLOPs and minimal memory traffic (fp32, each operand read or written once) of one
-// profiled op label, for batch b. Backward GEMMs = 2x forward FLOPs and bytes; element-wise
-// backward ops read about twice what their forward reads. An approximation, documented as such.
-Cost op_cost(const std::string& op, const model::BertConfig& c, const model::Batch& b,
-             double n_params) {
-    const double N = b.num_tokens(), H = c.hidden_size, I = c.intermediate_size,
-                 L = c.num_hidden_layers, V = c.vocab_size, B = b.batch_size,
-                 P = b.num_predictions(), A = c.num_attention_heads;
-    double t2 = 0;  // Σ_b T_b·K_b (K_b = T_b without key_lengths)
-    for (int s = 0; s < b.batch_size; ++s) {
-        const double t = b.seq_offsets[s + 1] - b.seq_offsets[s];
-        t2 += t * (b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(s)]);
-    }
-    const bool bwd = op.ends_with(" bwd");
-    const double k = bwd ? 2.0 : 1.0;
-    const auto gemm = [&](double m, double n, double kk, double times) {
-        return Cost{k * 2 * m * n * kk * times, k * 4 * (m * kk + kk * n + m * n) * times};
-    };
-    const std::string base = op.substr(0, op.rfind(' '));
-    if (base == "gemm qkv") return gemm(N, H, H, 3 * L);
-    if (base == "gemm attn-out") return gemm(N, H, H, L);
-    if (base == "gemm ffn-in") return gemm(N, I, H, L);
-    if (base == "gemm ffn-out") return gemm(N, H, I, L);
-    if (base == "gemm mlm-decoder") return gemm(P, V, H, 1);
-    if (base == "attention") return {k * 4 * t2 * H * L, k * 4 * L * (4 * N * H + 2 * A * t2)};
-    if (base == "layernorm") return {k * 8 * (2 * L + 1) * N * H, k * 8 * (2 * L + 1) * N * H};
-    if (base == "gelu") return {k * 10 * L * N * I, k * 8 * L * N * I};
-    if (base == "dropout+residual") return {k * 2 * 2 * L * N * H, k * 13 * 2 * L * N * H};
-    if (base == "embeddings") return {k * 10 * N * H, k * 4 * 8 * N * H};
-    if (base == "pooler+nsp") return gemm(B, H, H, 1);
-    if (base == "span head") return gemm(N, 2, H, 1);  // task squad (its loss is not counted)
-    if (base == "mlm transform") return gemm(P, H, H, 1);
-    if (base == "loss") return {k * 4 * P * V, k * 4 * P * V};
-    if (op.starts_with("optimizer")) return {20 * n_params, 4 * 10 * n_params};
-    if (op == "clip+accumulate") return {2 * n_params, 4 * n_params};
-    if (op == "zero grads") return {0, 4 * n_params};
-    return {};
-}
-
-}  // namespace
+// ---- profile: per-op time; the ops' costs from the engine's op list (model/cost.hpp) ----------
 
 ProfileResult profile_point(const Point& p, int steps) {
     check_point(p);
@@ -580,7 +526,7 @@ ProfileResult profile_point(const Point& p, int steps) {
     profile::enable(true);
     struct Acc {
         double seconds = 0;
-        Cost cost;
+        model::Cost cost;
     };
     std::vector<std::pair<std::string, Acc>> acc;
     double total = 0;
@@ -595,11 +541,12 @@ ProfileResult profile_point(const Point& p, int steps) {
             if (it == acc.end()) it = acc.insert(acc.end(), {e.label, Acc{}});
             it->second.seconds += e.seconds;
             total += e.seconds;
+            if (e.tag < 0) continue;  // bench's own "other": no cost
+            const auto [op, pass] = model::op_from_tag(e.tag);
             for (const model::Batch* b : used) {
-                // forward/backward labels count once per micro-batch; the optimizer once per step
-                const bool per_step = e.label.starts_with("optimizer");
-                if (per_step && b != used.front()) continue;
-                const Cost c = op_cost(e.label, p.config, *b, static_cast<double>(s.params.size()));
+                // forward/backward ops count once per micro-batch; the optimizer once per step
+                if (op == model::Op::optimizer && b != used.front()) continue;
+                const model::Cost c = model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()));
                 it->second.cost.flops += c.flops;
                 it->second.cost.bytes += c.bytes;
             }

@@ -107,11 +107,6 @@ std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files
                                            bool* has_positions = nullptr);
 // Real tokens of a batch: Σ key_lengths for a padded-query batch, else all its tokens.
 int real_tokens(const model::Batch& b);
-// Matmul FLOPs of one span-model forward: the encoder's (as model::forward_flops: 2·N·(4H² + 2HI)
-// + 4·Σ_b T_b·K_b·H per layer, N = every computed row, K_b = key_lengths[b] or T_b) plus the span
-// head's 2·N·H·2; no pooler, no pretraining heads.
-double squad_forward_flops(const model::BertConfig& c, const model::Batch& b);
-
 // Error naming the flag when the point cannot run as given (seq_len beyond the model's positions,
 // more threads than CPUs, ...): `bench` checks every point before it measures any; run_point checks
 // again.

@@ -2,6 +2,7 @@
 #include "core/profile.hpp"
 
 #include <chrono>
+#include <utility>
 
 namespace bertbench::profile {
 namespace {
@@ -10,7 +11,7 @@ using Clock = std::chrono::steady_clock;
 
 struct State {
     std::vector<Entry> table;
-    std::vector<const char*> stack;
+    std::vector<std::pair<const char*, int>> stack;  // label, tag
     Clock::time_point since;
 };
 
@@ -24,12 +25,12 @@ void close_section() {
     State& s = state();
     const Clock::time_point now = Clock::now();
     if (!s.stack.empty()) {
-        const std::string label = s.stack.back();
+        const std::string label = s.stack.back().first;
         Entry* e = nullptr;
         for (Entry& x : s.table)
             if (x.label == label) e = &x;
         if (e == nullptr) {
-            s.table.push_back({label, 0.0, 0});
+            s.table.push_back({label, 0.0, 0, s.stack.back().second});
             e = &s.table.back();
         }
         e->seconds += std::chrono::duration<double>(now - s.since).count();
@@ -52,18 +53,18 @@ void reset() {
     s.since = Clock::now();
 }
 
-void mark(const char* label) {
+void mark(const char* label, int tag) {
     State& s = state();
     close_section();
     if (s.stack.empty())
-        s.stack.push_back(label);
+        s.stack.push_back({label, tag});
     else
-        s.stack.back() = label;
+        s.stack.back() = {label, tag};
 }
 
-void push(const char* label) {
+void push(const char* label, int tag) {
     close_section();
-    state().stack.push_back(label);
+    state().stack.push_back({label, tag});
 }
 
 void pop() {

@@ -13,22 +13,25 @@ inline bool g_enabled = false;  // read by the macros; set only through enable()
 
 void enable(bool on);  // enabling also resets the table; disabling keeps it for entries()
 void reset();
-void mark(const char* label);  // close the current section, continue as `label`
-void push(const char* label);
+// `tag`: the caller's id of the label (model/cost.hpp's op tags; -1 none), kept with its entry so
+// that a reader needs not parse the label.
+void mark(const char* label, int tag = -1);  // close the current section, continue as `label`
+void push(const char* label, int tag = -1);
 void pop();
 
 struct Entry {
     std::string label;
     double seconds = 0;
     long calls = 0;  // sections closed under this label
+    int tag = -1;    // as given to mark/push
 };
 // Accumulated time per label, in first-seen order (sections still open are not included).
 std::vector<Entry> entries();
 
 class Scope {
   public:
-    explicit Scope(const char* label) : on_(g_enabled) {
-        if (on_) push(label);
+    explicit Scope(const char* label, int tag = -1) : on_(g_enabled) {
+        if (on_) push(label, tag);
     }
     ~Scope() {
         if (on_) pop();
@@ -46,7 +49,8 @@ class Scope {
 #define BB_PROFILE_CAT(a, b) BB_PROFILE_CAT2(a, b)
 #define BB_PROFILE_SCOPE(label) \
     const ::bertbench::profile::Scope BB_PROFILE_CAT(bb_profile_scope_, __LINE__)(label)
-#define BB_PROFILE_MARK(label)                                                  \
-    do {                                                                        \
-        if (::bertbench::profile::g_enabled) ::bertbench::profile::mark(label); \
+#define BB_PROFILE_MARK(label) BB_PROFILE_MARK_TAGGED(label, -1)
+#define BB_PROFILE_MARK_TAGGED(label, tag)                                             \
+    do {                                                                               \
+        if (::bertbench::profile::g_enabled) ::bertbench::profile::mark(label, tag);   \
     } while (0)

@@ -3,6 +3,7 @@
 // decoder (word embeddingsᵀ + output_bias) -> MLM. Reference: google-research/bert modeling.py,
 // run_pretraining.py (get_masked_lm_output, get_next_sentence_output). Legend: B sequences, N packed
 // real tokens, P gathered masked positions, H hidden, V vocabulary, L layers.
+#include "model/cost.hpp"
 #include "model/encoder.hpp"
 
 namespace bertbench::model {
@@ -141,12 +142,12 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
             fail("engine: batch: next_sentence_labels[{}] = {}, expected 0 or 1", b,
                  batch.next_sentence_labels[b]);
     m.B = B;
-    BB_PROFILE_SCOPE("other fwd");
+    BB_PROFILE_OP_SCOPE(Op::other, Pass::forward);
     m.P = P;
     const T* w = params.data();
     m.enc->forward(w, batch, training, seed, step);
     const T* x = m.enc->output();
-    BB_PROFILE_MARK("pooler+nsp fwd");
+    BB_PROFILE_OP(Op::pooler_nsp, Pass::forward);
     // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
     for (int b = 0; b < B; ++b)
         std::copy_n(x + static_cast<size_t>(batch.seq_offsets[b]) * H, H, m.cls + static_cast<size_t>(b) * H);
@@ -156,7 +157,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     ops::gemm(false, true, B, 2, H, T(1), m.pooled, H, w + m.wn, H, T(1), m.nsp, 2);
     ops::kern::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
                                batch.next_sentence_labels.data(), B, 2);
-    BB_PROFILE_MARK("mlm transform fwd");
+    BB_PROFILE_OP(Op::mlm_transform, Pass::forward);
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
     for (int p = 0; p < P; ++p)
         std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
@@ -164,7 +165,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
     ops::kern::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
     ops::kern::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
-    BB_PROFILE_MARK("gemm mlm-decoder fwd");
+    BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::forward);
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
     // than a pass of its own that the GEMM then reads back with beta 1.
@@ -185,7 +186,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         }
     }
     if (!bias_added) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(0), m.logits, V);
-    BB_PROFILE_MARK("loss fwd");
+    BB_PROFILE_OP(Op::loss, Pass::forward);
     if (bias_added)
         ops::kern::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
                                    batch.masked_ids.data(), P, V);
@@ -223,7 +224,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     const int B = m.B, P = m.P, H = m.H, V = m.V, N = m.enc->N();
     const T* w = params.data();
     T* g = grads.data();
-    BB_PROFILE_SCOPE("loss bwd");
+    BB_PROFILE_OP_SCOPE(Op::loss, Pass::backward);
     // MLM: dlogits = w_p/(Σw + 1e-5) · (softmax − onehot) · loss_scale
     double den = 0;
     for (int p = 0; p < P; ++p) den += batch.masked_weights[p];
@@ -243,7 +244,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
             ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
             ops::kern::cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse,
                                              batch.masked_ids.data(), m.coef, P, V);
-            BB_PROFILE_MARK("gemm mlm-decoder bwd");
+            BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
             ops::transpose_bf16(dlt, dlb, P, V, V);
             ops::gemm_bf16(false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H);  // dE += dlᵀ tl
             ops::gemm_bf16(false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H);
@@ -251,16 +252,16 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     }
     if (!enc.bf16()) {
         ops::kern::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
-        BB_PROFILE_MARK("gemm mlm-decoder bwd");
+        BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
         ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
         ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
         ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
     }
-    BB_PROFILE_MARK("mlm transform bwd");
+    BB_PROFILE_OP(Op::mlm_transform, Pass::backward);
     ops::kern::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
     ops::kern::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
     enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
-    BB_PROFILE_MARK("pooler+nsp bwd");
+    BB_PROFILE_OP(Op::pooler_nsp, Pass::backward);
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
     ops::kern::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
@@ -269,7 +270,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     ops::gemm(false, false, B, H, 2, T(1), m.dnsp, 2, w + m.wn, H, T(0), m.dpooled, H);  // dpooled = dnsp Wn
     ops::kern::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
     ops::linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H);
-    BB_PROFILE_MARK("other bwd");
+    BB_PROFILE_OP(Op::other, Pass::backward);
     // scatter into d(encoder output)
     T* dx = m.enc->doutput();
     std::fill_n(dx, static_cast<size_t>(N) * H, T(0));
@@ -328,20 +329,5 @@ bool BasicBertPretrainer<T>::fused_attention() const {
 
 template class BasicBertPretrainer<float>;
 template class BasicBertPretrainer<double>;
-
-// ---------------------------------------------------------------------------------------------
-double forward_flops(const BertConfig& c, const Batch& b) {
-    const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-    const double N = b.num_tokens(), B = b.batch_size, P = b.num_predictions();
-    double attn = 0;  // per sequence: QKᵀ and P·V, 2·T·K·H each (K = T without key_lengths)
-    for (int i = 0; i < b.batch_size; ++i) {
-        const double t = b.seq_offsets[i + 1] - b.seq_offsets[i];
-        const double k = b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(i)];
-        attn += 4.0 * t * k * H;
-    }
-    const double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + attn;
-    const double heads = 2.0 * B * H * H + 2.0 * B * H * 2 + 2.0 * P * H * H + 2.0 * P * H * V;
-    return c.num_hidden_layers * per_layer + heads;
-}
 
 }  // namespace bertbench::model

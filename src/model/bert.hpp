@@ -15,6 +15,7 @@
 
 #include "model/batch.hpp"
 #include "model/config.hpp"
+#include "model/cost.hpp"
 #include "model/param_table.hpp"
 #include "ops/bf16.hpp"
 
@@ -172,9 +173,6 @@ private:
 using BertSquad = BasicBertSquad<float>;
 using BertSquadF64 = BasicBertSquad<double>;
 
-// Matmul FLOPs of one forward (2 per multiply-add, every packed row (padding rows too when the
-// batch has key_lengths), attention per sequence over its K_b keys,
-// MLM head on the P gathered positions, NSP + pooler on B rows); backward = 2x forward.
-double forward_flops(const BertConfig& c, const Batch& b);
+// forward_flops(config, batch, heads): model/cost.hpp.
 
 }  // namespace bertbench::model

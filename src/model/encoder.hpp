@@ -17,6 +17,7 @@
 #include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
+#include "model/cost.hpp"
 #include "model/bert.hpp"
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
@@ -327,7 +328,7 @@ public:
             return ops::DropoutStream{seed, step, site, keep};
         };
         if ((bf16_ || packed_) && (wb_stale_ || wb_src_ != params)) {
-            BB_PROFILE_MARK("weight copies");
+            BB_PROFILE_OP(Op::weight_copies, Pass::forward);
             if constexpr (std::is_same_v<T, float>) {
                 if (bf16_) ops::to_bf16(wb_.data(), params, total_params_);
                 if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
@@ -336,14 +337,14 @@ public:
             wb_stale_ = false;
         }
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
-        BB_PROFILE_MARK("embeddings fwd");
+        BB_PROFILE_OP(Op::embeddings, Pass::forward);
         ops::kern::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
-        BB_PROFILE_MARK("layernorm fwd");
+        BB_PROFILE_OP(Op::layernorm, Pass::forward);
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
         ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
         ops::kern::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
                                N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
-        BB_PROFILE_MARK("dropout+residual fwd");
+        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
         if (dropout_hidden_) {
             ops::kern::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
             ops::kern::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
@@ -355,12 +356,12 @@ public:
             LayerSaved<T>& s = saved_[l];
             const T* xin = x_[l];
             const auto P = [&](size_t o) { return params + o; };
-            BB_PROFILE_MARK("gemm qkv fwd");
+            BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
             linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, gemm_output(s.qb));
             linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, gemm_output(s.kb));
             linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, gemm_output(s.vb));
-            BB_PROFILE_MARK("attention fwd");
+            BB_PROFILE_OP(Op::attention, Pass::forward);
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
             if (fused_) {
@@ -372,24 +373,24 @@ public:
                 ops::kern::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
                                        dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
-            BB_PROFILE_MARK("gemm attn-out fwd");
+            BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
-            BB_PROFILE_MARK("dropout+residual fwd");
+            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
             ops::kern::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
-            BB_PROFILE_MARK("layernorm fwd");
+            BB_PROFILE_OP(Op::layernorm, Pass::forward);
             ops::kern::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
                                    ops::kLayerNormEps, gemm_output(s.x1b));
-            BB_PROFILE_MARK("gemm ffn-in fwd");
+            BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
-            BB_PROFILE_MARK("gelu fwd");
+            BB_PROFILE_OP(Op::gelu, Pass::forward);
             ops::kern::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
-            BB_PROFILE_MARK("gemm ffn-out fwd");
+            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
-            BB_PROFILE_MARK("dropout+residual fwd");
+            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             ops::kern::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
-            BB_PROFILE_MARK("layernorm fwd");
+            BB_PROFILE_OP(Op::layernorm, Pass::forward);
             ops::kern::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
                                    ops::kLayerNormEps,  // and the next layer's bf16 input
                                    l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
@@ -412,33 +413,33 @@ public:
             const auto P = [&](size_t o) { return params + o; };
             const auto G = [&](size_t o) { return grads + o; };
             // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
-            BB_PROFILE_MARK("layernorm bwd");
+            BB_PROFILE_OP(Op::layernorm, Pass::backward);
             ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
-            BB_PROFILE_MARK("dropout+residual bwd");
+            BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
             const ops::BiasGrad<T> dbout{G(w.bout), bias_part_, H};
             ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbout);
-            BB_PROFILE_MARK("gemm ffn-out bwd");
+            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
             linear_bwd(dI_, grads, params, w.wout, kBiasSummed, dy_fp32(dtmp_), s.g, transposed_input(s.gb, N, I),
                        N, I, H, false, dy_bf16());
-            BB_PROFILE_MARK("gelu bwd");
+            BB_PROFILE_OP(Op::gelu, Pass::backward);
             const ops::BiasGrad<T> dbi{G(w.bi), bias_part_, I};
             ops::kern::activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
                                            &dbi);
-            BB_PROFILE_MARK("gemm ffn-in bwd");
+            BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
             linear_bwd(dx1_, grads, params, w.wi, kBiasSummed, dy_fp32(dI_), s.x1, transposed_input(s.x1b, N, H),
                        N, H, I, true, dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
-            BB_PROFILE_MARK("layernorm bwd");
+            BB_PROFILE_OP(Op::layernorm, Pass::backward);
             ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
-            BB_PROFILE_MARK("dropout+residual bwd");
+            BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
             const ops::BiasGrad<T> dbo{G(w.bo), bias_part_, H};
             ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbo);
-            BB_PROFILE_MARK("gemm attn-out bwd");
+            BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
             linear_bwd(dctx_, grads, params, w.wo, kBiasSummed, dy_fp32(dtmp_), s.ctx,
                        transposed_input(s.ctxb, N, H), N, H, H, false, dy_bf16());
-            BB_PROFILE_MARK("attention bwd");
+            BB_PROFILE_OP(Op::attention, Pass::backward);
             const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
             if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, ab.dctx};
@@ -451,7 +452,7 @@ public:
                                         dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
                                         bf16_ ? &ab : nullptr);
             }
-            BB_PROFILE_MARK("gemm qkv bwd");
+            BB_PROFILE_OP(Op::gemm_qkv, Pass::backward);
             const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
             using Dense = std::tuple<size_t, size_t, T*>;  // kernel, bias, dy
             for (const auto& [wt, bias, dy] :
@@ -465,7 +466,7 @@ public:
             if (backward_hook) backward_hook(l);  // layer l's gradients are final
         }
         // x[0] = drop(LN(e))
-        BB_PROFILE_MARK("embeddings bwd");
+        BB_PROFILE_OP(Op::embeddings, Pass::backward);
         ops::kern::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
         ops::kern::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
                                 emb_mean_, emb_rstd_, N, H);

@@ -94,8 +94,12 @@ void check_fits_in_memory(const BertConfig& c, size_t total_floats) {
 ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config), heads_(heads) {
     config.validate("model config");
     const int64_t H = config.hidden_size, I = config.intermediate_size, V = config.vocab_size;
+    int layer = -1;  // of the parameters added next
+    bool embedding = true;
     auto add = [&](std::string name, std::vector<int64_t> shape) {
         ParamInfo p;
+        p.layer = layer;
+        p.embedding = embedding;
         p.size = 1;
         for (int64_t d : shape) p.size = checked_mul(p.size, static_cast<size_t>(d));
         p.decay = !excluded_from_decay(name);
@@ -112,7 +116,9 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
     add("bert/embeddings/position_embeddings", {config.max_position_embeddings, H});
     add("bert/embeddings/LayerNorm/gamma", {H});
     add("bert/embeddings/LayerNorm/beta", {H});
+    embedding = false;
     for (int l = 0; l < config.num_hidden_layers; ++l) {
+        layer = l;
         const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
         for (const char* qkv : {"query", "key", "value"}) {
             add(p + "attention/self/" + qkv + "/kernel", {H, H});
@@ -129,6 +135,7 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
         add(p + "output/LayerNorm/gamma", {H});
         add(p + "output/LayerNorm/beta", {H});
     }
+    layer = -1;
     add("bert/pooler/dense/kernel", {H, H});
     add("bert/pooler/dense/bias", {H});
     if (heads == Heads::pretraining) {

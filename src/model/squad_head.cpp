@@ -1,5 +1,6 @@
 // The SQuAD span model (see bert.hpp): the encoder (encoder.hpp) and run_squad.py's span head.
 // Reference: google-research/bert run_squad.py (create_model, compute_loss).
+#include "model/cost.hpp"
 #include "model/encoder.hpp"
 
 namespace bertbench::model {
@@ -105,7 +106,7 @@ SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& ba
     m.N = N;
     const T* w = params.data();
     m.enc->forward(w, batch, training, seed, step);
-    BB_PROFILE_MARK("span head fwd");
+    BB_PROFILE_OP(Op::span_head, Pass::forward);
     for (int i = 0; i < N; ++i) std::copy_n(w + m.bs, 2, m.logits2 + 2 * static_cast<size_t>(i));
     ops::gemm(false, true, N, 2, H, T(1), m.enc->output(), H, w + m.ws, H, T(1), m.logits2, 2);
     for (int i = 0; i < N; ++i) {

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
+#include "model/cost.hpp"
 
 namespace bertbench::optim {
 
@@ -84,7 +85,7 @@ void Optimizer::step(std::span<float> params, std::span<const float> grads, floa
         fail("[optim] step: expected params and grads of {} floats (the ParamTable's total), got "
              "{} and {}",
              plan_.total_floats(), params.size(), grads.size());
-    BB_PROFILE_SCOPE("optimizer (LAMB/AdamW step)");
+    BB_PROFILE_OP_SCOPE(model::Op::optimizer, model::Pass::step);
     if (config_.kind == OptimizerKind::lamb)
         step_lamb(params.data(), grads.data(), lr, grad_scale);
     else

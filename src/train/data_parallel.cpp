@@ -23,16 +23,11 @@ void DataParallel::set_table(const model::ParamTable& table) {
     std::vector<size_t> bounds;
     stages_.clear();
     stages_.resize(static_cast<size_t>(num_layers_) + 2);
-    const std::string enc = "bert/encoder/layer_", emb = "bert/embeddings/";
     for (const model::ParamInfo& p : table.entries()) {
         bounds.push_back(p.offset);
-        size_t stage = static_cast<size_t>(num_layers_);  // pooler and heads
-        if (p.name.starts_with(emb)) {
-            stage = static_cast<size_t>(num_layers_) + 1;
-        } else if (p.name.starts_with(enc)) {
-            const size_t slash = p.name.find('/', enc.size());
-            stage = std::stoul(p.name.substr(enc.size(), slash - enc.size()));
-        }
+        const size_t stage = p.embedding    ? static_cast<size_t>(num_layers_) + 1
+                             : p.layer >= 0 ? static_cast<size_t>(p.layer)
+                                            : static_cast<size_t>(num_layers_);  // pooler and heads
         stages_[stage].push_back({p.offset, p.offset + p.size});
     }
     reducer_ = std::make_unique<dist::GradientReducer>(*comm_, table.total_floats(), bounds, bucket_bytes_);

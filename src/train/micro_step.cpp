@@ -7,6 +7,7 @@
 #include "core/profile.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
+#include "model/cost.hpp"
 #include "optim/clip.hpp"
 #include "train/data_parallel.hpp"
 
@@ -37,7 +38,7 @@ StepLoss SquadStep::forward(std::span<const float> params, uint64_t seed, uint64
 void SquadStep::backward(std::span<float> grads, std::span<const float> params, float scale) {
     // The span head's backward (and its loss gradient) runs before the encoder's first profile
     // mark, so it is timed under this label.
-    BB_PROFILE_SCOPE("span head bwd");
+    BB_PROFILE_OP_SCOPE(model::Op::span_head, model::Pass::backward);
     engine_.backward(grads, params, *batch_, scale);
 }
 void SquadStep::weights_changed() { engine_.weights_changed(); }
@@ -52,7 +53,7 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
         return out;
     }
     {
-        BB_PROFILE_SCOPE("zero grads");
+        BB_PROFILE_OP_SCOPE(model::Op::zero_grads, model::Pass::step);
         optim::fill_zero(grads);
     }
     // Under mpirun the all-reduce starts during the backward where the updater allows it;
@@ -72,7 +73,7 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
         return out;
     }
     try {
-        BB_PROFILE_SCOPE("clip+accumulate");
+        BB_PROFILE_OP_SCOPE(model::Op::clip_accumulate, model::Pass::step);
         out.result = ctx.updater.micro_step(params, grads, dp ? dp->mean() : optim::GradientMean{});
     } catch (const Error& e) {
         out.status = Status::nonfinite_grad;

@@ -71,20 +71,20 @@ TEST(SquadBench, SyntheticBatchIsAFullLengthFeature) {
 TEST(SquadBench, FlopsMatchHandCount) {
     const auto c = model::BertConfig::preset("tiny");
     const SquadBatch sb = synthetic_squad_batch(c, 2, 24, 1);
-    EXPECT_DOUBLE_EQ(squad_forward_flops(c, sb.batch), hand_flops(c, {24, 24}));
+    EXPECT_DOUBLE_EQ(model::forward_flops(c, sb.batch, model::Heads::squad), hand_flops(c, {24, 24}));
     // unequal lengths: attention counts each sequence's own T²
     model::Batch b = sb.batch;
     b.seq_offsets = {0, 7, 24, 48};
     b.batch_size = 3;
-    EXPECT_DOUBLE_EQ(squad_forward_flops(c, b), hand_flops(c, {7, 17, 24}));
+    EXPECT_DOUBLE_EQ(model::forward_flops(c, b, model::Heads::squad), hand_flops(c, {7, 17, 24}));
     // the span head, not the pretraining heads: below the pretraining count by pooler + NSP and
     // above it by 2·N·H·2
     const double H = c.hidden_size;
-    EXPECT_DOUBLE_EQ(model::forward_flops(c, b) - squad_forward_flops(c, b),
+    EXPECT_DOUBLE_EQ(model::forward_flops(c, b) - model::forward_flops(c, b, model::Heads::squad),
                      2 * 3 * H * H + 2 * 3 * H * 2 - 2 * 48 * H * 2);
     // padded layout: every row is computed, attention runs over the real keys only
     b.key_lengths = {3, 10, 24};
-    EXPECT_DOUBLE_EQ(squad_forward_flops(c, b), hand_flops(c, {7, 17, 24}, {3, 10, 24}));
+    EXPECT_DOUBLE_EQ(model::forward_flops(c, b, model::Heads::squad), hand_flops(c, {7, 17, 24}, {3, 10, 24}));
     EXPECT_EQ(real_tokens(b), 37);
 }
 
