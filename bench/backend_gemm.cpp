@@ -7,7 +7,6 @@
 //                     [--min_time=0.5] [--repeats=5] [--autotune]
 //                     (one JSON object per point on stdout; --autotune: backend::CudaOptions)
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -15,8 +14,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "bench/device_gemm.hpp"
 #include "core/error.hpp"
-#include "ops/bf16.hpp"
 
 using namespace bertbench;
 using bertbench::backend::Backend;
@@ -44,45 +43,6 @@ Shape parse_shape(const std::string& s) {
     if (std::sscanf(s.c_str(), "%dx%dx%d", &sh.M, &sh.N, &sh.K) != 3 || sh.M <= 0 || sh.N <= 0 || sh.K <= 0)
         fail("--shapes: expected MxNxK with positive sizes (e.g. 4096x1024x4096), got '{}'", s);
     return sh;
-}
-
-double run_point(Backend& be, backend::MatmulType type, const Shape& s, double min_time) {
-    const size_t es = type == backend::MatmulType::bf16 ? 2 : 4;
-    const size_t na = static_cast<size_t>(s.M) * s.K, nb = static_cast<size_t>(s.K) * s.N;
-    const size_t nc = static_cast<size_t>(s.M) * s.N;
-    void* a = be.alloc(na * es);
-    void* b = be.alloc(nb * es);
-    void* c = be.alloc(nc * 4);
-    // Operands of random-looking values in [-0.5, 0.5) (zeros run faster on some tensor cores).
-    const size_t n = std::max(na, nb);
-    std::vector<float> vals(n);
-    for (size_t i = 0; i < n; ++i) vals[i] = static_cast<float>((i * 2654435761u) >> 24 & 0xff) / 256.f - 0.5f;
-    std::vector<backend::bf16> half(n);
-    for (size_t i = 0; i < n; ++i) half[i] = ops::to_bf16(vals[i]);
-    const void* src = es == 2 ? static_cast<const void*>(half.data()) : static_cast<const void*>(vals.data());
-    be.upload(a, src, na * es);
-    be.upload(b, src, nb * es);
-    const auto gemm = BB_OP(be, gemm);
-    const auto once = [&] {
-        gemm(type, false, false, s.M, s.N, s.K, a, s.K, b, s.N, 0.f, c, s.N, nullptr, backend::MatmulType::f32);
-    };
-    once();
-    be.synchronize();
-    using clock = std::chrono::steady_clock;
-    long iters = 0;
-    const auto t0 = clock::now();
-    double secs = 0;
-    while (secs < min_time) {
-        const long batch = std::max<long>(1, iters);
-        for (long i = 0; i < batch; ++i) once();
-        be.synchronize();
-        iters += batch;
-        secs = std::chrono::duration<double>(clock::now() - t0).count();
-    }
-    be.release(a);
-    be.release(b);
-    be.release(c);
-    return 2.0 * s.M * s.N * s.K * iters / secs / 1e12;
 }
 
 }  // namespace
@@ -121,8 +81,10 @@ int main(int argc, char** argv) {
             const auto type = dt == "bf16" ? backend::MatmulType::bf16 : backend::MatmulType::f32;
             for (const Shape& s : points) {
                 std::vector<double> r;
-                for (int k = 0; k < repeats; ++k) r.push_back(run_point(*be, type, s, min_time));
-                std::sort(r.begin(), r.end());
+                const bench::RateSpread rs =
+                    bench::time_backend_gemm(*be, type, bench::GemmShape{s.label, s.M, s.N, s.K, false, false, 1},
+                                             min_time, repeats);
+                r = {rs.min / 1e3, rs.median / 1e3, rs.max / 1e3};
                 std::printf("{\"device\": \"%s\", \"describe\": \"%s\", \"dtype\": \"%s\", \"shape\": \"%s\", "
                             "\"tflops_median\": %.2f, \"tflops_min\": %.2f, \"tflops_max\": %.2f, \"repeats\": %d, "
                             "\"autotune\": %s}\n",

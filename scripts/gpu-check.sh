@@ -34,13 +34,21 @@ if ! tar -C "$BB" -xJf gpu-pack/bundle.tar.xz; then
   echo "gpu-check: no gpu-pack/bundle.tar.xz (run scripts/gpu-pack.sh first and carry gpu-pack)"; exit 2
 fi
 export LD_LIBRARY_PATH="$BB/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-ldd "$BB/bin/test_backend" | grep -i "not found" && status=1
+for b in "$BB"/bin/*; do ldd "$b" | grep -i "not found" && status=1; done
+
+step "bertbench version (its backends)"
+"$BB/bin/bertbench" version > "$OUT/version.json" || status=1
+python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["system_info"]["backends"], indent=1))' \
+  "$OUT/version.json" || true
 
 step "backend conformance (CPU and CUDA against the double reference)"
 timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
 
 step "GEMM rate of the CUDA backend (cuBLASLt)"
 timeout 150 "$BB/bin/backend_gemm" --device=cuda --repeats=3 --min_time=0.3 | tee "$OUT/gemm.jsonl" || status=1
+echo "-- bertbench bench --mode=gemm --device=cuda (BERT-large's linear shapes, 4096 tokens)"
+timeout 120 "$BB/bin/bertbench" bench --mode=gemm --device=cuda --model=large --dtype=bf16,fp32 --gemm_reps=3 \
+  --json="$OUT/bench_gemm.json" || status=1
 echo "-- the same, bf16, with cuBLASLt's candidates timed (CudaOptions::gemm_autotune)"
 timeout 150 "$BB/bin/backend_gemm" --device=cuda --dtype=bf16 --autotune --repeats=3 --min_time=0.3 \
   | tee "$OUT/gemm_autotune.jsonl" || status=1

@@ -12,10 +12,12 @@
 #include <map>
 
 #include "bench/ceiling.hpp"
+#include "bench/device_gemm.hpp"
 #include "bench/mpi_point.hpp"
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
 #include "cli/commands.hpp"
+#include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -125,6 +127,8 @@ int cmd_bench(int argc, char** argv) {
               "max_seq_length rows; padding rows are queries over the real keys) | real = the "
               "real tokens only (padding not computed)");
     flags.add("mode", &mode, "train | infer | gemm (comma list)");
+    DeviceFlag device;
+    device.add(flags);
     flags.add("dtype", &dtype_list,
               "GEMM precision(s): fp32 | bf16 (comma list; bf16 = bf16 operands, fp32 "
               "accumulation, fp32 master weights; emulated and slower where the CPU lacks "
@@ -192,6 +196,13 @@ int cmd_bench(int argc, char** argv) {
         // report does not give, and land in the middle of rank 0's output (errors still print)
         log::set_level(log::Level::error);
         json_path.clear(), plot_path.clear(), md_path.clear(), profile_svg_path.clear();
+    }
+    // --device=cuda: the GEMM ceiling runs on the GPU; the engine's modes not yet (device_flag.hpp)
+    std::unique_ptr<backend::Backend> gpu;
+    if (device.cuda()) {
+        for (const std::string& m : split_commas(mode))
+            if (m != "gemm") device.require_cpu("bench --mode=" + m);
+        gpu = device.cuda_backend();
     }
     if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);
     if (steps < 1) fail("--steps: expected >= 1, got {}", steps);
@@ -336,8 +347,9 @@ int cmd_bench(int argc, char** argv) {
     bool header = false;
     for (const std::string& m : modes) {
         if (m == "gemm") {
-            for (const auto& j :
-                 run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes))
+            for (const auto& j : gpu ? bench::run_device_gemm(*gpu, models.front().second, gemm_tokens, gemm_reps,
+                                                              dtypes)
+                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes))
                 gemm_points.push_back(j);
             continue;
         }

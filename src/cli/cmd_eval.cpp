@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/aligned.hpp"
@@ -49,9 +50,12 @@ int cmd_eval(int argc, char** argv) {
     f.alias("input_files", "input_file");
     PrecisionFlags pf;
     pf.add(f, false);
+    DeviceFlag device;
+    device.add(f);
     add_accelerator_flags(f);
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
+    device.require_cpu("eval");
     if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
     const ops::Precision precision = pf.precision();
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);

@@ -1,6 +1,7 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
 #include "cli/commands.hpp"
+#include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/error.hpp"
@@ -157,6 +158,8 @@ int cmd_pretrain(int argc, char** argv) {
           "and appended to changed_flags.jsonl)");
     PrecisionFlags pf;
     pf.add(f, true);
+    DeviceFlag device;
+    device.add(f);
     // Other scripts' spellings (docs/compatibility.md).
     f.alias("model_dir", "output_dir");
     f.alias("input_files", "input_file");
@@ -169,6 +172,7 @@ int cmd_pretrain(int argc, char** argv) {
     add_accelerator_flags(f);
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
+    device.require_cpu("pretrain");
     apply_tf2(f, tf2, o);
     o.precision = pf.precision();
     o.loss_scale = pf.loss_scale;

@@ -14,6 +14,7 @@
 #include <omp.h>
 
 #include "cli/commands.hpp"
+#include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -137,7 +138,10 @@ int cmd_squad(int argc, char** argv) {
               "under mpirun: clip the averaged gradient (1 process x global batch equals N ranks) "
               "instead of each rank's own before the all-reduce (default, as run_squad.py's replicas)");
     o.precision.add(flags, true);
+    DeviceFlag device;
+    device.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    device.require_cpu("squad");
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
     const bool root = dist::world().rank() == 0;

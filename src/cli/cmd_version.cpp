@@ -1,7 +1,9 @@
 // `bertbench version`: build and system information as JSON.
 #include <iostream>
 
+#include "backend/backend.hpp"
 #include "cli/commands.hpp"
+#include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/sysinfo.hpp"
 #include "ops/bf16.hpp"
@@ -21,6 +23,19 @@ int cmd_version(int argc, char** argv) {
     // The instruction set our own float kernels run on (ops/kernels.hpp; BB_ISA=avx2 forces AVX2).
     j["system_info"]["kernels_isa"] = ops::kernels().name;
     j["system_info"]["cpu_isa"] = ops::cpu_isa_summary();
+    // The backends this build has (docs/gpu.md): the GPU, its driver, CUDA and cuBLASLt versions
+    // where the CUDA backend is built and a GPU is there, else why not.
+    nlohmann::json cuda;
+    if (!backend::cuda_built()) {
+        cuda = {{"built", false}};
+    } else {
+        try {
+            cuda = {{"built", true}, {"device", backend::make_cuda_backend(0)->describe()}};
+        } catch (const Error& e) {
+            cuda = {{"built", true}, {"device", nullptr}, {"why", e.what()}};
+        }
+    }
+    j["system_info"]["backends"] = {{"cpu", backend::make_cpu_backend()->describe()}, {"cuda", cuda}};
     std::cout << j.dump(2) << "\n";
     return 0;
 }

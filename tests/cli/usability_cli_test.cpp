@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/run_util.hpp"
 #include "test_util.hpp"
@@ -52,6 +54,34 @@ TEST(UsabilityCli, BadEngineEnvironmentStopsBeforeAnyOutput) {
         EXPECT_NE(r.out.find(env.substr(env.find('=') + 1)), std::string::npos) << r.out;
         EXPECT_FALSE(fs::exists(out)) << env;
     }
+}
+
+// --device (cli/device_flag.hpp): cuda on a build without the CUDA backend, or on a machine without
+// a GPU, is one line before any output, naming what is missing; an unknown device names the
+// choices. (A CUDA build with a GPU refuses the engine's commands in one line too: docs/gpu.md.)
+TEST(UsabilityCli, DeviceCudaWithoutItStopsBeforeAnyOutput) {
+    const fs::path out = fs::temp_directory_path() / ("bb_usability_dev_" + std::to_string(getpid()));
+    fs::remove_all(out);
+    const std::string version = run_bertbench("version").out;
+    const bool built = json::parse(version)["system_info"]["backends"]["cuda"]["built"].get<bool>();
+    const std::vector<std::string> commands = {
+        "pretrain --model=tiny --input_file=/nonexistent --output_dir=" + out.string(),
+        "squad --do_predict --output_dir=" + out.string(),
+        "eval --input_file=/nonexistent --init_checkpoint=/nonexistent", "bench --mode=gemm",
+        "bench --mode=train --model=tiny"};
+    for (const std::string& cmd : commands) {
+        const auto r = run_bertbench(cmd + " --device=cuda");
+        EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.out;
+        EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << ": " << r.out;
+        EXPECT_NE(r.out.find("error: --device=cuda: "), std::string::npos) << r.out;
+        if (!built) {
+            EXPECT_NE(r.out.find("built without the CUDA backend"), std::string::npos) << r.out;
+        }
+        EXPECT_FALSE(fs::exists(out)) << cmd;
+    }
+    const auto bad = run_bertbench("bench --mode=gemm --device=tpu");
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_NE(bad.out.find("--device: expected cpu, cuda or cuda:N, got \"tpu\""), std::string::npos) << bad.out;
 }
 
 TEST(UsabilityCli, ShortRunSaysThroughputWasNotMeasuredAndFloatsStayAsGiven) {
