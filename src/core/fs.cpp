@@ -1,5 +1,6 @@
 #include "core/fs.hpp"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -63,6 +64,53 @@ std::string read_file(const std::string& path) {
     ss << in.rdbuf();
     if (in.bad()) fail("{}: read failed", path);
     return ss.str();
+}
+
+const char* file_type_name(unsigned mode) {
+    switch (mode & S_IFMT) {
+        case S_IFREG: return "a regular file";
+        case S_IFDIR: return "a directory";
+        case S_IFIFO: return "a FIFO (named pipe)";
+        case S_IFCHR: return "a character device";
+        case S_IFBLK: return "a block device";
+        case S_IFSOCK: return "a socket";
+        case S_IFLNK: return "a symbolic link";
+        default: return "not a regular file";
+    }
+}
+
+int open_regular_file(const std::string& path, std::string* error) {
+    // stat first, so that a device is never opened (opening one can act: a tape rewinds); the
+    // fstat after the non-blocking open covers a file swapped in between.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        *error = fmt::format("expected a regular file, found {}", file_type_name(st.st_mode));
+        errno = 0;
+        return -1;
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int err = errno;
+        *error = fmt::format("cannot open: {}", std::strerror(err));
+        errno = err;
+        return -1;
+    }
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        *error = fmt::format("cannot stat: {}", std::strerror(err));
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        *error = fmt::format("expected a regular file, found {}", file_type_name(st.st_mode));
+        errno = 0;
+        return -1;
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
 }
 
 bool is_own_temporary_or_sidecar(const std::string& filename) {

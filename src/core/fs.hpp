@@ -30,6 +30,17 @@ private:
 
 void write_file_atomic(const std::string& path, std::string_view contents);
 std::string read_file(const std::string& path);  // whole file; Error naming the path on failure
+
+// Opens `path` read-only for a reader that needs a regular file (it maps it, seeks in it or takes
+// its size). Never waits: the open is non-blocking, so a FIFO without a writer cannot hang the
+// reader, and O_NONBLOCK is cleared once the file is known to be regular. Returns the descriptor
+// (close-on-exec), or -1 with `*error` set to the rest of a message after "<path>: ":
+// "cannot open: <strerror>" (errno kept for the caller) or "expected a regular file, found a FIFO
+// (named pipe)" (errno 0), before a byte is read.
+int open_regular_file(const std::string& path, std::string* error);
+// What a st_mode is, for messages: "a regular file", "a directory", "a FIFO (named pipe)", ...
+const char* file_type_name(unsigned mode);
+
 // Expands a comma-separated list of paths and globs; each glob must match at least one file.
 // Result keeps list order, each glob's matches sorted. Error names `flag` when nothing matches.
 // A wildcard never matches bertbench's own temporaries ("<name>.tmp.<pid>") or shard sidecars

@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -289,7 +290,8 @@ TfBundleReader::TfBundleReader(const std::string& prefix) : prefix_(prefix) {
              "takes the prefix, e.g. .../model.ckpt-28252, without .index)",
              path, std::strerror(errno));
     if (!S_ISREG(st.st_mode))
-        fail("[tf_checkpoint] {}: expected a regular file, found something else", path);
+        fail("[tf_checkpoint] {}: checkpoint index: expected a regular file, found {}", path,
+             file_type_name(st.st_mode));
     parse(read_file(path));
 }
 
@@ -357,8 +359,10 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
         if (e.size > 0) std::memcpy(dst, s.data() + e.offset, e.size);
         return;
     }
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
+    // Opened as a regular file only: a FIFO in a shard's place would block the reader for ever.
+    std::string why;
+    const int fd = open_regular_file(path, &why);
+    if (fd < 0) {
         const int err = errno;
         std::string found;
         if (err == ENOENT) {  // name the shards that are there, if any
@@ -376,6 +380,10 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
             found = names.empty() ? "; no data shard of this prefix is there"
                                   : fmt::format("; found {} instead", fmt::join(names, ", "));
         }
+        if (err == 0)  // there, but a FIFO, directory or device: an error before any read
+            fail("[tf_checkpoint] {}: data shard {} of {} (named by the header of {}) needed for "
+                 "tensor \"{}\": {} (hint: the checkpoint's .data-* files are regular files)",
+                 path, e.shard_id, header_.num_shards, index_path(), printable(e.name), why);
         fail("[tf_checkpoint] {}: cannot open data shard {} of {} (named by the header of {}) "
              "needed for tensor \"{}\": {}{} (hint: the checkpoint's .data-* files must sit "
              "beside its .index)",
@@ -383,17 +391,29 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
              std::strerror(err), found);
     }
     struct stat st {};
-    const bool stat_ok = ::fstat(fileno(f), &st) == 0;
+    const bool stat_ok = ::fstat(fd, &st) == 0;
     const uint64_t fsize = stat_ok ? static_cast<uint64_t>(st.st_size) : 0;
     if (!stat_ok || e.offset > fsize || e.size > fsize - e.offset) {
-        std::fclose(f);
+        ::close(fd);
         fail("{}: expected the shard to hold bytes up to {}, found {} bytes (hint: the data "
              "file is truncated)", where(e), e.offset + e.size, fsize);
     }
-    const bool ok = ::fseeko(f, static_cast<off_t>(e.offset), SEEK_SET) == 0 &&
-                    std::fread(dst, 1, e.size, f) == e.size;
-    std::fclose(f);
-    if (!ok) fail("{}: read failed: {}", where(e), std::strerror(errno));
+    size_t done = 0;
+    int err = 0;
+    while (done < e.size) {
+        const ssize_t n = ::pread(fd, static_cast<char*>(dst) + done, e.size - done,
+                                  static_cast<off_t>(e.offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : 0;
+            break;
+        }
+        done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    if (done < e.size)
+        fail("{}: read failed after {} of {} bytes: {}", where(e), done, e.size,
+             err != 0 ? std::strerror(err) : "unexpected end of file (the file shrank)");
 }
 
 std::vector<uint8_t> TfBundleReader::read_raw(const TfTensorEntry& e) const {

@@ -5,6 +5,7 @@
 #include "io/tfrecord.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 
 namespace bertbench::io {
 namespace {
@@ -99,15 +101,26 @@ void TfRecordWriter::close() {
 // ---------------------------------------------------------------------------------------------
 TfRecordReader::TfRecordReader(const std::string& path, bool skip_corrupt)
     : path_(path), skip_corrupt_(skip_corrupt) {
-    file_ = std::fopen(path.c_str(), "rb");
-    if (!file_)
-        fail("[tfrecord] {}: cannot open for reading: {} (hint: check the path and --input_file)",
-             path, std::strerror(errno));
+    // A FIFO, directory or device is an error before any read (opening a FIFO does not wait).
+    std::string why;
+    const int fd = open_regular_file(path, &why);
+    if (fd < 0) {
+        if (errno != 0)
+            fail("[tfrecord] {}: cannot open for reading: {} (hint: check the path and "
+                 "--input_file)", path, std::strerror(errno));
+        fail("[tfrecord] {}: {}", path, why);
+    }
+    file_ = ::fdopen(fd, "rb");
+    if (!file_) {
+        const int err = errno;
+        ::close(fd);
+        fail("[tfrecord] {}: cannot open for reading: {}", path, std::strerror(err));
+    }
     struct stat st {};
-    if (fstat(fileno(file_), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(file_), &st) != 0) {
         std::fclose(file_);
         file_ = nullptr;
-        fail("[tfrecord] {}: not a regular file", path);
+        fail("[tfrecord] {}: cannot stat: {}", path, std::strerror(errno));
     }
     size_ = static_cast<uint64_t>(st.st_size);
 }

@@ -68,18 +68,29 @@ nlohmann::json LossScaler::state() const {
     return {{"loss_scale", scale_}, {"clean_updates", clean_}, {"overflows", overflows_}};
 }
 
-void LossScaler::restore(const nlohmann::json& j) {
+void LossScaler::restore(const nlohmann::json& j, int64_t max_count) {
     if (!enabled()) return;
     const auto num = [&](const char* k) -> const nlohmann::json& {
         if (!j.contains(k) || !j[k].is_number())
             fail("checkpoint state: loss scaler field \"{}\" missing or not a number", k);
         return j[k];
     };
+    // A count is an integer in [0, max_count]: a float such as 1e300 would not even convert.
+    const auto count = [&](const char* k) {
+        const nlohmann::json& v = num(k);
+        const bool ok = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t(max_count)
+                        : v.is_number_integer() ? v.get<int64_t>() >= 0 && v.get<int64_t>() <= max_count
+                                                : false;
+        if (!ok)
+            fail("checkpoint state: loss scaler field \"{}\": expected an integer in [0, {}] (at "
+                 "most the global step), got {}", k, max_count, v.dump());
+        return v.get<int64_t>();
+    };
     const double s = num("loss_scale").get<double>();
     if (!(s > 0 && s <= 0x1p127)) fail("checkpoint state: loss_scale {} outside (0, 2^127]", s);
     if (mode_ == Mode::dynamic) scale_ = s;  // a fixed scale is the flag's
-    clean_ = num("clean_updates").get<int64_t>();
-    overflows_ = num("overflows").get<int64_t>();
+    clean_ = count("clean_updates");
+    overflows_ = count("overflows");
 }
 
 }  // namespace bertbench::optim

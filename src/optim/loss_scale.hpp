@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -33,7 +34,10 @@ public:
     int64_t overflows() const { return overflows_; }
 
     nlohmann::json state() const;             // for checkpoints
-    void restore(const nlohmann::json& j);    // Error naming the bad field
+    // Error naming the bad field. `max_count` bounds clean_updates and overflows (the run's
+    // global step: both count its updates or skipped steps).
+    void restore(const nlohmann::json& j,
+                 int64_t max_count = std::numeric_limits<int64_t>::max());
 
 private:
     Mode mode_ = Mode::none;

@@ -120,6 +120,36 @@ std::string fmt_duration(double s) {
     return fmt::format("{}s", t);
 }
 
+int64_t saved_int(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& why) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    const auto bad = [&](const std::string& got) {
+        fail("\"{}\": expected an integer in [{}, {}]{}, got {}", key, lo, hi,
+             why.empty() ? "" : " (" + why + ")", got);
+    };
+    if (it == j.end()) bad("none");
+    // A float is refused, not truncated: 1e300 would not fit, and a count is never fractional.
+    if (!it->is_number_integer()) bad(json_safe::brief(*it));
+    if (it->is_number_unsigned() &&
+        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        bad(json_safe::brief(*it));
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi) bad(std::to_string(v));
+    return v;
+}
+
+double saved_real(const json& j, const char* key, double lo, double hi, const std::string& why) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    const double v = it != j.end() && it->is_number() ? it->get<double>()
+                                                       : std::numeric_limits<double>::quiet_NaN();
+    if (!(v >= lo && v <= hi))  // also NaN, and a field that is missing or not a number
+        fail("\"{}\": expected {}{}, got {}", key,
+             hi == std::numeric_limits<double>::max()
+                 ? fmt::format("a finite number >= {}", lo)
+                 : fmt::format("a number in [{}, {}]", lo, hi),
+             why.empty() ? "" : " (" + why + ")", it == j.end() ? "none" : json_safe::brief(*it));
+    return v;
+}
+
 std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
     std::vector<json> kept;
     if (!fs::exists(path)) return kept;
@@ -226,6 +256,12 @@ void TrainLoop::setup() {
             fail("--skip_nonfinite_steps: not supported under mpirun yet (every rank must agree "
                  "on skipping an update)");
     }
+    // Sample counts (step x batch) must fit in int64 with room to spare; a resumed step is
+    // checked against the same bound.
+    if (o_.num_train_steps > kMaxRunSamples / o_.train_batch_size)
+        fail("--num_train_steps: expected at most {} (2^53 sequences at --train_batch_size={}), "
+             "got {}", kMaxRunSamples / o_.train_batch_size, o_.train_batch_size,
+             o_.num_train_steps);
     if (o_.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
     if (o_.keep_checkpoint_max < 0)
@@ -335,17 +371,56 @@ void TrainLoop::load_or_init() {
     }
     log::info("resuming from {}", resume_from_);
     const model::CheckpointReader r(resume_from_);
+    // Every number in the checkpoint is checked against what this run can have reached before
+    // any of it is used (and before the weights are read): a step of 2^62 would overflow
+    // step x batch, a cursor or count out of range would index, loop or overflow on. A
+    // checkpoint that disagrees with itself (the step in its name) is refused as damaged.
+    const std::string damaged =
+        "the checkpoint is damaged or not this run's (hint: move it out of --output_dir to resume "
+        "from an earlier one, or start a new --output_dir)";
+    const auto scalar = [&](const char* name) {
+        const std::vector<int64_t> v = r.read_i64(name);
+        if (v.size() != 1)
+            fail("{}: tensor \"{}\": expected one value, got {}; {}", resume_from_, name,
+                 v.size(), damaged);
+        return v[0];
+    };
+    const int64_t max_step = kMaxRunSamples / o_.train_batch_size;
+    const int64_t step = scalar("bertbench/global_step");
+    if (step < 0 || step > max_step)
+        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] (2^53 sequences "
+             "at --train_batch_size={}), got {}; {}",
+             resume_from_, max_step, o_.train_batch_size, step, damaged);
+    if (const int64_t named = checkpoint_step(resume_from_); named != step)
+        fail("{}: tensor \"bertbench/global_step\": expected {} (the step in the file name), "
+             "got {}; {}", resume_from_, named, step, damaged);
+    if (o_.do_train && step > o_.num_train_steps)
+        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] "
+             "(--num_train_steps), got {} (hint: the run being resumed was longer: its own length "
+             "flags continue it, a new --output_dir starts another run)",
+             resume_from_, o_.num_train_steps, step);
+    if (step % o_.steps_per_update != 0)
+        fail("{}: tensor \"bertbench/global_step\": expected a multiple of --steps_per_update={} "
+             "(checkpoints are written between optimizer updates), got {}; {}",
+             resume_from_, o_.steps_per_update, step, damaged);
+    const int64_t updates = scalar("bertbench/update_count");
+    if (updates < 0 || updates > step / o_.steps_per_update)
+        fail("{}: tensor \"bertbench/update_count\": expected an integer in [0, {}] (the "
+             "optimizer updates of {} steps), got {}; {}",
+             resume_from_, step / o_.steps_per_update, step, updates, damaged);
+    const std::vector<int64_t> shape{2};
+    const std::vector<float> powers = r.read_f32("bertbench/beta_powers", &shape);
+    for (size_t i = 0; i < 2; ++i)
+        if (!(powers[i] >= 0.0f && powers[i] <= 1.0f))  // beta^t with 0 <= beta < 1; also NaN
+            fail("{}: tensor \"bertbench/beta_powers\": expected values in [0, 1], got {} at "
+                 "index {}; {}", resume_from_, powers[i], i, damaged);
+    const int64_t samples = step * o_.train_batch_size;  // <= 2^53: checked above
+
     model::load_checkpoint(resume_from_, table, params_);
     r.load_table(table, updater_->optimizer().m(), "/adam_m");
     r.load_table(table, updater_->optimizer().v(), "/adam_v");
-    const std::vector<int64_t> steps = r.read_i64("bertbench/global_step");
-    const std::vector<int64_t> updates = r.read_i64("bertbench/update_count");
-    const std::vector<int64_t> shape{2};
-    const std::vector<float> powers = r.read_f32("bertbench/beta_powers", &shape);
-    if (steps.size() != 1 || updates.size() != 1)
-        fail("{}: bertbench/global_step: expected one value, got {}", resume_from_, steps.size());
-    updater_->set_global_step(steps[0]);
-    updater_->optimizer().set_scalars(updates[0], powers[0], powers[1]);
+    updater_->set_global_step(step);
+    updater_->optimizer().set_scalars(updates, powers[0], powers[1]);
     const auto& md = r.metadata();
     const auto get = [&](const char* key) {
         const auto it = md.find(key);
@@ -355,41 +430,58 @@ void TrainLoop::load_or_init() {
         return json_safe::parse(it->second, fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
                                 fmt::format("JSON written by bertbench {}", o_.command));
     };
-    try {
-        const json st = get("train_state");
-        state_.skipped_steps = st.at("skipped_steps").get<int64_t>();
-        state_.elapsed_s = st.at("elapsed_s").get<double>();
-        state_.timed_s = st.at("timed_s").get<double>();
-        state_.timed_samples = st.at("timed_samples").get<int64_t>();
-        state_.timed_tokens = st.value("timed_tokens", int64_t{0});
+    // Errors of a metadata value's content, with the file and key in front.
+    const auto checked = [&](const char* key, const auto& body) {
+        try {
+            body();
+        } catch (const json::exception& e) {  // a field of the wrong type in the task's state
+            fail("{}: __metadata__[\"{}\"]: {} (expected the run state bertbench {} writes); {}",
+                 resume_from_, key, e.what(), o_.command, damaged);
+        } catch (const Error& e) {
+            fail("{}: __metadata__[\"{}\"]: {}; {}", resume_from_, key, e.what(), damaged);
+        }
+    };
+    const json st = get("train_state");
+    checked("train_state", [&] {
+        state_.skipped_steps = saved_int(st, "skipped_steps", 0, step, "at most the global step");
+        state_.elapsed_s = saved_real(st, "elapsed_s", 0, std::numeric_limits<double>::max());
+        state_.timed_s = saved_real(st, "timed_s", 0, std::numeric_limits<double>::max());
+        state_.timed_samples = saved_int(st, "timed_samples", 0, samples,
+                                         "at most global step x train_batch_size");
+        state_.timed_tokens = st.contains("timed_tokens")
+                                  ? saved_int(st, "timed_tokens", 0, int64_t{1} << 62)
+                                  : 0;
         state_.finished = st.at("finished").get<bool>();
         state_.status = st.at("status").get<std::string>();
-        task_.restore_state(st);
-    } catch (const json::exception& e) {  // a field missing or of the wrong type
-        fail("{}: __metadata__[\"train_state\"]: {} (expected the run state bertbench {} writes; "
-             "the checkpoint is damaged — hint: resume from an earlier checkpoint or start a new "
-             "--output_dir)",
-             resume_from_, e.what(), o_.command);
-    }
+        task_.restore_state(st, samples);
+    });
     if (scaler_.enabled()) {
         if (md.find("loss_scaler") == md.end())
             fail("{}: __metadata__: expected \"loss_scaler\" for --loss_scale={}, got none (the "
                  "checkpoint was written without loss scaling; hint: --allow_changed_flags does "
                  "not apply, start a new --output_dir)",
                  resume_from_, o_.loss_scale);
-        scaler_.restore(get("loss_scaler"));
+        // Clean updates and overflows are counts of this run's updates and skipped steps.
+        const json ls = get("loss_scaler");
+        checked("loss_scaler", [&] { scaler_.restore(ls, step); });
     }
     if (o_.do_train) {
         // Under mpirun the checkpoint holds every rank's cursor; with another rank count the
-        // data restarts at the epoch after the last one reached (docs/distributed.md).
-        data_cursor_ = dp_->reader_state_for_rank(get("reader_state"), &first_epoch_);
+        // data restarts at the epoch after the last one reached (docs/distributed.md). Every
+        // rank's cursor is checked, as any of them can set that epoch.
+        const json saved = get("reader_state");
+        checked("reader_state", [&] {
+            for (const json& c : saved.is_array() ? saved : json::array({saved}))
+                if (!c.is_null()) task_.check_data_cursor(c, samples);
+        });
+        data_cursor_ = dp_->reader_state_for_rank(saved, &first_epoch_);
         if (data_cursor_.is_null() && first_epoch_ > 0)
             log::warn("{} was written by a job with another number of ranks: the weights and the "
                       "optimizer state resume, the data order does not (every rank starts epoch {} "
                       "of its new share; the rest of the interrupted epoch is not seen)",
                       resume_from_, first_epoch_);
     }
-    last_saved_step_ = steps[0];
+    last_saved_step_ = step;
     last_checkpoint_ = resume_from_;
     check_resumed_flags(get("flags"));
 }

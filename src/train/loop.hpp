@@ -30,6 +30,20 @@
 
 namespace bertbench::train {
 
+// The most sequences a run may see (global step x train_batch_size): 2^53, exact in a double and
+// far enough from int64's limit that sums and products of counts bounded by it cannot overflow.
+// Every count a checkpoint holds is checked against it, or a tighter bound, before it is used.
+inline constexpr int64_t kMaxRunSamples = int64_t{1} << 53;
+
+// A number of a checkpoint's saved state (train_state, the reader cursor): `j[key]` as an
+// integer in [lo, hi], else an Error "\"key\": expected an integer in [lo, hi] (<why>), got
+// <value>" (also for a missing field, a float or a string). The caller adds the file.
+int64_t saved_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                  const std::string& why = "");
+// The same for a finite real number in [lo, hi].
+double saved_real(const nlohmann::json& j, const char* key, double lo, double hi,
+                  const std::string& why = "");
+
 // What the loop itself needs from the command line (the task maps its flags onto these).
 struct LoopOptions {
     std::string command;               // "pretrain" / "squad": config.json, messages
@@ -85,7 +99,13 @@ public:
 
     // ---- state kept in checkpoints (merged into train_state) ----
     virtual nlohmann::json state() const { return nlohmann::json::object(); }
-    virtual void restore_state(const nlohmann::json&) {}
+    // `samples`: the sequences the checkpoint had seen (its global step x train_batch_size,
+    // already checked). Every number is range-checked against what the run can have reached
+    // (saved_int / saved_real); an Error names the field (the loop adds the file).
+    virtual void restore_state(const nlohmann::json& /*state*/, int64_t /*samples*/) {}
+    // One rank's saved data cursor (as data_cursor() returned it; never null), checked before
+    // any of the checkpoint is used: an Error naming the field when a number is out of range.
+    virtual void check_data_cursor(const nlohmann::json& /*cursor*/, int64_t /*samples*/) const {}
 
     // ---- the run ----
     // Called once the logs have been trimmed to the resumed step; `fresh` = no checkpoint.

@@ -154,14 +154,26 @@ public:
                 {"target_reached", target_reached_}, {"time_to_target_s", time_to_target_s_},
                 {"samples_to_target", samples_to_target_}};
     }
-    void restore_state(const json& j) override {
-        next_eval_samples_ = j.at("next_eval_samples").get<int64_t>();
-        evals_ = j.at("evals").get<int64_t>();
-        best_accuracy_ = j.at("best_accuracy").get<double>();
-        last_accuracy_ = j.at("last_accuracy").get<double>();
+    // Counts bounded by what the run can have reached (the eval schedule and the eval count
+    // only by kMaxRunSamples: changed eval flags and repeated resumes move them legitimately).
+    void restore_state(const json& j, int64_t samples) override {
+        next_eval_samples_ = saved_int(j, "next_eval_samples", 0, kMaxRunSamples);
+        evals_ = saved_int(j, "evals", 0, kMaxRunSamples);
+        best_accuracy_ = saved_real(j, "best_accuracy", -1, 1, "an accuracy, -1 before any");
+        last_accuracy_ = saved_real(j, "last_accuracy", -1, 1, "an accuracy, -1 before any");
         target_reached_ = j.at("target_reached").get<bool>();
-        time_to_target_s_ = j.at("time_to_target_s").get<double>();
-        samples_to_target_ = j.at("samples_to_target").get<int64_t>();
+        time_to_target_s_ = saved_real(j, "time_to_target_s", -1, std::numeric_limits<double>::max(),
+                                       "seconds, -1 before the target");
+        samples_to_target_ = saved_int(j, "samples_to_target", -1, samples,
+                                       "at most the samples seen, -1 before the target");
+    }
+    // The reader's cursor: the records handed out in its epoch are at most the sequences seen;
+    // the epoch is bounded only by kMaxRunSamples (a resume with another rank count moves it on
+    // without reading a record).
+    void check_data_cursor(const json& cursor, int64_t samples) const override {
+        saved_int(cursor, "epoch", 0, kMaxRunSamples);
+        saved_int(cursor, "records_in_epoch", 0, samples,
+                  "at most the sequences seen, global step x train_batch_size");
     }
 
     void on_start(TrainLoop& loop, bool fresh) override {

@@ -101,6 +101,16 @@ public:
     // sequences one process would, in the same order. Cursor: the features of the global batches
     // handed out (the same on every rank).
     void on_start(TrainLoop& loop, bool) override { first_epoch_ = loop.first_epoch(); }
+    // features_read is global step x train_batch_size plus, after a resume with another rank
+    // count, the skipped rest of an epoch: bounded by kMaxRunSamples, and the epoch so that
+    // epoch x features stays below it too.
+    void check_data_cursor(const json& cursor, int64_t) const override {
+        saved_int(cursor, "features_read", 0, kMaxRunSamples);
+        if (cursor.contains("epoch"))
+            saved_int(cursor, "epoch", 0,
+                      kMaxRunSamples / std::max<int64_t>(1, static_cast<int64_t>(features_.size())),
+                      "epoch x features within 2^53");
+    }
     void open_training_data(const json& cursor) override {
         next_ = 0;
         if (!cursor.is_null()) {

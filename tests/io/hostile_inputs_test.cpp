@@ -1,0 +1,190 @@
+// Inputs built to hurt (issue 28), at the readers: a FIFO, a directory or a device where a
+// safetensors file, a TF bundle's index or data shard or a TFRecord is expected is a one-line
+// Error naming the file and what it found, before anything is read (opening a FIFO must not wait
+// for a writer: each attempt runs in a child process killed after 20 s, so a regression fails
+// the test instead of hanging it). And the safetensors writer stays linear in the tensor count.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/safetensors.hpp"
+#include "io/tf_bundle.hpp"
+#include "io/tfrecord.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::io {
+namespace {
+
+namespace fs = std::filesystem;
+using bertbench::testing::TmpDir;
+
+struct ChildOutcome {
+    bool exited = false;  // false: killed (the 20 s alarm: the reader blocked)
+    int code = -1;
+    std::string message;  // the Error's message, or what else happened
+};
+
+// Runs f() in a child with a 20 s alarm; reports the bertbench::Error it threw (exit 0), no
+// error (exit 1) or another exception (exit 2).
+ChildOutcome in_child(const std::function<void()>& f) {
+    int fds[2];
+    if (::pipe(fds) != 0) return {false, -1, "pipe failed"};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(20);
+        int code = 1;
+        std::string msg = "no error";
+        try {
+            f();
+        } catch (const Error& e) {
+            code = 0;
+            msg = e.what();
+        } catch (const std::exception& e) {
+            code = 2;
+            msg = std::string("not a bertbench::Error: ") + e.what();
+        }
+        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    ChildOutcome out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    out.exited = WIFEXITED(status);
+    out.code = out.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!out.exited) out.message = "killed by signal " + std::to_string(WTERMSIG(status)) +
+                                   " (the reader blocked)";
+    return out;
+}
+
+// The reader call must end in one Error naming `path` and saying what was expected and found.
+void expect_refused(const std::function<void()>& f, const std::string& path, const char* found) {
+    const ChildOutcome o = in_child(f);
+    ASSERT_TRUE(o.exited) << path << ": " << o.message;
+    EXPECT_EQ(o.code, 0) << path << ": " << o.message;
+    EXPECT_NE(o.message.find(path), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find("expected a regular file"), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find(found), std::string::npos) << o.message;
+    EXPECT_EQ(o.message.find('\n'), std::string::npos) << o.message;
+}
+
+TEST(HostileInputs, FifoDirectoryAndDeviceAreErrorsBeforeAnyRead) {
+    TmpDir dir("bb_hostile_inputs");
+    const std::string fifo = dir.file("fifo"), sub = dir.file("subdir");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    fs::create_directories(sub);
+    const std::vector<std::pair<std::string, const char*>> cases = {
+        {fifo, "a FIFO"}, {sub, "a directory"}, {"/dev/null", "a character device"}};
+    for (const auto& [path, found] : cases) {
+        SCOPED_TRACE(path);
+        expect_refused([p = path] { SafetensorsReader r(p); }, path, found);
+        expect_refused([p = path] { TfRecordReader r(p); }, path, found);
+    }
+
+    // A TF bundle whose index is fine and whose data shard is a FIFO (the convert hang).
+    const std::string prefix = dir.file("model.ckpt-1");
+    {
+        const float v[3] = {1, 2, 3};
+        TfBundleWriter w(prefix);
+        w.add_copy("w", TfDType::float32, {3}, v, sizeof v);
+        w.finish();
+    }
+    const TfBundleReader bundle(prefix);
+    ASSERT_EQ(bundle.entries().size(), 1u);
+    const std::string shard = bundle.shard_path(0);
+    fs::remove(shard);
+    ASSERT_EQ(::mkfifo(shard.c_str(), 0600), 0) << std::strerror(errno);
+    expect_refused([&] { bundle.read_raw(bundle.entries()[0]); }, shard, "a FIFO");
+    fs::remove(shard);
+    fs::create_directories(shard);
+    expect_refused([&] { bundle.read_raw(bundle.entries()[0]); }, shard, "a directory");
+
+    // The index itself a FIFO.
+    const std::string prefix2 = dir.file("other");
+    ASSERT_EQ(::mkfifo((prefix2 + ".index").c_str(), 0600), 0);
+    expect_refused([&] { TfBundleReader r(prefix2); }, prefix2 + ".index", "a FIFO");
+}
+
+// The header used to be one nlohmann::ordered_json object, whose every insert searches its keys
+// linearly: a 100,000-tensor convert took 48 s, 300,000 more than two minutes. 200,000 tensors
+// now take well under a second; the bound (30 s) is far above that on a loaded machine or under
+// ASan, and far below the quadratic minutes. The output is checked entry by entry (order, names,
+// offsets, values), and a small header byte for byte against ordered_json's dump.
+TEST(HostileInputs, ManyTensorSafetensorsWriteIsLinear) {
+    TmpDir dir("bb_many_tensors");
+    const std::string path = dir.file("many.safetensors");
+    constexpr int kTensors = 200000;
+    std::vector<float> values(kTensors);
+    std::vector<std::string> names(kTensors);
+    for (int i = 0; i < kTensors; ++i) {
+        values[size_t(i)] = float(i);
+        names[size_t(i)] = "t/" + std::to_string(kTensors - i);  // not sorted: order must be kept
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+        SafetensorsWriter w(path);
+        w.set_metadata("format", "test");
+        for (int i = 0; i < kTensors; ++i) w.add(names[size_t(i)], DType::F32, {1}, &values[size_t(i)], 4);
+        w.write();
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 30.0) << "writing " << kTensors << " tensors took " << s << " s";
+    const SafetensorsReader r(path);
+    ASSERT_EQ(r.tensors().size(), size_t(kTensors));
+    EXPECT_EQ(r.metadata().at("format"), "test");
+    for (int i = 0; i < kTensors; ++i) {  // tensors() is in data order = the order added
+        const TensorInfo& t = r.tensors()[size_t(i)];
+        ASSERT_EQ(t.name, names[size_t(i)]) << i;
+        ASSERT_EQ(t.begin, size_t(i) * 4) << i;
+        float v = 0;
+        std::memcpy(&v, r.bytes(t).data(), 4);
+        ASSERT_EQ(v, float(i)) << i;
+    }
+}
+
+TEST(HostileInputs, HeaderIsTheOrderedJsonDump) {
+    TmpDir dir("bb_header_bytes");
+    const std::string path = dir.file("h.safetensors");
+    const float a[2] = {1, 2};
+    const int64_t b = 7;
+    {
+        SafetensorsWriter w(path);
+        w.set_metadata("z", "last");
+        w.set_metadata("a", "quote \" and \\ and \u00e9");
+        w.add("zeta", DType::F32, {2}, a, sizeof a);
+        w.add("alpha/\"x\"", DType::I64, {}, &b, sizeof b);
+        w.write();
+    }
+    nlohmann::ordered_json want = nlohmann::ordered_json::object();
+    want["__metadata__"] = std::map<std::string, std::string>{{"z", "last"},
+                                                              {"a", "quote \" and \\ and \u00e9"}};
+    want["zeta"] = {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}};
+    want["alpha/\"x\""] = {{"dtype", "I64"}, {"shape", std::vector<int64_t>{}},
+                           {"data_offsets", {8, 16}}};
+    const std::string bytes = bertbench::read_file(path);
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    std::string header = bytes.substr(8, n);
+    EXPECT_EQ((8 + n) % 64, 0u);
+    header.erase(header.find_last_not_of(' ') + 1);
+    EXPECT_EQ(header, want.dump());
+}
+
+}  // namespace
+}  // namespace bertbench::io
