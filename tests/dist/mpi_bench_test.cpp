@@ -2,6 +2,9 @@
 // efficiency, compute vs exposed communication) and rank 0 alone reporting. Skipped without mpirun.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,16 +31,38 @@ nlohmann::json json_array(const std::string& out) {
     return nlohmann::json::parse(out.substr(b, e + 2 - b), nullptr, false);
 }
 
+// The report is what rank 0 prints on stdout; warnings and progress go to stderr. mpirun forwards
+// the two streams separately, so merged they can interleave anywhere (a "step times spread"
+// warning of a loaded machine once landed inside the JSON): the report is read from stdout alone,
+// and stderr is kept for the failure messages.
+struct SplitRun {
+    int exit_code = -1;
+    std::string out, err;
+};
+SplitRun run_mpi_split(int np, const std::string& args, int timeout_s) {
+    const std::string err_path = ::testing::TempDir() + "bb_mpi_bench_stderr_" + std::to_string(getpid());
+    const auto r = run_shell("( " + bertbench::testing::mpirun_prefix(np, timeout_s) + args + " 2>'" + err_path + "' )");
+    SplitRun s{r.exit_code, r.out, ""};
+    if (std::FILE* f = std::fopen(err_path.c_str(), "rb")) {
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.err.append(buf, n);
+        std::fclose(f);
+    }
+    std::remove(err_path.c_str());
+    return s;
+}
+
 const std::string kPoint =
     " bench --model=tiny --mode=train --seq_len=32 --threads=1 --steps=3 --warmup=1 "
     "--ceiling=false --format=json --bucket_mb=0.05";
 
 TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const auto r = run_mpi(2, bertbench() + kPoint + " --batch_size=4", 300);
-    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const SplitRun r = run_mpi_split(2, bertbench() + kPoint + " --batch_size=4", 300);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const nlohmann::json j = json_array(r.out);
-    ASSERT_TRUE(j.is_array() && j.size() == 1) << "one report (rank 0's), got:\n" << r.out;
+    ASSERT_TRUE(j.is_array() && j.size() == 1) << "one report (rank 0's), got:\n" << r.out << "\nstderr:\n" << r.err;
     const nlohmann::json& m = j[0]["mpi"];
     ASSERT_TRUE(m.is_object()) << j.dump(1);
     EXPECT_EQ(m["ranks"], 2);
@@ -65,15 +90,15 @@ TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
 // other ranks print only errors, so nothing of theirs lands inside rank 0's report.
 TEST(DistBench, SlowOnlyRankZeroWarns) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const auto r = run_mpi(2, bertbench() +
-                                  " bench --model=tiny --mode=train --seq_len=32 --threads=1,4096 --steps=1 "
-                                  "--warmup=0 --ceiling=false --format=json --batch_size=4 "
-                                  "--scaling_baseline=false",
-                           300);
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count_of(r.out, "warning: skipping point train tiny seq 32 batch 4 threads 4096"), 1u) << r.out;
+    const SplitRun r = run_mpi_split(2, bertbench() +
+                                            " bench --model=tiny --mode=train --seq_len=32 --threads=1,4096 "
+                                            "--steps=1 --warmup=0 --ceiling=false --format=json --batch_size=4 "
+                                            "--scaling_baseline=false",
+                                     300);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(count_of(r.err, "warning: skipping point train tiny seq 32 batch 4 threads 4096"), 1u) << r.err;
     const nlohmann::json j = json_array(r.out);
-    EXPECT_TRUE(j.is_array() && j.size() == 1) << r.out;
+    EXPECT_TRUE(j.is_array() && j.size() == 1) << r.out << "\nstderr:\n" << r.err;
 }
 
 TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {

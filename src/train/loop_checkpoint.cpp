@@ -1,0 +1,284 @@
+// The checkpoint side of the training loop (loop.hpp): names and discovery, writing and pruning,
+// and resuming, with every number a checkpoint holds checked against what the run can have
+// reached before any of it is used.
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/json_safe.hpp"
+#include "core/log.hpp"
+#include "model/checkpoint.hpp"
+#include "train/data_parallel.hpp"
+#include "train/loop.hpp"
+
+namespace bertbench::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The step of "model.ckpt-<step>.safetensors"; -1 for other names. A step that does not fit in
+// int64 is an error naming the file (a stray file would otherwise win or crash the resume).
+int64_t checkpoint_step(const fs::path& file) {
+    const std::string name = file.filename().string();
+    if (name.rfind("model.ckpt-", 0) != 0 || !name.ends_with(".safetensors")) return -1;
+    const std::string num = name.substr(11, name.size() - 11 - 12);
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) return -1;
+    int64_t step = 0;
+    const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), step);
+    if (ec != std::errc() || end != num.data() + num.size())
+        fail("{}: expected a checkpoint step that fits in 64 bits, got {} (not a checkpoint "
+             "bertbench wrote; hint: move it out of --output_dir)", file.string(), num);
+    return step;
+}
+
+}  // namespace
+
+int64_t saved_int(const json& j, const char* key, int64_t lo, int64_t hi, const std::string& why) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    const auto bad = [&](const std::string& got) {
+        fail("\"{}\": expected an integer in [{}, {}]{}, got {}", key, lo, hi,
+             why.empty() ? "" : " (" + why + ")", got);
+    };
+    if (it == j.end()) bad("none");
+    // A float is refused, not truncated: 1e300 would not fit, and a count is never fractional.
+    if (!it->is_number_integer()) bad(json_safe::brief(*it));
+    if (it->is_number_unsigned() &&
+        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        bad(json_safe::brief(*it));
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi) bad(std::to_string(v));
+    return v;
+}
+
+double saved_real(const json& j, const char* key, double lo, double hi, const std::string& why) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    const double v = it != j.end() && it->is_number() ? it->get<double>()
+                                                       : std::numeric_limits<double>::quiet_NaN();
+    if (!(v >= lo && v <= hi))  // also NaN, and a field that is missing or not a number
+        fail("\"{}\": expected {}{}, got {}", key,
+             hi == std::numeric_limits<double>::max()
+                 ? fmt::format("a finite number >= {}", lo)
+                 : fmt::format("a number in [{}, {}]", lo, hi),
+             why.empty() ? "" : " (" + why + ")", it == j.end() ? "none" : json_safe::brief(*it));
+    return v;
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+    return (fs::path(dir) / fmt::format("model.ckpt-{}.safetensors", step)).string();
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return "";
+    int64_t best = -1;
+    std::string path;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const int64_t s = checkpoint_step(e.path());
+        if (s > best) best = s, path = e.path().string();
+    }
+    return path;
+}
+
+void TrainLoop::load_or_init() {
+    const model::ParamTable& table = task_.table();
+    optim::LrSchedule sched = o_.schedule;
+    if (o_.do_train) sched.validate();
+    try {
+        params_.assign(table.total_floats(), 0.0f);
+        updater_ = std::make_unique<optim::ParameterUpdater>(
+            table, o_.optimizer, sched, o_.steps_per_update,
+            o_.clip_after_allreduce ? optim::ClipMode::after_accumulation
+                                    : optim::ClipMode::per_micro_batch);
+        if (o_.do_train) grads_.assign(table.total_floats(), 0.0f);
+    } catch (const std::bad_alloc&) {
+        fail("out of memory allocating the parameters, optimizer state and gradients ({:.1f} MiB "
+             "for {} parameters; they do not depend on the batch) (hint: a smaller model)",
+             table.total_floats() * 16.0 / (1 << 20), table.num_parameters());
+    }
+    if (resume_from_.empty()) {
+        table.initialize(params_, static_cast<uint64_t>(o_.seed));
+        if (!o_.init_checkpoint.empty())
+            model::load_init_checkpoint(o_.init_checkpoint, table, params_);  // any format
+        return;
+    }
+    log::info("resuming from {}", resume_from_);
+    const model::CheckpointReader r(resume_from_);
+    // Every number in the checkpoint is checked against what this run can have reached before
+    // any of it is used (and before the weights are read): a step of 2^62 would overflow
+    // step x batch, a cursor or count out of range would index, loop or overflow on. A
+    // checkpoint that disagrees with itself (the step in its name) is refused as damaged.
+    const std::string damaged =
+        "the checkpoint is damaged or not this run's (hint: move it out of --output_dir to resume "
+        "from an earlier one, or start a new --output_dir)";
+    const auto scalar = [&](const char* name) {
+        const std::vector<int64_t> v = r.read_i64(name);
+        if (v.size() != 1)
+            fail("{}: tensor \"{}\": expected one value, got {}; {}", resume_from_, name,
+                 v.size(), damaged);
+        return v[0];
+    };
+    const int64_t max_step = kMaxRunSamples / o_.train_batch_size;
+    const int64_t step = scalar("bertbench/global_step");
+    if (step < 0 || step > max_step)
+        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] (2^53 sequences "
+             "at --train_batch_size={}), got {}; {}",
+             resume_from_, max_step, o_.train_batch_size, step, damaged);
+    if (const int64_t named = checkpoint_step(resume_from_); named != step)
+        fail("{}: tensor \"bertbench/global_step\": expected {} (the step in the file name), "
+             "got {}; {}", resume_from_, named, step, damaged);
+    if (o_.do_train && step > o_.num_train_steps)
+        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] "
+             "(--num_train_steps), got {} (hint: the run being resumed was longer: its own length "
+             "flags continue it, a new --output_dir starts another run)",
+             resume_from_, o_.num_train_steps, step);
+    if (step % o_.steps_per_update != 0)
+        fail("{}: tensor \"bertbench/global_step\": expected a multiple of --steps_per_update={} "
+             "(checkpoints are written between optimizer updates), got {}; {}",
+             resume_from_, o_.steps_per_update, step, damaged);
+    const int64_t updates = scalar("bertbench/update_count");
+    if (updates < 0 || updates > step / o_.steps_per_update)
+        fail("{}: tensor \"bertbench/update_count\": expected an integer in [0, {}] (the "
+             "optimizer updates of {} steps), got {}; {}",
+             resume_from_, step / o_.steps_per_update, step, updates, damaged);
+    const std::vector<int64_t> shape{2};
+    const std::vector<float> powers = r.read_f32("bertbench/beta_powers", &shape);
+    for (size_t i = 0; i < 2; ++i)
+        if (!(powers[i] >= 0.0f && powers[i] <= 1.0f))  // beta^t with 0 <= beta < 1; also NaN
+            fail("{}: tensor \"bertbench/beta_powers\": expected values in [0, 1], got {} at "
+                 "index {}; {}", resume_from_, powers[i], i, damaged);
+    const int64_t samples = step * o_.train_batch_size;  // <= 2^53: checked above
+
+    model::load_checkpoint(resume_from_, table, params_);
+    r.load_table(table, updater_->optimizer().m(), "/adam_m");
+    r.load_table(table, updater_->optimizer().v(), "/adam_v");
+    updater_->set_global_step(step);
+    updater_->optimizer().set_scalars(updates, powers[0], powers[1]);
+    const auto& md = r.metadata();
+    const auto get = [&](const char* key) {
+        const auto it = md.find(key);
+        if (it == md.end())
+            fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint written by "
+                 "bertbench {})", resume_from_, key, o_.command);
+        return json_safe::parse(it->second, fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
+                                fmt::format("JSON written by bertbench {}", o_.command));
+    };
+    // Errors of a metadata value's content, with the file and key in front.
+    const auto checked = [&](const char* key, const auto& body) {
+        try {
+            body();
+        } catch (const json::exception& e) {  // a field of the wrong type in the task's state
+            fail("{}: __metadata__[\"{}\"]: {} (expected the run state bertbench {} writes); {}",
+                 resume_from_, key, e.what(), o_.command, damaged);
+        } catch (const Error& e) {
+            fail("{}: __metadata__[\"{}\"]: {}; {}", resume_from_, key, e.what(), damaged);
+        }
+    };
+    const json st = get("train_state");
+    checked("train_state", [&] {
+        state_.skipped_steps = saved_int(st, "skipped_steps", 0, step, "at most the global step");
+        state_.elapsed_s = saved_real(st, "elapsed_s", 0, std::numeric_limits<double>::max());
+        state_.timed_s = saved_real(st, "timed_s", 0, std::numeric_limits<double>::max());
+        state_.timed_samples = saved_int(st, "timed_samples", 0, samples,
+                                         "at most global step x train_batch_size");
+        state_.timed_tokens = st.contains("timed_tokens")
+                                  ? saved_int(st, "timed_tokens", 0, int64_t{1} << 62)
+                                  : 0;
+        state_.finished = st.at("finished").get<bool>();
+        state_.status = st.at("status").get<std::string>();
+        task_.restore_state(st, samples);
+    });
+    if (scaler_.enabled()) {
+        if (md.find("loss_scaler") == md.end())
+            fail("{}: __metadata__: expected \"loss_scaler\" for --loss_scale={}, got none (the "
+                 "checkpoint was written without loss scaling; hint: --allow_changed_flags does "
+                 "not apply, start a new --output_dir)",
+                 resume_from_, o_.loss_scale);
+        // Clean updates and overflows are counts of this run's updates and skipped steps.
+        const json ls = get("loss_scaler");
+        checked("loss_scaler", [&] { scaler_.restore(ls, step); });
+    }
+    if (o_.do_train) {
+        // Under mpirun the checkpoint holds every rank's cursor; with another rank count the
+        // data restarts at the epoch after the last one reached (docs/distributed.md). Every
+        // rank's cursor is checked, as any of them can set that epoch.
+        const json saved = get("reader_state");
+        checked("reader_state", [&] {
+            for (const json& c : saved.is_array() ? saved : json::array({saved}))
+                if (!c.is_null()) task_.check_data_cursor(c, samples);
+        });
+        data_cursor_ = dp_->reader_state_for_rank(saved, &first_epoch_);
+        if (data_cursor_.is_null() && first_epoch_ > 0)
+            log::warn("{} was written by a job with another number of ranks: the weights and the "
+                      "optimizer state resume, the data order does not (every rank starts epoch {} "
+                      "of its new share; the rest of the interrupted epoch is not seen)",
+                      resume_from_, first_epoch_);
+    }
+    last_saved_step_ = step;
+    last_checkpoint_ = resume_from_;
+    check_resumed_flags(get("flags"));
+}
+
+void TrainLoop::save_checkpoint(bool final_one) {
+    const int64_t step = updater_->global_step();
+    if (step == last_saved_step_ && !final_one) return;
+    BB_CHECK(is_boundary());  // the gradient accumulator is zero: not part of the state
+    const std::string file = checkpoint_path(o_.output_dir, step);
+    const double t0 = now_s();
+    // Collective under mpirun: every rank's data cursor, and a check that all weights agree.
+    const json cursors = dp_->gather_reader_states(o_.do_train ? task_.data_cursor() : json(nullptr));
+    dp_->require_same_weights(params_, step);
+    if (!root_) {  // rank 0 writes
+        last_saved_step_ = step;
+        last_checkpoint_ = file;
+        return;
+    }
+    json st = task_.state();
+    st["skipped_steps"] = state_.skipped_steps;
+    st["elapsed_s"] = elapsed();
+    st["timed_s"] = state_.timed_s;
+    st["timed_samples"] = state_.timed_samples;
+    st["timed_tokens"] = state_.timed_tokens;
+    st["finished"] = state_.finished;
+    st["status"] = state_.status;
+    const model::ParamTable& table = task_.table();
+    model::CheckpointWriter w(file, table);
+    w.add_table(params_);
+    w.add_table(updater_->optimizer().m(), "/adam_m");
+    w.add_table(updater_->optimizer().v(), "/adam_v");
+    const int64_t gs = step, uc = updater_->optimizer().update_count();
+    w.add_i64("bertbench/global_step", std::span<const int64_t>(&gs, 1));
+    w.add_i64("bertbench/update_count", std::span<const int64_t>(&uc, 1));
+    const float powers[2] = {updater_->optimizer().beta1_power(),
+                             updater_->optimizer().beta2_power()};
+    w.add_f32("bertbench/beta_powers", powers);
+    w.set_metadata("flags", flags_json_.dump());
+    w.set_metadata("train_state", st.dump());
+    if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
+    w.set_metadata("reader_state", cursors.dump());
+    w.set_metadata("dropout", fmt::format("philox(seed={}, step=global_step)", o_.seed));
+    w.commit();
+    last_saved_step_ = step;
+    last_checkpoint_ = file;
+    log::info("saved checkpoint {} ({:.2f} s)", file, now_s() - t0);
+    prune_checkpoints();
+}
+
+void TrainLoop::prune_checkpoints() {
+    if (o_.keep_checkpoint_max <= 0) return;
+    std::vector<std::pair<int64_t, std::string>> found;
+    for (const auto& e : fs::directory_iterator(o_.output_dir)) {
+        const int64_t step = checkpoint_step(e.path());
+        if (step >= 0) found.emplace_back(step, e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    for (size_t i = 0; i + o_.keep_checkpoint_max < found.size(); ++i) {
+        std::error_code ec;
+        fs::remove(found[i].second, ec);
+    }
+}
+
+}  // namespace bertbench::train
