@@ -39,15 +39,20 @@ void replace_metadata(const std::string& path, const std::string& key, const std
     fs::rename(tmp, path);
 }
 
-TEST(ResumeDamage, DamagedTrainStateIsOneErrorNamingTheCheckpoint) {
-    const std::string shared = testing::shared_dir();
-    const fs::path dir = fs::temp_directory_path() / ("bb_resume_damage_" + std::to_string(getpid()));
+// A fresh `dir` holding the tests' small bert_config.json (1 layer, H 32, BERT's vocabulary).
+void fresh_dir_with_config(const fs::path& dir) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(dir / "bert_config.json")
         << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
               "num_attention_heads": 2, "intermediate_size": 64,
               "max_position_embeddings": 512, "type_vocab_size": 2})";
+}
+
+TEST(ResumeDamage, DamagedTrainStateIsOneErrorNamingTheCheckpoint) {
+    const std::string shared = testing::shared_dir();
+    const fs::path dir = fs::temp_directory_path() / ("bb_resume_damage_" + std::to_string(getpid()));
+    fresh_dir_with_config(dir);
     const std::string args = "pretrain --bert_config_file=" + (dir / "bert_config.json").string() +
                              " --input_file=" + shared +
                              "/golden/pretraining/public_128_s12345_d2.tfrecord --output_dir=" +
@@ -108,12 +113,7 @@ std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> listing(const fs
 TEST(ResumeDamage, OutOfRangeNumbersAreRefusedBeforeAnythingIsWritten) {
     const std::string shared = testing::shared_dir();
     const fs::path dir = fs::temp_directory_path() / ("bb_resume_range_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    std::ofstream(dir / "bert_config.json")
-        << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 64,
-              "max_position_embeddings": 512, "type_vocab_size": 2})";
+    fresh_dir_with_config(dir);
     const fs::path run = dir / "run";
     const std::string args = "pretrain --bert_config_file=" + (dir / "bert_config.json").string() +
                              " --input_file=" + shared +
