@@ -2,7 +2,8 @@
 # The one prepared visit to a GPU machine (docs/gpu.md): unpacks what scripts/gpu-pack.sh built
 # here, records the machine's facts, runs the backend conformance test on the GPU, measures the
 # backend's GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of
-# it to one folder. Runs within about 6 minutes on an H100.
+# it to one folder. Runs in 3-4 minutes on an H100 (three runs took 189-205 s; its timeouts cap it
+# near 10 minutes).
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
 #   subset; SKIP_PEER=1 leaves the peer out.
