@@ -393,7 +393,6 @@ std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files
     return out;
 }
 
-
 void check_point(const Point& p) {
     if (p.seq_len > p.config.max_position_embeddings)
         fail("--seq_len={}: longer than max_position_embeddings ({}) of model {}", p.seq_len,

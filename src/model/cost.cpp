@@ -37,8 +37,6 @@ const char* op_label(Op op, Pass pass) {
     return l;
 }
 
-int op_tag(Op op, Pass pass) { return static_cast<int>(op) * 3 + static_cast<int>(pass); }
-
 std::pair<Op, Pass> op_from_tag(int tag) {
     BB_CHECK(tag >= 0 && tag < kNumOps * 3);
     return {static_cast<Op>(tag / 3), static_cast<Pass>(tag % 3)};

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/profile.hpp"
 #include "model/batch.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
@@ -29,7 +30,7 @@ enum class Pass : uint8_t { forward, backward, step };
 // The profiler's label of (op, pass): "gemm qkv fwd", "zero grads", ... A static string.
 const char* op_label(Op op, Pass pass);
 // The profiler's tag of (op, pass), and back.
-int op_tag(Op op, Pass pass);
+constexpr int op_tag(Op op, Pass pass) { return static_cast<int>(op) * 3 + static_cast<int>(pass); }
 std::pair<Op, Pass> op_from_tag(int tag);
 
 struct Cost {
@@ -49,6 +50,8 @@ double forward_flops(const BertConfig& c, const Batch& b, Heads heads = Heads::p
 // Marks "from here on, op `op` of pass `pass`" for the profiler (core/profile.hpp), tagged.
 #define BB_PROFILE_OP(op, pass) \
     BB_PROFILE_MARK_TAGGED(::bertbench::model::op_label(op, pass), ::bertbench::model::op_tag(op, pass))
+// The same until the end of the C++ scope. The label is looked up only while profiling.
 #define BB_PROFILE_OP_SCOPE(op, pass)                                                              \
     const ::bertbench::profile::Scope BB_PROFILE_CAT(bb_profile_scope_, __LINE__)(               \
-        ::bertbench::model::op_label(op, pass), ::bertbench::model::op_tag(op, pass))
+        ::bertbench::profile::g_enabled ? ::bertbench::model::op_label(op, pass) : nullptr,      \
+        ::bertbench::model::op_tag(op, pass))

@@ -154,7 +154,8 @@ GemmPlan& plan_for(const GemmKey& k, const void* A, const void* B, const float* 
         if (bias)
             check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                   "bias pointer");
-        p.algo = fastest(p, r.data(), found, A, B, static_cast<size_t>(k.M) * k.ldc * (k.ctype ? 2 : 4), beta);
+        const size_t c_elem = k.ctype == static_cast<int>(MatmulType::bf16) ? 2 : 4;
+        p.algo = fastest(p, r.data(), found, A, B, static_cast<size_t>(k.M) * k.ldc * c_elem, beta);
     } else if (s == CUBLAS_STATUS_SUCCESS && found > 0)
         p.algo = r[0].algo;
     else if (s == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
