@@ -4,8 +4,8 @@
 // skip naming the op; the CUDA cases skip with a reason where the build or the machine has no GPU.
 // Tolerances (numpy.isclose form): elementwise ops atol 1e-6, rtol 1e-5; row reductions and
 // GEMMs atol 1e-5, rtol 1e-4 (fp32 sums of up to 257 terms against double); a bf16 GEMM output
-// rtol 2^-8 more (one bf16 rounding). Exact: dropout masks (Philox, the CPU's bits) and bf16
-// conversions, on every backend.
+// rtol 2^-8 more (one bf16 rounding). Exact: dropout masks (Philox, the CPU's bits), bf16
+// conversions and the embeddings (the CPU's order of additions), on every backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -367,11 +367,21 @@ TEST_P(BackendOps, Embedding) {
     const auto dde = put(de);
     const auto dout = put(std::vector<float>(e.size()));
     BB_OP(be(), embedding_forward)(dout->get(), dword->get(), dpos->get(), dtype->get(), x, H);
-    EXPECT_TRUE(all_close("embedding e", dout->download(), e, kAtol, kRtol));
+    const std::vector<float> got_e = dout->download();
+    EXPECT_TRUE(all_close("embedding e", got_e, e, kAtol, kRtol));
     BB_OP(be(), embedding_backward)(dword->get(), dpos->get(), dtype->get(), dde->get(), x, H);  // += into the tables
-    EXPECT_TRUE(all_close("embedding dword", dword->download(), dw, kAtol, kRtol));
-    EXPECT_TRUE(all_close("embedding dpos", dpos->download(), dp, kAtol, kRtol));
-    EXPECT_TRUE(all_close("embedding dtype", dtype->download(), dt, kAtolSum, kRtolSum));
+    const std::vector<float> got_dw = dword->download(), got_dp = dpos->download(), got_dt = dtype->download();
+    EXPECT_TRUE(all_close("embedding dword", got_dw, dw, kAtol, kRtol));
+    EXPECT_TRUE(all_close("embedding dpos", got_dp, dp, kAtol, kRtol));
+    EXPECT_TRUE(all_close("embedding dtype", got_dt, dt, kAtolSum, kRtolSum));
+    // Every backend adds in the CPU kernel's order (w + p + t; tokens in order): its fp32 bits.
+    std::vector<float> cpu_e(e.size()), cpu_dw = word, cpu_dp = pos, cpu_dt = type;
+    ops::kern::embedding_forward<float>(cpu_e.data(), word.data(), pos.data(), type.data(), hx, H);
+    ops::kern::embedding_backward<float>(cpu_dw.data(), cpu_dp.data(), cpu_dt.data(), de.data(), hx, H);
+    EXPECT_EQ(got_e, cpu_e) << "embedding e: the CPU's fp32 bits";
+    EXPECT_EQ(got_dw, cpu_dw) << "embedding dword: the CPU's fp32 bits";
+    EXPECT_EQ(got_dp, cpu_dp) << "embedding dpos: the CPU's fp32 bits";
+    EXPECT_EQ(got_dt, cpu_dt) << "embedding dtype: the CPU's fp32 bits";
 }
 
 TEST_P(BackendOps, CrossEntropy) {
