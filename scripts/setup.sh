@@ -12,11 +12,12 @@ PACKAGES=(
   libutf8proc-dev                                 # Unicode data for the WordPiece tokenizer
   nlohmann-json3-dev libfmt-dev                   # JSON, formatting
   libsnappy-dev                                   # TensorFlow checkpoint (tensor bundle) index blocks
-  libhdf5-dev                                     # NVIDIA's HDF5 pretraining shards
+  libhdf5-dev zlib1g-dev                          # NVIDIA's HDF5 pretraining shards (zlib: the deflate bomb check)
   clang-14 libclang-rt-14-dev                     # libFuzzer targets for every reader
   libopenmpi-dev openmpi-bin                      # MPI data-parallel runs (mpirun -np N bertbench ...)
   iproute2                                        # scripts/mpi-netns.sh: multi-node tests in network namespaces
   python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)
+  python3-h5py                                    # hostile HDF5 shards built in tests (virtual, external, bombs)
 )
 # The demo data comes from the npm registry; some images ship node/npm outside Debian.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

@@ -1,6 +1,8 @@
 // ShardSource: format dispatch by extension for the pretraining reader (see shard_source.hpp).
 #include "data/shard_source.hpp"
 
+#include <algorithm>
+
 namespace bertbench::data {
 
 void ShardRecord::decode(int max_seq_length, int max_predictions_per_seq, std::string_view where,
@@ -16,8 +18,8 @@ void ShardRecord::decode(int max_seq_length, int max_predictions_per_seq, std::s
 ShardSource::ShardSource(const std::string& path, bool skip_corrupt, int max_seq_length,
                          int max_predictions_per_seq) {
     if (io::is_hdf5_path(path))
-        hdf5_ = std::make_shared<const io::Hdf5ShardArrays>(
-            io::read_hdf5_shard(path, max_seq_length, max_predictions_per_seq));
+        hdf5_ = std::make_unique<io::Hdf5ShardReader>(path, max_seq_length,
+                                                      max_predictions_per_seq);
     else
         tfrecord_ = std::make_unique<io::TfRecordReader>(path, skip_corrupt);
 }
@@ -27,10 +29,19 @@ bool ShardSource::next(ShardRecord& out) {
         out.hdf5.reset();
         return tfrecord_->next(out.payload);
     }
-    if (row_ >= hdf5_->records) return false;
+    const uint64_t n = hdf5_->records();
+    if (row_ >= n) return false;
+    if (!block_ || row_ - block_first_ >= block_->records) {
+        block_.reset();  // the last reference here: the next block replaces it, not joins it
+        block_first_ = row_;
+        block_ = std::make_shared<const io::Hdf5ShardArrays>(
+            hdf5_->read_rows(row_, std::min(hdf5_->block_rows(), n - row_)));
+        io::check_hdf5_arrays(hdf5_->path(), *block_);
+    }
     out.payload.clear();
-    out.hdf5 = hdf5_;
-    out.row = row_++;
+    out.hdf5 = block_;
+    out.row = row_ - block_first_;
+    ++row_;
     return true;
 }
 

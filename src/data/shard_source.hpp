@@ -1,7 +1,8 @@
 // One input shard of the pretraining pipeline, its format chosen by extension: NVIDIA HDF5 for
 // ".hdf5"/".h5" (any case), TFRecord for every other name. A glob or comma list may mix both;
 // each file is read by its own extension. TFRecords stream record by record; an HDF5 shard is
-// loaded whole on open (as NVIDIA's pretraining_dataset does) and shared by its pending records.
+// checked on open and read in blocks of rows (io::kHdf5BlockBytes), each shared by its pending
+// records, so memory follows the rows read, never the count a file declares.
 // Records are handed out undecoded so that a resumed reader can skip them cheaply.
 #pragma once
 
@@ -16,11 +17,11 @@
 
 namespace bertbench::data {
 
-// A record not yet decoded: TFRecord payload bytes, or a row of a loaded HDF5 shard.
+// A record not yet decoded: TFRecord payload bytes, or a row of a block of an HDF5 shard.
 struct ShardRecord {
     std::string payload;                              // TFRecord: tf.train.Example bytes
-    std::shared_ptr<const io::Hdf5ShardArrays> hdf5;  // HDF5: the shard ...
-    uint64_t row = 0;                                 // ... and the record's row in it
+    std::shared_ptr<const io::Hdf5ShardArrays> hdf5;  // HDF5: a block of rows ...
+    uint64_t row = 0;                                 // ... and the record's row in the block
 
     // The record in the MLPerf schema (HDF5: weights derived as NVIDIA's loader does).
     // `where` prefixes errors ("file: record 12").
@@ -30,7 +31,7 @@ struct ShardRecord {
 
 class ShardSource {
   public:
-    // Opens `path` (HDF5: reads and checks the whole shard against the two widths now).
+    // Opens `path` (HDF5: checks schema and storage against the two widths now, reads no rows).
     // skip_corrupt applies to TFRecords (see TfRecordReader).
     ShardSource(const std::string& path, bool skip_corrupt, int max_seq_length,
                 int max_predictions_per_seq);
@@ -39,8 +40,9 @@ class ShardSource {
 
   private:
     std::unique_ptr<io::TfRecordReader> tfrecord_;
-    std::shared_ptr<const io::Hdf5ShardArrays> hdf5_;
-    uint64_t row_ = 0;
+    std::unique_ptr<io::Hdf5ShardReader> hdf5_;
+    std::shared_ptr<const io::Hdf5ShardArrays> block_;  // rows [block_first_, + block_->records)
+    uint64_t block_first_ = 0, row_ = 0;
 };
 
 }  // namespace bertbench::data

@@ -3,11 +3,16 @@
 // automatic error printing off on the calling thread; a failed call's error stack is turned into
 // the innermost libhdf5 message inside our one-line error. Everything after libhdf5 returns
 // arrays (check_hdf5_schema, check_hdf5_arrays, decode_hdf5_record) is plain C++ and fuzzed.
+// libhdf5's deflate filter grows its buffer for as long as the stream yields bytes (a 1 MB chunk
+// inflated to 1 GB), and 1.10 cannot replace a predefined filter: so before libhdf5 reads a
+// compressed chunk, the chunk's raw bytes are inflated here into a small scratch buffer, counting,
+// and refused past the chunk's size. Dynamic filter plugins are switched off.
 #include "io/hdf5_shard.hpp"
 
 #include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -28,10 +33,22 @@ std::mutex& hdf5_mutex() {
     return m;
 }
 
+// Once per process, under the lock: dynamic filter plugins off (a file must not make the process
+// load a shared library; an unknown filter is refused by name before any read anyway).
+bool harden_library() {
+    const bool ok = H5PLset_loading_state(0) >= 0;
+    H5Eclear2(H5E_DEFAULT);
+    return ok;
+}
+
 // Holds the library lock with error printing off for this thread, and clears the stack on exit.
 struct Hdf5Lock {
     std::lock_guard<std::mutex> lock{hdf5_mutex()};
-    Hdf5Lock() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+    Hdf5Lock() {
+        H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+        static const bool hardened = harden_library();
+        BB_CHECK(hardened);
+    }
     ~Hdf5Lock() { H5Eclear2(H5E_DEFAULT); }
 };
 
@@ -70,6 +87,11 @@ class Handle {
     }
     hid_t get() const { return id_; }
     bool ok() const { return id_ >= 0; }
+    hid_t release() {  // the caller closes it from now on
+        const hid_t id = id_;
+        id_ = -1;
+        return id;
+    }
     void reset() {
         if (id_ >= 0 && close_ != nullptr) close_(id_);
         id_ = -1;
@@ -126,17 +148,208 @@ uint64_t physical_memory() {
     return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
+const char* layout_name(H5D_layout_t l) {
+    switch (l) {
+        case H5D_COMPACT: return "compact";
+        case H5D_CONTIGUOUS: return "contiguous";
+        case H5D_CHUNKED: return "chunked";
+        case H5D_VIRTUAL: return "a virtual dataset (its values are mapped from other datasets or files)";
+        default: return "an unknown layout";
+    }
+}
+
+// The storage of one dataset, checked before any value is read: where its bytes live, which
+// filters they pass through, and how much memory one chunk takes. Returns the chunk's bytes
+// (0: not chunked). `dims` and `type_size` passed the schema check.
+Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_t ds, hid_t dcpl,
+                       const std::vector<uint64_t>& dims, size_t type_size, uint64_t file_size) {
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED)
+        fail(
+            "[hdf5] {}: dataset {}: expected values stored in the file (contiguous, chunked or "
+            "compact layout), got {} (hint: write the values into the shard, e.g. h5py "
+            "create_dataset(data=...))",
+            path, name, layout_name(layout));
+    const int external = H5Pget_external_count(dcpl);
+    if (external != 0)
+        fail(
+            "[hdf5] {}: dataset {}: expected values stored in the file, got external storage in "
+            "{} other file(s) (hint: write the values into the shard)",
+            path, name, external < 0 ? 1 : external);
+    const int nfilters = H5Pget_nfilters(dcpl);
+    if (nfilters < 0)
+        fail("[hdf5] {}: dataset {}: cannot read its filters ({})", path, name, hdf5_error());
+    Hdf5DatasetStorage st;
+    for (int f = 0; f < nfilters; ++f) {
+        unsigned flags = 0, cd[8] = {};
+        size_t ncd = 8;
+        char fname[64] = {};
+        const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(f), &flags, &ncd, cd,
+                                               sizeof fname, fname, nullptr);
+        fname[sizeof fname - 1] = '\0';
+        for (char& c : fname)
+            if (c != '\0' && (c < 0x20 || c > 0x7e)) c = '?';
+        // nbit and scaleoffset size their output from parameters stored in the file; other ids
+        // would be looked for as plugins.
+        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+            fail(
+                "[hdf5] {}: dataset {}: expected no filter or gzip/deflate, shuffle, fletcher32 "
+                "(built into libhdf5), got filter {}{} (filter plugins are not loaded; hint: "
+                "rewrite the shard with gzip, as NVIDIA's writer does)",
+                path, name, static_cast<int>(id),
+                fname[0] != '\0' ? fmt::format(" (\"{}\")", fname) : std::string());
+        // h5py's order: shuffle, deflate, fletcher32; the bomb check inflates what is stored.
+        const bool ordered = id == H5Z_FILTER_SHUFFLE ? st.deflate < 0 && st.fletcher32 < 0
+                             : id == H5Z_FILTER_DEFLATE ? st.deflate < 0 && st.fletcher32 < 0
+                                                        : st.fletcher32 < 0;
+        if (!ordered)
+            fail(
+                "[hdf5] {}: dataset {}: expected filters in h5py's order (shuffle, gzip, "
+                "fletcher32, each at most once), got filter {} at position {}",
+                path, name, static_cast<int>(id), f);
+        if (id == H5Z_FILTER_DEFLATE) st.deflate = f;
+        if (id == H5Z_FILTER_FLETCHER32) st.fletcher32 = f;
+    }
+    uint64_t elements = 1;
+    for (uint64_t d : dims)
+        if (__builtin_mul_overflow(elements, d, &elements))
+            fail("[hdf5] {}: dataset {}: {} elements overflow a 64-bit count", path, name,
+                 shape_str(dims));
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(type_size), &bytes))
+        fail("[hdf5] {}: dataset {}: {} elements of {} bytes overflow a 64-bit count", path, name,
+             elements, type_size);
+    const uint64_t stored = H5Dget_storage_size(ds);
+    if (layout == H5D_CONTIGUOUS) {
+        // Stored uncompressed, all or nothing: every declared byte must lie inside the file.
+        const haddr_t at = H5Dget_offset(ds);
+        if (bytes > 0 && (stored != bytes || at == HADDR_UNDEF || at > file_size ||
+                          file_size - at < bytes))
+            fail(
+                "[hdf5] {}: dataset {}: expected its {} values ({} bytes) stored in the file's {} "
+                "bytes, got {} (hint: the shard was never fully written, or is truncated)",
+                path, name, elements, bytes, file_size,
+                stored == 0 || at == HADDR_UNDEF
+                    ? std::string("none written")
+                    : fmt::format("{} bytes at offset {}", stored, at));
+        return st;
+    }
+    if (layout == H5D_COMPACT) return st;  // inside the object header: at most 64 KiB
+    std::vector<hsize_t> chunk(dims.size());
+    if (H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()) !=
+        static_cast<int>(dims.size()))
+        fail("[hdf5] {}: dataset {}: cannot read its chunk shape ({})", path, name, hdf5_error());
+    uint64_t chunk_bytes = type_size, chunks = elements == 0 ? 0 : 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        if (chunk[i] == 0 || __builtin_mul_overflow(chunk_bytes, chunk[i], &chunk_bytes))
+            chunk_bytes = UINT64_MAX;
+        if (chunk[i] != 0) chunks *= (dims[i] + chunk[i] - 1) / chunk[i];  // <= elements
+    }
+    if (chunk_bytes > kHdf5MaxChunkBytes)
+        fail(
+            "[hdf5] {}: dataset {}: expected chunks of at most {} MiB (libhdf5 decompresses a "
+            "chunk whole; h5py writes <= 1 MiB), got chunk shape {} of {} bytes",
+            path, name, kHdf5MaxChunkBytes >> 20,
+            shape_str(std::vector<uint64_t>(chunk.begin(), chunk.end())),
+            chunk_bytes == UINT64_MAX ? std::string("more than 2^64")
+                                      : std::to_string(chunk_bytes));
+    Handle space(H5Dget_space(ds), H5Sclose);
+    hsize_t written = 0;
+    if (!space.ok() || H5Dget_num_chunks(ds, space.get(), &written) < 0)
+        fail("[hdf5] {}: dataset {}: cannot count its chunks ({})", path, name, hdf5_error());
+    if (written < chunks || stored > file_size)
+        fail(
+            "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got {} "
+            "chunks of {} bytes in a {}-byte file (rows declared but never written; hint: the "
+            "shard was never fully written)",
+            path, name, chunks, shape_str(dims), written, stored, file_size);
+    st.chunk_bytes = chunk_bytes;
+    st.chunk.assign(chunk.begin(), chunk.end());
+    return st;
+}
+
+// The stored chunk at `offset` must inflate to at most its own size (st.chunk_bytes): inflated
+// into 64 KiB at a time and counted, before libhdf5's deflate, which grows its buffer to the end
+// of the stream, ever sees it. Memory: the chunk's stored bytes plus 64 KiB.
+void check_chunk_inflates(const std::string& path, const char* name, hid_t ds,
+                          const Hdf5DatasetStorage& st, const std::vector<hsize_t>& offset,
+                          uint64_t file_size) {
+    hsize_t nbytes = 0;
+    if (H5Dget_chunk_storage_size(ds, offset.data(), &nbytes) < 0)
+        fail("[hdf5] {}: dataset {}: cannot find the chunk at {} ({})", path, name,
+             shape_str(std::vector<uint64_t>(offset.begin(), offset.end())), hdf5_error());
+    if (nbytes > file_size || nbytes > UINT32_MAX)
+        fail("[hdf5] {}: dataset {}: expected a chunk stored inside the file's {} bytes, got {} "
+             "bytes (the file is corrupt)",
+             path, name, file_size, nbytes);
+    std::vector<unsigned char> raw(static_cast<size_t>(nbytes));
+    uint32_t skipped = 0;  // bit i: filter i was not applied to this chunk
+    if (nbytes > 0 && H5Dread_chunk(ds, H5P_DEFAULT, offset.data(), &skipped, raw.data()) < 0)
+        fail("[hdf5] {}: dataset {}: cannot read a chunk ({}; hint: the file is corrupt or "
+             "truncated)",
+             path, name, hdf5_error());
+    if ((skipped >> st.deflate) & 1u) return;  // stored uncompressed
+    size_t in = raw.size();
+    if (st.fletcher32 >= 0 && ((skipped >> st.fletcher32) & 1u) == 0) in = in >= 4 ? in - 4 : 0;
+    unsigned char scratch[64 * 1024];
+    z_stream z{};
+    z.next_in = raw.data();
+    z.avail_in = static_cast<uInt>(in);
+    int status = inflateInit(&z);
+    uint64_t total = 0;
+    while (status == Z_OK) {
+        z.next_out = scratch;
+        z.avail_out = sizeof scratch;
+        status = inflate(&z, Z_NO_FLUSH);
+        total += sizeof scratch - z.avail_out;
+        if (total > st.chunk_bytes) break;
+        if (status == Z_BUF_ERROR && z.avail_in == 0) break;  // the stream ends early
+    }
+    const std::string zmsg = z.msg != nullptr ? z.msg : "incomplete stream";
+    inflateEnd(&z);
+    if (total > st.chunk_bytes)
+        fail(
+            "[hdf5] {}: dataset {}: expected a chunk inflating to at most its {} bytes, got a "
+            "{}-byte deflate stream yielding more (a decompression bomb, or a corrupt file)",
+            path, name, st.chunk_bytes, nbytes);
+    if (status != Z_STREAM_END)
+        fail("[hdf5] {}: dataset {}: a {}-byte deflate chunk does not inflate ({}; hint: the file "
+             "is corrupt or truncated)",
+             path, name, nbytes, zmsg);
+}
+
+// Reads rows [first, first + count) of a rank-1 or rank-2 dataset (width columns; 0: rank 1),
+// after checking every compressed chunk those rows touch (check_chunk_inflates).
 template <typename T>
-void read_dataset(const std::string& path, hid_t file, const char* name, hid_t mem_type,
-                  std::vector<T>& out, size_t count) {
+void read_rows_of(const std::string& path, hid_t file, const char* name, hid_t mem_type,
+                  uint64_t first, uint64_t count, uint64_t width, const Hdf5DatasetStorage& st,
+                  uint64_t file_size, std::vector<T>& out) {
+    out.resize(static_cast<size_t>(count * std::max<uint64_t>(width, 1)));
+    if (count == 0) return;
     Handle ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
     if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
-    out.resize(count);
-    if (count > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    if (st.chunk_bytes > 0 && st.deflate >= 0) {
+        const uint64_t c0 = st.chunk[0], c1 = width == 0 ? 1 : st.chunk[1];
+        for (uint64_t r = first / c0 * c0; r < first + count; r += c0)
+            for (uint64_t c = 0; c < std::max<uint64_t>(width, 1); c += c1)
+                check_chunk_inflates(path, name, ds.get(), st,
+                                     width == 0 ? std::vector<hsize_t>{r}
+                                                : std::vector<hsize_t>{r, c},
+                                     file_size);
+    }
+    Handle fspace(H5Dget_space(ds.get()), H5Sclose);
+    const int rank = width == 0 ? 1 : 2;
+    const hsize_t start[2] = {first, 0}, n[2] = {count, width};
+    Handle mspace(H5Screate_simple(rank, n, nullptr), H5Sclose);
+    if (!fspace.ok() || !mspace.ok() ||
+        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, n, nullptr) < 0)
+        fail("[hdf5] {}: dataset {}: cannot select rows {}..{} ({})", path, name, first,
+             first + count, hdf5_error());
+    if (H5Dread(ds.get(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out.data()) < 0)
         fail(
-            "[hdf5] {}: dataset {}: cannot read its {} values ({}; hint: the file is corrupt or "
+            "[hdf5] {}: dataset {}: cannot read rows {}..{} ({}; hint: the file is corrupt or "
             "truncated)",
-            path, name, count, hdf5_error());
+            path, name, first, first + count, hdf5_error());
 }
 
 }  // namespace
@@ -275,8 +488,10 @@ void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view w
     out.next_sentence_labels = nsl;
 }
 
-Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
-                                int max_predictions_per_seq) {
+Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
+                                 int max_predictions_per_seq)
+    : path_(path), max_seq_length_(max_seq_length), max_predictions_per_seq_(max_predictions_per_seq) {
+    uint64_t file_size = 0;
     {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec))
@@ -285,6 +500,8 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
         std::FILE* f = std::fopen(path.c_str(), "rb");
         if (f == nullptr) fail("[hdf5] {}: cannot open: {}", path, std::strerror(errno));
         std::fclose(f);
+        file_size = std::filesystem::file_size(path, ec);
+        if (ec) fail("[hdf5] {}: cannot open: {}", path, ec.message());
     }
     Hdf5Lock lock;
     const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
@@ -300,6 +517,7 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
              hdf5_error());
 
     std::array<Hdf5DatasetInfo, 6> info;
+    std::array<Handle, 6> datasets, dcpls;
     for (size_t k = 0; k < kHdf5Datasets.size(); ++k) {
         const char* name = kHdf5Datasets[k].name;
         Hdf5DatasetInfo& d = info[k];
@@ -315,6 +533,15 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
                  oi.type == H5O_TYPE_GROUP ? "group" : "named datatype or other object");
         Handle ds(H5Dopen2(file.get(), name, H5P_DEFAULT), H5Dclose);
         if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
+        Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+        if (!dcpl.ok())
+            fail("[hdf5] {}: dataset {}: cannot read its storage properties ({})", path, name,
+                 hdf5_error());
+        // A virtual dataset is refused before its extent is even asked for (a self-referencing
+        // one recursed in libhdf5 until the stack overflowed).
+        const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+        if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED)
+            check_storage(path, name, ds.get(), dcpl.get(), {}, 1, file_size);  // fails
         Handle type(H5Dget_type(ds.get()), H5Tclose);
         Handle space(H5Dget_space(ds.get()), H5Sclose);
         if (!type.ok() || !space.ok())
@@ -333,15 +560,64 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
         if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
             fail("[hdf5] {}: dataset {}: cannot read its shape ({})", path, name, hdf5_error());
         d.dims.assign(dims.begin(), dims.end());
+        datasets[k] = std::move(ds);
+        dcpls[k] = std::move(dcpl);
     }
-    Hdf5ShardArrays a;
-    a.records = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq);
-    a.max_seq_length = max_seq_length;
-    a.max_predictions_per_seq = max_predictions_per_seq;
+    records_ = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq);
+    for (size_t k = 0; k < kHdf5Datasets.size(); ++k)
+        storage_[k] = check_storage(path, kHdf5Datasets[k].name, datasets[k].get(),
+                                        dcpls[k].get(), info[k].dims, info[k].type_size, file_size);
+    for (auto& h : datasets) h.reset();
+    for (auto& h : dcpls) h.reset();
+    file_size_ = file_size;
+    file_ = file.release();  // closed by the destructor, under the lock
+}
 
+Hdf5ShardReader::~Hdf5ShardReader() {
+    if (file_ < 0) return;
+    Hdf5Lock lock;
+    H5Fclose(file_);
+}
+
+uint64_t Hdf5ShardReader::block_rows() const {
+    const uint64_t row = 6ull * static_cast<uint64_t>(max_seq_length_) +
+                         8ull * static_cast<uint64_t>(max_predictions_per_seq_) + 1;
+    return std::max<uint64_t>(1, kHdf5BlockBytes / row);
+}
+
+Hdf5ShardArrays Hdf5ShardReader::read_rows(uint64_t first, uint64_t count) const {
+    if (first > records_ || count > records_ - first)
+        fail("[hdf5] {}: rows {}..{}: expected rows within the shard's {}", path_, first,
+             first + count, records_);
+    Hdf5ShardArrays a;
+    a.records = count;
+    a.max_seq_length = max_seq_length_;
+    a.max_predictions_per_seq = max_predictions_per_seq_;
+    const uint64_t T = static_cast<uint64_t>(max_seq_length_);
+    const uint64_t P = static_cast<uint64_t>(max_predictions_per_seq_);
+    Hdf5Lock lock;
+    const hid_t f = static_cast<hid_t>(file_);
+    read_rows_of(path_, f, "input_ids", H5T_NATIVE_INT32, first, count, T, storage_[0], file_size_,
+                 a.input_ids);
+    read_rows_of(path_, f, "input_mask", H5T_NATIVE_INT8, first, count, T, storage_[1], file_size_,
+                 a.input_mask);
+    read_rows_of(path_, f, "segment_ids", H5T_NATIVE_INT8, first, count, T, storage_[2], file_size_,
+                 a.segment_ids);
+    read_rows_of(path_, f, "masked_lm_positions", H5T_NATIVE_INT32, first, count, P,
+                 storage_[3], file_size_, a.masked_lm_positions);
+    read_rows_of(path_, f, "masked_lm_ids", H5T_NATIVE_INT32, first, count, P, storage_[4], file_size_,
+                 a.masked_lm_ids);
+    read_rows_of(path_, f, "next_sentence_labels", H5T_NATIVE_INT8, first, count, 0,
+                 storage_[5], file_size_, a.next_sentence_labels);
+    return a;
+}
+
+Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
+                                int max_predictions_per_seq) {
+    const Hdf5ShardReader r(path, max_seq_length, max_predictions_per_seq);
     // Bytes in memory: N * (6T + 8P + 1), checked for overflow and against physical memory before
-    // anything is allocated (a chunked dataset can claim any extent in a tiny file).
-    const uint64_t n = a.records;
+    // anything is allocated.
+    const uint64_t n = r.records();
     const uint64_t row = 6ull * static_cast<uint64_t>(max_seq_length) +
                          8ull * static_cast<uint64_t>(max_predictions_per_seq) + 1;
     uint64_t bytes = 0;
@@ -350,16 +626,7 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
             "[hdf5] {}: dataset input_ids: expected a shard that fits in memory ({:.1f} GB), got "
             "{} records of {} bytes (hint: split the shard)",
             path, physical_memory() / 1e9, n, row);
-    const size_t nt = static_cast<size_t>(n) * static_cast<size_t>(max_seq_length);
-    const size_t np = static_cast<size_t>(n) * static_cast<size_t>(max_predictions_per_seq);
-    read_dataset(path, file.get(), "input_ids", H5T_NATIVE_INT32, a.input_ids, nt);
-    read_dataset(path, file.get(), "input_mask", H5T_NATIVE_INT8, a.input_mask, nt);
-    read_dataset(path, file.get(), "segment_ids", H5T_NATIVE_INT8, a.segment_ids, nt);
-    read_dataset(path, file.get(), "masked_lm_positions", H5T_NATIVE_INT32, a.masked_lm_positions,
-                 np);
-    read_dataset(path, file.get(), "masked_lm_ids", H5T_NATIVE_INT32, a.masked_lm_ids, np);
-    read_dataset(path, file.get(), "next_sentence_labels", H5T_NATIVE_INT8, a.next_sentence_labels,
-                 static_cast<size_t>(n));
+    Hdf5ShardArrays a = r.read_rows(0, n);
     check_hdf5_arrays(path, a);
     return a;
 }

@@ -70,8 +70,53 @@ void check_hdf5_arrays(std::string_view path, const Hdf5ShardArrays& a);
 void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view where,
                         PretrainingRecord& out);
 
-// Reads and checks a whole shard (schema, then array sizes; values are checked per record by
-// decode_hdf5_record). Refuses datasets larger than the machine's memory before allocating.
+// The hard limits on what a shard may make the reader allocate (docs/fuzzing.md, resource rule).
+// A chunk is decompressed whole: h5py's writer makes chunks of at most 1 MiB, libhdf5 allows 4 GiB.
+inline constexpr uint64_t kHdf5MaxChunkBytes = 16ull << 20;
+// Rows are read in blocks of about this many bytes (all six datasets), whatever N declares.
+inline constexpr uint64_t kHdf5BlockBytes = 8ull << 20;
+
+// How one dataset's values are stored, as far as reading them safely needs (Hdf5ShardReader).
+struct Hdf5DatasetStorage {
+    uint64_t chunk_bytes = 0;     // one chunk uncompressed; 0: not chunked
+    std::vector<uint64_t> chunk;  // chunk shape
+    int deflate = -1, fletcher32 = -1;  // index in the filter pipeline; -1: none
+};
+
+// An open shard. Opening checks, before any value is read: the schema (check_hdf5_schema); every
+// dataset stored in the file itself (contiguous, chunked or compact layout: a virtual dataset or
+// external storage is refused); only filters built into libhdf5 (no plugin is ever loaded);
+// chunks of at most kHdf5MaxChunkBytes; and every declared row backed by stored bytes (a
+// contiguous dataset's bytes inside the file, every chunk of a chunked one's extent written).
+// Filters: gzip/deflate, shuffle, fletcher32 in h5py's order. A compressed chunk is inflated
+// (into 64 KiB, counting) before libhdf5 reads it: past the chunk's own size it is an error (a
+// decompression bomb), since libhdf5's deflate would grow its buffer to the stream's end. Errors are one line naming the file and dataset. Not thread-safe; any
+// number of readers may be open at once (libhdf5 is called under one lock).
+class Hdf5ShardReader {
+  public:
+    Hdf5ShardReader(const std::string& path, int max_seq_length, int max_predictions_per_seq);
+    ~Hdf5ShardReader();
+    Hdf5ShardReader(const Hdf5ShardReader&) = delete;
+    Hdf5ShardReader& operator=(const Hdf5ShardReader&) = delete;
+
+    uint64_t records() const { return records_; }  // N
+    uint64_t block_rows() const;  // rows per block: kHdf5BlockBytes / bytes per row, >= 1
+    // Rows [first, first + count) as a shard of `count` records (values unchecked, as read).
+    Hdf5ShardArrays read_rows(uint64_t first, uint64_t count) const;
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+    int max_seq_length_ = 0, max_predictions_per_seq_ = 0;
+    uint64_t records_ = 0;
+    uint64_t file_size_ = 0;
+    int64_t file_ = -1;                          // hid_t of the open file
+    std::array<Hdf5DatasetStorage, 6> storage_;  // kHdf5Datasets order
+};
+
+// Reads and checks a whole shard (Hdf5ShardReader, then array sizes; values are checked per record
+// by decode_hdf5_record). For tests and tools: the input pipeline reads blocks. Refuses a shard
+// larger than the machine's memory before allocating.
 Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
                                 int max_predictions_per_seq);
 

@@ -1,0 +1,119 @@
+// Pretraining shards built to hurt (issue 28), through data::PretrainReader: an HDF5 shard is read
+// in blocks of rows, so the reader's memory follows the rows it has read, not the rows the shard
+// holds (it used to load the whole shard on open).
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/error.hpp"
+#include "data/pretrain_reader.hpp"
+#include "io/hdf5_shard.hpp"
+#include "io/tfrecord.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::data {
+namespace {
+
+using bertbench::testing::TmpDir;
+
+struct ChildOutcome {
+    int status = -1;      // 0: returned, 1: threw bertbench::Error, 2: another exception
+    std::string message;  // the Error's message
+    long max_rss_kb = 0;  // the child's peak resident memory
+};
+
+// Runs f() in a forked child (60 s alarm) and reports how it ended and its peak memory.
+ChildOutcome in_child(const std::function<void()>& f) {
+    int fds[2];
+    if (::pipe(fds) != 0) return {-1, "pipe failed", 0};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(60);
+        int code = 0;
+        std::string msg;
+        try {
+            f();
+        } catch (const Error& e) {
+            code = 1;
+            msg = e.what();
+        } catch (const std::exception& e) {
+            code = 2;
+            msg = e.what();
+        }
+        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    ChildOutcome out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    struct rusage ru {};
+    ::wait4(pid, &status, 0, &ru);
+    out.max_rss_kb = ru.ru_maxrss;
+    out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return out;
+}
+
+io::PretrainingRecord record(int T, int P, int64_t id) {
+    io::PretrainingRecord r;
+    r.input_ids.assign(size_t(T), 0);
+    r.input_mask.assign(size_t(T), 0);
+    r.segment_ids.assign(size_t(T), 0);
+    for (int t = 0; t < 6; ++t) {
+        r.input_ids[size_t(t)] = 100 + t;
+        r.input_mask[size_t(t)] = 1;
+    }
+    r.input_ids[2] = id;
+    r.masked_lm_positions.assign(size_t(P), 0);
+    r.masked_lm_ids.assign(size_t(P), 0);
+    r.masked_lm_weights.assign(size_t(P), 0.0f);
+    r.masked_lm_positions[0] = 1;
+    r.masked_lm_ids[0] = 7;
+    r.masked_lm_weights[0] = 1.0f;
+    return r;
+}
+
+// 200,000 records at T = 128 (186 MB in memory, a few MB gzipped): reading two batches must not
+// cost the shard. The shard is written in another child so this process never holds it.
+TEST(HostileShards, Hdf5ReaderMemoryFollowsRowsRead) {
+    TmpDir dir("bb_hostile_shards");
+    const std::string path = dir.file("big.hdf5");
+    constexpr int T = 128, P = 20, N = 200000;
+    const ChildOutcome w = in_child([&] {
+        io::Hdf5ShardWriter writer(path, T, P);
+        const io::PretrainingRecord r = record(T, P, 5);
+        for (int i = 0; i < N; ++i) writer.write(r);
+        writer.close();
+    });
+    ASSERT_EQ(w.status, 0) << w.message;
+    const uint64_t declared = uint64_t(N) * (6 * T + 8 * P + 1);
+    ASSERT_GT(declared, 180'000'000u);
+    struct rusage self {};
+    ::getrusage(RUSAGE_SELF, &self);
+    const ChildOutcome o = in_child([&] {
+        PretrainReaderConfig c;
+        c.files = {path};
+        c.max_seq_length = T;
+        c.max_predictions_per_seq = P;
+        c.batch_size = 16;
+        c.shuffle_buffer = 100;
+        PretrainReader reader(c);
+        model::Batch b;
+        for (int i = 0; i < 2; ++i)
+            if (!reader.next(b) || b.batch_size != 16) fail("expected a batch of 16");
+    });
+    EXPECT_EQ(o.status, 0) << o.message;
+    // A block is 8 MiB; the whole shard would be 186 MB.
+    EXPECT_LT(o.max_rss_kb - self.ru_maxrss, 64 * 1024) << "peak " << o.max_rss_kb << " KB";
+}
+
+}  // namespace
+}  // namespace bertbench::data

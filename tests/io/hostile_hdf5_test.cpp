@@ -1,0 +1,229 @@
+// HDF5 shards built to hurt (issue 28 items 1 and 3), made in the test with h5py (python3-h5py),
+// read through io::Hdf5ShardReader and data::ShardSource in a child process: each must end in one
+// Error naming the file and dataset, what was expected and what was found, with the child's peak
+// memory (ru_maxrss) far below what the file declares. A virtual dataset sourced from itself used
+// to overflow the stack inside libhdf5 (SIGSEGV); 10^7 never-written rows, a chunk of 2^21 rows
+// and a deflate stream inflating a 1 MiB chunk to 512 MiB each cost what the file declared.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/hdf5_shard.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::io {
+namespace {
+
+using bertbench::testing::error_of;
+using bertbench::testing::TmpDir;
+
+// Writes the hostile files. argv: kind, path. T = 128, P = 20 (the MLPerf phase-1 widths), 4 rows
+// of one valid record unless the kind says otherwise.
+constexpr const char* kGenerator = R"PY(
+import sys, zlib, h5py, numpy as np
+T, P = 128, 20
+def arrays(n):
+    ids = np.zeros((n, T), np.int32); ids[:, :4] = [101, 7, 8, 102]
+    mask = np.zeros((n, T), np.int8); mask[:, :4] = 1
+    pos = np.zeros((n, P), np.int32); pos[:, 0] = 1
+    mid = np.zeros((n, P), np.int32); mid[:, 0] = 7
+    return dict(input_ids=ids, input_mask=mask, segment_ids=np.zeros((n, T), np.int8),
+                masked_lm_positions=pos, masked_lm_ids=mid,
+                next_sentence_labels=np.zeros((n,), np.int8))
+kind, path = sys.argv[1], sys.argv[2]
+a = arrays(4)
+with h5py.File(path, 'w') as f:
+    for k, v in a.items():
+        if k == 'input_ids' and kind != 'good':
+            continue
+        f.create_dataset(k, data=v, compression='gzip' if kind == 'good' else None)
+    if kind == 'virtual_self':  # input_ids mapped from input_ids of this very file
+        lay = h5py.VirtualLayout(shape=(4, T), dtype='i4')
+        lay[:] = h5py.VirtualSource(path, 'input_ids', shape=(4, T))
+        f.create_virtual_dataset('input_ids', lay)
+    elif kind == 'external':
+        open(path + '.raw', 'wb').write(a['input_ids'].tobytes())
+        f.create_dataset('input_ids', shape=(4, T), dtype='i4',
+                         external=[(path + '.raw', 0, 4 * T * 4)])
+    elif kind == 'unwritten':  # 10^7 rows declared, none written (h5py allocates chunks late)
+        for k, v in a.items():
+            if k in f:
+                del f[k]
+            f.create_dataset(k, shape=(10**7,) + v.shape[1:], dtype=v.dtype,
+                             chunks=(1024,) + v.shape[1:], compression='gzip')
+    elif kind == 'bigchunk':  # 4 rows in one chunk of 2^17 rows (64 MiB)
+        f.create_dataset('input_ids', data=a['input_ids'], maxshape=(None, T),
+                         chunks=(2**17, T), compression='gzip')
+    elif kind == 'bomb':  # a 1 MiB chunk whose deflate stream inflates to 512 MiB
+        d = f.create_dataset('input_ids', shape=(4, T), maxshape=(None, T), dtype='i4',
+                             chunks=(2048, T), compression='gzip')
+        c = zlib.compressobj(9)
+        d.id.write_direct_chunk((0, 0), c.compress(bytes(512 << 20)) + c.flush())
+    elif kind == 'filter':  # filter 307 (bzip2, a plugin), applied to the one chunk
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4, T))
+        dcpl.set_filter(307, h5py.h5z.FLAG_OPTIONAL, ())
+        ds = h5py.h5d.create(f.id, b'input_ids', h5py.h5t.STD_I32LE,
+                             h5py.h5s.create_simple((4, T)), dcpl=dcpl)
+        ds.write_direct_chunk((0, 0), a['input_ids'].tobytes(), filter_mask=0)
+    elif kind != 'good':
+        raise SystemExit('unknown kind ' + kind)
+)PY";
+
+std::string make_hostile(const TmpDir& dir, const std::string& kind) {
+    const std::string script = dir.file("gen.py"), path = dir.file(kind + ".h5");
+    if (!std::filesystem::exists(script)) write_file_atomic(script, kGenerator);
+    const std::string cmd = "/usr/bin/python3 '" + script + "' " + kind + " '" + path + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+        << cmd << " (python3-h5py installed? scripts/setup.sh)";
+    return path;
+}
+
+struct ChildOutcome {
+    int status = -1;      // 0: threw bertbench::Error, 1: no error, 2: another exception
+    std::string message;  // the Error's message, or what else happened
+    long max_rss_kb = 0;  // the child's peak resident memory
+};
+
+// Runs f() in a child (a crash or a blow-up must fail the test, not kill it) with a 60 s alarm.
+ChildOutcome in_child(const std::function<void()>& f) {
+    int fds[2];
+    if (::pipe(fds) != 0) return {-1, "pipe failed", 0};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(60);
+        int code = 1;
+        std::string msg = "no error";
+        try {
+            f();
+        } catch (const Error& e) {
+            code = 0;
+            msg = e.what();
+        } catch (const std::exception& e) {
+            code = 2;
+            msg = std::string("not a bertbench::Error: ") + e.what();
+        }
+        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    ChildOutcome out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    struct rusage ru {};
+    ::wait4(pid, &status, 0, &ru);
+    out.max_rss_kb = ru.ru_maxrss;
+    if (WIFEXITED(status)) {
+        out.status = WEXITSTATUS(status);
+    } else {
+        out.status = 128 + WTERMSIG(status);
+        out.message = "killed by signal " + std::to_string(WTERMSIG(status));
+    }
+    return out;
+}
+
+long self_rss_kb() {
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+// Opening and reading the whole shard must end in one Error naming `path`, containing `parts`,
+// with the child's peak memory at most `rss_mb` MiB above this process's.
+void expect_refused(const std::string& path, const std::vector<std::string>& parts,
+                    long rss_mb = 200) {
+    const long base = self_rss_kb();
+    const ChildOutcome o = in_child([&] { read_hdf5_shard(path, 128, 20); });
+    SCOPED_TRACE(path);
+    EXPECT_EQ(o.status, 0) << o.message;
+    EXPECT_NE(o.message.find(path), std::string::npos) << o.message;
+    for (const auto& p : parts) EXPECT_NE(o.message.find(p), std::string::npos) << o.message;
+    EXPECT_EQ(o.message.find('\n'), std::string::npos) << o.message;
+    EXPECT_LT(o.max_rss_kb - base, rss_mb * 1024) << "peak " << o.max_rss_kb << " KB, " << o.message;
+}
+
+TEST(HostileHdf5, GoodFileReadsInBlocksAsWhole) {
+    TmpDir dir("bb_hostile_hdf5");
+    const std::string path = make_hostile(dir, "good");
+    const Hdf5ShardArrays all = read_hdf5_shard(path, 128, 20);
+    ASSERT_EQ(all.records, 4u);
+    const Hdf5ShardReader r(path, 128, 20);
+    EXPECT_EQ(r.block_rows(), kHdf5BlockBytes / (6 * 128 + 8 * 20 + 1));
+    const Hdf5ShardArrays tail = r.read_rows(1, 3);
+    ASSERT_EQ(tail.records, 3u);
+    EXPECT_TRUE(std::equal(tail.input_ids.begin(), tail.input_ids.end(), all.input_ids.begin() + 128));
+    EXPECT_EQ(tail.masked_lm_ids, std::vector<int32_t>(all.masked_lm_ids.begin() + 20, all.masked_lm_ids.end()));
+    EXPECT_NE(error_of([&] { r.read_rows(2, 3); }).find("expected rows within the shard's 4"),
+              std::string::npos);
+}
+
+// A virtual dataset (here sourced from itself: libhdf5 recursed until SIGSEGV) and external
+// storage are refused when the shard is opened, before any value is read.
+TEST(HostileHdf5, VirtualAndExternalDatasetsAreRefusedBeforeAnyRead) {
+    TmpDir dir("bb_hostile_hdf5");
+    expect_refused(make_hostile(dir, "virtual_self"),
+                   {"dataset input_ids: expected values stored in the file", "got a virtual dataset"});
+    expect_refused(make_hostile(dir, "external"),
+                   {"dataset input_ids: expected values stored in the file",
+                    "got external storage in 1 other file(s)"});
+}
+
+// 10^7 rows declared in a 3 KB file, none written: refused on open (it used to allocate 9 GB
+// before failing, or fail against physical memory), at constant memory.
+TEST(HostileHdf5, NeverWrittenRowsAreRefusedAtConstantMemory) {
+    TmpDir dir("bb_hostile_hdf5");
+    const std::string path = make_hostile(dir, "unwritten");
+    EXPECT_LT(std::filesystem::file_size(path), 100'000u);
+    expect_refused(path, {"dataset input_ids: expected all 9766 chunks of its (10000000, 128) "
+                          "extent written, got 0 chunks",
+                          "never written"},
+                   64);
+}
+
+// One chunk of 2^17 rows (64 MiB at T = 128) holding 4 rows: refused by its chunk size (a chunk
+// of 2^21 rows used to be read with 1.1 GB and exit 0).
+TEST(HostileHdf5, OversizedChunkIsRefusedAtConstantMemory) {
+    TmpDir dir("bb_hostile_hdf5");
+    expect_refused(make_hostile(dir, "bigchunk"),
+                   {"dataset input_ids: expected chunks of at most 16 MiB",
+                    "got chunk shape (131072, 128) of 67108864 bytes"},
+                   64);
+}
+
+// A 1 MiB chunk whose stored deflate stream (0.5 MB) inflates to 512 MiB: libhdf5's filter grew
+// its buffer to the stream's end; ours stops at the chunk's size.
+TEST(HostileHdf5, DeflateBombStopsAtTheChunkSize) {
+    TmpDir dir("bb_hostile_hdf5");
+    expect_refused(make_hostile(dir, "bomb"),
+                   {"dataset input_ids: expected a chunk inflating to at most its 1048576 bytes",
+                    "got a 521832-byte deflate stream yielding more"},
+                   100);
+}
+
+// A filter that libhdf5 would look for as a plugin: named before any read (it used to surface as
+// "can't open directory .../plugins ... the file is corrupt or truncated").
+TEST(HostileHdf5, UnsupportedFilterIsNamed) {
+    TmpDir dir("bb_hostile_hdf5");
+    const std::string path = make_hostile(dir, "filter");
+    expect_refused(path, {"dataset input_ids: expected no filter or gzip/deflate, shuffle, "
+                          "fletcher32",
+                          "got filter 307"});
+    const std::string msg = error_of([&] { Hdf5ShardReader r(path, 128, 20); });
+    EXPECT_EQ(msg.find("plugins ("), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("corrupt"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace bertbench::io
