@@ -315,6 +315,16 @@ std::string TfBundleReader::shard_path(int32_t shard) const {
     return fmt::format("{}.data-{:05d}-of-{:05d}", prefix_, shard, header_.num_shards);
 }
 
+std::vector<int32_t> TfBundleReader::used_shards() const {
+    std::vector<int32_t> ids;
+    ids.reserve(entries_.size());
+    for (const TfTensorEntry& e : entries_)
+        if (!e.partitioned) ids.push_back(e.shard_id);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+}
+
 void TfBundleReader::parse(std::string_view image) {
     const std::string label = "[tf_checkpoint] " + index_path();
     const std::vector<SstEntry> kv = parse_sstable(image, label, &table_);

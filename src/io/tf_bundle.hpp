@@ -62,6 +62,9 @@ class TfBundleReader {
     const std::string& prefix() const { return prefix_; }
     std::string index_path() const { return prefix_ + ".index"; }
     std::string shard_path(int32_t shard) const;  // PREFIX.data-%05d-of-%05d
+    // The shard ids the entries name, ascending: at most one per entry, so bounded by the index's
+    // bytes, never by the num_shards it declares (2^31 - 1 of them once cost convert 10 GB).
+    std::vector<int32_t> used_shards() const;
     const TfBundleHeader& header() const { return header_; }
     const SstInfo& table() const { return table_; }
     // Every tensor in key order (partitioned ones flagged; slice keys and the header left out).

@@ -83,7 +83,7 @@ Loaded read_tf(const std::string& prefix) {
     const io::TfBundleReader r(prefix);
     Loaded in;
     in.files.push_back(r.index_path());
-    for (int32_t s = 0; s < r.header().num_shards; ++s) in.files.push_back(r.shard_path(s));
+    for (int32_t s : r.used_shards()) in.files.push_back(r.shard_path(s));
     for (const io::TfTensorEntry& e : r.entries()) {
         Tensor t;
         if (e.partitioned || !from_tf(e.dtype, &t.dtype)) {

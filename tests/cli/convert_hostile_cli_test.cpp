@@ -16,6 +16,7 @@
 
 #include "cli/run_util.hpp"
 #include "io/safetensors.hpp"
+#include "io/sstable.hpp"
 #include "io/tf_bundle.hpp"
 #include "test_util.hpp"
 
@@ -73,6 +74,55 @@ TEST(ConvertHostileCli, FifoDataShardIsAnErrorNotAHang) {
                    prefix + " --output=" + out);
     EXPECT_EQ(r2.exit_code, 1) << r2.out;
     EXPECT_NE(r2.out.find("expected a regular file, found a directory"), std::string::npos) << r2.out;
+    EXPECT_FALSE(fs::exists(out));
+}
+
+// The peak resident memory /usr/bin/time reported in `out` ("maxrss_kb=N"), or -1.
+long max_rss_kb(const std::string& out) {
+    const size_t at = out.find("maxrss_kb=");
+    return at == std::string::npos ? -1 : std::stol(out.substr(at + 10));
+}
+
+// A 5 KB index declaring num_shards = 2^31 - 1 drove convert to 10 GB in 30 s (one path per
+// declared shard); the shards it reads are those its entries name (io::TfBundleReader::
+// used_shards). With the one named shard present the conversion succeeds in small memory; without
+// it, the error names that shard. Peak memory from /usr/bin/time, bounded at 300 MB.
+TEST(ConvertHostileCli, DeclaredShardCountDoesNotDriveMemory) {
+    TmpDir dir("bb_convert_shards");
+    const std::string prefix = dir.file("model.ckpt-7");
+    {
+        const float v[4] = {1, 2, 3, 4};
+        io::TfBundleWriter w(prefix);
+        w.add_copy("bert/w", io::TfDType::float32, {2, 2}, v, sizeof v);
+        w.finish();
+    }
+    std::vector<io::SstEntry> kv = io::parse_sstable(bertbench::read_file(prefix + ".index"), "t");
+    ASSERT_TRUE(kv[0].key.empty());
+    kv[0].value = std::string("\x08\xff\xff\xff\xff\x07\x1a\x02\x08\x01", 10);  // 2^31 - 1, v1
+    bertbench::write_file_atomic(prefix + ".index", io::build_sstable(kv));
+    const std::string shard = prefix + ".data-00000-of-2147483647";
+    fs::rename(prefix + ".data-00000-of-00001", shard);
+    const std::string out = dir.file("out.safetensors");
+    const std::string cmd = "/usr/bin/time -f maxrss_kb=%M timeout -s KILL 120 " +
+                            testing::bertbench_path() + " convert --input=" + prefix +
+                            " --output=" + out;
+    auto r = run_shell(cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_GT(max_rss_kb(r.out), 0) << r.out;
+    EXPECT_LT(max_rss_kb(r.out), 300 * 1024) << r.out;
+    const io::SafetensorsReader st(out);
+    ASSERT_EQ(st.tensors().size(), 1u);
+    EXPECT_EQ(st.tensors()[0].name, "bert/w");
+    std::cout << "[ memory   ] convert of an index declaring 2^31 - 1 shards: peak "
+              << max_rss_kb(r.out) / 1024 << " MiB\n";
+
+    fs::remove(out);
+    fs::remove(shard);
+    r = run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_lines(r.out), 1u) << r.out;
+    EXPECT_NE(r.out.find(shard), std::string::npos) << r.out;
+    EXPECT_LT(max_rss_kb(r.out), 300 * 1024) << r.out;
     EXPECT_FALSE(fs::exists(out));
 }
 
