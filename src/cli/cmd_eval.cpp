@@ -8,17 +8,13 @@
 #include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
-#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
-#include "model/bert.hpp"
-#include "model/checkpoint.hpp"
-#include "train/evaluate.hpp"
-#include "train/preflight.hpp"
+#include "train/eval_checkpoint.hpp"
 
 namespace bertbench::cli {
 
@@ -72,43 +68,19 @@ int cmd_eval(int argc, char** argv) {
         check_output_not_input(json_path, "--json", inputs,
                                "--input_file/--init_checkpoint/--bert_config_file");
     }
-    model::BertConfig config;
-    if (!config_file.empty()) {
-        config = model::BertConfig::from_json_file(config_file);
-        config.validate(config_file);
-    } else if (!preset.empty()) {
-        config = model::BertConfig::preset(preset);
-    } else if (!model::checkpoint_config(checkpoint, &config)) {
-        fail("--bert_config_file: expected a bert_config.json, got none ({} is a {} and carries "
-             "no config; hint: pass the bert_config.json that came with it)",
-             checkpoint, model::checkpoint_format_name(model::detect_checkpoint_format(checkpoint)));
-    }
-    if (max_seq_length < 2 || max_seq_length > config.max_position_embeddings)
-        fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
-             max_seq_length, config.max_position_embeddings);
-    const model::ParamTable table(config, model::Heads::pretraining);
-    AlignedVector<float> params(table.total_floats(), 0.0f);
-    model::load_init_checkpoint(checkpoint, table, params);  // any format; logs its report
-    train::check_finite_params(table, params, checkpoint);
-    train::check_first_records(files, max_seq_length, max_predictions, "input_file",
-                               skip_corrupt_records);
-    // Under mpirun -np N: --eval_batch_size is global, each rank evaluates every N-th record and
-    // the sums are all-reduced (the same metrics as one process); rank 0 prints and writes.
-    dist::Comm& comm = dist::world();
-    if (eval_batch_size % comm.size() != 0)
-        fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
-             eval_batch_size, comm.size(), comm.size());
-    model::BertPretrainer engine(table, {eval_batch_size / comm.size(), max_seq_length, max_predictions, /*forward_only=*/true},
-                                 model::EngineOptions{config.hidden_act == "gelu_erf", precision});
-    train::EvalOptions eo;
+    train::CheckpointEvalOptions eo;
+    eo.checkpoint = checkpoint;
+    eo.bert_config_file = config_file;
+    eo.model = preset;
     eo.files = files;
-    eo.batch_size = eval_batch_size / comm.size();
-    eo.comm = &comm;
+    eo.eval_batch_size = eval_batch_size;
     eo.max_seq_length = max_seq_length;
     eo.max_predictions_per_seq = max_predictions;
     eo.max_eval_steps = max_eval_steps;
     eo.skip_corrupt_records = skip_corrupt_records;
-    const train::EvalMetrics m = train::evaluate(engine, params, config.vocab_size, eo);
+    eo.precision = precision;
+    const train::EvalMetrics m = train::evaluate_checkpoint(eo);
+    dist::Comm& comm = dist::world();
     nlohmann::json out = m.to_json();
     out["dtype"] = ops::precision_name(precision);
     const std::string text = out.dump(2) + "\n";

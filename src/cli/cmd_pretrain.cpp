@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/log.hpp"
+#include "train/eval_checkpoint.hpp"
 #include "train/pretrain.hpp"
 
 namespace bertbench::cli {
@@ -134,7 +135,9 @@ int cmd_pretrain(int argc, char** argv) {
           "checkpoint every this many micro-steps (at an update boundary); 0 = only at the end");
     f.add("keep_checkpoint_max", &o.keep_checkpoint_max, "checkpoints kept (0 = all)");
     f.add("max_eval_steps", &o.max_eval_steps, "eval batches per evaluation (0 = whole eval set)");
-    f.add("do_train", &o.do_train, "train (--nodo_train: evaluate the initial weights only)");
+    f.add("do_train", &o.do_train,
+          "train (--nodo_train --do_eval: evaluate --init_checkpoint, else the latest checkpoint "
+          "in --output_dir, once, into eval_results.txt/.json; not a resume)");
     f.add("do_eval", &o.do_eval, "evaluate online (default: on when --eval_input_file is given)");
     f.add("seed", &o.seed, "seed of initialisation, data order and dropout");
     f.add("threads", &o.threads, "compute threads (0 = all available CPUs)");
@@ -187,6 +190,11 @@ int cmd_pretrain(int argc, char** argv) {
     j["num_train_steps"] = o.num_train_steps;
     j["num_warmup_steps"] = o.num_warmup_steps;
     j["eval_every_samples"] = o.eval_every_samples;
+    if (!o.do_train && !o.do_eval)
+        fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
+    // MLPerf's eval line (--do_eval --nodo_train --init_checkpoint=... --output_dir=<the training
+    // dir>) is not a resume: one evaluation of that checkpoint, its own output files.
+    if (!o.do_train) return train::run_pretrain_eval_only(o, j);
     return train::run_pretraining(o, j);
 }
 

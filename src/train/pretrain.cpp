@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <iostream>
 #include <limits>
 #include <memory>
 
@@ -229,14 +228,10 @@ public:
         }
     }
 
-    // Eval-only run (--nodo_train): one evaluation of the initial weights.
-    std::string run_without_training(TrainLoop& loop) override {
-        const EvalMetrics m = run_eval(loop);
-        if (root_) std::cout << m.to_json().dump(2) << "\n";
-        const std::string status = m.masked_lm_accuracy >= o_.target_mlm_accuracy
-                                       ? "success" : "target not reached";
-        mllog_->run_stop(status == "success");
-        return status;
+    // --nodo_train runs never reach the loop: cmd_pretrain hands them to run_pretrain_eval_only
+    // (eval_checkpoint.hpp), which is not a resume.
+    std::string run_without_training(TrainLoop&) override {
+        fail("pretrain: internal: the training loop runs only with --do_train");
     }
 
     void open_training_data(const json& cursor) override {
@@ -251,6 +246,7 @@ public:
         rc.seed = static_cast<uint64_t>(o_.seed);
         rc.shuffle_buffer = o_.shuffle_buffer;
         rc.skip_corrupt_records = o_.skip_corrupt_records;
+        rc.vocab_size = config_.vocab_size, rc.type_vocab_size = config_.type_vocab_size;
         reader_ = std::make_unique<data::PretrainReader>(rc);
         if (!cursor.is_null()) {
             reader_->restore(cursor);

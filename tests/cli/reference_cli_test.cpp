@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,20 +100,88 @@ TEST(ReferenceCli, MlperfTf1GpuForm) {
     EXPECT_EQ(json::parse(slurp(out + "/config.json"))["train_files"].size(), 2u);
 }
 
-TEST(ReferenceCli, MlperfTf1EvalForm) {
+// MLPerf's eval line (mlcommons/training README: --do_eval --nodo_train --init_checkpoint=<a
+// checkpoint of the run> --output_dir=<the training dir>), sizes shrunk. It is not a resume: it
+// evaluates the checkpoint named (a TF-style prefix of bertbench's file) or, without one, the
+// latest in the directory, writes eval_results.txt/.json and leaves the training run's files as
+// they were; with nothing to evaluate it fails.
+std::string mlperf_eval(const Workdir& w, const std::string& out, const std::string& init) {
+    return "pretrain --bert_config_file=" + w.config() + " --output_dir=" + out +
+           " --input_file=" + eval_data() + " --do_eval --nodo_train --eval_batch_size=8" +
+           (init.empty() ? std::string() : " --init_checkpoint=" + init) +
+           " --iterations_per_loop=1000 --max_eval_steps=2 --max_predictions_per_seq=20"
+           " --max_seq_length=128 --num_gpus=1 --num_train_steps=4 --num_warmup_steps=2"
+           " --optimizer=lamb --save_checkpoints_steps=2 --start_warmup_step=0"
+           " --train_batch_size=4 --nouse_tpu --threads=1";
+}
+
+TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     const Workdir w("evalform");
-    const std::string out = w.out("eval");
-    std::string cmd = mlperf_gpu(w, out);
-    cmd += " --do_eval --nodo_train --max_eval_steps=2 --input_file=" + eval_data();
-    const auto r = run_bertbench(cmd);
+    const std::string out = w.out("run");
+    ASSERT_EQ(run_bertbench(mlperf_gpu(w, out)).exit_code, 0);
+    std::vector<std::pair<std::string, std::string>> before;  // the training run's files
+    for (const auto& e : fs::directory_iterator(out))
+        before.emplace_back(e.path().filename().string(), slurp(e.path().string()));
+    std::sort(before.begin(), before.end());
+    const auto unchanged = [&] {
+        std::vector<std::pair<std::string, std::string>> now;
+        for (const auto& e : fs::directory_iterator(out)) {
+            const std::string name = e.path().filename().string();
+            if (name != "eval_results.txt" && name != "eval_results.json")
+                now.emplace_back(name, slurp(e.path().string()));
+        }
+        std::sort(now.begin(), now.end());
+        return now == before;
+    };
+
+    // The checkpoint named as TF names it (model.ckpt-2, bertbench wrote model.ckpt-2.safetensors).
+    auto r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-2"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    std::istringstream lines(slurp(out + "/eval_log.jsonl"));
-    std::string line;
-    std::vector<json> evals;
-    while (std::getline(lines, line)) evals.push_back(json::parse(line));
-    ASSERT_EQ(evals.size(), 1u);
-    EXPECT_EQ(evals[0]["examples"], 16);  // 2 batches of 8
-    EXPECT_GT(evals[0]["masked_lm_loss"].get<double>(), 0);
+    EXPECT_EQ(count(r.out, "evaluating " + out + "/model.ckpt-2.safetensors (--init_checkpoint)"), 1u)
+        << r.out;
+    EXPECT_EQ(r.out.find("resuming"), std::string::npos) << r.out;
+    EXPECT_TRUE(unchanged());
+    EXPECT_FALSE(fs::exists(out + "/changed_flags.jsonl"));
+    EXPECT_FALSE(fs::exists(out + "/eval_log.jsonl"));
+    const std::string txt = slurp(out + "/eval_results.txt");
+    EXPECT_EQ(txt.rfind("global_step = 2\nmasked_lm_accuracy = ", 0), 0u) << txt;
+    json res = json::parse(slurp(out + "/eval_results.json"));
+    EXPECT_EQ(res["examples"], 16);  // 2 batches of 8
+    EXPECT_GT(res["masked_lm_loss"].get<double>(), 0);
+    EXPECT_EQ(res["checkpoint"], out + "/model.ckpt-2.safetensors");
+    const double at_step2 = res["masked_lm_loss"].get<double>();
+
+    // Without --init_checkpoint: the latest checkpoint of the run, step 4.
+    r = run_bertbench(mlperf_eval(w, out, ""));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "evaluating " + out + "/model.ckpt-4.safetensors (the latest checkpoint "
+                           "in --output_dir=" + out + ")"), 1u) << r.out;
+    EXPECT_TRUE(unchanged());
+    res = json::parse(slurp(out + "/eval_results.json"));
+    EXPECT_EQ(res["global_step"], 4);
+    EXPECT_NE(res["masked_lm_loss"].get<double>(), at_step2);
+    EXPECT_EQ(slurp(out + "/eval_results.txt").rfind("global_step = 4\n", 0), 0u);
+
+    // `bertbench eval` on the same checkpoint gives the same metrics.
+    const auto e = run_bertbench("eval --init_checkpoint=" + out + "/model.ckpt-4.safetensors" +
+                                 " --input_file=" + eval_data() + " --max_eval_steps=2 --threads=1" +
+                                 " --json=" + w.out("eval.json"));
+    ASSERT_EQ(e.exit_code, 0) << e.out;
+    EXPECT_EQ(json::parse(slurp(w.out("eval.json")))["masked_lm_loss"], res["masked_lm_loss"]);
+
+    // Nothing to evaluate: no checkpoint given, none in the directory. One line, exit 1, nothing
+    // created.
+    const std::string empty = w.out("empty");
+    r = run_bertbench(mlperf_eval(w, empty, ""));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+    EXPECT_NE(r.out.find("expected a checkpoint to evaluate, got none"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(empty));
+    // A checkpoint that is not there: the error names it.
+    r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-99"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(out + "/model.ckpt-99"), std::string::npos) << r.out;
+    EXPECT_TRUE(unchanged());
 }
 
 TEST(ReferenceCli, MlperfTf1TpuForm) {

@@ -1,0 +1,191 @@
+// One checkpoint's pretraining evaluation (eval_checkpoint.hpp), shared by `bertbench eval` and
+// `pretrain --do_eval --nodo_train`.
+#include "train/eval_checkpoint.hpp"
+
+#include <omp.h>
+
+#include <filesystem>
+#include <iostream>
+#include <regex>
+
+#include "core/aligned.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/py_json.hpp"
+#include "core/sysinfo.hpp"
+#include "dist/comm.hpp"
+#include "model/bert.hpp"
+#include "model/checkpoint.hpp"
+#include "train/loop.hpp"
+#include "train/preflight.hpp"
+
+namespace bertbench::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int64_t checkpoint_name_step(const std::string& path) {
+    static const std::regex name(R"(model\.ckpt-([0-9]{1,18})\.safetensors)");
+    std::smatch m;
+    const std::string file = fs::path(path).filename().string();
+    return std::regex_match(file, m, name) ? std::stoll(m[1].str()) : -1;
+}
+
+EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfig* config_out) {
+    model::BertConfig config;
+    if (!o.bert_config_file.empty() && !o.model.empty())
+        fail("--bert_config_file and --model: expected one of them, got both");
+    if (!o.bert_config_file.empty()) {
+        config = model::BertConfig::from_json_file(o.bert_config_file);
+        config.validate(o.bert_config_file);
+    } else if (!o.model.empty()) {
+        config = model::BertConfig::preset(o.model);
+    } else if (!model::checkpoint_config(o.checkpoint, &config)) {
+        fail("--bert_config_file: expected a bert_config.json, got none ({} is a {} and carries "
+             "no config; hint: pass the bert_config.json that came with it)",
+             o.checkpoint,
+             model::checkpoint_format_name(model::detect_checkpoint_format(o.checkpoint)));
+    }
+    if (o.eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", o.eval_batch_size);
+    if (o.max_seq_length < 2 || o.max_seq_length > config.max_position_embeddings)
+        fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
+             o.max_seq_length, config.max_position_embeddings);
+    if (o.max_predictions_per_seq < 1)
+        fail("--max_predictions_per_seq: expected >= 1, got {}", o.max_predictions_per_seq);
+    const model::ParamTable table(config, model::Heads::pretraining);
+    AlignedVector<float> params(table.total_floats(), 0.0f);
+    if (o.init_seed >= 0) table.initialize(params, static_cast<uint64_t>(o.init_seed));
+    model::load_init_checkpoint(o.checkpoint, table, params);  // any format; logs its report
+    check_finite_params(table, params, o.checkpoint);
+    check_first_records(o.files, o.max_seq_length, o.max_predictions_per_seq, o.files_flag,
+                        o.skip_corrupt_records);
+    // Under mpirun -np N: the batch is global, each rank evaluates every N-th record and the sums
+    // are all-reduced (the same metrics as one process).
+    dist::Comm& comm = dist::world();
+    if (o.eval_batch_size % comm.size() != 0)
+        fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
+             o.eval_batch_size, comm.size(), comm.size());
+    const int local_batch = o.eval_batch_size / comm.size();
+    model::EngineOptions engine_options;
+    engine_options.gelu_erf = config.hidden_act == "gelu_erf";
+    engine_options.precision = o.precision;
+    model::BertPretrainer engine(
+        table, {local_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},
+        engine_options);
+    EvalOptions eo;
+    eo.files = o.files;
+    eo.batch_size = local_batch;
+    eo.comm = &comm;
+    eo.max_seq_length = o.max_seq_length;
+    eo.max_predictions_per_seq = o.max_predictions_per_seq;
+    eo.max_eval_steps = o.max_eval_steps;
+    eo.skip_corrupt_records = o.skip_corrupt_records;
+    const EvalMetrics m = evaluate(engine, params, config.vocab_size, eo);
+    if (config_out != nullptr) *config_out = config;
+    return m;
+}
+
+namespace {
+
+// MLPerf's eval line names a checkpoint by its TensorFlow prefix (".../model.ckpt-28252"); a
+// bertbench run wrote ".../model.ckpt-28252.safetensors" for that step.
+std::string resolve_prefix(const std::string& path) {
+    std::error_code ec;
+    if (fs::exists(path, ec) || fs::exists(path + ".index", ec)) return path;
+    const std::string ours = path + ".safetensors";
+    if (fs::is_regular_file(ours, ec)) {
+        log::info("--init_checkpoint={}: no such file or TensorFlow prefix; reading {}, the "
+                  "bertbench checkpoint of that name", path, ours);
+        return ours;
+    }
+    return path;
+}
+
+}  // namespace
+
+int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
+    const bool root = dist::world().rank() == 0;
+    if (o.output_dir.empty())
+        fail("--output_dir: expected a directory (the training run's, or a new one) for "
+             "eval_results.txt, got none");
+    // Which checkpoint: the one given, else the latest of the run in --output_dir.
+    std::string checkpoint, why;
+    if (!o.init_checkpoint.empty()) {
+        checkpoint = resolve_prefix(o.init_checkpoint);
+        why = "--init_checkpoint";
+    } else {
+        checkpoint = latest_checkpoint(o.output_dir);
+        why = fmt::format("the latest checkpoint in --output_dir={}", o.output_dir);
+        if (checkpoint.empty())
+            fail("--do_eval --nodo_train: expected a checkpoint to evaluate, got none "
+                 "(no --init_checkpoint, and --output_dir={} holds no model.ckpt-<step>."
+                 "safetensors; hint: --init_checkpoint=<checkpoint>)",
+                 o.output_dir);
+    }
+    const int cpus = sysinfo::cpus_available();
+    if (o.threads < 0 || o.threads > cpus)
+        fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
+    omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
+
+    CheckpointEvalOptions e;
+    e.checkpoint = checkpoint;
+    e.bert_config_file = o.bert_config_file;
+    e.model = o.model;
+    e.files_flag = o.eval_input_file.empty() ? "input_file" : "eval_input_file";
+    e.files = expand_globs(o.eval_input_file.empty() ? o.input_file : o.eval_input_file,
+                           e.files_flag);
+    e.eval_batch_size = o.eval_batch_size;
+    e.max_seq_length = o.max_seq_length;
+    e.max_predictions_per_seq = o.max_predictions_per_seq;
+    e.max_eval_steps = o.max_eval_steps;
+    e.skip_corrupt_records = o.skip_corrupt_records;
+    e.precision = o.precision;
+    e.init_seed = o.seed;
+
+    // Its own two files; the training run's (config.json, results.json, logs, checkpoints) are
+    // only read.
+    const std::string txt = (fs::path(o.output_dir) / "eval_results.txt").string();
+    const std::string js = (fs::path(o.output_dir) / "eval_results.json").string();
+    std::vector<std::string> inputs = e.files;
+    inputs.push_back(checkpoint);
+    if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);
+    for (const std::string& out : {txt, js})
+        check_output_not_input(out, "--output_dir", inputs,
+                               "--input_file/--init_checkpoint/--bert_config_file");
+    log::info("eval-only run (--do_eval --nodo_train): evaluating {} ({}); writes eval_results.txt "
+              "and eval_results.json in {}, nothing else",
+              checkpoint, why, o.output_dir);
+
+    const EvalMetrics m = evaluate_checkpoint(e);
+    const int64_t step = checkpoint_name_step(checkpoint);
+    if (!root) return 0;
+    std::error_code ec;
+    fs::create_directories(o.output_dir, ec);
+    if (ec || !fs::is_directory(o.output_dir))
+        fail("--output_dir={}: cannot create the directory ({})", o.output_dir, ec.message());
+    // run_pretraining.py's eval_results.txt: "key = value", keys sorted.
+    std::string text = fmt::format("global_step = {}\n", step >= 0 ? std::to_string(step) : "None");
+    text += "masked_lm_accuracy = " + py_float_repr(m.masked_lm_accuracy) + "\n";
+    text += "masked_lm_loss = " + py_float_repr(m.masked_lm_loss) + "\n";
+    text += "next_sentence_accuracy = " + py_float_repr(m.next_sentence_accuracy) + "\n";
+    text += "next_sentence_loss = " + py_float_repr(m.next_sentence_loss) + "\n";
+    json j = m.to_json();
+    j["checkpoint"] = checkpoint;
+    j["checkpoint_chosen_by"] = why;
+    j["global_step"] = step >= 0 ? json(step) : json(nullptr);
+    j["eval_files"] = e.files;
+    j["dtype"] = ops::precision_name(o.precision);
+    j["target_mlm_accuracy"] = o.target_mlm_accuracy;
+    j["target_reached"] = m.masked_lm_accuracy >= o.target_mlm_accuracy;
+    j["flags"] = flags_json;
+    write_file_atomic(txt, text);
+    write_file_atomic(js, j.dump(2) + "\n");
+    std::cout << m.to_json().dump(2) << "\n";
+    log::info("evaluated {}: masked_lm_accuracy {:.4f} masked_lm_loss {:.4f} "
+              "next_sentence_accuracy {:.4f} ({} examples); wrote {} and {}",
+              checkpoint, m.masked_lm_accuracy, m.masked_lm_loss, m.next_sentence_accuracy,
+              m.examples, txt, js);
+    return 0;
+}
+
+}  // namespace bertbench::train
