@@ -16,6 +16,7 @@
 #include "cli/commands.hpp"
 #include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
+#include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -83,6 +84,32 @@ bool has_answers(const nlohmann::json& doc) {
     return false;
 }
 
+// No input may be one of the files this command line writes in --output_dir (compared by inode,
+// as prepare, pick-eval and convert check theirs): e.g. --predict_file=out/predictions.json or
+// --train_file=out/train.tf_record would be overwritten. Checked before any work.
+void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predict_model) {
+    std::vector<std::string> names;
+    if (o.do_train) names.push_back("train.tf_record");
+    if (train_model)  // the training loop's own files (it checks its checkpoints itself)
+        names.insert(names.end(), {"config.json", "results.json", "train_log.jsonl", "curves.svg",
+                                   "changed_flags.jsonl"});
+    if (o.do_predict) {
+        names.insert(names.end(), {"eval.tf_record", "predictions.json", "nbest_predictions.json",
+                                   "eval_results.json"});
+        if (o.version_2_with_negative) names.push_back("null_odds.json");
+        if (predict_model) names.insert(names.end(), {"raw_results.jsonl", "predict_speed.json"});
+    }
+    const std::pair<const char*, const std::string*> inputs[] = {
+        {"--vocab_file", &o.vocab_file},         {"--bert_config_file", &o.bert_config_file},
+        {"--init_checkpoint", &o.init_checkpoint}, {"--train_file", &o.train_file},
+        {"--predict_file", &o.predict_file},     {"--raw_results", &o.raw_results}};
+    for (const std::string& name : names)
+        for (const auto& [flag, path] : inputs)
+            if (!path->empty())
+                check_output_not_input((fs::path(o.output_dir) / name).string(), "--output_dir",
+                                       {*path}, flag);
+}
+
 }  // namespace
 
 int cmd_squad(int argc, char** argv) {
@@ -140,6 +167,7 @@ int cmd_squad(int argc, char** argv) {
     o.precision.add(flags, true);
     DeviceFlag device;
     device.add(flags);
+    add_accelerator_flags(flags);  // run_squad.py's --use_tpu, --tpu_name, ...: no effect here
     if (!flags.parse(argc, argv)) return 0;
     device.require_cpu("squad");
     // Under mpirun every rank makes the training features and trains its share of each batch
@@ -171,9 +199,26 @@ int cmd_squad(int argc, char** argv) {
     if (!o.raw_results.empty() && !o.do_predict) fail("--raw_results needs --do_predict and --predict_file");
     const bool train_model = o.do_train && !o.features_only;
     const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
-    if (predict_model && !o.do_train && o.init_checkpoint.empty())
-        fail("--do_predict: expected --init_checkpoint with a fine-tuned SQuAD checkpoint (or --do_train "
-             "to fine-tune first, or --raw_results=FILE to decode logits), got none");
+    check_outputs_are_not_inputs(o, train_model, predict_model);
+    // Predicting without --do_train: as TF's Estimator, which run_squad.py uses, the latest
+    // checkpoint in --output_dir (a fine-tuning run's) wins over --init_checkpoint (the reference's
+    // SQuAD 2.0 threshold line passes the pretrained BERT there and the fine-tuned --output_dir).
+    std::string predict_checkpoint;
+    if (predict_model && !o.do_train) {
+        predict_checkpoint = train::latest_checkpoint(o.output_dir);
+        if (!predict_checkpoint.empty())
+            log::info("predicting with {}, the latest checkpoint in --output_dir={}{} (as TF's "
+                      "Estimator: a checkpoint in the model directory wins over --init_checkpoint)",
+                      predict_checkpoint, o.output_dir,
+                      o.init_checkpoint.empty() ? "" : ", not --init_checkpoint=" + o.init_checkpoint);
+        else if (!o.init_checkpoint.empty())
+            log::info("predicting with {} (--init_checkpoint; --output_dir={} holds no checkpoint)",
+                      o.init_checkpoint, o.output_dir);
+        else
+            fail("--do_predict: expected --init_checkpoint with a fine-tuned SQuAD checkpoint, or one "
+                 "in --output_dir={} (or --do_train to fine-tune first, or --raw_results=FILE to "
+                 "decode logits), got none", o.output_dir);
+    }
     const ops::Precision precision = o.precision.precision();
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
@@ -186,8 +231,11 @@ int cmd_squad(int argc, char** argv) {
     // stops the command before any work.
     std::optional<train::SquadModel> model;
     if (predict_model && !o.do_train && root)
-        model = train::load_squad_model(o.init_checkpoint, "--init_checkpoint", o.bert_config_file,
-                                        o.model, o.max_seq_length);
+        model = predict_checkpoint.empty()
+                    ? train::load_squad_model(o.init_checkpoint, "--init_checkpoint",
+                                              o.bert_config_file, o.model, o.max_seq_length)
+                    : train::load_squad_model(predict_checkpoint, "--output_dir checkpoint",
+                                              o.bert_config_file, o.model, o.max_seq_length);
 
     const nlohmann::json flags_json = flags.to_json();
     log::info("config: {}", flags_json.dump());
@@ -279,6 +327,7 @@ int cmd_squad(int argc, char** argv) {
         if (predict_model) {
             if (!model) {
                 const std::string ckpt = train::latest_checkpoint(o.output_dir);
+                log::info("predicting with {}, the fine-tuning run's last checkpoint", ckpt);
                 model = train::load_squad_model(ckpt, "--output_dir checkpoint", o.bert_config_file,
                                                 o.model, o.max_seq_length);
             }
