@@ -42,10 +42,15 @@ std::atomic<int> g_stop_signal{0};
 // oneDNN 2.6's sgemm (Debian libdnnl2) corrupts the heap when that happens inside it
 // (docs/engine.md, "Signals"). A signal the process inherited as ignored (SIGINT of a script's
 // background job) stays ignored.
+// SIGPIPE is ignored from here on, for the rest of the process: under `bertbench ... | tee log`
+// Ctrl-C stops tee too, and the next log line would otherwise kill the run with SIGPIPE (141)
+// after its checkpoint but before results.json and the stop message. A write to the closed pipe
+// now just fails (log lines are best effort) and the stop ends with its own exit status, 130.
 class StopSignals {
 public:
     StopSignals() {
         g_stop_signal = 0;
+        signal(SIGPIPE, SIG_IGN);
         sigemptyset(&set_);
         for (const int sig : {SIGINT, SIGTERM}) {
             struct sigaction current {};
