@@ -138,17 +138,24 @@ std::vector<std::string> basenames(const std::vector<std::string>& files) {
 
 // The batch holds int32: an int64 id outside [0, 2^31) must be an error, not wrap (2^32 + 5
 // would become 5).
-int32_t checked_id(int64_t v, const char* feature, size_t index, const std::string& where) {
+// `limit` > 0: the model's table size (vocab_size or type_vocab_size), named in the message.
+int32_t checked_id(int64_t v, const char* feature, size_t index, const std::string& where,
+                   int limit = 0, const char* limit_name = "") {
     if (v < 0 || v > std::numeric_limits<int32_t>::max())
         fail("{}: feature {}: expected an id in [0, 2^31), got {} at index {}", where, feature, v,
              index);
+    if (limit > 0 && v >= limit)
+        fail(
+            "{}: feature {}: expected an id in [0, {}) ({} of the model), got {} at index {} "
+            "(hint: the data was made with another vocabulary than bert_config.json's)",
+            where, feature, limit, limit_name, v, index);
     return static_cast<int32_t>(v);
 }
 
 }  // namespace
 
 void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord& r,
-                               const std::string& where) {
+                               const std::string& where, int vocab_size, int type_vocab_size) {
     const int T = static_cast<int>(r.input_mask.size());
     if (r.input_ids.size() != r.input_mask.size() || r.segment_ids.size() != r.input_mask.size() ||
         r.masked_lm_positions.size() != r.masked_lm_weights.size() ||
@@ -166,8 +173,8 @@ void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord&
     if (n == 0) fail("{}: feature input_mask: expected at least one real token, got none", where);
     // Everything is checked before the batch is touched, so a bad record leaves it as it was.
     for (int i = 0; i < n; ++i) {
-        checked_id(r.input_ids[i], "input_ids", i, where);
-        checked_id(r.segment_ids[i], "segment_ids", i, where);
+        checked_id(r.input_ids[i], "input_ids", i, where, vocab_size, "vocab_size");
+        checked_id(r.segment_ids[i], "segment_ids", i, where, type_vocab_size, "type_vocab_size");
     }
     for (size_t j = 0; j < r.masked_lm_weights.size(); ++j) {
         const float w = r.masked_lm_weights[j];
@@ -181,7 +188,7 @@ void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord&
                 "{}: feature masked_lm_positions: expected a position in [0, {}) (the real "
                 "tokens), got {} at index {}",
                 where, n, pos, j);
-        checked_id(r.masked_lm_ids[j], "masked_lm_ids", j, where);
+        checked_id(r.masked_lm_ids[j], "masked_lm_ids", j, where, vocab_size, "vocab_size");
     }
     if (r.next_sentence_labels != 0 && r.next_sentence_labels != 1)
         fail("{}: feature next_sentence_labels: expected 0 or 1, got {}", where,
@@ -231,6 +238,9 @@ PretrainReader::PretrainReader(PretrainReaderConfig config) : config_(std::move(
              c.world_size);
     if (c.prefetch_batches <= 0)
         fail("[reader] prefetch_batches: expected > 0, got {}", c.prefetch_batches);
+    if (c.vocab_size < 0 || c.type_vocab_size < 0)
+        fail("[reader] vocab_size/type_vocab_size: expected >= 0 (0: unchecked), got {}/{}",
+             c.vocab_size, c.type_vocab_size);
 }
 
 PretrainReader::~PretrainReader() {
@@ -307,7 +317,8 @@ void PretrainReader::produce(uint64_t epoch, uint64_t skip) {
                 const std::string where =
                     fmt::format("{}: record {}", c.files[raw.file], raw.index);
                 raw.record.decode(c.max_seq_length, c.max_predictions_per_seq, where, rec);
-                append_pretraining_record(item->batch, rec, where);
+                append_pretraining_record(item->batch, rec, where, c.vocab_size,
+                                          c.type_vocab_size);
                 ++item->records;
             }
             item->epoch = epoch;

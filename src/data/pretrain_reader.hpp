@@ -26,10 +26,13 @@ namespace bertbench::data {
 
 // Appends one decoded record to an unpadded batch: its real tokens (input_mask == 1, which must
 // be a prefix) and the masked predictions with non-zero weight. Every value is checked before the
-// batch changes: ids in [0, 2^31) (the batch is int32), positions inside the real tokens, weights
-// finite and >= 0, next_sentence_labels 0 or 1; otherwise Error "<where>: feature <name>: ...".
+// batch changes: ids in [0, 2^31) (the batch is int32) and, where given (> 0), token and masked
+// ids below vocab_size and segment ids below type_vocab_size; positions inside the real tokens,
+// weights finite and >= 0, next_sentence_labels 0 or 1; otherwise Error "<where>: feature
+// <name>: ...".
 void append_pretraining_record(model::Batch& batch, const io::PretrainingRecord& record,
-                               const std::string& where);
+                               const std::string& where, int vocab_size = 0,
+                               int type_vocab_size = 0);
 
 struct PretrainReaderConfig {
     std::vector<std::string> files;    // already expanded (core/fs.hpp expand_globs)
@@ -45,6 +48,9 @@ struct PretrainReaderConfig {
     bool shard_by_record = false;
     int prefetch_batches = 4;  // bounded queue between the reader thread and next()
     bool skip_corrupt_records = false;
+    // The model's bert_config.json sizes: a token or masked id >= vocab_size, or a segment id >=
+    // type_vocab_size, is an error naming the file and record where it is decoded. 0: unchecked.
+    int vocab_size = 0, type_vocab_size = 0;
 };
 
 class PretrainReader {

@@ -210,9 +210,11 @@ void validate_entry(const TfTensorEntry& e, const TfBundleHeader& h, const std::
         fail("{}: offset {} + size {}: overflows", where, e.offset, e.size);
     const size_t es = tf_dtype_size(e.dtype);
     uint64_t want = 0;
-    if (es > 0 && (__builtin_mul_overflow(numel, es, &want) || want != e.size))
+    const bool wraps = es > 0 && __builtin_mul_overflow(numel, es, &want);
+    if (es > 0 && (wraps || want != e.size))  // the product printed unwrapped
         fail("{}: size: expected {} bytes ({} elements of {} x {} bytes), found {}", where,
-             numel * es, numel, tf_dtype_name(e.dtype), es, e.size);
+             wraps ? std::string("more than 2^64") : std::to_string(want), numel,
+             tf_dtype_name(e.dtype), es, e.size);
     if (e.dtype == TfDType::string && e.size < numel + 4)
         fail("{}: size: expected at least {} bytes for {} strings, found {}", where, numel + 4,
              numel, e.size);

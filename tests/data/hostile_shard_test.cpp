@@ -1,6 +1,8 @@
 // Pretraining shards built to hurt (issue 28), through data::PretrainReader: an HDF5 shard is read
 // in blocks of rows, so the reader's memory follows the rows it has read, not the rows the shard
-// holds (it used to load the whole shard on open).
+// holds (it used to load the whole shard on open); a token, masked or segment id outside the
+// model's tables is an error naming the file and record where the record is decoded (it used to
+// surface in the engine as "batch: input_ids[133] = 30522", without either).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include "core/error.hpp"
 #include "data/pretrain_reader.hpp"
 #include "io/hdf5_shard.hpp"
+#include "io/example.hpp"
 #include "io/tfrecord.hpp"
 #include "test_util.hpp"
 
@@ -113,6 +116,68 @@ TEST(HostileShards, Hdf5ReaderMemoryFollowsRowsRead) {
     EXPECT_EQ(o.status, 0) << o.message;
     // A block is 8 MiB; the whole shard would be 186 MB.
     EXPECT_LT(o.max_rss_kb - self.ru_maxrss, 64 * 1024) << "peak " << o.max_rss_kb << " KB";
+}
+
+// Record 2 of 4 carries `spoil`; the same records as a TFRecord and as an HDF5 shard.
+TEST(HostileShards, IdsOutsideTheModelAreNamedWhereDecoded) {
+    TmpDir dir("bb_hostile_ids");
+    constexpr int T = 16, P = 4;
+    struct Case {
+        const char* what;
+        std::function<void(io::PretrainingRecord&)> spoil;
+        const char* want;
+    };
+    const std::vector<Case> cases = {
+        {"token", [](io::PretrainingRecord& r) { r.input_ids[3] = 30522; },
+         "feature input_ids: expected an id in [0, 30522) (vocab_size of the model), got 30522 at "
+         "index 3"},
+        {"masked", [](io::PretrainingRecord& r) { r.masked_lm_ids[0] = 40000; },
+         "feature masked_lm_ids: expected an id in [0, 30522) (vocab_size of the model), got "
+         "40000 at index 0"},
+        {"segment", [](io::PretrainingRecord& r) { r.segment_ids[1] = 2; },
+         "feature segment_ids: expected an id in [0, 2) (type_vocab_size of the model), got 2 at "
+         "index 1"},
+    };
+    for (const Case& c : cases) {
+        for (const char* ext : {".tfrecord", ".hdf5"}) {
+            const std::string path = dir.file(std::string(c.what) + ext);
+            SCOPED_TRACE(path);
+            std::vector<io::PretrainingRecord> recs(4, record(T, P, 9));
+            c.spoil(recs[2]);
+            if (std::string(ext) == ".hdf5") {
+                io::Hdf5ShardWriter w(path, T, P);
+                for (const auto& r : recs) w.write(r);
+                w.close();
+            } else {
+                io::TfRecordWriter w(path);
+                for (const auto& r : recs) w.write(io::encode_example(io::pretraining_example(r)));
+                w.close();
+            }
+            PretrainReaderConfig rc;
+            rc.files = {path};
+            rc.max_seq_length = T;
+            rc.max_predictions_per_seq = P;
+            rc.batch_size = 4;
+            rc.training = false;
+            rc.vocab_size = 30522;
+            rc.type_vocab_size = 2;
+            const std::string msg = bertbench::testing::error_of([&] {
+                PretrainReader reader(rc);
+                model::Batch b;
+                while (reader.next(b)) {
+                }
+            });
+            EXPECT_NE(msg.find(path + ": record 2: "), std::string::npos) << msg;
+            EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+            EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+            // Unchecked (0) the reader passes them on, as before: the engine's check remains.
+            rc.vocab_size = rc.type_vocab_size = 0;
+            PretrainReader reader(rc);
+            model::Batch b;
+            EXPECT_TRUE(reader.next(b));
+            EXPECT_EQ(b.batch_size, 4);
+        }
+    }
 }
 
 }  // namespace

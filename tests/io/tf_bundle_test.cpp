@@ -469,6 +469,12 @@ TEST(TfBundle, HostileEntriesAndHeaders) {
          "shard_id: expected 0..0 (num_shards 1 in the header), found 1"},
         {beta, std::string("\x08\x01\x12\x04\x12\x02\x08\x04\x28\x11", 10),
          "size: expected 16 bytes"},
+        // 2^62 floats: the byte count is printed unwrapped (it used to read "expected 0 bytes")
+        {beta,
+         std::string("\x08\x01\x12\x0c\x12\x0a\x08\x80\x80\x80\x80\x80\x80\x80\x80\x40\x28\x10",
+                     18),
+         "size: expected more than 2^64 bytes (4611686018427387904 elements of DT_FLOAT x 4 "
+         "bytes), found 16"},
         {beta, std::string("\x08\x01\x12\x0d\x12\x0b\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 17),
          "expected a size >= 0"},
         {beta, std::string("\x08\x63\x12\x00\x28\x04", 6), "dtype: expected a TensorFlow DataType"},
