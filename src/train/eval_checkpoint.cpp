@@ -104,7 +104,8 @@ std::string resolve_prefix(const std::string& path) {
 }  // namespace
 
 int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
-    const bool root = dist::world().rank() == 0;
+    const bool root = dist::world().rank() == 0;  // under mpirun rank 0 alone logs and writes
+    if (!root && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     if (o.output_dir.empty())
         fail("--output_dir: expected a directory (the training run's, or a new one) for "
              "eval_results.txt, got none");
