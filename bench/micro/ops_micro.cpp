@@ -215,9 +215,9 @@ void BM_PackedLinearEpilogue(benchmark::State& state) {
         ops::matmul_packed(ops::MatmulType::f32, kN, out, in, x.data(), in, packed.at(0), dst, out,
                            b.data());
         if (epi == 1)
-            ops::kern::activation_forward(ops::Activation::gelu_tanh, dst, dst, y.size());
+            ops::kernels().activation_forward(ops::Activation::gelu_tanh, dst, dst, y.size(), nullptr);
         else
-            ops::kern::dropout_add_forward<float>(dst, dst, nullptr, 1.0f, res.data(), y.size());
+            ops::kernels().dropout_add_forward(dst, dst, nullptr, 1.0f, res.data(), y.size(), nullptr);
     };
     using dnnl::memory;
     const dnnl::engine eng(dnnl::engine::kind::cpu, 0);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/flash_attention.hpp"
 #include "ops/kernels.hpp"
 #include "ops/matmul.hpp"
 
@@ -69,6 +70,46 @@ void cross_entropy_forward(double* loss, int32_t* argmax, float* lse, const floa
                            const int32_t* labels, int R, int V);
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* labels,
                             const float* coef, int R, int V);
+// cross_entropy_forward on logits + bias(V), which it adds to the logits in place
+void cross_entropy_forward_bias(double* loss, int32_t* argmax, float* lse, float* logits, const float* bias,
+                                const int32_t* labels, int R, int V);
+// dlb(R,V) = bf16(coef·(softmax − onehot)), db(V) += its fp32 column sums via db_part
+// (ops::cross_entropy_db_part_size values); the fp32 gradient is never stored (ops/cross_entropy.hpp)
+void cross_entropy_backward_bf16(bf16* dlb, float* db, float* db_part, const float* logits, const float* lse,
+                                 const int32_t* labels, const float* coef, int R, int V);
+// The dense layer, W stored (IN, OUT) (ops/gemm.hpp): y(N,OUT) = x·W + b; backward dx = dy·Wᵀ
+// (or += with accumulate_dx; none when dx is null), dW += xᵀ·dy, db += Σ_rows dy (db may be null).
+void linear_forward(float* y, const float* x, const float* w, const float* b, int N, int IN, int OUT);
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
+                     int IN, int OUT, bool accumulate_dx);
+// The same with bf16 operands (ops/bf16.hpp): y float, or bf16 with y_type bf16 (rounded once);
+// backward from bf16(dy) and bf16(x)ᵀ (IN, N) (dy only for db), or, _convert, from fp32 dy and x
+// (scratch: N·(IN + OUT) bf16).
+void linear_forward_bf16(void* y, MatmulType y_type, const bf16* xb, const bf16* wb, const float* b, int N,
+                         int IN, int OUT);
+void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb, const bf16* xt,
+                          const bf16* wb, int N, int IN, int OUT, bool accumulate_dx);
+void linear_backward_bf16_convert(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                  const bf16* wb, int N, int IN, int OUT, bool accumulate_dx, bf16* scratch);
+// dst(cols, rows) = src(rows, cols)ᵀ, bf16 values copied (ld: src's leading dimension)
+void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld);
+// Weights kept in the backend's own GEMM layout (Backend::packed_weights): C = A·B + bias
+void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
+                   void* C, int ldc, const float* bias, MatmulType c_type);
+// The fused attention (ops/flash_attention.hpp): lse (N, NH) instead of the probabilities; the
+// backend picks its tiles. lp: bf16 q, k, v (and dctx in the backward).
+void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+                             const ops::AttentionShape& s, const ops::DropoutStream* drop,
+                             const ops::FlashBf16* lp);
+void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q,
+                              const float* k, const float* v, const float* ctx, const float* lse,
+                              const ops::AttentionShape& s, const ops::DropoutStream* drop,
+                              const ops::FlashBf16* lp);
+// Rows: dst(r) = src(rows[r]) (R rows of C); dst(rows[r]) += src(r) in order r = 0..R-1 (a row
+// named twice gets both, in that order); y(i) = b for every row i of N.
+void gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
+void bias_rows(float* y, const float* b, int N, int C);
 }  // namespace sig
 
 // Every op, in one list: the table's fields, the names in messages and the test's inventory.
@@ -77,7 +118,12 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
     X(activation_forward) X(activation_backward) X(tanh_forward) X(tanh_backward)              \
     X(softmax_forward) X(softmax_backward) X(dropout_mask) X(dropout_add_forward)               \
     X(dropout_backward) X(attention_forward) X(attention_backward) X(embedding_forward)        \
-    X(embedding_backward) X(cross_entropy_forward) X(cross_entropy_backward)
+    X(embedding_backward) X(cross_entropy_forward) X(cross_entropy_backward)                    \
+    X(cross_entropy_forward_bias) X(cross_entropy_backward_bf16) X(linear_forward)              \
+    X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16)                           \
+    X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed)                          \
+    X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
+    X(bias_rows)
 
 struct Ops {
 #define BB_BACKEND_FIELD(name) decltype(&sig::name) name = nullptr;
@@ -101,6 +147,12 @@ public:
     virtual void download(void* host, const void* src, size_t bytes) = 0;
     virtual void zero(void* dst, size_t bytes) = 0;
     virtual void synchronize() = 0;
+    // Whether this backend's memory is the host's (the engine's batches and host loops read it).
+    virtual bool host_memory() const = 0;
+    // Empty weights in the layout this backend's matmul_packed reads (oneDNN's blocked layout on
+    // the CPU), for an inference engine whose weights do not change; nullptr where the backend
+    // keeps none (the engine then runs its plain GEMMs).
+    virtual std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType) const { return nullptr; }
 
     const Ops& ops() const { return ops_; }
     // The names of the ops this backend lacks (empty for the CPU backend).

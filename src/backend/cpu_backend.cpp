@@ -1,10 +1,12 @@
 // The CPU backend: host memory, the kernel table ops::kernels() chose for this CPU (AVX2 or
 // AVX-512), oneDNN's GEMMs. Every op of the interface is here, so the CPU backend lacks none.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "backend/backend.hpp"
+#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "ops/bf16.hpp"
 #include "ops/gemm.hpp"
@@ -57,6 +59,52 @@ void cpu_gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K, 
 
 void cpu_to_bf16(bf16* dst, const float* src, size_t n) { ops::to_bf16(dst, src, n); }
 void cpu_bias_backward(float* db, const float* dy, int N, int C) { ops::bias_backward(db, dy, N, C); }
+void cpu_linear_forward(float* y, const float* x, const float* w, const float* b, int N, int IN, int OUT) {
+    ops::linear_forward(y, x, w, b, N, IN, OUT);
+}
+void cpu_linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N,
+                         int IN, int OUT, bool accumulate_dx) {
+    ops::linear_backward(dx, dw, db, dy, x, w, N, IN, OUT, accumulate_dx);
+}
+void cpu_linear_forward_bf16(void* y, MatmulType y_type, const bf16* xb, const bf16* wb, const float* b, int N,
+                             int IN, int OUT) {
+    if (y_type == MatmulType::bf16) return ops::linear_forward_bf16(static_cast<bf16*>(y), xb, wb, b, N, IN, OUT);
+    ops::linear_forward_bf16(static_cast<float*>(y), xb, wb, b, N, IN, OUT);
+}
+void cpu_linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb, const bf16* xt,
+                              const bf16* wb, int N, int IN, int OUT, bool accumulate_dx) {
+    ops::linear_backward_bf16(dx, dw, db, dy, dyb, xt, wb, N, IN, OUT, accumulate_dx);
+}
+void cpu_linear_backward_bf16_convert(float* dx, float* dw, float* db, const float* dy, const float* x,
+                                      const bf16* wb, int N, int IN, int OUT, bool accumulate_dx, bf16* scratch) {
+    ops::linear_backward_bf16(dx, dw, db, dy, x, wb, N, IN, OUT, accumulate_dx, scratch);
+}
+void cpu_matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b, void* C,
+                       int ldc, const float* bias, MatmulType c_type) {
+    ops::matmul_packed(type, M, N, K, A, lda, packed_b, C, ldc, bias, c_type);
+}
+void cpu_flash_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+                       const ops::AttentionShape& s, const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
+    ops::flash_attention_forward(ctx, lse, q, k, v, s, drop, lp, ops::default_flash_tiles(lp != nullptr));
+}
+void cpu_flash_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q, const float* k,
+                        const float* v, const float* ctx, const float* lse, const ops::AttentionShape& s,
+                        const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
+    ops::flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, s, drop, lp,
+                                  ops::default_flash_tiles(lp != nullptr));
+}
+void cpu_gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
+    for (int r = 0; r < R; ++r)
+        std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
+}
+void cpu_scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
+    for (int r = 0; r < R; ++r) {
+        float* row = dst + static_cast<size_t>(rows[r]) * C;
+        const float* d = src + static_cast<size_t>(r) * C;
+        for (int c = 0; c < C; ++c) row[c] += d[c];
+    }
+}
+void cpu_bias_rows(float* y, const float* b, int N, int C) { ops::bias_rows(y, b, N, C); }
 
 class CpuBackend final : public Backend {
 public:
@@ -82,20 +130,35 @@ public:
         ops_.embedding_backward = k.embedding_backward;
         ops_.cross_entropy_forward = k.cross_entropy_forward;
         ops_.cross_entropy_backward = k.cross_entropy_backward;
+        ops_.cross_entropy_forward_bias = k.cross_entropy_forward_bias;
+        ops_.cross_entropy_backward_bf16 = k.cross_entropy_backward_bf16;
+        ops_.linear_forward = cpu_linear_forward;
+        ops_.linear_backward = cpu_linear_backward;
+        ops_.linear_forward_bf16 = cpu_linear_forward_bf16;
+        ops_.linear_backward_bf16 = cpu_linear_backward_bf16;
+        ops_.linear_backward_bf16_convert = cpu_linear_backward_bf16_convert;
+        ops_.transpose_bf16 = ops::transpose_bf16;
+        ops_.matmul_packed = cpu_matmul_packed;
+        ops_.flash_attention_forward = cpu_flash_forward;
+        ops_.flash_attention_backward = cpu_flash_backward;
+        ops_.gather_rows = cpu_gather_rows;
+        ops_.scatter_add_rows = cpu_scatter_add_rows;
+        ops_.bias_rows = cpu_bias_rows;
         name_ = std::string("kernels ") + k.name + ", bf16 GEMM " + ops::bf16_gemm_impl();
     }
     const char* name() const override { return "cpu"; }
     std::string describe() const override { return name_; }
-    void* alloc(size_t bytes) override {
-        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!p) throw std::bad_alloc();
-        return p;
-    }
-    void release(void* p) noexcept override { std::free(p); }
+    // As the engines' host buffers always were: 64-byte aligned, huge pages from 2 MiB (aligned.hpp)
+    void* alloc(size_t bytes) override { return AlignedAllocator<unsigned char>().allocate(bytes); }
+    void release(void* p) noexcept override { AlignedAllocator<unsigned char>().deallocate(static_cast<unsigned char*>(p), 0); }
     void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
     void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
     void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
     void synchronize() override {}
+    bool host_memory() const override { return true; }
+    std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType type) const override {
+        return std::make_unique<ops::PackedWeights>(type);
+    }
 
 private:
     std::string name_;

@@ -11,11 +11,8 @@ namespace bertbench::model {
 using namespace detail;
 
 template <typename T>
-struct BasicBertPretrainer<T>::Impl {
+struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
     Plan plan;
-    Arena<T> arena;
-    std::vector<uint8_t> masks;
-    std::unique_ptr<Encoder<T>> enc;
     size_t wp, bp, wt, bt, gt, btl, out_bias, wn, bn, word;
     int H = 0, V = 0, B = 0, P = 0;
     // (B,H) cls, pooled, dpooled, dcls; (B,2) nsp logits, dnsp; (P,H) gathered, t, tact, tl, dP*;
@@ -26,7 +23,7 @@ struct BasicBertPretrainer<T>::Impl {
     std::vector<double> row_loss, nsp_loss;
     std::vector<int32_t> argmax, nsp_argmax;
     // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
-    AlignedVector<ops::bf16> hb;
+    Memory<ops::bf16> hb;
     double global_mlm_weight = -1;  // set_global_mlm_weight, for the next backward only
     int replicas = 1;
 
@@ -34,33 +31,34 @@ struct BasicBertPretrainer<T>::Impl {
         const size_t bmax = static_cast<size_t>(plan.max_batch);
         const size_t pmax = bmax * static_cast<size_t>(plan.max_predictions);
         const size_t grad = plan.forward_only ? 0 : 1;  // gradient buffers: none when forward-only
-        cls = arena.take(bmax * H);
-        pooled = arena.take(bmax * H);
-        dpooled = arena.take(grad * bmax * H);
-        dcls = arena.take(grad * bmax * H);
-        nsp = arena.take(bmax * 2);
-        dnsp = arena.take(grad * bmax * 2);
-        nsp_lse = arena.take(bmax);
-        nsp_coef = arena.take(bmax);
-        gath = arena.take(pmax * H);
-        t = arena.take(pmax * H);
-        tact = arena.take(pmax * H);
-        tl = arena.take(pmax * H);
-        tmean = arena.take(pmax);
-        trstd = arena.take(pmax);
-        dtl = arena.take(grad * pmax * H);
-        dtact = arena.take(grad * pmax * H);
-        dgath = arena.take(grad * pmax * H);
-        logits = arena.take(pmax * V);
+        Arena<T>& a = this->arena;
+        const bool bf16_head = this->enc && this->enc->bf16();
+        cls = a.take(bmax * H);
+        pooled = a.take(bmax * H);
+        dpooled = a.take(grad * bmax * H);
+        dcls = a.take(grad * bmax * H);
+        nsp = a.take(bmax * 2);
+        dnsp = a.take(grad * bmax * 2);
+        nsp_lse = a.take(bmax);
+        nsp_coef = a.take(bmax);
+        gath = a.take(pmax * H);
+        t = a.take(pmax * H);
+        tact = a.take(pmax * H);
+        tl = a.take(pmax * H);
+        tmean = a.take(pmax);
+        trstd = a.take(pmax);
+        dtl = a.take(grad * pmax * H);
+        dtact = a.take(grad * pmax * H);
+        dgath = a.take(grad * pmax * H);
+        logits = a.take(pmax * V);
         // bf16: the backward writes bf16(dlogits) and its transpose (hb), never fp32 dlogits
-        const bool bf16_head = enc && enc->bf16();
-        dlogits = arena.take((bf16_head ? 0 : grad) * pmax * V);
-        db_part = arena.take((bf16_head ? grad : 0) * ops::cross_entropy_db_part_size(static_cast<int>(pmax), V));
-        lse = arena.take(pmax);
-        coef = arena.take(pmax);
+        dlogits = a.take((bf16_head ? 0 : grad) * pmax * V);
+        db_part = a.take((bf16_head ? grad : 0) * ops::cross_entropy_db_part_size(static_cast<int>(pmax), V));
+        lse = a.take(pmax);
+        coef = a.take(pmax);
         row_loss.assign(pmax, 0);
         argmax.assign(pmax, 0);
-        if (enc && enc->bf16()) hb.assign(pmax * H + grad * 2 * pmax * V, ops::bf16{0});
+        if (bf16_head && hb.empty()) hb.assign(*this->be, pmax * H + grad * 2 * pmax * V);
         nsp_loss.assign(bmax, 0);
         nsp_argmax.assign(bmax, 0);
     }
@@ -147,52 +145,47 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     const T* w = params.data();
     m.enc->forward(w, batch, training, seed, step);
     const T* x = m.enc->output();
+    const EngineOps<T>& k = m.enc->ops();
     BB_PROFILE_OP(Op::pooler_nsp, Pass::forward);
     // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
-    for (int b = 0; b < B; ++b)
-        std::copy_n(x + static_cast<size_t>(batch.seq_offsets[b]) * H, H, m.cls + static_cast<size_t>(b) * H);
-    ops::linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
-    ops::kern::tanh_forward(m.pooled, static_cast<size_t>(B) * H);
-    for (int b = 0; b < B; ++b) std::copy_n(w + m.bn, 2, m.nsp + 2 * b);
-    ops::gemm(false, true, B, 2, H, T(1), m.pooled, H, w + m.wn, H, T(1), m.nsp, 2);
-    ops::kern::cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
-                               batch.next_sentence_labels.data(), B, 2);
+    k.gather_rows(m.cls, x, batch.seq_offsets.data(), B, H);
+    k.linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
+    k.tanh_forward(m.pooled, static_cast<size_t>(B) * H);
+    k.bias_rows(m.nsp, w + m.bn, B, 2);
+    k.gemm(MatmulType::f32, false, true, B, 2, H, m.pooled, H, w + m.wn, H, 1.f, m.nsp, 2, nullptr, MatmulType::f32);
+    k.cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
+                            batch.next_sentence_labels.data(), B, 2);
     BB_PROFILE_OP(Op::mlm_transform, Pass::forward);
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
-    for (int p = 0; p < P; ++p)
-        std::copy_n(x + static_cast<size_t>(batch.masked_index[p]) * H, H, m.gath + static_cast<size_t>(p) * H);
+    k.gather_rows(m.gath, x, batch.masked_index.data(), P, H);
     Encoder<T>& enc = *m.enc;
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
-    ops::kern::activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H);
-    ops::kern::layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H);
+    k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
+    k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H, ops::kLayerNormEps, nullptr);
     BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::forward);
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
     // than a pass of its own that the GEMM then reads back with beta 1.
-    bool bias_added = false;
-    if constexpr (std::is_same_v<T, float>) {
-        const void* a = m.tl;
-        if (enc.bf16()) {
-            ops::to_bf16(m.hb.data(), m.tl, static_cast<size_t>(P) * H);
-            a = m.hb.data();
-        }
-        if (const void* pe = enc.packed(m.word)) {
-            ops::matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.out_bias);
-            bias_added = true;
-        } else if (enc.bf16()) {
-            ops::gemm_bf16(true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 0.f,
-                           m.logits, V, w + m.out_bias);
-            bias_added = true;
-        }
+    const void* a = m.tl;
+    if (enc.bf16()) {
+        k.to_bf16(m.hb.data(), m.tl, static_cast<size_t>(P) * H);
+        a = m.hb.data();
     }
-    if (!bias_added) ops::gemm(false, true, P, V, H, T(1), m.tl, H, w + m.word, H, T(0), m.logits, V);
+    const bool bias_added = enc.packed(m.word) || enc.bf16();
+    if (const void* pe = enc.packed(m.word))
+        k.matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.out_bias, MatmulType::f32);
+    else if (enc.bf16())
+        k.gemm(MatmulType::bf16, false, true, P, V, H, a, H, enc.weights_bf16() + m.word, H, 0.f, m.logits, V,
+               w + m.out_bias, MatmulType::f32);
+    else
+        k.gemm(MatmulType::f32, false, true, P, V, H, m.tl, H, w + m.word, H, 0.f, m.logits, V, nullptr,
+               MatmulType::f32);
     BB_PROFILE_OP(Op::loss, Pass::forward);
     if (bias_added)
-        ops::kern::cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
-                                   batch.masked_ids.data(), P, V);
+        k.cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits, batch.masked_ids.data(), P, V);
     else
-        ops::kern::cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits,
-                                        w + m.out_bias, batch.masked_ids.data(), P, V);
+        k.cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits, w + m.out_bias,
+                                     batch.masked_ids.data(), P, V);
     Losses out;
     double num = 0, den = 0;
     for (int p = 0; p < P; ++p) {
@@ -236,56 +229,52 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     for (int p = 0; p < P; ++p)
         m.coef[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
     Encoder<T>& enc = *m.enc;
-    if constexpr (std::is_same_v<T, float>) {
-        if (enc.bf16()) {
-            // One pass over the logits writes bf16(dlogits) and the bias gradient (the fp32
-            // dlogits is never stored); the GEMM for dE reads its transpose.
-            ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
-            ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
-            ops::kern::cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse,
-                                             batch.masked_ids.data(), m.coef, P, V);
-            BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
-            ops::transpose_bf16(dlt, dlb, P, V, V);
-            ops::gemm_bf16(false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H);  // dE += dlᵀ tl
-            ops::gemm_bf16(false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H);
-        }
-    }
-    if (!enc.bf16()) {
-        ops::kern::cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+    const EngineOps<T>& k = enc.ops();
+    if (enc.bf16()) {
+        // One pass over the logits writes bf16(dlogits) and the bias gradient (the fp32 dlogits
+        // is never stored); the GEMM for dE reads its transpose.
+        ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
+        ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
+        k.cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse, batch.masked_ids.data(),
+                                      m.coef, P, V);
         BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
-        ops::bias_backward(g + m.out_bias, m.dlogits, P, V);
-        ops::gemm(true, false, V, H, P, T(1), m.dlogits, V, m.tl, H, T(1), g + m.word, H);  // dE += dlᵀ tl
-        ops::gemm(false, false, P, H, V, T(1), m.dlogits, V, w + m.word, H, T(0), m.dtl, H);  // dtl = dl E
+        k.transpose_bf16(dlt, dlb, P, V, V);
+        k.gemm(MatmulType::bf16, false, false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H, nullptr,
+               MatmulType::f32);  // dE += dlᵀ tl
+        k.gemm(MatmulType::bf16, false, false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H,
+               nullptr, MatmulType::f32);  // dtl = dl E
+    } else {
+        k.cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+        BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
+        k.bias_backward(g + m.out_bias, m.dlogits, P, V);
+        k.gemm(MatmulType::f32, true, false, V, H, P, m.dlogits, V, m.tl, H, 1.f, g + m.word, H, nullptr,
+               MatmulType::f32);  // dE += dlᵀ tl
+        k.gemm(MatmulType::f32, false, false, P, H, V, m.dlogits, V, w + m.word, H, 0.f, m.dtl, H, nullptr,
+               MatmulType::f32);  // dtl = dl E
     }
     BB_PROFILE_OP(Op::mlm_transform, Pass::backward);
-    ops::kern::layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H);
-    ops::kern::activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H);
+    k.layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H, false);
+    k.activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H, nullptr, nullptr);
     enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_OP(Op::pooler_nsp, Pass::backward);
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
-    ops::kern::cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
-    ops::bias_backward(g + m.bn, m.dnsp, B, 2);
-    ops::gemm(true, false, 2, H, B, T(1), m.dnsp, 2, m.pooled, H, T(1), g + m.wn, H);  // dWn += dnspᵀ pooled
-    ops::gemm(false, false, B, H, 2, T(1), m.dnsp, 2, w + m.wn, H, T(0), m.dpooled, H);  // dpooled = dnsp Wn
-    ops::kern::tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
-    ops::linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H);
+    k.cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
+    k.bias_backward(g + m.bn, m.dnsp, B, 2);
+    k.gemm(MatmulType::f32, true, false, 2, H, B, m.dnsp, 2, m.pooled, H, 1.f, g + m.wn, H, nullptr,
+           MatmulType::f32);  // dWn += dnspᵀ pooled
+    k.gemm(MatmulType::f32, false, false, B, H, 2, m.dnsp, 2, w + m.wn, H, 0.f, m.dpooled, H, nullptr,
+           MatmulType::f32);  // dpooled = dnsp Wn
+    k.tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
+    k.linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H, false);
     BB_PROFILE_OP(Op::other, Pass::backward);
-    // scatter into d(encoder output)
-    T* dx = m.enc->doutput();
-    std::fill_n(dx, static_cast<size_t>(N) * H, T(0));
-    for (int b = 0; b < B; ++b) {
-        T* row = dx + static_cast<size_t>(batch.seq_offsets[b]) * H;
-        const T* d = m.dcls + static_cast<size_t>(b) * H;
-        for (int c = 0; c < H; ++c) row[c] += d[c];
-    }
-    for (int p = 0; p < P; ++p) {
-        T* row = dx + static_cast<size_t>(batch.masked_index[p]) * H;
-        const T* d = m.dgath + static_cast<size_t>(p) * H;
-        for (int c = 0; c < H; ++c) row[c] += d[c];
-    }
-    if (m.enc->backward_hook) m.enc->backward_hook(m.enc->num_layers());  // pooler + cls/*
-    m.enc->backward(g, w, batch);
+    // scatter into d(encoder output): the [CLS] rows' gradients, then the masked positions'
+    T* dx = enc.doutput();
+    m.be->zero(dx, static_cast<size_t>(N) * H * sizeof(T));
+    k.scatter_add_rows(dx, m.dcls, batch.seq_offsets.data(), B, H);
+    k.scatter_add_rows(dx, m.dgath, batch.masked_index.data(), P, H);
+    if (enc.backward_hook) enc.backward_hook(enc.num_layers());  // pooler + cls/*
+    enc.backward(g, w, batch);
 }
 
 template <typename T>

@@ -53,6 +53,12 @@ AttentionKernel attention_kernel_from_environment();
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
                                          size_t memory_bytes);
 
+}  // namespace bertbench::model
+namespace bertbench::backend {
+class Backend;
+}
+namespace bertbench::model {
+
 struct EngineOptions {
     bool gelu_erf = false;  // erf GELU (HF "gelu") instead of the reference tanh form
     // bf16: the GEMMs of the encoder, the MLM transform and the tied decoder take bf16 operands
@@ -60,6 +66,9 @@ struct EngineOptions {
     // they enter a GEMM) and accumulate in fp32; everything else stays fp32. float engine only.
     ops::Precision precision = ops::Precision::fp32;
     AttentionKernel attention = AttentionKernel::automatic;
+    // The backend whose ops and memory the engine uses (backend/backend.hpp; not owned, it must
+    // outlive the engine): null for a CPU backend of the engine's own.
+    backend::Backend* backend = nullptr;
 };
 
 struct Losses {

@@ -14,46 +14,14 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
-#include "model/cost.hpp"
 #include "model/bert.hpp"
-#include "ops/activation.hpp"
-#include "ops/attention.hpp"
+#include "model/cost.hpp"
+#include "model/engine_ops.hpp"
 #include "ops/bf16.hpp"
-#include "ops/cross_entropy.hpp"
-#include "ops/dropout.hpp"
-#include "ops/embedding.hpp"
-#include "ops/flash_attention.hpp"
-#include "ops/gemm.hpp"
-#include "ops/kernels.hpp"
-#include "ops/layernorm.hpp"
-#include "ops/matmul.hpp"
 
 namespace bertbench::model::detail {
-
-// Carves typed buffers out of one allocation: a first pass counts, the second assigns.
-template <typename T>
-class Arena {
-public:
-    using value_type = T;
-    T* take(size_t n) {
-        n = (n + 15) / 16 * 16;  // 64-byte granules
-        const size_t at = used_;
-        used_ += n;
-        return storage_.empty() ? nullptr : storage_.data() + at;
-    }
-    void allocate() {
-        storage_.assign(used_, T(0));
-        used_ = 0;
-    }
-    size_t size() const { return storage_.size(); }
-
-private:
-    AlignedVector<T> storage_;
-    size_t used_ = 0;
-};
 
 struct LayerOffsets {
     size_t wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wout, bout, g2, b2;
@@ -87,9 +55,8 @@ size_t physical_memory_bytes();
 template <typename T>
 class Encoder {
 public:
-    Encoder(const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena,
-            std::vector<uint8_t>& masks_storage, bool counting)
-        : cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)),
+    Encoder(backend::Backend& be, const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena)
+        : be_(be), k_(engine_ops<T>(be)), cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)),
           fused_(resolve_attention_kernel(opts.attention, materialized_probs_bytes(table.config(), plan),
                                           physical_memory_bytes()) == AttentionKernel::fused) {
         H_ = cfg_.hidden_size;
@@ -130,32 +97,33 @@ public:
             bf16_ = true;
             const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
             const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
-            wb_.assign(total_params_, ops::bf16{0});
+            wb_.assign(be_, total_params_);
             // Scratch. Backward: bf16(dy) of one dense layer from the start, the bf16 xᵀ of its
             // input (IN, N) ending at the end (N·OUT + IN·N <= N·(H+I)), or bf16(dctx); the MLM
             // transform (P rows): its bf16 x, or bf16(dy) and bf16(x)ᵀ.
             const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_) + 64;
-            sb_.assign(std::max(bwd, 2 * pmax * H_), ops::bf16{0});
+            sb_.assign(be_, std::max(bwd, 2 * pmax * H_));
         }
         // Packed weights (ops::PackedWeights) for an inference engine, whose weights do not change
         // between forwards (emulated bf16 has no use for them). A training engine would re-pack
         // after every update: measured on BERT-base bf16 b32 (Zen 5), 0-2 % faster for 210 MB
         // more, so it does not.
-        if constexpr (std::is_same_v<T, float>) {
-            if (plan.forward_only && (!bf16_ || ops::bf16_native())) {
-                packed_ = std::make_unique<ops::PackedWeights>(gemm_type());
-                for (const LayerOffsets& w : layers_) {
-                    for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
-                    packed_->add(w.wi, H_, I_, false);
-                    packed_->add(w.wout, I_, H_, false);
-                }
+        // (Only the backend knows a layout of its own: nullptr where it keeps none.)
+        if (std::is_same_v<T, float> && plan.forward_only && (!bf16_ || ops::bf16_native()))
+            packed_ = be_.packed_weights(gemm_type());
+        if (packed_) {
+            for (const LayerOffsets& w : layers_) {
+                for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
+                packed_->add(w.wi, H_, I_, false);
+                packed_->add(w.wout, I_, H_, false);
             }
         }
-        carve(arena, masks_storage, counting);
+        carve(arena, nullptr);
     }
 
     // Re-point all buffers after the arena is allocated (second pass).
-    void carve(Arena<T>& a, std::vector<uint8_t>& ms, bool counting) {
+    // Pass 1 (counting: masks null) sizes the arena and the mask bytes; pass 2 points into them.
+    void carve(Arena<T>& a, uint8_t* masks) {
         const size_t nmax = static_cast<size_t>(plan_.max_batch) * plan_.max_seq;
         const size_t nh = nmax * H_, ni = nmax * I_;
         // the fused kernel keeps no probabilities, masks or probs-sized scratch: lse (N, NH) instead
@@ -164,7 +132,7 @@ public:
         auto mtake = [&](size_t n) -> uint8_t* {
             const size_t at = mused;
             mused += (n + 63) / 64 * 64;
-            return counting ? nullptr : ms.data() + at;
+            return masks ? masks + at : nullptr;
         };
         const bool fwd = plan_.forward_only;  // layers share layer 0's buffers; x ping-pongs
         // bf16 engines keep the GEMM inputs in bf16 (LayerSaved::xb..gb); their fp32 forms (x, q,
@@ -213,7 +181,7 @@ public:
         if (bf16_) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
             const size_t bnh = (nh + 31) / 32 * 32, bni = (ni + 31) / 32 * 32;
             const size_t per_layer = 6 * bnh + bni;
-            if (actb_.empty()) actb_.assign(per_layer * static_cast<size_t>(fwd ? 1 : L_), ops::bf16{0});
+            if (actb_.empty()) actb_.assign(be_, per_layer * static_cast<size_t>(fwd ? 1 : L_));
             for (int l = 0; l < L_; ++l) {
                 ops::bf16* p = actb_.data() + (fwd ? 0 : static_cast<size_t>(l) * per_layer);
                 LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
@@ -329,25 +297,23 @@ public:
         };
         if ((bf16_ || packed_) && (wb_stale_ || wb_src_ != params)) {
             BB_PROFILE_OP(Op::weight_copies, Pass::forward);
-            if constexpr (std::is_same_v<T, float>) {
-                if (bf16_) ops::to_bf16(wb_.data(), params, total_params_);
-                if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
-            }
+            if (bf16_) k_.to_bf16(wb_.data(), params, total_params_);
+            if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
             wb_src_ = params;
             wb_stale_ = false;
         }
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         BB_PROFILE_OP(Op::embeddings, Pass::forward);
-        ops::kern::embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        k_.embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
         ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
-        ops::kern::layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
+        k_.layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
                                N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
         if (dropout_hidden_) {
-            ops::kern::dropout_fill_mask_parallel(emb_mask_, stream(0, hkeep), nh);
-            ops::kern::dropout_add_forward<T>(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
+            k_.dropout_mask(emb_mask_, stream(0, hkeep), nh);
+            k_.dropout_add_forward(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
         }
         const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
                                         key_lengths(b)};
@@ -366,33 +332,32 @@ public:
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
             if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, nullptr};
-                ops::flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape,
-                                             dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
-                                             ops::default_flash_tiles(bf16_));
+                k_.flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape, dropout_probs_ ? &ps : nullptr,
+                                           bf16_ ? &fb : nullptr);
             } else {
-                ops::kern::attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
-                                       dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
+                k_.attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
+                                     dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
-            ops::kern::dropout_add_forward<T>(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh);
+            if (dropout_hidden_) k_.dropout_mask(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+            k_.dropout_add_forward(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh, nullptr);
             BB_PROFILE_OP(Op::layernorm, Pass::forward);
-            ops::kern::layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H,
-                                   ops::kLayerNormEps, gemm_output(s.x1b));
+            k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H, ops::kLayerNormEps,
+                                 gemm_output(s.x1b));
             BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
             BB_PROFILE_OP(Op::gelu, Pass::forward);
-            ops::kern::activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
+            k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            if (dropout_hidden_) ops::kern::dropout_fill_mask_parallel(s.mask_out, stream(3 + 3 * l, hkeep), nh);
-            ops::kern::dropout_add_forward<T>(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh);
+            if (dropout_hidden_) k_.dropout_mask(s.mask_out, stream(3 + 3 * l, hkeep), nh);
+            k_.dropout_add_forward(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh, nullptr);
             BB_PROFILE_OP(Op::layernorm, Pass::forward);
-            ops::kern::layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
-                                   ops::kLayerNormEps,  // and the next layer's bf16 input
+            k_.layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
+                                 ops::kLayerNormEps,  // and the next layer's bf16 input
                                    l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
         }
     }
@@ -414,27 +379,27 @@ public:
             const auto G = [&](size_t o) { return grads + o; };
             // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
             BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            ops::kern::layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H);
+            k_.layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H, false);
             BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
             const ops::BiasGrad<T> dbout{G(w.bout), bias_part_, H};
-            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
+            k_.dropout_backward(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbout);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
             linear_bwd(dI_, grads, params, w.wout, kBiasSummed, dy_fp32(dtmp_), s.g, transposed_input(s.gb, N, I),
                        N, I, H, false, dy_bf16());
             BB_PROFILE_OP(Op::gelu, Pass::backward);
             const ops::BiasGrad<T> dbi{G(w.bi), bias_part_, I};
-            ops::kern::activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
+            k_.activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
                                            &dbi);
             BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
             linear_bwd(dx1_, grads, params, w.wi, kBiasSummed, dy_fp32(dI_), s.x1, transposed_input(s.x1b, N, H),
                        N, H, I, true, dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            ops::kern::layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H);
+            k_.layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H, false);
             BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
             const ops::BiasGrad<T> dbo{G(w.bo), bias_part_, H};
-            ops::kern::dropout_backward<T>(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
+            k_.dropout_backward(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbo);
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
             linear_bwd(dctx_, grads, params, w.wo, kBiasSummed, dy_fp32(dtmp_), s.ctx,
@@ -444,13 +409,11 @@ public:
             if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, ab.dctx};
                 const ops::DropoutStream ps = probs_stream(l);
-                ops::flash_attention_backward(dq_, dk_, dv_, dctx_, s.q, s.k, s.v, s.ctx, s.lse, shape,
-                                              dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr,
-                                              ops::default_flash_tiles(bf16_));
+                k_.flash_attention_backward(dq_, dk_, dv_, dctx_, s.q, s.k, s.v, s.ctx, s.lse, shape,
+                                            dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr);
             } else {
-                ops::kern::attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
-                                        dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape,
-                                        bf16_ ? &ab : nullptr);
+                k_.attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
+                                      dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_OP(Op::gemm_qkv, Pass::backward);
             const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
@@ -460,18 +423,18 @@ public:
                 // one pass over dy for its bias gradient and (bf16) its bf16 copy: a dropout
                 // backward without a mask passes dy through
                 const ops::BiasGrad<T> db{G(bias), bias_part_, H};
-                ops::kern::dropout_backward<T>(nullptr, dy, nullptr, T(1), nh, dy_bf16(), &db);
+                k_.dropout_backward(nullptr, dy, nullptr, T(1), nh, dy_bf16(), &db);
                 linear_bwd(dx_, grads, params, wt, kBiasSummed, dy, xin, xt, N, H, H, true, dy_bf16());
             }
             if (backward_hook) backward_hook(l);  // layer l's gradients are final
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_OP(Op::embeddings, Pass::backward);
-        ops::kern::dropout_backward<T>(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh);
-        ops::kern::layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_,
-                                emb_mean_, emb_rstd_, N, H);
+        k_.dropout_backward(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh, nullptr, nullptr);
+        k_.layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_, emb_mean_,
+                              emb_rstd_, N, H, false);
         const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
-        ops::kern::embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        k_.embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
         if (backward_hook) backward_hook(-1);
     }
 
@@ -501,14 +464,10 @@ public:
     // The bf16 form of a GEMM input (n values): converted into keep (a LayerSaved bf16 buffer),
     // or into the scratch when keep is null; nullptr in fp32.
     const ops::bf16* gemm_input(const T* x, size_t n, ops::bf16* keep = nullptr) {
-        if constexpr (std::is_same_v<T, float>) {
-            if (bf16_) {
-                ops::bf16* dst = keep ? keep : sb_.data();
-                ops::to_bf16(dst, x, n);
-                return dst;
-            }
-        }
-        return nullptr;
+        if (!bf16_) return nullptr;
+        ops::bf16* dst = keep ? keep : sb_.data();
+        k_.to_bf16(dst, x, n);
+        return dst;
     }
     // bf16 engines: p, a bf16 GEMM input that its producer (LayerNorm, GELU, dropout) writes in
     // the same pass as its fp32 output; nullptr in fp32.
@@ -525,18 +484,13 @@ public:
     // fp32 q, k, v then) and reused by the backward, which converts dctx into the scratch; empty
     // in fp32.
     ops::AttentionBf16 attention_inputs(const LayerSaved<T>& s, const T* dctx, size_t nh) {
-        ops::AttentionBf16 a;
-        if constexpr (std::is_same_v<T, float>) {
-            if (bf16_) {
-                ops::bf16* db = nullptr;
-                if (dctx) {
-                    db = sb_.data();
-                    ops::to_bf16(db, dctx, nh);
-                }
-                a = {s.qb, s.kb, s.vb, db};
-            }
+        if (!bf16_) return {};
+        ops::bf16* db = nullptr;
+        if (dctx) {
+            db = sb_.data();
+            k_.to_bf16(db, dctx, nh);
         }
-        return a;
+        return {s.qb, s.kb, s.vb, db};
     }
     // bf16(x)ᵀ (C, N) of a kept bf16 GEMM input xb (N, C), for a weight gradient, at the end of
     // the scratch (bf16(dy) goes at its start); nullptr in fp32.
@@ -544,23 +498,20 @@ public:
         if (!bf16_) return nullptr;
         const size_t n = static_cast<size_t>(N) * C;
         ops::bf16* xt = sb_.data() + ((sb_.size() - n) & ~size_t(31));
-        ops::transpose_bf16(xt, xb, N, C, C);
+        k_.transpose_bf16(xt, xb, N, C, C);
         return xt;
     }
     // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
     // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
-        if constexpr (std::is_same_v<T, float>) {
-            if (const void* pw = packed(w))
-                return ops::matmul_packed(gemm_type(), N, OUT, IN,
-                                          bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
-                                          yb ? static_cast<void*>(yb) : y, OUT, params + b,
-                                          yb ? ops::MatmulType::bf16 : ops::MatmulType::f32);
-            if (yb) return ops::linear_forward_bf16(yb, xb, wb_.data() + w, params + b, N, IN, OUT);
-            if (bf16_) return ops::linear_forward_bf16(y, xb, wb_.data() + w, params + b, N, IN, OUT);
-        }
-        ops::linear_forward(y, x, params + w, params + b, N, IN, OUT);
+        const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
+        void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
+        if (const void* pw = packed(w))
+            return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
+                                    out, OUT, params + b, y_type);
+        if (bf16_) return k_.linear_forward_bf16(out, y_type, xb, wb_.data() + w, params + b, N, IN, OUT);
+        k_.linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
     // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused) and
     // dyb = dy_bf16(), which dy's producer wrote; or xt null to convert x and dy here (the MLM
@@ -570,16 +521,13 @@ public:
                     const ops::bf16* xt, int N, int IN, int OUT, bool accumulate_dx = false,
                     const ops::bf16* dyb = nullptr) {
         T* db = b == kBiasSummed ? nullptr : grads + b;
-        if constexpr (std::is_same_v<T, float>) {
-            if (bf16_) {
-                if (!xt)
-                    return ops::linear_backward_bf16(dx, grads + w, db, dy, x, wb_.data() + w,
-                                                     N, IN, OUT, accumulate_dx, sb_.data());
-                return ops::linear_backward_bf16(dx, grads + w, db, dy, dyb, xt,
-                                                 wb_.data() + w, N, IN, OUT, accumulate_dx);
-            }
-        }
-        ops::linear_backward(dx, grads + w, db, dy, x, params + w, N, IN, OUT, accumulate_dx);
+        if (bf16_ && !xt)
+            return k_.linear_backward_bf16_convert(dx, grads + w, db, dy, x, wb_.data() + w, N, IN, OUT,
+                                                   accumulate_dx, sb_.data());
+        if (bf16_)
+            return k_.linear_backward_bf16(dx, grads + w, db, dy, dyb, xt, wb_.data() + w, N, IN, OUT,
+                                           accumulate_dx);
+        k_.linear_backward(dx, grads + w, db, dy, x, params + w, N, IN, OUT, accumulate_dx);
     }
 
     std::span<const uint8_t> mask(const std::string& site) const {
@@ -601,7 +549,7 @@ public:
                 if (what == "attention_probs" && fused_) {  // not stored: regenerate (same bits)
                     if (!dropout_probs_) return {};
                     probs_mask_.resize(np);
-                    ops::kern::dropout_fill_mask_parallel(probs_mask_.data(), probs_stream(l), np);
+                    k_.dropout_mask(probs_mask_.data(), probs_stream(l), np);
                     return std::span<const uint8_t>(probs_mask_.data(), np);
                 }
                 if (what == "attention_probs")
@@ -625,6 +573,7 @@ public:
     }
     bool fused_attention() const { return fused_; }
 
+    const EngineOps<T>& ops() const { return k_; }
     int N() const { return N_; }
     int B() const { return B_; }
     int H() const { return H_; }
@@ -632,6 +581,8 @@ public:
     ops::Activation activation() const { return act_; }
 
 private:
+    backend::Backend& be_;
+    const EngineOps<T>& k_;
     BertConfig cfg_;
     Plan plan_;
     ops::Activation act_;
@@ -654,11 +605,22 @@ private:
     bool bf16_ = false, wb_stale_ = true;
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
-    AlignedVector<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
-    AlignedVector<ops::bf16> actb_;     // the layers' bf16 GEMM inputs (LayerSaved::xb..gb)
+    Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
+    Memory<ops::bf16> actb_;     // the layers' bf16 GEMM inputs (LayerSaved::xb..gb)
     int B_ = 0, N_ = 0;
     bool dropout_hidden_ = false, dropout_probs_ = false;
     T hkeep_ = 1, pkeep_ = 1;
+};
+
+// The backend and the memory of an engine (the models' Impl derive from it): declared first, so
+// that the buffers are released before the backend that owns them.
+template <typename T>
+struct EngineMemory {
+    std::unique_ptr<backend::Backend> own_backend;  // where EngineOptions names none: the CPU's
+    backend::Backend* be = nullptr;
+    Arena<T> arena;
+    Memory<uint8_t> masks;  // the dropout masks
+    std::unique_ptr<Encoder<T>> enc;
 };
 
 // Two passes over the encoder's and a model's head buffers (Impl::carve): pass 1 counts, then the
@@ -666,11 +628,13 @@ private:
 template <typename Impl>
 void plan_memory(Impl& m, const ParamTable& table, const Plan& plan, const EngineOptions& opts) {
     using T = typename decltype(m.arena)::value_type;
-    m.enc = std::make_unique<Encoder<T>>(table, plan, opts, m.arena, m.masks, true);
+    if (!opts.backend) m.own_backend = backend::make_cpu_backend();
+    m.be = opts.backend ? opts.backend : m.own_backend.get();
+    m.enc = std::make_unique<Encoder<T>>(*m.be, table, plan, opts, m.arena);
     m.carve();
-    m.arena.allocate();
-    m.masks.assign(m.enc->masks_bytes(), 0);
-    m.enc->carve(m.arena, m.masks, false);
+    m.arena.allocate(*m.be);
+    m.masks.assign(*m.be, m.enc->masks_bytes());
+    m.enc->carve(m.arena, m.masks.data());
     m.carve();
 }
 

@@ -13,11 +13,8 @@ using namespace detail;
 // max_seq_length positions and this is run_squad.py's loss; on real tokens only it is the softmax
 // over the real tokens (HF's unpadded form). See bert.hpp.
 template <typename T>
-struct BasicBertSquad<T>::Impl {
+struct BasicBertSquad<T>::Impl : EngineMemory<T> {
     Plan plan;
-    Arena<T> arena;
-    std::vector<uint8_t> masks;
-    std::unique_ptr<Encoder<T>> enc;
     size_t ws = 0, bs = 0;
     int H = 0, B = 0, N = 0;
     bool has_labels = false;
@@ -26,10 +23,11 @@ struct BasicBertSquad<T>::Impl {
 
     void carve() {
         const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
-        logits2 = arena.take(nmax * 2);
-        start = arena.take(nmax);
-        end = arena.take(nmax);
-        dlogits2 = arena.take(plan.forward_only ? 0 : nmax * 2);
+        Arena<T>& a = this->arena;
+        logits2 = a.take(nmax * 2);
+        start = a.take(nmax);
+        end = a.take(nmax);
+        dlogits2 = a.take(plan.forward_only ? 0 : nmax * 2);
         start_pos.reserve(static_cast<size_t>(plan.max_batch));
         end_pos.reserve(static_cast<size_t>(plan.max_batch));
     }
@@ -107,8 +105,10 @@ SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& ba
     const T* w = params.data();
     m.enc->forward(w, batch, training, seed, step);
     BB_PROFILE_OP(Op::span_head, Pass::forward);
-    for (int i = 0; i < N; ++i) std::copy_n(w + m.bs, 2, m.logits2 + 2 * static_cast<size_t>(i));
-    ops::gemm(false, true, N, 2, H, T(1), m.enc->output(), H, w + m.ws, H, T(1), m.logits2, 2);
+    const EngineOps<T>& k = m.enc->ops();
+    k.bias_rows(m.logits2, w + m.bs, N, 2);
+    k.gemm(MatmulType::f32, false, true, N, 2, H, m.enc->output(), H, w + m.ws, H, 1.f, m.logits2, 2, nullptr,
+           MatmulType::f32);
     for (int i = 0; i < N; ++i) {
         m.start[i] = m.logits2[2 * i];
         m.end[i] = m.logits2[2 * i + 1];
@@ -141,9 +141,12 @@ void BasicBertSquad<T>::backward(std::span<T> grads, std::span<const T> params, 
         segment_ce<T>(m.start + o, t, m.start_pos[b], m.dlogits2 + 2 * o, coef);
         segment_ce<T>(m.end + o, t, m.end_pos[b], m.dlogits2 + 2 * o + 1, coef);
     }
-    ops::bias_backward(g + m.bs, m.dlogits2, N, 2);
-    ops::gemm(true, false, 2, H, N, T(1), m.dlogits2, 2, m.enc->output(), H, T(1), g + m.ws, H);
-    ops::gemm(false, false, N, H, 2, T(1), m.dlogits2, 2, w + m.ws, H, T(0), m.enc->doutput(), H);
+    const EngineOps<T>& k = m.enc->ops();
+    k.bias_backward(g + m.bs, m.dlogits2, N, 2);
+    k.gemm(MatmulType::f32, true, false, 2, H, N, m.dlogits2, 2, m.enc->output(), H, 1.f, g + m.ws, H, nullptr,
+           MatmulType::f32);
+    k.gemm(MatmulType::f32, false, false, N, H, 2, m.dlogits2, 2, w + m.ws, H, 0.f, m.enc->doutput(), H, nullptr,
+           MatmulType::f32);
     m.enc->backward(g, w, batch);
 }
 

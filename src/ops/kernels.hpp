@@ -9,16 +9,15 @@
 //    pointers to its float instantiations: kernels_table_avx2() / kernels_table_avx512().
 //  - kernels() (ops/kernels.cpp) picks one table on first use: AVX-512 when the CPU has
 //    AVX512F/BW/DQ/VL (CPUID) unless BB_ISA=avx2 says otherwise; BB_ISA=avx512 on a CPU without
-//    it is an error. The model calls ops::kern::name(...) (below): float goes through the table,
-//    double (finite-difference tests) calls the template directly.
+//    it is an error. The CPU backend's op table (backend/cpu_backend.cpp) holds these pointers, and
+//    the model calls them through it; the double engine calls the templates (model/engine_ops.hpp).
 // Both paths use the same formulas; masks, exp, GELU, max/argmax give the same bits; sums may run
 // in a different lane order, so fp32 results can differ in the last bits between the paths.
-// A new float kernel: a pointer here, its line in kernels_isa.cpp, a wrapper in kern.
+// A new float kernel: a pointer here, its line in kernels_isa.cpp, its entry in the CPU backend.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "ops/activation.hpp"
 #include "ops/attention.hpp"
@@ -92,105 +91,3 @@ const Kernels* kernels_for(Isa isa);
 const char* cpu_isa_summary();
 
 }  // namespace bertbench::ops
-
-BB_OPS_ISA_BEGIN
-namespace kern {  // call sites: float through kernels(), anything else direct
-
-#define BB_KERN_CALL(fn, ...)                                   \
-    if constexpr (std::is_same_v<T, float>) {                   \
-        return ::bertbench::ops::kernels().fn(__VA_ARGS__);     \
-    } else {                                                    \
-        return ::bertbench::ops::BB_OPS_ISA::fn(__VA_ARGS__);   \
-    }
-
-template <typename T>
-void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N, int C,
-                       double eps = kLayerNormEps, bf16* yb = nullptr) {
-    BB_KERN_CALL(layernorm_forward, y, mean, rstd, x, gamma, beta, N, C, eps, yb)
-}
-template <typename T>
-void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* gamma, const T* mean,
-                        const T* rstd, int N, int C, bool accumulate_dx = false) {
-    BB_KERN_CALL(layernorm_backward, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, N, C, accumulate_dx)
-}
-template <typename T>
-void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nullptr) {
-    BB_KERN_CALL(activation_forward, a, y, x, n, yb)
-}
-template <typename T>
-void activation_backward(Activation a, T* dx, const T* dy, const T* x, size_t n, bf16* dxb = nullptr,
-                         const BiasGrad<T>* bg = nullptr) {
-    BB_KERN_CALL(activation_backward, a, dx, dy, x, n, dxb, bg)
-}
-template <typename T>
-void tanh_forward(T* y, size_t n) {
-    BB_KERN_CALL(tanh_forward, y, n)
-}
-template <typename T>
-void tanh_backward(T* dx, const T* dy, const T* y, size_t n) {
-    BB_KERN_CALL(tanh_backward, dx, dy, y, n)
-}
-template <typename T>
-void softmax_forward(T* p, const T* s, int R, int C, T scale = T(1)) {
-    BB_KERN_CALL(softmax_forward, p, s, R, C, scale)
-}
-template <typename T>
-void softmax_backward(T* ds, const T* dp, const T* p, int R, int C) {
-    BB_KERN_CALL(softmax_backward, ds, dp, p, R, C)
-}
-inline void dropout_fill_mask_parallel(uint8_t* mask, const DropoutStream& s, size_t n) {
-    ::bertbench::ops::kernels().dropout_fill_mask_parallel(mask, s, n);
-}
-template <typename T>
-void dropout_add_forward(T* y, const T* x, const uint8_t* mask, T keep_prob, const T* residual, size_t n,
-                         bf16* yb = nullptr) {
-    BB_KERN_CALL(dropout_add_forward, y, x, mask, keep_prob, residual, n, yb)
-}
-template <typename T>
-void dropout_backward(T* dx, const T* dy, const uint8_t* mask, T keep_prob, size_t n, bf16* dxb = nullptr,
-                      const BiasGrad<T>* bg = nullptr) {
-    BB_KERN_CALL(dropout_backward, dx, dy, mask, keep_prob, n, dxb, bg)
-}
-template <typename T>
-void attention_forward(T* ctx, T* probs, T* scratch, uint8_t* mask, const T* q, const T* k, const T* v,
-                       const AttentionShape& s, const DropoutStream* drop, const AttentionBf16* lp = nullptr) {
-    BB_KERN_CALL(attention_forward, ctx, probs, scratch, mask, q, k, v, s, drop, lp)
-}
-template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dprobs, const T* dctx, const T* q, const T* k, const T* v,
-                        const T* probs, const uint8_t* mask, T keep_prob, const AttentionShape& s,
-                        const AttentionBf16* lp = nullptr) {
-    BB_KERN_CALL(attention_backward, dq, dk, dv, dprobs, dctx, q, k, v, probs, mask, keep_prob, s, lp)
-}
-template <typename T>
-void embedding_forward(T* e, const T* word, const T* pos, const T* type, const EmbeddingIndex& x, int H) {
-    BB_KERN_CALL(embedding_forward, e, word, pos, type, x, H)
-}
-template <typename T>
-void embedding_backward(T* dword, T* dpos, T* dtype, const T* de, const EmbeddingIndex& x, int H) {
-    BB_KERN_CALL(embedding_backward, dword, dpos, dtype, de, x, H)
-}
-template <typename T>
-void cross_entropy_forward(double* loss, int32_t* argmax, T* lse, const T* logits, const int32_t* labels,
-                           int R, int V) {
-    BB_KERN_CALL(cross_entropy_forward, loss, argmax, lse, logits, labels, R, V)
-}
-template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* labels, const T* coef,
-                            int R, int V) {
-    BB_KERN_CALL(cross_entropy_backward, dlogits, logits, lse, labels, coef, R, V)
-}
-template <typename T>
-void cross_entropy_forward_bias(double* loss, int32_t* argmax, T* lse, T* logits, const T* bias,
-                                const int32_t* labels, int R, int V) {
-    BB_KERN_CALL(cross_entropy_forward_bias, loss, argmax, lse, logits, bias, labels, R, V)
-}
-inline void cross_entropy_backward_bf16(bf16* dlb, float* db, float* db_part, const float* logits,
-                                        const float* lse, const int32_t* labels, const float* coef,
-                                        int R, int V) {
-    ::bertbench::ops::kernels().cross_entropy_backward_bf16(dlb, db, db_part, logits, lse, labels, coef, R, V);
-}
-#undef BB_KERN_CALL
-
-}  // namespace kern
-BB_OPS_ISA_END

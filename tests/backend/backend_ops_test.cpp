@@ -6,71 +6,10 @@
 // GEMMs atol 1e-5, rtol 1e-4 (fp32 sums of up to 257 terms against double); a bf16 GEMM output
 // rtol 2^-8 more (one bf16 rounding). Exact: dropout masks (Philox, the CPU's bits), bf16
 // conversions and the embeddings (the CPU's order of additions), on every backend.
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <limits>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "backend/backend.hpp"
-#include "core/error.hpp"
-#include "ops/check.hpp"
-#include "ops/gemm.hpp"
+#include "backend_ops_util.hpp"
 
 namespace bertbench::backend {
 namespace {
-
-using testing::all_close;
-using testing::random_vector;
-using ops::bf16;
-
-constexpr double kAtol = 1e-6, kRtol = 1e-5;      // elementwise
-constexpr double kAtolSum = 1e-5, kRtolSum = 1e-4;  // reductions, GEMMs
-
-std::vector<float> rand_f(size_t n, uint64_t seed, double scale = 1.0) {
-    const std::vector<double> d = random_vector(n, seed, scale);
-    return {d.begin(), d.end()};
-}
-std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<bf16> narrow(const std::vector<float>& v) {
-    std::vector<bf16> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = ops::to_bf16(v[i]);
-    return out;
-}
-bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (a[i].bits != b[i].bits) return false;
-    return true;
-}
-
-class BackendOps : public ::testing::TestWithParam<std::string> {
-protected:
-    void SetUp() override {
-        if (GetParam() == "cpu") {
-            be_ = make_cpu_backend();
-            return;
-        }
-        if (!cuda_built()) GTEST_SKIP() << "this build has no CUDA backend (cmake -DBB_CUDA=ON; docs/gpu.md)";
-        try {
-            be_ = make_cuda_backend(0);
-        } catch (const Error& e) {
-            GTEST_SKIP() << e.what();
-        }
-    }
-    template <typename T>
-    std::unique_ptr<Buffer<T>> put(const std::vector<T>& host) {
-        return std::make_unique<Buffer<T>>(*be_, host);
-    }
-    Backend& be() { return *be_; }
-    std::unique_ptr<Backend> be_;
-};
-
-// Skips the rest of a test whose op the backend lacks, naming it.
-#define REQUIRE_OP(op)                                                                            \
-    if (!be().ops().op) GTEST_SKIP() << "backend " << be().name() << " lacks the op " #op;
 
 INSTANTIATE_TEST_SUITE_P(All, BackendOps, ::testing::Values("cpu", "cuda"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
@@ -376,8 +315,8 @@ TEST_P(BackendOps, Embedding) {
     EXPECT_TRUE(all_close("embedding dtype", got_dt, dt, kAtolSum, kRtolSum));
     // Every backend adds in the CPU kernel's order (w + p + t; tokens in order): its fp32 bits.
     std::vector<float> cpu_e(e.size()), cpu_dw = word, cpu_dp = pos, cpu_dt = type;
-    ops::kern::embedding_forward<float>(cpu_e.data(), word.data(), pos.data(), type.data(), hx, H);
-    ops::kern::embedding_backward<float>(cpu_dw.data(), cpu_dp.data(), cpu_dt.data(), de.data(), hx, H);
+    ops::kernels().embedding_forward(cpu_e.data(), word.data(), pos.data(), type.data(), hx, H);
+    ops::kernels().embedding_backward(cpu_dw.data(), cpu_dp.data(), cpu_dt.data(), de.data(), hx, H);
     EXPECT_EQ(got_e, cpu_e) << "embedding e: the CPU's fp32 bits";
     EXPECT_EQ(got_dw, cpu_dw) << "embedding dword: the CPU's fp32 bits";
     EXPECT_EQ(got_dp, cpu_dp) << "embedding dpos: the CPU's fp32 bits";
@@ -487,6 +426,7 @@ TEST_P(BackendOps, LacksOnlyWhatItSays) {
         void download(void*, const void*, size_t) override {}
         void zero(void*, size_t) override {}
         void synchronize() override {}
+        bool host_memory() const override { return true; }
         const char* name_;
     };
     const Without w(be());

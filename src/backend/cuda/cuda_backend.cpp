@@ -356,6 +356,7 @@ public:
         check(cudaStreamSynchronize(g_stream), "download");
     }
     void zero(void* dst, size_t bytes) override { check(cudaMemsetAsync(dst, 0, bytes, g_stream), "zero"); }
+    bool host_memory() const override { return false; }
     void synchronize() override {
         check_launches();
         check(cudaStreamSynchronize(g_stream), "synchronize");

@@ -1,0 +1,70 @@
+// The conformance tests' fixture (backend_ops_test.cpp, backend_ops_model_test.cpp): one case per
+// backend this build has, the tolerances and the small helpers both files use.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "ops/check.hpp"
+#include "ops/gemm.hpp"
+
+namespace bertbench::backend {
+
+using testing::all_close;
+using testing::random_vector;
+using ops::bf16;
+
+inline constexpr double kAtol = 1e-6, kRtol = 1e-5;      // elementwise
+inline constexpr double kAtolSum = 1e-5, kRtolSum = 1e-4;  // reductions, GEMMs
+
+inline std::vector<float> rand_f(size_t n, uint64_t seed, double scale = 1.0) {
+    const std::vector<double> d = random_vector(n, seed, scale);
+    return {d.begin(), d.end()};
+}
+inline std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+inline std::vector<bf16> narrow(const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = ops::to_bf16(v[i]);
+    return out;
+}
+inline bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].bits != b[i].bits) return false;
+    return true;
+}
+
+class BackendOps : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        if (GetParam() == "cpu") {
+            be_ = make_cpu_backend();
+            return;
+        }
+        if (!cuda_built()) GTEST_SKIP() << "this build has no CUDA backend (cmake -DBB_CUDA=ON; docs/gpu.md)";
+        try {
+            be_ = make_cuda_backend(0);
+        } catch (const Error& e) {
+            GTEST_SKIP() << e.what();
+        }
+    }
+    template <typename T>
+    std::unique_ptr<Buffer<T>> put(const std::vector<T>& host) {
+        return std::make_unique<Buffer<T>>(*be_, host);
+    }
+    Backend& be() { return *be_; }
+    std::unique_ptr<Backend> be_;
+};
+
+// Skips the rest of a test whose op the backend lacks, naming it.
+#define REQUIRE_OP(op)                                                                            \
+    if (!be().ops().op) GTEST_SKIP() << "backend " << be().name() << " lacks the op " #op;
+
+}  // namespace bertbench::backend

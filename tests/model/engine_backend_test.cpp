@@ -1,0 +1,93 @@
+// The engine on a backend (model/engine_ops.hpp): a backend given in EngineOptions is the one the
+// engine runs on (its ops are called, its memory holds the arena), and a backend the engine cannot
+// run on is refused at construction in one line naming what it lacks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "model/bert.hpp"
+#include "tiny_model.hpp"
+
+namespace bertbench::model {
+namespace {
+
+using testing::make_params;
+using testing::tiny_batch;
+using testing::tiny_config;
+
+// The CPU backend with its calls counted (the layernorm op and memory), or with one op taken out,
+// or claiming device memory.
+class Probe final : public backend::Backend {
+public:
+    explicit Probe(bool without_layernorm = false, bool host = true)
+        : cpu_(backend::make_cpu_backend()), host_(host) {
+        ops_ = cpu_->ops();
+        if (without_layernorm) ops_.layernorm_forward = nullptr;
+    }
+    const char* name() const override { return "probe"; }
+    std::string describe() const override { return "the CPU backend, counted"; }
+    void* alloc(size_t bytes) override {
+        allocated += bytes;
+        return cpu_->alloc(bytes);
+    }
+    void release(void* p) noexcept override { cpu_->release(p); }
+    void upload(void* d, const void* h, size_t n) override { cpu_->upload(d, h, n); }
+    void download(void* h, const void* s, size_t n) override { cpu_->download(h, s, n); }
+    void zero(void* d, size_t n) override { cpu_->zero(d, n); }
+    void synchronize() override {}
+    bool host_memory() const override { return host_; }
+    size_t allocated = 0;
+
+private:
+    std::unique_ptr<backend::Backend> cpu_;
+    bool host_;
+};
+
+std::string construction_error(backend::Backend& be) {
+    EngineOptions o;
+    o.backend = &be;
+    try {
+        BertPretrainer model(ParamTable(tiny_config(), Heads::pretraining), Plan{3, 9, 2}, o);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(EngineBackend, RunsOnTheBackendItIsGivenWithTheSameBits) {
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    const Batch batch = tiny_batch();
+    const std::vector<float> params = make_params<float>(table, 5);
+    Probe probe;
+    EngineOptions o;
+    o.backend = &probe;
+    BertPretrainer on_probe(table, Plan{3, 9, 2}, o);
+    BertPretrainer own(table, Plan{3, 9, 2});
+    EXPECT_GE(probe.allocated, on_probe.arena_bytes() - on_probe.arena_bytes() / 8)
+        << "the arena is the backend's memory";
+    const Losses a = on_probe.forward(params, batch, true, 7, 3), b = own.forward(params, batch, true, 7, 3);
+    EXPECT_EQ(a.total, b.total);
+    std::vector<float> ga(params.size()), gb(params.size());
+    on_probe.backward(ga, params, batch);
+    own.backward(gb, params, batch);
+    EXPECT_EQ(0, std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float))) << "the same gradient bits";
+}
+
+TEST(EngineBackend, ABackendLackingAnOpIsRefusedNamingIt) {
+    Probe without(true);
+    const std::string e = construction_error(without);
+    EXPECT_NE(e.find("[backend probe] lacks the op layernorm_forward"), std::string::npos) << e;
+}
+
+TEST(EngineBackend, ADeviceMemoryBackendIsRefused) {
+    Probe device(false, false);
+    const std::string e = construction_error(device);
+    EXPECT_NE(e.find("the probe backend keeps its buffers in device memory"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace bertbench::model
