@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -41,11 +42,18 @@ constexpr DTypeName kDTypes[] = {
     {DType::BOOL, "BOOL", 1},
 };
 
-// Deepest [ / { nesting outside strings, stopping early once over the limit.
-int json_depth(std::string_view s) {
-    int depth = 0, max_depth = 0;
+// One pass over the header: the deepest [ / { nesting outside strings (stopping early once over
+// the limit) and where the top-level object closes (npos: it does not).
+struct JsonScan {
+    int max_depth = 0;
+    size_t end = std::string_view::npos;  // one past the top-level object's closing brace
+};
+JsonScan scan_json(std::string_view s) {
+    JsonScan r;
+    int depth = 0;
     bool in_string = false, escape = false;
-    for (char c : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
         if (in_string) {
             if (escape)
                 escape = false;
@@ -56,13 +64,51 @@ int json_depth(std::string_view s) {
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
-            max_depth = std::max(max_depth, ++depth);
-            if (max_depth > kMaxJsonDepth) break;
+            r.max_depth = std::max(r.max_depth, ++depth);
+            if (r.max_depth > kMaxJsonDepth) break;
         } else if (c == ']' || c == '}') {
-            --depth;
+            if (--depth == 0) {
+                r.end = i + 1;
+                break;
+            }
         }
     }
-    return max_depth;
+    return r;
+}
+
+// nlohmann keeps the last of repeated keys, so a repeated tensor name would silently replace the
+// first entry (with another shape and offsets). A SAX pass finds the first top-level key seen
+// twice ("" if none); linear (a parse callback makes nlohmann's DOM parser quadratic).
+std::string repeated_top_level_key(std::string_view header) {
+    struct Keys : nlohmann::json_sax<nlohmann::json> {
+        int depth = 0;
+        std::set<std::string> seen;
+        std::string repeated;
+        bool null() override { return true; }
+        bool boolean(bool) override { return true; }
+        bool number_integer(number_integer_t) override { return true; }
+        bool number_unsigned(number_unsigned_t) override { return true; }
+        bool number_float(number_float_t, const string_t&) override { return true; }
+        bool string(string_t&) override { return true; }
+        bool binary(binary_t&) override { return true; }
+        bool start_object(std::size_t) override { return ++depth, true; }
+        bool end_object() override { return --depth, true; }
+        bool start_array(std::size_t) override { return ++depth, true; }
+        bool end_array() override { return --depth, true; }
+        bool key(string_t& k) override {
+            if (depth == 1 && !seen.insert(k).second) {
+                repeated = k;
+                return false;  // stop at the first
+            }
+            return true;
+        }
+        bool parse_error(std::size_t, const std::string&,
+                         const nlohmann::detail::exception&) override {
+            return false;
+        }
+    } keys;
+    nlohmann::json::sax_parse(header, &keys, nlohmann::json::input_format_t::json, false);
+    return keys.repeated;
 }
 
 float half_to_float(uint16_t h) {
@@ -236,12 +282,29 @@ void SafetensorsReader::parse() {
     if (header[0] != '{')
         fail("{}: header: expected a JSON object starting with '{{', got byte 0x{:02x}", f,
              static_cast<unsigned char>(header[0]));
-    if (json_depth(header) > kMaxJsonDepth)
+    const JsonScan scan = scan_json(header);
+    if (scan.end != std::string_view::npos) {
+        // The writer pads with spaces; anything else after the object means the length field
+        // covers bytes that are not header (tensor data parsed as JSON).
+        const size_t extra = header.find_first_not_of(" \t\r\n", scan.end);
+        if (extra != std::string_view::npos)
+            fail(
+                "{}: header length: expected {} bytes (the JSON object, then padding spaces), got "
+                "{}: byte 0x{:02x} at offset {} follows the object (hint: the length field is "
+                "wrong, or the file is corrupt)",
+                f, scan.end, n, static_cast<unsigned char>(header[extra]), 8 + extra);
+    }
+    if (scan.max_depth > kMaxJsonDepth)
         fail("{}: header: JSON nested deeper than {} levels (a valid header needs 3)", f,
              kMaxJsonDepth);
     const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object())
         fail("{}: header: expected a JSON object, got invalid JSON (hint: the file is corrupt)", f);
+    const std::string repeated = repeated_top_level_key(header);
+    if (!repeated.empty())
+        fail("{}: tensor \"{}\": expected each name once in the header, got it twice (hint: the "
+             "file is corrupt or was edited)",
+             f, repeated);
 
     data_ = file_ + 8 + n;
     data_size_ = file_size_ - 8 - n;
@@ -307,11 +370,14 @@ void SafetensorsReader::parse() {
                 "{}: tensor \"{}\": data_offsets: expected end <= {} (the data section size), got "
                 "{} (hint: the file is truncated)",
                 f, name, data_size_, e);
-        if (bytes != e - b)
+        if (bytes != e - b)  // a saturated product printed as such, not as 2^64 - 1
             fail(
                 "{}: tensor \"{}\": expected {} bytes ({} {}), got data_offsets [{}, {}] = {} "
                 "bytes",
-                f, name, bytes, dtype_name(t.dtype), t.shape_str(), b, e, e - b);
+                f, name,
+                bytes == std::numeric_limits<uint64_t>::max() ? std::string("more than 2^64")
+                                                              : std::to_string(bytes),
+                dtype_name(t.dtype), t.shape_str(), b, e, e - b);
         t.begin = b;
         t.end = e;
         tensors_.push_back(std::move(t));

@@ -28,6 +28,7 @@ namespace bertbench::io {
 namespace {
 
 namespace fs = std::filesystem;
+using bertbench::testing::error_of;
 using bertbench::testing::TmpDir;
 
 struct ChildOutcome {
@@ -184,6 +185,61 @@ TEST(HostileInputs, HeaderIsTheOrderedJsonDump) {
     EXPECT_EQ((8 + n) % 64, 0u);
     header.erase(header.find_last_not_of(' ') + 1);
     EXPECT_EQ(header, want.dump());
+}
+
+// A safetensors file from a raw header and data section (the length field = header size unless
+// `length` is given).
+std::string raw_safetensors(const TmpDir& dir, const std::string& name, const std::string& header,
+                            const std::string& data, uint64_t length = 0) {
+    const uint64_t n = length != 0 ? length : header.size();
+    std::string bytes(8, '\0');
+    std::memcpy(bytes.data(), &n, 8);
+    const std::string path = dir.file(name);
+    bertbench::write_file_atomic(path, bytes + header + data);
+    return path;
+}
+
+// Structurally valid safetensors headers that used to be accepted or misreported: a repeated
+// tensor name (nlohmann kept the last entry, with its own shape and offsets), a length field that
+// runs into the tensor bytes (reported as "JSON nested deeper than 32 levels" when the data held
+// '{' bytes), and a shape whose byte count overflows (printed as 18446744073709551615 bytes).
+TEST(HostileInputs, SafetensorsHeadersSayWhatIsWrong) {
+    TmpDir dir("bb_hostile_st");
+    const std::string dup = raw_safetensors(
+        dir, "dup.safetensors",
+        R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+        R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+        std::string(8, '\0'));
+    std::string msg = error_of([&] { SafetensorsReader r(dup); });
+    EXPECT_NE(msg.find(dup + ": tensor \"a\": expected each name once in the header, got it twice"),
+              std::string::npos)
+        << msg;
+
+    const std::string header = R"({"t":{"dtype":"F32","shape":[16],"data_offsets":[0,64]}})";
+    const std::string braces(64, '{');  // 16 floats whose bytes are all '{'
+    const std::string ok = raw_safetensors(dir, "ok.safetensors", header, braces);
+    EXPECT_EQ(SafetensorsReader(ok).tensors().size(), 1u);
+    const std::string longer =
+        raw_safetensors(dir, "long.safetensors", header, braces, header.size() + 64);
+    msg = error_of([&] { SafetensorsReader r(longer); });
+    EXPECT_NE(msg.find(longer + ": header length: expected " + std::to_string(header.size()) +
+                       " bytes (the JSON object, then padding spaces), got " +
+                       std::to_string(header.size() + 64) + ": byte 0x7b at offset " +
+                       std::to_string(8 + header.size())),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("nested"), std::string::npos) << msg;
+
+    const std::string huge = raw_safetensors(
+        dir, "huge.safetensors",
+        R"({"h":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]}})",
+        std::string(4, '\0'));
+    msg = error_of([&] { SafetensorsReader r(huge); });
+    EXPECT_NE(msg.find(huge + ": tensor \"h\": expected more than 2^64 bytes (F32 "
+                              "[1099511627776, 1099511627776])"),
+              std::string::npos)
+        << msg;
+    for (const std::string& m : {msg}) EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 
 }  // namespace
