@@ -1,5 +1,8 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
+#include <filesystem>
+#include <limits>
+
 #include "cli/commands.hpp"
 #include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
@@ -7,22 +10,114 @@
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/log.hpp"
+#include "dist/comm.hpp"
 #include "train/eval_checkpoint.hpp"
 #include "train/pretrain.hpp"
 
 namespace bertbench::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
+// --input_files_dir=a,b (NVIDIA NGC TF) as bertbench's --input_file=a/*,b/*: each item must be a
+// directory, as the NGC script globs DIR/* in each.
+std::string files_in_dirs(const std::string& flag, const std::string& ours, const std::string& dirs) {
+    std::string globs;
+    for (const std::string& d : split_commas(dirs)) {
+        std::error_code ec;
+        const fs::file_status st = fs::status(d, ec);
+        if (!fs::exists(st))
+            fail("--{}={}: expected a directory of TFRecord files, got no such directory", flag, d);
+        if (!fs::is_directory(st))
+            fail("--{}={}: expected a directory (NVIDIA's script reads every file in it), got a "
+                 "file (hint: --{}={} takes files and globs)", flag, d, ours, d);
+        if (!globs.empty()) globs += ',';
+        globs += (fs::path(d) / "*").string();
+    }
+    if (globs.empty()) fail("--{}: expected a directory of TFRecord files, got none", flag);
+    return globs;
+}
+
+// NVIDIA NGC TF run_pretraining.py's meanings (NgcTfFlags), when the command line carries one of
+// that script's own flags: --train_batch_size per rank and micro-step, --num_accumulation_steps
+// micro-steps per update, its step flags in updates, --learning_rate x ranks with --horovod. One
+// line states the meaning and the global batch; config.json records the effective values.
+// Returns the marker ("" when the command line is not NGC's).
+std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t,
+                      train::PretrainOptions& o, int ranks) {
+    const std::string marker = n.marker(f);
+    if (marker.empty()) return "";
+    for (const char* tf2 : {"num_steps_per_epoch", "num_train_epochs", "warmup_steps", "stop_steps",
+                            "steps_between_eval", "steps_before_eval_start", "steps_per_update"})
+        if (f.is_set(tf2))
+            fail("--{}: expected the flags of one script, got PerfZero/MLPerf's --{} on NVIDIA NGC "
+                 "TF's command line ({} given; its step flags --num_train_steps, "
+                 "--num_warmup_steps and --save_checkpoints_steps count updates, "
+                 "--num_accumulation_steps sets the micro-steps per update)", tf2, tf2, marker);
+    const auto one_of = [&](const char* ours, const char* theirs) {
+        if (f.is_set(ours) && f.is_set(theirs))
+            fail("--{} and --{}: expected one of them (they set the same thing), got both", ours,
+                 theirs);
+    };
+    one_of("input_file", "input_files_dir");
+    one_of("eval_input_file", "eval_files_dir");
+    if (!n.input_files_dir.empty())
+        o.input_file = files_in_dirs("input_files_dir", "input_file", n.input_files_dir);
+    if (!n.eval_files_dir.empty())
+        o.eval_input_file = files_in_dirs("eval_files_dir", "eval_input_file", n.eval_files_dir);
+    const int k = t.num_accumulation_steps != 0 ? t.num_accumulation_steps : 1;
+    if (k < 1) fail("--num_accumulation_steps: expected >= 1, got {}", k);
+    if (o.train_batch_size < 1 || o.train_batch_size > std::numeric_limits<int>::max() / ranks)
+        fail("--train_batch_size={}: expected 1..{} (NVIDIA NGC TF: sequences per GPU and "
+             "micro-step, x {} ranks)", o.train_batch_size,
+             std::numeric_limits<int>::max() / ranks, ranks);
+    const int per_rank = o.train_batch_size;
+    o.train_batch_size = per_rank * ranks;
+    o.steps_per_update = k;
+    std::string steps;
+    const auto updates = [&](const char* name, int64_t& value) {
+        if (!f.is_set(name) || k == 1) return;
+        if (value < 0 || value > std::numeric_limits<int64_t>::max() / k)
+            fail("--{}={}: expected 0..{} updates", name, value,
+                 std::numeric_limits<int64_t>::max() / k);
+        steps += fmt::format("{}--{}={} -> {} micro-steps", steps.empty() ? "" : ", ", name, value,
+                             value * k);
+        value *= k;
+    };
+    updates("num_train_steps", o.num_train_steps);
+    updates("num_warmup_steps", o.num_warmup_steps);
+    updates("save_checkpoints_steps", o.save_checkpoints_steps);
+    log::info("NVIDIA NGC TF meaning of the batch flags ({} given): --train_batch_size={} per GPU "
+              "(here per rank) and micro-step x --num_accumulation_steps={} x {} rank{} = global "
+              "batch {} per update (bertbench --train_batch_size={} --steps_per_update={}){}",
+              marker, per_rank, k, ranks, ranks == 1 ? "" : "s",
+              int64_t{o.train_batch_size} * k, o.train_batch_size, k,
+              steps.empty() ? "" : "; its step flags count updates: " + steps);
+    if (n.horovod && ranks > 1) {
+        log::info("--horovod on {} ranks: --learning_rate={} x {} = {}, as NVIDIA's script "
+                  "multiplies it by the Horovod size", ranks, o.learning_rate, ranks,
+                  o.learning_rate * ranks);
+        o.learning_rate *= ranks;
+    }
+    if (o.optimizer == "adam") {  // NGC: anything but "lamb" is its AdamWeightDecayOptimizer
+        log::info("--optimizer_type=adam: NVIDIA's AdamWeightDecayOptimizer, bertbench "
+                  "--optimizer=adamw");
+        o.optimizer = "adamw";
+    }
+    return marker;
+}
+
 // PerfZero/TF2 flags onto bertbench's: --train_batch_size is the global batch per optimizer
 // update, split into --num_accumulation_steps micro-batches; their step flags count updates and
 // become micro-steps here. Each conversion is stated once at start-up.
-void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o) {
+void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o, bool ngc,
+               int ranks) {
     const auto both = [&](const char* ours, const char* theirs) {
         if (f.is_set(ours) && f.is_set(theirs))
             fail("--{} and --{}: expected one of them (they set the same thing), got both", ours,
                  theirs);
     };
-    if (t.num_accumulation_steps != 0) {
+    if (t.num_accumulation_steps != 0 && !ngc) {
         both("steps_per_update", "num_accumulation_steps");
         if (t.num_accumulation_steps < 1)
             fail("--num_accumulation_steps: expected >= 1, got {}", t.num_accumulation_steps);
@@ -30,12 +125,16 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o)
             fail("--train_batch_size={}: expected a multiple of --num_accumulation_steps={} "
                  "(PerfZero: the global batch, split into that many micro-batches)",
                  o.train_batch_size, t.num_accumulation_steps);
-        log::info("--train_batch_size={} --num_accumulation_steps={}: global batch {} per update "
-                  "= {} micro-batches of {} sequences (bertbench --train_batch_size={} "
-                  "--steps_per_update={})",
-                  o.train_batch_size, t.num_accumulation_steps, o.train_batch_size,
-                  t.num_accumulation_steps, o.train_batch_size / t.num_accumulation_steps,
-                  o.train_batch_size / t.num_accumulation_steps, t.num_accumulation_steps);
+        log::info("PerfZero/TF2 meaning of --num_accumulation_steps (no flag of NVIDIA NGC TF's "
+                  "script such as --input_files_dir given): --train_batch_size={} is the global "
+                  "batch per update = {} micro-batches of {} sequences (bertbench "
+                  "--train_batch_size={} --steps_per_update={}); NGC's meaning would be {} x {} "
+                  "x {} rank{} = {}",
+                  o.train_batch_size, t.num_accumulation_steps,
+                  o.train_batch_size / t.num_accumulation_steps,
+                  o.train_batch_size / t.num_accumulation_steps, t.num_accumulation_steps,
+                  o.train_batch_size, t.num_accumulation_steps, ranks, ranks == 1 ? "" : "s",
+                  int64_t{o.train_batch_size} * t.num_accumulation_steps * ranks);
         o.train_batch_size /= t.num_accumulation_steps;
         o.steps_per_update = t.num_accumulation_steps;
     }
@@ -83,10 +182,16 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o)
         log::info("PerfZero/TF2 step flags count optimizer updates ({} micro-steps each): {}", spu,
                   said);
     if (t.num_gpus < 0) fail("--num_gpus: expected >= 0, got {}", t.num_gpus);
-    if (t.num_gpus > 1)
+    if (t.num_gpus > 1 && ranks == 1)
         log::info("--num_gpus={}: 1 process computes the global batch of {} ({} sequences x {} "
                   "micro-steps per update); the reference splits it over {} GPUs",
                   t.num_gpus, global_batch, o.train_batch_size, spu, t.num_gpus);
+    else if (t.num_gpus > 0 && ranks > 1)
+        log::info("--num_gpus={}: {} ranks compute the global batch of {} ({} sequences per rank "
+                  "x {} micro-steps per update){}", t.num_gpus, ranks, global_batch,
+                  o.train_batch_size / ranks, spu,
+                  t.num_gpus == ranks ? "" : fmt::format("; the reference splits it over {} GPUs",
+                                                         t.num_gpus));
 }
 
 }  // namespace
@@ -172,11 +277,17 @@ int cmd_pretrain(int argc, char** argv) {
     f.alias("optimizer_type", "optimizer");
     Tf2StepFlags tf2;
     tf2.add(f);
-    add_accelerator_flags(f);
+    add_accelerator_flags(f, false);
+    NgcTfFlags ngc;
+    ngc.add(f);
     add_foreign_hints(f);
+    // Under mpirun rank 0 alone says what the run is (its notices and the flags without effect).
+    const int ranks = dist::world().size();
+    if (dist::world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     if (!f.parse(argc, argv)) return 0;
     device.require_cpu("pretrain");
-    apply_tf2(f, tf2, o);
+    const std::string ngc_marker = apply_ngc(f, ngc, tf2, o, ranks);
+    apply_tf2(f, tf2, o, !ngc_marker.empty(), ranks);
     o.precision = pf.precision();
     o.loss_scale = pf.loss_scale;
     o.initial_loss_scale = pf.initial_loss_scale;
@@ -190,6 +301,15 @@ int cmd_pretrain(int argc, char** argv) {
     j["num_train_steps"] = o.num_train_steps;
     j["num_warmup_steps"] = o.num_warmup_steps;
     j["eval_every_samples"] = o.eval_every_samples;
+    j["save_checkpoints_steps"] = o.save_checkpoints_steps;
+    j["learning_rate"] = o.learning_rate;
+    j["optimizer"] = o.optimizer;
+    j["input_file"] = o.input_file;
+    j["eval_input_file"] = o.eval_input_file;
+    // Which script's meaning the batch and step flags had (docs/compatibility.md).
+    j["batch_flags_meaning"] = !ngc_marker.empty()               ? "nvidia_ngc_tf"
+                               : tf2.num_accumulation_steps != 0 ? "perfzero_tf2"
+                                                                 : "mlperf_tf1";
     if (!o.do_train && !o.do_eval)
         fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
     // MLPerf's eval line (--do_eval --nodo_train --init_checkpoint=... --output_dir=<the training

@@ -2,7 +2,7 @@
 
 namespace bertbench::cli {
 
-void add_accelerator_flags(Flags& f) {
+void add_accelerator_flags(Flags& f, bool horovod) {
     const std::string cpu = "on a CPU run";
     // MLPerf TF1 run_pretraining.py (TPUEstimator)
     f.add_ignored("use_tpu", false, cpu);
@@ -21,7 +21,7 @@ void add_accelerator_flags(Flags& f) {
     f.add_ignored("verbosity", true, cpu);
     f.add_ignored("enable_xla", false, cpu);
     f.add_ignored("use_xla", false, cpu);
-    f.add_ignored("horovod", false, cpu);
+    if (horovod) f.add_ignored("horovod", false, cpu);
 }
 
 void add_foreign_hints(Flags& f) {
@@ -80,6 +80,41 @@ void Tf2StepFlags::add(Flags& f) {
     f.add("num_gpus", &num_gpus,
           "accepted: bertbench runs 1 process that computes the whole global batch (0 = not "
           "given)");
+}
+
+void NgcTfFlags::add(Flags& f) {
+    f.add("input_files_dir", &input_files_dir,
+          "NVIDIA NGC TF: directories of training TFRecords (comma list), every file in them read "
+          "(= --input_file=DIR/*); marks the NGC meaning of the batch and step flags");
+    f.add("eval_files_dir", &eval_files_dir,
+          "NVIDIA NGC TF: directories of eval TFRecords (comma list), every file in them read "
+          "(= --eval_input_file=DIR/*)");
+    f.add("horovod", &horovod,
+          "NVIDIA NGC TF: data parallel over the mpirun ranks (it is, under mpirun, without the "
+          "flag); the NGC script then multiplies --learning_rate by the rank count, and so does "
+          "bertbench");
+    const std::string cpu = "on a CPU run";
+    f.add_ignored("amp", false, "on a CPU run (fp32 unless --dtype=bf16)");
+    f.add_ignored("manual_fp16", false, "on a CPU run (fp32 unless --dtype=bf16)");
+    f.add_ignored("init_loss_scale", true, "on a CPU run (fp32 unless --dtype=bf16)");
+    f.add_ignored("allreduce_post_accumulation", false,
+                  "on the update (bertbench clips each micro-batch's gradient on its rank, as "
+                  "NGC's script does, and all-reduces during the backward)");
+    f.add_ignored("dllog_path", true, "(the training log is train_log.jsonl in --output_dir)");
+    f.add_ignored("display_loss_steps", true, "(every step is logged in train_log.jsonl)");
+    f.add_ignored("report_loss", false, "(every step is logged in train_log.jsonl)");
+    f.add_ignored("verbose_logging", false, "(every step is logged in train_log.jsonl)");
+}
+
+std::string NgcTfFlags::marker(const Flags& f) const {
+    if (f.is_set("input_files_dir")) return "--input_files_dir";
+    if (f.is_set("eval_files_dir")) return "--eval_files_dir";
+    if (f.is_set("horovod")) return horovod ? "--horovod" : "--nohorovod";
+    for (const char* name : {"amp", "use_xla", "allreduce_post_accumulation", "manual_fp16",
+                             "dllog_path", "display_loss_steps", "report_loss", "verbose_logging",
+                             "init_loss_scale"})
+        if (const std::string g = f.ignored_given(name); !g.empty()) return g;
+    return "";
 }
 
 }  // namespace bertbench::cli

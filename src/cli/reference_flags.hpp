@@ -1,6 +1,7 @@
 // Other scripts' spellings of bertbench's flags, so that their command lines paste unchanged:
 // MLPerf TF1 run_pretraining.py (GPU, eval and TPU forms), PerfZero's TF2 BERT benchmark flags,
-// google-research/bert, NVIDIA DLE PyTorch and Intel model zoo names. docs/compatibility.md has
+// NVIDIA's NGC TensorFlow run_pretraining.py, google-research/bert, NVIDIA DLE PyTorch and Intel
+// model zoo names. docs/compatibility.md has
 // the table per script; tests/cli/reference_cli_test.cpp runs each reference command line.
 #pragma once
 
@@ -13,8 +14,9 @@ namespace bertbench::cli {
 
 // Accelerator-only settings (--use_tpu, --tpu_name, --iterations_per_loop, --steps_per_loop,
 // --device_warmup, --all_reduce_alg, --distribution_strategy, --verbosity, ...): accepted, no
-// effect on a CPU run. --num_gpus is not among them: the commands take it themselves.
-void add_accelerator_flags(Flags& flags);
+// effect on a CPU run. --num_gpus is not among them: the commands take it themselves; nor is
+// --horovod without `horovod` (pretrain takes it itself, as NVIDIA's NGC TF script's flag).
+void add_accelerator_flags(Flags& flags, bool horovod = true);
 
 // Names of other scripts that bertbench does not accept, with the hint their error gives
 // (our spelling, or why not).
@@ -34,6 +36,23 @@ struct Tf2StepFlags {
     int num_gpus = 0;
 
     void add(Flags& flags);
+};
+
+// NVIDIA's NGC TensorFlow run_pretraining.py (DeepLearningExamples TensorFlow/LanguageModeling/
+// BERT): --train_batch_size is per GPU and per micro-step, the global batch is train_batch_size x
+// --num_accumulation_steps x GPUs (Horovod ranks; here mpirun's), its step flags count optimizer
+// updates (its global_step advances once per update), and with --horovod its learning rate is
+// multiplied by the rank count. --input_files_dir/--eval_files_dir are directories (comma list)
+// whose every file is read. A command line has these meanings only when it carries one of that
+// script's own flags (marker()); otherwise --num_accumulation_steps keeps PerfZero's.
+struct NgcTfFlags {
+    std::string input_files_dir, eval_files_dir;
+    bool horovod = false;
+
+    // Registers the script's flags; call after add_accelerator_flags(flags, false).
+    void add(Flags& flags);
+    // The first NGC-only flag given, as given ("--input_files_dir", "--nouse_xla"); "" if none.
+    std::string marker(const Flags& flags) const;
 };
 
 }  // namespace bertbench::cli

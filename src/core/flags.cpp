@@ -140,6 +140,12 @@ std::string Flags::ignored_text() const {
     return out;
 }
 
+std::string Flags::ignored_given(const std::string& name) const {
+    for (const auto& g : ignored_given_)
+        if (g == "--" + name || g == "--no" + name || g.rfind("--" + name + "=", 0) == 0) return g;
+    return "";
+}
+
 std::string Flags::suggestion(const std::string& name) const {
     std::string best;
     size_t best_d = std::string::npos;

@@ -54,6 +54,8 @@ public:
     std::string spelling(const std::string& name) const;
     // The ignored flags given, as "--use_tpu, --tpu_name=x" ("" when none).
     std::string ignored_text() const;
+    // How the ignored flag `name` was given ("--use_xla", "--nouse_xla", "--tpu_name=x"); "" if not.
+    std::string ignored_given(const std::string& name) const;
     const std::vector<std::string>& positional() const { return positional_; }
     std::string help() const;
     nlohmann::json to_json() const;  // the effective configuration, every flag by name

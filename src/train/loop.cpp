@@ -225,6 +225,11 @@ void TrainLoop::setup() {
     check_outputs_are_not_inputs();
     if (root_) remove_stale_temporaries(o_.output_dir);
     global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
+    if (dp_->active())  // rank 0 alone logs
+        log::info("mpirun: {} ranks x {} sequences per micro-step each = {} per micro-step; x {} "
+                  "micro-steps = global batch {} per update", dp_->size(),
+                  o_.train_batch_size / dp_->size(), o_.train_batch_size, o_.steps_per_update,
+                  global_batch_);
 }
 
 // No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
@@ -277,6 +282,8 @@ void TrainLoop::write_config_json() {
     json summary = {{"flags", flags_json_},
                     {"bert_config", table.config().to_json()},
                     {"global_batch_size", global_batch_},
+                    {"number_of_ranks", dp_->size()},
+                    {"per_rank_batch_size", o_.train_batch_size / dp_->size()},
                     {"parameters", table.num_parameters()}};
     const json extra = task_.config_json();
     for (const auto& [k, v] : extra.items()) summary[k] = v;
@@ -339,6 +346,8 @@ void TrainLoop::write_results(const std::string& status) {
          segment_update_s_ > 0 ? json(segment_update_samples_ / segment_update_s_)
                                : json(nullptr)},
         {"global_batch_size", global_batch_},
+        {"number_of_ranks", dp_->size()},
+        {"per_rank_batch_size", o_.train_batch_size / dp_->size()},
         {"peak_rss_mb", sysinfo::peak_rss_mb()},
         {"last_checkpoint", last_checkpoint_},
     };

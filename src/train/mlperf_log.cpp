@@ -209,6 +209,7 @@ void MlperfLogger::run_params(const BertRunParams& p, Loc loc) {
     const auto e = [&](const char* key, const MlJson& v) { event(key, v, MlJson::object(), loc); };
     e("global_batch_size", p.global_batch_size);
     e("gradient_accumulation_steps", p.gradient_accumulation_steps);
+    e("number_of_ranks", p.number_of_ranks);
     e("opt_base_learning_rate", p.opt_base_learning_rate);
     e("opt_lamb_epsilon", p.opt_lamb_epsilon);
     e("opt_learning_rate_training_steps", p.opt_learning_rate_training_steps);

@@ -32,6 +32,7 @@ std::string encode_mllog(std::string_view name_space, int64_t time_ms,
 // The hyperparameters a closed BERT submission logs once, between init_start and init_stop.
 struct BertRunParams {
     int64_t global_batch_size = 0;         // sequences per optimizer update, all ranks
+    int64_t number_of_ranks = 1;           // mpirun's processes (MLPerf HPC's key)
     int64_t gradient_accumulation_steps = 1;
     double opt_base_learning_rate = 0;
     double opt_lamb_epsilon = 1e-6;

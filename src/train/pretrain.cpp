@@ -204,6 +204,7 @@ public:
             BertRunParams rp;
             rp.global_batch_size = loop.global_batch();
             rp.gradient_accumulation_steps = o_.steps_per_update;
+            rp.number_of_ranks = dist::world().size();
             rp.opt_base_learning_rate = o_.learning_rate;
             rp.opt_lamb_epsilon = std::pow(10.0, o_.log_epsilon);
             rp.opt_learning_rate_training_steps = o_.num_train_steps;

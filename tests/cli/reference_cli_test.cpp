@@ -1,6 +1,6 @@
 // The reference scripts' command lines, pasted with only paths and sizes changed, run the real
-// binary ($BB_BERTBENCH): MLPerf TF1 run_pretraining.py (GPU, eval and TPU forms) and PerfZero's
-// TF2 flags (GPU and TPU variants). Each runs, or fails with its one real reason; accelerator
+// binary ($BB_BERTBENCH): MLPerf TF1 run_pretraining.py (GPU, eval and TPU forms), PerfZero's
+// TF2 flags (GPU and TPU variants) and NVIDIA's NGC TF run_pretraining.py (phase 1). Each runs, or fails with its one real reason; accelerator
 // flags are listed once as "accepted, no effect on a CPU run"; bad flags are reported all at once.
 // Tiny model (L2 H64 A2 I128), seq 128, on the golden MLPerf-schema records.
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/run_util.hpp"
+#include "dist/mpi_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
@@ -284,6 +285,131 @@ TEST(ReferenceCli, PerfZeroPrecisionFlags) {
                     r.out.find("bf16") != std::string::npos) << r.out;
     }
     if (checked == 0) GTEST_SKIP() << "pretrain has no --dtype yet";
+}
+
+// NVIDIA NGC TF run_pretraining.py, as scripts/run_pretraining_lamb_phase1.sh runs it (one GPU:
+// no mpiexec, no --horovod), sizes shrunk: --train_batch_size=4 per GPU and micro-step x
+// --num_accumulation_steps=2 = global batch 8 per update; its step flags count updates (3 updates
+// = 6 micro-steps, checkpoints every 2 updates = 4 micro-steps). --input_files_dir and
+// --eval_files_dir are directories whose every file is read.
+std::string ngc_phase1(const Workdir& w, const std::string& out, const std::string& train_dir) {
+    return "pretrain --input_files_dir=" + train_dir + " --eval_files_dir=" + w.out("test") +
+           " --output_dir=" + out + " --bert_config_file=" + w.config() +
+           " --do_train=True --do_eval=True --train_batch_size=4 --eval_batch_size=8"
+           " --max_seq_length=128 --max_predictions_per_seq=20 --num_train_steps=3"
+           " --num_accumulation_steps=2 --num_warmup_steps=1 --save_checkpoints_steps=2"
+           " --learning_rate=7.5e-4 --amp --use_xla --allreduce_post_accumulation=True"
+           " --max_eval_steps=1 --threads=1";
+}
+
+TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
+    const Workdir w("ngc");
+    fs::create_directories(w.dir / "test");
+    fs::copy_file(eval_data(), w.dir / "test" / "eval-00000");
+    const std::string out = w.out("run");
+    const auto r = run_bertbench(ngc_phase1(w, out, w.out("data")));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
+                           "--train_batch_size=4 per GPU (here per rank) and micro-step x "
+                           "--num_accumulation_steps=2 x 1 rank = global batch 8 per update "
+                           "(bertbench --train_batch_size=4 --steps_per_update=2); its step flags "
+                           "count updates: --num_train_steps=3 -> 6 micro-steps, "
+                           "--num_warmup_steps=1 -> 2 micro-steps, --save_checkpoints_steps=2 -> "
+                           "4 micro-steps\n"), 1u) << r.out;
+    EXPECT_NE(r.out.find("accepted, no effect on a CPU run (fp32 unless --dtype=bf16): --amp\n"),
+              std::string::npos) << r.out;
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["batch_flags_meaning"], "nvidia_ngc_tf");
+    EXPECT_EQ(cfg["flags"]["train_batch_size"], 4);
+    EXPECT_EQ(cfg["flags"]["steps_per_update"], 2);
+    EXPECT_EQ(cfg["flags"]["num_train_steps"], 6);
+    EXPECT_EQ(cfg["flags"]["num_warmup_steps"], 2);
+    EXPECT_EQ(cfg["global_batch_size"], 8);
+    EXPECT_EQ(cfg["number_of_ranks"], 1);
+    EXPECT_EQ(cfg["train_files"].size(), 2u);  // every file of the directory
+    EXPECT_EQ(cfg["eval_files"].size(), 1u);
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["global_step"], 6);
+    EXPECT_EQ(res["samples"], 24);  // 3 updates x 8
+    EXPECT_TRUE(fs::exists(out + "/model.ckpt-4.safetensors"));  // 2 updates
+    EXPECT_FALSE(fs::exists(out + "/model.ckpt-2.safetensors"));
+    EXPECT_TRUE(fs::exists(out + "/eval_log.jsonl"));
+
+    // A file where NGC takes a directory, a missing directory: one line naming the flag.
+    auto bad = run_bertbench(ngc_phase1(w, w.out("bad"), train_data()));
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_EQ(count(bad.out, "error: "), 1u) << bad.out;
+    EXPECT_NE(bad.out.find("--input_files_dir=" + train_data() + ": expected a directory (NVIDIA's "
+                           "script reads every file in it), got a file (hint: --input_file="),
+              std::string::npos) << bad.out;
+    EXPECT_FALSE(fs::exists(w.out("bad")));
+    bad = run_bertbench(ngc_phase1(w, w.out("bad"), w.out("nowhere")));
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_NE(bad.out.find("--input_files_dir=" + w.out("nowhere") + ": expected a directory of "
+                           "TFRecord files, got no such directory"), std::string::npos) << bad.out;
+    // PerfZero's update-counted step flags on NGC's line: which script's meaning is ambiguous.
+    bad = run_bertbench(ngc_phase1(w, w.out("bad"), w.out("data")) + " --warmup_steps=1");
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_NE(bad.out.find("--warmup_steps: expected the flags of one script"), std::string::npos)
+        << bad.out;
+}
+
+// Without any flag of NGC's script, --num_accumulation_steps keeps PerfZero's meaning, and the
+// line says so and what NGC's would have been.
+TEST(ReferenceCli, NumAccumulationStepsSaysWhichMeaningApplies) {
+    const Workdir w("meaning");
+    const std::string out = w.out("run");
+    const auto r = run_bertbench("pretrain --bert_config_file=" + w.config() + " --input_file=\"" +
+                                 w.data() + "\" --output_dir=" + out +
+                                 " --train_batch_size=8 --num_accumulation_steps=2"
+                                 " --num_train_steps=2 --nodo_eval --threads=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "PerfZero/TF2 meaning of --num_accumulation_steps (no flag of NVIDIA "
+                           "NGC TF's script such as --input_files_dir given): "
+                           "--train_batch_size=8 is the global batch per update = 2 micro-batches "
+                           "of 4 sequences (bertbench --train_batch_size=4 --steps_per_update=2); "
+                           "NGC's meaning would be 8 x 2 x 1 rank = 16\n"), 1u) << r.out;
+    EXPECT_EQ(json::parse(slurp(out + "/config.json"))["flags"]["batch_flags_meaning"],
+              "perfzero_tf2");
+}
+
+// NGC's multi-GPU form (mpiexec -np 2 ... --horovod): the global batch counts the ranks and the
+// learning rate is multiplied by them, as NGC's script does; rank 0 alone says so, once, and the
+// rank count and per-rank batch reach config.json, results.json and mlperf.log.
+TEST(ReferenceCli, SlowNgcTfPhase1UnderMpirunCountsTheRanks) {
+    if (const std::string why = testing::mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("ngcmpi");
+    fs::create_directories(w.dir / "test");
+    fs::copy_file(eval_data(), w.dir / "test" / "eval-00000");
+    const std::string out = w.out("run");
+    const auto r = testing::run_mpi(2, testing::bertbench_path() + " " +
+                                           ngc_phase1(w, out, w.out("data")) +
+                                           " --horovod --num_gpus=2", 180);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
+                           "--train_batch_size=4 per GPU (here per rank) and micro-step x "
+                           "--num_accumulation_steps=2 x 2 ranks = global batch 16 per update "
+                           "(bertbench --train_batch_size=8 --steps_per_update=2)"), 1u) << r.out;
+    EXPECT_EQ(count(r.out, "--horovod on 2 ranks: --learning_rate=0.00075 x 2 = 0.0015"), 1u)
+        << r.out;
+    EXPECT_EQ(count(r.out, "--num_gpus=2: 2 ranks compute the global batch of 16 (4 sequences per "
+                           "rank x 2 micro-steps per update)\n"), 1u) << r.out;
+    EXPECT_EQ(count(r.out, "mpirun: 2 ranks x 4 sequences per micro-step each = 8 per micro-step; "
+                           "x 2 micro-steps = global batch 16 per update\n"), 1u) << r.out;
+    EXPECT_EQ(count(r.out, "accepted, no effect on a CPU run: --use_xla"), 1u) << r.out;
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    const json res = json::parse(slurp(out + "/results.json"));
+    for (const json* j : {&cfg, &res}) {
+        EXPECT_EQ((*j)["number_of_ranks"], 2);
+        EXPECT_EQ((*j)["per_rank_batch_size"], 4);
+        EXPECT_EQ((*j)["global_batch_size"], 16);
+    }
+    EXPECT_EQ(cfg["flags"]["learning_rate"], 0.0015);
+    EXPECT_EQ(res["samples"], 48);  // 3 updates x 16
+    const std::string ml = slurp(out + "/mlperf.log");
+    EXPECT_EQ(count(ml, "\"key\": \"number_of_ranks\", \"value\": 2,"), 1u) << ml;
+    EXPECT_EQ(count(ml, "\"key\": \"global_batch_size\", \"value\": 16,"), 1u) << ml;
+    EXPECT_EQ(count(ml, "\"key\": \"opt_base_learning_rate\", \"value\": 0.0015,"), 1u) << ml;
 }
 
 TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
