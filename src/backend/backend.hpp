@@ -110,6 +110,10 @@ void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx
 void gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
 void bias_rows(float* y, const float* b, int N, int C);
+// The span head's loss per sequence, and dst(i) = src(i·stride) (ops/span_loss.hpp)
+void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* z, int z_stride,
+                           const int32_t* offsets, const int32_t* labels, int B, float coef);
+void strided_copy(float* dst, const float* src, size_t n, int stride);
 }  // namespace sig
 
 // Every op, in one list: the table's fields, the names in messages and the test's inventory.
@@ -123,7 +127,7 @@ void bias_rows(float* y, const float* b, int N, int C);
     X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16)                           \
     X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed)                          \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
-    X(bias_rows)
+    X(bias_rows) X(segment_cross_entropy) X(strided_copy)
 
 struct Ops {
 #define BB_BACKEND_FIELD(name) decltype(&sig::name) name = nullptr;

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "ops/bf16.hpp"
 #include "ops/gemm.hpp"
+#include "ops/span_loss.hpp"
 
 namespace bertbench::backend {
 namespace {
@@ -144,6 +145,8 @@ public:
         ops_.gather_rows = cpu_gather_rows;
         ops_.scatter_add_rows = cpu_scatter_add_rows;
         ops_.bias_rows = cpu_bias_rows;
+        ops_.segment_cross_entropy = ops::segment_cross_entropy<float>;
+        ops_.strided_copy = ops::strided_copy<float>;
         name_ = std::string("kernels ") + k.name + ", bf16 GEMM " + ops::bf16_gemm_impl();
     }
     const char* name() const override { return "cpu"; }

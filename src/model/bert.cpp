@@ -20,8 +20,12 @@ struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
     T *cls, *pooled, *dpooled, *dcls, *nsp, *dnsp, *nsp_lse, *nsp_coef;
     T *gath, *t, *tact, *tl, *tmean, *trstd, *dtl, *dtact, *dgath, *logits, *dlogits, *lse, *coef;
     T* db_part;  // bf16: the bias gradient's partial sums (cross_entropy_backward_bf16)
-    std::vector<double> row_loss, nsp_loss;
+    std::vector<double> row_loss, nsp_loss;   // the losses' rows, read on the host
     std::vector<int32_t> argmax, nsp_argmax;
+    std::vector<T> coef_h, nsp_coef_h;        // the backward's coefficients, made on the host
+    // in the backend's memory: the batch's masked positions and labels, the losses' rows
+    Memory<int32_t> masked_index, masked_ids, nsp_labels, d_argmax, d_nsp_argmax;
+    Memory<double> d_row_loss, d_nsp_loss;
     // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
     Memory<ops::bf16> hb;
     double global_mlm_weight = -1;  // set_global_mlm_weight, for the next backward only
@@ -58,6 +62,19 @@ struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
         coef = a.take(pmax);
         row_loss.assign(pmax, 0);
         argmax.assign(pmax, 0);
+        coef_h.assign(pmax, T(0));
+        nsp_coef_h.assign(bmax, T(0));
+        if (masked_index.empty() && pmax > 0) {
+            masked_index.assign(*this->be, pmax);
+            masked_ids.assign(*this->be, pmax);
+            d_argmax.assign(*this->be, pmax);
+            d_row_loss.assign(*this->be, pmax);
+        }
+        if (nsp_labels.empty()) {
+            nsp_labels.assign(*this->be, bmax);
+            d_nsp_argmax.assign(*this->be, bmax);
+            d_nsp_loss.assign(*this->be, bmax);
+        }
         if (bf16_head && hb.empty()) hb.assign(*this->be, pmax * H + grad * 2 * pmax * V);
         nsp_loss.assign(bmax, 0);
         nsp_argmax.assign(bmax, 0);
@@ -146,18 +163,20 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     m.enc->forward(w, batch, training, seed, step);
     const T* x = m.enc->output();
     const EngineOps<T>& k = m.enc->ops();
+    m.masked_index.upload(*m.be, batch.masked_index.data(), static_cast<size_t>(P));
+    m.masked_ids.upload(*m.be, batch.masked_ids.data(), static_cast<size_t>(P));
+    m.nsp_labels.upload(*m.be, batch.next_sentence_labels.data(), static_cast<size_t>(B));
     BB_PROFILE_OP(Op::pooler_nsp, Pass::forward);
     // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
-    k.gather_rows(m.cls, x, batch.seq_offsets.data(), B, H);
+    k.gather_rows(m.cls, x, m.enc->offsets(), B, H);
     k.linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
     k.tanh_forward(m.pooled, static_cast<size_t>(B) * H);
     k.bias_rows(m.nsp, w + m.bn, B, 2);
     k.gemm(MatmulType::f32, false, true, B, 2, H, m.pooled, H, w + m.wn, H, 1.f, m.nsp, 2, nullptr, MatmulType::f32);
-    k.cross_entropy_forward(m.nsp_loss.data(), m.nsp_argmax.data(), m.nsp_lse, m.nsp,
-                            batch.next_sentence_labels.data(), B, 2);
+    k.cross_entropy_forward(m.d_nsp_loss.data(), m.d_nsp_argmax.data(), m.nsp_lse, m.nsp, m.nsp_labels.data(), B, 2);
     BB_PROFILE_OP(Op::mlm_transform, Pass::forward);
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
-    k.gather_rows(m.gath, x, batch.masked_index.data(), P, H);
+    k.gather_rows(m.gath, x, m.masked_index.data(), P, H);
     Encoder<T>& enc = *m.enc;
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
     k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
@@ -182,10 +201,15 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
                MatmulType::f32);
     BB_PROFILE_OP(Op::loss, Pass::forward);
     if (bias_added)
-        k.cross_entropy_forward(m.row_loss.data(), m.argmax.data(), m.lse, m.logits, batch.masked_ids.data(), P, V);
+        k.cross_entropy_forward(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, m.masked_ids.data(), P, V);
     else
-        k.cross_entropy_forward_bias(m.row_loss.data(), m.argmax.data(), m.lse, m.logits, w + m.out_bias,
-                                     batch.masked_ids.data(), P, V);
+        k.cross_entropy_forward_bias(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, w + m.out_bias,
+                                     m.masked_ids.data(), P, V);
+    // the rows' losses and predictions to the host, for the sums below
+    m.d_row_loss.download(*m.be, m.row_loss.data(), static_cast<size_t>(P));
+    m.d_argmax.download(*m.be, m.argmax.data(), static_cast<size_t>(P));
+    m.d_nsp_loss.download(*m.be, m.nsp_loss.data(), static_cast<size_t>(B));
+    m.d_nsp_argmax.download(*m.be, m.nsp_argmax.data(), static_cast<size_t>(B));
     Losses out;
     double num = 0, den = 0;
     for (int p = 0; p < P; ++p) {
@@ -227,7 +251,8 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     if (m.global_mlm_weight >= 0) den = m.global_mlm_weight, replicas = m.replicas;
     m.global_mlm_weight = -1;
     for (int p = 0; p < P; ++p)
-        m.coef[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
+        m.coef_h[p] = static_cast<T>(batch.masked_weights[p] * replicas / (den + 1e-5)) * loss_scale;
+    m.be->upload(m.coef, m.coef_h.data(), static_cast<size_t>(P) * sizeof(T));
     Encoder<T>& enc = *m.enc;
     const EngineOps<T>& k = enc.ops();
     if (enc.bf16()) {
@@ -235,8 +260,8 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         // is never stored); the GEMM for dE reads its transpose.
         ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
         ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
-        k.cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse, batch.masked_ids.data(),
-                                      m.coef, P, V);
+        k.cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse, m.masked_ids.data(), m.coef,
+                                      P, V);
         BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
         k.transpose_bf16(dlt, dlb, P, V, V);
         k.gemm(MatmulType::bf16, false, false, V, H, P, dlt, P, m.hb.data(), H, 1.f, g + m.word, H, nullptr,
@@ -244,7 +269,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         k.gemm(MatmulType::bf16, false, false, P, H, V, dlb, V, enc.weights_bf16() + m.word, H, 0.f, m.dtl, H,
                nullptr, MatmulType::f32);  // dtl = dl E
     } else {
-        k.cross_entropy_backward(m.dlogits, m.logits, m.lse, batch.masked_ids.data(), m.coef, P, V);
+        k.cross_entropy_backward(m.dlogits, m.logits, m.lse, m.masked_ids.data(), m.coef, P, V);
         BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
         k.bias_backward(g + m.out_bias, m.dlogits, P, V);
         k.gemm(MatmulType::f32, true, false, V, H, P, m.dlogits, V, m.tl, H, 1.f, g + m.word, H, nullptr,
@@ -258,8 +283,9 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_OP(Op::pooler_nsp, Pass::backward);
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
-    for (int b = 0; b < B; ++b) m.nsp_coef[b] = loss_scale / static_cast<T>(B);
-    k.cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, batch.next_sentence_labels.data(), m.nsp_coef, B, 2);
+    std::fill_n(m.nsp_coef_h.begin(), B, loss_scale / static_cast<T>(B));
+    m.be->upload(m.nsp_coef, m.nsp_coef_h.data(), static_cast<size_t>(B) * sizeof(T));
+    k.cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, m.nsp_labels.data(), m.nsp_coef, B, 2);
     k.bias_backward(g + m.bn, m.dnsp, B, 2);
     k.gemm(MatmulType::f32, true, false, 2, H, B, m.dnsp, 2, m.pooled, H, 1.f, g + m.wn, H, nullptr,
            MatmulType::f32);  // dWn += dnspᵀ pooled
@@ -271,10 +297,10 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     // scatter into d(encoder output): the [CLS] rows' gradients, then the masked positions'
     T* dx = enc.doutput();
     m.be->zero(dx, static_cast<size_t>(N) * H * sizeof(T));
-    k.scatter_add_rows(dx, m.dcls, batch.seq_offsets.data(), B, H);
-    k.scatter_add_rows(dx, m.dgath, batch.masked_index.data(), P, H);
+    k.scatter_add_rows(dx, m.dcls, enc.offsets(), B, H);
+    k.scatter_add_rows(dx, m.dgath, m.masked_index.data(), P, H);
     if (enc.backward_hook) enc.backward_hook(enc.num_layers());  // pooler + cls/*
-    enc.backward(g, w, batch);
+    enc.backward(g, w);
 }
 
 template <typename T>
@@ -293,23 +319,24 @@ void BasicBertPretrainer<T>::set_global_mlm_weight(double weight_sum, int replic
 
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::mlm_logits() const {
-    return {impl_->logits, static_cast<size_t>(impl_->P) * impl_->V};
+    return impl_->host_view(impl_->logits, static_cast<size_t>(impl_->P) * impl_->V);
 }
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::nsp_logits() const {
-    return {impl_->nsp, static_cast<size_t>(impl_->B) * 2};
+    return impl_->host_view(impl_->nsp, static_cast<size_t>(impl_->B) * 2);
 }
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::sequence_output() const {
-    return {impl_->enc->output(), static_cast<size_t>(impl_->enc->N()) * impl_->H};
+    return impl_->host_view(impl_->enc->output(), static_cast<size_t>(impl_->enc->N()) * impl_->H);
 }
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::pooled_output() const {
-    return {impl_->pooled, static_cast<size_t>(impl_->B) * impl_->H};
+    return impl_->host_view(impl_->pooled, static_cast<size_t>(impl_->B) * impl_->H);
 }
 template <typename T>
 std::span<const uint8_t> BasicBertPretrainer<T>::dropout_mask(const std::string& site) const {
-    return impl_->enc->mask(site);
+    const std::span<const uint8_t> m = impl_->enc->mask(site);
+    return impl_->host_view(m.data(), m.size());
 }
 template <typename T>
 bool BasicBertPretrainer<T>::fused_attention() const {

@@ -67,7 +67,9 @@ struct EngineOptions {
     ops::Precision precision = ops::Precision::fp32;
     AttentionKernel attention = AttentionKernel::automatic;
     // The backend whose ops and memory the engine uses (backend/backend.hpp; not owned, it must
-    // outlive the engine): null for a CPU backend of the engine's own.
+    // outlive the engine): null for a CPU backend of the engine's own. The parameters and
+    // gradients given to forward/backward are then that backend's memory; the batch and the
+    // results (losses, logits, outputs, masks) are host data, copied in and out by the engine.
     backend::Backend* backend = nullptr;
 };
 

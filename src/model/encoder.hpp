@@ -12,6 +12,7 @@
 #include <limits>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
@@ -111,7 +112,12 @@ public:
         // (Only the backend knows a layout of its own: nullptr where it keeps none.)
         if (std::is_same_v<T, float> && plan.forward_only && (!bf16_ || ops::bf16_native()))
             packed_ = be_.packed_weights(gemm_type());
+        if (fused_) {  // the kernels this engine runs, or the backend's one-line Error
+            (void)BB_OP(be_, flash_attention_forward);
+            (void)BB_OP(be_, flash_attention_backward);
+        }
         if (packed_) {
+            (void)BB_OP(be_, matmul_packed);
             for (const LayerOffsets& w : layers_) {
                 for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
                 packed_->add(w.wi, H_, I_, false);
@@ -196,6 +202,14 @@ public:
         }
         masks_bytes_ = mused;
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
+        if (staged_.offsets.empty()) {  // the batch's index arrays in the backend's memory
+            const size_t bmax = static_cast<size_t>(plan_.max_batch);
+            staged_.offsets.assign(be_, bmax + 1);
+            staged_.pofs.assign(be_, bmax + 1);
+            staged_.keys.assign(be_, bmax);
+            staged_.ids.assign(be_, nmax);
+            staged_.segments.assign(be_, nmax);
+        }
         if (fwd) return;
         // backward scratch, shared by all layers (dprobs_ is also the forward's dropout scratch)
         dx_ = a.take(nh);
@@ -268,6 +282,22 @@ public:
     static const int32_t* key_lengths(const Batch& b) {
         return b.key_lengths.empty() ? nullptr : b.key_lengths.data();
     }
+    // Copies the batch's index arrays into the backend's memory, where the ops read them (the
+    // backward reuses them): the token and segment ids, the offsets, key lengths and probability
+    // offsets.
+    void stage(const Batch& b) {
+        const size_t n = static_cast<size_t>(N_), nb = static_cast<size_t>(B_);
+        staged_.offsets.upload(be_, b.seq_offsets.data(), nb + 1);
+        staged_.pofs.upload(be_, pofs_.data(), nb + 1);
+        staged_.ids.upload(be_, b.input_ids.data(), n);
+        staged_.segments.upload(be_, b.segment_ids.data(), n);
+        if (!b.key_lengths.empty()) staged_.keys.upload(be_, b.key_lengths.data(), nb);
+        index_ = ops::EmbeddingIndex{staged_.ids.data(), staged_.segments.data(), staged_.offsets.data(), B_};
+        shape_ = ops::AttentionShape{staged_.offsets.data(), staged_.pofs.data(), B_, NH_, H_ / NH_,
+                                     b.key_lengths.empty() ? nullptr : staged_.keys.data()};
+    }
+    // The staged Batch::seq_offsets (B+1) of the last forward, in the backend's memory.
+    const int32_t* offsets() const { return staged_.offsets.data(); }
 
     size_t dropout_elements(const std::string& site, int N) const {
         if (site == "embeddings") return static_cast<size_t>(N) * H_;
@@ -284,6 +314,7 @@ public:
         const int N = N_, H = H_, I = I_;
         const size_t nh = static_cast<size_t>(N) * H;
         ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_, key_lengths(b));
+        stage(b);
         const double hkeep = 1.0 - cfg_.hidden_dropout_prob;
         const double pkeep = 1.0 - cfg_.attention_probs_dropout_prob;
         dropout_hidden_ = training && cfg_.hidden_dropout_prob > 0;
@@ -302,9 +333,8 @@ public:
             wb_src_ = params;
             wb_stale_ = false;
         }
-        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
         BB_PROFILE_OP(Op::embeddings, Pass::forward);
-        k_.embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, ex, H);
+        k_.embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, index_, H);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
         ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
@@ -315,8 +345,7 @@ public:
             k_.dropout_mask(emb_mask_, stream(0, hkeep), nh);
             k_.dropout_add_forward(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
         }
-        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
-                                        key_lengths(b)};
+        const ops::AttentionShape& shape = shape_;
         for (int l = 0; l < L_; ++l) {
             const LayerOffsets& w = layers_[l];
             LayerSaved<T>& s = saved_[l];
@@ -366,11 +395,11 @@ public:
     // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
     T* doutput() const { return dx_; }
 
-    void backward(T* grads, const T* params, const Batch& b) {
+    // The batch is the last forward's (staged there).
+    void backward(T* grads, const T* params) {
         const int N = N_, H = H_, I = I_;
         const size_t nh = static_cast<size_t>(N) * H;
-        const ops::AttentionShape shape{b.seq_offsets.data(), pofs_.data(), B_, NH_, H / NH_,
-                                        key_lengths(b)};
+        const ops::AttentionShape& shape = shape_;
         for (int l = L_ - 1; l >= 0; --l) {
             const LayerOffsets& w = layers_[l];
             LayerSaved<T>& s = saved_[l];
@@ -433,8 +462,7 @@ public:
         k_.dropout_backward(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh, nullptr, nullptr);
         k_.layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_, emb_mean_,
                               emb_rstd_, N, H, false);
-        const ops::EmbeddingIndex ex{b.input_ids.data(), b.segment_ids.data(), b.seq_offsets.data(), B_};
-        k_.embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, ex, H);
+        k_.embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, index_, H);
         if (backward_hook) backward_hook(-1);
     }
 
@@ -602,6 +630,12 @@ private:
       *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
     T* bias_part_ = nullptr;  // the bias gradients' partial sums (bias_grad.hpp)
     std::vector<size_t> pofs_;
+    struct {
+        Memory<int32_t> offsets, ids, segments, keys;
+        Memory<size_t> pofs;
+    } staged_;                      // stage(): the batch in the backend's memory
+    ops::EmbeddingIndex index_{};   // over staged_
+    ops::AttentionShape shape_{};
     bool bf16_ = false, wb_stale_ = true;
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
@@ -621,6 +655,18 @@ struct EngineMemory {
     Arena<T> arena;
     Memory<uint8_t> masks;  // the dropout masks
     std::unique_ptr<Encoder<T>> enc;
+
+    // n values at p (the engine's memory) as the host can read them: p itself on a host-memory
+    // backend, else a copy made now (valid until the next call for the same p).
+    template <typename V>
+    std::span<const V> host_view(const V* p, size_t n) const {
+        if (be->host_memory()) return {p, n};
+        std::vector<unsigned char>& m = mirrors[p];
+        m.resize(n * sizeof(V));
+        if (n) be->download(m.data(), p, n * sizeof(V));
+        return {reinterpret_cast<const V*>(m.data()), n};
+    }
+    mutable std::unordered_map<const void*, std::vector<unsigned char>> mirrors;
 };
 
 // Two passes over the encoder's and a model's head buffers (Impl::carve): pass 1 counts, then the

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
+#include <vector>
 #include <type_traits>
 
 #include "backend/backend.hpp"
@@ -22,6 +24,7 @@
 #include "ops/gemm.hpp"
 #include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/span_loss.hpp"
 
 namespace bertbench::model::detail {
 
@@ -126,6 +129,11 @@ struct DoubleOps {
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) dst[static_cast<size_t>(rows[r]) * C + c] += src[static_cast<size_t>(r) * C + c];
     }
+    static void segment_cross_entropy(double* loss, D* dz, int dz_stride, const D* z, int z_stride,
+                                      const int32_t* offsets, const int32_t* labels, int B, D coef) {
+        ops::segment_cross_entropy(loss, dz, dz_stride, z, z_stride, offsets, labels, B, coef);
+    }
+    static void strided_copy(D* dst, const D* src, size_t n, int stride) { ops::strided_copy(dst, src, n, stride); }
     // bf16 only
     template <typename... A>
     static void to_bf16(A...) { no_bf16(); }
@@ -148,16 +156,22 @@ struct DoubleOps {
 template <typename T>
 using EngineOps = std::conditional_t<std::is_same_v<T, float>, backend::Ops, DoubleOps>;
 
-// The table for backend `be`, after checking that the engine can run on it: host memory (the
-// batches and the heads' loss sums are read on the host), every op (float) or the CPU (double).
+// The table for backend `be`, after checking that the engine can run on it: every op it needs
+// (float), or host memory (double: DoubleOps run on the host).
 template <typename T>
 const EngineOps<T>& engine_ops(const backend::Backend& be) {
-    if (!be.host_memory())
-        fail("engine: the {} backend keeps its buffers in device memory, and the BERT engine runs "
-             "on host-memory backends only so far (docs/gpu.md)",
+    if (!std::is_same_v<T, float> && !be.host_memory())
+        fail("engine: the double engine runs on host memory only, and the {} backend keeps its buffers "
+             "on the device",
              be.name());
     if constexpr (std::is_same_v<T, float>) {
-        const std::vector<const char*> missing = be.missing();
+        // every op but those of the fused attention and the packed GEMM, which the Encoder asks
+        // for where it runs them
+        std::vector<const char*> missing = be.missing();
+        std::erase_if(missing, [](const char* op) {
+            const std::string_view name(op);
+            return name == "flash_attention_forward" || name == "flash_attention_backward" || name == "matmul_packed";
+        });
         if (!missing.empty())
             fail("engine: [backend {}] lacks the op {} (and {} more) that the engine needs", be.name(),
                  missing.front(), missing.size() - 1);
@@ -177,6 +191,15 @@ public:
         if (n) be.zero(buf_->get(), n * sizeof(T));
     }
     T* data() const { return buf_ ? buf_->get() : nullptr; }
+    // The first n values from / to host memory.
+    void upload(backend::Backend& be, const T* host, size_t n) {
+        BB_CHECK(n <= size());
+        if (n) be.upload(data(), host, n * sizeof(T));
+    }
+    void download(backend::Backend& be, T* host, size_t n) const {
+        BB_CHECK(n <= size());
+        if (n) be.download(host, data(), n * sizeof(T));
+    }
     size_t size() const { return buf_ ? buf_->size() : 0; }
     bool empty() const { return size() == 0; }
 

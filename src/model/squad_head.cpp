@@ -19,7 +19,9 @@ struct BasicBertSquad<T>::Impl : EngineMemory<T> {
     int H = 0, B = 0, N = 0;
     bool has_labels = false;
     T *logits2 = nullptr, *start = nullptr, *end = nullptr, *dlogits2 = nullptr;
-    std::vector<int32_t> start_pos, end_pos;
+    Memory<int32_t> start_pos, end_pos;  // the batch's labels, in the backend's memory
+    Memory<double> d_loss;               // (2B) each sequence's start, then end loss
+    std::vector<double> loss;            // d_loss, read on the host
 
     void carve() {
         const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
@@ -28,8 +30,13 @@ struct BasicBertSquad<T>::Impl : EngineMemory<T> {
         start = a.take(nmax);
         end = a.take(nmax);
         dlogits2 = a.take(plan.forward_only ? 0 : nmax * 2);
-        start_pos.reserve(static_cast<size_t>(plan.max_batch));
-        end_pos.reserve(static_cast<size_t>(plan.max_batch));
+        const size_t bmax = static_cast<size_t>(plan.max_batch);
+        if (start_pos.empty()) {
+            start_pos.assign(*this->be, bmax);
+            end_pos.assign(*this->be, bmax);
+            d_loss.assign(*this->be, 2 * bmax);
+        }
+        loss.assign(2 * bmax, 0.0);
     }
 };
 
@@ -60,23 +67,6 @@ void BasicBertSquad<T>::weights_changed() {
     impl_->enc->weights_changed();
 }
 
-namespace {
-// log-softmax CE of one segment of logits; returns loss, writes softmax − onehot scaled by coef
-template <typename T>
-double segment_ce(const T* z, int n, int label, T* dz, T coef) {
-    T mx = z[0];
-    for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
-    T sum = 0;
-    for (int i = 0; i < n; ++i) sum += std::exp(z[i] - mx);
-    const T lse = mx + std::log(sum);
-    if (dz) {
-        for (int i = 0; i < n; ++i) dz[2 * i] = coef * std::exp(z[i] - lse);
-        dz[2 * label] -= coef;
-    }
-    return static_cast<double>(lse) - static_cast<double>(z[label]);
-}
-}  // namespace
-
 template <typename T>
 SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& batch,
                                       std::span<const int32_t> start_positions,
@@ -97,8 +87,8 @@ SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& ba
                 fail("engine: squad: sequence {}: start {} / end {} outside [0, {})", b,
                      start_positions[b], end_positions[b], t);
         }
-        m.start_pos.assign(start_positions.begin(), start_positions.end());
-        m.end_pos.assign(end_positions.begin(), end_positions.end());
+        m.start_pos.upload(*m.be, start_positions.data(), static_cast<size_t>(B));
+        m.end_pos.upload(*m.be, end_positions.data(), static_cast<size_t>(B));
     }
     m.B = B;
     m.N = N;
@@ -109,17 +99,18 @@ SpanLosses BasicBertSquad<T>::forward(std::span<const T> params, const Batch& ba
     k.bias_rows(m.logits2, w + m.bs, N, 2);
     k.gemm(MatmulType::f32, false, true, N, 2, H, m.enc->output(), H, w + m.ws, H, 1.f, m.logits2, 2, nullptr,
            MatmulType::f32);
-    for (int i = 0; i < N; ++i) {
-        m.start[i] = m.logits2[2 * i];
-        m.end[i] = m.logits2[2 * i + 1];
-    }
+    k.strided_copy(m.start, m.logits2, static_cast<size_t>(N), 2);
+    k.strided_copy(m.end, m.logits2 + 1, static_cast<size_t>(N), 2);
     SpanLosses out;
     if (m.has_labels) {
+        const int32_t* offsets = m.enc->offsets();
+        k.segment_cross_entropy(m.d_loss.data(), nullptr, 0, m.start, 1, offsets, m.start_pos.data(), B, T(0));
+        k.segment_cross_entropy(m.d_loss.data() + B, nullptr, 0, m.end, 1, offsets, m.end_pos.data(), B, T(0));
+        m.d_loss.download(*m.be, m.loss.data(), 2 * static_cast<size_t>(B));
         double ls = 0, le = 0;
         for (int b = 0; b < B; ++b) {
-            const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
-            ls += segment_ce<T>(m.start + o, t, m.start_pos[b], nullptr, T(0));
-            le += segment_ce<T>(m.end + o, t, m.end_pos[b], nullptr, T(0));
+            ls += m.loss[static_cast<size_t>(b)];
+            le += m.loss[static_cast<size_t>(B + b)];
         }
         out.total = (ls / B + le / B) / 2;
     }
@@ -132,35 +123,35 @@ void BasicBertSquad<T>::backward(std::span<T> grads, std::span<const T> params, 
     Impl& m = *impl_;
     m.enc->require_backward();
     if (!m.has_labels) fail("engine: squad backward needs start/end positions in the forward");
+    BB_CHECK(batch.batch_size == m.B && batch.num_tokens() == m.N);  // the last forward's batch
     const int B = m.B, H = m.H, N = m.N;
     const T* w = params.data();
     T* g = grads.data();
     const T coef = loss_scale / static_cast<T>(2 * B);
-    for (int b = 0; b < B; ++b) {
-        const int o = batch.seq_offsets[b], t = batch.seq_offsets[b + 1] - o;
-        segment_ce<T>(m.start + o, t, m.start_pos[b], m.dlogits2 + 2 * o, coef);
-        segment_ce<T>(m.end + o, t, m.end_pos[b], m.dlogits2 + 2 * o + 1, coef);
-    }
     const EngineOps<T>& k = m.enc->ops();
+    const int32_t* offsets = m.enc->offsets();
+    k.segment_cross_entropy(m.d_loss.data(), m.dlogits2, 2, m.start, 1, offsets, m.start_pos.data(), B, coef);
+    k.segment_cross_entropy(m.d_loss.data() + B, m.dlogits2 + 1, 2, m.end, 1, offsets, m.end_pos.data(), B, coef);
     k.bias_backward(g + m.bs, m.dlogits2, N, 2);
     k.gemm(MatmulType::f32, true, false, 2, H, N, m.dlogits2, 2, m.enc->output(), H, 1.f, g + m.ws, H, nullptr,
            MatmulType::f32);
     k.gemm(MatmulType::f32, false, false, N, H, 2, m.dlogits2, 2, w + m.ws, H, 0.f, m.enc->doutput(), H, nullptr,
            MatmulType::f32);
-    m.enc->backward(g, w, batch);
+    m.enc->backward(g, w);
 }
 
 template <typename T>
 std::span<const T> BasicBertSquad<T>::start_logits() const {
-    return {impl_->start, static_cast<size_t>(impl_->N)};
+    return impl_->host_view(impl_->start, static_cast<size_t>(impl_->N));
 }
 template <typename T>
 std::span<const T> BasicBertSquad<T>::end_logits() const {
-    return {impl_->end, static_cast<size_t>(impl_->N)};
+    return impl_->host_view(impl_->end, static_cast<size_t>(impl_->N));
 }
 template <typename T>
 std::span<const uint8_t> BasicBertSquad<T>::dropout_mask(const std::string& site) const {
-    return impl_->enc->mask(site);
+    const std::span<const uint8_t> m = impl_->enc->mask(site);
+    return impl_->host_view(m.data(), m.size());
 }
 
 template class BasicBertSquad<float>;

@@ -259,5 +259,37 @@ TEST_P(BackendOps, Rows) {
     EXPECT_EQ(gy->download(), biased);
 }
 
+// The span loss against a double log-softmax written out here; the strided copy exactly.
+TEST_P(BackendOps, SegmentCrossEntropyAndStridedCopy) {
+    REQUIRE_OP(segment_cross_entropy);
+    REQUIRE_OP(strided_copy);
+    const std::vector<int32_t> offsets = {0, 1, 8, 27}, labels = {0, 6, 11};
+    const int B = 3, N = offsets[B];
+    const std::vector<float> z2 = rand_f(2 * N, 100, 8.0);  // (N, 2): start and end columns
+    const float coef = 0.37f;
+    std::vector<double> loss(B), dz(2 * N, -9.0);           // the end column keeps its -9
+    for (int b = 0; b < B; ++b) {
+        const int o = offsets[b], n = offsets[b + 1] - o;
+        double mx = z2[2 * o];
+        for (int i = 0; i < n; ++i) mx = std::max(mx, double(z2[2 * (o + i)]));
+        double sum = 0;
+        for (int i = 0; i < n; ++i) sum += std::exp(z2[2 * (o + i)] - mx);
+        const double lse = mx + std::log(sum);
+        loss[b] = lse - z2[2 * (o + labels[b])];
+        for (int i = 0; i < n; ++i) dz[2 * (o + i)] = coef * (std::exp(z2[2 * (o + i)] - lse) - (i == labels[b]));
+    }
+    std::vector<float> start(N);
+    for (int i = 0; i < N; ++i) start[i] = z2[2 * i];
+    const auto gz2 = put(z2), gdz = put(std::vector<float>(2 * N, -9.f)), gstart = put(std::vector<float>(N));
+    const auto goffs = put(offsets), glab = put(labels);
+    const auto gloss = put(std::vector<double>(B));
+    BB_OP(be(), strided_copy)(gstart->get(), gz2->get(), static_cast<size_t>(N), 2);
+    BB_OP(be(), segment_cross_entropy)(gloss->get(), gdz->get(), 2, gstart->get(), 1, goffs->get(), glab->get(), B,
+                                       coef);
+    EXPECT_EQ(gstart->download(), start);
+    EXPECT_TRUE(all_close("span loss", gloss->download(), loss, kAtolSum, kRtolSum));
+    EXPECT_TRUE(all_close("span dlogits", gdz->download(), dz, kAtol, kRtol));
+}
+
 }  // namespace
 }  // namespace bertbench::backend

@@ -19,8 +19,7 @@ using testing::make_params;
 using testing::tiny_batch;
 using testing::tiny_config;
 
-// The CPU backend with its calls counted (the layernorm op and memory), or with one op taken out,
-// or claiming device memory.
+// The CPU backend with its memory counted, or with one op taken out, or claiming device memory.
 class Probe final : public backend::Backend {
 public:
     explicit Probe(bool without_layernorm = false, bool host = true)
@@ -83,10 +82,34 @@ TEST(EngineBackend, ABackendLackingAnOpIsRefusedNamingIt) {
     EXPECT_NE(e.find("[backend probe] lacks the op layernorm_forward"), std::string::npos) << e;
 }
 
-TEST(EngineBackend, ADeviceMemoryBackendIsRefused) {
+// A backend whose memory is not the host's: the results come back as copies, equal to the engine's.
+TEST(EngineBackend, ResultsOfADeviceMemoryBackendAreHostCopies) {
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    const Batch batch = tiny_batch();
+    const std::vector<float> params = make_params<float>(table, 5);
     Probe device(false, false);
-    const std::string e = construction_error(device);
-    EXPECT_NE(e.find("the probe backend keeps its buffers in device memory"), std::string::npos) << e;
+    EngineOptions o;
+    o.backend = &device;
+    BertPretrainer on_device(table, Plan{3, 9, 2}, o);
+    BertPretrainer own(table, Plan{3, 9, 2});
+    on_device.forward(params, batch, true, 7, 3);
+    own.forward(params, batch, true, 7, 3);
+    const std::span<const float> a = on_device.mlm_logits(), b = own.mlm_logits();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_NE(a.data(), b.data());
+    EXPECT_EQ(std::vector<float>(a.begin(), a.end()), std::vector<float>(b.begin(), b.end()));
+    const std::span<const uint8_t> ma = on_device.dropout_mask("layer_1/output"), mb = own.dropout_mask("layer_1/output");
+    EXPECT_EQ(std::vector<uint8_t>(ma.begin(), ma.end()), std::vector<uint8_t>(mb.begin(), mb.end()));
+    Probe device64(false, false);
+    EngineOptions o64;
+    o64.backend = &device64;
+    try {
+        BertPretrainerF64 f64(table, Plan{3, 9, 2}, o64);
+        ADD_FAILURE() << "the double engine took a device-memory backend";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the double engine runs on host memory only"), std::string::npos)
+            << e.what();
+    }
 }
 
 }  // namespace
