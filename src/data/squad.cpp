@@ -5,6 +5,7 @@
 #include "data/squad.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/json_safe.hpp"
 #include "core/error.hpp"
@@ -114,6 +115,9 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                                               std::vector<std::string>* warnings) {
     const auto& data = array_member(doc, "data", where);
     std::vector<SquadExample> examples;
+    // Predictions, n-best lists and the official metric are keyed by question id: a repeated id
+    // would silently score one question's answer against another's.
+    std::unordered_map<std::string, std::string> first_seen;  // id -> where
     size_t a_index = 0;
     for (const auto& entry : data) {
         const std::string at_entry = fmt::format("{}: data[{}]", where, a_index++);
@@ -146,6 +150,9 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 const std::string at_q0 = fmt::format("{}.qas[{}]", at_par, q_index++);
                 const std::string& qas_id = string_member(qa, "id", at_q0);
                 const std::string at_q = fmt::format("{}: question \"{}\"", where, qas_id);
+                if (const auto [it, fresh] = first_seen.emplace(qas_id, at_q0); !fresh)
+                    fail("{} ({}): expected each question id once, got it again (first at {})",
+                         at_q, at_q0.substr(where.size() + 2), it->second.substr(where.size() + 2));
                 SquadExample ex;
                 ex.qas_id = qas_id;
                 ex.question_text = string_member(qa, "question", at_q);

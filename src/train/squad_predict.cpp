@@ -23,6 +23,7 @@ using data::utf8_to_u32;
 std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
     const std::string text = read_file(path);
     std::vector<SquadRawResult> out;
+    std::unordered_map<int64_t, size_t> line_of;  // unique_id -> line: each feature once
     size_t pos = 0, line_no = 0;
     while (pos < text.size()) {
         size_t end = text.find('\n', pos);
@@ -38,6 +39,9 @@ std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
         if (!j.is_object() || !j.contains("unique_id") || !j["unique_id"].is_number_integer())
             fail("{}: expected an object with an integer \"unique_id\"", where);
         r.unique_id = j["unique_id"].get<int64_t>();
+        if (const auto [it, fresh] = line_of.emplace(r.unique_id, line_no); !fresh)
+            fail("{}: unique_id {}: expected each feature once, got it again (first on line {})",
+                 where, r.unique_id, it->second);
         for (const char* key : {"start_logits", "end_logits"}) {
             if (!j.contains(key) || !j[key].is_array())
                 fail("{}: unique_id {}: expected \"{}\" as a list of numbers", where, r.unique_id, key);

@@ -257,5 +257,22 @@ TEST(SquadExamples, Version2TrainingImpossible) {
     EXPECT_EQ(e.features[6].second.ints.at(0), 1);
 }
 
+// A question id used twice (issue 28 item 6): predictions and the official metric are keyed by
+// id, so the second would silently take the first's place. Refused in training and prediction.
+TEST(SquadExamples, RepeatedQuestionIdIsRefused) {
+    const std::string q = R"({"id":"q1","question":"Who?","answers":[{"text":"Bo","answer_start":0}]})";
+    const std::string two_paragraphs =
+        R"({"version":"1.1","data":[{"title":"t","paragraphs":[{"context":"Bo went home.","qas":[)" +
+        q + R"(]},{"context":"Bo ran.","qas":[)" + q + "]}]}]}";
+    for (bool training : {true, false}) {
+        const std::string msg = error_of(two_paragraphs, training);
+        EXPECT_NE(msg.find("f.json: question \"q1\" (data[0].paragraphs[1].qas[0]): expected each "
+                           "question id once, got it again (first at data[0].paragraphs[0].qas[0])"),
+                  std::string::npos)
+            << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::data

@@ -176,5 +176,23 @@ TEST(SquadPredict, Version2NullAnswer) {
     EXPECT_EQ(p.predictions_json, "{\n    \"a\": \"Bo\",\n    \"b\": \"home\"\n}\n");
 }
 
+// A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
+// replace the first; refused, naming the file, the line and the first line.
+TEST(SquadPredict, RepeatedUniqueIdInRawResultsIsRefused) {
+    testing::TmpDir dir("bb_raw_results");
+    const std::string path = dir.file("logits.jsonl");
+    write_file_atomic(path,
+                      "{\"unique_id\":1000000000,\"start_logits\":[0.5],\"end_logits\":[0.25]}\n"
+                      "{\"unique_id\":1000000001,\"start_logits\":[0.5],\"end_logits\":[0.25]}\n"
+                      "{\"unique_id\":1000000000,\"start_logits\":[9.0],\"end_logits\":[9.0]}\n");
+    const std::string msg = testing::error_of([&] { read_squad_raw_results(path); });
+    EXPECT_NE(msg.find("--raw_results " + path + ": line 3: unique_id 1000000000: expected each "
+                       "feature once, got it again (first on line 1)"),
+              std::string::npos)
+        << msg;
+    write_file_atomic(path, "{\"unique_id\":7,\"start_logits\":[1],\"end_logits\":[2]}\n");
+    EXPECT_EQ(read_squad_raw_results(path).size(), 1u);
+}
+
 }  // namespace
 }  // namespace bertbench::train
