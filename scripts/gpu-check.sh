@@ -45,6 +45,9 @@ python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["sys
 step "backend conformance (CPU and CUDA against the double reference)"
 timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
 
+step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step)"
+timeout 120 "$BB/bin/test_model" --gtest_filter='EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
+
 step "GEMM rate of the CUDA backend (cuBLASLt)"
 timeout 150 "$BB/bin/backend_gemm" --device=cuda --repeats=3 --min_time=0.3 | tee "$OUT/gemm.jsonl" || status=1
 echo "-- bertbench bench --mode=gemm --device=cuda (BERT-large's linear shapes, 4096 tokens)"

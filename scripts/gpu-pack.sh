@@ -8,13 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [[ -x $NVCC ]] || { echo "gpu-pack: no nvcc (set NVCC=/path/to/nvcc; a CUDA 12/13 toolkit with cuBLASLt)" >&2; exit 2; }
-TARGETS=(bertbench test_backend backend_gemm)
+TARGETS=(bertbench test_backend test_model backend_gemm)
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DBB_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" >/dev/null
 cmake --build build-cuda --target "${TARGETS[@]}" -j "$(nproc)"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
-cp build-cuda/bertbench build-cuda/tests/test_backend build-cuda/bench/backend_gemm "$stage/bin/"
+cp build-cuda/bertbench build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/bench/backend_gemm "$stage/bin/"
 # Everything ldd resolves except glibc's own libraries (the GPU machine's newer glibc must keep its
 # set whole) and what any Linux with a CUDA driver and toolkit has.
 keep_out='^(libc|libm|libdl|librt|libpthread|libresolv|libutil|libanl|libnsl|libstdc\+\+|libgcc_s|libcublasLt|libcublas|libcudart|libcuda)\.so'

@@ -1,14 +1,13 @@
-// Backend conformance, continued (backend_ops_test.cpp has the fixture's instantiation and the
-// elementwise ops): the ops the model calls beyond the kernels — the dense layer in fp32 and bf16,
-// the packed GEMM, the fused attention, the biased and bf16 losses, the row gathers — against the
+// Backend conformance, continued (backend_ops_test.cpp has the fixture's instantiation, the
+// elementwise ops and both attention kernels): the ops the model calls beyond the kernels — the
+// dense layer in fp32 and bf16, the packed GEMM, the biased and bf16 losses, the span loss, the row
+// gathers — against the
 // double instantiations of the CPU ops on the same (bf16-rounded where the op takes bf16) inputs.
 // Tolerances as there; a bf16 output adds rtol 2^-8 (one rounding). Exact: transposes and row copies.
 #include <algorithm>
 
 #include "backend_ops_util.hpp"
-#include "ops/attention.hpp"
 #include "ops/cross_entropy.hpp"
-#include "ops/flash_attention.hpp"
 
 namespace bertbench::backend {
 namespace {
@@ -151,48 +150,6 @@ TEST_P(BackendOps, MatmulPacked) {
             EXPECT_TRUE(all_close(std::string("matmul_packed ") + (bf ? "bf16" : "fp32") + (tb ? " Bᵀ" : ""),
                                   gc->download(), want, kAtolSum, kRtolSum));
         }
-    }
-}
-
-// The fused attention against the materialized double reference (same dropout elements).
-TEST_P(BackendOps, FlashAttention) {
-    REQUIRE_OP(flash_attention_forward);
-    REQUIRE_OP(flash_attention_backward);
-    const int NH = 2, HS = 5, H = NH * HS, B = 3;
-    const std::vector<int32_t> offsets = {0, 2, 9, 30}, key_lengths = {2, 4, 17};
-    const int N = offsets[B];
-    const size_t nh = static_cast<size_t>(N) * H;
-    const std::vector<float> q = rand_f(nh, 70), k = rand_f(nh, 71), v = rand_f(nh, 72), dctx = rand_f(nh, 73);
-    for (const bool dropout : {false, true}) {
-        const int32_t* keys = dropout ? key_lengths.data() : nullptr;
-        std::vector<size_t> pofs(B + 1);
-        const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, NH, keys);
-        const ops::DropoutStream stream{7, 3, 11, 0.9};
-        const ops::DropoutStream* drop = dropout ? &stream : nullptr;
-        const ops::AttentionShape hs{offsets.data(), pofs.data(), B, NH, HS, keys};
-        std::vector<double> ctx(nh), probs(np), scratch(np), dq(nh), dk(nh), dv(nh), dprobs(np);
-        std::vector<uint8_t> mask(np);
-        ops::attention_forward<double>(ctx.data(), probs.data(), scratch.data(), mask.data(), wide(q).data(),
-                                       wide(k).data(), wide(v).data(), hs, drop, nullptr);
-        ops::attention_backward<double>(dq.data(), dk.data(), dv.data(), dprobs.data(), wide(dctx).data(),
-                                        wide(q).data(), wide(k).data(), wide(v).data(), probs.data(),
-                                        dropout ? mask.data() : nullptr, 0.9, hs, nullptr);
-        const auto goffs = put(offsets), gkeys = put(key_lengths);
-        const auto gpofs = put(pofs);
-        const ops::AttentionShape s{goffs->get(), gpofs->get(), B, NH, HS, dropout ? gkeys->get() : nullptr};
-        const auto gq = put(q), gk = put(k), gv = put(v), gdctx = put(dctx);
-        const auto gctx = put(std::vector<float>(nh)), glse = put(std::vector<float>(static_cast<size_t>(N) * NH)),
-                   gdq = put(std::vector<float>(nh)), gdk = put(std::vector<float>(nh)),
-                   gdv = put(std::vector<float>(nh));
-        BB_OP(be(), flash_attention_forward)(gctx->get(), glse->get(), gq->get(), gk->get(), gv->get(), s, drop,
-                                             nullptr);
-        BB_OP(be(), flash_attention_backward)(gdq->get(), gdk->get(), gdv->get(), gdctx->get(), gq->get(), gk->get(),
-                                              gv->get(), gctx->get(), glse->get(), s, drop, nullptr);
-        const std::string what = dropout ? " (dropout, key lengths)" : "";
-        EXPECT_TRUE(all_close("flash ctx" + what, gctx->download(), ctx, kAtolSum, kRtolSum));
-        EXPECT_TRUE(all_close("flash dq" + what, gdq->download(), dq, kAtolSum, kRtolSum));
-        EXPECT_TRUE(all_close("flash dk" + what, gdk->download(), dk, kAtolSum, kRtolSum));
-        EXPECT_TRUE(all_close("flash dv" + what, gdv->download(), dv, kAtolSum, kRtolSum));
     }
 }
 

@@ -355,6 +355,7 @@ TEST_P(BackendOps, CrossEntropy) {
     }
 }
 
+// Both attention kernels, the materialized and the fused one, against the double reference.
 TEST_P(BackendOps, Attention) {
     REQUIRE_OP(attention_forward);
     REQUIRE_OP(attention_backward);
@@ -403,6 +404,20 @@ TEST_P(BackendOps, Attention) {
         EXPECT_TRUE(all_close("attention dq" + what, gq->download(), dq, kAtolSum, kRtolSum));
         EXPECT_TRUE(all_close("attention dk" + what, gk->download(), dk, kAtolSum, kRtolSum));
         EXPECT_TRUE(all_close("attention dv" + what, gv->download(), dv, kAtolSum, kRtolSum));
+        // the fused kernel (lse instead of the probabilities) against the same reference
+        if (!be().ops().flash_attention_forward || !be().ops().flash_attention_backward) {
+            std::cout << "[backend " << be().name() << "] lacks flash_attention_forward/backward: not tested\n";
+            continue;
+        }
+        const auto lse = put(std::vector<float>(static_cast<size_t>(N) * NH));
+        BB_OP(be(), flash_attention_forward)(dctx_out->get(), lse->get(), dq_->get(), dk_->get(), dv_->get(), s, drop,
+                                             nullptr);
+        BB_OP(be(), flash_attention_backward)(gq->get(), gk->get(), gv->get(), ddctx->get(), dq_->get(), dk_->get(),
+                                              dv_->get(), dctx_out->get(), lse->get(), s, drop, nullptr);
+        EXPECT_TRUE(all_close("flash ctx" + what, dctx_out->download(), ctx, kAtolSum, kRtolSum));
+        EXPECT_TRUE(all_close("flash dq" + what, gq->download(), dq, kAtolSum, kRtolSum));
+        EXPECT_TRUE(all_close("flash dk" + what, gk->download(), dk, kAtolSum, kRtolSum));
+        EXPECT_TRUE(all_close("flash dv" + what, gv->download(), dv, kAtolSum, kRtolSum));
     }
 }
 

@@ -282,6 +282,70 @@ void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const fl
     ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, probs, mask, keep_prob, attn_shape(s, lp));
 }
 
+// The dense layer from the GEMM (cuBLASLt) and the kernels: the CPU ops' contracts (backend.hpp).
+constexpr MatmulType kF32 = MatmulType::f32, kBf16 = MatmulType::bf16;
+void linear_forward(float* y, const float* x, const float* w, const float* b, int N, int IN, int OUT) {
+    cuda_gemm(kF32, false, false, N, OUT, IN, x, IN, w, OUT, 0.f, y, OUT, b, kF32);
+}
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int N, int IN,
+                     int OUT, bool accumulate_dx) {
+    if (N == 0) return;
+    if (dx) cuda_gemm(kF32, false, true, N, IN, OUT, dy, OUT, w, OUT, accumulate_dx ? 1.f : 0.f, dx, IN, nullptr, kF32);
+    if (dw) cuda_gemm(kF32, true, false, IN, OUT, N, x, IN, dy, OUT, 1.f, dw, OUT, nullptr, kF32);
+    if (db) ck::bias_backward(g_stream, db, dy, N, OUT);
+}
+void linear_forward_bf16(void* y, MatmulType y_type, const bf16* xb, const bf16* wb, const float* b, int N, int IN,
+                         int OUT) {
+    cuda_gemm(kBf16, false, false, N, OUT, IN, xb, IN, wb, OUT, 0.f, y, OUT, b, y_type);
+}
+void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, const bf16* dyb, const bf16* xt,
+                          const bf16* wb, int N, int IN, int OUT, bool accumulate_dx) {
+    if (N == 0) return;
+    if (dx) cuda_gemm(kBf16, false, true, N, IN, OUT, dyb, OUT, wb, OUT, accumulate_dx ? 1.f : 0.f, dx, IN, nullptr, kF32);
+    if (dw) cuda_gemm(kBf16, false, false, IN, OUT, N, xt, N, dyb, OUT, 1.f, dw, OUT, nullptr, kF32);
+    if (db) ck::bias_backward(g_stream, db, dy, N, OUT);
+}
+void linear_backward_bf16_convert(float* dx, float* dw, float* db, const float* dy, const float* x, const bf16* wb,
+                                  int N, int IN, int OUT, bool accumulate_dx, bf16* scratch) {
+    if (N == 0) return;
+    bf16* dyb = scratch;
+    bf16* xb = scratch + static_cast<size_t>(N) * OUT;
+    ck::to_bf16(g_stream, u16(dyb), dy, static_cast<size_t>(N) * OUT);
+    if (dx) cuda_gemm(kBf16, false, true, N, IN, OUT, dyb, OUT, wb, OUT, accumulate_dx ? 1.f : 0.f, dx, IN, nullptr, kF32);
+    if (dw) {
+        ck::to_bf16(g_stream, u16(xb), x, static_cast<size_t>(N) * IN);
+        cuda_gemm(kBf16, true, false, IN, OUT, N, xb, IN, dyb, OUT, 1.f, dw, OUT, nullptr, kF32);
+    }
+    if (db) ck::bias_backward(g_stream, db, dy, N, OUT);
+}
+void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld) {
+    ck::transpose_bf16(g_stream, u16(dst), reinterpret_cast<const uint16_t*>(src), rows, cols, ld);
+}
+void cross_entropy_forward_bias(double* loss, int32_t* argmax, float* lse, float* logits, const float* bias,
+                                const int32_t* labels, int R, int V) {
+    ck::bias_add(g_stream, logits, bias, R, V);
+    ck::cross_entropy_forward(g_stream, loss, argmax, lse, logits, labels, R, V);
+}
+void cross_entropy_backward_bf16(bf16* dlb, float* db, float* /*db_part: the column sums need none here*/,
+                                 const float* logits, const float* lse, const int32_t* labels, const float* coef,
+                                 int R, int V) {
+    ck::cross_entropy_backward_bf16(g_stream, u16(dlb), db, logits, lse, labels, coef, R, V);
+}
+void gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
+    ck::gather_rows(g_stream, dst, src, rows, R, C);
+}
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
+    ck::scatter_add_rows(g_stream, dst, src, rows, R, C);
+}
+void bias_rows(float* y, const float* b, int N, int C) { ck::bias_rows(g_stream, y, b, N, C); }
+void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* z, int z_stride,
+                           const int32_t* offsets, const int32_t* labels, int B, float coef) {
+    ck::segment_cross_entropy(g_stream, loss, dz, dz_stride, z, z_stride, offsets, labels, B, coef);
+}
+void strided_copy(float* dst, const float* src, size_t n, int stride) {
+    ck::strided_copy(g_stream, dst, src, n, stride);
+}
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, const CudaOptions& options) {
@@ -329,6 +393,20 @@ public:
         ops_.cross_entropy_backward = cross_entropy_backward;
         ops_.attention_forward = attention_forward;
         ops_.attention_backward = attention_backward;
+        ops_.linear_forward = linear_forward;
+        ops_.linear_backward = linear_backward;
+        ops_.linear_forward_bf16 = linear_forward_bf16;
+        ops_.linear_backward_bf16 = linear_backward_bf16;
+        ops_.linear_backward_bf16_convert = linear_backward_bf16_convert;
+        ops_.transpose_bf16 = transpose_bf16;
+        ops_.cross_entropy_forward_bias = cross_entropy_forward_bias;
+        ops_.cross_entropy_backward_bf16 = cross_entropy_backward_bf16;
+        ops_.gather_rows = gather_rows;
+        ops_.scatter_add_rows = scatter_add_rows;
+        ops_.bias_rows = bias_rows;
+        ops_.segment_cross_entropy = segment_cross_entropy;
+        ops_.strided_copy = strided_copy;
+        // not yet: the fused attention (flash_attention_*); matmul_packed (no packed weights kept)
     }
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return describe_; }

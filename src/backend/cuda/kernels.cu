@@ -5,32 +5,12 @@
 // and the embedding gradients have the CPU's bits). Speed comes later, measured.
 #include <cmath>
 
+#include "backend/cuda/device.cuh"
 #include "backend/cuda/kernels.cuh"
 
 namespace bertbench::backend::cuda {
+using namespace detail;
 namespace {
-
-thread_local cudaError_t g_last = cudaSuccess;
-
-void after_launch() {
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess && g_last == cudaSuccess) g_last = e;
-}
-
-constexpr int kThreads = 256;
-
-unsigned grid_for(size_t n) {
-    const size_t b = (n + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(b < 65536 ? (b ? b : 1) : 65536);
-}
-
-// Round to nearest even; NaN stays NaN (quiet): ops::to_bf16's bits.
-__device__ __forceinline__ uint16_t bf16_bits(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-}
 
 __device__ __forceinline__ float act_value(Act a, float x) {
     if (a == 0) return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
@@ -47,37 +27,6 @@ __device__ __forceinline__ float act_derivative(Act a, float x) {
     if (a == 1)
         return 0.5f * (1.f + erff(x * 0.7071067811865476f)) + x * expf(-0.5f * x * x) * 0.3989422804014327f;
     return x > 0.f ? 1.f : 0.f;
-}
-
-// The sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ float block_sum(float v, float* sh) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    __syncthreads();  // sh is free (a previous call's readers are done)
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        v = lane < nw ? sh[lane] : 0.f;
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
-__device__ float block_max(float v, float* sh) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        v = lane < nw ? sh[lane] : -INFINITY;
-        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
 }
 
 // Philox-4x32-10, core/philox.hpp's counter and key layout.

@@ -73,6 +73,23 @@ void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float*
 // the classic-cuBLAS GEMM path (cuda_backend.cpp)
 void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias);
 
+// The model's ops beyond the kernels above (model_kernels.cu), each the CPU op of the same name:
+// dst(cols, rows) = src(rows, cols)ᵀ (bf16 bits, ld: src's row stride)
+void transpose_bf16(cudaStream_t st, uint16_t* dst, const uint16_t* src, int rows, int cols, int ld);
+// dst(r) = src(rows[r]); dst(rows[r]) += src(r) in order r (a thread per column); y(i) = b
+void gather_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C);
+void scatter_add_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C);
+void bias_rows(cudaStream_t st, float* y, const float* b, int N, int C);
+// y(N,C) += b(C) on every row
+void bias_add(cudaStream_t st, float* y, const float* b, int N, int C);
+// dlb = bf16(coef·(softmax − onehot)) per row; db(V) += its fp32 column sums (rows in order)
+void cross_entropy_backward_bf16(cudaStream_t st, uint16_t* dlb, float* db, const float* logits, const float* lse,
+                                 const int32_t* labels, const float* coef, int R, int V);
+// ops/span_loss.hpp: a block per sequence
+void segment_cross_entropy(cudaStream_t st, double* loss, float* dz, int dz_stride, const float* z, int z_stride,
+                           const int32_t* offsets, const int32_t* labels, int B, float coef);
+void strided_copy(cudaStream_t st, float* dst, const float* src, size_t n, int stride);
+
 // The last launch's error, as a message ("" when none).
 const char* last_launch_error();
 
