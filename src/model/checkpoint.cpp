@@ -204,6 +204,25 @@ std::vector<std::string> load_checkpoint_present(const std::string& path, const 
 
 // ---- Hugging Face import ----
 
+void check_hf_layer_index(const std::string& path, const std::string& hf_name, int num_layers) {
+    size_t at = 0;
+    if (starts_with(hf_name, "bert.")) at = 5;
+    else if (starts_with(hf_name, "model.")) at = 6;
+    if (hf_name.compare(at, 14, "encoder.layer.") != 0) return;
+    const size_t begin = at + 14, dot = hf_name.find('.', begin);
+    const std::string idx = hf_name.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    const int64_t limit = num_layers > 0 ? num_layers : int64_t(1) << 31;
+    const bool canonical = !idx.empty() && idx.size() <= 10 &&
+                           idx.find_first_not_of("0123456789") == std::string::npos &&
+                           (idx == "0" || idx[0] != '0');
+    if (!canonical || std::stoll(idx) >= limit)
+        fail(
+            "{}: tensor \"{}\": expected an encoder layer index 0..{} (decimal, no sign or leading "
+            "zeros{}), got \"{}\"",
+            path, hf_name, limit - 1, num_layers > 0 ? "; num_hidden_layers of the model" : "",
+            idx);
+}
+
 bool hf_to_tf_name(const std::string& hf_name, HfName* out) {
     std::string n = hf_name;
     if (starts_with(n, "bert."))
@@ -315,6 +334,7 @@ ImportReport import_hf_safetensors(const std::string& path, const ParamTable& ta
             report.ignored.push_back(hf);  // a buffer, and the decoder tied to word_embeddings
             continue;
         }
+        check_hf_layer_index(path, hf, table.config().num_hidden_layers);
         HfName m;
         const ParamInfo* p = hf_to_tf_name(hf, &m) ? table.find(m.tf_name) : nullptr;
         if (p == nullptr) {

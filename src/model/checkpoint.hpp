@@ -87,6 +87,11 @@ struct HfName {
 // Maps one HF tensor name (with or without the "bert." prefix of BertForPreTraining) to its TF
 // name. Returns false for names with no TF counterpart.
 bool hf_to_tf_name(const std::string& hf_name, HfName* out);
+// Error naming `path` and the tensor unless the encoder layer index in an HF name
+// ("[bert.]encoder.layer.<i>.") is a decimal without sign or leading zeros below `num_layers`
+// (0: below 2^31). A name like layer.4294967296. or layer.-1. used to be skipped as unexpected,
+// leaving a layer at its initialisation with exit 0. Names without such an index pass.
+void check_hf_layer_index(const std::string& path, const std::string& hf_name, int num_layers = 0);
 
 struct ImportReport {
     std::vector<std::string> loaded;      // TF names filled from the file

@@ -115,6 +115,7 @@ Loaded read_safetensors(const std::string& path, bool hf) {
         Tensor t{info.name, info.dtype, info.shape, std::vector<uint8_t>(b.size())};
         if (!b.empty()) std::memcpy(t.bytes.data(), b.data(), b.size());
         if (hf) {
+            check_hf_layer_index(path, info.name);
             HfName m;
             if (info.name.ends_with("position_ids") || info.name.ends_with("predictions.decoder.weight")) {
                 in.skipped.push_back(info.name + " (tied or a buffer)");
