@@ -1,5 +1,6 @@
 // bertbench: one binary, one subcommand per stage of the MLPerf BERT workload.
 // Errors reach here as bertbench::Error and are printed as one line; the exit code is then 1.
+// Under mpirun the job prints it once (dist::fail_job), not once per rank.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
         // Under mpirun (only then) MPI starts here; errors then name the rank ("rank 1: ...") and
         // stop the whole job (MPI_Abort), so no other rank waits forever in a collective.
         bertbench::dist::init(&argc, &argv);
-        const std::string who = bertbench::dist::rank_prefix();
+        std::string what;
         try {
             // The environment's engine choices (BB_ISA, BB_ATTENTION): a bad value stops here, with
             // its one-line error, before a command writes anything.
@@ -92,18 +93,19 @@ int main(int argc, char** argv) {
             bertbench::dist::finalize();
             return rc;
         } catch (const bertbench::Error& e) {
-            std::fprintf(stderr, "bertbench %s: error: %s%s\n", c.name, who.c_str(), e.what());
+            what = e.what();
         } catch (const std::bad_alloc&) {
             // Commands name what they allocate where they can (pretrain's arenas); this is the rest.
-            std::fprintf(stderr,
-                         "bertbench %s: error: %sout of memory (hint: a smaller batch: "
-                         "--train_batch_size with a larger --steps_per_update, --eval_batch_size, "
-                         "or bench's --batch_size; or a smaller model)\n",
-                         c.name, who.c_str());
+            what = "out of memory (hint: a smaller batch: --train_batch_size with a larger "
+                   "--steps_per_update, --eval_batch_size, or bench's --batch_size; or a smaller "
+                   "model)";
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "bertbench %s: error: %s%s\n", c.name, who.c_str(), e.what());
+            what = e.what();
         }
-        if (bertbench::dist::world().size() > 1) bertbench::dist::world().abort(1);
+        const std::string head = std::string("bertbench ") + c.name + ": error: ";
+        // Under mpirun: one line for the job, not one per rank, and every rank stops.
+        if (bertbench::dist::world().size() > 1) bertbench::dist::fail_job(head, what, 1);
+        std::fprintf(stderr, "%s%s\n", head.c_str(), what.c_str());
         bertbench::dist::finalize();
         return 1;
     }

@@ -215,6 +215,8 @@ private:
 SingleComm g_single;
 std::unique_ptr<MpiComm> g_mpi;
 bool g_finalized = false;
+// fail_job()'s own communicator: its agreement can never match a collective of the job's.
+MPI_Comm g_errors = MPI_COMM_NULL;
 
 }  // namespace
 
@@ -246,12 +248,57 @@ void init(int* argc, char*** argv) {
         std::exit(1);
     }
     g_mpi = std::make_unique<MpiComm>(MPI_COMM_WORLD, provided >= MPI_THREAD_MULTIPLE, false);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &g_errors) != MPI_SUCCESS) g_errors = MPI_COMM_NULL;
 }
 
 void finalize() {
     if (!g_mpi || g_finalized) return;
     g_finalized = true;
+    if (g_errors != MPI_COMM_NULL) MPI_Comm_free(&g_errors);
     MPI_Finalize();
+}
+
+void fail_job(const std::string& head, const std::string& what, int code) {
+    Comm& c = world();
+    const auto say = [&](const std::string& line) {
+        std::fprintf(stderr, "%s%s\n", head.c_str(), line.c_str());
+        std::fflush(stderr);
+    };
+    if (c.size() == 1 || g_errors == MPI_COMM_NULL) {
+        say(rank_prefix() + what);
+        c.abort(code);
+    }
+    // Does every rank fail? A barrier of the failing ranks, given a few seconds: ranks that read
+    // the same bad command line or file fail within milliseconds of each other.
+    MPI_Request request;
+    bool all = false;
+    if (MPI_Ibarrier(g_errors, &request) == MPI_SUCCESS) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        while (!all && std::chrono::steady_clock::now() < until) {
+            int done = 0;
+            MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+            all = done != 0;
+            if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    if (!all) {  // this rank alone (so far): its own line, and the job stops
+        say(rank_prefix() + what);
+        c.abort(code);
+    }
+    // Every rank failed: rank 0 prints one line, naming ranks only where their errors differ;
+    // then it alone stops the job (one MPI_Abort, not one per rank).
+    MpiComm errors(g_errors, false, false);
+    const std::vector<std::string> all_what = errors.allgather(what);
+    if (c.rank() == 0) {
+        bool same = true;
+        for (const std::string& w : all_what) same = same && w == all_what[0];
+        if (same) say(what);
+        for (size_t r = 0; !same && r < all_what.size(); ++r)
+            if (r == 0 || all_what[r] != all_what[0])
+                say("rank " + std::to_string(r) + ": " + all_what[r]);
+        c.abort(code);
+    }
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until MPI_Abort reaches us
 }
 
 std::unique_ptr<Comm> duplicate(Comm& comm) {

@@ -71,6 +71,12 @@ void idle_barrier(Comm& comm);
 // "rank R: " when the job has more than one rank, "" otherwise: error messages start with it.
 std::string rank_prefix();
 
+// A rank's fatal error under mpirun, printed as `head` + the error, once: when every rank fails
+// within a few seconds (the same bad flag or file), rank 0 prints one line (a "rank R: " line
+// for each rank whose error differs) instead of one per rank; otherwise this rank prints its
+// own, with its rank. Then the job stops with `code` (MPI_Abort, from one rank).
+[[noreturn]] void fail_job(const std::string& head, const std::string& what, int code);
+
 // Every rank passes its own value of `what` (e.g. a hash of its flags); an Error on every rank
 // naming the first rank whose value differs from rank 0's. Collective.
 void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::string& what,

@@ -269,4 +269,29 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
         << odd.out;
 }
 
+// A flag every rank refuses is one error line for the job (rank 0's, without a rank), not one per
+// rank with OpenMPI's "1 more process has sent help message" after them; a flag one rank alone
+// refuses names that rank. Nothing is created either way.
+TEST(DistPretrain, SlowARefusedFlagIsOneErrorLine) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("refused");
+    const auto all = run_mpi(2, bertbench() + args(w, w.out("r"), "--bogus=1"), 120);
+    EXPECT_EQ(all.exit_code, 1) << all.out;
+    EXPECT_EQ(count_of(all.out, "error: "), 1u) << all.out;
+    EXPECT_NE(all.out.find("bertbench pretrain: error: unknown flag --bogus\n"), std::string::npos)
+        << all.out;
+    EXPECT_EQ(all.out.find("more process"), std::string::npos) << all.out;
+    EXPECT_FALSE(fs::exists(w.out("r")));
+
+    // MPMD: rank 1 alone has the bad flag.
+    const std::string cmd = mpirun_prefix(1, 120) + bertbench() + args(w, w.out("s"), "--num_train_steps=2") +
+                            " : -np 1 " + bertbench() + args(w, w.out("s"), "--num_train_steps=2 --bogus=2");
+    const auto one = run_shell(cmd);
+    EXPECT_NE(one.exit_code, 0) << one.out;
+    EXPECT_NE(one.exit_code, 124) << "hung:\n" << one.out;
+    EXPECT_EQ(count_of(one.out, "error: "), 1u) << one.out;
+    EXPECT_NE(one.out.find("bertbench pretrain: error: rank 1: unknown flag --bogus\n"),
+              std::string::npos) << one.out;
+}
+
 }  // namespace
