@@ -355,7 +355,8 @@ std::string TfBundleReader::where(const TfTensorEntry& e) const {
                        shard_path(e.shard_id), printable(e.name), e.offset, e.size);
 }
 
-void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
+void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst,
+                                std::vector<uint8_t>* alloc) const {
     if (e.partitioned)
         fail("[tf_checkpoint] {}: tensor \"{}\": a partitioned variable (slices): not supported "
              "(hint: re-save it unpartitioned)", index_path(), printable(e.name));
@@ -368,6 +369,7 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
         if (e.offset > s.size() || e.size > s.size() - e.offset)
             fail("{}: expected the shard to hold bytes up to {}, found {} bytes (hint: the data "
                  "file is truncated)", where(e), e.offset + e.size, s.size());
+        if (alloc != nullptr) alloc->resize(e.size), dst = alloc->data();
         if (e.size > 0) std::memcpy(dst, s.data() + e.offset, e.size);
         return;
     }
@@ -410,6 +412,9 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
         fail("{}: expected the shard to hold bytes up to {}, found {} bytes (hint: the data "
              "file is truncated)", where(e), e.offset + e.size, fsize);
     }
+    // Allocated only now: an entry's size is a number the index declares (2^50 would have been
+    // zero-filled before this check), the shard's size is bytes that exist.
+    if (alloc != nullptr) alloc->resize(e.size), dst = alloc->data();
     size_t done = 0;
     int err = 0;
     while (done < e.size) {
@@ -431,8 +436,8 @@ void TfBundleReader::read_bytes(const TfTensorEntry& e, void* dst) const {
 std::vector<uint8_t> TfBundleReader::read_raw(const TfTensorEntry& e) const {
     if (e.dtype == TfDType::variant || e.dtype == TfDType::resource)
         fail("{}: dtype {}: not supported", where(e), tf_dtype_name(e.dtype));
-    std::vector<uint8_t> buf(e.size);
-    read_bytes(e, buf.data());
+    std::vector<uint8_t> buf;
+    read_bytes(e, nullptr, &buf);  // sized once the shard is known to hold e.size bytes
     const uint32_t want = unmask_crc(e.crc32c_masked);
     uint32_t got = 0;
     if (e.dtype != TfDType::string) {

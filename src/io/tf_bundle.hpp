@@ -83,8 +83,9 @@ class TfBundleReader {
   private:
     TfBundleReader() = default;
     void parse(std::string_view index_image);
-    // Reads [offset, offset+size) of the entry's shard into dst (size bytes), bounds-checked.
-    void read_bytes(const TfTensorEntry& e, void* dst) const;
+    // Reads [offset, offset+size) of the entry's shard into dst (size bytes), bounds-checked;
+    // with `alloc`, into *alloc, resized only after the shard is known to hold those bytes.
+    void read_bytes(const TfTensorEntry& e, void* dst, std::vector<uint8_t>* alloc = nullptr) const;
     std::string where(const TfTensorEntry& e) const;
 
     std::string prefix_;

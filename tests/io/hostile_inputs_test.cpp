@@ -5,6 +5,7 @@
 // the test instead of hanging it). And the safetensors writer stays linear in the tensor count.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 
 #include "core/error.hpp"
 #include "io/safetensors.hpp"
+#include "io/sstable.hpp"
 #include "io/tf_bundle.hpp"
 #include "io/tfrecord.hpp"
 #include "test_util.hpp"
@@ -35,6 +37,7 @@ struct ChildOutcome {
     bool exited = false;  // false: killed (the 20 s alarm: the reader blocked)
     int code = -1;
     std::string message;  // the Error's message, or what else happened
+    long max_rss_kb = 0;  // the child's peak resident memory
 };
 
 // Runs f() in a child with a 20 s alarm; reports the bertbench::Error it threw (exit 0), no
@@ -66,7 +69,9 @@ ChildOutcome in_child(const std::function<void()>& f) {
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
     ::close(fds[0]);
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    struct rusage ru {};
+    ::wait4(pid, &status, 0, &ru);
+    out.max_rss_kb = ru.ru_maxrss;
     out.exited = WIFEXITED(status);
     out.code = out.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!out.exited) out.message = "killed by signal " + std::to_string(WTERMSIG(status)) +
@@ -185,6 +190,38 @@ TEST(HostileInputs, HeaderIsTheOrderedJsonDump) {
     EXPECT_EQ((8 + n) % 64, 0u);
     header.erase(header.find_last_not_of(' ') + 1);
     EXPECT_EQ(header, want.dump());
+}
+
+// A TF bundle entry declaring 2^34 floats (64 GiB) in a 12-byte shard: the buffer used to be
+// allocated (and zero-filled) before the shard's size was compared with the entry's.
+TEST(HostileInputs, TfEntrySizeIsCheckedAgainstTheShardBeforeAllocating) {
+    TmpDir dir("bb_hostile_tf_size");
+    const std::string prefix = dir.file("model.ckpt-3");
+    {
+        const float v[3] = {1, 2, 3};
+        TfBundleWriter w(prefix);
+        w.add_copy("w", TfDType::float32, {3}, v, sizeof v);
+        w.finish();
+    }
+    std::vector<SstEntry> kv = parse_sstable(bertbench::read_file(prefix + ".index"), "t");
+    ASSERT_EQ(kv.size(), 2u);
+    // dtype DT_FLOAT, shape [2^34], size 2^36 (offset 0, shard 0)
+    kv[1].value = std::string("\x08\x01\x12\x08\x12\x06\x08\x80\x80\x80\x80\x40"
+                              "\x28\x80\x80\x80\x80\x80\x02",
+                              19);
+    bertbench::write_file_atomic(prefix + ".index", build_sstable(kv));
+    const TfBundleReader bundle(prefix);
+    ASSERT_EQ(bundle.entries()[0].size, uint64_t(1) << 36);
+    struct rusage self {};
+    ::getrusage(RUSAGE_SELF, &self);
+    const ChildOutcome o = in_child([&] { (void)bundle.read_raw(bundle.entries()[0]); });
+    ASSERT_TRUE(o.exited) << o.message;
+    EXPECT_EQ(o.code, 0) << o.message;  // a bertbench::Error, not bad_alloc or the OOM killer
+    EXPECT_NE(o.message.find("expected the shard to hold bytes up to 68719476736, found 12 bytes"),
+              std::string::npos)
+        << o.message;
+    EXPECT_NE(o.message.find("tensor \"w\""), std::string::npos) << o.message;
+    EXPECT_LT(o.max_rss_kb - self.ru_maxrss, 32 * 1024) << o.max_rss_kb << " KB";
 }
 
 // A safetensors file from a raw header and data section (the length field = header size unless
