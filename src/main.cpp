@@ -1,11 +1,13 @@
 // bertbench: one binary, one subcommand per stage of the MLPerf BERT workload.
 // Errors reach here as bertbench::Error and are printed as one line; the exit code is then 1.
 // Under mpirun the job prints it once (dist::fail_job), not once per rank.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -42,6 +44,21 @@ void usage(std::FILE* out) {
     for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
 }
 
+// Levenshtein distance, with a transposition counted as one edit ("sqaud" is 1 from "squad").
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i)
+        for (size_t j = 1; j <= b.size(); ++j) {
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                                d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[a.size()][b.size()];
+}
+
 // libgomp spins up to GOMP_SPINCOUNT (default 300,000 `pause`s, milliseconds on recent CPUs) at every
 // barrier and at the end of every parallel region before it sleeps. When the host time-slices our
 // vCPUs or other processes are runnable, a spinning thread burns the time slice the thread it waits
@@ -74,7 +91,8 @@ int main(int argc, char** argv) {
         argv = rewritten;
         argc = 3;
     }
-    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+        std::strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
@@ -109,7 +127,17 @@ int main(int argc, char** argv) {
         bertbench::dist::finalize();
         return 1;
     }
-    std::fprintf(stderr, "bertbench: unknown command \"%s\"\n", argv[1]);
+    // A mistyped command ("sqaud") gets the closest one when it is within 2 edits.
+    const std::string given = argv[1];
+    const char* closest = nullptr;
+    size_t best = 3;
+    for (const auto& c : kCommands)
+        if (const size_t d = edit_distance(given, c.name); d < best) best = d, closest = c.name;
+    if (closest != nullptr)
+        std::fprintf(stderr, "bertbench: unknown command \"%s\" (did you mean \"%s\"?)\n",
+                     argv[1], closest);
+    else
+        std::fprintf(stderr, "bertbench: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;
 }

@@ -40,6 +40,25 @@ TEST(UsabilityCli, VersionAndHelpCmd) {
     EXPECT_NE(bad.out.find("unknown command \"nosuchcommand\""), std::string::npos) << bad.out;
 }
 
+// `bertbench -h` is `bertbench --help`; a mistyped command is named with the closest one and the
+// command list (issue 25 item 10).
+TEST(UsabilityCli, DashHAndAMistypedCommandGetHelpAndASuggestion) {
+    const auto h = run_bertbench("-h");
+    EXPECT_EQ(h.exit_code, 0) << h.out;
+    EXPECT_EQ(h.out, run_bertbench("--help").out);
+    EXPECT_NE(h.out.find("usage: bertbench <command>"), std::string::npos) << h.out;
+    const auto typo = run_bertbench("sqaud --do_predict");
+    EXPECT_EQ(typo.exit_code, 2) << typo.out;
+    EXPECT_EQ(typo.out.rfind("bertbench: unknown command \"sqaud\" (did you mean \"squad\"?)\n", 0),
+              0u) << typo.out;
+    EXPECT_NE(typo.out.find("  squad-eval "), std::string::npos) << typo.out;  // the command list
+    EXPECT_NE(run_bertbench("pretrian").out.find("(did you mean \"pretrain\"?)"), std::string::npos);
+    // Nothing close: no guess.
+    const auto far = run_bertbench("frobnicate");
+    EXPECT_EQ(far.exit_code, 2);
+    EXPECT_NE(far.out.find("unknown command \"frobnicate\"\n"), std::string::npos) << far.out;
+}
+
 // A bad engine choice in the environment is a one-line error before the command writes anything.
 TEST(UsabilityCli, BadEngineEnvironmentStopsBeforeAnyOutput) {
     const fs::path out = fs::temp_directory_path() / ("bb_usability_env_" + std::to_string(getpid()));
