@@ -421,6 +421,58 @@ TEST_P(BackendOps, Attention) {
     }
 }
 
+// A bf16 engine's attention (AttentionBf16): q, k, v and dctx as bf16, against the double
+// reference on those bf16 values. A backend may round the probabilities (and dS) to bf16 for its
+// products, as the CPU does: each rounding is 2^-9 relative and a row's Σ|p'·v| is at most
+// 1/keep (1.25), so ctx is off by up to ~2.5e-3 where its terms cancel: atol 4e-3 + rtol 2^-6.
+TEST_P(BackendOps, AttentionBf16Inputs) {
+    REQUIRE_OP(attention_forward);
+    REQUIRE_OP(attention_backward);
+    const int NH = 2, HS = 8, H = NH * HS, B = 2;
+    const std::vector<int32_t> offsets = {0, 5, 24}, key_lengths = {5, 13};
+    const int N = offsets[B];
+    const size_t nh = static_cast<size_t>(N) * H;
+    const std::vector<bf16> q = narrow(rand_f(nh, 35)), k = narrow(rand_f(nh, 36)), v = narrow(rand_f(nh, 37)),
+                            dctx = narrow(rand_f(nh, 38));
+    const auto widened = [](const std::vector<bf16>& x) {
+        std::vector<double> w(x.size());
+        for (size_t i = 0; i < x.size(); ++i) w[i] = ops::to_float(x[i]);
+        return w;
+    };
+    std::vector<size_t> pofs(B + 1);
+    const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, NH, key_lengths.data());
+    const ops::DropoutStream stream{3, 1, 4, 0.8};
+    const ops::AttentionShape hs{offsets.data(), pofs.data(), B, NH, HS, key_lengths.data()};
+    std::vector<double> ctx(nh), probs(np), scratch(np), dq(nh), dk(nh), dv(nh), dprobs(np);
+    std::vector<uint8_t> mask(np);
+    ops::attention_forward<double>(ctx.data(), probs.data(), scratch.data(), mask.data(), widened(q).data(),
+                                   widened(k).data(), widened(v).data(), hs, &stream, nullptr);
+    ops::attention_backward<double>(dq.data(), dk.data(), dv.data(), dprobs.data(), widened(dctx).data(),
+                                    widened(q).data(), widened(k).data(), widened(v).data(), probs.data(), mask.data(),
+                                    0.8, hs, nullptr);
+    const auto goffs = put(offsets), gkeys = put(key_lengths);
+    const auto gpofs = put(pofs);
+    const ops::AttentionShape s{goffs->get(), gpofs->get(), B, NH, HS, gkeys->get()};
+    const auto gq = put(q), gk = put(k), gv = put(v), gdctx = put(dctx);
+    const ops::AttentionBf16 lp{gq->get(), gk->get(), gv->get(), gdctx->get()};
+    const auto gctx = put(std::vector<float>(nh)), gprobs = put(std::vector<float>(np)),
+               gscratch = put(std::vector<float>(np)), gdq = put(std::vector<float>(nh)),
+               gdk = put(std::vector<float>(nh)), gdv = put(std::vector<float>(nh));
+    const auto gmask = put(std::vector<uint8_t>(np));
+    // the fp32 q, k, v, dctx are not read with lp: null
+    BB_OP(be(), attention_forward)(gctx->get(), gprobs->get(), gscratch->get(), gmask->get(), nullptr, nullptr, nullptr,
+                                   s, &stream, &lp);
+    BB_OP(be(), attention_backward)(gdq->get(), gdk->get(), gdv->get(), gscratch->get(), nullptr, nullptr, nullptr,
+                                    nullptr, gprobs->get(), gmask->get(), 0.8f, s, &lp);
+    constexpr double atol = 4e-3, rtol = 1.0 / 64;
+    EXPECT_EQ(gmask->download(), mask) << "the dropout mask: the CPU's bits";
+    EXPECT_TRUE(all_close("bf16 attention ctx", gctx->download(), ctx, atol, rtol));
+    EXPECT_TRUE(all_close("bf16 attention probs", gprobs->download(), probs, atol, rtol));
+    EXPECT_TRUE(all_close("bf16 attention dq", gdq->download(), dq, atol, rtol));
+    EXPECT_TRUE(all_close("bf16 attention dk", gdk->download(), dk, atol, rtol));
+    EXPECT_TRUE(all_close("bf16 attention dv", gdv->download(), dv, atol, rtol));
+}
+
 // The inventory: the CPU backend has every op; another backend names what it lacks.
 TEST_P(BackendOps, LacksOnlyWhatItSays) {
     const std::vector<const char*> missing = be().missing();

@@ -262,24 +262,30 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
     ck::cross_entropy_backward(g_stream, dlogits, logits, lse, labels, coef, R, V);
 }
 
-ck::AttnShape attn_shape(const ops::AttentionShape& s, const ops::AttentionBf16* lp) {
-    if (lp)
-        fail("[backend cuda] attention with bf16 operands (AttentionBf16) is not implemented yet; the fp32 "
-             "attention is");
+ck::AttnShape attn_shape(const ops::AttentionShape& s) {
     return ck::AttnShape{s.offsets, s.prob_offsets, s.key_lengths, s.B, s.NH, s.HS};
 }
+// With lp (a bf16 engine) the kernels read the bf16 q, k, v (and dctx), whose fp32 forms the
+// engine does not write then.
 void attention_forward(float* ctx, float* probs, float* /*scratch: P' is formed on the fly*/, uint8_t* mask,
                        const float* q, const float* k, const float* v, const ops::AttentionShape& s,
                        const ops::DropoutStream* drop, const ops::AttentionBf16* lp) {
-    const ck::AttnShape shape = attn_shape(s, lp);
-    if (!drop) return ck::attention_forward(g_stream, ctx, probs, mask, q, k, v, shape, nullptr, 1.f);
+    const void* in[3] = {q, k, v};
+    if (lp) in[0] = lp->q, in[1] = lp->k, in[2] = lp->v;
+    if (!drop)
+        return ck::attention_forward(g_stream, ctx, probs, mask, in[0], in[1], in[2], lp != nullptr, attn_shape(s), nullptr,
+                                     1.f);
     const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
-    ck::attention_forward(g_stream, ctx, probs, mask, q, k, v, shape, &ph, static_cast<float>(drop->keep_prob));
+    ck::attention_forward(g_stream, ctx, probs, mask, in[0], in[1], in[2], lp != nullptr, attn_shape(s), &ph,
+                          static_cast<float>(drop->keep_prob));
 }
 void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const float* dctx, const float* q,
                         const float* k, const float* v, const float* probs, const uint8_t* mask, float keep_prob,
                         const ops::AttentionShape& s, const ops::AttentionBf16* lp) {
-    ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, probs, mask, keep_prob, attn_shape(s, lp));
+    if (lp)
+        return ck::attention_backward(g_stream, dq, dk, dv, dprobs, lp->dctx, lp->q, lp->k, lp->v, true, probs, mask,
+                                      keep_prob, attn_shape(s));
+    ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, false, probs, mask, keep_prob, attn_shape(s));
 }
 
 // The dense layer from the GEMM (cuBLASLt) and the kernels: the CPU ops' contracts (backend.hpp).

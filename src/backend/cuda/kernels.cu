@@ -305,10 +305,16 @@ __device__ __forceinline__ bool keep_element(const Philox& s, size_t e) {
     return (words[e % 4] >> 8) < s.threshold;
 }
 
+// An attention input as fp32: itself, or the bf16 bits widened (exact).
+__device__ __forceinline__ float val(float x) { return x; }
+__device__ __forceinline__ float val(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
+
 // Block per (b, h): rows i in turn; threads over the keys j for the scores, over the channels d
-// for ctx. scores go into probs (the row's slice), softmaxed in place.
-__global__ void k_attention_forward(float* ctx, float* probs, uint8_t* mask, const float* q, const float* k,
-                                    const float* v, AttnShape s, Philox drop, bool has_drop, float inv_keep) {
+// for ctx. scores go into probs (the row's slice), softmaxed in place. In: float, or uint16_t for
+// bf16 inputs (the products are fp32 either way).
+template <typename In>
+__global__ void k_attention_forward(float* ctx, float* probs, uint8_t* mask, const In* q, const In* k,
+                                    const In* v, AttnShape s, Philox drop, bool has_drop, float inv_keep) {
     __shared__ float sh[32];
     const int b = blockIdx.x / s.NH, h = blockIdx.x % s.NH, H = s.NH * s.HS, HS = s.HS;
     const int o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.key_lengths ? s.key_lengths[b] : t;
@@ -316,12 +322,12 @@ __global__ void k_attention_forward(float* ctx, float* probs, uint8_t* mask, con
     const size_t base = s.prob_offsets[b] + static_cast<size_t>(h) * t * kn;
     for (int i = 0; i < t; ++i) {
         float* p = probs + base + static_cast<size_t>(i) * kn;
-        const float* qi = q + static_cast<size_t>(o + i) * H + h * HS;
+        const In* qi = q + static_cast<size_t>(o + i) * H + h * HS;
         float m = -INFINITY;
         for (int j = threadIdx.x; j < kn; j += blockDim.x) {
-            const float* kj = k + static_cast<size_t>(o + j) * H + h * HS;
+            const In* kj = k + static_cast<size_t>(o + j) * H + h * HS;
             float dot = 0.f;
-            for (int d = 0; d < HS; ++d) dot += qi[d] * kj[d];
+            for (int d = 0; d < HS; ++d) dot += val(qi[d]) * val(kj[d]);
             p[j] = dot;
             m = fmaxf(m, dot);
         }
@@ -343,7 +349,7 @@ __global__ void k_attention_forward(float* ctx, float* probs, uint8_t* mask, con
             float acc = 0.f;
             for (int j = 0; j < kn; ++j) {
                 const float pj = mi ? (mi[j] ? p[j] * inv_keep : 0.f) : p[j];
-                acc += pj * v[static_cast<size_t>(o + j) * H + h * HS + d];
+                acc += pj * val(v[static_cast<size_t>(o + j) * H + h * HS + d]);
             }
             ctx[static_cast<size_t>(o + i) * H + h * HS + d] = acc;
         }
@@ -351,8 +357,9 @@ __global__ void k_attention_forward(float* ctx, float* probs, uint8_t* mask, con
 }
 
 // Block per (b, h): dS row by row into dprobs, then dq by rows, dk and dv by key rows.
-__global__ void k_attention_backward(float* dq, float* dk, float* dv, float* dprobs, const float* dctx,
-                                     const float* q, const float* k, const float* v, const float* probs,
+template <typename In>
+__global__ void k_attention_backward(float* dq, float* dk, float* dv, float* dprobs, const In* dctx,
+                                     const In* q, const In* k, const In* v, const float* probs,
                                      const uint8_t* mask, float inv_keep, AttnShape s) {
     __shared__ float sh[32];
     const int b = blockIdx.x / s.NH, h = blockIdx.x % s.NH, H = s.NH * s.HS, HS = s.HS;
@@ -365,7 +372,7 @@ __global__ void k_attention_backward(float* dq, float* dk, float* dv, float* dpr
         float dot = 0.f;
         for (int j = threadIdx.x; j < kn; j += blockDim.x) {
             float g = 0.f;  // dP'_ij = dctx_i · v_j, then through the dropout
-            for (int d = 0; d < HS; ++d) g += dctx[at(i, d)] * v[at(j, d)];
+            for (int d = 0; d < HS; ++d) g += val(dctx[at(i, d)]) * val(v[at(j, d)]);
             if (mask) g = mask[r + j] ? g * inv_keep : 0.f;
             dprobs[r + j] = g;
             dot += g * probs[r + j];
@@ -377,7 +384,7 @@ __global__ void k_attention_backward(float* dq, float* dk, float* dv, float* dpr
     for (int i = 0; i < t; ++i)
         for (int d = threadIdx.x; d < HS; d += blockDim.x) {
             float acc = 0.f;
-            for (int j = 0; j < kn; ++j) acc += dprobs[base + static_cast<size_t>(i) * kn + j] * k[at(j, d)];
+            for (int j = 0; j < kn; ++j) acc += dprobs[base + static_cast<size_t>(i) * kn + j] * val(k[at(j, d)]);
             dq[at(i, d)] = scale * acc;
         }
     for (int j = 0; j < t; ++j)
@@ -386,9 +393,9 @@ __global__ void k_attention_backward(float* dq, float* dk, float* dv, float* dpr
             if (j < kn) {  // rows that are no key get zero dk, dv
                 for (int i = 0; i < t; ++i) {
                     const size_t e = base + static_cast<size_t>(i) * kn + j;
-                    gk += dprobs[e] * q[at(i, d)];
+                    gk += dprobs[e] * val(q[at(i, d)]);
                     const float pv = mask ? (mask[e] ? probs[e] * inv_keep : 0.f) : probs[e];
-                    gv += pv * dctx[at(i, d)];
+                    gv += pv * val(dctx[at(i, d)]);
                 }
             }
             dk[at(j, d)] = scale * gk;
@@ -532,20 +539,37 @@ void cross_entropy_backward(cudaStream_t st, float* dlogits, const float* logits
     after_launch();
 }
 
-void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask, const float* q, const float* k,
-                       const float* v, AttnShape s, const Philox* drop, float keep_prob) {
+void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask, const void* q, const void* k,
+                       const void* v, bool bf16_in, AttnShape s, const Philox* drop, float keep_prob) {
     if (s.B <= 0 || s.NH <= 0) return;
-    k_attention_forward<<<s.B * s.NH, 128, 0, st>>>(ctx, probs, mask, q, k, v, s, drop ? *drop : Philox{0, 0, 0, 0},
-                                                     drop != nullptr, drop ? 1.f / keep_prob : 1.f);
+    const Philox ph = drop ? *drop : Philox{0, 0, 0, 0};
+    const float inv_keep = drop ? 1.f / keep_prob : 1.f;
+    if (bf16_in)
+        k_attention_forward<<<s.B * s.NH, 128, 0, st>>>(ctx, probs, mask, static_cast<const uint16_t*>(q),
+                                                         static_cast<const uint16_t*>(k),
+                                                         static_cast<const uint16_t*>(v), s, ph, drop != nullptr,
+                                                         inv_keep);
+    else
+        k_attention_forward<<<s.B * s.NH, 128, 0, st>>>(ctx, probs, mask, static_cast<const float*>(q),
+                                                         static_cast<const float*>(k), static_cast<const float*>(v),
+                                                         s, ph, drop != nullptr, inv_keep);
     after_launch();
 }
 
-void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const float* dctx,
-                        const float* q, const float* k, const float* v, const float* probs, const uint8_t* mask,
-                        float keep_prob, AttnShape s) {
+void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const void* dctx,
+                        const void* q, const void* k, const void* v, bool bf16_in, const float* probs,
+                        const uint8_t* mask, float keep_prob, AttnShape s) {
     if (s.B <= 0 || s.NH <= 0) return;
-    k_attention_backward<<<s.B * s.NH, 128, 0, st>>>(dq, dk, dv, dprobs, dctx, q, k, v, probs, mask,
-                                                      1.f / keep_prob, s);
+    using U = const uint16_t*;
+    using F = const float*;
+    if (bf16_in)
+        k_attention_backward<<<s.B * s.NH, 128, 0, st>>>(dq, dk, dv, dprobs, static_cast<U>(dctx), static_cast<U>(q),
+                                                          static_cast<U>(k), static_cast<U>(v), probs, mask,
+                                                          1.f / keep_prob, s);
+    else
+        k_attention_backward<<<s.B * s.NH, 128, 0, st>>>(dq, dk, dv, dprobs, static_cast<F>(dctx), static_cast<F>(q),
+                                                          static_cast<F>(k), static_cast<F>(v), probs, mask,
+                                                          1.f / keep_prob, s);
     after_launch();
 }
 

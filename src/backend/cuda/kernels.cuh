@@ -64,11 +64,12 @@ struct AttnShape {
     const int32_t* key_lengths;
     int B, NH, HS;
 };
-void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask, const float* q, const float* k,
-                       const float* v, AttnShape s, const Philox* drop, float keep_prob);
-void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const float* dctx,
-                        const float* q, const float* k, const float* v, const float* probs, const uint8_t* mask,
-                        float keep_prob, AttnShape s);
+// q, k, v (and dctx) are float, or bf16 (uint16_t bits) with bf16_in; products and sums in fp32.
+void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask, const void* q, const void* k,
+                       const void* v, bool bf16_in, AttnShape s, const Philox* drop, float keep_prob);
+void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const void* dctx,
+                        const void* q, const void* k, const void* v, bool bf16_in, const float* probs,
+                        const uint8_t* mask, float keep_prob, AttnShape s);
 // C(M,N) (ldc; fp32, or bf16 when c_bf16) = acc(M,N) + bias(N) (bias may be null): the epilogue of
 // the classic-cuBLAS GEMM path (cuda_backend.cpp)
 void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias);
