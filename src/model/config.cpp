@@ -164,6 +164,13 @@ void BertConfig::validate(const std::string& where) const {
     };
     for (const auto& [name, value] : sizes)
         if (value <= 0) fail("{}: {}: expected a positive integer, got {}", where, name, value);
+    // Named here, at the config: otherwise the first flag checked against it reported it
+    // ("--max_seq_length=128: expected 2..1").
+    if (max_position_embeddings < 2)
+        fail(
+            "{}: max_position_embeddings: expected at least 2 (a sequence holds [CLS] and [SEP]), "
+            "got {}",
+            where, max_position_embeddings);
     // Upper bounds far above any published BERT (large: V 30522, H 1024, L 24, A 16, I 4096,
     // 512 positions) that keep every size product well inside 64 bits; ParamTable then checks
     // the total against the machine's memory.
