@@ -80,6 +80,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     eo.max_predictions_per_seq = o.max_predictions_per_seq;
     eo.max_eval_steps = o.max_eval_steps;
     eo.skip_corrupt_records = o.skip_corrupt_records;
+    eo.type_vocab_size = config.type_vocab_size;
     const EvalMetrics m = evaluate(engine, params, config.vocab_size, eo);
     if (config_out != nullptr) *config_out = config;
     return m;

@@ -95,6 +95,7 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
     rc.shuffle_buffer = 0;
     rc.skip_corrupt_records = options.skip_corrupt_records;
     rc.vocab_size = vocab_size;  // token and masked ids checked where the record is decoded
+    rc.type_vocab_size = options.type_vocab_size;
     if (options.comm != nullptr && options.comm->size() > 1) {
         rc.rank = options.comm->rank();
         rc.world_size = options.comm->size();

@@ -46,6 +46,7 @@ struct EvalOptions {
     int max_predictions_per_seq = 20;
     int64_t max_eval_steps = 100;    // batches; <= 0 = the whole eval set
     bool skip_corrupt_records = false;  // skip records whose CRC does not match
+    int type_vocab_size = 0;  // segment ids below it, checked where decoded (0: unchecked)
     // Data parallel: each rank evaluates every N-th record (record stride whatever the number of
     // files, so max_eval_steps batches of batch_size = global / N cover exactly the records one
     // process would) and the sums are all-reduced. nullptr: one process.

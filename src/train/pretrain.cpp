@@ -401,6 +401,7 @@ private:
         eo.max_predictions_per_seq = o_.max_predictions_per_seq;
         eo.max_eval_steps = o_.max_eval_steps;
         eo.skip_corrupt_records = o_.skip_corrupt_records;
+        eo.type_vocab_size = config_.type_vocab_size;
         const double t0 = now_s();
         const EvalMetrics m = evaluate(eval_engine_ ? *eval_engine_ : *engine_, loop.params(),
                                        config_.vocab_size, eo);
