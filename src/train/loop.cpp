@@ -326,6 +326,7 @@ void TrainLoop::write_results(const std::string& status) {
     json j = {
         {"status", status},
         {"wall_time_s", elapsed()},
+        {"initialization_s", started_ ? json(initialization_s()) : json(nullptr)},
         {"global_step", updater_->global_step()},
         {"updates", updater_->optimizer().update_count()},
         {"samples", samples()},
@@ -357,6 +358,7 @@ void TrainLoop::write_results(const std::string& status) {
 }
 
 int TrainLoop::run() {
+    run_entry_ = now_s();
     StopSignals signals;
     try {
         setup();

@@ -144,6 +144,9 @@ public:
     int64_t samples() const;  // sequences seen: global_step x train_batch_size
     int64_t global_batch() const { return global_batch_; }
     double elapsed() const;   // run wall time, summed over resumed segments
+    // This process's set-up before run_start (model, weights, checks of the data): MLPerf's
+    // initialisation, not part of the time to train. -1 before run_start.
+    double initialization_s() const { return started_ ? segment_start_ - run_entry_ : -1; }
     std::span<const float> params() const { return params_; }
     std::span<float> params() { return params_; }
     const optim::ParameterUpdater& updater() const { return *updater_; }
@@ -181,7 +184,7 @@ private:
     std::string resume_from_, last_checkpoint_, abort_reason_;
     nlohmann::json data_cursor_;  // from the checkpoint being resumed
     int64_t global_batch_ = 0, last_saved_step_ = -1;
-    double segment_start_ = 0;
+    double segment_start_ = 0, run_entry_ = 0;  // now_s() at run_start, at run()'s entry
     bool started_ = false;
     std::vector<CurvePoint> loss_curve_;
     struct State {

@@ -23,6 +23,7 @@
 #include "train/loop.hpp"
 #include "train/mlperf_log.hpp"
 #include "train/preflight.hpp"
+#include "train/time_to_target.hpp"
 
 namespace bertbench::train {
 namespace fs = std::filesystem;
@@ -82,7 +83,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
 
 class PretrainTask final : public Task {
 public:
-    explicit PretrainTask(const PretrainOptions& o) : o_(o) {}
+    explicit PretrainTask(const PretrainOptions& o) : o_(o) { ttt_.target = o.target_mlm_accuracy; }
 
     void prepare(const std::string& resume_from) override {
         if (!o_.do_train && !o_.do_eval)
@@ -93,6 +94,9 @@ public:
             fail("--max_predictions_per_seq: expected >= 1, got {}", o_.max_predictions_per_seq);
         if (o_.shuffle_buffer < 0)
             fail("--shuffle_buffer: expected >= 0, got {}", o_.shuffle_buffer);
+        if (!(o_.target_mlm_accuracy >= 0 && o_.target_mlm_accuracy <= 1))
+            fail("--target_mlm_accuracy: expected a masked-LM accuracy in [0, 1] (MLPerf BERT: "
+                 "0.720), got {}", o_.target_mlm_accuracy);
         config_ = resolve_config(o_.bert_config_file, o_.model, resume_from, o_.init_checkpoint);
         if (o_.max_seq_length < 2 || o_.max_seq_length > config_.max_position_embeddings)
             fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
@@ -148,23 +152,15 @@ public:
     }
 
     json state() const override {
-        return {{"next_eval_samples", next_eval_samples_}, {"evals", evals_},
-                {"best_accuracy", best_accuracy_}, {"last_accuracy", last_accuracy_},
-                {"target_reached", target_reached_}, {"time_to_target_s", time_to_target_s_},
-                {"samples_to_target", samples_to_target_}};
+        json j = ttt_.state();
+        j["next_eval_samples"] = next_eval_samples_;
+        return j;
     }
     // Counts bounded by what the run can have reached (the eval schedule and the eval count
     // only by kMaxRunSamples: changed eval flags and repeated resumes move them legitimately).
     void restore_state(const json& j, int64_t samples) override {
         next_eval_samples_ = saved_int(j, "next_eval_samples", 0, kMaxRunSamples);
-        evals_ = saved_int(j, "evals", 0, kMaxRunSamples);
-        best_accuracy_ = saved_real(j, "best_accuracy", -1, 1, "an accuracy, -1 before any");
-        last_accuracy_ = saved_real(j, "last_accuracy", -1, 1, "an accuracy, -1 before any");
-        target_reached_ = j.at("target_reached").get<bool>();
-        time_to_target_s_ = saved_real(j, "time_to_target_s", -1, std::numeric_limits<double>::max(),
-                                       "seconds, -1 before the target");
-        samples_to_target_ = saved_int(j, "samples_to_target", -1, samples,
-                                       "at most the samples seen, -1 before the target");
+        ttt_.restore(j, samples);
     }
     // The reader's cursor: the records handed out in its epoch are at most the sequences seen;
     // the epoch is bounded only by kMaxRunSamples (a resume with another rank count moves it on
@@ -280,9 +276,9 @@ public:
     std::string after_update(TrainLoop& loop) override {
         if (!o_.do_eval || loop.samples() < next_eval_samples_) return "";
         mllog_->block_stop(block_first_);
-        const EvalMetrics m = run_eval(loop);
+        const bool reached = run_eval(loop);
         while (next_eval_samples_ <= loop.samples()) next_eval_samples_ += eval_interval_;
-        if (reached(loop, m)) return "success";
+        if (reached) return "success";
         block_first_ = loop.samples();
         mllog_->block_start(block_first_, eval_interval_);
         return "";
@@ -294,13 +290,13 @@ public:
             mllog_->block_stop(block_first_);
             if (o_.do_eval && (acc_curve_.empty() ||
                                acc_curve_.back().x != static_cast<double>(loop.samples())))
-                reached(loop, run_eval(loop));
+                run_eval(loop);
             status = !o_.do_eval ? "completed (no evaluation)"
-                     : target_reached_ ? "success" : "target not reached";
+                     : ttt_.reached ? "success" : "target not reached";
         }
         mllog_->run_stop(status == "success");
-        log::info("best masked-LM accuracy {}",
-                  best_accuracy_ >= 0 ? fmt::format("{:.4f}", best_accuracy_) : "-");
+        if (o_.do_eval)
+            log::info("{}", ttt_.summary(loop.samples(), loop.elapsed(), loop.initialization_s()));
         return status;
     }
     void on_abort() noexcept override {
@@ -308,17 +304,15 @@ public:
     }
     std::string progress_note() const override {
         return fmt::format("mlm_acc {}",
-                           last_accuracy_ >= 0 ? fmt::format("{:.4f}", last_accuracy_) : "-");
+                           ttt_.last_accuracy >= 0 ? fmt::format("{:.4f}", ttt_.last_accuracy) : "-");
     }
     void add_results(json& j) const override {
         const auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
         j["target_mlm_accuracy"] = o_.do_eval ? json(o_.target_mlm_accuracy) : json(nullptr);
-        j["final_masked_lm_accuracy"] = opt(last_accuracy_);
-        j["best_masked_lm_accuracy"] = opt(best_accuracy_);
-        j["evaluations"] = evals_;
-        j["samples_to_target"] =
-            samples_to_target_ >= 0 ? json(samples_to_target_) : json(nullptr);
-        j["time_to_target_s"] = opt(time_to_target_s_);
+        j["final_masked_lm_accuracy"] = opt(ttt_.last_accuracy);
+        j["best_masked_lm_accuracy"] = opt(ttt_.best_accuracy);
+        j["evaluations"] = ttt_.evals;
+        ttt_.add_results(j);
         j["wall_time_definition"] = "run_start -> run_stop (MLPerf), summed over resumed segments";
     }
     void add_curves(CurvesData& d) const override {
@@ -382,15 +376,8 @@ private:
                   table_->total_floats() * 8.0 / (1 << 20));
     }
 
-    bool reached(TrainLoop& loop, const EvalMetrics& m) {
-        if (m.masked_lm_accuracy < o_.target_mlm_accuracy) return false;
-        target_reached_ = true;
-        samples_to_target_ = loop.samples();
-        time_to_target_s_ = loop.elapsed();
-        return true;
-    }
-
-    EvalMetrics run_eval(TrainLoop& loop) {
+    // One online evaluation, logged; true when it reaches the target (the run then stops).
+    bool run_eval(TrainLoop& loop) {
         const int64_t samples = loop.samples();
         mllog_->eval_start(samples);
         EvalOptions eo;
@@ -408,9 +395,7 @@ private:
         const double dt = now_s() - t0;
         mllog_->eval_accuracy(m.masked_lm_accuracy, samples);
         mllog_->eval_stop(samples);
-        ++evals_;
-        last_accuracy_ = m.masked_lm_accuracy;
-        best_accuracy_ = std::max(best_accuracy_, m.masked_lm_accuracy);
+        const bool reached = ttt_.record(m.masked_lm_accuracy, samples, loop.elapsed());
         json line = m.to_json();
         line["step"] = loop.global_step();
         line["samples"] = samples;
@@ -422,7 +407,7 @@ private:
                   "next_sentence_accuracy {:.4f} ({} examples, {:.1f} s)",
                   samples, loop.global_step(), m.masked_lm_accuracy, m.masked_lm_loss,
                   m.next_sentence_accuracy, m.examples, dt);
-        return m;
+        return reached;
     }
 
     const PretrainOptions& o_;
@@ -439,11 +424,8 @@ private:
     std::unique_ptr<MlperfLogger> mllog_;
     std::vector<std::string> train_files_, eval_files_;
     model::Batch batch_;
-    int64_t eval_interval_ = 0, next_eval_samples_ = 0, block_first_ = 0, evals_ = 0;
-    double best_accuracy_ = -1, last_accuracy_ = -1;
-    bool target_reached_ = false;
-    double time_to_target_s_ = -1;
-    int64_t samples_to_target_ = -1;
+    int64_t eval_interval_ = 0, next_eval_samples_ = 0, block_first_ = 0;
+    TimeToTarget ttt_;  // evaluations, best accuracy, time and samples to target
     std::vector<CurvePoint> acc_curve_;
     int local_train_batch_ = 0, local_eval_batch_ = 1;  // per rank (the flags are global)
     bool root_ = true;

@@ -37,9 +37,11 @@ VOLATILE = {
     # results.json: also the prose of its *_definition fields (wording, not numerics)
     "results.json": {"peak_rss_mb", "wall_time_s", "time_to_target_s", "train_sequences_per_second",
                      "train_sequences_per_second_including_warmup", "train_tokens_per_second",
-                     "train_throughput_definition", "wall_time_definition"},
+                     "train_throughput_definition", "wall_time_definition", "initialization_s",
+                     "best_masked_lm_accuracy_time_s", "time_to_target_definition"},
     # checkpoint metadata, as "key.field" (the value of the key is itself JSON)
-    "safetensors": {"train_state.elapsed_s", "train_state.timed_s"},
+    "safetensors": {"train_state.elapsed_s", "train_state.timed_s", "train_state.best_elapsed_s",
+                    "train_state.time_to_target_s"},
 }
 MAX_SHOWN = 5  # differences printed per file
 

@@ -81,7 +81,7 @@ TEST(MlperfLog, LineLayoutIsMllogs) {
     EXPECT_EQ(lines[0], ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000001000, \"event_type\": "
                         "\"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.72, \"metadata\": "
                         "{\"file\": \"tests/train/mlperf_log_test.cpp\", \"lineno\": " +
-                            std::to_string(line) + ", \"epoch_num\": 150000}}");
+                            std::to_string(line) + ", \"epoch_num\": 150000, \"samples_count\": 150000}}");
 }
 
 // ---- The training_5.0.0 rules, as the compliance checker applies them in log order. ----
@@ -237,6 +237,7 @@ TEST(MlperfLog, SimulatedClosedBertRunPassesTheRules) {
     EXPECT_EQ(by_key["opt_base_learning_rate"]["value"].get<double>(), 4e-4);
     EXPECT_EQ(by_key["start_warmup_step"]["value"].get<int64_t>(), -76);
     EXPECT_EQ(by_key["eval_accuracy"]["metadata"]["epoch_num"].get<int64_t>(), 600000);
+    EXPECT_EQ(by_key["eval_accuracy"]["metadata"]["samples_count"].get<int64_t>(), 600000);
     EXPECT_EQ(by_key["run_stop"]["metadata"]["status"], "success");
     EXPECT_NE(lines[0].find("\"key\": \"cache_clear\", \"value\": true"), std::string::npos);
     const auto lamb_eps = std::find_if(lines.begin(), lines.end(),
