@@ -111,6 +111,15 @@ std::string repeated_top_level_key(std::string_view header) {
     return keys.repeated;
 }
 
+template <typename T>
+T load(const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+}
+
+}  // namespace
+
 float half_to_float(uint16_t h) {
     const uint32_t sign = (h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1Fu;
@@ -134,15 +143,6 @@ float half_to_float(uint16_t h) {
     }
     return std::bit_cast<float>(bits);
 }
-
-template <typename T>
-T load(const std::byte* p) {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;
-}
-
-}  // namespace
 
 size_t dtype_size(DType dtype) {
     for (const auto& d : kDTypes)

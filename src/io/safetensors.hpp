@@ -21,6 +21,7 @@ enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 size_t dtype_size(DType dtype);                         // bytes per element
 const char* dtype_name(DType dtype);                    // "F32"
 bool parse_dtype(const std::string& name, DType* out);  // false for an unknown name
+float half_to_float(uint16_t bits);                     // IEEE binary16 -> fp32 (exact)
 
 struct TensorInfo {
     std::string name;
