@@ -40,13 +40,10 @@ mkdir -p "$OUT/records"
 # Shards train-0000i-of-00004 train; eval.tfrecord (25 held-out documents) is the eval set.
 
 echo "== 3/4 pretraining BERT-tiny with LAMB to masked-LM accuracy $TARGET"
-"$BB" pretrain --model=tiny \
-  --input_file="$OUT/records/train-*.tfrecord" --eval_input_file="$OUT/records/eval.tfrecord" \
-  --output_dir="$RUN" --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
-  --optimizer=lamb --learning_rate=1e-2 --num_warmup_steps=30 --num_train_steps="$STEPS" \
-  --eval_every_samples=3200 --eval_batch_size=32 --max_eval_steps=8 \
-  --target_mlm_accuracy="$TARGET" --save_checkpoints_steps=200 --keep_checkpoint_max=2 \
-  --threads="$THREADS" --seed=12345
+# The recipe (flags) is scripts/demo-recipe.sh's, which scripts/time-to-train.sh runs too.
+source "$HERE/demo-recipe.sh"
+demo_recipe "$OUT/records" "$TARGET" "$STEPS" "$THREADS"
+"$BB" pretrain "${DEMO_RECIPE[@]}" --output_dir="$RUN" --seed=12345
 
 echo "== 4/4 offline evaluation of the final checkpoint (first 1024 held-out examples)"
 CKPT=$(ls -1 "$RUN"/model.ckpt-*.safetensors | sed 's/.*ckpt-\([0-9]*\)\.safetensors/\1 &/' | sort -n | tail -1 | cut -d' ' -f2)

@@ -93,8 +93,9 @@ std::string TimeToTarget::summary(int64_t samples_trained, double elapsed_s,
                                         best_elapsed_s)
                           : std::string();
     return fmt::format("target masked-LM accuracy {} not reached in {} samples ({:.1f} s after "
-                       "run_start): best {:.4f}{}, last {:.4f} ({} evaluations)",
-                       target, samples_trained, elapsed_s, best_accuracy, when, last_accuracy, evals);
+                       "run_start): best {:.4f}{}, last {:.4f} ({} evaluation{})",
+                       target, samples_trained, elapsed_s, best_accuracy, when, last_accuracy, evals,
+                       evals == 1 ? "" : "s");
 }
 
 }  // namespace bertbench::train
