@@ -13,17 +13,23 @@ int cmd_convert(int argc, char** argv) {
     model::ConvertOptions o;
     Flags f("convert",
             "Convert a checkpoint between bertbench safetensors (TF names), Hugging Face BERT "
-            "safetensors (HF names, Linear weights [out, in], config.json beside) and TensorFlow "
-            "TF1/TF2 checkpoints (PREFIX.index + PREFIX.data-00000-of-00001). The input format is "
-            "detected. Tensors are copied bit for bit (HF kernels transposed); for --to=hf only "
-            "the model's weights are written, optimizer state is skipped.");
-    f.add("input", &o.input, "checkpoint: a .safetensors file or a TensorFlow checkpoint prefix");
+            "safetensors (HF names, Linear weights [out, in], config.json beside), TensorFlow "
+            "TF1/TF2 checkpoints (PREFIX.index + PREFIX.data-00000-of-00001) and PyTorch files "
+            "(pytorch_model.bin, NVIDIA's ckpt_N.pt; zip or legacy, read without running any of "
+            "their code). The input format is detected from its magic bytes. Tensors are copied "
+            "bit for bit (HF kernels transposed; PyTorch fp16/bf16 widened to fp32); for --to=hf "
+            "and --to=pt only the model's weights are written, optimizer state is skipped.");
+    f.add("input", &o.input,
+          "checkpoint: a .safetensors file, a PyTorch .pt/.bin file or a TensorFlow checkpoint "
+          "prefix");
     f.add("output", &o.output,
-          "output: TF prefix, .safetensors file, or for --to=hf a .safetensors file or a "
-          "directory (model.safetensors + config.json)");
+          "output: TF prefix, .safetensors file, .pt/.bin file (--to=pt: an fp32 state dict "
+          "with HF names for torch.load(f, weights_only=True), BertForPreTraining.load_state_dict "
+          "or --init_checkpoint=), or for --to=hf a .safetensors file or a directory "
+          "(model.safetensors + config.json)");
     f.add("to", &o.to,
-          "tf | safetensors | hf (default: safetensors when --output ends in .safetensors, "
-          "else tf)");
+          "tf | safetensors | hf | pt (default: safetensors when --output ends in .safetensors, "
+          "pt for .pt or .bin, else tf)");
     f.add("bert_config_file", &o.bert_config_file,
           "bert_config.json: needed for --to=hf unless the input is a bertbench checkpoint; "
           "with --to=safetensors it is stored in the checkpoint's metadata");

@@ -350,7 +350,7 @@ void collect(const pickle::Unpickler& u, const std::map<std::string, StorageByte
             sub.tensors = 0;
             sub.walk(root.items[i + 1], k, 0, k == "data_loader");
             const Value& v = u.at(root.items[i + 1]);
-            ignored->push_back(sub.tensors ? fmt::format("'{}' ({} tensors)", k, sub.tensors)
+            ignored->push_back(sub.tensors ? fmt::format("'{}' ({} tensor{})", k, sub.tensors, sub.tensors == 1 ? "" : "s")
                                            : fmt::format("'{}' ({})", k, u.brief(v)));
         }
 }

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/json_safe.hpp"
+#include "io/torch_checkpoint.hpp"
 
 namespace bertbench::model {
 namespace {
@@ -60,6 +61,15 @@ bool linear_param(const std::string& leaf, std::string* out, bool* transpose) {
         return false;
     }
     return true;
+}
+
+// Where an HF name's module path starts: after DistributedDataParallel's "module." and then
+// BertForPreTraining's "bert." (or "model.").
+size_t hf_prefix_length(const std::string& n) {
+    size_t at = starts_with(n, "module.") ? 7 : 0;
+    if (n.compare(at, 5, "bert.") == 0) at += 5;
+    else if (n.compare(at, 6, "model.") == 0) at += 6;
+    return at;
 }
 
 }  // namespace
@@ -205,9 +215,7 @@ std::vector<std::string> load_checkpoint_present(const std::string& path, const 
 // ---- Hugging Face import ----
 
 void check_hf_layer_index(const std::string& path, const std::string& hf_name, int num_layers) {
-    size_t at = 0;
-    if (starts_with(hf_name, "bert.")) at = 5;
-    else if (starts_with(hf_name, "model.")) at = 6;
+    const size_t at = hf_prefix_length(hf_name);
     if (hf_name.compare(at, 14, "encoder.layer.") != 0) return;
     const size_t begin = at + 14, dot = hf_name.find('.', begin);
     const std::string idx = hf_name.substr(begin, dot == std::string::npos ? dot : dot - begin);
@@ -224,15 +232,12 @@ void check_hf_layer_index(const std::string& path, const std::string& hf_name, i
 }
 
 bool hf_to_tf_name(const std::string& hf_name, HfName* out) {
-    std::string n = hf_name;
-    if (starts_with(n, "bert."))
-        n = n.substr(5);
-    else if (starts_with(n, "model."))
-        n = n.substr(6);
+    const std::string n = hf_name.substr(hf_prefix_length(hf_name));
     std::vector<std::string> parts;
     for (size_t start = 0;;) {
         const size_t dot = n.find('.', start);
         parts.push_back(n.substr(start, dot - start));
+        if (parts.back() == "dense_act") parts.back() = "dense";  // NVIDIA's LinearActivation
         if (dot == std::string::npos) break;
         start = dot + 1;
     }
@@ -321,16 +326,16 @@ std::string ImportReport::summary() const {
         loaded.size(), list(missing), list(unexpected), list(ignored));
 }
 
-ImportReport import_hf_safetensors(const std::string& path, const ParamTable& table,
-                                   std::span<float> params) {
+ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSourceTensor>& tensors,
+                               const std::function<void(size_t, std::span<float>)>& read,
+                               const ParamTable& table, std::span<float> params) {
     BB_CHECK(params.size() >= table.total_floats());
-    const io::SafetensorsReader file(path);
     ImportReport report;
     std::map<std::string, std::string> filled;  // tf name -> hf name
-    for (const io::TensorInfo& t : file.tensors()) {
-        const std::string& hf = t.name;
-        if (hf.ends_with("position_ids") || hf == "cls.predictions.decoder.weight" ||
-            hf == "bert.cls.predictions.decoder.weight") {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const std::string& hf = tensors[i].name;
+        const size_t at = hf_prefix_length(hf);
+        if (hf.ends_with("position_ids") || hf.compare(at, std::string::npos, "cls.predictions.decoder.weight") == 0) {
             report.ignored.push_back(hf);  // a buffer, and the decoder tied to word_embeddings
             continue;
         }
@@ -343,29 +348,53 @@ ImportReport import_hf_safetensors(const std::string& path, const ParamTable& ta
         }
         std::vector<int64_t> want = p->shape;
         if (m.transpose) std::swap(want[0], want[1]);
-        if (t.shape != want)
+        if (tensors[i].shape != want)
             fail("{}: tensor \"{}\" (-> {}): expected shape {}{}, got {}", path, hf, m.tf_name,
-                 shape_str(want), m.transpose ? " (HF [out, in])" : "", t.shape_str());
+                 shape_str(want), m.transpose ? " (HF [out, in])" : "", shape_str(tensors[i].shape));
         if (filled.count(m.tf_name)) {  // cls.predictions.bias and .decoder.bias are one tensor
             report.ignored.push_back(hf);
             continue;
         }
         std::span<float> dst = params.subspan(p->offset, p->size);
         if (!m.transpose) {
-            file.read_f32(hf, dst);
+            read(i, dst);
         } else {
-            const std::vector<float> src = file.read_f32(hf);  // [out, in]
+            std::vector<float> src(p->size);  // [out, in]
+            read(i, src);
             const size_t rows = static_cast<size_t>(p->shape[0]),
                          cols = static_cast<size_t>(p->shape[1]);
-            for (size_t i = 0; i < rows; ++i)      // in
+            for (size_t r = 0; r < rows; ++r)      // in
                 for (size_t o = 0; o < cols; ++o)  // out
-                    dst[i * cols + o] = src[o * rows + i];
+                    dst[r * cols + o] = src[o * rows + r];
         }
         filled[m.tf_name] = hf;
         report.loaded.push_back(m.tf_name);
     }
     for (const ParamInfo& p : table.entries())
         if (!filled.count(p.name)) report.missing.push_back(p.name);
+    return report;
+}
+
+ImportReport import_hf_safetensors(const std::string& path, const ParamTable& table,
+                                   std::span<float> params) {
+    const io::SafetensorsReader file(path);
+    std::vector<HfSourceTensor> tensors;
+    for (const io::TensorInfo& t : file.tensors()) tensors.push_back({t.name, t.shape});
+    return import_hf_tensors(
+        path, tensors,
+        [&](size_t i, std::span<float> dst) { file.read_f32(file.tensors()[i].name, dst); }, table,
+        params);
+}
+
+ImportReport import_torch_checkpoint(const std::string& path, const ParamTable& table,
+                                     std::span<float> params) {
+    const io::TorchCheckpointReader file(path);
+    std::vector<HfSourceTensor> tensors;
+    for (const io::TorchTensor& t : file.tensors()) tensors.push_back({t.name, t.shape});
+    ImportReport report = import_hf_tensors(
+        path, tensors, [&](size_t i, std::span<float> dst) { file.read_f32(file.tensors()[i], dst); },
+        table, params);
+    for (const std::string& s : file.ignored()) report.ignored.push_back(s);
     return report;
 }
 

@@ -5,6 +5,7 @@
 // BERT safetensors file (Linear weights [out, in] transposed to TF kernels [in, out]).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -84,8 +85,10 @@ struct HfName {
     std::string tf_name;     // "bert/encoder/layer_0/attention/self/query/kernel"
     bool transpose = false;  // HF Linear weight [out, in] -> TF kernel [in, out]
 };
-// Maps one HF tensor name (with or without the "bert." prefix of BertForPreTraining) to its TF
-// name. Returns false for names with no TF counterpart.
+// Maps one HF tensor name (with or without the "bert." prefix of BertForPreTraining, and
+// DistributedDataParallel's "module.") to its TF name; NVIDIA's LinearActivation modules
+// ("dense_act", as in bert.encoder.layer.N.intermediate.dense_act.weight) are "dense". Returns
+// false for names with no TF counterpart.
 bool hf_to_tf_name(const std::string& hf_name, HfName* out);
 // Error naming `path` and the tensor unless the encoder layer index in an HF name
 // ("[bert.]encoder.layer.<i>.") is a decimal without sign or leading zeros below `num_layers`
@@ -102,11 +105,28 @@ struct ImportReport {
     std::string summary() const;          // one line
 };
 
+// One tensor of a file with HF (or NVIDIA) names, for import_hf_tensors.
+struct HfSourceTensor {
+    std::string name;            // as in the file
+    std::vector<int64_t> shape;  // as in the file (Linear weights [out, in])
+};
+// The import behind import_hf_safetensors and import_torch_checkpoint: maps each name, checks its
+// shape against the table and calls read(i, dst) to fill tensor i as fp32 in file layout.
+ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSourceTensor>& tensors,
+                               const std::function<void(size_t, std::span<float>)>& read,
+                               const ParamTable& table, std::span<float> params);
+
 // Fills `params` (laid out by `table`) from a HF BERT safetensors file; tensors the file lacks are
 // left untouched and listed in `missing`. A shape mismatch is an Error naming both names, the
 // expected and the found shape. F32/F64/F16/BF16 accepted.
 ImportReport import_hf_safetensors(const std::string& path, const ParamTable& table,
                                    std::span<float> params);
+
+// The same from a PyTorch checkpoint (io/torch_checkpoint.hpp: HF's pytorch_model.bin, NVIDIA's
+// ckpt_<step>.pt, zip or legacy): its state dict only; optimizer state and the rest are listed
+// in `ignored` (one entry per top-level key). fp16/bf16/fp64 storages are widened to fp32.
+ImportReport import_torch_checkpoint(const std::string& path, const ParamTable& table,
+                                     std::span<float> params);
 
 // The inverse of hf_to_tf_name for export: the HF name of a TF table name (BertForPreTraining /
 // BertForQuestionAnswering layout: "bert." prefix, cls.*, qa_outputs.*). False when it has none.
@@ -139,10 +159,12 @@ enum class CheckpointFormat {
     bertbench,       // our safetensors checkpoint (TF names, config in metadata)
     hf_safetensors,  // Hugging Face BERT safetensors
     tf_bundle,       // TensorFlow checkpoint prefix (PREFIX.index exists)
+    pytorch,         // torch.save file (zip or legacy): pytorch_model.bin, NVIDIA's ckpt_N.pt
 };
 const char* checkpoint_format_name(CheckpointFormat f);
-// TF when PATH.index exists; otherwise a safetensors file, ours when it has "format" metadata or
-// TF-named weights. Error naming `path` if it is neither.
+// By magic bytes, never by trial: TF when PATH.index exists; a zip archive ("PK\3\4") or torch's
+// legacy magic-number pickle is PyTorch; 8 bytes of length then '{' is safetensors, ours when it
+// has "format" metadata or TF-named weights. Error naming `path` and its first bytes otherwise.
 CheckpointFormat detect_checkpoint_format(const std::string& path);
 // The config a checkpoint carries (ours only); false for TF bundles and HF files.
 bool checkpoint_config(const std::string& path, BertConfig* out);

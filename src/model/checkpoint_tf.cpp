@@ -1,16 +1,19 @@
-// TensorFlow checkpoints as --init_checkpoint, and the one place that tells the three checkpoint
+// TensorFlow checkpoints as --init_checkpoint, and the one place that tells the four checkpoint
 // formats apart. Load semantics follow the reference (run_pretraining.py / run_squad.py
 // get_assignment_map_from_checkpoint): only the model's variables are restored by name; optimizer
 // slots and global_step stay behind, so the optimizer starts at zero and the step at 0.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "core/log.hpp"
 #include "io/tf_bundle.hpp"
+#include "io/torch_checkpoint.hpp"
 #include "model/checkpoint.hpp"
 
 namespace bertbench::model {
@@ -51,6 +54,24 @@ bool is_file(const std::string& path) {
 std::string tf_prefix(const std::string& path) {
     if (path.ends_with(".index") && is_file(path)) return path.substr(0, path.size() - 6);
     return path;
+}
+
+// The first bytes of a file (fewer when it is shorter); Error naming the path if it cannot be read.
+std::string file_head(const std::string& path, size_t n) {
+    std::string why;
+    const int fd = open_regular_file(path, &why);  // a FIFO is an error, not a wait
+    if (fd < 0) fail("{}: {}", path, why);
+    std::string head(n, '\0');
+    ssize_t got = 0;
+    for (size_t at = 0; at < n; at += size_t(got)) {
+        got = ::read(fd, head.data() + at, n - at);
+        if (got <= 0) {
+            head.resize(at);
+            break;
+        }
+    }
+    ::close(fd);
+    return head;
 }
 
 }  // namespace
@@ -153,6 +174,8 @@ const char* checkpoint_format_name(CheckpointFormat f) {
             return "Hugging Face safetensors";
         case CheckpointFormat::tf_bundle:
             return "TensorFlow checkpoint";
+        case CheckpointFormat::pytorch:
+            return "PyTorch checkpoint";
     }
     return "?";
 }
@@ -162,6 +185,18 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
     if (!is_file(path))
         fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
              "{}.index beside it), found neither", path, path);
+    const std::string head = file_head(path, 16);
+    if (io::torch_format({reinterpret_cast<const std::byte*>(head.data()), head.size()}) !=
+        io::TorchFormat::none)
+        return CheckpointFormat::pytorch;
+    if (head.size() < 9 || head[8] != '{') {
+        std::string hex;
+        for (unsigned char c : head) hex += fmt::format(" {:02x}", c);
+        fail("{}: expected a checkpoint: safetensors (8-byte length, then '{{'), PyTorch (a zip "
+             "archive, or torch's legacy magic number) or a TensorFlow prefix ({}.index beside "
+             "it); the file starts with{}{}", path, path, hex.empty() ? " nothing" : hex,
+             head.size() < 16 ? " (that is all of it)" : " ...");
+    }
     const CheckpointReader r(path);  // validates the safetensors file
     // Not just any "format" key: transformers' save_pretrained writes {"format": "pt"}.
     const auto it = r.metadata().find("format");
@@ -219,10 +254,23 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
             absent = rep.missing;
             break;
         }
+        case CheckpointFormat::pytorch: {
+            const ImportReport rep = import_torch_checkpoint(path, table, params);
+            if (rep.loaded.empty())
+                fail("{}={}: expected BERT tensors (Hugging Face or NVIDIA names), found none of "
+                     "the {} the model needs{}", flag, path, table.entries().size(),
+                     rep.unexpected.empty() ? "" : " (the file has " + rep.unexpected[0] + ", ...)");
+            summary = rep.summary();
+            absent = rep.missing;
+            if (!rep.missing.empty())
+                log::warn("{}={}: {} tensors missing, left as initialised", flag, path,
+                          rep.missing.size());
+            break;
+        }
     }
     if (missing) *missing = std::move(absent);
     static const char* const kFrom[] = {"bertbench checkpoint", "Hugging Face file",
-                                        "TensorFlow checkpoint"};
+                                        "TensorFlow checkpoint", "PyTorch checkpoint"};
     log::info("initialised from {} {}: {}", kFrom[static_cast<int>(f)], path, summary);
     return summary;
 }

@@ -18,6 +18,7 @@
 #include "core/fs.hpp"
 #include "io/safetensors.hpp"
 #include "io/tf_bundle.hpp"
+#include "io/torch_checkpoint.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 
@@ -144,6 +145,76 @@ Loaded read_safetensors(const std::string& path, bool hf) {
     return in;
 }
 
+// A PyTorch checkpoint's state dict (HF or NVIDIA names; TF names, with '/', kept as they are),
+// every float tensor widened to fp32; the rest (optimizer state, ints, buffers) skipped.
+Loaded read_pt(const std::string& path) {
+    const io::TorchCheckpointReader r(path);
+    Loaded in;
+    in.files.push_back(path);
+    for (const std::string& s : r.ignored()) in.skipped.push_back(s);  // "'optimizer' (392 tensors)"
+    std::map<std::string, bool> seen;
+    for (const io::TorchTensor& info : r.tensors()) {
+        HfName m{info.name, false};
+        if (info.name.find('/') == std::string::npos) {
+            check_hf_layer_index(path, info.name);
+            if (info.name.ends_with("position_ids") || info.name.ends_with("predictions.decoder.weight")) {
+                in.skipped.push_back(info.name + " (tied or a buffer)");
+                continue;
+            }
+            if (!hf_to_tf_name(info.name, &m)) {
+                in.skipped.push_back(info.name + " (no TF name)");
+                continue;
+            }
+        }
+        if (!r.is_float(info)) {
+            in.skipped.push_back(fmt::format("{} ({})", info.name, io::dtype_name(info.dtype)));
+            continue;
+        }
+        if (seen.count(m.tf_name)) {
+            in.skipped.push_back(info.name + " (same tensor as another)");
+            continue;
+        }
+        seen[m.tf_name] = true;
+        Tensor t{m.tf_name, io::DType::F32, info.shape, std::vector<uint8_t>(info.numel * 4)};
+        r.read_f32(info, {reinterpret_cast<float*>(t.bytes.data()), info.numel});
+        if (m.transpose) {
+            if (t.shape.size() != 2)
+                fail("{}: tensor \"{}\": expected a 2-D Linear weight, found shape {}", path,
+                     info.name, info.shape_str());
+            t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], 4);
+            std::swap(t.shape[0], t.shape[1]);
+        }
+        in.tensors.push_back(std::move(t));
+    }
+    return in;
+}
+
+// A float tensor's values as fp32 (F32 bit for bit); false for other dtypes.
+bool to_f32(const Tensor& t, std::vector<float>* out) {
+    const size_t es = io::dtype_size(t.dtype), n = t.bytes.size() / es;
+    out->resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const uint8_t* p = t.bytes.data() + i * es;
+        switch (t.dtype) {
+            case io::DType::F32: std::memcpy(&(*out)[i], p, 4); break;
+            case io::DType::F16: (*out)[i] = io::half_to_float(uint16_t(p[0] | p[1] << 8)); break;
+            case io::DType::BF16: {
+                const uint32_t bits = uint32_t(p[0] | p[1] << 8) << 16;
+                std::memcpy(&(*out)[i], &bits, 4);
+                break;
+            }
+            case io::DType::F64: {
+                double d;
+                std::memcpy(&d, p, 8);
+                (*out)[i] = float(d);
+                break;
+            }
+            default: return false;
+        }
+    }
+    return true;
+}
+
 // HF's BertConfig (config.json) for our config.
 nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors) {
     bool pretraining = false, squad = false;
@@ -197,12 +268,16 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     if (o.input.empty()) fail("--input: expected a checkpoint, got none");
     if (o.output.empty()) fail("--output: expected a path, got none");
     std::string to = o.to;
-    if (to.empty()) to = o.output.ends_with(".safetensors") ? "safetensors" : "tf";
-    if (to != "tf" && to != "safetensors" && to != "hf")
-        fail("--to={}: expected tf, safetensors or hf", to);
+    if (to.empty())
+        to = o.output.ends_with(".safetensors")                           ? "safetensors"
+             : o.output.ends_with(".pt") || o.output.ends_with(".bin") ? "pt"
+                                                                          : "tf";
+    if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt")
+        fail("--to={}: expected tf, safetensors, hf or pt", to);
 
     const CheckpointFormat from = detect_checkpoint_format(o.input);
     Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
+                : from == CheckpointFormat::pytorch ? read_pt(o.input)
                 : read_safetensors(o.input, from == CheckpointFormat::hf_safetensors);
 
     // Output files.
@@ -210,7 +285,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     std::string st_path, config_path;
     if (to == "tf") {
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
-    } else if (to == "safetensors") {
+    } else if (to == "safetensors" || to == "pt") {
         st_path = o.output;
         outs = {st_path};
     } else {
@@ -263,6 +338,38 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
             w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
         w.write();
         res.tensors = in.tensors.size();
+    } else if (to == "pt") {
+        // HF names (BertForPreTraining / BertForQuestionAnswering), Linear weights [out, in],
+        // fp32: what from_pretrained and NVIDIA's --init_checkpoint load.
+        res.to = checkpoint_format_name(CheckpointFormat::pytorch);
+        std::vector<std::vector<float>> values;
+        std::vector<io::TorchOutTensor> out;
+        values.reserve(in.tensors.size());
+        for (Tensor& t : in.tensors) {
+            std::string name;
+            bool tr = false;
+            if (!tf_to_hf_name(t.name, &name, &tr)) {
+                res.skipped.push_back(t.name + " (not a model weight)");
+                continue;
+            }
+            if (tr) {
+                if (t.shape.size() != 2)
+                    fail("{}: tensor \"{}\": expected a 2-D kernel, found {} dims", o.input, t.name,
+                         t.shape.size());
+                t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
+                std::swap(t.shape[0], t.shape[1]);
+            }
+            values.emplace_back();
+            if (!to_f32(t, &values.back())) {
+                values.pop_back();
+                res.skipped.push_back(fmt::format("{} ({})", t.name, io::dtype_name(t.dtype)));
+                continue;
+            }
+            out.push_back({name, t.shape, values.back()});
+        }
+        if (out.empty()) fail("--input={}: expected BERT weights, found none", o.input);
+        io::write_torch_checkpoint(st_path, out);
+        res.tensors = out.size();
     } else {
         res.to = checkpoint_format_name(CheckpointFormat::hf_safetensors);
         if (!have_config)

@@ -1,6 +1,7 @@
 // Checkpoint conversion between bertbench safetensors (TF names), Hugging Face BERT safetensors
-// (HF names, Linear weights [out, in], config.json beside) and TensorFlow tensor bundles
-// (PREFIX.index + PREFIX.data-00000-of-00001). Tensors are copied byte for byte (HF kernels
+// (HF names, Linear weights [out, in], config.json beside), TensorFlow tensor bundles
+// (PREFIX.index + PREFIX.data-00000-of-00001) and PyTorch checkpoints (read: zip or legacy, HF or
+// NVIDIA names, widened to fp32; written: zip, HF names, fp32, for torch.load(weights_only=True)). Tensors are copied byte for byte (HF kernels
 // transposed), so safetensors -> TF -> safetensors and safetensors -> HF -> safetensors give back
 // the same tensors bit for bit. Outputs are written atomically; an existing output is an error
 // without `overwrite`, and an output that is the input (same inode) always is.
@@ -12,10 +13,11 @@
 namespace bertbench::model {
 
 struct ConvertOptions {
-    std::string input;             // safetensors file or TF prefix (format detected)
-    std::string output;            // safetensors file, TF prefix, or for hf a file or directory
-    std::string to;                // "tf" | "safetensors" | "hf"; "" = safetensors when output
-                                   // ends in .safetensors, else tf
+    std::string input;             // safetensors, .pt/.bin file or TF prefix (format detected)
+    std::string output;            // safetensors file, TF prefix, .pt file, or for hf a file or
+                                   // directory
+    std::string to;                // "tf" | "safetensors" | "hf" | "pt"; "" = safetensors when
+                                   // output ends in .safetensors, pt for .pt/.bin, else tf
     std::string bert_config_file;  // config for HF's config.json / our metadata (optional when
                                    // the input is a bertbench checkpoint that carries one)
     bool overwrite = false;

@@ -1,0 +1,148 @@
+// PyTorch checkpoints through the real binary ($BB_BERTBENCH), issue 25 item 7: a short
+// `bertbench pretrain` checkpoint (L2 H64 A2 I128) converted with `convert --to=pt` is loaded by
+// the system torch (torch.load(weights_only=True)), which saves it again as NVIDIA's
+// ckpt_<step>.pt (legacy format, 'module.bert.' names with dense_act, optimizer state, master
+// params, epoch, files) and as a legacy pytorch_model.bin. Each file then (a) evaluates to the
+// same metrics JSON, byte for byte, as the safetensors checkpoint, (b) starts a pretraining run
+// whose losses are bit-identical to one started from the safetensors file, (c) converts back to
+// the safetensors tensors bit for bit; `squad --init_checkpoint=pytorch_model.bin` fine-tunes;
+// a .pt named as a safetensors file is still recognised by its magic bytes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/run_util.hpp"
+#include "core/fs.hpp"
+#include "io/safetensors.hpp"
+#include "test_util.hpp"
+
+namespace bertbench {
+namespace {
+
+namespace fs = std::filesystem;
+using bertbench::testing::run_bertbench;
+using bertbench::testing::run_shell;
+using bertbench::testing::shared_dir;
+using bertbench::testing::TmpDir;
+using bertbench::testing::train_lines;
+
+std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
+
+std::string pretrain(const std::string& config, const std::string& out, const std::string& extra) {
+    return "pretrain --bert_config_file=" + config +
+           " --input_file=" + golden("pretraining/public_128_s12345_d2.tfrecord") + " --output_dir=" + out +
+           " --train_batch_size=4 --num_train_steps=4 --num_warmup_steps=1 --learning_rate=2e-3"
+           " --save_checkpoints_steps=4 --threads=1 --seed=5 " + extra;
+}
+
+constexpr const char* kResave = R"(import collections, sys, torch
+src, nv, legacy = sys.argv[1:4]
+sd = torch.load(src, weights_only=True)
+assert all(t.dtype == torch.float32 for t in sd.values())
+# NVIDIA's run_pretraining.py checkpoint of a DDP-wrapped model, as torch 1.4 writes it.
+def nvidia_name(k):
+    if 'intermediate.dense.' in k or 'pooler.dense.' in k or 'transform.dense.' in k:
+        k = k.replace('.dense.', '.dense_act.')
+    return 'module.' + k
+model = collections.OrderedDict((nvidia_name(k), t) for k, t in sd.items())
+model['module.cls.predictions.decoder.weight'] = sd['bert.embeddings.word_embeddings.weight']
+params = list(sd.values())
+torch.save({'model': model,
+            'optimizer': {'state': {i: {'step': 4, 'exp_avg': torch.zeros_like(p),
+                                        'exp_avg_sq': torch.zeros_like(p)} for i, p in enumerate(params[:3])},
+                          'param_groups': [{'lr': 6e-3, 'params': list(range(3))}]},
+            'master params': params[:3], 'files': [0, 'part-0.hdf5'], 'epoch': 0, 'data_loader': None},
+           nv, _use_new_zipfile_serialization=False)
+torch.save(sd, legacy, _use_new_zipfile_serialization=False)
+)";
+
+TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
+    TmpDir dir;
+    const std::string config = dir.file("bert_config.json");
+    write_file_atomic(config, R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
+        "type_vocab_size": 2})");
+    auto r = run_bertbench(pretrain(config, dir.file("a"), ""));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string st = dir.file("a/model.ckpt-4.safetensors");
+    const std::string bin = dir.file("pytorch_model.bin");
+    r = run_bertbench("convert --input=" + st + " --output=" + bin);  // .bin: --to=pt
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("-> PyTorch checkpoint"), std::string::npos) << r.out;
+
+    const std::string nv = dir.file("ckpt_4.pt"), legacy = dir.file("legacy.bin");
+    write_file_atomic(dir.file("resave.py"), kResave);
+    r = run_shell("/usr/bin/python3 " + dir.file("resave.py") + " " + bin + " " + nv + " " + legacy);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+
+    const std::string eval = " --input_file=" + golden("eval_pick/public_128_eval100.tfrecord") +
+                             " --eval_batch_size=8 --max_eval_steps=3 --threads=1";
+    r = run_bertbench("eval --init_checkpoint=" + st + eval + " --json=" + dir.file("st.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string want_eval = read_file(dir.file("st.json"));
+    r = run_bertbench(pretrain(config, dir.file("b"), "--init_checkpoint=" + st));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::vector<std::string> want_losses = train_lines(dir.file("b"));
+    ASSERT_EQ(want_losses.size(), 4u);
+
+    const io::SafetensorsReader ours(st);
+    int k = 0;
+    for (const std::string& pt : {bin, nv, legacy}) {
+        SCOPED_TRACE(pt);
+        const std::string n = std::to_string(k++);
+        r = run_bertbench("eval --init_checkpoint=" + pt + " --bert_config_file=" + config + eval +
+                          " --json=" + dir.file(n + ".json"));
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.out.find("initialised from PyTorch checkpoint"), std::string::npos) << r.out;
+        EXPECT_EQ(read_file(dir.file(n + ".json")), want_eval);
+        if (pt == nv) {  // the optimizer state is reported, not loaded
+            EXPECT_NE(r.out.find("'optimizer' (6 tensors)"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find("'master params' (3 tensors)"), std::string::npos) << r.out;
+        }
+        r = run_bertbench(pretrain(config, dir.file("p" + n), "--init_checkpoint=" + pt));
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_EQ(train_lines(dir.file("p" + n)), want_losses);
+        const std::string back = dir.file(n + ".safetensors");
+        r = run_bertbench("convert --input=" + pt + " --output=" + back);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const io::SafetensorsReader got(back);
+        size_t compared = 0;
+        for (const io::TensorInfo& t : got.tensors()) {
+            const io::TensorInfo* w = ours.find(t.name);
+            ASSERT_NE(w, nullptr) << t.name;
+            const auto a = got.bytes(t), b = ours.bytes(*w);
+            ASSERT_EQ(a.size(), b.size()) << t.name;
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << t.name;
+            ++compared;
+        }
+        EXPECT_EQ(compared, 46u);  // every weight of the pretraining model: L2 with both heads
+    }
+
+    // squad --init_checkpoint=pytorch_model.bin: the encoder loaded, the span head initialised.
+    r = run_bertbench("squad --vocab_file=" + golden("vocab.txt") + " --bert_config_file=" + config +
+                      " --init_checkpoint=" + bin + " --do_train --train_file=" +
+                      golden("squad_pipeline/train-v1.1.json") + " --output_dir=" + dir.file("sq") +
+                      " --max_seq_length=64 --max_query_length=24 --doc_stride=32"
+                      " --train_batch_size=8 --num_train_epochs=0.25 --threads=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("initialised from PyTorch checkpoint " + bin), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cls/squad/output_weights"), std::string::npos) << r.out;  // missing
+
+    // Recognised by its magic bytes whatever it is called.
+    fs::copy_file(nv, dir.file("ckpt.safetensors"));
+    r = run_bertbench("eval --init_checkpoint=" + dir.file("ckpt.safetensors") + " --bert_config_file=" +
+                      config + eval + " --json=" + dir.file("renamed.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(read_file(dir.file("renamed.json")), want_eval);
+    write_file_atomic(dir.file("junk.ckpt"), "GARBAGE!");
+    r = run_bertbench("eval --init_checkpoint=" + dir.file("junk.ckpt") + " --bert_config_file=" + config + eval);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("the file starts with 47 41 52 42 41 47 45 21 (that is all of it)"), std::string::npos)
+        << r.out;
+}
+
+}  // namespace
+}  // namespace bertbench
