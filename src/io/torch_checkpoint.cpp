@@ -303,6 +303,9 @@ void collect(const pickle::Unpickler& u, const std::map<std::string, StorageByte
         t.shape = val.shape;
         t.stride = val.stride;
         t.offset = val.i;
+        if (uint64_t(st.i) > sb.numel)
+            fail("{}: tensor \"{}\": storage '{}' declares {} elements, the file holds {}", label,
+                 key.s, st.s, st.i, sb.numel);
         // A legacy storage view: a window of its root storage.
         size_t base = 0, avail = sb.numel;
         if (st.view_numel >= 0) {
@@ -312,9 +315,6 @@ void collect(const pickle::Unpickler& u, const std::map<std::string, StorageByte
             base = size_t(st.view_offset);
             avail = size_t(st.view_numel);
         }
-        if (uint64_t(st.i) > avail)
-            fail("{}: tensor \"{}\": storage '{}' declares {} elements, the file holds {}", label,
-                 key.s, st.s, st.i, avail);
         // Extent: offset + sum((size - 1) * stride) must stay inside the storage; the element
         // count may not exceed it (an expanded, stride-0 tensor would allocate beyond the file).
         uint64_t numel = 1, last = uint64_t(t.offset), dense = 1;  // saturating at 2^64 - 1

@@ -176,8 +176,9 @@ std::string legacy(const std::string& obj, const std::vector<std::string>& keys,
 }
 
 // {name: _rebuild_tensor_v2(storage(key "0", FloatStorage, numel), offset, size, stride)}.
+// With `view` = {offset, size}: torch <= 1.5's storage view of the root storage.
 std::string one_tensor(int64_t numel, int64_t offset, std::vector<int64_t> size, std::vector<int64_t> stride,
-                       const char* storage = "FloatStorage") {
+                       const char* storage = "FloatStorage", std::vector<int64_t> view = {}) {
     pickle::Pickler p;
     p.mark();
     p.string("w");
@@ -189,6 +190,13 @@ std::string one_tensor(int64_t numel, int64_t offset, std::vector<int64_t> size,
     p.string("0");
     p.string("cpu");
     p.integer(numel);
+    if (!view.empty()) {
+        p.mark();
+        p.string("view0");
+        p.integer(view[0]);
+        p.integer(view[1]);
+        p.tuple();
+    }
     p.tuple();
     p.binpersid();
     p.integer(offset);
@@ -218,6 +226,15 @@ std::string storage_bytes(uint64_t count, size_t bytes) {
 TEST(TorchCheckpoint, HostileFilesGiveOneLineErrorsNamingTheFile) {
     const std::string ok = legacy(one_tensor(6, 0, {2, 3}, {3, 1}), {"0"}, storage_bytes(6, 24));
     ASSERT_EQ(TorchCheckpointReader::from_bytes(ok, "ok.pt").tensors().size(), 1u);
+    // A legacy storage view (torch <= 1.5): elements [2, 5) of the root storage.
+    std::string six;
+    for (int i = 0; i < 6; ++i) {
+        const float v = float(i);
+        six.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    const auto view = TorchCheckpointReader::from_bytes(
+        legacy(one_tensor(6, 1, {2}, {1}, "FloatStorage", {2, 3}), {"0"}, storage_bytes(6, 0) + six), "view.pt");
+    EXPECT_EQ(view.read_f32(view.tensors().at(0)), (std::vector<float>{3, 4}));
     struct Case {
         std::string bytes, expect;
     };
@@ -230,6 +247,8 @@ TEST(TorchCheckpoint, HostileFilesGiveOneLineErrorsNamingTheFile) {
         {legacy(one_tensor(6, 0, {2, 3}, {3, 1}, "DoubleStorage"), {"0"}, storage_bytes(6, 24)),
          "6 elements of 8 bytes declared, 24 bytes left"},
         {legacy(one_tensor(6, 0, {2, 3}, {3, 1}), {"0", "1"}, storage_bytes(6, 24)), "storage '1' is listed"},
+        {legacy(one_tensor(6, 0, {2}, {1}, "FloatStorage", {5, 3}), {"0"}, storage_bytes(6, 24)),
+         "storage view [5, +3) outside its 6-element storage"},
         {legacy(one_tensor(6, 0, {2, 3}, {3, 1}), {}, ""), "storage '0' is not in the file"},
         {legacy("\x80\x02h\x05.", {}, ""), "memo key 5 was never stored"},
         {legacy("\x80\x02I01\n.", {}, ""), "opcode 0x49 ('I'): not supported"},
