@@ -67,7 +67,7 @@ void expect_matches(const TorchCheckpointReader& r, const std::string& manifest,
         if (!r.is_float(t)) continue;
         const std::vector<float> got = r.read_f32(t);
         ASSERT_LE(at + got.size() * 4, want.size()) << t.name;
-        EXPECT_EQ(std::memcmp(got.data(), want.data() + at, got.size() * 4), 0)
+        EXPECT_EQ(want.compare(at, got.size() * 4, reinterpret_cast<const char*>(got.data()), got.size() * 4), 0)
             << r.path() << ": tensor " << t.name << " differs from torch's fp32 values";
         at += got.size() * 4;
     }
