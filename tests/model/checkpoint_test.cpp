@@ -236,6 +236,31 @@ TEST(Checkpoint, HfNameMap) {
         EXPECT_FALSE(hf_to_tf_name(bad, &m)) << bad;
 }
 
+// NVIDIA DeepLearningExamples' names (LinearActivation "dense_act") and DistributedDataParallel's
+// "module." prefix, as in NVIDIA's ckpt_<step>.pt (issue 25 item 7).
+TEST(Checkpoint, HfNameMapTakesNvidiaAndDdpNames) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"bert.encoder.layer.2.intermediate.dense_act.weight", "bert/encoder/layer_2/intermediate/dense/kernel"},
+        {"module.bert.encoder.layer.0.intermediate.dense_act.bias", "bert/encoder/layer_0/intermediate/dense/bias"},
+        {"module.bert.pooler.dense_act.weight", "bert/pooler/dense/kernel"},
+        {"cls.predictions.transform.dense_act.weight", "cls/predictions/transform/dense/kernel"},
+        {"module.cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta"},
+        {"module.encoder.layer.1.attention.self.query.weight", "bert/encoder/layer_1/attention/self/query/kernel"},
+        {"module.qa_outputs.bias", "cls/squad/output_bias"},
+    };
+    for (const auto& [nv, tf] : cases) {
+        HfName m;
+        ASSERT_TRUE(hf_to_tf_name(nv, &m)) << nv;
+        EXPECT_EQ(m.tf_name, tf) << nv;
+    }
+    HfName m;
+    EXPECT_FALSE(hf_to_tf_name("module.module.bert.pooler.dense.weight", &m));
+    EXPECT_FALSE(hf_to_tf_name("bert.encoder.layer.0.attention.self.query_act.weight", &m));
+    // The layer index check sees through the prefixes too.
+    EXPECT_THROW(check_hf_layer_index("f.pt", "module.bert.encoder.layer.07.output.dense.weight", 12), Error);
+    EXPECT_NO_THROW(check_hf_layer_index("f.pt", "module.bert.encoder.layer.7.output.dense.weight", 12));
+}
+
 // The JSON inside a checkpoint's metadata is untrusted input too: a bert_config nested ~70,000
 // levels deep used to overflow the stack (the error path serialised it recursively).
 TEST(Checkpoint, DeeplyNestedConfigMetadataIsAnError) {
