@@ -10,7 +10,8 @@ and by the current binary. Every file the baseline wrote is compared with the cu
   *.jsonl, *.json every value, numbers by their exact double (float.hex: -0.0 != 0.0, NaN == NaN),
                   except the timing fields below; the run's own output path reads as <OUT>
   mlperf.log      event type, key, value and metadata of every :::MLLOG line, except time_ms and
-                  the metadata's source file/lineno (they move with the code, not the numerics)
+                  the metadata's source file/lineno (they move with the code, not the numerics);
+                  each baseline event is matched with the current log's next event of its key
   anything else   bytes
 Files not compared at all (they hold timings, paths or the build, not numerics): config.json,
 curves.svg, predict_speed.json. A file or field the baseline wrote and the current binary did not
@@ -171,13 +172,26 @@ def mllog_events(path):
 
 
 def compare_mllog(d, name, bpath, cpath, out_dirs):
+    """Each baseline event against the current log's next event of the same key, in order; an event
+    the baseline has and the current log lacks is a difference, one only the current log has a note
+    (a new key the log gained, as a new field of a JSON file is)."""
     b = canon(mllog_events(bpath), out_dirs[0])
     c = canon(mllog_events(cpath), out_dirs[1])
-    if len(b) != len(c):
-        d.add(f"{name}: {len(c)} :::MLLOG events, baseline {len(b)}")
-    for i, (be, ce) in enumerate(zip(b, c), 1):
-        if be != ce:
-            compare_values(d, f"{name} event {i} ({be.get('key')})", be, ce)
+    j = 0
+    for i, be in enumerate(b, 1):
+        k = j
+        while k < len(c) and c[k].get("key") != be.get("key"):
+            k += 1
+        if k == len(c):
+            d.add(f"{name} event {i} ({be.get('key')}): missing in the current log")
+            continue
+        for extra in c[j:k]:
+            d.notes.append(f"{name}: new event {extra.get('key')}")
+        if be != c[k]:
+            compare_values(d, f"{name} event {i} ({be.get('key')})", be, c[k])
+        j = k + 1
+    for extra in c[j:]:
+        d.notes.append(f"{name}: new event {extra.get('key')}")
     d.checked += len(b)
 
 
