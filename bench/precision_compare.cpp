@@ -33,8 +33,8 @@ int main(int argc, char** argv) try {
     AlignedVector<float> params(table.total_floats(), 0.0f);
     model::load_init_checkpoint(ckpt, table, params);
     const model::Plan plan{B, T, P, true};
-    model::BertPretrainer f32(table, plan, {config.hidden_act == "gelu_erf", ops::Precision::fp32});
-    model::BertPretrainer b16(table, plan, {config.hidden_act == "gelu_erf", ops::Precision::bf16});
+    model::BertPretrainer f32(table, plan, model::EngineOptions{ops::Precision::fp32});
+    model::BertPretrainer b16(table, plan, model::EngineOptions{ops::Precision::bf16});
 
     data::PretrainReaderConfig rc;
     rc.files = {data};

@@ -48,6 +48,10 @@ timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2
 step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step)"
 timeout 120 "$BB/bin/test_model" --gtest_filter='EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
 
+step "bertbench bench --mode=infer --device=cuda: the engine on the GPU (BERT-base, -large; seq 128)"
+timeout 240 "$BB/bin/bertbench" bench --mode=infer --device=cuda --model=base,large --seq_len=128 \
+  --batch_size=1,8,64 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 || status=1
+
 step "GEMM rate of the CUDA backend (cuBLASLt)"
 timeout 150 "$BB/bin/backend_gemm" --device=cuda --repeats=3 --min_time=0.3 | tee "$OUT/gemm.jsonl" || status=1
 echo "-- bertbench bench --mode=gemm --device=cuda (BERT-large's linear shapes, 4096 tokens)"

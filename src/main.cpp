@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "ops/kernels.hpp"
@@ -103,10 +104,12 @@ int main(int argc, char** argv) {
         bertbench::dist::init(&argc, &argv);
         std::string what;
         try {
-            // The environment's engine choices (BB_ISA, BB_ATTENTION): a bad value stops here, with
-            // its one-line error, before a command writes anything.
+            // The environment's engine choices (BB_ISA, BB_ATTENTION) and the machine's memory, read
+            // once here and handed to every engine through its options (model::EngineEnvironment);
+            // a bad value stops here, with its one-line error, before a command writes anything.
             (void)bertbench::ops::kernels();
-            (void)bertbench::model::attention_kernel_from_environment();
+            bertbench::model::set_engine_environment(
+                {bertbench::model::attention_kernel_from_environment(), bertbench::sysinfo::memory_bytes()});
             const int rc = c.run(argc - 1, argv + 1);
             bertbench::dist::finalize();
             return rc;

@@ -53,7 +53,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     const int max_pred = p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
     const model::ParamTable table(p.config, model::Heads::pretraining);
     model::BertPretrainer engine(table, {local.batch_size, p.seq_len, max_pred, !train},
-                                 {false, p.dtype});
+                                 model::EngineOptions{p.dtype});
     AlignedVector<float> params(table.total_floats()), grads;
     table.initialize(params, 42);
     const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "backend/backend.hpp"
 #include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -50,6 +51,12 @@ struct Setup {
     std::vector<SquadBatch> squad_batches;              // task squad
     std::string span_labels;
     std::unique_ptr<optim::ParameterUpdater> updater;
+    std::unique_ptr<backend::Buffer<float>> device_params;  // Point::backend's copy of params
+    // The parameters the engine reads: the device's copy, or the host's.
+    std::span<const float> engine_params() const {
+        if (device_params) return {device_params->get(), device_params->size()};
+        return params;
+    }
     uint64_t micro = 0;
     size_t next_batch = 0;
 
@@ -61,13 +68,16 @@ struct Setup {
                                                : default_max_predictions(point.seq_len)),
           table(point.config, is_squad(point) ? model::Heads::squad : model::Heads::pretraining) {
         const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
-        const model::EngineOptions opts{false, p.dtype};
+        model::EngineOptions opts{p.dtype};
+        opts.backend = p.backend;
+        if (p.backend && train) fail("bench --mode=train on the {} backend: not yet (the optimizers update host memory)", p.backend->name());
         if (is_squad(p))
             squad = std::make_unique<model::BertSquad>(table, plan, opts);
         else
             pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
         params.resize(table.total_floats());
         table.initialize(params, 42);
+        if (p.backend) device_params = std::make_unique<backend::Buffer<float>>(*p.backend, std::vector<float>(params.begin(), params.end()));
         const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
         if (is_squad(p)) {
             if (p.data_files.empty()) {
@@ -115,9 +125,10 @@ struct Setup {
             used.push_back(&b);
             if (!train) {
                 if (squad)
-                    squad->forward(params, b, {}, {}, false, 0, 0);
+                    squad->forward(engine_params(), b, {}, {}, false, 0, 0);
                 else
-                    pretrainer->forward(params, b, false, 0, 0);
+                    pretrainer->forward(engine_params(), b, false, 0, 0);
+                if (p.backend) p.backend->synchronize();  // the step ends when the device is done
                 continue;
             }
             if (squad) {

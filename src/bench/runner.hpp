@@ -17,6 +17,10 @@
 #include "model/config.hpp"
 #include "ops/bf16.hpp"
 
+namespace bertbench::backend {
+class Backend;
+}
+
 namespace bertbench::bench {
 
 struct Point {
@@ -40,6 +44,9 @@ struct Point {
     // the real tokens only (padding not computed; the same logits at real positions, but a
     // training loss whose softmax spans the real tokens only)
     std::string squad_layout = "padded";
+    // The backend the engine runs on, with the parameters in its memory (null: the engine's own
+    // CPU backend). Inference only so far: the optimizers update host memory.
+    backend::Backend* backend = nullptr;
 };
 
 struct PointResult {

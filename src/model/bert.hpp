@@ -37,9 +37,9 @@ struct Plan {
 // The self-attention kernel (docs/engine.md "Fused attention"): materialized keeps the
 // (NH·T·K) probabilities and dropout mask of every layer for the backward (ops/attention.hpp);
 // fused keeps one log-sum-exp per row and head and recomputes them (ops/flash_attention.hpp).
-// automatic: the BB_ATTENTION environment variable (fused|materialized|auto) if set, else the
-// materialized kernel unless its probabilities would take more than a quarter of the machine's
-// memory. Measured on AMD Zen 5, 2 threads, BERT-base seq 512 batch 8 training: fused saves
+// automatic: the materialized kernel unless its probabilities would take more than a quarter of
+// the machine's memory (EngineOptions::memory_bytes; BB_ATTENTION=fused|materialized|auto sets the
+// choice itself, read at start-up: EngineEnvironment). Measured on AMD Zen 5, 2 threads, BERT-base seq 512 batch 8 training: fused saves
 // 1.5 GB (peak RSS 5,986 -> 4,455 MB fp32, 5,552 -> 4,150 MB bf16) but runs 6.6 % (fp32) and
 // 9.6 % (bf16) slower (the backward recomputes S and regenerates the dropout mask), so memory,
 // not speed, is its reason (docs/engine.md "Fused attention").
@@ -49,9 +49,20 @@ AttentionKernel parse_attention_kernel(const std::string& value, const std::stri
 // BB_ATTENTION's choice (automatic when unset); a bad value is an Error naming the variable.
 AttentionKernel attention_kernel_from_environment();
 // The kernel an engine with this choice runs (never automatic): probs_bytes is what the
-// materialized kernel would hold (probabilities, masks and scratch), memory_bytes the machine's.
+// materialized kernel would hold (probabilities, masks and scratch), memory_bytes the machine's
+// (0: unknown, materialized).
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
                                          size_t memory_bytes);
+
+// What the engine takes from the process's environment and machine: read once at start-up by
+// main (BB_ATTENTION, the physical memory), and the defaults of every EngineOptions made after;
+// the engine itself reads neither. Unset (tests): automatic, memory unknown.
+struct EngineEnvironment {
+    AttentionKernel attention = AttentionKernel::automatic;
+    size_t memory_bytes = 0;
+};
+void set_engine_environment(const EngineEnvironment& e);
+const EngineEnvironment& engine_environment();
 
 }  // namespace bertbench::model
 namespace bertbench::backend {
@@ -60,12 +71,12 @@ class Backend;
 namespace bertbench::model {
 
 struct EngineOptions {
-    bool gelu_erf = false;  // erf GELU (HF "gelu") instead of the reference tanh form
     // bf16: the GEMMs of the encoder, the MLM transform and the tied decoder take bf16 operands
     // (a bf16 copy of the parameters, refreshed after weights_changed(); activations converted as
     // they enter a GEMM) and accumulate in fp32; everything else stays fp32. float engine only.
     ops::Precision precision = ops::Precision::fp32;
-    AttentionKernel attention = AttentionKernel::automatic;
+    AttentionKernel attention = engine_environment().attention;
+    size_t memory_bytes = engine_environment().memory_bytes;  // the machine's, for automatic
     // The backend whose ops and memory the engine uses (backend/backend.hpp; not owned, it must
     // outlive the engine): null for a CPU backend of the engine's own. The parameters and
     // gradients given to forward/backward are then that backend's memory; the batch and the

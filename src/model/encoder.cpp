@@ -1,8 +1,6 @@
-// The attention-kernel choice and the memory figures it rests on (bert.hpp, encoder.hpp).
-#include <unistd.h>
-
+// The attention-kernel choice, the engine environment main reads at start-up (bert.hpp), and the
+// materialized kernel's memory figure (encoder.hpp).
 #include <cstdlib>
-#include <limits>
 
 #include "core/error.hpp"
 #include "model/encoder.hpp"
@@ -28,11 +26,16 @@ AttentionKernel attention_kernel_from_environment() {
 
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
                                          size_t memory_bytes) {
-    if (choice == AttentionKernel::automatic) choice = attention_kernel_from_environment();
-    if (choice == AttentionKernel::automatic)
-        choice = probs_bytes > memory_bytes / 4 ? AttentionKernel::fused : AttentionKernel::materialized;
-    return choice;
+    if (choice != AttentionKernel::automatic) return choice;
+    return memory_bytes > 0 && probs_bytes > memory_bytes / 4 ? AttentionKernel::fused
+                                                               : AttentionKernel::materialized;
 }
+
+namespace {
+EngineEnvironment g_environment;
+}
+void set_engine_environment(const EngineEnvironment& e) { g_environment = e; }
+const EngineEnvironment& engine_environment() { return g_environment; }
 
 namespace detail {
 // What the materialized kernel holds for this plan: per layer the fp32 probabilities and their
@@ -40,11 +43,6 @@ namespace detail {
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p) {
     const size_t per = static_cast<size_t>(p.max_batch) * c.num_attention_heads * p.max_seq * p.max_seq;
     return p.forward_only ? per * 8 : per * (5 * static_cast<size_t>(c.num_hidden_layers) + 4);
-}
-size_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page)
-                                 : std::numeric_limits<size_t>::max();
 }
 }  // namespace detail
 

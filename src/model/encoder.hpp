@@ -40,16 +40,15 @@ struct LayerSaved {
     ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
 };
 
-inline ops::Activation activation_for(const BertConfig& c, const EngineOptions& opts) {
-    if (opts.gelu_erf || c.hidden_act == "gelu_erf") return ops::Activation::gelu_erf;
+inline ops::Activation activation_for(const BertConfig& c) {
+    if (c.hidden_act == "gelu_erf") return ops::Activation::gelu_erf;
     if (c.hidden_act == "relu") return ops::Activation::relu;
     return ops::Activation::gelu_tanh;
 }
 
 
-// What the materialized attention kernel holds for this plan (encoder.cpp); the machine's memory.
+// What the materialized attention kernel holds for this plan (encoder.cpp).
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
-size_t physical_memory_bytes();
 
 // ---------------------------------------------------------------------------------------------
 // Encoder: embeddings -> L transformer layers. x[0] = dropout(LN(embeddings)), x[l+1] = layer_l(x[l]).
@@ -57,9 +56,9 @@ template <typename T>
 class Encoder {
 public:
     Encoder(backend::Backend& be, const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena)
-        : be_(be), k_(engine_ops<T>(be)), cfg_(table.config()), plan_(plan), act_(activation_for(table.config(), opts)),
+        : be_(be), k_(engine_ops<T>(be)), cfg_(table.config()), plan_(plan), act_(activation_for(table.config())),
           fused_(resolve_attention_kernel(opts.attention, materialized_probs_bytes(table.config(), plan),
-                                          physical_memory_bytes()) == AttentionKernel::fused) {
+                                          opts.memory_bytes) == AttentionKernel::fused) {
         H_ = cfg_.hidden_size;
         I_ = cfg_.intermediate_size;
         NH_ = cfg_.num_attention_heads;

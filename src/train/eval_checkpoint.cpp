@@ -67,7 +67,6 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
              o.eval_batch_size, comm.size(), comm.size());
     const int local_batch = o.eval_batch_size / comm.size();
     model::EngineOptions engine_options;
-    engine_options.gelu_erf = config.hidden_act == "gelu_erf";
     engine_options.precision = o.precision;
     model::BertPretrainer engine(
         table, {local_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},

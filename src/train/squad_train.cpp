@@ -36,10 +36,6 @@ void clear_batch(model::Batch& batch) {
     batch.seq_offsets.push_back(0);
 }
 
-model::EngineOptions engine_options(const model::BertConfig& c, ops::Precision precision) {
-    return {c.hidden_act == "gelu_erf", precision};
-}
-
 class SquadTask final : public Task {
 public:
     SquadTask(const SquadTrainOptions& o, int64_t num_examples,
@@ -65,7 +61,7 @@ public:
         try {
             engine_ = std::make_unique<model::BertSquad>(
                 *table_, model::Plan{local_batch_, o_.max_seq_length, 0, false},
-                engine_options(config_, o_.precision));
+                model::EngineOptions{o_.precision});
         } catch (const std::bad_alloc&) {
             fail("out of memory allocating the training activation arena (batch {} x seq {}) "
                  "(hint: a smaller --train_batch_size)", o_.train_batch_size, o_.max_seq_length);
@@ -259,7 +255,7 @@ SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFea
     if (features.empty()) return out;
     const int S = static_cast<int>(features.front().input_ids.size());
     model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true},
-                            engine_options(m.config, precision));
+                            model::EngineOptions{precision});
     model::Batch batch;
     log::Progress progress(5.0);
     out.results.reserve(features.size());

@@ -87,7 +87,7 @@ TEST(UsabilityCli, DeviceCudaWithoutItStopsBeforeAnyOutput) {
         "pretrain --model=tiny --input_file=/nonexistent --output_dir=" + out.string(),
         "squad --do_predict --output_dir=" + out.string(),
         "eval --input_file=/nonexistent --init_checkpoint=/nonexistent", "bench --mode=gemm",
-        "bench --mode=train --model=tiny"};
+        "bench --mode=infer --model=tiny", "bench --mode=train --model=tiny"};
     for (const std::string& cmd : commands) {
         const auto r = run_bertbench(cmd + " --device=cuda");
         EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.out;

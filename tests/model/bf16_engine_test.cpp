@@ -59,7 +59,7 @@ struct Outcome {
 
 Outcome run(const ParamTable& table, const std::vector<float>& params, const Batch& batch,
         ops::Precision precision, bool training) {
-    BertPretrainer e(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, precision});
+    BertPretrainer e(table, Plan{batch.batch_size, 40, 5}, EngineOptions{precision});
     Outcome r;
     r.loss = e.forward(params, batch, training, 99, 3).total;
     r.logits.assign(e.mlm_logits().begin(), e.mlm_logits().end());
@@ -122,14 +122,14 @@ TEST_F(Bf16Engine, NativeAndEmulatedAgree) {
 TEST_F(Bf16Engine, WeightCopyFollowsTheParameters) {
     for (const bool forward_only : {false, true}) {
         const Plan plan{batch.batch_size, 40, 5, forward_only};
-        BertPretrainer e(table, plan, EngineOptions{false, ops::Precision::bf16});
+        BertPretrainer e(table, plan, EngineOptions{ops::Precision::bf16});
         std::vector<float> p = params;
         const double before = e.forward(p, batch, false, 0, 0).total;
         for (float& x : p) x *= 1.5f;
         e.weights_changed();
         const double after = e.forward(p, batch, false, 0, 0).total;
         EXPECT_NE(before, after);
-        EXPECT_EQ(after, BertPretrainer(table, plan, EngineOptions{false, ops::Precision::bf16})
+        EXPECT_EQ(after, BertPretrainer(table, plan, EngineOptions{ops::Precision::bf16})
                              .forward(p, batch, false, 0, 0)
                              .total)
             << "forward_only " << forward_only;
@@ -139,8 +139,8 @@ TEST_F(Bf16Engine, WeightCopyFollowsTheParameters) {
 }
 
 TEST_F(Bf16Engine, ForwardOnlyPlanGivesTheSameOutput) {
-    BertPretrainer full(table, Plan{batch.batch_size, 40, 5}, EngineOptions{false, ops::Precision::bf16});
-    BertPretrainer fwd(table, Plan{batch.batch_size, 40, 5, true}, EngineOptions{false, ops::Precision::bf16});
+    BertPretrainer full(table, Plan{batch.batch_size, 40, 5}, EngineOptions{ops::Precision::bf16});
+    BertPretrainer fwd(table, Plan{batch.batch_size, 40, 5, true}, EngineOptions{ops::Precision::bf16});
     EXPECT_EQ(full.forward(params, batch, false, 0, 0).total, fwd.forward(params, batch, false, 0, 0).total);
     const auto a = full.mlm_logits(), b = fwd.mlm_logits();
     ASSERT_EQ(a.size(), b.size());
@@ -164,8 +164,8 @@ TEST(Bf16EngineLayers, KeptActivationsAreBf16) {
     // saves no probs, and its bf16 engine keeps an fp32 ctx per layer, so the arenas compare
     // differently there.
     const auto mat = AttentionKernel::materialized;
-    const BertPretrainer f(table, plan, EngineOptions{false, ops::Precision::fp32, mat});
-    const BertPretrainer h(table, plan, EngineOptions{false, ops::Precision::bf16, mat});
+    const BertPretrainer f(table, plan, EngineOptions{ops::Precision::fp32, mat});
+    const BertPretrainer h(table, plan, EngineOptions{ops::Precision::bf16, mat});
     EXPECT_LT(h.arena_bytes(), f.arena_bytes());
     const Outcome of = run(table, params, batch, ops::Precision::fp32, true);
     const Outcome oh = run(table, params, batch, ops::Precision::bf16, true);
@@ -183,7 +183,7 @@ TEST(Bf16EngineLayers, KeptActivationsAreBf16) {
 
 TEST(Bf16EngineDouble, IsAnError) {
     const ParamTable table(small_config(), Heads::pretraining);
-    EXPECT_THROW(BertPretrainerF64(table, Plan{2, 16, 2}, EngineOptions{false, ops::Precision::bf16}),
+    EXPECT_THROW(BertPretrainerF64(table, Plan{2, 16, 2}, EngineOptions{ops::Precision::bf16}),
                  Error);
 }
 

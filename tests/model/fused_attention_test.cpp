@@ -127,20 +127,29 @@ TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
     // automatic: materialized (faster) until its probabilities would take a quarter of the memory
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1000, 4000), AttentionKernel::materialized);
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1001, 4000), AttentionKernel::fused);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1001, 0), AttentionKernel::materialized)
+        << "memory unknown";
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::materialized, 4000, 4000), AttentionKernel::materialized);
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::fused, 1, 4000), AttentionKernel::fused);
     EXPECT_EQ(parse_attention_kernel("auto", "--attention"), AttentionKernel::automatic);
     EXPECT_THROW(parse_attention_kernel("flash", "--attention"), Error);
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    // BB_ATTENTION is read by attention_kernel_from_environment (main, at start-up) only
     ::setenv("BB_ATTENTION", "fused", 1);
-    EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
-    // an explicit choice wins over the environment
-    EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}, with(AttentionKernel::materialized)).fused_attention());
-    ::setenv("BB_ATTENTION", "materialized", 1);
-    EXPECT_FALSE(BertPretrainer(table, Plan{2, 300, 2}).fused_attention());
+    EXPECT_EQ(attention_kernel_from_environment(), AttentionKernel::fused);
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention()) << "the engine reads no environment";
     ::setenv("BB_ATTENTION", "sometimes", 1);
-    EXPECT_THROW(BertPretrainer(table, Plan{2, 9, 2}), Error);
+    EXPECT_THROW(attention_kernel_from_environment(), Error);
     ::unsetenv("BB_ATTENTION");
+    EXPECT_EQ(attention_kernel_from_environment(), AttentionKernel::automatic);
+    // ... and reaches the engines through the defaults of their options
+    set_engine_environment({AttentionKernel::fused, 0});
+    EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
+    EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}, with(AttentionKernel::materialized)).fused_attention())
+        << "an explicit choice wins";
+    set_engine_environment({AttentionKernel::automatic, 1000});  // a machine of 1000 bytes
+    EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
+    set_engine_environment({});
     // seq 300: the probabilities (B·NH·T² floats per layer, + mask bytes and a scratch) are gone
     const BertPretrainer mat(table, Plan{2, 300, 2}, with(AttentionKernel::materialized));
     const BertPretrainer fus(table, Plan{2, 300, 2}, with(AttentionKernel::fused));

@@ -74,7 +74,7 @@ TEST_P(MlmHead, LossAndBiasGradientMatchReference) {
     const int P = batch.num_predictions(), V = cfg.vocab_size;
     ASSERT_EQ(P, 41);
 
-    BertPretrainer e(table, Plan{batch.batch_size, 40, 11}, EngineOptions{false, GetParam()});
+    BertPretrainer e(table, Plan{batch.batch_size, 40, 11}, EngineOptions{GetParam()});
     const Losses out = e.forward(params, batch, true, 1, 1);
     const std::vector<float> z(e.mlm_logits().begin(), e.mlm_logits().end());
     std::vector<float> grads(params.size(), 0.f);

@@ -167,7 +167,7 @@ void run_parity(const Case& c) {
     for (int len : c.lengths) max_seq = std::max(max_seq, len);
 
     BertPretrainer engine(table, Plan{batch.batch_size, max_seq, c.predictions},
-                          EngineOptions{false, c.precision});
+                          EngineOptions{c.precision});
     const bool bf16 = c.precision == ops::Precision::bf16;
     const uint64_t dropout_seed = 1234, step = 7;
     g_worst = {};

@@ -473,7 +473,7 @@ void run_squad_parity(const ParityCase& c) {
     }
     const Batch batch = padded_features(c.keys, c.S, cfg.vocab_size, c.seed + 100);
     const bool bf16 = c.precision == ops::Precision::bf16;
-    BertSquad engine(table, Plan{batch.batch_size, c.S, 0}, EngineOptions{false, c.precision});
+    BertSquad engine(table, Plan{batch.batch_size, c.S, 0}, EngineOptions{c.precision});
     const SpanLosses losses = engine.forward(params, batch, c.start, c.end, c.dropout, 1234, 7);
     std::vector<float> grads(table.total_floats(), 0.0f);
     engine.backward(grads, params, batch);
