@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,30 @@ int open_regular_file(const std::string& path, std::string* error) {
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     return fd;
+}
+
+void* map_regular_file(const std::string& path, const char* what, size_t* size) {
+    std::string why;
+    const int fd = open_regular_file(path, &why);  // a FIFO is an error, not a wait
+    if (fd < 0) fail("{}: {}: {}", path, what, why);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("{}: cannot stat: {}", path, std::strerror(err));
+    }
+    *size = static_cast<size_t>(st.st_size);
+    void* m = nullptr;
+    if (*size > 0) {
+        m = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            fail("{}: cannot map {} bytes: {}", path, *size, std::strerror(err));
+        }
+    }
+    ::close(fd);
+    return m;
 }
 
 bool is_own_temporary_or_sidecar(const std::string& filename) {

@@ -38,6 +38,9 @@ std::string read_file(const std::string& path);  // whole file; Error naming the
 // "cannot open: <strerror>" (errno kept for the caller) or "expected a regular file, found a FIFO
 // (named pipe)" (errno 0), before a byte is read.
 int open_regular_file(const std::string& path, std::string* error);
+// The regular file at `path` mapped read-only (open_regular_file's checks), its size in *size; null
+// for an empty file. Errors name the path and `what` ("safetensors file"). Release: ::munmap(p, *size).
+void* map_regular_file(const std::string& path, const char* what, size_t* size);
 // What a st_mode is, for messages: "a regular file", "a directory", "a FIFO (named pipe)", ...
 const char* file_type_name(unsigned mode);
 

@@ -166,28 +166,9 @@ const char* torch_format_name(TorchFormat f) {
 std::string TorchTensor::shape_str() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 TorchCheckpointReader::TorchCheckpointReader(const std::string& path) : path_(path) {
-    std::string why;
-    const int fd = open_regular_file(path, &why);
-    if (fd < 0) fail("{}: PyTorch checkpoint: {}", path, why);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        fail("{}: cannot stat: {}", path, std::strerror(err));
-    }
-    file_size_ = static_cast<size_t>(st.st_size);
-    if (file_size_ > 0) {
-        void* m = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            const int err = errno;
-            ::close(fd);
-            fail("{}: cannot map {} bytes: {}", path, file_size_, std::strerror(err));
-        }
-        map_ = m;
-        map_size_ = file_size_;
-        file_ = static_cast<const std::byte*>(m);
-    }
-    ::close(fd);
+    map_ = map_regular_file(path, "PyTorch checkpoint", &file_size_);
+    map_size_ = file_size_;
+    file_ = static_cast<const std::byte*>(map_);
     try {
         parse();
     } catch (...) {  // the destructor does not run for a throwing constructor
