@@ -319,6 +319,22 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     ConvertResult res;
     res.from = checkpoint_format_name(from);
     res.skipped = std::move(in.skipped);
+    // t under its HF name, a kernel transposed to Linear's [out, in]; false (t listed as skipped)
+    // for a tensor that is no model weight
+    const auto to_hf_layout = [&](Tensor& t, std::string* name) {
+        bool tr = false;
+        if (!tf_to_hf_name(t.name, name, &tr)) {
+            res.skipped.push_back(t.name + " (not a model weight)");
+            return false;
+        }
+        if (tr) {
+            if (t.shape.size() != 2)
+                fail("{}: tensor \"{}\": expected a 2-D kernel, found {} dims", o.input, t.name, t.shape.size());
+            t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
+            std::swap(t.shape[0], t.shape[1]);
+        }
+        return true;
+    };
     if (to == "tf") {
         res.to = checkpoint_format_name(CheckpointFormat::tf_bundle);
         io::TfBundleWriter w(o.output);
@@ -347,18 +363,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         values.reserve(in.tensors.size());
         for (Tensor& t : in.tensors) {
             std::string name;
-            bool tr = false;
-            if (!tf_to_hf_name(t.name, &name, &tr)) {
-                res.skipped.push_back(t.name + " (not a model weight)");
-                continue;
-            }
-            if (tr) {
-                if (t.shape.size() != 2)
-                    fail("{}: tensor \"{}\": expected a 2-D kernel, found {} dims", o.input, t.name,
-                         t.shape.size());
-                t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
-                std::swap(t.shape[0], t.shape[1]);
-            }
+            if (!to_hf_layout(t, &name)) continue;
             values.emplace_back();
             if (!to_f32(t, &values.back())) {
                 values.pop_back();
@@ -380,18 +385,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         std::vector<Tensor> hf;
         for (Tensor& t : in.tensors) {
             std::string name;
-            bool tr = false;
-            if (!tf_to_hf_name(t.name, &name, &tr)) {
-                res.skipped.push_back(t.name + " (not a model weight)");
-                continue;
-            }
-            if (tr) {
-                if (t.shape.size() != 2)
-                    fail("{}: tensor \"{}\": expected a 2-D kernel, found {} dims", o.input, t.name,
-                         t.shape.size());
-                t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
-                std::swap(t.shape[0], t.shape[1]);
-            }
+            if (!to_hf_layout(t, &name)) continue;
             w.add(name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
             ++res.tensors;
         }
