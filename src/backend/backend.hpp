@@ -20,6 +20,7 @@
 #include "ops/flash_attention.hpp"
 #include "ops/kernels.hpp"
 #include "ops/matmul.hpp"
+#include "ops/optimizer.hpp"
 
 namespace bertbench::backend {
 
@@ -114,6 +115,16 @@ void bias_rows(float* y, const float* b, int N, int C);
 void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* z, int z_stride,
                            const int32_t* offsets, const int32_t* labels, int B, float coef);
 void strided_copy(float* dst, const float* src, size_t n, int stride);
+// The optimizer's (ops/optimizer.hpp): per-chunk Σx², accumulation, scaling with a finiteness
+// check, the LAMB and AdamW updates (ChunkTable, partials, ratios and nonfinite: this backend's
+// memory).
+void chunk_sum_squares(double* partial, const float* x, const ops::ChunkTable& t);
+void chunk_accumulate(float* acc, const float* g, const ops::ChunkTable& t, float scale, float n);
+void scale_values(float* x, size_t n, float s, int32_t* nonfinite);
+void lamb_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t, float grad_scale,
+                 float lr, const ops::LambConstants& k, double* partials, float* ratios);
+void adamw_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t, float grad_scale,
+                  float lr, const ops::AdamConstants& k);
 }  // namespace sig
 
 // Every op, in one list: the table's fields, the names in messages and the test's inventory.
@@ -127,7 +138,8 @@ void strided_copy(float* dst, const float* src, size_t n, int stride);
     X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16)                           \
     X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed)                          \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
-    X(bias_rows) X(segment_cross_entropy) X(strided_copy)
+    X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
+    X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update)
 
 struct Ops {
 #define BB_BACKEND_FIELD(name) decltype(&sig::name) name = nullptr;
@@ -179,6 +191,8 @@ protected:
 
 // The CPU backend: ops/kernels.hpp's table for this CPU, oneDNN's GEMMs.
 std::unique_ptr<Backend> make_cpu_backend();
+// The process's CPU backend, where a caller names no backend (the optimizer's default).
+Backend& cpu();
 struct CudaOptions {
     // Time up to 8 of cuBLASLt's candidate kernels for each new GEMM shape and keep the fastest,
     // instead of its heuristic's first choice. The choice then depends on timings, so a product's

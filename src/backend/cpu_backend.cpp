@@ -147,6 +147,11 @@ public:
         ops_.bias_rows = cpu_bias_rows;
         ops_.segment_cross_entropy = ops::segment_cross_entropy<float>;
         ops_.strided_copy = ops::strided_copy<float>;
+        ops_.chunk_sum_squares = ops::chunk_sum_squares;
+        ops_.chunk_accumulate = ops::chunk_accumulate;
+        ops_.scale_values = ops::scale_values;
+        ops_.lamb_update = ops::lamb_update;
+        ops_.adamw_update = ops::adamw_update;
         name_ = std::string("kernels ") + k.name + ", bf16 GEMM " + ops::bf16_gemm_impl();
     }
     const char* name() const override { return "cpu"; }
@@ -185,6 +190,11 @@ void Backend::lacks(const char* op) const {
 }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+Backend& cpu() {
+    static const std::unique_ptr<Backend> backend = make_cpu_backend();
+    return *backend;
+}
 
 #ifndef BB_CUDA
 bool cuda_built() { return false; }

@@ -13,7 +13,8 @@ using namespace detail;
 template <typename T>
 struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
     Plan plan;
-    size_t wp, bp, wt, bt, gt, btl, out_bias, wn, bn, word;
+    PretrainingHeadParams head;
+    size_t word;  // the tied decoder
     int H = 0, V = 0, B = 0, P = 0;
     // (B,H) cls, pooled, dpooled, dcls; (B,2) nsp logits, dnsp; (P,H) gathered, t, tact, tl, dP*;
     // (P,V) logits, dlogits; rows: lse, loss, argmax, coef
@@ -84,26 +85,14 @@ struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
 template <typename T>
 BasicBertPretrainer<T>::BasicBertPretrainer(const ParamTable& table, Plan plan, EngineOptions opts)
     : impl_(std::make_unique<Impl>()) {
-    if (table.heads() != Heads::pretraining)
-        fail("engine: BertPretrainer needs a ParamTable with the pretraining heads (got another "
-             "head set; hint: ParamTable(config, Heads::pretraining))");
     Impl& m = *impl_;
     m.plan = plan;
     m.H = table.config().hidden_size;
     m.V = table.config().vocab_size;
-    const auto off = [&](const std::string& n) { return table.at(n).offset; };
-    m.wp = off("bert/pooler/dense/kernel");
-    m.bp = off("bert/pooler/dense/bias");
-    m.wt = off("cls/predictions/transform/dense/kernel");
-    m.bt = off("cls/predictions/transform/dense/bias");
-    m.gt = off("cls/predictions/transform/LayerNorm/gamma");
-    m.btl = off("cls/predictions/transform/LayerNorm/beta");
-    m.out_bias = off("cls/predictions/output_bias");
-    m.wn = off("cls/seq_relationship/output_weights");
-    m.bn = off("cls/seq_relationship/output_bias");
-    m.word = off("bert/embeddings/word_embeddings");
+    m.head = table.pretraining_head();
+    m.word = table.embeddings().word;
     plan_memory(m, table, plan, opts);
-    m.enc->pack_also(m.wt, m.H, m.H, false);      // the MLM transform
+    m.enc->pack_also(m.head.transform_w, m.H, m.H, false);      // the MLM transform
     m.enc->pack_also(m.word, m.H, m.V, true);     // the tied decoder: logits = tl · Eᵀ
 }
 
@@ -169,18 +158,18 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     BB_PROFILE_OP(Op::pooler_nsp, Pass::forward);
     // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
     k.gather_rows(m.cls, x, m.enc->offsets(), B, H);
-    k.linear_forward(m.pooled, m.cls, w + m.wp, w + m.bp, B, H, H);
+    k.linear_forward(m.pooled, m.cls, w + m.head.pooler_w, w + m.head.pooler_b, B, H, H);
     k.tanh_forward(m.pooled, static_cast<size_t>(B) * H);
-    k.bias_rows(m.nsp, w + m.bn, B, 2);
-    k.gemm(MatmulType::f32, false, true, B, 2, H, m.pooled, H, w + m.wn, H, 1.f, m.nsp, 2, nullptr, MatmulType::f32);
+    k.bias_rows(m.nsp, w + m.head.nsp_b, B, 2);
+    k.gemm(MatmulType::f32, false, true, B, 2, H, m.pooled, H, w + m.head.nsp_w, H, 1.f, m.nsp, 2, nullptr, MatmulType::f32);
     k.cross_entropy_forward(m.d_nsp_loss.data(), m.d_nsp_argmax.data(), m.nsp_lse, m.nsp, m.nsp_labels.data(), B, 2);
     BB_PROFILE_OP(Op::mlm_transform, Pass::forward);
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
     k.gather_rows(m.gath, x, m.masked_index.data(), P, H);
     Encoder<T>& enc = *m.enc;
-    enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.wt, m.bt, P, H, H);
+    enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.head.transform_w, m.head.transform_b, P, H, H);
     k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
-    k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.gt, w + m.btl, P, H, ops::kLayerNormEps, nullptr);
+    k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.head.transform_g, w + m.head.transform_beta, P, H, ops::kLayerNormEps, nullptr);
     BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::forward);
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
@@ -192,10 +181,10 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     }
     const bool bias_added = enc.packed(m.word) || enc.bf16();
     if (const void* pe = enc.packed(m.word))
-        k.matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.out_bias, MatmulType::f32);
+        k.matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.head.output_bias, MatmulType::f32);
     else if (enc.bf16())
         k.gemm(MatmulType::bf16, false, true, P, V, H, a, H, enc.weights_bf16() + m.word, H, 0.f, m.logits, V,
-               w + m.out_bias, MatmulType::f32);
+               w + m.head.output_bias, MatmulType::f32);
     else
         k.gemm(MatmulType::f32, false, true, P, V, H, m.tl, H, w + m.word, H, 0.f, m.logits, V, nullptr,
                MatmulType::f32);
@@ -203,7 +192,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     if (bias_added)
         k.cross_entropy_forward(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, m.masked_ids.data(), P, V);
     else
-        k.cross_entropy_forward_bias(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, w + m.out_bias,
+        k.cross_entropy_forward_bias(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, w + m.head.output_bias,
                                      m.masked_ids.data(), P, V);
     // the rows' losses and predictions to the host, for the sums below
     m.d_row_loss.download(*m.be, m.row_loss.data(), static_cast<size_t>(P));
@@ -260,7 +249,7 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
         // is never stored); the GEMM for dE reads its transpose.
         ops::bf16* dlb = m.hb.data() + static_cast<size_t>(m.plan.max_batch) * m.plan.max_predictions * H;
         ops::bf16* dlt = dlb + static_cast<size_t>(P) * V;
-        k.cross_entropy_backward_bf16(dlb, g + m.out_bias, m.db_part, m.logits, m.lse, m.masked_ids.data(), m.coef,
+        k.cross_entropy_backward_bf16(dlb, g + m.head.output_bias, m.db_part, m.logits, m.lse, m.masked_ids.data(), m.coef,
                                       P, V);
         BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
         k.transpose_bf16(dlt, dlb, P, V, V);
@@ -271,40 +260,40 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     } else {
         k.cross_entropy_backward(m.dlogits, m.logits, m.lse, m.masked_ids.data(), m.coef, P, V);
         BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::backward);
-        k.bias_backward(g + m.out_bias, m.dlogits, P, V);
+        k.bias_backward(g + m.head.output_bias, m.dlogits, P, V);
         k.gemm(MatmulType::f32, true, false, V, H, P, m.dlogits, V, m.tl, H, 1.f, g + m.word, H, nullptr,
                MatmulType::f32);  // dE += dlᵀ tl
         k.gemm(MatmulType::f32, false, false, P, H, V, m.dlogits, V, w + m.word, H, 0.f, m.dtl, H, nullptr,
                MatmulType::f32);  // dtl = dl E
     }
     BB_PROFILE_OP(Op::mlm_transform, Pass::backward);
-    k.layernorm_backward(m.dtact, g + m.gt, g + m.btl, m.dtl, m.tact, w + m.gt, m.tmean, m.trstd, P, H, false);
+    k.layernorm_backward(m.dtact, g + m.head.transform_g, g + m.head.transform_beta, m.dtl, m.tact, w + m.head.transform_g, m.tmean, m.trstd, P, H, false);
     k.activation_backward(m.enc->activation(), m.dtact, m.dtact, m.t, static_cast<size_t>(P) * H, nullptr, nullptr);
-    enc.linear_bwd(m.dgath, g, w, m.wt, m.bt, m.dtact, m.gath, nullptr, P, H, H);
+    enc.linear_bwd(m.dgath, g, w, m.head.transform_w, m.head.transform_b, m.dtact, m.gath, nullptr, P, H, H);
     BB_PROFILE_OP(Op::pooler_nsp, Pass::backward);
     // NSP: dnsp = (softmax − onehot)/B · loss_scale
     std::fill_n(m.nsp_coef_h.begin(), B, loss_scale / static_cast<T>(B));
     m.be->upload(m.nsp_coef, m.nsp_coef_h.data(), static_cast<size_t>(B) * sizeof(T));
     k.cross_entropy_backward(m.dnsp, m.nsp, m.nsp_lse, m.nsp_labels.data(), m.nsp_coef, B, 2);
-    k.bias_backward(g + m.bn, m.dnsp, B, 2);
-    k.gemm(MatmulType::f32, true, false, 2, H, B, m.dnsp, 2, m.pooled, H, 1.f, g + m.wn, H, nullptr,
+    k.bias_backward(g + m.head.nsp_b, m.dnsp, B, 2);
+    k.gemm(MatmulType::f32, true, false, 2, H, B, m.dnsp, 2, m.pooled, H, 1.f, g + m.head.nsp_w, H, nullptr,
            MatmulType::f32);  // dWn += dnspᵀ pooled
-    k.gemm(MatmulType::f32, false, false, B, H, 2, m.dnsp, 2, w + m.wn, H, 0.f, m.dpooled, H, nullptr,
+    k.gemm(MatmulType::f32, false, false, B, H, 2, m.dnsp, 2, w + m.head.nsp_w, H, 0.f, m.dpooled, H, nullptr,
            MatmulType::f32);  // dpooled = dnsp Wn
     k.tanh_backward(m.dpooled, m.dpooled, m.pooled, static_cast<size_t>(B) * H);
-    k.linear_backward(m.dcls, g + m.wp, g + m.bp, m.dpooled, m.cls, w + m.wp, B, H, H, false);
+    k.linear_backward(m.dcls, g + m.head.pooler_w, g + m.head.pooler_b, m.dpooled, m.cls, w + m.head.pooler_w, B, H, H, false);
     BB_PROFILE_OP(Op::other, Pass::backward);
     // scatter into d(encoder output): the [CLS] rows' gradients, then the masked positions'
     T* dx = enc.doutput();
     m.be->zero(dx, static_cast<size_t>(N) * H * sizeof(T));
     k.scatter_add_rows(dx, m.dcls, enc.offsets(), B, H);
     k.scatter_add_rows(dx, m.dgath, m.masked_index.data(), P, H);
-    if (enc.backward_hook) enc.backward_hook(enc.num_layers());  // pooler + cls/*
+    enc.gradients_ready(enc.heads_stage());
     enc.backward(g, w);
 }
 
 template <typename T>
-void BasicBertPretrainer<T>::set_backward_hook(std::function<void(int)> hook) {
+void BasicBertPretrainer<T>::set_backward_hook(GradientsReady hook) {
     impl_->enc->backward_hook = std::move(hook);
 }
 
@@ -334,7 +323,7 @@ std::span<const T> BasicBertPretrainer<T>::pooled_output() const {
     return impl_->host_view(impl_->pooled, static_cast<size_t>(impl_->B) * impl_->H);
 }
 template <typename T>
-std::span<const uint8_t> BasicBertPretrainer<T>::dropout_mask(const std::string& site) const {
+std::span<const uint8_t> BasicBertPretrainer<T>::dropout_mask(DropoutSite site) const {
     const std::span<const uint8_t> m = impl_->enc->mask(site);
     return impl_->host_view(m.data(), m.size());
 }

@@ -21,6 +21,15 @@
 
 namespace bertbench::model {
 
+// Where a dropout mask sits in the encoder (dropout_mask(), for parity tests): the embeddings' (N,H);
+// or encoder layer `layer`'s attention probabilities (per sequence b: NH×T_b×K_b, concatenated over
+// b; K_b = Batch::key_lengths[b], or T_b without key_lengths), attention output (N,H) or output
+// (N,H).
+struct DropoutSite {
+    enum Kind { embeddings, attention_probs, attention_output, output } kind = embeddings;
+    int layer = 0;
+};
+
 // Sizes the arena once. A batch beyond it is an Error ("batch larger than planned: ...").
 struct Plan {
     int max_batch = 0;        // B
@@ -115,11 +124,11 @@ public:
     // loss_scale multiplies the incoming dLoss (1.0 normally).
     void backward(std::span<T> grads, std::span<const T> params, const Batch& batch,
                   T loss_scale = T(1));
-    // Data parallel (src/dist). The hook is called during backward() as parameter gradients
-    // become final, so their all-reduce can start: with num_hidden_layers when the pooler's and
-    // cls/*'s are (all but the tied word embeddings), then with l = L-1 .. 0 after encoder layer
-    // l, then with -1 after the embeddings'. An empty function removes it.
-    void set_backward_hook(std::function<void(int stage)> hook);
+    // Data parallel (src/dist). The hook is called during backward() with the tensors whose
+    // gradients have just become final, so their all-reduce can start: the pooler's and cls/*'s
+    // (all but the tied word embeddings), then encoder layer l's for l = L-1 .. 0, then the
+    // embeddings'. An empty function removes it.
+    void set_backward_hook(GradientsReady hook);
     // For the next backward() only: normalise the masked-LM loss by the GLOBAL batch's Σw over
     // `replicas` equal replicas whose gradients are then averaged (coefficient w·replicas/(Σw +
     // 1e-5)), so that N replicas × b sequences give the gradient of one batch of N·b sequences.
@@ -129,13 +138,11 @@ public:
     std::span<const T> nsp_logits() const;       // (B, 2)
     std::span<const T> sequence_output() const;  // (N, H) final encoder output, packed tokens
     std::span<const T> pooled_output() const;    // (B, H) tanh pooler output
-    // Dropout masks used by the last training forward, for parity tests: 1 = kept. Sites:
-    // "embeddings" (N,H); "layer_<i>/attention_probs" (per sequence b: NH×T_b×K_b, concatenated
-    // over b; K_b = Batch::key_lengths[b], or T_b without key_lengths);
-    // "layer_<i>/attention_output" (N,H); "layer_<i>/output" (N,H). Empty when dropout off.
-    // With the fused attention kernel the attention_probs mask is not stored; it is regenerated
-    // from the dropout stream on this call (the same bits the kernel used).
-    std::span<const uint8_t> dropout_mask(const std::string& site) const;
+    // The dropout mask the last training forward used at `site`, for parity tests: 1 = kept;
+    // empty when dropout was off there. With the fused attention kernel the attention_probs mask
+    // is not stored; it is regenerated from the dropout stream on this call (the same bits the
+    // kernel used).
+    std::span<const uint8_t> dropout_mask(DropoutSite site) const;
     bool fused_attention() const;  // the attention kernel this engine runs (EngineOptions)
 
     struct Impl;
@@ -183,8 +190,8 @@ public:
     // (N) per packed row, padding rows included in reference mode; sequence b is [o[b], o[b+1]).
     std::span<const T> start_logits() const;
     std::span<const T> end_logits() const;    // (N)
-    // As BasicBertPretrainer::dropout_mask (attention_probs: NH×T_b×K_b per sequence).
-    std::span<const uint8_t> dropout_mask(const std::string& site) const;
+    // As BasicBertPretrainer::dropout_mask.
+    std::span<const uint8_t> dropout_mask(DropoutSite site) const;
 
     struct Impl;
 

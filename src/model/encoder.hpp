@@ -1,7 +1,8 @@
 // The BERT encoder (embeddings -> L transformer layers) and the buffers it carves, shared by the
 // pretraining model (bert.cpp) and the SQuAD span model (squad_head.cpp). Internal to src/model.
 // Reference: google-research/bert modeling.py. Legend: B sequences, N packed real tokens, H hidden,
-// I intermediate, NH heads, L layers. All activations live in one arena carved at construction.
+// I intermediate, NH heads, L layers. Its activations (activations.hpp) live in one arena carved at
+// construction.
 #pragma once
 
 #include <algorithm>
@@ -17,28 +18,13 @@
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
+#include "model/activations.hpp"
 #include "model/bert.hpp"
 #include "model/cost.hpp"
 #include "model/engine_ops.hpp"
 #include "ops/bf16.hpp"
 
 namespace bertbench::model::detail {
-
-struct LayerOffsets {
-    size_t wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wout, bout, g2, b2;
-};
-
-template <typename T>
-struct LayerSaved {
-    T *q, *k, *v, *ctx, *probs, *a, *mean1, *rstd1, *x1, *h, *g, *o, *mean2, *rstd2;
-    T* lse;  // (N, NH) fused attention only (probs and mask_probs are then null)
-    uint8_t *mask_probs, *mask_attn, *mask_out;
-    // bf16 engines: the bf16 forms of the layer's GEMM inputs (its input x, q, k, v, ctx, x1, g),
-    // written once in the forward (by their producer where it is LayerNorm, GELU or dropout) and
-    // kept for the backward's weight gradients; their fp32 forms are needed only inside the
-    // layer's forward, so the layers share one set of those (and g has none: null).
-    ops::bf16 *xb, *qb, *kb, *vb, *ctxb, *x1b, *gb;
-};
 
 inline ops::Activation activation_for(const BertConfig& c) {
     if (c.hidden_act == "gelu_erf") return ops::Activation::gelu_erf;
@@ -71,24 +57,16 @@ public:
             fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config "
                  "(hint: lower --max_seq_length)",
                  plan.max_seq, cfg_.max_position_embeddings);
-        const auto off = [&](const std::string& n) { return table.at(n).offset; };
-        word_ = off("bert/embeddings/word_embeddings");
-        pos_ = off("bert/embeddings/position_embeddings");
-        type_ = off("bert/embeddings/token_type_embeddings");
-        emb_g_ = off("bert/embeddings/LayerNorm/gamma");
-        emb_b_ = off("bert/embeddings/LayerNorm/beta");
-        for (int l = 0; l < L_; ++l) {
-            const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
-            layers_.push_back(LayerOffsets{
-                off(p + "attention/self/query/kernel"), off(p + "attention/self/query/bias"),
-                off(p + "attention/self/key/kernel"), off(p + "attention/self/key/bias"),
-                off(p + "attention/self/value/kernel"), off(p + "attention/self/value/bias"),
-                off(p + "attention/output/dense/kernel"), off(p + "attention/output/dense/bias"),
-                off(p + "attention/output/LayerNorm/gamma"),
-                off(p + "attention/output/LayerNorm/beta"), off(p + "intermediate/dense/kernel"),
-                off(p + "intermediate/dense/bias"), off(p + "output/dense/kernel"),
-                off(p + "output/dense/bias"), off(p + "output/LayerNorm/gamma"),
-                off(p + "output/LayerNorm/beta")});
+        emb_ = table.embeddings();
+        layers_ = table.layers();
+        // the tensors each backward stage finishes: layer l's, then the pooler's and heads'
+        // (stage L, before the encoder's backward), then the embeddings' (stage L + 1)
+        ready_.resize(static_cast<size_t>(L_) + 2);
+        for (const ParamInfo& p : table.entries()) {
+            const size_t stage = p.embedding ? static_cast<size_t>(L_) + 1
+                                 : p.layer >= 0 ? static_cast<size_t>(p.layer)
+                                                : static_cast<size_t>(L_);
+            ready_[stage].push_back({p.offset, p.offset + p.size});
         }
         total_params_ = table.total_floats();
         if (opts.precision == ops::Precision::bf16) {
@@ -117,7 +95,7 @@ public:
         }
         if (packed_) {
             (void)BB_OP(be_, matmul_packed);
-            for (const LayerOffsets& w : layers_) {
+            for (const LayerParams& w : layers_) {
                 for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
                 packed_->add(w.wi, H_, I_, false);
                 packed_->add(w.wout, I_, H_, false);
@@ -126,80 +104,14 @@ public:
         carve(arena, nullptr);
     }
 
-    // Re-point all buffers after the arena is allocated (second pass).
-    // Pass 1 (counting: masks null) sizes the arena and the mask bytes; pass 2 points into them.
+    // Pass 1 (counting: masks null) sizes the arena and the mask bytes; pass 2 points into them
+    // (plan_memory).
     void carve(Arena<T>& a, uint8_t* masks) {
         const size_t nmax = static_cast<size_t>(plan_.max_batch) * plan_.max_seq;
-        const size_t nh = nmax * H_, ni = nmax * I_;
-        // the fused kernel keeps no probabilities, masks or probs-sized scratch: lse (N, NH) instead
-        probs_max_ = fused_ ? 0 : static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
-        size_t mused = 0;
-        auto mtake = [&](size_t n) -> uint8_t* {
-            const size_t at = mused;
-            mused += (n + 63) / 64 * 64;
-            return masks ? masks + at : nullptr;
-        };
-        const bool fwd = plan_.forward_only;  // layers share layer 0's buffers; x ping-pongs
-        // bf16 engines keep the GEMM inputs in bf16 (LayerSaved::xb..gb); their fp32 forms (x, q,
-        // k, v, ctx, x1, g) are shared by the layers as in a forward-only plan.
-        const bool share = fwd || bf16_;
-        emb_sum_ = a.take(nh);
-        emb_mean_ = a.take(nmax);
-        emb_rstd_ = a.take(nmax);
-        emb_mask_ = fwd ? nullptr : mtake(nh);
-        x_.clear();
-        for (int l = 0; l <= L_; ++l)
-            x_.push_back(share && l >= 2 ? x_[static_cast<size_t>(l % 2)] : a.take(nh));
-        saved_.clear();
-        for (int l = 0; l < L_; ++l) {
-            if (fwd && l > 0) {
-                saved_.push_back(saved_[0]);
-                continue;
-            }
-            LayerSaved<T> s{};
-            const LayerSaved<T>* s0 = share && l > 0 ? &saved_[0] : nullptr;
-            s.q = s0 ? s0->q : a.take(nh);
-            s.k = s0 ? s0->k : a.take(nh);
-            s.v = s0 ? s0->v : a.take(nh);
-            // the fused kernel's backward reads the layer's fp32 ctx (D = dctx·ctx), so a bf16
-            // training engine keeps one per layer there
-            s.ctx = s0 && (fwd || !fused_) ? s0->ctx : a.take(nh);
-            s.probs = fused_ ? nullptr : a.take(probs_max_);
-            s.lse = fused_ ? a.take(nmax * static_cast<size_t>(NH_)) : nullptr;
-            s.a = a.take(nh);
-            s.mean1 = a.take(nmax);
-            s.rstd1 = a.take(nmax);
-            s.x1 = s0 ? s0->x1 : a.take(nh);
-            s.h = a.take(ni);
-            // bf16: GELU writes only its bf16 output gb (its backward reads h), so no fp32 g
-            s.g = bf16_ ? nullptr : s0 ? s0->g : a.take(ni);
-            s.o = a.take(nh);
-            s.mean2 = a.take(nmax);
-            s.rstd2 = a.take(nmax);
-            if (!fwd) {
-                s.mask_probs = fused_ ? nullptr : mtake(probs_max_);
-                s.mask_attn = mtake(nh);
-                s.mask_out = mtake(nh);
-            }
-            saved_.push_back(s);
-        }
-        if (bf16_) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
-            const size_t bnh = (nh + 31) / 32 * 32, bni = (ni + 31) / 32 * 32;
-            const size_t per_layer = 6 * bnh + bni;
-            if (actb_.empty()) actb_.assign(be_, per_layer * static_cast<size_t>(fwd ? 1 : L_));
-            for (int l = 0; l < L_; ++l) {
-                ops::bf16* p = actb_.data() + (fwd ? 0 : static_cast<size_t>(l) * per_layer);
-                LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
-                s.xb = p;
-                s.qb = p + bnh;
-                s.kb = p + 2 * bnh;
-                s.vb = p + 3 * bnh;
-                s.ctxb = p + 4 * bnh;
-                s.x1b = p + 5 * bnh;
-                s.gb = p + 6 * bnh;
-            }
-        }
-        masks_bytes_ = mused;
+        const size_t probs = static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
+        buf_.carve(be_, a, masks,
+                   {nmax, probs, static_cast<size_t>(H_), static_cast<size_t>(I_),
+                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_});
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
         if (staged_.offsets.empty()) {  // the batch's index arrays in the backend's memory
             const size_t bmax = static_cast<size_t>(plan_.max_batch);
@@ -209,24 +121,12 @@ public:
             staged_.ids.assign(be_, nmax);
             staged_.segments.assign(be_, nmax);
         }
-        if (fwd) return;
-        // backward scratch, shared by all layers (dprobs_ is also the forward's dropout scratch)
-        dx_ = a.take(nh);
-        dx1_ = a.take(nh);
-        dtmp_ = a.take(nh);
-        dctx_ = a.take(nh);
-        dq_ = a.take(nh);
-        dk_ = a.take(nh);
-        dv_ = a.take(nh);
-        dI_ = a.take(ni);
-        dprobs_ = fused_ ? nullptr : a.take(probs_max_);
-        bias_part_ = a.take(ops::bias_grad_part_size(static_cast<int>(nmax), std::max(H_, I_)));
     }
     void require_backward() const {
         if (plan_.forward_only)
             fail("engine: backward on a forward-only engine (Plan::forward_only)");
     }
-    size_t masks_bytes() const { return masks_bytes_; }
+    size_t masks_bytes() const { return buf_.mask_bytes; }
 
     // Validates the batch against the plan and the config; Error otherwise.
     void check_batch(const Batch& b, size_t params_size) const {
@@ -298,12 +198,6 @@ public:
     // The staged Batch::seq_offsets (B+1) of the last forward, in the backend's memory.
     const int32_t* offsets() const { return staged_.offsets.data(); }
 
-    size_t dropout_elements(const std::string& site, int N) const {
-        if (site == "embeddings") return static_cast<size_t>(N) * H_;
-        if (site.ends_with("/attention_probs")) return pofs_[static_cast<size_t>(B_)];
-        return static_cast<size_t>(N) * H_;
-    }
-
     // x(N,H) = encoder output of the batch.
     void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step) {
         if (training && plan_.forward_only)
@@ -333,22 +227,24 @@ public:
             wb_stale_ = false;
         }
         BB_PROFILE_OP(Op::embeddings, Pass::forward);
-        k_.embedding_forward(emb_sum_, params + word_, params + pos_, params + type_, index_, H);
+        k_.embedding_forward(buf_.emb_sum, params + emb_.word, params + emb_.position,
+                             params + emb_.type, index_, H);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
-        ops::bf16* xb0 = L_ > 0 ? gemm_output(saved_[0].xb) : nullptr;
-        k_.layernorm_forward(x_[0], emb_mean_, emb_rstd_, emb_sum_, params + emb_g_, params + emb_b_,
-                               N, H, ops::kLayerNormEps, dropout_hidden_ ? nullptr : xb0);
+        ops::bf16* xb0 = L_ > 0 ? gemm_output(buf_.layers[0].xb) : nullptr;
+        k_.layernorm_forward(buf_.x[0], buf_.emb_mean, buf_.emb_rstd, buf_.emb_sum,
+                             params + emb_.gamma, params + emb_.beta, N, H, ops::kLayerNormEps,
+                             dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
         if (dropout_hidden_) {
-            k_.dropout_mask(emb_mask_, stream(0, hkeep), nh);
-            k_.dropout_add_forward(x_[0], x_[0], emb_mask_, hkeep_, nullptr, nh, xb0);
+            k_.dropout_mask(buf_.emb_mask, stream(0, hkeep), nh);
+            k_.dropout_add_forward(buf_.x[0], buf_.x[0], buf_.emb_mask, hkeep_, nullptr, nh, xb0);
         }
         const ops::AttentionShape& shape = shape_;
         for (int l = 0; l < L_; ++l) {
-            const LayerOffsets& w = layers_[l];
-            LayerSaved<T>& s = saved_[l];
-            const T* xin = x_[l];
+            const LayerParams& w = layers_[l];
+            LayerSaved<T>& s = buf_.layers[l];
+            const T* xin = buf_.x[l];
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
@@ -363,7 +259,7 @@ public:
                 k_.flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape, dropout_probs_ ? &ps : nullptr,
                                            bf16_ ? &fb : nullptr);
             } else {
-                k_.attention_forward(s.ctx, s.probs, dprobs_, s.mask_probs, s.q, s.k, s.v, shape,
+                k_.attention_forward(s.ctx, s.probs, buf_.dprobs, s.mask_probs, s.q, s.k, s.v, shape,
                                      dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
@@ -384,15 +280,15 @@ public:
             if (dropout_hidden_) k_.dropout_mask(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             k_.dropout_add_forward(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh, nullptr);
             BB_PROFILE_OP(Op::layernorm, Pass::forward);
-            k_.layernorm_forward(x_[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
+            k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
                                  ops::kLayerNormEps,  // and the next layer's bf16 input
-                                   l + 1 < L_ ? gemm_output(saved_[l + 1].xb) : nullptr);
+                                   l + 1 < L_ ? gemm_output(buf_.layers[l + 1].xb) : nullptr);
         }
     }
 
-    T* output() const { return x_[static_cast<size_t>(L_)]; }
+    T* output() const { return buf_.x[static_cast<size_t>(L_)]; }
     // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
-    T* doutput() const { return dx_; }
+    T* doutput() const { return buf_.dx; }
 
     // The batch is the last forward's (staged there).
     void backward(T* grads, const T* params) {
@@ -400,75 +296,87 @@ public:
         const size_t nh = static_cast<size_t>(N) * H;
         const ops::AttentionShape& shape = shape_;
         for (int l = L_ - 1; l >= 0; --l) {
-            const LayerOffsets& w = layers_[l];
-            LayerSaved<T>& s = saved_[l];
-            const T* xin = x_[l];
+            const LayerParams& w = layers_[l];
+            LayerSaved<T>& s = buf_.layers[l];
+            const T* xin = buf_.x[l];
             const auto P = [&](size_t o) { return params + o; };
             const auto G = [&](size_t o) { return grads + o; };
             // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
             BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            k_.layernorm_backward(dx1_, G(w.g2), G(w.b2), dx_, s.o, P(w.g2), s.mean2, s.rstd2, N, H, false);
+            k_.layernorm_backward(buf_.dx1, G(w.g2), G(w.b2), buf_.dx, s.o, P(w.g2), s.mean2,
+                                  s.rstd2, N, H, false);
             BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
-            const ops::BiasGrad<T> dbout{G(w.bout), bias_part_, H};
-            k_.dropout_backward(dy_fp32(dtmp_), dx1_, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
+            const ops::BiasGrad<T> dbout{G(w.bout), buf_.bias_part, H};
+            k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx1, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbout);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
-            linear_bwd(dI_, grads, params, w.wout, kBiasSummed, dy_fp32(dtmp_), s.g, transposed_input(s.gb, N, I),
-                       N, I, H, false, dy_bf16());
+            linear_bwd(buf_.dI, grads, params, w.wout, kBiasSummed, dy_fp32(buf_.dtmp), s.g,
+                       transposed_input(s.gb, N, I), N, I, H, false, dy_bf16());
             BB_PROFILE_OP(Op::gelu, Pass::backward);
-            const ops::BiasGrad<T> dbi{G(w.bi), bias_part_, I};
-            k_.activation_backward(act_, dy_fp32(dI_), dI_, s.h, static_cast<size_t>(N) * I, dy_bf16(),
-                                           &dbi);
+            const ops::BiasGrad<T> dbi{G(w.bi), buf_.bias_part, I};
+            k_.activation_backward(act_, dy_fp32(buf_.dI), buf_.dI, s.h, static_cast<size_t>(N) * I,
+                                   dy_bf16(), &dbi);
             BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
-            linear_bwd(dx1_, grads, params, w.wi, kBiasSummed, dy_fp32(dI_), s.x1, transposed_input(s.x1b, N, H),
-                       N, H, I, true, dy_bf16());
+            linear_bwd(buf_.dx1, grads, params, w.wi, kBiasSummed, dy_fp32(buf_.dI), s.x1,
+                       transposed_input(s.x1b, N, H), N, H, I, true, dy_bf16());
             // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
             BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            k_.layernorm_backward(dx_, G(w.g1), G(w.b1), dx1_, s.a, P(w.g1), s.mean1, s.rstd1, N, H, false);
+            k_.layernorm_backward(buf_.dx, G(w.g1), G(w.b1), buf_.dx1, s.a, P(w.g1), s.mean1,
+                                  s.rstd1, N, H, false);
             BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
-            const ops::BiasGrad<T> dbo{G(w.bo), bias_part_, H};
-            k_.dropout_backward(dy_fp32(dtmp_), dx_, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
+            const ops::BiasGrad<T> dbo{G(w.bo), buf_.bias_part, H};
+            k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
                                            nh, dy_bf16(), &dbo);
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
-            linear_bwd(dctx_, grads, params, w.wo, kBiasSummed, dy_fp32(dtmp_), s.ctx,
+            linear_bwd(buf_.dctx, grads, params, w.wo, kBiasSummed, dy_fp32(buf_.dtmp), s.ctx,
                        transposed_input(s.ctxb, N, H), N, H, H, false, dy_bf16());
             BB_PROFILE_OP(Op::attention, Pass::backward);
-            const ops::AttentionBf16 ab = attention_inputs(s, dctx_, nh);
+            const ops::AttentionBf16 ab = attention_inputs(s, buf_.dctx, nh);
             if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, ab.dctx};
                 const ops::DropoutStream ps = probs_stream(l);
-                k_.flash_attention_backward(dq_, dk_, dv_, dctx_, s.q, s.k, s.v, s.ctx, s.lse, shape,
-                                            dropout_probs_ ? &ps : nullptr, bf16_ ? &fb : nullptr);
+                k_.flash_attention_backward(buf_.dq, buf_.dk, buf_.dv, buf_.dctx, s.q, s.k, s.v,
+                                            s.ctx, s.lse, shape, dropout_probs_ ? &ps : nullptr,
+                                            bf16_ ? &fb : nullptr);
             } else {
-                k_.attention_backward(dq_, dk_, dv_, dprobs_, dctx_, s.q, s.k, s.v, s.probs,
-                                      dropout_probs_ ? s.mask_probs : nullptr, pkeep_, shape, bf16_ ? &ab : nullptr);
+                k_.attention_backward(buf_.dq, buf_.dk, buf_.dv, buf_.dprobs, buf_.dctx, s.q, s.k,
+                                      s.v, s.probs, dropout_probs_ ? s.mask_probs : nullptr, pkeep_,
+                                      shape, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_OP(Op::gemm_qkv, Pass::backward);
             const ops::bf16* xt = transposed_input(s.xb, N, H);  // one bf16 xᵀ for Q, K and V
             using Dense = std::tuple<size_t, size_t, T*>;  // kernel, bias, dy
             for (const auto& [wt, bias, dy] :
-                 {Dense{w.wq, w.bq, dq_}, Dense{w.wk, w.bk, dk_}, Dense{w.wv, w.bv, dv_}}) {
+                 {Dense{w.wq, w.bq, buf_.dq}, Dense{w.wk, w.bk, buf_.dk}, Dense{w.wv, w.bv, buf_.dv}}) {
                 // one pass over dy for its bias gradient and (bf16) its bf16 copy: a dropout
                 // backward without a mask passes dy through
-                const ops::BiasGrad<T> db{G(bias), bias_part_, H};
+                const ops::BiasGrad<T> db{G(bias), buf_.bias_part, H};
                 k_.dropout_backward(nullptr, dy, nullptr, T(1), nh, dy_bf16(), &db);
-                linear_bwd(dx_, grads, params, wt, kBiasSummed, dy, xin, xt, N, H, H, true, dy_bf16());
+                linear_bwd(buf_.dx, grads, params, wt, kBiasSummed, dy, xin, xt, N, H, H, true, dy_bf16());
             }
-            if (backward_hook) backward_hook(l);  // layer l's gradients are final
+            gradients_ready(l);
         }
         // x[0] = drop(LN(e))
         BB_PROFILE_OP(Op::embeddings, Pass::backward);
-        k_.dropout_backward(dx_, dx_, dropout_hidden_ ? emb_mask_ : nullptr, hkeep_, nh, nullptr, nullptr);
-        k_.layernorm_backward(dtmp_, grads + emb_g_, grads + emb_b_, dx_, emb_sum_, params + emb_g_, emb_mean_,
-                              emb_rstd_, N, H, false);
-        k_.embedding_backward(grads + word_, grads + pos_, grads + type_, dtmp_, index_, H);
-        if (backward_hook) backward_hook(-1);
+        k_.dropout_backward(buf_.dx, buf_.dx, dropout_hidden_ ? buf_.emb_mask : nullptr, hkeep_, nh,
+                            nullptr, nullptr);
+        k_.layernorm_backward(buf_.dtmp, grads + emb_.gamma, grads + emb_.beta, buf_.dx,
+                              buf_.emb_sum, params + emb_.gamma, buf_.emb_mean, buf_.emb_rstd, N, H,
+                              false);
+        k_.embedding_backward(grads + emb_.word, grads + emb_.position, grads + emb_.type,
+                              buf_.dtmp, index_, H);
+        gradients_ready(L_ + 1);
     }
 
-    // Data-parallel overlap (BasicBertPretrainer::set_backward_hook): called with l after layer
-    // l's gradients are final, -1 after the embeddings'.
-    std::function<void(int)> backward_hook;
-    int num_layers() const { return L_; }
+    // Data-parallel overlap (BasicBertPretrainer::set_backward_hook): handed the tensors whose
+    // gradients are final after each stage of the backward.
+    GradientsReady backward_hook;
+    // Stage l < L: encoder layer l; heads_stage() (= L): the pooler and heads; L + 1: the
+    // embeddings.
+    void gradients_ready(int stage) const {
+        if (backward_hook) backward_hook(ready_[static_cast<size_t>(stage)]);
+    }
+    int heads_stage() const { return L_; }
 
     // --- precision: every dense layer goes through these two ---------------------------------
     void weights_changed() { wb_stale_ = true; }
@@ -476,7 +384,7 @@ public:
     const ops::bf16* weights_bf16() const { return wb_.data(); }
     // The bf16 copies and the packed weights.
     size_t copies_bytes() const {
-        return (wb_.size() + sb_.size() + actb_.size()) * sizeof(ops::bf16) +
+        return (wb_.size() + sb_.size() + buf_.bf16_inputs.size()) * sizeof(ops::bf16) +
                (packed_ ? packed_->bytes() : 0);
     }
     // A head's weight op(B)(K, N) at `offset` joins the packed ones (no-op where nothing is packed);
@@ -557,40 +465,27 @@ public:
         k_.linear_backward(dx, grads + w, db, dy, x, params + w, N, IN, OUT, accumulate_dx);
     }
 
-    std::span<const uint8_t> mask(const std::string& site) const {
-        const bool any = dropout_hidden_ || dropout_probs_;
-        if (!any) return {};
+    std::span<const uint8_t> mask(DropoutSite site) const {
         const size_t nh = static_cast<size_t>(N_) * H_;
-        if (site == "embeddings") return dropout_hidden_ ? std::span<const uint8_t>(emb_mask_, nh) : std::span<const uint8_t>();
-        if (site.starts_with("layer_")) {
-            const size_t slash = site.find('/');
-            int l = -1;
-            try {
-                l = std::stoi(site.substr(6, slash - 6));
-            } catch (...) {
-            }
-            if (l >= 0 && l < L_ && slash != std::string::npos) {
-                const std::string what = site.substr(slash + 1);
-                const LayerSaved<T>& s = saved_[static_cast<size_t>(l)];
-                const size_t np = pofs_[static_cast<size_t>(B_)];
-                if (what == "attention_probs" && fused_) {  // not stored: regenerate (same bits)
-                    if (!dropout_probs_) return {};
-                    probs_mask_.resize(np);
-                    k_.dropout_mask(probs_mask_.data(), probs_stream(l), np);
-                    return std::span<const uint8_t>(probs_mask_.data(), np);
-                }
-                if (what == "attention_probs")
-                    return dropout_probs_ ? std::span<const uint8_t>(s.mask_probs, np)
-                                          : std::span<const uint8_t>();
-                if (what == "attention_output")
-                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_attn, nh) : std::span<const uint8_t>();
-                if (what == "output")
-                    return dropout_hidden_ ? std::span<const uint8_t>(s.mask_out, nh) : std::span<const uint8_t>();
-            }
+        const auto hidden = [&](const uint8_t* m) {
+            return dropout_hidden_ ? std::span<const uint8_t>(m, nh) : std::span<const uint8_t>();
+        };
+        if (site.kind == DropoutSite::embeddings) return hidden(buf_.emb_mask);
+        if (site.layer < 0 || site.layer >= L_)
+            fail("engine: dropout site of layer {}, expected a layer in 0..{}", site.layer, L_ - 1);
+        const LayerSaved<T>& s = buf_.layers[static_cast<size_t>(site.layer)];
+        switch (site.kind) {
+            case DropoutSite::embeddings: break;
+            case DropoutSite::attention_output: return hidden(s.mask_attn);
+            case DropoutSite::output: return hidden(s.mask_out);
+            case DropoutSite::attention_probs: break;
         }
-        fail("engine: unknown dropout site \"{}\" (expected embeddings or layer_<0..{}>/"
-             "{{attention_probs,attention_output,output}})",
-             site, L_ - 1);
+        if (!dropout_probs_) return {};
+        const size_t np = pofs_[static_cast<size_t>(B_)];
+        if (!fused_) return {s.mask_probs, np};
+        probs_mask_.resize(np);  // not stored: regenerated (the same bits)
+        k_.dropout_mask(probs_mask_.data(), probs_stream(site.layer), np);
+        return {probs_mask_.data(), np};
     }
 
     // The attention-probs dropout stream of layer l in the last forward (site 1 + 3l).
@@ -613,21 +508,15 @@ private:
     BertConfig cfg_;
     Plan plan_;
     ops::Activation act_;
-    bool fused_ = false;  // fused attention kernel (no probs, mask_probs, dprobs_; lse per layer)
+    bool fused_ = false;  // fused attention kernel (no probs, mask_probs, buf_.dprobs; lse per layer)
     uint64_t seed_ = 0, step_ = 0;  // of the last forward (dropout streams)
     mutable std::vector<uint8_t> probs_mask_;  // mask("…/attention_probs") regenerated, fused only
     int H_ = 0, I_ = 0, NH_ = 0, L_ = 0;
     size_t total_params_ = 0;
-    size_t word_ = 0, pos_ = 0, type_ = 0, emb_g_ = 0, emb_b_ = 0;
-    std::vector<LayerOffsets> layers_;
-    size_t probs_max_ = 0, masks_bytes_ = 0;
-    T *emb_sum_ = nullptr, *emb_mean_ = nullptr, *emb_rstd_ = nullptr;
-    uint8_t* emb_mask_ = nullptr;
-    std::vector<T*> x_;
-    std::vector<LayerSaved<T>> saved_;
-    T *dx_ = nullptr, *dx1_ = nullptr, *dtmp_ = nullptr, *dctx_ = nullptr, *dq_ = nullptr,
-      *dk_ = nullptr, *dv_ = nullptr, *dI_ = nullptr, *dprobs_ = nullptr;
-    T* bias_part_ = nullptr;  // the bias gradients' partial sums (bias_grad.hpp)
+    EmbeddingParams emb_{};
+    std::vector<LayerParams> layers_;
+    std::vector<std::vector<ParamRange>> ready_;  // gradients_ready(stage)
+    EncoderActivations<T> buf_;  // every activation (activations.hpp)
     std::vector<size_t> pofs_;
     struct {
         Memory<int32_t> offsets, ids, segments, keys;
@@ -639,7 +528,6 @@ private:
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
     Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
-    Memory<ops::bf16> actb_;     // the layers' bf16 GEMM inputs (LayerSaved::xb..gb)
     int B_ = 0, N_ = 0;
     bool dropout_hidden_ = false, dropout_probs_ = false;
     T hkeep_ = 1, pkeep_ = 1;

@@ -110,47 +110,67 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
         total_ = checked_add(total_, checked_add(p.size, kAlignFloats - 1) / kAlignFloats *
                                          kAlignFloats);
         entries_.push_back(std::move(p));
+        return entries_.back().offset;
     };
-    add("bert/embeddings/word_embeddings", {V, H});
-    add("bert/embeddings/token_type_embeddings", {config.type_vocab_size, H});
-    add("bert/embeddings/position_embeddings", {config.max_position_embeddings, H});
-    add("bert/embeddings/LayerNorm/gamma", {H});
-    add("bert/embeddings/LayerNorm/beta", {H});
+    EmbeddingParams& e = embeddings_;
+    e.word = add("bert/embeddings/word_embeddings", {V, H});
+    e.type = add("bert/embeddings/token_type_embeddings", {config.type_vocab_size, H});
+    e.position = add("bert/embeddings/position_embeddings", {config.max_position_embeddings, H});
+    e.gamma = add("bert/embeddings/LayerNorm/gamma", {H});
+    e.beta = add("bert/embeddings/LayerNorm/beta", {H});
     embedding = false;
     for (int l = 0; l < config.num_hidden_layers; ++l) {
         layer = l;
         const std::string p = "bert/encoder/layer_" + std::to_string(l) + "/";
-        for (const char* qkv : {"query", "key", "value"}) {
-            add(p + "attention/self/" + qkv + "/kernel", {H, H});
-            add(p + "attention/self/" + qkv + "/bias", {H});
-        }
-        add(p + "attention/output/dense/kernel", {H, H});
-        add(p + "attention/output/dense/bias", {H});
-        add(p + "attention/output/LayerNorm/gamma", {H});
-        add(p + "attention/output/LayerNorm/beta", {H});
-        add(p + "intermediate/dense/kernel", {H, I});
-        add(p + "intermediate/dense/bias", {I});
-        add(p + "output/dense/kernel", {I, H});
-        add(p + "output/dense/bias", {H});
-        add(p + "output/LayerNorm/gamma", {H});
-        add(p + "output/LayerNorm/beta", {H});
+        LayerParams& w = layers_.emplace_back();
+        w.wq = add(p + "attention/self/query/kernel", {H, H});
+        w.bq = add(p + "attention/self/query/bias", {H});
+        w.wk = add(p + "attention/self/key/kernel", {H, H});
+        w.bk = add(p + "attention/self/key/bias", {H});
+        w.wv = add(p + "attention/self/value/kernel", {H, H});
+        w.bv = add(p + "attention/self/value/bias", {H});
+        w.wo = add(p + "attention/output/dense/kernel", {H, H});
+        w.bo = add(p + "attention/output/dense/bias", {H});
+        w.g1 = add(p + "attention/output/LayerNorm/gamma", {H});
+        w.b1 = add(p + "attention/output/LayerNorm/beta", {H});
+        w.wi = add(p + "intermediate/dense/kernel", {H, I});
+        w.bi = add(p + "intermediate/dense/bias", {I});
+        w.wout = add(p + "output/dense/kernel", {I, H});
+        w.bout = add(p + "output/dense/bias", {H});
+        w.g2 = add(p + "output/LayerNorm/gamma", {H});
+        w.b2 = add(p + "output/LayerNorm/beta", {H});
     }
     layer = -1;
-    add("bert/pooler/dense/kernel", {H, H});
-    add("bert/pooler/dense/bias", {H});
+    PretrainingHeadParams& h = pretraining_;
+    h.pooler_w = add("bert/pooler/dense/kernel", {H, H});
+    h.pooler_b = add("bert/pooler/dense/bias", {H});
     if (heads == Heads::pretraining) {
-        add("cls/predictions/transform/dense/kernel", {H, H});
-        add("cls/predictions/transform/dense/bias", {H});
-        add("cls/predictions/transform/LayerNorm/gamma", {H});
-        add("cls/predictions/transform/LayerNorm/beta", {H});
-        add("cls/predictions/output_bias", {V});
-        add("cls/seq_relationship/output_weights", {2, H});
-        add("cls/seq_relationship/output_bias", {2});
+        h.transform_w = add("cls/predictions/transform/dense/kernel", {H, H});
+        h.transform_b = add("cls/predictions/transform/dense/bias", {H});
+        h.transform_g = add("cls/predictions/transform/LayerNorm/gamma", {H});
+        h.transform_beta = add("cls/predictions/transform/LayerNorm/beta", {H});
+        h.output_bias = add("cls/predictions/output_bias", {V});
+        h.nsp_w = add("cls/seq_relationship/output_weights", {2, H});
+        h.nsp_b = add("cls/seq_relationship/output_bias", {2});
     } else if (heads == Heads::squad) {
-        add("cls/squad/output_weights", {2, H});
-        add("cls/squad/output_bias", {2});
+        squad_.w = add("cls/squad/output_weights", {2, H});
+        squad_.b = add("cls/squad/output_bias", {2});
     }
     check_fits_in_memory(config, total_);
+}
+
+const PretrainingHeadParams& ParamTable::pretraining_head() const {
+    if (heads_ != Heads::pretraining)
+        fail("engine: BertPretrainer needs a ParamTable with the pretraining heads (got another "
+             "head set; hint: ParamTable(config, Heads::pretraining))");
+    return pretraining_;
+}
+
+const SquadHeadParams& ParamTable::squad_head() const {
+    if (heads_ != Heads::squad)
+        fail("engine: BertSquad needs a ParamTable with the squad head (hint: ParamTable(config, "
+             "Heads::squad))");
+    return squad_;
 }
 
 const ParamInfo* ParamTable::find(const std::string& name) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,35 @@ struct ParamInfo {
     bool embedding = false;
 };
 
+// Where the engine finds each tensor: offsets (floats) into the flat buffer, set where the table
+// names the tensor (the engine never builds or parses a name). Kernels are [in, out].
+struct EmbeddingParams {
+    size_t word, position, type, gamma, beta;
+};
+struct LayerParams {
+    size_t wq, bq, wk, bk, wv, bv;  // attention/self/{query,key,value}/{kernel,bias}
+    size_t wo, bo, g1, b1;          // attention/output/dense/*, attention/output/LayerNorm/*
+    size_t wi, bi;                  // intermediate/dense/*
+    size_t wout, bout, g2, b2;      // output/dense/*, output/LayerNorm/*
+};
+struct PretrainingHeadParams {
+    size_t pooler_w, pooler_b;                                 // bert/pooler/dense/*
+    size_t transform_w, transform_b, transform_g, transform_beta;  // cls/predictions/transform/*
+    size_t output_bias;                                        // cls/predictions/output_bias
+    size_t nsp_w, nsp_b;                                       // cls/seq_relationship/*
+};
+struct SquadHeadParams {
+    size_t w, b;  // cls/squad/output_weights [2, H], cls/squad/output_bias [2]
+};
+
+// A range of the flat buffer [begin, end) in floats: one tensor.
+struct ParamRange {
+    size_t begin, end;
+};
+// Called by the engine's backward as gradients become final (the data-parallel all-reduce starts
+// them): the ranges of the tensors finished since the last call.
+using GradientsReady = std::function<void(std::span<const ParamRange>)>;
+
 class ParamTable {
 public:
     ParamTable() = default;
@@ -43,6 +73,10 @@ public:
     const ParamInfo* find(const std::string& name) const;  // nullptr if unknown
     size_t total_floats() const { return total_; }         // buffer size incl. alignment padding
     size_t num_parameters() const;                          // sum of sizes (no padding)
+    const EmbeddingParams& embeddings() const { return embeddings_; }
+    const std::vector<LayerParams>& layers() const { return layers_; }
+    const PretrainingHeadParams& pretraining_head() const;  // Error unless Heads::pretraining
+    const SquadHeadParams& squad_head() const;              // Error unless Heads::squad
     const BertConfig& config() const { return config_; }
     Heads heads() const { return heads_; }
 
@@ -63,6 +97,10 @@ private:
     std::vector<ParamInfo> entries_;
     std::unordered_map<std::string, size_t> index_;  // name -> position in entries_
     size_t total_ = 0;
+    EmbeddingParams embeddings_{};
+    std::vector<LayerParams> layers_;
+    PretrainingHeadParams pretraining_{};
+    SquadHeadParams squad_{};
 };
 
 }  // namespace bertbench::model

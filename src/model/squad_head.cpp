@@ -43,14 +43,11 @@ struct BasicBertSquad<T>::Impl : EngineMemory<T> {
 template <typename T>
 BasicBertSquad<T>::BasicBertSquad(const ParamTable& table, Plan plan, EngineOptions opts)
     : impl_(std::make_unique<Impl>()) {
-    if (table.heads() != Heads::squad)
-        fail("engine: BertSquad needs a ParamTable with the squad head (hint: ParamTable(config, "
-             "Heads::squad))");
     Impl& m = *impl_;
     m.plan = plan;
     m.H = table.config().hidden_size;
-    m.ws = table.at("cls/squad/output_weights").offset;
-    m.bs = table.at("cls/squad/output_bias").offset;
+    m.ws = table.squad_head().w;
+    m.bs = table.squad_head().b;
     plan_memory(m, table, plan, opts);
 }
 
@@ -149,7 +146,7 @@ std::span<const T> BasicBertSquad<T>::end_logits() const {
     return impl_->host_view(impl_->end, static_cast<size_t>(impl_->N));
 }
 template <typename T>
-std::span<const uint8_t> BasicBertSquad<T>::dropout_mask(const std::string& site) const {
+std::span<const uint8_t> BasicBertSquad<T>::dropout_mask(DropoutSite site) const {
     const std::span<const uint8_t> m = impl_->enc->mask(site);
     return impl_->host_view(m.data(), m.size());
 }

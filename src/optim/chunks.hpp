@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "model/param_table.hpp"
+#include "ops/optimizer.hpp"
 
 namespace bertbench::optim {
 
 inline constexpr size_t kChunkFloats = size_t{1} << 15;  // 128 KiB of fp32 per stream
 
-struct Chunk {
-    size_t tensor = 0;  // index into the entries
-    size_t begin = 0;   // absolute float offsets into the flat buffer, [begin, end)
-    size_t end = 0;
-};
+// tensor: index into the entries; [begin, end): absolute float offsets into the flat buffer
+using Chunk = ops::ParamChunk;
 
 // One tensor as the optimizer sees it (a copy of the ParamInfo fields it needs).
 struct TensorSlot {
@@ -32,17 +30,23 @@ public:
     ChunkPlan() = default;
     // Validates that every tensor lies inside [0, total_floats); Error naming the tensor if not.
     ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats);
+    ChunkPlan(const ChunkPlan&) = delete;  // table() points into it
+    ChunkPlan& operator=(const ChunkPlan&) = delete;
 
     const std::vector<TensorSlot>& tensors() const { return tensors_; }
     const std::vector<Chunk>& chunks() const { return chunks_; }
     // chunks of tensor t are chunks()[first_chunk(t) .. first_chunk(t+1))
     size_t first_chunk(size_t t) const { return first_chunk_[t]; }
     size_t total_floats() const { return total_; }
+    // The plan as the backend's optimizer ops read it (host memory).
+    const ops::ChunkTable& table() const { return table_; }
 
 private:
     std::vector<TensorSlot> tensors_;
     std::vector<Chunk> chunks_;
     std::vector<size_t> first_chunk_;  // (tensors + 1)
+    std::vector<uint8_t> decay_;       // (tensors)
+    ops::ChunkTable table_;
     size_t total_ = 0;
 };
 

@@ -1,7 +1,6 @@
 // Global norm, clip factor, accumulation; see clip.hpp. Also the ChunkPlan (chunks.hpp).
 #include "optim/clip.hpp"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -26,35 +25,15 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
         first_chunk_.push_back(chunks_.size());
         const size_t t = tensors_.size();
         tensors_.push_back({e.name, e.offset, e.size, e.decay});
+        decay_.push_back(e.decay ? 1 : 0);
         for (size_t b = 0; b < e.size; b += kChunkFloats)
             chunks_.push_back({t, e.offset + b, e.offset + std::min(e.size, b + kChunkFloats)});
     }
     first_chunk_.push_back(chunks_.size());
+    table_ = {chunks_.data(), chunks_.size(), first_chunk_.data(), decay_.data(), tensors_.size()};
 }
 
 namespace {
-
-// Σ x² in double. AVX: four independent accumulators of 4 doubles (16 floats per iteration),
-// combined in a fixed order, so the result depends only on n and the data.
-double sum_squares(const float* x, size_t n) {
-    size_t i = 0;
-    double s = 0.0;
-#if defined(__AVX__)
-    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
-                      _mm256_setzero_pd()};
-    for (; i + 16 <= n; i += 16) {
-        for (int k = 0; k < 4; ++k) {
-            const __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * k));
-            acc[k] = _mm256_add_pd(acc[k], _mm256_mul_pd(d, d));
-        }
-    }
-    alignas(32) double lanes[4];
-    _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
-    s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#endif
-    for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-    return s;
-}
 
 void check_size(const ChunkPlan& plan, size_t got, const char* what) {
     if (got != plan.total_floats())
@@ -64,14 +43,10 @@ void check_size(const ChunkPlan& plan, size_t got, const char* what) {
 
 }  // namespace
 
-float global_norm(const ChunkPlan& plan, std::span<const float> grads) {
+float global_norm(const ChunkPlan& plan, std::span<const float> grads, backend::Backend& be) {
     check_size(plan, grads.size(), "gradient buffer");
-    const auto& chunks = plan.chunks();
-    std::vector<double> partial(chunks.size());
-    const long n = static_cast<long>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1)
-    for (long c = 0; c < n; ++c)
-        partial[c] = sum_squares(grads.data() + chunks[c].begin, chunks[c].end - chunks[c].begin);
+    std::vector<double> partial(plan.chunks().size());
+    BB_OP(be, chunk_sum_squares)(partial.data(), grads.data(), plan.table());
     double total = 0.0;
     for (double p : partial) total += p;  // fixed order: deterministic for any thread count
     return static_cast<float>(std::sqrt(total));
@@ -98,20 +73,12 @@ void fill_zero(std::span<float> buf) {
     }
 }
 
-void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum,
-                       std::span<const float> grads, float scale, int n) {
+void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum, std::span<const float> grads,
+                       float scale, int n, backend::Backend& be) {
     check_size(plan, accum.size(), "accumulation buffer");
     check_size(plan, grads.size(), "gradient buffer");
     if (n < 1) fail("[optim] steps_per_update: expected >= 1, got {}", n);
-    const float nf = static_cast<float>(n);
-    const auto& chunks = plan.chunks();
-    const long count = static_cast<long>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1)
-    for (long c = 0; c < count; ++c) {
-        float* a = accum.data();
-        const float* g = grads.data();
-        for (size_t i = chunks[c].begin; i < chunks[c].end; ++i) a[i] = a[i] + (g[i] * scale) / nf;
-    }
+    BB_OP(be, chunk_accumulate)(accum.data(), grads.data(), plan.table(), scale, static_cast<float>(n));
 }
 
 }  // namespace bertbench::optim

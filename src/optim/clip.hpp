@@ -6,12 +6,14 @@
 
 #include <span>
 
+#include "backend/backend.hpp"
 #include "optim/chunks.hpp"
 
 namespace bertbench::optim {
 
 // sqrt(sum over tensors of sum g^2), padding between tensors ignored. (total_floats) buffer.
-float global_norm(const ChunkPlan& plan, std::span<const float> grads);
+// The sums run on backend `be` (its memory must be the host's).
+float global_norm(const ChunkPlan& plan, std::span<const float> grads, backend::Backend& be = backend::cpu());
 float global_norm(const model::ParamTable& table, std::span<const float> grads);
 
 // The factor tf.clip_by_global_norm multiplies every gradient by:
@@ -26,7 +28,7 @@ void fill_zero(std::span<float> buf);
 
 // accum[i] += (grad[i] * scale) / n over every tensor (padding untouched); the reference's
 // "accum + g / steps_per_update" with g already clipped. (total_floats) buffers.
-void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum,
-                       std::span<const float> grads, float scale, int n);
+void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum, std::span<const float> grads,
+                       float scale, int n, backend::Backend& be = backend::cpu());
 
 }  // namespace bertbench::optim

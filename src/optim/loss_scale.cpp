@@ -6,7 +6,6 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
-#include "ops/parallel.hpp"
 
 namespace bertbench::optim {
 
@@ -31,18 +30,11 @@ LossScaler LossScaler::from_flag(const std::string& value, double initial, int w
     return s;
 }
 
-bool LossScaler::unscale(std::span<float> grads) const {
+bool LossScaler::unscale(std::span<float> grads, backend::Backend& be) const {
     if (!enabled()) return true;
-    const float inv = static_cast<float>(1.0 / scale_);
-    const long long n = static_cast<long long>(grads.size());
-    bool finite = true;
-#pragma omp parallel for schedule(static) reduction(&& : finite) if (ops::worth_parallel(grads.size()))
-    for (long long i = 0; i < n; ++i) {
-        float& g = grads[static_cast<size_t>(i)];
-        finite = finite && std::isfinite(g);
-        g *= inv;
-    }
-    return finite;
+    int32_t nonfinite = 0;  // host memory (be's, for now: see Optimizer)
+    BB_OP(be, scale_values)(grads.data(), grads.size(), static_cast<float>(1.0 / scale_), &nonfinite);
+    return nonfinite == 0;
 }
 
 std::string LossScaler::on_overflow(int64_t step) {

@@ -12,6 +12,8 @@
 #include <span>
 #include <string>
 
+#include "backend/backend.hpp"
+
 namespace bertbench::optim {
 
 class LossScaler {
@@ -25,8 +27,9 @@ public:
     bool enabled() const { return mode_ != Mode::none; }
     float scale() const { return static_cast<float>(scale_); }
 
-    // grads /= S in place (nothing when disabled); false when any element is NaN or ±Inf.
-    bool unscale(std::span<float> grads) const;
+    // grads /= S in place on backend `be` (nothing when disabled); false when any element is NaN
+    // or ±Inf.
+    bool unscale(std::span<float> grads, backend::Backend& be = backend::cpu()) const;
     // Dynamic only: an overflow (halve, reset the clean count) or a clean optimizer update (double
     // after `window` of them). Returns a line for the log when S changed, else "".
     std::string on_overflow(int64_t step);

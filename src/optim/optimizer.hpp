@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "core/aligned.hpp"
 #include "optim/chunks.hpp"
 
@@ -39,11 +40,14 @@ struct StateTensor {
     std::span<float> data;  // (size of the parameter)
 };
 
+// The updates run on backend `be` (its lamb_update/adamw_update ops); the state (m, v) is host
+// memory, so the backend's memory must be the host's (an Error otherwise).
 class Optimizer {
 public:
     Optimizer(std::span<const model::ParamInfo> entries, size_t total_floats,
-              OptimizerConfig config);
-    Optimizer(const model::ParamTable& table, OptimizerConfig config);
+              OptimizerConfig config, backend::Backend& be = backend::cpu());
+    Optimizer(const model::ParamTable& table, OptimizerConfig config,
+              backend::Backend& be = backend::cpu());
 
     // One update. params, grads: (total_floats) in the table layout; padding is neither read
     // nor written. lr: the schedule's value for this update. Increments update_count() and, for
@@ -54,6 +58,7 @@ public:
 
     const OptimizerConfig& config() const { return config_; }
     const ChunkPlan& plan() const { return plan_; }
+    backend::Backend& backend() const { return *be_; }
 
     // State. m, v: (total_floats) in the table layout, zero-initialised.
     std::span<float> m() { return m_; }
@@ -80,10 +85,11 @@ private:
     void step_adamw(float* w, const float* g, float lr, float grad_scale);
 
     OptimizerConfig config_;
+    backend::Backend* be_;
     ChunkPlan plan_;
     AlignedVector<float> m_, v_;
-    std::vector<double> partial_w2_, partial_u2_;  // (chunks) per-chunk sums, fixed order
-    std::vector<float> ratios_;                    // (tensors)
+    std::vector<double> partials_;  // (2·chunks) LAMB's per-chunk sums of w² and u²
+    std::vector<float> ratios_;     // (tensors)
     int64_t updates_ = 0;
     float beta1_power_, beta2_power_;
 };

@@ -12,8 +12,8 @@ namespace bertbench::optim {
 ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
                                    size_t total_floats, OptimizerConfig optimizer,
                                    LrSchedule schedule, int steps_per_update, ClipMode clip_mode,
-                                   float clip_norm)
-    : optimizer_(entries, total_floats, optimizer),
+                                   float clip_norm, backend::Backend& be)
+    : optimizer_(entries, total_floats, optimizer, be),
       schedule_(schedule),
       n_(steps_per_update),
       clip_mode_(clip_mode),
@@ -26,9 +26,9 @@ ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
 
 ParameterUpdater::ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,
                                    LrSchedule schedule, int steps_per_update, ClipMode clip_mode,
-                                   float clip_norm)
+                                   float clip_norm, backend::Backend& be)
     : ParameterUpdater(table.entries(), table.total_floats(), optimizer, schedule,
-                       steps_per_update, clip_mode, clip_norm) {}
+                       steps_per_update, clip_mode, clip_norm, be) {}
 
 void ParameterUpdater::set_global_step(int64_t step) {
     if (step < 0) fail("[optim] global step: expected >= 0, got {}", step);
@@ -48,12 +48,13 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
                                                   std::span<const float> grads,
                                                   float* grads_mut, const GradientMean* mean) {
     const ChunkPlan& plan = optimizer_.plan();
+    backend::Backend& be = optimizer_.backend();
     MicroStepResult r;
     r.learning_rate = schedule_.at(global_step_);
     // deferred_grad_optimizer: apply when global_step % n == n - 1, then zero the accumulator.
     const bool apply = global_step_ % n_ == n_ - 1;
     const auto clip = [&](std::span<const float> g) {
-        r.grad_norm = global_norm(plan, g);
+        r.grad_norm = global_norm(plan, g, be);
         if (!std::isfinite(r.grad_norm))
             fail("[optim] global step {}: gradient global norm is {} (expected finite); the "
                  "loss diverged or the input is bad (hint: lower --learning_rate or check the "
@@ -65,12 +66,7 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
         const std::span<float> g(grads_mut, grads.size());
         if (clip_mode_ == ClipMode::per_micro_batch) {  // this replica's clip, then the mean
             clip(grads);
-            if (r.clip_scale != 1.0f) {
-                const long count = static_cast<long>(g.size());
-                const float sc = r.clip_scale;
-#pragma omp parallel for schedule(static)
-                for (long i = 0; i < count; ++i) g[static_cast<size_t>(i)] *= sc;
-            }
+            if (r.clip_scale != 1.0f) BB_OP(be, scale_values)(g.data(), g.size(), r.clip_scale, nullptr);
             (*mean)(g);
             optimizer_.step(params, grads, r.learning_rate);
         } else {  // the mean, then its clip
@@ -83,13 +79,13 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
         optimizer_.step(params, grads, r.learning_rate, r.clip_scale);  // clip fused into the read
     } else if (clip_mode_ == ClipMode::per_micro_batch) {
         clip(grads);
-        accumulate_scaled(plan, accum_, grads, r.clip_scale, n_);
+        accumulate_scaled(plan, accum_, grads, r.clip_scale, n_, be);
         if (apply) {
             if (mean != nullptr) (*mean)(accum_);
             optimizer_.step(params, accum_, r.learning_rate);
         }
     } else {
-        accumulate_scaled(plan, accum_, grads, 1.0f, n_);
+        accumulate_scaled(plan, accum_, grads, 1.0f, n_, be);
         if (apply) {
             if (mean != nullptr) (*mean)(accum_);
             clip(accum_);

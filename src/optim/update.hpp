@@ -43,10 +43,12 @@ class ParameterUpdater {
 public:
     ParameterUpdater(std::span<const model::ParamInfo> entries, size_t total_floats,
                      OptimizerConfig optimizer, LrSchedule schedule, int steps_per_update,
-                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f);
+                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f,
+                     backend::Backend& be = backend::cpu());
     ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,
                      LrSchedule schedule, int steps_per_update,
-                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f);
+                     ClipMode clip_mode = ClipMode::per_micro_batch, float clip_norm = 1.0f,
+                     backend::Backend& be = backend::cpu());
 
     // One micro-step with this micro-batch's gradient. Data-parallel callers pass the all-reduced
     // (mean) gradient, which is what makes N ranks x batch b equal 1 rank x N*b; the reference's

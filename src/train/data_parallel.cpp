@@ -18,18 +18,9 @@ DataParallel::DataParallel(dist::Comm& comm, const model::ParamTable& table, siz
 }
 
 void DataParallel::set_table(const model::ParamTable& table) {
-    num_layers_ = table.config().num_hidden_layers;
     if (!active()) return;
     std::vector<size_t> bounds;
-    stages_.clear();
-    stages_.resize(static_cast<size_t>(num_layers_) + 2);
-    for (const model::ParamInfo& p : table.entries()) {
-        bounds.push_back(p.offset);
-        const size_t stage = p.embedding    ? static_cast<size_t>(num_layers_) + 1
-                             : p.layer >= 0 ? static_cast<size_t>(p.layer)
-                                            : static_cast<size_t>(num_layers_);  // pooler and heads
-        stages_[stage].push_back({p.offset, p.offset + p.size});
-    }
+    for (const model::ParamInfo& p : table.entries()) bounds.push_back(p.offset);
     reducer_ = std::make_unique<dist::GradientReducer>(*comm_, table.total_floats(), bounds, bucket_bytes_);
 }
 
@@ -90,16 +81,14 @@ void DataParallel::begin_backward(model::BertPretrainer& engine, std::span<float
     engine.set_backward_hook(begin_backward(grads, overlap));
 }
 
-std::function<void(int)> DataParallel::begin_backward(std::span<float> grads, bool overlap) {
+model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool overlap) {
     overlapped_ = nullptr;
     if (!active() || !overlap) return {};
     if (!reducer_) fail("[dist] DataParallel: set_table() before the first backward");
     reducer_->begin(grads);
     overlapped_ = grads.data();
-    return [this](int stage) {
-        const size_t s = stage < 0 ? static_cast<size_t>(num_layers_) + 1 : static_cast<size_t>(stage);
-        if (s < stages_.size())
-            for (const auto& [b, e] : stages_[s]) reducer_->ready(b, e);
+    return [this](std::span<const model::ParamRange> ready) {
+        for (const model::ParamRange& r : ready) reducer_->ready(r.begin, r.end);
     };
 }
 

@@ -63,7 +63,7 @@ public:
     // micro_step gets); without, the hook is removed and mean() does all the work.
     void begin_backward(model::BertPretrainer& engine, std::span<float> grads, bool overlap);
     // The same for any engine: returns the hook to install for this backward (empty: none).
-    std::function<void(int)> begin_backward(std::span<float> grads, bool overlap);
+    model::GradientsReady begin_backward(std::span<float> grads, bool overlap);
     // For ParameterUpdater::micro_step: averages a buffer over the ranks (finishing the overlapped
     // reduction when it is the buffer begin_backward() got). Empty with one process.
     optim::GradientMean mean();
@@ -92,9 +92,6 @@ private:
     dist::Comm* comm_;
     size_t bucket_bytes_;
     std::unique_ptr<dist::GradientReducer> reducer_;
-    // stage (0..L = heads, layers; index L+1 = embeddings) -> parameter ranges [offset, end)
-    std::vector<std::vector<std::pair<size_t, size_t>>> stages_;
-    int num_layers_ = 0;
     float* overlapped_ = nullptr;  // the buffer whose reduction the backward started
     Stats stats_;
 };

@@ -23,7 +23,7 @@ StepLoss PretrainStep::forward(std::span<const float> params, uint64_t seed, uin
 void PretrainStep::backward(std::span<float> grads, std::span<const float> params, float scale) {
     engine_.backward(grads, params, *batch_, scale);
 }
-bool PretrainStep::set_backward_hook(std::function<void(int)> hook) {
+bool PretrainStep::set_backward_hook(model::GradientsReady hook) {
     engine_.set_backward_hook(std::move(hook));
     return true;
 }
@@ -67,7 +67,8 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
     model.backward(grads, params, ctx.scaler ? ctx.scaler->scale() : 1.0f);
     // Dynamic loss scaling: an overflow skips the update and halves the scale; a fixed scale's
     // overflow is a non-finite gradient like any other (below).
-    if (ctx.scaler && !ctx.scaler->unscale(grads) && ctx.scaler->mode() == optim::LossScaler::Mode::dynamic) {
+    if (ctx.scaler && !ctx.scaler->unscale(grads, ctx.updater.optimizer().backend()) &&
+        ctx.scaler->mode() == optim::LossScaler::Mode::dynamic) {
         out.status = Status::overflow;
         out.message = ctx.scaler->on_overflow(static_cast<int64_t>(step));
         return out;

@@ -47,7 +47,7 @@ public:
     virtual void backward(std::span<float> grads, std::span<const float> params, float scale) = 0;
     // Under mpirun: installs the hook the next backward() calls as gradients become final, so the
     // all-reduce overlaps the backward. false: the model has none (the all-reduce then runs after).
-    virtual bool set_backward_hook(std::function<void(int)>) { return false; }
+    virtual bool set_backward_hook(model::GradientsReady) { return false; }
     virtual void weights_changed() = 0;  // new weights: the bf16 engines copy them again
 };
 
@@ -62,7 +62,7 @@ public:
     void set_batch(const model::Batch& b) { batch_ = &b; }
     StepLoss forward(std::span<const float> params, uint64_t seed, uint64_t step) override;
     void backward(std::span<float> grads, std::span<const float> params, float scale) override;
-    bool set_backward_hook(std::function<void(int)> hook) override;
+    bool set_backward_hook(model::GradientsReady hook) override;
     void weights_changed() override;
 
 private:

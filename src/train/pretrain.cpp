@@ -265,7 +265,7 @@ public:
     void backward(std::span<float> grads, std::span<const float> params, float scale) override {
         at_batch().backward(grads, params, scale);
     }
-    bool set_backward_hook(std::function<void(int)> hook) override {
+    bool set_backward_hook(model::GradientsReady hook) override {
         return at_batch().set_backward_hook(std::move(hook));
     }
     void weights_changed() override {

@@ -48,7 +48,7 @@ void fd_check_pretrainer(const std::string& hidden_act, bool training) {
     auto loss = [&] { return model.forward(params, batch, training, 1234, 7).total; };
     loss();
     if (training) {
-        const auto m = model.dropout_mask("layer_1/attention_probs");
+        const auto m = model.dropout_mask({model::DropoutSite::attention_probs, 1});
         EXPECT_EQ(m.size(), size_t(3 * (25 + 81 + 9)));
     }
     std::vector<double> grads(params.size(), 0.5);  // backward accumulates onto 0.5
@@ -142,19 +142,19 @@ TEST(BertEngine, SameSeedSameBitsAndThreadCountIndependentMasks) {
     EXPECT_EQ(a.total, b.total);  // bit-identical
     EXPECT_EQ(g1, g2);
     EXPECT_NE(a.total, c.total);  // another seed, other masks
-    const std::vector<uint8_t> m2(model.dropout_mask("layer_0/output").begin(),
-                                  model.dropout_mask("layer_0/output").end());
+    const std::vector<uint8_t> m2(model.dropout_mask({model::DropoutSite::output, 0}).begin(),
+                                  model.dropout_mask({model::DropoutSite::output, 0}).end());
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     const Losses d = model.forward(p, batch, true, 6, 11);
-    const std::vector<uint8_t> m1(model.dropout_mask("layer_0/output").begin(),
-                                  model.dropout_mask("layer_0/output").end());
+    const std::vector<uint8_t> m1(model.dropout_mask({model::DropoutSite::output, 0}).begin(),
+                                  model.dropout_mask({model::DropoutSite::output, 0}).end());
     omp_set_num_threads(saved);
     EXPECT_EQ(m1, m2);
     EXPECT_NEAR(d.total, c.total, 1e-5);
     // inference: no masks
     model.forward(p, batch, false, 6, 11);
-    EXPECT_TRUE(model.dropout_mask("embeddings").empty());
+    EXPECT_TRUE(model.dropout_mask({model::DropoutSite::embeddings}).empty());
 }
 
 TEST(BertEngine, PlanAndSiteErrors) {
@@ -179,8 +179,8 @@ TEST(BertEngine, PlanAndSiteErrors) {
     one.masked_seq = {0};
     one.next_sentence_labels = {1};
     model.forward(p, one, true, 0, 0);
-    EXPECT_EQ(model.dropout_mask("embeddings").size(), size_t(5 * 12));
-    EXPECT_THROW(model.dropout_mask("layer_9/output"), Error);
+    EXPECT_EQ(model.dropout_mask({model::DropoutSite::embeddings}).size(), size_t(5 * 12));
+    EXPECT_THROW(model.dropout_mask({model::DropoutSite::output, 9}), Error);
     one.input_ids[2] = 37;
     EXPECT_THROW(model.forward(p, one, true, 0, 0), Error);
     EXPECT_THROW(BertPretrainer(table, Plan{2, 17, 2}), Error);  // > max_position_embeddings

@@ -3,6 +3,7 @@
 // run on is refused at construction in one line naming what it lacks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "model/bert.hpp"
+#include "optim/optimizer.hpp"
 #include "tiny_model.hpp"
 
 namespace bertbench::model {
@@ -98,7 +100,8 @@ TEST(EngineBackend, ResultsOfADeviceMemoryBackendAreHostCopies) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_NE(a.data(), b.data());
     EXPECT_EQ(std::vector<float>(a.begin(), a.end()), std::vector<float>(b.begin(), b.end()));
-    const std::span<const uint8_t> ma = on_device.dropout_mask("layer_1/output"), mb = own.dropout_mask("layer_1/output");
+    const std::span<const uint8_t> ma = on_device.dropout_mask({DropoutSite::output, 1});
+    const std::span<const uint8_t> mb = own.dropout_mask({DropoutSite::output, 1});
     EXPECT_EQ(std::vector<uint8_t>(ma.begin(), ma.end()), std::vector<uint8_t>(mb.begin(), mb.end()));
     Probe device64(false, false);
     EngineOptions o64;
@@ -108,6 +111,56 @@ TEST(EngineBackend, ResultsOfADeviceMemoryBackendAreHostCopies) {
         ADD_FAILURE() << "the double engine took a device-memory backend";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("the double engine runs on host memory only"), std::string::npos)
+            << e.what();
+    }
+}
+
+// The backward hands every tensor's range to the hook exactly once, as it becomes final: the
+// pooler's and heads' first (all but the tied word embeddings), then the layers from the top, then
+// the embeddings'; and each gradient is final when its range is handed over.
+TEST(EngineBackend, BackwardHandsEachFinishedTensorToTheHookOnce) {
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    const Batch batch = tiny_batch();
+    const std::vector<float> params = make_params<float>(table, 5);
+    BertPretrainer model(table, Plan{3, 9, 2});
+    model.forward(params, batch, true, 7, 3);
+    std::vector<float> grads(params.size()), at_hook(params.size());
+    std::vector<std::pair<size_t, size_t>> seen;
+    model.set_backward_hook([&](std::span<const ParamRange> ready) {
+        for (const ParamRange& r : ready) {
+            seen.emplace_back(r.begin, r.end);
+            std::copy(grads.begin() + r.begin, grads.begin() + r.end, at_hook.begin() + r.begin);
+        }
+    });
+    model.backward(grads, params, batch);
+    std::vector<std::pair<size_t, size_t>> want;
+    for (const ParamInfo& p : table.entries()) want.emplace_back(p.offset, p.offset + p.size);
+    std::vector<std::pair<size_t, size_t>> sorted = seen;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, want) << "every tensor once";
+    const ParamInfo& word = table.at("bert/embeddings/word_embeddings");
+    const ParamInfo& top = table.at("bert/encoder/layer_1/output/LayerNorm/beta");
+    const ParamInfo& bottom = table.at("bert/encoder/layer_0/attention/self/query/kernel");
+    const auto pos = [&](const ParamInfo& p) {
+        return std::find(seen.begin(), seen.end(), std::make_pair(p.offset, p.offset + p.size)) -
+               seen.begin();
+    };
+    EXPECT_LT(pos(table.at("cls/predictions/output_bias")), pos(top));
+    EXPECT_LT(pos(top), pos(bottom));
+    EXPECT_LT(pos(bottom), pos(word));
+    EXPECT_EQ(at_hook, grads) << "a gradient changed after its range was handed over";
+}
+
+// The optimizer's state is host memory: a backend whose memory is not the host's is refused.
+TEST(EngineBackend, TheOptimizerRefusesADeviceMemoryBackend) {
+    Probe device(false, false);
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    try {
+        optim::Optimizer opt(table, optim::OptimizerConfig{}, device);
+        ADD_FAILURE() << "the optimizer took a device-memory backend";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the probe backend's memory is not the host's"),
+                  std::string::npos)
             << e.what();
     }
 }

@@ -60,9 +60,12 @@ TEST_F(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
     EXPECT_NEAR(got.mlm_loss, want.mlm_loss, 1e-4 * std::abs(want.mlm_loss));
     EXPECT_NEAR(got.nsp_loss, want.nsp_loss, 1e-4 * std::abs(want.nsp_loss));
     EXPECT_EQ(got.mlm_weight, want.mlm_weight);
-    for (const char* site : {"embeddings", "layer_0/attention_probs", "layer_1/output"}) {
+    for (const DropoutSite site : {DropoutSite{DropoutSite::embeddings},
+                                   DropoutSite{DropoutSite::attention_probs, 0},
+                                   DropoutSite{DropoutSite::output, 1}}) {
         const std::span<const uint8_t> a = gpu.dropout_mask(site), b = cpu.dropout_mask(site);
-        EXPECT_EQ(std::vector<uint8_t>(a.begin(), a.end()), std::vector<uint8_t>(b.begin(), b.end())) << site;
+        EXPECT_EQ(std::vector<uint8_t>(a.begin(), a.end()), std::vector<uint8_t>(b.begin(), b.end()))
+            << "site " << site.kind << " layer " << site.layer;
     }
     EXPECT_TRUE(all_close("mlm logits", copy(gpu.mlm_logits()), copy(cpu.mlm_logits()), 1e-4, 1e-3));
     EXPECT_TRUE(all_close("nsp logits", copy(gpu.nsp_logits()), copy(cpu.nsp_logits()), 1e-4, 1e-3));

@@ -43,11 +43,12 @@ void compare_training_step(ops::Precision precision, double atol, double rtol) {
     const Losses a = mat.forward(p, batch, true, 21, 4), b = fus.forward(p, batch, true, 21, 4);
     EXPECT_NEAR(b.total, a.total, atol + rtol * std::abs(a.total));
     EXPECT_NEAR(b.mlm_loss, a.mlm_loss, atol + rtol * std::abs(a.mlm_loss));
-    for (const char* site : {"layer_0/attention_probs", "layer_1/attention_probs"}) {
+    for (const DropoutSite site : {DropoutSite{DropoutSite::attention_probs, 0},
+                                   DropoutSite{DropoutSite::attention_probs, 1}}) {
         const std::span<const uint8_t> ma = mat.dropout_mask(site);
         const std::vector<uint8_t> want(ma.begin(), ma.end());
         const std::span<const uint8_t> mb = fus.dropout_mask(site);
-        EXPECT_EQ(std::vector<uint8_t>(mb.begin(), mb.end()), want) << site;
+        EXPECT_EQ(std::vector<uint8_t>(mb.begin(), mb.end()), want) << "layer " << site.layer;
         EXPECT_EQ(want.size(), size_t(3 * (25 + 81 + 9)));
     }
     std::vector<float> ga(p.size(), 0.f), gb(p.size(), 0.f);
@@ -56,7 +57,7 @@ void compare_training_step(ops::Precision precision, double atol, double rtol) {
     EXPECT_TRUE(all_close("fused vs materialized grads", gb, ga, atol, rtol));
     // inference: no attention_probs mask either way
     fus.forward(p, batch, false, 21, 4);
-    EXPECT_TRUE(fus.dropout_mask("layer_0/attention_probs").empty());
+    EXPECT_TRUE(fus.dropout_mask({model::DropoutSite::attention_probs, 0}).empty());
 }
 
 TEST(FusedAttentionEngine, TrainingStepMatchesMaterializedFp32) {
@@ -79,8 +80,8 @@ TEST(FusedAttentionEngine, PaddedSquadFeaturesMatchMaterialized) {
     const SpanLosses b = fus.forward(p, batch, start, end, true, 5, 6);
     EXPECT_NEAR(b.total, a.total, 1e-5 + 1e-4 * std::abs(a.total));
     EXPECT_TRUE(all_close("start logits", fus.start_logits(), mat.start_logits(), 1e-5, 1e-4));
-    const std::span<const uint8_t> ma = mat.dropout_mask("layer_1/attention_probs");
-    const std::span<const uint8_t> mb = fus.dropout_mask("layer_1/attention_probs");
+    const std::span<const uint8_t> ma = mat.dropout_mask({model::DropoutSite::attention_probs, 1});
+    const std::span<const uint8_t> mb = fus.dropout_mask({model::DropoutSite::attention_probs, 1});
     EXPECT_EQ(std::vector<uint8_t>(mb.begin(), mb.end()), std::vector<uint8_t>(ma.begin(), ma.end()));
     std::vector<float> ga(p.size(), 0.f), gb(p.size(), 0.f);
     mat.backward(ga, p, batch);

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "io/safetensors.hpp"
+#include "tiny_model.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
 
@@ -192,15 +193,11 @@ void run_parity(const Case& c) {
         w.add_i32("batch/masked_seq", {P}, batch.masked_seq);
         w.add_i32("batch/next_sentence_labels", {B}, batch.next_sentence_labels);
         if (c.dropout) {
-            std::vector<std::string> sites = {"embeddings"};
-            for (int l = 0; l < c.config.num_hidden_layers; ++l)
-                for (const char* s : {"attention_probs", "attention_output", "output"})
-                    sites.push_back("layer_" + std::to_string(l) + "/" + s);
-            for (const std::string& s : sites) {
-                const std::span<const uint8_t> m = engine.dropout_mask(s);
+            for (const auto& [site, s] : testing::dropout_sites(c.config.num_hidden_layers)) {
+                const std::span<const uint8_t> m = engine.dropout_mask(site);
                 ASSERT_FALSE(m.empty()) << "engine exported no dropout mask for " << s;
                 // The kept fraction is about 1 - p (5 standard errors).
-                const double p = s.ends_with("attention_probs")
+                const double p = site.kind == DropoutSite::attention_probs
                                      ? c.config.attention_probs_dropout_prob
                                      : c.config.hidden_dropout_prob;
                 double kept = 0;

@@ -494,12 +494,8 @@ void run_squad_parity(const ParityCase& c) {
         w.add_i32("batch/start_positions", {B}, c.start);
         w.add_i32("batch/end_positions", {B}, c.end);
         if (c.dropout) {
-            std::vector<std::string> sites = {"embeddings"};
-            for (int l = 0; l < cfg.num_hidden_layers; ++l)
-                for (const char* s : {"attention_probs", "attention_output", "output"})
-                    sites.push_back("layer_" + std::to_string(l) + "/" + s);
-            for (const std::string& s : sites) {
-                const std::span<const uint8_t> m = engine.dropout_mask(s);
+            for (const auto& [site, s] : testing::dropout_sites(cfg.num_hidden_layers)) {
+                const std::span<const uint8_t> m = engine.dropout_mask(site);
                 ASSERT_FALSE(m.empty()) << "engine exported no dropout mask for " << s;
                 w.add_copy("dropout/" + s, io::DType::U8, {static_cast<int64_t>(m.size())},
                            m.data(), m.size());

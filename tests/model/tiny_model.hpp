@@ -6,13 +6,30 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/batch.hpp"
+#include "model/bert.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
 
 namespace bertbench::testing {
+
+// Every dropout site of an L-layer engine, with the name tests/tools/torch_bert.py reads its
+// mask under: "embeddings", "layer_<l>/attention_probs", "layer_<l>/attention_output",
+// "layer_<l>/output".
+inline std::vector<std::pair<model::DropoutSite, std::string>> dropout_sites(int L) {
+    using S = model::DropoutSite;
+    std::vector<std::pair<S, std::string>> out = {{S{S::embeddings}, "embeddings"}};
+    for (int l = 0; l < L; ++l)
+        for (const auto& [kind, name] : {std::pair{S::attention_probs, "attention_probs"},
+                                         std::pair{S::attention_output, "attention_output"},
+                                         std::pair{S::output, "output"}})
+            out.push_back({S{kind, l}, "layer_" + std::to_string(l) + "/" + name});
+    return out;
+}
 
 inline model::BertConfig tiny_config(int max_position_embeddings = 16) {
     model::BertConfig c;

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -234,6 +235,34 @@ void softmax_forward(float* p, const float* s, int R, int C, float scale) {
 void softmax_backward(float* ds, const float* dp, const float* p, int R, int C) {
     ck::softmax_backward(g_stream, ds, dp, p, R, C);
 }
+static_assert(sizeof(ck::OptimChunk) == sizeof(ops::ParamChunk) &&
+              offsetof(ck::OptimChunk, begin) == offsetof(ops::ParamChunk, begin) &&
+              offsetof(ck::OptimChunk, end) == offsetof(ops::ParamChunk, end));
+ck::OptimTable optim_table(const ops::ChunkTable& t) {
+    return {reinterpret_cast<const ck::OptimChunk*>(t.chunks), t.num_chunks, t.first_chunk, t.decay,
+            t.num_tensors};
+}
+void chunk_sum_squares(double* partial, const float* x, const ops::ChunkTable& t) {
+    ck::chunk_sum_squares(g_stream, partial, x, optim_table(t));
+}
+void chunk_accumulate(float* acc, const float* g, const ops::ChunkTable& t, float scale, float n) {
+    ck::chunk_accumulate(g_stream, acc, g, optim_table(t), scale, n);
+}
+void scale_values(float* x, size_t n, float s, int32_t* nonfinite) {
+    ck::scale_values(g_stream, x, n, s, nonfinite);
+}
+void lamb_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t,
+                 float grad_scale, float lr, const ops::LambConstants& k, double* partials,
+                 float* ratios) {
+    ck::lamb_update(g_stream, w, m, v, g, optim_table(t), grad_scale, lr,
+                    {k.b1, k.b2, k.one_minus_b1, k.one_minus_b2, k.bc1, k.bc2, k.eps, k.wd},
+                    partials, ratios);
+}
+void adamw_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t,
+                  float grad_scale, float lr, const ops::AdamConstants& k) {
+    ck::adamw_update(g_stream, w, m, v, g, optim_table(t), grad_scale, lr,
+                     {k.b1, k.b2, k.one_minus_b1, k.one_minus_b2, 1.f, 1.f, k.eps, k.wd});
+}
 void dropout_mask(uint8_t* mask, const ops::DropoutStream& s, size_t n) {
     ck::dropout_mask(g_stream, mask, ck::Philox{s.seed, s.step, s.site, s.threshold()}, n);
 }
@@ -412,6 +441,11 @@ public:
         ops_.bias_rows = bias_rows;
         ops_.segment_cross_entropy = segment_cross_entropy;
         ops_.strided_copy = strided_copy;
+        ops_.chunk_sum_squares = chunk_sum_squares;
+        ops_.chunk_accumulate = chunk_accumulate;
+        ops_.scale_values = scale_values;
+        ops_.lamb_update = lamb_update;
+        ops_.adamw_update = adamw_update;
         // not yet: the fused attention (flash_attention_*); matmul_packed (no packed weights kept)
     }
     const char* name() const override { return "cuda"; }

@@ -91,6 +91,30 @@ void segment_cross_entropy(cudaStream_t st, double* loss, float* dz, int dz_stri
                            const int32_t* offsets, const int32_t* labels, int B, float coef);
 void strided_copy(cudaStream_t st, float* dst, const float* src, size_t n, int stride);
 
+// The optimizer's ops (optim_kernels.cu), each the CPU op of the same name (ops/optimizer.hpp), on
+// the same layouts: OptimChunk is ops::ParamChunk, OptimTable ops::ChunkTable (asserted in
+// cuda_backend.cpp); OptimConstants holds LAMB's constants (AdamW: bc1 = bc2 = 1).
+struct OptimChunk {
+    size_t tensor, begin, end;
+};
+struct OptimTable {
+    const OptimChunk* chunks;
+    size_t num_chunks;
+    const size_t* first_chunk;
+    const uint8_t* decay;
+    size_t num_tensors;
+};
+struct OptimConstants {
+    float b1, b2, one_minus_b1, one_minus_b2, bc1, bc2, eps, wd;
+};
+void chunk_sum_squares(cudaStream_t st, double* partial, const float* x, const OptimTable& t);
+void chunk_accumulate(cudaStream_t st, float* acc, const float* g, const OptimTable& t, float scale, float n);
+void scale_values(cudaStream_t st, float* x, size_t n, float s, int32_t* nonfinite);
+void lamb_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t, float grad_scale,
+                 float lr, const OptimConstants& k, double* partials, float* ratios);
+void adamw_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t,
+                  float grad_scale, float lr, const OptimConstants& k);
+
 // The last launch's error, as a message ("" when none).
 const char* last_launch_error();
 
