@@ -284,6 +284,10 @@ bool Flags::parse(int argc, char** argv) {
                 if (foreign == name) hint = " (" + h + ")";
             errors.push_back(fmt::format("unknown flag --{}{}", name,
                                          hint.empty() ? suggestion(name) : hint));
+            // `--name value` of another script: the value belongs to the unknown flag and is not
+            // a second error ("unexpected argument"). Only where no positional argument is taken.
+            if (!has_value && !positional_allowed_ && i + 1 < argc && argv[i + 1][0] != '-')
+                ++i;
             continue;
         }
         if (!has_value) {

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <sstream>
 
@@ -21,6 +22,11 @@
 namespace bertbench {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+    // A directory where the file goes: say so now, not "cannot finish writing ... (is the disk
+    // full?)" when the rename fails after all the work.
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        fail("{}: is a directory, expected a file name to write", path_);
     tmp_ = path_ + ".tmp." + std::to_string(getpid());
     file_ = std::fopen(tmp_.c_str(), "wb");
     if (file_ == nullptr) fail("{}: cannot create file: {}", path_, std::strerror(errno));
@@ -59,12 +65,23 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
 }
 
 std::string read_file(const std::string& path) {
+    // An ifstream opens a directory and reads nothing: the caller would report an empty or
+    // invalid file ("not valid JSON", "the vocabulary is empty") instead of what is wrong.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        fail("{}: is a directory, expected a file", path);
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("{}: cannot open file: {}", path, std::strerror(errno));
     std::ostringstream ss;
     ss << in.rdbuf();
     if (in.bad()) fail("{}: read failed", path);
     return ss.str();
+}
+
+void check_not_directory(const std::string& path, const std::string& flag, const std::string& what) {
+    struct stat st {};
+    if (!path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        fail("{}={}: is a directory, expected {}", flag, path, what);
 }
 
 const char* file_type_name(unsigned mode) {
@@ -222,6 +239,28 @@ int remove_stale_temporaries(const std::string& dir, const std::string& prefix) 
         ++removed;
     }
     return removed;
+}
+
+CreatedDirCleanup::CreatedDirCleanup(const std::string& dir)
+    : uncaught_(std::uncaught_exceptions()) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) return;
+    std::error_code ec;
+    for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && p != p.root_path();
+         p = p.parent_path()) {
+        if (p.filename().empty()) continue;  // a trailing separator
+        if (fs::exists(p, ec)) break;
+        missing_.push_back(p.string());
+    }
+}
+
+CreatedDirCleanup::~CreatedDirCleanup() {
+    if (std::uncaught_exceptions() <= uncaught_) return;  // no failure
+    for (const std::string& d : missing_) {
+        struct stat st {};
+        if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (::rmdir(d.c_str()) != 0) break;  // not empty (or not ours to remove): keep the rest
+    }
 }
 
 }  // namespace bertbench

@@ -44,6 +44,10 @@ void* map_regular_file(const std::string& path, const char* what, size_t* size);
 // What a st_mode is, for messages: "a regular file", "a directory", "a FIFO (named pipe)", ...
 const char* file_type_name(unsigned mode);
 
+// Error "<flag>=<path>: is a directory, expected <what>" when `path` is a directory (for a flag
+// that names one input file, checked before any work); anything else passes (the reader reports it).
+void check_not_directory(const std::string& path, const std::string& flag, const std::string& what);
+
 // Expands a comma-separated list of paths and globs; each glob must match at least one file.
 // Result keeps list order, each glob's matches sorted. Error names `flag` when nothing matches.
 // A wildcard never matches bertbench's own temporaries ("<name>.tmp.<pid>") or shard sidecars
@@ -61,5 +65,21 @@ void check_output_not_input(const std::string& output, const std::string& output
 int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");
 // True for a name bertbench writes beside its outputs: "*.tmp.<digits>" or "*.meta.json".
 bool is_own_temporary_or_sidecar(const std::string& filename);
+
+// A failed start leaves no empty output directory behind: constructed before a command may create
+// `dir` (and its missing parents), it removes on destruction those of them that did not exist
+// then and are empty now, when an exception is unwinding the stack (the command failed). A
+// directory holding anything, or one that existed before, is left alone.
+class CreatedDirCleanup {
+public:
+    explicit CreatedDirCleanup(const std::string& dir);
+    ~CreatedDirCleanup();
+    CreatedDirCleanup(const CreatedDirCleanup&) = delete;
+    CreatedDirCleanup& operator=(const CreatedDirCleanup&) = delete;
+
+private:
+    std::vector<std::string> missing_;  // `dir` and its missing parents, innermost first
+    int uncaught_ = 0;
+};
 
 }  // namespace bertbench

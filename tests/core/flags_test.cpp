@@ -159,6 +159,32 @@ TEST(Flags, AliasesIgnoredAndHints) {
     }
 }
 
+// Another script's `--name value` (NVIDIA's `--json-summary results/dllogger.json`) when --name is
+// unknown: one error, its value not a second ("unexpected argument"); a flag that follows is still
+// read. Where positional arguments are taken, the word stays one.
+TEST(Flags, UnknownFlagsSpaceSeparatedValueIsNotASecondError) {
+    Parsed p;
+    try {
+        run(p, {"--json-summary", "results/dllogger.json", "--max_seq_length=64"});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), "unknown flag --json-summary");
+    }
+    EXPECT_EQ(p.seq, 64);
+    Flags f("test", "testing");
+    f.allow_positional("FILES");
+    std::vector<std::string> args{"test", "--frob", "a.json"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    try {
+        f.parse(static_cast<int>(argv.size()), argv.data());
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), "unknown flag --frob");
+    }
+    EXPECT_EQ(f.positional(), std::vector<std::string>{"a.json"});
+}
+
 TEST(Flags, SplitCommas) {
     EXPECT_EQ(split_commas("a,,b,"), (std::vector<std::string>{"a", "b"}));
     EXPECT_TRUE(split_commas("").empty());
