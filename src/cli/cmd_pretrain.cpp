@@ -5,10 +5,13 @@
 
 #include "cli/commands.hpp"
 #include "cli/device_flag.hpp"
+#include "cli/dllogger.hpp"
+#include "cli/nvidia_pt_flags.hpp"
 #include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/fs.hpp"
 #include "core/log.hpp"
 #include "dist/comm.hpp"
 #include "train/eval_checkpoint.hpp"
@@ -280,14 +283,23 @@ int cmd_pretrain(int argc, char** argv) {
     add_accelerator_flags(f, false);
     NgcTfFlags ngc;
     ngc.add(f);
+    NvidiaPtFlags nvpt;
+    nvpt.add(f, NvidiaPtFlags::Script::pretraining);
     add_foreign_hints(f);
     // Under mpirun rank 0 alone says what the run is (its notices and the flags without effect).
     const int ranks = dist::world().size();
     if (dist::world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     if (!f.parse(argc, argv)) return 0;
     device.require_cpu("pretrain");
-    const std::string ngc_marker = apply_ngc(f, ngc, tf2, o, ranks);
-    apply_tf2(f, tf2, o, !ngc_marker.empty(), ranks);
+    // Which script's command line this is: NVIDIA PyTorch's, NGC TF's, or PerfZero's/MLPerf's.
+    const std::string pt_marker = apply_nvidia_pt_pretrain(
+        f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);
+    const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
+    apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
+    if (!nvpt.json_summary.empty()) check_dllogger_path(nvpt.json_summary, {o.bert_config_file});
+    check_not_directory(o.bert_config_file, "--" + f.spelling("bert_config_file"),
+                        "a file (bert_config.json)");
+    apply_nvidia_pt_loss_scale(pt_marker, pf.loss_scale);
     o.precision = pf.precision();
     o.loss_scale = pf.loss_scale;
     o.initial_loss_scale = pf.initial_loss_scale;
@@ -306,16 +318,28 @@ int cmd_pretrain(int argc, char** argv) {
     j["optimizer"] = o.optimizer;
     j["input_file"] = o.input_file;
     j["eval_input_file"] = o.eval_input_file;
+    j["output_dir"] = o.output_dir;
+    j["init_checkpoint"] = o.init_checkpoint;
+    j["poly_power"] = o.poly_power;
+    j["keep_checkpoint_max"] = o.keep_checkpoint_max;
+    j["clip_by_global_norm_after_gradient_allreduce"] = o.clip_by_global_norm_after_gradient_allreduce;
     // Which script's meaning the batch and step flags had (docs/compatibility.md).
-    j["batch_flags_meaning"] = !ngc_marker.empty()               ? "nvidia_ngc_tf"
+    j["batch_flags_meaning"] = !pt_marker.empty()                ? "nvidia_pytorch"
+                               : !ngc_marker.empty()             ? "nvidia_ngc_tf"
                                : tf2.num_accumulation_steps != 0 ? "perfzero_tf2"
                                                                  : "mlperf_tf1";
     if (!o.do_train && !o.do_eval)
         fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
+    const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     // MLPerf's eval line (--do_eval --nodo_train --init_checkpoint=... --output_dir=<the training
     // dir>) is not a resume: one evaluation of that checkpoint, its own output files.
     if (!o.do_train) return train::run_pretrain_eval_only(o, j);
-    return train::run_pretraining(o, j);
+    const int status = train::run_pretraining(o, j);
+    if (!nvpt.json_summary.empty() && dist::world().rank() == 0)
+        write_pretrain_dllogger(nvpt.json_summary,
+                                {o.output_dir, j, o.seed, nvpt.log_freq,
+                                 o.train_batch_size / ranks, o.learning_rate});
+    return status;
 }
 
 }  // namespace bertbench::cli

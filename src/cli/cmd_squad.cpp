@@ -15,6 +15,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/device_flag.hpp"
+#include "cli/dllogger.hpp"
+#include "cli/nvidia_pt_flags.hpp"
 #include "cli/precision_flags.hpp"
 #include "cli/reference_flags.hpp"
 #include "core/error.hpp"
@@ -168,8 +170,15 @@ int cmd_squad(int argc, char** argv) {
     DeviceFlag device;
     device.add(flags);
     add_accelerator_flags(flags);  // run_squad.py's --use_tpu, --tpu_name, ...: no effect here
+    NvidiaPtFlags nvpt;            // NVIDIA DeepLearningExamples PyTorch run_squad.py's flags
+    nvpt.add(flags, NvidiaPtFlags::Script::squad);
+    add_squad_hints(flags);
     if (!flags.parse(argc, argv)) return 0;
     device.require_cpu("squad");
+    const int ranks = dist::world().size();
+    const std::string nvidia =
+        apply_nvidia_pt_squad(flags, nvpt, o.train_batch_size, o.do_lower_case, ranks);
+    apply_nvidia_pt_loss_scale(nvidia, o.precision.loss_scale);
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
     const bool root = dist::world().rank() == 0;
@@ -181,6 +190,11 @@ int cmd_squad(int argc, char** argv) {
     if (!o.do_train && !o.do_predict) fail("at least one of --do_train or --do_predict must be given");
     if (o.do_train && o.train_file.empty()) fail("--do_train needs --train_file (e.g. train-v1.1.json)");
     if (o.do_predict && o.predict_file.empty()) fail("--do_predict needs --predict_file (e.g. dev-v1.1.json)");
+    check_not_directory(o.vocab_file, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
+    check_not_directory(o.bert_config_file, "--bert_config_file", "a file (bert_config.json)");
+    check_not_directory(o.train_file, "--train_file", "a file (SQuAD JSON, e.g. train-v1.1.json)");
+    check_not_directory(o.predict_file, "--predict_file", "a file (SQuAD JSON, e.g. dev-v1.1.json)");
+    check_not_directory(o.raw_results, "--raw_results", "a file (raw logits, one JSON line per feature)");
     if (!o.bert_config_file.empty()) {
         const auto cfg = model::BertConfig::from_json_file(o.bert_config_file);
         if (o.max_seq_length > cfg.max_position_embeddings)
@@ -200,17 +214,25 @@ int cmd_squad(int argc, char** argv) {
     const bool train_model = o.do_train && !o.features_only;
     const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
     check_outputs_are_not_inputs(o, train_model, predict_model);
+    if (!nvpt.json_summary.empty())
+        check_dllogger_path(nvpt.json_summary, {o.vocab_file, o.bert_config_file, o.init_checkpoint,
+                                                o.train_file, o.predict_file, o.raw_results});
     // Predicting without --do_train: as TF's Estimator, which run_squad.py uses, the latest
     // checkpoint in --output_dir (a fine-tuning run's) wins over --init_checkpoint (the reference's
     // SQuAD 2.0 threshold line passes the pretrained BERT there and the fine-tuned --output_dir).
+    // NVIDIA's run_squad.py always loads --init_checkpoint (its fine-tuned pytorch_model.bin).
     std::string predict_checkpoint;
     if (predict_model && !o.do_train) {
-        predict_checkpoint = train::latest_checkpoint(o.output_dir);
+        if (nvidia.empty() || o.init_checkpoint.empty())
+            predict_checkpoint = train::latest_checkpoint(o.output_dir);
         if (!predict_checkpoint.empty())
             log::info("predicting with {}, the latest checkpoint in --output_dir={}{} (as TF's "
                       "Estimator: a checkpoint in the model directory wins over --init_checkpoint)",
                       predict_checkpoint, o.output_dir,
                       o.init_checkpoint.empty() ? "" : ", not --init_checkpoint=" + o.init_checkpoint);
+        else if (!nvidia.empty() && !o.init_checkpoint.empty())
+            log::info("predicting with {} (--init_checkpoint, as NVIDIA's run_squad.py)",
+                      o.init_checkpoint);
         else if (!o.init_checkpoint.empty())
             log::info("predicting with {} (--init_checkpoint; --output_dir={} holds no checkpoint)",
                       o.init_checkpoint, o.output_dir);
@@ -241,6 +263,7 @@ int cmd_squad(int argc, char** argv) {
     log::info("config: {}", flags_json.dump());
     const data::Vocab vocab = data::Vocab::load(o.vocab_file);
     data::FullTokenizer tokenizer(vocab, o.do_lower_case);
+    const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);
     if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());
@@ -381,6 +404,12 @@ int cmd_squad(int argc, char** argv) {
             }
         }
     }
+    if (!nvpt.json_summary.empty() && root)
+        write_squad_dllogger(nvpt.json_summary,
+                             {o.output_dir, flags_json, o.seed, nvpt.log_freq,
+                              o.train_batch_size / ranks / nvpt.gradient_accumulation_steps,
+                              o.learning_rate},
+                             train_model, predict_model);
     return 0;
 }
 

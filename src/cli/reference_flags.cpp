@@ -38,22 +38,35 @@ void add_foreign_hints(Flags& f) {
     f.add_hint("model_export_path", "not supported: checkpoints are safetensors in --output_dir");
     f.add_hint("save_checkpoint_steps", "did you mean --save_checkpoints_steps?");
     f.add_hint("lr", "did you mean --learning_rate?");
-    // NVIDIA DLE PyTorch run_pretraining.py
-    f.add_hint("config_file", "did you mean --bert_config_file?");
-    f.add_hint("input_dir", "use --input_file=<dir>/* (a glob)");
-    f.add_hint("max_steps", "use --num_train_steps (micro-steps) or --num_steps_per_epoch (updates)");
-    f.add_hint("warmup_proportion",
-               "use --num_warmup_steps (micro-steps) or --warmup_steps (updates)");
-    f.add_hint("gradient_accumulation_steps",
-               "did you mean --num_accumulation_steps? With it --train_batch_size is the global "
-               "batch per update, as in NVIDIA's script");
-    f.add_hint("resume_from_checkpoint", "not needed: rerunning with the same --output_dir resumes");
-    f.add_hint("local_rank", "not supported: bertbench runs one process");
+    // NVIDIA DLE PyTorch run_pretraining.py / run_squad.py: pretrain and squad take them
+    // (cli/nvidia_pt_flags.hpp); elsewhere, say so.
+    for (const char* name : {"config_file", "input_dir", "max_steps", "warmup_proportion",
+                             "gradient_accumulation_steps", "resume_from_checkpoint", "local_rank",
+                             "phase2", "json-summary"})
+        f.add_hint(name, "NVIDIA PyTorch run_pretraining.py / run_squad.py's flag: bertbench "
+                         "pretrain and squad take it");
     // Intel model zoo launch_benchmark.py
-    f.add_hint("batch-size", "did you mean --train_batch_size (pretrain) or --eval_batch_size?");
+    // (scripts/launch_benchmark.py runs Intel's whole command line.)
+    f.add_hint("batch-size", "did you mean --train_batch_size (pretrain) or --eval_batch_size? "
+                             "scripts/launch_benchmark.py takes Intel's launcher line");
     f.add_hint("num-intra-threads", "did you mean --threads?");
     f.add_hint("checkpoint", "did you mean --init_checkpoint or --output_dir?");
     f.add_hint("data-location", "did you mean --input_file?");
+}
+
+void add_squad_hints(Flags& f) {
+    f.add_hint("lr", "did you mean --learning_rate?");
+    f.add_hint("batch_size", "did you mean --train_batch_size or --predict_batch_size?");
+    f.add_hint("eval_batch_size", "did you mean --predict_batch_size?");
+    f.add_hint("max_seq_len", "did you mean --max_seq_length?");
+    f.add_hint("num_train_steps", "squad trains int(examples / --train_batch_size x "
+                                  "--num_train_epochs) steps, as run_squad.py: set "
+                                  "--num_train_epochs");
+    f.add_hint("input_file", "squad reads SQuAD JSON: --train_file / --predict_file");
+    f.add_hint("model_dir", "did you mean --output_dir?");
+    f.add_hint("batch-size", "did you mean --train_batch_size or --predict_batch_size? "
+                             "scripts/launch_benchmark.py takes Intel's launcher line");
+    f.add_hint("num-intra-threads", "did you mean --threads?");
 }
 
 void Tf2StepFlags::add(Flags& f) {
@@ -98,22 +111,25 @@ void NgcTfFlags::add(Flags& f) {
     f.add_ignored("manual_fp16", false, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add_ignored("init_loss_scale", true, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add_ignored("allreduce_post_accumulation", false,
-                  "on the update (bertbench clips each micro-batch's gradient on its rank, as "
-                  "NGC's script does, and all-reduces during the backward)");
+                  "on the update (bertbench all-reduces during the backward; the clip follows "
+                  "the script: each micro-batch's gradient for NGC TF, the averaged one for "
+                  "NVIDIA PyTorch)");
     f.add_ignored("dllog_path", true, "(the training log is train_log.jsonl in --output_dir)");
     f.add_ignored("display_loss_steps", true, "(every step is logged in train_log.jsonl)");
     f.add_ignored("report_loss", false, "(every step is logged in train_log.jsonl)");
     f.add_ignored("verbose_logging", false, "(every step is logged in train_log.jsonl)");
 }
 
-std::string NgcTfFlags::marker(const Flags& f) const {
+std::string NgcTfFlags::marker(const Flags& f, bool shared) const {
     if (f.is_set("input_files_dir")) return "--input_files_dir";
     if (f.is_set("eval_files_dir")) return "--eval_files_dir";
     if (f.is_set("horovod")) return horovod ? "--horovod" : "--nohorovod";
-    for (const char* name : {"amp", "use_xla", "allreduce_post_accumulation", "manual_fp16",
-                             "dllog_path", "display_loss_steps", "report_loss", "verbose_logging",
-                             "init_loss_scale"})
+    for (const char* name : {"use_xla", "manual_fp16", "dllog_path", "display_loss_steps",
+                             "report_loss", "verbose_logging"})
         if (const std::string g = f.ignored_given(name); !g.empty()) return g;
+    if (shared)  // also NVIDIA's PyTorch run_pretraining.py's flags
+        for (const char* name : {"amp", "allreduce_post_accumulation", "init_loss_scale"})
+            if (const std::string g = f.ignored_given(name); !g.empty()) return g;
     return "";
 }
 

@@ -19,8 +19,9 @@ namespace bertbench::cli {
 void add_accelerator_flags(Flags& flags, bool horovod = true);
 
 // Names of other scripts that bertbench does not accept, with the hint their error gives
-// (our spelling, or why not).
+// (our spelling, or why not): pretrain's and eval's, and squad's (run_squad.py's neighbours).
 void add_foreign_hints(Flags& flags);
+void add_squad_hints(Flags& flags);
 
 // PerfZero / TF2 pretraining flags: they count optimizer updates and --train_batch_size is the
 // global batch per update. Registered by add(); cmd_pretrain turns them into bertbench's
@@ -52,7 +53,9 @@ struct NgcTfFlags {
     // Registers the script's flags; call after add_accelerator_flags(flags, false).
     void add(Flags& flags);
     // The first NGC-only flag given, as given ("--input_files_dir", "--nouse_xla"); "" if none.
-    std::string marker(const Flags& flags) const;
+    // `shared`: also the flags NVIDIA's PyTorch run_pretraining.py has too (--amp,
+    // --allreduce_post_accumulation, --init_loss_scale); false on that script's command line.
+    std::string marker(const Flags& flags, bool shared = true) const;
 };
 
 }  // namespace bertbench::cli

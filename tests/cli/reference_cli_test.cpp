@@ -415,13 +415,13 @@ TEST(ReferenceCli, SlowNgcTfPhase1UnderMpirunCountsTheRanks) {
 TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
     const auto r = run_bertbench(
         "pretrain --model=tiny --output_dir=/nonexistent/x --train_batch_sise=3 --lr=0.1 "
-        "--gradient_accumulation_steps=4 --max_seq_length=12x --use_tpu=maybe");
+        "--resume_step=4 --max_seq_length=12x --use_tpu=maybe");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
     for (const char* want :
          {"5 bad flags", "--train_batch_sise (did you mean --train_batch_size?)",
           "--lr (did you mean --learning_rate?)",
-          "--gradient_accumulation_steps (did you mean --num_accumulation_steps?",
+          "--resume_step (not supported: bertbench resumes from the latest checkpoint",
           "--max_seq_length: expected an integer, got \"12x\"",
           "--use_tpu: expected a boolean"})
         EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;

@@ -44,6 +44,13 @@ inline RunResult run_bertbench(const std::string& args) {
     return run_shell(bertbench_path() + " " + args);
 }
 
+// How many times `needle` occurs in `hay` (overlapping occurrences counted).
+inline size_t count_of(const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+}
+
 // Starts the binary with `args` (no shell), stdout and stderr into the file `log`.
 inline pid_t spawn_bertbench(const std::vector<std::string>& args, const std::string& log) {
     const std::string bin = bertbench_path();

@@ -11,13 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_util.hpp"
+#include "cli/cli_fixtures.hpp"
 #include "core/fs.hpp"
-#include "model/checkpoint.hpp"
-#include "model/config.hpp"
-#include "model/param_table.hpp"
 #include "train/loop.hpp"
-#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
@@ -56,20 +52,7 @@ void write_v2(const std::string& v11, const std::string& out) {
 struct BertBaseDir {
     std::string dir;
     explicit BertBaseDir(const TmpDir& tmp) : dir(tmp.file("bert_base")) {
-        fs::create_directories(dir);
-        fs::copy_file(golden("vocab.txt"), dir + "/vocab.txt");
-        std::ofstream(dir + "/bert_config.json")
-            << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
-                  "num_attention_heads": 2, "intermediate_size": 128,
-                  "max_position_embeddings": 512, "type_vocab_size": 2})";
-        const model::BertConfig c = model::BertConfig::from_json_file(dir + "/bert_config.json");
-        const model::ParamTable table(c, model::Heads::pretraining);
-        std::vector<float> params(table.total_floats());
-        table.initialize(params, 3);
-        model::save_checkpoint(tmp.file("init.safetensors"), table, params);
-        const auto r = run_bertbench("convert --to=tf --input=" + tmp.file("init.safetensors") +
-                                     " --output=" + dir + "/bert_model.ckpt");
-        EXPECT_EQ(r.exit_code, 0) << r.out;
+        testing::write_tiny_bert_dir(dir, tmp.file("init.safetensors"));
     }
 };
 

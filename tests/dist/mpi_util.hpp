@@ -19,21 +19,22 @@ inline std::string mpirun_missing() {
     return "";
 }
 
-inline std::string mpirun_prefix(int np, int timeout_s) {
-    return "ASAN_OPTIONS=detect_leaks=0 timeout -k 5 " + std::to_string(timeout_s) +
+// The mpirun command with the flags above, without -np and the environment (for a script that
+// adds its own -np, e.g. scripts/launch_benchmark.py's BERTBENCH_MPIRUN).
+inline std::string mpirun_command(int timeout_s) {
+    return "timeout -k 5 " + std::to_string(timeout_s) +
            " mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none "
-           "-x ASAN_OPTIONS -np " + std::to_string(np) + " ";
+           "-x ASAN_OPTIONS";
+}
+
+inline std::string mpirun_prefix(int np, int timeout_s) {
+    return "ASAN_OPTIONS=detect_leaks=0 " + mpirun_command(timeout_s) + " -np " +
+           std::to_string(np) + " ";
 }
 
 // `mpirun -np N <args>` (args: shell words, the caller quotes), killed after timeout_s.
 inline MpiRunResult run_mpi(int np, const std::string& args, int timeout_s = 120) {
     return run_shell(mpirun_prefix(np, timeout_s) + args);
-}
-
-inline size_t count_of(const std::string& hay, const std::string& needle) {
-    size_t n = 0;
-    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-    return n;
 }
 
 }  // namespace bertbench::testing

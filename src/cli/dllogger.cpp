@@ -1,0 +1,175 @@
+// dllogger's JSON stream for --json-summary (see dllogger.hpp), from the run's own logs.
+#include "cli/dllogger.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/json_safe.hpp"
+#include "core/log.hpp"
+#include "core/py_json.hpp"
+#include "train/mlperf_log.hpp"  // python_json_dumps, json.dumps' text
+
+namespace bertbench::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = train::MlJson;  // insertion order = dllogger's key order
+
+// The lines of one summary, each stamped when it is added.
+class DlloggerText {
+public:
+    void log(const Json& step, const Json& data) {
+        const auto now = std::chrono::system_clock::now();
+        const double t = std::chrono::duration<double>(now.time_since_epoch()).count();
+        const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+        std::tm tm{};
+        localtime_r(&secs, &tm);
+        char date[32];
+        std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
+        const auto micros = static_cast<int64_t>((t - std::floor(t)) * 1e6);
+        Json line = Json::object();
+        line["timestamp"] = py_float_repr(t);  // str(timestamp.timestamp())
+        line["datetime"] = fmt::format("{}.{:06d}", date, micros);
+        line["elapsedtime"] = py_float_repr(t - start_);
+        line["type"] = "LOG";
+        line["step"] = step;
+        line["data"] = data;
+        text_ += "DLLL " + train::python_json_dumps(line) + "\n";
+    }
+    void parameter(const char* key, const Json& value) { log("PARAMETER", Json{{key, value}}); }
+    void write(const std::string& path) const {
+        const fs::path dir = fs::path(path).parent_path();
+        std::error_code ec;
+        if (!dir.empty()) fs::create_directories(dir, ec);
+        if (ec) fail("--json-summary={}: cannot create its directory: {}", path, ec.message());
+        write_file_atomic(path, text_);
+        log::info("wrote {} (dllogger's JSON stream: --json-summary)", path);
+    }
+
+private:
+    double start_ = std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+    std::string text_;
+};
+
+// A JSON file the run wrote in its output directory; null when it is not there.
+nlohmann::json read_output(const std::string& dir, const char* name) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return nullptr;
+    return json_safe::parse(read_file(path), path, "the run's own JSON output");
+}
+
+double number(const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_number()
+               ? j[key].get<double>()
+               : std::numeric_limits<double>::quiet_NaN();
+}
+
+// NVIDIA's training_sequences_per_second counts every step of the run (its warm-up included):
+// results.json's figure with the warm-up updates, not the one that leaves them out.
+double all_steps_rate(const nlohmann::json& results) {
+    return number(results, "train_sequences_per_second_including_warmup");
+}
+
+// The header entries both scripts log: the effective configuration and the seed.
+void log_config(DlloggerText& d, const DlloggerRun& run) {
+    d.parameter("Config", Json::array({run.config.dump()}));
+    d.parameter("SEED", run.seed);
+}
+
+// The training log's loss entries, every log_freq updates, as NVIDIA's loops log them: `window`
+// adds average_loss over the updates since the last entry (run_pretraining.py); the last update
+// gets {"final_loss": ...} instead. Returns the final loss (NaN without training lines).
+double log_losses(DlloggerText& d, const DlloggerRun& run, bool window) {
+    const int64_t every = run.log_freq >= 1 ? static_cast<int64_t>(run.log_freq) : 1;
+    std::ifstream in(fs::path(run.output_dir) / "train_log.jsonl");
+    std::vector<nlohmann::json> lines;
+    for (std::string text; std::getline(in, text);)
+        if (!text.empty())
+            lines.push_back(json_safe::parse(text, run.output_dir + "/train_log.jsonl",
+                                             "one JSON object per line"));
+    double sum = 0, final_loss = std::numeric_limits<double>::quiet_NaN();
+    int64_t n = 0;
+    for (size_t k = 0; k < lines.size(); ++k) {
+        const nlohmann::json& l = lines[k];
+        const int64_t update = l.value("update", int64_t{0});
+        const double loss = number(l, "loss");
+        sum += loss, ++n;
+        const Json step = Json::array({0, update});  // [epoch, global_step]
+        if (k + 1 == lines.size()) {
+            final_loss = window ? sum / n : loss;
+            if (window) d.log(step, Json{{"final_loss", final_loss}});
+        } else if (update % every == 0) {
+            Json data = Json::object();
+            if (window) data["average_loss"] = sum / n;
+            data["step_loss"] = loss;
+            data["learning_rate"] = number(l, "learning_rate");
+            d.log(step, data);
+            sum = 0, n = 0;
+        }
+    }
+    return final_loss;
+}
+
+}  // namespace
+
+void check_dllogger_path(const std::string& path, const std::vector<std::string>& inputs) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        fail("--json-summary={}: is a directory, expected a file name (dllogger's JSON lines, "
+             "e.g. results/dllogger.json)", path);
+    check_output_not_input(path, "--json-summary", inputs, "file");
+}
+
+void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
+    DlloggerText d;
+    log_config(d, run);
+    d.parameter("train_start", true);
+    d.parameter("batch_size_per_gpu", run.batch_size_per_gpu);
+    d.parameter("learning_rate", run.learning_rate);
+    const double final_loss = log_losses(d, run, true);
+    const nlohmann::json res = read_output(run.output_dir, "results.json");
+    const double wall = number(res, "wall_time_s"), init = number(res, "initialization_s");
+    d.log(Json::array(), Json{{"e2e_train_time", wall},
+                              {"training_sequences_per_second", all_steps_rate(res)},
+                              {"final_loss", final_loss},
+                              {"raw_train_time", std::isfinite(init) ? wall - init : wall}});
+    d.write(path);
+}
+
+void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool trained,
+                          bool predicted) {
+    DlloggerText d;
+    log_config(d, run);
+    if (trained) {
+        d.parameter("train_start", true);
+        d.parameter("train_batch_size", run.batch_size_per_gpu);
+        const double final_loss = log_losses(d, run, false);
+        const nlohmann::json res = read_output(run.output_dir, "results.json");
+        d.log(Json::array(), Json{{"e2e_train_time", number(res, "wall_time_s")},
+                                  {"training_sequences_per_second", all_steps_rate(res)},
+                                  {"final_loss", final_loss}});
+    }
+    if (predicted) {
+        const nlohmann::json speed = read_output(run.output_dir, "predict_speed.json");
+        const double sps = number(speed, "sequences_per_second");
+        d.log(Json::array(), Json{{"e2e_inference_time", number(speed, "sequences") / sps},
+                                  {"inference_sequences_per_second", sps}});
+    }
+    if (const nlohmann::json m = read_output(run.output_dir, "eval_results.json"); !m.is_null()) {
+        const double em = m.contains("exact_match") ? number(m, "exact_match") : number(m, "exact");
+        d.log(Json::array(), Json{{"exact_match", em}, {"F1", number(m, "f1")}});
+    }
+    d.write(path);
+}
+
+}  // namespace bertbench::cli

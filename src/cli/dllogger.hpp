@@ -1,0 +1,40 @@
+// --json-summary of NVIDIA DeepLearningExamples' PyTorch scripts: dllogger's JSON stream, one line
+// per log call as dllogger.JSONStreamBackend writes it,
+//   DLLL {"timestamp": "1700000000.5", "datetime": "2023-11-14 22:13:20.500000", "elapsedtime":
+//         "0.0", "type": "LOG", "step": "PARAMETER" | [epoch, step] | [], "data": {...}}
+// (json.dumps spacing). bertbench writes it once the run is over, from its own logs
+// (train_log.jsonl, results.json, predict_speed.json, eval_results.json in --output_dir), with the
+// entries run_pretraining.py / run_squad.py log: the config and seed, the loss every --log_freq
+// updates, and the final summary (e2e_train_time, training_sequences_per_second, final_loss,
+// e2e_inference_time, inference_sequences_per_second, exact_match, F1). Timestamps are when the
+// file is written.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace bertbench::cli {
+
+// Before any work: `path` (--json-summary) must be a file name that is none of `inputs`' files;
+// its directory is created when the summary is written, as NVIDIA's run_squad.py does.
+void check_dllogger_path(const std::string& path, const std::vector<std::string>& inputs);
+
+struct DlloggerRun {
+    std::string output_dir;      // the run's outputs (train_log.jsonl, results.json, ...)
+    nlohmann::json config;       // the effective flags (the "Config" PARAMETER entry)
+    int64_t seed = 0;
+    double log_freq = 1;         // updates between loss entries (< 1: every update)
+    int64_t batch_size_per_gpu = 0;  // per rank and micro-step, as NVIDIA logs it
+    double learning_rate = 0;
+};
+
+// run_pretraining.py's entries. Writes atomically; logs where.
+void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run);
+// run_squad.py's entries: training ones when `trained`, inference ones when `predicted`, the
+// metric when eval_results.json was written.
+void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool trained,
+                          bool predicted);
+
+}  // namespace bertbench::cli

@@ -1,0 +1,349 @@
+// NVIDIA DeepLearningExamples PyTorch run_pretraining.py / run_squad.py flags (nvidia_pt_flags.hpp).
+#include "cli/nvidia_pt_flags.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/json_safe.hpp"
+#include "core/log.hpp"
+
+namespace bertbench::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kGpu = "on a CPU run (fp32 unless --dtype=bf16)";  // NgcTfFlags' --amp reason
+const std::string kLauncher =
+    "(processes come from mpirun -np N here, not torch.distributed.launch)";
+
+// --input_dir: the files NVIDIA's run_pretraining.py reads, the regular files of the directory
+// whose names contain "training", sorted (it then shuffles them per epoch; bertbench reads them in
+// this order and shuffles records).
+std::string training_files(const std::string& dir) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(dir, ec);
+    if (!fs::exists(st))
+        fail("--input_dir={}: expected a directory of HDF5 shards, got no such directory", dir);
+    if (!fs::is_directory(st))
+        fail("--input_dir={}: expected a directory (NVIDIA's script reads its files named "
+             "*training*), got a file (hint: --input_file={} takes files and globs)", dir, dir);
+    std::vector<std::string> files;
+    size_t others = 0;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_regular_file(ec) && name.find("training") != std::string::npos &&
+            !is_own_temporary_or_sidecar(name))
+            files.push_back(e.path().string());
+        else
+            ++others;
+    }
+    if (files.empty())
+        fail("--input_dir={}: expected HDF5 shards whose names contain \"training\" (NVIDIA's "
+             "script reads only those), got none ({} other entr{})", dir, others,
+             others == 1 ? "y" : "ies");
+    std::sort(files.begin(), files.end());
+    std::string list;
+    for (const std::string& f : files) list += (list.empty() ? "" : ",") + f;
+    return list;
+}
+
+void one_of(const Flags& f, const char* ours, const char* theirs) {
+    if (f.is_set(ours) && f.is_set(theirs))
+        fail("--{} and --{}: expected one of them (they set the same thing), got both", ours,
+             theirs);
+}
+
+// `value` optimizer updates as micro-steps (x k), range-checked.
+int64_t micro_steps(const char* flag, int64_t value, int k) {
+    if (value < 1 || value > std::numeric_limits<int64_t>::max() / k)
+        fail("--{}={}: expected 1..{} optimizer updates", flag, value,
+             std::numeric_limits<int64_t>::max() / k);
+    return value * k;
+}
+
+// NVIDIA's --phase2 --resume_from_checkpoint: phase 2 continues from phase 1's last checkpoint in
+// the same --output_dir. Here phase 2 is a run of its own in <output_dir>/phase2 (phase 1's logs,
+// results and checkpoints stay as they are; rerunning resumes phase 2) initialised with phase 1's
+// weights. Returns the note for the start-up line.
+std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
+    if (o.output_dir.empty()) fail("--phase2: expected --output_dir, phase 1's directory, got none");
+    const std::string phase1 = o.output_dir;
+    o.output_dir = (fs::path(phase1) / "phase2").string();
+    const bool resuming = !train::latest_checkpoint(o.output_dir).empty();
+    std::string from = "--init_checkpoint=" + o.init_checkpoint;
+    if (o.init_checkpoint.empty()) {
+        o.init_checkpoint = train::latest_checkpoint(phase1);
+        if (o.init_checkpoint.empty() && !resuming)
+            fail("--phase2: expected phase 1's checkpoint in --output_dir={} (NVIDIA's script "
+                 "continues from its latest ckpt_<step>.pt), got none (hint: run phase 1 there "
+                 "first, or --init_checkpoint=<phase 1's checkpoint>)", phase1);
+        from = o.init_checkpoint;
+    }
+    // Phase 1's own count of updates, when its results say it: NVIDIA numbers phase 2's
+    // checkpoints from --phase1_end_step, which should be that count.
+    const std::string results = (fs::path(phase1) / "results.json").string();
+    std::error_code ec;
+    if (fs::is_regular_file(results, ec)) {
+        const auto r = json_safe::parse(read_file(results), results, "phase 1's results.json");
+        if (r.is_object() && r.contains("updates") && r["updates"].is_number_integer() &&
+            r["updates"].get<int64_t>() != n.phase1_end_step)
+            log::warn("--phase1_end_step={}: phase 1 in {} ended after {} optimizer updates "
+                      "(NVIDIA's script numbers phase 2's checkpoints from --phase1_end_step)",
+                      n.phase1_end_step, phase1, r["updates"].get<int64_t>());
+    }
+    if (resuming) return fmt::format("--phase2: resuming phase 2 in {}", o.output_dir);
+    return fmt::format("--phase2: phase 2 trains in {} from {} (its weights; LAMB's moments start "
+                       "at zero where NVIDIA's script carries them over) with steps counted from "
+                       "0 (NVIDIA names its checkpoints ckpt_<{} + step>.pt)",
+                       o.output_dir, from, n.phase1_end_step);
+}
+
+}  // namespace
+
+void NvidiaPtFlags::add(Flags& f, Script s) {
+    script_ = s;
+    const bool pt = s == Script::pretraining;
+    if (!pt) max_steps = -1, log_freq = 50;  // run_squad.py's defaults: no limit, every 50
+    const std::string who = pt ? "NVIDIA PyTorch run_pretraining.py: " : "NVIDIA PyTorch run_squad.py: ";
+    f.alias("config_file", "bert_config_file");
+    f.add("gradient_accumulation_steps", &gradient_accumulation_steps,
+          who + (pt ? "micro-batches per update: --train_batch_size (per GPU, here per rank) / "
+                      "this sequences each (sets --steps_per_update)"
+                    : "micro-batches per update; bertbench computes the update's "
+                      "--train_batch_size sequences in one batch (the same update)"));
+    f.add("json-summary", &json_summary,
+          who + "write dllogger's JSON stream (config, loss every --log_freq updates, final "
+                "throughput" + (pt ? "" : ", EM/F1") + ") to this file after the run ('' = none)");
+    f.add("log_freq", &log_freq, who + "updates between the --json-summary loss entries");
+    f.add("max_steps", &max_steps,
+          pt ? who + "optimizer updates to train (sets --num_train_steps = this x "
+                     "--gradient_accumulation_steps)"
+             : who + "-1 only (no limit): fine-tuning runs --num_train_epochs");
+    f.add_ignored("bert_model", true,
+                  "(the model is --config_file / --bert_config_file; NVIDIA's scripts use the "
+                  "name for caches)");
+    f.add_ignored("fp16", false, kGpu);
+    f.add_ignored("local_rank", true, kLauncher);
+    f.add_ignored("use_env", false, kLauncher);
+    f.add_hint("resume_step",
+               "not supported: bertbench resumes from the latest checkpoint in --output_dir");
+    if (pt) {
+        f.add("input_dir", &input_dir,
+              who + "directory of HDF5 shards; its files named *training* are read (sets "
+                    "--input_file)");
+        f.add("warmup_proportion", &warmup_proportion,
+              who + "warm-up over this fraction of --max_steps (sets --num_warmup_steps)");
+        f.add("num_steps_per_checkpoint", &num_steps_per_checkpoint,
+              who + "optimizer updates between checkpoints (sets --save_checkpoints_steps)");
+        f.add("skip_checkpoint", &skip_checkpoint,
+              who + "no checkpoints during the run (bertbench still writes the final one, to "
+                    "resume from)");
+        f.add("steps_this_run", &steps_this_run,
+              who + "stop after this optimizer update (of the phase), the schedule unchanged "
+                    "(-1 = --max_steps)");
+        f.add("resume_from_checkpoint", &resume_from_checkpoint,
+              who + "resume from the latest checkpoint in --output_dir (bertbench always does)");
+        f.add("phase2", &phase2,
+              who + "phase 2: trains in <output_dir>/phase2 from phase 1's latest checkpoint in "
+                    "--output_dir");
+        f.add("phase1_end_step", &phase1_end_step,
+              who + "phase 1's optimizer updates (checked against phase 1's results.json)");
+        f.add_ignored("allreduce_post_accumulation_fp16", false,
+                      "(gradients are all-reduced in fp32)");
+        f.add_ignored("checkpoint_activations", false,
+                      "(activation memory is planned once; nothing is recomputed)");
+        f.add_ignored("disable_progress_bar", false,
+                      "(progress is one line on a terminal, plain lines otherwise)");
+        f.add_ignored("vocab_file", true, "(the records are already tokenized)");
+    } else {
+        f.add_ignored("amp", false, kGpu);
+        f.add_ignored("no_cuda", false, kGpu);
+        f.add_ignored("disable-progress-bar", false,
+                      "(progress is one line on a terminal, plain lines otherwise)");
+        f.add_ignored("skip_checkpoint", false,
+                      "(prediction uses the fine-tuned checkpoint bertbench writes)");
+        f.add_ignored("do_eval", false,
+                      "(the official metric is built in: computed whenever --predict_file has "
+                      "answers)");
+        f.add_ignored("eval_script", true,
+                      "(the official metric is built in: computed whenever --predict_file has "
+                      "answers)");
+        f.add_ignored("cache_dir", true,
+                      "(no feature cache is written beside the data: the features go to "
+                      "train.tf_record in --output_dir)");
+        f.add_ignored("skip_cache", false,
+                      "(no feature cache is written beside the data: the features go to "
+                      "train.tf_record in --output_dir)");
+        for (const char* name : {"input_dir", "phase2", "phase1_end_step", "num_steps_per_checkpoint",
+                                 "steps_this_run", "resume_from_checkpoint"})
+            f.add_hint(name, "run_pretraining.py's flag: bertbench pretrain takes it");
+    }
+}
+
+std::string NvidiaPtFlags::marker(const Flags& f) const {
+    // The flags add() registers for the script (set), then the accepted ones without effect.
+    static const std::vector<const char*> pt_set{
+        "input_dir", "max_steps", "warmup_proportion", "gradient_accumulation_steps",
+        "num_steps_per_checkpoint", "skip_checkpoint", "steps_this_run", "resume_from_checkpoint",
+        "phase2", "phase1_end_step", "json-summary", "log_freq"};
+    static const std::vector<const char*> squad_set{"max_steps", "gradient_accumulation_steps",
+                                                    "json-summary", "log_freq"};
+    static const std::vector<const char*> pt_ignored{
+        "bert_model", "fp16", "local_rank", "use_env", "allreduce_post_accumulation_fp16",
+        "checkpoint_activations", "disable_progress_bar", "vocab_file"};
+    static const std::vector<const char*> squad_ignored{
+        "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
+        "skip_checkpoint", "do_eval", "eval_script", "cache_dir", "skip_cache"};
+    const bool pt = script_ == Script::pretraining;
+    for (const char* name : pt ? pt_set : squad_set)
+        if (f.is_set(name)) return std::string("--") + name;
+    if (f.is_set("bert_config_file") && f.spelling("bert_config_file") == "config_file")
+        return "--config_file";
+    for (const char* name : pt ? pt_ignored : squad_ignored)
+        if (const std::string g = f.ignored_given(name); !g.empty()) return g;
+    return "";
+}
+
+std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
+                                     const std::string& ngc_marker, train::PretrainOptions& o,
+                                     int ranks) {
+    const std::string m = n.marker(f);
+    if (m.empty()) return "";
+    if (!ngc_marker.empty())
+        fail("{}: expected the flags of one script, got NVIDIA NGC TF's {} on NVIDIA PyTorch "
+             "run_pretraining.py's command line ({} given)", ngc_marker, ngc_marker, m);
+    for (const char* other : {"num_accumulation_steps", "num_steps_per_epoch", "num_train_epochs",
+                              "warmup_steps", "stop_steps", "steps_between_eval",
+                              "steps_before_eval_start", "steps_per_update"})
+        if (f.is_set(other))
+            fail("--{}: expected the flags of one script, got PerfZero/MLPerf's --{} on NVIDIA "
+                 "PyTorch run_pretraining.py's command line ({} given; there "
+                 "--gradient_accumulation_steps splits the batch and --max_steps, "
+                 "--warmup_proportion set the schedule in updates)", other, other, m);
+    one_of(f, "input_file", "input_dir");
+    one_of(f, "num_train_steps", "max_steps");
+    one_of(f, "num_warmup_steps", "warmup_proportion");
+    one_of(f, "save_checkpoints_steps", "num_steps_per_checkpoint");
+    one_of(f, "save_checkpoints_steps", "skip_checkpoint");
+    const int k = n.gradient_accumulation_steps;
+    if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
+    if (o.train_batch_size < 1 || o.train_batch_size % k != 0)
+        fail("--train_batch_size={}: expected a positive multiple of --gradient_accumulation_steps="
+             "{} (NVIDIA PyTorch: the batch per GPU and update, split into that many "
+             "micro-batches)", o.train_batch_size, k);
+    const int per_rank = o.train_batch_size / k;
+    if (per_rank > std::numeric_limits<int>::max() / ranks)
+        fail("--train_batch_size={}: expected at most {} per rank", o.train_batch_size,
+             std::numeric_limits<int>::max() / ranks);
+    const int per_update = o.train_batch_size;
+    o.train_batch_size = per_rank * ranks;
+    o.steps_per_update = k;
+    std::vector<std::string> notes;
+    if (!n.input_dir.empty()) {
+        o.input_file = training_files(n.input_dir);
+        notes.push_back(fmt::format("--input_dir: its {} *training* file(s)",
+                                    std::count(o.input_file.begin(), o.input_file.end(), ',') + 1));
+    }
+    int64_t updates = o.num_train_steps / k;
+    if (!f.is_set("num_train_steps")) {
+        if (!(n.max_steps >= 1 && n.max_steps < 9e15))
+            fail("--max_steps={}: expected a number of optimizer updates >= 1", n.max_steps);
+        updates = static_cast<int64_t>(std::ceil(n.max_steps));
+        o.num_train_steps = micro_steps("max_steps", updates, k);
+        notes.push_back(fmt::format("--max_steps={} updates -> --num_train_steps={}", updates,
+                                    o.num_train_steps));
+    }
+    if (!f.is_set("num_warmup_steps")) {
+        if (!(n.warmup_proportion >= 0 && n.warmup_proportion <= 1))
+            fail("--warmup_proportion={}: expected a fraction in [0, 1]", n.warmup_proportion);
+        o.num_warmup_steps = std::llround(n.warmup_proportion * static_cast<double>(updates)) * k;
+        notes.push_back(fmt::format("--warmup_proportion={} -> --num_warmup_steps={}",
+                                    n.warmup_proportion, o.num_warmup_steps));
+    }
+    if (!f.is_set("poly_power")) {
+        o.poly_power = 0.5;
+        notes.push_back("decay power 0.5 (PolyWarmUpScheduler; --poly_power=0.5)");
+    }
+    if (!f.is_set("save_checkpoints_steps")) {
+        o.save_checkpoints_steps =
+            n.skip_checkpoint ? 0 : micro_steps("num_steps_per_checkpoint", n.num_steps_per_checkpoint, k);
+        notes.push_back(n.skip_checkpoint
+                            ? std::string("--skip_checkpoint: only the final checkpoint")
+                            : fmt::format("a checkpoint every {} updates -> "
+                                          "--save_checkpoints_steps={}",
+                                          n.num_steps_per_checkpoint, o.save_checkpoints_steps));
+    }
+    if (!f.is_set("keep_checkpoint_max")) {
+        o.keep_checkpoint_max = 3;
+        notes.push_back("the last 3 kept (--keep_checkpoint_max=3)");
+    }
+    if (n.steps_this_run != -1) {
+        o.stop_steps = micro_steps("steps_this_run", n.steps_this_run, k);
+        notes.push_back(fmt::format("--steps_this_run={} -> stop at micro-step {}",
+                                    n.steps_this_run, o.stop_steps));
+    }
+    if (!f.is_set("clip_by_global_norm_after_gradient_allreduce")) {
+        o.clip_by_global_norm_after_gradient_allreduce = true;
+        notes.push_back("FusedLAMB's clip of the averaged gradient to norm 1 "
+                        "(--clip_by_global_norm_after_gradient_allreduce)");
+    }
+    if (n.phase2)
+        notes.push_back(apply_phase2(n, o));
+    else if (n.resume_from_checkpoint)
+        notes.push_back("--resume_from_checkpoint: from the latest checkpoint in --output_dir, "
+                        "if any (bertbench always resumes)");
+    std::string said;
+    for (const std::string& s : notes) said += "; " + s;
+    log::info("NVIDIA PyTorch run_pretraining.py meaning of the flags ({} given): "
+              "--train_batch_size={} per GPU (here per rank) and update / "
+              "--gradient_accumulation_steps={} = micro-batches of {} x {} rank{} = global batch "
+              "{} per update (bertbench --train_batch_size={} --steps_per_update={}){}",
+              m, per_update, k, per_rank, ranks, ranks == 1 ? "" : "s",
+              int64_t{o.train_batch_size} * k, o.train_batch_size, k, said);
+    return m;
+}
+
+std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n, int& train_batch_size,
+                                  bool& do_lower_case, int ranks) {
+    const std::string m = n.marker(f);
+    if (m.empty()) return "";
+    if (n.max_steps != -1)
+        fail("--max_steps={}: expected -1 (run_squad.py's 'no limit'), got a limit: bertbench "
+             "squad trains int(examples / batch x --num_train_epochs) updates and cannot stop "
+             "early (hint: fewer --num_train_epochs)", n.max_steps);
+    const int k = n.gradient_accumulation_steps;
+    if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
+    const int per_update = train_batch_size / k * k;  // run_squad.py floors the micro-batch
+    if (per_update < 1 || per_update > std::numeric_limits<int>::max() / ranks)
+        fail("--train_batch_size={}: expected {}..{} (NVIDIA run_squad.py: sequences per GPU and "
+             "update, at least one per micro-batch)", train_batch_size, k,
+             std::numeric_limits<int>::max() / ranks);
+    const int given = train_batch_size;
+    train_batch_size = per_update * ranks;
+    std::string notes;
+    if (!f.is_set("do_lower_case")) {
+        do_lower_case = false;
+        notes += "; cased (NVIDIA's run_squad.py lower-cases only with --do_lower_case)";
+    }
+    log::info("NVIDIA PyTorch run_squad.py meaning of the flags ({} given): --train_batch_size={} "
+              "per GPU (here per rank) and update{} x {} rank{} = {} sequences per update, computed "
+              "as one batch (bertbench --train_batch_size={}); prediction without --do_train uses "
+              "--init_checkpoint, as that script{}",
+              m, given, k == 1 ? "" : fmt::format(" ({} micro-batches of {})", k, per_update / k),
+              ranks, ranks == 1 ? "" : "s", train_batch_size, train_batch_size, notes);
+    return m;
+}
+
+void apply_nvidia_pt_loss_scale(const std::string& marker, std::string& loss_scale) {
+    if (marker.empty() || loss_scale != "0") return;
+    loss_scale.clear();
+    log::info("--loss_scale=0 (NVIDIA's dynamic scaling for --fp16): no loss scaling on this "
+              "run (fp32 unless --dtype=bf16, which needs none)");
+}
+
+}  // namespace bertbench::cli

@@ -1,0 +1,53 @@
+// Fixtures of the tests that run reference scripts' command lines on the real binary: the golden
+// files, a tiny BERT (L2 H64 A2 I128) as a bert_config.json, freshly initialised weights, and a
+// google-research/bert-style model directory ($BERT_BASE_DIR: vocab.txt, bert_config.json and the
+// TF checkpoint bert_model.ckpt, written by `bertbench convert --to=tf`).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/run_util.hpp"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+#include "model/param_table.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::testing {
+
+inline std::string golden_file(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
+
+// The tiny model's bert_config.json, written to `path`.
+inline void write_tiny_bert_config(const std::string& path) {
+    std::ofstream(path) << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+                              "num_attention_heads": 2, "intermediate_size": 128,
+                              "max_position_embeddings": 512, "type_vocab_size": 2})";
+}
+
+// Pretraining weights of the model in `config`, initialised with `seed`, as a bertbench checkpoint.
+inline void save_initialized_checkpoint(const std::string& config, const std::string& out,
+                                        uint64_t seed) {
+    const model::BertConfig c = model::BertConfig::from_json_file(config);
+    const model::ParamTable table(c, model::Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, seed);
+    model::save_checkpoint(out, table, params);
+}
+
+// `dir` as google-research/bert ships a model (tiny, seed 3); `scratch` is a free file path.
+inline void write_tiny_bert_dir(const std::string& dir, const std::string& scratch) {
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(golden_file("vocab.txt"), dir + "/vocab.txt");
+    write_tiny_bert_config(dir + "/bert_config.json");
+    save_initialized_checkpoint(dir + "/bert_config.json", scratch, 3);
+    const auto r = run_bertbench("convert --to=tf --input=" + scratch + " --output=" + dir +
+                                 "/bert_model.ckpt");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+}  // namespace bertbench::testing

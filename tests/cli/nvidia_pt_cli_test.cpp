@@ -1,0 +1,292 @@
+// NVIDIA DeepLearningExamples PyTorch BERT's command lines (issue 25 item 6) on the real binary,
+// pasted as scripts/run_pretraining.sh and scripts/run_squad.sh build them, paths and sizes
+// shrunk: run_pretraining.py phase 1 on a directory of HDF5 shards (its *training* files), phase 2
+// from phase 1's checkpoint in the same --output_dir, each with --json-summary in dllogger's
+// format; run_squad.py's train+eval line and its eval line; mixed scripts' flags and bad values
+// as one-line errors. Tiny model (L2 H64 A2 I128) on the golden HDF5 shards and SQuAD files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/cli_fixtures.hpp"
+
+namespace bertbench {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::run_bertbench;
+using testing::slurp;
+using testing::TmpDir;
+using testing::count_of;
+using testing::golden_file;
+
+// The entries of a dllogger JSON stream: every line "DLLL " + a JSON object.
+std::vector<json> dllogger_lines(const std::string& path) {
+    std::vector<json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        EXPECT_EQ(line.rfind("DLLL {", 0), 0u) << line;
+        out.push_back(json::parse(line.substr(5)));
+        EXPECT_EQ(out.back()["type"], "LOG");
+        for (const char* k : {"timestamp", "datetime", "elapsedtime"})
+            EXPECT_TRUE(out.back()[k].is_string()) << line;
+    }
+    return out;
+}
+
+// The entries whose data has `key`.
+std::vector<json> with_key(const std::vector<json>& lines, const std::string& key) {
+    std::vector<json> out;
+    for (const json& l : lines)
+        if (l["data"].contains(key)) out.push_back(l);
+    return out;
+}
+
+// $BERT_PREP_WORKING_DIR as NVIDIA's data preparation leaves it: phase 1's and phase 2's shard
+// directories (two *training* shards and a test shard that is not read; one seq-512 shard), a
+// bert_config.json of the tiny model, the vocabulary.
+struct NvidiaDirs {
+    TmpDir tmp{"bb_nvpt"};
+    std::string phase1 = tmp.file("hdf5_seq_128/books_wiki_en_corpus");
+    std::string phase2 = tmp.file("hdf5_seq_512/books_wiki_en_corpus");
+    std::string config = tmp.file("bert_config.json");
+    NvidiaDirs() {
+        fs::create_directories(phase1);
+        fs::create_directories(phase2);
+        for (const char* name : {"books_wiki_en_corpus_training_0.hdf5",
+                                 "books_wiki_en_corpus_training_1.hdf5",
+                                 "books_wiki_en_corpus_test_0.hdf5"})
+            fs::copy_file(golden_file("hdf5/public_128_s12345_d2.hdf5"), phase1 + "/" + name);
+        fs::copy_file(golden_file("hdf5/public_512_s12345_d1.hdf5"),
+                      phase2 + "/books_wiki_en_corpus_training_0.hdf5");
+        testing::write_tiny_bert_config(config);
+    }
+};
+
+// scripts/run_pretraining.sh's phase-1 CMD (fp16, accumulation, all-reduce after accumulation),
+// sizes shrunk: 8 sequences per GPU and update in 2 micro-batches, 3 updates, warm-up half of
+// them, a checkpoint every 2 updates. `--json-summary FILE` is space-separated, as there.
+std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std::string& results) {
+    return "pretrain --input_dir=" + d.phase1 + " --output_dir=" + ckpts + " --config_file=" +
+           d.config + " --bert_model=bert-large-uncased --train_batch_size=8"
+           " --max_seq_length=128 --max_predictions_per_seq=20 --max_steps=3"
+           " --warmup_proportion=0.5 --num_steps_per_checkpoint=2 --learning_rate=6e-3"
+           " --seed=12439 --fp16 --gradient_accumulation_steps=2 --allreduce_post_accumulation"
+           " --allreduce_post_accumulation_fp16 --do_train --json-summary " + results +
+           "/dllogger.json --threads=1";
+}
+
+// Phase 2's CMD: seq 512, --phase2 --resume_from_checkpoint --phase1_end_step=<phase 1's updates>.
+std::string phase2_line(const NvidiaDirs& d, const std::string& ckpts, const std::string& results,
+                        const std::string& phase1_end_step) {
+    return "pretrain --input_dir=" + d.phase2 + " --output_dir=" + ckpts + " --config_file=" +
+           d.config + " --bert_model=bert-large-uncased --train_batch_size=4"
+           " --max_seq_length=512 --max_predictions_per_seq=76 --max_steps=2"
+           " --warmup_proportion=0.5 --num_steps_per_checkpoint=2 --learning_rate=4e-3"
+           " --seed=12439 --fp16 --gradient_accumulation_steps=2 --allreduce_post_accumulation"
+           " --allreduce_post_accumulation_fp16 --do_train --phase2 --resume_from_checkpoint"
+           " --phase1_end_step=" + phase1_end_step + " --json-summary " + results +
+           "/dllogger.json --threads=1";
+}
+
+TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
+    const NvidiaDirs d;
+    const std::string ckpts = d.tmp.file("checkpoints"), results = d.tmp.file("results");
+    auto r = run_bertbench(phase1_line(d, ckpts, results));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "NVIDIA PyTorch run_pretraining.py meaning of the flags (--input_dir "
+                           "given): --train_batch_size=8 per GPU (here per rank) and update / "
+                           "--gradient_accumulation_steps=2 = micro-batches of 4 x 1 rank = global "
+                           "batch 8 per update (bertbench --train_batch_size=4 --steps_per_update=2)"
+                           "; --input_dir: its 2 *training* file(s); --max_steps=3 updates -> "
+                           "--num_train_steps=6; --warmup_proportion=0.5 -> --num_warmup_steps=4; "
+                           "decay power 0.5"), 1u) << r.out;
+    EXPECT_NE(r.out.find("--fp16"), std::string::npos) << r.out;  // listed as without effect
+    EXPECT_EQ(r.out.find("unexpected argument"), std::string::npos) << r.out;
+    const json cfg = json::parse(slurp(ckpts + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["batch_flags_meaning"], "nvidia_pytorch");
+    EXPECT_EQ(cfg["flags"]["train_batch_size"], 4);
+    EXPECT_EQ(cfg["flags"]["steps_per_update"], 2);
+    EXPECT_EQ(cfg["flags"]["num_train_steps"], 6);
+    EXPECT_EQ(cfg["flags"]["num_warmup_steps"], 4);  // round(0.5 x 3) = 2 updates
+    EXPECT_EQ(cfg["flags"]["poly_power"], 0.5);
+    EXPECT_EQ(cfg["flags"]["keep_checkpoint_max"], 3);
+    EXPECT_EQ(cfg["flags"]["clip_by_global_norm_after_gradient_allreduce"], true);
+    ASSERT_EQ(cfg["train_files"].size(), 2u);  // the test shard is not read
+    for (const auto& f : cfg["train_files"])
+        EXPECT_NE(f.get<std::string>().find("_training_"), std::string::npos) << f;
+    const json res = json::parse(slurp(ckpts + "/results.json"));
+    EXPECT_EQ(res["global_step"], 6);
+    EXPECT_EQ(res["updates"], 3);
+    EXPECT_EQ(res["samples"], 24);
+    EXPECT_TRUE(fs::exists(ckpts + "/model.ckpt-4.safetensors"));  // every 2 updates
+    EXPECT_TRUE(fs::exists(ckpts + "/model.ckpt-6.safetensors"));
+    // dllogger: the config, a loss entry per update (--log_freq 1), the final loss, the summary.
+    auto lines = dllogger_lines(results + "/dllogger.json");
+    ASSERT_GE(lines.size(), 6u);
+    EXPECT_EQ(lines[0]["step"], "PARAMETER");
+    EXPECT_TRUE(lines[0]["data"]["Config"].is_array());
+    EXPECT_EQ(with_key(lines, "batch_size_per_gpu").at(0)["data"]["batch_size_per_gpu"], 4);
+    const auto losses = with_key(lines, "average_loss");
+    ASSERT_EQ(losses.size(), 2u);
+    EXPECT_EQ(losses[0]["step"], json::array({0, 1}));
+    EXPECT_GT(losses[0]["data"]["average_loss"].get<double>(), 0);
+    EXPECT_EQ(with_key(lines, "final_loss").at(0)["step"], json::array({0, 3}));
+    const json& last = lines.back();
+    EXPECT_EQ(last["step"], json::array());
+    for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
+                          "raw_train_time"})
+        EXPECT_TRUE(last["data"][k].is_number()) << k << " " << last.dump();
+
+    // Phase 2 in the same checkpoint directory: a run of its own in <dir>/phase2 from phase 1's
+    // last checkpoint, phase 1's files untouched.
+    const std::string phase1_results = slurp(ckpts + "/results.json");
+    r = run_bertbench(phase2_line(d, ckpts, results, "3"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "--phase2: phase 2 trains in " + ckpts + "/phase2 from " + ckpts +
+                           "/model.ckpt-6.safetensors (its weights; LAMB's moments start at zero"),
+              1u) << r.out;
+    EXPECT_EQ(r.out.find("--phase1_end_step=3: phase 1"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(ckpts + "/results.json"), phase1_results);
+    const json res2 = json::parse(slurp(ckpts + "/phase2/results.json"));
+    EXPECT_EQ(res2["global_step"], 4);
+    EXPECT_EQ(res2["samples"], 8);
+    EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/config.json"))["flags"]["init_checkpoint"],
+              ckpts + "/model.ckpt-6.safetensors");
+    lines = dllogger_lines(results + "/dllogger.json");  // phase 2's, as NVIDIA's rewrites it
+    EXPECT_EQ(with_key(lines, "final_loss").at(0)["step"], json::array({0, 2}));
+
+    // The line again resumes phase 2 (finished); a --phase1_end_step that is not phase 1's
+    // update count is said in one warning.
+    r = run_bertbench(phase2_line(d, ckpts, results, "7038"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "--phase2: resuming phase 2 in " + ckpts + "/phase2"), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "--phase1_end_step=7038: phase 1 in " + ckpts + " ended after 3 "
+                           "optimizer updates"), 1u) << r.out;
+    EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/results.json"))["global_step"], 4);
+
+    // Phase 2 with no phase 1 before it: one line naming the directory, nothing created.
+    const std::string none = d.tmp.file("none");
+    r = run_bertbench(phase2_line(d, none, results, "3"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
+    EXPECT_NE(r.out.find("--phase2: expected phase 1's checkpoint in --output_dir=" + none),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(none));
+}
+
+// One script's flags, one meaning; each refusal is one line naming the flag, before any work.
+TEST(NvidiaPyTorchCli, MixedOrBadFlagsAreOneLineErrors) {
+    const NvidiaDirs d;
+    const std::string out = d.tmp.file("a/b");
+    const std::string base = "pretrain --config_file=" + d.config + " --output_dir=" + out +
+                             " --max_seq_length=128 --max_predictions_per_seq=20 --threads=1";
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {" --input_dir=" + d.phase1 + "/books_wiki_en_corpus_training_0.hdf5",
+         "--input_dir=" + d.phase1 + "/books_wiki_en_corpus_training_0.hdf5: expected a directory"},
+        {" --input_dir=" + d.tmp.file("."), "expected HDF5 shards whose names contain \"training\""},
+        {" --input_dir=" + d.phase1 + " --gradient_accumulation_steps=2 --num_accumulation_steps=2",
+         "--num_accumulation_steps: expected the flags of one script"},
+        {" --input_dir=" + d.phase1 + " --use_xla", "--use_xla: expected the flags of one script"},
+        {" --input_dir=" + d.phase1 + " --max_steps=3 --num_train_steps=6",
+         "--num_train_steps and --max_steps: expected one of them"},
+        {" --input_dir=" + d.phase1 + " --train_batch_size=7 --gradient_accumulation_steps=2",
+         "--train_batch_size=7: expected a positive multiple of --gradient_accumulation_steps=2"},
+        {" --input_dir=" + d.phase1 + " --resume_step=4",
+         "unknown flag --resume_step (not supported: bertbench resumes from the latest"},
+        // Another script's `--name value`: the value is not a second error.
+        {" --input_dir=" + d.phase1 + " --frobnicate results/dllogger.json",
+         "unknown flag --frobnicate"},
+        {" --input_dir " + d.phase1 + " --json-summary " + d.tmp.file("."),
+         "--json-summary=" + d.tmp.file(".") + ": is a directory"},
+    };
+    for (const auto& [extra, want] : cases) {
+        const auto r = run_bertbench(base + extra);
+        EXPECT_EQ(r.exit_code, 1) << extra << "\n" << r.out;
+        EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
+        EXPECT_EQ(r.out.find("bad flags"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+        EXPECT_FALSE(fs::exists(d.tmp.file("a"))) << extra;
+    }
+}
+
+// The tiny model's pretrained weights as NVIDIA's scripts take them: a .pt file (HF names).
+std::string pretrained_pt(const TmpDir& tmp, const std::string& config) {
+    testing::save_initialized_checkpoint(config, tmp.file("init.safetensors"), 3);
+    const auto r = run_bertbench("convert --to=pt --input=" + tmp.file("init.safetensors") +
+                                 " --output=" + tmp.file("bert_uncased.pt"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return tmp.file("bert_uncased.pt");
+}
+
+// scripts/run_squad.sh's CMD in its "train eval" mode, then in its "eval" mode with the
+// fine-tuned checkpoint, sizes shrunk (seq 128, stride 64, one GPU).
+std::string run_squad_line(const NvidiaDirs& d, const std::string& init, const std::string& out,
+                           bool train) {
+    const std::string squad = golden_file("squad_pipeline");
+    return "squad --init_checkpoint=" + init +
+           (train ? " --do_train --train_file=" + squad + "/train-v1.1.json --train_batch_size=8"
+                  : std::string()) +
+           " --do_predict --predict_file=" + squad + "/dataset-v1.1.json --predict_batch_size=8"
+           " --eval_script=" + squad + "/evaluate-v1.1.py --do_eval --do_lower_case"
+           " --bert_model=bert-large-uncased --learning_rate=3e-4 --seed=1 --num_train_epochs=2.0"
+           " --max_seq_length=128 --doc_stride=64 --output_dir=" + out + " --vocab_file=" +
+           golden_file("vocab.txt") + " --config_file=" + d.config + " --max_steps=-1 --fp16"
+           " --json-summary=" + out + "/dllogger.json --threads=1";
+}
+
+TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
+    const NvidiaDirs d;
+    const std::string pt = pretrained_pt(d.tmp, d.config);
+    const std::string out = d.tmp.file("squad");
+    auto r = run_bertbench(run_squad_line(d, pt, out, true));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "NVIDIA PyTorch run_squad.py meaning of the flags (--max_steps given): "
+                           "--train_batch_size=8 per GPU (here per rank) and update x 1 rank = 8 "
+                           "sequences per update, computed as one batch (bertbench "
+                           "--train_batch_size=8); prediction without --do_train uses "
+                           "--init_checkpoint, as that script\n"), 1u) << r.out;
+    EXPECT_NE(r.out.find("--do_eval"), std::string::npos) << r.out;  // listed, no effect
+    EXPECT_NE(r.out.find("{\"exact_match\": "), std::string::npos) << r.out;
+    const auto lines = dllogger_lines(out + "/dllogger.json");
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines[0]["step"], "PARAMETER");
+    for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
+                          "e2e_inference_time", "inference_sequences_per_second", "exact_match",
+                          "F1"}) {
+        const auto with = with_key(lines, k);
+        ASSERT_EQ(with.size(), 1u) << k;
+        EXPECT_TRUE(with[0]["data"][k].is_number()) << k;
+    }
+    EXPECT_EQ(with_key(lines, "exact_match")[0]["data"]["exact_match"],
+              json::parse(slurp(out + "/eval_results.json"))["exact_match"]);
+
+    // The eval line loads --init_checkpoint, as NVIDIA's script, even where --output_dir holds a
+    // fine-tuned checkpoint (google's Estimator would take that one): the pretrained .pt has no
+    // span head and is refused naming it.
+    r = run_bertbench(run_squad_line(d, pt, out, false));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(pt), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cls/squad/output"), std::string::npos) << r.out;
+    // With the fine-tuned checkpoint, into a fresh directory: the training run's predictions.
+    const std::string ckpt = json::parse(slurp(out + "/results.json"))["last_checkpoint"];
+    const std::string eval_out = d.tmp.file("squad_eval");
+    r = run_bertbench(run_squad_line(d, ckpt, eval_out, false));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "predicting with " + ckpt + " (--init_checkpoint, as NVIDIA's "
+                           "run_squad.py)"), 1u) << r.out;
+    EXPECT_EQ(slurp(eval_out + "/predictions.json"), slurp(out + "/predictions.json"));
+
+    // A step limit is refused naming the equivalent.
+    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --max_steps=5");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--max_steps=5: expected -1"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(d.tmp.file("limited")));
+}
+
+}  // namespace
+}  // namespace bertbench
