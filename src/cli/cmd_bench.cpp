@@ -133,6 +133,7 @@ int cmd_bench(int argc, char** argv) {
               "GEMM precision(s): fp32 | bf16 (comma list; bf16 = bf16 operands, fp32 "
               "accumulation, fp32 master weights; emulated and slower where the CPU lacks "
               "AVX512-BF16/AMX). With --mode=gemm: the ceiling of each precision");
+    flags.alias("precision", "dtype");  // Intel model zoo's spelling (fp32, bfloat16)
     flags.add("model", &model_list,
               "preset(s): tiny, mini, small, medium, base, large (comma list)");
     flags.add("bert_config_file", &config_file, "a bert_config.json instead of --model");
