@@ -44,30 +44,36 @@ int64_t saved_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t 
 double saved_real(const nlohmann::json& j, const char* key, double lo, double hi,
                   const std::string& why = "");
 
-// What the loop itself needs from the command line (the task maps its flags onto these).
-struct LoopOptions {
-    std::string command;               // "pretrain" / "squad": config.json, messages
+// The settings of a training run that every training command has, under the same names in the
+// command's options (PretrainOptions, SquadTrainOptions derive from it) and in the loop's, so a
+// command hands them over in one assignment.
+struct RunOptions {
     std::string output_dir;
-    bool do_train = true;
+    std::string init_checkpoint;       // any format load_init_checkpoint reads
     int train_batch_size = 32;         // sequences per micro-step
-    int steps_per_update = 1;          // micro-steps per optimizer update
-    int64_t num_train_steps = 0;       // micro-steps (TF global_step); the schedule's length
-    int64_t stop_steps = 0;            // stop at this micro-step; 0 = num_train_steps
     int64_t save_checkpoints_steps = 1000;  // micro-steps; 0 = only at the end
     int keep_checkpoint_max = 5;       // 0 = keep all
     int64_t seed = 12345;              // initialisation and dropout
     int threads = 0;                   // 0 = every available CPU
+    bool allow_changed_flags = false;  // resume with other hyper-parameters (logged)
+    ops::Precision precision = ops::Precision::fp32;  // the engine's GEMMs (--dtype)
+    std::string loss_scale;            // "" none, "dynamic", or a fixed factor
+    double initial_loss_scale = 32768; // --loss_scale=dynamic starts here
+    int loss_scale_window = 2000;      // clean updates before the dynamic scale doubles
+};
+
+// What the loop itself needs: the run's settings, and what the task derives from its own flags.
+struct LoopOptions : RunOptions {
+    std::string command;               // "pretrain" / "squad": config.json, messages
+    bool do_train = true;
+    int steps_per_update = 1;          // micro-steps per optimizer update
+    int64_t num_train_steps = 0;       // micro-steps (TF global_step); the schedule's length
+    int64_t stop_steps = 0;            // stop at this micro-step; 0 = num_train_steps
     bool skip_nonfinite_steps = false;
     // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged
     // (all ranks, all micro-batches of an update) gradient once per update (optim/update.hpp)
     bool clip_after_allreduce = false;
     int warmup_updates_excluded = 3;   // updates left out of the throughput figure
-    bool allow_changed_flags = false;
-    ops::Precision precision = ops::Precision::fp32;
-    std::string loss_scale;            // "" none, "dynamic", or a fixed factor
-    double initial_loss_scale = 32768;
-    int loss_scale_window = 2000;
-    std::string init_checkpoint;       // any format load_init_checkpoint reads
     optim::OptimizerConfig optimizer;
     optim::LrSchedule schedule;
     // Flags a resume may never change (error), and flags that would fork a resumed run (error

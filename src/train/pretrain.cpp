@@ -33,26 +33,15 @@ namespace {
 
 LoopOptions loop_options(const PretrainOptions& o) {
     LoopOptions l;
+    static_cast<RunOptions&>(l) = o;
     l.command = "pretrain";
-    l.output_dir = o.output_dir;
     l.do_train = o.do_train;
-    l.train_batch_size = o.train_batch_size;
     l.steps_per_update = o.steps_per_update;
     l.num_train_steps = o.num_train_steps;
     l.stop_steps = o.stop_steps;
-    l.save_checkpoints_steps = o.save_checkpoints_steps;
-    l.keep_checkpoint_max = o.keep_checkpoint_max;
-    l.seed = o.seed;
-    l.threads = o.threads;
     l.skip_nonfinite_steps = o.skip_nonfinite_steps;
     l.clip_after_allreduce = o.clip_by_global_norm_after_gradient_allreduce;
     l.warmup_updates_excluded = o.warmup_updates_excluded;
-    l.allow_changed_flags = o.allow_changed_flags;
-    l.precision = o.precision;
-    l.loss_scale = o.loss_scale;
-    l.initial_loss_scale = o.initial_loss_scale;
-    l.loss_scale_window = o.loss_scale_window;
-    l.init_checkpoint = o.init_checkpoint;
     l.optimizer.kind = optim::parse_optimizer_kind(o.optimizer);
     if (l.optimizer.kind == optim::OptimizerKind::lamb) {
         l.optimizer.beta_1 = o.lamb_beta_1;

@@ -13,14 +13,13 @@
 namespace bertbench::train {
 
 // The reference's flags (same names and defaults unless noted) plus bertbench's own.
-struct PretrainOptions {
+// RunOptions: output_dir, init_checkpoint (our safetensors, a Hugging Face BERT file or a TF
+// prefix), train_batch_size, checkpoints, seed, threads, precision, loss scaling.
+struct PretrainOptions : RunOptions {
     std::string bert_config_file;  // bert_config.json
     std::string model;             // or a preset name (tiny, mini, small, medium, base, large)
     std::string input_file;        // comma list of globs
     std::string eval_input_file;   // comma list of globs; empty = --input_file (reference)
-    std::string output_dir;
-    std::string init_checkpoint;   // our safetensors, a Hugging Face BERT file or a TF prefix
-    int train_batch_size = 32;     // sequences per micro-batch
     int eval_batch_size = 8;
     int max_seq_length = 128;
     int max_predictions_per_seq = 20;
@@ -33,13 +32,9 @@ struct PretrainOptions {
     double lamb_beta_1 = 0.9, lamb_beta_2 = 0.999, lamb_weight_decay_rate = 0.01;
     double log_epsilon = -6;
     int steps_per_update = 1;
-    int64_t save_checkpoints_steps = 1000;  // micro-steps; 0 = only at the end
-    int keep_checkpoint_max = 5;            // 0 = keep all
     int64_t max_eval_steps = 100;           // eval batches; 0 = whole eval set
     bool do_train = true;                   // reference default False; here True
     bool do_eval = false;                   // turned on by --eval_input_file unless given
-    int64_t seed = 12345;
-    int threads = 0;                        // 0 = every available CPU
     int shuffle_buffer = 100;               // records (reference: d.shuffle(100)); 0 = file order
     int64_t eval_every_samples = 0;         // 0 = MLPerf formula for the global batch
     int64_t first_eval_samples = 0;         // first evaluation point; 0 = one eval interval
@@ -50,12 +45,7 @@ struct PretrainOptions {
     // accumulated) gradient once per update instead of each micro-batch's (optim/update.hpp)
     bool clip_by_global_norm_after_gradient_allreduce = false;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
-    bool allow_changed_flags = false;       // resume with other hyper-parameters (logged)
     bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
-    ops::Precision precision = ops::Precision::fp32;  // the engine's GEMMs (--dtype)
-    std::string loss_scale;                 // "" none, "dynamic", or a fixed factor
-    double initial_loss_scale = 32768;      // --loss_scale=dynamic starts here
-    int loss_scale_window = 2000;           // clean updates before the dynamic scale doubles
 };
 
 // Runs training (and/or evaluation) in options.output_dir, resuming from its latest checkpoint.

@@ -192,9 +192,8 @@ private:
 int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
                        const std::vector<data::SquadFeature>& features, const json& flags_json) {
     LoopOptions l;
+    static_cast<RunOptions&>(l) = o;
     l.command = "squad";
-    l.output_dir = o.output_dir;
-    l.train_batch_size = o.train_batch_size;
     l.num_train_steps = squad_train_steps(num_train_examples, o.train_batch_size, o.num_train_epochs);
     if (l.num_train_steps < 1)
         fail("--num_train_epochs={}: {} training examples in batches of {} make {} training "
@@ -203,18 +202,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
              l.num_train_steps);
     if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
         fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
-    l.save_checkpoints_steps = o.save_checkpoints_steps;
-    l.keep_checkpoint_max = o.keep_checkpoint_max;
-    l.seed = o.seed;
-    l.threads = o.threads;
-    l.warmup_updates_excluded = 3;
-    l.allow_changed_flags = o.allow_changed_flags;
     l.clip_after_allreduce = o.clip_after_allreduce;
-    l.precision = o.precision;
-    l.loss_scale = o.loss_scale;
-    l.initial_loss_scale = o.initial_loss_scale;
-    l.loss_scale_window = o.loss_scale_window;
-    l.init_checkpoint = o.init_checkpoint;
     l.optimizer = optim::OptimizerConfig::adamw_reference();
     l.schedule.learning_rate = o.learning_rate;
     l.schedule.num_train_steps = l.num_train_steps;

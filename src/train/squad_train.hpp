@@ -17,30 +17,21 @@
 #include "model/config.hpp"
 #include "model/param_table.hpp"
 #include "ops/bf16.hpp"
+#include "train/loop.hpp"
 #include "train/squad_predict.hpp"
 
 namespace bertbench::train {
 
-struct SquadTrainOptions {
+// RunOptions: output_dir, init_checkpoint (pretrained or fine-tuned weights, any format),
+// train_batch_size, checkpoints, seed, threads, precision, loss scaling.
+struct SquadTrainOptions : RunOptions {
     std::string bert_config_file;   // or `model`, a preset; else the config of init_checkpoint
     std::string model;
-    std::string init_checkpoint;    // pretrained (or fine-tuned) weights, any format
-    std::string output_dir;
     std::vector<std::string> inputs;  // files the command read (never overwritten)
     int max_seq_length = 384;
-    int train_batch_size = 32;
     double learning_rate = 5e-5;
     double num_train_epochs = 3.0;
     double warmup_proportion = 0.1;
-    int64_t save_checkpoints_steps = 1000;
-    int keep_checkpoint_max = 5;
-    int64_t seed = 12345;
-    int threads = 0;
-    ops::Precision precision = ops::Precision::fp32;
-    std::string loss_scale;
-    double initial_loss_scale = 32768;
-    int loss_scale_window = 2000;
-    bool allow_changed_flags = false;
     bool clip_after_allreduce = false;  // --clip_by_global_norm_after_gradient_allreduce
 };
 
