@@ -2,7 +2,7 @@
 // tensorflow/bert_large/{training,inference}/bfloat16/Advanced.md), run with only the script's path
 // changed (scripts/launch_benchmark.py, issue 25 item 5), paths and sizes shrunk: SQuAD training
 // under 2 MPI processes, the inference accuracy line on the fine-tuned checkpoint, the inference
-// benchmark line; each prints the bertbench command it runs. Lines it cannot map are one-line
+// benchmark line, the pre-training line; each prints the bertbench command it runs. Lines it cannot map are one-line
 // refusals that run nothing. Tiny model (L2 H64 A2 I128).
 #include <gtest/gtest.h>
 
@@ -123,6 +123,32 @@ TEST(IntelLaunchBenchmark, SquadTrainingThenInferenceLines) {
     ASSERT_FALSE(bench["points"].empty()) << bench.dump();
     EXPECT_EQ(bench["points"][0]["dtype"], "bf16");
     EXPECT_EQ(bench["points"][0]["batch_size"], 4);
+}
+
+// The guide's pre-training line (train-option=Pretraining, one process), sizes shrunk: Intel's
+// run_pretraining.py is google's (AdamW), its flags bertbench pretrain's.
+TEST(IntelLaunchBenchmark, PretrainingLine) {
+    const IntelDirs d;
+    const std::string out = d.tmp.file("pretrain-output");
+    const auto r = launch(
+        "--model-name=bert_large --precision=fp32 --mode=training --framework=tensorflow"
+        " --batch-size=4 --socket-id=-1 --num-intra-threads=1 --num-inter-threads=1 --output-dir " +
+        out + " -- train-option=Pretraining input-file=" +
+        golden_file("pretraining/public_128_s12345_d2.tfrecord") + " do-train=True do-eval=True"
+        " config-file=" + d.checkpoint + "/bert_config.json init-checkpoint=" + d.checkpoint +
+        "/bert_model.ckpt max-seq-length=128 max-predictions=20 num-train-steps=2 warmup-steps=1"
+        " learning-rate=2e-5 optimized_softmax=True experimental_gelu=False profile=False");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find(" pretrain --input_file="), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" --optimizer=adamw "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" --threads=1"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("profile=False"), std::string::npos) << r.out;  // listed, no effect
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["global_step"], 2);
+    EXPECT_EQ(res["global_batch_size"], 4);
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["optimizer"], "adamw");
+    EXPECT_EQ(cfg["flags"]["num_warmup_steps"], 1);
 }
 
 // What has no bertbench equivalent: one line with the reason, exit 1, nothing run or created.
