@@ -4,9 +4,11 @@
 // --na-prob-file (exact/f1/total and the HasAns_/NoAns_ splits).
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "core/json_safe.hpp"
+#include "core/log.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -14,6 +16,31 @@
 #include "train/squad_metric.hpp"
 
 namespace bertbench::cli {
+namespace {
+
+// How many of the dataset's question ids `predictions` answers, and how many questions there are
+// (a dataset that is not SQuAD-shaped counts none: squad_evaluate reports it).
+std::pair<size_t, size_t> matching_ids(const nlohmann::json& dataset, const nlohmann::json& predictions) {
+    size_t questions = 0, matched = 0;
+    if (!dataset.is_object() || !dataset.contains("data") || !dataset["data"].is_array() ||
+        !predictions.is_object())
+        return {0, 0};
+    for (const auto& article : dataset["data"]) {
+        if (!article.is_object() || !article.contains("paragraphs") || !article["paragraphs"].is_array())
+            continue;
+        for (const auto& p : article["paragraphs"]) {
+            if (!p.is_object() || !p.contains("qas") || !p["qas"].is_array()) continue;
+            for (const auto& qa : p["qas"]) {
+                if (!qa.is_object() || !qa.contains("id") || !qa["id"].is_string()) continue;
+                ++questions;
+                matched += predictions.contains(qa["id"].get<std::string>()) ? 1 : 0;
+            }
+        }
+    }
+    return {matched, questions};
+}
+
+}  // namespace
 
 int cmd_squad_eval(int argc, char** argv) {
     Flags flags("squad-eval",
@@ -28,6 +55,13 @@ int cmd_squad_eval(int argc, char** argv) {
     const nlohmann::json dataset = json_safe::parse(read_file(pos[0]), pos[0], "a SQuAD dataset (JSON)");
     const nlohmann::json predictions =
         json_safe::parse(read_file(pos[1]), pos[1], "predictions (a JSON object of question id to answer)");
+    // The official script says "Unanswered question ..." once per question; when none matches,
+    // the likelier cause is a predictions file of another dataset: one line says so.
+    if (const auto [matched, questions] = matching_ids(dataset, predictions);
+        questions > 0 && matched == 0)
+        log::warn("{}: none of its {} prediction id(s) is a question id of {} ({} questions): "
+                  "every question scores 0 (expected the predictions of this dataset)",
+                  pos[1], predictions.is_object() ? predictions.size() : 0, pos[0], questions);
     const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);
     std::fputs(out.stderr_text.c_str(), stderr);
     std::fputs(out.stdout_text.c_str(), stdout);

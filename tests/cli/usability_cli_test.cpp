@@ -1,6 +1,8 @@
 // Small things a daily user notices (issue 14 §4), on the real binary: `bertbench --version`,
 // `bertbench help CMD`, a run shorter than its warm-up updates states that its throughput was not
-// measured instead of "0.0 seq/s", no empty progress line, and config floats written as given.
+// measured instead of "0.0 seq/s", no empty progress line, and config floats written as given;
+// issue 25 item 10: a directory where a file is expected, no empty output directory after a failed
+// start, squad-eval's warning for predictions of another dataset.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -188,6 +190,93 @@ TEST(UsabilityCli, OutOfMemoryNamesWhatHowLargeAndTheFlags) {
                              "sequence length 512", "--steps_per_update", "--eval_batch_size"})
         EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
     fs::remove_all(dir);
+}
+
+// A directory where a file is expected is named as such (issue 25 item 10): not "not valid
+// JSON", "the vocabulary is empty" or "cannot finish writing ... (is the disk full?)". One line,
+// exit 1, before any output.
+TEST(UsabilityCli, ADirectoryWhereAFileIsExpectedIsNamedAsSuch) {
+    const testing::TmpDir tmp("bb_usability_isdir");
+    const std::string dir = tmp.file("d"), out = tmp.file("out");
+    fs::create_directories(dir);
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string g = std::string(s ? s : "/work/shared") + "/golden/";
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"squad --vocab_file=" + dir + " --output_dir=" + out + " --do_predict --features_only"
+         " --predict_file=" + g + "squad/dataset-v1.1.json",
+         "--vocab_file=" + dir + ": is a directory, expected a file (vocab.txt"},
+        {"squad --vocab_file=" + g + "vocab.txt --output_dir=" + out + " --do_predict"
+         " --features_only --predict_file=" + dir,
+         "--predict_file=" + dir + ": is a directory, expected a file (SQuAD JSON"},
+        {"pretrain --bert_config_file=" + dir + " --input_file=" + g +
+         "pretraining/public_128_s12345_d2.tfrecord --output_dir=" + out,
+         dir + ": is a directory, expected a file"},
+        {"squad-eval " + dir + " " + g + "squad/predictions.json", dir + ": is a directory, expected a file"},
+        {"pick-eval --input_tfrecord=" + g + "pretraining/public_128_s12345_d2.tfrecord"
+         " --output_tfrecord=" + dir + " --num_examples_to_pick=2",
+         dir + ": is a directory, expected a file name to write"}};
+    for (const auto& [cmd, want] : cases) {
+        const auto r = run_bertbench(cmd);
+        EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
+        EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << "\n" << r.out;
+        EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+        for (const char* wrong : {"not valid JSON", "vocabulary is empty", "disk full"})
+            EXPECT_EQ(r.out.find(wrong), std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(out)) << cmd;
+    }
+}
+
+// A start that fails after the output directory was made leaves no empty directory behind (nor
+// the parents it made); a directory that was there before stays.
+TEST(UsabilityCli, AFailedStartLeavesNoEmptyOutputDirectory) {
+    const testing::TmpDir tmp("bb_usability_cleanup");
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string g = std::string(s ? s : "/work/shared") + "/golden/";
+    const std::string bad_json = tmp.file("train.json");
+    std::ofstream(bad_json) << "{\"data\": [";
+    const auto squad = [&](const std::string& out) {
+        return run_bertbench("squad --vocab_file=" + g + "vocab.txt --output_dir=" + out +
+                             " --do_train --features_only --train_file=" + bad_json);
+    };
+    auto r = squad(tmp.file("a/b/c"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(bad_json), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp.file("a"))) << r.out;
+    fs::create_directories(tmp.file("kept"));
+    r = squad(tmp.file("kept"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_TRUE(fs::is_directory(tmp.file("kept")));
+    // pretrain: the records are seq 128; the flag says 64 (found when the data is opened).
+    r = run_bertbench("pretrain --model=tiny --input_file=" + g +
+                      "pretraining/public_128_s12345_d2.tfrecord --output_dir=" + tmp.file("p/q") +
+                      " --max_seq_length=64 --nodo_eval --threads=1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("max_seq_length"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp.file("p"))) << r.out;
+}
+
+// squad-eval with predictions of another dataset: the official output (every question scores 0)
+// and one warning that no prediction id is a question of the dataset; none when they match.
+TEST(UsabilityCli, SquadEvalWarnsOnceWhenNoPredictionIdMatches) {
+    const testing::TmpDir tmp("bb_usability_squad_eval");
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string g = std::string(s ? s : "/work/shared") + "/golden/squad/";
+    std::ofstream(tmp.file("other.json")) << R"({"t01": "x", "q2": "y"})";
+    auto r = run_bertbench("squad-eval " + g + "dataset-v1.1.json " + tmp.file("other.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("none of its"), std::string::npos) << "one id matches\n" << r.out;
+    std::ofstream(tmp.file("other.json")) << R"({"q1": "x", "q2": "y"})";
+    r = run_bertbench("squad-eval " + g + "dataset-v1.1.json " + tmp.file("other.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const std::string warning = tmp.file("other.json") + ": none of its 2 prediction id(s) is a "
+                                "question id of " + g + "dataset-v1.1.json (";
+    const size_t at = r.out.find(warning);
+    EXPECT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(warning, at + 1), std::string::npos) << "twice\n" << r.out;
+    EXPECT_NE(r.out.find("{\"exact_match\": 0.0, \"f1\": 0.0}"), std::string::npos) << r.out;
+    r = run_bertbench("squad-eval " + g + "dataset-v1.1.json " + g + "predictions.json");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("none of its"), std::string::npos) << r.out;
 }
 
 }  // namespace
