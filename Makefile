@@ -32,10 +32,12 @@ test-asan: build-asan
 	  ctest --output-on-failure -j $(JOBS) -E 'Slow'
 
 # libFuzzer + ASan + UBSan (clang-14, build-fuzz/): every fuzz/*_fuzz.cpp target for FUZZ_SECONDS
-# on a scratch copy of its seed corpus; non-zero exit on a crash, timeout or OOM. docs/fuzzing.md.
+# on a scratch copy of its seed corpus, the structure-aware generators (*_gen) for FUZZ_GEN_SECONDS
+# under a tighter memory cap; non-zero exit on a crash, timeout or OOM. docs/fuzzing.md.
 FUZZ_SECONDS ?= 20
+FUZZ_GEN_SECONDS ?= 5
 fuzz:
-	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_GEN_SECONDS)
 
 demo: setup build
 	@BUILD=$(BUILD) bash scripts/demo.sh

@@ -13,6 +13,7 @@
 #include "data/pretrain_reader.hpp"
 #include "fuzz_util.hpp"
 #include "model/checkpoint.hpp"
+#include "recipe.hpp"
 
 using namespace bertbench;
 
@@ -39,22 +40,11 @@ std::string checkpoint_image(const model::ParamTable& table, const std::string& 
     return out;
 }
 
-model::BertConfig seed_config() {
-    model::BertConfig c;
-    c.vocab_size = 15;
-    c.hidden_size = 4;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 8;
-    c.max_position_embeddings = 16;
-    return c;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static fuzz::MemFile file;
-    static const model::ParamTable seed_table(seed_config(), model::Heads::pretraining);
+    static const model::ParamTable seed_table(fuzz::tiny_config(), model::Heads::pretraining);
     const std::string text(reinterpret_cast<const char*>(data), size);
 
     // The input's own config, when it parses and is small, lays out the stored tensors.
