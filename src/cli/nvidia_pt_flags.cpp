@@ -11,6 +11,7 @@
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
+#include "dist/comm.hpp"
 
 namespace bertbench::cli {
 namespace {
@@ -91,7 +92,7 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
     if (fs::is_regular_file(results, ec)) {
         const auto r = json_safe::parse(read_file(results), results, "phase 1's results.json");
         if (r.is_object() && r.contains("updates") && r["updates"].is_number_integer() &&
-            r["updates"].get<int64_t>() != n.phase1_end_step)
+            r["updates"].get<int64_t>() != n.phase1_end_step && dist::world().rank() == 0)
             log::warn("--phase1_end_step={}: phase 1 in {} ended after {} optimizer updates "
                       "(NVIDIA's script numbers phase 2's checkpoints from --phase1_end_step)",
                       n.phase1_end_step, phase1, r["updates"].get<int64_t>());
