@@ -161,6 +161,9 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
         f.add_ignored("disable_progress_bar", false,
                       "(progress is one line on a terminal, plain lines otherwise)");
         f.add_ignored("vocab_file", true, "(the records are already tokenized)");
+        for (const char* name : {"train_file", "predict_file", "do_predict", "predict_batch_size",
+                                 "eval_script", "cache_dir", "skip_cache", "no_cuda"})
+            f.add_hint(name, "run_squad.py's flag: bertbench squad takes it");
     } else {
         f.add_ignored("amp", false, kGpu);
         f.add_ignored("no_cuda", false, kGpu);

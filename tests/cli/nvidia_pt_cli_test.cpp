@@ -198,6 +198,8 @@ TEST(NvidiaPyTorchCli, MixedOrBadFlagsAreOneLineErrors) {
          "--train_batch_size=7: expected a positive multiple of --gradient_accumulation_steps=2"},
         {" --input_dir=" + d.phase1 + " --resume_step=4",
          "unknown flag --resume_step (not supported: bertbench resumes from the latest"},
+        {" --input_dir=" + d.phase1 + " --eval_script=evaluate-v1.1.py",
+         "unknown flag --eval_script (run_squad.py's flag: bertbench squad takes it)"},
         // Another script's `--name value`: the value is not a second error.
         {" --input_dir=" + d.phase1 + " --frobnicate results/dllogger.json",
          "unknown flag --frobnicate"},
@@ -281,6 +283,11 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
                            "run_squad.py)"), 1u) << r.out;
     EXPECT_EQ(slurp(eval_out + "/predictions.json"), slurp(out + "/predictions.json"));
 
+    // run_pretraining.py's flags on squad name the command that takes them.
+    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --phase2");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("unknown flag --phase2 (run_pretraining.py's flag: bertbench pretrain "
+                         "takes it)"), std::string::npos) << r.out;
     // A step limit is refused naming the equivalent.
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --max_steps=5");
     EXPECT_EQ(r.exit_code, 1) << r.out;
