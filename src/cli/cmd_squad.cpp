@@ -88,13 +88,16 @@ bool has_answers(const nlohmann::json& doc) {
 
 // No input may be one of the files this command line writes in --output_dir (compared by inode,
 // as prepare, pick-eval and convert check theirs): e.g. --predict_file=out/predictions.json or
-// --train_file=out/train.tf_record would be overwritten. Checked before any work.
-void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predict_model) {
+// --train_file=out/train.tf_record would be overwritten. Checked before any work. `pt_model`: NVIDIA's
+// line also writes pytorch_model.bin.
+void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predict_model,
+                                  bool pt_model) {
     std::vector<std::string> names;
     if (o.do_train) names.push_back("train.tf_record");
     if (train_model)  // the training loop's own files (it checks its checkpoints itself)
         names.insert(names.end(), {"config.json", "results.json", "train_log.jsonl", "curves.svg",
                                    "changed_flags.jsonl"});
+    if (train_model && pt_model) names.push_back("pytorch_model.bin");  // NVIDIA's line
     if (o.do_predict) {
         names.insert(names.end(), {"eval.tf_record", "predictions.json", "nbest_predictions.json",
                                    "eval_results.json"});
@@ -213,7 +216,8 @@ int cmd_squad(int argc, char** argv) {
     if (!o.raw_results.empty() && !o.do_predict) fail("--raw_results needs --do_predict and --predict_file");
     const bool train_model = o.do_train && !o.features_only;
     const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
-    check_outputs_are_not_inputs(o, train_model, predict_model);
+    const bool pt_model = !nvidia.empty() && !nvpt.skip_checkpoint;  // run_squad.py's model file
+    check_outputs_are_not_inputs(o, train_model, predict_model, pt_model);
     if (!nvpt.json_summary.empty())
         check_dllogger_path(nvpt.json_summary, {o.vocab_file, o.bert_config_file, o.init_checkpoint,
                                                 o.train_file, o.predict_file, o.raw_results});
@@ -314,6 +318,9 @@ int cmd_squad(int argc, char** argv) {
                                                          features, flags_json);
             if (status != 0) return status;  // interrupted: no prediction
             if (!root) return 0;
+            if (pt_model)
+                write_nvidia_squad_model(train::latest_checkpoint(o.output_dir), o.output_dir,
+                                         o.bert_config_file);
         }
     }
 

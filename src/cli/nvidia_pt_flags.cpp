@@ -12,6 +12,7 @@
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "dist/comm.hpp"
+#include "model/convert.hpp"
 
 namespace bertbench::cli {
 namespace {
@@ -169,8 +170,9 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
         f.add_ignored("no_cuda", false, kGpu);
         f.add_ignored("disable-progress-bar", false,
                       "(progress is one line on a terminal, plain lines otherwise)");
-        f.add_ignored("skip_checkpoint", false,
-                      "(prediction uses the fine-tuned checkpoint bertbench writes)");
+        f.add("skip_checkpoint", &skip_checkpoint,
+              who + "do not write pytorch_model.bin (the fine-tuned model as a PyTorch state "
+                    "dict) in --output_dir after --do_train");
         f.add_ignored("do_eval", false,
                       "(the official metric is built in: computed whenever --predict_file has "
                       "answers)");
@@ -196,13 +198,13 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
         "num_steps_per_checkpoint", "skip_checkpoint", "steps_this_run", "resume_from_checkpoint",
         "phase2", "phase1_end_step", "json-summary", "log_freq"};
     static const std::vector<const char*> squad_set{"max_steps", "gradient_accumulation_steps",
-                                                    "json-summary", "log_freq"};
+                                                    "json-summary", "log_freq", "skip_checkpoint"};
     static const std::vector<const char*> pt_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "allreduce_post_accumulation_fp16",
         "checkpoint_activations", "disable_progress_bar", "vocab_file"};
     static const std::vector<const char*> squad_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
-        "skip_checkpoint", "do_eval", "eval_script", "cache_dir", "skip_cache"};
+        "do_eval", "eval_script", "cache_dir", "skip_cache"};
     const bool pt = script_ == Script::pretraining;
     for (const char* name : pt ? pt_set : squad_set)
         if (f.is_set(name)) return std::string("--") + name;
@@ -348,6 +350,19 @@ void apply_nvidia_pt_loss_scale(const std::string& marker, std::string& loss_sca
     loss_scale.clear();
     log::info("--loss_scale=0 (NVIDIA's dynamic scaling for --fp16): no loss scaling on this "
               "run (fp32 unless --dtype=bf16, which needs none)");
+}
+
+void write_nvidia_squad_model(const std::string& checkpoint, const std::string& output_dir,
+                              const std::string& bert_config_file) {
+    model::ConvertOptions c;
+    c.input = checkpoint;
+    c.output = (fs::path(output_dir) / "pytorch_model.bin").string();
+    c.to = "pt";
+    c.bert_config_file = bert_config_file;
+    c.overwrite = true;  // run_squad.py rewrites it after every fine-tuning
+    model::convert_checkpoint(c);
+    log::info("wrote {}: the fine-tuned model as run_squad.py saves it (a PyTorch state dict; its "
+              "eval line takes it as --init_checkpoint; --skip_checkpoint: not written)", c.output);
 }
 
 }  // namespace bertbench::cli

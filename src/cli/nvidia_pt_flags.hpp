@@ -57,6 +57,12 @@ std::string apply_nvidia_pt_pretrain(const Flags& flags, const NvidiaPtFlags& n,
 std::string apply_nvidia_pt_squad(const Flags& flags, const NvidiaPtFlags& n, int& train_batch_size,
                                   bool& do_lower_case, int ranks);
 
+// run_squad.py's pytorch_model.bin after fine-tuning: `checkpoint` (the run's last) as a PyTorch
+// state dict (HF names, qa_outputs for the span head) in `output_dir`, overwritten as the script
+// does. Called on NVIDIA's command line unless --skip_checkpoint.
+void write_nvidia_squad_model(const std::string& checkpoint, const std::string& output_dir,
+                              const std::string& bert_config_file);
+
 // Both scripts' --loss_scale=0 (their default: dynamic scaling under --fp16) on their command
 // line: no loss scaling ('' here, the fp32/bf16 run needs none), said once; other values as is.
 void apply_nvidia_pt_loss_scale(const std::string& marker, std::string& loss_scale);

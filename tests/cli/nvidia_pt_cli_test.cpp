@@ -274,14 +274,21 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find(pt), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("cls/squad/output"), std::string::npos) << r.out;
-    // With the fine-tuned checkpoint, into a fresh directory: the training run's predictions.
-    const std::string ckpt = json::parse(slurp(out + "/results.json"))["last_checkpoint"];
+    // With the fine-tuned model the training line left as run_squad.py does (pytorch_model.bin in
+    // --output_dir), into a fresh directory: the training run's predictions.
+    const std::string ckpt = out + "/pytorch_model.bin";
+    ASSERT_TRUE(fs::exists(ckpt)) << r.out;
     const std::string eval_out = d.tmp.file("squad_eval");
     r = run_bertbench(run_squad_line(d, ckpt, eval_out, false));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(count_of(r.out, "predicting with " + ckpt + " (--init_checkpoint, as NVIDIA's "
-                           "run_squad.py)"), 1u) << r.out;
+                              "run_squad.py)"), 1u) << r.out;
     EXPECT_EQ(slurp(eval_out + "/predictions.json"), slurp(out + "/predictions.json"));
+    // --skip_checkpoint: no pytorch_model.bin.
+    const std::string skipped = d.tmp.file("squad_skip");
+    r = run_bertbench(run_squad_line(d, pt, skipped, true) + " --skip_checkpoint");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_FALSE(fs::exists(skipped + "/pytorch_model.bin"));
 
     // run_pretraining.py's flags on squad name the command that takes them.
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --phase2");
