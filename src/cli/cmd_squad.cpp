@@ -42,20 +42,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Options {
-    std::string vocab_file, bert_config_file, init_checkpoint, train_file, predict_file, output_dir;
-    std::string raw_results, model;
+// The fine-tuning's own options (train::SquadTrainOptions: the model, output_dir, batch, schedule,
+// checkpoints, seed, threads ...) bound to their flags directly, and the rest of the command's.
+struct Options : train::SquadTrainOptions {
+    std::string vocab_file, train_file, predict_file, raw_results;
     bool do_lower_case = true, do_train = false, do_predict = false, verbose_logging = false;
     bool version_2_with_negative = false, features_only = false;
-    int max_seq_length = 384, doc_stride = 128, max_query_length = 64;
-    int train_batch_size = 32, predict_batch_size = 8, save_checkpoints_steps = 1000;
+    int doc_stride = 128, max_query_length = 64, predict_batch_size = 8;
     int n_best_size = 20, max_answer_length = 30;
-    int64_t seed = 12345;
-    double learning_rate = 5e-5, num_train_epochs = 3.0, warmup_proportion = 0.1;
     double null_score_diff_threshold = 0.0;
-    int threads = 0, keep_checkpoint_max = 5;
-    bool allow_changed_flags = false, clip_after_allreduce = false;
-    PrecisionFlags precision;
+    PrecisionFlags precision_flags;
 };
 
 std::vector<data::SquadExample> read_examples(const std::string& path, bool training, const Options& o) {
@@ -169,7 +165,7 @@ int cmd_squad(int argc, char** argv) {
     flags.add("clip_by_global_norm_after_gradient_allreduce", &o.clip_after_allreduce,
               "under mpirun: clip the averaged gradient (1 process x global batch equals N ranks) "
               "instead of each rank's own before the all-reduce (default, as run_squad.py's replicas)");
-    o.precision.add(flags, true);
+    o.precision_flags.add(flags, true);
     DeviceFlag device;
     device.add(flags);
     add_accelerator_flags(flags);  // run_squad.py's --use_tpu, --tpu_name, ...: no effect here
@@ -181,7 +177,7 @@ int cmd_squad(int argc, char** argv) {
     const int ranks = dist::world().size();
     const std::string nvidia =
         apply_nvidia_pt_squad(flags, nvpt, o.train_batch_size, o.do_lower_case, ranks);
-    apply_nvidia_pt_loss_scale(nvidia, o.precision.loss_scale);
+    apply_nvidia_pt_loss_scale(nvidia, o.precision_flags.loss_scale);
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
     const bool root = dist::world().rank() == 0;
@@ -245,7 +241,7 @@ int cmd_squad(int argc, char** argv) {
                  "in --output_dir={} (or --do_train to fine-tune first, or --raw_results=FILE to "
                  "decode logits), got none", o.output_dir);
     }
-    const ops::Precision precision = o.precision.precision();
+    const ops::Precision precision = o.precision_flags.precision();
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
@@ -292,28 +288,13 @@ int cmd_squad(int argc, char** argv) {
                                                               o.train_batch_size, o.num_train_epochs));
         log::info("wrote {}", path);
         if (train_model) {
-            train::SquadTrainOptions t;
-            t.bert_config_file = o.bert_config_file;
-            t.model = o.model;
-            t.init_checkpoint = o.init_checkpoint;
-            t.output_dir = o.output_dir;
+            train::SquadTrainOptions t = o;
             t.inputs = {o.vocab_file, o.train_file};
             if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
-            t.max_seq_length = o.max_seq_length;
-            t.train_batch_size = o.train_batch_size;
-            t.learning_rate = o.learning_rate;
-            t.num_train_epochs = o.num_train_epochs;
-            t.warmup_proportion = o.warmup_proportion;
-            t.save_checkpoints_steps = o.save_checkpoints_steps;
-            t.keep_checkpoint_max = o.keep_checkpoint_max;
-            t.seed = o.seed;
-            t.threads = o.threads;
             t.precision = precision;
-            t.loss_scale = o.precision.loss_scale;
-            t.initial_loss_scale = o.precision.initial_loss_scale;
-            t.loss_scale_window = o.precision.loss_scale_window;
-            t.allow_changed_flags = o.allow_changed_flags;
-            t.clip_after_allreduce = o.clip_after_allreduce;
+            t.loss_scale = o.precision_flags.loss_scale;
+            t.initial_loss_scale = o.precision_flags.initial_loss_scale;
+            t.loss_scale_window = o.precision_flags.loss_scale_window;
             const int status = train::run_squad_training(t, static_cast<int64_t>(train_examples.size()),
                                                          features, flags_json);
             if (status != 0) return status;  // interrupted: no prediction
