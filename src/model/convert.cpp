@@ -226,6 +226,7 @@ nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors
     const std::string act = c.hidden_act == "gelu_erf" ? "gelu"
                             : c.hidden_act == "relu"   ? "relu"
                                                        : "gelu_new";
+    const nlohmann::json ours = c.to_json();  // its floats as given (0.1, not 0.10000000149…)
     return {{"architectures", {squad         ? "BertForQuestionAnswering"
                                : pretraining ? "BertForPreTraining"
                                              : "BertModel"}},
@@ -236,11 +237,11 @@ nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors
             {"num_attention_heads", c.num_attention_heads},
             {"intermediate_size", c.intermediate_size},
             {"hidden_act", act},
-            {"hidden_dropout_prob", c.hidden_dropout_prob},
-            {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
+            {"hidden_dropout_prob", ours.at("hidden_dropout_prob")},
+            {"attention_probs_dropout_prob", ours.at("attention_probs_dropout_prob")},
             {"max_position_embeddings", c.max_position_embeddings},
             {"type_vocab_size", c.type_vocab_size},
-            {"initializer_range", c.initializer_range},
+            {"initializer_range", ours.at("initializer_range")},
             {"layer_norm_eps", 1e-12},
             {"pad_token_id", 0},
             {"position_embedding_type", "absolute"}};

@@ -99,6 +99,9 @@ TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     EXPECT_EQ(cfg["model_type"], "bert");
     EXPECT_EQ(cfg["architectures"][0], "BertForPreTraining");
     EXPECT_EQ(cfg["hidden_act"], "gelu_new");  // the reference's tanh GELU
+    // floats as a user writes them: 0.1, not the float's exact double 0.10000000149011612
+    EXPECT_EQ(cfg["hidden_dropout_prob"].get<double>(), 0.1);
+    EXPECT_EQ(cfg["initializer_range"].get<double>(), 0.02);
     const io::SafetensorsReader hf(dir.file("hf/model.safetensors"));
     const io::TensorInfo* q = hf.find("bert.encoder.layer.0.intermediate.dense.weight");
     ASSERT_NE(q, nullptr);
