@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -147,9 +148,9 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
     if (__builtin_mul_overflow(elements, static_cast<uint64_t>(type_size), &bytes))
         fail("[hdf5] {}: dataset {}: {} elements of {} bytes overflow a 64-bit count", path, name,
              elements, type_size);
-    const uint64_t stored = H5Dget_storage_size(ds);
     if (layout == H5D_CONTIGUOUS) {
         // Stored uncompressed, all or nothing: every declared byte must lie inside the file.
+        const uint64_t stored = H5Dget_storage_size(ds);
         const haddr_t at = H5Dget_offset(ds);
         if (bytes > 0 && (stored != bytes || at == HADDR_UNDEF || at > file_size ||
                           file_size - at < bytes))
@@ -181,6 +182,17 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
             shape_str(std::vector<uint64_t>(chunk.begin(), chunk.end())),
             chunk_bytes == UINT64_MAX ? std::string("more than 2^64")
                                       : std::to_string(chunk_bytes));
+    // Every written chunk takes at least one byte of the file, so more chunks than the file has
+    // bytes cannot all be there; and libhdf5 counts them (below) by walking the whole declared
+    // index: a fixed-array index of 2^40 one-row chunks in a 15 KB file took minutes (found by
+    // the hdf5_gen generator). So the count is bounded by the file's size before libhdf5 is asked.
+    if (chunks > file_size)
+        fail(
+            "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got a "
+            "{}-byte file, too small to hold them (rows declared but never written; hint: the "
+            "shard was never fully written)",
+            path, name, chunks, shape_str(dims), file_size);
+    const uint64_t stored = H5Dget_storage_size(ds);
     Handle space(H5Dget_space(ds), H5Sclose);
     hsize_t written = 0;
     if (!space.ok() || H5Dget_num_chunks(ds, space.get(), &written) < 0)
@@ -196,33 +208,50 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
     return st;
 }
 
-// The stored chunk at `offset` must inflate to at most its own size (st.chunk_bytes): inflated
-// into 64 KiB at a time and counted, before libhdf5's deflate, which grows its buffer to the end
-// of the stream, ever sees it. Memory: the chunk's stored bytes plus 64 KiB.
-void check_chunk_inflates(const std::string& path, const char* name, hid_t ds,
-                          const Hdf5DatasetStorage& st, const std::vector<hsize_t>& offset,
-                          uint64_t file_size) {
+// The stored chunk at `offset` must decode to exactly its own size (st.chunk_bytes) before
+// libhdf5 reads it: libhdf5 copies a whole chunk out of whatever its filters returned, so a chunk
+// stored shorter (written directly, or deflating to fewer bytes) was read past its buffer (found
+// by the hdf5_gen generator), and libhdf5's deflate grows its buffer to the stream's end (a
+// decompression bomb). The chunk index's record says where the chunk lies (inside the file),
+// how many bytes it has and which filters were applied: unfiltered, shuffled or checksummed
+// chunks are checked by that size, a deflated one is read and inflated here into 64 KiB at a
+// time, counting. Memory: the chunk's stored bytes plus 64 KiB, only for deflated chunks.
+void check_chunk(const std::string& path, const char* name, hid_t ds, const Hdf5DatasetStorage& st,
+                 const std::vector<hsize_t>& offset, uint64_t file_size) {
+    const auto where = [&] { return shape_str(std::vector<uint64_t>(offset.begin(), offset.end())); };
+    // The chunk index's own record (H5Dget_chunk_storage_size reports the chunk shape's size for
+    // an unfiltered dataset, whatever was stored).
+    unsigned skipped = 0;  // bit i: filter i was not applied to this chunk
+    haddr_t at = HADDR_UNDEF;
     hsize_t nbytes = 0;
-    if (H5Dget_chunk_storage_size(ds, offset.data(), &nbytes) < 0)
-        fail("[hdf5] {}: dataset {}: cannot find the chunk at {} ({})", path, name,
-             shape_str(std::vector<uint64_t>(offset.begin(), offset.end())), hdf5_error());
-    if (nbytes > file_size || nbytes > UINT32_MAX)
-        fail("[hdf5] {}: dataset {}: expected a chunk stored inside the file's {} bytes, got {} "
-             "bytes (the file is corrupt)",
-             path, name, file_size, nbytes);
+    if (H5Dget_chunk_info_by_coord(ds, offset.data(), &skipped, &at, &nbytes) < 0 ||
+        at == HADDR_UNDEF)
+        fail("[hdf5] {}: dataset {}: cannot find the chunk at {} ({})", path, name, where(),
+             hdf5_error());
+    if (at > file_size || nbytes > file_size - at || nbytes > UINT32_MAX)
+        fail("[hdf5] {}: dataset {}: expected the chunk at {} stored inside the file's {} bytes, "
+             "got {} bytes at offset {} (the file is corrupt or truncated)",
+             path, name, where(), file_size, nbytes, at);
+    const auto applied = [&](int f) { return f >= 0 && ((skipped >> f) & 1u) == 0; };
+    const uint64_t check = applied(st.fletcher32) ? 4 : 0;  // fletcher32 appends its checksum
+    if (!applied(st.deflate)) {
+        if (nbytes != st.chunk_bytes + check)
+            fail("[hdf5] {}: dataset {}: expected the chunk at {} stored as its {} bytes{}, got {} "
+                 "bytes (the file is corrupt)",
+                 path, name, where(), st.chunk_bytes, check ? " plus a 4-byte checksum" : "",
+                 nbytes);
+        return;
+    }
     std::vector<unsigned char> raw(static_cast<size_t>(nbytes));
-    uint32_t skipped = 0;  // bit i: filter i was not applied to this chunk
-    if (nbytes > 0 && H5Dread_chunk(ds, H5P_DEFAULT, offset.data(), &skipped, raw.data()) < 0)
+    uint32_t mask = 0;
+    if (nbytes > 0 && H5Dread_chunk(ds, H5P_DEFAULT, offset.data(), &mask, raw.data()) < 0)
         fail("[hdf5] {}: dataset {}: cannot read a chunk ({}; hint: the file is corrupt or "
              "truncated)",
              path, name, hdf5_error());
-    if ((skipped >> st.deflate) & 1u) return;  // stored uncompressed
-    size_t in = raw.size();
-    if (st.fletcher32 >= 0 && ((skipped >> st.fletcher32) & 1u) == 0) in = in >= 4 ? in - 4 : 0;
     unsigned char scratch[64 * 1024];
     z_stream z{};
     z.next_in = raw.data();
-    z.avail_in = static_cast<uInt>(in);
+    z.avail_in = static_cast<uInt>(raw.size() >= check ? raw.size() - check : 0);
     int status = inflateInit(&z);
     uint64_t total = 0;
     while (status == Z_OK) {
@@ -244,10 +273,14 @@ void check_chunk_inflates(const std::string& path, const char* name, hid_t ds,
         fail("[hdf5] {}: dataset {}: a {}-byte deflate chunk does not inflate ({}; hint: the file "
              "is corrupt or truncated)",
              path, name, nbytes, zmsg);
+    if (total != st.chunk_bytes)
+        fail("[hdf5] {}: dataset {}: expected the chunk at {} to inflate to its {} bytes, got {} "
+             "(the file is corrupt)",
+             path, name, where(), st.chunk_bytes, total);
 }
 
 // Reads rows [first, first + count) of a rank-1 or rank-2 dataset (width columns; 0: rank 1),
-// after checking every compressed chunk those rows touch (check_chunk_inflates).
+// after checking every chunk those rows touch (check_chunk).
 template <typename T>
 void read_rows_of(const std::string& path, hid_t file, const char* name, hid_t mem_type,
                   uint64_t first, uint64_t count, uint64_t width, const Hdf5DatasetStorage& st,
@@ -256,11 +289,11 @@ void read_rows_of(const std::string& path, hid_t file, const char* name, hid_t m
     if (count == 0) return;
     Handle ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
     if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
-    if (st.chunk_bytes > 0 && st.deflate >= 0) {
+    if (st.chunk_bytes > 0) {
         const uint64_t c0 = st.chunk[0], c1 = width == 0 ? 1 : st.chunk[1];
         for (uint64_t r = first / c0 * c0; r < first + count; r += c0)
             for (uint64_t c = 0; c < std::max<uint64_t>(width, 1); c += c1)
-                check_chunk_inflates(path, name, ds.get(), st,
+                check_chunk(path, name, ds.get(), st,
                                      width == 0 ? std::vector<hsize_t>{r}
                                                 : std::vector<hsize_t>{r, c},
                                      file_size);
@@ -427,9 +460,17 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
                  std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
         std::FILE* f = std::fopen(path.c_str(), "rb");
         if (f == nullptr) fail("[hdf5] {}: cannot open: {}", path, std::strerror(errno));
+        struct stat st {};
+        const int rc = ::fstat(fileno(f), &st);
         std::fclose(f);
-        file_size = std::filesystem::file_size(path, ec);
-        if (ec) fail("[hdf5] {}: cannot open: {}", path, ec.message());
+        if (rc != 0) fail("[hdf5] {}: cannot open: {}", path, std::strerror(errno));
+        // The bytes the file holds, holes left out: libhdf5 reserves address space for a chunk
+        // index as large as the declared chunk count, so a 40 KB shard declaring 2^40 chunks is
+        // an 8.8 TB sparse file (found by the hdf5_gen generator). Every limit below compares
+        // declared sizes with this. (A file system that reports no blocks: its size.)
+        file_size = static_cast<uint64_t>(st.st_size);
+        const uint64_t stored = static_cast<uint64_t>(st.st_blocks) * 512;
+        if (st.st_blocks > 0 && stored < file_size) file_size = stored;
     }
     Hdf5Lock lock;
     const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());

@@ -88,9 +88,12 @@ struct Hdf5DatasetStorage {
 // external storage is refused); only filters built into libhdf5 (no plugin is ever loaded);
 // chunks of at most kHdf5MaxChunkBytes; and every declared row backed by stored bytes (a
 // contiguous dataset's bytes inside the file, every chunk of a chunked one's extent written).
-// Filters: gzip/deflate, shuffle, fletcher32 in h5py's order. A compressed chunk is inflated
-// (into 64 KiB, counting) before libhdf5 reads it: past the chunk's own size it is an error (a
-// decompression bomb), since libhdf5's deflate would grow its buffer to the stream's end. Errors are one line naming the file and dataset. Not thread-safe; any
+// Filters: gzip/deflate, shuffle, fletcher32 in h5py's order. Before libhdf5 reads a chunk, its
+// record in the chunk index must put it inside the file and decode to exactly the chunk's size:
+// stored as that many bytes (plus fletcher32's 4), or, deflated, inflating (into 64 KiB,
+// counting) to exactly that many: libhdf5's deflate would grow its buffer to the stream's end (a
+// decompression bomb), and a shorter chunk was read past its buffer. Errors are one line naming
+// the file and dataset. Not thread-safe; any
 // number of readers may be open at once (libhdf5 is called under one lock).
 class Hdf5ShardReader {
   public:

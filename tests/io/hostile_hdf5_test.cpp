@@ -3,12 +3,14 @@
 // Error naming the file and dataset, what was expected and what was found, with the child's peak
 // memory (ru_maxrss) far below what the file declares. A virtual dataset sourced from itself used
 // to overflow the stack inside libhdf5 (SIGSEGV); 10^7 never-written rows, a chunk of 2^21 rows
-// and a deflate stream inflating a 1 MiB chunk to 512 MiB each cost what the file declared.
+// and a deflate stream inflating a 1 MiB chunk to 512 MiB each cost what the file declared; a
+// chunk stored shorter than its shape was read past its buffer.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -74,6 +76,20 @@ with h5py.File(path, 'w') as f:
         ds = h5py.h5d.create(f.id, b'input_ids', h5py.h5t.STD_I32LE,
                              h5py.h5s.create_simple((4, T)), dcpl=dcpl)
         ds.write_direct_chunk((0, 0), a['input_ids'].tobytes(), filter_mask=0)
+    elif kind == 'manychunks':  # 2^36 rows in 1-row chunks, a fixed-array index, one written
+        f.close()
+        with h5py.File(path, 'w', libver='latest') as g:
+            for k, v in a.items():
+                d = g.create_dataset(k, shape=(2**36,) + v.shape[1:], dtype=v.dtype,
+                                     chunks=(1,) + v.shape[1:])
+                d[0] = v[0]
+    elif kind in ('short', 'shortshuffle', 'shortdeflate', 'nosum'):  # one chunk of 4 rows
+        d = f.create_dataset('input_ids', shape=(4, T), dtype='i4', chunks=(4, T),
+                             shuffle=kind == 'shortshuffle', fletcher32=kind == 'nosum',
+                             compression='gzip' if kind == 'shortdeflate' else None)
+        raw = {'short': bytes(17), 'shortshuffle': bytes(17), 'nosum': a['input_ids'].tobytes(),
+               'shortdeflate': zlib.compress(bytes(100))}[kind]
+        d.id.write_direct_chunk((0, 0), raw)
     elif kind != 'good':
         raise SystemExit('unknown kind ' + kind)
 )PY";
@@ -187,9 +203,25 @@ TEST(HostileHdf5, NeverWrittenRowsAreRefusedAtConstantMemory) {
     const std::string path = make_hostile(dir, "unwritten");
     EXPECT_LT(std::filesystem::file_size(path), 100'000u);
     expect_refused(path, {"dataset input_ids: expected all 9766 chunks of its (10000000, 128) "
-                          "extent written, got 0 chunks",
+                          "extent written, got ",
                           "never written"},
                    64);
+}
+
+// Found by the hdf5_gen generator: 2^40 declared rows in one-row chunks, with libhdf5's newest
+// format (a fixed-array chunk index): libhdf5 walks every declared index entry to count the
+// written chunks, which took minutes; the file is a few KB of data in an 8.8 TB sparse file (the
+// index's reserved address space). Here 2^36 rows in each of the six datasets (3.3 TB sparse). Now refused by the bytes the file holds before libhdf5 is
+// asked, at once.
+TEST(HostileHdf5, DeclaredChunkCountIsBoundedByTheFileBeforeLibhdf5CountsThem) {
+    TmpDir dir("bb_hostile_hdf5");
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_refused(make_hostile(dir, "manychunks"),
+                   {"dataset input_ids: expected all 68719476736 chunks of its (68719476736, 128) "
+                    "extent written, got a ",
+                    "too small to hold them"},
+                   64);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
 // One chunk of 2^17 rows (64 MiB at T = 128) holding 4 rows: refused by its chunk size (a chunk
@@ -223,6 +255,24 @@ TEST(HostileHdf5, UnsupportedFilterIsNamed) {
     const std::string msg = error_of([&] { Hdf5ShardReader r(path, 128, 20); });
     EXPECT_EQ(msg.find("plugins ("), std::string::npos) << msg;
     EXPECT_EQ(msg.find("corrupt"), std::string::npos) << msg;
+}
+
+// Found by the hdf5_gen generator: a chunk stored shorter than its chunk shape (written directly,
+// or deflating to fewer bytes) made libhdf5 copy a whole chunk out of the shorter buffer, a heap
+// over-read under ASan. Every chunk a block touches is now checked before libhdf5 reads it:
+// stored as its bytes (plus fletcher32's 4), or inflating to exactly them.
+TEST(HostileHdf5, ChunksThatDoNotHoldTheirShapeAreRefusedBeforeLibhdf5ReadsThem) {
+    TmpDir dir("bb_hostile_hdf5");
+    for (const char* kind : {"short", "shortshuffle"})
+        expect_refused(make_hostile(dir, kind),
+                       {"dataset input_ids: expected the chunk at (0, 0) stored as its 2048 bytes, "
+                        "got 17 bytes"});
+    expect_refused(make_hostile(dir, "nosum"),
+                   {"dataset input_ids: expected the chunk at (0, 0) stored as its 2048 bytes "
+                    "plus a 4-byte checksum, got 2048 bytes"});
+    expect_refused(make_hostile(dir, "shortdeflate"),
+                   {"dataset input_ids: expected the chunk at (0, 0) to inflate to its 2048 "
+                    "bytes, got 100"});
 }
 
 }  // namespace

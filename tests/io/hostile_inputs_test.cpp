@@ -2,7 +2,8 @@
 // safetensors file, a TF bundle's index or data shard or a TFRecord is expected is a one-line
 // Error naming the file and what it found, before anything is read (opening a FIFO must not wait
 // for a writer: each attempt runs in a child process killed after 20 s, so a regression fails
-// the test instead of hanging it). And the safetensors writer stays linear in the tensor count.
+// the test instead of hanging it). And the safetensors writer stays linear in the tensor count
+// and refuses names that JSON cannot hold.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -277,6 +278,43 @@ TEST(HostileInputs, SafetensorsHeadersSayWhatIsWrong) {
               std::string::npos)
         << msg;
     for (const std::string& m : {msg}) EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
+// Found by the tf_bundle_gen generator (issue 28): a TF checkpoint's tensor names are any bytes,
+// and converting one whose name was not UTF-8 to safetensors ended in an uncaught nlohmann
+// type_error from the header's dump() (std::terminate). The writer now refuses such a name, a
+// metadata key or value when it is added, naming the file and the byte; nothing is written.
+// Well-formed multi-byte UTF-8 still round-trips; overlong forms and surrogates are refused.
+TEST(HostileInputs, SafetensorsWriterRefusesNamesThatAreNotUtf8) {
+    TmpDir dir("bb_hostile_utf8");
+    const std::string path = dir.file("out.safetensors");
+    const float v = 1.0f;
+    for (const std::string& bad : {std::string("w\xff"), std::string("\xc0\x80"),
+                                  std::string("a\xed\xa0\x80"), std::string("\xe6\x97"),
+                                  std::string("\xf4\x90\x80\x80")}) {
+        SafetensorsWriter w(path);
+        const std::string msg = error_of([&] { w.add_f32(bad, {1}, {&v, 1}); });
+        EXPECT_NE(msg.find(path + ": tensor name \""), std::string::npos) << msg;
+        EXPECT_NE(msg.find("expected UTF-8 text (the safetensors header is JSON), got the byte 0x"),
+                  std::string::npos)
+            << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+        const std::string meta = error_of([&] { w.set_metadata("k", bad); });
+        EXPECT_NE(meta.find(path + ": metadata \"k\": value"), std::string::npos) << meta;
+        EXPECT_NE(error_of([&] { w.set_metadata(bad, "v"); }).find(path + ": metadata key"),
+                  std::string::npos);
+        w.write();  // what was refused is not in the file
+        EXPECT_TRUE(SafetensorsReader(path).tensors().empty());
+    }
+    const std::string good = "caf\xc3\xa9/\xe6\x97\xa5/\xf0\x9f\x98\x80";  // é, 日, 😀
+    SafetensorsWriter w(path);
+    w.add_f32(good, {1}, {&v, 1});
+    w.set_metadata(good, good);
+    w.write();
+    const SafetensorsReader r(path);
+    ASSERT_EQ(r.tensors().size(), 1u);
+    EXPECT_EQ(r.tensors()[0].name, good);
+    EXPECT_EQ(r.metadata().at(good), good);
 }
 
 }  // namespace
