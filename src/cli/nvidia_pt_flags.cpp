@@ -86,6 +86,9 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
                  "first, or --init_checkpoint=<phase 1's checkpoint>)", phase1);
         from = o.init_checkpoint;
     }
+    // NVIDIA's phase 2 loads the checkpoint's optimizer state with its step counts reset
+    // (run_pretraining.py: the param groups' `step` zeroed before optimizer.load_state_dict)
+    o.init_optimizer_moments = !o.init_checkpoint.empty();
     // Phase 1's own count of updates, when its results say it: NVIDIA numbers phase 2's
     // checkpoints from --phase1_end_step, which should be that count.
     const std::string results = (fs::path(phase1) / "results.json").string();
@@ -99,10 +102,12 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
                       n.phase1_end_step, phase1, r["updates"].get<int64_t>());
     }
     if (resuming) return fmt::format("--phase2: resuming phase 2 in {}", o.output_dir);
-    return fmt::format("--phase2: phase 2 trains in {} from {} (its weights; LAMB's moments start "
-                       "at zero where NVIDIA's script carries them over) with steps counted from "
-                       "0 (NVIDIA names its checkpoints ckpt_<{} + step>.pt)",
-                       o.output_dir, from, n.phase1_end_step);
+    return fmt::format("--phase2: phase 2 trains in {} from {} ({}) with steps counted from 0 "
+                       "(NVIDIA names its checkpoints ckpt_<{} + step>.pt)",
+                       o.output_dir, from,
+                       "its weights and LAMB's moments, the bias correction restarting, as "
+                       "NVIDIA's",
+                       n.phase1_end_step);
 }
 
 }  // namespace

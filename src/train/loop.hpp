@@ -60,6 +60,9 @@ struct RunOptions {
     std::string loss_scale;            // "" none, "dynamic", or a fixed factor
     double initial_loss_scale = 32768; // --loss_scale=dynamic starts here
     int loss_scale_window = 2000;      // clean updates before the dynamic scale doubles
+    // Also take the optimizer's moments (m, v) from init_checkpoint, one of our checkpoints, and
+    // restart its bias correction (NVIDIA's phase 2 continuing phase 1's LAMB state).
+    bool init_optimizer_moments = false;
 };
 
 // What the loop itself needs: the run's settings, and what the task derives from its own flags.
@@ -172,6 +175,7 @@ private:
     void check_resumed_flags(const nlohmann::json& old_flags);
     void write_config_json();
     void load_or_init();
+    void load_init_moments(const model::ParamTable& table);  // RunOptions::init_optimizer_moments
     void save_checkpoint(bool final_one);
     void prune_checkpoints();
     void write_results(const std::string& status);

@@ -83,6 +83,20 @@ std::string latest_checkpoint(const std::string& dir) {
     return path;
 }
 
+void TrainLoop::load_init_moments(const model::ParamTable& table) {
+    if (o_.init_checkpoint.empty())
+        fail("the optimizer's moments are to come from --init_checkpoint, which is not given");
+    const model::CheckpointReader r(o_.init_checkpoint);
+    if (!r.has(table.entries().front().name + "/adam_m"))
+        fail("--init_checkpoint={}: expected the optimizer's moments to carry over (<tensor>/adam_m "
+             "and /adam_v, as a bertbench training checkpoint has them), got none (hint: a "
+             "checkpoint written by bertbench pretrain)",
+             o_.init_checkpoint);
+    r.load_table(table, updater_->optimizer().m(), "/adam_m");
+    r.load_table(table, updater_->optimizer().v(), "/adam_v");
+    log::info("optimizer moments from {} (bias correction restarts at update 1)", o_.init_checkpoint);
+}
+
 void TrainLoop::load_or_init() {
     const model::ParamTable& table = task_.table();
     optim::LrSchedule sched = o_.schedule;
@@ -103,6 +117,7 @@ void TrainLoop::load_or_init() {
         table.initialize(params_, static_cast<uint64_t>(o_.seed));
         if (!o_.init_checkpoint.empty())
             model::load_init_checkpoint(o_.init_checkpoint, table, params_);  // any format
+        if (o_.init_optimizer_moments) load_init_moments(table);
         return;
     }
     log::info("resuming from {}", resume_from_);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/cli_fixtures.hpp"
+#include "io/safetensors.hpp"
 
 namespace bertbench {
 namespace {
@@ -148,7 +149,8 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     r = run_bertbench(phase2_line(d, ckpts, results, "3"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(count_of(r.out, "--phase2: phase 2 trains in " + ckpts + "/phase2 from " + ckpts +
-                           "/model.ckpt-6.safetensors (its weights; LAMB's moments start at zero"),
+                           "/model.ckpt-6.safetensors (its weights and LAMB's moments, the bias "
+                           "correction restarting"),
               1u) << r.out;
     EXPECT_EQ(r.out.find("--phase1_end_step=3: phase 1"), std::string::npos) << r.out;
     EXPECT_EQ(slurp(ckpts + "/results.json"), phase1_results);
@@ -157,6 +159,19 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     EXPECT_EQ(res2["samples"], 8);
     EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/config.json"))["flags"]["init_checkpoint"],
               ckpts + "/model.ckpt-6.safetensors");
+    // Phase 1's second moments carried over: after phase 2's 2 updates v >= beta_2^2 * v_phase1
+    // everywhere (v = beta_2 v + (1 - beta_2) g^2), which moments started at zero would not give.
+    {
+        const char* v_name = "bert/encoder/layer_0/attention/self/query/kernel/adam_v";
+        const std::vector<float> v1 =
+            io::SafetensorsReader(ckpts + "/model.ckpt-6.safetensors").read_f32(v_name);
+        const std::vector<float> v2 =
+            io::SafetensorsReader(ckpts + "/phase2/model.ckpt-4.safetensors").read_f32(v_name);
+        ASSERT_EQ(v1.size(), v2.size());
+        size_t below = 0;
+        for (size_t i = 0; i < v1.size(); ++i) below += v2[i] < 0.999 * 0.999 * v1[i] * (1 - 1e-6);
+        EXPECT_EQ(below, 0u) << "of " << v1.size();
+    }
     lines = dllogger_lines(results + "/dllogger.json");  // phase 2's, as NVIDIA's rewrites it
     EXPECT_EQ(with_key(lines, "final_loss").at(0)["step"], json::array({0, 2}));
 
