@@ -1,7 +1,8 @@
 // `bertbench convert` on inputs built to hurt (issue 28), through the real binary: a TF bundle
 // whose data shard is a FIFO is a one-line error naming the shard, at once (the command runs
 // under `timeout`, so a regression that blocks fails instead of hanging CI), with nothing written;
-// a bundle of 100,000 tensors converts to safetensors with every tensor in place.
+// a bundle of 100,000 tensors converts to safetensors with every tensor in place; a tensor name
+// that is not UTF-8 is an error line, not a crash.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -160,6 +161,34 @@ TEST(ConvertHostileCli, ManyTensorBundleConvertsCompletely) {
         ASSERT_EQ(v, float(i)) << t.name;
     }
     std::cout << "[ timing   ] " << kTensors << " tensors TF -> safetensors: " << s << " s\n";
+}
+
+// Found by the tf_bundle_gen generator (issue 28): a bundle whose tensor name is not UTF-8 (TF
+// names are bytes) made convert --to=safetensors die in std::terminate (an uncaught JSON
+// exception in the header writer). Now one error line naming the output and the tensor, exit 1,
+// no output file; the same bundle still converts to another TF bundle, whose keys are bytes.
+TEST(ConvertHostileCli, NonUtf8TensorNameIsOneErrorLine) {
+    TmpDir dir("bb_convert_utf8");
+    const std::string prefix = dir.file("bad");
+    {
+        io::TfBundleWriter w(prefix);
+        const float v = 2.0f;
+        w.add_copy("ok", io::TfDType::float32, {1}, &v, sizeof v);
+        w.add_copy("w\xff\xfe", io::TfDType::float32, {1}, &v, sizeof v);
+        w.finish();
+    }
+    const std::string out = dir.file("bad.safetensors");
+    auto r = run_shell("timeout -s KILL 60 " + testing::bertbench_path() +
+                       " convert --to=safetensors --input=" + prefix + " --output=" + out);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_lines(r.out), 1u) << r.out;
+    EXPECT_NE(r.out.find(out + ": tensor name \"w??\": expected UTF-8 text"), std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(out));
+    r = run_shell("timeout -s KILL 60 " + testing::bertbench_path() +
+                  " convert --to=tf --input=" + prefix + " --output=" + dir.file("copy"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(io::TfBundleReader(dir.file("copy")).find("w\xff\xfe"), nullptr);
 }
 
 }  // namespace
