@@ -90,8 +90,10 @@ const char* layout_name(H5D_layout_t l) {
 // The storage of one dataset, checked before any value is read: where its bytes live, which
 // filters they pass through, and how much memory one chunk takes. Returns the chunk's bytes
 // (0: not chunked). `dims` and `type_size` passed the schema check.
+// `file_size`: the file's length; `held`: the bytes it holds (holes of a sparse file left out).
 Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_t ds, hid_t dcpl,
-                       const std::vector<uint64_t>& dims, size_t type_size, uint64_t file_size) {
+                       const std::vector<uint64_t>& dims, size_t type_size, uint64_t file_size,
+                       uint64_t held) {
     const H5D_layout_t layout = H5Pget_layout(dcpl);
     if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED)
         fail(
@@ -182,16 +184,17 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
             shape_str(std::vector<uint64_t>(chunk.begin(), chunk.end())),
             chunk_bytes == UINT64_MAX ? std::string("more than 2^64")
                                       : std::to_string(chunk_bytes));
-    // Every written chunk takes at least one byte of the file, so more chunks than the file has
+    // Every written chunk takes at least one byte of the file, so more chunks than the file holds
     // bytes cannot all be there; and libhdf5 counts them (below) by walking the whole declared
-    // index: a fixed-array index of 2^40 one-row chunks in a 15 KB file took minutes (found by
-    // the hdf5_gen generator). So the count is bounded by the file's size before libhdf5 is asked.
-    if (chunks > file_size)
+    // index: a fixed-array index of 2^40 one-row chunks took minutes (found by the hdf5_gen
+    // generator). Its file holds a few KB but is 8.8 TB long (sparse: the index's reserved
+    // address space), so the count is bounded by the bytes held before libhdf5 is asked.
+    if (chunks > held)
         fail(
-            "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got a "
-            "{}-byte file, too small to hold them (rows declared but never written; hint: the "
+            "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got a file "
+            "holding {} bytes, too few for them (rows declared but never written; hint: the "
             "shard was never fully written)",
-            path, name, chunks, shape_str(dims), file_size);
+            path, name, chunks, shape_str(dims), held);
     const uint64_t stored = H5Dget_storage_size(ds);
     Handle space(H5Dget_space(ds), H5Sclose);
     hsize_t written = 0;
@@ -452,7 +455,7 @@ void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view w
 Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
                                  int max_predictions_per_seq)
     : path_(path), max_seq_length_(max_seq_length), max_predictions_per_seq_(max_predictions_per_seq) {
-    uint64_t file_size = 0;
+    uint64_t file_size = 0, held = 0;
     {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec))
@@ -464,13 +467,13 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         const int rc = ::fstat(fileno(f), &st);
         std::fclose(f);
         if (rc != 0) fail("[hdf5] {}: cannot open: {}", path, std::strerror(errno));
-        // The bytes the file holds, holes left out: libhdf5 reserves address space for a chunk
+        // Also the bytes it holds, holes left out: libhdf5 reserves address space for a chunk
         // index as large as the declared chunk count, so a 40 KB shard declaring 2^40 chunks is
-        // an 8.8 TB sparse file (found by the hdf5_gen generator). Every limit below compares
-        // declared sizes with this. (A file system that reports no blocks: its size.)
-        file_size = static_cast<uint64_t>(st.st_size);
-        const uint64_t stored = static_cast<uint64_t>(st.st_blocks) * 512;
-        if (st.st_blocks > 0 && stored < file_size) file_size = stored;
+        // an 8.8 TB sparse file (found by the hdf5_gen generator); the chunk count is bounded by
+        // these. (A file system that reports no blocks: its length.)
+        file_size = held = static_cast<uint64_t>(st.st_size);
+        const uint64_t blocks = static_cast<uint64_t>(st.st_blocks) * 512;
+        if (st.st_blocks > 0 && blocks < held) held = blocks;
     }
     Hdf5Lock lock;
     const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
@@ -510,7 +513,7 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         // one recursed in libhdf5 until the stack overflowed).
         const H5D_layout_t layout = H5Pget_layout(dcpl.get());
         if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED)
-            check_storage(path, name, ds.get(), dcpl.get(), {}, 1, file_size);  // fails
+            check_storage(path, name, ds.get(), dcpl.get(), {}, 1, file_size, held);  // fails
         Handle type(H5Dget_type(ds.get()), H5Tclose);
         Handle space(H5Dget_space(ds.get()), H5Sclose);
         if (!type.ok() || !space.ok())
@@ -534,8 +537,8 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
     }
     records_ = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq);
     for (size_t k = 0; k < kHdf5Datasets.size(); ++k)
-        storage_[k] = check_storage(path, kHdf5Datasets[k].name, datasets[k].get(),
-                                        dcpls[k].get(), info[k].dims, info[k].type_size, file_size);
+        storage_[k] = check_storage(path, kHdf5Datasets[k].name, datasets[k].get(), dcpls[k].get(),
+                                    info[k].dims, info[k].type_size, file_size, held);
     for (auto& h : datasets) h.reset();
     for (auto& h : dcpls) h.reset();
     file_size_ = file_size;
