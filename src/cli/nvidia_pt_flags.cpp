@@ -102,12 +102,10 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
                       n.phase1_end_step, phase1, r["updates"].get<int64_t>());
     }
     if (resuming) return fmt::format("--phase2: resuming phase 2 in {}", o.output_dir);
-    return fmt::format("--phase2: phase 2 trains in {} from {} ({}) with steps counted from 0 "
+    return fmt::format("--phase2: phase 2 trains in {} from {} (its weights and LAMB's moments, "
+                       "the bias correction restarting, as NVIDIA's) with steps counted from 0 "
                        "(NVIDIA names its checkpoints ckpt_<{} + step>.pt)",
-                       o.output_dir, from,
-                       "its weights and LAMB's moments, the bias correction restarting, as "
-                       "NVIDIA's",
-                       n.phase1_end_step);
+                       o.output_dir, from, n.phase1_end_step);
 }
 
 }  // namespace
