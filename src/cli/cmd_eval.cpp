@@ -43,6 +43,10 @@ int cmd_eval(int argc, char** argv) {
     bool skip_corrupt_records = false;
     f.add("skip_corrupt_records", &skip_corrupt_records,
           "skip TFRecord records whose length or CRC does not match instead of stopping");
+    bool allow_missing_weights = false;
+    f.add("allow_missing_weights", &allow_missing_weights,
+          "evaluate even when the checkpoint lacks some of the model's tensors (they keep their "
+          "initial values: zeros); without it that is an error naming the first");
     f.alias("input_files", "input_file");
     PrecisionFlags pf;
     pf.add(f, false);
@@ -79,6 +83,7 @@ int cmd_eval(int argc, char** argv) {
     eo.max_eval_steps = max_eval_steps;
     eo.skip_corrupt_records = skip_corrupt_records;
     eo.precision = precision;
+    eo.allow_missing_weights = allow_missing_weights;
     const train::EvalMetrics m = train::evaluate_checkpoint(eo);
     dist::Comm& comm = dist::world();
     nlohmann::json out = m.to_json();

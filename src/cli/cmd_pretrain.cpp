@@ -264,6 +264,9 @@ int cmd_pretrain(int argc, char** argv) {
           "optimizer updates left out of the reported training throughput");
     f.add("skip_corrupt_records", &o.skip_corrupt_records,
           "skip TFRecord records whose length or CRC does not match instead of stopping");
+    f.add("allow_missing_weights", &o.allow_missing_weights,
+          "eval-only (--nodo_train --do_eval): evaluate even when --init_checkpoint lacks some of "
+          "the model's tensors (they keep their initial values); without it that is an error");
     f.add("allow_changed_flags", &o.allow_changed_flags,
           "resume although hyper-parameters differ from the checkpoint's (each change is logged "
           "and appended to changed_flags.jsonl)");

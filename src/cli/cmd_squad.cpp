@@ -51,6 +51,7 @@ struct Options : train::SquadTrainOptions {
     int doc_stride = 128, max_query_length = 64, predict_batch_size = 8;
     int n_best_size = 20, max_answer_length = 30;
     double null_score_diff_threshold = 0.0;
+    bool allow_missing_weights = false;
     PrecisionFlags precision_flags;
 };
 
@@ -162,6 +163,9 @@ int cmd_squad(int argc, char** argv) {
     flags.add("threads", &o.threads, "compute threads (0 = every available CPU)");
     flags.add("allow_changed_flags", &o.allow_changed_flags,
               "resume with changed hyper-parameters (recorded in changed_flags.jsonl)");
+    flags.add("allow_missing_weights", &o.allow_missing_weights,
+              "predict even when the checkpoint lacks some of the model's tensors (they keep "
+              "their initial values); without it that is an error naming the first");
     flags.add("clip_by_global_norm_after_gradient_allreduce", &o.clip_after_allreduce,
               "under mpirun: clip the averaged gradient (1 process x global batch equals N ranks) "
               "instead of each rank's own before the all-reduce (default, as run_squad.py's replicas)");
@@ -255,9 +259,11 @@ int cmd_squad(int argc, char** argv) {
     if (predict_model && !o.do_train && root)
         model = predict_checkpoint.empty()
                     ? train::load_squad_model(o.init_checkpoint, "--init_checkpoint",
-                                              o.bert_config_file, o.model, o.max_seq_length)
+                                              o.bert_config_file, o.model, o.max_seq_length,
+                                              o.allow_missing_weights)
                     : train::load_squad_model(predict_checkpoint, "--output_dir checkpoint",
-                                              o.bert_config_file, o.model, o.max_seq_length);
+                                              o.bert_config_file, o.model, o.max_seq_length,
+                                              o.allow_missing_weights);
 
     const nlohmann::json flags_json = flags.to_json();
     log::info("config: {}", flags_json.dump());
@@ -340,7 +346,7 @@ int cmd_squad(int argc, char** argv) {
                 const std::string ckpt = train::latest_checkpoint(o.output_dir);
                 log::info("predicting with {}, the fine-tuning run's last checkpoint", ckpt);
                 model = train::load_squad_model(ckpt, "--output_dir checkpoint", o.bert_config_file,
-                                                o.model, o.max_seq_length);
+                                                o.model, o.max_seq_length, o.allow_missing_weights);
             }
             const train::SquadInference inf =
                 train::squad_infer(*model, features, o.predict_batch_size, precision);

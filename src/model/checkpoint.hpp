@@ -178,5 +178,10 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
                                  std::span<float> params,
                                  const std::string& flag = "--init_checkpoint",
                                  std::vector<std::string>* missing = nullptr);
+// For a model that only runs (eval, prediction): an Error naming `flag`, the file, how many of the
+// table's tensors `missing` lists and the first of them, unless `allow` (the user's
+// --allow_missing_weights): a missing weight would silently run at its initial value.
+void require_no_missing_weights(const std::vector<std::string>& missing, const ParamTable& table,
+                                const std::string& flag, const std::string& path, bool allow);
 
 }  // namespace bertbench::model

@@ -214,6 +214,21 @@ bool checkpoint_config(const std::string& path, BertConfig* out) {
     return true;
 }
 
+void require_no_missing_weights(const std::vector<std::string>& missing, const ParamTable& table,
+                                const std::string& flag, const std::string& path, bool allow) {
+    if (missing.empty()) return;
+    if (allow) {
+        log::warn("{}={}: {} of the model's {} tensors missing (first {}), running with their "
+                  "initial values (--allow_missing_weights)",
+                  flag, path, missing.size(), table.entries().size(), missing.front());
+        return;
+    }
+    fail("{}={}: {} of the model's {} tensors are not in it (first: {}); they would run at their "
+         "initial values (hint: a checkpoint with every weight of this model and head, or "
+         "--allow_missing_weights to run anyway)",
+         flag, path, missing.size(), table.entries().size(), missing.front());
+}
+
 std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
                                  std::span<float> params, const std::string& flag,
                                  std::vector<std::string>* missing) {

@@ -55,7 +55,10 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     const model::ParamTable table(config, model::Heads::pretraining);
     AlignedVector<float> params(table.total_floats(), 0.0f);
     if (o.init_seed >= 0) table.initialize(params, static_cast<uint64_t>(o.init_seed));
-    model::load_init_checkpoint(o.checkpoint, table, params);  // any format; logs its report
+    std::vector<std::string> missing;
+    model::load_init_checkpoint(o.checkpoint, table, params, "--init_checkpoint", &missing);
+    model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,
+                                      o.allow_missing_weights);
     check_finite_params(table, params, o.checkpoint);
     check_first_records(o.files, o.max_seq_length, o.max_predictions_per_seq, o.files_flag,
                         o.skip_corrupt_records);
@@ -142,6 +145,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     e.skip_corrupt_records = o.skip_corrupt_records;
     e.precision = o.precision;
     e.init_seed = o.seed;
+    e.allow_missing_weights = o.allow_missing_weights;
 
     // Its own two files; the training run's (config.json, results.json, logs, checkpoints) are
     // only read.

@@ -32,6 +32,7 @@ struct CheckpointEvalOptions {
     // Tensors a partial checkpoint (e.g. a Hugging Face file) lacks: initialised as pretraining
     // initialises them with this seed, as the reference keeps TF's initial values; -1 = zeros.
     int64_t init_seed = -1;
+    bool allow_missing_weights = false;  // else a tensor the checkpoint lacks is an Error
 };
 
 // Loads, checks and evaluates; `config` (optional) receives the model config used. Errors name

@@ -46,6 +46,7 @@ struct PretrainOptions : RunOptions {
     bool clip_by_global_norm_after_gradient_allreduce = false;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
     bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
+    bool allow_missing_weights = false;     // eval-only: evaluate a checkpoint lacking tensors
 };
 
 // Runs training (and/or evaluation) in options.output_dir, resuming from its latest checkpoint.

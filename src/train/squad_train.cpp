@@ -219,7 +219,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
 
 SquadModel load_squad_model(const std::string& checkpoint, const std::string& flag,
                             const std::string& bert_config_file, const std::string& preset,
-                            int max_seq_length) {
+                            int max_seq_length, bool allow_missing_weights) {
     SquadModel m;
     m.config = resolve_config(bert_config_file, preset, "", checkpoint);
     if (max_seq_length > m.config.max_position_embeddings)
@@ -234,6 +234,8 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
             fail("{}={}: expected a fine-tuned SQuAD checkpoint with the span head, got none "
                  "({} is absent: a pretraining checkpoint?) (hint: --do_train fine-tunes it "
                  "first)", flag, checkpoint, name);
+    std::erase_if(missing, [](const std::string& name) { return name.starts_with("bert/pooler/"); });
+    model::require_no_missing_weights(missing, *m.table, flag, checkpoint, allow_missing_weights);
     return m;
 }
 

@@ -53,9 +53,12 @@ struct SquadModel {
 // Loads weights with the span head for prediction from `checkpoint` (any format); the config
 // from bert_config_file, the preset or the checkpoint. Error naming `flag` and the file when the
 // checkpoint lacks cls/squad/output_weights or output_bias (a pretraining checkpoint).
+// Any other tensor the checkpoint lacks is an Error too (model::require_no_missing_weights)
+// unless `allow_missing_weights`; the pooler, which the span model never runs (Hugging Face's
+// BertForQuestionAnswering has none), may be absent.
 SquadModel load_squad_model(const std::string& checkpoint, const std::string& flag,
                             const std::string& bert_config_file, const std::string& preset,
-                            int max_seq_length);
+                            int max_seq_length, bool allow_missing_weights = false);
 
 struct SquadInference {
     std::vector<SquadRawResult> results;  // one per feature, in feature order
