@@ -162,6 +162,10 @@ enum class CheckpointFormat {
     pytorch,         // torch.save file (zip or legacy): pytorch_model.bin, NVIDIA's ckpt_N.pt
 };
 const char* checkpoint_format_name(CheckpointFormat f);
+// Whether a TF variable name is training state besides the model: an optimizer slot (adam_m,
+// adam_v, GradientAccumulator, Adam, Momentum, ...), a step counter, our bertbench/* resume state.
+bool optimizer_state(const std::string& name);
+
 // By magic bytes, never by trial: TF when PATH.index exists; a zip archive ("PK\3\4") or torch's
 // legacy magic-number pickle is PyTorch; 8 bytes of length then '{' is safetensors, ours when it
 // has "format" metadata or TF-named weights. Error naming `path` and its first bytes otherwise.

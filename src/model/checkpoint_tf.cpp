@@ -29,22 +29,6 @@ std::string first_few(const std::vector<std::string>& v, size_t n = 4) {
     return s + (v.size() > n ? ", ...)" : ")");
 }
 
-// Variables the reference saves besides the model: optimizer slots (TF1 AdamWeightDecay/LAMB
-// "adam_m"/"adam_v", MLPerf's checkpoint_add_gradacc.py "GradientAccumulator", TF Adam "Adam" /
-// "Adam_1", Momentum, EMA), step counters and our own "bertbench/..." resume state.
-bool optimizer_state(const std::string& name) {
-    static const char* const kLeaves[] = {"adam_m", "adam_v", "GradientAccumulator", "Adam",
-                                          "Adam_1", "Momentum", "ExponentialMovingAverage",
-                                          "RMSProp", "RMSProp_1", "Adagrad", "lamb_m", "lamb_v"};
-    if (name == "global_step" || name == "beta1_power" || name == "beta2_power" ||
-        name.rfind("bertbench/", 0) == 0)
-        return true;
-    const size_t slash = name.rfind('/');
-    if (slash == std::string::npos) return false;
-    const std::string leaf = name.substr(slash + 1);
-    return std::find(std::begin(kLeaves), std::end(kLeaves), leaf) != std::end(kLeaves);
-}
-
 bool is_file(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -75,6 +59,22 @@ std::string file_head(const std::string& path, size_t n) {
 }
 
 }  // namespace
+
+// Variables the reference saves besides the model: optimizer slots (TF1 AdamWeightDecay/LAMB
+// "adam_m"/"adam_v", MLPerf's checkpoint_add_gradacc.py "GradientAccumulator", TF Adam "Adam" /
+// "Adam_1", Momentum, EMA), step counters and our own "bertbench/..." resume state.
+bool optimizer_state(const std::string& name) {
+    static const char* const kLeaves[] = {"adam_m", "adam_v", "GradientAccumulator", "Adam",
+                                          "Adam_1", "Momentum", "ExponentialMovingAverage",
+                                          "RMSProp", "RMSProp_1", "Adagrad", "lamb_m", "lamb_v"};
+    if (name == "global_step" || name == "beta1_power" || name == "beta2_power" ||
+        name.rfind("bertbench/", 0) == 0)
+        return true;
+    const size_t slash = name.rfind('/');
+    if (slash == std::string::npos) return false;
+    const std::string leaf = name.substr(slash + 1);
+    return std::find(std::begin(kLeaves), std::end(kLeaves), leaf) != std::end(kLeaves);
+}
 
 bool tf_to_hf_name(const std::string& tf_name, std::string* hf_name, bool* transpose) {
     std::string hf;

@@ -88,6 +88,16 @@ Loaded read_tf(const std::string& prefix) {
     for (const io::TfTensorEntry& e : r.entries()) {
         Tensor t;
         if (e.partitioned || !from_tf(e.dtype, &t.dtype)) {
+            const std::string why = e.partitioned ? "a partitioned (sliced) variable"
+                                                  : std::string("of type ") + io::tf_dtype_name(e.dtype);
+            // skipping a BERT weight would write a checkpoint without it (other variables, e.g.
+            // TF2's object graph string, are listed as skipped)
+            const bool bert = e.name.starts_with("bert/") || e.name.starts_with("cls/");
+            if (bert && !optimizer_state(e.name))
+                fail("convert: {}: tensor \"{}\" is {}, expected whole numeric tensors (bertbench "
+                     "reads neither, so the output would lack this weight; hint: save the variable "
+                     "unpartitioned, as tf.train.Saver does by default)",
+                     prefix, e.name, why);
             in.skipped.push_back(fmt::format("{} ({})", e.name, e.partitioned
                                                                      ? "partitioned"
                                                                      : io::tf_dtype_name(e.dtype)));

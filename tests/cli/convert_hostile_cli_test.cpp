@@ -191,5 +191,34 @@ TEST(ConvertHostileCli, NonUtf8TensorNameIsOneErrorLine) {
     EXPECT_NE(io::TfBundleReader(dir.file("copy")).find("w\xff\xfe"), nullptr);
 }
 
+// Issue 28: a BERT weight convert cannot carry (a partitioned variable or a non-numeric type) is
+// an error naming it, not a line in the skipped list (the output would lack that weight); an
+// optimizer slot of that kind is still skipped and listed.
+TEST(ConvertHostileCli, AWeightItCannotConvertIsAnErrorNotASkip) {
+    TmpDir dir("bb_convert_weight");
+    const float v[2] = {1.0f, 2.0f};
+    const auto bundle = [&](const std::string& name, const char* odd) {
+        io::TfBundleWriter w(dir.file(name));
+        w.add_copy("bert/embeddings/LayerNorm/beta", io::TfDType::float32, {2}, v, sizeof v);
+        w.add_copy(odd, io::TfDType::complex64, {1}, v, sizeof v);
+        w.finish();
+        return dir.file(name);
+    };
+    const std::string weight = bundle("weight", "bert/embeddings/LayerNorm/gamma");
+    auto r = run_shell("timeout -s KILL 60 " + testing::bertbench_path() +
+                       " convert --to=safetensors --input=" + weight + " --output=" + dir.file("w.safetensors"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_lines(r.out), 1u) << r.out;
+    EXPECT_NE(r.out.find("tensor \"bert/embeddings/LayerNorm/gamma\" is of type DT_COMPLEX64"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir.file("w.safetensors")));
+    const std::string slot = bundle("slot", "bert/embeddings/LayerNorm/gamma/adam_m");
+    r = run_shell("timeout -s KILL 60 " + testing::bertbench_path() +
+                  " convert --to=safetensors --input=" + slot + " --output=" + dir.file("s.safetensors"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("bert/embeddings/LayerNorm/gamma/adam_m (DT_COMPLEX64)"), std::string::npos)
+        << r.out;
+}
+
 }  // namespace
 }  // namespace bertbench
