@@ -60,8 +60,8 @@ struct RunOptions {
     std::string loss_scale;            // "" none, "dynamic", or a fixed factor
     double initial_loss_scale = 32768; // --loss_scale=dynamic starts here
     int loss_scale_window = 2000;      // clean updates before the dynamic scale doubles
-    // Also take the optimizer's moments (m, v) from init_checkpoint, one of our checkpoints, and
-    // restart its bias correction (NVIDIA's phase 2 continuing phase 1's LAMB state).
+    // With init_checkpoint (one of our checkpoints): also take the optimizer's moments (m, v)
+    // from it, and restart its bias correction (NVIDIA's phase 2 continuing phase 1's LAMB state).
     bool init_optimizer_moments = false;
 };
 

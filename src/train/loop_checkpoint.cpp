@@ -84,8 +84,6 @@ std::string latest_checkpoint(const std::string& dir) {
 }
 
 void TrainLoop::load_init_moments(const model::ParamTable& table) {
-    if (o_.init_checkpoint.empty())
-        fail("the optimizer's moments are to come from --init_checkpoint, which is not given");
     const model::CheckpointReader r(o_.init_checkpoint);
     if (!r.has(table.entries().front().name + "/adam_m"))
         fail("--init_checkpoint={}: expected the optimizer's moments to carry over (<tensor>/adam_m "
@@ -115,9 +113,10 @@ void TrainLoop::load_or_init() {
     }
     if (resume_from_.empty()) {
         table.initialize(params_, static_cast<uint64_t>(o_.seed));
-        if (!o_.init_checkpoint.empty())
+        if (!o_.init_checkpoint.empty()) {
             model::load_init_checkpoint(o_.init_checkpoint, table, params_);  // any format
-        if (o_.init_optimizer_moments) load_init_moments(table);
+            if (o_.init_optimizer_moments) load_init_moments(table);
+        }
         return;
     }
     log::info("resuming from {}", resume_from_);
