@@ -13,6 +13,10 @@ interleaved per round so that machine drift cancels (A B C A B C ...):
   ort            inference only: bench/peer/ort_export.py (export of torch_bench.py's model, ORT's
                  fusions checked, outputs checked against PyTorch) + bench/peer/ort_bench.js
                  (onnxruntime-node 1.30.0, installed by bench/peer/setup_ort.sh), fp32
+  ort-int8       (only when --peers names it) the same with --dtype=int8: quantize_dynamic's graph,
+                 its int8 ops and its error against PyTorch fp32 checked before timing
+  torch-tuned-jit  (only when --peers names it) torch-tuned, inference through torch_bench.py --jit
+                 (torch.jit.trace + freeze + optimize_for_inference, checked against eager)
 With --dtypes including bf16, each point also runs in bf16:
   bertbench-bf16      `bertbench bench --dtype=bf16`; MFU against `bench --mode=gemm --dtype=bf16`
   torch-*-bf16        torch_bench.py --dtype=bf16 (torch.autocast on the CPU), both environments
@@ -46,13 +50,17 @@ VARIANTS = {  # variant -> the environment its runs get
     "torch-default": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
     "torch-tuned": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
     "ort": {},
+    "ort-int8": {},
+    "torch-tuned-jit": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
     "bertbench-bf16": {},
     "torch-default-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
     "torch-tuned-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
 }
-DTYPE_OF = {v: ("bf16" if v.endswith("-bf16") else "fp32") for v in VARIANTS}  # what each variant computes in
-PEERS = ("torch-default", "torch-tuned", "ort")
-INFER_ONLY = {"ort"}
+DTYPE_OF = {v: ("bf16" if v.endswith("-bf16") else "int8" if v.endswith("-int8") else "fp32") for v in VARIANTS}
+PEERS = ("torch-default", "torch-tuned", "ort", "ort-int8", "torch-tuned-jit")
+DEFAULT_PEERS = ("torch-default", "torch-tuned", "ort")  # ort-int8 and torch-tuned-jit run when --peers names them
+INFER_ONLY = {"ort", "ort-int8", "torch-tuned-jit"}
+NO_BF16 = {"ort", "ort-int8", "torch-tuned-jit"}  # peers without a bf16 variant
 BF16_PEERS = ("torch-default-bf16", "torch-tuned-bf16", "ort")  # ort stays fp32: what an ORT user has on a CPU
 
 
@@ -68,6 +76,14 @@ VARIANT_DOC = {  # the Method section's description of each variant ({LIB} is fi
            "SkipLayerNormalization, FastGelu and EmbedLayerNormalization and that its outputs equal PyTorch's, then "
            "`bench/peer/ort_bench.js` times `session.run` (onnxruntime-node 1.30.0, CPU provider, all graph "
            "optimisations, intra-op threads = threads, sequential execution). No training: ORT's CPU package has none.",
+    "ort-int8": "ONNX Runtime, inference only, int8: `bench/peer/ort_export.py --dtype=int8` writes the graph "
+                "`onnxruntime.quantization.quantize_dynamic` makes of the fused model (QEmbedLayerNormalization, "
+                "QAttention, MatMulInteger chains that ORT fuses into DynamicQuantizeMatMul; int8 weights symmetric per "
+                "tensor, uint8 activations quantized per tensor at run time), checks those ops in ORT's optimized graph "
+                "and its outputs against PyTorch fp32 (relative error and top-1 agreement), then times it as `ort`.",
+    "torch-tuned-jit": "torch-tuned's environment, inference through `torch.jit.trace` + `torch.jit.freeze` + "
+                       "`torch.jit.optimize_for_inference` (`torch_bench.py --jit`; outputs checked against eager "
+                       "before timing).",
     "bertbench-bf16": "`bertbench bench --dtype=bf16` (bf16 GEMM inputs, fp32 accumulation, master weights and "
                       "optimizer); MFU against the bf16 GEMM ceiling.",
     "torch-default-bf16": "torch-default under `torch.autocast(\"cpu\", dtype=torch.bfloat16)` (`torch_bench.py "
@@ -424,6 +440,7 @@ def cpu_facts():
 
 # ---- SVG (hand-written) --------------------------------------------------------------------
 COLOURS = {"bertbench": "#0072b2", "torch-default": "#d55e00", "torch-tuned": "#009e73", "ort": "#cc79a7",
+           "ort-int8": "#f0e442", "torch-tuned-jit": "#999999",
            "bertbench-bf16": "#56b4e9", "torch-default-bf16": "#e69f00", "torch-tuned-bf16": "#000000"}
 DASH = ["", "6,3", "2,3", "8,3,2,3"]
 
@@ -511,8 +528,8 @@ def main():
                     help="after the rounds, run bertbench this many times in a row per point (repeatability without the drift of a long invocation; 0 = none)")
     ap.add_argument("--dtypes", default="fp32", help="fp32, bf16 or both (bf16: bertbench --dtype=bf16 against "
                     "PyTorch autocast bf16 and ORT fp32)")
-    ap.add_argument("--peers", default=None, help="peers to run besides bertbench, from %s (default: all; squad: "
-                    "torch-default,torch-tuned)" % ", ".join(PEERS))
+    ap.add_argument("--peers", default=None, help="peers to run besides bertbench, from %s (default: %s; squad: "
+                    "torch-default,torch-tuned)" % (", ".join(PEERS), ",".join(DEFAULT_PEERS)))
     ap.add_argument("--no_bertbench", action="store_true", help="run the peers only")
     ap.add_argument("--profile", default=None, help="model:seq:batch profiled per-op ('' = none; default base:128:8, "
                     "squad: base:384:8)")
@@ -527,13 +544,13 @@ def main():
     TASK["name"] = a.task
     defaults = {  # option: (pretraining, squad)
         "models": ("tiny,mini,base", "base"), "seq_len": ("128", "384"), "batch_sizes": ("8,32", "1,8,32"),
-        "peers": (",".join(PEERS), "torch-default,torch-tuned"), "profile": ("base:128:8", "base:384:8"),
+        "peers": (",".join(DEFAULT_PEERS), "torch-default,torch-tuned"), "profile": ("base:128:8", "base:384:8"),
         "out": (os.path.join(ROOT, "docs", "perf"), os.path.join(ROOT, "docs", "perf-squad")),
         "doc": (os.path.join(ROOT, "docs", "PERFORMANCE.md"), os.path.join(ROOT, "docs", "PERFORMANCE-squad.md"))}
     for k, (pre, sq) in defaults.items():
         if getattr(a, k) is None:
             setattr(a, k, sq if squad else pre)
-    if squad and "ort" in a.peers.split(","):
+    if squad and {"ort", "ort-int8"} & set(a.peers.split(",")):
         sys.exit("bench-compare: --task=squad: the ort peer exports the pretraining model and has no SQuAD "
                  "variant (hint: --peers=torch-default,torch-tuned)")
     task_flag = ["--task=squad"] if squad else []
@@ -553,11 +570,11 @@ def main():
     if "fp32" in dtypes:
         variants += ([] if a.no_bertbench else ["bertbench"]) + peers
     if "bf16" in dtypes:
-        variants += ([] if a.no_bertbench else ["bertbench-bf16"]) + [p + "-bf16" for p in peers if p != "ort"]
-        variants += ["ort"] if "ort" in peers and "ort" not in variants else []
+        variants += ([] if a.no_bertbench else ["bertbench-bf16"]) + [p + "-bf16" for p in peers if p not in NO_BF16]
+        variants += [p for p in peers if p in NO_BF16 and p not in variants]
     if not a.no_bertbench and not os.access(a.bertbench, os.X_OK):
         sys.exit("bench-compare: --bertbench=%s: not an executable (hint: make build)" % a.bertbench)
-    if "ort" in variants:  # install (or find) the pinned onnxruntime-node before any run
+    if {"ort", "ort-int8"} & set(variants):  # install (or find) the pinned onnxruntime-node before any run
         r = subprocess.run(["bash", os.path.join(ROOT, "bench", "peer", "setup_ort.sh")], cwd=ROOT)
         if r.returncode != 0:
             sys.exit("bench-compare: bench/peer/setup_ort.sh failed (above); the ORT peer cannot run "
@@ -632,8 +649,11 @@ def main():
                 elif v == "bertbench-bf16":
                     cmd = [a.bertbench, "bench", "--dtype=bf16"] + common + (
                         ["--ceiling_gflops=%g" % ceilings_bf16[t][0]] if t in ceilings_bf16 else ["--noceiling"])
-                elif v == "ort":
-                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "ort_export.py")] + common
+                elif v in ("ort", "ort-int8"):
+                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "ort_export.py")] + common + (
+                        ["--dtype=int8"] if v == "ort-int8" else [])
+                elif v == "torch-tuned-jit":
+                    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "torch_bench.py")] + common + ["--jit"]
                 else:
                     cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "torch_bench.py")] + common + (
                         ["--dtype=bf16"] if DTYPE_OF[v] == "bf16" else [])

@@ -7,7 +7,8 @@
 // Timing: the same rule as `bertbench bench` and torch_bench.py: --warmup steps excluded, then at
 // least --steps timed steps, more until they add up to --min_time seconds; figure = median step;
 // latency p50/p90/p99 = nearest-rank percentiles of the timed steps. One step = one session.run on
-// one batch (inputs built once, before timing). Writes torch_bench.py's JSON point schema.
+// one batch (inputs built once, before timing). Writes torch_bench.py's JSON point schema; the
+// point's dtype (and the peer's name: ort or ort-int8) is the verified record's.
 // --check_dir: runs the model once on the int64 inputs D/<name>.bin (shapes in D/shapes.json),
 // writes D/<output>.out.bin (float32) and saves ORT's optimized graph to --optimized.
 'use strict';
@@ -76,7 +77,8 @@ async function check(ort, a) {
   // logSeverityLevel 3: errors only (saving a graph optimised at level 'all' draws a portability warning)
   const session = await ort.InferenceSession.create(a.onnx,
     sessionOptions(a, { optimizedModelFilePath: a.optimized, logSeverityLevel: 3 }));
-  const out = await session.run(feeds);
+  // the inputs the graph declares (ort_export.py's one-layer int8 check graph has no masked_lm_positions)
+  const out = await session.run(Object.fromEntries(session.inputNames.map((n) => [n, feeds[n]])));
   for (const n of session.outputNames) {
     const t = out[n];
     if (t.type !== 'float32') die(`${a.onnx}: output ${n} is ${t.type}, expected float32`);
@@ -123,7 +125,8 @@ async function bench(ort, a) {
   const n = s.length;
   const med = n % 2 ? s[n >> 1] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
   const flops = forwardFlops(L, H, I, B, T, P);
-  const point = { mode: 'infer', model, dtype: 'fp32', seq_len: T, batch_size: B, threads: a.threads, steps_per_update: 1,
+  const dtype = rec.dtype || 'fp32'; // int8: onnxruntime.quantization.quantize_dynamic's graph (ort_export.py --dtype=int8)
+  const point = { mode: 'infer', model, dtype, seq_len: T, batch_size: B, threads: a.threads, steps_per_update: 1,
     warmup_steps: a.warmup, timed_steps: n, min_time_s: a.min_time, data: 'synthetic',
     sequences_per_second: B / (med / 1e3), tokens_per_second: B * T / (med / 1e3),
     padded_tokens_per_second: B * T / (med / 1e3), real_token_fraction: 1.0,
@@ -137,7 +140,7 @@ async function bench(ort, a) {
   if (a.json) {
     const cpuModel = (os.cpus()[0] || {}).model || '';
     const ortPkg = JSON.parse(fs.readFileSync(path.join(a.ort_dir, 'node_modules', 'onnxruntime-node', 'package.json'), 'utf8'));
-    const out = { peer: 'ort', points: [point],
+    const out = { peer: dtype === 'int8' ? 'ort-int8' : 'ort', points: [point],
       system_info: { cpu_model: cpuModel, cpu_cores: os.availableParallelism ? os.availableParallelism() : os.cpus().length },
       build_info: { onnxruntime_node: ortPkg.version, node: process.version, onnx: a.onnx,
         session_options: sessionOptions(a, {}), verification: rec },

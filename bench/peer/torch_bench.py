@@ -1,13 +1,18 @@
 #!/usr/bin/python3
 """The PyTorch peer of `bertbench bench`: the same BERT pretraining model (encoder + pooler + MLM
 head on the gathered masked positions with the decoder tied to the word embeddings + NSP head;
-dropout 0.1, tanh GELU), the same synthetic full-length batch shapes (max_predictions_per_seq 20
-at seq 128, 76 at 512, proportional), the same warm-up/timed steps (--steps at least, and past them
-until --min_time seconds are timed) and the same JSON point schema.
+dropout 0.1, tanh GELU as F.gelu(approximate="tanh"), one kernel), the same synthetic full-length
+batch shapes (max_predictions_per_seq 20 at seq 128, 76 at 512, proportional), the same
+warm-up/timed steps (--steps at least, and past them until --min_time seconds are timed) and the
+same JSON point schema.
 PyTorch 1.13 eager (Debian python3-torch), torch.set_num_threads(threads).
 Training step = forward + backward + global-norm clip (1.0) + a LAMB update written in tensor ops
 (torch has no LAMB; moments, bias-free update u = m/(sqrt(v)+eps) + wd*w, trust ratio |w|/|u|,
-no decay or adaptation for LayerNorm/bias, as the reference). Inference = forward under no_grad.
+no decay or adaptation for LayerNorm/bias, as the reference). Inference = forward under
+torch.inference_mode() (no autograd bookkeeping at all, which no_grad still does).
+--jit: inference instead through torch.jit.trace + torch.jit.freeze + torch.jit.optimize_for_inference
+(jit_model), the traced outputs checked against eager before timing; the point's "graph" says what
+was applied. Training always runs eager.
 --dtype=bf16: the forward (and so, by autocast's semantics, the backward) under
 torch.autocast("cpu", dtype=torch.bfloat16), the peer a CPU user switches on; parameters, gradients
 and the optimizer stay fp32. PyTorch 1.13's CPU autocast does not keep layer_norm in fp32 (BERT's
@@ -21,11 +26,12 @@ the same shapes as bench/runner.cpp's synthetic_squad_batch) with a start/end sp
 document; loss = run_squad.py's (mean over the batch of the start and the end cross-entropies over
 the sequence, averaged); training step = forward + backward + global-norm clip (1.0) +
 optimization.py's AdamWeightDecayOptimizer written in tensor ops (no bias correction, weight decay
-0.01 except LayerNorm and biases, eps 1e-6, lr 5e-5); inference = encoder + span head under no_grad.
+0.01 except LayerNorm and biases, eps 1e-6, lr 5e-5); inference = encoder + span head (and the loss)
+under inference_mode.
 
 Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
          --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--min_time=0] [--json=PATH]
-         [--optimizer=lamb|adamw|none] [--dtype=fp32,bf16] [--task=pretraining|squad]
+         [--optimizer=lamb|adamw|none] [--dtype=fp32,bf16] [--task=pretraining|squad] [--jit]
 Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
 import argparse
 import contextlib
@@ -52,8 +58,33 @@ def default_max_predictions(seq):  # as bench/runner.cpp
     return max(1, 20 * seq // 128) if seq <= 128 else max(20, 76 * seq // 512)
 
 
-def gelu(x):  # reference tanh form (Hugging Face's spelling, which ORT's FastGelu fusion matches)
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+def gelu(x):
+    """BERT's tanh GELU, 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), as a PyTorch user writes it:
+    one kernel (torch >= 1.12). check_gelu() holds it to that formula. The ONNX export spells the
+    formula out instead (bench/peer/ort_export.py gelu_spelled: ORT's FastGelu fusion matches that)."""
+    return F.gelu(x, approximate="tanh")
+
+
+GELU_ATOL, GELU_RTOL = 1e-6, 1e-6  # fp32 rounding of values of order 1 (eps 1.2e-7): a few ulps
+
+
+def check_gelu():
+    """F.gelu(approximate="tanh") in fp32 against the formula evaluated in float64 on the same fp32
+    inputs (x in [-12, 12], 240,001 points): |got - want| <= GELU_ATOL + GELU_RTOL*|want| everywhere,
+    or the program stops. Returns the largest |got - want| (4.3e-7 with torch 1.13, the same as the
+    spelled-out fp32 formula)."""
+    x = torch.linspace(-12.0, 12.0, 240001)
+    xd = x.double()
+    want = 0.5 * xd * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (xd + 0.044715 * xd ** 3)))
+    diff = (gelu(x).double() - want).abs()
+    bad = diff > GELU_ATOL + GELU_RTOL * want.abs()
+    if bad.any():
+        i = int(diff.argmax())
+        sys.exit("torch_bench.py: F.gelu(approximate='tanh') is not BERT's tanh GELU in this torch (%s): %d of %d "
+                 "points off by more than %g + %g*|want|; worst at x = %.7g: got %.9g, want %.9g"
+                 % (torch.__version__, int(bad.sum()), x.numel(), GELU_ATOL, GELU_RTOL, float(x[i]), float(gelu(x)[i]),
+                    float(want[i])))
+    return float(diff.max())
 
 
 class Layer(nn.Module):
@@ -102,10 +133,14 @@ class Bert(nn.Module):
         return h @ self.word.weight.t() + self.out_bias, self.nsp(pooled)
 
     def forward(self, ids, seg, mask, mpos, mids, mw, nsp_labels):
+        return self.outputs(ids, seg, mask, mpos, mids, mw, nsp_labels)[0]
+
+    def outputs(self, ids, seg, mask, mpos, mids, mw, nsp_labels):
+        """(loss, MLM logits, NSP logits): the forward's work with every output it computes."""
         logits, nsp_logits = self.logits(ids, seg, mask, mpos)
         ce = F.cross_entropy(logits.float(), mids, reduction="none")
         mlm = (ce * mw).sum() / (mw.sum() + 1e-5)
-        return mlm + F.cross_entropy(nsp_logits.float(), nsp_labels)
+        return mlm + F.cross_entropy(nsp_logits.float(), nsp_labels), logits, nsp_logits
 
 
 class Lamb:
@@ -162,10 +197,14 @@ class SquadBert(nn.Module):
     def forward(self, ids, seg, mask, start, end):
         """run_squad.py compute_loss: -mean(sum(one_hot(pos) * log_softmax(logits over T))), for the
         start and the end, averaged."""
+        return self.outputs(ids, seg, mask, start, end)[0]
+
+    def outputs(self, ids, seg, mask, start, end):
+        """(loss, start logits, end logits)."""
         s, e = self.logits(ids, seg, mask)
         loss = lambda logits, pos: -(F.one_hot(pos, logits.shape[1]).float()
                                      * F.log_softmax(logits.float(), -1)).sum(-1).mean()
-        return (loss(s, start) + loss(e, end)) / 2
+        return (loss(s, start) + loss(e, end)) / 2, s, e
 
 
 class AdamWeightDecay:
@@ -237,9 +276,62 @@ def percentile(sorted_ms, q):  # nearest rank, as bench/runner.cpp
 
 
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16}
+JIT_TOL = {"fp32": (1e-4, 1e-4), "bf16": (3e-2, 3e-2)}  # (atol, rtol): traced vs eager, see jit_model
 
 
-def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32", task="pretraining"):
+class Outputs(nn.Module):
+    """model.outputs as a module's forward: what torch.jit.trace takes."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        return self.model.outputs(*args)
+
+
+def jit_model(model, args, dtype):
+    """The inference step as PyTorch 1.13 deploys it on a CPU: torch.jit.trace of the eval model's
+    forward (loss and every logit), torch.jit.freeze (weights folded in as constants), then
+    torch.jit.optimize_for_inference (oneDNN fusions; kept only where it accepts the graph).
+    Checked before any timing: each output of the traced module equals eager's within
+    |jit - eager| <= atol + rtol*|eager| (JIT_TOL: fp32 1e-4 + 1e-4, as the ORT peer's check: the same
+    maths through other kernels; bf16 3e-2 + 3e-2, two bf16 roundings apart), or the program stops.
+    Returns (module, what was applied, {output: max |jit - eager|})."""
+    model.eval()
+    wrapper = Outputs(model).eval()
+    autocast = (lambda: torch.autocast("cpu", dtype=AUTOCAST[dtype])) if AUTOCAST[dtype] else contextlib.nullcontext
+    with torch.no_grad(), autocast():
+        want = wrapper(*args)
+        traced = torch.jit.trace(wrapper, args, check_trace=False)  # traced under autocast: the casts are in the graph
+    module = torch.jit.freeze(traced)
+    graph = "torch.jit.trace + torch.jit.freeze"
+    try:
+        module = torch.jit.optimize_for_inference(module)
+        graph += " + torch.jit.optimize_for_inference"
+    except Exception as e:  # noqa: BLE001 - recorded in the point, the frozen module is timed instead
+        graph += " (optimize_for_inference refused the graph: %s)" % str(e).strip().splitlines()[0][:160]
+    with torch.inference_mode():
+        module(*args)  # the first calls of a traced module run the profiling executor's passes
+        got = module(*args)
+    atol, rtol = JIT_TOL[dtype]
+    diffs = {}
+    for name, g, w in zip(("loss", "logits_a", "logits_b"), got, want):
+        g, w = g.float(), w.float()
+        diff = (g - w).abs()
+        diffs[name] = float(diff.max())
+        bad = diff > atol + rtol * w.abs()
+        if g.shape != w.shape or bad.any():
+            i = int(diff.reshape(-1).argmax())
+            sys.exit("torch_bench.py: --jit: the traced model's %s differs from eager's at %d of %d values (tolerance "
+                     "%g + %g*|eager|; shapes %s vs %s); worst at flat index %d: jit %.7g, eager %.7g"
+                     % (name, int(bad.sum()), w.numel(), atol, rtol, list(g.shape), list(w.shape), i,
+                        float(g.reshape(-1)[i]), float(w.reshape(-1)[i])))
+    return module, graph, diffs
+
+
+def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32", task="pretraining",
+              jit=False):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, H, A, I = PRESETS[name]
@@ -256,6 +348,9 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
     times = []
     it = 0
     autocast = (lambda: torch.autocast("cpu", dtype=AUTOCAST[dtype])) if AUTOCAST[dtype] else contextlib.nullcontext
+    graph, jit_diffs, traced = "eager", None, None
+    if mode == "infer" and jit:
+        traced, graph, jit_diffs = jit_model(model, args, dtype)
     while it < warmup or len(times) < steps or sum(times) < 1e3 * min_time:
         it += 1
         t0 = time.perf_counter()
@@ -268,9 +363,12 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             if opt is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
+        elif traced is not None:
+            with torch.inference_mode():  # the casts autocast made are in the traced graph
+                traced(*args)
         else:
             model.eval()
-            with torch.no_grad(), autocast():
+            with torch.inference_mode(), autocast():
                 model(*args)
         dt = (time.perf_counter() - t0) * 1e3
         if it > warmup:
@@ -289,6 +387,7 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             "latency_ms_p99": percentile(s, 0.99), "step_ms": times,
             "gflops": flops / (med / 1e3) / 1e9, "ceiling_gflops": 0, "mfu": 0,
             "optimizer_included": opt is not None, "optimizer": optimizer if opt is not None else "none",
+            "graph": graph if mode == "infer" else "eager", "jit_vs_eager_max_abs_diff": jit_diffs,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
@@ -321,8 +420,11 @@ def main():
     ap.add_argument("--optimizer", default="", choices=["", "lamb", "adamw", "none"],
                     help="default: lamb for --task=pretraining, adamw (optimization.py) for --task=squad")
     ap.add_argument("--dtype", default="fp32", help="fp32, bf16 (torch.autocast on the CPU) or a comma list")
+    ap.add_argument("--jit", action="store_true", help="inference through torch.jit.trace + freeze + "
+                    "optimize_for_inference, checked against eager first (training points stay eager)")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
+    gelu_max_diff = check_gelu()
     ints = lambda s: [int(x) for x in s.split(",") if x]
     points = []
     t_start = time.time()
@@ -335,7 +437,8 @@ def main():
             for T in ints(a.seq_len):
                 for B in ints(a.batch_size):
                     for th in ints(a.threads):
-                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype, a.task)
+                        p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype, a.task,
+                                      a.jit)
                         points.append(p)
                         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                           for k, v in p.items() if k != "step_ms"}), flush=True)
@@ -345,6 +448,8 @@ def main():
                                                   if l.startswith("model name")), platform.processor()),
                                "cpu_cores": len(os.sched_getaffinity(0))},
                "build_info": {"torch": torch.__version__, "python": platform.python_version(),
+                              "gelu": "F.gelu(approximate='tanh'); max |it - the tanh formula in float64| = %.2g "
+                                      "over x in [-12, 12]" % gelu_max_diff,
                               "blas_loaded": blas_library(),
                               "env": {k: os.environ.get(k, "") for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH",
                                                                           "OMP_NUM_THREADS")}},
