@@ -31,6 +31,7 @@
 #include "ops/dropout.hpp"
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
+#include "ops/int8.hpp"
 #include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 #include "ops/matmul.hpp"
@@ -269,6 +270,72 @@ BENCHMARK(BM_PackedLinearEpilogue)
     ->ArgsProduct({{kH}, {kI}, {1}, {0, 1}})
     ->ArgsProduct({{kI}, {kH}, {2}, {0, 1}})
     ->ArgsProduct({{kH}, {kH}, {2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// An inference engine's dense layer at kN tokens, by way: 0 the int8 op (ops/int8.hpp: the
+// product a block of rows at a time on each thread, each block dequantized while in cache), 1 the
+// same int8 product over all rows by oneDNN's threads, then one dequantizing pass, 2 the bf16
+// packed matmul with its bias (the bf16 engine's), 3 the fp32 one. GOP/s count 2·N·IN·OUT.
+void BM_DenseInference(benchmark::State& state) {
+    const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
+    const int way = static_cast<int>(state.range(2));
+    const auto x = random_vec(static_cast<size_t>(kN) * in, 1), w = random_vec(static_cast<size_t>(in) * out, 2, 0.05f),
+               b = random_vec(out, 3);
+    std::vector<float> y(static_cast<size_t>(kN) * out), xs(kN);
+    std::vector<int8_t> xq(x.size());
+    ops::quantize_rows(xq.data(), xs.data(), x.data(), kN, in);
+    ops::Int8Weights iw;
+    iw.add(0, in, out);
+    iw.quantize(w.data());
+    const ops::Int8Matrix m = iw.at(0);
+    std::vector<int32_t> acc(way == 1 ? y.size() : 0);
+    ops::PackedWeights packed(way == 2 ? ops::MatmulType::bf16 : ops::MatmulType::f32);
+    std::vector<ops::bf16> xb(way == 2 ? x.size() : 0), wb(way == 2 ? w.size() : 0);
+    if (way >= 2) {
+        packed.add(0, in, out, false);
+        if (way == 2) {
+            ops::to_bf16(xb.data(), x.data(), x.size());
+            ops::to_bf16(wb.data(), w.data(), w.size());
+            packed.pack(wb.data());
+        } else {
+            packed.pack(w.data());
+        }
+    }
+    const auto run = [&] {
+        switch (way) {
+            case 0:
+                ops::linear_forward_int8(y.data(), nullptr, nullptr, xq.data(), xs.data(), m, b.data(), kN, in, out,
+                                         nullptr);
+                break;
+            case 1:
+                ops::matmul(ops::MatmulType::s8, false, kN, out, in, xq.data(), in, m.packed, -1, 0.f, acc.data(), out,
+                            nullptr, ops::MatmulType::s32);
+#pragma omp parallel for schedule(static)
+                for (int i = 0; i < kN; ++i)
+                    for (int j = 0; j < out; ++j)
+                        y[static_cast<size_t>(i) * out + j] =
+                            static_cast<float>(acc[static_cast<size_t>(i) * out + j]) * (xs[i] * m.scale[j]) + b[j];
+                break;
+            case 2:
+                ops::matmul_packed(ops::MatmulType::bf16, kN, out, in, xb.data(), in, packed.at(0), y.data(), out,
+                                   b.data());
+                break;
+            default:
+                ops::matmul_packed(ops::MatmulType::f32, kN, out, in, x.data(), in, packed.at(0), y.data(), out,
+                                   b.data());
+        }
+    };
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(y.data());
+    }
+    set_gflops(state, 2.0 * kN * in * out);
+}
+BENCHMARK(BM_DenseInference)
+    ->ArgNames({"in", "out", "way"})
+    ->ArgsProduct({{kH}, {kH, kI}, {0, 1, 2, 3}})
+    ->ArgsProduct({{kI}, {kH}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

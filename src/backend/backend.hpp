@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ops/flash_attention.hpp"
+#include "ops/int8.hpp"
 #include "ops/kernels.hpp"
 #include "ops/matmul.hpp"
 #include "ops/optimizer.hpp"
@@ -97,6 +98,12 @@ void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld);
 // Weights kept in the backend's own GEMM layout (Backend::packed_weights): C = A·B + bias
 void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
                    void* C, int ldc, const float* bias, MatmulType c_type);
+// int8 inference (ops/int8.hpp): per-row symmetric quantization; the int8 dense layer on kernels
+// from Backend::int8_weights, its result float y, or (with yq) act(y) quantized per row.
+void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
+void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
+                         const ops::Int8Matrix& w, const float* b, int N, int IN, int OUT,
+                         const ops::Activation* act);
 // The fused attention (ops/flash_attention.hpp): lse (N, NH) instead of the probabilities; the
 // backend picks its tiles. lp: bf16 q, k, v (and dctx in the backward).
 void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
@@ -136,7 +143,8 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
     X(embedding_backward) X(cross_entropy_forward) X(cross_entropy_backward)                    \
     X(cross_entropy_forward_bias) X(cross_entropy_backward_bf16) X(linear_forward)              \
     X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16)                           \
-    X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed)                          \
+    X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed) X(quantize_rows)          \
+    X(linear_forward_int8)                                                                      \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
     X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
     X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update)
@@ -169,6 +177,8 @@ public:
     // the CPU), for an inference engine whose weights do not change; nullptr where the backend
     // keeps none (the engine then runs its plain GEMMs).
     virtual std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType) const { return nullptr; }
+    // Empty int8 kernels for linear_forward_int8, or nullptr where the backend has no int8 path.
+    virtual std::unique_ptr<ops::Int8Weights> int8_weights() const { return nullptr; }
 
     const Ops& ops() const { return ops_; }
     // The names of the ops this backend lacks (empty for the CPU backend).

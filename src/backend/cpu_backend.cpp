@@ -140,6 +140,8 @@ public:
         ops_.linear_backward_bf16_convert = cpu_linear_backward_bf16_convert;
         ops_.transpose_bf16 = ops::transpose_bf16;
         ops_.matmul_packed = cpu_matmul_packed;
+        ops_.quantize_rows = ops::quantize_rows;
+        ops_.linear_forward_int8 = ops::linear_forward_int8;
         ops_.flash_attention_forward = cpu_flash_forward;
         ops_.flash_attention_backward = cpu_flash_backward;
         ops_.gather_rows = cpu_gather_rows;
@@ -166,6 +168,9 @@ public:
     bool host_memory() const override { return true; }
     std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType type) const override {
         return std::make_unique<ops::PackedWeights>(type);
+    }
+    std::unique_ptr<ops::Int8Weights> int8_weights() const override {
+        return std::make_unique<ops::Int8Weights>();
     }
 
 private:

@@ -42,7 +42,9 @@ std::vector<int> int_list(const std::string& text, const std::string& flag) {
     return out;
 }
 
-const char* gemm_name(ops::Precision d) { return d == ops::Precision::bf16 ? "bf16 GEMM" : "sgemm"; }
+const char* gemm_name(ops::Precision d) {
+    return d == ops::Precision::bf16 ? "bf16 GEMM" : d == ops::Precision::int8 ? "int8 GEMM (GOP/s)" : "sgemm";
+}
 
 nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
     nlohmann::json shapes = nlohmann::json::array();
@@ -63,6 +65,7 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
                         {"shapes", shapes}};
     if (ceil.dtype == ops::Precision::fp32) j["sgemm_gflops"] = ceil.gemm_gflops;
     if (ceil.dtype == ops::Precision::bf16) j["gemm_impl"] = ops::bf16_gemm_impl();
+    if (ceil.dtype == ops::Precision::int8) j["gemm_impl"] = ops::int8_gemm_impl();
     return j;
 }
 
@@ -83,7 +86,9 @@ nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig
             "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of the fp32 FMA peak){}\n",
             t, ceil.fma_peak_gflops, gemm_name(d), tokens, c.hidden_size, c.intermediate_size,
             ceil.gemm_gflops, 100 * ceil.gemm_gflops / ceil.fma_peak_gflops,
-            d == ops::Precision::bf16 ? "; kernel: " + ops::bf16_gemm_impl() : "");
+            d == ops::Precision::bf16   ? "; kernel: " + ops::bf16_gemm_impl()
+            : d == ops::Precision::int8 ? "; kernel: " + ops::int8_gemm_impl()
+                                        : "");
         for (const auto& g : ceil.gemms)
             std::cout << fmt::format(
                 "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
@@ -233,7 +238,12 @@ int cmd_bench(int argc, char** argv) {
     const std::vector<int> threads = int_list(thread_list, "threads");
     std::vector<ops::Precision> dtypes;
     for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(parse_dtype(d, "dtype"));
-    if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16");
+    if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16, int8");
+    const std::vector<std::string> mode_names = split_commas(mode);
+    if (std::count(mode_names.begin(), mode_names.end(), "train") &&
+        std::count(dtypes.begin(), dtypes.end(), ops::Precision::int8))
+        fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 "
+             "or bf16");
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));
@@ -424,7 +434,7 @@ int cmd_bench(int argc, char** argv) {
             std::cout << fmt::format(
                 "MFU ceiling at {} thread(s): {} {:.1f} GFLOP/s (fp32 FMA peak "
                 "{:.1f})\n",
-                c["threads"].get<int>(), c["dtype"] == "bf16" ? "bf16 GEMM" : "sgemm",
+                c["threads"].get<int>(), gemm_name(ops::parse_precision(c["dtype"].get<std::string>(), "dtype")),
                 c["gemm_gflops"].get<double>(),
                 c["fma_peak_gflops"].get<double>());
     if (!profiles.empty() && !profile_svg_path.empty()) {

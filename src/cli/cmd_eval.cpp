@@ -57,7 +57,7 @@ int cmd_eval(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     device.require_cpu("eval");
     if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
-    const ops::Precision precision = pf.precision();
+    const ops::Precision precision = pf.precision(false);
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
     const int cpus = sysinfo::cpus_available();
     if (threads < 0 || threads > cpus)

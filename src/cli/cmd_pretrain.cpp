@@ -303,7 +303,7 @@ int cmd_pretrain(int argc, char** argv) {
     check_not_directory(o.bert_config_file, "--" + f.spelling("bert_config_file"),
                         "a file (bert_config.json)");
     apply_nvidia_pt_loss_scale(pt_marker, pf.loss_scale);
-    o.precision = pf.precision();
+    o.precision = pf.precision(o.do_train);
     o.loss_scale = pf.loss_scale;
     o.initial_loss_scale = pf.initial_loss_scale;
     o.loss_scale_window = pf.loss_scale_window;

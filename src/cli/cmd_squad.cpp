@@ -245,7 +245,7 @@ int cmd_squad(int argc, char** argv) {
                  "in --output_dir={} (or --do_train to fine-tune first, or --raw_results=FILE to "
                  "decode logits), got none", o.output_dir);
     }
-    const ops::Precision precision = o.precision_flags.precision();
+    const ops::Precision precision = o.precision_flags.precision(o.do_train);
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);

@@ -1,15 +1,19 @@
 // --dtype / --precision and the loss-scale flags (see precision_flags.hpp).
 #include "cli/precision_flags.hpp"
 
+#include "core/error.hpp"
 #include "core/log.hpp"
+#include "ops/int8.hpp"
 
 namespace bertbench::cli {
 
 void PrecisionFlags::add(Flags& f, bool training) {
     f.add("dtype", &dtype,
           "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation, fp32 master weights, "
-          "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX). "
-          "fp16 is refused with its reason (no fp16 matmul on CPUs here)");
+          "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX) | "
+          "int8 (inference only: the encoder's dense layers in int8, weights per channel, "
+          "activations per token; docs/engine.md). fp16 is refused with its reason (no fp16 "
+          "matmul on CPUs here)");
     f.alias("precision", "dtype");
     if (!training) return;
     f.add("loss_scale", &loss_scale,
@@ -33,9 +37,20 @@ ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
                   "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
                   "SLOWER than fp32; timings show correctness, not bf16 speed",
                   flag, ops::native_precisions());
+    if (p == ops::Precision::int8 && !ops::int8_native())
+        log::warn("--{}=int8: oneDNN has no int8 dot-product kernel for this CPU (no AVX512-VNNI, "
+                  "AVX-VNNI or AMX; its int8 matmul: {}); int8 runs with 7-bit weights, correct "
+                  "but without the int8 speed-up; timings show correctness, not int8 speed",
+                  flag, ops::int8_gemm_impl());
     return p;
 }
 
-ops::Precision PrecisionFlags::precision() const { return parse_dtype(dtype, "dtype"); }
+ops::Precision PrecisionFlags::precision(bool trains) const {
+    const ops::Precision p = parse_dtype(dtype, "dtype");
+    if (trains && p == ops::Precision::int8)
+        fail("--dtype=int8: int8 is for inference (eval, squad --do_predict, pretrain --nodo_train "
+             "--do_eval, bench --mode=infer); this run trains: use fp32 or bf16");
+    return p;
+}
 
 }  // namespace bertbench::cli

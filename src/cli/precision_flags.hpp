@@ -18,9 +18,10 @@ struct PrecisionFlags {
 
     // Registers --dtype and --precision; with `training`, the loss-scale flags too.
     void add(Flags& f, bool training);
-    // The precision; warns once when bf16 runs emulated (no bf16 units on this CPU). Error for
-    // values outside the list, naming what the CPU offers.
-    ops::Precision precision() const;
+    // The precision; warns once when bf16 runs emulated (no bf16 units on this CPU) or int8 has no
+    // dot-product units. Error for values outside the list, naming what the CPU offers, and for
+    // int8 in a run that `trains`.
+    ops::Precision precision(bool trains) const;
 };
 
 // One --dtype value (`flag` names the flag): the precision, with the emulation warning.

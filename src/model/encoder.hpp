@@ -82,6 +82,7 @@ public:
             const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_) + 64;
             sb_.assign(be_, std::max(bwd, 2 * pmax * H_));
         }
+        if (opts.precision == ops::Precision::int8) init_int8(plan);
         // Packed weights (ops::PackedWeights) for an inference engine, whose weights do not change
         // between forwards (emulated bf16 has no use for them). A training engine would re-pack
         // after every update: measured on BERT-base bf16 b32 (Zen 5), 0-2 % faster for 210 MB
@@ -93,7 +94,7 @@ public:
             (void)BB_OP(be_, flash_attention_forward);
             (void)BB_OP(be_, flash_attention_backward);
         }
-        if (packed_) {
+        if (packed_ && !int8_) {
             (void)BB_OP(be_, matmul_packed);
             for (const LayerParams& w : layers_) {
                 for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
@@ -219,9 +220,11 @@ public:
         const auto stream = [&](uint32_t site, double keep) {
             return ops::DropoutStream{seed, step, site, keep};
         };
-        if ((bf16_ || packed_) && (wb_stale_ || wb_src_ != params)) {
+        if ((bf16_ || packed_ || int8_) && (wb_stale_ || wb_src_ != params)) {
             BB_PROFILE_OP(Op::weight_copies, Pass::forward);
             if (bf16_) k_.to_bf16(wb_.data(), params, total_params_);
+            if constexpr (std::is_same_v<T, float>)
+                if (int8_) int8_->quantize(params);
             if (packed_) packed_->pack(bf16_ ? static_cast<const void*>(wb_.data()) : params);
             wb_src_ = params;
             wb_stale_ = false;
@@ -248,6 +251,7 @@ public:
             const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
+            if (int8_) int8_input(xin, N, H);  // one quantized x for Q, K and V
             linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, gemm_output(s.qb));
             linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, gemm_output(s.kb));
             linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, gemm_output(s.vb));
@@ -263,6 +267,7 @@ public:
                                      dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
+            if (int8_) int8_input(s.ctx, N, H);
             linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             if (dropout_hidden_) k_.dropout_mask(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
@@ -271,11 +276,20 @@ public:
             k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H, ops::kLayerNormEps,
                                  gemm_output(s.x1b));
             BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
-            linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
-            BB_PROFILE_OP(Op::gelu, Pass::forward);
-            k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
-            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-            linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
+            if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
+                int8_input(s.x1, N, H);
+                k_.linear_forward_int8(nullptr, q_mid_.data(), s_mid_.data(), q_in_.data(), s_in_.data(),
+                                       int8_->at(w.wi), params + w.bi, N, H, I, &act_);
+                BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+                k_.linear_forward_int8(s.o, nullptr, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
+                                       params + w.bout, N, I, H, nullptr);
+            } else {
+                linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
+                BB_PROFILE_OP(Op::gelu, Pass::forward);
+                k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
+                BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+                linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
+            }
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             if (dropout_hidden_) k_.dropout_mask(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             k_.dropout_add_forward(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh, nullptr);
@@ -385,7 +399,8 @@ public:
     // The bf16 copies and the packed weights.
     size_t copies_bytes() const {
         return (wb_.size() + sb_.size() + buf_.bf16_inputs.size()) * sizeof(ops::bf16) +
-               (packed_ ? packed_->bytes() : 0);
+               (packed_ ? packed_->bytes() : 0) + (int8_ ? int8_->bytes() : 0) + q_in_.size() + q_mid_.size() +
+               (s_in_.size() + s_mid_.size()) * sizeof(float);
     }
     // A head's weight op(B)(K, N) at `offset` joins the packed ones (no-op where nothing is packed);
     // call before the first forward.
@@ -440,6 +455,9 @@ public:
     // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
+        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.packed)  // an encoder layer's:
+            return k_.linear_forward_int8(y, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN,
+                                          OUT, nullptr);  // x quantized by int8_input()
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
         if (const void* pw = packed(w))
@@ -447,6 +465,31 @@ public:
                                     out, OUT, params + b, y_type);
         if (bf16_) return k_.linear_forward_bf16(out, y_type, xb, wb_.data() + w, params + b, N, IN, OUT);
         k_.linear_forward(y, x, params + w, params + b, N, IN, OUT);
+    }
+    // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), the
+    // quantized input of the next dense layer(s) (N·H) and the FFN's quantized GELU output (N·I).
+    void init_int8(const Plan& plan) {
+        if constexpr (!std::is_same_v<T, float>) fail("engine: int8 precision needs the float engine");
+        if (!plan.forward_only)
+            fail("engine: int8 is for inference (eval, squad --do_predict, bench --mode=infer); training "
+                 "runs in fp32 or bf16");
+        int8_ = be_.int8_weights();
+        if (!int8_) fail("[backend {}] has no int8 path (int8 inference runs on the CPU backend)", be_.name());
+        (void)BB_OP(be_, quantize_rows);
+        (void)BB_OP(be_, linear_forward_int8);
+        for (const LayerParams& w : layers_) {
+            for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) int8_->add(k, H_, H_);
+            int8_->add(w.wi, H_, I_);
+            int8_->add(w.wout, I_, H_);
+        }
+        const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+        q_in_.assign(be_, nmax * H_);
+        q_mid_.assign(be_, nmax * I_);
+        s_in_.assign(be_, nmax);
+        s_mid_.assign(be_, nmax);
+    }
+    void int8_input(const T* x, int N, int C) {
+        if constexpr (std::is_same_v<T, float>) k_.quantize_rows(q_in_.data(), s_in_.data(), x, N, C);
     }
     // Gradients of that layer from dy. bf16: xt = transposed_input(bf16(x)) (x itself unused) and
     // dyb = dy_bf16(), which dy's producer wrote; or xt null to convert x and dy here (the MLM
@@ -527,6 +570,9 @@ private:
     bool bf16_ = false, wb_stale_ = true;
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
+    std::unique_ptr<ops::Int8Weights> int8_;      // int8 engines only (init_int8)
+    Memory<int8_t> q_in_, q_mid_;
+    Memory<float> s_in_, s_mid_;
     Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
     int B_ = 0, N_ = 0;
     bool dropout_hidden_ = false, dropout_probs_ = false;

@@ -149,7 +149,11 @@ struct DoubleOps {
     static void cross_entropy_backward_bf16(A...) { no_bf16(); }
     template <typename... A>
     static void matmul_packed(A...) { no_bf16(); }
-    [[noreturn]] static void no_bf16() { fail("engine: bf16 GEMMs and packed weights need the float engine"); }
+    template <typename... A>
+    static void quantize_rows(A...) { no_bf16(); }
+    template <typename... A>
+    static void linear_forward_int8(A...) { no_bf16(); }
+    [[noreturn]] static void no_bf16() { fail("engine: bf16 and int8 GEMMs and packed weights need the float engine"); }
 };
 
 // The op table the engine of type T calls: its backend's (float) or DoubleOps.

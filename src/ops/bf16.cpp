@@ -17,7 +17,9 @@
 
 namespace bertbench::ops {
 
-const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+    return p == Precision::bf16 ? "bf16" : p == Precision::int8 ? "int8" : "fp32";
+}
 
 namespace {
 bool fp16_matmul_available();
@@ -26,6 +28,7 @@ bool fp16_matmul_available();
 Precision parse_precision(const std::string& value, const std::string& flag) {
     if (value == "fp32" || value == "float32") return Precision::fp32;
     if (value == "bf16" || value == "bfloat16") return Precision::bf16;
+    if (value == "int8") return Precision::int8;
     if (value == "fp16" || value == "float16") {
         if (!fp16_matmul_available())
             fail("--{}={}: this CPU cannot run fp16 matmuls (it multiplies natively: {}; fp16 needs "
@@ -34,8 +37,8 @@ Precision parse_precision(const std::string& value, const std::string& flag) {
                  flag, value, native_precisions(), flag);
         fail("--{}={}: fp16 training is not implemented; use --{}=bf16", flag, value, flag);
     }
-    fail("--{}: expected fp32, bf16 (or float32, bfloat16; fp16 is refused with its reason), got "
-         "\"{}\"", flag, value);
+    fail("--{}: expected fp32, bf16, int8 (or float32, bfloat16; int8 for inference only; fp16 is "
+         "refused with its reason), got \"{}\"", flag, value);
 }
 
 namespace {

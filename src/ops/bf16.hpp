@@ -13,9 +13,9 @@
 namespace bertbench::ops {
 
 // The arithmetic of the engine's GEMMs (docs/engine.md "Mixed precision").
-enum class Precision { fp32, bf16 };
+enum class Precision { fp32, bf16, int8 };
 const char* precision_name(Precision p);
-// A --dtype/--precision value: fp32 (float32), bf16 (bfloat16). fp16 (float16, PerfZero's GPU
+// A --dtype/--precision value: fp32 (float32), bf16 (bfloat16), int8 (inference only, ops/int8.hpp). fp16 (float16, PerfZero's GPU
 // flag) is an Error naming what this CPU and oneDNN lack, with the bf16 suggestion; anything else
 // is an Error listing the choices. `flag` names the flag in messages.
 Precision parse_precision(const std::string& value, const std::string& flag);

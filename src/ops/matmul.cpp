@@ -46,11 +46,33 @@ Matmuls& matmuls() {
     return *m;
 }
 
-const char* type_name(MatmulType t) { return t == MatmulType::bf16 ? "bf16" : "f32"; }
+const char* type_name(MatmulType t) {
+    switch (t) {
+        case MatmulType::f32: return "f32";
+        case MatmulType::bf16: return "bf16";
+        case MatmulType::s8: return "s8";
+        case MatmulType::s32: return "s32";
+    }
+    return "?";
+}
 
 dnnl::memory::data_type dtype(MatmulType t) {
-    return t == MatmulType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    using dt = dnnl::memory::data_type;
+    switch (t) {
+        case MatmulType::f32: return dt::f32;
+        case MatmulType::bf16: return dt::bf16;
+        case MatmulType::s8: return dt::s8;
+        case MatmulType::s32: return dt::s32;
+    }
+    return dt::f32;
 }
+
+size_t type_bytes(MatmulType t) {
+    return t == MatmulType::f32 || t == MatmulType::s32 ? 4 : t == MatmulType::bf16 ? 2 : 1;
+}
+
+// The type of C when a call names none: int32 for int8 operands, else f32.
+MatmulType product_type(MatmulType t) { return t == MatmulType::s8 ? MatmulType::s32 : MatmulType::f32; }
 
 dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, bool transposed) {
     // A logical (rows, cols) matrix stored row-major with leading dimension ld, or transposed:
@@ -72,7 +94,7 @@ dnnl::memory::desc packed_md(MatmulType type, int K, int N) {
     const dt in = dtype(type);
     const dnnl::matmul::desc d(md(64, K, in, K, false),
                                dnnl::memory::desc({K, N}, in, dnnl::memory::format_tag::any),
-                               md(64, N, dt::f32, N, false));
+                               md(64, N, dtype(product_type(type)), N, false));
     const dnnl::memory::desc w = dnnl::matmul::primitive_desc(d, matmuls().eng).weights_desc();
     known.emplace(key, w);
     return w;
@@ -156,6 +178,8 @@ size_t key_slot(const Key& k) {
 void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, int lda,
             const void* B, int ldb, float beta, void* C, int ldc, const float* bias,
             MatmulType c_type) {
+    BB_CHECK((type == MatmulType::s8) == (c_type == MatmulType::s32));
+    BB_CHECK(type != MatmulType::s8 || (beta == 0.f && !bias));
     try {
         const Key key{static_cast<int>(type), M, N, K, trans_b, lda, ldb, ldc,
                       bias ? 2 : beta == 1.f ? 1 : 0, static_cast<int>(c_type)};
@@ -229,7 +253,7 @@ void PackedWeights::pack(const void* src) {
     try {
         const dnnl::engine& eng = matmuls().eng;
         dnnl::stream stream(eng);
-        const size_t elem = type_ == MatmulType::bf16 ? 2 : 4;
+        const size_t elem = type_bytes(type_);
         for (const Entry& e : entries_) {
             const auto* from = static_cast<const unsigned char*>(src) + e.offset * elem;
             dnnl::memory in(md(e.K, e.N, dtype(type_), e.trans_b ? e.K : e.N, e.trans_b), eng,
@@ -252,7 +276,9 @@ const void* PackedWeights::at(size_t offset) const {
 
 std::string matmul_impl(MatmulType type) {
     try {
-        return describe(Key{static_cast<int>(type), 64, 64, 64, false, 64, 64, 64, 0, 0}, matmuls().eng)
+        return describe(Key{static_cast<int>(type), 64, 64, 64, false, 64, 64, 64, 0,
+                            static_cast<int>(product_type(type))},
+                        matmuls().eng)
             .impl_info_str();
     } catch (const dnnl::error&) {
         return "";

@@ -1,0 +1,75 @@
+// int8 inference for the dense layers (docs/engine.md "int8 inference"): weights quantized once
+// per output channel (symmetric s8), activations per token at run time (symmetric s8), products in
+// int8 with int32 accumulation on oneDNN's VNNI/AMX kernels, dequantized (and biased, activated,
+// re-quantized for the next dense layer) while each block of rows is still in cache.
+//   x ≈ sx(i)·qx(i,k) with sx(i) = max_k |x(i,k)| / 127, qx = round(x / sx) (nearest even)
+//   W ≈ qw(k,j)·sw(j) with sw(j) = max_k |W(k,j)| / qmax, qw = round(W / sw)
+//   y(i,j) = sx(i)·sw(j)·Σ_k qx(i,k)·qw(k,j) + b(j)     (the sum exact in int32)
+// qmax is 127 where oneDNN runs int8 on dot-product units (AVX512-VNNI, AVX-VNNI, AMX), and 63
+// elsewhere: without VNNI, oneDNN's int8 kernels add pairs of u8·s8 products in int16
+// (vpmaddubsw), which saturates with 8-bit weights; 7-bit weights cannot overflow it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/aligned.hpp"
+#include "ops/activation.hpp"
+#include "ops/matmul.hpp"
+
+namespace bertbench::ops {
+
+// Per-row symmetric quantization of x (N, C): q (N, C), scale (N). A row of zeros has scale 0 and
+// q 0. Non-finite values are an Error (int8 cannot carry them).
+void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
+// Per-column symmetric quantization of W (K, N) row-major to [-qmax, qmax]: q (K, N), scale (N).
+void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int qmax);
+
+// A quantized dense kernel: oneDNN's packed s8 layout and its per-output-channel scales.
+struct Int8Matrix {
+    const void* packed = nullptr;
+    const float* scale = nullptr;
+};
+
+// The dense kernels of an inference engine, quantized and packed once (the weights do not change).
+class Int8Weights {
+public:
+    // Registers the kernel (K, N) row-major at element `offset` of the parameters.
+    void add(size_t offset, int K, int N);
+    // Quantizes every registered kernel from the float parameters and packs it.
+    void quantize(const float* params);
+    // The kernel registered at `offset` (packed null when none is).
+    Int8Matrix at(size_t offset) const;
+    size_t bytes() const { return packed_.bytes() + scales_.size() * sizeof(float); }
+
+private:
+    struct Entry {
+        size_t offset, scale_at;
+        int K, N;
+    };
+    PackedWeights packed_{MatmulType::s8};
+    std::vector<Entry> entries_;
+    std::unordered_map<size_t, size_t> index_;  // offset -> entries_
+    AlignedVector<float> scales_;
+    AlignedVector<int8_t> q_;  // staging for one kernel at a time
+};
+
+// The int8 dense layer: acc = qx(N, IN)·qw(IN, OUT) in int32, then per row of the result
+//   v(i,j) = sx(i)·sw(j)·acc(i,j) + b(j), then act(v) where act is given,
+// written as float y (N, OUT), or, with yq, quantized per row into yq (N, OUT) and yscale (N) for
+// the next int8 layer (y unused then). b may be null.
+void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
+                         const Int8Matrix& w, const float* b, int N, int IN, int OUT,
+                         const Activation* act);
+
+// The weight range quantize_columns should use on this CPU (127 or 63, above).
+int int8_weight_max();
+// True where oneDNN's int8 matmul runs on dot-product units (VNNI or AMX).
+bool int8_native();
+// oneDNN's implementation of the int8 matmul ("brg:avx512_core_vnni", "gemm:jit", ...).
+std::string int8_gemm_impl();
+
+}  // namespace bertbench::ops
