@@ -276,14 +276,17 @@ BENCHMARK(BM_PackedLinearEpilogue)
 // An inference engine's dense layer at kN tokens, by way: 0 the int8 op (ops/int8.hpp: the
 // product a block of rows at a time on each thread, each block dequantized while in cache), 1 the
 // same int8 product over all rows by oneDNN's threads, then one dequantizing pass, 2 the bf16
-// packed matmul with its bias (the bf16 engine's), 3 the fp32 one. GOP/s count 2·N·IN·OUT.
+// packed matmul with its bias (the bf16 engine's), 3 the fp32 one, 4 the int8 op as FFN-in runs it
+// (GELU and the per-row quantization of its output in the epilogue). GOP/s count 2·N·IN·OUT.
 void BM_DenseInference(benchmark::State& state) {
     const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
     const int way = static_cast<int>(state.range(2));
     const auto x = random_vec(static_cast<size_t>(kN) * in, 1), w = random_vec(static_cast<size_t>(in) * out, 2, 0.05f),
                b = random_vec(out, 3);
     std::vector<float> y(static_cast<size_t>(kN) * out), xs(kN);
-    std::vector<int8_t> xq(x.size());
+    std::vector<int8_t> xq(x.size()), yq(way == 4 ? y.size() : 0);
+    std::vector<float> ys(way == 4 ? kN : 0);
+    const ops::Activation gelu = ops::Activation::gelu_tanh;
     ops::quantize_rows(xq.data(), xs.data(), x.data(), kN, in);
     ops::Int8Weights iw;
     iw.add(0, in, out);
@@ -305,7 +308,7 @@ void BM_DenseInference(benchmark::State& state) {
     const auto run = [&] {
         switch (way) {
             case 0:
-                ops::linear_forward_int8(y.data(), nullptr, nullptr, xq.data(), xs.data(), m, b.data(), kN, in, out,
+                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, nullptr, xq.data(), xs.data(), m, b.data(), kN, in, out,
                                          nullptr);
                 break;
             case 1:
@@ -316,6 +319,10 @@ void BM_DenseInference(benchmark::State& state) {
                     for (int j = 0; j < out; ++j)
                         y[static_cast<size_t>(i) * out + j] =
                             static_cast<float>(acc[static_cast<size_t>(i) * out + j]) * (xs[i] * m.scale[j]) + b[j];
+                break;
+            case 4:
+                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, yq.data(), ys.data(), xq.data(), xs.data(), m,
+                                         b.data(), kN, in, out, &gelu);
                 break;
             case 2:
                 ops::matmul_packed(ops::MatmulType::bf16, kN, out, in, xb.data(), in, packed.at(0), y.data(), out,
@@ -334,7 +341,8 @@ void BM_DenseInference(benchmark::State& state) {
 }
 BENCHMARK(BM_DenseInference)
     ->ArgNames({"in", "out", "way"})
-    ->ArgsProduct({{kH}, {kH, kI}, {0, 1, 2, 3}})
+    ->ArgsProduct({{kH}, {kH}, {0, 1, 2, 3}})
+    ->ArgsProduct({{kH}, {kI}, {0, 1, 2, 3, 4}})
     ->ArgsProduct({{kI}, {kH}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

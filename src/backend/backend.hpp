@@ -99,9 +99,10 @@ void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld);
 void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
                    void* C, int ldc, const float* bias, MatmulType c_type);
 // int8 inference (ops/int8.hpp): per-row symmetric quantization; the int8 dense layer on kernels
-// from Backend::int8_weights, its result float y, or (with yq) act(y) quantized per row.
+// from Backend::int8_weights, its result y (float, or bf16 with y_type bf16), or (with yq) act(y)
+// quantized per row.
 void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
-void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const ops::Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const ops::Activation* act);
 // The fused attention (ops/flash_attention.hpp): lse (N, NH) instead of the probabilities; the

@@ -69,9 +69,11 @@ public:
             ready_[stage].push_back({p.offset, p.offset + p.size});
         }
         total_params_ = table.total_floats();
-        if (opts.precision == ops::Precision::bf16) {
+        // int8 engines run the rest of the model as the bf16 engine does where the CPU has bf16
+        // units (the attention, the heads), else in fp32.
+        if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_native())) {
             if constexpr (!std::is_same_v<T, float>)
-                fail("engine: bf16 precision needs the float engine");
+                fail("engine: {} precision needs the float engine", ops::precision_name(opts.precision));
             bf16_ = true;
             const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
             const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
@@ -252,9 +254,9 @@ public:
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
             if (int8_) int8_input(xin, N, H);  // one quantized x for Q, K and V
-            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, gemm_output(s.qb));
-            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, gemm_output(s.kb));
-            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, gemm_output(s.vb));
+            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
+            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
+            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, attention_output(s.vb));
             BB_PROFILE_OP(Op::attention, Pass::forward);
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
@@ -268,7 +270,7 @@ public:
             }
             BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
             if (int8_) int8_input(s.ctx, N, H);
-            linear_fwd(s.a, s.ctx, gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
+            linear_fwd(s.a, s.ctx, int8_ ? nullptr : gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             if (dropout_hidden_) k_.dropout_mask(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
             k_.dropout_add_forward(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh, nullptr);
@@ -278,11 +280,11 @@ public:
             BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
             if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
                 int8_input(s.x1, N, H);
-                k_.linear_forward_int8(nullptr, q_mid_.data(), s_mid_.data(), q_in_.data(), s_in_.data(),
-                                       int8_->at(w.wi), params + w.bi, N, H, I, &act_);
+                k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), q_in_.data(),
+                                       s_in_.data(), int8_->at(w.wi), params + w.bi, N, H, I, &act_);
                 BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-                k_.linear_forward_int8(s.o, nullptr, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
-                                       params + w.bout, N, I, H, nullptr);
+                k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, q_mid_.data(), s_mid_.data(),
+                                       int8_->at(w.wout), params + w.bout, N, I, H, nullptr);
             } else {
                 linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
                 BB_PROFILE_OP(Op::gelu, Pass::forward);
@@ -420,8 +422,12 @@ public:
         return dst;
     }
     // bf16 engines: p, a bf16 GEMM input that its producer (LayerNorm, GELU, dropout) writes in
-    // the same pass as its fp32 output; nullptr in fp32.
-    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
+    // the same pass as its fp32 output; nullptr in fp32, and in int8 engines, whose dense layers
+    // quantize the fp32 x (int8_input).
+    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
+    // bf16 engines (int8 ones too): p, where the Q, K and V products write bf16 q, k, v for the
+    // attention (which then reads no fp32 q, k, v); nullptr in fp32.
+    ops::bf16* attention_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
     // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
     // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
     ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
@@ -455,11 +461,11 @@ public:
     // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
-        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.packed)  // an encoder layer's:
-            return k_.linear_forward_int8(y, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN,
-                                          OUT, nullptr);  // x quantized by int8_input()
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
+        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.packed)  // an encoder layer's:
+            return k_.linear_forward_int8(out, y_type, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b,
+                                          N, IN, OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
             return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
                                     out, OUT, params + b, y_type);

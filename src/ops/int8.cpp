@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "core/error.hpp"
+#include "ops/bf16.hpp"
 #include "ops/kernels.hpp"
 
 namespace bertbench::ops {
@@ -105,10 +106,11 @@ Int8Matrix Int8Weights::at(size_t offset) const {
     return {packed_.at(offset), scales_.data() + entries_[it->second].scale_at};
 }
 
-void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act) {
     BB_CHECK(w.packed && w.scale && (yq ? yscale != nullptr : y != nullptr));
+    BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
     if (N <= 0) return;
     // Blocks of at most kBlockBytes of int32, a multiple of the thread count of them (even work).
     const int threads = omp_get_max_threads();
@@ -123,7 +125,8 @@ void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, 
 #pragma omp parallel reduction(|| : bad)
     {
         AlignedVector<int32_t> acc(static_cast<size_t>(rows) * OUT);
-        AlignedVector<float> v(yq ? static_cast<size_t>(OUT) : 0);
+        const bool staged = yq || y_type == MatmulType::bf16;  // a row's float values, then converted
+        AlignedVector<float> v(staged ? static_cast<size_t>(OUT) : 0);
 #pragma omp for schedule(static)
         for (int blk = 0; blk < blocks; ++blk) try {
             const int r0 = blk * rows, m = std::min(rows, N - r0);
@@ -132,12 +135,16 @@ void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, 
                    acc.data(), OUT, nullptr, MatmulType::s32);
             for (int i = 0; i < m; ++i) {
                 const int32_t* a = acc.data() + static_cast<size_t>(i) * OUT;
-                float* out = yq ? v.data() : y + static_cast<size_t>(r0 + i) * OUT;
+                const size_t row = static_cast<size_t>(r0 + i) * OUT;
+                float* out = staged ? v.data() : static_cast<float*>(y) + row;
                 const float sx = xscale[r0 + i];
                 for (int j = 0; j < OUT; ++j)
                     out[j] = static_cast<float>(a[j]) * (sx * w.scale[j]) + (b ? b[j] : 0.f);
                 if (act) k.activation_forward(*act, out, out, static_cast<size_t>(OUT), nullptr);
-                if (yq) bad = bad || !quantize_row(yq + static_cast<size_t>(r0 + i) * OUT, yscale + r0 + i, out, OUT, 127);
+                if (yq)
+                    bad = bad || !quantize_row(yq + row, yscale + r0 + i, out, OUT, 127);
+                else if (staged)
+                    to_bf16_serial(static_cast<bf16*>(y) + row, out, static_cast<size_t>(OUT));
             }
         } catch (...) {
 #pragma omp critical(bb_int8_error)

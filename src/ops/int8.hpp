@@ -59,9 +59,10 @@ private:
 
 // The int8 dense layer: acc = qx(N, IN)·qw(IN, OUT) in int32, then per row of the result
 //   v(i,j) = sx(i)·sw(j)·acc(i,j) + b(j), then act(v) where act is given,
-// written as float y (N, OUT), or, with yq, quantized per row into yq (N, OUT) and yscale (N) for
-// the next int8 layer (y unused then). b may be null.
-void linear_forward_int8(float* y, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
+// written into y (N, OUT) as float, or as bf16 with y_type bf16 (rounded once, as to_bf16), or,
+// with yq, quantized per row into yq (N, OUT) and yscale (N) for the next int8 layer (y unused
+// then). b may be null.
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act);
 

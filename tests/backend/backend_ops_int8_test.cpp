@@ -88,15 +88,21 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
                 gelu[i * OUT + j] = ops::activation_value(ops::Activation::gelu_tanh, want[i * OUT + j]);
             }
         const std::string at_n = " N=" + std::to_string(N);
-        BB_OP(be(), linear_forward_int8)(dy.get(), nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, nullptr);
-        EXPECT_TRUE(all_close("int8 y" + at_n, dy.download(), want, 1e-6, 1e-6));
+        const std::vector<float> y = dy.download();
+        EXPECT_TRUE(all_close("int8 y" + at_n, y, want, 1e-6, 1e-6));
+        // bf16 output: the float result rounded once
+        Buffer<bf16> dyb(be(), static_cast<size_t>(N) * OUT);
+        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at),
+                                          db.get(), N, IN, OUT, nullptr);
+        EXPECT_TRUE(same_bits(dyb.download(), narrow(y))) << "int8 bf16(y)" << at_n;
         const ops::Activation act = ops::Activation::gelu_tanh;
-        BB_OP(be(), linear_forward_int8)(dy.get(), nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, &act);
         EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, dy.download(), gelu, 1e-6, 1e-6));
         // quantized output: within half a step of the GELU'd values
-        BB_OP(be(), linear_forward_int8)(nullptr, dyq.get(), dys.get(), dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, &act);
         const std::vector<int8_t> yq = dyq.download();
         const std::vector<float> ys = dys.download();
@@ -122,7 +128,7 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
     const Quantized qx = quantize(be(), x, N, IN);
     Buffer<int8_t> dxq(be(), qx.q);
     Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-    BB_OP(be(), linear_forward_int8)(dy.get(), nullptr, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
                                       OUT, nullptr);
     const std::vector<float> got = dy.download();
     double worst = 0;  // the largest error as a fraction of its bound
