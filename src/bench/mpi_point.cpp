@@ -62,7 +62,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
         batches.push_back(synthetic_batch(p.config, local.batch_size, p.seq_len, max_pred,
                                           7 + static_cast<uint64_t>(comm.rank())));
     else
-        batches = read_batches(p.data_files, p.seq_len, max_pred, local.batch_size,
+        batches = read_batches(p.data_files, p.config, p.seq_len, max_pred, local.batch_size,
                                std::min(needed, 256), p.skip_corrupt_records);
     std::unique_ptr<optim::ParameterUpdater> updater;
     train::DataParallel dp(comm, table, static_cast<size_t>(o.bucket_mb * (1 << 20)));

@@ -94,7 +94,7 @@ struct Setup {
         } else if (p.data_files.empty()) {
             batches.push_back(synthetic_batch(p.config, p.batch_size, p.seq_len, max_pred, 7));
         } else {
-            batches = read_batches(p.data_files, p.seq_len, max_pred, p.batch_size,
+            batches = read_batches(p.data_files, p.config, p.seq_len, max_pred, p.batch_size,
                                    std::min(needed, 256), p.skip_corrupt_records);
         }
         if (train) {
@@ -231,8 +231,8 @@ model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq
     return b;
 }
 
-std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
-                                       int max_predictions, int batch_size, int count,
+std::vector<model::Batch> read_batches(const std::vector<std::string>& files, const model::BertConfig& c,
+                                       int seq_len, int max_predictions, int batch_size, int count,
                                        bool skip_corrupt_records) {
     std::vector<model::Batch> out;
     while (static_cast<int>(out.size()) < count) {
@@ -243,6 +243,8 @@ std::vector<model::Batch> read_batches(const std::vector<std::string>& files, in
         rc.batch_size = batch_size;
         rc.training = false;  // fixed order, each record once; then start over
         rc.skip_corrupt_records = skip_corrupt_records;
+        rc.vocab_size = c.vocab_size;
+        rc.type_vocab_size = c.type_vocab_size;
         data::PretrainReader reader(rc);
         const size_t before = out.size();
         model::Batch b;

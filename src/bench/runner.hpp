@@ -80,9 +80,10 @@ int default_max_predictions(int seq_len);
 model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq_len,
                              int max_predictions, uint64_t seed);
 // `count` full batches of the TFRecords in eval (fixed) order, cycling over the files; partial
-// last batches are dropped. Error if the files hold fewer than batch_size records.
-std::vector<model::Batch> read_batches(const std::vector<std::string>& files, int seq_len,
-                                       int max_predictions, int batch_size, int count,
+// last batches are dropped. Error if the files hold fewer than batch_size records, or (naming the
+// file and record) an id outside the model's vocab_size / type_vocab_size.
+std::vector<model::Batch> read_batches(const std::vector<std::string>& files, const model::BertConfig& c,
+                                       int seq_len, int max_predictions, int batch_size, int count,
                                        bool skip_corrupt_records = false);
 
 // ---- task squad ----

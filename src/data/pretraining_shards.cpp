@@ -57,8 +57,7 @@ bool verified_complete(const ShardJob& job, const nlohmann::json& meta,
         if (saved.at("output_size").get<uint64_t>() != fs::file_size(job.output)) return false;
         const uint64_t records =
             cfg.output_format == OutputFormat::hdf5
-                ? io::read_hdf5_shard(job.output, cfg.max_seq_length, cfg.max_predictions_per_seq)
-                      .records
+                ? io::verify_hdf5_shard(job.output, cfg.max_seq_length, cfg.max_predictions_per_seq)
                 : io::count_tfrecords(job.output);
         return records == saved.at("records").get<uint64_t>();
     } catch (const std::exception&) {

@@ -603,6 +603,14 @@ Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
     return a;
 }
 
+uint64_t verify_hdf5_shard(const std::string& path, int max_seq_length, int max_predictions_per_seq) {
+    const Hdf5ShardReader r(path, max_seq_length, max_predictions_per_seq);
+    const uint64_t n = r.records(), block = r.block_rows();
+    for (uint64_t first = 0; first < n; first += block)
+        check_hdf5_arrays(path, r.read_rows(first, std::min(block, n - first)));
+    return n;
+}
+
 std::vector<Hdf5DatasetLayout> hdf5_layout(const std::string& path) {
     Hdf5Lock lock;
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);

@@ -123,6 +123,11 @@ class Hdf5ShardReader {
 Hdf5ShardArrays read_hdf5_shard(const std::string& path, int max_seq_length,
                                 int max_predictions_per_seq);
 
+// Reads and checks every record of a shard a block at a time (Hdf5ShardReader::block_rows), so
+// that memory stays at one block whatever the shard declares or inflates to; returns the record
+// count. For a writer that checks a shard it wrote before reusing it (prepare's resume).
+uint64_t verify_hdf5_shard(const std::string& path, int max_seq_length, int max_predictions_per_seq);
+
 // Writes `a` as NVIDIA's writer does (h5py create_dataset(..., compression='gzip') per dataset in
 // schema order: chunk shape from h5py's guess_chunk, deflate level 4, fill time alloc, no
 // shuffle/fletcher32, no timestamps). N = 0 gives contiguous empty datasets (h5py cannot chunk

@@ -114,11 +114,21 @@ TEST(DataMode, GoldenTfrecordIsUnpadded) {
     EXPECT_LE(r.latency_ms_p50, r.latency_ms_p90);
     EXPECT_LE(r.latency_ms_p90, r.latency_ms_p99);
     // The batches themselves: real sequences shorter than max_seq_length, same records each read.
-    const auto a = read_batches({file}, 128, 20, 4, 2), b = read_batches({file}, 128, 20, 4, 2);
+    const auto a = read_batches({file}, p.config, 128, 20, 4, 2), b = read_batches({file}, p.config, 128, 20, 4, 2);
     ASSERT_EQ(a.size(), 2u);
     EXPECT_LT(a[0].num_tokens(), 4 * 128);
     EXPECT_EQ(a[1].input_ids, b[1].input_ids);
-    EXPECT_THROW(read_batches({file}, 128, 20, 5000, 1), Error);
+    EXPECT_THROW(read_batches({file}, p.config, 128, 20, 5000, 1), Error);
+    // ids the model has no row for: one error naming the file and the record, where it is decoded
+    model::BertConfig small = p.config;
+    small.vocab_size = 100;
+    try {
+        read_batches({file}, small, 128, 20, 4, 1);
+        ADD_FAILURE() << "ids outside a 100-token vocabulary were accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("vocab_size"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

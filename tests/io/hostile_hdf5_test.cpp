@@ -183,6 +183,43 @@ TEST(HostileHdf5, GoodFileReadsInBlocksAsWhole) {
     EXPECT_EQ(tail.masked_lm_ids, std::vector<int32_t>(all.masked_lm_ids.begin() + 20, all.masked_lm_ids.end()));
     EXPECT_NE(error_of([&] { r.read_rows(2, 3); }).find("expected rows within the shard's 4"),
               std::string::npos);
+    EXPECT_EQ(verify_hdf5_shard(path, 128, 20), 4u);
+}
+
+// A shard that inflates far beyond its file (60,000 records of zeros: 56 MB of values, a few
+// hundred KB of gzip) is verified a block at a time: the checking process's peak memory stays
+// near one block (8 MiB), where reading it whole takes all 56 MB.
+TEST(HostileHdf5, VerifyingAShardKeepsOneBlockInMemory) {
+    TmpDir dir("bb_hostile_hdf5");
+    const std::string path = dir.file("zeros.h5");
+    // written by a child, so that this process's peak memory stays below what is measured
+    const ChildOutcome written = in_child([&] {
+        Hdf5ShardArrays a;
+        a.records = 60000;
+        a.max_seq_length = 128;
+        a.max_predictions_per_seq = 20;
+        a.input_ids.assign(a.records * 128, 0);
+        a.input_mask.assign(a.records * 128, 0);
+        a.segment_ids.assign(a.records * 128, 0);
+        a.masked_lm_positions.assign(a.records * 20, 0);
+        a.masked_lm_ids = a.masked_lm_positions;
+        a.next_sentence_labels.assign(a.records, 0);
+        write_hdf5_shard(path, a);
+    });
+    ASSERT_EQ(written.status, 1) << written.message;
+    // a forked child starts at this process's current resident size (not its peak)
+    long pages = 0, resident = 0;
+    std::ifstream("/proc/self/statm") >> pages >> resident;
+    const long base = resident * (::sysconf(_SC_PAGESIZE) / 1024);
+    const ChildOutcome v = in_child([&] {
+        if (verify_hdf5_shard(path, 128, 20) != 60000) fail("wrong record count");
+    });
+    EXPECT_EQ(v.status, 1) << v.message;  // returned without an error
+    const ChildOutcome w = in_child([&] { (void)read_hdf5_shard(path, 128, 20); });
+    std::printf("[hdf5] peak above this process: verifying %ld KB, reading whole %ld KB\n", v.max_rss_kb - base,
+                w.max_rss_kb - base);
+    EXPECT_LT(v.max_rss_kb - base, 24 * 1024);
+    EXPECT_GT(w.max_rss_kb - base, 40 * 1024) << "the whole read should hold the 56 MB";
 }
 
 // A virtual dataset (here sourced from itself: libhdf5 recursed until SIGSEGV) and external
