@@ -348,11 +348,12 @@ TEST(Bf16, ParsePrecision) {
     EXPECT_EQ(parse_precision("float32", "dtype"), Precision::fp32);
     EXPECT_EQ(parse_precision("bf16", "dtype"), Precision::bf16);
     EXPECT_EQ(parse_precision("bfloat16", "precision"), Precision::bf16);
+    EXPECT_EQ(parse_precision("int8", "dtype"), Precision::int8);
     try {
-        parse_precision("int8", "dtype");
-        ADD_FAILURE() << "int8 accepted";
+        parse_precision("uint4", "dtype");
+        ADD_FAILURE() << "uint4 accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--dtype: expected fp32, bf16"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--dtype: expected fp32, bf16, int8"), std::string::npos) << e.what();
     }
     try {
         parse_precision("fp16", "dtype");
