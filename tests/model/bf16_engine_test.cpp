@@ -11,46 +11,14 @@
 #include "core/error.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
+#include "tiny_model.hpp"
 
 namespace bertbench::model {
 namespace {
 
-BertConfig small_config() {
-    BertConfig c;
-    c.vocab_size = 512;
-    c.hidden_size = 64;
-    c.num_attention_heads = 4;
-    c.intermediate_size = 160;
-    c.num_hidden_layers = 2;
-    c.max_position_embeddings = 64;
-    c.hidden_dropout_prob = 0.1f;
-    c.attention_probs_dropout_prob = 0.1f;
-    return c;
-}
-
-Batch make_batch(const BertConfig& c, const std::vector<int>& lengths, int predictions,
-                 uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    Batch b;
-    b.batch_size = static_cast<int>(lengths.size());
-    b.seq_offsets.push_back(0);
-    for (int s = 0; s < b.batch_size; ++s) {
-        const int len = lengths[static_cast<size_t>(s)], start = b.seq_offsets.back();
-        for (int t = 0; t < len; ++t) {
-            b.input_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
-            b.segment_ids.push_back(t < len / 2 ? 0 : 1);
-        }
-        b.seq_offsets.push_back(start + len);
-        for (int p = 1; p <= predictions && p < len; ++p) {
-            b.masked_index.push_back(start + p);
-            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
-            b.masked_weights.push_back(1.0f);
-            b.masked_seq.push_back(s);
-        }
-        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
-    }
-    return b;
-}
+using testing::random_batch;
+using testing::rel_l2;
+using testing::small_config;
 
 struct Outcome {
     double loss = 0;
@@ -68,21 +36,12 @@ Outcome run(const ParamTable& table, const std::vector<float>& params, const Bat
     return r;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / den);
-}
-
 class Bf16Engine : public ::testing::Test {
 protected:
     BertConfig cfg = small_config();
     ParamTable table{cfg, Heads::pretraining};
     std::vector<float> params = std::vector<float>(table.total_floats());
-    Batch batch = make_batch(cfg, {17, 40, 9, 31}, 5, 11);
+    Batch batch = random_batch(cfg, {17, 40, 9, 31}, 5, 11);
     void SetUp() override {
         table.initialize(params, 3);
         for (float& x : params) x *= 4.0f;  // gradients away from the initialisation's scale
@@ -158,7 +117,7 @@ TEST(Bf16EngineLayers, KeptActivationsAreBf16) {
     const ParamTable table(c, Heads::pretraining);
     std::vector<float> params(table.total_floats());
     table.initialize(params, 5);
-    const Batch batch = make_batch(c, {40, 23, 40, 12}, 5, 13);
+    const Batch batch = random_batch(c, {40, 23, 40, 12}, 5, 13);
     const Plan plan{batch.batch_size, 40, 5};
     // The materialized attention kernel on both sides, whatever BB_ATTENTION says: the fused one
     // saves no probs, and its bf16 engine keeps an fp32 ctx per layer, so the arenas compare

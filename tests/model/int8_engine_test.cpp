@@ -12,43 +12,14 @@
 #include "core/error.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
+#include "tiny_model.hpp"
 
 namespace bertbench::model {
 namespace {
 
-BertConfig small_config() {
-    BertConfig c;
-    c.vocab_size = 512;
-    c.hidden_size = 64;
-    c.num_attention_heads = 4;
-    c.intermediate_size = 160;
-    c.num_hidden_layers = 3;
-    c.max_position_embeddings = 64;
-    return c;
-}
-
-Batch make_batch(const BertConfig& c, const std::vector<int>& lengths, int predictions, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    Batch b;
-    b.batch_size = static_cast<int>(lengths.size());
-    b.seq_offsets.push_back(0);
-    for (int s = 0; s < b.batch_size; ++s) {
-        const int len = lengths[static_cast<size_t>(s)], start = b.seq_offsets.back();
-        for (int t = 0; t < len; ++t) {
-            b.input_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
-            b.segment_ids.push_back(t < len / 2 ? 0 : 1);
-        }
-        b.seq_offsets.push_back(start + len);
-        for (int p = 1; p <= predictions && p < len; ++p) {
-            b.masked_index.push_back(start + p);
-            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
-            b.masked_weights.push_back(1.0f);
-            b.masked_seq.push_back(s);
-        }
-        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
-    }
-    return b;
-}
+using testing::random_batch;
+using testing::rel_l2;
+using testing::small_config;
 
 struct Outcome {
     double loss = 0;
@@ -64,21 +35,12 @@ Outcome infer(const ParamTable& table, const std::vector<float>& params, const B
     return r;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / den);
-}
-
 class Int8Engine : public ::testing::Test {
 protected:
-    BertConfig cfg = small_config();
+    BertConfig cfg = small_config(3);
     ParamTable table{cfg, Heads::pretraining};
     std::vector<float> params = std::vector<float>(table.total_floats());
-    Batch batch = make_batch(cfg, {17, 40, 9, 31}, 5, 11);
+    Batch batch = random_batch(cfg, {17, 40, 9, 31}, 5, 11);
     void SetUp() override {
         table.initialize(params, 3);
         for (float& x : params) x *= 4.0f;  // activations well away from the initialisation's scale

@@ -4,6 +4,7 @@
 // uniform noise in ±0.1, so that LayerNorm gammas, betas and biases are not 1 and 0.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -71,6 +72,57 @@ std::vector<T> make_params(const model::ParamTable& table, uint64_t seed) {
     std::vector<T> p(f.size());
     for (size_t i = 0; i < f.size(); ++i) p[i] = static_cast<T>(f[i] + u(rng));
     return p;
+}
+
+// The precision tests' model: V 512, H 64, 4 heads, I 160, dropout 0.1 on both sites.
+inline model::BertConfig small_config(int layers = 2) {
+    model::BertConfig c;
+    c.vocab_size = 512;
+    c.hidden_size = 64;
+    c.num_attention_heads = 4;
+    c.intermediate_size = 160;
+    c.num_hidden_layers = layers;
+    c.max_position_embeddings = 64;
+    c.hidden_dropout_prob = 0.1f;
+    c.attention_probs_dropout_prob = 0.1f;
+    return c;
+}
+
+// A batch of random tokens of the given lengths for config c: segment 0 for the first half of each
+// sequence, `predictions` masked positions from position 1 on (random ids, weight 1), random NSP
+// labels.
+inline model::Batch random_batch(const model::BertConfig& c, const std::vector<int>& lengths, int predictions,
+                                 uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    model::Batch b;
+    b.batch_size = static_cast<int>(lengths.size());
+    b.seq_offsets.push_back(0);
+    for (int s = 0; s < b.batch_size; ++s) {
+        const int len = lengths[static_cast<size_t>(s)], start = b.seq_offsets.back();
+        for (int t = 0; t < len; ++t) {
+            b.input_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.segment_ids.push_back(t < len / 2 ? 0 : 1);
+        }
+        b.seq_offsets.push_back(start + len);
+        for (int p = 1; p <= predictions && p < len; ++p) {
+            b.masked_index.push_back(start + p);
+            b.masked_ids.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+            b.masked_weights.push_back(1.0f);
+            b.masked_seq.push_back(s);
+        }
+        b.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
+    }
+    return b;
+}
+
+// ‖got − want‖₂ / ‖want‖₂
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / den);
 }
 
 }  // namespace bertbench::testing
