@@ -125,26 +125,31 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
 #pragma omp parallel reduction(|| : bad)
     {
         AlignedVector<int32_t> acc(static_cast<size_t>(rows) * OUT);
-        const bool staged = yq || y_type == MatmulType::bf16;  // a row's float values, then converted
-        AlignedVector<float> v(staged ? static_cast<size_t>(OUT) : 0);
+        const bool staged = yq || y_type == MatmulType::bf16;  // the block's float values, then converted
+        AlignedVector<float> v(staged ? acc.size() : 0);
 #pragma omp for schedule(static)
         for (int blk = 0; blk < blocks; ++blk) try {
             const int r0 = blk * rows, m = std::min(rows, N - r0);
+            const size_t at = static_cast<size_t>(r0) * OUT, n = static_cast<size_t>(m) * OUT;
             // Inside the parallel region the product runs on this thread alone (matmul.hpp).
             matmul(MatmulType::s8, false, m, OUT, IN, xq + static_cast<size_t>(r0) * IN, IN, w.packed, -1, 0.f,
                    acc.data(), OUT, nullptr, MatmulType::s32);
+            float* out = staged ? v.data() : static_cast<float*>(y) + at;
             for (int i = 0; i < m; ++i) {
                 const int32_t* a = acc.data() + static_cast<size_t>(i) * OUT;
-                const size_t row = static_cast<size_t>(r0 + i) * OUT;
-                float* out = staged ? v.data() : static_cast<float*>(y) + row;
+                float* o = out + static_cast<size_t>(i) * OUT;
                 const float sx = xscale[r0 + i];
-                for (int j = 0; j < OUT; ++j)
-                    out[j] = static_cast<float>(a[j]) * (sx * w.scale[j]) + (b ? b[j] : 0.f);
-                if (act) k.activation_forward(*act, out, out, static_cast<size_t>(OUT), nullptr);
-                if (yq)
-                    bad = bad || !quantize_row(yq + row, yscale + r0 + i, out, OUT, 127);
-                else if (staged)
-                    to_bf16_serial(static_cast<bf16*>(y) + row, out, static_cast<size_t>(OUT));
+                for (int j = 0; j < OUT; ++j) o[j] = static_cast<float>(a[j]) * (sx * w.scale[j]) + (b ? b[j] : 0.f);
+            }
+            // the whole block at once: each kernel call opens an (inactive, nested) OpenMP region,
+            // which per row cost more than the GELU itself
+            if (act) k.activation_forward(*act, out, out, n, nullptr);
+            if (yq) {
+                for (int i = 0; i < m; ++i)
+                    bad = bad || !quantize_row(yq + at + static_cast<size_t>(i) * OUT, yscale + r0 + i,
+                                               out + static_cast<size_t>(i) * OUT, OUT, 127);
+            } else if (staged) {
+                to_bf16_serial(static_cast<bf16*>(y) + at, out, n);
             }
         } catch (...) {
 #pragma omp critical(bb_int8_error)
