@@ -53,6 +53,7 @@ VARIANTS = {  # variant -> the environment its runs get
     "ort-int8": {},
     "torch-tuned-jit": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
     "bertbench-bf16": {},
+    "bertbench-int8": {},
     "torch-default-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
     "torch-tuned-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
 }
@@ -66,6 +67,9 @@ BF16_PEERS = ("torch-default-bf16", "torch-tuned-bf16", "ort")  # ort stays fp32
 
 VARIANT_DOC = {  # the Method section's description of each variant ({LIB} is filled in)
     "bertbench": "`bertbench bench`, one process per run; a training step includes the LAMB update.",
+    "bertbench-int8": "`bertbench bench --dtype=int8`: the encoder's dense layers in int8 (weights per output channel, "
+                      "activations per token, int32 accumulation on oneDNN's VNNI/AMX kernels), the rest as "
+                      "bertbench-bf16 where the CPU has bf16 units (docs/engine.md \"int8 inference\").",
     "torch-default": "`bench/peer/torch_bench.py`, `torch.set_num_threads(threads)`, OpenBLAS pthreads "
                      "(`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward + "
                      "backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).",
@@ -441,7 +445,8 @@ def cpu_facts():
 # ---- SVG (hand-written) --------------------------------------------------------------------
 COLOURS = {"bertbench": "#0072b2", "torch-default": "#d55e00", "torch-tuned": "#009e73", "ort": "#cc79a7",
            "ort-int8": "#f0e442", "torch-tuned-jit": "#999999",
-           "bertbench-bf16": "#56b4e9", "torch-default-bf16": "#e69f00", "torch-tuned-bf16": "#000000"}
+           "bertbench-bf16": "#56b4e9", "torch-default-bf16": "#e69f00", "torch-tuned-bf16": "#000000",
+           "bertbench-int8": "#332288"}
 DASH = ["", "6,3", "2,3", "8,3,2,3"]
 
 
@@ -526,8 +531,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="rounds per point, variants interleaved A/B/C A/B/C (use 3+ on a quiet machine)")
     ap.add_argument("--repeats", type=int, default=5,
                     help="after the rounds, run bertbench this many times in a row per point (repeatability without the drift of a long invocation; 0 = none)")
-    ap.add_argument("--dtypes", default="fp32", help="fp32, bf16 or both (bf16: bertbench --dtype=bf16 against "
-                    "PyTorch autocast bf16 and ORT fp32)")
+    ap.add_argument("--dtypes", default="fp32", help="comma list of fp32, bf16, int8 (bf16: bertbench --dtype=bf16 "
+                    "against PyTorch autocast bf16 and ORT fp32; int8, inference only: bertbench --dtype=int8 against "
+                    "ORT's dynamic int8, ort-int8)")
     ap.add_argument("--peers", default=None, help="peers to run besides bertbench, from %s (default: %s; squad: "
                     "torch-default,torch-tuned)" % (", ".join(PEERS), ",".join(DEFAULT_PEERS)))
     ap.add_argument("--no_bertbench", action="store_true", help="run the peers only")
@@ -559,19 +565,23 @@ def main():
     batches, threads = ints(a.batch_sizes), ints(a.threads)
     dtypes, peers = [d for d in a.dtypes.split(",") if d], [p for p in a.peers.split(",") if p]
     for d in dtypes:
-        if d not in ("fp32", "bf16"):
-            sys.exit("bench-compare: --dtypes: unknown dtype %r (expected fp32, bf16 or fp32,bf16)" % d)
+        if d not in ("fp32", "bf16", "int8"):
+            sys.exit("bench-compare: --dtypes: unknown dtype %r (expected a comma list of fp32, bf16, int8)" % d)
+    if "int8" in dtypes and "train" in modes:
+        sys.exit("bench-compare: --dtypes=int8 is inference only (hint: --modes=infer)")
     for p in peers:
         if p not in PEERS:
             sys.exit("bench-compare: --peers: unknown peer %r (expected a comma list of %s)" % (p, ", ".join(PEERS)))
     if not dtypes:
         sys.exit("bench-compare: --dtypes is empty (expected fp32, bf16 or fp32,bf16)")
     variants = []  # in run (interleaving) order
-    if "fp32" in dtypes:
-        variants += ([] if a.no_bertbench else ["bertbench"]) + peers
+    if "fp32" in dtypes:  # (ort-int8 goes to the int8 comparison when --dtypes has int8)
+        variants += ([] if a.no_bertbench else ["bertbench"]) + [p for p in peers if p != "ort-int8" or "int8" not in dtypes]
     if "bf16" in dtypes:
         variants += ([] if a.no_bertbench else ["bertbench-bf16"]) + [p + "-bf16" for p in peers if p not in NO_BF16]
         variants += [p for p in peers if p in NO_BF16 and p not in variants]
+    if "int8" in dtypes:  # against ORT's int8, the peer an int8 user picks
+        variants += ([] if a.no_bertbench else ["bertbench-int8"]) + ([] if "ort-int8" in variants else ["ort-int8"])
     if not a.no_bertbench and not os.access(a.bertbench, os.X_OK):
         sys.exit("bench-compare: --bertbench=%s: not an executable (hint: make build)" % a.bertbench)
     if {"ort", "ort-int8"} & set(variants):  # install (or find) the pinned onnxruntime-node before any run
@@ -605,19 +615,19 @@ def main():
                     g = [p for p in j["points"] if p.get("mode") == "gemm"][0]
                     found[t] = (g["sgemm_gflops"], g["fma_peak_gflops"])
                 continue
-            out = os.path.join(raw, "ceiling-bf16_t%d_%s.json" % (t, when))
+            out = os.path.join(raw, "ceiling-%s_t%d_%s.json" % (dtype, t, when))
 
-            def bf16_gemm(j):  # the bf16 GEMM point and its GFLOP/s, whatever the field's name
+            def bf16_gemm(j):  # the dtype's GEMM point and its GFLOP/s, whatever the field's name
                 for g in j.get("points", []):
-                    if g.get("mode") == "gemm" and g.get("dtype") == "bf16":
+                    if g.get("mode") == "gemm" and g.get("dtype") == dtype:
                         for f in ("bf16_gemm_gflops", "gemm_gflops", "sgemm_gflops", "gflops"):
                             if g.get(f):
                                 return g, g[f]
                 return None, None
 
-            j = run([a.bertbench, "bench", "--mode=gemm", "--dtype=bf16", "--model=base", "--threads=%d" % t,
+            j = run([a.bertbench, "bench", "--mode=gemm", "--dtype=" + dtype, "--model=base", "--threads=%d" % t,
                      "--gemm_reps=5", "--json=" + out], {}, out, a.timeout,
-                    check=lambda j: None if bf16_gemm(j)[0] else "no gemm point with \"dtype\": \"bf16\" and a GFLOP/s figure in it")
+                    check=lambda j: None if bf16_gemm(j)[0] else "no gemm point with \"dtype\": \"%s\" and a GFLOP/s figure in it" % dtype)
             if j:
                 g, gf = bf16_gemm(j)
                 found[t] = (gf, g.get("fma_peak_gflops", 0.0))
@@ -625,6 +635,7 @@ def main():
 
     ceilings = measure_ceilings("start")
     ceilings_bf16 = measure_ceilings("start", "bf16") if "bertbench-bf16" in variants else {}
+    ceilings_int8 = measure_ceilings("start", "int8") if "bertbench-int8" in variants else {}
 
     # 2. the points, interleaved per round
     results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
@@ -649,6 +660,9 @@ def main():
                 elif v == "bertbench-bf16":
                     cmd = [a.bertbench, "bench", "--dtype=bf16"] + common + (
                         ["--ceiling_gflops=%g" % ceilings_bf16[t][0]] if t in ceilings_bf16 else ["--noceiling"])
+                elif v == "bertbench-int8":
+                    cmd = [a.bertbench, "bench", "--dtype=int8"] + common + (
+                        ["--ceiling_gflops=%g" % ceilings_int8[t][0]] if t in ceilings_int8 else ["--noceiling"])
                 elif v in ("ort", "ort-int8"):
                     cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peer", "ort_export.py")] + common + (
                         ["--dtype=int8"] if v == "ort-int8" else [])
@@ -689,8 +703,12 @@ def main():
     ceiling_bf16_end = measure_ceilings("end", "bf16") if "bertbench-bf16" in variants else {}
     for t, c in ceiling_bf16_end.items():
         ceilings_bf16[t] = tuple(max(x, y) for x, y in zip(c, ceilings_bf16.get(t, c)))
+    ceilings_int8_start = dict(ceilings_int8)
+    ceiling_int8_end = measure_ceilings("end", "int8") if "bertbench-int8" in variants else {}
+    for t, c in ceiling_int8_end.items():
+        ceilings_int8[t] = tuple(max(x, y) for x, y in zip(c, ceilings_int8.get(t, c)))
     for key, by_variant in runs.items():
-        for v, ceil in (("bertbench", ceilings), ("bertbench-bf16", ceilings_bf16)):
+        for v, ceil in (("bertbench", ceilings), ("bertbench-bf16", ceilings_bf16), ("bertbench-int8", ceilings_int8)):
             for p in by_variant.get(v, []):
                 p["mfu"] = p["gflops"] / ceil[key[4]][0] if key[4] in ceil and p.get("gflops") else 0.0
 
@@ -744,9 +762,14 @@ def main():
 
     fp32_cols = ["bertbench"] + list(PEERS)
     bf16_cols = ["bertbench-bf16", "torch-default-bf16", "torch-tuned-bf16", "ort", "bertbench"]
+    if "int8" in dtypes:
+        fp32_cols.remove("ort-int8")
     table = make_table("bertbench", fp32_cols, "bertbench MFU") if "fp32" in dtypes else ""
     table_bf16 = make_table("bertbench-bf16", bf16_cols, "bertbench-bf16 MFU (bf16 ceiling)",
                             not_contending=("bertbench",)) if "bf16" in dtypes else ""
+    int8_cols = ["bertbench-int8", "ort-int8"] + [v for v in ("bertbench-bf16", "bertbench") if v in variants]
+    table_int8 = make_table("bertbench-int8", int8_cols, "bertbench-int8 MFU (int8 ceiling)",
+                            not_contending=("bertbench-bf16", "bertbench")) if "int8" in dtypes else ""
     wins = (winners_md(keys, results, [v for v in fp32_cols if v in variants], "fp32") if "fp32" in dtypes else "")
     wins_bf16 = (winners_md(keys, results, [v for v in bf16_cols if v in variants and v != "bertbench"],
                             "bf16 against the peers a user has: PyTorch autocast bf16" + (", ORT fp32" if "ort" in variants else ""))
@@ -797,7 +820,8 @@ def main():
     os.replace(plot + ".tmp", plot)
     with open(os.path.join(a.out, "summary.json.tmp"), "w") as f:
         json.dump({"points": summary, "ceilings": {str(t): c for t, c in ceilings.items()},
-                   "ceilings_bf16": {str(t): c for t, c in ceilings_bf16.items()}, "variants": variants,
+                   "ceilings_bf16": {str(t): c for t, c in ceilings_bf16.items()},
+                   "ceilings_int8": {str(t): c for t, c in ceilings_int8.items()}, "variants": variants,
                    "args": vars(a)}, f, indent=2)
     os.replace(os.path.join(a.out, "summary.json.tmp"), os.path.join(a.out, "summary.json"))
 
@@ -853,6 +877,14 @@ def main():
             % (t, c[0], ceilings_bf16_start.get(t, (0,))[0], ceiling_bf16_end.get(t, (0.0,))[0])
             for t, c in sorted(ceilings_bf16.items())) or "- bf16 GEMM ceiling: not measured (its run failed; "
                                                           "bertbench-bf16 MFU is not stated)")
+    if "bertbench-int8" in variants:
+        ceil_lines += "\n" + ("\n".join(
+            "- %d thread(s): int8 GEMM ceiling %.1f GOP/s (`bertbench bench --mode=gemm --dtype=int8`: the forward "
+            "products on the packed int8 kernels, int32 results; the higher of %.1f at the start and %.1f at the end; "
+            "bertbench-int8 MFU is against it)"
+            % (t, c[0], ceilings_int8_start.get(t, (0,))[0], ceiling_int8_end.get(t, (0.0,))[0])
+            for t, c in sorted(ceilings_int8.items())) or "- int8 GEMM ceiling: not measured (its run failed; "
+                                                          "bertbench-int8 MFU is not stated)")
     # The ORT peer as run: package, node, and per exported model what its verification found.
     ort_lines = []
     for name in sorted(os.listdir(raw)):
@@ -893,6 +925,10 @@ def main():
                       + table_bf16
                       + ("\n`bertbench-bf16 / bertbench` is bf16's speed-up over bertbench's own fp32.\n" if "bertbench" in variants else "")
                       + "\n" + wins_bf16 + "\n")
+    if table_int8:
+        tables_md += ("## int8: bertbench int8 vs ONNX Runtime's dynamic int8\n\n" + table_int8
+                      + "\n`bertbench-int8 / bertbench-bf16` and `/ bertbench` are int8's speed-up over bertbench's own bf16 "
+                        "and fp32 (same process layout, interleaved rounds).\n\n")
     if lat_table:
         tables_md += ("## Inference latency (one step = one batch; nearest-rank percentiles of each run's timed steps, "
                       "median over rounds)\n\n" + lat_table + "\n")
@@ -938,7 +974,7 @@ over rounds of sequences/s (each run: batch / median step time). {batches_md}
     with open(a.doc + ".tmp", "w") as f:
         f.write(doc)
     os.replace(a.doc + ".tmp", a.doc)
-    print(table + table_bf16)
+    print(table + table_bf16 + table_int8)
     log("wrote %s, %s, %s" % (a.doc, plot, os.path.join(a.out, "summary.json")))
 
 
