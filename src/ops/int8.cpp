@@ -15,8 +15,9 @@ namespace bertbench::ops {
 
 namespace {
 
-// Rows of the product computed and dequantized together by one thread: their int32 block
-// (kBlockBytes at most) stays in the core's L2 between the product and the epilogue.
+// Rows of the product computed and dequantized together by one thread, while their int32 block
+// (kBlockBytes at most, and as many bytes of floats when the output is staged) is still in the
+// core's caches. 768 KiB measured best of 256 KiB, 768 KiB and 3 MiB (BERT-base, Zen 4).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
 // max |x| over the row, or -1 when it holds a NaN or ±Inf
@@ -141,8 +142,8 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
                 const float sx = xscale[r0 + i];
                 for (int j = 0; j < OUT; ++j) o[j] = static_cast<float>(a[j]) * (sx * w.scale[j]) + (b ? b[j] : 0.f);
             }
-            // the whole block at once: each kernel call opens an (inactive, nested) OpenMP region,
-            // which per row cost more than the GELU itself
+            // over the whole block at once: each kernel call may open an (inactive, nested) OpenMP
+            // region, a cost to pay once per block rather than per row
             if (act) k.activation_forward(*act, out, out, n, nullptr);
             if (yq) {
                 for (int i = 0; i < m; ++i)
