@@ -37,6 +37,12 @@ ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
                   "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
                   "SLOWER than fp32; timings show correctness, not bf16 speed",
                   flag, ops::native_precisions());
+    if (p == ops::Precision::int8) {
+        const std::string impl = ops::int8_gemm_impl();
+        if (impl.empty() || impl.find("ref") != std::string::npos)
+            fail("--{}=int8: oneDNN offers no int8 matmul kernel on this CPU ({}); use --{}=bf16 or fp32",
+                 flag, impl.empty() ? "it refuses the s8 matmul" : "only its reference code, " + impl, flag);
+    }
     if (p == ops::Precision::int8 && !ops::int8_native())
         log::warn("--{}=int8: oneDNN has no int8 dot-product kernel for this CPU (no AVX512-VNNI, "
                   "AVX-VNNI or AMX; its int8 matmul: {}); int8 runs with 7-bit weights, correct "
