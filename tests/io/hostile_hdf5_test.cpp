@@ -215,6 +215,9 @@ TEST(HostileHdf5, VerifyingAShardKeepsOneBlockInMemory) {
         if (verify_hdf5_shard(path, 128, 20) != 60000) fail("wrong record count");
     });
     EXPECT_EQ(v.status, 1) << v.message;  // returned without an error
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "memory not judged: AddressSanitizer keeps freed blocks resident (its quarantine)";
+#endif
     const ChildOutcome w = in_child([&] { (void)read_hdf5_shard(path, 128, 20); });
     std::printf("[hdf5] peak above this process: verifying %ld KB, reading whole %ld KB\n", v.max_rss_kb - base,
                 w.max_rss_kb - base);
