@@ -174,8 +174,8 @@ nlohmann::json definitions() {
          "median step time"},
         {"mfu",
          "gflops / GEMM ceiling of the point's dtype (fp32: the engine's sgemm, oneDNN; bf16: "
-         "the engine's bf16 matmul) on BERT-base linear-layer shapes, 4096 tokens, at the same "
-         "thread count"},
+         "the engine's bf16 matmul; int8: its int8 matmul on the forward shapes, int ops/s) on "
+         "BERT-base linear-layer shapes, 4096 tokens, at the same thread count"},
         {"latency_ms_pXX", "nearest-rank percentile of the timed step times"},
         {"squad_train_step",
          "task squad: steps_per_update x (span-model forward with dropout + run_squad.py's loss, "
