@@ -18,7 +18,8 @@ namespace {
 // Rows of the product computed and dequantized together by one thread, while their int32 block
 // (kBlockBytes at most, and as many bytes of floats when the output is staged) is still in the
 // core's caches. 128 KiB to 768 KiB run within a few per cent of each other (ops_micro's
-// BM_DenseInference, BERT-base shapes, Zen 4); 3 MiB blocks were slower in the engine.
+// BM_DenseInference, BERT-base shapes, Zen 4); 3 MiB blocks were slower in the engine (bench
+// --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
 // max |x| over the row, or -1 when it holds a NaN or ±Inf
@@ -126,9 +127,14 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
     int bad = 0;
 #pragma omp parallel reduction(|| : bad)
     {
-        AlignedVector<int32_t> acc(static_cast<size_t>(rows) * OUT);
+        // Each thread's block buffers, kept between calls (grown, never shrunk): a forward makes six
+        // calls per layer, and fresh ~1.5 MB buffers would be zeroed and page-faulted every time.
+        thread_local AlignedVector<int32_t> acc;
+        thread_local AlignedVector<float> v;
+        const size_t block = static_cast<size_t>(rows) * OUT;
         const bool staged = yq || y_type == MatmulType::bf16;  // the block's float values, then converted
-        AlignedVector<float> v(staged ? acc.size() : 0);
+        if (acc.size() < block) acc.resize(block);
+        if (staged && v.size() < block) v.resize(block);
 #pragma omp for schedule(static)
         for (int blk = 0; blk < blocks; ++blk) try {
             const int r0 = blk * rows, m = std::min(rows, N - r0);
