@@ -46,6 +46,11 @@ const char* gemm_name(ops::Precision d) {
     return d == ops::Precision::bf16 ? "bf16 GEMM" : d == ops::Precision::int8 ? "int8 GEMM (GOP/s)" : "sgemm";
 }
 
+// oneDNN's kernel behind the ceiling of a bf16 or int8 GEMM ("" for sgemm).
+std::string gemm_impl(ops::Precision d) {
+    return d == ops::Precision::bf16 ? ops::bf16_gemm_impl() : d == ops::Precision::int8 ? ops::int8_gemm_impl() : "";
+}
+
 nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
     nlohmann::json shapes = nlohmann::json::array();
     for (const auto& g : ceil.gemms)
@@ -64,8 +69,7 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
                         {"gemm_gflops", ceil.gemm_gflops},
                         {"shapes", shapes}};
     if (ceil.dtype == ops::Precision::fp32) j["sgemm_gflops"] = ceil.gemm_gflops;
-    if (ceil.dtype == ops::Precision::bf16) j["gemm_impl"] = ops::bf16_gemm_impl();
-    if (ceil.dtype == ops::Precision::int8) j["gemm_impl"] = ops::int8_gemm_impl();
+    if (ceil.dtype != ops::Precision::fp32) j["gemm_impl"] = gemm_impl(ceil.dtype);
     return j;
 }
 
@@ -86,9 +90,7 @@ nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig
             "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of the fp32 FMA peak){}\n",
             t, ceil.fma_peak_gflops, gemm_name(d), tokens, c.hidden_size, c.intermediate_size,
             ceil.gemm_gflops, 100 * ceil.gemm_gflops / ceil.fma_peak_gflops,
-            d == ops::Precision::bf16   ? "; kernel: " + ops::bf16_gemm_impl()
-            : d == ops::Precision::int8 ? "; kernel: " + ops::int8_gemm_impl()
-                                        : "");
+            d == ops::Precision::fp32 ? "" : "; kernel: " + gemm_impl(d));
         for (const auto& g : ceil.gemms)
             std::cout << fmt::format(
                 "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
