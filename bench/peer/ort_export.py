@@ -155,6 +155,14 @@ class OrtReshape(torch.autograd.Function):
         return g.op("Reshape", x, g.op("Constant", value_t=torch.tensor(onnx_shape, dtype=torch.int64)))
 
 
+
+def save_record(path, rec):
+    """The verification record, written whole or not at all (tmp + rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=2)
+    os.replace(tmp, path)
+
 def heads(x, B, T, A, hs):
     return OrtReshape.apply(x, (B, T, A, hs), (0, 0, A, hs))
 
@@ -608,8 +616,7 @@ def export_and_verify(name, B, T, threads, ort_dir, dtype="fp32"):
         return verify_int8(rec, record_path, counts, io_dir, (want_mlm, want_nsp), (got_mlm, got_nsp))
     if fused["Attention"] != L:
         rec["passed"] = False
-        with open(record_path, "w") as f:
-            json.dump(rec, f, indent=2)
+        save_record(record_path, rec)
         die("%s: ORT's Attention fusion did not apply: %d fused Attention nodes in its optimized graph, expected %d "
             "(one per layer); op counts: %s (hint: the export no longer matches onnxruntime's attention_fusion.cc "
             "pattern; see this file's docstring)" % (onnx_path, fused["Attention"], L, json.dumps(counts, sort_keys=True)))
@@ -626,16 +633,12 @@ def export_and_verify(name, B, T, threads, ort_dir, dtype="fp32"):
         if bad.any():
             i = int(np.argmax(diff))
             rec["passed"], rec["outputs"] = False, got
-            with open(record_path, "w") as f:
-                json.dump(rec, f, indent=2)
+            save_record(record_path, rec)
             die("%s: ORT's %s differs from PyTorch's at %d of %d values (tolerance %g + %g*|torch|); worst at flat "
                 "index %d: ort %.7g, torch %.7g" % (onnx_path, n, int(bad.sum()), a.size, ATOL, RTOL, i, a[i], w[i]))
     rec.update({"passed": True, "outputs": got, "tolerance": {"atol": ATOL, "rtol": RTOL},
                 "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    tmp = record_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(rec, f, indent=2)
-    os.replace(tmp, record_path)
+    save_record(record_path, rec)
     print("ort_export.py: verified %s: fused %s; max |ort - torch| mlm %.2g (|logit| <= %.2g), nsp %.2g"
           % (os.path.basename(onnx_path), ", ".join("%s %d" % kv for kv in fused.items()),
              got["mlm_logits"]["max_abs_diff"], got["mlm_logits"]["max_abs_value"], got["nsp_logits"]["max_abs_diff"]),
@@ -658,8 +661,7 @@ def verify_int8(rec, record_path, counts, io_dir, fp32, emulated):
 
     def fail(msg):
         rec["passed"] = False
-        with open(record_path, "w") as f:
-            json.dump(rec, f, indent=2)
+        save_record(record_path, rec)
         die("%s: %s" % (onnx_path, msg))
 
     first = rec["int8_ops_vs_pytorch"]
@@ -710,10 +712,7 @@ def verify_int8(rec, record_path, counts, io_dir, fp32, emulated):
     rec.update({"passed": True, "outputs": got, "tolerance": dict(INT8_TOL, int8_ops_vs_pytorch=OPS_TOL,
                                                                    mlm_error_over_emulation_error=EMU_RATIO),
                 "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    tmp = record_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(rec, f, indent=2)
-    os.replace(tmp, record_path)
+    save_record(record_path, rec)
     print("ort_export.py: verified %s: %s; int8 ops vs the same arithmetic in PyTorch: relative L2 error "
           "%.2g (%.2g from fp32); mlm error vs fp32 %.3f times that arithmetic's; vs fp32 PyTorch: mlm relative L2 error %.3g, top-1 "
           "agreement %.1f%%, max |diff| %.2g (|logit| <= %.2g); nsp relative L2 error %.3g, argmax agreement %.1f%%" % (
