@@ -235,11 +235,87 @@ std::string reproduction_table_md(const std::vector<nlohmann::json>& points) {
     return out;
 }
 
-std::string throughput_svg(const std::vector<nlohmann::json>& points, const std::string& title) {
+std::string line_chart_svg(const LineChart& c) {
     constexpr double W = 860, H = 480, x0 = 80, x1 = 620, y0 = 50, y1 = 420;
-    // series key -> (batch, seq/s)
-    std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> series;
-    double bmin = 1e300, bmax = 0, ymax = 0;
+    std::string svg = fmt::format(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+        "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" "
+        "fill=\"white\"/>\n<text x=\"{}\" y=\"28\" text-anchor=\"middle\" "
+        "font-size=\"16\">{}</text>\n",
+        W, H, W, H, (x0 + x1) / 2, escape(c.title));
+    double xmin = 1e300, xmax = -1e300, ymax = c.hline ? c.hline->second : 0;
+    for (const auto& s : c.series)
+        for (const auto& [x, y] : s.points) {
+            xmin = std::min(xmin, x);
+            xmax = std::max(xmax, x);
+            ymax = std::max(ymax, y);
+        }
+    if (xmin > xmax) return svg + "<text x=\"300\" y=\"240\">no data</text>\n</svg>\n";
+    // x: log2 or linear over the data's x values (ticks at them), y: linear from 0.
+    const auto fx = [&](double x) { return c.log_x ? std::log2(x) : x; };
+    const double lx0 = fx(xmin), lx1 = std::max(fx(xmax), lx0 + (c.log_x ? 1 : std::max(1e-9, 0.1 * std::abs(lx0))));
+    const std::vector<double> yt = train::nice_ticks(0, ymax > 0 ? ymax * 1.05 : 1, 6);
+    const double ytop = yt.back();
+    const auto sx = [&](double x) { return x0 + (fx(x) - lx0) / (lx1 - lx0) * (x1 - x0); };
+    const auto sy = [&](double y) { return y1 - y / ytop * (y1 - y0); };
+    for (double v : yt)
+        svg += fmt::format(
+            "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n"
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" font-size=\"12\">{:g}</text>\n",
+            x0, sy(v), x1, sy(v), x0 - 6, sy(v) + 4, v);
+    std::set<double> xs;
+    for (const auto& s : c.series)
+        for (const auto& [x, y] : s.points) xs.insert(x);
+    for (double x : xs)
+        svg += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/>\n"
+            "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" "
+            "font-size=\"12\">{4:g}</text>\n",
+            sx(x), y0, y1, y1 + 16, x);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", x0,
+        y0, x1 - x0, y1 - y0);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+                       (x0 + x1) / 2, y1 + 38, escape(c.x_label));
+    svg += fmt::format(
+        "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\" "
+        "font-size=\"13\">{}</text>\n",
+        x0 - 56, (y0 + y1) / 2, escape(c.y_label));
+    size_t legend = 0;
+    if (c.hline) {
+        svg += fmt::format(
+            "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#c00\" stroke-dasharray=\"6,4\"/>\n"
+            "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"#c00\">{}</text>\n",
+            x0, sy(c.hline->second), x1, sy(c.hline->second), x1 + 15, y0 + 14, escape(c.hline->first));
+        ++legend;
+    }
+    for (size_t i = 0; i < c.series.size(); ++i) {
+        auto pts = c.series[i].points;
+        std::sort(pts.begin(), pts.end());
+        std::string path;
+        for (const auto& [x, y] : pts)
+            path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", sx(x), sy(y));
+        svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                           path, colour(i));
+        for (const auto& [x, y] : pts)
+            svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n",
+                               sx(x), sy(y), colour(i));
+        const double ly = y0 + 10 + 20.0 * static_cast<double>(legend + i);
+        svg += fmt::format(
+            "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" "
+            "stroke-width=\"3\"/>\n"
+            "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
+            x1 + 15, ly, x1 + 40, ly, colour(i), x1 + 46, ly + 4, escape(c.series[i].name));
+    }
+    return svg + "</svg>\n";
+}
+
+std::string throughput_svg(const std::vector<nlohmann::json>& points, const std::string& title) {
+    LineChart c;
+    c.title = title;
+    c.x_label = "batch size (sequences, log scale)";
+    c.y_label = "sequences / second";
+    c.log_x = true;
     for (const auto& p : points) {
         if (!p.contains("sequences_per_second")) continue;
         const std::string task = p.value("task", std::string("pretraining"));
@@ -249,72 +325,12 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
                                             p["model"].get<std::string>(),
                                             p.value("dtype", "fp32"), p["seq_len"].get<int>(),
                                             p["threads"].get<int>());
-        auto it = std::find_if(series.begin(), series.end(),
-                               [&](const auto& s) { return s.first == key; });
-        if (it == series.end()) it = series.insert(series.end(), {key, {}});
-        const double b = p["batch_size"].get<double>(), y = p["sequences_per_second"].get<double>();
-        it->second.emplace_back(b, y);
-        bmin = std::min(bmin, b);
-        bmax = std::max(bmax, b);
-        ymax = std::max(ymax, y);
+        auto it = std::find_if(c.series.begin(), c.series.end(),
+                               [&](const auto& s) { return s.name == key; });
+        if (it == c.series.end()) it = c.series.insert(c.series.end(), {key, {}});
+        it->points.emplace_back(p["batch_size"].get<double>(), p["sequences_per_second"].get<double>());
     }
-    std::string svg = fmt::format(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-        "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" "
-        "fill=\"white\"/>\n<text x=\"{}\" y=\"28\" text-anchor=\"middle\" "
-        "font-size=\"16\">{}</text>\n",
-        W, H, W, H, (x0 + x1) / 2, escape(title));
-    if (series.empty()) return svg + "<text x=\"300\" y=\"240\">no data</text>\n</svg>\n";
-    // x: log2(batch size), y: linear from 0.
-    const double lx0 = std::log2(bmin), lx1 = std::max(std::log2(bmax), lx0 + 1);
-    const std::vector<double> yt = train::nice_ticks(0, ymax > 0 ? ymax * 1.05 : 1, 6);
-    const double ytop = yt.back();
-    const auto sx = [&](double b) { return x0 + (std::log2(b) - lx0) / (lx1 - lx0) * (x1 - x0); };
-    const auto sy = [&](double y) { return y1 - y / ytop * (y1 - y0); };
-    for (double v : yt)
-        svg += fmt::format(
-            "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n"
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" font-size=\"12\">{:g}</text>\n",
-            x0, sy(v), x1, sy(v), x0 - 6, sy(v) + 4, v);
-    std::set<double> batches;
-    for (const auto& s : series)
-        for (const auto& [b, y] : s.second) batches.insert(b);
-    for (double b : batches)
-        svg += fmt::format(
-            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/>\n"
-            "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" "
-            "font-size=\"12\">{4:g}</text>\n",
-            sx(b), y0, y1, y1 + 16, b);
-    svg += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", x0,
-        y0, x1 - x0, y1 - y0);
-    svg += fmt::format(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">batch size "
-        "(sequences, log scale)</text>\n",
-        (x0 + x1) / 2, y1 + 38);
-    svg += fmt::format(
-        "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\" "
-        "font-size=\"13\">sequences / second</text>\n",
-        x0 - 56, (y0 + y1) / 2);
-    for (size_t i = 0; i < series.size(); ++i) {
-        auto pts = series[i].second;
-        std::sort(pts.begin(), pts.end());
-        std::string path;
-        for (const auto& [b, y] : pts)
-            path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", sx(b), sy(y));
-        svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
-                           path, colour(i));
-        for (const auto& [b, y] : pts)
-            svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n",
-                               sx(b), sy(y), colour(i));
-        const double ly = y0 + 10 + 20.0 * static_cast<double>(i);
-        svg += fmt::format(
-            "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" "
-            "stroke-width=\"3\"/>\n"
-            "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
-            x1 + 15, ly, x1 + 40, ly, colour(i), x1 + 46, ly + 4, escape(series[i].first));
-    }
-    return svg + "</svg>\n";
+    return line_chart_svg(c);
 }
 
 nlohmann::json profile_json(const ProfileResult& r) {

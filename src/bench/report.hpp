@@ -5,6 +5,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,19 @@ std::vector<std::string> point_row(const nlohmann::json& p);
 std::string format_points(const std::vector<nlohmann::json>& points, Format f);
 // Markdown: one table per mode; rows = threads, columns = "model seqS bB" (sequences/s).
 std::string reproduction_table_md(const std::vector<nlohmann::json>& points);
+// A line chart (hand-written SVG): series of (x, y) points, y linear from 0, x log2 or linear
+// with ticks at the data's x values, and an optional horizontal line (label, y) such as a bound.
+struct LineSeries {
+    std::string name;
+    std::vector<std::pair<double, double>> points;
+};
+struct LineChart {
+    std::string title, x_label, y_label;
+    std::vector<LineSeries> series;
+    bool log_x = false;
+    std::optional<std::pair<std::string, double>> hline;
+};
+std::string line_chart_svg(const LineChart& c);
 // SVG: sequences/s against batch size, one line per (mode, model, seq_len, threads).
 std::string throughput_svg(const std::vector<nlohmann::json>& points, const std::string& title);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -317,84 +318,96 @@ int real_tokens(const model::Batch& b) {
     return n;
 }
 
+void for_each_squad_feature(const std::vector<std::string>& files, int seq_len, int vocab_size,
+                            bool skip_corrupt_records,
+                            const std::function<bool(const SquadFeatureRecord&)>& fn) {
+    const size_t T = static_cast<size_t>(seq_len);
+    std::string payload;
+    std::vector<int32_t> ids32(T), mask32(T), seg32(T);
+    for (const std::string& file : files) {
+        io::TfRecordReader reader(file, skip_corrupt_records);
+        while (reader.next(payload)) {
+            const uint64_t index = reader.index() - 1;  // of the record just read (after skips)
+            const std::string where = fmt::format("[squad features] {}: record {}", file, index);
+            const io::Example e = io::decode_example(payload, where);
+            SquadFeatureRecord r;
+            r.where = where;
+            r.unique_id = int_feature(e, "unique_ids", 1, where)[0];
+            const auto& ids = int_feature(e, "input_ids", T, where);
+            const auto& mask = int_feature(e, "input_mask", T, where);
+            const auto& seg = int_feature(e, "segment_ids", T, where);
+            size_t n = 0;
+            while (n < T && mask[n] == 1) ++n;
+            for (size_t t = n; t < T; ++t)
+                if (mask[t] != 0)
+                    fail("{}: input_mask[{}] = {}: expected ones then zeros (the real tokens "
+                         "first, as run_squad.py pads)",
+                         where, t, mask[t]);
+            if (n == 0) fail("{}: input_mask: no real token", where);
+            // every position is checked: padding rows are computed in the padded layout
+            for (size_t t = 0; t < T; ++t) {
+                if (ids[t] < 0 || ids[t] >= vocab_size)
+                    fail("{}: input_ids[{}] = {}: outside the model's vocabulary [0, {}) "
+                         "(hint: --model / --bert_config_file of the vocabulary the features "
+                         "were made with)",
+                         where, t, ids[t], vocab_size);
+                if (seg[t] != 0 && seg[t] != 1)
+                    fail("{}: segment_ids[{}] = {}: expected 0 or 1", where, t, seg[t]);
+                ids32[t] = static_cast<int32_t>(ids[t]);
+                mask32[t] = static_cast<int32_t>(mask[t]);
+                seg32[t] = static_cast<int32_t>(seg[t]);
+            }
+            r.input_ids = ids32;
+            r.input_mask = mask32;
+            r.segment_ids = seg32;
+            r.real = n;
+            if (e.find("start_positions") || e.find("end_positions")) {
+                const int64_t start = int_feature(e, "start_positions", 1, where)[0];
+                const int64_t end = int_feature(e, "end_positions", 1, where)[0];
+                if (start < 0 || end < start || end >= static_cast<int64_t>(n))
+                    fail("{}: start_positions {} / end_positions {}: expected 0 <= start <= "
+                         "end < {} (the feature's real tokens)",
+                         where, start, end, n);
+                r.positions = {static_cast<int32_t>(start), static_cast<int32_t>(end)};
+            }
+            if (!fn(r)) return;
+        }
+    }
+}
+
 std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files, int seq_len,
                                            int vocab_size, int batch_size, int count, bool padded,
                                            bool skip_corrupt_records, bool* has_positions) {
     std::vector<SquadBatch> out;
     bool all_positions = true;
-    const size_t T = static_cast<size_t>(seq_len);
     SquadBatch cur;
     const auto start_batch = [&] {
         cur = SquadBatch{};
         cur.batch.seq_offsets.push_back(0);
     };
     start_batch();
-    std::string payload;
-    std::vector<int32_t> ids32(T), mask32(T), seg32(T);
     while (static_cast<int>(out.size()) < count) {
         const size_t before = out.size();
-        for (const std::string& file : files) {
-            io::TfRecordReader reader(file, skip_corrupt_records);
-            while (static_cast<int>(out.size()) < count) {
-                if (!reader.next(payload)) break;
-                const uint64_t index = reader.index() - 1;  // of the record just read (after skips)
-                const std::string where = fmt::format("[squad features] {}: record {}", file, index);
-                const io::Example e = io::decode_example(payload, where);
-                int_feature(e, "unique_ids", 1, where);
-                const auto& ids = int_feature(e, "input_ids", T, where);
-                const auto& mask = int_feature(e, "input_mask", T, where);
-                const auto& seg = int_feature(e, "segment_ids", T, where);
-                size_t n = 0;
-                while (n < T && mask[n] == 1) ++n;
-                for (size_t t = n; t < T; ++t)
-                    if (mask[t] != 0)
-                        fail("{}: input_mask[{}] = {}: expected ones then zeros (the real tokens "
-                             "first, as run_squad.py pads)",
-                             where, t, mask[t]);
-                if (n == 0) fail("{}: input_mask: no real token", where);
-                // every position is checked: padding rows are computed in the padded layout
-                for (size_t t = 0; t < T; ++t) {
-                    if (ids[t] < 0 || ids[t] >= vocab_size)
-                        fail("{}: input_ids[{}] = {}: outside the model's vocabulary [0, {}) "
-                             "(hint: --model / --bert_config_file of the vocabulary the features "
-                             "were made with)",
-                             where, t, ids[t], vocab_size);
-                    if (seg[t] != 0 && seg[t] != 1)
-                        fail("{}: segment_ids[{}] = {}: expected 0 or 1", where, t, seg[t]);
-                    ids32[t] = static_cast<int32_t>(ids[t]);
-                    mask32[t] = static_cast<int32_t>(mask[t]);
-                    seg32[t] = static_cast<int32_t>(seg[t]);
-                }
-                if (padded) {
-                    model::append_padded_sequence(cur.batch, ids32, mask32, seg32, where);
-                } else {
-                    cur.batch.input_ids.insert(cur.batch.input_ids.end(), ids32.begin(),
-                                               ids32.begin() + static_cast<long>(n));
-                    cur.batch.segment_ids.insert(cur.batch.segment_ids.end(), seg32.begin(),
-                                                 seg32.begin() + static_cast<long>(n));
-                    cur.batch.seq_offsets.push_back(cur.batch.seq_offsets.back() +
-                                                    static_cast<int32_t>(n));
-                    ++cur.batch.batch_size;
-                }
-                int64_t start = 0, end = 0;
-                if (e.find("start_positions") || e.find("end_positions")) {
-                    start = int_feature(e, "start_positions", 1, where)[0];
-                    end = int_feature(e, "end_positions", 1, where)[0];
-                    if (start < 0 || end < start || end >= static_cast<int64_t>(n))
-                        fail("{}: start_positions {} / end_positions {}: expected 0 <= start <= "
-                             "end < {} (the feature's real tokens)",
-                             where, start, end, n);
-                } else {
-                    all_positions = false;
-                }
-                cur.start_positions.push_back(static_cast<int32_t>(start));
-                cur.end_positions.push_back(static_cast<int32_t>(end));
-                if (cur.batch.batch_size == batch_size) {
-                    out.push_back(std::move(cur));
-                    start_batch();
-                }
+        for_each_squad_feature(files, seq_len, vocab_size, skip_corrupt_records, [&](const SquadFeatureRecord& r) {
+            const long n = static_cast<long>(r.real);
+            if (padded) {
+                model::append_padded_sequence(cur.batch, r.input_ids, r.input_mask, r.segment_ids, r.where);
+            } else {
+                cur.batch.input_ids.insert(cur.batch.input_ids.end(), r.input_ids.begin(), r.input_ids.begin() + n);
+                cur.batch.segment_ids.insert(cur.batch.segment_ids.end(), r.segment_ids.begin(),
+                                             r.segment_ids.begin() + n);
+                cur.batch.seq_offsets.push_back(cur.batch.seq_offsets.back() + static_cast<int32_t>(n));
+                ++cur.batch.batch_size;
             }
-        }
+            if (!r.positions) all_positions = false;
+            cur.start_positions.push_back(r.positions ? r.positions->first : 0);
+            cur.end_positions.push_back(r.positions ? r.positions->second : 0);
+            if (cur.batch.batch_size == batch_size) {
+                out.push_back(std::move(cur));
+                start_batch();
+            }
+            return static_cast<int>(out.size()) < count;
+        });
         start_batch();  // a partial last batch is dropped; the next pass starts over
         if (out.size() == before)
             fail(

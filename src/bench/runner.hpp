@@ -9,7 +9,10 @@
 // Definitions of every reported figure: docs/benchmark.md (and definitions(), embedded in reports).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,6 +101,19 @@ struct SquadBatch {
 // answer span of up to 30 tokens inside the document; deterministic by seed.
 SquadBatch synthetic_squad_batch(const model::BertConfig& c, int batch_size, int seq_len,
                                  uint64_t seed);
+// One run_squad.py feature record as read (spans valid during the call only).
+struct SquadFeatureRecord {
+    std::string where;  // "[squad features] <file>: record <index>"
+    int64_t unique_id = 0;
+    std::span<const int32_t> input_ids, input_mask, segment_ids;  // seq_len each
+    size_t real = 0;                                              // leading input_mask == 1 positions
+    std::optional<std::pair<int32_t, int32_t>> positions;         // start/end (training features)
+};
+// Each feature of the files once, in file order, checked as read_squad_batches says below; `fn`
+// returns false to stop.
+void for_each_squad_feature(const std::vector<std::string>& files, int seq_len, int vocab_size,
+                            bool skip_corrupt_records,
+                            const std::function<bool(const SquadFeatureRecord&)>& fn);
 // `count` full batches of run_squad.py feature TFRecords (FeatureWriter's Examples: unique_ids,
 // input_ids, input_mask, segment_ids[, start_positions, end_positions, is_impossible]; eval.tf_record
 // or train.tf_record) in file order, cycled. A feature's real tokens are the leading

@@ -75,14 +75,6 @@ void write_features(const std::string& path, const std::vector<data::SquadFeatur
     writer.close();
 }
 
-bool has_answers(const nlohmann::json& doc) {
-    for (const auto& a : doc["data"])
-        for (const auto& p : a["paragraphs"])
-            for (const auto& qa : p["qas"])
-                if (qa.contains("answers") && qa["answers"].is_array() && !qa["answers"].empty()) return true;
-    return false;
-}
-
 // No input may be one of the files this command line writes in --output_dir (compared by inode,
 // as prepare, pick-eval and convert check theirs): e.g. --predict_file=out/predictions.json or
 // --train_file=out/train.tf_record would be overwritten. Checked before any work. `pt_model`: NVIDIA's
@@ -312,14 +304,13 @@ int cmd_squad(int argc, char** argv) {
     }
 
     if (o.do_predict && root) {
-        const nlohmann::json predict_doc = data::parse_squad_json(read_file(o.predict_file), o.predict_file);
         std::vector<std::string> warnings;
-        const auto eval_examples = data::read_squad_examples(predict_doc, o.predict_file,
-                                                             {false, o.version_2_with_negative}, &warnings);
-        std::vector<data::SquadFeature> features;
-        data::convert_examples_to_features(eval_examples, tokenizer,
-                                           {o.max_seq_length, o.doc_stride, o.max_query_length, false},
-                                           [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
+        const train::SquadEvalSet eval_set =
+            train::squad_eval_set(o.predict_file, tokenizer, {o.max_seq_length, o.doc_stride, o.max_query_length, false},
+                                  o.version_2_with_negative, &warnings);
+        const nlohmann::json& predict_doc = eval_set.doc;
+        const auto& eval_examples = eval_set.examples;
+        const auto& features = eval_set.features;
         train::SquadPredictOptions popt;
         popt.n_best_size = o.n_best_size;
         popt.max_answer_length = o.max_answer_length;
@@ -388,7 +379,7 @@ int cmd_squad(int argc, char** argv) {
                 write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
             log::info("wrote predictions.json and nbest_predictions.json{} in {}",
                       o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
-            if (has_answers(predict_doc)) {
+            if (train::squad_has_answers(predict_doc)) {
                 const auto metric = train::squad_evaluate(
                     predict_doc, nlohmann::json::parse(preds->predictions_json), o.predict_file,
                     (dir / "predictions.json").string());

@@ -381,4 +381,25 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
     return out;
 }
 
+SquadEvalSet squad_eval_set(const std::string& predict_file, data::FullTokenizer& tokenizer,
+                            const data::SquadFeatureOptions& opt, bool version_2_with_negative,
+                            std::vector<std::string>* warnings) {
+    SquadEvalSet out;
+    out.doc = data::parse_squad_json(read_file(predict_file), predict_file);
+    out.examples = data::read_squad_examples(out.doc, predict_file, {false, version_2_with_negative}, warnings);
+    data::SquadFeatureOptions o = opt;
+    o.is_training = false;
+    data::convert_examples_to_features(out.examples, tokenizer, o,
+                                       [&](data::SquadFeature&& f) { out.features.push_back(std::move(f)); });
+    return out;
+}
+
+bool squad_has_answers(const nlohmann::json& doc) {
+    for (const auto& a : doc["data"])
+        for (const auto& p : a["paragraphs"])
+            for (const auto& qa : p["qas"])
+                if (qa.contains("answers") && qa["answers"].is_array() && !qa["answers"].empty()) return true;
+    return false;
+}
+
 }  // namespace bertbench::train

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,5 +56,18 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                                          const std::vector<SquadRawResult>& results,
                                          const SquadPredictOptions& opt, const std::string& results_where,
                                          std::string* verbose_log = nullptr);
+
+// The eval side of `squad --do_predict`, shared with `bench --scenario_mode=accuracy`: the
+// predict file parsed, read_squad_examples (not training) and convert_examples_to_features.
+struct SquadEvalSet {
+    nlohmann::json doc;  // the parsed predict file (the official metric's dataset)
+    std::vector<data::SquadExample> examples;
+    std::vector<data::SquadFeature> features;
+};
+SquadEvalSet squad_eval_set(const std::string& predict_file, data::FullTokenizer& tokenizer,
+                            const data::SquadFeatureOptions& opt, bool version_2_with_negative,
+                            std::vector<std::string>* warnings = nullptr);
+// Whether any question of a SQuAD dataset has answers (the official metric can score it).
+bool squad_has_answers(const nlohmann::json& doc);
 
 }  // namespace bertbench::train
