@@ -1,0 +1,336 @@
+// MLPerf Inference scenarios (see scenario.hpp; rules in docs/benchmark.md "Scenarios").
+#include "bench/scenario.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/timing.hpp"
+
+namespace bertbench::bench {
+
+Scenario parse_scenario(const std::string& name, const std::string& flag) {
+    if (name == "singlestream") return Scenario::singlestream;
+    if (name == "offline") return Scenario::offline;
+    if (name == "server") return Scenario::server;
+    fail("{}: expected singlestream, offline or server, got \"{}\"", flag, name);
+}
+
+const char* scenario_name(Scenario s) {
+    return s == Scenario::singlestream ? "singlestream" : s == Scenario::offline ? "offline" : "server";
+}
+
+int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query) {
+    int64_t n = s.min_query_count;
+    if (expected_seconds_per_query > 0)
+        n = std::max(n, static_cast<int64_t>(std::ceil(1.1 * s.min_duration_s / expected_seconds_per_query)));
+    return std::max<int64_t>(n, 1);
+}
+
+Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count) {
+    if (queries.empty()) fail("scenario: the query set is empty");
+    if (s.scenario == Scenario::server && !(s.target_qps && *s.target_qps > 0))
+        fail("--server_target_qps: expected a rate > 0 queries/s for --scenario=server");
+    Schedule out;
+    out.settings = s;
+    if (s.scenario == Scenario::singlestream) out.settings.batch_size = 1;
+    if (s.scenario != Scenario::server) out.settings.target_qps.reset();
+    out.queries = std::move(queries);
+    const int n = static_cast<int>(out.queries.size());
+    out.issues.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) out.issues[static_cast<size_t>(i)].q = static_cast<int>(i % n);
+    if (s.scenario == Scenario::offline) {
+        for (Issue& is : out.issues) is.t = 0.0;
+        std::stable_sort(out.issues.begin(), out.issues.end(), [&](const Issue& a, const Issue& b) {
+            return out.queries[static_cast<size_t>(a.q)].input_ids.size() >
+                   out.queries[static_cast<size_t>(b.q)].input_ids.size();
+        });
+    } else if (s.scenario == Scenario::server) {
+        std::mt19937_64 rng(s.seed);
+        std::exponential_distribution<double> gap(*s.target_qps);
+        double t = 0;
+        for (Issue& is : out.issues) is.t = t += gap(rng);
+    }
+    return out;
+}
+
+nlohmann::json schedule_json(const Schedule& s) {
+    nlohmann::json queries = nlohmann::json::array(), issues = nlohmann::json::array();
+    for (size_t i = 0; i < s.queries.size(); ++i)
+        queries.push_back({{"id", i},
+                           {"unique_id", s.queries[i].unique_id},
+                           {"input_ids", s.queries[i].input_ids},
+                           {"segment_ids", s.queries[i].segment_ids}});
+    for (const Issue& is : s.issues)
+        issues.push_back({{"q", is.q}, {"t", is.t ? nlohmann::json(*is.t) : nlohmann::json(nullptr)}});
+    const ScenarioSettings& st = s.settings;
+    nlohmann::json j = {{"format", "bertbench-scenario-schedule/1"},
+                        {"scenario", scenario_name(st.scenario)},
+                        {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
+                        {"latency_bound_ms", st.latency_bound_ms},
+                        {"batch_size", st.batch_size},
+                        {"seed", st.seed},
+                        {"min_duration_s", st.min_duration_s},
+                        {"min_query_count", st.min_query_count}};
+    j["queries"] = std::move(queries);
+    j["issues"] = std::move(issues);
+    return j;
+}
+
+// ---- raw log ----
+
+nlohmann::json log_json(const RunLog& log) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const LogEntry& e : log.entries)
+        entries.push_back({{"q", e.q},
+                           {"tokens", e.tokens},
+                           {"arrival", e.arrival},
+                           {"start", e.start},
+                           {"done", e.done},
+                           {"batch", e.batch}});
+    const ScenarioSettings& st = log.settings;
+    nlohmann::json j = {{"format", "bertbench-scenario-log/1"},
+                        {"sut", log.sut},
+                        {"scenario", scenario_name(st.scenario)},
+                        {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
+                        {"latency_bound_ms", st.latency_bound_ms},
+                        {"batch_size", st.batch_size},
+                        {"threads", log.threads}};
+    j["entries"] = std::move(entries);
+    return j;
+}
+
+namespace {
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+    const auto it = j.find(key);
+    if (it == j.end()) fail("{}: field \"{}\" missing (expected a bertbench-scenario-log/1 raw log)", where, key);
+    try {
+        return it->get<T>();
+    } catch (const nlohmann::json::exception&) {
+        fail("{}: field \"{}\": expected a {}, got {}", where, key,
+             std::is_same_v<T, std::string> ? "string" : "number", it->dump());
+    }
+}
+
+}  // namespace
+
+RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const ScenarioSettings& rules) {
+    if (!j.is_object() || j.value("format", std::string()) != "bertbench-scenario-log/1")
+        fail("{}: expected a raw scenario log (\"format\": \"bertbench-scenario-log/1\"), got {}", where,
+             j.is_object() && j.contains("format") ? "format " + j["format"].dump() : "no \"format\" field");
+    RunLog log;
+    log.settings = rules;
+    log.sut = field<std::string>(j, "sut", where);
+    log.settings.scenario = parse_scenario(field<std::string>(j, "scenario", where), where + ": scenario");
+    if (j.contains("target_qps") && !j["target_qps"].is_null())
+        log.settings.target_qps = field<double>(j, "target_qps", where);
+    else
+        log.settings.target_qps.reset();
+    log.settings.latency_bound_ms = field<double>(j, "latency_bound_ms", where);
+    log.settings.batch_size = field<int>(j, "batch_size", where);
+    log.threads = field<int>(j, "threads", where);
+    const auto it = j.find("entries");
+    if (it == j.end() || !it->is_array() || it->empty())
+        fail("{}: \"entries\": expected a non-empty array of {{q, tokens, arrival, start, done, batch}}", where);
+    for (size_t i = 0; i < it->size(); ++i) {
+        const nlohmann::json& e = (*it)[i];
+        const std::string w = fmt::format("{}: entries[{}]", where, i);
+        if (!e.is_object()) fail("{}: expected an object {{q, tokens, arrival, start, done, batch}}", w);
+        LogEntry x{field<int>(e, "q", w),          field<int>(e, "tokens", w), field<double>(e, "arrival", w),
+                   field<double>(e, "start", w),   field<double>(e, "done", w), field<int64_t>(e, "batch", w)};
+        if (!(x.arrival <= x.start && x.start <= x.done))
+            fail("{}: expected arrival <= start <= done, got {} / {} / {}", w, x.arrival, x.start, x.done);
+        log.entries.push_back(x);
+    }
+    return log;
+}
+
+// ---- the SUT loop ----
+
+SutClock SutClock::steady() {
+    using C = std::chrono::steady_clock;
+    return {[] { return std::chrono::duration<double>(C::now().time_since_epoch()).count(); },
+            [](double t) {
+                std::this_thread::sleep_until(
+                    C::time_point(std::chrono::duration_cast<C::duration>(std::chrono::duration<double>(t))));
+            }};
+}
+
+RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& clock, const std::string& sut,
+                    int threads) {
+    RunLog log;
+    log.sut = sut;
+    log.settings = s.settings;
+    log.threads = threads;
+    const size_t n = s.issues.size();
+    log.entries.resize(n);
+    const int B = std::max(1, s.settings.batch_size);
+    size_t next = 0;  // the first issue not yet served
+    // arrival of issue i: its time, or the completion of issue i-1 (chained); none = not known yet
+    const auto arrival = [&](size_t i) -> std::optional<double> {
+        if (s.issues[i].t) return *s.issues[i].t;
+        if (i == 0) return 0.0;
+        if (i - 1 < next) return log.entries[i - 1].done;
+        return std::nullopt;
+    };
+    std::vector<int> batch;
+    int64_t ordinal = 0;
+    const double t0 = clock.now();
+    while (next < n) {
+        double now = clock.now() - t0;
+        const double a = *arrival(next);  // the previous issue is served: known
+        if (a > now) {
+            clock.wait_until(t0 + a);
+            now = std::max(a, clock.now() - t0);
+        }
+        size_t end = next;
+        batch.clear();
+        while (end < n && static_cast<int>(end - next) < B) {
+            const std::optional<double> ai = arrival(end);
+            if (!ai || *ai > now) break;
+            batch.push_back(s.issues[end].q);
+            ++end;
+        }
+        ++ordinal;
+        run(batch);
+        const double done = clock.now() - t0;
+        for (size_t i = next; i < end; ++i) {
+            const int q = s.issues[i].q;
+            log.entries[i] = {q, static_cast<int>(s.queries[static_cast<size_t>(q)].input_ids.size()),
+                              *arrival(i), now, done, ordinal};
+        }
+        next = end;
+    }
+    return log;
+}
+
+// ---- statistics ----
+
+ScenarioStats summarize(const RunLog& log) {
+    ScenarioStats st;
+    const ScenarioSettings& s = log.settings;
+    st.queries = static_cast<int64_t>(log.entries.size());
+    std::vector<double> lat;
+    double tokens = 0, last_arrival = 0;
+    std::vector<int64_t> batch_ids;
+    for (const LogEntry& e : log.entries) {
+        lat.push_back(1e3 * (e.done - e.arrival));
+        tokens += e.tokens;
+        st.duration_s = std::max(st.duration_s, e.done);
+        last_arrival = std::max(last_arrival, e.arrival);
+        batch_ids.push_back(e.batch);
+    }
+    std::sort(batch_ids.begin(), batch_ids.end());
+    st.batches = std::unique(batch_ids.begin(), batch_ids.end()) - batch_ids.begin();
+    st.mean_batch_size = st.batches > 0 ? static_cast<double>(st.queries) / static_cast<double>(st.batches) : 0;
+    if (st.duration_s > 0) {
+        st.samples_per_s = static_cast<double>(st.queries) / st.duration_s;
+        st.tokens_per_s = tokens / st.duration_s;
+    }
+    if (s.scenario == Scenario::server && last_arrival > 0)
+        st.scheduled_qps = static_cast<double>(st.queries) / last_arrival;
+    std::sort(lat.begin(), lat.end());
+    st.latency_ms_p50 = percentile(lat, 0.50);
+    st.latency_ms_p90 = percentile(lat, 0.90);
+    st.latency_ms_p95 = percentile(lat, 0.95);
+    st.latency_ms_p99 = percentile(lat, 0.99);
+    st.latency_ms_p999 = percentile(lat, 0.999);
+    st.latency_ms_max = lat.empty() ? 0 : lat.back();
+    st.latency_ms_mean = lat.empty() ? 0 : std::accumulate(lat.begin(), lat.end(), 0.0) / static_cast<double>(lat.size());
+    const auto invalid = [&](std::string why) {
+        st.valid = false;
+        st.invalid_reasons.push_back(std::move(why));
+    };
+    if (st.queries < s.min_query_count)
+        invalid(fmt::format("{} queries < min_query_count {}", st.queries, s.min_query_count));
+    if (st.duration_s < s.min_duration_s)
+        invalid(fmt::format("duration {:.3f} s < min_duration_s {:g} s", st.duration_s, s.min_duration_s));
+    if (s.scenario == Scenario::server && st.latency_ms_p99 > s.latency_bound_ms)
+        invalid(fmt::format("99th-percentile latency {:.3f} ms > latency bound {:g} ms", st.latency_ms_p99,
+                            s.latency_bound_ms));
+    return st;
+}
+
+nlohmann::json stats_json(const ScenarioStats& st) {
+    return {{"queries", st.queries},
+            {"duration_s", st.duration_s},
+            {"samples_per_second", st.samples_per_s},
+            {"tokens_per_second", st.tokens_per_s},
+            {"scheduled_qps", st.scheduled_qps},
+            {"latency_ms", {{"p50", st.latency_ms_p50},
+                            {"p90", st.latency_ms_p90},
+                            {"p95", st.latency_ms_p95},
+                            {"p99", st.latency_ms_p99},
+                            {"p99.9", st.latency_ms_p999},
+                            {"mean", st.latency_ms_mean},
+                            {"max", st.latency_ms_max}}},
+            {"batches", st.batches},
+            {"mean_batch_size", st.mean_batch_size},
+            {"result", st.valid ? "VALID" : "INVALID"},
+            {"invalid_reasons", st.invalid_reasons}};
+}
+
+std::string stats_line(const RunLog& log, const ScenarioStats& st) {
+    const ScenarioSettings& s = log.settings;
+    std::string figure;
+    switch (s.scenario) {
+        case Scenario::singlestream:
+            figure = fmt::format("90th-percentile latency {:.3f} ms", st.latency_ms_p90);
+            break;
+        case Scenario::offline:
+            figure = fmt::format("{:.2f} samples/s, {:.0f} tokens/s", st.samples_per_s, st.tokens_per_s);
+            break;
+        case Scenario::server:
+            figure = fmt::format("target {:g} queries/s (scheduled {:.2f}), 99th-percentile latency {:.3f} ms "
+                                 "(bound {:g} ms)",
+                                 s.target_qps.value_or(0), st.scheduled_qps, st.latency_ms_p99, s.latency_bound_ms);
+            break;
+    }
+    std::string reasons;
+    for (const std::string& r : st.invalid_reasons) reasons += (reasons.empty() ? ": " : "; ") + r;
+    return fmt::format("{} {}: {} queries in {:.3f} s, {}, mean batch {:.2f}: {}{}", log.sut, scenario_name(s.scenario),
+                       st.queries, st.duration_s, figure, st.mean_batch_size, st.valid ? "VALID" : "INVALID",
+                       reasons);
+}
+
+std::optional<std::string> unmeetable_target(const ScenarioSettings& s, double one_query_ms, int median_tokens,
+                                             double capacity_qps) {
+    if (s.scenario != Scenario::server) return std::nullopt;
+    if (one_query_ms > s.latency_bound_ms)
+        return fmt::format("--latency_bound_ms={:g}: one query of median length ({} tokens) alone takes {:.3f} ms "
+                           "on this SUT (warm-up): no rate can meet the bound",
+                           s.latency_bound_ms, median_tokens, one_query_ms);
+    if (s.target_qps && capacity_qps > 0 && *s.target_qps > capacity_qps)
+        return fmt::format("--server_target_qps={:g}: above the {:.2f} queries/s this SUT serves with full batches "
+                           "of {} median-length queries (warm-up): the queue would grow without bound",
+                           *s.target_qps, capacity_qps, s.batch_size);
+    return std::nullopt;
+}
+
+PeakSearch find_peak(double start_qps, double precision, int max_runs, const std::function<bool(double)>& valid_at) {
+    PeakSearch out;
+    std::optional<double> lo, hi;  // highest valid, lowest invalid
+    const auto trial = [&](double qps) {
+        const bool ok = valid_at(qps);
+        out.tried.emplace_back(qps, ok);
+        if (ok) lo = std::max(lo.value_or(qps), qps);
+        else hi = std::min(hi.value_or(qps), qps);
+    };
+    double qps = start_qps;
+    while (static_cast<int>(out.tried.size()) < max_runs && !(lo && hi)) {
+        trial(qps);
+        qps = lo && !hi ? qps * 2 : qps / 2;
+    }
+    while (static_cast<int>(out.tried.size()) < max_runs && lo && hi && *hi - *lo > precision * *lo)
+        trial(0.5 * (*lo + *hi));
+    out.peak_qps = lo;
+    return out;
+}
+
+}  // namespace bertbench::bench

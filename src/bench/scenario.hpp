@@ -1,0 +1,131 @@
+// MLPerf Inference scenarios for `bertbench bench --scenario=...` (docs/benchmark.md
+// "Scenarios"): the query schedule (SingleStream, Offline, Server with Poisson arrivals), the one
+// SUT loop every scenario runs on (dynamic batching, FIFO, up to batch_size, no waiting for a
+// fuller batch), the statistics and validity rules of a run's raw log, the peak search of the
+// Server scenario, and the two file formats an external SUT (the ONNX Runtime peer) shares:
+// bertbench-scenario-schedule/1 and bertbench-scenario-log/1.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bertbench::bench {
+
+enum class Scenario { singlestream, offline, server };
+// Error naming `flag` for anything but singlestream | offline | server.
+Scenario parse_scenario(const std::string& name, const std::string& flag);
+const char* scenario_name(Scenario s);
+
+struct ScenarioSettings {
+    Scenario scenario = Scenario::singlestream;
+    std::optional<double> target_qps;  // server: the Poisson rate (queries/s)
+    double latency_bound_ms = 130;     // server: valid iff p99 latency <= this (MLPerf BERT)
+    int batch_size = 1;                // the most queries one batch takes (singlestream: 1)
+    uint64_t seed = 0;                 // Poisson arrivals and --scenario_queries sampling
+    double min_duration_s = 60;
+    int64_t min_query_count = 100;
+};
+
+// One query: one SQuAD eval feature, its real tokens only.
+struct Query {
+    int64_t unique_id = 0;
+    std::vector<int32_t> input_ids, segment_ids;
+};
+
+// An issue of a query: its arrival `t` in seconds after the run's start, or none = when the
+// previous issue completes (singlestream).
+struct Issue {
+    int q = 0;
+    std::optional<double> t;
+};
+
+struct Schedule {
+    ScenarioSettings settings;
+    std::vector<Query> queries;
+    std::vector<Issue> issues;
+};
+
+// Issues a performance run makes: at least min_query_count, and enough to last min_duration_s
+// (x 1.1, LoadGen's margin) at `expected_seconds_per_query` (singlestream: one query's latency;
+// offline: 1 / throughput; server: 1 / target_qps); 0 = unknown, min_query_count alone.
+int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query);
+// The schedule of `count` issues over `queries` (cycled in their order). singlestream: each
+// chained to the previous; offline: all at t = 0, sorted longest first (stable); server: Poisson
+// arrivals, exponential gaps of mean 1/target_qps from a std::mt19937_64 seeded with `seed`.
+Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count);
+nlohmann::json schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1
+
+// ---- the SUT loop ----
+struct LogEntry {
+    int q = 0, tokens = 0;
+    double arrival = 0, start = 0, done = 0;  // seconds after the run's start
+    int64_t batch = 0;                        // ordinal of the batch that served it
+};
+struct RunLog {
+    std::string sut;  // e.g. bertbench-int8, ort-int8
+    ScenarioSettings settings;
+    int threads = 1;
+    std::vector<LogEntry> entries;  // one per issue, in issue order
+};
+nlohmann::json log_json(const RunLog& log);  // bertbench-scenario-log/1
+// A raw log written by any SUT; Error naming `where` and the field for anything else.
+// min_duration_s / min_query_count (not in the format) are taken from `rules`.
+RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const ScenarioSettings& rules);
+
+// The clock the loop runs on: now() in seconds, wait_until(t) returns at or after t. steady():
+// std::chrono::steady_clock and std::this_thread::sleep_until.
+struct SutClock {
+    std::function<double()> now;
+    std::function<void(double)> wait_until;
+    static SutClock steady();
+};
+// Runs the queries (indices into Schedule::queries) as one batch and returns when done.
+using RunBatch = std::function<void(const std::vector<int>& queries)>;
+// One thread: whenever the SUT is free it takes the arrived, not yet served issues in issue order,
+// at most batch_size of them, runs them as one batch and records arrival, start and completion of
+// each; when none has arrived it waits until the next arrival.
+RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& clock,
+                    const std::string& sut, int threads);
+
+// ---- statistics (of bertbench's own runs and of any raw log: one implementation) ----
+struct ScenarioStats {
+    int64_t queries = 0;
+    double duration_s = 0;        // run start to the last completion
+    double samples_per_s = 0;     // queries / duration_s
+    double tokens_per_s = 0;      // real tokens / duration_s
+    double scheduled_qps = 0;     // server: queries / last arrival
+    double latency_ms_p50 = 0, latency_ms_p90 = 0, latency_ms_p95 = 0, latency_ms_p99 = 0,
+           latency_ms_p999 = 0, latency_ms_mean = 0, latency_ms_max = 0;  // done - arrival
+    int64_t batches = 0;
+    double mean_batch_size = 0;
+    bool valid = true;
+    std::vector<std::string> invalid_reasons;
+};
+ScenarioStats summarize(const RunLog& log);
+nlohmann::json stats_json(const ScenarioStats& st);
+// One line: the scenario's figure of merit, VALID/INVALID and the reasons.
+std::string stats_line(const RunLog& log, const ScenarioStats& st);
+
+// ---- checks before measuring ----
+// The error message when the scenario's target cannot be met, else none: server with one
+// median-length query alone (one_query_ms) above the latency bound, or a target rate above
+// `capacity_qps` (what the SUT serves with full batches, from the warm-up).
+std::optional<std::string> unmeetable_target(const ScenarioSettings& s, double one_query_ms,
+                                             int median_tokens, double capacity_qps);
+
+// ---- Server: the highest valid rate ----
+struct PeakSearch {
+    std::optional<double> peak_qps;                  // the highest valid rate tried; none if none
+    std::vector<std::pair<double, bool>> tried;      // (rate, valid), in the order run
+};
+// LoadGen FindPeakPerformance-style: run at `start_qps`; while valid double the rate, while
+// invalid halve it, until a valid and an invalid rate bracket the peak; then bisect until
+// (invalid - valid) <= precision x valid. At most `max_runs` runs in all.
+PeakSearch find_peak(double start_qps, double precision, int max_runs,
+                     const std::function<bool(double)>& valid_at);
+
+}  // namespace bertbench::bench

@@ -1,0 +1,321 @@
+// The MLPerf scenario machinery (bench/scenario.hpp): the schedules, the SUT loop on a fake SUT
+// with a known service time and a virtual clock, the percentile and validity rules, the
+// unmeetable-target check, the peak search and the raw log's round trip.
+#include "bench/scenario.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace bertbench::bench {
+namespace {
+
+std::vector<Query> make_queries(const std::vector<int>& lengths) {
+    std::vector<Query> qs;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+        Query q;
+        q.unique_id = 1000000000 + static_cast<int64_t>(i);
+        q.input_ids.assign(static_cast<size_t>(lengths[i]), 7);
+        q.segment_ids.assign(static_cast<size_t>(lengths[i]), 0);
+        qs.push_back(q);
+    }
+    return qs;
+}
+
+ScenarioSettings server(double qps, int batch, uint64_t seed = 1) {
+    ScenarioSettings s;
+    s.scenario = Scenario::server;
+    s.target_qps = qps;
+    s.batch_size = batch;
+    s.seed = seed;
+    s.min_duration_s = 0;
+    s.min_query_count = 1;
+    return s;
+}
+
+// A virtual clock: run_batch advances it by the batch's service time; wait_until jumps.
+struct FakeSut {
+    double t = 100.0;  // an arbitrary epoch: the loop must subtract its start
+    double per_batch = 0.004, per_token = 0.00001;
+    const Schedule* s = nullptr;
+    std::vector<std::vector<int>> batches;
+    SutClock clock() {
+        return {[this] { return t; }, [this](double until) { t = std::max(t, until); }};
+    }
+    RunBatch run() {
+        return [this](const std::vector<int>& qs) {
+            batches.push_back(qs);
+            double tokens = 0;
+            for (int q : qs) tokens += static_cast<double>(s->queries[static_cast<size_t>(q)].input_ids.size());
+            t += per_batch + per_token * tokens;
+        };
+    }
+};
+
+TEST(ScenarioSchedule, PoissonArrivalsAreSeededWithTheTargetMeanRate) {
+    const int64_t n = 20000;
+    const double qps = 50;
+    const Schedule a = make_schedule(server(qps, 4, 7), make_queries({10, 20, 30}), n);
+    const Schedule b = make_schedule(server(qps, 4, 7), make_queries({10, 20, 30}), n);
+    const Schedule c = make_schedule(server(qps, 4, 8), make_queries({10, 20, 30}), n);
+    ASSERT_EQ(a.issues.size(), static_cast<size_t>(n));
+    double prev = 0;
+    for (size_t i = 0; i < a.issues.size(); ++i) {
+        ASSERT_TRUE(a.issues[i].t.has_value());
+        EXPECT_GE(*a.issues[i].t, prev);
+        prev = *a.issues[i].t;
+        EXPECT_EQ(*a.issues[i].t, *b.issues[i].t);
+        EXPECT_EQ(a.issues[i].q, static_cast<int>(i % 3));  // the query set cycled in order
+    }
+    EXPECT_NE(*a.issues.back().t, *c.issues.back().t);
+    // n exponential gaps of mean 1/qps: the last arrival has mean n/qps and standard deviation
+    // sqrt(n)/qps; 5 standard deviations
+    const double rate = static_cast<double>(n) / *a.issues.back().t;
+    EXPECT_NEAR(rate, qps, qps * 5 / std::sqrt(static_cast<double>(n)));
+    // and the gaps' coefficient of variation is that of an exponential (1), not of a fixed rate (0)
+    double sum = 0, sum2 = 0;
+    for (size_t i = 1; i < a.issues.size(); ++i) {
+        const double g = *a.issues[i].t - *a.issues[i - 1].t;
+        sum += g, sum2 += g * g;
+    }
+    const double m = sum / (n - 1), sd = std::sqrt(sum2 / (n - 1) - m * m);
+    EXPECT_NEAR(sd / m, 1.0, 0.05);
+}
+
+TEST(ScenarioSchedule, OfflineAndSingleStreamShapes) {
+    ScenarioSettings s;
+    s.scenario = Scenario::offline;
+    s.batch_size = 8;
+    const Schedule off = make_schedule(s, make_queries({5, 40, 20, 40}), 6);
+    std::vector<int> lengths;
+    for (const Issue& is : off.issues) {
+        ASSERT_TRUE(is.t.has_value());
+        EXPECT_EQ(*is.t, 0.0);
+        lengths.push_back(static_cast<int>(off.queries[static_cast<size_t>(is.q)].input_ids.size()));
+    }
+    EXPECT_EQ(lengths, (std::vector<int>{40, 40, 40, 20, 5, 5}));  // issues q0 q1 q2 q3 q0 q1
+    EXPECT_FALSE(off.settings.target_qps.has_value());
+    s.scenario = Scenario::singlestream;
+    const Schedule ss = make_schedule(s, make_queries({5, 40}), 3);
+    EXPECT_EQ(ss.settings.batch_size, 1);
+    for (const Issue& is : ss.issues) EXPECT_FALSE(is.t.has_value());
+    const nlohmann::json j = schedule_json(ss);
+    EXPECT_EQ(j["format"], "bertbench-scenario-schedule/1");
+    EXPECT_TRUE(j["issues"][0]["t"].is_null());
+    EXPECT_EQ(j["queries"][1]["input_ids"].size(), 40u);
+    EXPECT_EQ(j["queries"][1]["id"], 1);
+    EXPECT_TRUE(j["target_qps"].is_null());
+}
+
+TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
+    ScenarioSettings s;
+    s.min_duration_s = 10;
+    s.min_query_count = 100;
+    EXPECT_EQ(performance_issue_count(s, 0), 100);
+    EXPECT_EQ(performance_issue_count(s, 1.0), 100);      // 11 needed for 10 s x 1.1
+    EXPECT_EQ(performance_issue_count(s, 0.01), 1100);    // 10 s x 1.1 / 10 ms
+}
+
+TEST(ScenarioLoop, ServerInvariantsOnAFakeSut) {
+    const int B = 4;
+    Schedule s = make_schedule(server(400, B), make_queries({30, 60, 120, 250, 384}), 3000);
+    FakeSut sut;
+    sut.s = &s;
+    const RunLog log = run_schedule(s, sut.run(), sut.clock(), "fake", 1);
+    ASSERT_EQ(log.entries.size(), s.issues.size());
+    std::vector<int> batch_sizes;
+    double prev_start = -1, prev_done = 0;
+    int64_t prev_batch = 0;
+    size_t batch_first = 0;
+    for (size_t i = 0; i < log.entries.size(); ++i) {
+        const LogEntry& e = log.entries[i];
+        EXPECT_EQ(e.q, s.issues[i].q);
+        EXPECT_DOUBLE_EQ(e.arrival, *s.issues[i].t);
+        EXPECT_GE(e.start, e.arrival) << i;  // no query starts before it arrives
+        EXPECT_GE(e.start, prev_start) << i;  // FIFO: issue order = start order
+        EXPECT_GT(e.done, e.start);
+        if (e.batch != prev_batch) {  // a new batch: the SUT was free and idles for nothing
+            EXPECT_EQ(e.batch, prev_batch + 1);
+            EXPECT_DOUBLE_EQ(e.start, std::max(prev_done, e.arrival)) << i;
+            if (i > 0) batch_sizes.push_back(static_cast<int>(i - batch_first));
+            batch_first = i;
+            prev_batch = e.batch;
+        } else {
+            EXPECT_EQ(e.start, log.entries[i - 1].start);
+            EXPECT_EQ(e.done, log.entries[i - 1].done);
+        }
+        prev_start = e.start, prev_done = e.done;
+    }
+    batch_sizes.push_back(static_cast<int>(log.entries.size() - batch_first));
+    ASSERT_EQ(batch_sizes.size(), sut.batches.size());
+    size_t i = 0;
+    for (size_t b = 0; b < batch_sizes.size(); ++b) {
+        EXPECT_LE(batch_sizes[b], B);
+        EXPECT_EQ(static_cast<int>(sut.batches[b].size()), batch_sizes[b]);
+        const size_t next = i + static_cast<size_t>(batch_sizes[b]);
+        // no waiting for a fuller batch, and nothing arrived left behind: a batch below B means the
+        // next issue had not arrived when it started
+        if (batch_sizes[b] < B && next < log.entries.size()) {
+            EXPECT_GT(log.entries[next].arrival, log.entries[i].start) << "batch " << b;
+        }
+        i = next;
+    }
+    // dynamic batching happened (the rate keeps a batch-1 SUT of ~5 ms busy) and the statistics
+    // read the same log: latency = done - arrival
+    EXPECT_GT(*std::max_element(batch_sizes.begin(), batch_sizes.end()), 1);
+    const ScenarioStats st = summarize(log);
+    double worst = 0;
+    for (const LogEntry& e : log.entries) worst = std::max(worst, 1e3 * (e.done - e.arrival));
+    EXPECT_DOUBLE_EQ(st.latency_ms_max, worst);
+    EXPECT_EQ(st.batches, static_cast<int64_t>(batch_sizes.size()));
+    EXPECT_DOUBLE_EQ(st.mean_batch_size, 3000.0 / static_cast<double>(batch_sizes.size()));
+}
+
+TEST(ScenarioLoop, SingleStreamChainsEachQueryToThePrevious) {
+    ScenarioSettings ss;
+    ss.batch_size = 8;  // ignored: singlestream is batch 1
+    Schedule s = make_schedule(ss, make_queries({10, 300}), 7);
+    FakeSut sut;
+    sut.s = &s;
+    const RunLog log = run_schedule(s, sut.run(), sut.clock(), "fake", 1);
+    EXPECT_EQ(log.entries[0].arrival, 0.0);
+    for (size_t i = 0; i < log.entries.size(); ++i) {
+        const LogEntry& e = log.entries[i];
+        if (i > 0) {
+            EXPECT_EQ(e.arrival, log.entries[i - 1].done);
+        }
+        EXPECT_EQ(e.start, e.arrival);
+        EXPECT_EQ(e.batch, static_cast<int64_t>(i + 1));
+        const double service = sut.per_batch + sut.per_token * e.tokens;
+        EXPECT_NEAR(e.done - e.start, service, 1e-9);
+    }
+}
+
+TEST(ScenarioLoop, OfflineTakesFullBatchesAtTimeZero) {
+    ScenarioSettings s;
+    s.scenario = Scenario::offline;
+    s.batch_size = 3;
+    Schedule sch = make_schedule(s, make_queries({10, 20, 30, 40}), 10);
+    FakeSut sut;
+    sut.s = &sch;
+    const RunLog log = run_schedule(sch, sut.run(), sut.clock(), "fake", 1);
+    std::vector<size_t> sizes;
+    for (const auto& b : sut.batches) sizes.push_back(b.size());
+    EXPECT_EQ(sizes, (std::vector<size_t>{3, 3, 3, 1}));
+    for (const LogEntry& e : log.entries) EXPECT_EQ(e.arrival, 0.0);
+}
+
+// Latencies 1..100 ms, one per query: nearest rank.
+RunLog hundred(Scenario sc) {
+    RunLog log;
+    log.sut = std::string("hundred");
+    log.settings.scenario = sc;
+    log.settings.target_qps = sc == Scenario::server ? std::optional<double>(10.0) : std::nullopt;
+    log.settings.min_duration_s = 0;
+    log.settings.min_query_count = 1;
+    for (int i = 0; i < 100; ++i) {
+        const double a = 0.1 * i;
+        log.entries.push_back({i % 3, 50, a, a, a + 1e-3 * (100 - i), i + 1});
+    }
+    return log;
+}
+
+TEST(ScenarioStats, NearestRankPercentiles) {
+    const ScenarioStats st = summarize(hundred(Scenario::singlestream));
+    EXPECT_NEAR(st.latency_ms_p50, 50, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p90, 90, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p95, 95, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p99, 99, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p999, 100, 1e-9);  // ceil(99.9) = the 100th
+    EXPECT_NEAR(st.latency_ms_max, 100, 1e-9);
+    EXPECT_NEAR(st.latency_ms_mean, 50.5, 1e-9);
+    EXPECT_EQ(st.queries, 100);
+    EXPECT_EQ(st.batches, 100);
+    EXPECT_TRUE(st.valid);
+    EXPECT_NEAR(st.duration_s, 9.9 + 0.001, 1e-9);
+    EXPECT_NEAR(st.tokens_per_s, 5000 / st.duration_s, 1e-9);
+}
+
+TEST(ScenarioStats, ValidityRulesNameTheirReasons) {
+    RunLog log = hundred(Scenario::server);
+    log.settings.min_duration_s = 60;
+    log.settings.min_query_count = 500;
+    log.settings.latency_bound_ms = 98;
+    const ScenarioStats st = summarize(log);
+    EXPECT_FALSE(st.valid);
+    ASSERT_EQ(st.invalid_reasons.size(), 3u);
+    EXPECT_NE(st.invalid_reasons[0].find("100 queries < min_query_count 500"), std::string::npos);
+    EXPECT_NE(st.invalid_reasons[1].find("< min_duration_s 60 s"), std::string::npos);
+    EXPECT_NE(st.invalid_reasons[2].find("99th-percentile latency 99.000 ms > latency bound 98 ms"),
+              std::string::npos);
+    EXPECT_NE(stats_line(log, st).find("INVALID"), std::string::npos);
+    EXPECT_EQ(stats_json(st)["result"], "INVALID");
+    log.settings.latency_bound_ms = 99;  // p99 == bound: valid on latency
+    log.settings.min_duration_s = 0;
+    log.settings.min_query_count = 100;
+    EXPECT_TRUE(summarize(log).valid);
+    log.settings.scenario = Scenario::offline;  // no latency bound outside server
+    log.settings.latency_bound_ms = 1;
+    EXPECT_TRUE(summarize(log).valid);
+}
+
+TEST(ScenarioChecks, UnmeetableTargetsAreNamedBeforeMeasuring) {
+    ScenarioSettings s = server(20, 4);
+    s.latency_bound_ms = 130;
+    EXPECT_FALSE(unmeetable_target(s, 50, 170, 100).has_value());
+    const auto slow = unmeetable_target(s, 140, 170, 100);
+    ASSERT_TRUE(slow.has_value());
+    EXPECT_NE(slow->find("--latency_bound_ms=130"), std::string::npos) << *slow;
+    EXPECT_NE(slow->find("170 tokens"), std::string::npos) << *slow;
+    const auto fast = unmeetable_target(s, 50, 170, 15);
+    ASSERT_TRUE(fast.has_value());
+    EXPECT_NE(fast->find("--server_target_qps=20"), std::string::npos) << *fast;
+    s.scenario = Scenario::offline;
+    EXPECT_FALSE(unmeetable_target(s, 1e9, 170, 1).has_value());
+}
+
+TEST(ScenarioPeak, BracketsThenBisectsToThePrecision) {
+    const double peak = 37;
+    for (double start : {1.0, 37.0, 500.0}) {
+        const PeakSearch p = find_peak(start, 0.02, 30, [&](double q) { return q <= peak; });
+        ASSERT_TRUE(p.peak_qps.has_value()) << start;
+        EXPECT_LE(*p.peak_qps, peak);
+        EXPECT_GE(*p.peak_qps, peak / 1.02) << start;
+        EXPECT_EQ(p.tried.front().first, start);
+        for (const auto& [q, ok] : p.tried) EXPECT_EQ(ok, q <= peak);
+    }
+    const PeakSearch none = find_peak(10, 0.05, 4, [](double) { return false; });
+    EXPECT_FALSE(none.peak_qps.has_value());
+    EXPECT_EQ(none.tried.size(), 4u);
+}
+
+TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
+    Schedule s = make_schedule(server(300, 2, 3), make_queries({17, 33, 250}), 500);
+    FakeSut sut;
+    sut.s = &s;
+    RunLog log = run_schedule(s, sut.run(), sut.clock(), "fake-int8", 2);
+    log.settings.min_duration_s = 0.5;
+    log.settings.min_query_count = 10;
+    const nlohmann::json j = nlohmann::json::parse(log_json(log).dump());
+    EXPECT_EQ(j["format"], "bertbench-scenario-log/1");
+    EXPECT_EQ(j["entries"].size(), 500u);
+    const RunLog back = parse_log_json(j, "log.json", log.settings);
+    EXPECT_EQ(back.sut, "fake-int8");
+    EXPECT_EQ(back.threads, 2);
+    EXPECT_EQ(stats_json(summarize(back)), stats_json(summarize(log)));
+    nlohmann::json bad = j;
+    bad["entries"][3].erase("done");
+    try {
+        parse_log_json(bad, "log.json", log.settings);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("log.json: entries[3]: field \"done\" missing"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(parse_log_json(nlohmann::json{{"format", "x"}}, "log.json", log.settings), Error);
+}
+
+}  // namespace
+}  // namespace bertbench::bench
