@@ -16,6 +16,7 @@
 #include "bench/mpi_point.hpp"
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
+#include "cli/bench_scenario.hpp"
 #include "cli/commands.hpp"
 #include "cli/device_flag.hpp"
 #include "cli/precision_flags.hpp"
@@ -196,7 +197,29 @@ int cmd_bench(int argc, char** argv) {
     flags.add("scaling_baseline", &mpi_opts.baseline,
               "under mpirun: first time rank 0 alone at the per-rank batch, for the scaling "
               "efficiency");
+    ScenarioOptions scenario;  // --scenario / --summarize_log: cli/bench_scenario.hpp
+    scenario.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    if (scenario.active()) {
+        ScenarioContext sc;
+        sc.model = model_list, sc.bert_config_file = config_file, sc.dtype = dtype_list;
+        sc.threads = thread_list.empty() ? std::to_string(sysinfo::cpus_available()) : thread_list;
+        sc.batch_size = batch_sizes, sc.seq_len = seq_lens, sc.json_path = json_path, sc.plot_path = plot_path;
+        // the scenarios' default layout is real: a query at its real length (padding not computed)
+        sc.squad_layout = flags.is_set("squad_layout") ? squad_layout : "real";
+        sc.task = task, sc.task_given = flags.is_set("task"), sc.model_given = flags.is_set("model");
+        sc.skip_corrupt_records = skip_corrupt_records, sc.cuda = device.cuda(), sc.flags = flags.to_json();
+        if (squad_layout != "padded" && squad_layout != "real")
+            fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
+        if (scenario.summarize_log.empty()) {
+            if (split_commas(model_list).size() != 1 && config_file.empty())
+                fail("--model: --scenario takes one value (one report per run), got \"{}\"", model_list);
+            sc.config = config_file.empty() ? model::BertConfig::preset(model_list)
+                                            : model::BertConfig::from_json_file(config_file);
+            if (!data.empty()) sc.data_files = expand_globs(data, "data");
+        }
+        return run_bench_scenario(scenario, sc);
+    }
     dist::Comm& comm = dist::world();
     if (comm.rank() != 0) {  // one report: rank 0's, with the job's totals
         if (std::freopen("/dev/null", "w", stdout) == nullptr) fail("cannot silence rank {}'s stdout", comm.rank());

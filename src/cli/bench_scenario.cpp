@@ -1,0 +1,365 @@
+// `bench --scenario` (see bench_scenario.hpp): flags, checks before measuring, the runs on
+// bertbench's SUT, accuracy mode with the official metric, the reports (JSON, raw log, SVG), the
+// schedule for an external SUT and the report of its raw log.
+#include "cli/bench_scenario.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <numeric>
+
+#include "bench/report.hpp"
+#include "bench/scenario.hpp"
+#include "bench/scenario_sut.hpp"
+#include "cli/precision_flags.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/log.hpp"
+#include "core/sysinfo.hpp"
+#include "data/tokenizer.hpp"
+#include "data/vocab.hpp"
+#include "train/squad_metric.hpp"
+
+namespace bertbench::cli {
+
+void ScenarioOptions::add(Flags& f) {
+    f.add("scenario", &scenario,
+          "MLPerf Inference scenario over a SQuAD query set (--data: run_squad.py eval features, "
+          "each query at its real length): singlestream | offline | server (docs/benchmark.md "
+          "\"Scenarios\"); --batch_size is the most queries one batch takes");
+    f.add("scenario_mode", &mode,
+          "performance | accuracy (LoadGen's AccuracyOnly: every query once, the predictions "
+          "scored with the official SQuAD metric; needs --predict_file, --vocab_file, --init_checkpoint)");
+    f.add("server_target_qps", &target_qps, "server: the Poisson arrival rate, queries/s");
+    f.add("latency_bound_ms", &latency_bound_ms,
+          "server: a run is valid iff its 99th-percentile latency is at most this (MLPerf BERT: 130)");
+    f.add("server_find_peak", &find_peak,
+          "server: search the highest valid rate (double/halve from --server_target_qps, or from "
+          "half the warm-up's capacity, then bisect to --peak_precision)");
+    f.add("peak_precision", &peak_precision, "server_find_peak: stop when (invalid - valid) <= this x valid");
+    f.add("peak_max_runs", &peak_max_runs, "server_find_peak: at most this many runs");
+    f.add("min_duration_s", &min_duration_s,
+          "a run shorter than this is INVALID (60 for a 2-core CPU; MLPerf submissions: 600)");
+    f.add("min_query_count", &min_query_count,
+          "a run of fewer queries is INVALID (100 here; MLPerf's per-scenario counts apply to submissions)");
+    f.add("expected_latency_ms", &expected_latency_ms,
+          "singlestream: sizes the query count to --min_duration_s (0: one median query's warm-up time)");
+    f.add("expected_qps", &expected_qps,
+          "offline: sizes the query count to --min_duration_s (0: the warm-up's full-batch capacity)");
+    f.add("scenario_queries", &scenario_queries,
+          "the query set: the first N features of --data (0: all; LoadGen's performance sample count)");
+    f.add("scenario_sample", &sample_queries, "--scenario_queries: a seeded sample instead of the first N");
+    f.add("scenario_seed", &seed, "seed of the Poisson arrivals and of --scenario_sample");
+    f.add("scenario_log", &log_path, "write the raw per-query log (bertbench-scenario-log/1) to this file");
+    f.add("schedule_out", &schedule_out,
+          "write the query schedule (bertbench-scenario-schedule/1) for an external SUT and exit "
+          "without measuring");
+    f.add("summarize_log", &summarize_log,
+          "report a raw log written by another SUT (bertbench-scenario-log/1) with the same statistics");
+    f.add("predict_file", &predict_file, "accuracy: the SQuAD JSON the features were made from (dev-v1.1.json)");
+    f.add("vocab_file", &vocab_file, "accuracy: the WordPiece vocabulary of the features");
+    f.add("init_checkpoint", &init_checkpoint,
+          "a fine-tuned SQuAD checkpoint (any format `squad` reads); performance mode without it: random weights");
+    f.add("do_lower_case", &do_lower_case, "accuracy: as run_squad.py");
+    f.add("doc_stride", &doc_stride, "accuracy: as run_squad.py");
+    f.add("max_query_length", &max_query_length, "accuracy: as run_squad.py");
+}
+
+namespace {
+
+using bench::Scenario;
+
+int one_int(const std::string& list, const std::string& flag) {
+    const std::vector<std::string> items = split_commas(list);
+    if (items.size() != 1) fail("--{}: --scenario takes one value (one report per run), got \"{}\"", flag, list);
+    char* end = nullptr;
+    const long v = std::strtol(items[0].c_str(), &end, 10);
+    if (*end != '\0' || v <= 0 || v > 1'000'000) fail("--{}: expected a positive integer, got \"{}\"", flag, items[0]);
+    return static_cast<int>(v);
+}
+
+bench::ScenarioSettings settings_of(const ScenarioOptions& o, Scenario sc, int batch_size) {
+    bench::ScenarioSettings s;
+    s.scenario = sc;
+    if (sc == Scenario::server && o.target_qps > 0) s.target_qps = o.target_qps;
+    s.latency_bound_ms = o.latency_bound_ms;
+    s.batch_size = sc == Scenario::singlestream ? 1 : batch_size;
+    s.seed = static_cast<uint64_t>(o.seed);
+    s.min_duration_s = o.min_duration_s;
+    s.min_query_count = o.min_query_count;
+    return s;
+}
+
+void check_options(const ScenarioOptions& o) {
+    if (o.mode != "performance" && o.mode != "accuracy")
+        fail("--scenario_mode: expected performance or accuracy, got \"{}\"", o.mode);
+    if (!(o.latency_bound_ms > 0)) fail("--latency_bound_ms: expected > 0, got {}", o.latency_bound_ms);
+    if (!(o.min_duration_s >= 0)) fail("--min_duration_s: expected >= 0, got {}", o.min_duration_s);
+    if (o.min_query_count < 1) fail("--min_query_count: expected >= 1, got {}", o.min_query_count);
+    if (o.target_qps < 0) fail("--server_target_qps: expected > 0, got {}", o.target_qps);
+    if (o.scenario_queries < 0) fail("--scenario_queries: expected >= 0, got {}", o.scenario_queries);
+    if (!(o.peak_precision > 0 && o.peak_precision < 1))
+        fail("--peak_precision: expected 0 < p < 1, got {}", o.peak_precision);
+    if (o.peak_max_runs < 1) fail("--peak_max_runs: expected >= 1, got {}", o.peak_max_runs);
+    if (o.expected_latency_ms < 0 || o.expected_qps < 0) fail("--expected_latency_ms / --expected_qps: expected >= 0");
+}
+
+// The report shared by bertbench's own runs and --summarize_log: settings and statistics.
+nlohmann::json run_json(const bench::RunLog& log, const bench::ScenarioStats& st) {
+    const bench::ScenarioSettings& s = log.settings;
+    return {{"sut", log.sut},
+            {"scenario", bench::scenario_name(s.scenario)},
+            {"target_qps", s.target_qps ? nlohmann::json(*s.target_qps) : nlohmann::json(nullptr)},
+            {"latency_bound_ms", s.latency_bound_ms},
+            {"batch_size", s.batch_size},
+            {"threads", log.threads},
+            {"min_duration_s", s.min_duration_s},
+            {"min_query_count", s.min_query_count},
+            {"stats", stats_json(st)}};
+}
+
+nlohmann::json report_shell(const std::string& source, const ScenarioContext& c) {
+    return {{"format", "bertbench-scenario-report/1"},
+            {"source", source},
+            {"definitions", "docs/benchmark.md \"Scenarios\""},
+            {"percentile", "nearest rank: the ceil(p x n)-th smallest latency"},
+            {"system_info", sysinfo::system_info()},
+            {"build_info", bench::build_info_with_gemm()},
+            {"flags", c.flags}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+    if (path.empty()) return;
+    write_file_atomic(path, j.dump(2) + "\n");
+    log::info("wrote {}", path);
+}
+
+// p50/p90/p99 latency against the offered load of each server run, with the bound drawn.
+void write_svg(const std::string& path, const std::vector<std::pair<bench::RunLog, bench::ScenarioStats>>& runs,
+               const std::string& title) {
+    if (path.empty()) return;
+    bench::LineChart chart;
+    chart.title = title;
+    chart.x_label = "offered load (target queries/s)";
+    chart.y_label = "latency (ms)";
+    chart.series = {{"p50", {}}, {"p90", {}}, {"p99", {}}};
+    for (const auto& [l, st] : runs) {
+        const double x = l.settings.target_qps.value_or(st.samples_per_s);
+        chart.series[0].points.emplace_back(x, st.latency_ms_p50);
+        chart.series[1].points.emplace_back(x, st.latency_ms_p90);
+        chart.series[2].points.emplace_back(x, st.latency_ms_p99);
+    }
+    if (!runs.empty())
+        chart.hline = {fmt::format("bound {:g} ms", runs.front().first.settings.latency_bound_ms),
+                       runs.front().first.settings.latency_bound_ms};
+    write_file_atomic(path, bench::line_chart_svg(chart));
+    log::info("wrote {}", path);
+}
+
+int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
+    const std::string text = read_file(o.summarize_log);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+        fail("--summarize_log={}: not valid JSON (expected a bertbench-scenario-log/1 raw log)", o.summarize_log);
+    }
+    bench::ScenarioSettings rules;
+    rules.min_duration_s = o.min_duration_s;
+    rules.min_query_count = o.min_query_count;
+    const bench::RunLog l = bench::parse_log_json(j, "--summarize_log=" + o.summarize_log, rules);
+    const bench::ScenarioStats st = bench::summarize(l);
+    std::cout << bench::stats_line(l, st) << "\n";
+    nlohmann::json rep = report_shell("summarize_log " + o.summarize_log, c);
+    rep["scenario"] = bench::scenario_name(l.settings.scenario);
+    rep["mode"] = "performance";
+    rep["run"] = run_json(l, st);
+    write_json(c.json_path, rep);
+    if (l.settings.scenario == Scenario::server) write_svg(c.plot_path, {{l, st}}, l.sut + " server");
+    return 0;
+}
+
+}  // namespace
+
+int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
+    check_options(o);
+    if (!o.summarize_log.empty()) {
+        if (!o.scenario.empty()) fail("--summarize_log: reports a raw log; give it without --scenario");
+        return summarize_only(o, c);
+    }
+    const Scenario sc = bench::parse_scenario(o.scenario, "--scenario");
+    const bool accuracy = o.mode == "accuracy";
+    if (c.cuda) fail("--scenario with --device=cuda: not yet (the scenarios run the CPU engine)");
+    if (c.task_given && c.task != "squad") fail("--scenario: runs the SQuAD span model; expected --task=squad, got --task={}", c.task);
+    if (sc == Scenario::server && !o.find_peak && !(o.target_qps > 0))
+        fail("--scenario=server: expected --server_target_qps=<queries/s> (or --server_find_peak)");
+    if (o.find_peak && sc != Scenario::server) fail("--server_find_peak: needs --scenario=server");
+    if (accuracy && o.find_peak) fail("--server_find_peak: a performance search; not with --scenario_mode=accuracy");
+    const int seq_len = one_int(c.seq_len, "seq_len"), batch_size = one_int(c.batch_size, "batch_size");
+    const int threads = one_int(c.threads, "threads");
+    if (threads > sysinfo::cpus_available())
+        fail("--threads={}: only {} CPUs are available to this process", threads, sysinfo::cpus_available());
+    if (split_commas(c.dtype).size() != 1) fail("--dtype: --scenario takes one value (one report per run), got \"{}\"", c.dtype);
+    const ops::Precision dtype = parse_dtype(c.dtype, "dtype");
+    if (accuracy && (o.predict_file.empty() || o.vocab_file.empty() || o.init_checkpoint.empty()))
+        fail("--scenario_mode=accuracy: expected --predict_file (the SQuAD JSON), --vocab_file and --init_checkpoint "
+             "(a fine-tuned span model)");
+
+    // The SUT: the span model, fine-tuned weights or (performance) random ones.
+    omp_set_num_threads(threads);
+    train::SquadModel span_model;
+    if (!o.init_checkpoint.empty()) {
+        span_model = train::load_squad_model(o.init_checkpoint, "--init_checkpoint", c.bert_config_file,
+                                             c.model_given ? c.model : "", seq_len);
+    } else {
+        span_model.config = c.config;
+        span_model.table = std::make_unique<model::ParamTable>(c.config, model::Heads::squad);
+        span_model.params.resize(span_model.table->total_floats());
+        span_model.table->initialize(span_model.params, 42);
+    }
+    const model::BertConfig& config = span_model.config;
+    if (seq_len > config.max_position_embeddings)
+        fail("--seq_len={}: longer than max_position_embeddings ({}) of the model", seq_len, config.max_position_embeddings);
+    // The query set (and, for accuracy, the predict file's examples and features).
+    std::optional<train::SquadEvalSet> eval;
+    if (accuracy) {
+        const data::Vocab vocab = data::Vocab::load(o.vocab_file);
+        data::FullTokenizer tokenizer(vocab, o.do_lower_case);
+        eval = train::squad_eval_set(o.predict_file, tokenizer, {seq_len, o.doc_stride, o.max_query_length, false}, false);
+        if (!train::squad_has_answers(eval->doc))
+            fail("--predict_file={}: no question has answers: the official metric has nothing to score", o.predict_file);
+    }
+    if (c.data_files.empty() && !eval)
+        fail("--scenario: expected --data=<run_squad.py eval features, eval.tf_record>");
+    std::vector<bench::Query> queries =
+        c.data_files.empty() ? bench::queries_of(eval->features)
+                             : bench::read_squad_queries(c.data_files, seq_len, config.vocab_size, c.skip_corrupt_records);
+    if (!accuracy)
+        queries = bench::select_queries(std::move(queries), o.scenario_queries, o.sample_queries,
+                                        static_cast<uint64_t>(o.seed));
+    const int n = static_cast<int>(queries.size());
+    std::vector<int> by_length(static_cast<size_t>(n));
+    std::iota(by_length.begin(), by_length.end(), 0);
+    std::stable_sort(by_length.begin(), by_length.end(), [&](int a, int b) {
+        return queries[static_cast<size_t>(a)].input_ids.size() < queries[static_cast<size_t>(b)].input_ids.size();
+    });
+    const int median = by_length[static_cast<size_t>(n / 2)];
+    const int median_tokens = static_cast<int>(queries[static_cast<size_t>(median)].input_ids.size());
+    bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
+    const std::string sut = fmt::format("bertbench-{}", ops::precision_name(dtype));
+
+    if (!o.schedule_out.empty()) {  // for an external SUT: nothing measured
+        if (o.find_peak) fail("--schedule_out: one schedule per rate; give --server_target_qps without --server_find_peak");
+        double spq = sc == Scenario::singlestream ? o.expected_latency_ms / 1e3
+                     : sc == Scenario::offline    ? (o.expected_qps > 0 ? 1 / o.expected_qps : 0)
+                                                  : 1 / o.target_qps;
+        if (!accuracy && spq == 0)
+            log::warn("--schedule_out: no --{} given: the schedule has --min_query_count={} issues and may end before "
+                      "--min_duration_s={:g}",
+                      sc == Scenario::singlestream ? "expected_latency_ms" : "expected_qps", o.min_query_count,
+                      o.min_duration_s);
+        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, spq);
+        const bench::Schedule s = bench::make_schedule(settings, std::move(queries), count);
+        write_file_atomic(o.schedule_out, bench::schedule_json(s).dump() + "\n");
+        log::info("wrote {}: {} {} issues of {} queries", o.schedule_out, s.issues.size(), o.scenario, n);
+        return 0;
+    }
+
+    const bool padded = c.squad_layout == "padded";
+    bench::EngineSut engine(span_model, dtype, settings.batch_size, seq_len, padded, queries, accuracy);
+    const bench::RunBatch run = [&](const std::vector<int>& qs) { engine.run(qs); };
+
+    // Warm-up, and the checks of what cannot be met, before anything is measured.
+    const double one_ms = engine.time_batch({median}, 3);
+    const double batch_ms = engine.time_batch(std::vector<int>(static_cast<size_t>(settings.batch_size), median), 2);
+    const double capacity = 1e3 * settings.batch_size / batch_ms;
+    log::info("warm-up: one median query ({} tokens) {:.3f} ms; a batch of {} of them {:.3f} ms: {:.2f} queries/s",
+              median_tokens, one_ms, settings.batch_size, batch_ms, capacity);
+    {
+        bench::ScenarioSettings check = settings;
+        if (o.find_peak) check.target_qps.reset();
+        if (auto why = bench::unmeetable_target(check, one_ms, median_tokens, capacity)) fail("{}", *why);
+    }
+    nlohmann::json rep = report_shell("bertbench", c);
+    rep["scenario"] = o.scenario;
+    rep["mode"] = o.mode;
+    rep["model"] = c.bert_config_file.empty() ? c.model : c.bert_config_file;
+    rep["dtype"] = ops::precision_name(dtype);
+    rep["seq_len"] = seq_len;
+    rep["squad_layout"] = padded ? "padded" : "real";
+    rep["weights"] = o.init_checkpoint.empty() ? "random" : o.init_checkpoint;
+    rep["query_set"] = {{"files", c.data_files.empty() ? std::vector<std::string>{o.predict_file} : c.data_files},
+                        {"queries", n},
+                        {"median_tokens", median_tokens}};
+    rep["warmup"] = {{"one_query_ms", one_ms}, {"full_batch_ms", batch_ms}, {"capacity_qps", capacity}};
+    const bench::SutClock clock = bench::SutClock::steady();
+    const auto measure = [&](const bench::ScenarioSettings& s, int64_t count) {
+        bench::RunLog l = bench::run_schedule(bench::make_schedule(s, queries, count), run, clock, sut, threads);
+        const bench::ScenarioStats st = bench::summarize(l);
+        if (!accuracy) std::cout << bench::stats_line(l, st) << std::endl;
+        return std::pair{std::move(l), st};
+    };
+    const auto write_log = [&](const bench::RunLog& l) {
+        if (o.log_path.empty()) return;
+        write_file_atomic(o.log_path, bench::log_json(l).dump() + "\n");
+        log::info("wrote {}", o.log_path);
+    };
+
+    if (accuracy) {
+        const auto [acc_log, st] = measure(settings, n);
+        train::SquadPredictOptions popt;
+        popt.do_lower_case = o.do_lower_case;
+        const train::SquadPredictions preds = train::squad_write_predictions(
+            eval->examples, eval->features, engine.results(), popt,
+            c.data_files.empty() ? "the accuracy run" : "the accuracy run over --data");
+        const train::SquadEvalOutput metric = train::squad_evaluate(
+            eval->doc, nlohmann::json::parse(preds.predictions_json), o.predict_file, "the accuracy run's predictions");
+        std::fputs(metric.stdout_text.c_str(), stdout);
+        rep["run"] = run_json(acc_log, st);
+        // AccuracyOnly judges the predictions only: no duration, count or latency rule applies
+        rep["run"]["stats"]["result"] = "accuracy run: performance rules not applied";
+        rep["run"]["stats"]["invalid_reasons"] = nlohmann::json::array();
+        rep["accuracy"] = metric.metrics;
+        write_log(acc_log);
+        write_json(c.json_path, rep);
+        return 0;
+    }
+    if (o.find_peak) {
+        std::vector<std::pair<bench::RunLog, bench::ScenarioStats>> runs;
+        nlohmann::json tried = nlohmann::json::array();
+        const double start = o.target_qps > 0 ? o.target_qps : 0.5 * capacity;
+        const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, [&](double qps) {
+            bench::ScenarioSettings s = settings;
+            s.target_qps = qps;
+            runs.push_back(measure(s, bench::performance_issue_count(s, 1 / qps)));
+            tried.push_back(run_json(runs.back().first, runs.back().second));
+            return runs.back().second.valid;
+        });
+        rep["runs"] = tried;
+        rep["peak"] = {{"peak_qps", peak.peak_qps ? nlohmann::json(*peak.peak_qps) : nlohmann::json(nullptr)},
+                       {"rule", fmt::format("double/halve from {:g} queries/s until a valid and an invalid rate bracket "
+                                            "the peak, then bisect until (invalid - valid) <= {:g} x valid; at most {} runs",
+                                            start, o.peak_precision, o.peak_max_runs)}};
+        std::cout << (peak.peak_qps ? fmt::format("{} server peak: {:.3f} queries/s with p99 <= {:g} ms ({} runs)\n", sut,
+                                                  *peak.peak_qps, o.latency_bound_ms, runs.size())
+                                    : fmt::format("{} server: no valid rate among the {} tried\n", sut, runs.size()));
+        for (const auto& r : runs)
+            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) write_log(r.first);
+        write_svg(c.plot_path, runs, sut + " server, " + sysinfo::cpu_model());
+        write_json(c.json_path, rep);
+        return peak.peak_qps ? 0 : 1;
+    }
+    const double spq = sc == Scenario::singlestream ? (o.expected_latency_ms > 0 ? o.expected_latency_ms / 1e3 : one_ms / 1e3)
+                       : sc == Scenario::offline    ? 1 / (o.expected_qps > 0 ? o.expected_qps : capacity)
+                                                    : 1 / o.target_qps;
+    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, spq));
+    rep["run"] = run_json(run_log, st);
+    write_log(run_log);
+    if (sc == Scenario::server) write_svg(c.plot_path, {{run_log, st}}, sut + " server, " + sysinfo::cpu_model());
+    write_json(c.json_path, rep);
+    return 0;
+}
+
+}  // namespace bertbench::cli

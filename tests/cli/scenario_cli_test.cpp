@@ -1,0 +1,175 @@
+// `bertbench bench --scenario` end to end on the tiny model and the golden run_squad.py eval
+// features (max_seq_length 384): a run's raw log reproduces its report through --summarize_log;
+// a short run is INVALID with its reason; the server report, peak search and SVG; an unmeetable
+// bound fails before measuring; bad query files are one-line errors; the schedule for an external
+// SUT; accuracy mode scores as `squad --do_predict` does.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/run_util.hpp"
+
+namespace bertbench {
+namespace {
+
+using testing::run_bertbench;
+namespace fs = std::filesystem;
+
+std::string golden(const std::string& rel) { return std::string(std::getenv("BB_SHARED_DIR")) + "/golden/" + rel; }
+std::string tmp(const std::string& name) { return ::testing::TempDir() + "/scenario_" + name; }
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+}
+std::string tiny() {
+    return "bench --task=squad --model=tiny --seq_len=384 --threads=1 --data=" +
+           golden("squad_pipeline/features_384_eval.tf_record") + " ";
+}
+
+TEST(ScenarioCli, OfflineLogReproducesTheReport) {
+    const std::string json = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
+    const auto r = run_bertbench(tiny() + "--scenario=offline --batch_size=4 --scenario_queries=20 --min_duration_s=0 "
+                                 "--min_query_count=30 --json=" + json + " --scenario_log=" + log);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("bertbench-fp32 offline: 30 queries"), std::string::npos) << r.out;
+    const nlohmann::json j = read_json(json);
+    EXPECT_EQ(j["format"], "bertbench-scenario-report/1");
+    EXPECT_EQ(j["squad_layout"], "real");
+    EXPECT_EQ(j["query_set"]["queries"], 20);
+    const nlohmann::json& st = j["run"]["stats"];
+    EXPECT_EQ(st["queries"], 30);
+    EXPECT_EQ(st["result"], "VALID");
+    EXPECT_LE(st["mean_batch_size"].get<double>(), 4.0);
+    EXPECT_GE(st["mean_batch_size"].get<double>(), 30.0 / 8);  // offline: full batches of 4 (the last partial)
+    EXPECT_GT(st["tokens_per_second"].get<double>(), st["samples_per_second"].get<double>());
+    const nlohmann::json raw = read_json(log);
+    EXPECT_EQ(raw["format"], "bertbench-scenario-log/1");
+    EXPECT_EQ(raw["entries"].size(), 30u);
+    const auto s = run_bertbench("bench --summarize_log=" + log + " --min_duration_s=0 --min_query_count=30 --json=" + again);
+    ASSERT_EQ(s.exit_code, 0) << s.out;
+    const nlohmann::json k = read_json(again);
+    EXPECT_EQ(k["run"], j["run"]);
+}
+
+TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
+    const std::string json = tmp("short.json");
+    const auto r = run_bertbench(tiny() + "--scenario=singlestream --min_query_count=5 --min_duration_s=60 "
+                                 "--expected_latency_ms=100000 --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json st = read_json(json)["run"]["stats"];
+    EXPECT_EQ(st["queries"], 5);
+    EXPECT_EQ(st["result"], "INVALID");
+    ASSERT_EQ(st["invalid_reasons"].size(), 1u);
+    EXPECT_NE(st["invalid_reasons"][0].get<std::string>().find("< min_duration_s 60 s"), std::string::npos);
+    EXPECT_EQ(st["batches"], 5);
+    EXPECT_NE(r.out.find("90th-percentile latency"), std::string::npos) << r.out;
+}
+
+TEST(ScenarioCli, ServerPeakSearchReportsEveryRateAndPlotsThem) {
+    const std::string json = tmp("peak.json"), svg = tmp("peak.svg");
+    const auto r = run_bertbench(tiny() + "--scenario=server --server_find_peak --peak_max_runs=3 --batch_size=4 "
+                                 "--min_duration_s=0 --min_query_count=20 --json=" + json + " --plot=" + svg);
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // 1: no valid rate among the 3
+    const nlohmann::json j = read_json(json);
+    ASSERT_EQ(j["runs"].size(), 3u);
+    for (const auto& run : j["runs"]) {
+        EXPECT_GT(run["target_qps"].get<double>(), 0);
+        EXPECT_EQ(run["latency_bound_ms"], 130);
+        EXPECT_TRUE(run["stats"]["latency_ms"].contains("p99"));
+    }
+    EXPECT_TRUE(j["peak"].contains("rule"));
+    std::ifstream in(svg);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_NE(ss.str().find("bound 130 ms"), std::string::npos);
+    EXPECT_NE(ss.str().find(">p99<"), std::string::npos);
+    EXPECT_EQ(testing::count_of(ss.str(), "<circle"), 9u);  // p50/p90/p99 at 3 rates
+}
+
+TEST(ScenarioCli, UnmeetableBoundFailsBeforeMeasuring) {
+    const std::string json = tmp("unmeetable.json");
+    fs::remove(json);
+    const auto r = run_bertbench(tiny() + "--scenario=server --server_target_qps=10 --latency_bound_ms=0.001 --json=" + json);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("--latency_bound_ms=0.001: one query of median length"), std::string::npos) << r.out;
+    EXPECT_EQ(testing::count_of(r.out, "error"), 1u) << r.out;
+    EXPECT_FALSE(fs::exists(json));
+    EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // no run was measured
+}
+
+TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
+    const std::string pre = golden("pretraining/public_128_s12345_d2.tfrecord");
+    const auto a = run_bertbench("bench --scenario=offline --model=tiny --seq_len=128 --data=" + pre);
+    EXPECT_NE(a.exit_code, 0);
+    EXPECT_NE(a.out.find(pre + ": record 0: feature unique_ids missing (expected a run_squad.py feature record"),
+              std::string::npos) << a.out;
+    EXPECT_EQ(a.out.find('\n'), a.out.size() - 1) << a.out;
+    const std::string text = golden("vocab.txt");
+    const auto b = run_bertbench("bench --scenario=offline --model=tiny --seq_len=384 --data=" + text);
+    EXPECT_NE(b.exit_code, 0);
+    EXPECT_NE(b.out.find(text), std::string::npos) << b.out;
+    EXPECT_EQ(b.out.find('\n'), b.out.size() - 1) << b.out;
+}
+
+TEST(ScenarioCli, ScheduleForAnExternalSut) {
+    const std::string out = tmp("schedule.json");
+    const auto r = run_bertbench(tiny() + "--scenario=server --server_target_qps=25 --batch_size=2 --scenario_seed=9 "
+                                 "--min_duration_s=2 --min_query_count=10 --schedule_out=" + out);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = read_json(out);
+    EXPECT_EQ(j["format"], "bertbench-scenario-schedule/1");
+    EXPECT_EQ(j["scenario"], "server");
+    EXPECT_EQ(j["target_qps"], 25);
+    EXPECT_EQ(j["batch_size"], 2);
+    EXPECT_EQ(j["seed"], 9);
+    EXPECT_EQ(j["issues"].size(), 55u);  // ceil(1.1 x 2 s x 25/s)
+    const size_t queries = j["queries"].size();
+    for (const auto& q : j["queries"]) EXPECT_EQ(q["input_ids"].size(), q["segment_ids"].size());
+    for (const auto& is : j["issues"]) EXPECT_LT(is["q"].get<size_t>(), queries);
+    EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // nothing measured
+}
+
+// A tiny span model fine-tuned for a few steps, then `squad --do_predict` and the accuracy mode
+// on the same checkpoint and dev set: the padded layout is the reference's computation (the same
+// EM/F1); the real layout (padding not computed) is scored the same way.
+TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
+    const std::string dir = tmp("acc"), dev = golden("squad_pipeline/dataset-v1.1.json");
+    fs::remove_all(dir);
+    const auto t = run_bertbench("squad --model=tiny --vocab_file=" + golden("vocab.txt") + " --train_file=" +
+                                 golden("squad_pipeline/train-v1.1.json") + " --predict_file=" + dev +
+                                 " --do_train --do_predict --max_seq_length=128 --doc_stride=64 --train_batch_size=16 "
+                                 "--num_train_epochs=1 --threads=1 --output_dir=" + dir);
+    ASSERT_EQ(t.exit_code, 0) << t.out;
+    const nlohmann::json want = nlohmann::json::parse(std::ifstream(dir + "/eval_results.json"));
+    const std::string key = "predicting with ";
+    const size_t at = t.out.find(key);
+    ASSERT_NE(at, std::string::npos) << t.out;
+    const std::string ckpt = t.out.substr(at + key.size(), t.out.find(',', at) - at - key.size());
+    for (const auto& [layout, dtype] : {std::pair{"padded", "fp32"}, std::pair{"real", "fp32"},
+                                        std::pair{"real", "bf16"}, std::pair{"real", "int8"}}) {
+        const std::string json = tmp(std::string("acc_") + layout + dtype + ".json");
+        const auto a = run_bertbench("bench --task=squad --seq_len=128 --threads=1 --batch_size=8 "
+                                     "--scenario=offline --scenario_mode=accuracy --doc_stride=64 --vocab_file=" +
+                                     golden("vocab.txt") + " --predict_file=" + dev + " --init_checkpoint=" + ckpt +
+                                     " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json);
+        ASSERT_EQ(a.exit_code, 0) << a.out;
+        const nlohmann::json j = read_json(json);
+        const nlohmann::json& got = j["accuracy"];
+        EXPECT_EQ(j["mode"], "accuracy");
+        EXPECT_EQ(j["dtype"], dtype);
+        EXPECT_EQ(j["run"]["stats"]["queries"], j["query_set"]["queries"]);
+        if (std::string(layout) == "padded") {
+            EXPECT_EQ(got["exact_match"], want["exact_match"]) << got.dump() << " vs " << want.dump();
+            EXPECT_EQ(got["f1"], want["f1"]) << got.dump() << " vs " << want.dump();
+        } else {
+            EXPECT_GE(got["f1"].get<double>(), 0.0);
+            EXPECT_LE(got["f1"].get<double>(), 100.0);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace bertbench
