@@ -2,10 +2,14 @@
 // with a known service time and a virtual clock, the percentile and validity rules, the
 // unmeetable-target check, the peak search and the raw log's round trip.
 #include "bench/scenario.hpp"
+#include "bench/scenario_sut.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
 
 #include "core/error.hpp"
 
@@ -315,6 +319,38 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
             << e.what();
     }
     EXPECT_THROW(parse_log_json(nlohmann::json{{"format", "x"}}, "log.json", log.settings), Error);
+}
+
+// The query set of the golden eval features: every feature once, its real tokens (as many as the
+// reference's tokens list in the golden JSON lines), in file order.
+TEST(ScenarioQueries, GoldenEvalFeaturesAtTheirRealLength) {
+    const std::string dir = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/squad_pipeline/";
+    const std::vector<Query> qs = read_squad_queries({dir + "features_384_eval.tf_record"}, 384, 30522);
+    std::ifstream in(dir + "features_384_eval.jsonl");
+    std::string line;
+    size_t i = 0;
+    for (; std::getline(in, line); ++i) {
+        const nlohmann::json f = nlohmann::json::parse(line);
+        ASSERT_LT(i, qs.size());
+        EXPECT_EQ(qs[i].unique_id, f["unique_id"].get<int64_t>());
+        EXPECT_EQ(qs[i].input_ids.size(), f["tokens"].size()) << i;
+        EXPECT_EQ(qs[i].segment_ids.size(), f["tokens"].size()) << i;
+        EXPECT_EQ(qs[i].input_ids.front(), 101);  // [CLS]
+        EXPECT_EQ(qs[i].input_ids.back(), 102);   // [SEP]
+    }
+    EXPECT_EQ(i, qs.size());
+    // --scenario_queries: the first N, or a seeded sample of distinct queries
+    EXPECT_EQ(select_queries(qs, 5, false, 0).back().unique_id, qs[4].unique_id);
+    const std::vector<Query> a = select_queries(qs, 10, true, 3), b = select_queries(qs, 10, true, 3);
+    std::set<int64_t> ids;
+    for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_EQ(a[k].unique_id, b[k].unique_id);
+        ids.insert(a[k].unique_id);
+    }
+    EXPECT_EQ(ids.size(), 10u);
+    EXPECT_NE(select_queries(qs, 10, true, 4).front().unique_id * 1000 + select_queries(qs, 10, true, 4)[1].unique_id,
+              a.front().unique_id * 1000 + a[1].unique_id);
+    EXPECT_EQ(select_queries(qs, 0, true, 3).size(), qs.size());
 }
 
 }  // namespace
