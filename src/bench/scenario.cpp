@@ -299,6 +299,24 @@ std::string stats_line(const RunLog& log, const ScenarioStats& st) {
                        reasons);
 }
 
+nlohmann::json scenario_definitions() {
+    return {{"query", "one run_squad.py eval feature at its real length (input_mask == 1 tokens)"},
+            {"batching", "dynamic batching, FIFO, up to batch_size, no waiting for a fuller batch: whenever the SUT "
+                         "is free it runs the arrived, unserved issues in issue order, at most batch_size"},
+            {"latency", "completion - arrival of an issue (the batch's end - the issue's arrival)"},
+            {"percentile", "nearest rank: the ceil(p x n)-th smallest latency of the run's issues"},
+            {"duration_s", "the last completion, seconds after the run's start (t = 0)"},
+            {"samples_per_second", "issues / duration_s"},
+            {"tokens_per_second", "real tokens of the issues / duration_s"},
+            {"scheduled_qps", "server: issues / the last arrival"},
+            {"mean_batch_size", "issues / batches"},
+            {"singlestream", "batch 1, each issue arrives when the previous completes; figure: p90 latency"},
+            {"offline", "every issue arrives at t = 0, longest first; figures: samples/s and tokens/s"},
+            {"server", "Poisson arrivals at target_qps; valid iff p99 latency <= latency_bound_ms"},
+            {"invalid", "fewer issues than min_query_count, shorter than min_duration_s, or (server) p99 above the "
+                        "bound"}};
+}
+
 std::optional<std::string> unmeetable_target(const ScenarioSettings& s, double one_query_ms, int median_tokens,
                                              double capacity_qps) {
     if (s.scenario != Scenario::server) return std::nullopt;

@@ -110,6 +110,9 @@ nlohmann::json stats_json(const ScenarioStats& st);
 // One line: the scenario's figure of merit, VALID/INVALID and the reasons.
 std::string stats_line(const RunLog& log, const ScenarioStats& st);
 
+// The definitions every scenario report embeds (docs/benchmark.md "Scenarios" in full).
+nlohmann::json scenario_definitions();
+
 // ---- checks before measuring ----
 // The error message when the scenario's target cannot be met, else none: server with one
 // median-length query alone (one_query_ms) above the latency bound, or a target rate above

@@ -123,8 +123,8 @@ nlohmann::json run_json(const bench::RunLog& log, const bench::ScenarioStats& st
 nlohmann::json report_shell(const std::string& source, const ScenarioContext& c) {
     return {{"format", "bertbench-scenario-report/1"},
             {"source", source},
-            {"definitions", "docs/benchmark.md \"Scenarios\""},
-            {"percentile", "nearest rank: the ceil(p x n)-th smallest latency"},
+            {"definitions", bench::scenario_definitions()},
+            {"definitions_doc", "docs/benchmark.md \"Scenarios\""},
             {"system_info", sysinfo::system_info()},
             {"build_info", bench::build_info_with_gemm()},
             {"flags", c.flags}};

@@ -37,6 +37,7 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     EXPECT_NE(r.out.find("bertbench-fp32 offline: 30 queries"), std::string::npos) << r.out;
     const nlohmann::json j = read_json(json);
     EXPECT_EQ(j["format"], "bertbench-scenario-report/1");
+    EXPECT_TRUE(j["definitions"].contains("latency"));
     EXPECT_EQ(j["squad_layout"], "real");
     EXPECT_EQ(j["query_set"]["queries"], 20);
     const nlohmann::json& st = j["run"]["stats"];
@@ -98,6 +99,10 @@ TEST(ScenarioCli, UnmeetableBoundFailsBeforeMeasuring) {
     EXPECT_EQ(testing::count_of(r.out, "error"), 1u) << r.out;
     EXPECT_FALSE(fs::exists(json));
     EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // no run was measured
+    const auto fast = run_bertbench(tiny() + "--scenario=server --server_target_qps=100000 --json=" + json);
+    EXPECT_NE(fast.exit_code, 0);
+    EXPECT_NE(fast.out.find("--server_target_qps=100000: above the"), std::string::npos) << fast.out;
+    EXPECT_FALSE(fs::exists(json));
 }
 
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
