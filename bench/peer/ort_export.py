@@ -85,7 +85,10 @@ The exports (int8 ones prefixed int8_), their verification records and nothing e
 ${XDG_CACHE_HOME:-~/.cache}/bertbench/ort-models/ (keyed by this file, torch_bench.py and torch's
 version); ort_bench.js refuses to time a model whose record does not say it passed.
 
+--task=squad: the SQuAD span model with dynamic axes, timed on real-length queries: bench/peer/ort_squad.py.
+
 Usage: ort_export.py --model=tiny --seq_len=128 --batch_size=8 [--threads=2] [--dtype=fp32|int8] [--verify_only]
+         [--task=squad --queries=Q.json]
          [--mode=infer --warmup=2 --steps=10 --min_time=0 --json=PATH]   (timing, as torch_bench.py)"""
 import argparse
 import hashlib
@@ -479,7 +482,7 @@ def onnx_op_types(path):
 
 def cache_key():
     h = hashlib.sha256()
-    for f in ("ort_export.py", "torch_bench.py", "setup_ort.sh"):  # setup_ort.sh pins the ORT version
+    for f in ("ort_export.py", "ort_squad.py", "torch_bench.py", "setup_ort.sh"):  # setup_ort.sh pins the ORT version
         with open(os.path.join(HERE, f), "rb") as fh:
             h.update(fh.read())
     h.update(torch.__version__.encode())
@@ -738,6 +741,9 @@ def main():
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--json", default="")
     ap.add_argument("--verify_only", action="store_true", help="export and verify; no timing")
+    ap.add_argument("--task", default="pretraining", choices=["pretraining", "squad"],
+                    help="squad: bench/peer/ort_squad.py (dynamic axes, timed on --queries)")
+    ap.add_argument("--queries", default="", help="--task=squad: bench/peer/squad_queries.py's file to time on")
     a = ap.parse_args()
     if a.mode != "infer":
         die("--mode=%s: the ORT peer times inference only (expected --mode=infer)" % a.mode)
@@ -749,6 +755,9 @@ def main():
     if a.batch_size < 1 or not 2 <= a.seq_len <= tb.MAXPOS:
         die("--batch_size=%d --seq_len=%d: expected batch >= 1 and 2 <= seq_len <= %d" % (a.batch_size, a.seq_len, tb.MAXPOS))
     torch.set_num_threads(a.threads)
+    if a.task == "squad":
+        import ort_squad  # noqa: E402 - imports this module
+        return ort_squad.main(a)
     ort_dir = setup_ort()
     onnx_path, record = export_and_verify(a.model, a.batch_size, a.seq_len, a.threads, ort_dir, a.dtype)
     if a.verify_only:

@@ -47,6 +47,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import squad_queries as sq  # noqa: E402
+
 PRESETS = {  # L, H, A, I
     "tiny": (2, 128, 2, 512), "mini": (4, 256, 4, 1024), "small": (4, 512, 8, 2048),
     "medium": (8, 512, 8, 2048), "base": (12, 768, 12, 3072), "large": (24, 1024, 16, 4096),
@@ -330,8 +333,22 @@ def jit_model(model, args, dtype):
     return module, graph, diffs
 
 
+def query_batches(queries, B, count):
+    """The first `count` batches of the query stream (squad_queries.stream_batches), each padded to its longest
+    query: [(ids, seg, mask, real tokens)]."""
+    out = []
+    for idx in sq.stream_batches(len(queries), B, count):
+        Tb = max(len(queries[i]["input_ids"]) for i in idx)
+        ids, seg, mask = (torch.zeros(B, Tb, dtype=torch.long) for _ in range(3))
+        for r, i in enumerate(idx):
+            n = len(queries[i]["input_ids"])
+            ids[r, :n], seg[r, :n], mask[r, :n] = torch.tensor(queries[i]["input_ids"]), torch.tensor(queries[i]["segment_ids"]), 1
+        out.append((ids, seg, mask, int(mask.sum())))
+    return out
+
+
 def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0, dtype="fp32", task="pretraining",
-              jit=False):
+              jit=False, queries=None):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, H, A, I = PRESETS[name]
@@ -342,10 +359,11 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
     P = 0 if squad else default_max_predictions(T)
     gen = torch.Generator().manual_seed(7)
     args = synthetic_squad_batch(B, T, gen) if squad else synthetic_batch(B, T, P, gen)
+    qb = query_batches(queries, B, min(warmup + steps, sq.MAX_BATCHES)) if queries else None
     opt = None
     if mode == "train" and optimizer != "none":
         opt = (AdamWeightDecay if optimizer == "adamw" else Lamb)(model)
-    times = []
+    times, real, computed = [], 0, 0
     it = 0
     autocast = (lambda: torch.autocast("cpu", dtype=AUTOCAST[dtype])) if AUTOCAST[dtype] else contextlib.nullcontext
     graph, jit_diffs, traced = "eager", None, None
@@ -363,6 +381,11 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             if opt is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
+        elif qb is not None:  # real lengths: the span logits of one query batch, padded to its longest
+            ids, seg, mask, n_real = qb[(it - 1) % len(qb)]
+            model.eval()
+            with torch.inference_mode(), autocast():
+                model.logits(ids, seg, mask)
         elif traced is not None:
             with torch.inference_mode():  # the casts autocast made are in the traced graph
                 traced(*args)
@@ -373,15 +396,22 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
         dt = (time.perf_counter() - t0) * 1e3
         if it > warmup:
             times.append(dt)
+            real += n_real if qb is not None else B * T
+            computed += ids.numel() if qb is not None else B * T
     s = sorted(times)
     n = len(s)
     med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
     flops = (squad_forward_flops(L, H, I, B, T) if squad else forward_flops(L, H, I, B, T, P)) * (3 if mode == "train" else 1)
+    per_s = 1e3 / med / n  # per timed step: the mean over the steps (real lengths vary), as bench/runner.cpp
+    if qb is not None:  # FLOPs of what was computed: each batch at its padded length
+        flops = sum(squad_forward_flops(L, H, I, B, qb[k % len(qb)][0].shape[1]) for k in range(warmup, it)) / n
     return {"task": task, "mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
             "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": len(times), "min_time_s": min_time,
-            "data": "synthetic",
-            "sequences_per_second": B / (med / 1e3), "tokens_per_second": B * T / (med / 1e3),
-            "padded_tokens_per_second": B * T / (med / 1e3), "real_token_fraction": 1.0,
+            "data": "queries" if qb is not None else "synthetic",
+            "squad_layout": "batch_padded" if qb is not None else "full",
+            "sequences_per_second": B * n * per_s, "tokens_per_second": real * per_s,
+            "padded_tokens_per_second": B * T * n * per_s, "computed_tokens_per_second": computed * per_s,
+            "real_token_fraction": real / (B * T * n),
             "step_ms_median": med, "step_ms_min": s[0], "step_ms_max": s[-1],
             "latency_ms_p50": percentile(s, 0.5), "latency_ms_p90": percentile(s, 0.9),
             "latency_ms_p99": percentile(s, 0.99), "step_ms": times,
@@ -422,8 +452,18 @@ def main():
     ap.add_argument("--dtype", default="fp32", help="fp32, bf16 (torch.autocast on the CPU) or a comma list")
     ap.add_argument("--jit", action="store_true", help="inference through torch.jit.trace + freeze + "
                     "optimize_for_inference, checked against eager first (training points stay eager)")
+    ap.add_argument("--queries", default="", help="--task=squad --mode=infer on the real-length queries of this "
+                    "bench/peer/squad_queries.py file: batches of --batch_size consecutive queries, each padded to its longest")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
+    queries = None
+    if a.queries:
+        if a.task != "squad" or a.mode != "infer" or a.jit:
+            sys.exit("torch_bench.py: --queries=%s: expected --task=squad --mode=infer without --jit (got --task=%s --mode=%s%s)"
+                     % (a.queries, a.task, a.mode, " --jit" if a.jit else ""))
+        qT, queries = sq.read_queries(a.queries)
+        if a.seq_len != str(qT):
+            sys.exit("torch_bench.py: --seq_len=%s: expected the queries' max_seq_length, %d (%s)" % (a.seq_len, qT, a.queries))
     gelu_max_diff = check_gelu()
     ints = lambda s: [int(x) for x in s.split(",") if x]
     points = []
@@ -438,7 +478,7 @@ def main():
                 for B in ints(a.batch_size):
                     for th in ints(a.threads):
                         p = run_point(mode, name, T, B, th, a.warmup, a.steps, a.optimizer, a.min_time, dtype, a.task,
-                                      a.jit)
+                                      a.jit, queries)
                         points.append(p)
                         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                           for k, v in p.items() if k != "step_ms"}), flush=True)
