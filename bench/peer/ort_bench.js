@@ -20,8 +20,8 @@ const VOCAB = 30522;
 const PRESETS = { tiny: [2, 128, 2, 512], mini: [4, 256, 4, 1024], small: [4, 512, 8, 2048],
   medium: [8, 512, 8, 2048], base: [12, 768, 12, 3072], large: [24, 1024, 16, 4096] };
 
-function die(msg) {
-  process.stderr.write('ort_bench.js: ' + msg + '\n');
+function die(msg) { // prefixed with the script that runs (ort_scenario.js uses this module too)
+  process.stderr.write(`${path.basename(process.argv[1] || 'ort_bench.js')}: ${msg}\n`);
   process.exit(1);
 }
 
