@@ -31,7 +31,10 @@ and --doc (docs/PERFORMANCE.md). Every figure in that file comes from this comma
 --task=squad`: encoder + span head, run_squad.py's loss, optimization.py's AdamW): defaults BERT-base,
 seq 384, batch 1/8/32, results in docs/perf-squad/ and the doc docs/PERFORMANCE-squad.md, so a SQuAD
 run never touches the pretraining files; no ORT peer (its export is of the pretraining model).
-Every other option means what it means for pretraining."""
+Every other option means what it means for pretraining.
+
+--squad_data=eval.tf_record: SQuAD inference on those real-length features instead, bertbench's real and
+padded layouts against the peers padded per batch (scripts/squad_real.py says what runs)."""
 import argparse
 import datetime
 import json
@@ -545,7 +548,14 @@ def main():
     ap.add_argument("--doc", default=None, help="default docs/PERFORMANCE.md (squad: docs/PERFORMANCE-squad.md)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     ap.add_argument("--fresh", action="store_true", help="discard earlier results in --out")
+    ap.add_argument("--squad_data", default="", help="run_squad.py eval features: bertbench (--squad_layout=real and "
+                    "padded) and the peers on the same real-length queries (scripts/squad_real.py; models, batch_sizes, "
+                    "threads, dtypes, peers, rounds, warmup, steps, min_time, out, doc apply)")
     a = ap.parse_args()
+    if a.squad_data:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import squad_real  # noqa: E402
+        return squad_real.main(a, sys.modules[__name__])
     squad = a.task == "squad"
     TASK["name"] = a.task
     defaults = {  # option: (pretraining, squad)

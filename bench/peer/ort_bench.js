@@ -126,10 +126,12 @@ function readQueries(file) { // bench/peer/squad_queries.py's file, or a scenari
   return [d.max_seq_length || Math.max(...d.queries.map((q) => q.input_ids.length)), d.queries];
 }
 
-// As squad_queries.stream_batches: the first `count` batches of B consecutive queries of the stream (file order,
-// repeated); step i times batch i % count.
+// As squad_queries.stream_batches (bench/runner.cpp read_squad_batches): the first `count` batches of B consecutive
+// queries, n // B full batches per pass over the file, the partial last one dropped; step i times batch i % count.
 function streamBatches(n, B, count) {
-  return Array.from({ length: count }, (_, k) => Array.from({ length: B }, (_, r) => (k * B + r) % n));
+  const perPass = Math.floor(n / B);
+  if (!perPass) die(`--batch_size=${B}: the queries hold only ${n}, fewer than one batch`);
+  return Array.from({ length: count }, (_, k) => Array.from({ length: B }, (_, r) => (k % perPass) * B + r));
 }
 
 // One batch of queries padded to its longest (attention_mask 0 on the padding): feeds, real and computed tokens.

@@ -51,10 +51,14 @@ MAX_BATCHES = 256  # as bench/runner.cpp: min(warmup + steps, 256) batches are r
 
 
 def stream_batches(n, B, count):
-    """The first `count` batches of B consecutive queries of the query stream, the n queries in file order
-    repeated (a batch may wrap around the end, as bench/runner.cpp read_squad_batches reads the file):
-    [[query index, ...], ...]. Step i of a timing run uses batch i % count."""
-    return [[(k * B + r) % n for r in range(B)] for k in range(count)]
+    """The first `count` batches of B consecutive queries of the query stream as bench/runner.cpp
+    read_squad_batches forms them: each pass over the n queries in file order gives n // B full batches,
+    the partial last one is dropped and the next pass starts over at query 0: [[query index, ...], ...].
+    Step i of a timing run uses batch i % count. Raises ValueError where n < B."""
+    per_pass = n // B
+    if per_pass == 0:
+        raise ValueError("%d queries, fewer than one batch of %d" % (n, B))
+    return [[(k % per_pass) * B + r for r in range(B)] for k in range(count)]
 
 
 class BadFile(Exception):

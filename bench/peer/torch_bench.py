@@ -337,6 +337,8 @@ def query_batches(queries, B, count):
     """The first `count` batches of the query stream (squad_queries.stream_batches), each padded to its longest
     query: [(ids, seg, mask, real tokens)]."""
     out = []
+    if len(queries) < B:
+        sys.exit("torch_bench.py: --batch_size=%d: the queries hold only %d, fewer than one batch" % (B, len(queries)))
     for idx in sq.stream_batches(len(queries), B, count):
         Tb = max(len(queries[i]["input_ids"]) for i in idx)
         ids, seg, mask = (torch.zeros(B, Tb, dtype=torch.long) for _ in range(3))
