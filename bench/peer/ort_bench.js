@@ -4,6 +4,10 @@
 //   node bench/peer/ort_bench.js --ort_dir=DIR --onnx=M.onnx --verified=M.verified.json --threads=2 \
 //        --warmup=2 --steps=10 --min_time=0 --json=out.json
 //   node bench/peer/ort_bench.js --ort_dir=DIR --onnx=M.onnx --check_dir=D --optimized=OPT.onnx
+//   node bench/peer/ort_bench.js --ort_dir=DIR --onnx=SQUAD.onnx --verified=SQUAD.verified.json \
+//        --queries=Q.json --batch_size=B [--seq_len=T] ...   (ort_export.py --task=squad's dynamic-axes model on
+//        bench/peer/squad_queries.py's real-length queries: batches of B consecutive queries as bench/runner.cpp
+//        read_squad_batches forms them, each padded to its longest; docs/benchmark.md, "--squad_data")
 // Timing: the same rule as `bertbench bench` and torch_bench.py: --warmup steps excluded, then at
 // least --steps timed steps, more until they add up to --min_time seconds; figure = median step;
 // latency p50/p90/p99 = nearest-rank percentiles of the timed steps. One step = one session.run on
