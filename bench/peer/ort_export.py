@@ -557,6 +557,20 @@ def int8_op_check(m, B, T, P, inputs, names, io_dir, base, ort_dir, threads):
             "int8_vs_fp32_relative_l2_error": float(np.linalg.norm(want - fp32) / np.linalg.norm(fp32))}
 
 
+def remove_stale(base, prefix):
+    """Removes the cached exports named prefix* other than base*: this point exported by other versions of
+    these files."""
+    for f in os.listdir(os.path.dirname(base)):
+        if f.startswith(prefix) and not f.startswith(os.path.basename(base)):
+            p = os.path.join(os.path.dirname(base), f)
+            if os.path.isdir(p):
+                for g in os.listdir(p):
+                    os.remove(os.path.join(p, g))
+                os.rmdir(p)
+            else:
+                os.remove(p)
+
+
 def export_and_verify(name, B, T, threads, ort_dir, dtype="fp32"):
     """Returns (onnx path, verification record path); exports and verifies unless a passing record
     for this exact export exists. dtype int8: the quantize_dynamic graph (ExportBertInt8)."""
@@ -585,16 +599,7 @@ def export_and_verify(name, B, T, threads, ort_dir, dtype="fp32"):
     tmp = onnx_path + ".tmp.%d" % os.getpid()
     export_onnx(em, inputs, tmp, names, ["mlm_logits", "nsp_logits"])
     os.replace(tmp, onnx_path)
-    prefix = "%s%s_s%d_b%d_" % (tag, name, T, B)  # exports of this point by other versions of these files: stale
-    for f in os.listdir(os.path.dirname(base)):
-        if f.startswith(prefix) and not f.startswith(os.path.basename(base)):
-            p = os.path.join(os.path.dirname(base), f)
-            if os.path.isdir(p):
-                for g in os.listdir(p):
-                    os.remove(os.path.join(p, g))
-                os.rmdir(p)
-            else:
-                os.remove(p)
+    remove_stale(base, "%s%s_s%d_b%d_" % (tag, name, T, B))
     print("ort_export.py: exported %s (%.0f MB, %.1f s)" % (onnx_path, os.path.getsize(onnx_path) / 2**20,
                                                               time.time() - t0), file=sys.stderr)
     io_dir = base + ".check"

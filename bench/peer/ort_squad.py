@@ -146,6 +146,7 @@ def export_and_verify(name, threads, ort_dir, dtype):
             if not any(op in str(e) for op in ("LayerNormalization", "QAttention")) or not os.path.exists(tmp):
                 raise
     os.replace(tmp, onnx_path)
+    oe.remove_stale(base, "squad_%s%s_dyn_" % (tag, name))
     print("ort_export.py: exported %s (%.0f MB, %.1f s, dynamic batch and sequence axes)" % (
         onnx_path, os.path.getsize(onnx_path) / 2**20, time.time() - t0), file=sys.stderr)
     rec = {"onnx": onnx_path, "task": "squad", "model": name, "dtype": dtype, "dynamic_axes": axes, "opset": oe.OPSET,
@@ -212,13 +213,14 @@ def export_and_verify(name, threads, ort_dir, dtype):
 
 def main(a):
     """ort_export.py's flags, --task=squad: export + verify, then time on --queries."""
-    onnx_path, record = export_and_verify(a.model, a.threads, oe.setup_ort(), a.dtype)
+    ort_dir = oe.setup_ort()
+    onnx_path, record = export_and_verify(a.model, a.threads, ort_dir, a.dtype)
     if a.verify_only:
         return
     if not a.queries or not a.json:
         oe.die("--task=squad: --queries=Q.json (bench/peer/squad_queries.py) and --json=PATH are required for timing "
                "(or --verify_only)")
-    r = subprocess.run(oe.node_cmd(oe.setup_ort(), "--onnx=" + onnx_path, "--verified=" + record,
+    r = subprocess.run(oe.node_cmd(ort_dir, "--onnx=" + onnx_path, "--verified=" + record,
                                    "--queries=" + a.queries, "--batch_size=%d" % a.batch_size, "--seq_len=%d" % a.seq_len,
                                    "--threads=%d" % a.threads, "--warmup=%d" % a.warmup, "--steps=%d" % a.steps,
                                    "--min_time=%g" % a.min_time, "--json=" + a.json))

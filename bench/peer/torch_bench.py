@@ -29,9 +29,16 @@ optimization.py's AdamWeightDecayOptimizer written in tensor ops (no bias correc
 0.01 except LayerNorm and biases, eps 1e-6, lr 5e-5); inference = encoder + span head (and the loss)
 under inference_mode.
 
+--queries=Q.json (with --task=squad --mode=infer): the real-length queries of bench/peer/squad_queries.py's
+file instead of synthetic batches: step i computes batch i of the feature stream as bench/runner.cpp
+read_squad_batches forms it (squad_queries.stream_batches), padded to its longest query (attention mask 0
+on the padding), the encoder and span head only (eval features carry no labels); the point reports real,
+padded (batch x max_seq_length) and computed tokens/s (docs/benchmark.md, "--squad_data").
+
 Usage: /usr/bin/python3 bench/peer/torch_bench.py --mode=train,infer --model=tiny --seq_len=128
          --batch_size=8,32 --threads=2 --warmup=2 --steps=10 [--min_time=0] [--json=PATH]
          [--optimizer=lamb|adamw|none] [--dtype=fp32,bf16] [--task=pretraining|squad] [--jit]
+         [--task=squad --mode=infer --queries=Q.json --seq_len=<its max_seq_length>]
 Old positional form (engine helper): torch_bench.py [model] [batch] [seq] [iters] [mode] [threads]."""
 import argparse
 import contextlib
@@ -407,10 +414,9 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
     per_s = 1e3 / med / n  # per timed step: the mean over the steps (real lengths vary), as bench/runner.cpp
     if qb is not None:  # FLOPs of what was computed: each batch at its padded length
         flops = sum(squad_forward_flops(L, H, I, B, qb[k % len(qb)][0].shape[1]) for k in range(warmup, it)) / n
-    return {"task": task, "mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
+    point = {"task": task, "mode": mode, "model": name, "dtype": dtype, "seq_len": T, "batch_size": B, "threads": torch.get_num_threads(),
             "steps_per_update": 1, "warmup_steps": warmup, "timed_steps": len(times), "min_time_s": min_time,
             "data": "queries" if qb is not None else "synthetic",
-            "squad_layout": "batch_padded" if qb is not None else "full",
             "sequences_per_second": B * n * per_s, "tokens_per_second": real * per_s,
             "padded_tokens_per_second": B * T * n * per_s, "computed_tokens_per_second": computed * per_s,
             "real_token_fraction": real / (B * T * n),
@@ -421,6 +427,9 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             "optimizer_included": opt is not None, "optimizer": optimizer if opt is not None else "none",
             "graph": graph if mode == "infer" else "eager", "jit_vs_eager_max_abs_diff": jit_diffs,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    if squad:  # as bertbench's SQuAD points: synthetic = full length; queries = each batch padded to its longest
+        point["squad_layout"] = "batch_padded" if qb is not None else "full"
+    return point
 
 
 def blas_library():
