@@ -138,10 +138,8 @@ def write_doc(a, doc, out_dir, keys, variants, runs, qd, load_before, load_after
          "computes." % (len(qs), os.path.relpath(a.squad_data, ROOT) if a.squad_data.startswith(ROOT) else a.squad_data,
                         qd["max_seq_length"], real, 100.0 * real / (len(qs) * qd["max_seq_length"]), len(qs) * qd["max_seq_length"]),
          "- CPU: %s; %d CPUs for this process; ISA %s; memory %s." % (model, cores, ", ".join(isa), mem),
-         "- Load average (1/5/15 min) before: %s; after: %s; wall %.0f s. %s" % (
-             load_before, load_after, wall, "The CPU was shared with other work while this ran: the figures are "
-             "indicative, not a quiet-machine measurement." if max(float(load_before.split()[0]),
-                                                                  float(load_after.split()[0])) > 0.5 else ""),
+         "- Load average (1/5/15 min) before: %s; after: %s (a run's own threads, --threads=%s, add about that "
+         "many); wall %.0f s." % (load_before, load_after, a.threads, wall),
          "- Rounds %d (variants interleaved per round), warm-up %d, steps %s, min_time %g s; the figure is the median "
          "over rounds. Step i of every variant computes the same batch of the feature stream (see scripts/squad_real.py)."
          % (a.rounds, a.warmup, ", ".join("%d at batch %d" % (steps_of(a, b, len(qs)), b) for b in sorted({k[2] for k in keys})),
