@@ -25,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "..", "bench", "peer")
 sys.path.insert(0, PEER)
+from squad_real import load_line  # noqa: E402  (scripts/ is on the path: this file's folder)
 
 
 def die(msg):
@@ -133,11 +134,6 @@ def svg(series, bound, title):
     return "\n".join(o + ["</svg>"]) + "\n"
 
 
-def load():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--features", required=True, help="run_squad.py eval features (the query set)")
@@ -177,7 +173,7 @@ def main():
         for s in suts:
             if s.startswith("ort-"):
                 ort_models[s] = ort_squad.export_and_verify(a.model, a.threads, a.ort_dir, s.split("-", 1)[1])
-    started, load_before = time.time(), load()
+    started, load_before = time.time(), load_line()
     runs, expect = {}, {}
     for scenario in ("singlestream", "offline"):
         for s in suts:
@@ -187,7 +183,7 @@ def main():
     for rate in rates:
         for s in suts:
             runs[(s, "server", rate)] = measure(a, s, "server", rate, ort_models, expect)
-    wall, load_after = time.time() - started, load()
+    wall, load_after = time.time() - started, load_line()
     series = {s: [(r, runs[(s, "server", r)]["stats"]["latency_ms"]["p99"]) for r in rates
                   if "stats" in runs[(s, "server", r)]] for s in suts}
     with open(os.path.join(a.out, "server-p99.svg"), "w") as f:

@@ -111,6 +111,7 @@ warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # the int8 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import torch_bench as tb  # noqa: E402
+from squad_queries import varint  # noqa: E402  (the peers' one protobuf varint reader)
 
 OPSET = 12
 ATOL, RTOL = 1e-4, 1e-4  # fp32 vs fp32 with fused kernels; PERF-NOTES saw max |diff| 3e-6 at tiny
@@ -438,16 +439,6 @@ def onnx_op_types(path):
     Python package is needed."""
     with open(path, "rb") as f:
         buf = f.read()
-
-    def varint(b, i):
-        v = s = 0
-        while True:
-            c = b[i]
-            i += 1
-            v |= (c & 0x7F) << s
-            s += 7
-            if c < 0x80:
-                return v, i
 
     def fields(b, lo, hi):
         i = lo

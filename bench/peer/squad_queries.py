@@ -88,7 +88,8 @@ def tfrecords(path):
         n += 1
 
 
-def _varint(b, i):
+def varint(b, i):
+    """(value, next offset) of the protobuf varint at b[i]; BadFile if b ends inside it."""
     v = s = 0
     while True:
         if i >= len(b):
@@ -105,12 +106,12 @@ def _fields(b):
     """(field number, wire type, value) of one protobuf message: ints for varints, bytes otherwise."""
     i = 0
     while i < len(b):
-        key, i = _varint(b, i)
+        key, i = varint(b, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            v, i = _varint(b, i)
+            v, i = varint(b, i)
         elif wt == 2:
-            n, i = _varint(b, i)
+            n, i = varint(b, i)
             if i + n > len(b):
                 raise BadFile("field %d: length %d past the message's end" % (num, n))
             v, i = b[i:i + n], i + n
@@ -132,7 +133,7 @@ def _int64_list(b):
         else:
             j = 0
             while j < len(v):
-                x, j = _varint(v, j)
+                x, j = varint(v, j)
                 out.append(x)
     return [x - (1 << 64) if x >= 1 << 63 else x for x in out]
 

@@ -13,16 +13,26 @@
 
 namespace bertbench::bench {
 
+namespace {
+
+// A query of a feature's first `real` tokens (its leading input_mask == 1 positions).
+template <typename Ids>
+Query real_query(int64_t unique_id, const Ids& input_ids, const Ids& segment_ids, size_t real) {
+    Query q;
+    q.unique_id = unique_id;
+    q.input_ids.assign(input_ids.begin(), input_ids.begin() + static_cast<long>(real));
+    q.segment_ids.assign(segment_ids.begin(), segment_ids.begin() + static_cast<long>(real));
+    return q;
+}
+
+}  // namespace
+
 std::vector<Query> read_squad_queries(const std::vector<std::string>& files, int seq_len, int vocab_size,
                                       bool skip_corrupt_records) {
     std::vector<Query> out;
     try {
         for_each_squad_feature(files, seq_len, vocab_size, skip_corrupt_records, [&](const SquadFeatureRecord& r) {
-            Query q;
-            q.unique_id = r.unique_id;
-            q.input_ids.assign(r.input_ids.begin(), r.input_ids.begin() + static_cast<long>(r.real));
-            q.segment_ids.assign(r.segment_ids.begin(), r.segment_ids.begin() + static_cast<long>(r.real));
-            out.push_back(std::move(q));
+            out.push_back(real_query(r.unique_id, r.input_ids, r.segment_ids, r.real));
             return true;
         });
     } catch (const Error& e) {  // not a TFRecord file at all: say what --data should be
@@ -42,11 +52,7 @@ std::vector<Query> queries_of(const std::vector<data::SquadFeature>& features) {
     for (const data::SquadFeature& f : features) {
         size_t n = 0;
         while (n < f.input_mask.size() && f.input_mask[n] == 1) ++n;
-        Query q;
-        q.unique_id = f.unique_id;
-        q.input_ids.assign(f.input_ids.begin(), f.input_ids.begin() + static_cast<long>(n));
-        q.segment_ids.assign(f.segment_ids.begin(), f.segment_ids.begin() + static_cast<long>(n));
-        out.push_back(std::move(q));
+        out.push_back(real_query(f.unique_id, f.input_ids, f.segment_ids, n));
     }
     return out;
 }
