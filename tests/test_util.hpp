@@ -54,6 +54,19 @@ inline std::string shared_dir() {
     return d ? d : "/work/shared";
 }
 
+// "" when /usr/bin/python3 with torch and numpy is usable (the independent PyTorch references and
+// peers run under it), else why not.
+inline std::string torch_python_problem() {
+    static const std::string problem = [] {
+        const std::string py = "/usr/bin/python3";
+        if (access(py.c_str(), X_OK) != 0) return py + " not found";
+        if (std::system((py + " -c 'import torch, numpy' >/dev/null 2>&1").c_str()) != 0)
+            return "torch/numpy not importable by " + py;
+        return std::string();
+    }();
+    return problem;
+}
+
 // The whole file, or "" when it cannot be read (a log a run has not written yet).
 inline std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -138,9 +138,25 @@ def _int64_list(b):
     return [x - (1 << 64) if x >= 1 << 63 else x for x in out]
 
 
-def example_ints(payload):
+def _float_list(b):
+    out = []
+    for num, wt, v in _fields(b):  # FloatList.value = 1, packed (wire type 2) or one fixed32
+        if num == 1:
+            if len(v) % 4:
+                raise BadFile("float_list: %d bytes, expected a multiple of 4" % len(v))
+            out += struct.unpack("<%df" % (len(v) // 4), v)
+    return out
+
+
+def example_features(payload):
+    """{name: [values]} of a tf.train.Example's int64_list (ints) and float_list (floats) features."""
+    return example_ints(payload, floats=True)
+
+
+def example_ints(payload, floats=False):
     """{name: [int64...]} of a tf.train.Example's int64_list features (Example.features = 1,
-    Features.feature = 1 map<string, Feature>, Feature.int64_list = 3)."""
+    Features.feature = 1 map<string, Feature>, Feature.float_list = 2, Feature.int64_list = 3);
+    float_list features too (as floats) when floats is set."""
     feats = {}
     for num, _, features in _fields(payload):
         if num != 1:
@@ -157,6 +173,8 @@ def example_ints(payload):
             for n4, _, v in _fields(value or b""):
                 if n4 == 3:
                     feats[key] = _int64_list(v)
+                elif n4 == 2 and floats:
+                    feats[key] = _float_list(v)
     return feats
 
 

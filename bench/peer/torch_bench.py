@@ -98,9 +98,9 @@ def check_gelu():
 
 
 class Layer(nn.Module):
-    def __init__(self, H, A, I):
+    def __init__(self, H, A, I, drop=DROP, attn_drop=DROP):
         super().__init__()
-        self.A, self.hs = A, H // A
+        self.A, self.hs, self.drop, self.attn_drop = A, H // A, drop, attn_drop
         self.q, self.k, self.v, self.o = (nn.Linear(H, H) for _ in range(4))
         self.ln1, self.ln2 = nn.LayerNorm(H, eps=1e-12), nn.LayerNorm(H, eps=1e-12)
         self.i, self.out = nn.Linear(H, I), nn.Linear(I, H)
@@ -110,30 +110,37 @@ class Layer(nn.Module):
         split = lambda t: t.view(B, T, self.A, self.hs).permute(0, 2, 1, 3)
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hs) + mask
-        p = F.dropout(torch.softmax(s, -1), DROP, self.training)
+        p = F.dropout(torch.softmax(s, -1), self.attn_drop, self.training)
         c = torch.matmul(p, v).permute(0, 2, 1, 3).reshape(B, T, H)
-        x = self.ln1((F.dropout(self.o(c), DROP, self.training) + x).float())  # fp32 LN input: see --dtype
-        return self.ln2((F.dropout(self.out(gelu(self.i(x))), DROP, self.training) + x).float())
+        x = self.ln1((F.dropout(self.o(c), self.drop, self.training) + x).float())  # fp32 LN input: see --dtype
+        return self.ln2((F.dropout(self.out(gelu(self.i(x))), self.drop, self.training) + x).float())
 
 
 class Bert(nn.Module):
-    def __init__(self, L, H, A, I):
+    """BERT with the pretraining heads; the defaults are bert-base-uncased's vocabulary and positions
+    with dropout 0.1. Weights: truncated normal (std 0.02, cut at 2 std) as modeling.py; biases and
+    LayerNorm beta 0, gamma 1."""
+
+    def __init__(self, L, H, A, I, vocab=VOCAB, maxpos=MAXPOS, types=2, drop=DROP, attn_drop=DROP):
         super().__init__()
-        self.word, self.pos, self.tok_type = nn.Embedding(VOCAB, H), nn.Embedding(MAXPOS, H), nn.Embedding(2, H)
+        self.drop = drop
+        self.word, self.pos, self.tok_type = nn.Embedding(vocab, H), nn.Embedding(maxpos, H), nn.Embedding(types, H)
         self.ln = nn.LayerNorm(H, eps=1e-12)
-        self.layers = nn.ModuleList(Layer(H, A, I) for _ in range(L))
+        self.layers = nn.ModuleList(Layer(H, A, I, drop, attn_drop) for _ in range(L))
         self.pool, self.t, self.tln = nn.Linear(H, H), nn.Linear(H, H), nn.LayerNorm(H, eps=1e-12)
-        self.out_bias = nn.Parameter(torch.zeros(VOCAB))
+        self.out_bias = nn.Parameter(torch.zeros(vocab))
         self.nsp = nn.Linear(H, 2)
-        for p in self.parameters():
+        for name, p in self.named_parameters():
             if p.dim() > 1:
                 nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
 
     def logits(self, ids, seg, mask, mpos):
         """MLM logits at the gathered positions (mpos: flat indices into B*T) and NSP logits."""
         B, T = ids.shape
         x = self.word(ids) + self.pos(torch.arange(T).unsqueeze(0)) + self.tok_type(seg)
-        x = F.dropout(self.ln(x), DROP, self.training)
+        x = F.dropout(self.ln(x), self.drop, self.training)
         add = (1.0 - mask[:, None, None, :].float()) * -10000.0
         for layer in self.layers:
             x = layer(x, add)

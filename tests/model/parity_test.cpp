@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "test_util.hpp"
 #include "io/safetensors.hpp"
 #include "tiny_model.hpp"
 #include "model/bert.hpp"
@@ -39,18 +40,6 @@ struct TmpDir {
     }
     std::string file(const std::string& name) const { return (path / name).string(); }
 };
-
-// "" when /usr/bin/python3 with torch is usable, else why not.
-std::string python_problem() {
-    static const std::string problem = [] {
-        if (access(kPython, X_OK) != 0) return std::string(kPython) + " not found";
-        const std::string cmd = std::string(kPython) + " -c 'import torch, numpy' >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) != 0)
-            return std::string("torch/numpy not importable by ") + kPython;
-        return std::string();
-    }();
-    return problem;
-}
 
 std::string source_dir() {
     const char* s = std::getenv("BB_SOURCE_DIR");
@@ -149,7 +138,8 @@ Batch make_batch(const Case& c, std::mt19937_64& rng) {
 }
 
 void run_parity(const Case& c) {
-    if (const std::string p = python_problem(); !p.empty()) GTEST_SKIP() << "parity skipped: " << p;
+    if (const std::string p = testing::torch_python_problem(); !p.empty())
+        GTEST_SKIP() << "parity skipped: " << p;
     const ParamTable table(c.config, Heads::pretraining);
     std::vector<float> params(table.total_floats());
     table.initialize(params, c.seed);
@@ -282,7 +272,8 @@ void run_parity(const Case& c) {
 // The reference itself: its autograd gradients against central finite differences in float64
 // (atol 1e-7 + rtol 1e-5), with dropout masks, and its loss independent of extra padding.
 TEST(Parity, TorchReferenceSelfTest) {
-    if (const std::string p = python_problem(); !p.empty()) GTEST_SKIP() << "parity skipped: " << p;
+    if (const std::string p = testing::torch_python_problem(); !p.empty())
+        GTEST_SKIP() << "parity skipped: " << p;
     TmpDir dir;
     const std::string log = dir.file("selftest.log");
     const std::string cmd = std::string(kPython) + " " + source_dir() +

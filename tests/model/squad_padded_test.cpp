@@ -420,16 +420,6 @@ TEST(SquadPadded, ForwardFlopsCountKeys) {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-std::string python_problem() {
-    static const std::string problem = [] {
-        if (access(kPython, X_OK) != 0) return std::string(kPython) + " not found";
-        const std::string cmd = std::string(kPython) + " -c 'import torch, numpy' >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) != 0) return std::string("torch/numpy not importable by ") + kPython;
-        return std::string();
-    }();
-    return problem;
-}
-
 std::string source_dir() {
     const char* s = std::getenv("BB_SOURCE_DIR");
     return s ? s : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
@@ -459,7 +449,8 @@ BertConfig odd_config() {
 }
 
 void run_squad_parity(const ParityCase& c) {
-    if (const std::string p = python_problem(); !p.empty()) GTEST_SKIP() << "parity skipped: " << p;
+    if (const std::string p = testing::torch_python_problem(); !p.empty())
+        GTEST_SKIP() << "parity skipped: " << p;
     const BertConfig cfg = odd_config();
     const ParamTable table(cfg, Heads::squad);
     std::vector<float> params(table.total_floats());

@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Time to train, bertbench against PyTorch (issue 27 §2): the same recipe, the same initial weights,
+the same records in the same order, the same evaluation, run to the same target.
+
+    /usr/bin/python3 scripts/ttt_compare.py --bertbench=build/bertbench --out=runs/ttt-compare \\
+        --seeds=1,2,3 --impls=bertbench-fp32,bertbench-bf16,torch-fp32,torch-bf16 \\
+        [--doc=docs/PERFORMANCE-ttt.md] -- <pretrain flags both take>
+
+For every seed, bench/peer/torch_ttt.py --write_init draws the initial weights (modeling.py's
+initialisation from that seed) and every implementation starts from them (--init_checkpoint), with
+--seed=<seed> for the data order. The implementations run one after another, their order rotated
+from seed to seed (interleaved, so a change in the machine's load spreads over all of them).
+The flags after `--` go to both programs unchanged: the recipe (bert_config_file, input_file,
+eval_input_file, batch, sequence, optimizer, schedule, evaluation cadence, target, threads).
+bertbench's own extras (checkpoint cadence) are added here; torch_ttt.py refuses a flag it does
+not know, so a recipe cannot silently differ.
+
+Writes OUT/<impl>/seed-<s>/ (each run's results.json and logs), OUT/summary.json, OUT/curves.svg
+(held-out masked-LM accuracy against samples and against seconds, every run) and, with --doc,
+the Markdown table: per implementation the median and range of the time and the samples to target
+over the seeds, its training sequences/s, and the ratio of PyTorch's median time to bertbench's."""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER = os.path.join(ROOT, "bench", "peer", "torch_ttt.py")
+IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
+COLORS = {"bertbench-fp32": "#1f77b4", "bertbench-bf16": "#2ca02c", "torch-fp32": "#d62728", "torch-bf16": "#ff7f0e"}
+
+
+def die(msg):
+    sys.exit("ttt_compare.py: " + msg)
+
+
+def command(a, impl, seed, init, out):
+    kind, dtype = impl.split("-")
+    if kind == "bertbench":
+        cmd = [a.bertbench, "pretrain", "--save_checkpoints_steps=100000000", "--keep_checkpoint_max=1"]
+    else:
+        cmd = [sys.executable, PEER]
+    return cmd + a.flags + ["--dtype=" + dtype, "--seed=%d" % seed, "--init_checkpoint=" + init, "--output_dir=" + out]
+
+
+def read_run(out):
+    try:
+        res = json.load(open(os.path.join(out, "results.json")))
+        curve = [json.loads(l) for l in open(os.path.join(out, "eval_log.jsonl"))]
+    except (OSError, ValueError) as e:
+        die("%s: expected results.json and eval_log.jsonl of a finished run, got %s" % (out, e))
+    sps = res.get("train_sequences_per_second")
+    return {"reached": bool(res.get("target_reached")), "time_to_target_s": res.get("time_to_target_s"),
+            "samples_to_target": res.get("samples_to_target"), "best": res.get("best_masked_lm_accuracy"),
+            "sequences_per_second": sps, "curve": [(r["samples"], r["elapsed_s"], r["masked_lm_accuracy"]) for r in curve]}
+
+
+def svg(runs, target):
+    """Two panels: accuracy against samples and against seconds; one line per run."""
+    W, H, L, T, B, gap, pw = 960, 400, 60, 40, 50, 70, 360
+    pts = [p for r in runs for p in r["curve"]]
+    if not pts:
+        return ""
+    ymax = max(max(p[2] for p in pts), target) * 1.1
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (W, H),
+         '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="%d" y="22" font-size="14">held-out masked-LM accuracy: bertbench and PyTorch, same recipe, same initial weights '
+         'and data order</text>' % L]
+    for k, (xi, label) in enumerate(((0, "training samples"), (1, "seconds after run_start"))):
+        x0 = L + k * (pw + gap)
+        xmax = max(p[xi] for p in pts) * 1.02
+        px = lambda v, x0=x0, xmax=xmax: x0 + v / xmax * pw
+        py = lambda v: T + (1 - v / ymax) * (H - T - B)
+        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+                 % (x0, H - B, x0 + pw, H - B, x0, T, x0, H - B))
+        o.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (x0 + pw / 2, H - 12, label))
+        for i in range(6):
+            v = ymax * i / 5
+            o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (x0 - 4, py(v) + 4, v))
+            xv = xmax * i / 5
+            o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px(xv), H - B + 16, "%.0f" % xv))
+        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-dasharray="6 4"/>'
+                 % (x0, py(target), x0 + pw, py(target)))
+        for r in runs:
+            c = COLORS.get(r["impl"], "#555")
+            o.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>'
+                     % (c, " ".join("%.1f,%.1f" % (px(p[xi]), py(p[2])) for p in r["curve"])))
+    for i, impl in enumerate(sorted({r["impl"] for r in runs})):
+        o.append('<text x="%d" y="%d" fill="%s">%s</text>' % (L + 2 * (pw + gap) - 20, T + 16 * i, COLORS.get(impl, "#555"), impl))
+    o.append('<text x="%d" y="%d" fill="#555">dashed: target</text>' % (L + 2 * (pw + gap) - 20, T + 16 * 5))
+    return "\n".join(o + ["</svg>"]) + "\n"
+
+
+def summarize(runs, impls):
+    out = {}
+    for impl in impls:
+        rs = [r for r in runs if r["impl"] == impl]
+        ok = [r for r in rs if r["reached"]]
+        t = [r["time_to_target_s"] for r in ok]
+        s = [r["samples_to_target"] for r in ok]
+        sps = [r["sequences_per_second"] for r in rs if r["sequences_per_second"]]
+        out[impl] = {"runs": len(rs), "reached": len(ok),
+                     "time_median_s": statistics.median(t) if t else None, "time_min_s": min(t) if t else None,
+                     "time_max_s": max(t) if t else None, "samples_median": statistics.median(s) if s else None,
+                     "samples_min": min(s) if s else None, "samples_max": max(s) if s else None,
+                     "sequences_per_second_median": statistics.median(sps) if sps else None}
+    return out
+
+
+def table(summary, impls):
+    def f(v, fmt):
+        return "—" if v is None else fmt % v
+    rows = ["| implementation | runs reaching the target | time to target, median (min–max) s | samples to target, median (min–max) | training sequences/s | PyTorch time ÷ this |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for impl in impls:
+        s = summary[impl]
+        ratios = []
+        for peer in ("torch-fp32", "torch-bf16"):
+            if impl.startswith("bertbench") and peer in summary and summary[peer]["time_median_s"] and s["time_median_s"]:
+                ratios.append("%s %.2f×" % (peer, summary[peer]["time_median_s"] / s["time_median_s"]))
+        rows.append("| %s | %d of %d | %s (%s–%s) | %s (%s–%s) | %s | %s |" % (
+            impl, s["reached"], s["runs"], f(s["time_median_s"], "%.0f"), f(s["time_min_s"], "%.0f"), f(s["time_max_s"], "%.0f"),
+            f(s["samples_median"], "%d"), f(s["samples_min"], "%d"), f(s["samples_max"], "%d"),
+            f(s["sequences_per_second_median"], "%.1f"), ", ".join(ratios) or "—"))
+    return "\n".join(rows) + "\n"
+
+
+def main(argv):
+    if "--" not in argv:
+        die("expected `-- <pretrain flags>` after the options (the recipe both programs run)")
+    k = argv.index("--")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
+    p.add_argument("--out", required=True)
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--doc", default="", help="write the table and the command into this Markdown file")
+    a = p.parse_args(argv[:k])
+    a.flags = argv[k + 1:]
+    for bad in ("--seed", "--init_checkpoint", "--output_dir", "--dtype"):
+        if any(x == bad or x.startswith(bad + "=") for x in a.flags):
+            die("%s: set by this script for every run; remove it from the recipe" % bad)
+    impls = [x for x in a.impls.split(",") if x]
+    for impl in impls:
+        if impl not in IMPLS:
+            die("--impls: expected some of %s, got %r" % (",".join(IMPLS), impl))
+    try:
+        seeds = [int(x) for x in a.seeds.split(",") if x]
+    except ValueError:
+        die("--seeds: expected comma-separated integers, got %r" % a.seeds)
+    if any(i.startswith("bertbench") for i in impls) and not os.access(a.bertbench, os.X_OK):
+        die("--bertbench=%s: expected the bertbench binary, got no executable file" % a.bertbench)
+    os.makedirs(a.out, exist_ok=True)
+    runs, t0 = [], time.time()
+    for si, seed in enumerate(seeds):
+        init = os.path.join(a.out, "init-seed-%d.safetensors" % seed)
+        cfg = [x for x in a.flags if x.startswith("--bert_config_file")]
+        if not os.path.exists(init):
+            subprocess.run([sys.executable, PEER] + cfg + ["--seed=%d" % seed, "--write_init=" + init, "--output_dir=" + a.out],
+                           check=True)
+        order = impls[si % len(impls):] + impls[:si % len(impls)]
+        for impl in order:
+            out = os.path.join(a.out, impl, "seed-%d" % seed)
+            if not os.path.exists(os.path.join(out, "results.json")):
+                print("ttt_compare.py: seed %d, %s ..." % (seed, impl), flush=True)
+                rc = subprocess.run(command(a, impl, seed, init, out)).returncode
+                if rc not in (0, 1) or not os.path.exists(os.path.join(out, "results.json")):
+                    die("%s, seed %d: exited %d without results.json (see %s)" % (impl, seed, rc, out))
+            r = read_run(out)
+            r.update(impl=impl, seed=seed)
+            runs.append(r)
+            print("ttt_compare.py: seed %d %s: %s" % (seed, impl, "%.0f s, %d samples to target" % (
+                r["time_to_target_s"], r["samples_to_target"]) if r["reached"] else "target not reached (best %.4f)" % (r["best"] or 0)))
+    summary = summarize(runs, impls)
+    target = next((float(x.split("=", 1)[1]) for x in a.flags if x.startswith("--target_mlm_accuracy=")), 0.72)
+    with open(os.path.join(a.out, "curves.svg"), "w") as f:
+        f.write(svg(runs, target))
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    json.dump({"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0,
+               "command": " ".join(["scripts/ttt_compare.py"] + argv)}, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
+    print(table(summary, impls))
+    if a.doc:
+        with open(a.doc + ".tmp", "w") as f:
+            f.write("<!-- written by scripts/ttt_compare.py -->\n%s\nCPU: %s. Command:\n\n```sh\n/usr/bin/python3 %s\n```\n"
+                    % (table(summary, impls), cpu, " ".join(["scripts/ttt_compare.py"] + argv)))
+        os.replace(a.doc + ".tmp", a.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
