@@ -1,5 +1,5 @@
 # bertbench — common entry points. See README.md.
-.PHONY: all setup build build-ci build-asan test test-asan fuzz demo clean
+.PHONY: all setup build build-bin build-ci build-asan test test-asan fuzz demo clean
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
@@ -13,6 +13,12 @@ setup:
 build:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The bertbench binary alone (no tests): what the demos run, so that a new user's first make demo
+# spends its minutes training, not compiling the test suite.
+build-bin:
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target bertbench
 
 # Release build with -Werror, then every test; then the unit tests again under ASan+UBSan; then
 # every fuzz target for FUZZ_SECONDS each.
@@ -39,13 +45,13 @@ FUZZ_GEN_SECONDS ?= 5
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_GEN_SECONDS)
 
-demo: setup build
+demo: setup build-bin
 	@BUILD=$(BUILD) bash scripts/demo.sh
 
 # Fine-tunes make demo's checkpoint (scripts/demo.sh runs first when there is none) on a small
 # SQuAD-format set made from the Brown text, predicts, scores; docs/squad.md, "The demo".
 .PHONY: demo-squad
-demo-squad: setup build
+demo-squad: setup build-bin
 	@BUILD=$(BUILD) bash scripts/demo-squad.sh
 
 clean:

@@ -29,7 +29,7 @@ if [[ ! -f "$OUT/records/eval.tfrecord" ]]; then
     --masked_lm_prob=0.15 --random_seed=12345 --jobs=0
 fi
 
-train() {  # dtype seed: the demo's pretrain command (scripts/demo.sh)
+train() {  # dtype seed: the 128-token demo recipe scripts/demo.sh ran until 2026-11-27
   local run="$OUT/$1-seed$2"
   "$BB" pretrain --model=tiny --dtype="$1" \
     --input_file="$OUT/records/train-*.tfrecord" --eval_input_file="$OUT/records/eval.tfrecord" \

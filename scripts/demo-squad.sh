@@ -16,7 +16,8 @@
 # --predict_file=dev-v1.1.json --init_checkpoint=... (docs/squad.md).
 # Environment overrides: DATA (data), DEMO_OUT (runs/demo, make demo's OUT), OUT (runs/demo-squad),
 # BUILD (build), INIT_CHECKPOINT (default: the newest checkpoint of make demo's run), THREADS (0 =
-# all CPUs), EPOCHS, LR, BATCH, TRAIN_QUESTIONS, DEV_QUESTIONS, SEED.
+# all CPUs), EPOCHS, LR, BATCH, TRAIN_QUESTIONS, DEV_QUESTIONS, SEED, VOCAB (default: the vocabulary
+# whose size is the checkpoint's vocab_size: make demo's 4,096 pieces or data/vocab.txt's 30,522).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -75,7 +76,17 @@ bash "$HERE/get-data.sh" "$DATA" >/dev/null
 "$PY" "$HERE/make-demo-squad.py" "$DATA/brown" "$OUT/data" --train_questions="$TRAIN_QUESTIONS" \
   --dev_questions="$DEV_QUESTIONS" --seed="$SEED"
 
-COMMON=(--vocab_file="$DATA/vocab.txt" --bert_config_file="$OUT/bert_config.json" --do_lower_case
+# The checkpoint's vocabulary: make demo pretrains on its own 4,096-piece cut of bert-base-uncased's.
+if [[ -z "${VOCAB:-}" ]]; then
+  size=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$OUT/bert_config.json")
+  for v in "$DEMO_OUT/records-s32/vocab.txt" "$DATA/vocab.txt"; do
+    if [[ -f "$v" && $(wc -l <"$v") -eq $size ]]; then VOCAB=$v; break; fi
+  done
+  [[ -n "${VOCAB:-}" ]] || { echo "demo-squad: $INIT has vocab_size $size; neither $DEMO_OUT/records-s32/vocab.txt nor $DATA/vocab.txt has that many lines (hint: VOCAB=<its vocab.txt>)" >&2; exit 1; }
+fi
+echo "   vocabulary: $VOCAB"
+
+COMMON=(--vocab_file="$VOCAB" --bert_config_file="$OUT/bert_config.json" --do_lower_case
         "${SEQ_FLAGS[@]}" --predict_batch_size=64 --threads="$THREADS" --seed="$SEED")
 
 echo "== 3/5 baseline: the pretrained model without fine-tuning (random span head, learning rate 0)"

@@ -4,7 +4,7 @@
 #   scripts/time-to-train.sh [--runs=N | --seeds=S1,S2,...] [--out=DIR] [--bertbench=PATH]
 #                            [pretrain flags ...]
 # Without pretrain flags it runs the demo recipe (scripts/demo-recipe.sh; TARGET, STEPS, THREADS as
-# for make demo) on make demo's records (RECORDS, default runs/demo/records). Any other flag goes
+# for make demo) on make demo's records (RECORDS, default runs/demo/records-s32). Any other flag goes
 # to `bertbench pretrain` unchanged, except --seed and --output_dir, which this script sets: run k
 # gets --seed=<k-th seed> --output_dir=DIR/seed-<seed>. Seeds: 1..N (default N = 5). A rerun with
 # the same DIR resumes an interrupted run and reuses finished ones (pretrain does that).
@@ -61,12 +61,12 @@ if [[ -z "$BB" ]]; then BB="$ROOT/${BUILD:-build}/bertbench"; fi
 
 if [[ ${#ARGS[@]} -eq 0 ]]; then
   # The demo recipe, as make demo runs it.
-  TARGET=${TARGET:-0.135}
-  STEPS=${STEPS:-2400}
+  TARGET=${TARGET:-0.25}
+  STEPS=${STEPS:-20000}
   THREADS=${THREADS:-0}
-  RECORDS=${RECORDS:-$ROOT/runs/demo/records}
-  ls "$RECORDS"/train-*.tfrecord >/dev/null 2>&1 && [[ -f "$RECORDS/eval.tfrecord" ]] ||
-    die "RECORDS: expected make demo's records (train-*.tfrecord, eval.tfrecord) in $RECORDS, found none (hint: make demo, or RECORDS=DIR)"
+  RECORDS=${RECORDS:-$ROOT/runs/demo/records-s32}
+  ls "$RECORDS"/train-*.tfrecord >/dev/null 2>&1 && [[ -f "$RECORDS/eval.tfrecord" && -f "$RECORDS/bert_config.json" ]] ||
+    die "RECORDS: expected make demo's records (train-*.tfrecord, eval.tfrecord, bert_config.json) in $RECORDS, found none (hint: make demo, or RECORDS=DIR)"
   source "$HERE/demo-recipe.sh"
   demo_recipe "$RECORDS" "$TARGET" "$STEPS" "$THREADS"
   ARGS=("${DEMO_RECIPE[@]}")
