@@ -9,7 +9,8 @@ the same records in the same order, the same evaluation, run to the same target.
 For every seed, bench/peer/torch_ttt.py --write_init draws the initial weights (modeling.py's
 initialisation from that seed) and every implementation starts from them (--init_checkpoint), with
 --seed=<seed> for the data order. The implementations run one after another, their order rotated
-from seed to seed (interleaved, so a change in the machine's load spreads over all of them).
+from seed to seed (interleaved, so a change in the machine's load spreads over all of them);
+PyTorch runs in the environment where it is fastest for each precision (TORCH_ENV below).
 The flags after `--` go to both programs unchanged: the recipe (bert_config_file, input_file,
 eval_input_file, batch, sequence, optimizer, schedule, evaluation cadence, target, threads).
 bertbench's own extras (checkpoint cadence) are added here; torch_ttt.py refuses a flag it does
@@ -31,6 +32,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "peer", "torch_ttt.py")
 IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
+# PyTorch at its strongest here, per precision (measured on this recipe, 2 threads, Zen 4): fp32 in
+# bench-compare.py's torch-tuned environment (the OpenMP OpenBLAS, passive OpenMP waiting: ~485
+# sequences/s against ~195 with Debian's default pthread OpenBLAS); bf16 autocast in the default
+# environment (~830 sequences/s against ~495 in the tuned one: its GEMMs are oneDNN's, not BLAS's).
+TORCH_ENV = {"torch-fp32": {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
+             "torch-bf16": {}}
 COLORS = {"bertbench-fp32": "#1f77b4", "bertbench-bf16": "#2ca02c", "torch-fp32": "#d62728", "torch-bf16": "#ff7f0e"}
 
 
@@ -167,7 +174,8 @@ def main(argv):
             out = os.path.join(a.out, impl, "seed-%d" % seed)
             if not os.path.exists(os.path.join(out, "results.json")):
                 print("ttt_compare.py: seed %d, %s ..." % (seed, impl), flush=True)
-                rc = subprocess.run(command(a, impl, seed, init, out)).returncode
+                env = dict(os.environ, **TORCH_ENV.get(impl, {}))
+                rc = subprocess.run(command(a, impl, seed, init, out), env=env).returncode
                 if rc not in (0, 1) or not os.path.exists(os.path.join(out, "results.json")):
                     die("%s, seed %d: exited %d without results.json (see %s)" % (impl, seed, rc, out))
             r = read_run(out)
@@ -180,7 +188,7 @@ def main(argv):
     with open(os.path.join(a.out, "curves.svg"), "w") as f:
         f.write(svg(runs, target))
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    json.dump({"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0,
+    json.dump({"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
                "command": " ".join(["scripts/ttt_compare.py"] + argv)}, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
     print(table(summary, impls))
     if a.doc:
