@@ -22,8 +22,10 @@ the Markdown table: per implementation the median and range of the time and the 
 over the seeds, its training sequences/s, and the ratio of PyTorch's median time to bertbench's."""
 import argparse
 import json
+import math
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -66,9 +68,15 @@ def read_run(out):
             "sequences_per_second": sps, "curve": [(r["samples"], r["elapsed_s"], r["masked_lm_accuracy"]) for r in curve]}
 
 
+def nice_step(x):
+    """The smallest of 1, 2, 5 times a power of ten that is >= x (> 0)."""
+    e = 10 ** math.floor(math.log10(x))
+    return next(m * e for m in (1, 2, 5, 10) if m * e >= x)
+
+
 def svg(runs, target):
     """Two panels: accuracy against samples and against seconds; one line per run."""
-    W, H, L, T, B, gap, pw = 960, 400, 60, 40, 50, 70, 360
+    W, H, L, T, B, gap, pw = 1060, 400, 60, 40, 50, 70, 360
     pts = [p for r in runs for p in r["curve"]]
     if not pts:
         return ""
@@ -79,7 +87,8 @@ def svg(runs, target):
          'and data order</text>' % L]
     for k, (xi, label) in enumerate(((0, "training samples"), (1, "seconds after run_start"))):
         x0 = L + k * (pw + gap)
-        xmax = max(p[xi] for p in pts) * 1.02
+        xstep = nice_step(max(p[xi] for p in pts) / 5)
+        xmax = xstep * math.ceil(max(p[xi] for p in pts) / xstep)
         px = lambda v, x0=x0, xmax=xmax: x0 + v / xmax * pw
         py = lambda v: T + (1 - v / ymax) * (H - T - B)
         o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
@@ -88,17 +97,18 @@ def svg(runs, target):
         for i in range(6):
             v = ymax * i / 5
             o.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (x0 - 4, py(v) + 4, v))
-            xv = xmax * i / 5
-            o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px(xv), H - B + 16, "%.0f" % xv))
+        for i in range(int(round(xmax / xstep)) + 1):
+            o.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>' % (px(i * xstep), H - B + 16, i * xstep))
         o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-dasharray="6 4"/>'
                  % (x0, py(target), x0 + pw, py(target)))
         for r in runs:
             c = COLORS.get(r["impl"], "#555")
             o.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>'
                      % (c, " ".join("%.1f,%.1f" % (px(p[xi]), py(p[2])) for p in r["curve"])))
+    lx = L + 2 * pw + gap + 24
     for i, impl in enumerate(sorted({r["impl"] for r in runs})):
-        o.append('<text x="%d" y="%d" fill="%s">%s</text>' % (L + 2 * (pw + gap) - 20, T + 16 * i, COLORS.get(impl, "#555"), impl))
-    o.append('<text x="%d" y="%d" fill="#555">dashed: target</text>' % (L + 2 * (pw + gap) - 20, T + 16 * 5))
+        o.append('<text x="%d" y="%d" fill="%s">%s</text>' % (lx, T + 16 * i, COLORS.get(impl, "#555"), impl))
+    o.append('<text x="%d" y="%d" fill="#555">dashed: target</text>' % (lx, T + 16 * 5))
     return "\n".join(o + ["</svg>"]) + "\n"
 
 
@@ -189,12 +199,12 @@ def main(argv):
         f.write(svg(runs, target))
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     json.dump({"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
-               "command": " ".join(["scripts/ttt_compare.py"] + argv)}, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
+               "command": shlex.join(["scripts/ttt_compare.py"] + argv)}, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
     print(table(summary, impls))
     if a.doc:
         with open(a.doc + ".tmp", "w") as f:
             f.write("<!-- written by scripts/ttt_compare.py -->\n%s\nCPU: %s. Command:\n\n```sh\n/usr/bin/python3 %s\n```\n"
-                    % (table(summary, impls), cpu, " ".join(["scripts/ttt_compare.py"] + argv)))
+                    % (table(summary, impls), cpu, shlex.join(["scripts/ttt_compare.py"] + argv)))
         os.replace(a.doc + ".tmp", a.doc)
     return 0
 
