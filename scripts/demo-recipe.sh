@@ -36,10 +36,13 @@ JSON
   # place only when it is complete.
   local shards=() i
   for i in 0 1 2 3; do shards+=("$out/train-0000$i-of-00004.tfrecord"); done
+  # The reference's log lines (example records) go to OUT/prepare.log.
   [[ -s "${shards[3]}" ]] || "${prep[@]}" --input_file="$data/brown/train-*.txt" \
-    --output_file="$(IFS=,; echo "${shards[*]}")" --masked_lm_prob=0.4 --jobs=0
+    --output_file="$(IFS=,; echo "${shards[*]}")" --masked_lm_prob=0.4 --jobs=0 2>"$out/prepare.log" ||
+    { tail -3 "$out/prepare.log" >&2; return 1; }
   [[ -s "$out/eval.tfrecord" ]] ||
-    "${prep[@]}" --input_file="$data/brown/eval.txt" --output_file="$out/eval.tfrecord" --masked_lm_prob=0.15
+    "${prep[@]}" --input_file="$data/brown/eval.txt" --output_file="$out/eval.tfrecord" --masked_lm_prob=0.15 \
+      2>>"$out/prepare.log" || { tail -3 "$out/prepare.log" >&2; return 1; }
 }
 
 demo_recipe() {
