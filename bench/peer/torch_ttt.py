@@ -34,7 +34,8 @@ additive -10000 mask, as run_pretraining.py does; bertbench packs real tokens).
 
 Output in --output_dir: eval_log.jsonl and train_log.jsonl (bertbench's keys where they exist),
 results.json (status, time_to_target_s, samples_to_target, best accuracy, sequences/s, the CPU).
---selftest checks the mt19937_64 port against the C++ standard's check value."""
+--selftest checks the mt19937_64 port against the C++ standard's check value.
+Exit status 0 when the target was reached; 1 when it was not, or on bad input (one line naming it)."""
 import argparse
 import glob
 import json
@@ -362,9 +363,12 @@ def main(argv):
     files = sorted(f for pat in args.input_file.split(",") for f in glob.glob(pat))
     if not files:
         sys.exit("torch_ttt.py: --input_file=%s: matches no file" % args.input_file)
+    eval_files = sorted(f for pat in args.eval_input_file.split(",") for f in glob.glob(pat))
+    if not eval_files:
+        sys.exit("torch_ttt.py: --eval_input_file=%s: matches no file" % args.eval_input_file)
     print("torch_ttt.py: reading %d training files ..." % len(files), flush=True)
     train = [list(zip(*read_records(f, T, P))) for f in files]
-    eval_recs = [r for f in sorted(glob.glob(args.eval_input_file)) for r in zip(*read_records(f, T, P))]
+    eval_recs = [r for f in eval_files for r in zip(*read_records(f, T, P))]
     eval_recs = eval_recs[:args.eval_batch_size * args.max_eval_steps]
     eval_batches = [to_batch(eval_recs[i:i + args.eval_batch_size], T)
                     for i in range(0, len(eval_recs), args.eval_batch_size)]
