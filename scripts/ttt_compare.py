@@ -176,9 +176,9 @@ def main(argv):
     for si, seed in enumerate(seeds):
         init = os.path.join(a.out, "init-seed-%d.safetensors" % seed)
         cfg = [x for x in a.flags if x.startswith("--bert_config_file")]
-        if not os.path.exists(init):
-            subprocess.run([sys.executable, PEER] + cfg + ["--seed=%d" % seed, "--write_init=" + init, "--output_dir=" + a.out],
-                           check=True)
+        if not os.path.exists(init) and subprocess.run(
+                [sys.executable, PEER] + cfg + ["--seed=%d" % seed, "--write_init=" + init, "--output_dir=" + a.out]).returncode:
+            die("seed %d: torch_ttt.py --write_init failed (its message above)" % seed)
         order = impls[si % len(impls):] + impls[:si % len(impls)]
         for impl in order:
             out = os.path.join(a.out, impl, "seed-%d" % seed)
@@ -195,18 +195,24 @@ def main(argv):
                 r["time_to_target_s"], r["samples_to_target"]) if r["reached"] else "target not reached (best %.4f)" % (r["best"] or 0)))
     summary = summarize(runs, impls)
     target = next((float(x.split("=", 1)[1]) for x in a.flags if x.startswith("--target_mlm_accuracy=")), 0.72)
-    with open(os.path.join(a.out, "curves.svg"), "w") as f:
-        f.write(svg(runs, target))
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    json.dump({"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
-               "command": shlex.join(["scripts/ttt_compare.py"] + argv)}, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
+    cmd = shlex.join(["scripts/ttt_compare.py"] + argv)
+    write(os.path.join(a.out, "curves.svg"), svg(runs, target))
+    write(os.path.join(a.out, "summary.json"), json.dumps(
+        {"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
+         "command": cmd}, indent=1))
     print(table(summary, impls))
     if a.doc:
-        with open(a.doc + ".tmp", "w") as f:
-            f.write("<!-- written by scripts/ttt_compare.py -->\n%s\nCPU: %s. Command:\n\n```sh\n/usr/bin/python3 %s\n```\n"
-                    % (table(summary, impls), cpu, shlex.join(["scripts/ttt_compare.py"] + argv)))
-        os.replace(a.doc + ".tmp", a.doc)
+        write(a.doc, "<!-- written by scripts/ttt_compare.py -->\n%s\nCPU: %s. Command:\n\n```sh\n/usr/bin/python3 %s\n```\n"
+              % (table(summary, impls), cpu, cmd))
     return 0
+
+
+def write(path, text):
+    """text into path through a temporary file: never a half-written file under its name."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
