@@ -118,10 +118,10 @@ class Layer(nn.Module):
 
 class Bert(nn.Module):
     """BERT with the pretraining heads; the defaults are bert-base-uncased's vocabulary and positions
-    with dropout 0.1. Weights: truncated normal (std 0.02, cut at 2 std) as modeling.py; biases and
-    LayerNorm beta 0, gamma 1."""
+    with dropout 0.1. Weights: truncated normal (std, cut at 2 std; modeling.py's initializer_range)
+    as modeling.py; biases and LayerNorm beta 0, gamma 1."""
 
-    def __init__(self, L, H, A, I, vocab=VOCAB, maxpos=MAXPOS, types=2, drop=DROP, attn_drop=DROP):
+    def __init__(self, L, H, A, I, vocab=VOCAB, maxpos=MAXPOS, types=2, drop=DROP, attn_drop=DROP, std=0.02):
         super().__init__()
         self.drop = drop
         self.word, self.pos, self.tok_type = nn.Embedding(vocab, H), nn.Embedding(maxpos, H), nn.Embedding(types, H)
@@ -132,7 +132,7 @@ class Bert(nn.Module):
         self.nsp = nn.Linear(H, 2)
         for name, p in self.named_parameters():
             if p.dim() > 1:
-                nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+                nn.init.trunc_normal_(p, std=std, a=-2 * std, b=2 * std)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 

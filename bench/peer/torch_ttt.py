@@ -51,8 +51,10 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
 import squad_queries as sq  # noqa: E402  TFRecord and tf.train.Example readers
 import torch_bench as tb  # noqa: E402  the model
+import torch_bert  # noqa: E402  safetensors reader and writer
 
 M64 = (1 << 64) - 1
 
@@ -301,7 +303,8 @@ def build_model(args):
         cfg = json.load(open(args.bert_config_file))
         shape = [cfg[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")]
         extra = dict(vocab=cfg["vocab_size"], maxpos=cfg["max_position_embeddings"], types=cfg["type_vocab_size"],
-                     drop=cfg["hidden_dropout_prob"], attn_drop=cfg["attention_probs_dropout_prob"])
+                     drop=cfg["hidden_dropout_prob"], attn_drop=cfg["attention_probs_dropout_prob"],
+                     std=cfg.get("initializer_range", 0.02))
     except (OSError, ValueError, KeyError) as e:
         sys.exit("torch_ttt.py: --bert_config_file=%s: expected a bert_config.json, got %s" % (args.bert_config_file, e))
     if cfg.get("hidden_act", "gelu") not in ("gelu", "gelu_new"):
@@ -309,15 +312,8 @@ def build_model(args):
                  % (args.bert_config_file, cfg["hidden_act"]))
     torch.manual_seed(args.seed)
     model = tb.Bert(*shape, **extra)
-    std = cfg.get("initializer_range", 0.02)
-    with torch.no_grad():
-        for _, p, _ in tf_map(model):
-            if p.dim() > 1:
-                torch.nn.init.trunc_normal_(p, std=std, a=-2 * std, b=2 * std)
     names = tf_map(model)
     if args.init_checkpoint:
-        sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
-        import torch_bert
         tensors, _ = torch_bert.read_safetensors(args.init_checkpoint)
         with torch.no_grad():
             for name, p, tr in names:
@@ -333,8 +329,6 @@ def build_model(args):
 
 
 def write_init(path, cfg, names):
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
-    import torch_bert
     tensors = {n: (p.detach().t() if tr else p.detach()).contiguous().numpy() for n, p, tr in names}
     tmp = path + ".tmp"
     torch_bert.write_safetensors(tmp, tensors, {"bert_config": json.dumps(cfg)})
