@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tools"))
 import squad_queries as sq  # noqa: E402  TFRecord and tf.train.Example readers
 import torch_bench as tb  # noqa: E402  the model
 import torch_bert  # noqa: E402  safetensors reader and writer
+from optim_reference import excluded  # noqa: E402  no decay, no trust ratio: LayerNorm and bias tensors
 
 M64 = (1 << 64) - 1
 
@@ -190,10 +191,6 @@ def tf_map(model):
           ("cls/seq_relationship/output_weights", model.nsp.weight, False),
           ("cls/seq_relationship/output_bias", model.nsp.bias, False)]
     return m
-
-
-def excluded(name):  # no weight decay, no trust ratio (optimization.py / lamb_optimizer_v1.py)
-    return any(s in name for s in ("LayerNorm", "layer_norm", "bias"))
 
 
 class Optimizer:
