@@ -9,8 +9,11 @@
 #     2,048 held-out sequences, until the masked-LM accuracy reaches TARGET.
 #   demo_records DATA OUT BB    -> OUT/vocab.txt, OUT/bert_config.json, OUT/train-*.tfrecord and
 #                                  OUT/eval.tfrecord (kept when already made)
-#   demo_recipe RECORDS TARGET STEPS THREADS  -> the array DEMO_RECIPE: pretrain's flags, without
-#                                  --output_dir and --seed (the caller adds them)
+#   - bf16 GEMMs (fp32 accumulation and master weights) where the CPU multiplies bf16 natively
+#     (AVX512-BF16 or AMX: about 1.4x the fp32 step here), fp32 where bf16 would be emulated.
+#   demo_dtype BB                -> bf16 or fp32 on stdout, as above (from `BB version`)
+#   demo_recipe RECORDS TARGET STEPS THREADS DTYPE  -> the array DEMO_RECIPE: pretrain's flags,
+#                                  without --output_dir and --seed (the caller adds them)
 DEMO_SEQ=32
 DEMO_PREDICTIONS=13  # 40 % of 32, rounded up: the eval set must have the same per-sequence slots
 
@@ -45,13 +48,19 @@ JSON
       2>>"$out/prepare.log" || { tail -3 "$out/prepare.log" >&2; return 1; }
 }
 
+demo_dtype() {
+  local info
+  info=$("$1" version) || return 1
+  if grep -q '"bf16_gemm": "emulated' <<<"$info"; then echo fp32; else echo bf16; fi
+}
+
 demo_recipe() {
-  local records=$1 target=$2 steps=$3 threads=$4
+  local records=$1 target=$2 steps=$3 threads=$4 dtype=$5
   DEMO_RECIPE=(--bert_config_file="$records/bert_config.json"
     --input_file="$records/train-*.tfrecord" --eval_input_file="$records/eval.tfrecord"
     --train_batch_size=32 --max_seq_length=$DEMO_SEQ --max_predictions_per_seq=$DEMO_PREDICTIONS
     --optimizer=lamb --learning_rate=1e-2 --num_warmup_steps=100 --num_train_steps="$steps"
     --eval_every_samples=12800 --eval_batch_size=128 --max_eval_steps=16
     --target_mlm_accuracy="$target" --save_checkpoints_steps=2000 --keep_checkpoint_max=2
-    --threads="$threads")
+    --dtype="$dtype" --threads="$threads")
 }

@@ -36,8 +36,10 @@ TRAIN_QUESTIONS=${TRAIN_QUESTIONS:-8000}
 DEV_QUESTIONS=${DEV_QUESTIONS:-500}
 SEED=${SEED:-12345}
 PY=/usr/bin/python3
-# One window per context: contexts are 20-40 words, questions 3-5 words plus "where is ?".
-SEQ_FLAGS=(--max_seq_length=80 --doc_stride=32 --max_query_length=24)
+MAX_SEQ_LENGTH=${MAX_SEQ_LENGTH:-80}
+DOC_STRIDE=${DOC_STRIDE:-32}
+MAX_QUERY_LENGTH=${MAX_QUERY_LENGTH:-24}
+SEQ_FLAGS=(--max_seq_length="$MAX_SEQ_LENGTH" --doc_stride="$DOC_STRIDE" --max_query_length="$MAX_QUERY_LENGTH")
 
 [[ -x "$BB" ]] || { echo "demo-squad: $BB not found (hint: make build)" >&2; exit 1; }
 
@@ -110,9 +112,9 @@ rm -rf "$OUT/finetuned"
   --learning_rate="$LR" --num_train_epochs="$EPOCHS" --warmup_proportion=0.1 \
   --do_predict --predict_file="$OUT/data/dev-v1.1.json" --output_dir="$OUT/finetuned"
 
-"$PY" - "$OUT" <<'PYEOF'
+"$PY" - "$OUT" "$MAX_SEQ_LENGTH" <<'PYEOF'
 import glob, json, os, sys
-out = sys.argv[1]
+out, seq = sys.argv[1], sys.argv[2]
 def metric(d):
     p = os.path.join(out, d, "eval_results.json")
     return json.load(open(p)) if os.path.exists(p) else None
@@ -136,7 +138,7 @@ if results:
     tput = results.get("train_sequences_per_second")
     print(f"  fine-tuning            : {results.get('updates')} steps of {results.get('global_batch_size')} in "
           f"{results.get('wall_time_s', 0):.0f} s; "
-          + (f"{tput:.1f} sequences/s" if tput else "throughput n/a") + " (seq 80, warm-up excluded)")
+          + (f"{tput:.1f} sequences/s" if tput else "throughput n/a") + f" (seq {seq}, warm-up excluded)")
 if speed:
     print(f"  prediction             : {speed['sequences_per_second']:.1f} sequences/s, batch of "
           f"{speed['batch_size']} latency p50 {speed['batch_latency_ms_p50']:.1f} ms (model only)")

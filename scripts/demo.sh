@@ -12,7 +12,8 @@
 # samples, passes 0.20 at 89,600-102,400 and TARGET 0.25 at 204,800-307,200 (180-282 s; five seeds,
 # every one reached it); one run went on to 0.30 at 640,000 samples (568 s). Override TARGET/STEPS.
 # A second run with the same settings resumes the run or reports the finished one.
-# Environment overrides: DATA (data), OUT (runs/demo), BUILD (build), TARGET, STEPS, THREADS.
+# Environment overrides: DATA (data), OUT (runs/demo), BUILD (build), TARGET, STEPS, THREADS,
+# DTYPE (bf16 where the CPU multiplies bf16 natively, else fp32).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,20 +27,20 @@ TARGET=${TARGET:-0.25}    # masked-LM accuracy on held-out Brown text (docs/time
 STEPS=${STEPS:-20000}    # schedule length (linear decay to 0, ~10 minutes here); the run stops at the target
 THREADS=${THREADS:-0}    # 0 = all CPUs
 PY=/usr/bin/python3
-RUN="$OUT/run-target$TARGET-steps$STEPS"  # a rerun with the same settings resumes or reports it
-
 [[ -x "$BB" ]] || { echo "demo: $BB not found (hint: make build)" >&2; exit 1; }
+source "$HERE/demo-recipe.sh"
+DTYPE=${DTYPE:-$(demo_dtype "$BB")}
+RUN="$OUT/run-target$TARGET-steps$STEPS-$DTYPE"  # a rerun with the same settings resumes or reports it
 
 echo "== 1/4 data (scripts/get-data.sh $DATA)"
 bash "$HERE/get-data.sh" "$DATA"
 
 echo "== 2/4 the demo's vocabulary and pretraining TFRecords (scripts/demo-recipe.sh demo_records)"
-source "$HERE/demo-recipe.sh"
 demo_records "$DATA" "$OUT/records-s32" "$BB"
 
-echo "== 3/4 pretraining BERT-tiny with LAMB to masked-LM accuracy $TARGET"
+echo "== 3/4 pretraining BERT-tiny with LAMB ($DTYPE) to masked-LM accuracy $TARGET"
 # The recipe (flags) is scripts/demo-recipe.sh's, which scripts/time-to-train.sh runs too.
-demo_recipe "$OUT/records-s32" "$TARGET" "$STEPS" "$THREADS"
+demo_recipe "$OUT/records-s32" "$TARGET" "$STEPS" "$THREADS" "$DTYPE"
 "$BB" pretrain "${DEMO_RECIPE[@]}" --output_dir="$RUN" --seed=12345
 
 echo "== 4/4 offline evaluation of the final checkpoint (first 8,192 held-out sequences)"

@@ -3,8 +3,8 @@
 # run's results.json and scores them as MLPerf's result summarizer does.
 #   scripts/time-to-train.sh [--runs=N | --seeds=S1,S2,...] [--out=DIR] [--bertbench=PATH]
 #                            [pretrain flags ...]
-# Without pretrain flags it runs the demo recipe (scripts/demo-recipe.sh; TARGET, STEPS, THREADS as
-# for make demo) on make demo's records (RECORDS, default runs/demo/records-s32). Any other flag goes
+# Without pretrain flags it runs the demo recipe (scripts/demo-recipe.sh; TARGET, STEPS, THREADS,
+# DTYPE as for make demo) on make demo's records (RECORDS, default runs/demo/records-s32). Any other flag goes
 # to `bertbench pretrain` unchanged, except --seed and --output_dir, which this script sets: run k
 # gets --seed=<k-th seed> --output_dir=DIR/seed-<seed>. Seeds: 1..N (default N = 5). A rerun with
 # the same DIR resumes an interrupted run and reuses finished ones (pretrain does that).
@@ -68,9 +68,10 @@ if [[ ${#ARGS[@]} -eq 0 ]]; then
   ls "$RECORDS"/train-*.tfrecord >/dev/null 2>&1 && [[ -f "$RECORDS/eval.tfrecord" && -f "$RECORDS/bert_config.json" ]] ||
     die "RECORDS: expected make demo's records (train-*.tfrecord, eval.tfrecord, bert_config.json) in $RECORDS, found none (hint: make demo, or RECORDS=DIR)"
   source "$HERE/demo-recipe.sh"
-  demo_recipe "$RECORDS" "$TARGET" "$STEPS" "$THREADS"
+  DTYPE=${DTYPE:-$(demo_dtype "$BB")}
+  demo_recipe "$RECORDS" "$TARGET" "$STEPS" "$THREADS" "$DTYPE"
   ARGS=("${DEMO_RECIPE[@]}")
-  OUT=${OUT:-$ROOT/runs/time-to-train/demo-target$TARGET-steps$STEPS}
+  OUT=${OUT:-$ROOT/runs/time-to-train/demo-target$TARGET-steps$STEPS-$DTYPE}
 fi
 [[ -n "$OUT" ]] || die "--out: expected a directory for the runs (DIR/seed-<seed>), got none"
 mkdir -p "$OUT"

@@ -206,8 +206,10 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         num += wp * m.row_loss[p];
         den += wp;
         if (m.argmax[p] == batch.masked_ids[p]) out.mlm_correct += wp;
+        if (wp != 0) ++out.mlm_count;
     }
     out.mlm_weight = den;
+    out.mlm_loss_sum = num;
     out.mlm_loss = num / (den + 1e-5);
     double ns = 0;
     for (int b = 0; b < B; ++b) {
@@ -215,6 +217,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         if (m.nsp_argmax[b] == batch.next_sentence_labels[b]) ++out.nsp_correct;
     }
     out.nsp_count = B;
+    out.nsp_loss_sum = ns;
     out.nsp_loss = B > 0 ? ns / B : 0.0;
     out.total = out.mlm_loss + out.nsp_loss;
     return out;

@@ -97,6 +97,8 @@ struct Losses {
     double total = 0, mlm_loss = 0, nsp_loss = 0;
     double mlm_correct = 0, mlm_weight = 0;  // Σw·[argmax==label], Σw  (ties -> lowest id)
     int nsp_correct = 0, nsp_count = 0;
+    int mlm_count = 0;                         // masked positions with w > 0
+    double mlm_loss_sum = 0, nsp_loss_sum = 0;  // Σw·CE, ΣCE (the streaming sums of the eval)
 };
 
 // T = float for training/inference; T = double for finite-difference checks (same code path,

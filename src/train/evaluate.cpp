@@ -1,28 +1,11 @@
-// Pretraining evaluation (MLPerf run_pretraining.py metric_fn): streaming weighted sums in double.
+// Pretraining evaluation (MLPerf run_pretraining.py metric_fn): streaming weighted sums in double
+// of the engine's per-row losses and predictions.
 #include "train/evaluate.hpp"
-
-#include <cmath>
 
 #include "core/error.hpp"
 #include "data/pretrain_reader.hpp"
 
 namespace bertbench::train {
-namespace {
-
-// log-sum-exp of one logits row, in double; also returns the argmax (lowest index on ties).
-double log_sum_exp(const float* row, int n, int* argmax) {
-    int best = 0;
-    for (int j = 1; j < n; ++j)
-        if (row[j] > row[best]) best = j;
-    *argmax = best;
-    const double mx = row[best];
-    double s = 0;
-    for (int j = 0; j < n; ++j) s += std::exp(static_cast<double>(row[j]) - mx);
-    return mx + std::log(s);
-}
-
-}  // namespace
-
 nlohmann::json EvalMetrics::to_json() const {
     return {{"masked_lm_accuracy", masked_lm_accuracy},
             {"masked_lm_loss", masked_lm_loss},
@@ -32,33 +15,14 @@ nlohmann::json EvalMetrics::to_json() const {
             {"predictions", predictions}};
 }
 
-void EvalAccumulator::add(const model::BertPretrainer& engine, const model::Batch& batch,
-                          int vocab_size) {
-    const int num_p = batch.num_predictions();
-    const std::span<const float> mlm = engine.mlm_logits();
-    BB_CHECK(mlm.size() >= static_cast<size_t>(num_p) * vocab_size);
-    for (int p = 0; p < num_p; ++p) {
-        const double w = batch.masked_weights[p];
-        if (w == 0) continue;
-        const float* row = mlm.data() + static_cast<size_t>(p) * vocab_size;
-        int arg = 0;
-        const double lse = log_sum_exp(row, vocab_size, &arg);
-        const int label = batch.masked_ids[p];
-        mlm_loss_ += w * (lse - row[label]);
-        mlm_correct_ += arg == label ? w : 0.0;
-        mlm_weight_ += w;
-        ++predictions_;
-    }
-    const std::span<const float> nsp = engine.nsp_logits();
-    BB_CHECK(nsp.size() >= static_cast<size_t>(batch.batch_size) * 2);
-    for (int b = 0; b < batch.batch_size; ++b) {
-        int arg = 0;
-        const double lse = log_sum_exp(nsp.data() + 2 * b, 2, &arg);
-        const int label = batch.next_sentence_labels[b];
-        nsp_loss_ += lse - nsp[2 * b + label];
-        nsp_correct_ += arg == label ? 1.0 : 0.0;
-        ++examples_;
-    }
+void EvalAccumulator::add(const model::Losses& l) {
+    mlm_loss_ += l.mlm_loss_sum;
+    mlm_correct_ += l.mlm_correct;
+    mlm_weight_ += l.mlm_weight;
+    predictions_ += l.mlm_count;
+    nsp_loss_ += l.nsp_loss_sum;
+    nsp_correct_ += l.nsp_correct;
+    examples_ += l.nsp_count;
 }
 
 EvalMetrics EvalAccumulator::result() const {
@@ -106,8 +70,7 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
     model::Batch batch;
     for (int64_t step = 0; options.max_eval_steps <= 0 || step < options.max_eval_steps; ++step) {
         if (!reader.next(batch)) break;
-        engine.forward(params, batch, false, 0, 0);
-        acc.add(engine, batch, vocab_size);
+        acc.add(engine.forward(params, batch, false, 0, 0));
     }
     if (options.comm != nullptr) acc.all_reduce(*options.comm);
     const EvalMetrics m = acc.result();

@@ -25,9 +25,10 @@ struct EvalMetrics {
 // The streaming sums of tf.metrics.accuracy / tf.metrics.mean, in double.
 class EvalAccumulator {
 public:
-    // Adds the batch whose forward (training=false) `engine` ran last: reads mlm_logits() (P, V)
-    // and nsp_logits() (B, 2). Argmax ties go to the lowest id (tf.argmax).
-    void add(const model::BertPretrainer& engine, const model::Batch& batch, int vocab_size);
+    // Adds one batch's forward (training=false): the engine's rows — cross-entropy from a float
+    // log-sum-exp as TF's fp32 log_softmax, summed in double; argmax ties to the lowest id as
+    // tf.argmax — summed here in double.
+    void add(const model::Losses& batch_losses);
     EvalMetrics result() const;
     // Data parallel: every rank's sums added (collective; exact for the counts and Σw of the
     // accuracy, so it equals one process over the same records).
