@@ -22,32 +22,6 @@ namespace {
 // --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
-// max |x| over the row, or -1 when it holds a NaN or ±Inf
-float row_absmax(const float* x, int C) {
-    float m = 0.f, nonfinite = 0.f;
-    for (int c = 0; c < C; ++c) {
-        const float a = std::fabs(x[c]);
-        m = m < a ? a : m;
-        nonfinite += x[c] * 0.f;  // NaN once any value is NaN or ±Inf
-    }
-    return nonfinite != 0.f || !(m <= 3.4e38f) ? -1.f : m;
-}
-
-// false (the row left unwritten) when the row is not finite
-bool quantize_row(int8_t* q, float* scale, const float* x, int C, int qmax) {
-    const float m = row_absmax(x, C);
-    if (m < 0.f) return false;
-    if (m == 0.f) {
-        std::fill(q, q + C, int8_t(0));
-        *scale = 0.f;
-        return true;
-    }
-    const float r = static_cast<float>(qmax) / m;
-    for (int c = 0; c < C; ++c) q[c] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[c] * r)));
-    *scale = m / static_cast<float>(qmax);
-    return true;
-}
-
 [[noreturn]] void nonfinite_activation() {
     fail("int8: a non-finite activation (NaN or Inf) cannot be quantized; the fp32 engine would "
          "carry it to the outputs (hint: run --dtype=fp32 to see where it starts)");
@@ -57,9 +31,10 @@ bool quantize_row(int8_t* q, float* scale, const float* x, int C, int qmax) {
 
 void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C) {
     int bad = 0;
+    const Kernels& k = kernels();
 #pragma omp parallel for schedule(static) reduction(|| : bad) if (worth_parallel(static_cast<size_t>(N) * C))
     for (int i = 0; i < N; ++i)
-        bad = bad || !quantize_row(q + static_cast<size_t>(i) * C, scale + i, x + static_cast<size_t>(i) * C, C, 127);
+        bad = bad || !k.quantize_row_s8(q + static_cast<size_t>(i) * C, scale + i, x + static_cast<size_t>(i) * C, C, 127);
     if (bad) nonfinite_activation();
 }
 
@@ -143,19 +118,14 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
             matmul(MatmulType::s8, false, m, OUT, IN, xq + static_cast<size_t>(r0) * IN, IN, w.packed, -1, 0.f,
                    acc.data(), OUT, nullptr, MatmulType::s32);
             float* out = staged ? v.data() : static_cast<float*>(y) + at;
-            for (int i = 0; i < m; ++i) {
-                const int32_t* a = acc.data() + static_cast<size_t>(i) * OUT;
-                float* o = out + static_cast<size_t>(i) * OUT;
-                const float sx = xscale[r0 + i];
-                for (int j = 0; j < OUT; ++j) o[j] = static_cast<float>(a[j]) * (sx * w.scale[j]) + (b ? b[j] : 0.f);
-            }
+            k.dequantize_rows(out, acc.data(), xscale + r0, w.scale, b, m, OUT);
             // over the whole block at once: each kernel call may open an (inactive, nested) OpenMP
             // region, a cost to pay once per block rather than per row
             if (act) k.activation_forward(*act, out, out, n, nullptr);
             if (yq) {
                 for (int i = 0; i < m; ++i)
-                    bad = bad || !quantize_row(yq + at + static_cast<size_t>(i) * OUT, yscale + r0 + i,
-                                               out + static_cast<size_t>(i) * OUT, OUT, 127);
+                    bad = bad || !k.quantize_row_s8(yq + at + static_cast<size_t>(i) * OUT, yscale + r0 + i,
+                                                    out + static_cast<size_t>(i) * OUT, OUT, 127);
             } else if (staged) {
                 to_bf16_serial(static_cast<bf16*>(y) + at, out, n);
             }

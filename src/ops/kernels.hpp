@@ -28,6 +28,7 @@
 #include "ops/embedding.hpp"
 #include "ops/isa.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/quantize.hpp"
 #include "ops/softmax.hpp"
 
 namespace bertbench::ops {
@@ -75,6 +76,9 @@ struct Kernels {
     void (*cross_entropy_backward_bf16)(bf16* dlb, float* db, float* db_part, const float* logits,
                                         const float* lse, const int32_t* labels, const float* coef,
                                         int R, int V);
+    bool (*quantize_row_s8)(int8_t* q, float* scale, const float* x, int C, int qmax);
+    void (*dequantize_rows)(float* y, const int32_t* acc, const float* xscale, const float* wscale,
+                            const float* bias, int rows, int cols);
     size_t (*array_argmax)(const float* x, size_t n);
     float (*exp_affine_sum)(float* y, const float* x, size_t n, float scale, float shift);
 };

@@ -36,6 +36,8 @@ const Kernels kTable = {
     .cross_entropy_backward = &isa::cross_entropy_backward<float>,
     .cross_entropy_forward_bias = &isa::cross_entropy_forward_bias<float>,
     .cross_entropy_backward_bf16 = &isa::cross_entropy_backward_bf16,
+    .quantize_row_s8 = &isa::quantize_row_s8,
+    .dequantize_rows = &isa::dequantize_rows,
     .array_argmax = &isa::array_argmax<float>,
     .exp_affine_sum = &isa::exp_affine_sum<float>,
 };

@@ -241,5 +241,62 @@ TEST(Kernels, ChosenTableIsRunnable) {
     EXPECT_EQ(kernels_for(k.isa), &k);  // what kernels() picked exists here and this CPU runs it
 }
 
+// int8 inference's passes (ops/quantize.hpp) on every table this CPU runs, bit for bit against
+// their scalar formulas written out here: q = nearbyint(x·(qmax/max|x|)), scale = max|x|/qmax;
+// y = float(acc)·(sx·sw) + b.
+TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
+    for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+        const Kernels* k = kernels_for(isa);
+        if (!k) continue;
+        for (const size_t n : kSizes) {
+            const int C = static_cast<int>(n);
+            for (const int qmax : {127, 63}) {
+                std::vector<float> x = rand_f(n, n + qmax, 5.0);
+                if (n > 5) x[5] = 0.5f / static_cast<float>(qmax);  // a tie of the rounding
+                float m = 0.f;
+                for (const float v : x) m = std::max(m, std::fabs(v));
+                const float r = static_cast<float>(qmax) / m;
+                std::vector<int8_t> q(n, 99), want(n);
+                for (size_t c = 0; c < n; ++c) want[c] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[c] * r)));
+                float scale = -1.f;
+                ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, x.data(), C, qmax)) << k->name << " n=" << n;
+                EXPECT_EQ(q, want) << k->name << " n=" << n << " qmax=" << qmax;
+                EXPECT_EQ(scale, m / static_cast<float>(qmax)) << k->name << " n=" << n;
+            }
+            std::vector<float> zeros(n, 0.f), x = rand_f(n, n);
+            std::vector<int8_t> q(n, 99);
+            float scale = -1.f;
+            ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, zeros.data(), C, 127));
+            EXPECT_EQ(scale, 0.f);
+            EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; })) << k->name << " n=" << n;
+            for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity()}) {
+                std::vector<float> y = x;
+                y[n - 1] = bad;  // the last element: the scalar tail or the last vector
+                EXPECT_FALSE(k->quantize_row_s8(q.data(), &scale, y.data(), C, 127)) << k->name << " n=" << n << " " << bad;
+                y[n - 1] = x[n - 1];
+                y[0] = bad;
+                EXPECT_FALSE(k->quantize_row_s8(q.data(), &scale, y.data(), C, 127)) << k->name << " n=" << n << " " << bad;
+            }
+            // dequantization: 3 rows of n columns, with and without a bias
+            const int rows = 3;
+            std::vector<int32_t> acc(static_cast<size_t>(rows) * n);
+            for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<int32_t>((i * 2654435761u) % 2000001) - 1000000;
+            const std::vector<float> xs = {0.013f, 0.f, 2.5e-3f}, ws = rand_f(n, 2 * n, 0.01), b = rand_f(n, 3 * n);
+            for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+                std::vector<float> y(acc.size()), want(acc.size());
+                for (int i = 0; i < rows; ++i)
+                    for (size_t j = 0; j < n; ++j) {
+                        const float t = xs[i] * ws[j];
+                        const float p = static_cast<float>(acc[i * n + j]) * t;
+                        want[i * n + j] = p + (bias ? bias[j] : 0.f);
+                    }
+                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C);
+                EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::ops

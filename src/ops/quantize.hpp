@@ -1,0 +1,118 @@
+// The elementwise passes of int8 inference (ops/int8.hpp), vectorised: a row quantized to s8
+// symmetrically, and int32 products dequantized with their row and column scales and the bias.
+// Both give the same bits as their scalar formulas on every path (max is exact, the conversion
+// rounds to nearest even as std::nearbyint does in the default rounding mode, and the dequantization
+// multiplies and adds without contraction, in the scalar order).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "ops/isa.hpp"
+#include "ops/vmath.hpp"
+
+BB_OPS_ISA_BEGIN
+
+// One row x(C) to [-qmax, qmax]: m = max|x|, q = round(x·(qmax/m)), scale = m/qmax; a row of zeros
+// gives q 0 and scale 0. False (q and scale unwritten) when the row holds a NaN or ±Inf, or
+// |x| > 3.4e38.
+inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int qmax) {
+    float m = 0.f;
+    bool bad = false;
+    int c = 0;
+#ifdef BB_OPS_AVX512
+    {
+        const __m512 z = _mm512_setzero_ps();
+        __m512 mv = z;
+        __mmask16 nonfinite = 0;
+        for (; c + 16 <= C; c += 16) {
+            const __m512 v = _mm512_loadu_ps(x + c);
+            mv = _mm512_max_ps(mv, _mm512_abs_ps(v));
+            // v·0 is NaN exactly when v is NaN or ±Inf
+            nonfinite = static_cast<__mmask16>(nonfinite | _mm512_cmp_ps_mask(_mm512_mul_ps(v, z), z, _CMP_NEQ_UQ));
+        }
+        m = _mm512_reduce_max_ps(mv);
+        bad = nonfinite != 0;
+    }
+#endif
+    {
+        const __m256 z = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.f);
+        __m256 mv = _mm256_set1_ps(m), nonfinite = z;
+        for (; c + 8 <= C; c += 8) {
+            const __m256 v = _mm256_loadu_ps(x + c);
+            mv = _mm256_max_ps(mv, _mm256_andnot_ps(sign, v));
+            nonfinite = _mm256_or_ps(nonfinite, _mm256_cmp_ps(_mm256_mul_ps(v, z), z, _CMP_NEQ_UQ));
+        }
+        m = hmax8(mv);
+        bad = bad || _mm256_movemask_ps(nonfinite) != 0;
+    }
+    for (; c < C; ++c) {
+        const float a = std::fabs(x[c]);
+        m = m < a ? a : m;
+        bad = bad || x[c] * 0.f != 0.f;
+    }
+    if (bad || !(m <= 3.4e38f)) return false;
+    if (m == 0.f) {
+        std::fill(q, q + C, int8_t(0));
+        *scale = 0.f;
+        return true;
+    }
+    const float r = static_cast<float>(qmax) / m;
+    c = 0;
+#ifdef BB_OPS_AVX512
+    {
+        const __m512 rv = _mm512_set1_ps(r);
+        for (; c + 16 <= C; c += 16)
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c),
+                             _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv))));
+    }
+#endif
+    {
+        const __m256 rv = _mm256_set1_ps(r);
+        for (; c + 8 <= C; c += 8) {
+            const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), rv));
+            const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(q + c), _mm_packs_epi16(w, w));
+        }
+    }
+    for (; c < C; ++c) q[c] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[c] * r)));
+    *scale = m / static_cast<float>(qmax);
+    return true;
+}
+
+// y(i, j) = acc(i, j)·(xscale(i)·wscale(j)) + bias(j) over rows × cols (bias may be null: + 0).
+inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, const float* wscale,
+                            const float* bias, int rows, int cols) {
+    for (int i = 0; i < rows; ++i) {
+        const int32_t* a = acc + static_cast<size_t>(i) * cols;
+        float* o = y + static_cast<size_t>(i) * cols;
+        const float sx = xscale[i];
+        int j = 0;
+#ifdef BB_OPS_AVX512
+        {
+            const __m512 s = _mm512_set1_ps(sx);
+            for (; j + 16 <= cols; j += 16) {
+                const __m512 b = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
+                const __m512 t = _mm512_mul_ps(s, _mm512_loadu_ps(wscale + j));
+                _mm512_storeu_ps(o + j, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(a + j)), t), b));
+            }
+        }
+#endif
+        const __m256 s = _mm256_set1_ps(sx);
+        for (; j + 8 <= cols; j += 8) {
+            const __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
+            const __m256 t = _mm256_mul_ps(s, _mm256_loadu_ps(wscale + j));
+            const __m256 v = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j)));
+            _mm256_storeu_ps(o + j, _mm256_add_ps(_mm256_mul_ps(v, t), b));
+        }
+        for (; j < cols; ++j) {
+            const float t = sx * wscale[j];
+            o[j] = static_cast<float>(a[j]) * t + (bias ? bias[j] : 0.f);
+        }
+    }
+}
+
+BB_OPS_ISA_END
