@@ -7,10 +7,11 @@
 #   3. bertbench pretrain: BERT-tiny's shape with LAMB until the masked-LM accuracy on the held-out
 #      Brown documents reaches $TARGET (MLPerf-style online evaluation, every 12,800 samples)
 #   4. bertbench eval on the final checkpoint, and a short summary.
-# Calibration (docs/time-to-train.md: a quiet Zen 4, 2 threads, ~1,200 training sequences/s): the
-# held-out accuracy sits on the frequent-token plateau (below 0.145) for the first 38,400-51,200
-# samples, passes 0.20 at 89,600-102,400 and TARGET 0.25 at 204,800-307,200 (180-282 s; five seeds,
-# every one reached it); one run went on to 0.30 at 640,000 samples (568 s). Override TARGET/STEPS.
+# Calibration (docs/time-to-train.md: a quiet Zen 4, 2 threads, bf16, ~1,600-1,800 training
+# sequences/s): the held-out accuracy sits on the frequent-token plateau (below 0.145) for the first
+# 51,200-64,000 samples, passes 0.20 at 89,600-115,200 and TARGET 0.25 at 217,600-320,000 (138-199 s;
+# five seeds, every one reached it). 0.30 takes 700,000-960,000+ samples (419-570+ s): not every seed
+# reaches it inside 10 minutes. Override TARGET/STEPS/DTYPE.
 # A second run with the same settings resumes the run or reports the finished one.
 # Environment overrides: DATA (data), OUT (runs/demo), BUILD (build), TARGET, STEPS, THREADS,
 # DTYPE (bf16 where the CPU multiplies bf16 natively, else fp32).
@@ -64,7 +65,7 @@ print(f"  masked-LM accuracy     : {f(r['final_masked_lm_accuracy'], '{:.4f}')} 
       f"{e['examples']} held-out examples (loss {e['masked_lm_loss']:.3f}, NSP accuracy {e['next_sentence_accuracy']:.3f})")
 print(f"  time to target         : {f(r['time_to_target_s'], '{:.0f} s')} ({f(r['samples_to_target'], '{} samples')}); "
       f"wall {r['wall_time_s']:.0f} s")
-print(f"  training throughput    : {f(r['train_sequences_per_second'], '{:.1f}')} sequences/s (seq 32, warm-up excluded)")
+print(f"  training throughput    : {f(r['train_sequences_per_second'], '{:.1f}')} sequences/s (seq 32, {r['dtype']}, warm-up excluded)")
 # The learning curve: the plateau (accuracy 0.12-0.14, masked-LM loss ~6) and the climb past it.
 curve = [json.loads(l) for l in open(f"{run}/eval_log.jsonl")]
 if curve:

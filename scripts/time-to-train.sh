@@ -4,10 +4,11 @@
 #   scripts/time-to-train.sh [--runs=N | --seeds=S1,S2,...] [--out=DIR] [--bertbench=PATH]
 #                            [pretrain flags ...]
 # Without pretrain flags it runs the demo recipe (scripts/demo-recipe.sh; TARGET, STEPS, THREADS,
-# DTYPE as for make demo) on make demo's records (RECORDS, default runs/demo/records-s32). Any other flag goes
-# to `bertbench pretrain` unchanged, except --seed and --output_dir, which this script sets: run k
-# gets --seed=<k-th seed> --output_dir=DIR/seed-<seed>. Seeds: 1..N (default N = 5). A rerun with
-# the same DIR resumes an interrupted run and reuses finished ones (pretrain does that).
+# DTYPE as for make demo) on make demo's records (RECORDS, default runs/demo/records-s32) into
+# runs/time-to-train/demo-target<T>-steps<S>-<dtype>. Any other flag goes to `bertbench pretrain`
+# unchanged, except --seed and --output_dir, which this script sets: run k gets --seed=<k-th seed>
+# --output_dir=DIR/seed-<seed>. Seeds: 1..N (default N = 5). A rerun with the same DIR resumes an
+# interrupted run and reuses finished ones (pretrain does that).
 # Scoring (MLPerf Training rules, as mlperf_logging's result_summarizer computes them): each run's
 # time to target is run_start -> the evaluation that reached the target (results.json
 # time_to_target_s; initialisation excluded). With N >= 5 the fastest and the slowest runs are
@@ -36,7 +37,7 @@ for a in "$@"; do
     --bertbench=*) BB=${a#--bertbench=} ;;
     --seed=*|--seed|--output_dir=*|--output_dir)
       die "${a%%=*}: set by this script (--seeds=S1,S2,... and --out=DIR), expected it absent, got $a" ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$a") ;;
   esac
 done
