@@ -1,6 +1,6 @@
 // The instruction-set region of the kernel headers (ops/kernels.hpp explains the scheme).
 // Every inline function and template in vmath, activation, softmax, layernorm, dropout,
-// bias_grad, attention, embedding and cross_entropy sits between BB_OPS_ISA_BEGIN and BB_OPS_ISA_END: in
+// bias_grad, attention, embedding, cross_entropy and quantize sits between BB_OPS_ISA_BEGIN and BB_OPS_ISA_END: in
 // the inline namespace bertbench::ops::avx2 everywhere, except in the AVX-512 copy of
 // ops/kernels_isa.cpp (BB_OPS_AVX512 defined), where it is bertbench::ops::avx512 and compiled
 // for AVX-512 by GCC's target pragma. Distinct names keep the two copies of e.g.

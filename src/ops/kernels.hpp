@@ -2,7 +2,7 @@
 // The build targets AVX2 (-march=haswell) so that one binary runs everywhere; oneDNN picks its
 // AVX-512 GEMMs at run time, and this does the same for the rest. Scheme, in one place:
 //  - The kernel headers (vmath, activation, softmax, layernorm, dropout, bias_grad, attention,
-//    embedding, cross_entropy) put their code between BB_OPS_ISA_BEGIN/END (ops/isa.hpp): the inline
+//    embedding, cross_entropy, quantize) put their code between BB_OPS_ISA_BEGIN/END (ops/isa.hpp): the inline
 //    namespace ops::avx2, or ops::avx512 compiled with GCC's AVX-512 target pragma.
 //  - ops/kernels_isa.cpp is compiled twice (src/CMakeLists.txt: once in bb_ops, once as the object
 //    library bb_ops_avx512 with BB_OPS_AVX512); each copy fills a Kernels table of plain function
