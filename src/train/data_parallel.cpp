@@ -60,18 +60,22 @@ model::Losses DataParallel::global_losses(model::BertPretrainer& engine, const m
 
 model::Losses global_losses(dist::Comm& comm, model::BertPretrainer& engine, const model::Losses& l) {
     if (comm.size() == 1) return l;
-    dist::Comm* comm_ = &comm;
-    // Σw·CE of this rank is mlm_loss·(Σw + 1e-5), exactly as the forward divided it.
-    double v[6] = {l.mlm_loss * (l.mlm_weight + 1e-5), l.mlm_weight, l.nsp_loss * l.nsp_count,
-                   l.mlm_correct, static_cast<double>(l.nsp_correct), static_cast<double>(l.nsp_count)};
-    comm_->all_reduce_sum(std::span<double>(v, 6));
+    // The forward's sums (Σw·CE, Σw, ΣCE, the counts) add up over ranks; the means follow as the
+    // forward computes them.
+    double v[7] = {l.mlm_loss_sum, l.mlm_weight, l.nsp_loss_sum, l.mlm_correct,
+                   static_cast<double>(l.nsp_correct), static_cast<double>(l.nsp_count),
+                   static_cast<double>(l.mlm_count)};
+    comm.all_reduce_sum(std::span<double>(v, 7));
     model::Losses g;
+    g.mlm_loss_sum = v[0];
     g.mlm_weight = v[1];
     g.mlm_loss = v[0] / (v[1] + 1e-5);
+    g.nsp_loss_sum = v[2];
     g.nsp_count = static_cast<int>(v[5]);
     g.nsp_loss = v[5] > 0 ? v[2] / v[5] : 0.0;
     g.mlm_correct = v[3];
     g.nsp_correct = static_cast<int>(v[4]);
+    g.mlm_count = static_cast<int>(v[6]);
     g.total = g.mlm_loss + g.nsp_loss;
     engine.set_global_mlm_weight(g.mlm_weight, comm.size());
     return g;

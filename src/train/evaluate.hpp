@@ -25,9 +25,9 @@ struct EvalMetrics {
 // The streaming sums of tf.metrics.accuracy / tf.metrics.mean, in double.
 class EvalAccumulator {
 public:
-    // Adds one batch's forward (training=false): the engine's rows — cross-entropy from a float
-    // log-sum-exp as TF's fp32 log_softmax, summed in double; argmax ties to the lowest id as
-    // tf.argmax — summed here in double.
+    // Adds one batch's forward (training=false): the engine's per-row cross-entropy (a float
+    // log-sum-exp, as TF's fp32 log_softmax) and argmax (ties to the lowest id, as tf.argmax),
+    // which the forward sums in double into `batch_losses`.
     void add(const model::Losses& batch_losses);
     EvalMetrics result() const;
     // Data parallel: every rank's sums added (collective; exact for the counts and Σw of the
