@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one prepared visit to a GPU machine (docs/gpu.md): unpacks what scripts/gpu-pack.sh built
-# here, records the machine's facts, runs the backend conformance test on the GPU, measures the
-# backend's GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of
-# it to one folder. Runs in 3-4 minutes on an H100 (three runs took 189-205 s; its timeouts cap it
+# here, records the machine's facts, runs the backend conformance test on the GPU, trains on the
+# GPU against the CPU (gpu-train-check.sh), measures training and inference steps, the backend's
+# GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of it to one
+# folder. Runs in 3-4 minutes on an H100 (three runs took 189-205 s; its timeouts cap it
 # near 10 minutes).
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
@@ -47,6 +48,13 @@ timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2
 
 step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step)"
 timeout 120 "$BB/bin/test_model" --gtest_filter='EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
+
+step "training on the GPU against the CPU: pretraining curves, checkpoints across devices, SQuAD answers"
+timeout 420 bash scripts/gpu-train-check.sh "$BB/bin/bertbench" "$BB/data" "$OUT" || status=1
+
+step "bertbench bench --mode=train --device=cuda: training steps on the GPU (BERT-base, seq 128)"
+timeout 150 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128 \
+  --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" || status=1
 
 step "bertbench bench --mode=infer --device=cuda: the engine on the GPU (BERT-base, -large; seq 128)"
 timeout 240 "$BB/bin/bertbench" bench --mode=infer --device=cuda --model=base,large --seq_len=128 \

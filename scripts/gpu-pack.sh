@@ -2,7 +2,8 @@
 # Builds the CUDA programs here (-DBB_CUDA=ON in build-cuda/, with this machine's CUDA toolkit) and
 # packs them, with the shared libraries they need that a GPU machine lacks (oneDNN, OpenBLAS, fmt,
 # libgomp ...; not glibc, libstdc++, the CUDA runtime or cuBLASLt, which it has), into
-# gpu-pack/bundle.tar.xz (git-ignored), for scripts/gpu-check.sh to run there. docs/gpu.md.
+# gpu-pack/bundle.tar.xz (git-ignored), for scripts/gpu-check.sh to run there, with the golden data
+# scripts/gpu-train-check.sh trains on. docs/gpu.md.
 # Usage: scripts/gpu-pack.sh            (then the device run carries gpu-pack/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,12 @@ for b in "$stage"/bin/*; do
     [[ $base =~ $keep_out ]] || cp -Ln "$lib" "$stage/lib/$base"
   done
 done
+# The data of gpu-train-check.sh: golden records, vocabulary and SQuAD files from ../shared
+golden=${BB_SHARED_DIR:-../shared}/golden
+mkdir -p "$stage/data"
+cp "$golden/pretraining/public_128_s12345_d2.tfrecord" "$stage/data/train.tfrecord"
+cp "$golden/eval_pick/public_128_eval100.tfrecord" "$stage/data/eval.tfrecord"
+cp "$golden/vocab.txt" "$golden/squad_pipeline/train-v1.1.json" "$golden/squad_pipeline/dataset-v1.1.json" "$stage/data/"
 mkdir -p gpu-pack
 tar -C "$stage" -cJf gpu-pack/bundle.tar.xz.tmp .
 mv gpu-pack/bundle.tar.xz.tmp gpu-pack/bundle.tar.xz

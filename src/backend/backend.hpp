@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -221,13 +222,14 @@ template <typename T>
 class Buffer {
 public:
     Buffer(Backend& be, size_t n) : be_(&be), n_(n), p_(static_cast<T*>(n ? be.alloc(n * sizeof(T)) : nullptr)) {}
-    Buffer(Backend& be, const std::vector<T>& host) : Buffer(be, host.size()) { upload(host); }
+    Buffer(Backend& be, std::span<const T> host) : Buffer(be, host.size()) { upload(host); }
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     ~Buffer() { if (p_) be_->release(p_); }
     T* get() const { return p_; }
     size_t size() const { return n_; }
-    void upload(const std::vector<T>& host) {
+    std::span<T> span() const { return {p_, n_}; }
+    void upload(std::span<const T> host) {
         if (n_) be_->upload(p_, host.data(), n_ * sizeof(T));
     }
     std::vector<T> download() const {
@@ -241,5 +243,25 @@ private:
     size_t n_;
     T* p_;
 };
+
+// Host access to n values at p in `be`'s memory. host_view: the values themselves where that
+// memory is the host's, else a copy downloaded into `copy`. modify_on_host: `fn` gets a span of
+// them to read and change in place (where the memory is not the host's: a downloaded copy,
+// uploaded back afterwards).
+template <typename T>
+std::span<const T> host_view(Backend& be, const T* p, size_t n, std::vector<T>& copy) {
+    if (be.host_memory()) return {p, n};
+    copy.resize(n);
+    if (n) be.download(copy.data(), p, n * sizeof(T));
+    return copy;
+}
+template <typename T, typename Fn>
+void modify_on_host(Backend& be, T* p, size_t n, Fn&& fn) {
+    if (be.host_memory()) return fn(std::span<T>(p, n));
+    std::vector<T> copy;
+    host_view(be, p, n, copy);
+    fn(std::span<T>(copy));
+    if (n) be.upload(p, copy.data(), n * sizeof(T));
+}
 
 }  // namespace bertbench::backend

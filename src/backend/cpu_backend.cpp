@@ -163,7 +163,16 @@ public:
     void release(void* p) noexcept override { AlignedAllocator<unsigned char>().deallocate(static_cast<unsigned char*>(p), 0); }
     void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
     void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
-    void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+    // With every OpenMP thread (a BERT-base gradient is 440 MB; one thread takes twice as long).
+    void zero(void* dst, size_t bytes) override {
+        constexpr size_t kPart = size_t{1} << 17;
+        const long parts = static_cast<long>((bytes + kPart - 1) / kPart);
+#pragma omp parallel for schedule(static) if (parts > 1)
+        for (long i = 0; i < parts; ++i) {
+            const size_t b = static_cast<size_t>(i) * kPart;
+            std::memset(static_cast<unsigned char*>(dst) + b, 0, std::min(kPart, bytes - b));
+        }
+    }
     void synchronize() override {}
     bool host_memory() const override { return true; }
     std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType type) const override {

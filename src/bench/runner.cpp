@@ -13,7 +13,6 @@
 #include <random>
 
 #include "backend/backend.hpp"
-#include "core/aligned.hpp"
 #include "core/error.hpp"
 #include "core/profile.hpp"
 #include "core/sysinfo.hpp"
@@ -45,19 +44,14 @@ struct Setup {
     bool train;
     int max_pred;
     model::ParamTable table;
-    AlignedVector<float> params, grads;
+    backend::Backend& be;  // Point::backend, or the CPU's
+    backend::Buffer<float> params, grads;  // be's memory
     std::unique_ptr<model::BertPretrainer> pretrainer;  // task pretraining
     std::unique_ptr<model::BertSquad> squad;            // task squad
     std::vector<model::Batch> batches;                  // task pretraining
     std::vector<SquadBatch> squad_batches;              // task squad
     std::string span_labels;
     std::unique_ptr<optim::ParameterUpdater> updater;
-    std::unique_ptr<backend::Buffer<float>> device_params;  // Point::backend's copy of params
-    // The parameters the engine reads: the device's copy, or the host's.
-    std::span<const float> engine_params() const {
-        if (device_params) return {device_params->get(), device_params->size()};
-        return params;
-    }
     uint64_t micro = 0;
     size_t next_batch = 0;
 
@@ -67,18 +61,20 @@ struct Setup {
           max_pred(is_squad(point)                ? 0
                    : point.max_predictions > 0 ? point.max_predictions
                                                : default_max_predictions(point.seq_len)),
-          table(point.config, is_squad(point) ? model::Heads::squad : model::Heads::pretraining) {
+          table(point.config, is_squad(point) ? model::Heads::squad : model::Heads::pretraining),
+          be(point.backend ? *point.backend : backend::cpu()),
+          params(be, table.total_floats()),
+          grads(be, train ? table.total_floats() : 0) {
         const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
         model::EngineOptions opts{p.dtype};
         opts.backend = p.backend;
-        if (p.backend && train) fail("bench --mode=train on the {} backend: not yet (the optimizers update host memory)", p.backend->name());
         if (is_squad(p))
             squad = std::make_unique<model::BertSquad>(table, plan, opts);
         else
             pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
-        params.resize(table.total_floats());
-        table.initialize(params, 42);
-        if (p.backend) device_params = std::make_unique<backend::Buffer<float>>(*p.backend, std::vector<float>(params.begin(), params.end()));
+        be.zero(params.get(), params.size() * sizeof(float));  // the padding between tensors too
+        backend::modify_on_host(be, params.get(), params.size(),
+                                [&](std::span<float> w) { table.initialize(w, 42); });
         const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
         if (is_squad(p)) {
             if (p.data_files.empty()) {
@@ -99,7 +95,7 @@ struct Setup {
                                    std::min(needed, 256), p.skip_corrupt_records);
         }
         if (train) {
-            grads.assign(table.total_floats(), 0.0f);
+            be.zero(grads.get(), grads.size() * sizeof(float));
             optim::LrSchedule schedule;
             schedule.num_train_steps = 1'000'000;
             // pretraining: MLPerf's LAMB; squad: run_squad.py's optimization.py AdamWeightDecay
@@ -107,8 +103,8 @@ struct Setup {
             const optim::OptimizerConfig oc = is_squad(p) ? optim::OptimizerConfig::adamw_reference()
                                                           : optim::OptimizerConfig{};
             if (is_squad(p)) schedule.learning_rate = 5e-5;  // run_squad.py's default
-            updater = std::make_unique<optim::ParameterUpdater>(table, oc, schedule,
-                                                                p.steps_per_update);
+            updater = std::make_unique<optim::ParameterUpdater>(
+                table, oc, schedule, p.steps_per_update, optim::ClipMode::per_micro_batch, 1.0f, be);
         }
     }
 
@@ -126,23 +122,23 @@ struct Setup {
             used.push_back(&b);
             if (!train) {
                 if (squad)
-                    squad->forward(engine_params(), b, {}, {}, false, 0, 0);
+                    squad->forward(params.span(), b, {}, {}, false, 0, 0);
                 else
-                    pretrainer->forward(engine_params(), b, false, 0, 0);
-                if (p.backend) p.backend->synchronize();  // the step ends when the device is done
+                    pretrainer->forward(params.span(), b, false, 0, 0);
                 continue;
             }
             if (squad) {
                 train::SquadStep m(*squad, nullptr);  // one process (see micro_step.hpp)
                 m.set_batch(b, sb->start_positions, sb->end_positions);
-                train::micro_step(m, params, grads, {*updater}, 1234, micro);
+                train::micro_step(m, params.span(), grads.span(), {*updater}, 1234, micro);
             } else {
                 train::PretrainStep m(*pretrainer, nullptr);
                 m.set_batch(b);
-                train::micro_step(m, params, grads, {*updater}, 1234, micro);
+                train::micro_step(m, params.span(), grads.span(), {*updater}, 1234, micro);
             }
             ++micro;
         }
+        be.synchronize();  // the step ends when the device is done
     }
 
     double flops(const model::Batch& b) const {

@@ -47,8 +47,8 @@ struct Point {
     // the real tokens only (padding not computed; the same logits at real positions, but a
     // training loss whose softmax spans the real tokens only)
     std::string squad_layout = "padded";
-    // The backend the engine runs on, with the parameters in its memory (null: the engine's own
-    // CPU backend). Inference only so far: the optimizers update host memory.
+    // The backend the engine runs on, with the parameters, gradients and optimizer state in its
+    // memory (null: the CPU's).
     backend::Backend* backend = nullptr;
 };
 

@@ -228,12 +228,9 @@ int cmd_bench(int argc, char** argv) {
         log::set_level(log::Level::error);
         json_path.clear(), plot_path.clear(), md_path.clear(), profile_svg_path.clear();
     }
-    // --device=cuda: the GEMM ceiling and inference run on the GPU; training not yet (its
-    // optimizers update host memory)
+    // --device=cuda: the GEMM ceiling, inference and training steps run on the GPU
     std::unique_ptr<backend::Backend> gpu;
     if (device.cuda()) {
-        for (const std::string& m : split_commas(mode))
-            if (m == "train") device.require_cpu("bench --mode=train");
         if (comm.is_mpi()) fail("--device=cuda: not under mpirun yet (one process per GPU needs NCCL: docs/gpu.md)");
         if (profile) fail("--profile with --device=cuda: per-op GPU times (CUDA events) are not measured yet");
         gpu = device.cuda_backend();

@@ -55,9 +55,10 @@ int cmd_eval(int argc, char** argv) {
     add_accelerator_flags(f);
     add_foreign_hints(f);
     if (!f.parse(argc, argv)) return 0;
-    device.require_cpu("eval");
+    const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
     const ops::Precision precision = pf.precision(false);
+    require_precision(be.get(), precision);
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
     const int cpus = sysinfo::cpus_available();
     if (threads < 0 || threads > cpus)
@@ -83,6 +84,7 @@ int cmd_eval(int argc, char** argv) {
     eo.max_eval_steps = max_eval_steps;
     eo.skip_corrupt_records = skip_corrupt_records;
     eo.precision = precision;
+    eo.backend = be.get();
     eo.allow_missing_weights = allow_missing_weights;
     const train::EvalMetrics m = train::evaluate_checkpoint(eo);
     dist::Comm& comm = dist::world();

@@ -293,7 +293,7 @@ int cmd_pretrain(int argc, char** argv) {
     const int ranks = dist::world().size();
     if (dist::world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     if (!f.parse(argc, argv)) return 0;
-    device.require_cpu("pretrain");
+    const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     // Which script's command line this is: NVIDIA PyTorch's, NGC TF's, or PerfZero's/MLPerf's.
     const std::string pt_marker = apply_nvidia_pt_pretrain(
         f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);
@@ -304,6 +304,8 @@ int cmd_pretrain(int argc, char** argv) {
                         "a file (bert_config.json)");
     apply_nvidia_pt_loss_scale(pt_marker, pf.loss_scale);
     o.precision = pf.precision(o.do_train);
+    require_precision(be.get(), o.precision);
+    o.backend = be.get();
     o.loss_scale = pf.loss_scale;
     o.initial_loss_scale = pf.initial_loss_scale;
     o.loss_scale_window = pf.loss_scale_window;

@@ -169,7 +169,7 @@ int cmd_squad(int argc, char** argv) {
     nvpt.add(flags, NvidiaPtFlags::Script::squad);
     add_squad_hints(flags);
     if (!flags.parse(argc, argv)) return 0;
-    device.require_cpu("squad");
+    const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     const int ranks = dist::world().size();
     const std::string nvidia =
         apply_nvidia_pt_squad(flags, nvpt, o.train_batch_size, o.do_lower_case, ranks);
@@ -238,6 +238,7 @@ int cmd_squad(int argc, char** argv) {
                  "decode logits), got none", o.output_dir);
     }
     const ops::Precision precision = o.precision_flags.precision(o.do_train);
+    require_precision(be.get(), precision);
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
@@ -290,6 +291,7 @@ int cmd_squad(int argc, char** argv) {
             t.inputs = {o.vocab_file, o.train_file};
             if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
             t.precision = precision;
+            t.backend = be.get();
             t.loss_scale = o.precision_flags.loss_scale;
             t.initial_loss_scale = o.precision_flags.initial_loss_scale;
             t.loss_scale_window = o.precision_flags.loss_scale_window;
@@ -340,7 +342,7 @@ int cmd_squad(int argc, char** argv) {
                                                 o.model, o.max_seq_length, o.allow_missing_weights);
             }
             const train::SquadInference inf =
-                train::squad_infer(*model, features, o.predict_batch_size, precision);
+                train::squad_infer(*model, features, o.predict_batch_size, precision, be.get());
             const std::string raw_path = (dir / "raw_results.jsonl").string();
             write_file_atomic(raw_path, train::squad_raw_results_jsonl(inf.results));
             preds = train::squad_write_predictions(eval_examples, features, inf.results, popt, raw_path,

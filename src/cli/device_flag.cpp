@@ -9,8 +9,8 @@ namespace bertbench::cli {
 
 void DeviceFlag::add(Flags& f) {
     f.add("device", &device,
-          "cpu | cuda[:N]: where the work runs. The engine runs on the CPU; on a CUDA build with a GPU "
-          "only `bench --mode=gemm` runs on it so far (docs/gpu.md)");
+          "cpu | cuda[:N]: where the engine, the weights and the optimizer live (cuda: a build with "
+          "-DBB_CUDA=ON and an NVIDIA GPU; docs/gpu.md)");
 }
 
 bool DeviceFlag::cuda() const {
@@ -30,12 +30,14 @@ std::unique_ptr<backend::Backend> DeviceFlag::cuda_backend() const {
     return backend::make_cuda_backend(index);
 }
 
-void DeviceFlag::require_cpu(const std::string& what) const {
-    if (!cuda()) return;
-    cuda_backend();  // a build without CUDA, no GPU or a bad index: that is the first thing to say
-    fail("--device={}: {} runs on the CPU backend only so far (this build's CUDA backend has the "
-         "ops, the engine does not use them yet: docs/gpu.md); use --device=cpu",
-         device, what);
+std::unique_ptr<backend::Backend> DeviceFlag::backend() const {
+    return cuda() ? cuda_backend() : nullptr;
+}
+
+void require_precision(const backend::Backend* be, ops::Precision precision) {
+    if (be && precision == ops::Precision::int8 && !be->int8_weights())
+        fail("--dtype=int8: the {} backend has no int8 path (int8 runs on the CPU backend: --device=cpu)",
+             be->name());
 }
 
 }  // namespace bertbench::cli

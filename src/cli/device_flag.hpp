@@ -1,7 +1,8 @@
-// --device of the commands that run the engine: cpu (the default) or cuda[:N]. The CUDA backend's
-// ops exist (src/backend, docs/gpu.md) but the engine does not run on them yet, so every command
-// but `bench --mode=gemm` refuses cuda, in one line naming what is missing first: the build
-// (-DBB_CUDA=ON), the GPU, then the engine. Checked right after the flags, before any output.
+// --device of the commands that run the engine: cpu (the default) or cuda[:N]. pretrain, squad and
+// eval run their engines, parameters and optimizer on the backend it names (docs/gpu.md); bench
+// runs --mode=gemm and --mode=infer there. What a command cannot run on CUDA is refused in one line
+// naming what is missing first: the build (-DBB_CUDA=ON), the GPU, then the path. Checked right
+// after the flags, before any output.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "backend/backend.hpp"
 #include "core/flags.hpp"
+#include "ops/bf16.hpp"
 
 namespace bertbench::cli {
 
@@ -19,8 +21,12 @@ struct DeviceFlag {
     bool cuda() const;  // --device=cuda or cuda:N (another value is an Error)
     // The CUDA backend on the GPU --device names (Error where the build or the machine has none).
     std::unique_ptr<backend::Backend> cuda_backend() const;
-    // For a command whose engine runs on the CPU only: an Error for --device=cuda saying why.
-    void require_cpu(const std::string& what) const;
+    // The backend --device names: null for cpu (the engines' own CPU backend), else cuda_backend().
+    std::unique_ptr<backend::Backend> backend() const;
 };
+
+// An Error, before any work, where backend `be` (null: the CPU) cannot run the engine at this
+// precision: int8 needs the backend's int8 kernels.
+void require_precision(const backend::Backend* be, ops::Precision precision);
 
 }  // namespace bertbench::cli

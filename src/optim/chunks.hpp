@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "model/param_table.hpp"
 #include "ops/optimizer.hpp"
 
@@ -27,9 +29,10 @@ struct TensorSlot {
 
 class ChunkPlan {
 public:
-    ChunkPlan() = default;
     // Validates that every tensor lies inside [0, total_floats); Error naming the tensor if not.
-    ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats);
+    // The ops that read it run on `be`: table() and sums() are in its memory.
+    ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
+              backend::Backend& be = backend::cpu());
     ChunkPlan(const ChunkPlan&) = delete;  // table() points into it
     ChunkPlan& operator=(const ChunkPlan&) = delete;
 
@@ -38,8 +41,12 @@ public:
     // chunks of tensor t are chunks()[first_chunk(t) .. first_chunk(t+1))
     size_t first_chunk(size_t t) const { return first_chunk_[t]; }
     size_t total_floats() const { return total_; }
-    // The plan as the backend's optimizer ops read it (host memory).
+    // The plan as the backend's optimizer ops read it (the backend's memory).
     const ops::ChunkTable& table() const { return table_; }
+    backend::Backend& backend() const { return *be_; }
+    // Scratch for the ops' per-chunk sums (2 per chunk: chunk_sum_squares' and lamb_update's
+    // partials), in the backend's memory; one user at a time.
+    double* sums() const { return sums_->get(); }
 
 private:
     std::vector<TensorSlot> tensors_;
@@ -48,6 +55,12 @@ private:
     std::vector<uint8_t> decay_;       // (tensors)
     ops::ChunkTable table_;
     size_t total_ = 0;
+    backend::Backend* be_;
+    // The table's arrays in the backend's memory, where that is not the host's
+    std::unique_ptr<backend::Buffer<Chunk>> chunks_be_;
+    std::unique_ptr<backend::Buffer<size_t>> first_chunk_be_;
+    std::unique_ptr<backend::Buffer<uint8_t>> decay_be_;
+    std::unique_ptr<backend::Buffer<double>> sums_;
 };
 
 }  // namespace bertbench::optim

@@ -1,11 +1,8 @@
 // Global norm, clip factor, accumulation; see clip.hpp. Also the ChunkPlan (chunks.hpp).
 #include "optim/clip.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,8 +10,9 @@
 
 namespace bertbench::optim {
 
-ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats)
-    : total_(total_floats) {
+ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
+                     backend::Backend& be)
+    : total_(total_floats), be_(&be) {
     tensors_.reserve(entries.size());
     first_chunk_.reserve(entries.size() + 1);
     for (const auto& e : entries) {
@@ -31,6 +29,15 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
     }
     first_chunk_.push_back(chunks_.size());
     table_ = {chunks_.data(), chunks_.size(), first_chunk_.data(), decay_.data(), tensors_.size()};
+    if (!be.host_memory()) {
+        chunks_be_ = std::make_unique<backend::Buffer<Chunk>>(be, chunks_);
+        first_chunk_be_ = std::make_unique<backend::Buffer<size_t>>(be, first_chunk_);
+        decay_be_ = std::make_unique<backend::Buffer<uint8_t>>(be, decay_);
+        table_.chunks = chunks_be_->get();
+        table_.first_chunk = first_chunk_be_->get();
+        table_.decay = decay_be_->get();
+    }
+    sums_ = std::make_unique<backend::Buffer<double>>(be, 2 * chunks_.size());
 }
 
 namespace {
@@ -43,12 +50,14 @@ void check_size(const ChunkPlan& plan, size_t got, const char* what) {
 
 }  // namespace
 
-float global_norm(const ChunkPlan& plan, std::span<const float> grads, backend::Backend& be) {
+float global_norm(const ChunkPlan& plan, std::span<const float> grads) {
     check_size(plan, grads.size(), "gradient buffer");
-    std::vector<double> partial(plan.chunks().size());
-    BB_OP(be, chunk_sum_squares)(partial.data(), grads.data(), plan.table());
+    backend::Backend& be = plan.backend();
+    BB_OP(be, chunk_sum_squares)(plan.sums(), grads.data(), plan.table());
+    std::vector<double> copy;
     double total = 0.0;
-    for (double p : partial) total += p;  // fixed order: deterministic for any thread count
+    for (double p : backend::host_view(be, plan.sums(), plan.chunks().size(), copy))
+        total += p;  // fixed order: deterministic for any thread count
     return static_cast<float>(std::sqrt(total));
 }
 
@@ -63,22 +72,12 @@ float clip_scale(float norm, float clip_norm) {
     return clip_norm * std::min(1.0f / norm, 1.0f / clip_norm);
 }
 
-void fill_zero(std::span<float> buf) {
-    const size_t n = buf.size();
-    const long count = static_cast<long>((n + kChunkFloats - 1) / kChunkFloats);
-#pragma omp parallel for schedule(static) if (count > 1)
-    for (long c = 0; c < count; ++c) {
-        const size_t b = static_cast<size_t>(c) * kChunkFloats;
-        std::memset(buf.data() + b, 0, std::min(kChunkFloats, n - b) * sizeof(float));
-    }
-}
-
 void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum, std::span<const float> grads,
-                       float scale, int n, backend::Backend& be) {
+                       float scale, int n) {
     check_size(plan, accum.size(), "accumulation buffer");
     check_size(plan, grads.size(), "gradient buffer");
     if (n < 1) fail("[optim] steps_per_update: expected >= 1, got {}", n);
-    BB_OP(be, chunk_accumulate)(accum.data(), grads.data(), plan.table(), scale, static_cast<float>(n));
+    BB_OP(plan.backend(), chunk_accumulate)(accum.data(), grads.data(), plan.table(), scale, static_cast<float>(n));
 }
 
 }  // namespace bertbench::optim

@@ -12,8 +12,8 @@
 namespace bertbench::optim {
 
 // sqrt(sum over tensors of sum g^2), padding between tensors ignored. (total_floats) buffer.
-// The sums run on backend `be` (its memory must be the host's).
-float global_norm(const ChunkPlan& plan, std::span<const float> grads, backend::Backend& be = backend::cpu());
+// The sums run on the plan's backend (grads: its memory), one double per chunk, added on the host.
+float global_norm(const ChunkPlan& plan, std::span<const float> grads);
 float global_norm(const model::ParamTable& table, std::span<const float> grads);
 
 // The factor tf.clip_by_global_norm multiplies every gradient by:
@@ -22,13 +22,10 @@ float global_norm(const model::ParamTable& table, std::span<const float> grads);
 // clip_norm = +inf means no clipping: 1 (where TF would give inf * 0 = NaN).
 float clip_scale(float norm, float clip_norm = 1.0f);
 
-// buf[i] = 0 for every i, with all OpenMP threads (a BERT-base gradient is 440 MB; one thread
-// takes twice as long to clear it).
-void fill_zero(std::span<float> buf);
-
 // accum[i] += (grad[i] * scale) / n over every tensor (padding untouched); the reference's
-// "accum + g / steps_per_update" with g already clipped. (total_floats) buffers.
+// "accum + g / steps_per_update" with g already clipped. (total_floats) buffers in the memory of
+// the plan's backend.
 void accumulate_scaled(const ChunkPlan& plan, std::span<float> accum, std::span<const float> grads,
-                       float scale, int n, backend::Backend& be = backend::cpu());
+                       float scale, int n);
 
 }  // namespace bertbench::optim

@@ -32,9 +32,9 @@ LossScaler LossScaler::from_flag(const std::string& value, double initial, int w
 
 bool LossScaler::unscale(std::span<float> grads, backend::Backend& be) const {
     if (!enabled()) return true;
-    int32_t nonfinite = 0;  // host memory (be's, for now: see Optimizer)
-    BB_OP(be, scale_values)(grads.data(), grads.size(), static_cast<float>(1.0 / scale_), &nonfinite);
-    return nonfinite == 0;
+    const backend::Buffer<int32_t> nonfinite(be, 1);  // the op's flag, in be's memory
+    BB_OP(be, scale_values)(grads.data(), grads.size(), static_cast<float>(1.0 / scale_), nonfinite.get());
+    return nonfinite.download()[0] == 0;
 }
 
 std::string LossScaler::on_overflow(int64_t step) {

@@ -42,19 +42,15 @@ void OptimizerConfig::validate() const {
 Optimizer::Optimizer(std::span<const model::ParamInfo> entries, size_t total_floats,
                      OptimizerConfig config, backend::Backend& be)
     : config_(config),
-      be_(&be),
-      plan_(entries, total_floats),
-      m_(total_floats, 0.0f),
-      v_(total_floats, 0.0f),
-      partials_(2 * plan_.chunks().size()),
-      ratios_(plan_.tensors().size(), 1.0f),
+      plan_(entries, total_floats, be),
+      m_(be, total_floats),
+      v_(be, total_floats),
+      ratios_(be, std::vector<float>(plan_.tensors().size(), 1.0f)),
       beta1_power_(static_cast<float>(config.beta_1)),
       beta2_power_(static_cast<float>(config.beta_2)) {
     config_.validate();
-    if (!be.host_memory())
-        fail("[optim] the optimizer's state is kept in host memory, and the {} backend's memory is "
-             "not the host's (hint: run the optimizer on the CPU backend)",
-             be.name());
+    be.zero(m_.get(), total_floats * sizeof(float));
+    be.zero(v_.get(), total_floats * sizeof(float));
 }
 
 Optimizer::Optimizer(const model::ParamTable& table, OptimizerConfig config, backend::Backend& be)
@@ -71,8 +67,8 @@ std::vector<StateTensor> Optimizer::state_tensors() {
     std::vector<StateTensor> out;
     out.reserve(2 * plan_.tensors().size());
     for (const auto& t : plan_.tensors()) {
-        out.push_back({t.name + "/adam_m", std::span<float>(m_).subspan(t.offset, t.size)});
-        out.push_back({t.name + "/adam_v", std::span<float>(v_).subspan(t.offset, t.size)});
+        out.push_back({t.name + "/adam_m", m().subspan(t.offset, t.size)});
+        out.push_back({t.name + "/adam_v", v().subspan(t.offset, t.size)});
     }
     return out;
 }
@@ -102,8 +98,8 @@ void Optimizer::step_lamb(float* w, const float* g, float lr, float grad_scale) 
                                1.0f - beta2_power_,
                                static_cast<float>(config_.epsilon),
                                static_cast<float>(config_.weight_decay_rate)};
-    BB_OP(*be_, lamb_update)(w, m_.data(), v_.data(), g, plan_.table(), grad_scale, lr, k, partials_.data(),
-                             ratios_.data());
+    BB_OP(backend(), lamb_update)(w, m_.get(), v_.get(), g, plan_.table(), grad_scale, lr, k, plan_.sums(),
+                                  ratios_.get());
     // TF _finish: beta powers advance after the update, as fp32 products.
     beta1_power_ = beta1_power_ * b1;
     beta2_power_ = beta2_power_ * b2;
@@ -117,7 +113,7 @@ void Optimizer::step_adamw(float* w, const float* g, float lr, float grad_scale)
                                static_cast<float>(1.0 - config_.beta_2),
                                static_cast<float>(config_.epsilon),
                                static_cast<float>(config_.weight_decay_rate)};
-    BB_OP(*be_, adamw_update)(w, m_.data(), v_.data(), g, plan_.table(), grad_scale, lr, k);
+    BB_OP(backend(), adamw_update)(w, m_.get(), v_.get(), g, plan_.table(), grad_scale, lr, k);
 }
 
 }  // namespace bertbench::optim

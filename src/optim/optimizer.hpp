@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "core/aligned.hpp"
 #include "optim/chunks.hpp"
 
 namespace bertbench::optim {
@@ -40,8 +39,8 @@ struct StateTensor {
     std::span<float> data;  // (size of the parameter)
 };
 
-// The updates run on backend `be` (its lamb_update/adamw_update ops); the state (m, v) is host
-// memory, so the backend's memory must be the host's (an Error otherwise).
+// The updates run on backend `be` (its lamb_update/adamw_update ops); the state (m, v), like the
+// parameters and gradients given to step(), is that backend's memory.
 class Optimizer {
 public:
     Optimizer(std::span<const model::ParamInfo> entries, size_t total_floats,
@@ -58,13 +57,11 @@ public:
 
     const OptimizerConfig& config() const { return config_; }
     const ChunkPlan& plan() const { return plan_; }
-    backend::Backend& backend() const { return *be_; }
+    backend::Backend& backend() const { return plan_.backend(); }
 
-    // State. m, v: (total_floats) in the table layout, zero-initialised.
-    std::span<float> m() { return m_; }
-    std::span<float> v() { return v_; }
-    std::span<const float> m() const { return m_; }
-    std::span<const float> v() const { return v_; }
+    // State. m, v: (total_floats) in the table layout, zero-initialised, in the backend's memory.
+    std::span<float> m() const { return m_.span(); }
+    std::span<float> v() const { return v_.span(); }
     int64_t update_count() const { return updates_; }
     // TF's LAMB non-slot variables beta1_power = beta_1^(t+1), beta2_power = beta_2^(t+1), kept
     // as fp32 products exactly as TF updates them (not pow()).
@@ -73,23 +70,22 @@ public:
     // Restores the scalar state (after a checkpoint load has filled m() and v()).
     void set_scalars(int64_t update_count, float beta1_power, float beta2_power);
 
-    // Every parameter's m and v as "<name>/adam_m", "<name>/adam_v", in table order.
+    // Every parameter's m and v as "<name>/adam_m", "<name>/adam_v", in table order (the
+    // backend's memory).
     std::vector<StateTensor> state_tensors();
 
     // LAMB trust ratios of the last step, one per tensor in table order (1 where excluded);
-    // AdamW: all 1. For logging and tests.
-    const std::vector<float>& last_trust_ratios() const { return ratios_; }
+    // AdamW: all 1. For logging and tests (a copy on the host).
+    std::vector<float> last_trust_ratios() const { return ratios_.download(); }
 
 private:
     void step_lamb(float* w, const float* g, float lr, float grad_scale);
     void step_adamw(float* w, const float* g, float lr, float grad_scale);
 
     OptimizerConfig config_;
-    backend::Backend* be_;
-    ChunkPlan plan_;
-    AlignedVector<float> m_, v_;
-    std::vector<double> partials_;  // (2·chunks) LAMB's per-chunk sums of w² and u²
-    std::vector<float> ratios_;     // (tensors)
+    ChunkPlan plan_;  // its sums(): LAMB's per-chunk sums of w² and u²
+    backend::Buffer<float> m_, v_;
+    backend::Buffer<float> ratios_;  // (tensors)
     int64_t updates_ = 0;
     float beta1_power_, beta2_power_;
 };

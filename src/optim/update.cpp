@@ -17,11 +17,16 @@ ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
       schedule_(schedule),
       n_(steps_per_update),
       clip_mode_(clip_mode),
-      clip_norm_(clip_norm) {
+      clip_norm_(clip_norm),
+      accum_(be, steps_per_update > 1 ? total_floats : 0) {
     schedule_.validate();
     if (n_ < 1) fail("--steps_per_update: expected >= 1, got {}", n_);
     if (!(clip_norm_ > 0)) fail("[optim] clip norm: expected > 0, got {}", clip_norm_);
-    if (n_ > 1) accum_.assign(total_floats, 0.0f);
+    clear_accumulator();
+}
+
+void ParameterUpdater::clear_accumulator() {
+    if (accum_.size()) optimizer_.backend().zero(accum_.get(), accum_.size() * sizeof(float));
 }
 
 ParameterUpdater::ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,
@@ -49,12 +54,13 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
                                                   float* grads_mut, const GradientMean* mean) {
     const ChunkPlan& plan = optimizer_.plan();
     backend::Backend& be = optimizer_.backend();
+    const std::span<float> accum = accum_.span();
     MicroStepResult r;
     r.learning_rate = schedule_.at(global_step_);
     // deferred_grad_optimizer: apply when global_step % n == n - 1, then zero the accumulator.
     const bool apply = global_step_ % n_ == n_ - 1;
     const auto clip = [&](std::span<const float> g) {
-        r.grad_norm = global_norm(plan, g, be);
+        r.grad_norm = global_norm(plan, g);
         if (!std::isfinite(r.grad_norm))
             fail("[optim] global step {}: gradient global norm is {} (expected finite); the "
                  "loss diverged or the input is bad (hint: lower --learning_rate or check the "
@@ -79,20 +85,20 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
         optimizer_.step(params, grads, r.learning_rate, r.clip_scale);  // clip fused into the read
     } else if (clip_mode_ == ClipMode::per_micro_batch) {
         clip(grads);
-        accumulate_scaled(plan, accum_, grads, r.clip_scale, n_, be);
+        accumulate_scaled(plan, accum, grads, r.clip_scale, n_);
         if (apply) {
-            if (mean != nullptr) (*mean)(accum_);
-            optimizer_.step(params, accum_, r.learning_rate);
+            if (mean != nullptr) (*mean)(accum);
+            optimizer_.step(params, accum, r.learning_rate);
         }
     } else {
-        accumulate_scaled(plan, accum_, grads, 1.0f, n_, be);
+        accumulate_scaled(plan, accum, grads, 1.0f, n_);
         if (apply) {
-            if (mean != nullptr) (*mean)(accum_);
-            clip(accum_);
-            optimizer_.step(params, accum_, r.learning_rate, r.clip_scale);
+            if (mean != nullptr) (*mean)(accum);
+            clip(accum);
+            optimizer_.step(params, accum, r.learning_rate, r.clip_scale);
         }
     }
-    if (apply && n_ > 1) fill_zero(accum_);
+    if (apply) clear_accumulator();
     r.applied = apply;
     ++global_step_;
     return r;

@@ -11,7 +11,6 @@
 #include <span>
 #include <vector>
 
-#include "core/aligned.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 
@@ -84,8 +83,11 @@ public:
     Optimizer& optimizer() { return optimizer_; }
     const Optimizer& optimizer() const { return optimizer_; }
     const LrSchedule& schedule() const { return schedule_; }
-    // The accumulator (empty when steps_per_update == 1); zero at every update boundary.
-    std::span<float> grad_accum() { return accum_; }
+    // The accumulator in the backend's memory (empty when steps_per_update == 1); zero at every
+    // update boundary.
+    std::span<float> grad_accum() const { return accum_.span(); }
+    // Drops what the accumulator holds (a skipped update).
+    void clear_accumulator();
 
 private:
     MicroStepResult micro_step_impl(std::span<float> params, std::span<const float> grads,
@@ -97,7 +99,7 @@ private:
     ClipMode clip_mode_;
     float clip_norm_;
     int64_t global_step_ = 0;
-    AlignedVector<float> accum_;
+    backend::Buffer<float> accum_;
 };
 
 }  // namespace bertbench::optim

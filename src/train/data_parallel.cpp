@@ -87,7 +87,7 @@ void DataParallel::begin_backward(model::BertPretrainer& engine, std::span<float
 
 model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool overlap) {
     overlapped_ = nullptr;
-    if (!active() || !overlap) return {};
+    if (!active() || !overlap || !be_->host_memory()) return {};
     if (!reducer_) fail("[dist] DataParallel: set_table() before the first backward");
     reducer_->begin(grads);
     overlapped_ = grads.data();
@@ -100,9 +100,17 @@ optim::GradientMean DataParallel::mean() {
     if (!active()) return {};
     return [this](std::span<float> buf) {
         if (!reducer_) fail("[dist] DataParallel: set_table() before the first update");
-        if (buf.data() != overlapped_) reducer_->begin(buf);
+        const bool staged = !be_->host_memory();
+        std::span<float> host = buf;
+        if (staged) {
+            staging_.resize(buf.size());
+            be_->download(staging_.data(), buf.data(), buf.size_bytes());
+            host = staging_;
+        }
+        if (host.data() != overlapped_) reducer_->begin(host);
         overlapped_ = nullptr;
         const dist::ReduceStats s = reducer_->finish();
+        if (staged) be_->upload(buf.data(), staging_.data(), buf.size_bytes());
         stats_.wait_s += s.wait_s;
         stats_.span_s += s.span_s;
         stats_.bytes += static_cast<double>(s.bytes);
@@ -118,7 +126,9 @@ DataParallel::Stats DataParallel::take_stats() {
 
 void DataParallel::require_same_weights(std::span<const float> params, int64_t step) const {
     if (!active()) return;
-    const uint64_t h = dist::fnv1a64(params.data(), params.size_bytes());
+    std::vector<float> copy;
+    const std::span<const float> host = backend::host_view(*be_, params.data(), params.size(), copy);
+    const uint64_t h = dist::fnv1a64(host.data(), host.size_bytes());
     require_same(fmt::format("the weights' FNV-1a hash after step {}", step), fmt::format("{:016x}", h),
                  "the ranks diverged: a bug, please report it");
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "dist/comm.hpp"
 #include "dist/grad_reducer.hpp"
 #include "model/bert.hpp"
@@ -34,6 +35,11 @@ public:
                  size_t bucket_bytes = size_t{4} << 20);
     // The model's parameter layout, once it is known (before the first backward).
     void set_table(const model::ParamTable& table);
+    // The backend whose memory holds the gradients and weights (the CPU's unless set). Where that
+    // memory is not the host's (a GPU's), the all-reduce is staged through the host: mean() copies
+    // the buffer to host memory, averages it there over the ranks and copies it back; nothing
+    // overlaps the backward then (begin_backward installs no hook).
+    void set_device(backend::Backend& be) { be_ = &be; }
 
     dist::Comm& comm() const { return *comm_; }
     int rank() const { return comm_->rank(); }
@@ -94,6 +100,8 @@ private:
     std::unique_ptr<dist::GradientReducer> reducer_;
     float* overlapped_ = nullptr;  // the buffer whose reduction the backward started
     Stats stats_;
+    backend::Backend* be_ = &backend::cpu();
+    std::vector<float> staging_;  // host copy of a device buffer being averaged
 };
 
 }  // namespace bertbench::train

@@ -71,6 +71,13 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     const int local_batch = o.eval_batch_size / comm.size();
     model::EngineOptions engine_options;
     engine_options.precision = o.precision;
+    engine_options.backend = o.backend;
+    // The weights in the memory of the backend the engine runs on
+    std::unique_ptr<backend::Buffer<float>> on_device;
+    if (o.backend && !o.backend->host_memory()) {
+        on_device = std::make_unique<backend::Buffer<float>>(*o.backend, table.total_floats());
+        on_device->upload(params);
+    }
     model::BertPretrainer engine(
         table, {local_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},
         engine_options);
@@ -83,7 +90,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     eo.max_eval_steps = o.max_eval_steps;
     eo.skip_corrupt_records = o.skip_corrupt_records;
     eo.type_vocab_size = config.type_vocab_size;
-    const EvalMetrics m = evaluate(engine, params, config.vocab_size, eo);
+    const EvalMetrics m = evaluate(engine, on_device ? on_device->span() : std::span<float>(params),
+                                   config.vocab_size, eo);
     if (config_out != nullptr) *config_out = config;
     return m;
 }
@@ -135,6 +143,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     e.checkpoint = checkpoint;
     e.bert_config_file = o.bert_config_file;
     e.model = o.model;
+    e.backend = o.backend;
     e.files_flag = o.eval_input_file.empty() ? "input_file" : "eval_input_file";
     e.files = expand_globs(o.eval_input_file.empty() ? o.input_file : o.eval_input_file,
                            e.files_flag);

@@ -33,6 +33,7 @@ struct CheckpointEvalOptions {
     // initialises them with this seed, as the reference keeps TF's initial values; -1 = zeros.
     int64_t init_seed = -1;
     bool allow_missing_weights = false;  // else a tensor the checkpoint lacks is an Error
+    backend::Backend* backend = nullptr;  // --device: where the engine runs (null: the CPU)
 };
 
 // Loads, checks and evaluates; `config` (optional) receives the model config used. Errors name

@@ -222,6 +222,7 @@ void TrainLoop::setup() {
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
     dp_->set_table(task_.table());
+    dp_->set_device(o_.device());  // a GPU's gradients: averaged through host memory
     check_outputs_are_not_inputs();
     if (root_) remove_stale_temporaries(o_.output_dir);
     global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;
@@ -376,9 +377,11 @@ int TrainLoop::run() {
             not_ready = e.what();
         }
         dp_->require_all_ok(not_ready);
-        if (!resume_from_.empty() || !o_.init_checkpoint.empty())
-            check_finite_params(task_.table(), params_,
+        if (!resume_from_.empty() || !o_.init_checkpoint.empty()) {
+            std::vector<float> copy;
+            check_finite_params(task_.table(), backend::host_view(o_.device(), params_->get(), params_->size(), copy),
                                 !resume_from_.empty() ? resume_from_ : o_.init_checkpoint);
+        }
         write_config_json();
         // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.
         const auto num = [](const json& j, const char* key) {
@@ -447,7 +450,7 @@ int TrainLoop::train() {
         optim::MicroStepResult r;
         StepLoss l;
         if (!skipped) {
-            const MicroStepOutcome m = micro_step(task_, params_, grads_, {*updater_, dp_.get(), &scaler_},
+            const MicroStepOutcome m = micro_step(task_, params_->span(), grads_->span(), {*updater_, dp_.get(), &scaler_},
                                                   static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
             l = m.loss;
             r = m.result;
@@ -481,8 +484,7 @@ int TrainLoop::train() {
             // step counter (LR schedule, dropout, data order) advances as if it had run.
             skip_rest_of_update = true;
             if (gs % o_.steps_per_update == o_.steps_per_update - 1) {
-                const std::span<float> acc = updater_->grad_accum();
-                std::fill(acc.begin(), acc.end(), 0.0f);
+                updater_->clear_accumulator();
                 skip_rest_of_update = false;
             }
             updater_->set_global_step(gs + 1);

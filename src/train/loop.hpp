@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/aligned.hpp"
+#include "backend/backend.hpp"
 #include "core/timing.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
@@ -28,6 +28,9 @@
 #include "train/micro_step.hpp"
 #include "train/svg_plot.hpp"
 
+namespace bertbench::model {
+class CheckpointReader;
+}  // namespace bertbench::model
 namespace bertbench::train {
 
 // The most sequences a run may see (global step x train_batch_size): 2^53, exact in a double and
@@ -63,6 +66,10 @@ struct RunOptions {
     // With init_checkpoint (one of our checkpoints): also take the optimizer's moments (m, v)
     // from it, and restart its bias correction (NVIDIA's phase 2 continuing phase 1's LAMB state).
     bool init_optimizer_moments = false;
+    // --device: the backend the engines, the parameters, the gradients and the optimizer's state
+    // live on (not owned; null: the CPU's). Checkpoints are the same files on every backend.
+    backend::Backend* backend = nullptr;
+    backend::Backend& device() const { return backend ? *backend : backend::cpu(); }
 };
 
 // What the loop itself needs: the run's settings, and what the task derives from its own flags.
@@ -156,8 +163,8 @@ public:
     // This process's set-up before run_start (model, weights, checks of the data): MLPerf's
     // initialisation, not part of the time to train. -1 before run_start.
     double initialization_s() const { return started_ ? segment_start_ - run_entry_ : -1; }
-    std::span<const float> params() const { return params_; }
-    std::span<float> params() { return params_; }
+    // The weights, in the memory of options().device()
+    std::span<float> params() const { return params_->span(); }
     const optim::ParameterUpdater& updater() const { return *updater_; }
     const std::string& resumed_from() const { return resume_from_; }
     std::string path(const char* name) const;  // a file in --output_dir
@@ -176,6 +183,7 @@ private:
     void write_config_json();
     void load_or_init();
     void load_init_moments(const model::ParamTable& table);  // RunOptions::init_optimizer_moments
+    void load_moments(const model::CheckpointReader& r);    // the optimizer's m and v
     void save_checkpoint(bool final_one);
     void prune_checkpoints();
     void write_results(const std::string& status);
@@ -188,7 +196,7 @@ private:
     const LoopOptions& o_;
     nlohmann::json flags_json_;
     Task& task_;
-    AlignedVector<float> params_, grads_;
+    std::unique_ptr<backend::Buffer<float>> params_, grads_;  // options().device()'s memory
     std::unique_ptr<optim::ParameterUpdater> updater_;
     optim::LossScaler scaler_;
     std::string resume_from_, last_checkpoint_, abort_reason_;

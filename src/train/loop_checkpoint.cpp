@@ -90,33 +90,46 @@ void TrainLoop::load_init_moments(const model::ParamTable& table) {
              "and /adam_v, as a bertbench training checkpoint has them), got none (hint: a "
              "checkpoint written by bertbench pretrain)",
              o_.init_checkpoint);
-    r.load_table(table, updater_->optimizer().m(), "/adam_m");
-    r.load_table(table, updater_->optimizer().v(), "/adam_v");
+    load_moments(r);
     log::info("optimizer moments from {} (bias correction restarts at update 1)", o_.init_checkpoint);
+}
+
+void TrainLoop::load_moments(const model::CheckpointReader& r) {
+    const model::ParamTable& table = task_.table();
+    const optim::Optimizer& opt = updater_->optimizer();
+    backend::modify_on_host(o_.device(), opt.m().data(), opt.m().size(),
+                            [&](std::span<float> m) { r.load_table(table, m, "/adam_m"); });
+    backend::modify_on_host(o_.device(), opt.v().data(), opt.v().size(),
+                            [&](std::span<float> v) { r.load_table(table, v, "/adam_v"); });
 }
 
 void TrainLoop::load_or_init() {
     const model::ParamTable& table = task_.table();
     optim::LrSchedule sched = o_.schedule;
     if (o_.do_train) sched.validate();
+    backend::Backend& be = o_.device();
     try {
-        params_.assign(table.total_floats(), 0.0f);
+        params_ = std::make_unique<backend::Buffer<float>>(be, table.total_floats());
+        be.zero(params_->get(), params_->size() * sizeof(float));
         updater_ = std::make_unique<optim::ParameterUpdater>(
             table, o_.optimizer, sched, o_.steps_per_update,
             o_.clip_after_allreduce ? optim::ClipMode::after_accumulation
-                                    : optim::ClipMode::per_micro_batch);
-        if (o_.do_train) grads_.assign(table.total_floats(), 0.0f);
+                                    : optim::ClipMode::per_micro_batch,
+            1.0f, be);
+        grads_ = std::make_unique<backend::Buffer<float>>(be, o_.do_train ? table.total_floats() : 0);
+        be.zero(grads_->get(), grads_->size() * sizeof(float));
     } catch (const std::bad_alloc&) {
         fail("out of memory allocating the parameters, optimizer state and gradients ({:.1f} MiB "
              "for {} parameters; they do not depend on the batch) (hint: a smaller model)",
              table.total_floats() * 16.0 / (1 << 20), table.num_parameters());
     }
     if (resume_from_.empty()) {
-        table.initialize(params_, static_cast<uint64_t>(o_.seed));
-        if (!o_.init_checkpoint.empty()) {
-            model::load_init_checkpoint(o_.init_checkpoint, table, params_);  // any format
-            if (o_.init_optimizer_moments) load_init_moments(table);
-        }
+        backend::modify_on_host(be, params_->get(), params_->size(), [&](std::span<float> params) {
+            table.initialize(params, static_cast<uint64_t>(o_.seed));
+            if (!o_.init_checkpoint.empty())
+                model::load_init_checkpoint(o_.init_checkpoint, table, params);  // any format
+        });
+        if (!o_.init_checkpoint.empty() && o_.init_optimizer_moments) load_init_moments(table);
         return;
     }
     log::info("resuming from {}", resume_from_);
@@ -166,9 +179,9 @@ void TrainLoop::load_or_init() {
                  "index {}; {}", resume_from_, powers[i], i, damaged);
     const int64_t samples = step * o_.train_batch_size;  // <= 2^53: checked above
 
-    model::load_checkpoint(resume_from_, table, params_);
-    r.load_table(table, updater_->optimizer().m(), "/adam_m");
-    r.load_table(table, updater_->optimizer().v(), "/adam_v");
+    backend::modify_on_host(o_.device(), params_->get(), params_->size(),
+                            [&](std::span<float> params) { model::load_checkpoint(resume_from_, table, params); });
+    load_moments(r);
     updater_->set_global_step(step);
     updater_->optimizer().set_scalars(updates, powers[0], powers[1]);
     const auto& md = r.metadata();
@@ -244,7 +257,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     const double t0 = now_s();
     // Collective under mpirun: every rank's data cursor, and a check that all weights agree.
     const json cursors = dp_->gather_reader_states(o_.do_train ? task_.data_cursor() : json(nullptr));
-    dp_->require_same_weights(params_, step);
+    dp_->require_same_weights(params_->span(), step);
     if (!root_) {  // rank 0 writes
         last_saved_step_ = step;
         last_checkpoint_ = file;
@@ -260,9 +273,12 @@ void TrainLoop::save_checkpoint(bool final_one) {
     st["status"] = state_.status;
     const model::ParamTable& table = task_.table();
     model::CheckpointWriter w(file, table);
-    w.add_table(params_);
-    w.add_table(updater_->optimizer().m(), "/adam_m");
-    w.add_table(updater_->optimizer().v(), "/adam_v");
+    // The writer keeps the spans until commit(): host copies where the device's memory is not the host's
+    const optim::Optimizer& opt = updater_->optimizer();
+    std::vector<float> params_copy, m_copy, v_copy;
+    w.add_table(backend::host_view(o_.device(), params_->get(), params_->size(), params_copy));
+    w.add_table(backend::host_view(o_.device(), opt.m().data(), opt.m().size(), m_copy), "/adam_m");
+    w.add_table(backend::host_view(o_.device(), opt.v().data(), opt.v().size(), v_copy), "/adam_v");
     const int64_t gs = step, uc = updater_->optimizer().update_count();
     w.add_i64("bertbench/global_step", std::span<const int64_t>(&gs, 1));
     w.add_i64("bertbench/update_count", std::span<const int64_t>(&uc, 1));

@@ -8,7 +8,6 @@
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "model/cost.hpp"
-#include "optim/clip.hpp"
 #include "train/data_parallel.hpp"
 
 namespace bertbench::train {
@@ -54,7 +53,7 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
     }
     {
         BB_PROFILE_OP_SCOPE(model::Op::zero_grads, model::Pass::step);
-        optim::fill_zero(grads);
+        ctx.updater.optimizer().backend().zero(grads.data(), grads.size() * sizeof(float));
     }
     // Under mpirun the all-reduce starts during the backward where the updater allows it;
     // micro_step's mean() finishes it (or does all of it). Loss scaling unscales first: no overlap.

@@ -109,6 +109,8 @@ struct MicroStepContext {
     bool allow_overlap = true;             // the all-reduce may overlap the backward
 };
 
+// params, grads: (total_floats) in the memory of the updater's backend, which the model's engines
+// run on.
 MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span<float> grads,
                             const MicroStepContext& ctx, uint64_t seed, uint64_t step);
 

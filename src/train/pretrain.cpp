@@ -315,7 +315,8 @@ private:
     void make_engines() {
         const int plan_batch = o_.do_train ? local_train_batch_ : local_eval_batch_;
         const bool own_eval_engine = o_.do_train && o_.do_eval && local_eval_batch_ > plan_batch;
-        const model::EngineOptions engine_options{o_.precision};
+        model::EngineOptions engine_options{o_.precision};
+        engine_options.backend = o_.backend;
         bool eval_arena = false;
         try {
             engine_ = std::make_unique<model::BertPretrainer>(

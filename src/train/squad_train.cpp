@@ -58,10 +58,11 @@ public:
         // Under mpirun each rank computes train_batch_size / N of every global batch (the loop
         // has checked that N divides it).
         local_batch_ = o_.train_batch_size / dist::world().size();
+        model::EngineOptions engine_options{o_.precision};
+        engine_options.backend = o_.backend;
         try {
             engine_ = std::make_unique<model::BertSquad>(
-                *table_, model::Plan{local_batch_, o_.max_seq_length, 0, false},
-                model::EngineOptions{o_.precision});
+                *table_, model::Plan{local_batch_, o_.max_seq_length, 0, false}, engine_options);
         } catch (const std::bad_alloc&) {
             fail("out of memory allocating the training activation arena (batch {} x seq {}) "
                  "(hint: a smaller --train_batch_size)", o_.train_batch_size, o_.max_seq_length);
@@ -240,12 +241,17 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
 }
 
 SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFeature>& features,
-                           int batch_size, ops::Precision precision) {
+                           int batch_size, ops::Precision precision, backend::Backend* backend) {
     SquadInference out;
     if (features.empty()) return out;
     const int S = static_cast<int>(features.front().input_ids.size());
-    model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true},
-                            model::EngineOptions{precision});
+    model::EngineOptions engine_options{precision};
+    engine_options.backend = backend;
+    model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true}, engine_options);
+    std::unique_ptr<backend::Buffer<float>> on_device;  // the weights in the backend's memory
+    if (backend && !backend->host_memory())
+        on_device = std::make_unique<backend::Buffer<float>>(*backend, std::span<const float>(m.params));
+    const std::span<const float> params = on_device ? on_device->span() : std::span<const float>(m.params);
     model::Batch batch;
     log::Progress progress(5.0);
     out.results.reserve(features.size());
@@ -255,7 +261,7 @@ SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFea
         clear_batch(batch);
         for (size_t i = first; i < last; ++i) append_feature(batch, features[i]);
         const double t0 = now_s();
-        engine.forward(m.params, batch, {}, {}, false, 0, 0);
+        engine.forward(params, batch, {}, {}, false, 0, 0);
         out.batch_seconds.push_back(now_s() - t0);
         const std::span<const float> start = engine.start_logits(), end = engine.end_logits();
         for (size_t i = first; i < last; ++i) {

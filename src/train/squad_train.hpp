@@ -66,8 +66,8 @@ struct SquadInference {
     int64_t sequences = 0;
 };
 // The model's forward (dropout off) over the eval features in batches of `batch_size`, with
-// progress on the terminal.
+// progress on the terminal, on `backend` (null: the CPU's).
 SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFeature>& features,
-                           int batch_size, ops::Precision precision);
+                           int batch_size, ops::Precision precision, backend::Backend* backend = nullptr);
 
 }  // namespace bertbench::train

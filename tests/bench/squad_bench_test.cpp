@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/guarded_backend.hpp"
 #include "bench/runner.hpp"
 #include "io/example.hpp"
 #include "io/tfrecord.hpp"
@@ -253,6 +254,29 @@ TEST(SquadBench, PointsReportTheirFlops) {
     bad.config = model::BertConfig::preset("tiny");
     EXPECT_NE(error_of([&] { run_point(bad); }).find("--task: expected pretraining or squad"),
               std::string::npos);
+}
+
+// Points on a backend with its own memory (what --device=cuda runs): training steps (optimizer
+// included) and inference of both tasks run on the guarded backend, where any host access to the
+// parameters, gradients or optimizer state would crash (tests/backend/guarded_backend.hpp).
+TEST(SquadBench, PointsRunOnABackendsOwnMemory) {
+    testing::GuardedBackend guarded;
+    for (const std::string task : {"pretraining", "squad"})
+        for (const std::string mode : {"train", "infer"}) {
+            Point p;
+            p.task = task;
+            p.mode = mode;
+            p.model = "tiny";
+            p.config = model::BertConfig::preset("tiny");
+            p.seq_len = 24;
+            p.batch_size = 2;
+            p.steps_per_update = mode == "train" ? 2 : 1;
+            p.warmup = 1;
+            p.steps = 2;
+            p.backend = &guarded;
+            EXPECT_GT(run_point(p).sequences_per_second, 0) << task << " " << mode;
+        }
+    EXPECT_EQ(guarded.mappings(), 0u) << "every buffer released";
 }
 
 }  // namespace

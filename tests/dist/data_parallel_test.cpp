@@ -13,11 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "core/aligned.hpp"
+#include "backend/guarded_backend.hpp"
 #include "data/pretrain_reader.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
@@ -53,8 +54,9 @@ struct TrainOut {
     int64_t reductions = 0;
 };
 
-// kSteps of LAMB on this rank's share of the global batch, averaged over `comm`.
-TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip) {
+// kSteps of LAMB on this rank's share of the global batch, averaged over `comm`; on backend `be`
+// with the engine, weights, gradients and optimizer in its memory (null: the CPU's).
+TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip, backend::Backend* be = nullptr) {
     model::BertConfig c;
     c.vocab_size = 30522;
     c.hidden_size = 64;
@@ -64,11 +66,17 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip) {
     c.hidden_dropout_prob = 0;  // masks depend on the local batch layout: equivalence without
     c.attention_probs_dropout_prob = 0;
     const model::ParamTable table(c, model::Heads::pretraining);
+    backend::Backend& device = be ? *be : backend::cpu();
     DataParallel dp(comm, table, size_t{64} << 10);
+    dp.set_device(device);
     const int b = dp.local_batch(kGlobalBatch, "train_batch_size");
-    model::BertPretrainer engine(table, {b, 128, 20});
-    AlignedVector<float> params(table.total_floats()), grads(table.total_floats());
-    table.initialize(params, 5);
+    model::EngineOptions eo;
+    eo.backend = be;
+    model::BertPretrainer engine(table, {b, 128, 20}, eo);
+    std::vector<float> init(table.total_floats());
+    table.initialize(init, 5);
+    backend::Buffer<float> params_buf(device, std::span<const float>(init)), grads_buf(device, init.size());
+    const std::span<float> params = params_buf.span(), grads = grads_buf.span();
     data::PretrainReaderConfig rc;
     rc.files = {golden("pretraining/public_128_s12345_d2.tfrecord")};
     rc.batch_size = b;
@@ -77,7 +85,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip) {
     rc.world_size = dp.size();
     data::PretrainReader reader(rc);
     optim::LrSchedule sched{2e-3, 100, 3, 0, 1.0};
-    optim::ParameterUpdater up(table, {}, sched, 1, clip);
+    optim::ParameterUpdater up(table, {}, sched, 1, clip, 1.0f, device);
     TrainOut out;
     model::Batch batch;
     for (int s = 0; s < kSteps; ++s) {
@@ -86,7 +94,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip) {
         out.loss.push_back(l.total);
         out.mlm.push_back(l.mlm_loss);
         out.nsp.push_back(l.nsp_loss);
-        optim::fill_zero(grads);
+        device.zero(grads.data(), grads.size_bytes());
         dp.begin_backward(engine, grads, overlap && up.overlappable());
         engine.backward(grads, params, batch);
         up.micro_step(params, grads, dp.mean());
@@ -95,7 +103,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip) {
     const DataParallel::Stats st = dp.take_stats();
     out.wait_s = st.wait_s;
     out.reductions = st.reductions;
-    out.params.assign(params.begin(), params.end());
+    out.params = params_buf.download();
     return out;
 }
 
@@ -109,9 +117,14 @@ TEST(DataParallelWorker, Train) {
     dist::init(&argc, &argv);
     dist::Comm& comm = dist::world();
     const std::string mode = worker_mode();
+    // "device": the weights and gradients in a device's memory (the guarded backend), the
+    // all-reduce staged through the host
+    std::unique_ptr<testing::GuardedBackend> device;
+    if (mode == "device") device = std::make_unique<testing::GuardedBackend>();
     const TrainOut o = train(comm, mode != "no_overlap",
                              mode == "per_replica" ? optim::ClipMode::per_micro_batch
-                                                   : optim::ClipMode::after_accumulation);
+                                                   : optim::ClipMode::after_accumulation,
+                             device.get());
     if (comm.rank() == 0) {
         for (int s = 0; s < kSteps; ++s)
             std::printf("LOSS %d %.17g %.17g %.17g\n", s, o.loss[static_cast<size_t>(s)],
@@ -203,6 +216,20 @@ TEST(DataParallel, SlowOverlapChangesNothingButTiming) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const std::string w1 = temp_path("o1"), w2 = temp_path("o2");
     const Parsed a = run_two_ranks("overlap", w1), b = run_two_ranks("no_overlap", w2);
+    EXPECT_EQ(a.loss, b.loss);
+    ASSERT_EQ(a.params.size(), b.params.size());
+    EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)), 0);
+    std::remove(w1.c_str());
+    std::remove(w2.c_str());
+}
+
+// Two ranks sharing one device (--device=cuda under mpirun without NCCL): the gradients staged
+// through host memory for the all-reduce give the bits of two ranks on the CPU backend.
+TEST(DataParallel, SlowTwoRanksOnADeviceThroughHostStagingEqualTheCpuRanks) {
+    if (worker_mode() != nullptr) GTEST_SKIP() << "worker run";
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const std::string w1 = temp_path("d1"), w2 = temp_path("d2");
+    const Parsed a = run_two_ranks("no_overlap", w1), b = run_two_ranks("device", w2);
     EXPECT_EQ(a.loss, b.loss);
     ASSERT_EQ(a.params.size(), b.params.size());
     EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)), 0);

@@ -11,7 +11,6 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "model/bert.hpp"
-#include "optim/optimizer.hpp"
 #include "tiny_model.hpp"
 
 namespace bertbench::model {
@@ -149,20 +148,6 @@ TEST(EngineBackend, BackwardHandsEachFinishedTensorToTheHookOnce) {
     EXPECT_LT(pos(top), pos(bottom));
     EXPECT_LT(pos(bottom), pos(word));
     EXPECT_EQ(at_hook, grads) << "a gradient changed after its range was handed over";
-}
-
-// The optimizer's state is host memory: a backend whose memory is not the host's is refused.
-TEST(EngineBackend, TheOptimizerRefusesADeviceMemoryBackend) {
-    Probe device(false, false);
-    const ParamTable table(tiny_config(), Heads::pretraining);
-    try {
-        optim::Optimizer opt(table, optim::OptimizerConfig{}, device);
-        ADD_FAILURE() << "the optimizer took a device-memory backend";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("the probe backend's memory is not the host's"),
-                  std::string::npos)
-            << e.what();
-    }
 }
 
 }  // namespace
