@@ -52,9 +52,10 @@ timeout 120 "$BB/bin/test_model" --gtest_filter='EngineCuda.*:EngineBackend.*' 2
 step "training on the GPU against the CPU: pretraining curves, checkpoints across devices, SQuAD answers"
 timeout 420 bash scripts/gpu-train-check.sh "$BB/bin/bertbench" "$BB/data" "$OUT" || status=1
 
-step "bertbench bench --mode=train --device=cuda: training steps on the GPU (BERT-base, seq 128)"
+step "bertbench bench --mode=train --device=cuda --profile: training steps on the GPU, per-op times from CUDA events (BERT-base, seq 128)"
 timeout 150 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128 \
-  --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" || status=1
+  --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" \
+  --profile --profile_svg="$OUT/bench_train_profile.svg" || status=1
 
 step "bertbench bench --mode=infer --device=cuda: the engine on the GPU (BERT-base, -large; seq 128)"
 timeout 240 "$BB/bin/bertbench" bench --mode=infer --device=cuda --model=base,large --seq_len=128 \

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/profile.hpp"
 #include "ops/flash_attention.hpp"
 #include "ops/int8.hpp"
 #include "ops/kernels.hpp"
@@ -181,6 +182,9 @@ public:
     virtual std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType) const { return nullptr; }
     // Empty int8 kernels for linear_forward_int8, or nullptr where the backend has no int8 path.
     virtual std::unique_ptr<ops::Int8Weights> int8_weights() const { return nullptr; }
+    // The profiler's clock for this backend's ops where they run behind the host (CUDA events on
+    // its stream), or nullptr where the host's clock times them (they run as they are called).
+    virtual std::unique_ptr<profile::Timeline> timeline() { return nullptr; }
 
     const Ops& ops() const { return ops_; }
     // The names of the ops this backend lacks (empty for the CPU backend).

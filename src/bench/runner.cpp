@@ -544,6 +544,12 @@ ProfileResult profile_point(const Point& p, int steps) {
     Setup s(p);
     std::vector<const model::Batch*> used;
     s.step(used);  // warm-up, not profiled
+    // A device's ops run behind the host: its own clock times them (CUDA events on its stream)
+    const std::unique_ptr<profile::Timeline> timeline = s.be.timeline();
+    struct Detach {
+        ~Detach() { profile::use_timeline(nullptr); }
+    } detach;
+    profile::use_timeline(timeline.get());
     profile::enable(true);
     struct Acc {
         double seconds = 0;

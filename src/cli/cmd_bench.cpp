@@ -232,7 +232,6 @@ int cmd_bench(int argc, char** argv) {
     std::unique_ptr<backend::Backend> gpu;
     if (device.cuda()) {
         if (comm.is_mpi()) fail("--device=cuda: not under mpirun yet (one process per GPU needs NCCL: docs/gpu.md)");
-        if (profile) fail("--profile with --device=cuda: per-op GPU times (CUDA events) are not measured yet");
         gpu = device.cuda_backend();
     }
     if (warmup < 0) fail("--warmup: expected >= 0, got {}", warmup);

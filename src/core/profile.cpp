@@ -13,6 +13,14 @@ struct State {
     std::vector<Entry> table;
     std::vector<std::pair<const char*, int>> stack;  // label, tag
     Clock::time_point since;
+    // With a device timeline: the event the open section started at, and the closed sections
+    // whose device times entries() has not read yet (table index, from, to).
+    Timeline* timeline = nullptr;
+    size_t since_event = 0;
+    struct Pending {
+        size_t entry, from, to;
+    };
+    std::vector<Pending> pending;
 };
 
 State& state() {
@@ -20,23 +28,26 @@ State& state() {
     return s;
 }
 
-// Adds the time since the last event to the label on top of the stack.
+// Adds the time since the last event to the label on top of the stack (with a timeline: the
+// section's two events, read by entries()).
 void close_section() {
     State& s = state();
     const Clock::time_point now = Clock::now();
+    const size_t event = s.timeline ? s.timeline->record() : 0;
     if (!s.stack.empty()) {
         const std::string label = s.stack.back().first;
-        Entry* e = nullptr;
-        for (Entry& x : s.table)
-            if (x.label == label) e = &x;
-        if (e == nullptr) {
-            s.table.push_back({label, 0.0, 0, s.stack.back().second});
-            e = &s.table.back();
-        }
-        e->seconds += std::chrono::duration<double>(now - s.since).count();
-        ++e->calls;
+        size_t i = 0;
+        while (i < s.table.size() && s.table[i].label != label) ++i;
+        if (i == s.table.size()) s.table.push_back({label, 0.0, 0, s.stack.back().second});
+        Entry& e = s.table[i];
+        if (s.timeline)
+            s.pending.push_back({i, s.since_event, event});
+        else
+            e.seconds += std::chrono::duration<double>(now - s.since).count();
+        ++e.calls;
     }
     s.since = now;
+    s.since_event = event;
 }
 
 }  // namespace
@@ -46,10 +57,20 @@ void enable(bool on) {
     g_enabled = on;
 }
 
+void use_timeline(Timeline* t) {
+    state().timeline = t;
+    reset();
+}
+
 void reset() {
     State& s = state();
     s.table.clear();
     s.stack.clear();
+    s.pending.clear();
+    if (s.timeline) {
+        s.timeline->clear();
+        s.since_event = s.timeline->record();
+    }
     s.since = Clock::now();
 }
 
@@ -74,7 +95,10 @@ void pop() {
 }
 
 std::vector<Entry> entries() {
-    return state().table;
+    State& s = state();
+    for (const State::Pending& p : s.pending) s.table[p.entry].seconds += s.timeline->seconds(p.from, p.to);
+    s.pending.clear();
+    return s.table;
 }
 
 }  // namespace bertbench::profile

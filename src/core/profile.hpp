@@ -2,6 +2,9 @@
 // label on top of a stack; BB_PROFILE_MARK(label) replaces the top label ("from here on, this op"),
 // BB_PROFILE_SCOPE(label) pushes one until the end of the C++ scope. Main thread only (the marks
 // sit between OpenMP regions). Disabled (the default) every macro is one global bool test.
+// A device whose work runs behind the host (a GPU) is timed on its own clock: with a Timeline set,
+// every section boundary records an event in the device's work, and entries() reads the times
+// between them once the device has got there.
 #pragma once
 
 #include <string>
@@ -10,6 +13,20 @@
 namespace bertbench::profile {
 
 inline bool g_enabled = false;  // read by the macros; set only through enable()
+
+// A device's clock: events recorded in the order of its work (CUDA events on the backend's stream).
+class Timeline {
+public:
+    virtual ~Timeline() = default;
+    // An event at this point of the device's work; its handle.
+    virtual size_t record() = 0;
+    // Seconds between two recorded events (waits until the device has reached `to`).
+    virtual double seconds(size_t from, size_t to) = 0;
+    // Forgets every event (their handles may be reused).
+    virtual void clear() = 0;
+};
+// Times sections with `t` (not owned) from the next reset() on; null: the host's clock (default).
+void use_timeline(Timeline* t);
 
 void enable(bool on);  // enabling also resets the table; disabling keeps it for entries()
 void reset();
@@ -25,7 +42,8 @@ struct Entry {
     long calls = 0;  // sections closed under this label
     int tag = -1;    // as given to mark/push
 };
-// Accumulated time per label, in first-seen order (sections still open are not included).
+// Accumulated time per label, in first-seen order (sections still open are not included). With a
+// Timeline: waits for the device to finish the closed sections.
 std::vector<Entry> entries();
 
 class Scope {

@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/kernels.cuh"
@@ -381,6 +383,34 @@ void strided_copy(float* dst, const float* src, size_t n, int stride) {
     ck::strided_copy(g_stream, dst, src, n, stride);
 }
 
+// The profiler's clock on the GPU: CUDA events recorded on the backend's stream, kept for reuse.
+class CudaTimeline final : public profile::Timeline {
+public:
+    ~CudaTimeline() override {
+        for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    }
+    size_t record() override {
+        if (used_ == events_.size()) {
+            cudaEvent_t e = nullptr;
+            check(cudaEventCreate(&e), "profile event");
+            events_.push_back(e);
+        }
+        check(cudaEventRecord(events_[used_], g_stream), "profile event");
+        return used_++;
+    }
+    double seconds(size_t from, size_t to) override {
+        check(cudaEventSynchronize(events_[to]), "profile event");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, events_[from], events_[to]), "profile event");
+        return ms / 1e3;
+    }
+    void clear() override { used_ = 0; }
+
+private:
+    std::vector<cudaEvent_t> events_;
+    size_t used_ = 0;
+};
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, const CudaOptions& options) {
@@ -464,6 +494,7 @@ public:
         return p;
     }
     void release(void* p) noexcept override { cudaFree(p); }
+    std::unique_ptr<profile::Timeline> timeline() override { return std::make_unique<CudaTimeline>(); }
     void upload(void* dst, const void* host, size_t bytes) override {
         check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, g_stream), "upload");
         check(cudaStreamSynchronize(g_stream), "upload");  // the host buffer may go right after
