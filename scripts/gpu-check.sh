@@ -57,6 +57,18 @@ timeout 150 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --
   --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" \
   --profile --profile_svg="$OUT/bench_train_profile.svg" || status=1
 
+step "scaling model: 8 GPUs from the measured step (scripts/mpi-scaling-model.py; NVLink 4 ~3600 Gb/s per GPU, NDR 400 Gb/s)"
+python3 - "$OUT/bench_train.json" <<'PY' || status=1
+import json, subprocess, sys
+for p in json.load(open(sys.argv[1]))["points"]:
+    if p["mode"] == "train" and p["dtype"] == "bf16":
+        step_s = p["batch_size"] / p["sequences_per_second"]
+        print(f"measured bf16 step: {step_s:.4f} s for batch {p['batch_size']} (BERT-base seq {p['seq_len']})")
+        subprocess.run([sys.executable, "scripts/mpi-scaling-model.py", "--models=base",
+                        f"--step_s=base={step_s}", f"--batch={p['batch_size']}", "--nodes=8",
+                        "--gbps=3600,400"], check=True)
+PY
+
 step "bertbench bench --mode=infer --device=cuda: the engine on the GPU (BERT-base, -large; seq 128)"
 timeout 240 "$BB/bin/bertbench" bench --mode=infer --device=cuda --model=base,large --seq_len=128 \
   --batch_size=1,8,64 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 || status=1

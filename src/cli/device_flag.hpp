@@ -1,6 +1,6 @@
 // --device of the commands that run the engine: cpu (the default) or cuda[:N]. pretrain, squad and
-// eval run their engines, parameters and optimizer on the backend it names (docs/gpu.md); bench
-// runs --mode=gemm and --mode=infer there. What a command cannot run on CUDA is refused in one line
+// eval run their engines, parameters and optimizer on the backend it names (docs/gpu.md), and
+// bench its GEMM ceiling, training and inference steps. What a command cannot run on CUDA is refused in one line
 // naming what is missing first: the build (-DBB_CUDA=ON), the GPU, then the path. Checked right
 // after the flags, before any output.
 #pragma once

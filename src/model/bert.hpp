@@ -59,9 +59,10 @@ AttentionKernel parse_attention_kernel(const std::string& value, const std::stri
 AttentionKernel attention_kernel_from_environment();
 // The kernel an engine with this choice runs (never automatic): probs_bytes is what the
 // materialized kernel would hold (probabilities, masks and scratch), memory_bytes the machine's
-// (0: unknown, materialized).
+// (0: unknown, materialized). automatic on a backend without the fused kernel (fused_available
+// false: the CUDA backend so far) is materialized; an explicit fused is then the backend's Error.
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
-                                         size_t memory_bytes);
+                                         size_t memory_bytes, bool fused_available = true);
 
 // What the engine takes from the process's environment and machine: read once at start-up by
 // main (BB_ATTENTION, the physical memory), and the defaults of every EngineOptions made after;

@@ -25,10 +25,10 @@ AttentionKernel attention_kernel_from_environment() {
 }
 
 AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
-                                         size_t memory_bytes) {
+                                         size_t memory_bytes, bool fused_available) {
     if (choice != AttentionKernel::automatic) return choice;
-    return memory_bytes > 0 && probs_bytes > memory_bytes / 4 ? AttentionKernel::fused
-                                                               : AttentionKernel::materialized;
+    return fused_available && memory_bytes > 0 && probs_bytes > memory_bytes / 4 ? AttentionKernel::fused
+                                                                                 : AttentionKernel::materialized;
 }
 
 namespace {

@@ -450,8 +450,9 @@ int TrainLoop::train() {
         optim::MicroStepResult r;
         StepLoss l;
         if (!skipped) {
-            const MicroStepOutcome m = micro_step(task_, params_->span(), grads_->span(), {*updater_, dp_.get(), &scaler_},
-                                                  static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
+            const MicroStepOutcome m =
+                micro_step(task_, params_->span(), grads_->span(), {*updater_, dp_.get(), &scaler_},
+                           static_cast<uint64_t>(o_.seed), static_cast<uint64_t>(gs));
             l = m.loss;
             r = m.result;
             using Status = MicroStepOutcome::Status;

@@ -143,7 +143,8 @@ std::vector<data::SquadFeature> squad_features() {
         f.example_index = i;
         const int real = 14 + i % 9;
         for (int t = 0; t < 24; ++t) {
-            f.input_ids.push_back(t >= real ? 0 : t == 0 ? 101 : t == 6 || t == real - 1 ? 102 : 1000 + (i * 37 + t * 11) % 900);
+            const int word = 1000 + (i * 37 + t * 11) % 900;
+            f.input_ids.push_back(t >= real ? 0 : t == 0 ? 101 : t == 6 || t == real - 1 ? 102 : word);
             f.input_mask.push_back(t < real ? 1 : 0);
             f.segment_ids.push_back(t > 6 && t < real ? 1 : 0);
         }
