@@ -504,7 +504,9 @@ public:
         check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, g_stream), "download");
         check(cudaStreamSynchronize(g_stream), "download");
     }
-    void zero(void* dst, size_t bytes) override { check(cudaMemsetAsync(dst, 0, bytes, g_stream), "zero"); }
+    void zero(void* dst, size_t bytes) override {
+        if (bytes) check(cudaMemsetAsync(dst, 0, bytes, g_stream), "zero");  // an empty Buffer's pointer is null
+    }
     bool host_memory() const override { return false; }
     void synchronize() override {
         check_launches();
