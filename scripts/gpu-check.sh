@@ -3,8 +3,9 @@
 # here, records the machine's facts, runs the backend conformance test on the GPU, trains on the
 # GPU against the CPU (gpu-train-check.sh), measures training and inference steps, the backend's
 # GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of it to one
-# folder. Runs in 3-4 minutes on an H100 (three runs took 189-205 s; its timeouts cap it
-# near 10 minutes).
+# folder. Three runs of the earlier set of steps took 189-205 s on an H100; the training check and
+# the training bench added since (not yet run) should add 2-3 minutes. The run tool's limit is
+# 600 s a command: with SKIP_PEER=1 the peer's 5 minutes of caps are left out.
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
 #   subset; SKIP_PEER=1 leaves the peer out.
