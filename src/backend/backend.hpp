@@ -233,6 +233,9 @@ public:
     T* get() const { return p_; }
     size_t size() const { return n_; }
     std::span<T> span() const { return {p_, n_}; }
+    void zero() {
+        if (n_) be_->zero(p_, n_ * sizeof(T));
+    }
     void upload(std::span<const T> host) {
         if (n_) be_->upload(p_, host.data(), n_ * sizeof(T));
     }
@@ -266,6 +269,14 @@ void modify_on_host(Backend& be, T* p, size_t n, Fn&& fn) {
     host_view(be, p, n, copy);
     fn(std::span<T>(copy));
     if (n) be.upload(p, copy.data(), n * sizeof(T));
+}
+// The other way: host values where backend `be` (null: the engine's own CPU backend) reads them —
+// `host` itself where its memory is the host's, else a copy uploaded into `copy`.
+template <typename T>
+std::span<const T> device_view(Backend* be, std::span<const T> host, std::unique_ptr<Buffer<T>>& copy) {
+    if (!be || be->host_memory()) return host;
+    copy = std::make_unique<Buffer<T>>(*be, host);
+    return copy->span();
 }
 
 }  // namespace bertbench::backend

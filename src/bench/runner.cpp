@@ -72,7 +72,7 @@ struct Setup {
             squad = std::make_unique<model::BertSquad>(table, plan, opts);
         else
             pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
-        be.zero(params.get(), params.size() * sizeof(float));  // the padding between tensors too
+        params.zero();  // the padding between tensors too
         backend::modify_on_host(be, params.get(), params.size(),
                                 [&](std::span<float> w) { table.initialize(w, 42); });
         const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
@@ -95,7 +95,7 @@ struct Setup {
                                    std::min(needed, 256), p.skip_corrupt_records);
         }
         if (train) {
-            be.zero(grads.get(), grads.size() * sizeof(float));
+            grads.zero();
             optim::LrSchedule schedule;
             schedule.num_train_steps = 1'000'000;
             // pretraining: MLPerf's LAMB; squad: run_squad.py's optimization.py AdamWeightDecay

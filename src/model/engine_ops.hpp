@@ -192,7 +192,7 @@ class Memory {
 public:
     void assign(backend::Backend& be, size_t n) {
         buf_ = n ? std::make_unique<backend::Buffer<T>>(be, n) : nullptr;
-        if (n) be.zero(buf_->get(), n * sizeof(T));
+        if (n) buf_->zero();
     }
     T* data() const { return buf_ ? buf_->get() : nullptr; }
     // The first n values from / to host memory.

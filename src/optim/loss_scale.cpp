@@ -32,9 +32,12 @@ LossScaler LossScaler::from_flag(const std::string& value, double initial, int w
 
 bool LossScaler::unscale(std::span<float> grads, backend::Backend& be) const {
     if (!enabled()) return true;
-    const backend::Buffer<int32_t> nonfinite(be, 1);  // the op's flag, in be's memory
-    BB_OP(be, scale_values)(grads.data(), grads.size(), static_cast<float>(1.0 / scale_), nonfinite.get());
-    return nonfinite.download()[0] == 0;
+    if (nonfinite_on_ != &be) {
+        nonfinite_ = std::make_unique<backend::Buffer<int32_t>>(be, 1);
+        nonfinite_on_ = &be;
+    }
+    BB_OP(be, scale_values)(grads.data(), grads.size(), static_cast<float>(1.0 / scale_), nonfinite_->get());
+    return nonfinite_->download()[0] == 0;
 }
 
 std::string LossScaler::on_overflow(int64_t step) {

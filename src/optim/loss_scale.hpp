@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -47,6 +48,10 @@ private:
     double scale_ = 1;
     int window_ = 2000;
     int64_t clean_ = 0, overflows_ = 0;
+    // scale_values' finiteness flag in the memory of the backend unscale() ran on, kept between
+    // calls (a device allocation per micro-step would synchronise a GPU)
+    mutable std::unique_ptr<backend::Buffer<int32_t>> nonfinite_;
+    mutable const backend::Backend* nonfinite_on_ = nullptr;
 };
 
 }  // namespace bertbench::optim

@@ -49,8 +49,8 @@ Optimizer::Optimizer(std::span<const model::ParamInfo> entries, size_t total_flo
       beta1_power_(static_cast<float>(config.beta_1)),
       beta2_power_(static_cast<float>(config.beta_2)) {
     config_.validate();
-    be.zero(m_.get(), total_floats * sizeof(float));
-    be.zero(v_.get(), total_floats * sizeof(float));
+    m_.zero();
+    v_.zero();
 }
 
 Optimizer::Optimizer(const model::ParamTable& table, OptimizerConfig config, backend::Backend& be)

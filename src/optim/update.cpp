@@ -26,7 +26,7 @@ ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
 }
 
 void ParameterUpdater::clear_accumulator() {
-    if (accum_.size()) optimizer_.backend().zero(accum_.get(), accum_.size() * sizeof(float));
+    accum_.zero();
 }
 
 ParameterUpdater::ParameterUpdater(const model::ParamTable& table, OptimizerConfig optimizer,

@@ -72,12 +72,6 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     model::EngineOptions engine_options;
     engine_options.precision = o.precision;
     engine_options.backend = o.backend;
-    // The weights in the memory of the backend the engine runs on
-    std::unique_ptr<backend::Buffer<float>> on_device;
-    if (o.backend && !o.backend->host_memory()) {
-        on_device = std::make_unique<backend::Buffer<float>>(*o.backend, table.total_floats());
-        on_device->upload(params);
-    }
     model::BertPretrainer engine(
         table, {local_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},
         engine_options);
@@ -90,7 +84,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     eo.max_eval_steps = o.max_eval_steps;
     eo.skip_corrupt_records = o.skip_corrupt_records;
     eo.type_vocab_size = config.type_vocab_size;
-    const EvalMetrics m = evaluate(engine, on_device ? on_device->span() : std::span<float>(params),
+    std::unique_ptr<backend::Buffer<float>> on_device;  // the weights where the engine runs
+    const EvalMetrics m = evaluate(engine, backend::device_view(o.backend, std::span<const float>(params), on_device),
                                    config.vocab_size, eo);
     if (config_out != nullptr) *config_out = config;
     return m;

@@ -110,14 +110,14 @@ void TrainLoop::load_or_init() {
     backend::Backend& be = o_.device();
     try {
         params_ = std::make_unique<backend::Buffer<float>>(be, table.total_floats());
-        be.zero(params_->get(), params_->size() * sizeof(float));
+        params_->zero();
         updater_ = std::make_unique<optim::ParameterUpdater>(
             table, o_.optimizer, sched, o_.steps_per_update,
             o_.clip_after_allreduce ? optim::ClipMode::after_accumulation
                                     : optim::ClipMode::per_micro_batch,
             1.0f, be);
         grads_ = std::make_unique<backend::Buffer<float>>(be, o_.do_train ? table.total_floats() : 0);
-        be.zero(grads_->get(), grads_->size() * sizeof(float));
+        grads_->zero();
     } catch (const std::bad_alloc&) {
         fail("out of memory allocating the parameters, optimizer state and gradients ({:.1f} MiB "
              "for {} parameters; they do not depend on the batch) (hint: a smaller model)",

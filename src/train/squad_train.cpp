@@ -248,10 +248,8 @@ SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFea
     model::EngineOptions engine_options{precision};
     engine_options.backend = backend;
     model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true}, engine_options);
-    std::unique_ptr<backend::Buffer<float>> on_device;  // the weights in the backend's memory
-    if (backend && !backend->host_memory())
-        on_device = std::make_unique<backend::Buffer<float>>(*backend, std::span<const float>(m.params));
-    const std::span<const float> params = on_device ? on_device->span() : std::span<const float>(m.params);
+    std::unique_ptr<backend::Buffer<float>> on_device;  // the weights where the engine runs
+    const std::span<const float> params = backend::device_view(backend, std::span<const float>(m.params), on_device);
     model::Batch batch;
     log::Progress progress(5.0);
     out.results.reserve(features.size());

@@ -53,8 +53,7 @@ std::vector<json> lines(const std::string& path) {
 std::vector<json> logged(const std::string& dir, const char* file) {
     std::vector<json> out;
     for (json j : lines(dir + "/" + file)) {
-        for (const char* k : {"elapsed_s", "seconds", "samples_per_second", "sequences_per_second",
-                              "tokens_per_second", "time_s", "step_seconds", "eval_seconds"})
+        for (const char* k : {"elapsed_s", "eval_seconds", "sequences_per_second", "tokens_per_second"})
             j.erase(k);
         out.push_back(j);
     }
