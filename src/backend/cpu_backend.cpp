@@ -175,7 +175,10 @@ public:
     }
     void synchronize() override {}
     bool host_memory() const override { return true; }
+    // None for bf16 without bf16 units: oneDNN then has no bf16 matmul to pack for (AVX2), and the
+    // emulated bf16 GEMM widens plain bf16 operands.
     std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType type) const override {
+        if (type == MatmulType::bf16 && !ops::bf16_native()) return nullptr;
         return std::make_unique<ops::PackedWeights>(type);
     }
     std::unique_ptr<ops::Int8Weights> int8_weights() const override {

@@ -115,7 +115,11 @@ TEST_P(BackendOps, TransposeBf16) {
 TEST_P(BackendOps, MatmulPacked) {
     for (const MatmulType type : {MatmulType::f32, MatmulType::bf16}) {
         const std::unique_ptr<ops::PackedWeights> packed = be().packed_weights(type);
-        if (!packed) GTEST_SKIP() << "backend " << be().name() << " keeps no packed weights";
+        if (!packed && type == MatmulType::f32) GTEST_SKIP() << "backend " << be().name() << " keeps no packed weights";
+        if (!packed) {  // the CPU backend without bf16 units (AVX2)
+            std::cout << "[backend " << be().name() << "] keeps no packed bf16 weights on this machine\n";
+            continue;
+        }
         REQUIRE_OP(matmul_packed);
         const bool bf = type == MatmulType::bf16;
         const int M = 5, K = 33, N = 21;
