@@ -3,9 +3,9 @@
 # here, records the machine's facts, runs the backend conformance test on the GPU, trains on the
 # GPU against the CPU (gpu-train-check.sh), measures training and inference steps, the backend's
 # GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of it to one
-# folder. Three runs of the earlier set of steps took 189-205 s on an H100; the training check and
-# the training bench added since (not yet run) should add 2-3 minutes. The run tool's limit is
-# 600 s a command: with SKIP_PEER=1 the peer's 5 minutes of caps are left out.
+# folder. Three runs of the earlier set of steps took 189-205 s on an H100; the training check, the
+# training bench and the attention kernels' bench added since (not yet run) should add 3-4 minutes.
+# The run tool's limit is 600 s a command: with SKIP_PEER=1 the peer's 5 minutes of caps are left out.
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
 #   subset; SKIP_PEER=1 leaves the peer out.
@@ -29,6 +29,14 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, 
   if [[ -e $d/libcublasLt.so.13 ]]; then CUBLAS_DIR=$d; break; fi
 done
 echo "libcublasLt.so.13: ${CUBLAS_DIR:-not found}"
+# NCCL (loaded at run time by the CUDA backend's collectives): the toolkit's, else the pip wheel's
+NCCL_DIR=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("nccl", "cu13")))' 2>/dev/null); do
+  if [[ -e $d/libnccl.so.2 ]]; then NCCL_DIR=$d; break; fi
+done
+echo "libnccl.so.2: ${NCCL_DIR:-not found}"
+# with NCCL there, the collectives test must run rather than skip
+[[ -n $NCCL_DIR ]] && export BB_EXPECT_NCCL=1
 
 step unpack
 BB=/tmp/bertbench-gpu
@@ -36,7 +44,7 @@ rm -rf "$BB" && mkdir -p "$BB"
 if ! tar -C "$BB" -xJf gpu-pack/bundle.tar.xz; then
   echo "gpu-check: no gpu-pack/bundle.tar.xz (run scripts/gpu-pack.sh first and carry gpu-pack)"; exit 2
 fi
-export LD_LIBRARY_PATH="$BB/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$BB/lib${CUBLAS_DIR:+:$CUBLAS_DIR}${NCCL_DIR:+:$NCCL_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for b in "$BB"/bin/*; do ldd "$b" | grep -i "not found" && status=1; done
 
 step "bertbench version (its backends)"
@@ -47,8 +55,8 @@ python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["sys
 step "backend conformance (CPU and CUDA against the double reference)"
 timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
 
-step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step)"
-timeout 120 "$BB/bin/test_model" --gtest_filter='EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
+step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step; materialized and fused attention)"
+timeout 120 "$BB/bin/test_model" --gtest_filter='*EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
 
 step "training on the GPU against the CPU: pretraining curves, checkpoints across devices, SQuAD answers"
 timeout 420 bash scripts/gpu-train-check.sh "$BB/bin/bertbench" "$BB/data" "$OUT" || status=1
@@ -57,6 +65,12 @@ step "bertbench bench --mode=train --device=cuda --profile: training steps on th
 timeout 150 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128 \
   --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" \
   --profile --profile_svg="$OUT/bench_train_profile.svg" || status=1
+
+step "attention kernels on the GPU: a bf16 training step with each (BERT-base, seq 128 and 512, batch 16)"
+for att in materialized fused; do
+  BB_ATTENTION=$att timeout 90 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128,512 \
+    --batch_size=16 --dtype=bf16 --steps=5 --warmup=2 --threads=4 --json="$OUT/bench_attention_$att.json" || status=1
+done
 
 step "scaling model: 8 GPUs from the measured step (scripts/mpi-scaling-model.py; NVLink 4 ~3600 Gb/s per GPU, NDR 400 Gb/s)"
 python3 - "$OUT/bench_train.json" <<'PY' || status=1

@@ -158,6 +158,19 @@ struct Ops {
 #undef BB_BACKEND_FIELD
 };
 
+// Sums over the processes of a job on one backend's memory, in the order of that backend's ops
+// (NCCL on the CUDA backend, Backend::collectives). Every rank calls in the same order, as with
+// dist::Comm's collectives.
+class Collectives {
+public:
+    virtual ~Collectives() = default;
+    // In place: n floats at p (the backend's memory) become their sum over the ranks, the same
+    // bits on every rank.
+    virtual void all_reduce_sum(float* p, size_t n) = 0;
+    // What runs them: "NCCL 2.28.3".
+    virtual std::string describe() const = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -178,13 +191,22 @@ public:
     virtual bool host_memory() const = 0;
     // Empty weights in the layout this backend's matmul_packed reads (oneDNN's blocked layout on
     // the CPU), for an inference engine whose weights do not change; nullptr where the backend
-    // keeps none (the engine then runs its plain GEMMs).
+    // keeps none, for this type or at all (the engine then runs its plain GEMMs).
     virtual std::unique_ptr<ops::PackedWeights> packed_weights(MatmulType) const { return nullptr; }
     // Empty int8 kernels for linear_forward_int8, or nullptr where the backend has no int8 path.
     virtual std::unique_ptr<ops::Int8Weights> int8_weights() const { return nullptr; }
     // The profiler's clock for this backend's ops where they run behind the host (CUDA events on
     // its stream), or nullptr where the host's clock times them (they run as they are called).
     virtual std::unique_ptr<profile::Timeline> timeline() { return nullptr; }
+    // Collectives among `size` processes, each on its own device: rank 0 calls collectives_id()
+    // and hands the bytes to every rank (over MPI), then every rank calls collectives(id, rank,
+    // size) (collective). An empty id means this backend has none — the CPU's (its memory is the
+    // host's: MPI reduces it), or a CUDA build where NCCL cannot be loaded; `why` then says which.
+    virtual std::vector<std::byte> collectives_id(std::string& why) {
+        why = std::string("the ") + name() + " backend has no collectives of its own";
+        return {};
+    }
+    virtual std::unique_ptr<Collectives> collectives(std::span<const std::byte> id, int rank, int size);
 
     const Ops& ops() const { return ops_; }
     // The names of the ops this backend lacks (empty for the CPU backend).

@@ -206,6 +206,10 @@ void Backend::lacks(const char* op) const {
          name(), op);
 }
 
+std::unique_ptr<Collectives> Backend::collectives(std::span<const std::byte>, int, int) {
+    fail("[backend {}] has no collectives of its own (collectives_id() was empty)", name());
+}
+
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
 Backend& cpu() {

@@ -19,7 +19,8 @@ struct DeviceFlag {
 
     void add(Flags& f);
     bool cuda() const;  // --device=cuda or cuda:N (another value is an Error)
-    // The CUDA backend on the GPU --device names (Error where the build or the machine has none).
+    // The CUDA backend on the GPU --device names (Error where the build or the machine has none);
+    // plain cuda: the local rank's GPU under mpirun (OMPI_COMM_WORLD_LOCAL_RANK), else GPU 0.
     std::unique_ptr<backend::Backend> cuda_backend() const;
     // The backend --device names: null for cpu (the engines' own CPU backend), else cuda_backend().
     std::unique_ptr<backend::Backend> backend() const;

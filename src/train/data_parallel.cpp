@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace bertbench::train {
 
@@ -22,6 +24,43 @@ void DataParallel::set_table(const model::ParamTable& table) {
     std::vector<size_t> bounds;
     for (const model::ParamInfo& p : table.entries()) bounds.push_back(p.offset);
     reducer_ = std::make_unique<dist::GradientReducer>(*comm_, table.total_floats(), bounds, bucket_bytes_);
+}
+
+void DataParallel::set_device(backend::Backend& be) {
+    be_ = &be;
+    collectives_.reset();
+    device_reduction_.clear();
+    if (!active() || be.host_memory()) return;
+    const char* env = std::getenv("BB_DEVICE_COMM");
+    const std::string mode = env && *env ? env : "auto";
+    if (mode != "auto" && mode != "nccl" && mode != "host")
+        fail("BB_DEVICE_COMM={}: expected auto, nccl or host (environment)", mode);
+    std::string why = mode == "host" ? "BB_DEVICE_COMM=host" : "";
+    std::vector<std::byte> id;
+    if (mode != "host" && is_root()) id = be.collectives_id(why);
+    uint64_t n = id.size();  // rank 0's id, its length first (0: none, rank 0 says why)
+    comm_->broadcast(std::as_writable_bytes(std::span<uint64_t>(&n, 1)), 0);
+    id.resize(n);
+    comm_->broadcast(id, 0);
+    std::string error;
+    if (n > 0) {
+        try {
+            collectives_ = be.collectives(id, rank(), size());
+        } catch (const Error& e) {
+            error = e.what();
+        }
+        if (any(!error.empty())) {  // every rank falls back together
+            collectives_.reset();
+            why = error.empty() ? "another rank could not create the collectives" : error;
+            n = 0;
+        }
+    }
+    if (n == 0 && why.empty()) why = "rank 0 has no collectives for this backend";
+    if (n == 0 && mode == "nccl")
+        fail("BB_DEVICE_COMM=nccl: the {} backend's collectives are not available: {}", be.name(), why);
+    device_reduction_ = collectives_ ? collectives_->describe() : "host memory (" + why + ")";
+    if (is_root()) log::info("mpirun: {} ranks on {} devices; gradients averaged by {}", size(), be.name(),
+                             device_reduction_);
 }
 
 int DataParallel::local_batch(int global_batch, const std::string& flag) const {
@@ -99,6 +138,13 @@ model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool 
 optim::GradientMean DataParallel::mean() {
     if (!active()) return {};
     return [this](std::span<float> buf) {
+        if (collectives_) {  // on the devices: the sum, then × 1/N as the host reducer does
+            collectives_->all_reduce_sum(buf.data(), buf.size());
+            BB_OP(*be_, scale_values)(buf.data(), buf.size(), 1.0f / static_cast<float>(size()), nullptr);
+            stats_.bytes += static_cast<double>(buf.size_bytes());
+            ++stats_.reductions;
+            return;
+        }
         if (!reducer_) fail("[dist] DataParallel: set_table() before the first update");
         const bool staged = !be_->host_memory();
         std::span<float> host = buf;

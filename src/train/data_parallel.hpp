@@ -35,11 +35,17 @@ public:
                  size_t bucket_bytes = size_t{4} << 20);
     // The model's parameter layout, once it is known (before the first backward).
     void set_table(const model::ParamTable& table);
-    // The backend whose memory holds the gradients and weights (the CPU's unless set). Where that
-    // memory is not the host's (a GPU's), the all-reduce is staged through the host: mean() copies
-    // the buffer to host memory, averages it there over the ranks and copies it back; nothing
-    // overlaps the backward then (begin_backward installs no hook).
-    void set_device(backend::Backend& be) { be_ = &be; }
+    // The backend whose memory holds the gradients and weights (the CPU's unless set). Collective.
+    // Where that memory is not the host's (a GPU's), mean() sums on the devices with the backend's
+    // own collectives (NCCL) when every rank can create them, else (no NCCL; ranks sharing a GPU,
+    // which NCCL refuses; BB_DEVICE_COMM=host) it stages through the host: copies the buffer to
+    // host memory, averages it there over the ranks (MPI) and copies it back. Either way nothing
+    // overlaps the backward (begin_backward installs no hook). BB_DEVICE_COMM=nccl makes a failure
+    // to create the collectives an Error. Rank 0 logs which one runs.
+    void set_device(backend::Backend& be);
+    // What averages a device's gradients: "NCCL 2.28.3 (rank 0 of 2)", "host memory (why)", or ""
+    // (host memory is the gradients' own, or one process).
+    const std::string& device_reduction() const { return device_reduction_; }
 
     dist::Comm& comm() const { return *comm_; }
     int rank() const { return comm_->rank(); }
@@ -102,6 +108,8 @@ private:
     Stats stats_;
     backend::Backend* be_ = &backend::cpu();
     std::vector<float> staging_;  // host copy of a device buffer being averaged
+    std::unique_ptr<backend::Collectives> collectives_;  // the devices' own sums (set_device)
+    std::string device_reduction_;
 };
 
 }  // namespace bertbench::train

@@ -222,7 +222,7 @@ void TrainLoop::setup() {
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
     dp_->set_table(task_.table());
-    dp_->set_device(o_.device());  // a GPU's gradients: averaged through host memory
+    dp_->set_device(o_.device());  // a GPU's gradients: NCCL, or averaged through host memory
     check_outputs_are_not_inputs();
     if (root_) remove_stale_temporaries(o_.output_dir);
     global_batch_ = static_cast<int64_t>(o_.train_batch_size) * o_.steps_per_update;

@@ -63,6 +63,9 @@ protected:
     std::unique_ptr<Backend> be_;
 };
 
+// The same cases for a backend's collectives (collectives_test.cpp).
+class BackendCollectives : public BackendOps {};
+
 // Skips the rest of a test whose op the backend lacks, naming it.
 #define REQUIRE_OP(op)                                                                            \
     if (!be().ops().op) GTEST_SKIP() << "backend " << be().name() << " lacks the op " #op;

@@ -3,7 +3,7 @@
 // PROT_NONE except while one of this backend's ops, uploads, downloads or zeroes runs, so host code
 // that reads or writes the backend's memory directly dies with SIGSEGV instead of passing here and
 // failing on the GPU. One at a time per process: the op table holds plain function pointers, which
-// reach the backend through a global.
+// reach the backend through a global. Tests may derive from it (e.g. to give it collectives).
 #pragma once
 
 #include <sys/mman.h>
@@ -19,7 +19,7 @@
 
 namespace bertbench::testing {
 
-class GuardedBackend final : public backend::Backend {
+class GuardedBackend : public backend::Backend {
 public:
     GuardedBackend() : cpu_(backend::make_cpu_backend()) {
         if (current_) fail("[backend guarded] one at a time");

@@ -52,6 +52,42 @@ struct TrainOut {
     std::vector<float> params;
     double wait_s = 0;
     int64_t reductions = 0;
+    std::string device_reduction;  // DataParallel::device_reduction()
+};
+
+// The guarded backend with collectives of its own, as NCCL's are to the CUDA backend's: rank 0's
+// id must reach every rank unchanged (else an Error), the sum is MPI's on a host copy. `refuse_rank`
+// (>= 0): that rank cannot create them, so every rank must fall back to host staging together.
+class GuardedWithCollectives : public testing::GuardedBackend {
+public:
+    explicit GuardedWithCollectives(int refuse_rank) : refuse_rank_(refuse_rank) {}
+    std::vector<std::byte> collectives_id(std::string&) override {
+        const std::string id = "rank 0's id " + std::to_string(getpid());
+        return {reinterpret_cast<const std::byte*>(id.data()), reinterpret_cast<const std::byte*>(id.data()) + id.size()};
+    }
+    std::unique_ptr<backend::Collectives> collectives(std::span<const std::byte> id, int rank, int size) override {
+        const std::string got(reinterpret_cast<const char*>(id.data()), id.size());
+        if (got.rfind("rank 0's id ", 0) != 0) fail("collectives: rank {} got the id '{}'", rank, got);
+        if (rank == refuse_rank_) fail("collectives: rank {} refuses", rank);
+        struct HostSum : backend::Collectives {
+            HostSum(backend::Backend& b, int n) : be(b), ranks(n) {}
+            void all_reduce_sum(float* p, size_t n) override {
+                std::vector<float> host(n);
+                be.download(host.data(), p, n * sizeof(float));
+                dist::world().all_reduce_sum(std::span<float>(host));
+                be.upload(p, host.data(), n * sizeof(float));
+            }
+            std::string describe() const override {
+                return "the test's collectives (" + std::to_string(ranks) + " ranks)";
+            }
+            backend::Backend& be;
+            int ranks;
+        };
+        return std::make_unique<HostSum>(*this, size);
+    }
+
+private:
+    int refuse_rank_;
 };
 
 // kSteps of LAMB on this rank's share of the global batch, averaged over `comm`; on backend `be`
@@ -103,6 +139,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip, backend::Ba
     const DataParallel::Stats st = dp.take_stats();
     out.wait_s = st.wait_s;
     out.reductions = st.reductions;
+    out.device_reduction = dp.device_reduction();
     out.params = params_buf.download();
     return out;
 }
@@ -119,8 +156,11 @@ TEST(DataParallelWorker, Train) {
     const std::string mode = worker_mode();
     // "device": the weights and gradients in a device's memory (the guarded backend), the
     // all-reduce staged through the host
+    // "collectives": the device's own sums; "collectives_refused": rank 1 cannot create them
     std::unique_ptr<testing::GuardedBackend> device;
     if (mode == "device") device = std::make_unique<testing::GuardedBackend>();
+    if (mode == "collectives") device = std::make_unique<GuardedWithCollectives>(-1);
+    if (mode == "collectives_refused") device = std::make_unique<GuardedWithCollectives>(1);
     const TrainOut o = train(comm, mode != "no_overlap",
                              mode == "per_replica" ? optim::ClipMode::per_micro_batch
                                                    : optim::ClipMode::after_accumulation,
@@ -130,6 +170,7 @@ TEST(DataParallelWorker, Train) {
             std::printf("LOSS %d %.17g %.17g %.17g\n", s, o.loss[static_cast<size_t>(s)],
                         o.mlm[static_cast<size_t>(s)], o.nsp[static_cast<size_t>(s)]);
         std::printf("REDUCTIONS %lld WAIT_S %.6f\n", static_cast<long long>(o.reductions), o.wait_s);
+        std::printf("DEVICE_REDUCTION %s\n", o.device_reduction.c_str());
         std::ofstream(std::getenv("BB_DP_WEIGHTS"), std::ios::binary)
             .write(reinterpret_cast<const char*>(o.params.data()),
                    static_cast<std::streamsize>(o.params.size() * sizeof(float)));
@@ -141,6 +182,7 @@ TEST(DataParallelWorker, Train) {
 struct Parsed {
     std::vector<double> loss, mlm, nsp;
     std::vector<float> params;
+    std::string device_reduction;
 };
 
 Parsed run_two_ranks(const std::string& mode, const std::string& weights) {
@@ -158,6 +200,7 @@ Parsed run_two_ranks(const std::string& mode, const std::string& weights) {
             p.mlm.push_back(b);
             p.nsp.push_back(c);
         }
+        if (line.rfind("DEVICE_REDUCTION ", 0) == 0) p.device_reduction = line.substr(17);
     }
     EXPECT_EQ(p.loss.size(), static_cast<size_t>(kSteps)) << r.out;
     std::ifstream f(weights, std::ios::binary | std::ios::ate);
@@ -235,6 +278,26 @@ TEST(DataParallel, SlowTwoRanksOnADeviceThroughHostStagingEqualTheCpuRanks) {
     EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)), 0);
     std::remove(w1.c_str());
     std::remove(w2.c_str());
+}
+
+// Two ranks whose backend has collectives of its own (as the CUDA backend has NCCL): the gradients
+// are summed by them, with the bits of two CPU ranks (a sum of two is the same in any order); when
+// one rank cannot create them, both fall back to host staging, with the same bits again.
+TEST(DataParallel, SlowTwoRanksOnADeviceWithItsCollectivesEqualTheCpuRanks) {
+    if (worker_mode() != nullptr) GTEST_SKIP() << "worker run";
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const std::string w1 = temp_path("c1"), w2 = temp_path("c2"), w3 = temp_path("c3");
+    const Parsed a = run_two_ranks("no_overlap", w1), b = run_two_ranks("collectives", w2),
+                 c = run_two_ranks("collectives_refused", w3);
+    EXPECT_EQ(a.device_reduction, "");
+    EXPECT_EQ(b.device_reduction, "the test's collectives (2 ranks)");
+    EXPECT_EQ(c.device_reduction, "host memory (another rank could not create the collectives)");
+    for (const Parsed* x : {&b, &c}) {
+        EXPECT_EQ(a.loss, x->loss);
+        ASSERT_EQ(a.params.size(), x->params.size());
+        EXPECT_EQ(std::memcmp(a.params.data(), x->params.data(), a.params.size() * sizeof(float)), 0);
+    }
+    for (const std::string& w : {w1, w2, w3}) std::remove(w.c_str());
 }
 
 TEST(DataParallel, SlowPerReplicaClippingKeepsTheRanksIdentical) {

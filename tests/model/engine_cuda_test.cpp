@@ -3,8 +3,9 @@
 // the parameters and gradients in GPU memory. The dropout masks are the same bits (Philox on both
 // devices); everything that sums runs in another order, so values agree to fp32 rounding:
 // losses rtol 1e-4, logits atol 1e-4 + rtol 1e-3, gradients atol 1e-5 + rtol 1e-3 (a tiny model,
-// sums of at most a few hundred terms). Skips with the reason where the build has no CUDA backend
-// (cmake -DBB_CUDA=ON) or the machine no GPU; scripts/gpu-check.sh runs it on the GPU machine.
+// sums of at most a few hundred terms). Each case runs with both attention kernels (materialized,
+// fused) on both devices. Skips with the reason where the build has no CUDA backend (cmake
+// -DBB_CUDA=ON) or the machine no GPU; scripts/gpu-check.sh runs it on the GPU machine.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +26,7 @@ using testing::make_params;
 using testing::tiny_batch;
 using testing::tiny_config;
 
-class EngineCuda : public ::testing::Test {
+class EngineCuda : public ::testing::TestWithParam<AttentionKernel> {
 protected:
     void SetUp() override {
         if (!backend::cuda_built()) GTEST_SKIP() << "this build has no CUDA backend (cmake -DBB_CUDA=ON; docs/gpu.md)";
@@ -37,16 +38,22 @@ protected:
     }
     EngineOptions options(backend::Backend* be) const {
         EngineOptions o;
-        o.attention = AttentionKernel::materialized;  // the CUDA backend has no fused kernel yet
+        o.attention = GetParam();
         o.backend = be;
         return o;
     }
     std::unique_ptr<backend::Backend> gpu_;
 };
 
+INSTANTIATE_TEST_SUITE_P(Attention, EngineCuda,
+                         ::testing::Values(AttentionKernel::materialized, AttentionKernel::fused),
+                         [](const ::testing::TestParamInfo<AttentionKernel>& p) {
+                             return p.param == AttentionKernel::fused ? "fused" : "materialized";
+                         });
+
 std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
 
-TEST_F(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
+TEST_P(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
     const ParamTable table(tiny_config(), Heads::pretraining);
     const Batch batch = tiny_batch();
     const std::vector<float> params = make_params<float>(table, 11);
@@ -54,6 +61,7 @@ TEST_F(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
     backend::Buffer<float> dgrads(*gpu_, std::vector<float>(params.size(), 0.f));
     BertPretrainer cpu(table, Plan{3, 9, 2}, options(nullptr));
     BertPretrainer gpu(table, Plan{3, 9, 2}, options(gpu_.get()));
+    ASSERT_EQ(gpu.fused_attention(), GetParam() == AttentionKernel::fused);
     const std::span<const float> on_gpu(dparams.get(), params.size());
     const Losses want = cpu.forward(params, batch, true, 21, 4), got = gpu.forward(on_gpu, batch, true, 21, 4);
     EXPECT_NEAR(got.total, want.total, 1e-4 * std::abs(want.total));
@@ -78,7 +86,7 @@ TEST_F(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
 // bf16 GEMM operands on both devices (the same roundings of the same fp32 values); the GPU's
 // products differ in summation order and where the CPU rounds the attention probabilities to
 // bf16: losses rtol 1e-2, logits and gradients atol 1e-2 + rtol 5e-2.
-TEST_F(EngineCuda, Bf16PretrainingStepMatchesTheCpuEngine) {
+TEST_P(EngineCuda, Bf16PretrainingStepMatchesTheCpuEngine) {
     const ParamTable table(tiny_config(), Heads::pretraining);
     const Batch batch = tiny_batch();
     const std::vector<float> params = make_params<float>(table, 13);
@@ -98,7 +106,7 @@ TEST_F(EngineCuda, Bf16PretrainingStepMatchesTheCpuEngine) {
     EXPECT_TRUE(all_close("bf16 gradients", dgrads.download(), grads, 1e-2, 5e-2));
 }
 
-TEST_F(EngineCuda, SquadStepMatchesTheCpuEngine) {
+TEST_P(EngineCuda, SquadStepMatchesTheCpuEngine) {
     const ParamTable table(tiny_config(), Heads::squad);
     Batch batch = tiny_batch();
     batch.key_lengths = {4, 9, 2};  // padded features: the padding rows are queries

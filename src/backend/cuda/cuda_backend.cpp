@@ -4,7 +4,8 @@
 // only. cuBLASLt is told the operands' real alignment; for a shape it has no kernel for (on the
 // H100, an fp32 1x1x1 product with odd leading dimensions had none) the GEMM runs on classic
 // cuBLAS's cublasGemmEx, same arithmetic, with the bias and bf16 rounding in our own epilogue.
-// Attention with bf16 operands (AttentionBf16) is not here yet: an Error, never a CPU fallback.
+// What it lacks (matmul_packed; the fused attention for heads over kFlashMaxHeadSize channels) is
+// an Error, never a CPU fallback.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -21,6 +22,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/nccl.hpp"
 #include "core/error.hpp"
 
 namespace bertbench::backend {
@@ -319,6 +321,38 @@ void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const fl
     ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, false, probs, mask, keep_prob, attn_shape(s));
 }
 
+// The fused attention (flash_kernels.cu); with lp it reads only the bf16 q, k, v and dctx.
+void require_flash_head(const ops::AttentionShape& s) {
+    if (s.HS > ck::kFlashMaxHeadSize)
+        fail("[backend cuda] flash attention: head size {} exceeds the kernel's {} (hint: BB_ATTENTION=materialized)",
+             s.HS, ck::kFlashMaxHeadSize);
+}
+void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+                             const ops::AttentionShape& s, const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
+    require_flash_head(s);
+    const void* in[3] = {q, k, v};
+    if (lp) in[0] = lp->q, in[1] = lp->k, in[2] = lp->v;
+    if (!drop)
+        return ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s),
+                                           nullptr, 1.f);
+    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
+    ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s), &ph,
+                                static_cast<float>(drop->keep_prob));
+}
+void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q, const float* k,
+                              const float* v, const float* ctx, const float* lse, const ops::AttentionShape& s,
+                              const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
+    require_flash_head(s);
+    const void* in[4] = {dctx, q, k, v};
+    if (lp) in[0] = lp->dctx, in[1] = lp->q, in[2] = lp->k, in[3] = lp->v;
+    if (!drop)
+        return ck::flash_attention_backward(g_stream, dq, dk, dv, in[0], in[1], in[2], in[3], lp != nullptr, ctx, lse,
+                                            attn_shape(s), nullptr, 1.f);
+    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
+    ck::flash_attention_backward(g_stream, dq, dk, dv, in[0], in[1], in[2], in[3], lp != nullptr, ctx, lse,
+                                 attn_shape(s), &ph, static_cast<float>(drop->keep_prob));
+}
+
 // The dense layer from the GEMM (cuBLASLt) and the kernels: the CPU ops' contracts (backend.hpp).
 constexpr MatmulType kF32 = MatmulType::f32, kBf16 = MatmulType::bf16;
 void linear_forward(float* y, const float* x, const float* w, const float* b, int N, int IN, int OUT) {
@@ -458,6 +492,8 @@ public:
         ops_.cross_entropy_backward = cross_entropy_backward;
         ops_.attention_forward = attention_forward;
         ops_.attention_backward = attention_backward;
+        ops_.flash_attention_forward = flash_attention_forward;
+        ops_.flash_attention_backward = flash_attention_backward;
         ops_.linear_forward = linear_forward;
         ops_.linear_backward = linear_backward;
         ops_.linear_forward_bf16 = linear_forward_bf16;
@@ -476,7 +512,7 @@ public:
         ops_.scale_values = scale_values;
         ops_.lamb_update = lamb_update;
         ops_.adamw_update = adamw_update;
-        // not yet: the fused attention (flash_attention_*); matmul_packed (no packed weights kept)
+        // not: matmul_packed (no packed weights kept)
     }
     const char* name() const override { return "cuda"; }
     std::string describe() const override { return describe_; }
@@ -495,6 +531,10 @@ public:
     }
     void release(void* p) noexcept override { cudaFree(p); }
     std::unique_ptr<profile::Timeline> timeline() override { return std::make_unique<CudaTimeline>(); }
+    std::vector<std::byte> collectives_id(std::string& why) override { return ck::nccl_unique_id(why); }
+    std::unique_ptr<Collectives> collectives(std::span<const std::byte> id, int rank, int size) override {
+        return ck::make_nccl_collectives(g_stream, id, rank, size);
+    }
     void upload(void* dst, const void* host, size_t bytes) override {
         check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, g_stream), "upload");
         check(cudaStreamSynchronize(g_stream), "upload");  // the host buffer may go right after

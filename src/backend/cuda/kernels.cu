@@ -29,24 +29,6 @@ __device__ __forceinline__ float act_derivative(Act a, float x) {
     return x > 0.f ? 1.f : 0.f;
 }
 
-// Philox-4x32-10, core/philox.hpp's counter and key layout.
-__device__ uint4 philox_block(uint64_t seed, uint64_t step, uint32_t site, uint64_t blk) {
-    uint32_t c0 = static_cast<uint32_t>(blk), c1 = static_cast<uint32_t>(blk >> 32), c2 = site,
-             c3 = static_cast<uint32_t>(step);
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(step >> 32);
-    for (int round = 0; round < 10; ++round) {
-        const uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    return make_uint4(c0, c1, c2, c3);
-}
-
 __global__ void k_to_bf16(uint16_t* dst, const float* src, size_t n) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
         dst[i] = bf16_bits(src[i]);
@@ -298,16 +280,6 @@ __global__ void k_cross_entropy_backward(float* dlogits, const float* logits, co
         dlogits[row + j] = j == label ? d - c : d;
     }
 }
-
-__device__ __forceinline__ bool keep_element(const Philox& s, size_t e) {
-    const uint4 w = philox_block(s.seed, s.step, s.site, e / 4);
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-    return (words[e % 4] >> 8) < s.threshold;
-}
-
-// An attention input as fp32: itself, or the bf16 bits widened (exact).
-__device__ __forceinline__ float val(float x) { return x; }
-__device__ __forceinline__ float val(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
 
 // Block per (b, h): rows i in turn; threads over the keys j for the scores, over the channels d
 // for ctx. scores go into probs (the row's slice), softmaxed in place. In: float, or uint16_t for

@@ -70,6 +70,20 @@ void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask,
 void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float* dprobs, const void* dctx,
                         const void* q, const void* k, const void* v, bool bf16_in, const float* probs,
                         const uint8_t* mask, float keep_prob, AttnShape s);
+// The fused attention (flash_kernels.cu), ops/flash_attention.hpp's contract: ctx and lse(N, NH)
+// instead of the probabilities; the backward recomputes them from lse and regenerates the dropout
+// mask from the stream (element indices as attention_forward's, so the same elements are dropped).
+// Tiles of 32 query rows × 32 keys in shared memory, fp32 products on the CUDA cores. Heads of at
+// most kFlashMaxHeadSize channels (cuda_backend.cpp refuses larger ones).
+constexpr int kFlashMaxHeadSize = 128;
+void flash_attention_forward(cudaStream_t st, float* ctx, float* lse, const void* q, const void* k, const void* v,
+                             bool bf16_in, AttnShape s, const Philox* drop, float keep_prob);
+// dq, dk, dv overwritten (rows K_b..T_b get zero dk, dv); with bf16_in, D = dctx·ctx reads the
+// bf16 dctx and the fp32 ctx, as on the CPU. Deterministic: no atomics (dk, dv and dq come from
+// two kernels, each owning its rows).
+void flash_attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, const void* dctx, const void* q,
+                              const void* k, const void* v, bool bf16_in, const float* ctx, const float* lse,
+                              AttnShape s, const Philox* drop, float keep_prob);
 // C(M,N) (ldc; fp32, or bf16 when c_bf16) = acc(M,N) + bias(N) (bias may be null): the epilogue of
 // the classic-cuBLAS GEMM path (cuda_backend.cpp)
 void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias);

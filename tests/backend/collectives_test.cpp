@@ -1,0 +1,46 @@
+// A backend's own collectives (backend.hpp, Backend::collectives): the CPU backend has none and
+// says so; the CUDA backend's are NCCL's, exercised here as far as one GPU allows — a communicator
+// of one rank, whose all-reduce must leave the buffer's bits as they were. Where NCCL cannot be
+// loaded the CUDA case skips naming why, unless BB_EXPECT_NCCL=1 (scripts/gpu-check.sh) makes that
+// a failure. Several ranks: tests/dist/data_parallel_test.cpp (on a test backend's collectives).
+#include <cstdlib>
+#include <cstring>
+
+#include "backend_ops_util.hpp"
+
+namespace bertbench::backend {
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(All, BackendCollectives, ::testing::Values("cpu", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST_P(BackendCollectives, OneRankSumLeavesTheBuffer) {
+    std::string why;
+    const std::vector<std::byte> id = be().collectives_id(why);
+    if (GetParam() == "cpu") {
+        EXPECT_TRUE(id.empty());
+        EXPECT_EQ(why, "the cpu backend has no collectives of its own");
+        EXPECT_THROW(be().collectives({}, 0, 1), Error);
+        return;
+    }
+    if (id.empty()) {
+        const char* expect = std::getenv("BB_EXPECT_NCCL");
+        if (expect && std::string(expect) == "1") FAIL() << "BB_EXPECT_NCCL=1 but: " << why;
+        GTEST_SKIP() << why;
+    }
+    EXPECT_THROW(be().collectives(std::span<const std::byte>(id).first(id.size() - 1), 0, 1), Error);
+    const std::unique_ptr<Collectives> c = be().collectives(id, 0, 1);
+    std::cout << "[backend " << be().name() << "] " << c->describe() << "\n";
+    EXPECT_EQ(c->describe().rfind("NCCL ", 0), 0u) << c->describe();
+    for (const size_t n : {size_t{1}, size_t{1003}, size_t{1} << 20}) {
+        std::vector<float> x = rand_f(n, 51 + n, 1e3);
+        x[0] = -0.f;
+        const auto buf = put(x);
+        c->all_reduce_sum(buf->get(), n);
+        const std::vector<float> got = buf->download();
+        EXPECT_EQ(std::memcmp(got.data(), x.data(), n * sizeof(float)), 0) << "n=" << n;
+    }
+}
+
+}  // namespace
+}  // namespace bertbench::backend
