@@ -258,13 +258,14 @@ int cmd_bench(int argc, char** argv) {
 
     const std::vector<int> threads = int_list(thread_list, "threads");
     std::vector<ops::Precision> dtypes;
-    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(parse_dtype(d, "dtype"));
+    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(ops::parse_precision(d, "dtype"));
     if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16, int8");
     const std::vector<std::string> mode_names = split_commas(mode);
     if (std::count(mode_names.begin(), mode_names.end(), "train") &&
         std::count(dtypes.begin(), dtypes.end(), ops::Precision::int8))
         fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 "
              "or bf16");
+    for (const std::string& d : split_commas(dtype_list)) parse_dtype(d, "dtype");  // what this CPU lacks
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));

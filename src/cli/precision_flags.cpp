@@ -52,11 +52,11 @@ ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
 }
 
 ops::Precision PrecisionFlags::precision(bool trains) const {
-    const ops::Precision p = parse_dtype(dtype, "dtype");
-    if (trains && p == ops::Precision::int8)
+    // the refusal before parse_dtype's warnings about this CPU, which would not apply to it
+    if (trains && ops::parse_precision(dtype, "dtype") == ops::Precision::int8)
         fail("--dtype=int8: int8 is for inference (eval, squad --do_predict, pretrain --nodo_train "
              "--do_eval, bench --mode=infer); this run trains: use fp32 or bf16");
-    return p;
+    return parse_dtype(dtype, "dtype");
 }
 
 }  // namespace bertbench::cli

@@ -5,6 +5,7 @@
 // missing. Tolerances (numpy.isclose form |got - want| <= atol + rtol * |want|) are per check
 // below.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -206,6 +207,8 @@ void run_parity(const Case& c) {
                             "/tests/tools/torch_bert.py --input " + in + " --output " + out +
                             (bf16 ? " --dtype bf16_autocast" : "") + " > " + log + " 2>&1";
     const int rc = std::system(cmd.c_str());
+    // 77: PyTorch's bf16 GEMM on this CPU is not an fp32-accumulating reference (AVX2; torch_bert.py)
+    if (bf16 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << read_file(log);
     ASSERT_EQ(rc, 0) << cmd << "\n" << read_file(log);
 
     const io::SafetensorsReader ref(out);

@@ -12,6 +12,7 @@
 //    compute_loss over max_seq_length positions): loss, start/end logits at every position and
 //    every parameter gradient; and the bf16 engine against torch's bf16 autocast.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -498,7 +499,10 @@ void run_squad_parity(const ParityCase& c) {
     const std::string cmd = std::string(kPython) + " " + source_dir() +
                             "/tests/tools/torch_bert.py --input " + in + " --output " + out +
                             (bf16 ? " --dtype bf16_autocast" : "") + " > " + log + " 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(log);
+    const int rc = std::system(cmd.c_str());
+    // 77: PyTorch's bf16 GEMM on this CPU is not an fp32-accumulating reference (AVX2; torch_bert.py)
+    if (bf16 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << read_file(log);
+    ASSERT_EQ(rc, 0) << cmd << "\n" << read_file(log);
 
     const io::SafetensorsReader ref(out);
     const std::vector<float> got_loss = {float(losses.total)};

@@ -476,8 +476,28 @@ def main():
         return selftest()
     if not args.input or not args.output:
         ap.error("--input and --output are required")
+    if args.dtype == "bf16_autocast":
+        e = bf16_gemm_error()
+        if e > 1e-2:
+            print("SKIP: PyTorch's bf16 GEMM on this CPU does not accumulate in fp32 (relative error %.3f on a "
+                  "64x768x768 product of bf16 operands against their fp32 product; ~0.002, bf16's output "
+                  "rounding, where it does, as with AVX512-BF16): not the reference the bf16 parity "
+                  "tolerances assume" % e)
+            return SKIP_EXIT
     run(args)
     return 0
+
+
+SKIP_EXIT = 77  # the C++ tests skip, printing this script's output, on this exit status
+
+
+def bf16_gemm_error():
+    """‖bf16 matmul − fp32 matmul of the same bf16 operands‖ / ‖fp32 one‖ for a BERT-sized product."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 768, generator=g).bfloat16()
+    b = torch.randn(768, 768, generator=g).bfloat16()
+    ref = a.float() @ b.float()
+    return float((((a @ b).float() - ref).norm() / ref.norm()).item())
 
 
 if __name__ == "__main__":
