@@ -6,7 +6,6 @@
 // ctx and every gradient far beyond the tolerances). The short-sequence cases are in
 // backend_ops_test.cpp (Attention).
 #include "backend_ops_util.hpp"
-#include "ops/attention.hpp"
 #include "ops/flash_attention.hpp"
 
 namespace bertbench::backend {
@@ -38,18 +37,11 @@ TEST_P(BackendOps, FlashAttentionAcrossTiles) {
                 for (std::vector<float>* x : {&qr, &kr, &vr, &dr})
                     for (float& e : *x) e = ops::to_float(ops::to_bf16(e));
             const int32_t* hkeys = dropout ? key_lengths.data() : nullptr;
-            std::vector<size_t> pofs(B + 1);
-            const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, NH, hkeys);
             const ops::DropoutStream stream{7, 3, 11, 0.85};
             const ops::DropoutStream* drop = dropout ? &stream : nullptr;
-            const ops::AttentionShape hs{offsets.data(), pofs.data(), B, NH, HS, hkeys};
-            std::vector<double> ctx(nh), probs(np), scratch(np), dq(nh), dk(nh), dv(nh), dprobs(np);
-            std::vector<uint8_t> mask(np);
-            ops::attention_forward<double>(ctx.data(), probs.data(), scratch.data(), mask.data(), wide(qr).data(),
-                                           wide(kr).data(), wide(vr).data(), hs, drop, nullptr);
-            ops::attention_backward<double>(dq.data(), dk.data(), dv.data(), dprobs.data(), wide(dr).data(),
-                                            wide(qr).data(), wide(kr).data(), wide(vr).data(), probs.data(),
-                                            dropout ? mask.data() : nullptr, 0.85, hs, nullptr);
+            const AttentionReference ref =
+                attention_reference(offsets, hkeys, NH, HS, wide(qr), wide(kr), wide(vr), wide(dr), drop);
+            const auto& [pofs, ctx, probs, dq, dk, dv, mask] = ref;
 
             const auto goffs = put(offsets), gkeys = put(key_lengths);
             const auto gpofs = put(pofs);

@@ -366,20 +366,12 @@ TEST_P(BackendOps, Attention) {
     const std::vector<float> q = rand_f(static_cast<size_t>(N) * H, 31), k = rand_f(static_cast<size_t>(N) * H, 32),
                              v = rand_f(static_cast<size_t>(N) * H, 33), dctx = rand_f(static_cast<size_t>(N) * H, 34);
     for (const bool dropout : {false, true}) {
-        const int32_t* hkeys = dropout ? key_lengths.data() : nullptr;
-        std::vector<size_t> pofs(B + 1);
-        const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, NH, hkeys);
         const ops::DropoutStream stream{99, 5, 17, 0.9};
         const ops::DropoutStream* drop = dropout ? &stream : nullptr;
-        const ops::AttentionShape hs{offsets.data(), pofs.data(), B, NH, HS, hkeys};
-        std::vector<double> ctx(q.size()), probs(np), scratch(np), dq(q.size()), dk(q.size()), dv(q.size()),
-            dprobs(np);
-        std::vector<uint8_t> mask(np);
-        ops::attention_forward<double>(ctx.data(), probs.data(), scratch.data(), mask.data(), wide(q).data(),
-                                       wide(k).data(), wide(v).data(), hs, drop, nullptr);
-        ops::attention_backward<double>(dq.data(), dk.data(), dv.data(), dprobs.data(), wide(dctx).data(),
-                                        wide(q).data(), wide(k).data(), wide(v).data(), probs.data(),
-                                        dropout ? mask.data() : nullptr, 0.9, hs, nullptr);
+        const AttentionReference ref = attention_reference(offsets, dropout ? key_lengths.data() : nullptr, NH, HS,
+                                                           wide(q), wide(k), wide(v), wide(dctx), drop);
+        const auto& [pofs, ctx, probs, dq, dk, dv, mask] = ref;
+        const size_t np = probs.size();
         const auto doffs = put(offsets);
         const auto dkeys = put(key_lengths);
         const auto dpofs = put(pofs);
@@ -439,17 +431,11 @@ TEST_P(BackendOps, AttentionBf16Inputs) {
         for (size_t i = 0; i < x.size(); ++i) w[i] = ops::to_float(x[i]);
         return w;
     };
-    std::vector<size_t> pofs(B + 1);
-    const size_t np = ops::attention_prob_offsets(pofs.data(), offsets.data(), B, NH, key_lengths.data());
     const ops::DropoutStream stream{3, 1, 4, 0.8};
-    const ops::AttentionShape hs{offsets.data(), pofs.data(), B, NH, HS, key_lengths.data()};
-    std::vector<double> ctx(nh), probs(np), scratch(np), dq(nh), dk(nh), dv(nh), dprobs(np);
-    std::vector<uint8_t> mask(np);
-    ops::attention_forward<double>(ctx.data(), probs.data(), scratch.data(), mask.data(), widened(q).data(),
-                                   widened(k).data(), widened(v).data(), hs, &stream, nullptr);
-    ops::attention_backward<double>(dq.data(), dk.data(), dv.data(), dprobs.data(), widened(dctx).data(),
-                                    widened(q).data(), widened(k).data(), widened(v).data(), probs.data(), mask.data(),
-                                    0.8, hs, nullptr);
+    const AttentionReference ref = attention_reference(offsets, key_lengths.data(), NH, HS, widened(q), widened(k),
+                                                       widened(v), widened(dctx), &stream);
+    const auto& [pofs, ctx, probs, dq, dk, dv, mask] = ref;
+    const size_t np = probs.size();
     const auto goffs = put(offsets), gkeys = put(key_lengths);
     const auto gpofs = put(pofs);
     const ops::AttentionShape s{goffs->get(), gpofs->get(), B, NH, HS, gkeys->get()};

@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "ops/attention.hpp"
 #include "ops/check.hpp"
 #include "ops/gemm.hpp"
 
@@ -39,6 +40,34 @@ inline bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
     for (size_t i = 0; i < a.size(); ++i)
         if (a[i].bits != b[i].bits) return false;
     return true;
+}
+
+// The double-precision materialized attention (ops/attention.hpp) that every attention kernel of
+// every backend is checked against: inputs q, k, v, dctx (N, NH·HS) on the sequences `offsets`,
+// key lengths (null: every row a key), dropout stream `drop` (null: none).
+struct AttentionReference {
+    std::vector<size_t> pofs;  // the probabilities' offsets per sequence
+    std::vector<double> ctx, probs, dq, dk, dv;
+    std::vector<uint8_t> mask;
+};
+inline AttentionReference attention_reference(const std::vector<int32_t>& offsets, const int32_t* key_lengths, int NH,
+                                              int HS, const std::vector<double>& q, const std::vector<double>& k,
+                                              const std::vector<double>& v, const std::vector<double>& dctx,
+                                              const ops::DropoutStream* drop) {
+    const int B = static_cast<int>(offsets.size()) - 1;
+    AttentionReference r;
+    r.pofs.resize(offsets.size());
+    const size_t np = ops::attention_prob_offsets(r.pofs.data(), offsets.data(), B, NH, key_lengths);
+    const ops::AttentionShape s{offsets.data(), r.pofs.data(), B, NH, HS, key_lengths};
+    r.ctx.resize(q.size()), r.dq.resize(q.size()), r.dk.resize(q.size()), r.dv.resize(q.size());
+    r.probs.resize(np), r.mask.resize(np);
+    std::vector<double> scratch(np), dprobs(np);
+    ops::attention_forward<double>(r.ctx.data(), r.probs.data(), scratch.data(), r.mask.data(), q.data(), k.data(),
+                                   v.data(), s, drop, nullptr);
+    ops::attention_backward<double>(r.dq.data(), r.dk.data(), r.dv.data(), dprobs.data(), dctx.data(), q.data(),
+                                    k.data(), v.data(), r.probs.data(), drop ? r.mask.data() : nullptr,
+                                    drop ? drop->keep_prob : 1.0, s, nullptr);
+    return r;
 }
 
 class BackendOps : public ::testing::TestWithParam<std::string> {
