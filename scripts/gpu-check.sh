@@ -23,17 +23,17 @@ command -v nvcc >/dev/null && nvcc --version | tail -2
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
   "cudnn", torch.backends.cudnn.version(), "transformers", transformers.__version__)' || true
 uname -r; nproc; grep -m1 'model name' /proc/cpuinfo
-# cuBLASLt 13: the CUDA toolkit's, else the pip wheel's (nvidia/cu13/lib or nvidia/cublas/lib)
-CUBLAS_DIR=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null); do
-  if [[ -e $d/libcublasLt.so.13 ]]; then CUBLAS_DIR=$d; break; fi
-done
+# The directory of library $1: the CUDA toolkit's, else a pip wheel's (nvidia/<subdir>/lib for each
+# further argument); "" when none has it.
+lib_dir() {
+  local name=$1 d; shift
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, os, sys; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in sys.argv[1:]))' "$@" 2>/dev/null); do
+    if [[ -e $d/$name ]]; then echo "$d"; return; fi
+  done
+}
+CUBLAS_DIR=$(lib_dir libcublasLt.so.13 cu13 cublas)  # cuBLASLt 13
 echo "libcublasLt.so.13: ${CUBLAS_DIR:-not found}"
-# NCCL (loaded at run time by the CUDA backend's collectives): the toolkit's, else the pip wheel's
-NCCL_DIR=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("nccl", "cu13")))' 2>/dev/null); do
-  if [[ -e $d/libnccl.so.2 ]]; then NCCL_DIR=$d; break; fi
-done
+NCCL_DIR=$(lib_dir libnccl.so.2 nccl cu13)  # NCCL, loaded at run time by the CUDA backend's collectives
 echo "libnccl.so.2: ${NCCL_DIR:-not found}"
 # with NCCL there, the collectives test must run rather than skip
 [[ -n $NCCL_DIR ]] && export BB_EXPECT_NCCL=1

@@ -3,6 +3,7 @@
 // the deterministic lines of a run's logs.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,25 @@ inline std::string slurp(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+// tests/tools/torch_bert.py (the independent PyTorch reference) run with `args`, its output written
+// to `log`. status: the script's exit status; skipped(): 77, the bf16 reference is no reference on
+// this CPU (PyTorch's bf16 GEMM does not accumulate in fp32 there; the output says by how much).
+struct TorchBertRun {
+    int status = -1;
+    std::string command, output;
+    bool skipped() const { return status == 77; }
+};
+inline TorchBertRun run_torch_bert(const std::string& args, const std::string& log) {
+    const char* src = std::getenv("BB_SOURCE_DIR");  // tests/test_env.cpp sets it
+    TorchBertRun r;
+    r.command = std::string("/usr/bin/python3 ") + (src ? src : ".") + "/tests/tools/torch_bert.py " + args +
+                " > " + log + " 2>&1";
+    const int rc = std::system(r.command.c_str());
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.output = slurp(log);
+    return r;
 }
 
 // One JSON value per line of `path`.

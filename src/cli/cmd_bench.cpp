@@ -265,7 +265,7 @@ int cmd_bench(int argc, char** argv) {
         std::count(dtypes.begin(), dtypes.end(), ops::Precision::int8))
         fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 "
              "or bf16");
-    for (const std::string& d : split_commas(dtype_list)) parse_dtype(d, "dtype");  // what this CPU lacks
+    for (const ops::Precision p : dtypes) check_dtype(p, "dtype");  // what this CPU lacks, once consistent
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));

@@ -30,8 +30,7 @@ void PrecisionFlags::add(Flags& f, bool training) {
                   "in one process (its loss is already the mean over the global batch)");
 }
 
-ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
-    const ops::Precision p = ops::parse_precision(value, flag);
+void check_dtype(ops::Precision p, const std::string& flag) {
     if (p == ops::Precision::bf16 && !ops::bf16_native())
         log::warn("--{}=bf16: this CPU has no bf16 units (it multiplies natively: {}); bf16 is "
                   "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
@@ -48,15 +47,22 @@ ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
                   "AVX-VNNI or AMX; its int8 matmul: {}); int8 runs with 7-bit weights, correct "
                   "but without the int8 speed-up; timings show correctness, not int8 speed",
                   flag, ops::int8_gemm_impl());
+}
+
+ops::Precision parse_dtype(const std::string& value, const std::string& flag) {
+    const ops::Precision p = ops::parse_precision(value, flag);
+    check_dtype(p, flag);
     return p;
 }
 
 ops::Precision PrecisionFlags::precision(bool trains) const {
-    // the refusal before parse_dtype's warnings about this CPU, which would not apply to it
-    if (trains && ops::parse_precision(dtype, "dtype") == ops::Precision::int8)
+    const ops::Precision p = ops::parse_precision(dtype, "dtype");
+    // the refusal before check_dtype's warnings about this CPU, which would not apply to it
+    if (trains && p == ops::Precision::int8)
         fail("--dtype=int8: int8 is for inference (eval, squad --do_predict, pretrain --nodo_train "
              "--do_eval, bench --mode=infer); this run trains: use fp32 or bf16");
-    return parse_dtype(dtype, "dtype");
+    check_dtype(p, "dtype");
+    return p;
 }
 
 }  // namespace bertbench::cli

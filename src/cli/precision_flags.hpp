@@ -24,7 +24,10 @@ struct PrecisionFlags {
     ops::Precision precision(bool trains) const;
 };
 
-// One --dtype value (`flag` names the flag): the precision, with the emulation warning.
+// Whether this CPU runs precision p (`flag` names the flag): an Error where oneDNN has no int8
+// matmul, a warning where bf16 or int8 runs without the CPU's units for it.
+void check_dtype(ops::Precision p, const std::string& flag);
+// One --dtype value: the precision, checked (check_dtype).
 ops::Precision parse_dtype(const std::string& value, const std::string& flag);
 
 }  // namespace bertbench::cli

@@ -40,10 +40,10 @@ void DataParallel::set_device(backend::Backend& be) {
     if (mode != "host" && is_root()) id = be.collectives_id(why);
     uint64_t n = id.size();  // rank 0's id, its length first (0: none, rank 0 says why)
     comm_->broadcast(std::as_writable_bytes(std::span<uint64_t>(&n, 1)), 0);
-    id.resize(n);
-    comm_->broadcast(id, 0);
     std::string error;
     if (n > 0) {
+        id.resize(n);
+        comm_->broadcast(id, 0);
         try {
             collectives_ = be.collectives(id, rank(), size());
         } catch (const Error& e) {

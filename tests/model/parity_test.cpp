@@ -5,7 +5,6 @@
 // missing. Tolerances (numpy.isclose form |got - want| <= atol + rtol * |want|) are per check
 // below.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -25,8 +24,6 @@
 namespace bertbench::model {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
-
 struct TmpDir {
     std::filesystem::path path;
     TmpDir() {
@@ -42,12 +39,6 @@ struct TmpDir {
     std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
-std::string source_dir() {
-    const char* s = std::getenv("BB_SOURCE_DIR");
-    // CMake compiles with absolute paths: tests/model/parity_test.cpp -> the source root.
-    return s ? s
-             : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
 
 // Largest |diff| / tol seen by all_close since the last reset, and where (printed per case).
 struct Worst {
@@ -202,14 +193,10 @@ void run_parity(const Case& c) {
         }
         w.write();
     }
-    const std::string log = dir.file("python.log");
-    const std::string cmd = std::string(kPython) + " " + source_dir() +
-                            "/tests/tools/torch_bert.py --input " + in + " --output " + out +
-                            (bf16 ? " --dtype bf16_autocast" : "") + " > " + log + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    // 77: PyTorch's bf16 GEMM on this CPU is not an fp32-accumulating reference (AVX2; torch_bert.py)
-    if (bf16 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << read_file(log);
-    ASSERT_EQ(rc, 0) << cmd << "\n" << read_file(log);
+    const testing::TorchBertRun run = testing::run_torch_bert(
+        "--input " + in + " --output " + out + (bf16 ? " --dtype bf16_autocast" : ""), dir.file("python.log"));
+    if (run.skipped()) GTEST_SKIP() << run.output;
+    ASSERT_EQ(run.status, 0) << run.command << "\n" << run.output;
 
     const io::SafetensorsReader ref(out);
     const auto want_losses = [&](const char* n) { return double(ref.read_f32(n).at(0)); };
@@ -278,13 +265,9 @@ TEST(Parity, TorchReferenceSelfTest) {
     if (const std::string p = testing::torch_python_problem(); !p.empty())
         GTEST_SKIP() << "parity skipped: " << p;
     TmpDir dir;
-    const std::string log = dir.file("selftest.log");
-    const std::string cmd = std::string(kPython) + " " + source_dir() +
-                            "/tests/tools/torch_bert.py --selftest > " + log + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    const std::string text = read_file(log);
-    EXPECT_EQ(rc, 0) << cmd << "\n" << text;
-    EXPECT_NE(text.find("selftest OK"), std::string::npos) << text;
+    const testing::TorchBertRun run = testing::run_torch_bert("--selftest", dir.file("selftest.log"));
+    EXPECT_EQ(run.status, 0) << run.command << "\n" << run.output;
+    EXPECT_NE(run.output.find("selftest OK"), std::string::npos) << run.output;
 }
 
 // (a) Odd sizes: H 96, 3 heads (head size 32), I 200, vocab 1000, 2 layers, lengths 5..37.

@@ -12,7 +12,6 @@
 //    compute_loss over max_seq_length positions): loss, start/end logits at every position and
 //    every parameter gradient; and the bf16 engine against torch's bf16 autocast.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -419,13 +418,6 @@ TEST(SquadPadded, ForwardFlopsCountKeys) {
 // ---------------------------------------------------------------------------------------------
 // Parity with tests/tools/torch_bert.py's SQuAD model (run_squad.py on padded features).
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-std::string source_dir() {
-    const char* s = std::getenv("BB_SOURCE_DIR");
-    return s ? s : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-
 struct ParityCase {
     std::vector<int> keys;
     int S = 0;
@@ -495,14 +487,10 @@ void run_squad_parity(const ParityCase& c) {
         }
         w.write();
     }
-    const std::string log = dir.file("python.log");
-    const std::string cmd = std::string(kPython) + " " + source_dir() +
-                            "/tests/tools/torch_bert.py --input " + in + " --output " + out +
-                            (bf16 ? " --dtype bf16_autocast" : "") + " > " + log + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    // 77: PyTorch's bf16 GEMM on this CPU is not an fp32-accumulating reference (AVX2; torch_bert.py)
-    if (bf16 && WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << read_file(log);
-    ASSERT_EQ(rc, 0) << cmd << "\n" << read_file(log);
+    const testing::TorchBertRun run = testing::run_torch_bert(
+        "--input " + in + " --output " + out + (bf16 ? " --dtype bf16_autocast" : ""), dir.file("python.log"));
+    if (run.skipped()) GTEST_SKIP() << run.output;
+    ASSERT_EQ(run.status, 0) << run.command << "\n" << run.output;
 
     const io::SafetensorsReader ref(out);
     const std::vector<float> got_loss = {float(losses.total)};

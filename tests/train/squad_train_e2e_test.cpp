@@ -11,7 +11,6 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -125,14 +124,7 @@ TEST(SquadTrainE2E, FineTunesResumesAndPredictsSlow) {
                                        " --predict_batch_size=5 --threads=1 --init_checkpoint=" + a +
                                        "/model.ckpt-34.safetensors");
     ASSERT_EQ(rd.exit_code, 0) << rd.out;
-    const auto results = [](const std::string& path) {
-        std::vector<json> out;
-        std::istringstream in(read_file(path));
-        for (std::string line; std::getline(in, line);)
-            if (!line.empty()) out.push_back(json::parse(line));
-        return out;
-    };
-    const std::vector<json> got = results(d + "/raw_results.jsonl"), want = results(a + "/raw_results.jsonl");
+    const std::vector<json> got = read_jsonl(d + "/raw_results.jsonl"), want = read_jsonl(a + "/raw_results.jsonl");
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
         EXPECT_EQ(got[i]["unique_id"], want[i]["unique_id"]);

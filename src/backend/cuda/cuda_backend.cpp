@@ -267,8 +267,20 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
     ck::adamw_update(g_stream, w, m, v, g, optim_table(t), grad_scale, lr,
                      {k.b1, k.b2, k.one_minus_b1, k.one_minus_b2, 1.f, 1.f, k.eps, k.wd});
 }
+ck::Philox philox(const ops::DropoutStream& s) { return {s.seed, s.step, s.site, s.threshold()}; }
+// A dropout stream as the attention kernels take it: its Philox (null without dropout) and keep
+// probability (1 without).
+struct KernelDropout {
+    explicit KernelDropout(const ops::DropoutStream* d)
+        : ph(d ? philox(*d) : ck::Philox{}), p(d ? &ph : nullptr), keep(d ? static_cast<float>(d->keep_prob) : 1.f) {}
+    KernelDropout(const KernelDropout&) = delete;
+    KernelDropout& operator=(const KernelDropout&) = delete;
+    const ck::Philox ph;
+    const ck::Philox* const p;
+    const float keep;
+};
 void dropout_mask(uint8_t* mask, const ops::DropoutStream& s, size_t n) {
-    ck::dropout_mask(g_stream, mask, ck::Philox{s.seed, s.step, s.site, s.threshold()}, n);
+    ck::dropout_mask(g_stream, mask, philox(s), n);
 }
 void dropout_add_forward(float* y, const float* x, const uint8_t* mask, float keep_prob, const float* residual,
                          size_t n, bf16* yb) {
@@ -305,12 +317,8 @@ void attention_forward(float* ctx, float* probs, float* /*scratch: P' is formed 
                        const ops::DropoutStream* drop, const ops::AttentionBf16* lp) {
     const void* in[3] = {q, k, v};
     if (lp) in[0] = lp->q, in[1] = lp->k, in[2] = lp->v;
-    if (!drop)
-        return ck::attention_forward(g_stream, ctx, probs, mask, in[0], in[1], in[2], lp != nullptr, attn_shape(s), nullptr,
-                                     1.f);
-    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
-    ck::attention_forward(g_stream, ctx, probs, mask, in[0], in[1], in[2], lp != nullptr, attn_shape(s), &ph,
-                          static_cast<float>(drop->keep_prob));
+    const KernelDropout d(drop);
+    ck::attention_forward(g_stream, ctx, probs, mask, in[0], in[1], in[2], lp != nullptr, attn_shape(s), d.p, d.keep);
 }
 void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const float* dctx, const float* q,
                         const float* k, const float* v, const float* probs, const uint8_t* mask, float keep_prob,
@@ -332,12 +340,8 @@ void flash_attention_forward(float* ctx, float* lse, const float* q, const float
     require_flash_head(s);
     const void* in[3] = {q, k, v};
     if (lp) in[0] = lp->q, in[1] = lp->k, in[2] = lp->v;
-    if (!drop)
-        return ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s),
-                                           nullptr, 1.f);
-    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
-    ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s), &ph,
-                                static_cast<float>(drop->keep_prob));
+    const KernelDropout d(drop);
+    ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s), d.p, d.keep);
 }
 void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q, const float* k,
                               const float* v, const float* ctx, const float* lse, const ops::AttentionShape& s,
@@ -345,12 +349,9 @@ void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx
     require_flash_head(s);
     const void* in[4] = {dctx, q, k, v};
     if (lp) in[0] = lp->dctx, in[1] = lp->q, in[2] = lp->k, in[3] = lp->v;
-    if (!drop)
-        return ck::flash_attention_backward(g_stream, dq, dk, dv, in[0], in[1], in[2], in[3], lp != nullptr, ctx, lse,
-                                            attn_shape(s), nullptr, 1.f);
-    const ck::Philox ph{drop->seed, drop->step, drop->site, drop->threshold()};
+    const KernelDropout d(drop);
     ck::flash_attention_backward(g_stream, dq, dk, dv, in[0], in[1], in[2], in[3], lp != nullptr, ctx, lse,
-                                 attn_shape(s), &ph, static_cast<float>(drop->keep_prob));
+                                 attn_shape(s), d.p, d.keep);
 }
 
 // The dense layer from the GEMM (cuBLASLt) and the kernels: the CPU ops' contracts (backend.hpp).

@@ -94,7 +94,7 @@ struct Item {
     bool has_drop;
     Philox drop;
     __device__ Item(const AttnShape& s, const Philox& ph, bool dropout, float keep_inv, int per_item)
-        : has_drop(dropout), drop(ph) {
+        : inv_keep(keep_inv), has_drop(dropout), drop(ph) {
         const int item = static_cast<int>(blockIdx.x / per_item);
         b = item / s.NH, h = item % s.NH, NH = s.NH, HS = s.HS, H = NH * HS;
         o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.key_lengths ? s.key_lengths[b] : t;
@@ -103,7 +103,6 @@ struct Item {
         col = static_cast<size_t>(h) * HS;
         base = dropout ? s.prob_offsets[b] + static_cast<size_t>(h) * t * kn : 0;
         scale = 1.f / sqrtf(static_cast<float>(HS));
-        inv_keep = dropout ? keep_inv : 1.f;
     }
     // Element (row i of the sequence, key j) of the dropout stream kept?
     __device__ bool keep(int i, int j) const {
@@ -323,6 +322,23 @@ struct BackwardQ {
     static constexpr auto fn = k_flash_backward_q<In, NC>;
 };
 
+// The kernels for operands of type In (float, or uint16_t: bf16 bits).
+template <typename In>
+void forward_as(cudaStream_t st, float* ctx, float* lse, const void* q, const void* k, const void* v, AttnShape s,
+                Philox ph, bool has_drop, float inv_keep) {
+    dispatch<Forward, In>(st, s, ctx, lse, static_cast<const In*>(q), static_cast<const In*>(k),
+                          static_cast<const In*>(v), s, ph, has_drop, inv_keep);
+}
+template <typename In>
+void backward_as(cudaStream_t st, float* dq, float* dk, float* dv, const void* dctx, const void* q, const void* k,
+                 const void* v, const float* ctx, const float* lse, AttnShape s, Philox ph, bool has_drop,
+                 float inv_keep) {
+    const In *o = static_cast<const In*>(dctx), *qi = static_cast<const In*>(q), *ki = static_cast<const In*>(k),
+             *vi = static_cast<const In*>(v);
+    dispatch<BackwardKV, In>(st, s, dk, dv, o, qi, ki, vi, ctx, lse, s, ph, has_drop, inv_keep);
+    dispatch<BackwardQ, In>(st, s, dq, o, qi, ki, vi, ctx, lse, s, ph, has_drop, inv_keep);
+}
+
 }  // namespace
 
 void flash_attention_forward(cudaStream_t st, float* ctx, float* lse, const void* q, const void* k, const void* v,
@@ -330,14 +346,7 @@ void flash_attention_forward(cudaStream_t st, float* ctx, float* lse, const void
     if (s.B <= 0 || s.NH <= 0 || s.HS <= 0 || s.HS > kFlashMaxHeadSize) return;
     const Philox ph = drop ? *drop : Philox{0, 0, 0, 0};
     const float inv_keep = drop ? 1.f / keep_prob : 1.f;
-    using U = const uint16_t*;
-    using F = const float*;
-    if (bf16_in)
-        dispatch<Forward, uint16_t>(st, s, ctx, lse, static_cast<U>(q), static_cast<U>(k), static_cast<U>(v), s, ph,
-                                    drop != nullptr, inv_keep);
-    else
-        dispatch<Forward, float>(st, s, ctx, lse, static_cast<F>(q), static_cast<F>(k), static_cast<F>(v), s, ph,
-                                 drop != nullptr, inv_keep);
+    (bf16_in ? forward_as<uint16_t> : forward_as<float>)(st, ctx, lse, q, k, v, s, ph, drop != nullptr, inv_keep);
 }
 
 void flash_attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, const void* dctx, const void* q,
@@ -346,20 +355,8 @@ void flash_attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, 
     if (s.B <= 0 || s.NH <= 0 || s.HS <= 0 || s.HS > kFlashMaxHeadSize) return;
     const Philox ph = drop ? *drop : Philox{0, 0, 0, 0};
     const float inv_keep = drop ? 1.f / keep_prob : 1.f;
-    const bool has_drop = drop != nullptr;
-    using U = const uint16_t*;
-    using F = const float*;
-    if (bf16_in) {
-        dispatch<BackwardKV, uint16_t>(st, s, dk, dv, static_cast<U>(dctx), static_cast<U>(q), static_cast<U>(k),
-                                       static_cast<U>(v), ctx, lse, s, ph, has_drop, inv_keep);
-        dispatch<BackwardQ, uint16_t>(st, s, dq, static_cast<U>(dctx), static_cast<U>(q), static_cast<U>(k),
-                                      static_cast<U>(v), ctx, lse, s, ph, has_drop, inv_keep);
-    } else {
-        dispatch<BackwardKV, float>(st, s, dk, dv, static_cast<F>(dctx), static_cast<F>(q), static_cast<F>(k),
-                                    static_cast<F>(v), ctx, lse, s, ph, has_drop, inv_keep);
-        dispatch<BackwardQ, float>(st, s, dq, static_cast<F>(dctx), static_cast<F>(q), static_cast<F>(k),
-                                   static_cast<F>(v), ctx, lse, s, ph, has_drop, inv_keep);
-    }
+    (bf16_in ? backward_as<uint16_t> : backward_as<float>)(st, dq, dk, dv, dctx, q, k, v, ctx, lse, s, ph,
+                                                           drop != nullptr, inv_keep);
 }
 
 }  // namespace bertbench::backend::cuda
