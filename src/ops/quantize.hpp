@@ -83,7 +83,9 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     return true;
 }
 
-// y(i, j) = acc(i, j)·(xscale(i)·wscale(j)) + bias(j) over rows × cols (bias may be null: + 0).
+// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0).
+// The fused multiply-add is written out, so the result does not depend on the compiler contracting
+// a product and a sum (it did at -O3, not at -O0).
 inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, const float* wscale,
                             const float* bias, int rows, int cols) {
     for (int i = 0; i < rows; ++i) {
@@ -97,7 +99,7 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
             for (; j + 16 <= cols; j += 16) {
                 const __m512 b = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
                 const __m512 t = _mm512_mul_ps(s, _mm512_loadu_ps(wscale + j));
-                _mm512_storeu_ps(o + j, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(a + j)), t), b));
+                _mm512_storeu_ps(o + j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(a + j)), t, b));
             }
         }
 #endif
@@ -106,11 +108,11 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
             const __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
             const __m256 t = _mm256_mul_ps(s, _mm256_loadu_ps(wscale + j));
             const __m256 v = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j)));
-            _mm256_storeu_ps(o + j, _mm256_add_ps(_mm256_mul_ps(v, t), b));
+            _mm256_storeu_ps(o + j, _mm256_fmadd_ps(v, t, b));
         }
         for (; j < cols; ++j) {
             const float t = sx * wscale[j];
-            o[j] = static_cast<float>(a[j]) * t + (bias ? bias[j] : 0.f);
+            o[j] = std::fma(static_cast<float>(a[j]), t, bias ? bias[j] : 0.f);
         }
     }
 }

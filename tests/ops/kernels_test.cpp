@@ -288,8 +288,7 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
                 for (int i = 0; i < rows; ++i)
                     for (size_t j = 0; j < n; ++j) {
                         const float t = xs[i] * ws[j];
-                        const float p = static_cast<float>(acc[i * n + j]) * t;
-                        want[i * n + j] = p + (bias ? bias[j] : 0.f);
+                        want[i * n + j] = std::fma(static_cast<float>(acc[i * n + j]), t, bias ? bias[j] : 0.f);
                     }
                 k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C);
                 EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
