@@ -27,16 +27,18 @@ constexpr int kPitch = kTile + 1;         // row stride of the p and ds tiles
 // a warp reads at one column fall in 8 different banks.
 __host__ __device__ inline int operand_pitch(int HS) { return HS | 1; }
 
-// One block's shared memory: q and o (dctx) tiles, k and v tiles, the p and ds tiles.
-size_t smem_bytes(int HS) {
-    return sizeof(float) * (4 * static_cast<size_t>(kTile) * operand_pitch(HS) + 2 * kTile * kPitch);
+// One block's shared memory: the q, k and v tiles and the p tile; the backward kernels also the o
+// (dctx) and ds tiles, after them (the forward's blocks allocate only the first four).
+size_t smem_bytes(int HS, bool backward) {
+    const size_t operand = static_cast<size_t>(kTile) * operand_pitch(HS), square = kTile * kPitch;
+    return sizeof(float) * (backward ? 4 * operand + 2 * square : 3 * operand + square);
 }
 struct Tiles {
     int ld;
-    float *q, *o, *k, *v, *p, *ds;
+    float *q, *k, *v, *p, *o, *ds;
     __device__ Tiles(float* base, int HS) : ld(operand_pitch(HS)) {
         const int n = kTile * ld;
-        q = base, o = q + n, k = o + n, v = k + n, p = v + n, ds = p + kTile * kPitch;
+        q = base, k = q + n, v = k + n, p = v + n, o = p + kTile * kPitch, ds = o + n;
     }
 };
 
@@ -283,12 +285,12 @@ int multiprocessors() {
 
 // Launches `kernel` on per_item × B·NH blocks (about 8 blocks per multiprocessor: the host does not
 // know the sequence lengths, so each block walks its item's tiles with a stride) with the shared
-// memory the head size needs; per_item goes in as the kernel's last argument.
+// memory the head size and the kernel need; per_item goes in as the kernel's last argument.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), cudaStream_t st, const AttnShape& s, Args... args) {
+void launch(void (*kernel)(Params...), bool backward, cudaStream_t st, const AttnShape& s, Args... args) {
     const long long items = static_cast<long long>(s.B) * s.NH;
     const int per_item = static_cast<int>(std::clamp<long long>((8LL * multiprocessors() + items - 1) / items, 1, 64));
-    const size_t smem = smem_bytes(s.HS);
+    const size_t smem = smem_bytes(s.HS, backward);
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) !=
         cudaSuccess) {
         after_launch();
@@ -303,23 +305,26 @@ void launch(void (*kernel)(Params...), cudaStream_t st, const AttnShape& s, Args
 template <template <typename, int> class K, typename In, typename... Args>
 void dispatch(cudaStream_t st, const AttnShape& s, Args... args) {
     if (s.HS <= 32)
-        launch(K<In, 8>::fn, st, s, args...);
+        launch(K<In, 8>::fn, K<In, 8>::backward, st, s, args...);
     else if (s.HS <= 64)
-        launch(K<In, 16>::fn, st, s, args...);
+        launch(K<In, 16>::fn, K<In, 16>::backward, st, s, args...);
     else
-        launch(K<In, 32>::fn, st, s, args...);
+        launch(K<In, 32>::fn, K<In, 32>::backward, st, s, args...);
 }
 template <typename In, int NC>
 struct Forward {
     static constexpr auto fn = k_flash_forward<In, NC>;
+    static constexpr bool backward = false;
 };
 template <typename In, int NC>
 struct BackwardKV {
     static constexpr auto fn = k_flash_backward_kv<In, NC>;
+    static constexpr bool backward = true;
 };
 template <typename In, int NC>
 struct BackwardQ {
     static constexpr auto fn = k_flash_backward_q<In, NC>;
+    static constexpr bool backward = true;
 };
 
 // The kernels for operands of type In (float, or uint16_t: bf16 bits).
