@@ -28,10 +28,11 @@ test: setup
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory fuzz
 
-# Debug info as line tables only (-g1): the sanitizers' stack traces need no more, and it compiles faster.
+# Debug info as line tables only (-g1): the sanitizers' stack traces need no more, and it compiles
+# faster; the libraries as unity builds too (CMakeLists.txt says why Release does not).
 build-asan:
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DBB_SANITIZE=ON \
-	  -DBB_WERROR=ON >/dev/null
+	  -DBB_WERROR=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 
 # Unit tests under sanitizers; tests whose name contains "Slow" (large numerical runs) run only in Release.

@@ -20,7 +20,7 @@ command -v "$cxx" >/dev/null ||
     { echo "fuzz: $cxx: not found (hint: make setup installs clang-14 and libclang-rt-14-dev)" >&2; exit 2; }
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBB_FUZZ=ON \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBB_FUZZ=ON -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" >/dev/null
 cmake --build "$build" --target fuzz_all -j "${BB_FUZZ_JOBS:-$(nproc)}"
 

@@ -55,6 +55,18 @@ inline std::string shared_dir() {
     return d ? d : "/work/shared";
 }
 
+// A file of ../shared/golden/.
+inline std::string golden(const std::string& rel) {
+    return shared_dir() + "/golden/" + rel;
+}
+// The golden pretraining records (seq 128) and the evaluation records picked from them.
+inline std::string train_data() {
+    return golden("pretraining/public_128_s12345_d2.tfrecord");
+}
+inline std::string eval_data() {
+    return golden("eval_pick/public_128_eval100.tfrecord");
+}
+
 // "" when /usr/bin/python3 with torch and numpy is usable (the independent PyTorch references and
 // peers run under it), else why not.
 inline std::string torch_python_problem() {
@@ -95,11 +107,18 @@ inline TorchBertRun run_torch_bert(const std::string& args, const std::string& l
     return r;
 }
 
-// One JSON value per line of `path`.
+// The JSON document in `path`.
+inline nlohmann::json read_json(const std::string& path) {
+    return nlohmann::json::parse(read_file(path));
+}
+
+// One JSON value per non-empty line of `path` (split on '\n' only: a raw U+2028 stays inside its
+// line).
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
     std::vector<nlohmann::json> out;
     std::istringstream in(read_file(path));
-    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
     return out;
 }
 

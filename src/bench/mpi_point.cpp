@@ -21,7 +21,7 @@
 namespace bertbench::bench {
 namespace {
 
-double median(std::vector<double> v) {
+double median_or_zero(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
@@ -117,7 +117,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     std::vector<double> sorted = step_ms;
     std::sort(sorted.begin(), sorted.end());
     const size_t n = sorted.size();
-    r.step_ms_median = median(step_ms);
+    r.step_ms_median = median_or_zero(step_ms);
     r.step_ms_min = sorted.front();
     r.step_ms_max = sorted.back();
     r.latency_ms_p50 = r.step_ms_median;
@@ -138,7 +138,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     r.peak_rss_mb = sysinfo::peak_rss_mb();
     r.arena_mb = static_cast<double>(engine.arena_bytes()) / (1 << 20);
 
-    const double exposed = median(wait_ms), step = r.step_ms_median;
+    const double exposed = median_or_zero(wait_ms), step = r.step_ms_median;
     nlohmann::json& j = out.mpi;
     j = {{"ranks", N},
          {"batch_size_per_rank", local.batch_size},
@@ -153,7 +153,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     }
     if (train) {
         const double b_step = bytes / static_cast<double>(n);
-        const double span = median(span_ms);
+        const double span = median_or_zero(span_ms);
         j["step_ms_compute"] = step - exposed;
         j["step_ms_exposed_comm"] = exposed;
         j["exposed_comm_fraction"] = step > 0 ? exposed / step : 0.0;

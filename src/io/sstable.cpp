@@ -19,24 +19,20 @@ constexpr size_t kTrailerSize = 5;   // type byte + masked CRC-32C
 constexpr size_t kMaxKeySize = 65536;                   // TF names are < 1 KiB
 constexpr uint64_t kMaxDecodedKeyBytes = 64ull << 20;   // all keys together (bounds memory)
 
-struct Handle {
+struct BlockHandle {
     uint64_t offset = 0, size = 0;
 };
 
-Handle read_handle(wire::Cursor& c) {
-    Handle h;
+BlockHandle read_handle(wire::Cursor& c) {
+    BlockHandle h;
     h.offset = c.varint64();
     h.size = c.varint64();
     return h;
 }
 
-std::string hex8(uint32_t v) {
-    return fmt::format("0x{:08x}", v);
-}
-
 // Returns the (uncompressed) contents of the block `h`, checking bounds, the trailer's CRC and type.
 // `limit` is where blocks must end (the footer's start).
-std::string_view read_block(std::string_view image, Handle h, uint64_t limit,
+std::string_view read_block(std::string_view image, BlockHandle h, uint64_t limit,
                             const std::string& where, std::string& storage, SstBlockInfo* info) {
     if (h.offset > limit || h.size > limit - h.offset || kTrailerSize > limit - h.offset - h.size)
         fail(
@@ -50,9 +46,9 @@ std::string_view read_block(std::string_view image, Handle h, uint64_t limit,
     const uint32_t actual = mask_crc(crc32c(&type, 1, crc32c(p, h.size)));
     if (stored != actual)
         fail(
-            "{}: block CRC-32C mismatch (expected {} as stored in its trailer, computed {} over "
-            "offset {} size {}); the file is corrupt",
-            where, hex8(stored), hex8(actual), h.offset, h.size);
+            "{}: block CRC-32C mismatch (expected 0x{:08x} as stored in its trailer, computed "
+            "0x{:08x} over offset {} size {}); the file is corrupt",
+            where, stored, actual, h.offset, h.size);
     info->offset = h.offset;
     info->size = h.size;
     info->type = type;
@@ -158,7 +154,7 @@ std::vector<SstEntry> parse_sstable(std::string_view image, const std::string& l
         fail("{}: table magic: expected 0x{:016x}, found 0x{:016x} (hint: not a TensorFlow "
              "checkpoint index, or truncated)", label, kTableMagic, magic);
     wire::Cursor fc(std::string_view(footer, 40), label + ": footer");
-    const Handle meta_h = read_handle(fc), index_h = read_handle(fc);
+    const BlockHandle meta_h = read_handle(fc), index_h = read_handle(fc);
 
     std::string storage;
     uint64_t key_bytes = 0;
@@ -181,7 +177,7 @@ std::vector<SstEntry> parse_sstable(std::string_view image, const std::string& l
             fail("{}: index key: expected keys in increasing order, found \"{}\" after \"{}\"",
                  index_where, index[i].key, index[i - 1].key);
         wire::Cursor hc(index[i].value, fmt::format("{}: entry {} (block handle)", index_where, i));
-        const Handle h = read_handle(hc);  // trailing bytes tolerated (TF does)
+        const BlockHandle h = read_handle(hc);  // trailing bytes tolerated (TF does)
         if (h.offset < prev_end)
             fail("{}: offset {}: expected at least {} (data blocks follow one another without "
                  "overlap)", where, h.offset, prev_end);
@@ -279,17 +275,17 @@ std::string build_sstable(const std::vector<SstEntry>& entries, const SstBuildOp
     BlockBuilder data(o.restart_interval), index(1);
     std::string last_key;
     bool pending = false;
-    Handle pending_h;
+    BlockHandle pending_h;
     auto write_block = [&](BlockBuilder& b) {
         const std::string contents = b.finish();
-        Handle h{file.size(), contents.size()};
+        BlockHandle h{file.size(), contents.size()};
         file += contents;
         const char type = 0;
         file.push_back(type);
         wire::put_fixed32(file, mask_crc(crc32c(&type, 1, crc32c(contents.data(), contents.size()))));
         return h;
     };
-    auto put_handle = [](const Handle& h) {
+    auto put_handle = [](const BlockHandle& h) {
         std::string s;
         wire::put_varint(s, h.offset);
         wire::put_varint(s, h.size);
@@ -317,12 +313,12 @@ std::string build_sstable(const std::vector<SstEntry>& entries, const SstBuildOp
     }
     flush();
     BlockBuilder meta(o.restart_interval);
-    const Handle meta_h = write_block(meta);
+    const BlockHandle meta_h = write_block(meta);
     if (pending) {
         find_short_successor(&last_key);
         index.add(last_key, put_handle(pending_h));
     }
-    const Handle index_h = write_block(index);
+    const BlockHandle index_h = write_block(index);
     std::string footer = put_handle(meta_h) + put_handle(index_h);
     footer.resize(40, '\0');
     wire::put_fixed32(footer, static_cast<uint32_t>(kTableMagic));

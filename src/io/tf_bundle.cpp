@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "io/crc32c.hpp"
+#include "io/safetensors.hpp"  // half_to_float
 #include "io/wire.hpp"
 
 namespace bertbench::io {
@@ -26,10 +27,6 @@ namespace {
 constexpr int32_t kBundleVersion = 1;  // kTensorBundleVersion: what we write, and the consumer
                                        // version CheckVersions is run with [TBC:795]
 constexpr uint64_t kMaxNumel = uint64_t(1) << 62;
-
-std::string hex8(uint32_t v) {
-    return fmt::format("0x{:08x}", v);
-}
 
 // A printable form of a key for messages (slice keys start with a zero byte).
 std::string printable(std::string_view s) {
@@ -218,30 +215,6 @@ void validate_entry(const TfTensorEntry& e, const TfBundleHeader& h, const std::
     if (e.dtype == TfDType::string && e.size < numel + 4)
         fail("{}: size: expected at least {} bytes for {} strings, found {}", where, numel + 4,
              numel, e.size);
-}
-
-float half_to_float(uint16_t h) {
-    const uint32_t sign = uint32_t(h & 0x8000) << 16;
-    const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    uint32_t bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else {  // subnormal: normalise
-        int e = -1;
-        uint32_t m = man;
-        do {
-            ++e;
-            m <<= 1;
-        } while (!(m & 0x400));
-        bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
 }
 
 void byteswap(uint8_t* p, size_t n, size_t width) {
@@ -464,8 +437,10 @@ std::vector<uint8_t> TfBundleReader::read_raw(const TfTensorEntry& e) const {
         }
         const uint32_t stored_len_crc = c.fixed32();
         if (stored_len_crc != mask_crc(got))
-            fail("{}: DT_STRING length checksum mismatch (expected {} as stored, computed {}); "
-                 "the data file is corrupt", where(e), hex8(stored_len_crc), hex8(mask_crc(got)));
+            fail(
+                "{}: DT_STRING length checksum mismatch (expected 0x{:08x} as stored, computed "
+                "0x{:08x}); the data file is corrupt",
+                where(e), stored_len_crc, mask_crc(got));
         uint8_t le[4];
         std::memcpy(le, all.data() + c.pos() - 4, 4);
         got = crc32c(le, 4, got);
@@ -475,8 +450,10 @@ std::vector<uint8_t> TfBundleReader::read_raw(const TfTensorEntry& e) const {
         got = crc32c(all.data() + c.pos(), c.remaining(), got);
     }
     if (got != want)
-        fail("{}: data CRC-32C mismatch (expected {} from the index, computed {}); the data file "
-             "is corrupt", where(e), hex8(want), hex8(got));
+        fail(
+            "{}: data CRC-32C mismatch (expected 0x{:08x} from the index, computed 0x{:08x}); "
+            "the data file is corrupt",
+            where(e), want, got);
     return buf;
 }
 
@@ -489,8 +466,10 @@ void TfBundleReader::read_f32(const TfTensorEntry& e, std::span<float> out) cons
         read_bytes(e, out.data());
         const uint32_t got = crc32c(out.data(), e.size), want = unmask_crc(e.crc32c_masked);
         if (got != want)
-            fail("{}: data CRC-32C mismatch (expected {} from the index, computed {}); the data "
-                 "file is corrupt", where(e), hex8(want), hex8(got));
+            fail(
+                "{}: data CRC-32C mismatch (expected 0x{:08x} from the index, computed "
+                "0x{:08x}); the data file is corrupt",
+                where(e), want, got);
         if (header_.big_endian) byteswap(reinterpret_cast<uint8_t*>(out.data()), e.size, 4);
         return;
     }

@@ -19,10 +19,6 @@
 namespace bertbench::model {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    return fmt::format("[{}]", fmt::join(s, ", "));
-}
-
 std::string first_few(const std::vector<std::string>& v, size_t n = 4) {
     if (v.empty()) return "";
     std::string s = fmt::format(" ({}", fmt::join(v.begin(), v.begin() + std::min(v.size(), n), ", "));
@@ -134,8 +130,8 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
             continue;
         }
         if (e.shape != p->shape) {
-            mismatched.push_back(fmt::format("{}: expected {}, found {}", e.name,
-                                             shape_str(p->shape), e.shape_str()));
+            mismatched.push_back(fmt::format("{}: expected [{}], found {}", e.name,
+                                             fmt::join(p->shape, ", "), e.shape_str()));
             continue;
         }
         const io::TfDType d = e.dtype;

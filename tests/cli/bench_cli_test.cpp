@@ -8,10 +8,12 @@
 #include <sstream>
 
 #include "cli/run_util.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 
+using testing::read_json;
 using testing::run_bertbench;
 
 // Log lines (stderr, merged by run_bertbench) look like "[    0.00s] warning: ...".
@@ -224,11 +226,6 @@ namespace {
 double tiny_squad_flops(int B, int T) {
     const double L = 2, H = 128, I = 512, N = static_cast<double>(B) * T;
     return 2 * (L * (4 * N * H * H + 2 * N * H * I + 2.0 * B * T * T * H) + N * H * 2);
-}
-
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    return nlohmann::json::parse(in);
 }
 
 TEST(BenchCli, SquadSweepWritesJson) {

@@ -20,7 +20,15 @@
 
 namespace bertbench::testing {
 
-inline std::string golden_file(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
+// `pretrain` for 4 steps of batch 4 on the golden records, a checkpoint at step 4.
+inline std::string short_pretrain_args(const std::string& config, const std::string& out,
+                                       const std::string& extra) {
+    return "pretrain --bert_config_file=" + config + " --input_file=" + train_data() +
+           " --output_dir=" + out +
+           " --train_batch_size=4 --num_train_steps=4 --num_warmup_steps=1 --learning_rate=2e-3"
+           " --save_checkpoints_steps=4 --threads=1 --seed=5 " +
+           extra;
+}
 
 // The tiny model's bert_config.json, written to `path`.
 inline void write_tiny_bert_config(const std::string& path) {
@@ -42,7 +50,7 @@ inline void save_initialized_checkpoint(const std::string& config, const std::st
 // `dir` as google-research/bert ships a model (tiny, seed 3); `scratch` is a free file path.
 inline void write_tiny_bert_dir(const std::string& dir, const std::string& scratch) {
     std::filesystem::create_directories(dir);
-    std::filesystem::copy_file(golden_file("vocab.txt"), dir + "/vocab.txt");
+    std::filesystem::copy_file(golden("vocab.txt"), dir + "/vocab.txt");
     write_tiny_bert_config(dir + "/bert_config.json");
     save_initialized_checkpoint(dir + "/bert_config.json", scratch, 3);
     const auto r = run_bertbench("convert --to=tf --input=" + scratch + " --output=" + dir +

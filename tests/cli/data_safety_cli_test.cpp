@@ -27,17 +27,12 @@ namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::count_of;
+using testing::golden;
 using testing::run_bertbench;
 using testing::shared_dir;
 using testing::slurp;
 
-std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
-
-size_t count(const std::string& text, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-}
 // The one "error: ..." line of a failed run ("" when there is none).
 std::string error_line(const std::string& out) {
     const size_t at = out.find("error: ");
@@ -201,11 +196,12 @@ TEST(DataSafetyCli, CorruptRecordMidRunAbortsCompliantlyAndTheRerunStartsAFreshL
         EXPECT_EQ(res["status"], "aborted");
         EXPECT_NE(res["reason"].get<std::string>().find("bad.tfrecord"), std::string::npos);
         const std::string ml = slurp(w.p("run/mlperf.log"));
-        EXPECT_EQ(count(ml, "\"key\": \"init_start\""), 1u) << ml;
-        EXPECT_EQ(count(ml, "\"key\": \"run_start\""), 1u) << ml;
-        EXPECT_EQ(count(ml, "\"key\": \"run_stop\""), 1u) << ml;
+        EXPECT_EQ(count_of(ml, "\"key\": \"init_start\""), 1u) << ml;
+        EXPECT_EQ(count_of(ml, "\"key\": \"run_start\""), 1u) << ml;
+        EXPECT_EQ(count_of(ml, "\"key\": \"run_stop\""), 1u) << ml;
         EXPECT_NE(ml.find("\"status\": \"aborted\""), std::string::npos) << ml;
-        EXPECT_EQ(count(ml, "\"key\": \"block_start\""), count(ml, "\"key\": \"block_stop\""));
+        EXPECT_EQ(count_of(ml, "\"key\": \"block_start\""),
+                  count_of(ml, "\"key\": \"block_stop\""));
     }
     EXPECT_TRUE(fs::exists(w.p("run/mlperf.log.failed-start-1")));
     // The hint's flag exists and works.

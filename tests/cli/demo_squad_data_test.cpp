@@ -27,7 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string script() {
+std::string demo_squad_script() {
     const char* d = std::getenv("BB_SOURCE_DIR");
     const std::string root =
         d ? d : fs::path(__FILE__).parent_path().parent_path().parent_path().string();
@@ -92,8 +92,8 @@ struct Fixture {
         write_file_atomic(tmp.file("brown/eval.txt"), dev);
     }
     int generate(const std::string& out, const std::string& extra = "") const {
-        return sh("/usr/bin/python3 '" + script() + "' '" + tmp.file("brown") + "' '" + out +
-                  "' --train_questions=60 --dev_questions=20 " + extra + " >/dev/null");
+        return sh("/usr/bin/python3 '" + demo_squad_script() + "' '" + tmp.file("brown") + "' '" +
+                  out + "' --train_questions=60 --dev_questions=20 " + extra + " >/dev/null");
     }
 };
 
@@ -198,8 +198,8 @@ TEST(DemoSquadData, BertbenchSquadAcceptsEveryAnswer) {
 TEST(DemoSquadData, MissingInputIsOneErrorAndNoOutput) {
     TmpDir tmp{"bb_demo_squad_bad"};
     fs::create_directories(tmp.path / "brown");
-    const int rc = sh("/usr/bin/python3 '" + script() + "' '" + tmp.file("brown") + "' '" + tmp.file("out") +
-                      "' >/dev/null 2>'" + tmp.file("err") + "'");
+    const int rc = sh("/usr/bin/python3 '" + demo_squad_script() + "' '" + tmp.file("brown") +
+                      "' '" + tmp.file("out") + "' >/dev/null 2>'" + tmp.file("err") + "'");
     EXPECT_EQ(rc, 1);
     const std::string err = read_file(tmp.file("err"));
     EXPECT_NE(err.find("expected train-*.txt and eval.txt"), std::string::npos) << err;

@@ -12,24 +12,21 @@
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
 #include "io/hdf5_shard.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
+using testing::golden;
 using testing::run_bertbench;
 
-std::string golden(const std::string& rel) {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
-}
-
-struct Tmp {
+struct Hdf5Tmp {
     fs::path dir = fs::temp_directory_path() / ("bb_hdf5_cli_" + std::to_string(getpid()));
-    Tmp() {
+    Hdf5Tmp() {
         fs::remove_all(dir);
         fs::create_directories(dir);
     }
-    ~Tmp() { fs::remove_all(dir); }
+    ~Hdf5Tmp() { fs::remove_all(dir); }
     std::string file(const std::string& n) const { return (dir / n).string(); }
 };
 
@@ -67,7 +64,7 @@ TEST(Hdf5Cli, PrepareWritesTheGoldenDatasets) {
         const char* name;
         int T, P, dupe;
     };
-    Tmp tmp;
+    Hdf5Tmp tmp;
     for (const Golden& r :
          {Golden{"public_128_s12345_d2", 128, 20, 2}, Golden{"public_512_s12345_d1", 512, 76, 1}}) {
         const std::string out = tmp.file(std::string(r.name) + ".hdf5");
@@ -85,7 +82,7 @@ TEST(Hdf5Cli, PrepareWritesTheGoldenDatasets) {
 }
 
 TEST(Hdf5Cli, PrepareShardModeWritesHdf5AndSkipsVerifiedShards) {
-    Tmp tmp;
+    Hdf5Tmp tmp;
     fs::create_directories(tmp.dir / "in");
     fs::copy_file(golden("corpus_public.txt"), tmp.dir / "in" / "public_128_s12345_d2.txt");
     const std::string args =
@@ -101,7 +98,7 @@ TEST(Hdf5Cli, PrepareShardModeWritesHdf5AndSkipsVerifiedShards) {
 }
 
 TEST(Hdf5Cli, PrepareRejectsANameOfTheOtherFormat) {
-    Tmp tmp;
+    Hdf5Tmp tmp;
     const std::string base = "prepare --input_file=" + golden("corpus_public.txt") +
                              " --vocab_file=" + golden("vocab.txt") + " --dupe_factor=1";
     auto res =
@@ -119,7 +116,7 @@ TEST(Hdf5Cli, PrepareRejectsANameOfTheOtherFormat) {
 }
 
 TEST(Hdf5Cli, BenchRunsOnAnHdf5Shard) {
-    Tmp tmp;
+    Hdf5Tmp tmp;
     const auto res = run_bertbench(
         "bench --mode=train --model=tiny --seq_len=128 --batch_size=4 --threads=1 --warmup=1 "
         "--steps=2 --ceiling_gflops=50 --json=" +

@@ -15,12 +15,12 @@ namespace {
 using testing::run_bertbench;
 
 TEST(Int8Cli, BenchRunsInt8InferenceNextToFp32) {
-    const std::string json = ::testing::TempDir() + "/bench_int8.json";
+    const std::string json_path = ::testing::TempDir() + "/bench_int8.json";
     const auto r = run_bertbench(
         "bench --mode=infer --model=tiny --seq_len=32 --batch_size=2 --threads=1 --warmup=1 --steps=2 "
-        "--dtype=fp32,int8 --ceiling_gflops=50 --json=" + json);
+        "--dtype=fp32,int8 --ceiling_gflops=50 --json=" + json_path);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    std::ifstream in(json);
+    std::ifstream in(json_path);
     const auto j = nlohmann::json::parse(in);
     ASSERT_EQ(j["points"].size(), 2u);
     EXPECT_EQ(j["points"][0]["dtype"], "fp32");
@@ -29,12 +29,12 @@ TEST(Int8Cli, BenchRunsInt8InferenceNextToFp32) {
 }
 
 TEST(Int8Cli, BenchMeasuresTheInt8Ceiling) {
-    const std::string json = ::testing::TempDir() + "/bench_int8_gemm.json";
+    const std::string json_path = ::testing::TempDir() + "/bench_int8_gemm.json";
     const auto r = run_bertbench("bench --mode=gemm --dtype=int8 --threads=1 --gemm_tokens=64 --gemm_reps=1 --json=" +
-                                 json);
+                                 json_path);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("int8 GEMM"), std::string::npos) << r.out;
-    std::ifstream in(json);
+    std::ifstream in(json_path);
     const auto j = nlohmann::json::parse(in);
     const auto& c = j["ceilings"][0];
     EXPECT_EQ(c["dtype"], "int8");

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::count_of;
-using testing::golden_file;
+using testing::golden;
 using testing::run_bertbench;
 using testing::run_shell;
 using testing::slurp;
@@ -44,8 +44,8 @@ struct IntelDirs {
     IntelDirs() {
         testing::write_tiny_bert_dir(checkpoint, tmp.file("init.safetensors"));
         fs::create_directories(dataset);
-        fs::copy_file(golden_file("squad_pipeline/train-v1.1.json"), dataset + "/train-v1.1.json");
-        fs::copy_file(golden_file("squad_pipeline/dataset-v1.1.json"), dataset + "/dev-v1.1.json");
+        fs::copy_file(golden("squad_pipeline/train-v1.1.json"), dataset + "/train-v1.1.json");
+        fs::copy_file(golden("squad_pipeline/dataset-v1.1.json"), dataset + "/dev-v1.1.json");
     }
 };
 
@@ -134,8 +134,10 @@ TEST(IntelLaunchBenchmark, PretrainingLine) {
         "--model-name=bert_large --precision=fp32 --mode=training --framework=tensorflow"
         " --batch-size=4 --socket-id=-1 --num-intra-threads=1 --num-inter-threads=1 --output-dir " +
         out + " -- train-option=Pretraining input-file=" +
-        golden_file("pretraining/public_128_s12345_d2.tfrecord") + " do-train=True do-eval=True"
-        " config-file=" + d.checkpoint + "/bert_config.json init-checkpoint=" + d.checkpoint +
+        golden("pretraining/public_128_s12345_d2.tfrecord") +
+        " do-train=True do-eval=True"
+        " config-file=" +
+        d.checkpoint + "/bert_config.json init-checkpoint=" + d.checkpoint +
         "/bert_model.ckpt max-seq-length=128 max-predictions=20 num-train-steps=2 warmup-steps=1"
         " learning-rate=2e-5 optimized_softmax=True experimental_gelu=False profile=False");
     ASSERT_EQ(r.exit_code, 0) << r.out;

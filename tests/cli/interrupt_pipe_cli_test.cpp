@@ -25,13 +25,13 @@ using testing::bertbench_path;
 using testing::shared_dir;
 using testing::slurp;
 
-struct Tmp {
+struct PipeTmp {
     fs::path dir;
-    Tmp() {
+    PipeTmp() {
         char t[] = "/tmp/bb_pipecli_XXXXXX";
         dir = mkdtemp(t);
     }
-    ~Tmp() { fs::remove_all(dir); }
+    ~PipeTmp() { fs::remove_all(dir); }
 };
 
 std::vector<std::string> pretrain_args(const std::string& out) {
@@ -104,7 +104,7 @@ void expect_finished_stop(const std::string& out) {
 }
 
 TEST(InterruptPipeCli, StdoutAndStderrIntoAClosedPipeThenSigintExits130) {
-    const Tmp tmp;
+    const PipeTmp tmp;
     const std::string out = (tmp.dir / "run").string();
     int fd = -1;
     const pid_t pid = spawn_into_pipe(pretrain_args(out), "", &fd);
@@ -118,7 +118,7 @@ TEST(InterruptPipeCli, StdoutAndStderrIntoAClosedPipeThenSigintExits130) {
 }
 
 TEST(InterruptPipeCli, ClosedStdoutThenSigintSaysWhyOnStderr) {
-    const Tmp tmp;
+    const PipeTmp tmp;
     const std::string out = (tmp.dir / "run").string();
     const std::string err = (tmp.dir / "stderr.txt").string();
     int fd = -1;

@@ -19,11 +19,11 @@ namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::count_of;
+using testing::golden;
 using testing::run_bertbench;
 using testing::slurp;
 using testing::TmpDir;
-using testing::count_of;
-using testing::golden_file;
 
 // The entries of a dllogger JSON stream: every line "DLLL " + a JSON object.
 std::vector<json> dllogger_lines(const std::string& path) {
@@ -61,8 +61,8 @@ struct NvidiaDirs {
         for (const char* name : {"books_wiki_en_corpus_training_0.hdf5",
                                  "books_wiki_en_corpus_training_1.hdf5",
                                  "books_wiki_en_corpus_test_0.hdf5"})
-            fs::copy_file(golden_file("hdf5/public_128_s12345_d2.hdf5"), phase1 + "/" + name);
-        fs::copy_file(golden_file("hdf5/public_512_s12345_d1.hdf5"),
+            fs::copy_file(golden("hdf5/public_128_s12345_d2.hdf5"), phase1 + "/" + name);
+        fs::copy_file(golden("hdf5/public_512_s12345_d1.hdf5"),
                       phase2 + "/books_wiki_en_corpus_training_0.hdf5");
         testing::write_tiny_bert_config(config);
     }
@@ -244,16 +244,21 @@ std::string pretrained_pt(const TmpDir& tmp, const std::string& config) {
 // fine-tuned checkpoint, sizes shrunk (seq 128, stride 64, one GPU).
 std::string run_squad_line(const NvidiaDirs& d, const std::string& init, const std::string& out,
                            bool train) {
-    const std::string squad = golden_file("squad_pipeline");
+    const std::string squad = golden("squad_pipeline");
     return "squad --init_checkpoint=" + init +
            (train ? " --do_train --train_file=" + squad + "/train-v1.1.json --train_batch_size=8"
                   : std::string()) +
-           " --do_predict --predict_file=" + squad + "/dataset-v1.1.json --predict_batch_size=8"
-           " --eval_script=" + squad + "/evaluate-v1.1.py --do_eval --do_lower_case"
+           " --do_predict --predict_file=" + squad +
+           "/dataset-v1.1.json --predict_batch_size=8"
+           " --eval_script=" +
+           squad +
+           "/evaluate-v1.1.py --do_eval --do_lower_case"
            " --bert_model=bert-large-uncased --learning_rate=3e-4 --seed=1 --num_train_epochs=2.0"
-           " --max_seq_length=128 --doc_stride=64 --output_dir=" + out + " --vocab_file=" +
-           golden_file("vocab.txt") + " --config_file=" + d.config + " --max_steps=-1 --fp16"
-           " --json-summary=" + out + "/dllogger.json --threads=1";
+           " --max_seq_length=128 --doc_stride=64 --output_dir=" +
+           out + " --vocab_file=" + golden("vocab.txt") + " --config_file=" + d.config +
+           " --max_steps=-1 --fp16"
+           " --json-summary=" +
+           out + "/dllogger.json --threads=1";
 }
 
 TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {

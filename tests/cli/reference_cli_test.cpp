@@ -26,24 +26,18 @@ namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::count_of;
+using testing::eval_data;
 using testing::run_bertbench;
 using testing::shared_dir;
 using testing::slurp;
-
-std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
-std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
-
-size_t count(const std::string& text, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-}
+using testing::train_data;
 
 // A directory holding bert_config.json, data/part-00000 and -00001 (copies of the golden
 // records) and init.safetensors (freshly initialised weights of the tiny model).
-struct Workdir {
+struct RefWorkdir {
     fs::path dir;
-    explicit Workdir(const std::string& name) {
+    explicit RefWorkdir(const std::string& name) {
         dir = fs::temp_directory_path() / ("bb_refcli_" + name + "_" + std::to_string(getpid()));
         fs::remove_all(dir);
         fs::create_directories(dir / "data");
@@ -59,7 +53,7 @@ struct Workdir {
         table.initialize(params, 7);
         model::save_checkpoint(init(), table, params);
     }
-    ~Workdir() { fs::remove_all(dir); }
+    ~RefWorkdir() { fs::remove_all(dir); }
     std::string config() const { return (dir / "bert_config.json").string(); }
     std::string init() const { return (dir / "init.safetensors").string(); }
     std::string data() const { return (dir / "data" / "part*").string(); }
@@ -67,7 +61,7 @@ struct Workdir {
 };
 
 // MLPerf TF1 run_pretraining.py, GPU form (mlcommons/training README), sizes shrunk.
-std::string mlperf_gpu(const Workdir& w, const std::string& out) {
+std::string mlperf_gpu(const RefWorkdir& w, const std::string& out) {
     return "pretrain --bert_config_file=" + w.config() + " --output_dir=" + out +
            " --input_file=\"" + w.data() + "\" --nodo_eval --do_train --eval_batch_size=8"
            " --learning_rate=0.0001 --init_checkpoint=" + w.init() +
@@ -77,11 +71,11 @@ std::string mlperf_gpu(const Workdir& w, const std::string& out) {
 }
 
 TEST(ReferenceCli, MlperfTf1GpuForm) {
-    const Workdir w("gpu");
+    const RefWorkdir w("gpu");
     const std::string out = w.out("run");
     const auto r = run_bertbench(mlperf_gpu(w, out));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "accepted, no effect on a CPU run: --iterations_per_loop=1000\n"), 1u)
+    EXPECT_EQ(count_of(r.out, "accepted, no effect on a CPU run: --iterations_per_loop=1000\n"), 1u)
         << r.out;
     EXPECT_NE(r.out.find("--num_gpus=8: 1 process computes the global batch of 4"),
               std::string::npos) << r.out;
@@ -106,7 +100,7 @@ TEST(ReferenceCli, MlperfTf1GpuForm) {
 // evaluates the checkpoint named (a TF-style prefix of bertbench's file) or, without one, the
 // latest in the directory, writes eval_results.txt/.json and leaves the training run's files as
 // they were; with nothing to evaluate it fails.
-std::string mlperf_eval(const Workdir& w, const std::string& out, const std::string& init) {
+std::string mlperf_eval(const RefWorkdir& w, const std::string& out, const std::string& init) {
     return "pretrain --bert_config_file=" + w.config() + " --output_dir=" + out +
            " --input_file=" + eval_data() + " --do_eval --nodo_train --eval_batch_size=8" +
            (init.empty() ? std::string() : " --init_checkpoint=" + init) +
@@ -117,7 +111,7 @@ std::string mlperf_eval(const Workdir& w, const std::string& out, const std::str
 }
 
 TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
-    const Workdir w("evalform");
+    const RefWorkdir w("evalform");
     const std::string out = w.out("run");
     ASSERT_EQ(run_bertbench(mlperf_gpu(w, out)).exit_code, 0);
     std::vector<std::pair<std::string, std::string>> before;  // the training run's files
@@ -138,7 +132,8 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     // The checkpoint named as TF names it (model.ckpt-2, bertbench wrote model.ckpt-2.safetensors).
     auto r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-2"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "evaluating " + out + "/model.ckpt-2.safetensors (--init_checkpoint)"), 1u)
+    EXPECT_EQ(
+        count_of(r.out, "evaluating " + out + "/model.ckpt-2.safetensors (--init_checkpoint)"), 1u)
         << r.out;
     EXPECT_EQ(r.out.find("resuming"), std::string::npos) << r.out;
     EXPECT_TRUE(unchanged());
@@ -155,8 +150,12 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     // Without --init_checkpoint: the latest checkpoint of the run, step 4.
     r = run_bertbench(mlperf_eval(w, out, ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "evaluating " + out + "/model.ckpt-4.safetensors (the latest checkpoint "
-                           "in --output_dir=" + out + ")"), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "evaluating " + out +
+                                  "/model.ckpt-4.safetensors (the latest checkpoint "
+                                  "in --output_dir=" +
+                                  out + ")"),
+              1u)
+        << r.out;
     EXPECT_TRUE(unchanged());
     res = json::parse(slurp(out + "/eval_results.json"));
     EXPECT_EQ(res["global_step"], 4);
@@ -175,7 +174,7 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     const std::string empty = w.out("empty");
     r = run_bertbench(mlperf_eval(w, empty, ""));
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
     EXPECT_NE(r.out.find("expected a checkpoint to evaluate, got none"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(empty));
     // A checkpoint that is not there: the error names it.
@@ -186,7 +185,7 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
 }
 
 TEST(ReferenceCli, MlperfTf1TpuForm) {
-    const Workdir w("tpu");
+    const RefWorkdir w("tpu");
     const std::string out = w.out("run");
     const std::string cmd =
         "pretrain --bert_config_file=" + w.config() + " --output_dir=" + out +
@@ -200,7 +199,7 @@ TEST(ReferenceCli, MlperfTf1TpuForm) {
         " --gcp_project=my-project --nouse_tpu --keep_checkpoint_max=1 --threads=1";
     const auto r = run_bertbench(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "accepted, no effect on a CPU run: "), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "accepted, no effect on a CPU run: "), 1u) << r.out;
     EXPECT_NE(r.out.find("--tpu_name=my-tpu, --tpu_zone=europe-west4-a, --gcp_project=my-project, "
                          "--nouse_tpu"), std::string::npos) << r.out;
     const json res = json::parse(slurp(out + "/results.json"));
@@ -216,7 +215,7 @@ TEST(ReferenceCli, MlperfTf1TpuForm) {
 // PerfZero's TF2 BERT flags (the MLPerf TF2 benchmark), sizes shrunk: global batch 8 per update
 // = 2 micro-batches of 4; 8 updates per epoch = 16 micro-steps of schedule; stop after 6 updates;
 // first eval after 3 updates (24 samples), then every 2 (16 samples).
-std::string perfzero(const Workdir& w, const std::string& out) {
+std::string perfzero(const RefWorkdir& w, const std::string& out) {
     return "pretrain --all_reduce_alg=nccl --bert_config_file=" + w.config() +
            " --beta_1=0.91063 --beta_2=0.96497 --device_warmup --do_eval --eval_batch_size=8"
            " --init_checkpoint=" + w.init() + " --input_files=\"" + w.data() + "\""
@@ -229,7 +228,7 @@ std::string perfzero(const Workdir& w, const std::string& out) {
 }
 
 TEST(ReferenceCli, PerfZeroTf2Form) {
-    const Workdir w("perfzero");
+    const RefWorkdir w("perfzero");
     const std::string out = w.out("run");
     const auto r = run_bertbench(perfzero(w, out));
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -264,7 +263,7 @@ TEST(ReferenceCli, PerfZeroTf2Form) {
 // every flag it uses.
 TEST(ReferenceCli, PerfZeroPrecisionFlags) {
     const std::string help = run_bertbench("pretrain --help").out;
-    const Workdir w("precision");
+    const RefWorkdir w("precision");
     int checked = 0;
     const std::vector<std::pair<std::string, std::vector<std::string>>> variants{
         {" --dtype=fp16 --loss_scale=dynamic --scale_loss", {"dtype", "loss_scale", "scale_loss"}},
@@ -278,7 +277,7 @@ TEST(ReferenceCli, PerfZeroPrecisionFlags) {
         ++checked;
         const auto r = run_bertbench(perfzero(w, w.out("run" + std::to_string(checked))) + extra);
         if (r.exit_code == 0) continue;
-        EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+        EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
         EXPECT_EQ(r.out.find("unknown flag"), std::string::npos) << r.out;
         EXPECT_TRUE(r.out.find("dtype") != std::string::npos ||
                     r.out.find("fp16") != std::string::npos ||
@@ -292,7 +291,7 @@ TEST(ReferenceCli, PerfZeroPrecisionFlags) {
 // --num_accumulation_steps=2 = global batch 8 per update; its step flags count updates (3 updates
 // = 6 micro-steps, checkpoints every 2 updates = 4 micro-steps). --input_files_dir and
 // --eval_files_dir are directories whose every file is read.
-std::string ngc_phase1(const Workdir& w, const std::string& out, const std::string& train_dir) {
+std::string ngc_phase1(const RefWorkdir& w, const std::string& out, const std::string& train_dir) {
     return "pretrain --input_files_dir=" + train_dir + " --eval_files_dir=" + w.out("test") +
            " --output_dir=" + out + " --bert_config_file=" + w.config() +
            " --do_train=True --do_eval=True --train_batch_size=4 --eval_batch_size=8"
@@ -303,19 +302,22 @@ std::string ngc_phase1(const Workdir& w, const std::string& out, const std::stri
 }
 
 TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
-    const Workdir w("ngc");
+    const RefWorkdir w("ngc");
     fs::create_directories(w.dir / "test");
     fs::copy_file(eval_data(), w.dir / "test" / "eval-00000");
     const std::string out = w.out("run");
     const auto r = run_bertbench(ngc_phase1(w, out, w.out("data")));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
-                           "--train_batch_size=4 per GPU (here per rank) and micro-step x "
-                           "--num_accumulation_steps=2 x 1 rank = global batch 8 per update "
-                           "(bertbench --train_batch_size=4 --steps_per_update=2); its step flags "
-                           "count updates: --num_train_steps=3 -> 6 micro-steps, "
-                           "--num_warmup_steps=1 -> 2 micro-steps, --save_checkpoints_steps=2 -> "
-                           "4 micro-steps\n"), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out,
+                       "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
+                       "--train_batch_size=4 per GPU (here per rank) and micro-step x "
+                       "--num_accumulation_steps=2 x 1 rank = global batch 8 per update "
+                       "(bertbench --train_batch_size=4 --steps_per_update=2); its step flags "
+                       "count updates: --num_train_steps=3 -> 6 micro-steps, "
+                       "--num_warmup_steps=1 -> 2 micro-steps, --save_checkpoints_steps=2 -> "
+                       "4 micro-steps\n"),
+              1u)
+        << r.out;
     EXPECT_NE(r.out.find("accepted, no effect on a CPU run (fp32 unless --dtype=bf16): --amp\n"),
               std::string::npos) << r.out;
     const json cfg = json::parse(slurp(out + "/config.json"));
@@ -338,7 +340,7 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     // A file where NGC takes a directory, a missing directory: one line naming the flag.
     auto bad = run_bertbench(ngc_phase1(w, w.out("bad"), train_data()));
     EXPECT_EQ(bad.exit_code, 1) << bad.out;
-    EXPECT_EQ(count(bad.out, "error: "), 1u) << bad.out;
+    EXPECT_EQ(count_of(bad.out, "error: "), 1u) << bad.out;
     EXPECT_NE(bad.out.find("--input_files_dir=" + train_data() + ": expected a directory (NVIDIA's "
                            "script reads every file in it), got a file (hint: --input_file="),
               std::string::npos) << bad.out;
@@ -357,18 +359,21 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
 // Without any flag of NGC's script, --num_accumulation_steps keeps PerfZero's meaning, and the
 // line says so and what NGC's would have been.
 TEST(ReferenceCli, NumAccumulationStepsSaysWhichMeaningApplies) {
-    const Workdir w("meaning");
+    const RefWorkdir w("meaning");
     const std::string out = w.out("run");
     const auto r = run_bertbench("pretrain --bert_config_file=" + w.config() + " --input_file=\"" +
                                  w.data() + "\" --output_dir=" + out +
                                  " --train_batch_size=8 --num_accumulation_steps=2"
                                  " --num_train_steps=2 --nodo_eval --threads=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "PerfZero/TF2 meaning of --num_accumulation_steps (no flag of NVIDIA "
-                           "NGC TF's script such as --input_files_dir given): "
-                           "--train_batch_size=8 is the global batch per update = 2 micro-batches "
-                           "of 4 sequences (bertbench --train_batch_size=4 --steps_per_update=2); "
-                           "NGC's meaning would be 8 x 2 x 1 rank = 16\n"), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out,
+                       "PerfZero/TF2 meaning of --num_accumulation_steps (no flag of NVIDIA "
+                       "NGC TF's script such as --input_files_dir given): "
+                       "--train_batch_size=8 is the global batch per update = 2 micro-batches "
+                       "of 4 sequences (bertbench --train_batch_size=4 --steps_per_update=2); "
+                       "NGC's meaning would be 8 x 2 x 1 rank = 16\n"),
+              1u)
+        << r.out;
     EXPECT_EQ(json::parse(slurp(out + "/config.json"))["flags"]["batch_flags_meaning"],
               "perfzero_tf2");
 }
@@ -378,7 +383,7 @@ TEST(ReferenceCli, NumAccumulationStepsSaysWhichMeaningApplies) {
 // rank count and per-rank batch reach config.json, results.json and mlperf.log.
 TEST(ReferenceCli, SlowNgcTfPhase1UnderMpirunCountsTheRanks) {
     if (const std::string why = testing::mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const Workdir w("ngcmpi");
+    const RefWorkdir w("ngcmpi");
     fs::create_directories(w.dir / "test");
     fs::copy_file(eval_data(), w.dir / "test" / "eval-00000");
     const std::string out = w.out("run");
@@ -386,17 +391,26 @@ TEST(ReferenceCli, SlowNgcTfPhase1UnderMpirunCountsTheRanks) {
                                            ngc_phase1(w, out, w.out("data")) +
                                            " --horovod --num_gpus=2", 180);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
-                           "--train_batch_size=4 per GPU (here per rank) and micro-step x "
-                           "--num_accumulation_steps=2 x 2 ranks = global batch 16 per update "
-                           "(bertbench --train_batch_size=8 --steps_per_update=2)"), 1u) << r.out;
-    EXPECT_EQ(count(r.out, "--horovod on 2 ranks: --learning_rate=0.00075 x 2 = 0.0015"), 1u)
+    EXPECT_EQ(count_of(r.out,
+                       "NVIDIA NGC TF meaning of the batch flags (--input_files_dir given): "
+                       "--train_batch_size=4 per GPU (here per rank) and micro-step x "
+                       "--num_accumulation_steps=2 x 2 ranks = global batch 16 per update "
+                       "(bertbench --train_batch_size=8 --steps_per_update=2)"),
+              1u)
         << r.out;
-    EXPECT_EQ(count(r.out, "--num_gpus=2: 2 ranks compute the global batch of 16 (4 sequences per "
-                           "rank x 2 micro-steps per update)\n"), 1u) << r.out;
-    EXPECT_EQ(count(r.out, "mpirun: 2 ranks x 4 sequences per micro-step each = 8 per micro-step; "
-                           "x 2 micro-steps = global batch 16 per update\n"), 1u) << r.out;
-    EXPECT_EQ(count(r.out, "accepted, no effect on a CPU run: --use_xla"), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "--horovod on 2 ranks: --learning_rate=0.00075 x 2 = 0.0015"), 1u)
+        << r.out;
+    EXPECT_EQ(count_of(r.out,
+                       "--num_gpus=2: 2 ranks compute the global batch of 16 (4 sequences per "
+                       "rank x 2 micro-steps per update)\n"),
+              1u)
+        << r.out;
+    EXPECT_EQ(count_of(r.out,
+                       "mpirun: 2 ranks x 4 sequences per micro-step each = 8 per micro-step; "
+                       "x 2 micro-steps = global batch 16 per update\n"),
+              1u)
+        << r.out;
+    EXPECT_EQ(count_of(r.out, "accepted, no effect on a CPU run: --use_xla"), 1u) << r.out;
     const json cfg = json::parse(slurp(out + "/config.json"));
     const json res = json::parse(slurp(out + "/results.json"));
     for (const json* j : {&cfg, &res}) {
@@ -407,9 +421,9 @@ TEST(ReferenceCli, SlowNgcTfPhase1UnderMpirunCountsTheRanks) {
     EXPECT_EQ(cfg["flags"]["learning_rate"], 0.0015);
     EXPECT_EQ(res["samples"], 48);  // 3 updates x 16
     const std::string ml = slurp(out + "/mlperf.log");
-    EXPECT_EQ(count(ml, "\"key\": \"number_of_ranks\", \"value\": 2,"), 1u) << ml;
-    EXPECT_EQ(count(ml, "\"key\": \"global_batch_size\", \"value\": 16,"), 1u) << ml;
-    EXPECT_EQ(count(ml, "\"key\": \"opt_base_learning_rate\", \"value\": 0.0015,"), 1u) << ml;
+    EXPECT_EQ(count_of(ml, "\"key\": \"number_of_ranks\", \"value\": 2,"), 1u) << ml;
+    EXPECT_EQ(count_of(ml, "\"key\": \"global_batch_size\", \"value\": 16,"), 1u) << ml;
+    EXPECT_EQ(count_of(ml, "\"key\": \"opt_base_learning_rate\", \"value\": 0.0015,"), 1u) << ml;
 }
 
 TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
@@ -417,7 +431,7 @@ TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
         "pretrain --model=tiny --output_dir=/nonexistent/x --train_batch_sise=3 --lr=0.1 "
         "--resume_step=4 --max_seq_length=12x --use_tpu=maybe");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+    EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
     for (const char* want :
          {"5 bad flags", "--train_batch_sise (did you mean --train_batch_size?)",
           "--lr (did you mean --learning_rate?)",

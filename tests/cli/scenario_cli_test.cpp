@@ -11,18 +11,18 @@
 #include <sstream>
 
 #include "cli/run_util.hpp"
+#include "test_util.hpp"
 
 namespace bertbench {
 namespace {
 
+using testing::golden;
+using testing::read_json;
 using testing::run_bertbench;
 namespace fs = std::filesystem;
 
-std::string golden(const std::string& rel) { return std::string(std::getenv("BB_SHARED_DIR")) + "/golden/" + rel; }
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "/scenario_" + name; }
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    return nlohmann::json::parse(in);
+std::string tmp(const std::string& name) {
+    return ::testing::TempDir() + "/scenario_" + name;
 }
 std::string tiny() {
     return "bench --task=squad --model=tiny --seq_len=384 --threads=1 --data=" +
@@ -30,12 +30,12 @@ std::string tiny() {
 }
 
 TEST(ScenarioCli, OfflineLogReproducesTheReport) {
-    const std::string json = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
+    const std::string json_path = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
     const auto r = run_bertbench(tiny() + "--scenario=offline --batch_size=4 --scenario_queries=20 --min_duration_s=0 "
-                                 "--min_query_count=30 --json=" + json + " --scenario_log=" + log);
+                                 "--min_query_count=30 --json=" + json_path + " --scenario_log=" + log);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("bertbench-fp32 offline: 30 queries"), std::string::npos) << r.out;
-    const nlohmann::json j = read_json(json);
+    const nlohmann::json j = read_json(json_path);
     EXPECT_EQ(j["format"], "bertbench-scenario-report/1");
     EXPECT_TRUE(j["definitions"].contains("latency"));
     EXPECT_EQ(j["squad_layout"], "real");
@@ -56,11 +56,11 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
 }
 
 TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
-    const std::string json = tmp("short.json");
+    const std::string json_path = tmp("short.json");
     const auto r = run_bertbench(tiny() + "--scenario=singlestream --min_query_count=5 --min_duration_s=60 "
-                                 "--expected_latency_ms=100000 --json=" + json);
+                                 "--expected_latency_ms=100000 --json=" + json_path);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const nlohmann::json st = read_json(json)["run"]["stats"];
+    const nlohmann::json st = read_json(json_path)["run"]["stats"];
     EXPECT_EQ(st["queries"], 5);
     EXPECT_EQ(st["result"], "INVALID");
     ASSERT_EQ(st["invalid_reasons"].size(), 1u);
@@ -70,11 +70,11 @@ TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
 }
 
 TEST(ScenarioCli, ServerPeakSearchReportsEveryRateAndPlotsThem) {
-    const std::string json = tmp("peak.json"), svg = tmp("peak.svg");
+    const std::string json_path = tmp("peak.json"), svg = tmp("peak.svg");
     const auto r = run_bertbench(tiny() + "--scenario=server --server_find_peak --peak_max_runs=3 --batch_size=4 "
-                                 "--min_duration_s=0 --min_query_count=20 --json=" + json + " --plot=" + svg);
+                                 "--min_duration_s=0 --min_query_count=20 --json=" + json_path + " --plot=" + svg);
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // 1: no valid rate among the 3
-    const nlohmann::json j = read_json(json);
+    const nlohmann::json j = read_json(json_path);
     ASSERT_EQ(j["runs"].size(), 3u);
     for (const auto& run : j["runs"]) {
         EXPECT_GT(run["target_qps"].get<double>(), 0);
@@ -91,18 +91,18 @@ TEST(ScenarioCli, ServerPeakSearchReportsEveryRateAndPlotsThem) {
 }
 
 TEST(ScenarioCli, UnmeetableBoundFailsBeforeMeasuring) {
-    const std::string json = tmp("unmeetable.json");
-    fs::remove(json);
-    const auto r = run_bertbench(tiny() + "--scenario=server --server_target_qps=10 --latency_bound_ms=0.001 --json=" + json);
+    const std::string json_path = tmp("unmeetable.json");
+    fs::remove(json_path);
+    const auto r = run_bertbench(tiny() + "--scenario=server --server_target_qps=10 --latency_bound_ms=0.001 --json=" + json_path);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.out.find("--latency_bound_ms=0.001: one query of median length"), std::string::npos) << r.out;
     EXPECT_EQ(testing::count_of(r.out, "error"), 1u) << r.out;
-    EXPECT_FALSE(fs::exists(json));
+    EXPECT_FALSE(fs::exists(json_path));
     EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // no run was measured
-    const auto fast = run_bertbench(tiny() + "--scenario=server --server_target_qps=100000 --json=" + json);
+    const auto fast = run_bertbench(tiny() + "--scenario=server --server_target_qps=100000 --json=" + json_path);
     EXPECT_NE(fast.exit_code, 0);
     EXPECT_NE(fast.out.find("--server_target_qps=100000: above the"), std::string::npos) << fast.out;
-    EXPECT_FALSE(fs::exists(json));
+    EXPECT_FALSE(fs::exists(json_path));
 }
 
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
@@ -155,13 +155,13 @@ TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
     const std::string ckpt = t.out.substr(at + key.size(), t.out.find(',', at) - at - key.size());
     for (const auto& [layout, dtype] : {std::pair{"padded", "fp32"}, std::pair{"real", "fp32"},
                                         std::pair{"real", "bf16"}, std::pair{"real", "int8"}}) {
-        const std::string json = tmp(std::string("acc_") + layout + dtype + ".json");
+        const std::string json_path = tmp(std::string("acc_") + layout + dtype + ".json");
         const auto a = run_bertbench("bench --task=squad --seq_len=128 --threads=1 --batch_size=8 "
                                      "--scenario=offline --scenario_mode=accuracy --doc_stride=64 --vocab_file=" +
                                      golden("vocab.txt") + " --predict_file=" + dev + " --init_checkpoint=" + ckpt +
-                                     " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json);
+                                     " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json_path);
         ASSERT_EQ(a.exit_code, 0) << a.out;
-        const nlohmann::json j = read_json(json);
+        const nlohmann::json j = read_json(json_path);
         const nlohmann::json& got = j["accuracy"];
         EXPECT_EQ(j["mode"], "accuracy");
         EXPECT_EQ(j["dtype"], dtype);

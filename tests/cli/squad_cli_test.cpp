@@ -11,32 +11,28 @@
 
 #include "core/fs.hpp"
 #include "run_util.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string golden(const std::string& rel) {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
-}
-
 struct CmdRun {
     int code = -1;
     std::string out, err;
 };
 
-struct Tmp {
+struct SquadTmp {
     std::string path;
-    Tmp() {
+    SquadTmp() {
         char t[] = "/tmp/bb_squadcli_XXXXXX";
         path = mkdtemp(t);
     }
-    ~Tmp() { fs::remove_all(path); }
+    ~SquadTmp() { fs::remove_all(path); }
 };
 
-CmdRun run(const Tmp& tmp, const std::string& args) {
+CmdRun run(const SquadTmp& tmp, const std::string& args) {
     const std::string cmd = bertbench_path() + " " + args + " >" + tmp.path + "/stdout.txt 2>" + tmp.path + "/stderr.txt";
     const int status = std::system(cmd.c_str());
     CmdRun r;
@@ -52,7 +48,7 @@ std::string squad_flags(const std::string& out_dir, int msl = 384, int stride = 
 }
 
 TEST(SquadEvalCli, OfficialGoldenOutput) {
-    Tmp tmp;
+    SquadTmp tmp;
     const CmdRun r = run(tmp, "squad-eval " + golden("squad/dataset-v1.1.json") + " " + golden("squad/predictions.json"));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, read_file(golden("squad/expected_stdout.txt")));
@@ -65,7 +61,7 @@ TEST(SquadEvalCli, OfficialGoldenOutput) {
 }
 
 TEST(SquadCli, FeatureFilesByteIdentical) {
-    Tmp tmp;
+    SquadTmp tmp;
     const std::string out = tmp.path + "/out";
     const CmdRun r = run(tmp, squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
                                " --do_predict --predict_file=" + golden("squad_pipeline/dataset-v1.1.json") +
@@ -82,7 +78,7 @@ TEST(SquadCli, FeatureFilesByteIdentical) {
 
 TEST(SquadCli, RawResultsDecodeAndScoreBothRuns) {
     for (auto [msl, stride] : {std::pair{384, 128}, std::pair{128, 32}}) {
-        Tmp tmp;
+        SquadTmp tmp;
         const std::string out = tmp.path + "/out";
         const std::string dir = golden("squad_pipeline/predictions_" + std::to_string(msl) + "/");
         const CmdRun r = run(tmp, squad_flags(out, msl, stride) + " --do_predict --predict_file=" +
@@ -97,7 +93,7 @@ TEST(SquadCli, RawResultsDecodeAndScoreBothRuns) {
 }
 
 TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
-    Tmp tmp;
+    SquadTmp tmp;
     const std::string out = tmp.path + "/out";
     const std::string predict = " --do_predict --predict_file=" + golden("squad_pipeline/dataset-v1.1.json");
     // The error is the last thing printed, on one line (info lines may come before it).

@@ -13,24 +13,19 @@
 
 #include "cli/cli_fixtures.hpp"
 #include "core/fs.hpp"
+#include "test_util.hpp"
 #include "train/loop.hpp"
 
 namespace bertbench {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::count_of;
+using testing::golden;
 using testing::run_bertbench;
 using testing::shared_dir;
 using testing::slurp;
 using testing::TmpDir;
-
-std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
-
-size_t count(const std::string& text, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-}
 
 // A SQuAD 2.0 file from a golden v1.1 one: every third question has no answer.
 void write_v2(const std::string& v11, const std::string& out) {
@@ -96,9 +91,13 @@ TEST(SquadReferenceCli, V2ThresholdLinePredictsWithTheFineTunedCheckpoint) {
     for (const std::string thresh : {"1000", "-1000", "0.0"}) {
         r = run_bertbench(squad_v2_line(base, train, dev, out, thresh));
         ASSERT_EQ(r.exit_code, 0) << r.out;
-        EXPECT_EQ(count(r.out, "predicting with " + ckpt + ", the latest checkpoint in "
-                               "--output_dir=" + out + ", not --init_checkpoint=" + base.dir +
-                               "/bert_model.ckpt"), 1u) << r.out;
+        EXPECT_EQ(
+            count_of(r.out, "predicting with " + ckpt +
+                                ", the latest checkpoint in "
+                                "--output_dir=" +
+                                out + ", not --init_checkpoint=" + base.dir + "/bert_model.ckpt"),
+            1u)
+            << r.out;
         EXPECT_EQ(slurp(out + "/raw_results.jsonl"), raw);  // the same model, the same logits
         EXPECT_EQ(slurp(out + "/results.json"), results);   // no training ran
         EXPECT_EQ(train::latest_checkpoint(out), ckpt);
@@ -155,7 +154,7 @@ TEST(SquadReferenceCli, InputThatIsAnOutputIsRefusedBeforeAnyWork) {
         const std::string before = slurp(file);
         const auto r = run_bertbench("squad" + vocab + " --output_dir=" + out + args);
         EXPECT_EQ(r.exit_code, 1) << r.out;
-        EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+        EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
         EXPECT_NE(r.out.find("--output_dir=" + out + "/" + output + ": is the same file as the "
                              "input " + flag), std::string::npos) << r.out;
         EXPECT_EQ(slurp(file), before);

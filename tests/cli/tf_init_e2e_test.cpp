@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_fixtures.hpp"
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
 #include "test_util.hpp"
@@ -21,23 +22,16 @@ namespace bertbench {
 namespace {
 
 namespace fs = std::filesystem;
-using bertbench::testing::TmpDir;
+using bertbench::testing::eval_data;
 using bertbench::testing::run_bertbench;
 using bertbench::testing::shared_dir;
+using bertbench::testing::short_pretrain_args;
+using bertbench::testing::TmpDir;
+using bertbench::testing::train_data;
 using bertbench::testing::train_lines;
 using nlohmann::json;
 
-std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
-std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
-
 // `pretrain` with a tiny model: 4 micro-steps of 4 sequences, one thread, no online eval.
-std::string pretrain(const std::string& config, const std::string& out, const std::string& extra) {
-    return "pretrain --bert_config_file=" + config + " --input_file=" + train_data() +
-           " --output_dir=" + out +
-           " --train_batch_size=4 --num_train_steps=4 --num_warmup_steps=1 --learning_rate=2e-3"
-           " --save_checkpoints_steps=4 --threads=1 --seed=5 " + extra;
-}
-
 // The "error: ..." line of a run's output ("" if none) and how many such lines there are.
 std::string error_line(const std::string& out, int* count) {
     std::istringstream in(out);
@@ -56,7 +50,7 @@ TEST(TfInitE2E, ConvertedCheckpointEvalsAndTrainsBitIdentically) {
         "type_vocab_size": 2})");
 
     // A checkpoint as pretrain writes it (weights, adam slots, step, config) and its TF twin.
-    auto r = run_bertbench(pretrain(config, dir.file("a"), ""));
+    auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string st = dir.file("a/model.ckpt-4.safetensors");
     ASSERT_TRUE(fs::exists(st)) << r.out;
@@ -84,9 +78,9 @@ TEST(TfInitE2E, ConvertedCheckpointEvalsAndTrainsBitIdentically) {
 
     // (b) pretrain from either: bit-identical losses, and not those of a fresh start (the weights
     // were loaded: run a began from the same seed and data with random weights).
-    r = run_bertbench(pretrain(config, dir.file("b"), "--init_checkpoint=" + st));
+    r = run_bertbench(short_pretrain_args(config, dir.file("b"), "--init_checkpoint=" + st));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    r = run_bertbench(pretrain(config, dir.file("c"), "--init_checkpoint=" + prefix));
+    r = run_bertbench(short_pretrain_args(config, dir.file("c"), "--init_checkpoint=" + prefix));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::vector<std::string> b = train_lines(dir.file("b")), c = train_lines(dir.file("c"));
     ASSERT_EQ(b.size(), 4u);
@@ -99,7 +93,7 @@ TEST(TfInitE2E, ConvertedCheckpointEvalsAndTrainsBitIdentically) {
     // (c) the data shard missing: a one-line error naming it, before any work.
     const std::string shard = prefix + ".data-00000-of-00001";
     fs::rename(shard, dir.file("moved"));
-    r = run_bertbench(pretrain(config, dir.file("d"), "--init_checkpoint=" + prefix));
+    r = run_bertbench(short_pretrain_args(config, dir.file("d"), "--init_checkpoint=" + prefix));
     EXPECT_EQ(r.exit_code, 1) << r.out;
     int errors = 0;
     std::string line = error_line(r.out, &errors);

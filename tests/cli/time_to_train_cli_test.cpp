@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string script() {
+std::string ttt_script() {
     const char* d = std::getenv("BB_SOURCE_DIR");
     const std::string root =
         d ? d : fs::path(__FILE__).parent_path().parent_path().parent_path().string();
@@ -46,9 +46,9 @@ struct Dir {
 
 // The script's command line: its own flags, then pretrain's.
 std::string command(const Dir& d, const std::string& own, const std::string& target) {
-    return "bash " + script() + " " + own + " --bertbench=" + bertbench_path() +
-           " --bert_config_file=" + d.path("bert_config.json") +
-           " --input_file=" + shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord" +
+    return "bash " + ttt_script() + " " + own + " --bertbench=" + bertbench_path() +
+           " --bert_config_file=" + d.path("bert_config.json") + " --input_file=" + shared_dir() +
+           "/golden/pretraining/public_128_s12345_d2.tfrecord" +
            " --eval_input_file=" + shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord" +
            " --train_batch_size=2 --num_train_steps=2 --eval_every_samples=4 --eval_batch_size=2"
            " --max_eval_steps=1 --save_checkpoints_steps=0 --threads=1 --target_mlm_accuracy=" +

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_fixtures.hpp"
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
 #include "io/safetensors.hpp"
@@ -22,21 +23,15 @@
 namespace bertbench {
 namespace {
 
+using testing::golden;
+
 namespace fs = std::filesystem;
 using bertbench::testing::run_bertbench;
 using bertbench::testing::run_shell;
 using bertbench::testing::shared_dir;
+using bertbench::testing::short_pretrain_args;
 using bertbench::testing::TmpDir;
 using bertbench::testing::train_lines;
-
-std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
-
-std::string pretrain(const std::string& config, const std::string& out, const std::string& extra) {
-    return "pretrain --bert_config_file=" + config +
-           " --input_file=" + golden("pretraining/public_128_s12345_d2.tfrecord") + " --output_dir=" + out +
-           " --train_batch_size=4 --num_train_steps=4 --num_warmup_steps=1 --learning_rate=2e-3"
-           " --save_checkpoints_steps=4 --threads=1 --seed=5 " + extra;
-}
 
 constexpr const char* kResave = R"(import collections, sys, torch
 src, nv, legacy = sys.argv[1:4]
@@ -65,7 +60,7 @@ TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
     write_file_atomic(config, R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
         "type_vocab_size": 2})");
-    auto r = run_bertbench(pretrain(config, dir.file("a"), ""));
+    auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string st = dir.file("a/model.ckpt-4.safetensors");
     const std::string bin = dir.file("pytorch_model.bin");
@@ -83,7 +78,7 @@ TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
     r = run_bertbench("eval --init_checkpoint=" + st + eval + " --json=" + dir.file("st.json"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string want_eval = read_file(dir.file("st.json"));
-    r = run_bertbench(pretrain(config, dir.file("b"), "--init_checkpoint=" + st));
+    r = run_bertbench(short_pretrain_args(config, dir.file("b"), "--init_checkpoint=" + st));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::vector<std::string> want_losses = train_lines(dir.file("b"));
     ASSERT_EQ(want_losses.size(), 4u);
@@ -102,7 +97,8 @@ TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
             EXPECT_NE(r.out.find("'optimizer' (6 tensors)"), std::string::npos) << r.out;
             EXPECT_NE(r.out.find("'master params' (3 tensors)"), std::string::npos) << r.out;
         }
-        r = run_bertbench(pretrain(config, dir.file("p" + n), "--init_checkpoint=" + pt));
+        r = run_bertbench(
+            short_pretrain_args(config, dir.file("p" + n), "--init_checkpoint=" + pt));
         ASSERT_EQ(r.exit_code, 0) << r.out;
         EXPECT_EQ(train_lines(dir.file("p" + n)), want_losses);
         const std::string back = dir.file(n + ".safetensors");

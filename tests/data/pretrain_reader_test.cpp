@@ -5,7 +5,6 @@
 #include "data/pretrain_reader.hpp"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,14 +18,13 @@
 #include "core/error.hpp"
 #include "io/example.hpp"
 #include "io/tfrecord.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::data {
 namespace {
 
-std::string golden(const std::string& rel) {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
-}
+using testing::golden;
+
 std::vector<std::string> multi_shards() {
     std::vector<std::string> out;
     for (int i = 0; i < 3; ++i)

@@ -14,14 +14,13 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "data/pretrain_reader.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::data {
 namespace {
 
-std::string golden(const std::string& rel) {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
-}
+using testing::golden;
+
 const std::string kTf128 = golden("pretraining/public_128_s12345_d2.tfrecord");
 const std::string kH5128 = golden("hdf5/public_128_s12345_d2.hdf5");
 const std::string kTf512 = golden("pretraining/public_512_s12345_d1.tfrecord");

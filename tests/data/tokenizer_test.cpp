@@ -5,38 +5,28 @@
 #include "data/tokenizer.hpp"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "data/unicode_text.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::data {
 namespace {
 
-std::string shared_dir() {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return d ? d : "/work/shared";
-}
+using testing::read_jsonl;
+using testing::shared_dir;
 
 std::string from_hex(const std::string& hex) {
     std::string out;
     for (size_t i = 0; i + 1 < hex.size(); i += 2)
         out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    return out;
-}
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<nlohmann::json> out;
-    std::string line;
-    while (std::getline(in, line))  // splits on '\n' only; raw U+2028 etc. stay inside
-        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
     return out;
 }
 

@@ -5,6 +5,8 @@
 // buckets. The ranks' weights must be bit-identical (checked in the ranks by an allgathered hash),
 // the same 2-rank job run twice must give bit-identical losses and weights, and the 2-rank run must
 // agree with the single process to fp32 reduction-order noise (tolerances below).
+#include "train/data_parallel.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,20 +28,16 @@
 #include "mpi_util.hpp"
 #include "optim/clip.hpp"
 #include "optim/update.hpp"
-#include "train/data_parallel.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
 
+using testing::golden;
 using testing::mpirun_missing;
 using testing::run_mpi;
 
 constexpr int kGlobalBatch = 4, kSteps = 12;
-
-std::string golden(const std::string& rel) {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return std::string(s ? s : "/work/shared") + "/golden/" + rel;
-}
 
 std::string self_exe() {
     char buf[4096];

@@ -13,15 +13,11 @@
 
 namespace {
 
+using bertbench::testing::bertbench_path;
 using bertbench::testing::count_of;
 using bertbench::testing::mpirun_missing;
 using bertbench::testing::run_mpi;
 using bertbench::testing::run_shell;
-
-std::string bertbench() {
-    const char* p = std::getenv("BB_BERTBENCH");
-    return p ? p : "bertbench";
-}
 
 nlohmann::json json_array(const std::string& out) {
     // the report is "[\n ... \n]"; log lines around it ("[  1.2s] warning: ...") are not JSON
@@ -59,7 +55,7 @@ const std::string kPoint =
 
 TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const SplitRun r = run_mpi_split(2, bertbench() + kPoint + " --batch_size=4", 300);
+    const SplitRun r = run_mpi_split(2, bertbench_path() + kPoint + " --batch_size=4", 300);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const nlohmann::json j = json_array(r.out);
     ASSERT_TRUE(j.is_array() && j.size() == 1) << "one report (rank 0's), got:\n" << r.out << "\nstderr:\n" << r.err;
@@ -90,11 +86,13 @@ TEST(DistBench, SlowTwoRanksReportPerRankTotalAndExposedCommunication) {
 // other ranks print only errors, so nothing of theirs lands inside rank 0's report.
 TEST(DistBench, SlowOnlyRankZeroWarns) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const SplitRun r = run_mpi_split(2, bertbench() +
-                                            " bench --model=tiny --mode=train --seq_len=32 --threads=1,4096 "
-                                            "--steps=1 --warmup=0 --ceiling=false --format=json --batch_size=4 "
-                                            "--scaling_baseline=false",
-                                     300);
+    const SplitRun r =
+        run_mpi_split(2,
+                      bertbench_path() +
+                          " bench --model=tiny --mode=train --seq_len=32 --threads=1,4096 "
+                          "--steps=1 --warmup=0 --ceiling=false --format=json --batch_size=4 "
+                          "--scaling_baseline=false",
+                      300);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(count_of(r.err, "warning: skipping point train tiny seq 32 batch 4 threads 4096"), 1u) << r.err;
     const nlohmann::json j = json_array(r.out);
@@ -103,7 +101,8 @@ TEST(DistBench, SlowOnlyRankZeroWarns) {
 
 TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
-    const auto r = run_mpi(2, bertbench() + kPoint + " --batch_size=3 --scaling_baseline=false", 120);
+    const auto r =
+        run_mpi(2, bertbench_path() + kPoint + " --batch_size=3 --scaling_baseline=false", 120);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
     EXPECT_NE(r.out.find("--batch_size=3: the GLOBAL batch under mpirun -np 2"), std::string::npos) << r.out;
@@ -111,7 +110,7 @@ TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {
 }
 
 TEST(DistBench, WithoutMpirunTheReportHasNoMpiSection) {
-    const auto r = run_shell(bertbench() + kPoint + " --batch_size=2 --steps=1 --warmup=0");
+    const auto r = run_shell(bertbench_path() + kPoint + " --batch_size=2 --steps=1 --warmup=0");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const nlohmann::json j = json_array(r.out);
     ASSERT_TRUE(j.is_array() && j.size() == 1) << r.out;

@@ -27,7 +27,9 @@
 
 namespace {
 namespace fs = std::filesystem;
+using bertbench::testing::bertbench_path;
 using bertbench::testing::count_of;
+using bertbench::testing::eval_data;
 using bertbench::testing::eval_lines;
 using bertbench::testing::mpirun_missing;
 using bertbench::testing::mpirun_prefix;
@@ -36,15 +38,9 @@ using bertbench::testing::run_mpi;
 using bertbench::testing::run_shell;
 using bertbench::testing::shared_dir;
 using bertbench::testing::slurp;
+using bertbench::testing::train_data;
 using bertbench::testing::train_lines;
 using nlohmann::json;
-
-std::string bertbench() {
-    const char* p = std::getenv("BB_BERTBENCH");
-    return p ? p : "bertbench";
-}
-std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
-std::string eval_data() { return shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord"; }
 
 struct Workdir {
     fs::path dir;
@@ -77,9 +73,9 @@ TEST(DistPretrain, SlowTwoRanksMatchOneProcessAndRankZeroWritesGlobalFigures) {
     const std::string extra =
         "--num_train_steps=12 --save_checkpoints_steps=6 --shuffle_buffer=0 "
         "--clip_by_global_norm_after_gradient_allreduce";
-    const auto one = run_shell(bertbench() + args(w, w.out("one"), extra));
+    const auto one = run_shell(bertbench_path() + args(w, w.out("one"), extra));
     ASSERT_EQ(one.exit_code, 0) << one.out;
-    const auto two = run_mpi(2, bertbench() + args(w, w.out("two"), extra), 300);
+    const auto two = run_mpi(2, bertbench_path() + args(w, w.out("two"), extra), 300);
     ASSERT_EQ(two.exit_code, 0) << two.out;
     const std::vector<json> a = read_jsonl(w.out("one") + "/train_log.jsonl"),
                             b = read_jsonl(w.out("two") + "/train_log.jsonl");
@@ -110,9 +106,9 @@ TEST(DistPretrain, SlowTwoRanksMatchOneProcessAndRankZeroWritesGlobalFigures) {
     const std::string ev = " eval --init_checkpoint=" + w.out("one") + "/model.ckpt-12.safetensors" +
                            " --bert_config_file=" + w.out("bert_config.json") + " --input_file=" +
                            eval_data() + " --eval_batch_size=8 --max_eval_steps=0 --threads=1 --json=";
-    const auto e1 = run_shell(bertbench() + ev + w.out("e1.json"));
+    const auto e1 = run_shell(bertbench_path() + ev + w.out("e1.json"));
     ASSERT_EQ(e1.exit_code, 0) << e1.out;
-    const auto e2 = run_mpi(2, bertbench() + ev + w.out("e2.json"), 120);
+    const auto e2 = run_mpi(2, bertbench_path() + ev + w.out("e2.json"), 120);
     ASSERT_EQ(e2.exit_code, 0) << e2.out;
     const json j1 = json::parse(slurp(w.out("e1.json"))), j2 = json::parse(slurp(w.out("e2.json")));
     EXPECT_EQ(j1["examples"], 100);
@@ -182,7 +178,7 @@ TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     const Workdir w("kill");
     const std::string extra = "--steps_per_update=2 --num_train_steps=24 --save_checkpoints_steps=4";
     const std::string a = w.out("a"), b = w.out("b");
-    const auto ra = run_mpi(2, bertbench() + args(w, a, extra), 300);
+    const auto ra = run_mpi(2, bertbench_path() + args(w, a, extra), 300);
     ASSERT_EQ(ra.exit_code, 0) << ra.out;
     const std::vector<std::string> want = train_lines(a);
     ASSERT_EQ(want.size(), 12u);
@@ -190,7 +186,8 @@ TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     // mpirun without timeout(1) in between, so that the ranks are its children.
     std::string prefix = mpirun_prefix(2, 300);
     prefix = prefix.substr(prefix.find("mpirun"));
-    const pid_t mpirun = spawn_mpirun(prefix + bertbench() + args(w, b, extra), w.out("b1.log"));
+    const pid_t mpirun =
+        spawn_mpirun(prefix + bertbench_path() + args(w, b, extra), w.out("b1.log"));
     // the first checkpoint (step 4) exists: kill rank 1
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
     while (!fs::exists(b + "/model.ckpt-4.safetensors") && std::chrono::steady_clock::now() < deadline &&
@@ -211,7 +208,7 @@ TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     EXPECT_NE(log.find("rank 1"), std::string::npos) << log;
     EXPECT_LT(train_lines(b).size(), want.size());
 
-    const auto rb = run_mpi(2, bertbench() + args(w, b, extra), 300);
+    const auto rb = run_mpi(2, bertbench_path() + args(w, b, extra), 300);
     ASSERT_EQ(rb.exit_code, 0) << rb.out;
     EXPECT_NE(rb.out.find("resuming from"), std::string::npos) << rb.out;
     const std::vector<std::string> got = train_lines(b);
@@ -227,7 +224,8 @@ TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupte
     std::string prefix = mpirun_prefix(2, 300);
     prefix = prefix.substr(prefix.find("mpirun"));
     const pid_t mpirun = spawn_mpirun(
-        prefix + bertbench() + args(w, out, "--num_train_steps=100000 --nodo_eval"), w.out("log"));
+        prefix + bertbench_path() + args(w, out, "--num_train_steps=100000 --nodo_eval"),
+        w.out("log"));
     // training has started (a first line in train_log.jsonl): SIGTERM to mpirun, which forwards it
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
     while (slurp(out + "/train_log.jsonl").empty() && std::chrono::steady_clock::now() < deadline &&
@@ -254,15 +252,18 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
     const Workdir w("flags");
     // MPMD: rank 0 and rank 1 get different --num_train_steps
     std::string prefix = mpirun_prefix(1, 120);
-    const std::string cmd = prefix + bertbench() + args(w, w.out("r"), "--num_train_steps=4") +
-                            " : -np 1 " + bertbench() + args(w, w.out("r"), "--num_train_steps=5");
+    const std::string cmd = prefix + bertbench_path() + args(w, w.out("r"), "--num_train_steps=4") +
+                            " : -np 1 " + bertbench_path() +
+                            args(w, w.out("r"), "--num_train_steps=5");
     const auto r = run_shell(cmd);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
     EXPECT_NE(r.out.find("of rank 1 differs from rank 0's"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.out("r") + "/train_log.jsonl"));
 
-    const auto odd = run_mpi(2, bertbench() + args(w, w.out("odd"), "--num_train_steps=4 --train_batch_size=3"), 120);
+    const auto odd = run_mpi(
+        2, bertbench_path() + args(w, w.out("odd"), "--num_train_steps=4 --train_batch_size=3"),
+        120);
     EXPECT_NE(odd.exit_code, 0) << odd.out;
     EXPECT_NE(odd.exit_code, 124) << "hung:\n" << odd.out;
     EXPECT_NE(odd.out.find("--train_batch_size: 3 is the GLOBAL batch, split over 2 ranks"), std::string::npos)
@@ -275,7 +276,7 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
 TEST(DistPretrain, SlowARefusedFlagIsOneErrorLine) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("refused");
-    const auto all = run_mpi(2, bertbench() + args(w, w.out("r"), "--bogus=1"), 120);
+    const auto all = run_mpi(2, bertbench_path() + args(w, w.out("r"), "--bogus=1"), 120);
     EXPECT_EQ(all.exit_code, 1) << all.out;
     EXPECT_EQ(count_of(all.out, "error: "), 1u) << all.out;
     EXPECT_NE(all.out.find("bertbench pretrain: error: unknown flag --bogus\n"), std::string::npos)
@@ -284,8 +285,9 @@ TEST(DistPretrain, SlowARefusedFlagIsOneErrorLine) {
     EXPECT_FALSE(fs::exists(w.out("r")));
 
     // MPMD: rank 1 alone has the bad flag.
-    const std::string cmd = mpirun_prefix(1, 120) + bertbench() + args(w, w.out("s"), "--num_train_steps=2") +
-                            " : -np 1 " + bertbench() + args(w, w.out("s"), "--num_train_steps=2 --bogus=2");
+    const std::string cmd = mpirun_prefix(1, 120) + bertbench_path() +
+                            args(w, w.out("s"), "--num_train_steps=2") + " : -np 1 " +
+                            bertbench_path() + args(w, w.out("s"), "--num_train_steps=2 --bogus=2");
     const auto one = run_shell(cmd);
     EXPECT_NE(one.exit_code, 0) << one.out;
     EXPECT_NE(one.exit_code, 124) << "hung:\n" << one.out;

@@ -20,8 +20,6 @@ using bertbench::write_file_atomic;
 using nlohmann::json;
 using namespace bertbench::testing;
 
-std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
-
 TEST(DistSquad, SlowTwoRanksMatchOneProcess) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const TmpDir tmp("bb_dist_squad");

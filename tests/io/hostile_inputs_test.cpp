@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 using bertbench::testing::error_of;
 using bertbench::testing::TmpDir;
 
-struct ChildOutcome {
+struct ReaderOutcome {
     bool exited = false;  // false: killed (the 20 s alarm: the reader blocked)
     int code = -1;
     std::string message;  // the Error's message, or what else happened
@@ -43,7 +43,7 @@ struct ChildOutcome {
 
 // Runs f() in a child with a 20 s alarm; reports the bertbench::Error it threw (exit 0), no
 // error (exit 1) or another exception (exit 2).
-ChildOutcome in_child(const std::function<void()>& f) {
+ReaderOutcome in_reader_child(const std::function<void()>& f) {
     int fds[2];
     if (::pipe(fds) != 0) return {false, -1, "pipe failed"};
     const pid_t pid = ::fork();
@@ -65,7 +65,7 @@ ChildOutcome in_child(const std::function<void()>& f) {
         ::_exit(code);
     }
     ::close(fds[1]);
-    ChildOutcome out;
+    ReaderOutcome out;
     char buf[4096];
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
     ::close(fds[0]);
@@ -82,7 +82,7 @@ ChildOutcome in_child(const std::function<void()>& f) {
 
 // The reader call must end in one Error naming `path` and saying what was expected and found.
 void expect_refused(const std::function<void()>& f, const std::string& path, const char* found) {
-    const ChildOutcome o = in_child(f);
+    const ReaderOutcome o = in_reader_child(f);
     ASSERT_TRUE(o.exited) << path << ": " << o.message;
     EXPECT_EQ(o.code, 0) << path << ": " << o.message;
     EXPECT_NE(o.message.find(path), std::string::npos) << o.message;
@@ -215,7 +215,7 @@ TEST(HostileInputs, TfEntrySizeIsCheckedAgainstTheShardBeforeAllocating) {
     ASSERT_EQ(bundle.entries()[0].size, uint64_t(1) << 36);
     struct rusage self {};
     ::getrusage(RUSAGE_SELF, &self);
-    const ChildOutcome o = in_child([&] { (void)bundle.read_raw(bundle.entries()[0]); });
+    const ReaderOutcome o = in_reader_child([&] { (void)bundle.read_raw(bundle.entries()[0]); });
     ASSERT_TRUE(o.exited) << o.message;
     EXPECT_EQ(o.code, 0) << o.message;  // a bertbench::Error, not bad_alloc or the OOM killer
     EXPECT_NE(o.message.find("expected the shard to hold bytes up to 68719476736, found 12 bytes"),

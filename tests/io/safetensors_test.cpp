@@ -17,10 +17,8 @@
 namespace bertbench::io {
 namespace {
 
-using testing::error_of;
-using testing::TmpDir;
-
-
+using bertbench::testing::error_of;
+using bertbench::testing::TmpDir;
 
 // A safetensors image built by hand: 8-byte length, JSON header, data.
 std::string image(const std::string& header, const std::string& data) {

@@ -24,8 +24,8 @@ namespace bertbench::io {
 namespace {
 
 using namespace std::string_literals;
-using testing::error_of;
-using testing::TmpDir;
+using bertbench::testing::error_of;
+using bertbench::testing::TmpDir;
 namespace fs = std::filesystem;
 
 std::string source_dir() {

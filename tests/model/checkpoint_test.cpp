@@ -17,9 +17,7 @@ namespace {
 using testing::error_of;
 using testing::TmpDir;
 
-
-
-BertConfig small_config() {
+BertConfig checkpoint_config() {
     BertConfig c;
     c.vocab_size = 101;
     c.hidden_size = 24;
@@ -32,7 +30,7 @@ BertConfig small_config() {
 
 TEST(Checkpoint, RoundTripWithMetadataAndExtraTensors) {
     TmpDir dir;
-    const ParamTable table(small_config(), Heads::pretraining);
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
     std::vector<float> w(table.total_floats()), m(table.total_floats());
     table.initialize(w, 1);
     table.initialize(m, 2);
@@ -49,7 +47,7 @@ TEST(Checkpoint, RoundTripWithMetadataAndExtraTensors) {
     const CheckpointReader r(path);
     EXPECT_EQ(r.metadata().at("format"), kCheckpointFormat);
     EXPECT_EQ(r.metadata().at("data_cursor"), "shard 3 record 17");
-    EXPECT_EQ(r.config().to_json(), small_config().to_json());
+    EXPECT_EQ(r.config().to_json(), checkpoint_config().to_json());
     EXPECT_EQ(r.file().tensors().size(), 2 * table.entries().size() + 1);
     EXPECT_EQ(r.read_i64("global_step"), step);
     std::vector<float> w2(table.total_floats(), -1.0f), m2(table.total_floats(), -1.0f);
@@ -82,13 +80,13 @@ TEST(Checkpoint, RoundTripWithMetadataAndExtraTensors) {
 
 TEST(Checkpoint, MismatchesNameTensorShapesAndFile) {
     TmpDir dir;
-    const ParamTable table(small_config(), Heads::pretraining);
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
     std::vector<float> w(table.total_floats());
     table.initialize(w, 1);
     const std::string path = dir.file("ckpt.safetensors");
     save_checkpoint(path, table, w);
 
-    BertConfig bigger = small_config();
+    BertConfig bigger = checkpoint_config();
     bigger.vocab_size = 102;
     const ParamTable other(bigger, Heads::pretraining);
     std::vector<float> buf(other.total_floats());
@@ -99,13 +97,13 @@ TEST(Checkpoint, MismatchesNameTensorShapesAndFile) {
     const std::string e2 = error_of([&] { load_checkpoint(path, other, buf); });
     EXPECT_NE(e2.find("vocab_size: expected 102"), std::string::npos) << e2;
 
-    const ParamTable squad(small_config(), Heads::squad);
+    const ParamTable squad(checkpoint_config(), Heads::squad);
     std::vector<float> sq(squad.total_floats());
     const std::string e3 = error_of([&] { load_checkpoint(path, squad, sq); });
     EXPECT_NE(e3.find("cls/squad/output_weights"), std::string::npos) << e3;
     EXPECT_NE(e3.find("no such tensor"), std::string::npos) << e3;
     // The other direction works: a pretraining checkpoint holds the encoder for fine-tuning.
-    const ParamTable none(small_config(), Heads::none);
+    const ParamTable none(checkpoint_config(), Heads::none);
     std::vector<float> nb(none.total_floats());
     EXPECT_NO_THROW(load_checkpoint(path, none, nb));
 }
@@ -172,7 +170,7 @@ void write_hf(const std::string& path, const ParamTable& table, std::span<const 
 
 TEST(Checkpoint, ImportsHuggingFaceBert) {
     TmpDir dir;
-    const ParamTable table(small_config(), Heads::pretraining);
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
     std::vector<float> w(table.total_floats());
     table.initialize(w, 7);
     // Make biases and LayerNorm parameters distinct so that a swapped name would be caught.
@@ -202,7 +200,7 @@ TEST(Checkpoint, ImportsHuggingFaceBert) {
         }
     }
     // A shape mismatch names both names and both shapes.
-    BertConfig wider = small_config();
+    BertConfig wider = checkpoint_config();
     wider.intermediate_size = 48;
     const ParamTable t2(wider, Heads::pretraining);
     std::vector<float> buf(t2.total_floats());
@@ -265,7 +263,7 @@ TEST(Checkpoint, HfNameMapTakesNvidiaAndDdpNames) {
 // levels deep used to overflow the stack (the error path serialised it recursively).
 TEST(Checkpoint, DeeplyNestedConfigMetadataIsAnError) {
     TmpDir dir;
-    const ParamTable table(small_config(), Heads::pretraining);
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
     std::vector<float> w(table.total_floats());
     table.initialize(w, 1);
     const std::string deep = std::string(70000, '[') + std::string(70000, ']');
@@ -282,7 +280,7 @@ TEST(Checkpoint, DeeplyNestedConfigMetadataIsAnError) {
     save_checkpoint(path, table, w, {{"bert_config", "{\"hidden_size\": "}});
     e = error_of([&] { CheckpointReader(path).config(); });
     EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
-    nlohmann::json j = small_config().to_json();
+    nlohmann::json j = checkpoint_config().to_json();
     j["hidden_size"] = std::string(1 << 20, '7');
     save_checkpoint(path, table, w, {{"bert_config", j.dump()}});
     e = error_of([&] { CheckpointReader(path).config(); });

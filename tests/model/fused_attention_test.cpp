@@ -23,7 +23,9 @@ using bertbench::testing::all_close;
 using bertbench::testing::make_params;
 using bertbench::testing::tiny_batch;
 
-BertConfig tiny_config() { return testing::tiny_config(512); }
+BertConfig fused_config() {
+    return testing::tiny_config(512);
+}
 
 EngineOptions with(AttentionKernel k, ops::Precision p = ops::Precision::fp32) {
     EngineOptions o;
@@ -33,7 +35,7 @@ EngineOptions with(AttentionKernel k, ops::Precision p = ops::Precision::fp32) {
 }
 
 void compare_training_step(ops::Precision precision, double atol, double rtol) {
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    const ParamTable table(fused_config(), Heads::pretraining);
     const Batch batch = tiny_batch();
     BertPretrainer mat(table, Plan{3, 9, 2}, with(AttentionKernel::materialized, precision));
     BertPretrainer fus(table, Plan{3, 9, 2}, with(AttentionKernel::fused, precision));
@@ -69,7 +71,7 @@ TEST(FusedAttentionEngine, TrainingStepMatchesMaterializedBf16) {
 }
 
 TEST(FusedAttentionEngine, PaddedSquadFeaturesMatchMaterialized) {
-    const ParamTable table(tiny_config(), Heads::squad);
+    const ParamTable table(fused_config(), Heads::squad);
     Batch batch = tiny_batch();
     batch.key_lengths = {3, 9, 1};  // padding rows are queries only
     BertSquad mat(table, Plan{3, 9, 0}, with(AttentionKernel::materialized));
@@ -93,7 +95,7 @@ TEST(FusedAttentionEngine, PaddedSquadFeaturesMatchMaterialized) {
 // differences through the fused kernel, with dropout (the regenerated masks must be those of the
 // forward, or the gradient is wrong).
 TEST(FusedAttentionEngine, FiniteDifferencesInDouble) {
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    const ParamTable table(fused_config(), Heads::pretraining);
     const Batch batch = tiny_batch();
     BertPretrainerF64 model(table, Plan{4, 11, 3}, with(AttentionKernel::fused));
     ASSERT_TRUE(model.fused_attention());
@@ -140,7 +142,7 @@ TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
     // BB_ATTENTION is read by attention_kernel_from_environment (main, at start-up) only
     ::setenv("BB_ATTENTION", "fused", 1);
     EXPECT_EQ(attention_kernel_from_environment(), AttentionKernel::fused);
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    const ParamTable table(fused_config(), Heads::pretraining);
     EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention()) << "the engine reads no environment";
     ::setenv("BB_ATTENTION", "sometimes", 1);
     EXPECT_THROW(attention_kernel_from_environment(), Error);

@@ -21,14 +21,15 @@ using testing::random_batch;
 using testing::rel_l2;
 using testing::small_config;
 
-struct Outcome {
+struct InferOutcome {
     double loss = 0;
     std::vector<float> logits, sequence;
 };
 
-Outcome infer(const ParamTable& table, const std::vector<float>& params, const Batch& batch, ops::Precision p) {
+InferOutcome infer(const ParamTable& table, const std::vector<float>& params, const Batch& batch,
+                   ops::Precision p) {
     BertPretrainer e(table, Plan{batch.batch_size, 40, 5, true}, EngineOptions{p});
-    Outcome r;
+    InferOutcome r;
     r.loss = e.forward(params, batch, false, 0, 0).total;
     r.logits.assign(e.mlm_logits().begin(), e.mlm_logits().end());
     r.sequence.assign(e.sequence_output().begin(), e.sequence_output().end());
@@ -51,8 +52,8 @@ protected:
 // well under 1 % relative (RMS), and three layers of them stay within a few percent; the predicted
 // tokens (argmax of each masked position's logits) barely change.
 TEST_F(Int8Engine, DiffersFromFp32ByInt8Precision) {
-    const Outcome f = infer(table, params, batch, ops::Precision::fp32);
-    const Outcome q = infer(table, params, batch, ops::Precision::int8);
+    const InferOutcome f = infer(table, params, batch, ops::Precision::fp32);
+    const InferOutcome q = infer(table, params, batch, ops::Precision::int8);
     const double dz = rel_l2(q.logits, f.logits), dx = rel_l2(q.sequence, f.sequence);
     const int V = cfg.vocab_size, P = static_cast<int>(f.logits.size()) / V;
     int same = 0;

@@ -19,7 +19,7 @@
 namespace bertbench::model {
 namespace {
 
-BertConfig odd_config() {
+BertConfig mlm_odd_config() {
     BertConfig c;
     c.vocab_size = 2053;
     c.hidden_size = 32;
@@ -61,7 +61,7 @@ Batch odd_batch(const BertConfig& c) {
 class MlmHead : public ::testing::TestWithParam<ops::Precision> {};
 
 TEST_P(MlmHead, LossAndBiasGradientMatchReference) {
-    const BertConfig cfg = odd_config();
+    const BertConfig cfg = mlm_odd_config();
     const ParamTable table(cfg, Heads::pretraining);
     std::vector<float> params(table.total_floats());
     table.initialize(params, 3);

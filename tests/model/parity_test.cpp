@@ -24,21 +24,8 @@
 namespace bertbench::model {
 namespace {
 
-struct TmpDir {
-    std::filesystem::path path;
-    TmpDir() {
-        static int counter = 0;
-        path = std::filesystem::temp_directory_path() /
-               ("bb_parity_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        std::filesystem::create_directories(path);
-    }
-    ~TmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
+using bertbench::testing::rel_l2;
+using bertbench::testing::TmpDir;
 
 // Largest |diff| / tol seen by all_close since the last reset, and where (printed per case).
 struct Worst {
@@ -92,13 +79,6 @@ double l2(std::span<const float> v) {
     double s = 0;
     for (float x : v) s += double(x) * x;
     return std::sqrt(s);
-}
-// ‖got − want‖₂ / ‖want‖₂.
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-    double num = 0;
-    for (size_t i = 0; i < got.size() && i < want.size(); ++i)
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    return got.size() == want.size() ? std::sqrt(num) / std::max(l2(want), 1e-300) : INFINITY;
 }
 
 Batch make_batch(const Case& c, std::mt19937_64& rng) {
@@ -271,7 +251,7 @@ TEST(Parity, TorchReferenceSelfTest) {
 }
 
 // (a) Odd sizes: H 96, 3 heads (head size 32), I 200, vocab 1000, 2 layers, lengths 5..37.
-BertConfig odd_config() {
+BertConfig parity_odd_config() {
     BertConfig c;
     c.vocab_size = 1000;
     c.hidden_size = 96;
@@ -284,7 +264,7 @@ BertConfig odd_config() {
 
 TEST(Parity, OddSizesMatchPyTorch) {
     Case c;
-    c.config = odd_config();
+    c.config = parity_odd_config();
     c.lengths = {5, 37, 12, 23, 8};
     c.predictions = 6;
     c.scale = 5.0f;
@@ -294,7 +274,7 @@ TEST(Parity, OddSizesMatchPyTorch) {
 // (c) Dropout on: the engine's masks are replayed in PyTorch.
 TEST(Parity, DropoutMasksMatchPyTorch) {
     Case c;
-    c.config = odd_config();
+    c.config = parity_odd_config();
     c.config.hidden_dropout_prob = 0.1f;
     c.config.attention_probs_dropout_prob = 0.15f;
     c.lengths = {5, 37, 12, 23, 8};
@@ -308,7 +288,7 @@ TEST(Parity, DropoutMasksMatchPyTorch) {
 // The erf GELU of Hugging Face checkpoints (hidden_act "gelu_erf"), one layer.
 TEST(Parity, GeluErfMatchesPyTorch) {
     Case c;
-    c.config = odd_config();
+    c.config = parity_odd_config();
     c.config.hidden_act = "gelu_erf";
     c.config.num_hidden_layers = 1;
     c.lengths = {19, 7, 30};
@@ -324,7 +304,7 @@ TEST(Parity, GeluErfMatchesPyTorch) {
 // relative L2 error 3e-2 per tensor. The fp32 engine sits at ~1e-6 of the float64 reference.
 TEST(Parity, Bf16MatchesPyTorchAutocast) {
     Case c;
-    c.config = odd_config();
+    c.config = parity_odd_config();
     c.config.hidden_dropout_prob = 0.1f;
     c.config.attention_probs_dropout_prob = 0.15f;
     c.lengths = {5, 37, 12, 23, 8};

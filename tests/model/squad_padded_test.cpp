@@ -43,6 +43,7 @@ using bertbench::testing::error_of;
 using bertbench::testing::make_params;
 using bertbench::testing::numeric_grad;
 using bertbench::testing::random_vector;
+using bertbench::testing::rel_l2;
 using bertbench::testing::tiny_config;
 using Vec = std::vector<double>;
 
@@ -208,15 +209,6 @@ TEST(SquadPadded, AttentionEqualsAdditiveKeyMask) {
             }
     }
     EXPECT_TRUE(all_close("ctx padded-query vs additive key mask", ctx, want, 1e-6, 1e-5));
-}
-
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return got.size() == want.size() ? std::sqrt(num / std::max(den, 1e-300)) : INFINITY;
 }
 
 // The bf16 path (AttentionBf16) against the fp32 path fed the same bf16-rounded q, k, v, dctx,
@@ -428,7 +420,7 @@ struct ParityCase {
 };
 
 // Odd sizes: H 96, 3 heads (head size 32), I 200, vocab 1000, 2 layers.
-BertConfig odd_config() {
+BertConfig squad_odd_config() {
     BertConfig c;
     c.vocab_size = 1000;
     c.hidden_size = 96;
@@ -444,7 +436,7 @@ BertConfig odd_config() {
 void run_squad_parity(const ParityCase& c) {
     if (const std::string p = testing::torch_python_problem(); !p.empty())
         GTEST_SKIP() << "parity skipped: " << p;
-    const BertConfig cfg = odd_config();
+    const BertConfig cfg = squad_odd_config();
     const ParamTable table(cfg, Heads::squad);
     std::vector<float> params(table.total_floats());
     table.initialize(params, c.seed);

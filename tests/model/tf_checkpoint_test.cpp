@@ -25,14 +25,14 @@ std::string tiny_dir() {
 std::string tiny_prefix() {
     return tiny_dir() + "/bert_model.ckpt";
 }
-BertConfig tiny_config() {
+BertConfig keras_tiny_config() {
     BertConfig c = BertConfig::from_json_file(tiny_dir() + "/bert_config.json");
     c.validate("keras_bert_tiny");
     return c;
 }
 
 TEST(TfCheckpoint, KerasBertTinyRestoresTheTableAndIgnoresOptimizerState) {
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    const ParamTable table(keras_tiny_config(), Heads::pretraining);
     std::vector<float> params(table.total_floats(), 12345.0f);
     const TfImportReport rep = import_tf_checkpoint(tiny_prefix(), table, params);
     EXPECT_EQ(rep.loaded.size(), table.entries().size());
@@ -57,7 +57,7 @@ TEST(TfCheckpoint, KerasBertTinyRestoresTheTableAndIgnoresOptimizerState) {
 }
 
 TEST(TfCheckpoint, SquadTableMayLackItsHeadOnly) {
-    const ParamTable table(tiny_config(), Heads::squad);
+    const ParamTable table(keras_tiny_config(), Heads::squad);
     std::vector<float> params(table.total_floats(), 0.0f);
     table.initialize(params, 7);
     const std::vector<float> before(params.begin(), params.end());
@@ -76,19 +76,19 @@ TEST(TfCheckpoint, SquadTableMayLackItsHeadOnly) {
             wr.add_copy(e.name, e.dtype, e.shape, raw.data(), raw.size());
         }
     wr.finish();
-    const ParamTable pre(tiny_config(), Heads::pretraining);
+    const ParamTable pre(keras_tiny_config(), Heads::pretraining);
     std::vector<float> p2(pre.total_floats());
     const std::string err = error_of([&] { import_tf_checkpoint(dir.file("enc"), pre, p2); });
     EXPECT_NE(err.find(dir.file("enc.index")), std::string::npos) << err;
     EXPECT_NE(err.find("found 7 missing (cls/predictions/transform/dense/kernel"), std::string::npos) << err;
     // ... while the encoder-only table loads from it.
-    const ParamTable none(tiny_config(), Heads::none);
+    const ParamTable none(keras_tiny_config(), Heads::none);
     std::vector<float> p3(none.total_floats());
     EXPECT_EQ(import_tf_checkpoint(dir.file("enc"), none, p3).loaded.size(), none.entries().size());
 }
 
 TEST(TfCheckpoint, OtherConfigIsAnErrorNamingShapes) {
-    BertConfig c = tiny_config();
+    BertConfig c = keras_tiny_config();
     c.intermediate_size = 8;
     const ParamTable table(c, Heads::pretraining);
     std::vector<float> params(table.total_floats(), 3.0f);
@@ -105,7 +105,7 @@ TEST(TfCheckpoint, FormatDispatch) {
     EXPECT_EQ(detect_checkpoint_format(tiny_prefix() + ".index"), CheckpointFormat::tf_bundle);
     BertConfig got;
     EXPECT_FALSE(checkpoint_config(tiny_prefix(), &got));
-    const ParamTable table(tiny_config(), Heads::pretraining);
+    const ParamTable table(keras_tiny_config(), Heads::pretraining);
     std::vector<float> params(table.total_floats());
     const std::string s = load_init_checkpoint(tiny_prefix() + ".index", table, params);
     EXPECT_NE(s.find("ignored 93"), std::string::npos) << s;
@@ -129,7 +129,7 @@ TEST(TfCheckpoint, FormatDispatch) {
 
 TEST(TfCheckpoint, HfExportNamesInvertTheImportMap) {
     for (Heads h : {Heads::pretraining, Heads::squad}) {
-        const ParamTable table(tiny_config(), h);
+        const ParamTable table(keras_tiny_config(), h);
         for (const ParamInfo& p : table.entries()) {
             std::string hf;
             bool tr = false;

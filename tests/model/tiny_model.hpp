@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,14 +116,15 @@ inline model::Batch random_batch(const model::BertConfig& c, const std::vector<i
     return b;
 }
 
-// ‖got − want‖₂ / ‖want‖₂
-inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+// ‖got − want‖₂ / ‖want‖₂; infinite when the sizes differ.
+inline double rel_l2(std::span<const float> got, std::span<const float> want) {
+    if (got.size() != want.size()) return INFINITY;
     double num = 0, den = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
         den += double(want[i]) * want[i];
     }
-    return std::sqrt(num / den);
+    return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace bertbench::testing

@@ -23,27 +23,18 @@
 namespace bertbench::ops {
 namespace {
 
-struct Shape {
+using testing::rand_f;
+using testing::same_bits;
+
+struct BiasShape {
     int N, C;
 };
-const Shape kShapes[] = {{5, 37}, {301, 129}, {70, 2053}};
-
-std::vector<float> rand_f(size_t n, uint64_t seed, double scale) {
-    const std::vector<double> d = testing::random_vector(n, seed, scale);
-    return {d.begin(), d.end()};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
-}
+const BiasShape kShapes[] = {{5, 37}, {301, 129}, {70, 2053}};
 
 // One producer call: op(dx, dxb, bg) computes dx (may be null) from fixed inputs.
 using Op = std::function<void(float* dx, bf16* dxb, const BiasGrad<float>* bg)>;
 
-void check_producer(const std::string& name, const Shape& sh, const Op& op) {
+void check_producer(const std::string& name, const BiasShape& sh, const Op& op) {
     const size_t n = static_cast<size_t>(sh.N) * sh.C;
     const std::string what = name + " " + std::to_string(sh.N) + "x" + std::to_string(sh.C);
     // unfused: fp32 dx, then the bias gradient by bias_backward, the bf16 copy by to_bf16
@@ -100,7 +91,7 @@ void check_producer(const std::string& name, const Shape& sh, const Op& op) {
 }
 
 TEST(BiasGrad, GeluBackwardSumsItsOutput) {
-    for (const Shape& sh : kShapes) {
+    for (const BiasShape& sh : kShapes) {
         const size_t n = static_cast<size_t>(sh.N) * sh.C;
         const std::vector<float> x = rand_f(n, 3 * n, 2.0), dy = rand_f(n, 3 * n + 1, 1.0);
         for (const Activation a : {Activation::gelu_tanh, Activation::gelu_erf}) {
@@ -117,7 +108,7 @@ TEST(BiasGrad, GeluBackwardSumsItsOutput) {
 }
 
 TEST(BiasGrad, DropoutBackwardSumsItsOutput) {
-    for (const Shape& sh : kShapes) {
+    for (const BiasShape& sh : kShapes) {
         const size_t n = static_cast<size_t>(sh.N) * sh.C;
         const std::vector<float> dy = rand_f(n, 5 * n, 1.0);
         std::vector<uint8_t> mask(n);

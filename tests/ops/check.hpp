@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -44,6 +45,18 @@ inline std::vector<double> random_vector(size_t n, uint64_t seed, double scale =
     std::vector<double> v(n);
     for (double& x : v) x = u(rng);
     return v;
+}
+
+// random_vector's values rounded to float.
+inline std::vector<float> rand_f(size_t n, uint64_t seed, double scale = 3.0) {
+    const std::vector<double> d = random_vector(n, seed, scale);
+    return {d.begin(), d.end()};
+}
+
+// Equal sizes and equal bytes (floats, bf16s: -0 and NaN payloads included).
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // d f / d x[i] for every i by central differences (x is restored).

@@ -24,7 +24,7 @@ namespace {
 using bertbench::testing::all_close;
 using bertbench::testing::random_vector;
 
-struct Case {
+struct FlashCase {
     std::vector<int32_t> offsets, key_lengths;
     std::vector<size_t> pofs;
     int NH = 0, HS = 0;
@@ -36,8 +36,8 @@ struct Case {
     size_t nh() const { return static_cast<size_t>(N()) * NH * HS; }
 };
 
-Case make_case(const std::vector<int>& lengths, const std::vector<int>& keys, int NH, int HS) {
-    Case c;
+FlashCase make_case(const std::vector<int>& lengths, const std::vector<int>& keys, int NH, int HS) {
+    FlashCase c;
     c.NH = NH;
     c.HS = HS;
     c.offsets.push_back(0);
@@ -65,7 +65,7 @@ struct Inputs {
     std::vector<bf16> qb, kb, vb, dctxb;
 };
 
-Inputs make_inputs(const Case& c, uint64_t seed) {
+Inputs make_inputs(const FlashCase& c, uint64_t seed) {
     Inputs in;
     const size_t n = c.nh();
     // scale 2: scores q·k/√HS of a few units, so the softmax is far from uniform
@@ -84,7 +84,8 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
     return in;
 }
 
-Result<float> run_materialized(const Case& c, const Inputs& in, const DropoutStream* drop, bool bf) {
+Result<float> run_materialized(const FlashCase& c, const Inputs& in, const DropoutStream* drop,
+                               bool bf) {
     const AttentionShape s = c.shape();
     const size_t np = c.pofs.back(), n = c.nh();
     Result<float> r;
@@ -104,7 +105,7 @@ Result<float> run_materialized(const Case& c, const Inputs& in, const DropoutStr
     return r;
 }
 
-Result<float> run_fused(const Case& c, const Inputs& in, const DropoutStream* drop, bool bf,
+Result<float> run_fused(const FlashCase& c, const Inputs& in, const DropoutStream* drop, bool bf,
                         FlashTiles tiles) {
     const AttentionShape s = c.shape();
     const size_t n = c.nh();
@@ -133,17 +134,15 @@ void expect_close(const Result<float>& got, const Result<float>& want, double at
     EXPECT_TRUE(all_close(what + " dv", got.dv, want.dv, atol, rtol));
 }
 
-struct Shape {
+struct FlashShape {
     std::vector<int> lengths, keys;
     int NH, HS;
 };
 
-const std::vector<Shape>& shapes() {
-    static const std::vector<Shape> s = {
-        {{1}, {}, 1, 4},
-        {{7, 1, 33}, {}, 3, 5},
-        {{129, 200}, {}, 2, 16},
-        {{33, 7, 129}, {20, 7, 1}, 3, 8},  // padded features: K_b < T_b
+const std::vector<FlashShape>& shapes() {
+    static const std::vector<FlashShape> s = {
+        {{1}, {}, 1, 4},         {{7, 1, 33}, {}, 3, 5},
+        {{129, 200}, {}, 2, 16}, {{33, 7, 129}, {20, 7, 1}, 3, 8},  // padded features: K_b < T_b
         {{200}, {131}, 2, 64},
     };
     return s;
@@ -155,8 +154,8 @@ const std::vector<FlashTiles>& tile_choices() {
 }
 
 TEST(FlashAttention, Fp32MatchesMaterialized) {
-    for (const Shape& sh : shapes()) {
-        const Case c = make_case(sh.lengths, sh.keys, sh.NH, sh.HS);
+    for (const FlashShape& sh : shapes()) {
+        const FlashCase c = make_case(sh.lengths, sh.keys, sh.NH, sh.HS);
         const Inputs in = make_inputs(c, 11);
         for (int d = 0; d < 2; ++d) {
             const DropoutStream stream{99, 3, 4, 0.7};
@@ -176,7 +175,7 @@ TEST(FlashAttention, Fp32MatchesMaterialized) {
 // Dropout drops the same elements: with keep 0.5 and v = e_j patterns the contributions of single
 // elements are visible, so a mask mismatch anywhere is an O(1) error in ctx.
 TEST(FlashAttention, DropoutDropsTheSameElements) {
-    const Case c = make_case({37, 9}, {}, 2, 8);
+    const FlashCase c = make_case({37, 9}, {}, 2, 8);
     Inputs in = make_inputs(c, 5);
     const DropoutStream stream{7, 1, 13, 0.5};
     const Result<float> want = run_materialized(c, in, &stream, false);
@@ -205,8 +204,8 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
 // kernel's relative L2 error must stay within 1.5× the materialized kernel's + 1e-3, and every
 // element within the bf16 tolerance atol 2e-2, rtol 2e-2 of the materialized bf16 result.
 TEST(FlashAttention, Bf16AsAccurateAsMaterializedBf16) {
-    for (const Shape& sh : shapes()) {
-        const Case c = make_case(sh.lengths, sh.keys, sh.NH, sh.HS);
+    for (const FlashShape& sh : shapes()) {
+        const FlashCase c = make_case(sh.lengths, sh.keys, sh.NH, sh.HS);
         const Inputs in = make_inputs(c, 21);
         for (int d = 0; d < 2; ++d) {
             const DropoutStream stream{5, 8, 1, 0.9};
@@ -234,7 +233,7 @@ TEST(FlashAttention, Bf16AsAccurateAsMaterializedBf16) {
 }
 
 TEST(FlashAttention, BitsIndependentOfThreadCount) {
-    const Case c = make_case({129, 33, 200, 7}, {100, 33, 150, 7}, 4, 16);
+    const FlashCase c = make_case({129, 33, 200, 7}, {100, 33, 150, 7}, 4, 16);
     const Inputs in = make_inputs(c, 3);
     const DropoutStream stream{1, 2, 3, 0.8};
     for (bool bf : {false, true}) {
@@ -251,7 +250,7 @@ TEST(FlashAttention, BitsIndependentOfThreadCount) {
 }
 
 TEST(FlashAttention, RowsThatAreNoKeyGetZeroDkDv) {
-    const Case c = make_case({9}, {4}, 2, 3);
+    const FlashCase c = make_case({9}, {4}, 2, 3);
     const Inputs in = make_inputs(c, 8);
     const Result<float> r = run_fused(c, in, nullptr, false, {2, 3});
     for (int i = 0; i < 9; ++i)
@@ -263,7 +262,7 @@ TEST(FlashAttention, RowsThatAreNoKeyGetZeroDkDv) {
 }
 
 TEST(FlashAttention, BadTilesAreAnError) {
-    const Case c = make_case({3}, {}, 1, 2);
+    const FlashCase c = make_case({3}, {}, 1, 2);
     const Inputs in = make_inputs(c, 1);
     std::vector<float> ctx(c.nh()), lse(3);
     EXPECT_ANY_THROW(flash_attention_forward(ctx.data(), lse.data(), in.q.data(), in.k.data(),
@@ -273,7 +272,7 @@ TEST(FlashAttention, BadTilesAreAnError) {
 // double: equal to the materialized kernel to rounding, and its backward equals finite differences
 // of its own forward (loss = Σ r·ctx), with dropout and key_lengths.
 TEST(FlashAttention, DoubleMatchesMaterializedAndFiniteDifferences) {
-    const Case c = make_case({1, 7, 13}, {1, 5, 13}, 2, 3);
+    const FlashCase c = make_case({1, 7, 13}, {1, 5, 13}, 2, 3);
     const size_t n = c.nh(), np = c.pofs.back();
     std::vector<double> q = random_vector(n, 1), k = random_vector(n, 2), v = random_vector(n, 3);
     const std::vector<double> r = random_vector(n, 4);

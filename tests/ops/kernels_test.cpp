@@ -17,19 +17,11 @@ namespace bertbench::ops {
 namespace {
 
 using testing::all_close;
+using testing::rand_f;
+using testing::same_bits;
 
 constexpr double kAtol = 1e-6, kRtol = 1e-5;
 const size_t kSizes[] = {1, 7, 15, 16, 17, 31, 33, 100, 257, 4099};
-
-std::vector<float> rand_f(size_t n, uint64_t seed, double scale = 3.0) {
-    const std::vector<double> d = testing::random_vector(n, seed, scale);
-    return {d.begin(), d.end()};
-}
-
-bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](bf16 x, bf16 y) { return x.bits == y.bits; });
-}
 
 class KernelsIsa : public ::testing::Test {
 protected:

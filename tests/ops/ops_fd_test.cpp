@@ -25,7 +25,7 @@ using bertbench::testing::dot;
 using bertbench::testing::numeric_grad;
 using bertbench::testing::random_vector;
 using Vec = std::vector<double>;
-constexpr double kAtol = 1e-7, kRtol = 1e-6;
+constexpr double kFdAtol = 1e-7, kFdRtol = 1e-6;
 
 // C = alpha·op(A)·op(B) + beta·C by the definition, in double, row-major with leading dimensions.
 Vec naive_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const Vec& a, int lda,
@@ -92,9 +92,9 @@ TEST(Linear, FiniteDifferences) {
     Vec gw = numeric_grad(w, loss), gb = numeric_grad(b, loss);
     for (double& v : gw) v += 0.5;
     for (double& v : gb) v += 0.25;
-    EXPECT_TRUE(all_close("dx", dx, numeric_grad(x, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dw", dw, gw, kAtol, kRtol));
-    EXPECT_TRUE(all_close("db", db, gb, kAtol, kRtol));
+    EXPECT_TRUE(all_close("dx", dx, numeric_grad(x, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dw", dw, gw, kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("db", db, gb, kFdAtol, kFdRtol));
     // accumulate_dx adds onto the existing dx
     Vec dx2 = dx;
     linear_backward<double>(dx2.data(), nullptr, nullptr, r.data(), x.data(), w.data(), N, IN, OUT, true);
@@ -124,9 +124,9 @@ TEST(LayerNorm, FiniteDifferencesAndForward) {
     Vec dx(N * C), dg(C, 0.0), db(C, 0.0);
     layernorm_backward(dx.data(), dg.data(), db.data(), r.data(), x.data(), g.data(), mean.data(),
                        rstd.data(), N, C);
-    EXPECT_TRUE(all_close("dx", dx, numeric_grad(x, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dgamma", dg, numeric_grad(g, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dbeta", db, numeric_grad(b, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("dx", dx, numeric_grad(x, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dgamma", dg, numeric_grad(g, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dbeta", db, numeric_grad(b, loss), kFdAtol, kFdRtol));
     // in-place (dx aliases dy) gives the same dx
     loss();
     Vec inplace = r, dg2(C, 0.0), db2(C, 0.0);
@@ -151,7 +151,7 @@ TEST(Activation, FiniteDifferencesAndFormulas) {
         };
         Vec dx(n);
         activation_backward(a, dx.data(), r.data(), x.data(), n);
-        EXPECT_TRUE(all_close("dact", dx, numeric_grad(x, loss), kAtol, kRtol)) << int(a);
+        EXPECT_TRUE(all_close("dact", dx, numeric_grad(x, loss), kFdAtol, kFdRtol)) << int(a);
     }
     // spot values: gelu_tanh(1) = 0.8411919906082768, gelu_erf(1) = 0.8413447460685429
     EXPECT_NEAR(activation_value(Activation::gelu_tanh, 1.0), 0.8411919906082768, 1e-15);
@@ -167,7 +167,7 @@ TEST(Activation, FiniteDifferencesAndFormulas) {
     loss();
     Vec dx(n);
     tanh_backward(dx.data(), r.data(), y.data(), n);
-    EXPECT_TRUE(all_close("dtanh", dx, numeric_grad(x, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("dtanh", dx, numeric_grad(x, loss), kFdAtol, kFdRtol));
 }
 
 TEST(Softmax, FiniteDifferences) {
@@ -189,7 +189,7 @@ TEST(Softmax, FiniteDifferences) {
     Vec ds(R * C);
     softmax_backward(ds.data(), r.data(), p.data(), R, C);
     for (double& v : ds) v *= scale;  // backward is w.r.t. the scaled input
-    EXPECT_TRUE(all_close("ds", ds, numeric_grad(s, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("ds", ds, numeric_grad(s, loss), kFdAtol, kFdRtol));
 }
 
 TEST(CrossEntropy, FiniteDifferencesAndArgmaxTies) {
@@ -214,7 +214,7 @@ TEST(CrossEntropy, FiniteDifferencesAndArgmaxTies) {
     }
     Vec dz(R * V);
     cross_entropy_backward(dz.data(), z.data(), lse.data(), labels.data(), coef.data(), R, V);
-    EXPECT_TRUE(all_close("dlogits", dz, numeric_grad(z, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("dlogits", dz, numeric_grad(z, loss), kFdAtol, kFdRtol));
     // ties -> lowest index
     Vec tie(V, 0.0);
     tie[4] = tie[9] = 2.0;
@@ -244,9 +244,9 @@ TEST(Embedding, FiniteDifferencesAndSparseRows) {
     };
     Vec dw(V * H, 0.0), dp(maxpos * H, 0.0), dt(2 * H, 0.0);
     embedding_backward(dw.data(), dp.data(), dt.data(), r.data(), ex, H);
-    EXPECT_TRUE(all_close("dword", dw, numeric_grad(word, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dpos", dp, numeric_grad(pos, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dtype", dt, numeric_grad(type, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("dword", dw, numeric_grad(word, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dpos", dp, numeric_grad(pos, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dtype", dt, numeric_grad(type, loss), kFdAtol, kFdRtol));
     for (int v = 29; v < V; ++v)
         for (int c = 0; c < H; ++c) ASSERT_EQ(dw[v * H + c], 0.0) << "row " << v << " untouched";
 }
@@ -277,9 +277,9 @@ TEST_P(AttentionTest, FiniteDifferences) {
     Vec dq(N * H), dk(N * H), dv(N * H), dprobs(np);
     attention_backward(dq.data(), dk.data(), dv.data(), dprobs.data(), r.data(), q.data(), k.data(),
                        v.data(), probs.data(), with_dropout ? mask.data() : nullptr, 0.8, shape);
-    EXPECT_TRUE(all_close("dq", dq, numeric_grad(q, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dk", dk, numeric_grad(k, loss), kAtol, kRtol));
-    EXPECT_TRUE(all_close("dv", dv, numeric_grad(v, loss), kAtol, kRtol));
+    EXPECT_TRUE(all_close("dq", dq, numeric_grad(q, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dk", dk, numeric_grad(k, loss), kFdAtol, kFdRtol));
+    EXPECT_TRUE(all_close("dv", dv, numeric_grad(v, loss), kFdAtol, kFdRtol));
     if (with_dropout) {
         size_t kept = 0;
         for (uint8_t m : mask) kept += m;

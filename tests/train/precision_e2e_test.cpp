@@ -27,9 +27,9 @@ using bertbench::testing::run_bertbench;
 
 using testing::shared_dir;
 
-struct Dir {
+struct PrecisionRunDir {
     fs::path dir;
-    Dir() {
+    PrecisionRunDir() {
         dir = fs::temp_directory_path() / ("bb_precision_" + std::to_string(getpid()));
         fs::remove_all(dir);
         fs::create_directories(dir);
@@ -38,11 +38,12 @@ struct Dir {
                   "num_attention_heads": 2, "intermediate_size": 128,
                   "max_position_embeddings": 512, "type_vocab_size": 2})";
     }
-    ~Dir() { fs::remove_all(dir); }
+    ~PrecisionRunDir() { fs::remove_all(dir); }
     std::string path(const std::string& name) const { return (dir / name).string(); }
 };
 
-std::string pretrain_args(const Dir& d, const std::string& out, const std::string& extra) {
+std::string pretrain_args(const PrecisionRunDir& d, const std::string& out,
+                          const std::string& extra) {
     return "pretrain --bert_config_file=" + d.path("bert_config.json") +
            " --input_file=" + shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord" +
            " --output_dir=" + d.path(out) +
@@ -61,7 +62,7 @@ std::vector<json> train_log(const std::string& dir) {
 }
 
 TEST(PrecisionE2E, DynamicLossScaleKeepsEveryLossBit) {
-    Dir d;
+    PrecisionRunDir d;
     auto r = run_bertbench(pretrain_args(d, "plain", ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     r = run_bertbench(pretrain_args(d, "scaled", "--loss_scale=dynamic --loss_scale_window=4"));
@@ -82,7 +83,7 @@ TEST(PrecisionE2E, DynamicLossScaleKeepsEveryLossBit) {
 }
 
 TEST(PrecisionE2E, Bf16TracksFp32AndWritesFp32Checkpoints) {
-    Dir d;
+    PrecisionRunDir d;
     auto r = run_bertbench(pretrain_args(d, "fp32", ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     r = run_bertbench(pretrain_args(d, "bf16", "--dtype=bf16"));
@@ -125,7 +126,7 @@ TEST(PrecisionE2E, Bf16TracksFp32AndWritesFp32Checkpoints) {
 }
 
 TEST(PrecisionE2E, Fp16IsRefusedBeforeAnyWork) {
-    Dir d;
+    PrecisionRunDir d;
     const auto r = run_bertbench(pretrain_args(d, "fp16", "--dtype=fp16 --loss_scale=dynamic"));
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.out.find("--dtype=fp16: this CPU cannot run fp16 matmuls"), std::string::npos) << r.out;

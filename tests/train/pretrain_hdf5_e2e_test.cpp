@@ -21,15 +21,12 @@
 
 namespace bertbench::train {
 namespace {
+
+using testing::golden;
 namespace fs = std::filesystem;
 using bertbench::testing::run_bertbench;
 using bertbench::testing::slurp;
 using nlohmann::json;
-
-std::string golden(const std::string& rel) {
-    const char* s = std::getenv("BB_SHARED_DIR");
-    return std::string(s ? s : "/work/shared") + "/golden/" + rel;
-}
 
 // The lines of a jsonl log without its timing fields (they differ run to run).
 std::vector<std::string> log_lines(const std::string& path) {

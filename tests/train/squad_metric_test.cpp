@@ -1,25 +1,24 @@
 // The official SQuAD metric against the goldens: ../shared/golden/squad (expected stdout, stderr
 // with unanswered questions, per-question normalisation/EM/F1) and squad_pipeline's evaluate_*
 // for both prediction runs; plus the v2.0 metric on a small hand-computed case.
+#include "train/squad_metric.hpp"
+
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/py_json.hpp"
-#include "train/squad_metric.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
 
-std::string golden(const std::string& rel) {
-    const char* d = std::getenv("BB_SHARED_DIR");
-    return std::string(d ? d : "/work/shared") + "/golden/" + rel;
-}
+using testing::golden;
 
 SquadEvalOutput run(const std::string& dataset, const std::string& preds) {
     return squad_evaluate(nlohmann::json::parse(read_file(dataset)), nlohmann::json::parse(read_file(preds)),

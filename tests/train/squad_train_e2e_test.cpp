@@ -25,8 +25,6 @@ using bertbench::read_file;
 using namespace bertbench::testing;
 using nlohmann::json;
 
-std::string golden(const std::string& rel) { return shared_dir() + "/golden/" + rel; }
-
 // run_squad.py's flags at seq 64 (query <= 24 WordPieces, stride 32) on the golden files.
 std::vector<std::string> squad_args(const std::string& out) {
     return {"squad",

@@ -28,9 +28,9 @@ using bertbench::testing::shared_dir;
 using bertbench::testing::slurp;
 using nlohmann::json;
 
-struct Dir {
+struct TttRunDir {
     fs::path dir;
-    Dir() {
+    TttRunDir() {
         dir = fs::temp_directory_path() / ("bb_ttt_" + std::to_string(getpid()));
         fs::remove_all(dir);
         fs::create_directories(dir);
@@ -39,12 +39,12 @@ struct Dir {
                   "num_attention_heads": 2, "intermediate_size": 128,
                   "max_position_embeddings": 512, "type_vocab_size": 2})";
     }
-    ~Dir() { fs::remove_all(dir); }
+    ~TttRunDir() { fs::remove_all(dir); }
     std::string path(const std::string& name) const { return (dir / name).string(); }
 };
 
 // 16 steps of 4 sequences, an evaluation every 16 samples (4 in all) on 16 held-out examples.
-std::string command(const Dir& d, const std::string& out, const std::string& target) {
+std::string command(const TttRunDir& d, const std::string& out, const std::string& target) {
     return "pretrain --bert_config_file=" + d.path("bert_config.json") +
            " --input_file=" + shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord" +
            " --eval_input_file=" + shared_dir() + "/golden/eval_pick/public_128_eval100.tfrecord" +
@@ -70,7 +70,7 @@ struct Mllog {
 };
 
 TEST(TimeToTargetE2E, UnreachedSaysHowFarAndReachedStopsAtTheFirstEvalAtTarget) {
-    const Dir d;
+    const TttRunDir d;
     // 1. A target no tiny model reaches in 64 samples.
     const std::string a = d.path("a");
     const auto ra = run_bertbench(command(d, a, "0.99"));
@@ -150,7 +150,7 @@ TEST(TimeToTargetE2E, UnreachedSaysHowFarAndReachedStopsAtTheFirstEvalAtTarget) 
 }
 
 TEST(TimeToTargetE2E, TargetOutsideZeroToOneIsOneLineNamingTheFlag) {
-    const Dir d;
+    const TttRunDir d;
     const auto r = run_bertbench(command(d, d.path("c"), "1.5"));
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.out.find("error: --target_mlm_accuracy: expected a masked-LM accuracy in [0, 1]"),
