@@ -151,30 +151,6 @@ void check_utf8(const std::string& path, const char* what, std::string_view s) {
 
 }  // namespace
 
-float half_to_float(uint16_t h) {
-    const uint32_t sign = (h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t mant = h & 0x3FFu;
-    uint32_t bits;
-    if (exp == 0) {
-        if (mant == 0) {
-            bits = sign;
-        } else {  // subnormal: renormalise
-            int e = -1;
-            do {
-                ++e;
-                mant <<= 1;
-            } while ((mant & 0x400u) == 0);
-            bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3FFu) << 13;
-        }
-    } else if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | mant << 13;
-    } else {
-        bits = sign | (exp + 127 - 15) << 23 | mant << 13;
-    }
-    return std::bit_cast<float>(bits);
-}
-
 size_t dtype_size(DType dtype) {
     for (const auto& d : kDTypes)
         if (d.dtype == dtype) return d.size;

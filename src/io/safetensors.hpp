@@ -6,6 +6,7 @@
 // validated before any tensor byte is read; a bad file is an Error naming the file and tensor.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -21,7 +22,31 @@ enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 size_t dtype_size(DType dtype);                         // bytes per element
 const char* dtype_name(DType dtype);                    // "F32"
 bool parse_dtype(const std::string& name, DType* out);  // false for an unknown name
-float half_to_float(uint16_t bits);                     // IEEE binary16 -> fp32 (exact)
+
+// IEEE binary16 -> fp32 (exact); inline: the fp16 tensor loops of every reader call it per element.
+inline float half_to_float(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: renormalise
+            int e = -1;
+            do {
+                ++e;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3FFu) << 13;
+        }
+    } else if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | mant << 13;
+    } else {
+        bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+    }
+    return std::bit_cast<float>(bits);
+}
 
 struct TensorInfo {
     std::string name;
