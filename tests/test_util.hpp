@@ -21,6 +21,15 @@
 
 namespace bertbench::testing {
 
+// Whether this test binary is the AddressSanitizer build (make test-asan). A test that scales its
+// input to catch a quadratic cost runs it smaller there: the sanitizer checks the code paths, which
+// a tenth of the input takes as well; the Release run keeps the full size and its bound.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 struct TmpDir {
     std::filesystem::path path;
     explicit TmpDir(const std::string& prefix = "bb_test") {

@@ -166,9 +166,8 @@ TEST(UsabilityCli, PrepareSingleFileShowsProgress) {
 // Out of memory is never bare: under a 4 GB address-space limit a BERT-base arena for 512 x 512
 // tokens cannot be allocated; the error names it, its size, the batch and the flags that shrink it.
 TEST(UsabilityCli, OutOfMemoryNamesWhatHowLargeAndTheFlags) {
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
-#endif
+    if (testing::kAddressSanitizer)
+        GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit allows";
     const fs::path dir = fs::temp_directory_path() / ("bb_oom_" + std::to_string(getpid()));
     const char* s = std::getenv("BB_SHARED_DIR");
     const std::string data =

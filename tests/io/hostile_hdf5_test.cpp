@@ -25,6 +25,7 @@ namespace bertbench::io {
 namespace {
 
 using bertbench::testing::error_of;
+using bertbench::testing::kAddressSanitizer;
 using bertbench::testing::TmpDir;
 
 // Writes the hostile files. argv: kind, path. T = 128, P = 20 (the MLPerf phase-1 widths), 4 rows
@@ -215,9 +216,8 @@ TEST(HostileHdf5, VerifyingAShardKeepsOneBlockInMemory) {
         if (verify_hdf5_shard(path, 128, 20) != 60000) fail("wrong record count");
     });
     EXPECT_EQ(v.status, 1) << v.message;  // returned without an error
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "memory not judged: AddressSanitizer keeps freed blocks resident (its quarantine)";
-#endif
+    if (kAddressSanitizer)
+        GTEST_SKIP() << "memory not judged: AddressSanitizer keeps freed blocks resident (its quarantine)";
     const ChildOutcome w = in_child([&] { (void)read_hdf5_shard(path, 128, 20); });
     std::printf("[hdf5] peak above this process: verifying %ld KB, reading whole %ld KB\n", v.max_rss_kb - base,
                 w.max_rss_kb - base);
