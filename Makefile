@@ -29,7 +29,8 @@ test: setup
 	@$(MAKE) --no-print-directory fuzz
 
 # Debug info as line tables only (-g1): the sanitizers' stack traces need no more, and it compiles
-# faster; the libraries as unity builds too (CMakeLists.txt says why Release does not).
+# faster; the libraries as unity builds too (CMakeLists.txt says why Release does not), at -O1
+# (src/CMakeLists.txt).
 build-asan:
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DBB_SANITIZE=ON \
 	  -DBB_WERROR=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
