@@ -2,7 +2,8 @@
 # scripts/engine-regression.sh [--keep] [--work_dir=DIR] [--baseline_bin=PATH] [BERTBENCH]
 #
 # The engine must compute bit for bit what the baseline commit (tests/regression/BASELINE) computes.
-# Builds that commit's bertbench (a detached git worktree, Release + Ninja as `make build`, into
+# Builds that commit's bertbench (a detached git worktree, Release + Ninja as `make build`, the
+# libraries outside the engine faster (tests/regression/baseline_flags.cmake), into
 # $BB_REGRESS_BUILD, default build-regress-base/; reused while it is at that commit), runs one fixed
 # set of runs with it and with BERTBENCH (default build/bertbench) in the same environment, and
 # compares every output bit for bit (tests/regression/compare.py): loss lines, eval metrics, every
@@ -88,7 +89,10 @@ if [ -z "$baseline_bin" ]; then
     exec 9>"$build/.lock"
     flock 9  # one script at a time per build directory (two build trees' ctest runs share it)
     cxx=${CXX:-c++}
-    stamp="$commit $("$cxx" --version 2>/dev/null | head -n 1)"
+    # the baseline's build flags outside the engine (a CMake hook; in the stamp, so that a change rebuilds)
+    hook=$repo/tests/regression/baseline_flags.cmake
+    [ -r "$hook" ] || die "$hook: cannot read it"
+    stamp="$commit $("$cxx" --version 2>/dev/null | head -n 1) $(cksum < "$hook")"
     if [ -x "$build/bertbench" ] && [ "$(cat "$build/.regress-stamp" 2>/dev/null)" = "$stamp" ]; then
         echo "baseline: ${commit:0:12}, built in $build (reused)"
     else
@@ -101,7 +105,7 @@ if [ -z "$baseline_bin" ]; then
         launcher=()
         command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
         cmake -S "$cleanup_worktree/tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-            "${launcher[@]}" >"$build/configure.log" 2>&1 ||
+            -DCMAKE_PROJECT_INCLUDE="$hook" "${launcher[@]}" >"$build/configure.log" 2>&1 ||
             die "configuring the baseline failed: $(grep -m1 -i error "$build/configure.log" || tail -n 1 "$build/configure.log") (log: $build/configure.log)"
         t_build=$SECONDS
         cmake --build "$build" --target bertbench -j "${BB_REGRESS_JOBS:-$(nproc)}" >"$build/build.log" 2>&1 ||
