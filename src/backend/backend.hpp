@@ -167,6 +167,14 @@ public:
     // In place: n floats at p (the backend's memory) become their sum over the ranks, the same
     // bits on every rank.
     virtual void all_reduce_sum(float* p, size_t n) = 0;
+    // The same sum, overlapped with the backend's later work (data parallelism starts a bucket of
+    // gradients while the backward goes on): it begins after the work queued so far and does not
+    // hold back work queued later, which must leave [p, p + n) alone until wait_started(); that
+    // makes the work queued after it wait for every sum started since the last one. NCCL's run on
+    // a stream of their own behind an event of the backend's. By default the sum happens at once,
+    // in order, and wait_started() has nothing to wait for.
+    virtual void start_sum(float* p, size_t n) { all_reduce_sum(p, n); }
+    virtual void wait_started() {}
     // What runs them: "NCCL 2.28.3".
     virtual std::string describe() const = 0;
 };

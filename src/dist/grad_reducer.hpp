@@ -1,7 +1,8 @@
 // Bucketed, overlapped gradient averaging (Horovod's tensor fusion, PyTorch DDP's buckets).
 // The flat gradient buffer is cut into fixed buckets of `bucket_bytes`, counted from its END,
 // because the backward finishes the heads and the top encoder layer first and those sit at the
-// end of the ParamTable layout. As the backward reports finished ranges (ready()), every bucket
+// end of the ParamTable layout (GradientBuckets; also used for a device's own collectives,
+// train/data_parallel.cpp). As the backward reports finished ranges (ready()), every bucket
 // whose floats are all final starts an MPI_Iallreduce on a communication thread (its own
 // duplicated communicator, polled with MPI_Test between short sleeps so it does not take a core
 // from the compute threads); finish() starts what is left, waits, and leaves the MEAN over ranks
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -34,11 +36,47 @@ struct ReduceStats {
     int started_early = 0;  // buckets started before finish()
 };
 
+// Which buckets of a flat gradient buffer one backward has finished. Buckets of bucket_bytes
+// (at least 1024 floats) counted from the buffer's end; boundaries: sorted offsets (floats) of the tensors in the buffer,
+// a ready range is extended to the next boundary so the alignment padding between tensors never
+// holds a bucket back.
+class GradientBuckets {
+public:
+    using Start = std::function<void(size_t begin, size_t end)>;  // a bucket's floats [begin, end)
+    GradientBuckets(size_t total_floats, std::vector<size_t> boundaries, size_t bucket_bytes);
+    // A new backward: no bucket started.
+    void reset();
+    // [begin, end) will not change any more in this backward (ranges must not overlap): calls
+    // start for every bucket this completes, in order.
+    void ready(size_t begin, size_t end, const Start& start);
+    // Calls start for every bucket not started yet, in order.
+    void start_rest(const Start& start);
+    int started() const { return started_; }
+    int size() const { return static_cast<int>(buckets_.size()); }
+    size_t total() const { return total_; }
+    size_t bucket_floats() const { return bucket_floats_; }
+    std::pair<size_t, size_t> range(int k) const {
+        const Bucket& b = buckets_[static_cast<size_t>(k)];
+        return {b.begin, b.end};
+    }
+
+private:
+    struct Bucket {
+        size_t begin = 0, end = 0;  // floats
+        size_t ready = 0;           // floats reported ready
+        bool started = false;
+    };
+    void start(size_t k, const Start& s);
+    size_t total_, bucket_floats_;
+    std::vector<size_t> boundaries_;
+    std::vector<Bucket> buckets_;
+    int started_ = 0;
+};
+
 class GradientReducer {
 public:
-    // boundaries: sorted offsets (floats) of the tensors in the buffer; a ready range is
-    // extended to the next boundary so the alignment padding between tensors never holds a
-    // bucket back. overlap=false: nothing starts before finish() (for measurements).
+    // boundaries and bucket_bytes: GradientBuckets'. overlap=false: nothing starts before
+    // finish() (for measurements).
     GradientReducer(Comm& comm, size_t total_floats, std::vector<size_t> boundaries,
                     size_t bucket_bytes = size_t{4} << 20, bool overlap = true);
     ~GradientReducer();
@@ -53,34 +91,27 @@ public:
     // statistics. With one rank: nothing to do (wait 0).
     ReduceStats finish();
     bool active() const { return size_ > 1; }
-    size_t bucket_floats() const { return bucket_floats_; }
-    int num_buckets() const { return static_cast<int>(buckets_.size()); }
+    size_t bucket_floats() const { return buckets_.bucket_floats(); }
+    int num_buckets() const { return buckets_.size(); }
 
 private:
-    struct Bucket {
-        size_t begin = 0, end = 0;  // floats
-        size_t ready = 0;           // floats reported ready
-        bool started = false;
-    };
-    void launch(int b);  // main thread: hand bucket b to the communication side
+    void launch(size_t begin, size_t end);  // main thread: hand a bucket to the communication side
     void thread_main();
 
     Comm* comm_;
     std::unique_ptr<Comm> own_;  // a duplicate of comm for the thread (MPI) or null
     int size_;
-    size_t total_, bucket_floats_;
-    std::vector<size_t> boundaries_;
+    size_t total_;
     bool overlap_;
     bool use_thread_;
     std::span<float> grads_;
-    std::vector<Bucket> buckets_;
-    int launched_ = 0;
+    GradientBuckets buckets_;
     double t_first_start_ = 0;
 
     std::thread thread_;
     std::mutex mutex_;
     std::condition_variable cv_, done_cv_;
-    std::deque<int> queue_;  // buckets to start, in order
+    std::deque<std::pair<size_t, size_t>> queue_;  // buckets to start, in order
     int completed_ = 0;      // buckets finished this step
     double t_last_done_ = 0;
     bool stop_ = false;

@@ -24,6 +24,7 @@ void DataParallel::set_table(const model::ParamTable& table) {
     std::vector<size_t> bounds;
     for (const model::ParamInfo& p : table.entries()) bounds.push_back(p.offset);
     reducer_ = std::make_unique<dist::GradientReducer>(*comm_, table.total_floats(), bounds, bucket_bytes_);
+    device_buckets_ = std::make_unique<dist::GradientBuckets>(table.total_floats(), bounds, bucket_bytes_);
 }
 
 void DataParallel::set_device(backend::Backend& be) {
@@ -126,8 +127,18 @@ void DataParallel::begin_backward(model::BertPretrainer& engine, std::span<float
 
 model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool overlap) {
     overlapped_ = nullptr;
-    if (!active() || !overlap || !be_->host_memory()) return {};
+    if (!active() || !overlap || (!be_->host_memory() && !collectives_)) return {};
     if (!reducer_) fail("[dist] DataParallel: set_table() before the first backward");
+    if (collectives_) {  // a bucket's sum starts on the devices as soon as its gradients are final
+        if (grads.size() < device_buckets_->total())
+            fail("[dist] gradient buffer of {} floats, expected {}", grads.size(), device_buckets_->total());
+        device_buckets_->reset();
+        overlapped_ = grads.data();
+        return [this, g = grads.data()](std::span<const model::ParamRange> ready) {
+            for (const model::ParamRange& r : ready)
+                device_buckets_->ready(r.begin, r.end, [&](size_t b, size_t e) { collectives_->start_sum(g + b, e - b); });
+        };
+    }
     reducer_->begin(grads);
     overlapped_ = grads.data();
     return [this](std::span<const model::ParamRange> ready) {
@@ -139,7 +150,14 @@ optim::GradientMean DataParallel::mean() {
     if (!active()) return {};
     return [this](std::span<float> buf) {
         if (collectives_) {  // on the devices: the sum, then × 1/N as the host reducer does
-            collectives_->all_reduce_sum(buf.data(), buf.size());
+            if (buf.data() == overlapped_) {  // the rest of the buckets begin_backward's hook started
+                stats_.started_early += device_buckets_->started();
+                device_buckets_->start_rest([&](size_t b, size_t e) { collectives_->start_sum(buf.data() + b, e - b); });
+                collectives_->wait_started();
+            } else {
+                collectives_->all_reduce_sum(buf.data(), buf.size());
+            }
+            overlapped_ = nullptr;
             BB_OP(*be_, scale_values)(buf.data(), buf.size(), 1.0f / static_cast<float>(size()), nullptr);
             stats_.bytes += static_cast<double>(buf.size_bytes());
             ++stats_.reductions;
@@ -159,6 +177,7 @@ optim::GradientMean DataParallel::mean() {
         if (staged) be_->upload(buf.data(), staging_.data(), buf.size_bytes());
         stats_.wait_s += s.wait_s;
         stats_.span_s += s.span_s;
+        stats_.started_early += s.started_early;
         stats_.bytes += static_cast<double>(s.bytes);
         ++stats_.reductions;
     };

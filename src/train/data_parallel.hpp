@@ -39,9 +39,11 @@ public:
     // Where that memory is not the host's (a GPU's), mean() sums on the devices with the backend's
     // own collectives (NCCL) when every rank can create them, else (no NCCL; ranks sharing a GPU,
     // which NCCL refuses; BB_DEVICE_COMM=host) it stages through the host: copies the buffer to
-    // host memory, averages it there over the ranks (MPI) and copies it back. Either way nothing
-    // overlaps the backward (begin_backward installs no hook). BB_DEVICE_COMM=nccl makes a failure
-    // to create the collectives an Error. Rank 0 logs which one runs.
+    // host memory, averages it there over the ranks (MPI) and copies it back. The collectives
+    // overlap the backward as the host reducer does (buckets started as layers finish,
+    // Collectives::start_sum); host staging does not (begin_backward installs no hook).
+    // BB_DEVICE_COMM=nccl makes a failure to create the collectives an Error. Rank 0 logs which
+    // one runs.
     void set_device(backend::Backend& be);
     // What averages a device's gradients: "NCCL 2.28.3 (rank 0 of 2)", "host memory (why)", or ""
     // (host memory is the gradients' own, or one process).
@@ -80,11 +82,14 @@ public:
     // reduction when it is the buffer begin_backward() got). Empty with one process.
     optim::GradientMean mean();
 
-    // Totals since the last take_stats(): exposed wait, reduction span, bytes, calls.
+    // Totals since the last take_stats(): exposed wait, reduction span (the host reducer's; a
+    // device's sums run asynchronously and are not timed), bytes, calls, and the buckets started
+    // before mean() (overlapped with the backward).
     struct Stats {
         double wait_s = 0, span_s = 0;
         double bytes = 0;
         int64_t reductions = 0;
+        int64_t started_early = 0;
     };
     Stats take_stats();
 
@@ -104,6 +109,7 @@ private:
     dist::Comm* comm_;
     size_t bucket_bytes_;
     std::unique_ptr<dist::GradientReducer> reducer_;
+    std::unique_ptr<dist::GradientBuckets> device_buckets_;  // the collectives' buckets (set_table)
     float* overlapped_ = nullptr;  // the buffer whose reduction the backward started
     Stats stats_;
     backend::Backend* be_ = &backend::cpu();

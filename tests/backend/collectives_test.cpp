@@ -1,6 +1,7 @@
 // A backend's own collectives (backend.hpp, Backend::collectives): the CPU backend has none and
 // says so; the CUDA backend's are NCCL's, exercised here as far as one GPU allows — a communicator
-// of one rank, whose all-reduce must leave the buffer's bits as they were. Where NCCL cannot be
+// of one rank, whose all-reduce (in order, and overlapped: start_sum, wait_started) must leave the
+// buffer's bits as they were. Where NCCL cannot be
 // loaded the CUDA case skips naming why, unless BB_EXPECT_NCCL=1 (scripts/gpu-check.sh) makes that
 // a failure. Several ranks: tests/dist/data_parallel_test.cpp (on a test backend's collectives).
 #include <cstdlib>
@@ -39,6 +40,23 @@ TEST_P(BackendCollectives, OneRankSumLeavesTheBuffer) {
         c->all_reduce_sum(buf->get(), n);
         const std::vector<float> got = buf->download();
         EXPECT_EQ(std::memcmp(got.data(), x.data(), n * sizeof(float)), 0) << "n=" << n;
+    }
+    // The overlapped form, as data parallelism uses it: two buckets started behind the backend's
+    // queued work, then waited for before more of it; with one rank the sums keep the bits, and
+    // the two doublings around them (exact) land in stream order.
+    for (const size_t n : {size_t{2}, size_t{1} << 20}) {
+        const std::vector<float> x = rand_f(n, 52 + n, 1e3);
+        const auto buf = put(x);
+        float* p = buf->get();
+        BB_OP(be(), scale_values)(p, n, 2.f, nullptr);
+        c->start_sum(p + n / 2, n - n / 2);
+        c->start_sum(p, n / 2);
+        c->wait_started();
+        BB_OP(be(), scale_values)(p, n, 2.f, nullptr);
+        const std::vector<float> got = buf->download();
+        size_t bad = 0;
+        for (size_t i = 0; i < n; ++i) bad += got[i] != 4.f * x[i];
+        EXPECT_EQ(bad, 0u) << "n=" << n;
     }
 }
 

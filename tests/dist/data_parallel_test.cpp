@@ -49,13 +49,16 @@ struct TrainOut {
     std::vector<double> loss, mlm, nsp;
     std::vector<float> params;
     double wait_s = 0;
-    int64_t reductions = 0;
+    int64_t reductions = 0, started_early = 0;  // DataParallel::Stats
     std::string device_reduction;  // DataParallel::device_reduction()
 };
 
 // The guarded backend with collectives of its own, as NCCL's are to the CUDA backend's: rank 0's
 // id must reach every rank unchanged (else an Error), the sum is MPI's on a host copy. `refuse_rank`
 // (>= 0): that rank cannot create them, so every rank must fall back to host staging together.
+// Overlapped sums (start_sum) behave as NCCL's on their own stream: the bucket's values are taken
+// when it starts, the sum lands only at wait_started() — a bucket started before its gradients
+// were final, one never started, or a missing wait would change the weights' bits.
 class GuardedWithCollectives : public testing::GuardedBackend {
 public:
     explicit GuardedWithCollectives(int refuse_rank) : refuse_rank_(refuse_rank) {}
@@ -70,11 +73,25 @@ public:
         struct HostSum : backend::Collectives {
             HostSum(backend::Backend& b, int n) : be(b), ranks(n) {}
             void all_reduce_sum(float* p, size_t n) override {
+                if (!started.empty()) fail("collectives: all_reduce_sum with started sums not waited for");
                 std::vector<float> host(n);
                 be.download(host.data(), p, n * sizeof(float));
                 dist::world().all_reduce_sum(std::span<float>(host));
                 be.upload(p, host.data(), n * sizeof(float));
             }
+            void start_sum(float* p, size_t n) override {
+                std::vector<float> host(n);
+                be.download(host.data(), p, n * sizeof(float));
+                started.push_back({p, std::move(host)});
+            }
+            void wait_started() override {
+                for (auto& [p, host] : started) {
+                    dist::world().all_reduce_sum(std::span<float>(host));
+                    be.upload(p, host.data(), host.size() * sizeof(float));
+                }
+                started.clear();
+            }
+            std::vector<std::pair<float*, std::vector<float>>> started;
             std::string describe() const override {
                 return "the test's collectives (" + std::to_string(ranks) + " ranks)";
             }
@@ -137,6 +154,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip, backend::Ba
     const DataParallel::Stats st = dp.take_stats();
     out.wait_s = st.wait_s;
     out.reductions = st.reductions;
+    out.started_early = st.started_early;
     out.device_reduction = dp.device_reduction();
     out.params = params_buf.download();
     return out;
@@ -167,7 +185,8 @@ TEST(DataParallelWorker, Train) {
         for (int s = 0; s < kSteps; ++s)
             std::printf("LOSS %d %.17g %.17g %.17g\n", s, o.loss[static_cast<size_t>(s)],
                         o.mlm[static_cast<size_t>(s)], o.nsp[static_cast<size_t>(s)]);
-        std::printf("REDUCTIONS %lld WAIT_S %.6f\n", static_cast<long long>(o.reductions), o.wait_s);
+        std::printf("REDUCTIONS %lld WAIT_S %.6f STARTED_EARLY %lld\n", static_cast<long long>(o.reductions),
+                    o.wait_s, static_cast<long long>(o.started_early));
         std::printf("DEVICE_REDUCTION %s\n", o.device_reduction.c_str());
         std::ofstream(std::getenv("BB_DP_WEIGHTS"), std::ios::binary)
             .write(reinterpret_cast<const char*>(o.params.data()),
@@ -181,6 +200,7 @@ struct Parsed {
     std::vector<double> loss, mlm, nsp;
     std::vector<float> params;
     std::string device_reduction;
+    long long started_early = -1;  // buckets started during the backwards (rank 0)
 };
 
 Parsed run_two_ranks(const std::string& mode, const std::string& weights) {
@@ -199,6 +219,9 @@ Parsed run_two_ranks(const std::string& mode, const std::string& weights) {
             p.nsp.push_back(c);
         }
         if (line.rfind("DEVICE_REDUCTION ", 0) == 0) p.device_reduction = line.substr(17);
+        long long reductions;
+        double wait;
+        std::sscanf(line.c_str(), "REDUCTIONS %lld WAIT_S %lf STARTED_EARLY %lld", &reductions, &wait, &p.started_early);
     }
     EXPECT_EQ(p.loss.size(), static_cast<size_t>(kSteps)) << r.out;
     std::ifstream f(weights, std::ios::binary | std::ios::ate);
@@ -257,6 +280,8 @@ TEST(DataParallel, SlowOverlapChangesNothingButTiming) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const std::string w1 = temp_path("o1"), w2 = temp_path("o2");
     const Parsed a = run_two_ranks("overlap", w1), b = run_two_ranks("no_overlap", w2);
+    EXPECT_GT(a.started_early, 0);  // buckets did start during the backwards
+    EXPECT_EQ(b.started_early, 0);
     EXPECT_EQ(a.loss, b.loss);
     ASSERT_EQ(a.params.size(), b.params.size());
     EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)), 0);
@@ -279,8 +304,9 @@ TEST(DataParallel, SlowTwoRanksOnADeviceThroughHostStagingEqualTheCpuRanks) {
 }
 
 // Two ranks whose backend has collectives of its own (as the CUDA backend has NCCL): the gradients
-// are summed by them, with the bits of two CPU ranks (a sum of two is the same in any order); when
-// one rank cannot create them, both fall back to host staging, with the same bits again.
+// are summed by them, buckets started as the backward finishes them, with the bits of two CPU
+// ranks (a sum of two is the same in any order); when one rank cannot create them, both fall back
+// to host staging (nothing overlapped), with the same bits again.
 TEST(DataParallel, SlowTwoRanksOnADeviceWithItsCollectivesEqualTheCpuRanks) {
     if (worker_mode() != nullptr) GTEST_SKIP() << "worker run";
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
@@ -290,6 +316,8 @@ TEST(DataParallel, SlowTwoRanksOnADeviceWithItsCollectivesEqualTheCpuRanks) {
     EXPECT_EQ(a.device_reduction, "");
     EXPECT_EQ(b.device_reduction, "the test's collectives (2 ranks)");
     EXPECT_EQ(c.device_reduction, "host memory (another rank could not create the collectives)");
+    EXPECT_GT(b.started_early, 0);
+    EXPECT_EQ(c.started_early, 0);
     for (const Parsed* x : {&b, &c}) {
         EXPECT_EQ(a.loss, x->loss);
         ASSERT_EQ(a.params.size(), x->params.size());

@@ -1,6 +1,9 @@
 // NCCL through dlopen("libnccl.so.2") (nccl.hpp); its types from the toolkit's nccl.h. Only the
 // calls data parallelism needs: a communicator per process from rank 0's unique id, in-place
-// float sums on the backend's stream.
+// float sums on the backend's stream, or overlapped with it on a stream of their own (start_sum:
+// the communication stream waits for an event recorded on the backend's stream, so the bucket's
+// gradients are final; wait_started: the backend's stream waits for one recorded on the
+// communication stream after the last started sum).
 #include "backend/cuda/nccl.hpp"
 
 #include <dlfcn.h>
@@ -59,15 +62,40 @@ const Nccl& nccl() {
 void check(ncclResult_t r, const char* what) {
     if (r != ncclSuccess) fail("[backend cuda] NCCL {}: {}", what, nccl().error_string(r));
 }
+void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("[backend cuda] {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
 
 class NcclCollectives final : public Collectives {
 public:
     NcclCollectives(cudaStream_t st, const ncclUniqueId& id, int rank, int size) : st_(st), rank_(rank), size_(size) {
         check(nccl().init_rank(&comm_, size, id, rank), "ncclCommInitRank");
+        check(cudaStreamCreateWithFlags(&comm_st_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        check(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        check(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     }
-    ~NcclCollectives() override { nccl().destroy(comm_); }
+    ~NcclCollectives() override {
+        nccl().destroy(comm_);
+        cudaEventDestroy(summed_);
+        cudaEventDestroy(queued_);
+        cudaStreamDestroy(comm_st_);
+    }
     void all_reduce_sum(float* p, size_t n) override {
+        wait_started();  // in order after anything overlapped
         if (n) check(nccl().all_reduce(p, p, n, ncclFloat32, ncclSum, comm_, st_), "ncclAllReduce");
+    }
+    void start_sum(float* p, size_t n) override {
+        if (!n) return;
+        check(cudaEventRecord(queued_, st_), "cudaEventRecord");
+        check(cudaStreamWaitEvent(comm_st_, queued_, 0), "cudaStreamWaitEvent");
+        check(nccl().all_reduce(p, p, n, ncclFloat32, ncclSum, comm_, comm_st_), "ncclAllReduce");
+        started_ = true;
+    }
+    void wait_started() override {
+        if (!started_) return;
+        check(cudaEventRecord(summed_, comm_st_), "cudaEventRecord");
+        check(cudaStreamWaitEvent(st_, summed_, 0), "cudaStreamWaitEvent");
+        started_ = false;
     }
     std::string describe() const override {
         const int v = nccl().version;  // e.g. 22803 (NCCL_VERSION_CODE's form since 2.9)
@@ -75,7 +103,10 @@ public:
     }
 
 private:
-    cudaStream_t st_;
+    cudaStream_t st_;       // the backend's
+    cudaStream_t comm_st_;  // the overlapped sums'
+    cudaEvent_t queued_, summed_;
+    bool started_ = false;  // a sum started since the last wait_started()
     int rank_, size_;
     ncclComm_t comm_ = nullptr;
 };
