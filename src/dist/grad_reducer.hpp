@@ -37,9 +37,9 @@ struct ReduceStats {
 };
 
 // Which buckets of a flat gradient buffer one backward has finished. Buckets of bucket_bytes
-// (at least 1024 floats) counted from the buffer's end; boundaries: sorted offsets (floats) of the tensors in the buffer,
-// a ready range is extended to the next boundary so the alignment padding between tensors never
-// holds a bucket back.
+// (at least 1024 floats) counted from the buffer's end; boundaries: the offsets (floats) of the
+// tensors in the buffer, to which a ready range is extended, so that the alignment padding
+// between tensors never holds a bucket back.
 class GradientBuckets {
 public:
     using Start = std::function<void(size_t begin, size_t end)>;  // a bucket's floats [begin, end)
@@ -112,7 +112,7 @@ private:
     std::mutex mutex_;
     std::condition_variable cv_, done_cv_;
     std::deque<std::pair<size_t, size_t>> queue_;  // buckets to start, in order
-    int completed_ = 0;      // buckets finished this step
+    int completed_ = 0;                            // buckets finished this step
     double t_last_done_ = 0;
     bool stop_ = false;
     std::exception_ptr error_;

@@ -62,6 +62,45 @@ TEST(DistSingle, BucketsAreCutFromTheEndOfTheBuffer) {
     EXPECT_EQ(red.num_buckets(), 2);  // [904, 5000) and [0, 904)
 }
 
+// The bookkeeping both reducers share (the MPI one and a device's collectives): a bucket starts
+// once all its floats are ready, a ready range reaching into the padding before the next tensor
+// covers it, the order is the backward's, start_rest starts the rest in order, and a range
+// reported twice is an Error.
+TEST(DistSingle, GradientBucketsStartWhenEveryFloatIsReady) {
+    if (worker_mode() != nullptr) GTEST_SKIP() << "worker run";
+    // tensors [0, 1400), [1500, 2990), [3000, 4090), each padded up to the next (the last to the
+    // end); buckets of 1024 floats from the end of 4100: [3076, 4100), [2052, 3076), [1028, 2052),
+    // [4, 1028), [0, 4)
+    GradientBuckets b(4100, {3000, 0, 1500}, 1024 * sizeof(float));
+    ASSERT_EQ(b.size(), 5);
+    EXPECT_EQ(b.range(0), (std::pair<size_t, size_t>{3076, 4100}));
+    EXPECT_EQ(b.range(4), (std::pair<size_t, size_t>{0, 4}));
+    std::vector<std::pair<size_t, size_t>> started;
+    const GradientBuckets::Start record = [&](size_t lo, size_t hi) { started.emplace_back(lo, hi); };
+    b.reset();
+    b.ready(3000, 4090, record);  // with its padding to the end: completes [3076, 4100) only
+    ASSERT_EQ(started.size(), 1u);
+    EXPECT_EQ(started[0], (std::pair<size_t, size_t>{3076, 4100}));
+    b.ready(1500, 2990, record);  // with its padding to 3000: completes [2052, 3076)
+    ASSERT_EQ(started.size(), 2u);
+    EXPECT_EQ(started[1], (std::pair<size_t, size_t>{2052, 3076}));
+    EXPECT_EQ(b.started(), 2);
+    EXPECT_THROW(b.ready(1500, 2990, record), Error);  // reported twice
+    b.start_rest(record);
+    ASSERT_EQ(started.size(), 5u);
+    EXPECT_EQ(started[2], (std::pair<size_t, size_t>{1028, 2052}));
+    EXPECT_EQ(started[4], (std::pair<size_t, size_t>{0, 4}));
+    // a new backward starts from nothing; the first tensor with its padding to 1500 completes
+    // [4, 1028) and [0, 4), not [1028, 2052)
+    b.reset();
+    started.clear();
+    b.ready(0, 1400, record);
+    ASSERT_EQ(started.size(), 2u);
+    EXPECT_EQ(started[0], (std::pair<size_t, size_t>{4, 1028}));
+    EXPECT_EQ(started[1], (std::pair<size_t, size_t>{0, 4}));
+    EXPECT_EQ(b.started(), 2);
+}
+
 TEST(DistSingle, FnvHashSeesEveryByte) {
     const float a[2] = {1.0f, 2.0f}, b[2] = {1.0f, std::nextafter(2.0f, 3.0f)};
     EXPECT_NE(fnv1a64(a, sizeof a), fnv1a64(b, sizeof b));
