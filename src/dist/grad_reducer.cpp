@@ -21,7 +21,9 @@ GradientBuckets::GradientBuckets(size_t total_floats, std::vector<size_t> bounda
     }
 }
 
-void GradientBuckets::reset() {
+void GradientBuckets::begin(size_t buffer_floats) {
+    if (buffer_floats < total_)
+        fail("[dist] gradient buffer of {} floats, expected {}", buffer_floats, total_);
     for (Bucket& b : buckets_) b.ready = 0, b.started = false;
     started_ = 0;
 }
@@ -83,10 +85,8 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::begin(std::span<float> grads) {
-    if (grads.size() < total_)
-        fail("[dist] gradient buffer of {} floats, expected {}", grads.size(), total_);
+    buckets_.begin(grads.size());
     grads_ = grads.first(total_);
-    buckets_.reset();
     std::lock_guard lock(mutex_);
     completed_ = 0;
 }

@@ -44,8 +44,9 @@ class GradientBuckets {
 public:
     using Start = std::function<void(size_t begin, size_t end)>;  // a bucket's floats [begin, end)
     GradientBuckets(size_t total_floats, std::vector<size_t> boundaries, size_t bucket_bytes);
-    // A new backward: no bucket started.
-    void reset();
+    // A new backward into a buffer of buffer_floats (an Error when that is fewer than
+    // total_floats): no bucket started.
+    void begin(size_t buffer_floats);
     // [begin, end) will not change any more in this backward (ranges must not overlap): calls
     // start for every bucket this completes, in order.
     void ready(size_t begin, size_t end, const Start& start);
@@ -53,7 +54,6 @@ public:
     void start_rest(const Start& start);
     int started() const { return started_; }
     int size() const { return static_cast<int>(buckets_.size()); }
-    size_t total() const { return total_; }
     size_t bucket_floats() const { return bucket_floats_; }
     std::pair<size_t, size_t> range(int k) const {
         const Bucket& b = buckets_[static_cast<size_t>(k)];

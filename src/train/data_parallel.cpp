@@ -130,13 +130,10 @@ model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool 
     if (!active() || !overlap || (!be_->host_memory() && !collectives_)) return {};
     if (!reducer_) fail("[dist] DataParallel: set_table() before the first backward");
     if (collectives_) {  // a bucket's sum starts on the devices as soon as its gradients are final
-        if (grads.size() < device_buckets_->total())
-            fail("[dist] gradient buffer of {} floats, expected {}", grads.size(), device_buckets_->total());
-        device_buckets_->reset();
+        device_buckets_->begin(grads.size());
         overlapped_ = grads.data();
-        return [this, g = grads.data()](std::span<const model::ParamRange> ready) {
-            for (const model::ParamRange& r : ready)
-                device_buckets_->ready(r.begin, r.end, [&](size_t b, size_t e) { collectives_->start_sum(g + b, e - b); });
+        return [this, start = device_sum(grads.data())](std::span<const model::ParamRange> ready) {
+            for (const model::ParamRange& r : ready) device_buckets_->ready(r.begin, r.end, start);
         };
     }
     reducer_->begin(grads);
@@ -146,13 +143,17 @@ model::GradientsReady DataParallel::begin_backward(std::span<float> grads, bool 
     };
 }
 
+dist::GradientBuckets::Start DataParallel::device_sum(float* grads) {
+    return [this, grads](size_t begin, size_t end) { collectives_->start_sum(grads + begin, end - begin); };
+}
+
 optim::GradientMean DataParallel::mean() {
     if (!active()) return {};
     return [this](std::span<float> buf) {
         if (collectives_) {  // on the devices: the sum, then × 1/N as the host reducer does
             if (buf.data() == overlapped_) {  // the rest of the buckets begin_backward's hook started
                 stats_.started_early += device_buckets_->started();
-                device_buckets_->start_rest([&](size_t b, size_t e) { collectives_->start_sum(buf.data() + b, e - b); });
+                device_buckets_->start_rest(device_sum(buf.data()));
                 collectives_->wait_started();
             } else {
                 collectives_->all_reduce_sum(buf.data(), buf.size());

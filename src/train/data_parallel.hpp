@@ -106,6 +106,9 @@ public:
     nlohmann::json reader_state_for_rank(const nlohmann::json& saved, uint64_t* first_epoch) const;
 
 private:
+    // Starts the devices' sum of a bucket of `grads` (the collectives' overlapped form).
+    dist::GradientBuckets::Start device_sum(float* grads);
+
     dist::Comm* comm_;
     size_t bucket_bytes_;
     std::unique_ptr<dist::GradientReducer> reducer_;

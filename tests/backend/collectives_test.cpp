@@ -42,8 +42,10 @@ TEST_P(BackendCollectives, OneRankSumLeavesTheBuffer) {
         EXPECT_EQ(std::memcmp(got.data(), x.data(), n * sizeof(float)), 0) << "n=" << n;
     }
     // The overlapped form, as data parallelism uses it: two buckets started behind the backend's
-    // queued work, then waited for before more of it; with one rank the sums keep the bits, and
-    // the two doublings around them (exact) land in stream order.
+    // queued work, then waited for before more of it. With one rank the sums change no value, so
+    // this checks that the calls (stream, events, NCCL on the second stream) run and that the
+    // backend's two doublings around them (exact) both land; whether the sums wait for the first
+    // doubling needs two ranks (DataParallel's test checks that ordering on a test backend).
     for (const size_t n : {size_t{2}, size_t{1} << 20}) {
         const std::vector<float> x = rand_f(n, 52 + n, 1e3);
         const auto buf = put(x);

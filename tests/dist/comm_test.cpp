@@ -73,11 +73,12 @@ TEST(DistSingle, GradientBucketsStartWhenEveryFloatIsReady) {
     // [4, 1028), [0, 4)
     GradientBuckets b(4100, {3000, 0, 1500}, 1024 * sizeof(float));
     ASSERT_EQ(b.size(), 5);
+    EXPECT_THROW(b.begin(4099), Error);  // a buffer smaller than the layout
     EXPECT_EQ(b.range(0), (std::pair<size_t, size_t>{3076, 4100}));
     EXPECT_EQ(b.range(4), (std::pair<size_t, size_t>{0, 4}));
     std::vector<std::pair<size_t, size_t>> started;
     const GradientBuckets::Start record = [&](size_t lo, size_t hi) { started.emplace_back(lo, hi); };
-    b.reset();
+    b.begin(4100);
     b.ready(3000, 4090, record);  // with its padding to the end: completes [3076, 4100) only
     ASSERT_EQ(started.size(), 1u);
     EXPECT_EQ(started[0], (std::pair<size_t, size_t>{3076, 4100}));
@@ -92,7 +93,7 @@ TEST(DistSingle, GradientBucketsStartWhenEveryFloatIsReady) {
     EXPECT_EQ(started[4], (std::pair<size_t, size_t>{0, 4}));
     // a new backward starts from nothing; the first tensor with its padding to 1500 completes
     // [4, 1028) and [0, 4), not [1028, 2052)
-    b.reset();
+    b.begin(4100);
     started.clear();
     b.ready(0, 1400, record);
     ASSERT_EQ(started.size(), 2u);
