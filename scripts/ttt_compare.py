@@ -51,6 +51,7 @@ def command(a, impl, seed, init, out):
     kind, dtype = impl.split("-")
     if kind == "bertbench":
         cmd = [a.bertbench, "pretrain", "--save_checkpoints_steps=100000000", "--keep_checkpoint_max=1"]
+        cmd += shlex.split(a.bertbench_flags)
     else:
         cmd = [sys.executable, PEER]
     return cmd + a.flags + ["--dtype=" + dtype, "--seed=%d" % seed, "--init_checkpoint=" + init, "--output_dir=" + out]
@@ -156,6 +157,9 @@ def main(argv):
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--doc", default="", help="write the table and the command into this Markdown file")
+    p.add_argument("--bertbench_flags", default="",
+                   help="more pretrain flags for bertbench's runs only: how it computes, not what "
+                        "(e.g. --last_layer_subset); the recipe after -- is both programs'")
     a = p.parse_args(argv[:k])
     a.flags = argv[k + 1:]
     for bad in ("--seed", "--init_checkpoint", "--output_dir", "--dtype"):

@@ -121,6 +121,8 @@ void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx
 void gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C);
 void bias_rows(float* y, const float* b, int N, int C);
+// dst(r) = src(rows[r]) for rows of C bytes (dropout masks)
+void gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C);
 // The span head's loss per sequence, and dst(i) = src(i·stride) (ops/span_loss.hpp)
 void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* z, int z_stride,
                            const int32_t* offsets, const int32_t* labels, int B, float coef);
@@ -149,7 +151,7 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
     X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed) X(quantize_rows)          \
     X(linear_forward_int8)                                                                      \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
-    X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
+    X(gather_mask_rows) X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
     X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update)
 
 struct Ops {

@@ -98,6 +98,10 @@ void cpu_gather_rows(float* dst, const float* src, const int32_t* rows, int R, i
     for (int r = 0; r < R; ++r)
         std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
 }
+void cpu_gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+    for (int r = 0; r < R; ++r)
+        std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
+}
 void cpu_scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
     for (int r = 0; r < R; ++r) {
         float* row = dst + static_cast<size_t>(rows[r]) * C;
@@ -146,6 +150,7 @@ public:
         ops_.flash_attention_backward = cpu_flash_backward;
         ops_.gather_rows = cpu_gather_rows;
         ops_.scatter_add_rows = cpu_scatter_add_rows;
+        ops_.gather_mask_rows = cpu_gather_mask_rows;
         ops_.bias_rows = cpu_bias_rows;
         ops_.segment_cross_entropy = ops::segment_cross_entropy<float>;
         ops_.strided_copy = ops::strided_copy<float>;

@@ -52,8 +52,9 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     omp_set_num_threads(p.threads);
     const int max_pred = p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
     const model::ParamTable table(p.config, model::Heads::pretraining);
-    model::BertPretrainer engine(table, {local.batch_size, p.seq_len, max_pred, !train},
-                                 model::EngineOptions{p.dtype});
+    model::EngineOptions opts{p.dtype};
+    opts.last_layer_subset = p.last_layer_subset;
+    model::BertPretrainer engine(table, {local.batch_size, p.seq_len, max_pred, !train}, opts);
     AlignedVector<float> params(table.total_floats()), grads;
     table.initialize(params, 42);
     const int needed = (p.warmup + p.steps) * (train ? p.steps_per_update : 1);
@@ -87,7 +88,8 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
             const model::Batch& b = batches[next++ % batches.size()];
             s_seqs += b.batch_size;
             s_real += b.num_tokens();  // unpadded: every token is real
-            s_flops += model::forward_flops(p.config, b) * (train ? 3.0 : 1.0);
+            s_flops += model::forward_flops(p.config, b, model::Heads::pretraining, p.last_layer_subset) *
+                       (train ? 3.0 : 1.0);
             if (!train) {
                 engine.forward(params, b, false, 0, 0);
                 continue;

@@ -68,6 +68,7 @@ struct Setup {
         const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
         model::EngineOptions opts{p.dtype};
         opts.backend = p.backend;
+        opts.last_layer_subset = p.last_layer_subset;
         if (is_squad(p))
             squad = std::make_unique<model::BertSquad>(table, plan, opts);
         else
@@ -142,7 +143,8 @@ struct Setup {
     }
 
     double flops(const model::Batch& b) const {
-        return model::forward_flops(p.config, b, squad ? model::Heads::squad : model::Heads::pretraining) *
+        return model::forward_flops(p.config, b, squad ? model::Heads::squad : model::Heads::pretraining,
+                                    p.last_layer_subset) *
                (train ? 3.0 : 1.0);
     }
 };
@@ -573,7 +575,8 @@ ProfileResult profile_point(const Point& p, int steps) {
             for (const model::Batch* b : used) {
                 // forward/backward ops count once per micro-batch; the optimizer once per step
                 if (op == model::Op::optimizer && b != used.front()) continue;
-                const model::Cost c = model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()));
+                const model::Cost c =
+                    model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()), p.last_layer_subset);
                 it->second.cost.flops += c.flops;
                 it->second.cost.bytes += c.bytes;
             }

@@ -47,6 +47,9 @@ struct Point {
     // the real tokens only (padding not computed; the same logits at real positions, but a
     // training loss whose softmax spans the real tokens only)
     std::string squad_layout = "padded";
+    // pretraining: EngineOptions::last_layer_subset (the last layer's dense half on the [CLS] rows
+    // and masked positions only; --last_layer_subset)
+    bool last_layer_subset = false;
     // The backend the engine runs on, with the parameters, gradients and optimizer state in its
     // memory (null: the CPU's).
     backend::Backend* backend = nullptr;

@@ -114,7 +114,7 @@ int cmd_bench(int argc, char** argv) {
     int warmup = 2, steps = 10, gemm_tokens = 4096, gemm_reps = 5, max_predictions = 0;
     int ceiling_reps = 3, profile_steps = 3;
     double ceiling_gflops = 0, min_time = 0;
-    bool measure_ceiling = true, profile = false;
+    bool measure_ceiling = true, profile = false, last_layer_subset = false;
     Flags flags(
         "bench",
         "Measure BERT training/inference throughput on synthetic full-length batches (or "
@@ -135,6 +135,9 @@ int cmd_bench(int argc, char** argv) {
               "max_seq_length rows; padding rows are queries over the real keys) | real = the "
               "real tokens only (padding not computed)");
     flags.add("mode", &mode, "train | infer | gemm (comma list)");
+    flags.add("last_layer_subset", &last_layer_subset,
+              "--task=pretraining: the last layer's attention output and FFN only on the rows the "
+              "heads read ([CLS] and masked positions; the same results to fp32 rounding)");
     DeviceFlag device;
     device.add(flags);
     flags.add("dtype", &dtype_list,
@@ -248,6 +251,8 @@ int cmd_bench(int argc, char** argv) {
              "only (hint: run --task=squad as one process)");
     if (squad_layout != "padded" && squad_layout != "real")
         fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
+    if (task == "squad" && last_layer_subset)
+        fail("--last_layer_subset: applies to --task=pretraining (the span head reads every row)");
     if (task == "squad" && max_predictions > 0)
         log::warn("--max_predictions={} has no effect with --task=squad (no MLM head)",
                   max_predictions);
@@ -365,6 +370,7 @@ int cmd_bench(int argc, char** argv) {
                                                steps, data_files, max_predictions, skip_corrupt_records,
                                                min_time, d, task, squad_layout};
                                 p.backend = gpu.get();
+                                p.last_layer_subset = last_layer_subset;
                                 try {
                                     bench::check_point(p);
                                     planned.push_back(std::move(p));

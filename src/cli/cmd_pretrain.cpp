@@ -228,6 +228,9 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("max_seq_length", &o.max_seq_length, "tokens per sequence; must equal the TFRecords'");
     f.add("max_predictions_per_seq", &o.max_predictions_per_seq,
           "masked positions per sequence; must equal the TFRecords'");
+    f.add("last_layer_subset", &o.last_layer_subset,
+          "run the last layer's attention output and FFN only on the rows the heads read ([CLS] "
+          "and masked positions): the same losses and gradients to fp32 rounding, fewer FLOPs");
     f.add("num_train_steps", &o.num_train_steps, "micro-steps to train (LR decays to 0 here)");
     f.add("num_warmup_steps", &o.num_warmup_steps, "linear warm-up length, micro-steps");
     f.add("start_warmup_step", &o.start_warmup_step, "step where warm-up starts (may be negative)");

@@ -50,6 +50,7 @@ struct EncoderShape {
     bool forward_only;  // Plan::forward_only: nothing is kept for a backward
     bool bf16;          // the GEMM inputs are kept in bf16 (LayerSaved::xb..gb)
     bool fused;         // fused attention: no probabilities, masks or probs-sized scratch
+    size_t subset_rows; // EngineOptions::last_layer_subset: the last layer's gathered rows at most
 };
 
 template <typename T>
@@ -64,6 +65,10 @@ struct EncoderActivations {
     // gradients' partial sums (bias_grad.hpp)
     T *dx = nullptr, *dx1 = nullptr, *dtmp = nullptr, *dctx = nullptr, *dq = nullptr,
       *dk = nullptr, *dv = nullptr, *dI = nullptr, *dprobs = nullptr, *bias_part = nullptr;
+    // EngineOptions::last_layer_subset: the last layer's ctx, input and dropout masks on its
+    // gathered rows (subset_rows, H)
+    T *ctx_rows = nullptr, *xin_rows = nullptr;
+    uint8_t *mask_attn_rows = nullptr, *mask_out_rows = nullptr;
     Memory<ops::bf16> bf16_inputs;  // the layers' LayerSaved::xb..gb, in the backend's memory
     size_t mask_bytes = 0;          // the dropout masks' bytes (the masks' buffer, pass 2)
 
@@ -138,6 +143,11 @@ struct EncoderActivations {
                 s.gb = p + 6 * bnh;
             }
         }
+        const size_t rh = c.subset_rows * c.H;
+        ctx_rows = a.take(rh);
+        xin_rows = a.take(rh);
+        mask_attn_rows = fwd ? nullptr : mtake(rh);
+        mask_out_rows = fwd ? nullptr : mtake(rh);
         mask_bytes = mused;
         if (fwd) return;
         dx = a.take(nh);

@@ -26,6 +26,12 @@ struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
     std::vector<T> coef_h, nsp_coef_h;        // the backward's coefficients, made on the host
     // in the backend's memory: the batch's masked positions and labels, the losses' rows
     Memory<int32_t> masked_index, masked_ids, nsp_labels, d_argmax, d_nsp_argmax;
+    // EngineOptions::last_layer_subset: the rows the last layer runs on ([CLS] rows, then the
+    // masked positions), and 0, 1, ..., where the heads then find them in its output
+    bool subset = false;
+    std::vector<int32_t> last_rows;
+    Memory<int32_t> iota;
+    const int32_t *cls_rows = nullptr, *mlm_rows = nullptr;  // the last forward's, for the heads
     Memory<double> d_row_loss, d_nsp_loss;
     // bf16 decoder operands: tl (P,H) kept from the forward; dlogits (P,V) and dlogitsᵀ (V,P)
     Memory<ops::bf16> hb;
@@ -65,6 +71,12 @@ struct BasicBertPretrainer<T>::Impl : EngineMemory<T> {
         argmax.assign(pmax, 0);
         coef_h.assign(pmax, T(0));
         nsp_coef_h.assign(bmax, T(0));
+        if (subset && iota.empty()) {
+            std::vector<int32_t> seq(bmax + pmax);
+            for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>(i);
+            iota.assign(*this->be, seq.size());
+            iota.upload(*this->be, seq.data(), seq.size());
+        }
         if (masked_index.empty() && pmax > 0) {
             masked_index.assign(*this->be, pmax);
             masked_ids.assign(*this->be, pmax);
@@ -91,6 +103,7 @@ BasicBertPretrainer<T>::BasicBertPretrainer(const ParamTable& table, Plan plan, 
     m.V = table.config().vocab_size;
     m.head = table.pretraining_head();
     m.word = table.embeddings().word;
+    m.subset = opts.last_layer_subset;
     plan_memory(m, table, plan, opts);
     m.enc->pack_also(m.head.transform_w, m.H, m.H, false);      // the MLM transform
     m.enc->pack_also(m.word, m.H, m.V, true);     // the tied decoder: logits = tl · Eᵀ
@@ -149,15 +162,23 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     BB_PROFILE_OP_SCOPE(Op::other, Pass::forward);
     m.P = P;
     const T* w = params.data();
-    m.enc->forward(w, batch, training, seed, step);
+    m.last_rows.clear();
+    if (m.subset && B + P < N) {  // the rows the heads read, where they are fewer than N
+        for (int b = 0; b < B; ++b) m.last_rows.push_back(batch.seq_offsets[b]);
+        m.last_rows.insert(m.last_rows.end(), batch.masked_index.begin(), batch.masked_index.end());
+    }
+    m.enc->forward(w, batch, training, seed, step, m.last_rows);
     const T* x = m.enc->output();
     const EngineOps<T>& k = m.enc->ops();
     m.masked_index.upload(*m.be, batch.masked_index.data(), static_cast<size_t>(P));
+    const bool rows = !m.last_rows.empty();
+    m.cls_rows = rows ? m.iota.data() : m.enc->offsets();
+    m.mlm_rows = rows ? m.iota.data() + B : m.masked_index.data();
     m.masked_ids.upload(*m.be, batch.masked_ids.data(), static_cast<size_t>(P));
     m.nsp_labels.upload(*m.be, batch.next_sentence_labels.data(), static_cast<size_t>(B));
     BB_PROFILE_OP(Op::pooler_nsp, Pass::forward);
     // pooler + NSP: cls(B,H) = x[o_b]; pooled = tanh(cls·Wp + bp); nsp(B,2) = pooled·Wnᵀ + bn
-    k.gather_rows(m.cls, x, m.enc->offsets(), B, H);
+    k.gather_rows(m.cls, x, m.cls_rows, B, H);
     k.linear_forward(m.pooled, m.cls, w + m.head.pooler_w, w + m.head.pooler_b, B, H, H);
     k.tanh_forward(m.pooled, static_cast<size_t>(B) * H);
     k.bias_rows(m.nsp, w + m.head.nsp_b, B, 2);
@@ -165,7 +186,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     k.cross_entropy_forward(m.d_nsp_loss.data(), m.d_nsp_argmax.data(), m.nsp_lse, m.nsp, m.nsp_labels.data(), B, 2);
     BB_PROFILE_OP(Op::mlm_transform, Pass::forward);
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
-    k.gather_rows(m.gath, x, m.masked_index.data(), P, H);
+    k.gather_rows(m.gath, x, m.mlm_rows, P, H);
     Encoder<T>& enc = *m.enc;
     enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.head.transform_w, m.head.transform_b, P, H, H);
     k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
@@ -289,8 +310,8 @@ void BasicBertPretrainer<T>::backward(std::span<T> grads, std::span<const T> par
     // scatter into d(encoder output): the [CLS] rows' gradients, then the masked positions'
     T* dx = enc.doutput();
     m.be->zero(dx, static_cast<size_t>(N) * H * sizeof(T));
-    k.scatter_add_rows(dx, m.dcls, enc.offsets(), B, H);
-    k.scatter_add_rows(dx, m.dgath, m.masked_index.data(), P, H);
+    k.scatter_add_rows(dx, m.dcls, m.cls_rows, B, H);
+    k.scatter_add_rows(dx, m.dgath, m.mlm_rows, P, H);
     enc.gradients_ready(enc.heads_stage());
     enc.backward(g, w);
 }
@@ -319,7 +340,7 @@ std::span<const T> BasicBertPretrainer<T>::nsp_logits() const {
 }
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::sequence_output() const {
-    return impl_->host_view(impl_->enc->output(), static_cast<size_t>(impl_->enc->N()) * impl_->H);
+    return impl_->host_view(impl_->enc->output(), static_cast<size_t>(impl_->enc->output_rows()) * impl_->H);
 }
 template <typename T>
 std::span<const T> BasicBertPretrainer<T>::pooled_output() const {

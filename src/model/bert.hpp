@@ -92,6 +92,13 @@ struct EngineOptions {
     // gradients given to forward/backward are then that backend's memory; the batch and the
     // results (losses, logits, outputs, masks) are host data, copied in and out by the engine.
     backend::Backend* backend = nullptr;
+    // Pretraining only: the last layer's dense half (attention output, FFN, LayerNorms) runs on the
+    // rows its heads read — each sequence's [CLS] and the masked positions — instead of every
+    // row: the same losses and gradients to fp32 rounding, fewer FLOPs (the MLPerf v2.0 BERT
+    // submissions' "last layer subset"; docs/engine.md). The attention still reads every row's
+    // keys and values. Off by default (the reference's computation, bit for bit); sequence_output()
+    // then holds those rows only.
+    bool last_layer_subset = false;
 };
 
 struct Losses {
@@ -139,7 +146,9 @@ public:
 
     std::span<const T> mlm_logits() const;       // (P, V) of the last forward
     std::span<const T> nsp_logits() const;       // (B, 2)
-    std::span<const T> sequence_output() const;  // (N, H) final encoder output, packed tokens
+    // (N, H) final encoder output, packed tokens; with last_layer_subset (B + P, H): the [CLS]
+    // rows, then the masked positions'
+    std::span<const T> sequence_output() const;
     std::span<const T> pooled_output() const;    // (B, H) tanh pooler output
     // The dropout mask the last training forward used at `site`, for parity tests: 1 = kept;
     // empty when dropout was off there. With the fused attention kernel the attention_probs mask

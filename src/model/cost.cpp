@@ -42,9 +42,16 @@ std::pair<Op, Pass> op_from_tag(int tag) {
     return {static_cast<Op>(tag / 3), static_cast<Pass>(tag % 3)};
 }
 
-Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params) {
+double last_layer_rows(const Batch& b, bool last_layer_subset) {
+    const int rows = b.batch_size + b.num_predictions();
+    return last_layer_subset && rows < b.num_tokens() ? rows : b.num_tokens();
+}
+
+Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset) {
     const double N = b.num_tokens(), H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers,
                  V = c.vocab_size, B = b.batch_size, P = b.num_predictions(), A = c.num_attention_heads;
+    // the rows of every layer's dense half: N in each but the last, which may run on fewer
+    const double R = last_layer_rows(b, last_layer_subset), NL = L > 0 ? (L - 1) * N + R : 0;
     double t2 = 0;  // Σ_b T_b·K_b (K_b = T_b without key_lengths)
     for (int s = 0; s < b.batch_size; ++s) {
         const double t = b.seq_offsets[s + 1] - b.seq_offsets[s];
@@ -54,16 +61,20 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
     const auto gemm = [&](double m, double n, double kk, double times) {
         return Cost{k * 2 * m * n * kk * times, k * 4 * (m * kk + kk * n + m * n) * times};
     };
+    const auto dense = [&](double n, double kk) {  // a dense layer of every layer's dense half
+        const Cost most = gemm(N, n, kk, std::max(L - 1, 0.0)), last = gemm(R, n, kk, L > 0 ? 1 : 0);
+        return Cost{most.flops + last.flops, most.bytes + last.bytes};
+    };
     switch (op) {
         case Op::gemm_qkv: return gemm(N, H, H, 3 * L);
-        case Op::gemm_attn_out: return gemm(N, H, H, L);
-        case Op::gemm_ffn_in: return gemm(N, I, H, L);
-        case Op::gemm_ffn_out: return gemm(N, H, I, L);
+        case Op::gemm_attn_out: return dense(H, H);
+        case Op::gemm_ffn_in: return dense(I, H);
+        case Op::gemm_ffn_out: return dense(H, I);
         case Op::gemm_mlm_decoder: return gemm(P, V, H, 1);
         case Op::attention: return {k * 4 * t2 * H * L, k * 4 * L * (4 * N * H + 2 * A * t2)};
-        case Op::layernorm: return {k * 8 * (2 * L + 1) * N * H, k * 8 * (2 * L + 1) * N * H};
-        case Op::gelu: return {k * 10 * L * N * I, k * 8 * L * N * I};
-        case Op::dropout_residual: return {k * 2 * 2 * L * N * H, k * 13 * 2 * L * N * H};
+        case Op::layernorm: return {k * 8 * (2 * NL + N) * H, k * 8 * (2 * NL + N) * H};
+        case Op::gelu: return {k * 10 * NL * I, k * 8 * NL * I};
+        case Op::dropout_residual: return {k * 2 * 2 * NL * H, k * 13 * 2 * NL * H};
         case Op::embeddings: return {k * 10 * N * H, k * 4 * 8 * N * H};
         case Op::pooler_nsp: {  // the pooler's dense layer and the NSP classifier on B rows
             const Cost pooler = gemm(B, H, H, 1), nsp = gemm(B, 2, H, 1);
@@ -81,10 +92,10 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
     return {};
 }
 
-double forward_flops(const BertConfig& c, const Batch& b, Heads heads) {
+double forward_flops(const BertConfig& c, const Batch& b, Heads heads, bool last_layer_subset) {
     double f = 0;
     for (const Op op : {Op::gemm_qkv, Op::attention, Op::gemm_attn_out, Op::gemm_ffn_in, Op::gemm_ffn_out})
-        f += op_cost(op, Pass::forward, c, b, 0).flops;
+        f += op_cost(op, Pass::forward, c, b, 0, last_layer_subset).flops;
     if (heads == Heads::pretraining)
         for (const Op op : {Op::pooler_nsp, Op::mlm_transform, Op::gemm_mlm_decoder})
             f += op_cost(op, Pass::forward, c, b, 0).flops;

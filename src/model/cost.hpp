@@ -36,14 +36,20 @@ std::pair<Op, Pass> op_from_tag(int tag);
 struct Cost {
     double flops = 0, bytes = 0;
 };
-// The cost of (op, pass) over one micro-batch b (the optimizer's: one update; n_params floats).
-Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params);
+// The cost of (op, pass) over one micro-batch b (the optimizer's: one update; n_params floats);
+// last_layer_subset: the engine's EngineOptions::last_layer_subset (last_layer_rows).
+Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset = false);
+// The rows the last layer's dense half (attention output, FFN, LayerNorms) runs on: with
+// last_layer_subset the B [CLS] rows and P masked positions where they are fewer than N, else N.
+double last_layer_rows(const Batch& b, bool last_layer_subset);
 
 // Model FLOPs of one forward with these heads: the matmuls (2 per multiply-add) on every packed
 // row (padding rows too when the batch has key_lengths), attention per sequence over its K_b keys,
 // the MLM head on the P gathered positions, pooler + NSP on B rows (pretraining), the span head
-// on every row (squad); a training step is 3x (backward = 2x forward).
-double forward_flops(const BertConfig& c, const Batch& b, Heads heads = Heads::pretraining);
+// on every row (squad), the last layer's dense half on last_layer_rows(); a training step is 3x
+// (backward = 2x forward).
+double forward_flops(const BertConfig& c, const Batch& b, Heads heads = Heads::pretraining,
+                     bool last_layer_subset = false);
 
 }  // namespace bertbench::model
 

@@ -70,6 +70,9 @@ public:
             ready_[stage].push_back({p.offset, p.offset + p.size});
         }
         total_params_ = table.total_floats();
+        if (opts.last_layer_subset)  // the [CLS] rows and the masked positions, fewer than N
+            max_rows_ = std::min(static_cast<size_t>(plan.max_batch) * plan.max_seq - 1,
+                                 static_cast<size_t>(plan.max_batch) * (1 + plan.max_predictions));
         // int8 engines run the rest of the model as the bf16 engine does where the CPU has bf16
         // units (the attention, the heads), else in fp32.
         if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_native())) {
@@ -115,7 +118,7 @@ public:
         const size_t probs = static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
         buf_.carve(be_, a, masks,
                    {nmax, probs, static_cast<size_t>(H_), static_cast<size_t>(I_),
-                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_});
+                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_, max_rows_});
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
         if (staged_.offsets.empty()) {  // the batch's index arrays in the backend's memory
             const size_t bmax = static_cast<size_t>(plan_.max_batch);
@@ -124,6 +127,7 @@ public:
             staged_.keys.assign(be_, bmax);
             staged_.ids.assign(be_, nmax);
             staged_.segments.assign(be_, nmax);
+            staged_.rows.assign(be_, max_rows_);
         }
     }
     void require_backward() const {
@@ -202,13 +206,19 @@ public:
     // The staged Batch::seq_offsets (B+1) of the last forward, in the backend's memory.
     const int32_t* offsets() const { return staged_.offsets.data(); }
 
-    // x(N,H) = encoder output of the batch.
-    void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step) {
+    // x(N,H) = encoder output of the batch; with rows (EngineOptions::last_layer_subset, fewer
+    // than N), the last layer's dense half runs on those rows only and output() holds R rows: x of
+    // rows[0], rows[1], ... (the attention still reads every row's keys and values).
+    void forward(const T* params, const Batch& b, bool training, uint64_t seed, uint64_t step,
+                 std::span<const int32_t> rows = {}) {
         if (training && plan_.forward_only)
             fail("engine: a training forward on a forward-only engine (Plan::forward_only)");
         B_ = b.batch_size;
         N_ = b.num_tokens();
-        const int N = N_, H = H_, I = I_;
+        BB_CHECK(rows.size() <= max_rows_ && (rows.empty() || rows.size() < static_cast<size_t>(N_)));
+        R_ = static_cast<int>(rows.size());
+        if (R_ > 0) staged_.rows.upload(be_, rows.data(), rows.size());
+        const int N = N_, H = H_;
         const size_t nh = static_cast<size_t>(N) * H;
         ops::attention_prob_offsets(pofs_.data(), b.seq_offsets.data(), B_, NH_, key_lengths(b));
         stage(b);
@@ -251,7 +261,6 @@ public:
             const LayerParams& w = layers_[l];
             LayerSaved<T>& s = buf_.layers[l];
             const T* xin = buf_.x[l];
-            const auto P = [&](size_t o) { return params + o; };
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
             if (int8_) int8_input(xin, N, H);  // one quantized x for Q, K and V
@@ -269,84 +278,141 @@ public:
                 k_.attention_forward(s.ctx, s.probs, buf_.dprobs, s.mask_probs, s.q, s.k, s.v, shape,
                                      dropout_probs_ ? &ps : nullptr, bf16_ ? &ab : nullptr);
             }
-            BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
-            if (int8_) int8_input(s.ctx, N, H);
-            linear_fwd(s.a, s.ctx, int8_ ? nullptr : gemm_input(s.ctx, nh, s.ctxb), params, w.wo, w.bo, N, H, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            if (dropout_hidden_) k_.dropout_mask(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
-            k_.dropout_add_forward(s.a, s.a, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_, xin, nh, nullptr);
-            BB_PROFILE_OP(Op::layernorm, Pass::forward);
-            k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), N, H, ops::kLayerNormEps,
-                                 gemm_output(s.x1b));
-            BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
-            if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
-                int8_input(s.x1, N, H);
-                k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), q_in_.data(),
-                                       s_in_.data(), int8_->at(w.wi), params + w.bi, N, H, I, &act_);
-                BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-                k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, q_mid_.data(), s_mid_.data(),
-                                       int8_->at(w.wout), params + w.bout, N, I, H, nullptr);
-            } else {
-                linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, N, H, I);
-                BB_PROFILE_OP(Op::gelu, Pass::forward);
-                k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(N) * I, gemm_output(s.gb));
-                BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-                linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, N, I, H);
+            if (dropout_hidden_) {
+                k_.dropout_mask(s.mask_attn, stream(2 + 3 * l, hkeep), nh);
+                k_.dropout_mask(s.mask_out, stream(3 + 3 * l, hkeep), nh);
             }
-            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            if (dropout_hidden_) k_.dropout_mask(s.mask_out, stream(3 + 3 * l, hkeep), nh);
-            k_.dropout_add_forward(s.o, s.o, dropout_hidden_ ? s.mask_out : nullptr, hkeep_, s.x1, nh, nullptr);
-            BB_PROFILE_OP(Op::layernorm, Pass::forward);
-            k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), N, H,
-                                 ops::kLayerNormEps,  // and the next layer's bf16 input
-                                   l + 1 < L_ ? gemm_output(buf_.layers[l + 1].xb) : nullptr);
+            dense_forward(l, params, gather_dense_rows(l, xin));
         }
+    }
+    // The rows a layer's dense half (after the attention) runs on: every row, or in the last
+    // layer with last_layer_rows the gathered ones (their ctx, input and masks gathered here).
+    struct Rows {
+        int n;
+        const T *ctx, *xin;
+        const uint8_t *mask_attn, *mask_out;
+    };
+    Rows gather_dense_rows(int l, const T* xin) {
+        const LayerSaved<T>& s = buf_.layers[static_cast<size_t>(l)];
+        if (l + 1 == L_ && R_ > 0) {
+            BB_PROFILE_OP(Op::other, Pass::forward);
+            const int32_t* rows = staged_.rows.data();
+            k_.gather_rows(buf_.ctx_rows, s.ctx, rows, R_, H_);
+            k_.gather_rows(buf_.xin_rows, xin, rows, R_, H_);
+            if (dropout_hidden_) {
+                k_.gather_mask_rows(buf_.mask_attn_rows, s.mask_attn, rows, R_, H_);
+                k_.gather_mask_rows(buf_.mask_out_rows, s.mask_out, rows, R_, H_);
+            }
+        }
+        return dense_rows(l, xin);
+    }
+    // a = drop(ctx·Wo + bo) + xin, x1 = LN1(a), o = drop(act(x1·Wi + bi)·Wout + bout) + x1,
+    // x[l+1] = LN2(o), on d.n rows.
+    void dense_forward(int l, const T* params, const Rows& d) {
+        const LayerParams& w = layers_[static_cast<size_t>(l)];
+        LayerSaved<T>& s = buf_.layers[static_cast<size_t>(l)];
+        const int n = d.n, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(n) * H;
+        const auto P = [&](size_t o) { return params + o; };
+        BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
+        if (int8_) int8_input(d.ctx, n, H);
+        linear_fwd(s.a, d.ctx, int8_ ? nullptr : gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
+        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+        k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
+        BB_PROFILE_OP(Op::layernorm, Pass::forward);
+        k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), n, H, ops::kLayerNormEps,
+                             gemm_output(s.x1b));
+        BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
+        if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
+            int8_input(s.x1, n, H);
+            k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), q_in_.data(),
+                                   s_in_.data(), int8_->at(w.wi), params + w.bi, n, H, I, &act_);
+            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, q_mid_.data(), s_mid_.data(),
+                                   int8_->at(w.wout), params + w.bout, n, I, H, nullptr);
+        } else {
+            linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
+            BB_PROFILE_OP(Op::gelu, Pass::forward);
+            k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(n) * I, gemm_output(s.gb));
+            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+            linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, n, I, H);
+        }
+        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+        k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
+        BB_PROFILE_OP(Op::layernorm, Pass::forward);
+        k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), n, H,
+                             ops::kLayerNormEps,  // and the next layer's bf16 input
+                             l + 1 < L_ ? gemm_output(buf_.layers[l + 1].xb) : nullptr);
+    }
+
+    Rows dense_rows(int l, const T* xin) const {
+        const LayerSaved<T>& s = buf_.layers[static_cast<size_t>(l)];
+        const bool all = l + 1 < L_ || R_ == 0;
+        const uint8_t* ma = !dropout_hidden_ ? nullptr : all ? s.mask_attn : buf_.mask_attn_rows;
+        const uint8_t* mo = !dropout_hidden_ ? nullptr : all ? s.mask_out : buf_.mask_out_rows;
+        return all ? Rows{N_, s.ctx, xin, ma, mo} : Rows{R_, buf_.ctx_rows, buf_.xin_rows, ma, mo};
+    }
+    // dense_forward's backward on d.n rows: from dx (the layer output's gradient, overwritten) to
+    // da (the gradient of a, hence of the residual input) and dctx.
+    void dense_backward(int l, T* grads, const T* params, const Rows& d, T* da, T* dctx) {
+        const LayerParams& w = layers_[static_cast<size_t>(l)];
+        LayerSaved<T>& s = buf_.layers[static_cast<size_t>(l)];
+        const int n = d.n, H = H_, I = I_;
+        const size_t nh = static_cast<size_t>(n) * H;
+        const auto P = [&](size_t o) { return params + o; };
+        const auto G = [&](size_t o) { return grads + o; };
+        // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
+        BB_PROFILE_OP(Op::layernorm, Pass::backward);
+        k_.layernorm_backward(buf_.dx1, G(w.g2), G(w.b2), buf_.dx, s.o, P(w.g2), s.mean2, s.rstd2, n, H, false);
+        BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
+        const ops::BiasGrad<T> dbout{G(w.bout), buf_.bias_part, H};
+        k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx1, d.mask_out, hkeep_, nh, dy_bf16(), &dbout);
+        BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
+        linear_bwd(buf_.dI, grads, params, w.wout, kBiasSummed, dy_fp32(buf_.dtmp), s.g, transposed_input(s.gb, n, I),
+                   n, I, H, false, dy_bf16());
+        BB_PROFILE_OP(Op::gelu, Pass::backward);
+        const ops::BiasGrad<T> dbi{G(w.bi), buf_.bias_part, I};
+        k_.activation_backward(act_, dy_fp32(buf_.dI), buf_.dI, s.h, static_cast<size_t>(n) * I, dy_bf16(), &dbi);
+        BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
+        linear_bwd(buf_.dx1, grads, params, w.wi, kBiasSummed, dy_fp32(buf_.dI), s.x1, transposed_input(s.x1b, n, H),
+                   n, H, I, true, dy_bf16());
+        // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
+        BB_PROFILE_OP(Op::layernorm, Pass::backward);
+        k_.layernorm_backward(da, G(w.g1), G(w.b1), buf_.dx1, s.a, P(w.g1), s.mean1, s.rstd1, n, H, false);
+        BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
+        const ops::BiasGrad<T> dbo{G(w.bo), buf_.bias_part, H};
+        k_.dropout_backward(dy_fp32(buf_.dtmp), da, d.mask_attn, hkeep_, nh, dy_bf16(), &dbo);
+        BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
+        linear_bwd(dctx, grads, params, w.wo, kBiasSummed, dy_fp32(buf_.dtmp), d.ctx, transposed_input(s.ctxb, n, H),
+                   n, H, H, false, dy_bf16());
     }
 
     T* output() const { return buf_.x[static_cast<size_t>(L_)]; }
+    int output_rows() const { return R_ > 0 ? R_ : N_; }
     // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
     T* doutput() const { return buf_.dx; }
 
     // The batch is the last forward's (staged there).
     void backward(T* grads, const T* params) {
-        const int N = N_, H = H_, I = I_;
+        const int N = N_, H = H_;
         const size_t nh = static_cast<size_t>(N) * H;
         const ops::AttentionShape& shape = shape_;
         for (int l = L_ - 1; l >= 0; --l) {
             const LayerParams& w = layers_[l];
             LayerSaved<T>& s = buf_.layers[l];
             const T* xin = buf_.x[l];
-            const auto P = [&](size_t o) { return params + o; };
             const auto G = [&](size_t o) { return grads + o; };
-            // x[l+1] = LN2(o), o = drop(g·Wout + bout) + x1
-            BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            k_.layernorm_backward(buf_.dx1, G(w.g2), G(w.b2), buf_.dx, s.o, P(w.g2), s.mean2,
-                                  s.rstd2, N, H, false);
-            BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
-            const ops::BiasGrad<T> dbout{G(w.bout), buf_.bias_part, H};
-            k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx1, dropout_hidden_ ? s.mask_out : nullptr, hkeep_,
-                                           nh, dy_bf16(), &dbout);
-            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
-            linear_bwd(buf_.dI, grads, params, w.wout, kBiasSummed, dy_fp32(buf_.dtmp), s.g,
-                       transposed_input(s.gb, N, I), N, I, H, false, dy_bf16());
-            BB_PROFILE_OP(Op::gelu, Pass::backward);
-            const ops::BiasGrad<T> dbi{G(w.bi), buf_.bias_part, I};
-            k_.activation_backward(act_, dy_fp32(buf_.dI), buf_.dI, s.h, static_cast<size_t>(N) * I,
-                                   dy_bf16(), &dbi);
-            BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
-            linear_bwd(buf_.dx1, grads, params, w.wi, kBiasSummed, dy_fp32(buf_.dI), s.x1,
-                       transposed_input(s.x1b, N, H), N, H, I, true, dy_bf16());
-            // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
-            BB_PROFILE_OP(Op::layernorm, Pass::backward);
-            k_.layernorm_backward(buf_.dx, G(w.g1), G(w.b1), buf_.dx1, s.a, P(w.g1), s.mean1,
-                                  s.rstd1, N, H, false);
-            BB_PROFILE_OP(Op::dropout_residual, Pass::backward);
-            const ops::BiasGrad<T> dbo{G(w.bo), buf_.bias_part, H};
-            k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx, dropout_hidden_ ? s.mask_attn : nullptr, hkeep_,
-                                           nh, dy_bf16(), &dbo);
-            BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
-            linear_bwd(buf_.dctx, grads, params, w.wo, kBiasSummed, dy_fp32(buf_.dtmp), s.ctx,
-                       transposed_input(s.ctxb, N, H), N, H, H, false, dy_bf16());
+            const Rows d = dense_rows(l, xin);
+            if (d.n == N) {
+                dense_backward(l, grads, params, d, buf_.dx, buf_.dctx);
+            } else {  // the gathered rows' gradients (in dq, dk until the attention's backward) scattered
+                dense_backward(l, grads, params, d, buf_.dk, buf_.dq);
+                BB_PROFILE_OP(Op::other, Pass::backward);
+                for (T* full : {buf_.dx, buf_.dctx}) be_.zero(full, nh * sizeof(T));
+                k_.scatter_add_rows(buf_.dx, buf_.dk, staged_.rows.data(), d.n, H);
+                k_.scatter_add_rows(buf_.dctx, buf_.dq, staged_.rows.data(), d.n, H);
+            }
             BB_PROFILE_OP(Op::attention, Pass::backward);
             const ops::AttentionBf16 ab = attention_inputs(s, buf_.dctx, nh);
             if (fused_) {
@@ -569,7 +635,7 @@ private:
     EncoderActivations<T> buf_;  // every activation (activations.hpp)
     std::vector<size_t> pofs_;
     struct {
-        Memory<int32_t> offsets, ids, segments, keys;
+        Memory<int32_t> offsets, ids, segments, keys, rows;
         Memory<size_t> pofs;
     } staged_;                      // stage(): the batch in the backend's memory
     ops::EmbeddingIndex index_{};   // over staged_
@@ -582,6 +648,8 @@ private:
     Memory<float> s_in_, s_mid_;
     Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
     int B_ = 0, N_ = 0;
+    size_t max_rows_ = 0;  // EngineOptions::last_layer_subset: the most rows the last layer may get
+    int R_ = 0;            // the last forward's: its last layer's dense half on R_ rows (0: all N_)
     bool dropout_hidden_ = false, dropout_probs_ = false;
     T hkeep_ = 1, pkeep_ = 1;
 };

@@ -125,6 +125,10 @@ struct DoubleOps {
         for (int r = 0; r < R; ++r)
             std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
     }
+    static void gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+        for (int r = 0; r < R; ++r)
+            std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
+    }
     static void scatter_add_rows(D* dst, const D* src, const int32_t* rows, int R, int C) {
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) dst[static_cast<size_t>(rows[r]) * C + c] += src[static_cast<size_t>(r) * C + c];

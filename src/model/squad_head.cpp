@@ -43,6 +43,8 @@ struct BasicBertSquad<T>::Impl : EngineMemory<T> {
 template <typename T>
 BasicBertSquad<T>::BasicBertSquad(const ParamTable& table, Plan plan, EngineOptions opts)
     : impl_(std::make_unique<Impl>()) {
+    if (opts.last_layer_subset)
+        fail("engine: last_layer_subset is for the pretraining heads; the span head reads every row");
     Impl& m = *impl_;
     m.plan = plan;
     m.H = table.config().hidden_size;

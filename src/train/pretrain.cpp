@@ -66,7 +66,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
         "max_predictions_per_seq", "seed", "bert_config_file", "model", "input_file",
         "shuffle_buffer", "eval_input_file", "eval_every_samples", "eval_batch_size",
         "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale",
-        "clip_by_global_norm_after_gradient_allreduce"};
+        "clip_by_global_norm_after_gradient_allreduce", "last_layer_subset"};
     return l;
 }
 
@@ -317,6 +317,7 @@ private:
         const bool own_eval_engine = o_.do_train && o_.do_eval && local_eval_batch_ > plan_batch;
         model::EngineOptions engine_options{o_.precision};
         engine_options.backend = o_.backend;
+        engine_options.last_layer_subset = o_.last_layer_subset;
         bool eval_arena = false;
         try {
             engine_ = std::make_unique<model::BertPretrainer>(

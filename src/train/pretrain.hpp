@@ -23,6 +23,7 @@ struct PretrainOptions : RunOptions {
     int eval_batch_size = 8;
     int max_seq_length = 128;
     int max_predictions_per_seq = 20;
+    bool last_layer_subset = false;    // model::EngineOptions::last_layer_subset
     int64_t num_train_steps = 100000;  // micro-steps (TF global_step)
     int64_t num_warmup_steps = 10000;
     int64_t start_warmup_step = 0;

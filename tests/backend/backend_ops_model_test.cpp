@@ -198,6 +198,7 @@ TEST_P(BackendOps, Rows) {
     REQUIRE_OP(gather_rows);
     REQUIRE_OP(scatter_add_rows);
     REQUIRE_OP(bias_rows);
+    REQUIRE_OP(gather_mask_rows);
     const int N = 11, C = 9, R = 6;
     const std::vector<int32_t> rows = {3, 0, 10, 3, 7, 3};  // row 3 three times
     const std::vector<float> src = rand_f(N * C, 90), upd = rand_f(R * C, 91), base = rand_f(N * C, 92),
@@ -218,6 +219,13 @@ TEST_P(BackendOps, Rows) {
     EXPECT_EQ(gg->download(), gathered);
     EXPECT_EQ(gbase->download(), added);
     EXPECT_EQ(gy->download(), biased);
+    std::vector<uint8_t> masks(N * C), gathered_masks(R * C);
+    for (size_t i = 0; i < masks.size(); ++i) masks[i] = static_cast<uint8_t>(i * 7 % 251);
+    for (int r = 0; r < R; ++r)
+        std::copy_n(masks.begin() + rows[r] * C, C, gathered_masks.begin() + r * C);
+    const auto gm = put(masks), gmg = put(std::vector<uint8_t>(R * C));
+    BB_OP(be(), gather_mask_rows)(gmg->get(), gm->get(), grows->get(), R, C);
+    EXPECT_EQ(gmg->download(), gathered_masks);
 }
 
 // The span loss against a double log-softmax written out here; the strided copy exactly.

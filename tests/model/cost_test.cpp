@@ -1,6 +1,6 @@
 // The engine's op list (model/cost.hpp): labels, tags and costs are one table, and every section
 // the engine profiles carries its op's tag, so that nothing needs to parse a label; the model
-// FLOPs against a hand count; ParamInfo's placement (layer, embedding) against the names.
+// FLOPs against a hand count (with and without the last layer's subset of rows); ParamInfo's placement (layer, embedding) against the names.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -65,6 +65,12 @@ TEST(OpList, ForwardFlopsAreTheHandCount) {
                      encoder + 2 * B * H * H + 2 * B * H * 2 + 2 * P * H * H + 2 * P * H * V);
     EXPECT_DOUBLE_EQ(forward_flops(c, b, Heads::squad), encoder + 2 * N * H * 2);
     EXPECT_DOUBLE_EQ(forward_flops(c, b, Heads::none), encoder);
+    // last_layer_subset: the last layer's attention output and FFN on B + P = 8 rows, not 17
+    const double subset = encoder - 2 * (N - B - P) * (H * H + 2 * H * I);
+    EXPECT_DOUBLE_EQ(last_layer_rows(b, true), B + P);
+    EXPECT_DOUBLE_EQ(forward_flops(c, b, Heads::none, true), subset);
+    EXPECT_DOUBLE_EQ(op_cost(Op::gelu, Pass::forward, c, b, 0, true).flops, 10 * ((L - 1) * N + B + P) * I);
+    EXPECT_DOUBLE_EQ(last_layer_rows(b, false), N);
 }
 
 TEST(ParamTablePlacement, LayerAndEmbeddingAgreeWithTheNames) {

@@ -409,6 +409,9 @@ void gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
     ck::scatter_add_rows(g_stream, dst, src, rows, R, C);
 }
+void gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+    ck::gather_mask_rows(g_stream, dst, src, rows, R, C);
+}
 void bias_rows(float* y, const float* b, int N, int C) { ck::bias_rows(g_stream, y, b, N, C); }
 void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* z, int z_stride,
                            const int32_t* offsets, const int32_t* labels, int B, float coef) {
@@ -505,6 +508,7 @@ public:
         ops_.cross_entropy_backward_bf16 = cross_entropy_backward_bf16;
         ops_.gather_rows = gather_rows;
         ops_.scatter_add_rows = scatter_add_rows;
+        ops_.gather_mask_rows = gather_mask_rows;
         ops_.bias_rows = bias_rows;
         ops_.segment_cross_entropy = segment_cross_entropy;
         ops_.strided_copy = strided_copy;

@@ -94,6 +94,7 @@ void transpose_bf16(cudaStream_t st, uint16_t* dst, const uint16_t* src, int row
 // dst(r) = src(rows[r]); dst(rows[r]) += src(r) in order r (a thread per column); y(i) = b
 void gather_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C);
 void scatter_add_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C);
+void gather_mask_rows(cudaStream_t st, uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C);
 void bias_rows(cudaStream_t st, float* y, const float* b, int N, int C);
 // y(N,C) += b(C) on every row
 void bias_add(cudaStream_t st, float* y, const float* b, int N, int C);

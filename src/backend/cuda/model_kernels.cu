@@ -25,6 +25,12 @@ __global__ void k_gather_rows(float* dst, const float* src, const int32_t* rows,
         dst[i] = src[static_cast<size_t>(rows[i / C]) * C + i % C];
 }
 
+__global__ void k_gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+    const size_t n = static_cast<size_t>(R) * C;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        dst[i] = src[static_cast<size_t>(rows[i / C]) * C + i % C];
+}
+
 __global__ void k_scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
@@ -99,6 +105,13 @@ void gather_rows(cudaStream_t st, float* dst, const float* src, const int32_t* r
     const size_t n = static_cast<size_t>(R) * C;
     if (!n) return;
     k_gather_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
+    after_launch();
+}
+
+void gather_mask_rows(cudaStream_t st, uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+    const size_t n = static_cast<size_t>(R) * C;
+    if (!n) return;
+    k_gather_mask_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
     after_launch();
 }
 
