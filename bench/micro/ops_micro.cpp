@@ -196,6 +196,46 @@ BENCHMARK(BM_GemmTransB)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// A weight gradient's product C(M,N) += Aᵀ·B with A stored (K, M): ops::gemm (padded = 1: which
+// copies A with longer rows first when its rows lie a multiple of 4 KiB apart, gemm.cpp) against
+// dnnl_sgemm on A where it lies (padded = 0). The demo's tied decoder (M = 4,096 vocabulary rows,
+// N = 128 hidden, K = 416 masked positions), and rows 2 KiB apart (M = 512, left to sgemm); the
+// measurement behind docs/engine.md's "GEMM library".
+void BM_GemmTransA(benchmark::State& state) {
+    const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
+              K = static_cast<int>(state.range(2));
+    const bool padded = state.range(3) != 0;
+    const auto a = random_vec(static_cast<size_t>(K) * M, 6), b = random_vec(static_cast<size_t>(K) * N, 7);
+    std::vector<float> c(static_cast<size_t>(M) * N, 0.f);
+    const auto run = [&] {
+        if (padded)
+            ops::gemm(true, false, M, N, K, 1.f, a.data(), M, b.data(), N, 0.f, c.data(), N);
+        else
+            dnnl_sgemm('T', 'N', M, N, K, 1.f, a.data(), M, b.data(), N, 0.f, c.data(), N);
+    };
+    run();
+    std::vector<double> want(static_cast<size_t>(std::min(M, 4)) * N);  // first rows
+    for (int i = 0; i < std::min(M, 4); ++i)
+        for (int j = 0; j < N; ++j) {
+            double sum = 0;
+            for (int k = 0; k < K; ++k)
+                sum += static_cast<double>(a[static_cast<size_t>(k) * M + i]) * b[static_cast<size_t>(k) * N + j];
+            want[static_cast<size_t>(i) * N + j] = sum;
+        }
+    check(padded ? "gemm (ops::gemm, Aᵀ)" : "gemm (dnnl_sgemm, Aᵀ)",
+          std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(c.data());
+    }
+    set_gflops(state, 2.0 * M * N * K);
+}
+BENCHMARK(BM_GemmTransA)
+    ->ArgNames({"M", "N", "K", "padded"})
+    ->ArgsProduct({{512, 1024, 4096}, {128}, {416}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // An inference engine's linear layer with what follows it: the packed-weight matmul with its bias
 // (ops::matmul_packed), then GELU (epi 1) or the residual add (epi 2) as our own pass over the
 // output (fused = 0, what the engine does), or the same matmul with that step as a oneDNN post-op

@@ -534,6 +534,8 @@ nlohmann::json PointResult::to_json() const {
         j["optimizer"] = point.mode == "train" ? "adamw" : "none";
         j["span_labels"] = span_labels;
         j["squad_layout"] = point.data_files.empty() ? "full" : point.squad_layout;
+    } else {
+        j["last_layer_subset"] = point.last_layer_subset;
     }
     return j;
 }

@@ -286,8 +286,8 @@ public:
             dense_forward(l, params, gather_dense_rows(l, xin));
         }
     }
-    // The rows a layer's dense half (after the attention) runs on: every row, or in the last
-    // layer with last_layer_rows the gathered ones (their ctx, input and masks gathered here).
+    // The rows a layer's dense half (after the attention) runs on: every row, or in the last layer
+    // the ones forward() was given (their ctx, input and masks gathered here; dense_rows() after).
     struct Rows {
         int n;
         const T *ctx, *xin;
@@ -369,14 +369,14 @@ public:
         const ops::BiasGrad<T> dbout{G(w.bout), buf_.bias_part, H};
         k_.dropout_backward(dy_fp32(buf_.dtmp), buf_.dx1, d.mask_out, hkeep_, nh, dy_bf16(), &dbout);
         BB_PROFILE_OP(Op::gemm_ffn_out, Pass::backward);
-        linear_bwd(buf_.dI, grads, params, w.wout, kBiasSummed, dy_fp32(buf_.dtmp), s.g, transposed_input(s.gb, n, I),
-                   n, I, H, false, dy_bf16());
+        linear_bwd(buf_.dI, grads, params, w.wout, kBiasSummed, dy_fp32(buf_.dtmp), s.g,
+                   transposed_input(s.gb, n, I), n, I, H, false, dy_bf16());
         BB_PROFILE_OP(Op::gelu, Pass::backward);
         const ops::BiasGrad<T> dbi{G(w.bi), buf_.bias_part, I};
         k_.activation_backward(act_, dy_fp32(buf_.dI), buf_.dI, s.h, static_cast<size_t>(n) * I, dy_bf16(), &dbi);
         BB_PROFILE_OP(Op::gemm_ffn_in, Pass::backward);
-        linear_bwd(buf_.dx1, grads, params, w.wi, kBiasSummed, dy_fp32(buf_.dI), s.x1, transposed_input(s.x1b, n, H),
-                   n, H, I, true, dy_bf16());
+        linear_bwd(buf_.dx1, grads, params, w.wi, kBiasSummed, dy_fp32(buf_.dI), s.x1,
+                   transposed_input(s.x1b, n, H), n, H, I, true, dy_bf16());
         // x1 = LN1(a), a = drop(ctx·Wo + bo) + xin
         BB_PROFILE_OP(Op::layernorm, Pass::backward);
         k_.layernorm_backward(da, G(w.g1), G(w.b1), buf_.dx1, s.a, P(w.g1), s.mean1, s.rstd1, n, H, false);
@@ -384,8 +384,8 @@ public:
         const ops::BiasGrad<T> dbo{G(w.bo), buf_.bias_part, H};
         k_.dropout_backward(dy_fp32(buf_.dtmp), da, d.mask_attn, hkeep_, nh, dy_bf16(), &dbo);
         BB_PROFILE_OP(Op::gemm_attn_out, Pass::backward);
-        linear_bwd(dctx, grads, params, w.wo, kBiasSummed, dy_fp32(buf_.dtmp), d.ctx, transposed_input(s.ctxb, n, H),
-                   n, H, H, false, dy_bf16());
+        linear_bwd(dctx, grads, params, w.wo, kBiasSummed, dy_fp32(buf_.dtmp), d.ctx,
+                   transposed_input(s.ctxb, n, H), n, H, H, false, dy_bf16());
     }
 
     T* output() const { return buf_.x[static_cast<size_t>(L_)]; }

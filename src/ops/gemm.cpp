@@ -41,16 +41,17 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
         matmul(MatmulType::f32, true, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    // A transposed A whose rows lie a multiple of 2 KiB apart (lda a multiple of 512 floats: the
-    // demo's tied decoder, dE += dlogitsᵀ·t over its 4,096-piece vocabulary; the weight gradients
-    // xᵀ·dy of 512-, 1024- or 4096-wide inputs): sgemm's reads down A's columns then fall on few
-    // cache sets. Measured (Zen 3, AVX2, 2 threads; M, N, K): (4096, 128, 416) 49 -> 97 GFLOP/s,
-    // (512, 128, 1024) 72 -> 86, (1024, 128, 1024) 51 -> 100 with the copy below; wider products
-    // gain 2-5 % ((1024, 1024, 4096) 108 -> 111). So A is first copied with rows 64 bytes longer;
-    // the kernel and its order of summation are sgemm's own either way, so C has the same bits
-    // (Gemm.TransposedAWithAliasedRowsKeepsTheBits). Only for narrow products (N <= 512), outside
-    // parallel regions, and while the copy stays <= 16 MiB (a scratch kept per thread).
-    if (trans_a && lda % 512 == 0 && M >= 256 && N <= 512 &&
+    // A transposed A whose rows lie a multiple of 4 KiB apart (lda a multiple of 1,024 floats: the
+    // demo's tied decoder, dE += dlogitsᵀ·t over its 4,096-piece vocabulary; the weight
+    // gradients xᵀ·dy of 1,024- or 4,096-wide inputs): sgemm's reads down A's columns then fall on
+    // few cache sets. So A is first copied with rows 64 bytes longer; the kernel and its order of
+    // summation are sgemm's own either way, so C has the same bits
+    // (Gemm.TransposedAWithAliasedRowsKeepsTheBits). `ops_micro --benchmark_filter=GemmTransA`
+    // (Zen 3, AVX2, 2 threads): (M, N, K) = (4096, 128, 416) 40-45 -> 56-74 GFLOP/s with the
+    // copy, (1024, 128, 416) 51-54 -> 70-72; rows 2 KiB apart (M = 512) gained nothing
+    // measurable. Only for narrow products (N <= 512, where the gain was seen), outside parallel
+    // regions, and while the copy stays <= 16 MiB (a scratch kept per thread).
+    if (trans_a && lda % 1024 == 0 && M >= 256 && N <= 512 &&
         static_cast<size_t>(K) * (static_cast<size_t>(lda) + 16) <= (size_t(1) << 22) && !omp_in_parallel()) {
         thread_local std::vector<float> padded;
         const int ld = lda + 16;

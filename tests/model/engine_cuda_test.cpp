@@ -1,5 +1,6 @@
 // The BERT engine on the CUDA backend against the same engine on the CPU: one training step of the
-// pretraining model and of the SQuAD model (forward, losses, logits, backward's gradients), with
+// pretraining model (also with last_layer_subset) and of the SQuAD model (forward, losses, logits,
+// backward's gradients), with
 // the parameters and gradients in GPU memory. The dropout masks are the same bits (Philox on both
 // devices); everything that sums runs in another order, so values agree to fp32 rounding:
 // losses rtol 1e-4, logits atol 1e-4 + rtol 1e-3, gradients atol 1e-5 + rtol 1e-3 (a tiny model,
@@ -58,29 +59,35 @@ TEST_P(EngineCuda, PretrainingStepMatchesTheCpuEngine) {
     const Batch batch = tiny_batch();
     const std::vector<float> params = make_params<float>(table, 11);
     const backend::Buffer<float> dparams(*gpu_, params);
-    backend::Buffer<float> dgrads(*gpu_, std::vector<float>(params.size(), 0.f));
-    BertPretrainer cpu(table, Plan{3, 9, 2}, options(nullptr));
-    BertPretrainer gpu(table, Plan{3, 9, 2}, options(gpu_.get()));
-    ASSERT_EQ(gpu.fused_attention(), GetParam() == AttentionKernel::fused);
-    const std::span<const float> on_gpu(dparams.get(), params.size());
-    const Losses want = cpu.forward(params, batch, true, 21, 4), got = gpu.forward(on_gpu, batch, true, 21, 4);
-    EXPECT_NEAR(got.total, want.total, 1e-4 * std::abs(want.total));
-    EXPECT_NEAR(got.mlm_loss, want.mlm_loss, 1e-4 * std::abs(want.mlm_loss));
-    EXPECT_NEAR(got.nsp_loss, want.nsp_loss, 1e-4 * std::abs(want.nsp_loss));
-    EXPECT_EQ(got.mlm_weight, want.mlm_weight);
-    for (const DropoutSite site : {DropoutSite{DropoutSite::embeddings},
-                                   DropoutSite{DropoutSite::attention_probs, 0},
-                                   DropoutSite{DropoutSite::output, 1}}) {
-        const std::span<const uint8_t> a = gpu.dropout_mask(site), b = cpu.dropout_mask(site);
-        EXPECT_EQ(std::vector<uint8_t>(a.begin(), a.end()), std::vector<uint8_t>(b.begin(), b.end()))
-            << "site " << site.kind << " layer " << site.layer;
+    backend::Buffer<float> dgrads(*gpu_, params.size());
+    for (const bool subset : {false, true}) {  // and the last layer on the heads' rows only
+        SCOPED_TRACE(subset ? "last_layer_subset" : "every row");
+        dgrads.zero();
+        EngineOptions oc = options(nullptr), og = options(gpu_.get());
+        oc.last_layer_subset = og.last_layer_subset = subset;
+        BertPretrainer cpu(table, Plan{3, 9, 2}, oc);
+        BertPretrainer gpu(table, Plan{3, 9, 2}, og);
+        ASSERT_EQ(gpu.fused_attention(), GetParam() == AttentionKernel::fused);
+        const std::span<const float> on_gpu(dparams.get(), params.size());
+        const Losses want = cpu.forward(params, batch, true, 21, 4), got = gpu.forward(on_gpu, batch, true, 21, 4);
+        EXPECT_NEAR(got.total, want.total, 1e-4 * std::abs(want.total));
+        EXPECT_NEAR(got.mlm_loss, want.mlm_loss, 1e-4 * std::abs(want.mlm_loss));
+        EXPECT_NEAR(got.nsp_loss, want.nsp_loss, 1e-4 * std::abs(want.nsp_loss));
+        EXPECT_EQ(got.mlm_weight, want.mlm_weight);
+        for (const DropoutSite site : {DropoutSite{DropoutSite::embeddings},
+                                       DropoutSite{DropoutSite::attention_probs, 0},
+                                       DropoutSite{DropoutSite::output, 1}}) {
+            const std::span<const uint8_t> a = gpu.dropout_mask(site), b = cpu.dropout_mask(site);
+            EXPECT_EQ(std::vector<uint8_t>(a.begin(), a.end()), std::vector<uint8_t>(b.begin(), b.end()))
+                << "site " << site.kind << " layer " << site.layer;
+        }
+        EXPECT_TRUE(all_close("mlm logits", copy(gpu.mlm_logits()), copy(cpu.mlm_logits()), 1e-4, 1e-3));
+        EXPECT_TRUE(all_close("nsp logits", copy(gpu.nsp_logits()), copy(cpu.nsp_logits()), 1e-4, 1e-3));
+        std::vector<float> grads(params.size(), 0.f);
+        cpu.backward(grads, params, batch);
+        gpu.backward(std::span<float>(dgrads.get(), params.size()), on_gpu, batch);
+        EXPECT_TRUE(all_close("gradients", dgrads.download(), grads, 1e-5, 1e-3));
     }
-    EXPECT_TRUE(all_close("mlm logits", copy(gpu.mlm_logits()), copy(cpu.mlm_logits()), 1e-4, 1e-3));
-    EXPECT_TRUE(all_close("nsp logits", copy(gpu.nsp_logits()), copy(cpu.nsp_logits()), 1e-4, 1e-3));
-    std::vector<float> grads(params.size(), 0.f);
-    cpu.backward(grads, params, batch);
-    gpu.backward(std::span<float>(dgrads.get(), params.size()), on_gpu, batch);
-    EXPECT_TRUE(all_close("gradients", dgrads.download(), grads, 1e-5, 1e-3));
 }
 
 // bf16 GEMM operands on both devices (the same roundings of the same fp32 values); the GPU's

@@ -32,9 +32,12 @@ struct StepRun {
 };
 
 template <typename T>
-StepRun<T> train_step(const BertConfig& c, const Batch& batch, bool subset, ops::Precision precision = ops::Precision::fp32) {
+StepRun<T> train_step(const BertConfig& c, const Batch& batch, bool subset,
+                      ops::Precision precision = ops::Precision::fp32,
+                      AttentionKernel attention = AttentionKernel::materialized) {
     const ParamTable table(c, Heads::pretraining);
     EngineOptions o{precision};
+    o.attention = attention;
     o.last_layer_subset = subset;
     BasicBertPretrainer<T> model(table, Plan{4, 11, 3}, o);
     const std::vector<T> params = make_params<T>(table, 5);
@@ -86,10 +89,15 @@ TEST(LastLayerSubset, SameStepAsEveryRowInDoubleAndFloat) {
         expect_same_step(train_step<float>(c, batch, true), train_step<float>(c, batch, false), batch,
                          c.hidden_size, 1e-6, 1e-4);
     }
-    // bf16 operands: the same products on the same rows, so the same to fp32 rounding as well
+    // bf16 operands: the same products on the same rows, so the same to fp32 rounding as well; and
+    // the fused attention kernel, whose backward reads the attention's output of every row
     const Batch batch = tiny_batch();
     expect_same_step(train_step<float>(tiny_config(), batch, true, ops::Precision::bf16),
                      train_step<float>(tiny_config(), batch, false, ops::Precision::bf16), batch,
+                     tiny_config().hidden_size, 1e-6, 1e-4);
+    const auto fused = AttentionKernel::fused;
+    expect_same_step(train_step<float>(tiny_config(), batch, true, ops::Precision::fp32, fused),
+                     train_step<float>(tiny_config(), batch, false, ops::Precision::fp32, fused), batch,
                      tiny_config().hidden_size, 1e-6, 1e-4);
     // and the gradient is not the trivial one
     const StepRun<double> r = train_step<double>(tiny_config(), batch, true);
