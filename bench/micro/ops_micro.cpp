@@ -155,6 +155,20 @@ BENCHMARK(BM_LinearForward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The first min(M, 4) rows of the product C(M,N) = A·B in double, A(i,k) and B(k,j) read
+// through the accessors (a benchmark's check of its own result).
+template <typename FA, typename FB>
+std::vector<double> first_rows(int M, int N, int K, FA a, FB b) {
+    std::vector<double> want(static_cast<size_t>(std::min(M, 4)) * N);
+    for (size_t i = 0; i < static_cast<size_t>(std::min(M, 4)); ++i)
+        for (size_t j = 0; j < static_cast<size_t>(N); ++j) {
+            double sum = 0;
+            for (size_t k = 0; k < static_cast<size_t>(K); ++k) sum += static_cast<double>(a(i, k)) * b(k, j);
+            want[i * N + j] = sum;
+        }
+    return want;
+}
+
 // C(M,N) = A(M,K)·Bᵀ with B stored (N,K), the MLM decoder's product (B = the embedding table):
 // arg 3 picks the kernel, 0 = dnnl_sgemm, 1 = the cached oneDNN matmul primitive (ops/matmul.hpp).
 // ops::gemm takes the matmul for M <= 256 with B >= 2^20 values (docs/engine.md, "GEMM library"):
@@ -172,14 +186,8 @@ void BM_GemmTransB(benchmark::State& state) {
             dnnl_sgemm('N', 'T', M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
     };
     run();
-    std::vector<double> want(static_cast<size_t>(std::min(M, 4)) * N);  // first rows
-    for (int i = 0; i < std::min(M, 4); ++i)
-        for (int j = 0; j < N; ++j) {
-            double sum = 0;
-            for (int k = 0; k < K; ++k)
-                sum += static_cast<double>(a[static_cast<size_t>(i) * K + k]) * b[static_cast<size_t>(j) * K + k];
-            want[static_cast<size_t>(i) * N + j] = sum;
-        }
+    const std::vector<double> want = first_rows(M, N, K, [&](size_t i, size_t k) { return a[i * K + k]; },
+                                                [&](size_t k, size_t j) { return b[j * K + k]; });
     check(primitive ? "gemm (matmul primitive)" : "gemm (dnnl_sgemm)",
           std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
     for (auto _ : state) {
@@ -214,14 +222,8 @@ void BM_GemmTransA(benchmark::State& state) {
             dnnl_sgemm('T', 'N', M, N, K, 1.f, a.data(), M, b.data(), N, 0.f, c.data(), N);
     };
     run();
-    std::vector<double> want(static_cast<size_t>(std::min(M, 4)) * N);  // first rows
-    for (int i = 0; i < std::min(M, 4); ++i)
-        for (int j = 0; j < N; ++j) {
-            double sum = 0;
-            for (int k = 0; k < K; ++k)
-                sum += static_cast<double>(a[static_cast<size_t>(k) * M + i]) * b[static_cast<size_t>(k) * N + j];
-            want[static_cast<size_t>(i) * N + j] = sum;
-        }
+    const std::vector<double> want = first_rows(M, N, K, [&](size_t i, size_t k) { return a[k * M + i]; },
+                                                [&](size_t k, size_t j) { return b[k * N + j]; });
     check(padded ? "gemm (ops::gemm, Aᵀ)" : "gemm (dnnl_sgemm, Aᵀ)",
           std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
     for (auto _ : state) {
