@@ -390,7 +390,8 @@ public:
 
     T* output() const { return buf_.x[static_cast<size_t>(L_)]; }
     int output_rows() const { return R_ > 0 ? R_ : N_; }
-    // Gradient w.r.t. the encoder output: the caller fills it (N,H), then calls backward().
+    // Gradient w.r.t. the encoder output: the caller fills it (output_rows(), H), then calls
+    // backward().
     T* doutput() const { return buf_.dx; }
 
     // The batch is the last forward's (staged there).

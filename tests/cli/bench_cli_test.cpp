@@ -3,6 +3,7 @@
 // --data on the golden TFRecord reports fewer real than padded tokens; --profile writes its SVG.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -319,6 +320,24 @@ TEST(BenchCli, BadTaskIsOneLineError) {
     EXPECT_NE(l.out.find("--squad_layout: expected padded or real, got \"dense\""),
               std::string::npos)
         << l.out;
+}
+
+// --last_layer_subset: pretraining points run with it and say so; the span head refuses it in one line.
+TEST(BenchCli, LastLayerSubsetIsRecordedAndRefusedForSquad) {
+    for (const bool subset : {false, true}) {
+        const std::string json = ::testing::TempDir() + "/bench_subset.json";
+        const auto r = run_bertbench("bench --mode=train --model=tiny --seq_len=32 --batch_size=4 --threads=1 "
+                                     "--warmup=1 --steps=2 --ceiling_gflops=50 --json=" + json +
+                                     (subset ? " --last_layer_subset" : ""));
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const auto j = read_json(json);
+        EXPECT_EQ(j["points"][0]["last_layer_subset"], subset);
+        EXPECT_EQ(j["config"]["last_layer_subset"], subset);
+    }
+    const auto r = run_bertbench("bench --task=squad --model=tiny --last_layer_subset");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--last_layer_subset: applies to --task=pretraining"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 // The PyTorch peer runs the same SQuAD points and counts the same FLOPs (skipped without torch).
