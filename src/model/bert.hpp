@@ -92,12 +92,12 @@ struct EngineOptions {
     // gradients given to forward/backward are then that backend's memory; the batch and the
     // results (losses, logits, outputs, masks) are host data, copied in and out by the engine.
     backend::Backend* backend = nullptr;
-    // Pretraining only: the last layer's dense half (attention output, FFN, LayerNorms) runs on the
-    // rows its heads read — each sequence's [CLS] and the masked positions — instead of every
-    // row: the same losses and gradients to fp32 rounding, fewer FLOPs (the MLPerf v2.0 BERT
-    // submissions' "last layer subset"; docs/engine.md). The attention still reads every row's
-    // keys and values. Off by default (the reference's computation, bit for bit); sequence_output()
-    // then holds those rows only.
+    // Pretraining only: the last layer's dense half (attention output, FFN, LayerNorms) runs on
+    // the rows its heads read — each sequence's [CLS] and the masked positions — instead of every
+    // row: the same losses and gradients to fp32 rounding, fewer FLOPs (HazyResearch's MLPerf
+    // v2.0 BERT submission's `last_layer_subset`; docs/engine.md). The attention still reads
+    // every row's keys and values. Off by default (the reference's computation, bit for bit);
+    // sequence_output() then holds those rows only.
     bool last_layer_subset = false;
 };
 
