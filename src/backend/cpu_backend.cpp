@@ -94,11 +94,8 @@ void cpu_flash_backward(float* dq, float* dk, float* dv, const float* dctx, cons
     ops::flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, s, drop, lp,
                                   ops::default_flash_tiles(lp != nullptr));
 }
-void cpu_gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
-    for (int r = 0; r < R; ++r)
-        std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
-}
-void cpu_gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+template <typename V>  // float activations (gather_rows), uint8_t dropout masks (gather_mask_rows)
+void cpu_gather_rows(V* dst, const V* src, const int32_t* rows, int R, int C) {
     for (int r = 0; r < R; ++r)
         std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
 }
@@ -148,9 +145,9 @@ public:
         ops_.linear_forward_int8 = ops::linear_forward_int8;
         ops_.flash_attention_forward = cpu_flash_forward;
         ops_.flash_attention_backward = cpu_flash_backward;
-        ops_.gather_rows = cpu_gather_rows;
+        ops_.gather_rows = cpu_gather_rows<float>;
         ops_.scatter_add_rows = cpu_scatter_add_rows;
-        ops_.gather_mask_rows = cpu_gather_mask_rows;
+        ops_.gather_mask_rows = cpu_gather_rows<uint8_t>;
         ops_.bias_rows = cpu_bias_rows;
         ops_.segment_cross_entropy = ops::segment_cross_entropy<float>;
         ops_.strided_copy = ops::strided_copy<float>;

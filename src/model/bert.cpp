@@ -163,7 +163,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     m.P = P;
     const T* w = params.data();
     m.last_rows.clear();
-    if (m.subset && B + P < N) {  // the rows the heads read, where they are fewer than N
+    if (last_layer_rows(batch, m.subset) < N) {  // the rows the heads read, where fewer than N
         for (int b = 0; b < B; ++b) m.last_rows.push_back(batch.seq_offsets[b]);
         m.last_rows.insert(m.last_rows.end(), batch.masked_index.begin(), batch.masked_index.end());
     }

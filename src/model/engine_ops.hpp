@@ -121,13 +121,13 @@ struct DoubleOps {
                                 bool acc) {
         ops::linear_backward(dx, dw, db, dy, x, w, N, IN, OUT, acc);
     }
-    static void gather_rows(D* dst, const D* src, const int32_t* rows, int R, int C) {
+    template <typename V>  // D rows, or uint8_t dropout masks (gather_mask_rows)
+    static void gather_rows(V* dst, const V* src, const int32_t* rows, int R, int C) {
         for (int r = 0; r < R; ++r)
             std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
     }
     static void gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
-        for (int r = 0; r < R; ++r)
-            std::copy_n(src + static_cast<size_t>(rows[r]) * C, C, dst + static_cast<size_t>(r) * C);
+        gather_rows(dst, src, rows, R, C);
     }
     static void scatter_add_rows(D* dst, const D* src, const int32_t* rows, int R, int C) {
         for (int r = 0; r < R; ++r)

@@ -19,16 +19,19 @@ __global__ void k_transpose_bf16(uint16_t* dst, const uint16_t* src, int rows, i
     }
 }
 
-__global__ void k_gather_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
+template <typename V>  // float activations, uint8_t dropout masks
+__global__ void k_gather_rows(V* dst, const V* src, const int32_t* rows, int R, int C) {
     const size_t n = static_cast<size_t>(R) * C;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
         dst[i] = src[static_cast<size_t>(rows[i / C]) * C + i % C];
 }
 
-__global__ void k_gather_mask_rows(uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
+template <typename V>
+void launch_gather_rows(cudaStream_t st, V* dst, const V* src, const int32_t* rows, int R, int C) {
     const size_t n = static_cast<size_t>(R) * C;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-        dst[i] = src[static_cast<size_t>(rows[i / C]) * C + i % C];
+    if (!n) return;
+    k_gather_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
+    after_launch();
 }
 
 __global__ void k_scatter_add_rows(float* dst, const float* src, const int32_t* rows, int R, int C) {
@@ -102,17 +105,11 @@ void transpose_bf16(cudaStream_t st, uint16_t* dst, const uint16_t* src, int row
 }
 
 void gather_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C) {
-    const size_t n = static_cast<size_t>(R) * C;
-    if (!n) return;
-    k_gather_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
-    after_launch();
+    launch_gather_rows(st, dst, src, rows, R, C);
 }
 
 void gather_mask_rows(cudaStream_t st, uint8_t* dst, const uint8_t* src, const int32_t* rows, int R, int C) {
-    const size_t n = static_cast<size_t>(R) * C;
-    if (!n) return;
-    k_gather_mask_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
-    after_launch();
+    launch_gather_rows(st, dst, src, rows, R, C);
 }
 
 void scatter_add_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C) {
