@@ -12,8 +12,9 @@
 #   - the last layer's attention output and FFN on the rows the heads read only (--last_layer_subset:
 #     the [CLS] rows and the masked ones, 448 of 1,024 per batch; the same model and gradients to
 #     fp32 rounding, about 9 % less time per step on a Zen 3, docs/engine.md);
-#   - bf16 GEMMs (fp32 accumulation and master weights) where the CPU multiplies bf16 natively
-#     (AVX512-BF16 or AMX: about 1.4x the fp32 step here), fp32 where bf16 would be emulated.
+#   - bf16 GEMMs (fp32 accumulation and master weights) where they outrun fp32's (AMX, or AMD's
+#     AVX512-BF16: about 1.4x the fp32 step on a Zen 4), fp32 elsewhere: where bf16 would be emulated,
+#     and on Intel's AVX512-BF16 without AMX (0.65x the fp32 step; `bertbench version` says which).
 #   demo_dtype BB                -> bf16 or fp32 on stdout, as above (from `BB version`)
 #   demo_recipe RECORDS TARGET STEPS THREADS DTYPE  -> the array DEMO_RECIPE: pretrain's flags,
 #                                  without --output_dir and --seed (the caller adds them)
@@ -54,7 +55,7 @@ JSON
 demo_dtype() {
   local info
   info=$("$1" version) || return 1
-  if grep -q '"bf16_gemm": "emulated' <<<"$info"; then echo fp32; else echo bf16; fi
+  if grep -q '"bf16_faster_than_fp32": true' <<<"$info"; then echo bf16; else echo fp32; fi
 }
 
 demo_recipe() {

@@ -14,7 +14,7 @@
 # reaches it inside 10 minutes. Override TARGET/STEPS/DTYPE.
 # A second run with the same settings resumes the run or reports the finished one.
 # Environment overrides: DATA (data), OUT (runs/demo), BUILD (build), TARGET, STEPS, THREADS,
-# DTYPE (bf16 where the CPU multiplies bf16 natively, else fp32).
+# DTYPE (bf16 where its GEMMs outrun fp32's on this CPU, else fp32).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

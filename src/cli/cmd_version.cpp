@@ -20,6 +20,8 @@ int cmd_version(int argc, char** argv) {
     // engine's bf16 GEMMs run on (oneDNN's, or the fp32 emulation).
     j["system_info"]["native_precisions"] = ops::native_precisions();
     j["system_info"]["bf16_gemm"] = ops::bf16_gemm_impl();
+    // whether that kernel outruns sgemm here (what make demo and int8's attention choose by)
+    j["system_info"]["bf16_faster_than_fp32"] = ops::bf16_fast();
     // The instruction set our own float kernels run on (ops/kernels.hpp; BB_ISA=avx2 forces AVX2).
     j["system_info"]["kernels_isa"] = ops::kernels().name;
     j["system_info"]["cpu_isa"] = ops::cpu_isa_summary();

@@ -10,7 +10,8 @@ namespace bertbench::cli {
 void PrecisionFlags::add(Flags& f, bool training) {
     f.add("dtype", &dtype,
           "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation, fp32 master weights, "
-          "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX) | "
+          "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX, "
+          "and slower than fp32 on Intel's AVX512-BF16 without AMX) | "
           "int8 (inference only: the encoder's dense layers in int8, weights per channel, "
           "activations per token; docs/engine.md). fp16 is refused with its reason (no fp16 "
           "matmul on CPUs here)");
@@ -36,6 +37,11 @@ void check_dtype(ops::Precision p, const std::string& flag) {
                   "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
                   "SLOWER than fp32; timings show correctness, not bf16 speed",
                   flag, ops::native_precisions());
+    else if (p == ops::Precision::bf16 && !ops::bf16_fast())
+        log::warn("--{}=bf16: this CPU multiplies bf16 on AVX512-BF16 without AMX ({}), at half "
+                  "its fp32 rate: bf16 runs here but SLOWER than --{}=fp32 (bench --mode=gemm "
+                  "--dtype=fp32,bf16 measures both; docs/engine.md \"Where bf16 pays\")",
+                  flag, ops::bf16_gemm_impl(), flag);
     if (p == ops::Precision::int8) {
         const std::string impl = ops::int8_gemm_impl();
         if (impl.empty() || impl.find("ref") != std::string::npos)

@@ -73,9 +73,9 @@ public:
         if (opts.last_layer_subset)  // the [CLS] rows and the masked positions, fewer than N
             max_rows_ = std::min(static_cast<size_t>(plan.max_batch) * plan.max_seq - 1,
                                  static_cast<size_t>(plan.max_batch) * (1 + plan.max_predictions));
-        // int8 engines run the rest of the model as the bf16 engine does where the CPU has bf16
-        // units (the attention, the heads), else in fp32.
-        if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_native())) {
+        // int8 engines run the rest of the model (the attention, the heads) as the bf16 engine
+        // does where bf16 outruns fp32 on this CPU (ops::bf16_fast), else in fp32.
+        if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_fast())) {
             if constexpr (!std::is_same_v<T, float>)
                 fail("engine: {} precision needs the float engine", ops::precision_name(opts.precision));
             bf16_ = true;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -247,6 +249,21 @@ void to_bf16_serial(bf16* dst, const float* src, size_t n) {
 bool bf16_native() {
     static const bool native = probe_native();
     return native && !g_emulate;
+}
+
+bool bf16_fast() {
+    static const bool fast = [] {
+        if (!probe_native()) return false;
+        if (matmul_impl(MatmulType::bf16).find("amx") != std::string::npos) return true;
+        unsigned a, b, c, d;  // the vendor string: EBX, EDX, ECX of leaf 0
+        if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+        char vendor[13] = {};
+        std::memcpy(vendor, &b, 4);
+        std::memcpy(vendor + 4, &d, 4);
+        std::memcpy(vendor + 8, &c, 4);
+        return std::string(vendor) == "AuthenticAMD";
+    }();
+    return fast && bf16_native();
 }
 
 void set_bf16_emulation(bool emulate) { g_emulate = emulate; }

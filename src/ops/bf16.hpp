@@ -92,6 +92,13 @@ void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, cons
 // True when gemm_bf16 runs on the CPU's bf16 units (AVX512-BF16 or AMX through oneDNN), false
 // when it widens to fp32 (an AVX2 machine, or BB_BF16_EMULATE=1 in the environment).
 bool bf16_native();
+// True when bf16 GEMMs outrun fp32 ones here, so that a choice made for speed picks bf16: oneDNN's
+// bf16 matmul on AMX, or AVX512-BF16 on AMD (Zen 4 and 5 issue vdpbf16ps as often as an FMA, twice
+// its multiplies). False on Intel's AVX512-BF16 without AMX (AMX absent or not enabled, as in
+// many VMs), which issues vdpbf16ps at a quarter of the FMA's rate: half the multiplies, and
+// oneDNN's bf16 GEMMs run at ~0.56x sgemm (docs/engine.md "Where bf16 pays"). False where
+// bf16_native() is. --dtype=bf16 still runs bf16 there, with a warning.
+bool bf16_fast();
 // What the CPU multiplies natively: "fp32", "fp32,bf16", "fp32,bf16,fp16" (CPUID flags).
 std::string native_precisions();
 // The oneDNN implementation behind gemm_bf16 ("brg:avx512_core_bf16", ...; "emulated (sgemm)").

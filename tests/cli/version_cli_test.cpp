@@ -54,4 +54,23 @@ TEST(VersionCli, NativePrecisionsMatchCpuinfo) {
     EXPECT_FALSE(si["bf16_gemm"].get<std::string>().empty());
 }
 
+// bf16 counts as faster than fp32 only with native bf16 and either AMX under oneDNN or an AMD CPU
+// (/proc/cpuinfo's vendor, read independently of CPUID leaf 0): never on emulated bf16, never on
+// Intel's AVX512-BF16 alone.
+TEST(VersionCli, Bf16FasterOnlyOnAmxOrAmd) {
+    const auto r = run_bertbench("version 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto si = nlohmann::json::parse(r.out)["system_info"];
+    const std::string gemm = si["bf16_gemm"];
+    const bool fast = si["bf16_faster_than_fp32"];
+    if (gemm.rfind("emulated", 0) == 0) {
+        EXPECT_FALSE(fast) << gemm;
+        return;
+    }
+    const std::string vendor = first_line("grep -m1 '^vendor_id' /proc/cpuinfo");
+    if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+    const bool amd = vendor.find("AuthenticAMD") != std::string::npos;
+    EXPECT_EQ(fast, amd || gemm.find("amx") != std::string::npos) << vendor << ", bf16 GEMM " << gemm;
+}
+
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
+#include "ops/bf16.hpp"
 #include "tiny_model.hpp"
 
 namespace bertbench::model {
@@ -86,6 +87,22 @@ TEST_F(Int8Engine, QuantizedWeightsFollowTheParameters) {
     EXPECT_EQ(after, BertPretrainer(table, plan, EngineOptions{ops::Precision::int8}).forward(p, batch, false, 0, 0).total);
     const std::vector<float> q = params;
     EXPECT_EQ(e.forward(q, batch, false, 0, 0).total, before);
+}
+
+// Outside the dense layers an int8 engine runs as the bf16 engine only where bf16 outruns fp32
+// (ops::bf16_fast): there emulating bf16 (fp32 products) changes its results, elsewhere (Intel's
+// AVX512-BF16 without AMX) the emulation's switch leaves them alone, as the rest is fp32 already.
+TEST_F(Int8Engine, RestRunsInBf16OnlyWhereBf16IsFaster) {
+    if (!ops::bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU: the rest is fp32";
+    const bool fast = ops::bf16_fast();
+    const InferOutcome native = infer(table, params, batch, ops::Precision::int8);
+    ops::set_bf16_emulation(true);
+    const bool fast_emulated = ops::bf16_fast();
+    const InferOutcome emulated = infer(table, params, batch, ops::Precision::int8);
+    ops::set_bf16_emulation(false);
+    EXPECT_FALSE(fast_emulated);
+    EXPECT_EQ(native.logits != emulated.logits, fast) << "bf16_fast() " << fast;
+    EXPECT_EQ(native.sequence != emulated.sequence, fast);
 }
 
 TEST_F(Int8Engine, TrainingPlanIsAnError) {
