@@ -46,6 +46,8 @@ import subprocess
 import sys
 import time
 
+import openblas_env  # scripts/, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = "/usr/lib/x86_64-linux-gnu"
 VARIANTS = {  # variant -> the environment its runs get
@@ -60,6 +62,9 @@ VARIANTS = {  # variant -> the environment its runs get
     "torch-default-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-pthread"},
     "torch-tuned-bf16": {"LD_LIBRARY_PATH": LIB + "/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
 }
+# Where Debian's OpenBLAS does not know the CPU, the torch peers get its AVX-512 kernels by name
+# (OPENBLAS_CORETYPE; scripts/openblas_env.py), as a PyTorch user who noticed would.
+VARIANTS = {v: openblas_env.with_core_override(e) for v, e in VARIANTS.items()}
 DTYPE_OF = {v: ("bf16" if v.endswith("-bf16") else "int8" if v.endswith("-int8") else "fp32") for v in VARIANTS}
 PEERS = ("torch-default", "torch-tuned", "ort", "ort-int8", "torch-tuned-jit")
 DEFAULT_PEERS = ("torch-default", "torch-tuned", "ort")  # ort-int8 and torch-tuned-jit run when --peers names them
@@ -149,7 +154,7 @@ def run(cmd, env_extra, out_path, timeout, check=None):
         return None
     COUNTS["ran"] += 1
     env = dict(os.environ)
-    for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
+    for k in ("OMP_WAIT_POLICY", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE"):
         env.pop(k, None)
     env.update(env_extra)
     pretty = " ".join("%s=%s" % kv for kv in env_extra.items()) + (" " if env_extra else "") + " ".join(map(shlex.quote, cmd))
@@ -909,6 +914,9 @@ def main():
                 ver.get("tolerance", {}).get("atol", 0), ver.get("tolerance", {}).get("rtol", 0))
             head = "onnxruntime-node %s on node %s" % (bi.get("onnxruntime_node"), bi.get("node"))
             ort_lines += [(head, line)] if (head, line) not in ort_lines else []
+    forced = sorted({v for v in variants if "OPENBLAS_CORETYPE" in VARIANTS[v]})
+    coretype_md = ("\n  Debian's OpenBLAS falls back to its SSE3 \"Prescott\" kernels on this AVX-512 CPU, so %s ran "
+                   "with `OPENBLAS_CORETYPE=SkylakeX` (scripts/openblas_env.py)." % ", ".join(forced)) if forced else ""
     ort_md = ""
     if ort_lines:
         ort_md = "- ONNX Runtime: %s; CPU execution provider, all graph optimisations, intra-op threads = the point's " \
@@ -955,7 +963,7 @@ finds there; `--fresh` starts over). Definitions of every figure: [benchmark.md]
 - bertbench commit {commit}; build: {bb_build}
 - PyTorch {torch_v} (Debian python3-torch), eager. `libblas.so.3` alternative at run time:
   `{alt.splitlines()[0] if alt else "?"}` / `{alt.splitlines()[2].strip() if len(alt.splitlines()) > 2 else "?"}` — not relied upon: each
-  peer variant sets `LD_LIBRARY_PATH` explicitly (below), and each run's JSON records the BLAS it loaded.
+  peer variant sets `LD_LIBRARY_PATH` explicitly (below), and each run's JSON records the BLAS it loaded.{coretype_md}
 {ort_md}{ceil_lines}
 {load_line}
 

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+import openblas_env  # scripts/, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "peer", "torch_ttt.py")
 IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
@@ -38,26 +40,10 @@ IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
 # bench-compare.py's torch-tuned environment (the OpenMP OpenBLAS, passive OpenMP waiting: ~485
 # sequences/s against ~195 with Debian's default pthread OpenBLAS); bf16 autocast in the default
 # environment (~830 sequences/s against ~495 in the tuned one: its GEMMs are oneDNN's, not BLAS's).
-TORCH_ENV = {"torch-fp32": {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"},
+# Where Debian's OpenBLAS does not know the CPU, its AVX-512 kernels by name (scripts/openblas_env.py).
+TORCH_ENV = {"torch-fp32": openblas_env.with_core_override(
+                 {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"}),
              "torch-bf16": {}}
-
-
-def openblas_core_override():
-    """OPENBLAS_CORETYPE where Debian's OpenBLAS (0.3.21) does not know this CPU and falls back to its
-    SSE3 "Prescott" kernels although the CPU has AVX-512 (seen on an Intel Xeon of CPUID model 207:
-    PyTorch fp32 155 sequences/s on this recipe, 333 with SkylakeX's kernels); {} elsewhere."""
-    try:
-        import ctypes
-        lib = ctypes.CDLL(os.path.join(TORCH_ENV["torch-fp32"]["LD_LIBRARY_PATH"], "libopenblas.so.0"))
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        core = lib.openblas_get_corename().decode()
-        avx512 = " avx512f " in " " + open("/proc/cpuinfo").read().replace("\n", " ") + " "
-    except (OSError, AttributeError):
-        return {}
-    return {"OPENBLAS_CORETYPE": "SkylakeX"} if core.lower() == "prescott" and avx512 else {}
-
-
-TORCH_ENV["torch-fp32"].update(openblas_core_override())
 COLORS = {"bertbench-fp32": "#1f77b4", "bertbench-bf16": "#2ca02c", "torch-fp32": "#d62728", "torch-bf16": "#ff7f0e"}
 
 
