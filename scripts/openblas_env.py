@@ -6,9 +6,11 @@ recipe at 155 sequences/s, and at 333 with OPENBLAS_CORETYPE=SkylakeX, OpenBLAS'
 override (docs/PERFORMANCE-ttt.md). A PyTorch user who notices sets it; so do these scripts, only
 where OpenBLAS reports Prescott on a CPU with AVX-512F."""
 import ctypes
+import functools
 import os
 
 
+@functools.lru_cache(maxsize=None)  # one probe per library, however many peers share it
 def core_override(lib_dir):
     """{"OPENBLAS_CORETYPE": "SkylakeX"} where lib_dir's libopenblas.so.0 falls back to Prescott on
     an AVX-512 CPU, else {} (also where the library or /proc/cpuinfo cannot be read)."""

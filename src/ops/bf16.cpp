@@ -252,9 +252,9 @@ bool bf16_native() {
 }
 
 bool bf16_fast() {
+    if (!bf16_native()) return false;
     static const bool fast = [] {
-        if (!probe_native()) return false;
-        if (matmul_impl(MatmulType::bf16).find("amx") != std::string::npos) return true;
+        if (bf16_gemm_impl().find("amx") != std::string::npos) return true;
         unsigned a, b, c, d;  // the vendor string: EBX, EDX, ECX of leaf 0
         if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
         char vendor[13] = {};
@@ -263,7 +263,7 @@ bool bf16_fast() {
         std::memcpy(vendor + 8, &c, 4);
         return std::string(vendor) == "AuthenticAMD";
     }();
-    return fast && bf16_native();
+    return fast;
 }
 
 void set_bf16_emulation(bool emulate) { g_emulate = emulate; }
