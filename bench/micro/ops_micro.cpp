@@ -358,7 +358,7 @@ void BM_DenseInference(benchmark::State& state) {
                                          nullptr);
                 break;
             case 1:
-                ops::matmul(ops::MatmulType::s8, false, kN, out, in, xq.data(), in, m.packed, -1, 0.f, acc.data(), out,
+                ops::matmul(ops::MatmulType::s8, false, kN, out, in, xq.data(), in, m.slabs[0], -1, 0.f, acc.data(), out,
                             nullptr, ops::MatmulType::s32);
 #pragma omp parallel for schedule(static)
                 for (int i = 0; i < kN; ++i)

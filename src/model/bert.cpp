@@ -188,27 +188,33 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
     // MLM: gath(P,H) = x[masked_index]; t = gath·Wt + bt; tl = LN(act(t)); logits = tl·Eᵀ + bias
     k.gather_rows(m.gath, x, m.mlm_rows, P, H);
     Encoder<T>& enc = *m.enc;
-    enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.head.transform_w, m.head.transform_b, P, H, H);
+    if (!enc.head_linear_int8(m.t, m.gath, w, m.head.transform_w, m.head.transform_b, P, H, H))
+        enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.head.transform_w,
+                       m.head.transform_b, P, H, H);
     k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
     k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.head.transform_g, w + m.head.transform_beta, P, H, ops::kLayerNormEps, nullptr);
     BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::forward);
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather
     // than a pass of its own that the GEMM then reads back with beta 1.
-    const void* a = m.tl;
-    if (enc.bf16()) {
+    bool bias_added = true;
+    if (enc.head_linear_int8(m.logits, m.tl, w, m.word, m.head.output_bias, P, H, V)) {
+        // int8 engines: the bias in the dequantizing epilogue
+    } else if (enc.bf16()) {
         k.to_bf16(m.hb.data(), m.tl, static_cast<size_t>(P) * H);
-        a = m.hb.data();
-    }
-    const bool bias_added = enc.packed(m.word) || enc.bf16();
-    if (const void* pe = enc.packed(m.word))
-        k.matmul_packed(enc.gemm_type(), P, V, H, a, H, pe, m.logits, V, w + m.head.output_bias, MatmulType::f32);
-    else if (enc.bf16())
-        k.gemm(MatmulType::bf16, false, true, P, V, H, a, H, enc.weights_bf16() + m.word, H, 0.f, m.logits, V,
-               w + m.head.output_bias, MatmulType::f32);
-    else
+        if (const void* pe = enc.packed(m.word))
+            k.matmul_packed(MatmulType::bf16, P, V, H, m.hb.data(), H, pe, m.logits, V, w + m.head.output_bias,
+                            MatmulType::f32);
+        else
+            k.gemm(MatmulType::bf16, false, true, P, V, H, m.hb.data(), H, enc.weights_bf16() + m.word, H, 0.f,
+                   m.logits, V, w + m.head.output_bias, MatmulType::f32);
+    } else if (const void* pe = enc.packed(m.word)) {
+        k.matmul_packed(MatmulType::f32, P, V, H, m.tl, H, pe, m.logits, V, w + m.head.output_bias, MatmulType::f32);
+    } else {
         k.gemm(MatmulType::f32, false, true, P, V, H, m.tl, H, w + m.word, H, 0.f, m.logits, V, nullptr,
                MatmulType::f32);
+        bias_added = false;
+    }
     BB_PROFILE_OP(Op::loss, Pass::forward);
     if (bias_added)
         k.cross_entropy_forward(m.d_row_loss.data(), m.d_argmax.data(), m.lse, m.logits, m.masked_ids.data(), P, V);

@@ -472,11 +472,25 @@ public:
                (packed_ ? packed_->bytes() : 0) + (int8_ ? int8_->bytes() : 0) + q_in_.size() + q_mid_.size() +
                (s_in_.size() + s_mid_.size()) * sizeof(float);
     }
-    // A head's weight op(B)(K, N) at `offset` joins the packed ones (no-op where nothing is packed);
-    // call before the first forward.
+    // A head's weight op(B)(K, N) at `offset` joins the int8 kernels in an int8 engine (in slabs
+    // of kInt8HeadSlab output channels: the tied decoder's 30522 split over threads by columns),
+    // else the packed ones (no-op where nothing is packed); call before the first forward.
     void pack_also(size_t offset, int K, int N, bool trans_b) {
-        if (packed_) packed_->add(offset, K, N, trans_b);
+        if (int8_)
+            int8_->add(offset, K, N, trans_b, kInt8HeadSlab);
+        else if (packed_)
+            packed_->add(offset, K, N, trans_b);
         wb_stale_ = true;
+    }
+    // A head's dense layer y(N,OUT) = x·op(W) + b on its int8 kernel (pack_also), x quantized here;
+    // false, and nothing done, where the engine has no int8 kernel at w.
+    bool head_linear_int8(T* y, const T* x, const T* params, size_t w, size_t b, int N, int IN, int OUT) {
+        const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{};
+        if (!q.slabs) return false;
+        int8_input(x, N, IN);
+        k_.linear_forward_int8(y, MatmulType::f32, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b, N,
+                               IN, OUT, nullptr);
+        return true;
     }
     // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
     const void* packed(size_t offset) const { return packed_ ? packed_->at(offset) : nullptr; }
@@ -531,7 +545,7 @@ public:
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
-        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.packed)  // an encoder layer's:
+        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.slabs)  // an encoder layer's:
             return k_.linear_forward_int8(out, y_type, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b,
                                           N, IN, OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
@@ -620,6 +634,10 @@ public:
     ops::Activation activation() const { return act_; }
 
 private:
+    // Output channels per slab of a head's int8 kernel: 1024 x 768 int8 weights (768 KB, within a
+    // core's L2) per slab, 30 slabs for the decoder.
+    static constexpr int kInt8HeadSlab = 1024;
+
     backend::Backend& be_;
     const EngineOps<T>& k_;
     BertConfig cfg_;

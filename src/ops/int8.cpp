@@ -38,96 +38,155 @@ void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C) {
     if (bad) nonfinite_activation();
 }
 
+namespace {
+
+// The largest |w| so far, or NaN from the first NaN on (which std::max would pass over).
+float abs_max(float m, float w) {
+    const float a = std::fabs(w);
+    return a > m || std::isnan(a) ? a : m;
+}
+
+float channel_scale(float m, int j, int K, int N, int qmax) {
+    if (!std::isfinite(m))
+        fail("int8: output channel {} of a {}x{} weight holds a non-finite value; it cannot be "
+             "quantized", j, K, N);
+    return m / static_cast<float>(qmax);
+}
+
+int8_t quantize_value(float w, float r) { return static_cast<int8_t>(static_cast<int>(std::nearbyint(w * r))); }
+
+}  // namespace
+
 void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int qmax) {
     std::vector<float> m(static_cast<size_t>(N), 0.f);
     for (int k = 0; k < K; ++k)
-        for (int j = 0; j < N; ++j) m[j] = std::max(m[j], std::fabs(w[static_cast<size_t>(k) * N + j]));
+        for (int j = 0; j < N; ++j) m[j] = abs_max(m[j], w[static_cast<size_t>(k) * N + j]);
     std::vector<float> r(static_cast<size_t>(N));
     for (int j = 0; j < N; ++j) {
-        if (!std::isfinite(m[j]))
-            fail("int8: column {} of a {}x{} weight holds a non-finite value; it cannot be "
-                 "quantized", j, K, N);
-        scale[j] = m[j] / static_cast<float>(qmax);
+        scale[j] = channel_scale(m[j], j, K, N, qmax);
         r[j] = m[j] > 0.f ? static_cast<float>(qmax) / m[j] : 0.f;
     }
     for (int k = 0; k < K; ++k)
         for (int j = 0; j < N; ++j) {
             const size_t at = static_cast<size_t>(k) * N + j;
-            q[at] = static_cast<int8_t>(static_cast<int>(std::nearbyint(w[at] * r[j])));
+            q[at] = quantize_value(w[at], r[j]);
         }
 }
 
-void Int8Weights::add(size_t offset, int K, int N) {
+void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K, int N, int qmax) {
+    for (int j = 0; j < N; ++j) {
+        const float* row = wt + static_cast<size_t>(j) * K;
+        float m = 0.f;
+        for (int k = 0; k < K; ++k) m = abs_max(m, row[k]);
+        scale[j] = channel_scale(m, j, K, N, qmax);
+        const float r = m > 0.f ? static_cast<float>(qmax) / m : 0.f;
+        for (int k = 0; k < K; ++k) q[static_cast<size_t>(j) * K + k] = quantize_value(row[k], r);
+    }
+}
+
+void Int8Weights::add(size_t offset, int K, int N, bool trans_b, int slab_cols) {
     if (index_.count(offset)) return;
+    const int cols = slab_cols > 0 && slab_cols < N ? slab_cols : N;
     index_[offset] = entries_.size();
-    entries_.push_back(Entry{offset, scales_.size(), K, N});
+    entries_.push_back(Entry{offset, scales_.size(), slab_offsets_.size(), K, N, cols, trans_b});
     scales_.resize(scales_.size() + static_cast<size_t>(N));
-    packed_.add(offset, K, N, false);
+    for (int j0 = 0; j0 < N; j0 += cols) {  // each slab (K, n), or (n, K) with trans_b, in q_
+        const size_t n = static_cast<size_t>(std::min(cols, N - j0));
+        slab_offsets_.push_back(staged_);
+        packed_.add(staged_, K, static_cast<int>(n), trans_b);
+        staged_ += n * static_cast<size_t>(K);
+    }
 }
 
 void Int8Weights::quantize(const float* params) {
-    // PackedWeights::pack reads every kernel at its offset of one buffer: a sparse int8 image of
-    // the parameters, filled only where kernels are.
-    size_t end = 0;
-    for (const Entry& e : entries_) end = std::max(end, e.offset + static_cast<size_t>(e.K) * e.N);
-    q_.assign(end, 0);
+    // PackedWeights::pack reads every slab at its offset of one buffer: the int8 image of the
+    // slabs, each contiguous
+    AlignedVector<int8_t> staged(staged_);
+    std::vector<int8_t> q;
     const int qmax = int8_weight_max();
-    for (const Entry& e : entries_)
-        quantize_columns(q_.data() + e.offset, scales_.data() + e.scale_at, params + e.offset, e.K, e.N, qmax);
-    packed_.pack(q_.data());
-    q_ = {};
+    for (const Entry& e : entries_) {
+        const size_t K = static_cast<size_t>(e.K);
+        q.resize(K * static_cast<size_t>(e.N));
+        float* scale = scales_.data() + e.scale_at;
+        if (e.trans_b)
+            quantize_columns_transposed(q.data(), scale, params + e.offset, e.K, e.N, qmax);
+        else
+            quantize_columns(q.data(), scale, params + e.offset, e.K, e.N, qmax);
+        for (int j0 = 0, s = 0; j0 < e.N; j0 += e.slab_cols, ++s) {
+            const size_t n = static_cast<size_t>(std::min(e.slab_cols, e.N - j0));
+            int8_t* dst = staged.data() + slab_offsets_[e.slab_at + static_cast<size_t>(s)];
+            if (e.trans_b)  // rows j0.. of (N, K)
+                std::copy_n(q.data() + static_cast<size_t>(j0) * K, n * K, dst);
+            else  // columns j0.. of (K, N)
+                for (size_t k = 0; k < K; ++k) std::copy_n(q.data() + k * e.N + j0, n, dst + k * n);
+        }
+    }
+    packed_.pack(staged.data());
+    slab_ptrs_.resize(slab_offsets_.size());
+    for (size_t i = 0; i < slab_offsets_.size(); ++i) slab_ptrs_[i] = packed_.at(slab_offsets_[i]);
 }
 
 Int8Matrix Int8Weights::at(size_t offset) const {
     const auto it = index_.find(offset);
-    if (it == index_.end()) return {};
-    return {packed_.at(offset), scales_.data() + entries_[it->second].scale_at};
+    if (it == index_.end() || slab_ptrs_.size() != slab_offsets_.size()) return {};
+    const Entry& e = entries_[it->second];
+    return {slab_ptrs_.data() + e.slab_at, e.slab_cols, scales_.data() + e.scale_at};
 }
 
 void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act) {
-    BB_CHECK(w.packed && w.scale && (yq ? yscale != nullptr : y != nullptr));
+    BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && (yq ? yscale != nullptr : y != nullptr));
     BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
+    const int cols = w.slab_cols, slabs = (OUT + cols - 1) / cols;
+    BB_CHECK(!yq || slabs == 1);
     if (N <= 0) return;
-    // Blocks of at most kBlockBytes of int32, a multiple of the thread count of them (even work).
+    // Tiles of rows × one slab, of at most kBlockBytes of int32 each, as many as a multiple of the
+    // thread count where the rows allow (even work).
     const int threads = omp_get_max_threads();
-    const size_t bytes = static_cast<size_t>(N) * OUT * 4;
+    const size_t bytes = static_cast<size_t>(N) * cols * 4;
     int blocks = static_cast<int>(std::min<size_t>((bytes + kBlockBytes - 1) / kBlockBytes, static_cast<size_t>(N)));
-    blocks = std::min(N, (blocks + threads - 1) / threads * threads);
+    blocks = std::min(N, ((blocks * slabs + threads - 1) / threads * threads + slabs - 1) / slabs);
     const int rows = (N + blocks - 1) / blocks;
     blocks = (N + rows - 1) / rows;
+    const int tiles = blocks * slabs;
     const Kernels& k = kernels();
     std::exception_ptr error;  // the first thrown in the region, rethrown after it
     int bad = 0;
 #pragma omp parallel reduction(|| : bad)
     {
-        // Each thread's block buffers, kept between calls (grown, never shrunk): a forward makes six
+        // Each thread's tile buffers, kept between calls (grown, never shrunk): a forward makes six
         // calls per layer, and fresh ~1.5 MB buffers would be zeroed and page-faulted every time.
         thread_local AlignedVector<int32_t> acc;
         thread_local AlignedVector<float> v;
-        const size_t block = static_cast<size_t>(rows) * OUT;
-        const bool staged = yq || y_type == MatmulType::bf16;  // the block's float values, then converted
+        const size_t block = static_cast<size_t>(rows) * cols;
+        // the tile's float values staged, then converted, quantized or (activated slabs) copied
+        const bool staged = yq || y_type == MatmulType::bf16 || (act && slabs > 1);
         if (acc.size() < block) acc.resize(block);
         if (staged && v.size() < block) v.resize(block);
+        // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
 #pragma omp for schedule(static)
-        for (int blk = 0; blk < blocks; ++blk) try {
-            const int r0 = blk * rows, m = std::min(rows, N - r0);
-            const size_t at = static_cast<size_t>(r0) * OUT, n = static_cast<size_t>(m) * OUT;
+        for (int t = 0; t < tiles; ++t) try {
+            const int r0 = (t % blocks) * rows, m = std::min(rows, N - r0);
+            const int j0 = (t / blocks) * cols, n = std::min(cols, OUT - j0);
+            const size_t at = static_cast<size_t>(r0) * OUT + j0;
             // Inside the parallel region the product runs on this thread alone (matmul.hpp).
-            matmul(MatmulType::s8, false, m, OUT, IN, xq + static_cast<size_t>(r0) * IN, IN, w.packed, -1, 0.f,
-                   acc.data(), OUT, nullptr, MatmulType::s32);
+            matmul(MatmulType::s8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
+                   0.f, acc.data(), n, nullptr, MatmulType::s32);
             float* out = staged ? v.data() : static_cast<float*>(y) + at;
-            k.dequantize_rows(out, acc.data(), xscale + r0, w.scale, b, m, OUT);
-            // over the whole block at once: each kernel call may open an (inactive, nested) OpenMP
-            // region, a cost to pay once per block rather than per row
-            if (act) k.activation_forward(*act, out, out, n, nullptr);
-            if (yq) {
-                for (int i = 0; i < m; ++i)
-                    bad = bad || !k.quantize_row_s8(yq + at + static_cast<size_t>(i) * OUT, yscale + r0 + i,
-                                                    out + static_cast<size_t>(i) * OUT, OUT, 127);
-            } else if (staged) {
-                to_bf16_serial(static_cast<bf16*>(y) + at, out, n);
+            k.dequantize_rows(out, acc.data(), xscale + r0, w.scale + j0, b ? b + j0 : nullptr, m, n, staged ? n : OUT);
+            // over the whole tile at once (contiguous: staged, or one slab): each kernel call may open
+            // an (inactive, nested) OpenMP region, a cost to pay once per tile rather than per row
+            if (act) k.activation_forward(*act, out, out, static_cast<size_t>(m) * n, nullptr);
+            for (int i = 0; i < m && staged; ++i) {
+                const float* row = out + static_cast<size_t>(i) * n;
+                const size_t to = at + static_cast<size_t>(i) * OUT;
+                if (yq)
+                    bad = bad || !k.quantize_row_s8(yq + to, yscale + r0 + i, row, n, 127);
+                else if (y_type == MatmulType::bf16)
+                    to_bf16_serial(static_cast<bf16*>(y) + to, row, static_cast<size_t>(n));
+                else
+                    std::copy_n(row, n, static_cast<float*>(y) + to);
             }
         } catch (...) {
 #pragma omp critical(bb_int8_error)

@@ -27,41 +27,52 @@ namespace bertbench::ops {
 void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
 // Per-column symmetric quantization of W (K, N) row-major to [-qmax, qmax]: q (K, N), scale (N).
 void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int qmax);
+// The same for W stored transposed, (N, K) row-major (one output channel per row): q (N, K).
+void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K, int N, int qmax);
 
-// A quantized dense kernel: oneDNN's packed s8 layout and its per-output-channel scales.
+// A quantized dense kernel: oneDNN's packed s8 layout and its per-output-channel scales, in
+// slabs of slab_cols output channels (the last may be narrower), each packed on its own, so that a
+// product with few rows and many columns (the tied MLM decoder: 30522 columns) splits over threads
+// by columns and reads each weight once. The encoder's kernels are one slab.
 struct Int8Matrix {
-    const void* packed = nullptr;
+    const void* const* slabs = nullptr;  // null: no such kernel
+    int slab_cols = 0;
     const float* scale = nullptr;
 };
 
 // The dense kernels of an inference engine, quantized and packed once (the weights do not change).
 class Int8Weights {
 public:
-    // Registers the kernel (K, N) row-major at element `offset` of the parameters.
-    void add(size_t offset, int K, int N);
+    // Registers the kernel (K, N) row-major at element `offset` of the parameters, or with trans_b
+    // the matrix stored (N, K) there (the tied decoder's embeddings, one output channel per row),
+    // packed in slabs of slab_cols output channels (0: one slab).
+    void add(size_t offset, int K, int N, bool trans_b = false, int slab_cols = 0);
     // Quantizes every registered kernel from the float parameters and packs it.
     void quantize(const float* params);
-    // The kernel registered at `offset` (packed null when none is).
+    // The kernel registered at `offset` (slabs null when none is, or before quantize()).
     Int8Matrix at(size_t offset) const;
     size_t bytes() const { return packed_.bytes() + scales_.size() * sizeof(float); }
 
 private:
     struct Entry {
-        size_t offset, scale_at;
-        int K, N;
+        size_t offset, scale_at, slab_at;  // slab_at: the first slab's in slab_ptrs_
+        int K, N, slab_cols;
+        bool trans_b;
     };
-    PackedWeights packed_{MatmulType::s8};
+    PackedWeights packed_{MatmulType::s8};  // each slab at its offset in quantize()'s int8 image
     std::vector<Entry> entries_;
     std::unordered_map<size_t, size_t> index_;  // offset -> entries_
     AlignedVector<float> scales_;
-    AlignedVector<int8_t> q_;  // staging for one kernel at a time
+    std::vector<size_t> slab_offsets_;    // each slab's offset in that image
+    std::vector<const void*> slab_ptrs_;  // each slab's packed form, after quantize()
+    size_t staged_ = 0;                   // the image's size
 };
 
 // The int8 dense layer: acc = qx(N, IN)·qw(IN, OUT) in int32, then per row of the result
 //   v(i,j) = sx(i)·sw(j)·acc(i,j) + b(j), then act(v) where act is given,
 // written into y (N, OUT) as float, or as bf16 with y_type bf16 (rounded once, as to_bf16), or,
 // with yq, quantized per row into yq (N, OUT) and yscale (N) for the next int8 layer (y unused
-// then). b may be null.
+// then; w one slab, as a row's scale needs all of it). b may be null.
 void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act);

@@ -83,14 +83,15 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     return true;
 }
 
-// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0).
+// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0);
+// acc's rows are cols apart, y's ldy apart (a column slab of a wider y).
 // The fused multiply-add is written out, so the result does not depend on the compiler contracting
 // a product and a sum (it did at -O3, not at -O0).
 inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, const float* wscale,
-                            const float* bias, int rows, int cols) {
+                            const float* bias, int rows, int cols, int ldy) {
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = acc + static_cast<size_t>(i) * cols;
-        float* o = y + static_cast<size_t>(i) * cols;
+        float* o = y + static_cast<size_t>(i) * ldy;
         const float sx = xscale[i];
         int j = 0;
 #ifdef BB_OPS_AVX512

@@ -8,6 +8,7 @@
 //    (plus fp32 rounding), element by element.
 // ctest runs this file a second time with oneDNN held to AVX2 (no VNNI: 7-bit weights, int8.hpp).
 #include <algorithm>
+#include <cstring>
 
 #include "backend_ops_util.hpp"
 #include "ops/activation.hpp"
@@ -110,6 +111,65 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
             for (int j = 0; j < OUT; ++j)
                 ASSERT_LE(std::fabs(yq[i * OUT + j] * double(ys[i]) - gelu[i * OUT + j]), ys[i] * (0.5 + 1e-4) + 1e-6)
                     << "quantized gelu(y) row " << i << " col " << j << at_n;
+    }
+}
+
+// The tied decoder's form: a kernel stored transposed, (OUT, IN) with one output channel per row,
+// packed in column slabs (the last one narrower). Its quantization is the plain kernel's, and the
+// slabbed product gives the one-slab product's bits (float, bf16 and activated outputs), which the
+// test above ties to a double reference.
+TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
+    REQUIRE_OP(linear_forward_int8);
+    if (!be().int8_weights()) GTEST_SKIP() << "backend " << be().name() << " keeps no int8 weights";
+    const int IN = 67, OUT = 45, slab = 16;  // slabs of 16, 16 and 13 output channels
+    const size_t at = 5;
+    const std::vector<float> wt = rand_f(at + static_cast<size_t>(OUT) * IN, 81, 0.1), b = rand_f(OUT, 82);
+    std::vector<float> w(static_cast<size_t>(IN) * OUT);  // the same kernel, (IN, OUT)
+    for (int j = 0; j < OUT; ++j)
+        for (int k = 0; k < IN; ++k) w[k * OUT + j] = wt[at + j * IN + k];
+    std::vector<int8_t> q(w.size()), qt(w.size());
+    std::vector<float> s(OUT), st(OUT);
+    ops::quantize_columns(q.data(), s.data(), w.data(), IN, OUT, ops::int8_weight_max());
+    ops::quantize_columns_transposed(qt.data(), st.data(), wt.data() + at, IN, OUT, ops::int8_weight_max());
+    EXPECT_EQ(s, st);
+    std::vector<float> bad = w;  // a NaN anywhere in a channel, not only where it would be the max
+    bad[3 * OUT + 7] = std::nanf("");
+    EXPECT_THROW(ops::quantize_columns(q.data(), s.data(), bad.data(), IN, OUT, ops::int8_weight_max()), Error);
+    for (int j = 0; j < OUT; ++j)
+        for (int k = 0; k < IN; ++k) ASSERT_EQ(qt[j * IN + k], q[k * OUT + j]) << "channel " << j << " k " << k;
+    std::unique_ptr<ops::Int8Weights> one = be().int8_weights(), slabbed = be().int8_weights();
+    one->add(0, IN, OUT);
+    one->quantize(w.data());
+    slabbed->add(at, IN, OUT, true, slab);
+    slabbed->quantize(wt.data());
+    EXPECT_EQ(slabbed->at(at).slab_cols, slab);
+    const ops::Activation act = ops::Activation::gelu_tanh;
+    for (const int N : {1, 37, 200}) {
+        const Quantized qx = quantize(be(), rand_f(static_cast<size_t>(N) * IN, 83, 2.0), N, IN);
+        Buffer<int8_t> dxq(be(), qx.q);
+        Buffer<float> dxs(be(), qx.scale), db(be(), b);
+        for (const MatmulType type : {MatmulType::f32, MatmulType::bf16})
+            for (const ops::Activation* a : {static_cast<const ops::Activation*>(nullptr), &act}) {
+                const auto run = [&](const ops::Int8Weights& iw, size_t offset) {  // the output's bits
+                    std::vector<uint32_t> bits(static_cast<size_t>(N) * OUT);
+                    if (type == MatmulType::bf16) {
+                        Buffer<bf16> y(be(), bits.size());
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, dxq.get(), dxs.get(), iw.at(offset),
+                                                          db.get(), N, IN, OUT, a);
+                        const std::vector<bf16> v = y.download();
+                        for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
+                    } else {
+                        Buffer<float> y(be(), bits.size());
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, dxq.get(), dxs.get(), iw.at(offset),
+                                                          db.get(), N, IN, OUT, a);
+                        const std::vector<float> v = y.download();
+                        std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+                    }
+                    return bits;
+                };
+                EXPECT_EQ(run(*slabbed, at), run(*one, 0))
+                    << "N=" << N << (type == MatmulType::bf16 ? " bf16" : " f32") << (a ? " gelu" : "");
+            }
     }
 }
 

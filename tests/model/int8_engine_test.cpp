@@ -5,6 +5,7 @@
 // by its scales in tests/backend/backend_ops_int8_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -103,6 +104,27 @@ TEST_F(Int8Engine, RestRunsInBf16OnlyWhereBf16IsFaster) {
     EXPECT_FALSE(fast_emulated);
     EXPECT_EQ(native.logits != emulated.logits, fast) << "bf16_fast() " << fast;
     EXPECT_EQ(native.sequence != emulated.sequence, fast);
+}
+
+// The MLM head's dense layers run in int8 too: the tied decoder's weights (the word embeddings,
+// one output channel per vocabulary row) are quantized, so a NaN in a row no input token looks up
+// is an Error naming that channel, where the fp32 engine carries it to that column of the logits.
+TEST_F(Int8Engine, TiedDecoderIsQuantized) {
+    int unused = cfg.vocab_size - 1;
+    while (std::find(batch.input_ids.begin(), batch.input_ids.end(), unused) != batch.input_ids.end()) --unused;
+    std::vector<float> p = params;
+    p[table.embeddings().word + static_cast<size_t>(unused) * cfg.hidden_size + 3] = std::nanf("");
+    const InferOutcome f = infer(table, p, batch, ops::Precision::fp32);
+    EXPECT_TRUE(std::isnan(f.logits[unused]));
+    EXPECT_FALSE(std::isnan(f.logits[0]));
+    try {
+        infer(table, p, batch, ops::Precision::int8);
+        ADD_FAILURE() << "the int8 engine ran on a NaN decoder weight";
+    } catch (const Error& err) {
+        const std::string want = "output channel " + std::to_string(unused) + " of a " + std::to_string(cfg.hidden_size) +
+                                 "x" + std::to_string(cfg.vocab_size) + " weight";
+        EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+    }
 }
 
 TEST_F(Int8Engine, TrainingPlanIsAnError) {

@@ -275,14 +275,16 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
             std::vector<int32_t> acc(static_cast<size_t>(rows) * n);
             for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<int32_t>((i * 2654435761u) % 2000001) - 1000000;
             const std::vector<float> xs = {0.013f, 0.f, 2.5e-3f}, ws = rand_f(n, 2 * n, 0.01), b = rand_f(n, 3 * n);
+            // y rows ld apart: a slab of a wider y, whose other columns stay as they were
+            const size_t ld = n + 5;
             for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
-                std::vector<float> y(acc.size()), want(acc.size());
+                std::vector<float> y(rows * ld, -7.f), want(y.size(), -7.f);
                 for (int i = 0; i < rows; ++i)
                     for (size_t j = 0; j < n; ++j) {
                         const float t = xs[i] * ws[j];
-                        want[i * n + j] = std::fma(static_cast<float>(acc[i * n + j]), t, bias ? bias[j] : 0.f);
+                        want[i * ld + j] = std::fma(static_cast<float>(acc[i * n + j]), t, bias ? bias[j] : 0.f);
                     }
-                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C);
+                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld));
                 EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
             }
         }
