@@ -90,7 +90,7 @@ void Int8Weights::add(size_t offset, int K, int N, bool trans_b, int slab_cols) 
     index_[offset] = entries_.size();
     entries_.push_back(Entry{offset, scales_.size(), slab_offsets_.size(), K, N, cols, trans_b});
     scales_.resize(scales_.size() + static_cast<size_t>(N));
-    for (int j0 = 0; j0 < N; j0 += cols) {  // each slab (K, n), or (n, K) with trans_b, in q_
+    for (int j0 = 0; j0 < N; j0 += cols) {  // each slab (K, n), or (n, K) with trans_b, in quantize()'s image
         const size_t n = static_cast<size_t>(std::min(cols, N - j0));
         slab_offsets_.push_back(staged_);
         packed_.add(staged_, K, static_cast<int>(n), trans_b);
