@@ -49,7 +49,8 @@ public:
     void add(size_t offset, int K, int N, bool trans_b = false, int slab_cols = 0);
     // Quantizes every registered kernel from the float parameters and packs it.
     void quantize(const float* params);
-    // The kernel registered at `offset` (slabs null when none is, or before quantize()).
+    // The kernel registered at `offset` (slabs null when none is); an Error for a kernel registered
+    // since the last quantize().
     Int8Matrix at(size_t offset) const;
     size_t bytes() const { return packed_.bytes() + scales_.size() * sizeof(float); }
 

@@ -143,6 +143,10 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
     slabbed->add(at, IN, OUT, true, slab);
     slabbed->quantize(wt.data());
     EXPECT_EQ(slabbed->at(at).slab_cols, slab);
+    EXPECT_EQ(slabbed->at(at + 1).slabs, nullptr);  // no kernel there
+    slabbed->add(at + IN, IN, 3);                    // registered, not yet quantized: never "no kernel"
+    EXPECT_THROW(slabbed->at(at), Error);
+    slabbed->quantize(wt.data());
     const ops::Activation act = ops::Activation::gelu_tanh;
     for (const int N : {1, 37, 200}) {
         const Quantized qx = quantize(be(), rand_f(static_cast<size_t>(N) * IN, 83, 2.0), N, IN);
