@@ -44,6 +44,55 @@ size_t materialized_probs_bytes(const BertConfig& c, const Plan& p) {
     const size_t per = static_cast<size_t>(p.max_batch) * c.num_attention_heads * p.max_seq * p.max_seq;
     return p.forward_only ? per * 8 : per * (5 * static_cast<size_t>(c.num_hidden_layers) + 4);
 }
+
+void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
+                 size_t total_params) {
+    if (params_size < total_params)
+        fail("engine: parameter buffer has {} floats, expected at least {} (hint: build it "
+             "from the same ParamTable)",
+             params_size, total_params);
+    if (b.batch_size < 0 || static_cast<int>(b.seq_offsets.size()) != b.batch_size + 1)
+        fail("engine: batch: seq_offsets has {} entries, expected batch_size + 1 = {}",
+             b.seq_offsets.size(), b.batch_size + 1);
+    if (b.batch_size > plan.max_batch)
+        fail("engine: batch larger than planned: batch_size {} > max_batch {} (hint: raise "
+             "the Plan's max_batch)",
+             b.batch_size, plan.max_batch);
+    if (b.seq_offsets[0] != 0) fail("engine: batch: seq_offsets[0] = {}, expected 0", b.seq_offsets[0]);
+    for (int i = 0; i < b.batch_size; ++i) {
+        const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+        if (t < 1 || t > plan.max_seq)
+            fail("engine: batch larger than planned: sequence {} has {} tokens, expected 1.."
+                 "{} (max_seq of the Plan)",
+                 i, t, plan.max_seq);
+    }
+    if (!b.key_lengths.empty()) {
+        if (static_cast<int>(b.key_lengths.size()) != b.batch_size)
+            fail("engine: batch: key_lengths has {} entries, expected batch_size = {} (or "
+                 "none)",
+                 b.key_lengths.size(), b.batch_size);
+        for (int i = 0; i < b.batch_size; ++i) {
+            const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
+            if (b.key_lengths[i] < 1 || b.key_lengths[i] > t)
+                fail("engine: batch: key_lengths[{}] = {}, expected 1..{} (the sequence's "
+                     "rows)",
+                     i, b.key_lengths[i], t);
+        }
+    }
+    const int N = b.num_tokens();
+    if (static_cast<int>(b.input_ids.size()) != N || static_cast<int>(b.segment_ids.size()) != N)
+        fail("engine: batch: {} input_ids and {} segment_ids, expected N = {} tokens",
+             b.input_ids.size(), b.segment_ids.size(), N);
+    for (int i = 0; i < N; ++i) {
+        if (b.input_ids[i] < 0 || b.input_ids[i] >= cfg.vocab_size)
+            fail("engine: batch: input_ids[{}] = {} outside the vocabulary [0, {}) (hint: "
+                 "vocab file and bert_config.json vocab_size disagree)",
+                 i, b.input_ids[i], cfg.vocab_size);
+        if (b.segment_ids[i] < 0 || b.segment_ids[i] >= cfg.type_vocab_size)
+            fail("engine: batch: segment_ids[{}] = {} outside [0, {})", i, b.segment_ids[i],
+                 cfg.type_vocab_size);
+    }
+}
 }  // namespace detail
 
 }  // namespace bertbench::model

@@ -35,6 +35,10 @@ inline ops::Activation activation_for(const BertConfig& c) {
 
 // What the materialized attention kernel holds for this plan (encoder.cpp).
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
+// The batch against the plan and the config, the parameter buffer against the table's size
+// (total_params); a one-line Error naming what is wrong (encoder.cpp).
+void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
+                 size_t total_params);
 
 // ---------------------------------------------------------------------------------------------
 // Encoder: embeddings -> L transformer layers. x[0] = dropout(LN(embeddings)), x[l+1] = layer_l(x[l]).
@@ -138,51 +142,7 @@ public:
 
     // Validates the batch against the plan and the config; Error otherwise.
     void check_batch(const Batch& b, size_t params_size) const {
-        if (params_size < total_params_)
-            fail("engine: parameter buffer has {} floats, expected at least {} (hint: build it "
-                 "from the same ParamTable)",
-                 params_size, total_params_);
-        if (b.batch_size < 0 || static_cast<int>(b.seq_offsets.size()) != b.batch_size + 1)
-            fail("engine: batch: seq_offsets has {} entries, expected batch_size + 1 = {}",
-                 b.seq_offsets.size(), b.batch_size + 1);
-        if (b.batch_size > plan_.max_batch)
-            fail("engine: batch larger than planned: batch_size {} > max_batch {} (hint: raise "
-                 "the Plan's max_batch)",
-                 b.batch_size, plan_.max_batch);
-        if (b.seq_offsets[0] != 0) fail("engine: batch: seq_offsets[0] = {}, expected 0", b.seq_offsets[0]);
-        for (int i = 0; i < b.batch_size; ++i) {
-            const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
-            if (t < 1 || t > plan_.max_seq)
-                fail("engine: batch larger than planned: sequence {} has {} tokens, expected 1.."
-                     "{} (max_seq of the Plan)",
-                     i, t, plan_.max_seq);
-        }
-        if (!b.key_lengths.empty()) {
-            if (static_cast<int>(b.key_lengths.size()) != b.batch_size)
-                fail("engine: batch: key_lengths has {} entries, expected batch_size = {} (or "
-                     "none)",
-                     b.key_lengths.size(), b.batch_size);
-            for (int i = 0; i < b.batch_size; ++i) {
-                const int t = b.seq_offsets[i + 1] - b.seq_offsets[i];
-                if (b.key_lengths[i] < 1 || b.key_lengths[i] > t)
-                    fail("engine: batch: key_lengths[{}] = {}, expected 1..{} (the sequence's "
-                         "rows)",
-                         i, b.key_lengths[i], t);
-            }
-        }
-        const int N = b.num_tokens();
-        if (static_cast<int>(b.input_ids.size()) != N || static_cast<int>(b.segment_ids.size()) != N)
-            fail("engine: batch: {} input_ids and {} segment_ids, expected N = {} tokens",
-                 b.input_ids.size(), b.segment_ids.size(), N);
-        for (int i = 0; i < N; ++i) {
-            if (b.input_ids[i] < 0 || b.input_ids[i] >= cfg_.vocab_size)
-                fail("engine: batch: input_ids[{}] = {} outside the vocabulary [0, {}) (hint: "
-                     "vocab file and bert_config.json vocab_size disagree)",
-                     i, b.input_ids[i], cfg_.vocab_size);
-            if (b.segment_ids[i] < 0 || b.segment_ids[i] >= cfg_.type_vocab_size)
-                fail("engine: batch: segment_ids[{}] = {} outside [0, {})", i, b.segment_ids[i],
-                     cfg_.type_vocab_size);
-        }
+        detail::check_batch(b, cfg_, plan_, params_size, total_params_);
     }
 
     // null for the unpadded layout (every row a key), else Batch::key_lengths (checked).
