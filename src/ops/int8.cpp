@@ -16,8 +16,7 @@ namespace bertbench::ops {
 namespace {
 
 // Rows of the product computed and dequantized together by one thread, while their int32 block
-// (kBlockBytes at most, and as many bytes of floats when the output is staged) is still in the
-// core's caches. 128 KiB to 768 KiB run within a few per cent of each other (ops_micro's
+// (kBlockBytes at most) is still in the core's caches. 128 KiB to 768 KiB run within a few per cent of each other (ops_micro's
 // BM_DenseInference, BERT-base shapes, Zen 4); 3 MiB blocks were slower in the engine (bench
 // --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
@@ -159,37 +158,39 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
 #pragma omp parallel reduction(|| : bad)
     {
         // Each thread's tile buffers, kept between calls (grown, never shrunk): a forward makes six
-        // calls per layer, and fresh ~1.5 MB buffers would be zeroed and page-faulted every time.
+        // calls per layer, and fresh ~1 MB buffers would be zeroed and page-faulted every time.
         thread_local AlignedVector<int32_t> acc;
-        thread_local AlignedVector<float> v;
+        thread_local AlignedVector<float> row;
         const size_t block = static_cast<size_t>(rows) * cols;
-        // the tile's float values staged, then converted, quantized or (activated slabs) copied
+        // a row's float values staged in L1, then quantized, converted or (activated slabs) copied
         const bool staged = yq || y_type == MatmulType::bf16 || (act && slabs > 1);
         if (acc.size() < block) acc.resize(block);
-        if (staged && v.size() < block) v.resize(block);
+        if (staged && row.size() < static_cast<size_t>(cols)) row.resize(static_cast<size_t>(cols));
         // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
 #pragma omp for schedule(static)
         for (int t = 0; t < tiles; ++t) try {
             const int r0 = (t % blocks) * rows, m = std::min(rows, N - r0);
             const int j0 = (t / blocks) * cols, n = std::min(cols, OUT - j0);
             const size_t at = static_cast<size_t>(r0) * OUT + j0;
+            const float* const bj = b ? b + j0 : nullptr;
             // Inside the parallel region the product runs on this thread alone (matmul.hpp).
             matmul(MatmulType::s8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
                    0.f, acc.data(), n, nullptr, MatmulType::s32);
-            float* out = staged ? v.data() : static_cast<float*>(y) + at;
-            k.dequantize_rows(out, acc.data(), xscale + r0, w.scale + j0, b ? b + j0 : nullptr, m, n, staged ? n : OUT);
-            // over the whole tile at once (contiguous: staged, or one slab): each kernel call may open
-            // an (inactive, nested) OpenMP region, a cost to pay once per tile rather than per row
-            if (act) k.activation_forward(*act, out, out, static_cast<size_t>(m) * n, nullptr);
-            for (int i = 0; i < m && staged; ++i) {
-                const float* row = out + static_cast<size_t>(i) * n;
+            if (!staged) {
+                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), xscale + r0, w.scale + j0, bj, m, n, OUT,
+                                  act);
+                continue;
+            }
+            for (int i = 0; i < m; ++i) {  // each row dequantized, activated and written while in L1
                 const size_t to = at + static_cast<size_t>(i) * OUT;
+                k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, xscale + r0 + i, w.scale + j0,
+                                  bj, 1, n, n, act);
                 if (yq)
-                    bad = bad || !k.quantize_row_s8(yq + to, yscale + r0 + i, row, n, 127);
+                    bad = bad || !k.quantize_row_s8(yq + to, yscale + r0 + i, row.data(), n, 127);
                 else if (y_type == MatmulType::bf16)
-                    to_bf16_serial(static_cast<bf16*>(y) + to, row, static_cast<size_t>(n));
+                    to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
                 else
-                    std::copy_n(row, n, static_cast<float*>(y) + to);
+                    std::copy_n(row.data(), n, static_cast<float*>(y) + to);
             }
         } catch (...) {
 #pragma omp critical(bb_int8_error)

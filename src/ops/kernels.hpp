@@ -78,7 +78,7 @@ struct Kernels {
                                         int R, int V);
     bool (*quantize_row_s8)(int8_t* q, float* scale, const float* x, int C, int qmax);
     void (*dequantize_rows)(float* y, const int32_t* acc, const float* xscale, const float* wscale,
-                            const float* bias, int rows, int cols, int ldy);
+                            const float* bias, int rows, int cols, int ldy, const Activation* act);
     size_t (*array_argmax)(const float* x, size_t n);
     float (*exp_affine_sum)(float* y, const float* x, size_t n, float scale, float shift);
 };

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/activation.hpp"
 #include "ops/isa.hpp"
 #include "ops/vmath.hpp"
 
@@ -83,12 +84,13 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     return true;
 }
 
-// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0);
-// acc's rows are cols apart, y's ldy apart (a column slab of a wider y).
+// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0),
+// then y(i, ·) = act(y(i, ·)) where act is given, each row while it is in L1 (the values and bits
+// of activation_forward); acc's rows are cols apart, y's ldy apart (a column slab of a wider y).
 // The fused multiply-add is written out, so the result does not depend on the compiler contracting
 // a product and a sum (it did at -O3, not at -O0).
 inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, const float* wscale,
-                            const float* bias, int rows, int cols, int ldy) {
+                            const float* bias, int rows, int cols, int ldy, const Activation* act) {
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = acc + static_cast<size_t>(i) * cols;
         float* o = y + static_cast<size_t>(i) * ldy;
@@ -115,6 +117,11 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
             const float t = sx * wscale[j];
             o[j] = std::fma(static_cast<float>(a[j]), t, bias ? bias[j] : 0.f);
         }
+        if (!act) continue;
+        if (*act == Activation::gelu_tanh)
+            gelu_tanh_array(o, o, static_cast<size_t>(cols));
+        else
+            for (j = 0; j < cols; ++j) o[j] = activation_value(*act, o[j]);
     }
 }
 

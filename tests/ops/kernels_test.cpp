@@ -284,8 +284,16 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
                         const float t = xs[i] * ws[j];
                         want[i * ld + j] = std::fma(static_cast<float>(acc[i * n + j]), t, bias ? bias[j] : 0.f);
                     }
-                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld));
+                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
+                                   nullptr);
                 EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
+                // with an activation: each row as activation_forward makes it of the dequantized row
+                for (const Activation a : {Activation::gelu_tanh, Activation::relu}) {
+                    std::vector<float> ya(rows * ld, -7.f), wa = want;
+                    for (int i = 0; i < rows; ++i) k->activation_forward(a, wa.data() + i * ld, wa.data() + i * ld, n, nullptr);
+                    k->dequantize_rows(ya.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld), &a);
+                    EXPECT_TRUE(all_close(std::string(k->name) + " dequantize+act n=" + std::to_string(n), ya, wa, 0, 0));
+                }
             }
         }
     }
