@@ -724,8 +724,20 @@ void BM_AttentionForward(benchmark::State& state) {
         a.forward();
         benchmark::DoNotOptimize(a.ctx.data());
     }
-    set_gflops(state, 4.0 * kN * a.T * kH);  // q kᵀ and P v
+    set_gflops(state, 4.0 * a.B * a.T * a.T * kH);  // q kᵀ and P v
 }
+
+// The int8 engine's attention (ops/int8.hpp: both products in int8, the softmax in fp32) on the
+// same shapes; its error is bounded in tests/backend/backend_ops_int8_test.cpp.
+void BM_AttentionForwardInt8(benchmark::State& state) {
+    AttentionCase a(static_cast<int>(state.range(0)), false);
+    for (auto _ : state) {
+        ops::attention_forward_int8(a.ctx.data(), a.q.data(), a.k.data(), a.v.data(), a.shape);
+        benchmark::DoNotOptimize(a.ctx.data());
+    }
+    set_gflops(state, 4.0 * a.B * a.T * a.T * kH);
+}
+BENCHMARK(BM_AttentionForwardInt8)->ArgNames({"T"})->Arg(128)->Arg(384)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_AttentionBackward(benchmark::State& state) {
     AttentionCase a(static_cast<int>(state.range(0)), state.range(1) != 0);
@@ -749,6 +761,7 @@ BENCHMARK(BM_AttentionForward)
     ->ArgNames({"T", "drop"})
     ->Args({128, 0})
     ->Args({128, 1})
+    ->Args({384, 0})
     ->Args({512, 0})
     ->Args({512, 1})
     ->Unit(benchmark::kMillisecond)

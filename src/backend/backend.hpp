@@ -107,6 +107,8 @@ void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
 void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
                          const ops::Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const ops::Activation* act);
+// The int8 attention of an inference engine (ops/int8.hpp): ctx from fp32 q, k, v, both products in int8.
+void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const ops::AttentionShape& s);
 // The fused attention (ops/flash_attention.hpp): lse (N, NH) instead of the probabilities; the
 // backend picks its tiles. lp: bf16 q, k, v (and dctx in the backward).
 void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
@@ -149,7 +151,7 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
     X(cross_entropy_forward_bias) X(cross_entropy_backward_bf16) X(linear_forward)              \
     X(linear_backward) X(linear_forward_bf16) X(linear_backward_bf16)                           \
     X(linear_backward_bf16_convert) X(transpose_bf16) X(matmul_packed) X(quantize_rows)          \
-    X(linear_forward_int8)                                                                      \
+    X(linear_forward_int8) X(attention_forward_int8)                                            \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
     X(gather_mask_rows) X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
     X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update)

@@ -143,6 +143,7 @@ public:
         ops_.matmul_packed = cpu_matmul_packed;
         ops_.quantize_rows = ops::quantize_rows;
         ops_.linear_forward_int8 = ops::linear_forward_int8;
+        ops_.attention_forward_int8 = ops::attention_forward_int8;
         ops_.flash_attention_forward = cpu_flash_forward;
         ops_.flash_attention_backward = cpu_flash_backward;
         ops_.gather_rows = cpu_gather_rows<float>;

@@ -77,8 +77,8 @@ public:
         if (opts.last_layer_subset)  // the [CLS] rows and the masked positions, fewer than N
             max_rows_ = std::min(static_cast<size_t>(plan.max_batch) * plan.max_seq - 1,
                                  static_cast<size_t>(plan.max_batch) * (1 + plan.max_predictions));
-        // int8 engines run the rest of the model (the attention, the heads) as the bf16 engine
-        // does where bf16 outruns fp32 on this CPU (ops::bf16_fast), else in fp32.
+        // int8 engines run the rest of the model (LayerNorms, the heads' float layers) as the bf16
+        // engine does where bf16 outruns fp32 on this CPU (ops::bf16_fast), else in fp32.
         if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_fast())) {
             if constexpr (!std::is_same_v<T, float>)
                 fail("engine: {} precision needs the float engine", ops::precision_name(opts.precision));
@@ -120,9 +120,10 @@ public:
     void carve(Arena<T>& a, uint8_t* masks) {
         const size_t nmax = static_cast<size_t>(plan_.max_batch) * plan_.max_seq;
         const size_t probs = static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
+        // (the int8 attention keeps no probabilities either: carved as for the fused kernel)
         buf_.carve(be_, a, masks,
                    {nmax, probs, static_cast<size_t>(H_), static_cast<size_t>(I_),
-                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_, max_rows_});
+                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_ || int8_, max_rows_});
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
         if (staged_.offsets.empty()) {  // the batch's index arrays in the backend's memory
             const size_t bmax = static_cast<size_t>(plan_.max_batch);
@@ -230,7 +231,9 @@ public:
             BB_PROFILE_OP(Op::attention, Pass::forward);
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
-            if (fused_) {
+            if (int8_) {  // both products in int8 (ops/int8.hpp), from fp32 q, k, v
+                k_.attention_forward_int8(s.ctx, s.q, s.k, s.v, shape);
+            } else if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, nullptr};
                 k_.flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape, dropout_probs_ ? &ps : nullptr,
                                            bf16_ ? &fb : nullptr);
@@ -467,9 +470,10 @@ public:
     // the same pass as its fp32 output; nullptr in fp32, and in int8 engines, whose dense layers
     // quantize the fp32 x (int8_input).
     ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
-    // bf16 engines (int8 ones too): p, where the Q, K and V products write bf16 q, k, v for the
-    // attention (which then reads no fp32 q, k, v); nullptr in fp32.
-    ops::bf16* attention_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
+    // bf16 engines: p, where the Q, K and V products write bf16 q, k, v for the attention (which
+    // then reads no fp32 q, k, v); nullptr in fp32, and in int8 engines (their attention quantizes
+    // the fp32 q, k, v).
+    ops::bf16* attention_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
     // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
     // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
     ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }
@@ -525,6 +529,7 @@ public:
         if (!int8_) fail("[backend {}] has no int8 path (int8 inference runs on the CPU backend)", be_.name());
         (void)BB_OP(be_, quantize_rows);
         (void)BB_OP(be_, linear_forward_int8);
+        (void)BB_OP(be_, attention_forward_int8);
         for (const LayerParams& w : layers_) {
             for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) int8_->add(k, H_, H_);
             int8_->add(w.wi, H_, I_);

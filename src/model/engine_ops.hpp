@@ -157,6 +157,8 @@ struct DoubleOps {
     static void quantize_rows(A...) { no_bf16(); }
     template <typename... A>
     static void linear_forward_int8(A...) { no_bf16(); }
+    template <typename... A>
+    static void attention_forward_int8(A...) { no_bf16(); }
     [[noreturn]] static void no_bf16() { fail("engine: bf16 and int8 GEMMs and packed weights need the float engine"); }
 };
 

@@ -201,6 +201,57 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
     if (bad) nonfinite_activation();
 }
 
+void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const AttentionShape& s) {
+    const int H = s.H(), NH = s.NH, HS = s.HS, items = s.B * NH;
+    const float c = 1.f / std::sqrt(static_cast<float>(HS));
+    const int wmax = int8_weight_max();  // k and v are the products' B operands
+    const Kernels& kk = kernels();
+    std::exception_ptr error;  // the first thrown in the region, rethrown after it
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic) reduction(|| : bad) if (worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)))
+    for (int it = 0; it < items; ++it) try {
+        const int b = it / NH, h = it % NH;
+        const int o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.keys(b, t);
+        if (t == 0 || bad) continue;
+        // the item's operands and products, per thread, kept between calls (grown, never shrunk)
+        thread_local AlignedVector<int8_t> qq, qk, qv;
+        thread_local AlignedVector<uint8_t> u;
+        thread_local AlignedVector<int32_t> acc;
+        thread_local AlignedVector<float> scales;
+        const size_t T = static_cast<size_t>(t), K = static_cast<size_t>(kn), C = static_cast<size_t>(HS);
+        if (qq.size() < T * C) qq.resize(T * C);
+        if (qk.size() < K * C) qk.resize(K * C), qv.resize(K * C);
+        if (u.size() < T * K) u.resize(T * K);
+        if (acc.size() < T * std::max(K, C)) acc.resize(T * std::max(K, C));
+        if (scales.size() < 2 * T + 2 * K + 2 * C) scales.resize(2 * T + 2 * K + 2 * C);
+        float *sq = scales.data(), *sp = sq + T, *sk = sp + T, *work = sk + K, *sv = work + std::max(K, C);
+        const size_t off = static_cast<size_t>(o) * H + static_cast<size_t>(h) * HS;
+        for (size_t i = 0; i < T && !bad; ++i) {
+            bad = !kk.quantize_row_s8(qq.data() + i * C, sq + i, q + off + i * H, HS, 127);
+            sq[i] *= c;  // 1/√HS folded into the rows' scales
+        }
+        for (size_t j = 0; j < K && !bad; ++j)
+            bad = !kk.quantize_row_s8(qk.data() + j * C, sk + j, k + off + j * H, HS, wmax);
+        bad = bad || !kk.quantize_columns_s8(qv.data(), sv, v + off, kn, HS, H, wmax, work);
+        if (bad) continue;
+        // Inside the parallel region the products run on this thread alone (matmul.hpp).
+        matmul(MatmulType::s8, true, t, kn, HS, qq.data(), HS, qk.data(), HS, 0.f, acc.data(), kn, nullptr,
+               MatmulType::s32);
+        bad = !kk.softmax_rows_u8(u.data(), sp, acc.data(), sq, sk, t, kn, work);
+        if (bad) continue;
+        matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, qv.data(), HS, 0.f, acc.data(), HS, nullptr,
+               MatmulType::s32);
+        kk.dequantize_rows(ctx + off, acc.data(), sp, sv, nullptr, t, HS, H, nullptr);
+    } catch (...) {
+#pragma omp critical(bb_int8_error)
+        if (!error) error = std::current_exception();
+    }
+    if (error) std::rethrow_exception(error);
+    if (bad)
+        fail("int8 attention: a non-finite q, k or v (NaN or Inf) cannot be quantized; the fp32 engine would "
+             "carry it to the outputs (hint: run --dtype=fp32 to see where it starts)");
+}
+
 int int8_weight_max() { return int8_native() ? 127 : 63; }
 
 bool int8_native() {

@@ -78,6 +78,19 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
                          const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act);
 
+struct AttentionShape;  // ops/attention.hpp
+
+// The attention of an int8 engine (inference: no dropout, no probabilities kept), both products
+// in int8 with int32 accumulation, for each sequence b and head h (AttentionShape's layout; the
+// head's slices of q, k, v are t rows or the sequence's kn keys of HS channels):
+//   q(i) ≈ sq(i)·qq(i), k(j) ≈ sk(j)·qk(j)     per row (s8: q to 127, k to int8_weight_max())
+//   x(i,j) = qq(i)·qk(j) · (sq(i)·sk(j)/√HS),  e(i,j) = exp(x(i,j) − max_j x(i,j))
+//   P(i,j) = e/Σ_j e ≈ sp(i)·u(i,j),  u = round(255·e) (u8), sp(i) = 1/(255·Σ_j e)
+//   v(j,c) ≈ qv(j,c)·sv(c)                      per channel over the keys (s8 to int8_weight_max())
+//   ctx(i,c) = sp(i)·sv(c)·Σ_j u(i,j)·qv(j,c)
+// The softmax runs in fp32 on the dequantized scores. A non-finite q, k or v is an Error.
+void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const AttentionShape& s);
+
 // The weight range quantize_columns should use on this CPU (127 or 63, above).
 int int8_weight_max();
 // True where oneDNN's int8 matmul runs on dot-product units (VNNI or AMX).

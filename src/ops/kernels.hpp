@@ -79,6 +79,10 @@ struct Kernels {
     bool (*quantize_row_s8)(int8_t* q, float* scale, const float* x, int C, int qmax);
     void (*dequantize_rows)(float* y, const int32_t* acc, const float* xscale, const float* wscale,
                             const float* bias, int rows, int cols, int ldy, const Activation* act);
+    bool (*quantize_columns_s8)(int8_t* q, float* scale, const float* x, int rows, int cols, int ldx, int qmax,
+                                float* work);
+    bool (*softmax_rows_u8)(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb, int rows,
+                            int cols, float* work);
     size_t (*array_argmax)(const float* x, size_t n);
     float (*exp_affine_sum)(float* y, const float* x, size_t n, float scale, float shift);
 };

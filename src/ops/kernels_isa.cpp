@@ -38,6 +38,8 @@ const Kernels kTable = {
     .cross_entropy_backward_bf16 = &isa::cross_entropy_backward_bf16,
     .quantize_row_s8 = &isa::quantize_row_s8,
     .dequantize_rows = &isa::dequantize_rows,
+    .quantize_columns_s8 = &isa::quantize_columns_s8,
+    .softmax_rows_u8 = &isa::softmax_rows_u8,
     .array_argmax = &isa::array_argmax<float>,
     .exp_affine_sum = &isa::exp_affine_sum<float>,
 };

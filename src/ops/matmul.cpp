@@ -52,6 +52,7 @@ const char* type_name(MatmulType t) {
         case MatmulType::bf16: return "bf16";
         case MatmulType::s8: return "s8";
         case MatmulType::s32: return "s32";
+        case MatmulType::u8: return "u8";
     }
     return "?";
 }
@@ -63,16 +64,22 @@ dnnl::memory::data_type dtype(MatmulType t) {
         case MatmulType::bf16: return dt::bf16;
         case MatmulType::s8: return dt::s8;
         case MatmulType::s32: return dt::s32;
+        case MatmulType::u8: return dt::u8;
     }
     return dt::f32;
 }
+
+// B's element type: A's, but int8 where A is uint8.
+dnnl::memory::data_type b_dtype(MatmulType t) { return dtype(t == MatmulType::u8 ? MatmulType::s8 : t); }
+
+bool integer(MatmulType t) { return t == MatmulType::s8 || t == MatmulType::u8; }
 
 size_t type_bytes(MatmulType t) {
     return t == MatmulType::f32 || t == MatmulType::s32 ? 4 : t == MatmulType::bf16 ? 2 : 1;
 }
 
-// The type of C when a call names none: int32 for int8 operands, else f32.
-MatmulType product_type(MatmulType t) { return t == MatmulType::s8 ? MatmulType::s32 : MatmulType::f32; }
+// The type of C when a call names none: int32 for 8-bit operands, else f32.
+MatmulType product_type(MatmulType t) { return integer(t) ? MatmulType::s32 : MatmulType::f32; }
 
 dnnl::memory::desc md(int rows, int cols, dnnl::memory::data_type t, int ld, bool transposed) {
     // A logical (rows, cols) matrix stored row-major with leading dimension ld, or transposed:
@@ -90,10 +97,8 @@ dnnl::memory::desc packed_md(MatmulType type, int K, int N) {
     std::lock_guard<std::mutex> lock(mu);
     const auto key = std::make_tuple(static_cast<int>(type), K, N);
     if (auto it = known.find(key); it != known.end()) return it->second;
-    using dt = dnnl::memory::data_type;
-    const dt in = dtype(type);
-    const dnnl::matmul::desc d(md(64, K, in, K, false),
-                               dnnl::memory::desc({K, N}, in, dnnl::memory::format_tag::any),
+    const dnnl::matmul::desc d(md(64, K, dtype(type), K, false),
+                               dnnl::memory::desc({K, N}, b_dtype(type), dnnl::memory::format_tag::any),
                                md(64, N, dtype(product_type(type)), N, false));
     const dnnl::memory::desc w = dnnl::matmul::primitive_desc(d, matmuls().eng).weights_desc();
     known.emplace(key, w);
@@ -102,7 +107,7 @@ dnnl::memory::desc packed_md(MatmulType type, int K, int N) {
 
 // B's descriptor: (K, N) row-major with leading dimension ldb, transposed, or packed (ldb < 0).
 dnnl::memory::desc b_md(MatmulType type, int K, int N, int ldb, bool trans_b) {
-    return ldb < 0 ? packed_md(type, K, N) : md(K, N, dtype(type), ldb, trans_b);
+    return ldb < 0 ? packed_md(type, K, N) : md(K, N, b_dtype(type), ldb, trans_b);
 }
 
 dnnl::matmul::primitive_desc describe(const Key& k, const dnnl::engine& eng) {
@@ -178,8 +183,8 @@ size_t key_slot(const Key& k) {
 void matmul(MatmulType type, bool trans_b, int M, int N, int K, const void* A, int lda,
             const void* B, int ldb, float beta, void* C, int ldc, const float* bias,
             MatmulType c_type) {
-    BB_CHECK((type == MatmulType::s8) == (c_type == MatmulType::s32));
-    BB_CHECK(type != MatmulType::s8 || (beta == 0.f && !bias));
+    BB_CHECK(integer(type) == (c_type == MatmulType::s32));
+    BB_CHECK(!integer(type) || (beta == 0.f && !bias));
     try {
         const Key key{static_cast<int>(type), M, N, K, trans_b, lda, ldb, ldc,
                       bias ? 2 : beta == 1.f ? 1 : 0, static_cast<int>(c_type)};
@@ -256,7 +261,7 @@ void PackedWeights::pack(const void* src) {
         const size_t elem = type_bytes(type_);
         for (const Entry& e : entries_) {
             const auto* from = static_cast<const unsigned char*>(src) + e.offset * elem;
-            dnnl::memory in(md(e.K, e.N, dtype(type_), e.trans_b ? e.K : e.N, e.trans_b), eng,
+            dnnl::memory in(md(e.K, e.N, b_dtype(type_), e.trans_b ? e.K : e.N, e.trans_b), eng,
                             const_cast<unsigned char*>(from));
             dnnl::memory out(packed_md(type_, e.K, e.N), eng, storage_.data() + e.at);
             dnnl::reorder(in, out).execute(stream, in, out);

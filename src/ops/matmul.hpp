@@ -14,13 +14,14 @@
 namespace bertbench::ops {
 
 // The operand type of A and B; C, bias and accumulation are f32, except for s8 operands: int32
-// accumulation and C s32 (the int8 dense layers, ops/int8.hpp).
-enum class MatmulType { f32, bf16, s8, s32 };
+// accumulation and C s32 (the int8 dense layers, ops/int8.hpp). u8: A uint8, B int8, C int32 (the
+// int8 attention's probabilities times v, ops/int8.hpp).
+enum class MatmulType { f32, bf16, s8, s32, u8 };
 
 // C(M,N) = A(M,K) · op(B)(K,N) + beta·C (+ bias row), row-major; op(B) = Bᵀ when trans_b (B
 // stored (N,K)). beta is 0 or 1; bias (N) only with beta 0. M, N, K > 0. C is f32, or with c_type
 // bf16 (beta 0 only) the fp32 result rounded to nearest even, as to_bf16 rounds. Type s8: A and B
-// int8, C int32 (c_type s32, beta 0, no bias), exact. Safe to call from
+// int8, C int32 (c_type s32, beta 0, no bias), exact; type u8 the same with A uint8. Safe to call from
 // several threads at once (each runs the primitive on its own scratchpad; inside an OpenMP region
 // it runs on the calling thread only). Throws std::bad_alloc when oneDNN cannot allocate, else
 // fails.
