@@ -354,7 +354,7 @@ void BM_DenseInference(benchmark::State& state) {
     const auto run = [&] {
         switch (way) {
             case 0:
-                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, nullptr, xq.data(), xs.data(), m, b.data(), kN, in, out,
+                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, nullptr, 0, xq.data(), xs.data(), m, b.data(), kN, in, out,
                                          nullptr);
                 break;
             case 1:
@@ -367,7 +367,7 @@ void BM_DenseInference(benchmark::State& state) {
                             static_cast<float>(acc[static_cast<size_t>(i) * out + j]) * (xs[i] * m.scale[j]) + b[j];
                 break;
             case 4:
-                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, yq.data(), ys.data(), xq.data(), xs.data(), m,
+                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, yq.data(), ys.data(), 0, xq.data(), xs.data(), m,
                                          b.data(), kN, in, out, &gelu);
                 break;
             case 2:
@@ -728,11 +728,23 @@ void BM_AttentionForward(benchmark::State& state) {
 }
 
 // The int8 engine's attention (ops/int8.hpp: both products in int8, the softmax in fp32) on the
-// same shapes; its error is bounded in tests/backend/backend_ops_int8_test.cpp.
+// same shapes, from q, k and v quantized per row and head as the Q, K and V product leaves them;
+// its error is bounded in tests/backend/backend_ops_int8_test.cpp.
 void BM_AttentionForwardInt8(benchmark::State& state) {
     AttentionCase a(static_cast<int>(state.range(0)), false);
+    const int n = a.B * a.T;
+    std::vector<int8_t> qkv(static_cast<size_t>(n) * 3 * kH);
+    std::vector<float> scales(static_cast<size_t>(n) * 3 * kNH);
+    for (int r = 0; r < n; ++r)
+        for (int part = 0; part < 3; ++part)
+            for (int h = 0; h < kNH; ++h) {
+                const std::vector<float>& x = part == 0 ? a.q : part == 1 ? a.k : a.v;
+                const size_t g = static_cast<size_t>(r) * 3 * kNH + static_cast<size_t>(part) * kNH + h;
+                ops::kernels().quantize_row_s8(qkv.data() + g * kHS, scales.data() + g,
+                                               x.data() + static_cast<size_t>(r) * kH + h * kHS, kHS, 127);
+            }
     for (auto _ : state) {
-        ops::attention_forward_int8(a.ctx.data(), a.q.data(), a.k.data(), a.v.data(), a.shape);
+        ops::attention_forward_int8(a.ctx.data(), qkv.data(), scales.data(), a.shape);
         benchmark::DoNotOptimize(a.ctx.data());
     }
     set_gflops(state, 4.0 * a.B * a.T * a.T * kH);

@@ -102,13 +102,14 @@ void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda,
                    void* C, int ldc, const float* bias, MatmulType c_type);
 // int8 inference (ops/int8.hpp): per-row symmetric quantization; the int8 dense layer on kernels
 // from Backend::int8_weights, its result y (float, or bf16 with y_type bf16), or (with yq) act(y)
-// quantized per row.
+// quantized per row (or per group of yq_group columns).
 void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
-void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
-                         const ops::Int8Matrix& w, const float* b, int N, int IN, int OUT,
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, int yq_group, const int8_t* xq,
+                         const float* xscale, const ops::Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const ops::Activation* act);
-// The int8 attention of an inference engine (ops/int8.hpp): ctx from fp32 q, k, v, both products in int8.
-void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const ops::AttentionShape& s);
+// The int8 attention of an inference engine (ops/int8.hpp): ctx from the quantized q | k | v rows
+// (N, 3H) and their scales per head (N, 3·NH), both products in int8.
+void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, const ops::AttentionShape& s);
 // The fused attention (ops/flash_attention.hpp): lse (N, NH) instead of the probabilities; the
 // backend picks its tiles. lp: bf16 q, k, v (and dctx in the backward).
 void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,

@@ -224,15 +224,21 @@ public:
             const T* xin = buf_.x[l];
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
-            if (int8_) int8_input(xin, N, H);  // one quantized x for Q, K and V
-            linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
-            linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
-            linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, attention_output(s.vb));
+            if (int8_) {  // Q, K and V as one product, quantized per head for the int8 attention
+                int8_input(xin, N, H);
+                const ops::Int8Matrix m = int8_->at(w.wq);
+                k_.linear_forward_int8(nullptr, MatmulType::f32, q_qkv_.data(), s_qkv_.data(), H / NH_, q_in_.data(),
+                                       s_in_.data(), m, m.bias, N, H, 3 * H, nullptr);
+            } else {
+                linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
+                linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
+                linear_fwd(s.v, xin, xb, params, w.wv, w.bv, N, H, H, attention_output(s.vb));
+            }
             BB_PROFILE_OP(Op::attention, Pass::forward);
             const ops::DropoutStream ps = stream(1 + 3 * l, pkeep);
             const ops::AttentionBf16 ab = attention_inputs(s, nullptr, nh);
-            if (int8_) {  // both products in int8 (ops/int8.hpp), from fp32 q, k, v
-                k_.attention_forward_int8(s.ctx, s.q, s.k, s.v, shape);
+            if (int8_) {  // both products in int8 (ops/int8.hpp)
+                k_.attention_forward_int8(s.ctx, q_qkv_.data(), s_qkv_.data(), shape);
             } else if (fused_) {
                 const ops::FlashBf16 fb{ab.q, ab.k, ab.v, nullptr};
                 k_.flash_attention_forward(s.ctx, s.lse, s.q, s.k, s.v, shape, dropout_probs_ ? &ps : nullptr,
@@ -289,10 +295,10 @@ public:
         BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
         if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
             int8_input(s.x1, n, H);
-            k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), q_in_.data(),
+            k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), 0, q_in_.data(),
                                    s_in_.data(), int8_->at(w.wi), params + w.bi, n, H, I, &act_);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, q_mid_.data(), s_mid_.data(),
+            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, 0, q_mid_.data(), s_mid_.data(),
                                    int8_->at(w.wout), params + w.bout, n, I, H, nullptr);
         } else {
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
@@ -433,7 +439,7 @@ public:
     size_t copies_bytes() const {
         return (wb_.size() + sb_.size() + buf_.bf16_inputs.size()) * sizeof(ops::bf16) +
                (packed_ ? packed_->bytes() : 0) + (int8_ ? int8_->bytes() : 0) + q_in_.size() + q_mid_.size() +
-               (s_in_.size() + s_mid_.size()) * sizeof(float);
+               q_qkv_.size() + (s_in_.size() + s_mid_.size() + s_qkv_.size()) * sizeof(float);
     }
     // A head's weight op(B)(K, N) at `offset` joins the int8 kernels in an int8 engine (in slabs
     // of kInt8HeadSlab output channels: the tied decoder's 30522 split over threads by columns),
@@ -451,7 +457,7 @@ public:
         const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{};
         if (!q.slabs) return false;
         int8_input(x, N, IN);
-        k_.linear_forward_int8(y, MatmulType::f32, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b, N,
+        k_.linear_forward_int8(y, MatmulType::f32, nullptr, nullptr, 0, q_in_.data(), s_in_.data(), q, params + b, N,
                                IN, OUT, nullptr);
         return true;
     }
@@ -510,7 +516,7 @@ public:
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
         if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.slabs)  // an encoder layer's:
-            return k_.linear_forward_int8(out, y_type, nullptr, nullptr, q_in_.data(), s_in_.data(), q, params + b,
+            return k_.linear_forward_int8(out, y_type, nullptr, nullptr, 0, q_in_.data(), s_in_.data(), q, params + b,
                                           N, IN, OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
             return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
@@ -519,7 +525,8 @@ public:
         k_.linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
     // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), the
-    // quantized input of the next dense layer(s) (N·H) and the FFN's quantized GELU output (N·I).
+    // quantized input of the next dense layer(s) (N·H), the FFN's quantized GELU output (N·I) and
+    // the Q, K and V product's, per head (N·3H, one product: Int8Weights::add_side_by_side).
     void init_int8(const Plan& plan) {
         if constexpr (!std::is_same_v<T, float>) fail("engine: int8 precision needs the float engine");
         if (!plan.forward_only)
@@ -531,11 +538,15 @@ public:
         (void)BB_OP(be_, linear_forward_int8);
         (void)BB_OP(be_, attention_forward_int8);
         for (const LayerParams& w : layers_) {
-            for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) int8_->add(k, H_, H_);
+            const size_t qkv[] = {w.wq, w.wk, w.wv}, bias[] = {w.bq, w.bk, w.bv};
+            int8_->add_side_by_side(qkv, bias, H_, H_);
+            int8_->add(w.wo, H_, H_);
             int8_->add(w.wi, H_, I_);
             int8_->add(w.wout, I_, H_);
         }
         const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+        q_qkv_.assign(be_, nmax * 3 * H_);
+        s_qkv_.assign(be_, nmax * 3 * NH_);
         q_in_.assign(be_, nmax * H_);
         q_mid_.assign(be_, nmax * I_);
         s_in_.assign(be_, nmax);
@@ -628,8 +639,8 @@ private:
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
     std::unique_ptr<ops::Int8Weights> int8_;      // int8 engines only (init_int8)
-    Memory<int8_t> q_in_, q_mid_;
-    Memory<float> s_in_, s_mid_;
+    Memory<int8_t> q_in_, q_mid_, q_qkv_;
+    Memory<float> s_in_, s_mid_, s_qkv_;
     Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
     int B_ = 0, N_ = 0;
     size_t max_rows_ = 0;  // EngineOptions::last_layer_subset: the most rows the last layer may get

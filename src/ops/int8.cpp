@@ -87,7 +87,7 @@ void Int8Weights::add(size_t offset, int K, int N, bool trans_b, int slab_cols) 
     if (index_.count(offset)) return;
     const int cols = slab_cols > 0 && slab_cols < N ? slab_cols : N;
     index_[offset] = entries_.size();
-    entries_.push_back(Entry{offset, scales_.size(), slab_offsets_.size(), K, N, cols, trans_b});
+    entries_.push_back(Entry{offset, scales_.size(), slab_offsets_.size(), K, N, cols, trans_b, {}, {}, 0});
     scales_.resize(scales_.size() + static_cast<size_t>(N));
     for (int j0 = 0; j0 < N; j0 += cols) {  // each slab (K, n), or (n, K) with trans_b, in quantize()'s image
         const size_t n = static_cast<size_t>(std::min(cols, N - j0));
@@ -97,20 +97,43 @@ void Int8Weights::add(size_t offset, int K, int N, bool trans_b, int slab_cols) 
     }
 }
 
+void Int8Weights::add_side_by_side(std::span<const size_t> kernels, std::span<const size_t> biases, int K, int N) {
+    BB_CHECK(!kernels.empty() && kernels.size() == biases.size());
+    if (index_.count(kernels[0])) return;
+    const int n = static_cast<int>(kernels.size());
+    add(kernels[0], K, n * N, false, N);  // each kernel a slab
+    Entry& e = entries_.back();
+    e.parts.assign(kernels.begin(), kernels.end());
+    e.part_biases.assign(biases.begin(), biases.end());
+    e.bias_at = biases_.size();
+    biases_.resize(biases_.size() + static_cast<size_t>(n) * N);
+}
+
 void Int8Weights::quantize(const float* params) {
     // PackedWeights::pack reads every slab at its offset of one buffer: the int8 image of the
     // slabs, each contiguous
     AlignedVector<int8_t> staged(staged_);
     std::vector<int8_t> q;
     const int qmax = int8_weight_max();
+    std::vector<float> joined;
     for (const Entry& e : entries_) {
         const size_t K = static_cast<size_t>(e.K);
         q.resize(K * static_cast<size_t>(e.N));
         float* scale = scales_.data() + e.scale_at;
+        const float* w = params + e.offset;
+        if (!e.parts.empty()) {  // the parts' rows side by side, and their biases
+            const size_t n = static_cast<size_t>(e.N) / e.parts.size();
+            joined.resize(K * static_cast<size_t>(e.N));
+            for (size_t p = 0; p < e.parts.size(); ++p) {
+                for (size_t k = 0; k < K; ++k) std::copy_n(params + e.parts[p] + k * n, n, joined.data() + k * e.N + p * n);
+                std::copy_n(params + e.part_biases[p], n, biases_.data() + e.bias_at + p * n);
+            }
+            w = joined.data();
+        }
         if (e.trans_b)
-            quantize_columns_transposed(q.data(), scale, params + e.offset, e.K, e.N, qmax);
+            quantize_columns_transposed(q.data(), scale, w, e.K, e.N, qmax);
         else
-            quantize_columns(q.data(), scale, params + e.offset, e.K, e.N, qmax);
+            quantize_columns(q.data(), scale, w, e.K, e.N, qmax);
         for (int j0 = 0, s = 0; j0 < e.N; j0 += e.slab_cols, ++s) {
             const size_t n = static_cast<size_t>(std::min(e.slab_cols, e.N - j0));
             int8_t* dst = staged.data() + slab_offsets_[e.slab_at + static_cast<size_t>(s)];
@@ -132,16 +155,21 @@ Int8Matrix Int8Weights::at(size_t offset) const {
     // would take for "not int8" and run in float instead
     BB_CHECK(slab_ptrs_.size() == slab_offsets_.size());
     const Entry& e = entries_[it->second];
-    return {slab_ptrs_.data() + e.slab_at, e.slab_cols, scales_.data() + e.scale_at};
+    return {slab_ptrs_.data() + e.slab_at, e.slab_cols, scales_.data() + e.scale_at,
+            e.parts.empty() ? nullptr : biases_.data() + e.bias_at};
 }
 
-void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, int N, int IN, int OUT,
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, int yq_group, const int8_t* xq,
+                         const float* xscale, const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act) {
     BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && (yq ? yscale != nullptr : y != nullptr));
+    BB_CHECK(yq_group >= 0 && (yq_group == 0 || OUT % yq_group == 0));
+    // yq's groups: the whole row to ±127, or groups of yq_group columns to the weights' range
+    const int group = yq_group > 0 ? yq_group : OUT, groups = OUT / group;
+    const int gmax = yq_group > 0 ? int8_weight_max() : 127;
     BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
     const int cols = w.slab_cols, slabs = (OUT + cols - 1) / cols;
-    BB_CHECK(!yq || slabs == 1);
+    BB_CHECK(!yq || slabs == 1 || (yq_group > 0 && cols % yq_group == 0));  // a group in one slab
     if (N <= 0) return;
     // Tiles of rows × one slab, of at most kBlockBytes of int32 each, as many as a multiple of the
     // thread count where the rows allow (even work).
@@ -185,12 +213,14 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
                 const size_t to = at + static_cast<size_t>(i) * OUT;
                 k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, xscale + r0 + i, w.scale + j0,
                                   bj, 1, n, n, act);
-                if (yq)
-                    bad = bad || !k.quantize_row_s8(yq + to, yscale + r0 + i, row.data(), n, 127);
-                else if (y_type == MatmulType::bf16)
+                if (yq) {  // the tile's groups of the row
+                    float* const scale = yscale + static_cast<size_t>(r0 + i) * groups + j0 / group;
+                    bad = bad || !k.quantize_groups_s8(yq + to, scale, row.data(), n / group, group, gmax);
+                } else if (y_type == MatmulType::bf16) {
                     to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
-                else
+                } else {
                     std::copy_n(row.data(), n, static_cast<float*>(y) + to);
+                }
             }
         } catch (...) {
 #pragma omp critical(bb_int8_error)
@@ -201,10 +231,10 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
     if (bad) nonfinite_activation();
 }
 
-void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const AttentionShape& s) {
+void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, const AttentionShape& s) {
     const int H = s.H(), NH = s.NH, HS = s.HS, items = s.B * NH;
+    const size_t H3 = 3 * static_cast<size_t>(H), NH3 = 3 * static_cast<size_t>(NH);
     const float c = 1.f / std::sqrt(static_cast<float>(HS));
-    const int wmax = int8_weight_max();  // k and v are the products' B operands
     const Kernels& kk = kernels();
     std::exception_ptr error;  // the first thrown in the region, rethrown after it
     int bad = 0;
@@ -213,43 +243,37 @@ void attention_forward_int8(float* ctx, const float* q, const float* k, const fl
         const int b = it / NH, h = it % NH;
         const int o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.keys(b, t);
         if (t == 0 || bad) continue;
-        // the item's operands and products, per thread, kept between calls (grown, never shrunk)
-        thread_local AlignedVector<int8_t> qq, qk, qv;
+        // the item's probabilities, products and scales, per thread, kept between calls (grown)
         thread_local AlignedVector<uint8_t> u;
         thread_local AlignedVector<int32_t> acc;
-        thread_local AlignedVector<float> scales;
+        thread_local AlignedVector<float> f;
         const size_t T = static_cast<size_t>(t), K = static_cast<size_t>(kn), C = static_cast<size_t>(HS);
-        if (qq.size() < T * C) qq.resize(T * C);
-        if (qk.size() < K * C) qk.resize(K * C), qv.resize(K * C);
         if (u.size() < T * K) u.resize(T * K);
         if (acc.size() < T * std::max(K, C)) acc.resize(T * std::max(K, C));
-        if (scales.size() < 2 * T + 2 * K + 2 * C) scales.resize(2 * T + 2 * K + 2 * C);
-        float *sq = scales.data(), *sp = sq + T, *sk = sp + T, *work = sk + K, *sv = work + std::max(K, C);
-        const size_t off = static_cast<size_t>(o) * H + static_cast<size_t>(h) * HS;
-        for (size_t i = 0; i < T && !bad; ++i) {
-            bad = !kk.quantize_row_s8(qq.data() + i * C, sq + i, q + off + i * H, HS, 127);
-            sq[i] *= c;  // 1/√HS folded into the rows' scales
+        if (f.size() < 2 * T + 3 * K + C) f.resize(2 * T + 3 * K + C);
+        float *sq = f.data(), *sp = sq + T, *sk = sp + T, *sv = sk + K, *work = sv + K, *ones = work + K;
+        const size_t r0 = static_cast<size_t>(o);
+        for (size_t i = 0; i < T; ++i) sq[i] = scales[(r0 + i) * NH3 + h] * c;  // 1/√HS folded in
+        for (size_t j = 0; j < K; ++j) {
+            sk[j] = scales[(r0 + j) * NH3 + NH + h];
+            sv[j] = scales[(r0 + j) * NH3 + 2 * NH + h];
         }
-        for (size_t j = 0; j < K && !bad; ++j)
-            bad = !kk.quantize_row_s8(qk.data() + j * C, sk + j, k + off + j * H, HS, wmax);
-        bad = bad || !kk.quantize_columns_s8(qv.data(), sv, v + off, kn, HS, H, wmax, work);
-        if (bad) continue;
+        std::fill_n(ones, C, 1.f);
+        const int8_t* q = qkv + r0 * H3 + static_cast<size_t>(h) * HS;
         // Inside the parallel region the products run on this thread alone (matmul.hpp).
-        matmul(MatmulType::s8, true, t, kn, HS, qq.data(), HS, qk.data(), HS, 0.f, acc.data(), kn, nullptr,
-               MatmulType::s32);
-        bad = !kk.softmax_rows_u8(u.data(), sp, acc.data(), sq, sk, t, kn, work);
+        matmul(MatmulType::s8, true, t, kn, HS, q, static_cast<int>(H3), q + H, static_cast<int>(H3), 0.f, acc.data(),
+               kn, nullptr, MatmulType::s32);
+        bad = !kk.softmax_rows_u8(u.data(), sp, acc.data(), sq, sk, sv, t, kn, work);
         if (bad) continue;
-        matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, qv.data(), HS, 0.f, acc.data(), HS, nullptr,
-               MatmulType::s32);
-        kk.dequantize_rows(ctx + off, acc.data(), sp, sv, nullptr, t, HS, H, nullptr);
+        matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, q + 2 * H, static_cast<int>(H3), 0.f, acc.data(), HS,
+               nullptr, MatmulType::s32);
+        kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), sp, ones, nullptr, t, HS, H, nullptr);
     } catch (...) {
 #pragma omp critical(bb_int8_error)
         if (!error) error = std::current_exception();
     }
     if (error) std::rethrow_exception(error);
-    if (bad)
-        fail("int8 attention: a non-finite q, k or v (NaN or Inf) cannot be quantized; the fp32 engine would "
-             "carry it to the outputs (hint: run --dtype=fp32 to see where it starts)");
+    if (bad) fail("int8 attention: non-finite scores (q and k scales near the float range)");
 }
 
 int int8_weight_max() { return int8_native() ? 127 : 63; }

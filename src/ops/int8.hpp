@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,8 @@ struct Int8Matrix {
     const void* const* slabs = nullptr;  // null: no such kernel
     int slab_cols = 0;
     const float* scale = nullptr;
+    // kernels side by side (Int8Weights::add_side_by_side): their biases, likewise; else null
+    const float* bias = nullptr;
 };
 
 // The dense kernels of an inference engine, quantized and packed once (the weights do not change).
@@ -47,23 +50,29 @@ public:
     // the matrix stored (N, K) there (the tied decoder's embeddings, one output channel per row),
     // packed in slabs of slab_cols output channels (0: one slab).
     void add(size_t offset, int K, int N, bool trans_b = false, int slab_cols = 0);
+    // Registers, at kernels[0], one kernel (K, n·N) made of the n kernels (K, N) at `kernels` side
+    // by side (an attention layer's Q, K and V as one product), each kernel a slab, and its bias
+    // (n·N) made of the biases (N) at `biases` (Int8Matrix::bias).
+    void add_side_by_side(std::span<const size_t> kernels, std::span<const size_t> biases, int K, int N);
     // Quantizes every registered kernel from the float parameters and packs it.
     void quantize(const float* params);
     // The kernel registered at `offset` (slabs null when none is); an Error for a kernel registered
     // since the last quantize().
     Int8Matrix at(size_t offset) const;
-    size_t bytes() const { return packed_.bytes() + scales_.size() * sizeof(float); }
+    size_t bytes() const { return packed_.bytes() + (scales_.size() + biases_.size()) * sizeof(float); }
 
 private:
     struct Entry {
         size_t offset, scale_at, slab_at;  // slab_at: the first slab's in slab_ptrs_
         int K, N, slab_cols;
         bool trans_b;
+        std::vector<size_t> parts, part_biases;  // add_side_by_side's (then bias_at in biases_)
+        size_t bias_at = 0;
     };
     PackedWeights packed_{MatmulType::s8};  // each slab at its offset in quantize()'s int8 image
     std::vector<Entry> entries_;
     std::unordered_map<size_t, size_t> index_;  // offset -> entries_
-    AlignedVector<float> scales_;
+    AlignedVector<float> scales_, biases_;
     std::vector<size_t> slab_offsets_;    // each slab's offset in that image
     std::vector<const void*> slab_ptrs_;  // each slab's packed form, after quantize()
     size_t staged_ = 0;                   // the image's size
@@ -73,23 +82,27 @@ private:
 //   v(i,j) = sx(i)·sw(j)·acc(i,j) + b(j), then act(v) where act is given,
 // written into y (N, OUT) as float, or as bf16 with y_type bf16 (rounded once, as to_bf16), or,
 // with yq, quantized per row into yq (N, OUT) and yscale (N) for the next int8 layer (y unused
-// then; w one slab, as a row's scale needs all of it). b may be null.
-void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, const int8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, int N, int IN, int OUT,
+// then; w one slab, as a row's scale needs all of it) — or, with yq_group > 0, per group of
+// yq_group columns of a row, each to ±int8_weight_max(), with yscale (N, OUT / yq_group) (the
+// int8 attention's q, k and v per head, which its products take as either operand; w's slabs
+// whole groups). b may be null.
+void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, int yq_group, const int8_t* xq,
+                         const float* xscale, const Int8Matrix& w, const float* b, int N, int IN, int OUT,
                          const Activation* act);
 
 struct AttentionShape;  // ops/attention.hpp
 
 // The attention of an int8 engine (inference: no dropout, no probabilities kept), both products
-// in int8 with int32 accumulation, for each sequence b and head h (AttentionShape's layout; the
-// head's slices of q, k, v are t rows or the sequence's kn keys of HS channels):
-//   q(i) ≈ sq(i)·qq(i), k(j) ≈ sk(j)·qk(j)     per row (s8: q to 127, k to int8_weight_max())
-//   x(i,j) = qq(i)·qk(j) · (sq(i)·sk(j)/√HS),  e(i,j) = exp(x(i,j) − max_j x(i,j))
-//   P(i,j) = e/Σ_j e ≈ sp(i)·u(i,j),  u = round(255·e) (u8), sp(i) = 1/(255·Σ_j e)
-//   v(j,c) ≈ qv(j,c)·sv(c)                      per channel over the keys (s8 to int8_weight_max())
-//   ctx(i,c) = sp(i)·sv(c)·Σ_j u(i,j)·qv(j,c)
-// The softmax runs in fp32 on the dequantized scores. A non-finite q, k or v is an Error.
-void attention_forward_int8(float* ctx, const float* q, const float* k, const float* v, const AttentionShape& s);
+// in int8 with int32 accumulation, from the Q, K and V product's quantized output
+// (linear_forward_int8 with yq_group = HS): qkv (N, 3H), each row q | k | v, each head's HS
+// channels quantized on their own, and scales (N, 3·NH) likewise, so that for head h of row r
+// q(r) ≈ sq(r)·qq(r), k(r) ≈ sk(r)·qk(r), v(r) ≈ sv(r)·qv(r). For each sequence b and head h
+// (AttentionShape's layout; i over its t rows, j over its kn keys):
+//   x(i,j) = qq(i)·qk(j) · (sq(i)/√HS)·sk(j),  e(i,j) = exp(x(i,j) − max_j x(i,j))  (fp32)
+//   P(i,j)·sv(j) = e(i,j)·sv(j) / Σ_j e(i,j) ≈ sp(i)·u(i,j), v's scales folded into the u8 values:
+//     m(i) = max_j e(i,j)·sv(j),  u = round(e·sv·(255/m)),  sp(i) = m(i) / (255·Σ_j e(i,j))
+//   ctx(i,c) = sp(i)·Σ_j u(i,j)·qv(j,c)
+void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, const AttentionShape& s);
 
 // The weight range quantize_columns should use on this CPU (127 or 63, above).
 int int8_weight_max();

@@ -1,6 +1,6 @@
-// The elementwise passes of int8 inference (ops/int8.hpp), vectorised: a row (or a block's
-// columns) quantized to s8 symmetrically, int32 products dequantized with their row and column
-// scales and the bias, and the int8 attention's softmax quantized to u8.
+// The elementwise passes of int8 inference (ops/int8.hpp), vectorised: a row quantized to s8
+// symmetrically, int32 products dequantized with their row and column scales and the bias, and
+// the int8 attention's softmax quantized to u8.
 // They give the same bits as their scalar formulas on every path (max is exact, the conversion
 // rounds to nearest even as std::nearbyint does in the default rounding mode, and the dequantization
 // multiplies and adds without contraction, in the scalar order).
@@ -85,6 +85,17 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     return true;
 }
 
+// quantize_row_s8 on each of `groups` groups of `group` values of x, into q and scale(groups);
+// false when one holds a NaN or ±Inf.
+inline bool quantize_groups_s8(int8_t* q, float* scale, const float* x, int groups, int group, int qmax) {
+    bool ok = true;
+    for (int g = 0; g < groups; ++g) {
+        const size_t at = static_cast<size_t>(g) * group;
+        ok = quantize_row_s8(q + at, scale + g, x + at, group, qmax) && ok;
+    }
+    return ok;
+}
+
 // y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0),
 // then y(i, ·) = act(y(i, ·)) where act is given, each row while it is in L1 (the values and bits
 // of activation_forward); acc's rows are cols apart, y's ldy apart (a column slab of a wider y).
@@ -126,90 +137,39 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
     }
 }
 
-// Per-column symmetric quantization of x (rows, cols), its rows ldx apart, to [-qmax, qmax]:
-// m(j) = max_i |x(i,j)|, q(i,j) = round(x(i,j)·(qmax/m(j))) into q (rows, cols), scale(j) =
-// m(j)/qmax; a column of zeros gives q 0 and scale 0. work: cols floats. False (q and scale
-// unwritten) on a NaN, ±Inf or |x| > 3.4e38. (The int8 attention's v, over one sequence's keys.)
-inline bool quantize_columns_s8(int8_t* q, float* scale, const float* x, int rows, int cols, int ldx, int qmax,
-                                float* work) {
-    float* const r = work;
-    std::fill(r, r + cols, 0.f);  // the column maxima, then their reciprocal steps
-    bool bad = false;
-    for (int i = 0; i < rows; ++i) {
-        const float* row = x + static_cast<size_t>(i) * ldx;
-        int j = 0;
-#ifdef BB_OPS_AVX512
-        for (; j + 16 <= cols; j += 16) {
-            const __m512 v = _mm512_loadu_ps(row + j);
-            bad = bad || _mm512_cmp_ps_mask(_mm512_mul_ps(v, _mm512_setzero_ps()), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-            _mm512_storeu_ps(r + j, _mm512_max_ps(_mm512_loadu_ps(r + j), _mm512_abs_ps(v)));
-        }
-#endif
-        for (; j + 8 <= cols; j += 8) {
-            const __m256 v = _mm256_loadu_ps(row + j), z = _mm256_setzero_ps();
-            bad = bad || _mm256_movemask_ps(_mm256_cmp_ps(_mm256_mul_ps(v, z), z, _CMP_NEQ_UQ));
-            _mm256_storeu_ps(r + j, _mm256_max_ps(_mm256_loadu_ps(r + j), _mm256_andnot_ps(_mm256_set1_ps(-0.f), v)));
-        }
-        for (; j < cols; ++j) {
-            bad = bad || row[j] * 0.f != 0.f;
-            r[j] = std::max(r[j], std::fabs(row[j]));
-        }
-    }
-    for (int j = 0; j < cols && !bad; ++j) bad = !(r[j] <= 3.4e38f);
-    if (bad) return false;
-    for (int j = 0; j < cols; ++j) {
-        scale[j] = r[j] / static_cast<float>(qmax);
-        r[j] = r[j] > 0.f ? static_cast<float>(qmax) / r[j] : 0.f;
-    }
-    for (int i = 0; i < rows; ++i) {
-        const float* row = x + static_cast<size_t>(i) * ldx;
-        int8_t* o = q + static_cast<size_t>(i) * cols;
-        int j = 0;
-#ifdef BB_OPS_AVX512
-        for (; j + 16 <= cols; j += 16)
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + j),
-                             _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(row + j),
-                                                                                     _mm512_loadu_ps(r + j)))));
-#endif
-        for (; j + 8 <= cols; j += 8) {
-            const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(r + j)));
-            const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packs_epi16(w, w));
-        }
-        for (; j < cols; ++j) o[j] = static_cast<int8_t>(static_cast<int>(std::nearbyint(row[j] * r[j])));
-    }
-    return true;
-}
-
 // The int8 attention's probabilities (ops/int8.hpp), row by row: the scores x(j) =
 // s(i,j)·(sa(i)·sb(j)) from the int32 products s (rows, cols) and the scales folded into sa, sb,
-// then p = softmax(x) as uint8 and a scale per row:
-//   e(j) = exp(x(j) − max x),  q(i,j) = round(255·e(j)),  scale(i) = 1 / (255·Σ_j e(j))
-// so that p(i,j) ≈ scale(i)·q(i,j), the largest p of the row on 255 exactly. work: cols floats.
-// False where a row's scores are not finite (scales near the float range).
-inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb, int rows,
-                            int cols, float* work) {
+// e(j) = exp(x(j) − max x), then the probabilities times the column weights w (v's scales) as
+// uint8 values and a scale per row:
+//   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
+// so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0:
+// q 0, scale 0). work: cols floats. False where a row's scores are not finite (scales near the
+// float range).
+inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
+                            const float* w, int rows, int cols, float* work) {
     const size_t n = static_cast<size_t>(cols);
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = s + static_cast<size_t>(i) * n;
         uint8_t* o = q + static_cast<size_t>(i) * n;
         dequantize_rows(work, a, sa + i, sb, nullptr, 1, cols, cols, nullptr);
-        const float m = array_max(work, n);
-        if (!(std::fabs(m) <= 3.4e38f)) return false;
-        const float sum = exp_affine_sum(work, work, n, 1.f, m);
+        const float mx = array_max(work, n);
+        if (!(std::fabs(mx) <= 3.4e38f)) return false;
+        const float sum = exp_affine_sum(work, work, n, 1.f, mx);
+        for (size_t j = 0; j < n; ++j) work[j] *= w[j];  // (exact max below: any lane order)
+        const float m = array_max(work, n), r = m > 0.f ? 255.f / m : 0.f;
         size_t j = 0;
 #ifdef BB_OPS_AVX512
-        for (const __m512 k = _mm512_set1_ps(255.f); j + 16 <= n; j += 16)
+        for (const __m512 k = _mm512_set1_ps(r); j + 16 <= n; j += 16)
             _mm_storeu_si128(reinterpret_cast<__m128i*>(o + j),
                              _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(work + j), k))));
 #endif
-        for (const __m256 k = _mm256_set1_ps(255.f); j + 8 <= n; j += 8) {
+        for (const __m256 k = _mm256_set1_ps(r); j + 8 <= n; j += 8) {
             const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(work + j), k));
-            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packus_epi16(w, w));
+            const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packus_epi16(p, p));
         }
-        for (; j < n; ++j) o[j] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(work[j] * 255.f)));
-        scale[i] = 1.f / (255.f * sum);
+        for (; j < n; ++j) o[j] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(work[j] * r)));
+        scale[i] = m / (255.f * sum);
     }
     return true;
 }

@@ -89,21 +89,21 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
                 gelu[i * OUT + j] = ops::activation_value(ops::Activation::gelu_tanh, want[i * OUT + j]);
             }
         const std::string at_n = " N=" + std::to_string(N);
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, nullptr);
         const std::vector<float> y = dy.download();
         EXPECT_TRUE(all_close("int8 y" + at_n, y, want, 1e-6, 1e-6));
         // bf16 output: the float result rounded once
         Buffer<bf16> dyb(be(), static_cast<size_t>(N) * OUT);
-        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at),
+        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at),
                                           db.get(), N, IN, OUT, nullptr);
         EXPECT_TRUE(same_bits(dyb.download(), narrow(y))) << "int8 bf16(y)" << at_n;
         const ops::Activation act = ops::Activation::gelu_tanh;
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, &act);
         EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, dy.download(), gelu, 1e-6, 1e-6));
         // quantized output: within half a step of the GELU'd values
-        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, &act);
         const std::vector<int8_t> yq = dyq.download();
         const std::vector<float> ys = dys.download();
@@ -158,13 +158,13 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
                     std::vector<uint32_t> bits(static_cast<size_t>(N) * OUT);
                     if (type == MatmulType::bf16) {
                         Buffer<bf16> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, dxq.get(), dxs.get(), iw.at(offset),
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw.at(offset),
                                                           db.get(), N, IN, OUT, a);
                         const std::vector<bf16> v = y.download();
                         for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
                     } else {
                         Buffer<float> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, dxq.get(), dxs.get(), iw.at(offset),
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw.at(offset),
                                                           db.get(), N, IN, OUT, a);
                         const std::vector<float> v = y.download();
                         std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
@@ -192,7 +192,7 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
     const Quantized qx = quantize(be(), x, N, IN);
     Buffer<int8_t> dxq(be(), qx.q);
     Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
                                       OUT, nullptr);
     const std::vector<float> got = dy.download();
     double worst = 0;  // the largest error as a fraction of its bound
@@ -214,19 +214,20 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
               << ": largest error " << worst << " of its bound\n";
 }
 
-// The int8 attention, two ways as the dense layer above: its formula (ops/int8.hpp) evaluated in
-// double on the test's own quantization of q, k and v, and against the double attention, with a
-// bound derived from the scales, per
-// element of ctx (sequence b, head h, query row i, channel c; j over the kn keys; c_s = 1/√HS):
+// The int8 attention, two ways as the dense layer above, on q, k and v quantized per row and head
+// here (as the Q, K and V product's epilogue leaves them, each to ±int8_weight_max()): its formula
+// (ops/int8.hpp) evaluated in double on those values, and against the double attention with a
+// bound derived from the scales, per element of ctx (sequence b, head h, query row i, channel c;
+// j over the kn keys; c_s = 1/√HS; p the exact probabilities):
 //  - scores: q and k move by at most sq(i)/2, sk(j)/2 per element, so x(i,j) moves by at most
 //      E(i) = max_j c_s·(sq(i)/2·(‖k(j)‖₁ + HS·sk(j)/2) + sk(j)/2·‖q(i)‖₁);
-//  - the softmax: each p(i,j) then moves by at most p(i,j)·(e^{2E(i)} − 1) (its ratio to p is
-//    within e^{±2E}), and its u8 step adds sp(i)/2 <= max_j p(i,j)·e^{2E(i)}/510;
-//  - v moves by at most sv(c)/2:  |ctx − ctx_ref| <= Σ_j d(i,j)·(|v(j,c)| + sv(c)/2) + sv(c)/2
-//    with d the probabilities' bound, plus fp32 rounding.
+//  - the softmax: p̂(i,j) is within p(i,j)·e^{±2E(i)} (|p̂ − p| <= p·(e^{2E} − 1));
+//  - v moves by at most sv(j)/2, and sp·u = p̂·sv ± sp/2 with sp <= max_j p(i,j)·sv(j)·e^{2E}/255:
+//      |ctx − ctx_ref| <= Σ_j [|p̂ − p|·(|v(j,c)| + sv(j)/2) + p·sv(j)/2 + sp/2·(|v(j,c)|/sv(j) + 1/2)]
+//    plus fp32 rounding.
 TEST_P(BackendOpsInt8, AttentionInt8StaysWithinTheScalesBoundOfFp64) {
     REQUIRE_OP(attention_forward_int8);
-    const double wmax = ops::int8_weight_max();
+    const int wmax = ops::int8_weight_max();
     struct Case {
         int NH, HS;
         std::vector<int32_t> offsets, key_lengths;  // empty: every row a key
@@ -241,107 +242,147 @@ TEST_P(BackendOpsInt8, AttentionInt8StaysWithinTheScalesBoundOfFp64) {
                            k = rand_f(static_cast<size_t>(N) * H, 82 + HS, 1.5),
                            v = rand_f(static_cast<size_t>(N) * H, 83 + HS, 2.0);
         for (int c = 0; c < HS; ++c) q[static_cast<size_t>(7) * H + c] = 4.f * k[static_cast<size_t>(3) * H + c];  // a peaked row
+        for (int c = 0; c < HS; ++c) v[static_cast<size_t>(2) * H + c] = 0.f;  // a key whose v is 0 (scale 0)
+        // qkv (N, 3H) and scales (N, 3NH), the layout the op reads; the scales in double for the bound
+        std::vector<int8_t> qkv(static_cast<size_t>(N) * 3 * H);
+        std::vector<float> scales(static_cast<size_t>(N) * 3 * NH);
+        const std::vector<float>* parts[3] = {&q, &k, &v};
+        for (int r = 0; r < N; ++r)
+            for (int part = 0; part < 3; ++part)
+                for (int h = 0; h < NH; ++h) {
+                    const float* x = parts[part]->data() + static_cast<size_t>(r) * H + h * HS;
+                    float m = 0;
+                    for (int c = 0; c < HS; ++c) m = std::max(m, std::fabs(x[c]));
+                    const size_t g = static_cast<size_t>(r) * 3 * NH + static_cast<size_t>(part) * NH + h;
+                    scales[g] = m / static_cast<float>(wmax);
+                    for (int c = 0; c < HS; ++c)
+                        qkv[g * HS + c] = static_cast<int8_t>(m > 0 ? std::nearbyint(x[c] * (static_cast<float>(wmax) / m)) : 0);
+                }
         const AttentionReference ref = attention_reference(cs.offsets, keys, NH, HS, wide(q), wide(k), wide(v),
                                                            std::vector<double>(q.size()), nullptr);
         const auto doffs = put(cs.offsets);
         const auto dkeys = put(cs.key_lengths.empty() ? std::vector<int32_t>(1) : cs.key_lengths);
         const auto dpofs = put(ref.pofs);
         const ops::AttentionShape s{doffs->get(), dpofs->get(), B, NH, HS, keys ? dkeys->get() : nullptr};
-        const auto dq = put(q), dk = put(k), dv = put(v), dctx = put(std::vector<float>(q.size(), -9.f));
-        BB_OP(be(), attention_forward_int8)(dctx->get(), dq->get(), dk->get(), dv->get(), s);
+        const auto dqkv = put(qkv);
+        const auto dscales = put(scales);
+        const auto dctx = put(std::vector<float>(q.size(), -9.f));
+        BB_OP(be(), attention_forward_int8)(dctx->get(), dqkv->get(), dscales->get(), s);
         const std::vector<float> got = dctx->download();
         const double cs_ = 1.0 / std::sqrt(double(HS));
-        double worst = 0;  // the largest error as a fraction of its bound
+        double worst = 0;  // the largest error against the double attention, as a fraction of its bound
         for (int b = 0; b < B; ++b)
             for (int h = 0; h < NH; ++h) {
                 const int o = cs.offsets[b], t = cs.offsets[b + 1] - o, kn = keys ? keys[b] : t;
                 const auto at = [&](int row, int c) { return static_cast<size_t>(o + row) * H + h * HS + c; };
-                const auto amax = [&](const std::vector<float>& x, int row) {
-                    double m = 0;
-                    for (int c = 0; c < HS; ++c) m = std::max(m, std::fabs(double(x[at(row, c)])));
-                    return m;
+                const auto sc = [&](int part, int row) {
+                    return double(scales[static_cast<size_t>(o + row) * 3 * NH + static_cast<size_t>(part) * NH + h]);
+                };
+                const auto qv = [&](int part, int row, int c) {
+                    return double(qkv[static_cast<size_t>(o + row) * 3 * H + static_cast<size_t>(part) * H + h * HS + c]);
                 };
                 const auto l1 = [&](const std::vector<float>& x, int row) {
                     double m = 0;
                     for (int c = 0; c < HS; ++c) m += std::fabs(double(x[at(row, c)]));
                     return m;
                 };
-                std::vector<double> sv(HS, 0.0);
-                for (int j = 0; j < kn; ++j)
-                    for (int c = 0; c < HS; ++c) sv[c] = std::max(sv[c], std::fabs(double(v[at(j, c)])) / wmax);
-                // the op's own formula (ops/int8.hpp) in double on the test's quantization of q, k, v
-                std::vector<double> qq(static_cast<size_t>(t) * HS), qk(static_cast<size_t>(kn) * HS), qv(qk.size());
-                for (int i = 0; i < t; ++i)
-                    for (int c = 0; c < HS; ++c) {
-                        const auto quantized = [&](const std::vector<float>& x, int row, double m, double qmax) {
-                            return m > 0 ? std::nearbyint(double(x[at(row, c)]) * (qmax / m)) : 0.0;
-                        };
-                        qq[static_cast<size_t>(i) * HS + c] = quantized(q, i, amax(q, i), 127);
-                        if (i >= kn) continue;
-                        qk[static_cast<size_t>(i) * HS + c] = quantized(k, i, amax(k, i), wmax);
-                        qv[static_cast<size_t>(i) * HS + c] = quantized(v, i, sv[c] * wmax, wmax);
-                    }
                 for (int i = 0; i < t; ++i) {
-                    std::vector<double> x(kn);
+                    const std::string where = "HS=" + std::to_string(HS) + " sequence " + std::to_string(b) + " head " +
+                                              std::to_string(h) + " row " + std::to_string(i);
+                    // the op's formula in double
+                    std::vector<double> e(kn);
                     for (int j = 0; j < kn; ++j) {
                         double dot = 0;
-                        for (int c = 0; c < HS; ++c)
-                            dot += qq[static_cast<size_t>(i) * HS + c] * qk[static_cast<size_t>(j) * HS + c];
-                        x[j] = dot * (amax(q, i) / 127) * cs_ * (amax(k, j) / wmax);
+                        for (int c = 0; c < HS; ++c) dot += qv(0, i, c) * qv(1, j, c);
+                        e[j] = dot * (sc(0, i) * cs_) * sc(1, j);
                     }
-                    const double xmax = *std::max_element(x.begin(), x.end());
-                    double sum = 0;
-                    for (double& e : x) sum += e = std::exp(e - xmax);
-                    const double sp = 1 / (255 * sum);
+                    const double xmax = *std::max_element(e.begin(), e.end());
+                    double sum = 0, m = 0;
+                    for (int j = 0; j < kn; ++j) {
+                        sum += e[j] = std::exp(e[j] - xmax);
+                        m = std::max(m, e[j] * sc(2, j));
+                    }
+                    const double sp = m / (255 * sum);
+                    // the bound's terms per key
+                    const double* p = ref.probs.data() + ref.pofs[b] + (static_cast<size_t>(h) * t + i) * kn;
+                    double E = 0, spb = 0;
+                    for (int j = 0; j < kn; ++j) {
+                        const double sq = sc(0, i), sk = sc(1, j);
+                        E = std::max(E, cs_ * (sq / 2 * (l1(k, j) + HS * sk / 2) + sk / 2 * l1(q, i)));
+                        spb = std::max(spb, p[j] * sc(2, j));
+                    }
+                    spb *= std::exp(2 * E) / 255;
                     for (int c = 0; c < HS; ++c) {
-                        double want = 0, mag = 0;
+                        double want = 0, mag = 0, bound = 0;
                         for (int j = 0; j < kn; ++j) {
-                            const double u = qv[static_cast<size_t>(j) * HS + c];
-                            want += std::nearbyint(255 * x[j]) * u;
-                            mag += 255 * x[j] * std::fabs(u);
+                            const double u = m > 0 ? std::nearbyint(e[j] * sc(2, j) * (255 / m)) : 0;
+                            want += u * qv(2, j, c);
+                            mag += std::fabs(u * qv(2, j, c));
+                            const double av = std::fabs(double(v[at(j, c)])), sv = sc(2, j);
+                            bound += p[j] * (std::exp(2 * E) - 1) * (av + sv / 2) + p[j] * sv / 2 +
+                                     spb / 2 * ((sv > 0 ? av / sv : 0) + 0.5);
                         }
                         // fp32 rounding, and a u8 value or two rounded the other way at a half step
-                        EXPECT_NEAR(got[at(i, c)], sp * sv[c] * want, sp * sv[c] * (1e-5 * mag + 2 * wmax))
-                            << "HS=" << HS << " sequence " << b << " head " << h << " row " << i << " channel " << c;
-                    }
-                }
-                for (int i = 0; i < t; ++i) {
-                    const double sq = amax(q, i) / 127;
-                    double E = 0, pmax = 0;
-                    const double* p = ref.probs.data() + ref.pofs[b] + (static_cast<size_t>(h) * t + i) * kn;
-                    for (int j = 0; j < kn; ++j) {
-                        const double sk = amax(k, j) / wmax;
-                        E = std::max(E, cs_ * (sq / 2 * (l1(k, j) + HS * sk / 2) + sk / 2 * l1(q, i)));
-                        pmax = std::max(pmax, p[j]);
-                    }
-                    const double grow = std::exp(2 * E);
-                    for (int c = 0; c < HS; ++c) {
-                        double bound = sv[c] / 2, mag = 0;
-                        for (int j = 0; j < kn; ++j) {
-                            const double d = p[j] * (grow - 1) + pmax * grow / 510;
-                            bound += d * (std::fabs(double(v[at(j, c)])) + sv[c] / 2);
-                            mag += p[j] * std::fabs(double(v[at(j, c)]));
-                        }
+                        EXPECT_NEAR(got[at(i, c)], sp * want, sp * (1e-5 * mag + 2 * wmax)) << where << " channel " << c;
                         const double err = std::fabs(got[at(i, c)] - ref.ctx[at(i, c)]);
-                        ASSERT_LE(err, bound + 1e-5 * mag + 1e-6)
-                            << "HS=" << HS << " sequence " << b << " head " << h << " row " << i << " channel " << c;
+                        ASSERT_LE(err, bound + 1e-5 * std::fabs(ref.ctx[at(i, c)]) + 1e-6) << where << " channel " << c;
                         worst = std::max(worst, err / bound);
                     }
                 }
             }
         EXPECT_LT(worst, 0.5);  // rounding errors add up like a random walk, far inside the worst case
-        std::cout << "[int8 attention] HS=" << HS << ", k and v in ±" << wmax << ": largest error " << worst
+        std::cout << "[int8 attention] HS=" << HS << ", q, k and v in ±" << wmax << ": largest error " << worst
                   << " of its bound\n";
-        // a non-finite value in q, k or v is the one-line Error (int8 cannot carry it)
-        for (const auto* buf : {&dq, &dk, &dv}) {
-            std::vector<float> bad = (*buf)->download();
-            bad[static_cast<size_t>(N - 1) * H + 1] = std::nanf("");
-            const auto dbad = put(bad);
-            const float* in[3] = {dq->get(), dk->get(), dv->get()};
-            in[buf == &dq ? 0 : buf == &dk ? 1 : 2] = dbad->get();
-            EXPECT_THROW(BB_OP(be(), attention_forward_int8)(dctx->get(), in[0], in[1], in[2], s), Error);
-        }
     }
+}
+
+// The Q, K and V product's epilogue: yq_group quantizes each group of a row's columns on its own,
+// to ±int8_weight_max(), bit for bit as quantize_row_s8 does a row of that group's values.
+TEST_P(BackendOpsInt8, LinearInt8QuantizesEachGroupOfColumns) {
+    REQUIRE_OP(linear_forward_int8);
+    std::unique_ptr<ops::Int8Weights> iw = be().int8_weights();
+    if (!iw) GTEST_SKIP() << "backend " << be().name() << " keeps no int8 weights";
+    const int N = 37, IN = 45, G = 13, parts = 3, OUT = parts * 2 * G;  // 3 kernels of 2 groups side by side
+    const std::vector<float> x = rand_f(static_cast<size_t>(N) * IN, 91, 2.0);
+    // the parameters: kernel 0, bias 0, kernel 1, bias 1, ... (a layer's Q, K, V and their biases)
+    const size_t kn = static_cast<size_t>(IN) * (OUT / parts), bn = OUT / parts;
+    const std::vector<float> params = rand_f(parts * (kn + bn), 92, 0.2);
+    const size_t kernels[] = {0, kn + bn, 2 * (kn + bn)}, biases[] = {kn, 2 * kn + bn, 3 * kn + 2 * bn};
+    iw->add_side_by_side(kernels, biases, IN, OUT / parts);
+    iw->quantize(params.data());
+    const ops::Int8Matrix m = iw->at(0);
+    ASSERT_NE(m.bias, nullptr);
+    // the same product as one plain kernel (K, OUT) and bias (OUT) side by side, its float y
+    std::vector<float> joined(static_cast<size_t>(IN) * OUT), bias(OUT);
+    for (int p = 0; p < parts; ++p) {
+        for (int r = 0; r < IN; ++r)
+            std::copy_n(params.data() + kernels[p] + r * bn, bn, joined.data() + static_cast<size_t>(r) * OUT + p * bn);
+        std::copy_n(params.data() + biases[p], bn, bias.data() + p * bn);
+    }
+    std::unique_ptr<ops::Int8Weights> plain = be().int8_weights();
+    plain->add(0, IN, OUT);
+    plain->quantize(joined.data());
+    const Quantized qx = quantize(be(), x, N, IN);
+    Buffer<int8_t> dxq(be(), qx.q), dyq(be(), static_cast<size_t>(N) * OUT);
+    Buffer<float> dxs(be(), qx.scale), db(be(), bias), dy(be(), static_cast<size_t>(N) * OUT),
+        dys(be(), static_cast<size_t>(N) * OUT / G);
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), plain->at(0),
+                                      db.get(), N, IN, OUT, nullptr);
+    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), G, dxq.get(), dxs.get(), m, m.bias, N,
+                                      IN, OUT, nullptr);
+    const std::vector<float> y = dy.download(), ys = dys.download();
+    const std::vector<int8_t> yq = dyq.download();
+    const int wmax = ops::int8_weight_max();
+    for (int i = 0; i < N; ++i)
+        for (int g = 0; g < OUT / G; ++g) {
+            std::vector<int8_t> want(G);
+            float scale = -1;
+            ASSERT_TRUE(ops::kernels().quantize_row_s8(want.data(), &scale, y.data() + static_cast<size_t>(i) * OUT + g * G,
+                                                       G, wmax));
+            EXPECT_EQ(ys[static_cast<size_t>(i) * (OUT / G) + g], scale) << "row " << i << " group " << g;
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), yq.begin() + static_cast<long>(i) * OUT + g * G))
+                << "row " << i << " group " << g;
+        }
 }
 
 }  // namespace
