@@ -12,9 +12,9 @@ void PrecisionFlags::add(Flags& f, bool training) {
           "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation, fp32 master weights, "
           "optimizer and checkpoints; emulated and slower where the CPU lacks AVX512-BF16/AMX, "
           "and slower than fp32 on Intel's AVX512-BF16 without AMX) | "
-          "int8 (inference only: the encoder's and MLM head's dense layers in int8, weights per channel, "
-          "activations per token; docs/engine.md). fp16 is refused with its reason (no fp16 "
-          "matmul on CPUs here)");
+          "int8 (inference only: the encoder's and MLM head's dense layers and the attention's products "
+          "in int8, weights per channel, activations per token; docs/engine.md). fp16 is refused with "
+          "its reason (no fp16 matmul on CPUs here)");
     f.alias("precision", "dtype");
     if (!training) return;
     f.add("loss_scale", &loss_scale,
