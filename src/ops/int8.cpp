@@ -63,7 +63,8 @@ void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int
     std::vector<float> r(static_cast<size_t>(N));
     for (int j = 0; j < N; ++j) {
         scale[j] = channel_scale(m[j], j, K, N, qmax);
-        r[j] = m[j] > 0.f ? static_cast<float>(qmax) / m[j] : 0.f;
+        r[j] = inverse_step(m[j], static_cast<float>(qmax));
+        if (r[j] == 0.f) scale[j] = 0.f;
     }
     for (int k = 0; k < K; ++k)
         for (int j = 0; j < N; ++j) {
@@ -78,7 +79,8 @@ void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K
         float m = 0.f;
         for (int k = 0; k < K; ++k) m = abs_max(m, row[k]);
         scale[j] = channel_scale(m, j, K, N, qmax);
-        const float r = m > 0.f ? static_cast<float>(qmax) / m : 0.f;
+        const float r = inverse_step(m, static_cast<float>(qmax));
+        if (r == 0.f) scale[j] = 0.f;
         for (int k = 0; k < K; ++k) q[static_cast<size_t>(j) * K + k] = quantize_value(row[k], r);
     }
 }

@@ -23,8 +23,9 @@
 
 namespace bertbench::ops {
 
-// Per-row symmetric quantization of x (N, C): q (N, C), scale (N). A row of zeros has scale 0 and
-// q 0. Non-finite values are an Error (int8 cannot carry them).
+// Per-row symmetric quantization of x (N, C): q (N, C), scale (N). A row of zeros (or of subnormal
+// values, whose reciprocal step would overflow: ops/quantize.hpp inverse_step) has scale 0 and q 0.
+// Non-finite values are an Error (int8 cannot carry them).
 void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
 // Per-column symmetric quantization of W (K, N) row-major to [-qmax, qmax]: q (K, N), scale (N).
 void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int qmax);

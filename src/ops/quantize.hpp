@@ -18,9 +18,13 @@
 
 BB_OPS_ISA_BEGIN
 
+// qmax/m, the reciprocal step of a row (or channel) whose largest |value| is m; 0 where m is 0 or so
+// small (under qmax/3.4e38, subnormal) that qmax/m overflows: such a row quantizes to 0, scale 0.
+inline float inverse_step(float m, float qmax) { return m > 0.f && qmax / m <= 3.4e38f ? qmax / m : 0.f; }
+
 // One row x(C) to [-qmax, qmax]: m = max|x|, q = round(x·(qmax/m)), scale = m/qmax; a row of zeros
-// gives q 0 and scale 0. False (q and scale unwritten) when the row holds a NaN or ±Inf, or
-// |x| > 3.4e38.
+// (or of values under ~4e-37: inverse_step) gives q 0 and scale 0. False (q and scale unwritten)
+// when the row holds a NaN or ±Inf, or |x| > 3.4e38.
 inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int qmax) {
     float m = 0.f;
     bool bad = false;
@@ -57,12 +61,12 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
         bad = bad || x[c] * 0.f != 0.f;
     }
     if (bad || !(m <= 3.4e38f)) return false;
-    if (m == 0.f) {
+    const float r = inverse_step(m, static_cast<float>(qmax));
+    if (r == 0.f) {
         std::fill(q, q + C, int8_t(0));
         *scale = 0.f;
         return true;
     }
-    const float r = static_cast<float>(qmax) / m;
     c = 0;
 #ifdef BB_OPS_AVX512
     {
@@ -142,8 +146,8 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
 // e(j) = exp(x(j) − max x), then the probabilities times the column weights w (v's scales) as
 // uint8 values and a scale per row:
 //   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
-// so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0:
-// q 0, scale 0). work: cols floats. False where a row's scores are not finite (scales near the
+// so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0
+// or subnormal, inverse_step: q 0, scale 0). work: cols floats. False where a row's scores are not finite (scales near the
 // float range).
 inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
                             const float* w, int rows, int cols, float* work) {
@@ -156,7 +160,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const fl
         if (!(std::fabs(mx) <= 3.4e38f)) return false;
         const float sum = exp_affine_sum(work, work, n, 1.f, mx);
         for (size_t j = 0; j < n; ++j) work[j] *= w[j];  // (exact max below: any lane order)
-        const float m = array_max(work, n), r = m > 0.f ? 255.f / m : 0.f;
+        const float m = array_max(work, n), r = inverse_step(m, 255.f);
         size_t j = 0;
 #ifdef BB_OPS_AVX512
         for (const __m512 k = _mm512_set1_ps(r); j + 16 <= n; j += 16)
@@ -169,7 +173,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const fl
             _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packus_epi16(p, p));
         }
         for (; j < n; ++j) o[j] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(work[j] * r)));
-        scale[i] = m / (255.f * sum);
+        scale[i] = r > 0.f ? m / (255.f * sum) : 0.f;
     }
     return true;
 }

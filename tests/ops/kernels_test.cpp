@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "ops/int8.hpp"
 #include "ops/kernels.hpp"
 
 namespace bertbench::ops {
@@ -261,6 +262,21 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
             ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, zeros.data(), C, 127));
             EXPECT_EQ(scale, 0.f);
             EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; })) << k->name << " n=" << n;
+            // subnormal values: 127/max overflows float, which would saturate every value to -128;
+            // the row counts as zeros (ops/quantize.hpp inverse_step)
+            std::vector<float> tiny = zeros;
+            tiny[n / 2] = 1e-39f, tiny[0] = -3e-40f;
+            q.assign(n, 99);
+            ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, tiny.data(), C, 127));
+            EXPECT_EQ(scale, 0.f);
+            EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; })) << k->name << " tiny n=" << n;
+            std::vector<float> wcol(2 * n, 0.5f), wscale(2, -1.f);  // (n, 2): column 1 subnormal
+            for (size_t r = 0; r < n; ++r) wcol[2 * r + 1] = tiny[r];
+            std::vector<int8_t> wq(2 * n, 99);
+            quantize_columns(wq.data(), wscale.data(), wcol.data(), C, 2, 127);
+            EXPECT_EQ(wscale[1], 0.f);
+            EXPECT_EQ(wscale[0], 0.5f / 127);
+            for (size_t r = 0; r < n; ++r) EXPECT_EQ(wq[2 * r + 1], 0) << "row " << r;
             for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                                     -std::numeric_limits<float>::infinity()}) {
                 std::vector<float> y = x;
