@@ -477,9 +477,9 @@ public:
     // quantize the fp32 x (int8_input).
     ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
     // bf16 engines: p, where the Q, K and V products write bf16 q, k, v for the attention (which
-    // then reads no fp32 q, k, v); nullptr in fp32, and in int8 engines (their attention quantizes
-    // the fp32 q, k, v).
-    ops::bf16* attention_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
+    // then reads no fp32 q, k, v); nullptr in fp32. (An int8 engine's Q, K and V product writes
+    // int8 q, k, v for its int8 attention instead.)
+    ops::bf16* attention_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
     // bf16 engines: where a dense layer's backward finds bf16(dy) (the scratch's start), written
     // by dy's producer (dropout or GELU backward) for linear_bwd; nullptr in fp32.
     ops::bf16* dy_bf16() { return bf16_ ? sb_.data() : nullptr; }

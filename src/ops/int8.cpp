@@ -16,9 +16,9 @@ namespace bertbench::ops {
 namespace {
 
 // Rows of the product computed and dequantized together by one thread, while their int32 block
-// (kBlockBytes at most) is still in the core's caches. 128 KiB to 768 KiB run within a few per cent of each other (ops_micro's
-// BM_DenseInference, BERT-base shapes, Zen 4); 3 MiB blocks were slower in the engine (bench
-// --profile, BERT-base b32, on a busy host).
+// (kBlockBytes at most) is still in the core's caches. 128 KiB to 768 KiB run within a few per
+// cent of each other (ops_micro's BM_DenseInference, BERT-base shapes, Zen 4); 3 MiB blocks were
+// slower in the engine (bench --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
 [[noreturn]] void nonfinite_activation() {
@@ -192,8 +192,8 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
         thread_local AlignedVector<int32_t> acc;
         thread_local AlignedVector<float> row;
         const size_t block = static_cast<size_t>(rows) * cols;
-        // a row's float values staged in L1, then quantized, converted or (activated slabs) copied
-        const bool staged = yq || y_type == MatmulType::bf16 || (act && slabs > 1);
+        // a row's float values staged in L1, then quantized or converted
+        const bool staged = yq || y_type == MatmulType::bf16;
         if (acc.size() < block) acc.resize(block);
         if (staged && row.size() < static_cast<size_t>(cols)) row.resize(static_cast<size_t>(cols));
         // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
@@ -218,10 +218,8 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
                 if (yq) {  // the tile's groups of the row
                     float* const scale = yscale + static_cast<size_t>(r0 + i) * groups + j0 / group;
                     bad = bad || !k.quantize_groups_s8(yq + to, scale, row.data(), n / group, group, gmax);
-                } else if (y_type == MatmulType::bf16) {
-                    to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
                 } else {
-                    std::copy_n(row.data(), n, static_cast<float*>(y) + to);
+                    to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
                 }
             }
         } catch (...) {
