@@ -52,20 +52,23 @@ inline T activation_derivative(Activation a, T x) {
     return T(1);
 }
 
-// y(n) = f(x(n)); the GELU tanh form runs vectorised over chunks. yb(n) = bf16(y) too when not
-// null; then y may be null (the backward needs x, not y: when y only feeds the next GEMM, a bf16
-// engine keeps only yb).
+// y(n) = f(x(n)) on the calling thread (y may be x), the GELU tanh form vectorised.
+template <typename T>
+inline void activation_values(Activation a, T* y, const T* x, size_t n) {
+    if (a == Activation::gelu_tanh) return gelu_tanh_array(y, x, n);
+    for (size_t i = 0; i < n; ++i) y[i] = activation_value(a, x[i]);
+}
+
+// y(n) = f(x(n)) over chunks shared among the threads. yb(n) = bf16(y) too when not null; then y
+// may be null (the backward needs x, not y: when y only feeds the next GEMM, a bf16 engine keeps
+// only yb).
 template <typename T>
 void activation_forward(Activation a, T* y, const T* x, size_t n, bf16* yb = nullptr) {
     constexpr size_t kChunk = 4096;
     for_each_chunk(n, kChunk, n * 8, [&](size_t b, size_t e) {
         alignas(64) T tmp[kChunk];  // where y is null: the chunk's values, then converted
         T* out = y ? y + b : tmp;
-        if (a == Activation::gelu_tanh) {
-            gelu_tanh_array(out, x + b, e - b);
-        } else {
-            for (size_t i = b; i < e; ++i) out[i - b] = activation_value(a, x[i]);
-        }
+        activation_values(a, out, x + b, e - b);
         if (yb) to_bf16_serial(yb + b, out, e - b);
     });
 }

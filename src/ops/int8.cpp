@@ -21,6 +21,19 @@ namespace {
 // slower in the engine (bench --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
+// The first exception thrown inside an OpenMP region (none may leave it), rethrown after it.
+// keep() is called from the catch handler.
+struct FirstError {
+    std::exception_ptr error;
+    void keep() {
+#pragma omp critical(bb_int8_error)
+        if (!error) error = std::current_exception();
+    }
+    void rethrow() const {
+        if (error) std::rethrow_exception(error);
+    }
+};
+
 [[noreturn]] void nonfinite_activation() {
     fail("int8: a non-finite activation (NaN or Inf) cannot be quantized; the fp32 engine would "
          "carry it to the outputs (hint: run --dtype=fp32 to see where it starts)");
@@ -45,11 +58,15 @@ float abs_max(float m, float w) {
     return a > m || std::isnan(a) ? a : m;
 }
 
-float channel_scale(float m, int j, int K, int N, int qmax) {
+// Channel j's scale from its largest |w| m (0 where m is 0 or subnormal: inverse_step), and the
+// reciprocal step its values are multiplied by.
+float channel_step(float& scale, float m, int j, int K, int N, int qmax) {
     if (!std::isfinite(m))
         fail("int8: output channel {} of a {}x{} weight holds a non-finite value; it cannot be "
              "quantized", j, K, N);
-    return m / static_cast<float>(qmax);
+    const float r = inverse_step(m, static_cast<float>(qmax));
+    scale = r > 0.f ? m / static_cast<float>(qmax) : 0.f;
+    return r;
 }
 
 int8_t quantize_value(float w, float r) { return static_cast<int8_t>(static_cast<int>(std::nearbyint(w * r))); }
@@ -61,11 +78,7 @@ void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int
     for (int k = 0; k < K; ++k)
         for (int j = 0; j < N; ++j) m[j] = abs_max(m[j], w[static_cast<size_t>(k) * N + j]);
     std::vector<float> r(static_cast<size_t>(N));
-    for (int j = 0; j < N; ++j) {
-        scale[j] = channel_scale(m[j], j, K, N, qmax);
-        r[j] = inverse_step(m[j], static_cast<float>(qmax));
-        if (r[j] == 0.f) scale[j] = 0.f;
-    }
+    for (int j = 0; j < N; ++j) r[j] = channel_step(scale[j], m[j], j, K, N, qmax);
     for (int k = 0; k < K; ++k)
         for (int j = 0; j < N; ++j) {
             const size_t at = static_cast<size_t>(k) * N + j;
@@ -78,9 +91,7 @@ void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K
         const float* row = wt + static_cast<size_t>(j) * K;
         float m = 0.f;
         for (int k = 0; k < K; ++k) m = abs_max(m, row[k]);
-        scale[j] = channel_scale(m, j, K, N, qmax);
-        const float r = inverse_step(m, static_cast<float>(qmax));
-        if (r == 0.f) scale[j] = 0.f;
+        const float r = channel_step(scale[j], m, j, K, N, qmax);
         for (int k = 0; k < K; ++k) q[static_cast<size_t>(j) * K + k] = quantize_value(row[k], r);
     }
 }
@@ -183,7 +194,7 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
     blocks = (N + rows - 1) / rows;
     const int tiles = blocks * slabs;
     const Kernels& k = kernels();
-    std::exception_ptr error;  // the first thrown in the region, rethrown after it
+    FirstError error;
     int bad = 0;
 #pragma omp parallel reduction(|| : bad)
     {
@@ -223,11 +234,10 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
                 }
             }
         } catch (...) {
-#pragma omp critical(bb_int8_error)
-            if (!error) error = std::current_exception();
+            error.keep();
         }
     }
-    if (error) std::rethrow_exception(error);
+    error.rethrow();
     if (bad) nonfinite_activation();
 }
 
@@ -236,7 +246,7 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
     const size_t H3 = 3 * static_cast<size_t>(H), NH3 = 3 * static_cast<size_t>(NH);
     const float c = 1.f / std::sqrt(static_cast<float>(HS));
     const Kernels& kk = kernels();
-    std::exception_ptr error;  // the first thrown in the region, rethrown after it
+    FirstError error;
     int bad = 0;
 #pragma omp parallel for schedule(dynamic) reduction(|| : bad) if (worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)))
     for (int it = 0; it < items; ++it) try {
@@ -269,10 +279,9 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
                nullptr, MatmulType::s32);
         kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), sp, ones, nullptr, t, HS, H, nullptr);
     } catch (...) {
-#pragma omp critical(bb_int8_error)
-        if (!error) error = std::current_exception();
+        error.keep();
     }
-    if (error) std::rethrow_exception(error);
+    error.rethrow();
     if (bad) fail("int8 attention: non-finite scores (q and k scales near the float range)");
 }
 

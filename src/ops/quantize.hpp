@@ -133,11 +133,7 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
             const float t = sx * wscale[j];
             o[j] = std::fma(static_cast<float>(a[j]), t, bias ? bias[j] : 0.f);
         }
-        if (!act) continue;
-        if (*act == Activation::gelu_tanh)
-            gelu_tanh_array(o, o, static_cast<size_t>(cols));
-        else
-            for (j = 0; j < cols; ++j) o[j] = activation_value(*act, o[j]);
+        if (act) activation_values(*act, o, o, static_cast<size_t>(cols));
     }
 }
 
@@ -147,8 +143,8 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
 // uint8 values and a scale per row:
 //   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
 // so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0
-// or subnormal, inverse_step: q 0, scale 0). work: cols floats. False where a row's scores are not finite (scales near the
-// float range).
+// or subnormal, inverse_step: q 0, scale 0). work: cols floats. False where a row's scores are not
+// finite (scales near the float range).
 inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
                             const float* w, int rows, int cols, float* work) {
     const size_t n = static_cast<size_t>(cols);
