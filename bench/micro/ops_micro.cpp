@@ -315,33 +315,54 @@ BENCHMARK(BM_PackedLinearEpilogue)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// An inference engine's dense layer at kN tokens, by way: 0 the int8 op (ops/int8.hpp: the
-// product a block of rows at a time on each thread, each block dequantized while in cache), 1 the
-// same int8 product over all rows by oneDNN's threads, then one dequantizing pass, 2 the bf16
-// packed matmul with its bias (the bf16 engine's), 3 the fp32 one, 4 the int8 op as FFN-in runs it
-// (GELU and the per-row quantization of its output in the epilogue). GOP/s count 2·N·IN·OUT.
+// An inference engine's dense layer at `rows` tokens (128: one sequence of 128), by way: 0 the int8
+// op (ops/int8.hpp: the product a block of rows at a time on each thread, each block dequantized
+// while in cache), 1 the same int8 product over all rows by oneDNN's threads, then one dequantizing
+// pass, 2 the bf16 packed matmul with its bias (the bf16 engine's), 3 the fp32 one, 4 the int8 op
+// as FFN-in runs it (GELU and the per-row quantization of its output in the epilogue), 5 the int8
+// product alone (oneDNN's threads; u8 activations × s8 weights, as the engine runs it), 6 the same
+// with s8 activations (oneDNN then adds 128 to them in its kernels). `layers` 12: the int8 ways
+// cycle through 12 copies of the weights, as a forward streams its layers' from memory (1: one
+// copy, in cache from the second call on). GOP/s count 2·rows·IN·OUT.
 void BM_DenseInference(benchmark::State& state) {
     const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
-    const int way = static_cast<int>(state.range(2));
+    const int way = static_cast<int>(state.range(2)), rows = static_cast<int>(state.range(3)),
+              layers = static_cast<int>(state.range(4));
     if (way == 2 && !ops::bf16_native()) {  // oneDNN has no bf16 matmul to pack for (AVX2)
         state.SkipWithError("this CPU has no bf16 units: no packed bf16 matmul");
         return;
     }
-    const auto x = random_vec(static_cast<size_t>(kN) * in, 1), w = random_vec(static_cast<size_t>(in) * out, 2, 0.05f),
+    const auto x = random_vec(static_cast<size_t>(rows) * in, 1), w = random_vec(static_cast<size_t>(in) * out, 2, 0.05f),
                b = random_vec(out, 3);
-    std::vector<float> y(static_cast<size_t>(kN) * out), xs(kN);
-    std::vector<int8_t> xq(x.size()), yq(way == 4 ? y.size() : 0);
-    std::vector<float> ys(way == 4 ? kN : 0);
+    std::vector<float> y(static_cast<size_t>(rows) * out), xs(rows);
+    std::vector<uint8_t> xq(x.size()), yq(way == 4 ? y.size() : 0);
+    std::vector<float> ys(way == 4 ? rows : 0);
+    const ops::Int8Output ffn_in{.rows = yq.data(), .scale = ys.data()};
     const ops::Activation gelu = ops::Activation::gelu_tanh;
-    ops::quantize_rows(xq.data(), xs.data(), x.data(), kN, in);
+    ops::quantize_rows(xq.data(), xs.data(), x.data(), rows, in);
+    const size_t wn = w.size();
+    std::vector<float> ws(wn * static_cast<size_t>(layers));
     ops::Int8Weights iw;
-    iw.add(0, in, out);
-    iw.quantize(w.data());
-    const ops::Int8Matrix m = iw.at(0);
-    std::vector<int32_t> acc(way == 1 ? y.size() : 0);
-    ops::PackedWeights packed(way == 2 ? ops::MatmulType::bf16 : ops::MatmulType::f32);
+    for (int l = 0; l < layers; ++l) {
+        std::copy(w.begin(), w.end(), ws.begin() + static_cast<std::ptrdiff_t>(wn * l));
+        iw.add(wn * l, in, out);
+    }
+    iw.quantize(ws.data());
+    std::vector<ops::Int8Matrix> ms;
+    for (int l = 0; l < layers; ++l) ms.push_back(iw.at(wn * l));
+    size_t call = 0;
+    std::vector<int32_t> acc(way == 1 || way >= 5 ? y.size() : 0);
+    // way 6: the s8 activations, and the weights packed for s8 × s8
+    std::vector<int8_t> xs8(way == 6 ? x.size() : 0), wq(way == 6 ? wn : 0);
+    for (size_t i = 0; i < xs8.size(); ++i) xs8[i] = static_cast<int8_t>(xq[i] ^ 0x80);
+    ops::PackedWeights packed(way == 6 ? ops::MatmulType::s8 : way == 2 ? ops::MatmulType::bf16 : ops::MatmulType::f32);
     std::vector<ops::bf16> xb(way == 2 ? x.size() : 0), wb(way == 2 ? w.size() : 0);
-    if (way >= 2) {
+    if (way == 6) {
+        std::vector<float> scale(out);
+        ops::quantize_columns(wq.data(), scale.data(), w.data(), in, out, ops::int8_weight_max());
+        packed.add(0, in, out, false);
+        packed.pack(wq.data());
+    } else if (way == 2 || way == 3) {
         packed.add(0, in, out, false);
         if (way == 2) {
             ops::to_bf16(xb.data(), x.data(), x.size());
@@ -352,44 +373,55 @@ void BM_DenseInference(benchmark::State& state) {
         }
     }
     const auto run = [&] {
+        const ops::Int8Matrix& m = ms[call++ % ms.size()];
         switch (way) {
             case 0:
-                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, nullptr, 0, xq.data(), xs.data(), m, b.data(), kN, in, out,
-                                         nullptr);
+                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, xq.data(), xs.data(), m, b.data(), rows,
+                                         in, out, nullptr);
                 break;
             case 1:
-                ops::matmul(ops::MatmulType::s8, false, kN, out, in, xq.data(), in, m.slabs[0], -1, 0.f, acc.data(), out,
-                            nullptr, ops::MatmulType::s32);
+            case 5:
+                ops::matmul(ops::MatmulType::u8, false, rows, out, in, xq.data(), in, m.slabs[0], -1, 0.f, acc.data(),
+                            out, nullptr, ops::MatmulType::s32);
+                if (way == 5) break;
 #pragma omp parallel for schedule(static)
-                for (int i = 0; i < kN; ++i)
-                    for (int j = 0; j < out; ++j)
-                        y[static_cast<size_t>(i) * out + j] =
-                            static_cast<float>(acc[static_cast<size_t>(i) * out + j]) * (xs[i] * m.scale[j]) + b[j];
+                for (int i = 0; i < rows; ++i)
+                    for (int j = 0; j < out; ++j) {
+                        const size_t at = static_cast<size_t>(i) * out + j;
+                        y[at] = static_cast<float>(acc[at] - m.offset[j]) * (xs[i] * m.scale[j]) + b[j];
+                    }
+                break;
+            case 6:
+                ops::matmul(ops::MatmulType::s8, false, rows, out, in, xs8.data(), in, packed.at(0), -1, 0.f, acc.data(),
+                            out, nullptr, ops::MatmulType::s32);
                 break;
             case 4:
-                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, yq.data(), ys.data(), 0, xq.data(), xs.data(), m,
-                                         b.data(), kN, in, out, &gelu);
+                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, &ffn_in, xq.data(), xs.data(), m, b.data(), rows,
+                                         in, out, &gelu);
                 break;
             case 2:
-                ops::matmul_packed(ops::MatmulType::bf16, kN, out, in, xb.data(), in, packed.at(0), y.data(), out,
+                ops::matmul_packed(ops::MatmulType::bf16, rows, out, in, xb.data(), in, packed.at(0), y.data(), out,
                                    b.data());
                 break;
             default:
-                ops::matmul_packed(ops::MatmulType::f32, kN, out, in, x.data(), in, packed.at(0), y.data(), out,
+                ops::matmul_packed(ops::MatmulType::f32, rows, out, in, x.data(), in, packed.at(0), y.data(), out,
                                    b.data());
         }
     };
     for (auto _ : state) {
         run();
         benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(acc.data());
     }
-    set_gflops(state, 2.0 * kN * in * out);
+    set_gflops(state, 2.0 * rows * in * out);
 }
 BENCHMARK(BM_DenseInference)
-    ->ArgNames({"in", "out", "way"})
-    ->ArgsProduct({{kH}, {kH}, {0, 1, 2, 3}})
-    ->ArgsProduct({{kH}, {kI}, {0, 1, 2, 3, 4}})
-    ->ArgsProduct({{kI}, {kH}, {0, 1, 2, 3}})
+    ->ArgNames({"in", "out", "way", "rows", "layers"})
+    ->ArgsProduct({{kH}, {kH}, {0, 1, 2, 3, 5, 6}, {128, kN}, {1}})
+    ->ArgsProduct({{kH}, {kI}, {0, 1, 2, 3, 4, 5, 6}, {128, kN}, {1}})
+    ->ArgsProduct({{kI}, {kH}, {0, 1, 2, 3, 5, 6}, {128, kN}, {1}})
+    ->ArgsProduct({{kH}, {kI}, {0, 4}, {128, kN}, {12}})
+    ->ArgsProduct({{kI}, {kH}, {0}, {128, kN}, {12}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

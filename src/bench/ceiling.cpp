@@ -116,9 +116,10 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps, ops::Pr
                 ops::to_bf16(ab.data(), a.data(), a.size());
             ops::to_bf16(bb.data(), b.data(), b.size());
         }
-        std::vector<int8_t> aq, bq;
+        std::vector<uint8_t> aq;
+        std::vector<int8_t> bq;
         std::vector<float> scales;
-        ops::PackedWeights packed(ops::MatmulType::s8);
+        ops::PackedWeights packed(ops::MatmulType::u8);
         std::vector<int32_t> acc;
         if (dtype == ops::Precision::int8) {
             aq.resize(a.size());
@@ -134,7 +135,7 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps, ops::Pr
         for (int r = -1; r < reps; ++r) {
             const double t0 = now_s();
             if (dtype == ops::Precision::int8)
-                ops::matmul(ops::MatmulType::s8, false, s.m, s.n, s.k, aq.data(), s.k, packed.at(0), -1, 0.f,
+                ops::matmul(ops::MatmulType::u8, false, s.m, s.n, s.k, aq.data(), s.k, packed.at(0), -1, 0.f,
                             acc.data(), s.n, nullptr, ops::MatmulType::s32);
             else if (dtype == ops::Precision::bf16)
                 ops::gemm_bf16(s.trans_b, s.m, s.n, s.k, ab.data(), s.k, bb.data(), ldb, 0.0f,

@@ -227,8 +227,9 @@ public:
             if (int8_) {  // Q, K and V as one product, quantized per head for the int8 attention
                 int8_input(xin, N, H);
                 const ops::Int8Matrix m = int8_->at(w.wq);
-                k_.linear_forward_int8(nullptr, MatmulType::f32, q_qkv_.data(), s_qkv_.data(), H / NH_, q_in_.data(),
-                                       s_in_.data(), m, m.bias, N, H, 3 * H, nullptr);
+                const ops::Int8Output heads{.groups = q_qkv_.data(), .group = H / NH_, .scale = s_qkv_.data()};
+                k_.linear_forward_int8(nullptr, MatmulType::f32, &heads, q_in_.data(), s_in_.data(), m, m.bias, N, H,
+                                       3 * H, nullptr);
             } else {
                 linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
                 linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
@@ -295,11 +296,12 @@ public:
         BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
         if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
             int8_input(s.x1, n, H);
-            k_.linear_forward_int8(nullptr, MatmulType::f32, q_mid_.data(), s_mid_.data(), 0, q_in_.data(),
-                                   s_in_.data(), int8_->at(w.wi), params + w.bi, n, H, I, &act_);
+            const ops::Int8Output mid{.rows = q_mid_.data(), .scale = s_mid_.data()};
+            k_.linear_forward_int8(nullptr, MatmulType::f32, &mid, q_in_.data(), s_in_.data(), int8_->at(w.wi),
+                                   params + w.bi, n, H, I, &act_);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, nullptr, 0, q_mid_.data(), s_mid_.data(),
-                                   int8_->at(w.wout), params + w.bout, n, I, H, nullptr);
+            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
+                                   params + w.bout, n, I, H, nullptr);
         } else {
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
             BB_PROFILE_OP(Op::gelu, Pass::forward);
@@ -457,8 +459,8 @@ public:
         const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{};
         if (!q.slabs) return false;
         int8_input(x, N, IN);
-        k_.linear_forward_int8(y, MatmulType::f32, nullptr, nullptr, 0, q_in_.data(), s_in_.data(), q, params + b, N,
-                               IN, OUT, nullptr);
+        k_.linear_forward_int8(y, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN, OUT,
+                               nullptr);
         return true;
     }
     // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
@@ -516,8 +518,8 @@ public:
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
         if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.slabs)  // an encoder layer's:
-            return k_.linear_forward_int8(out, y_type, nullptr, nullptr, 0, q_in_.data(), s_in_.data(), q, params + b,
-                                          N, IN, OUT, nullptr);  // x quantized by int8_input()
+            return k_.linear_forward_int8(out, y_type, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN,
+                                          OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
             return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
                                     out, OUT, params + b, y_type);
@@ -639,7 +641,8 @@ private:
     const T* wb_src_ = nullptr;  // the parameters the bf16 copy and the packed weights come from
     std::unique_ptr<ops::PackedWeights> packed_;  // inference engines only (null otherwise)
     std::unique_ptr<ops::Int8Weights> int8_;      // int8 engines only (init_int8)
-    Memory<int8_t> q_in_, q_mid_, q_qkv_;
+    Memory<uint8_t> q_in_, q_mid_;  // dense layers' inputs, stored plus 128 (ops/int8.hpp)
+    Memory<int8_t> q_qkv_;
     Memory<float> s_in_, s_mid_, s_qkv_;
     Memory<ops::bf16> wb_, sb_;  // bf16 copy of the parameters (same offsets); scratch
     int B_ = 0, N_ = 0;

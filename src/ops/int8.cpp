@@ -21,6 +21,9 @@ namespace {
 // slower in the engine (bench --profile, BERT-base b32, on a busy host).
 constexpr size_t kBlockBytes = size_t(768) << 10;
 
+// The most inputs per output of an int8 kernel whose sums fit int32 (u8 × s8: 255·127 per input).
+constexpr int kMaxInputs = 65536;
+
 // The first exception thrown inside an OpenMP region (none may leave it), rethrown after it.
 // keep() is called from the catch handler.
 struct FirstError {
@@ -41,12 +44,12 @@ struct FirstError {
 
 }  // namespace
 
-void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C) {
+void quantize_rows(uint8_t* q, float* scale, const float* x, int N, int C) {
     int bad = 0;
     const Kernels& k = kernels();
 #pragma omp parallel for schedule(static) reduction(|| : bad) if (worth_parallel(static_cast<size_t>(N) * C))
     for (int i = 0; i < N; ++i)
-        bad = bad || !k.quantize_row_s8(q + static_cast<size_t>(i) * C, scale + i, x + static_cast<size_t>(i) * C, C, 127);
+        bad = bad || !k.quantize_row_u8(q + static_cast<size_t>(i) * C, scale + i, x + static_cast<size_t>(i) * C, C);
     if (bad) nonfinite_activation();
 }
 
@@ -98,10 +101,14 @@ void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K
 
 void Int8Weights::add(size_t offset, int K, int N, bool trans_b, int slab_cols) {
     if (index_.count(offset)) return;
+    // the int32 sums hold up to 255·127·K (and the offsets 128·127·K)
+    if (K > kMaxInputs)
+        fail("int8: a dense kernel with {} inputs per output; the int32 sums hold at most {}", K, kMaxInputs);
     const int cols = slab_cols > 0 && slab_cols < N ? slab_cols : N;
     index_[offset] = entries_.size();
     entries_.push_back(Entry{offset, scales_.size(), slab_offsets_.size(), K, N, cols, trans_b, {}, {}, 0});
     scales_.resize(scales_.size() + static_cast<size_t>(N));
+    offsets_.resize(scales_.size());
     for (int j0 = 0; j0 < N; j0 += cols) {  // each slab (K, n), or (n, K) with trans_b, in quantize()'s image
         const size_t n = static_cast<size_t>(std::min(cols, N - j0));
         slab_offsets_.push_back(staged_);
@@ -143,10 +150,18 @@ void Int8Weights::quantize(const float* params) {
             }
             w = joined.data();
         }
-        if (e.trans_b)
+        int32_t* offset = offsets_.data() + e.scale_at;
+        std::fill_n(offset, e.N, 0);
+        if (e.trans_b) {
             quantize_columns_transposed(q.data(), scale, w, e.K, e.N, qmax);
-        else
+            for (size_t j = 0; j < static_cast<size_t>(e.N); ++j)
+                for (size_t k = 0; k < K; ++k) offset[j] += q[j * K + k];
+        } else {
             quantize_columns(q.data(), scale, w, e.K, e.N, qmax);
+            for (size_t k = 0; k < K; ++k)
+                for (size_t j = 0; j < static_cast<size_t>(e.N); ++j) offset[j] += q[k * e.N + j];
+        }
+        for (int j = 0; j < e.N; ++j) offset[j] *= 128;
         for (int j0 = 0, s = 0; j0 < e.N; j0 += e.slab_cols, ++s) {
             const size_t n = static_cast<size_t>(std::min(e.slab_cols, e.N - j0));
             int8_t* dst = staged.data() + slab_offsets_[e.slab_at + static_cast<size_t>(s)];
@@ -168,21 +183,22 @@ Int8Matrix Int8Weights::at(size_t offset) const {
     // would take for "not int8" and run in float instead
     BB_CHECK(slab_ptrs_.size() == slab_offsets_.size());
     const Entry& e = entries_[it->second];
-    return {slab_ptrs_.data() + e.slab_at, e.slab_cols, scales_.data() + e.scale_at,
+    return {slab_ptrs_.data() + e.slab_at, e.slab_cols, scales_.data() + e.scale_at, offsets_.data() + e.scale_at,
             e.parts.empty() ? nullptr : biases_.data() + e.bias_at};
 }
 
-void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, int yq_group, const int8_t* xq,
-                         const float* xscale, const Int8Matrix& w, const float* b, int N, int IN, int OUT,
-                         const Activation* act) {
-    BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && (yq ? yscale != nullptr : y != nullptr));
-    BB_CHECK(yq_group >= 0 && (yq_group == 0 || OUT % yq_group == 0));
-    // yq's groups: the whole row to ±127, or groups of yq_group columns to the weights' range
-    const int group = yq_group > 0 ? yq_group : OUT, groups = OUT / group;
-    const int gmax = yq_group > 0 ? int8_weight_max() : 127;
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
+                         const Int8Matrix& w, const float* b, int N, int IN, int OUT, const Activation* act) {
+    BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && w.offset);
+    BB_CHECK(out ? (out->rows != nullptr) != (out->groups != nullptr) && out->scale : y != nullptr);
+    const bool grouped = out && out->groups;
+    BB_CHECK(!grouped || (out->group > 0 && OUT % out->group == 0));
+    // out's groups: the whole row to ±127 (plus 128), or groups of `group` columns to the weights' range
+    const int group = grouped ? out->group : OUT, groups = OUT / group;
+    const int gmax = int8_weight_max();
     BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
     const int cols = w.slab_cols, slabs = (OUT + cols - 1) / cols;
-    BB_CHECK(!yq || slabs == 1 || (yq_group > 0 && cols % yq_group == 0));  // a group in one slab
+    BB_CHECK(!out || slabs == 1 || (grouped && cols % group == 0));  // a group in one slab
     if (N <= 0) return;
     // Tiles of rows × one slab, of at most kBlockBytes of int32 each, as many as a multiple of the
     // thread count where the rows allow (even work).
@@ -204,7 +220,7 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
         thread_local AlignedVector<float> row;
         const size_t block = static_cast<size_t>(rows) * cols;
         // a row's float values staged in L1, then quantized or converted
-        const bool staged = yq || y_type == MatmulType::bf16;
+        const bool staged = out || y_type == MatmulType::bf16;
         if (acc.size() < block) acc.resize(block);
         if (staged && row.size() < static_cast<size_t>(cols)) row.resize(static_cast<size_t>(cols));
         // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
@@ -214,21 +230,24 @@ void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, 
             const int j0 = (t / blocks) * cols, n = std::min(cols, OUT - j0);
             const size_t at = static_cast<size_t>(r0) * OUT + j0;
             const float* const bj = b ? b + j0 : nullptr;
+            const int32_t* const oj = w.offset + j0;
             // Inside the parallel region the product runs on this thread alone (matmul.hpp).
-            matmul(MatmulType::s8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
+            matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
                    0.f, acc.data(), n, nullptr, MatmulType::s32);
             if (!staged) {
-                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), xscale + r0, w.scale + j0, bj, m, n, OUT,
-                                  act);
+                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), oj, xscale + r0, w.scale + j0, bj, m, n,
+                                  OUT, act);
                 continue;
             }
             for (int i = 0; i < m; ++i) {  // each row dequantized, activated and written while in L1
                 const size_t to = at + static_cast<size_t>(i) * OUT;
-                k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, xscale + r0 + i, w.scale + j0,
-                                  bj, 1, n, n, act);
-                if (yq) {  // the tile's groups of the row
-                    float* const scale = yscale + static_cast<size_t>(r0 + i) * groups + j0 / group;
-                    bad = bad || !k.quantize_groups_s8(yq + to, scale, row.data(), n / group, group, gmax);
+                k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, oj, xscale + r0 + i,
+                                  w.scale + j0, bj, 1, n, n, act);
+                if (grouped) {  // the tile's groups of the row
+                    float* const scale = out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
+                    bad = bad || !k.quantize_groups_s8(out->groups + to, scale, row.data(), n / group, group, gmax);
+                } else if (out) {
+                    bad = bad || !k.quantize_row_u8(out->rows + to, out->scale + r0 + i, row.data(), n);
                 } else {
                     to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
                 }
@@ -277,7 +296,8 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
         if (bad) continue;
         matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, q + 2 * H, static_cast<int>(H3), 0.f, acc.data(), HS,
                nullptr, MatmulType::s32);
-        kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), sp, ones, nullptr, t, HS, H, nullptr);
+        kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), nullptr, sp, ones, nullptr, t, HS, H,
+                           nullptr);
     } catch (...) {
         error.keep();
     }

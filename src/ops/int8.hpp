@@ -1,10 +1,15 @@
 // int8 inference for the dense layers (docs/engine.md "int8 inference"): weights quantized once
-// per output channel (symmetric s8), activations per token at run time (symmetric s8), products in
-// int8 with int32 accumulation on oneDNN's VNNI/AMX kernels, dequantized (and biased, activated,
-// re-quantized for the next dense layer) while each block of rows is still in cache.
+// per output channel (symmetric s8), activations per token at run time (symmetric, stored as u8:
+// below), products in int8 with int32 accumulation on oneDNN's VNNI/AMX kernels, dequantized (and
+// biased, activated, re-quantized for the next dense layer) while each block of rows is in cache.
 //   x ≈ sx(i)·qx(i,k) with sx(i) = max_k |x(i,k)| / 127, qx = round(x / sx) (nearest even)
 //   W ≈ qw(k,j)·sw(j) with sw(j) = max_k |W(k,j)| / qmax, qw = round(W / sw)
 //   y(i,j) = sx(i)·sw(j)·Σ_k qx(i,k)·qw(k,j) + b(j)     (the sum exact in int32)
+// The activations are stored as ux = qx + 128 (u8), the operand type the dot-product instructions
+// take (vpdpbusd: u8 × s8); oneDNN's s8 × s8 product adds the 128 itself, inside its kernels, and
+// ran 16-41 % slower (ops_micro BM_DenseInference, ways 5 and 6, Emerald Rapids). The sum over ux
+// exceeds the one over qx by 128·Σ_k qw(k,j) per column, subtracted in the epilogue, exactly:
+//   Σ_k qx(i,k)·qw(k,j) = Σ_k ux(i,k)·qw(k,j) − o(j),  o(j) = 128·Σ_k qw(k,j)
 // qmax is 127 where oneDNN runs int8 on dot-product units (AVX512-VNNI, AVX-VNNI, AMX), and 63
 // elsewhere: without VNNI, oneDNN's int8 kernels add pairs of u8·s8 products in int16
 // (vpmaddubsw), which saturates with 8-bit weights; 7-bit weights cannot overflow it.
@@ -23,16 +28,17 @@
 
 namespace bertbench::ops {
 
-// Per-row symmetric quantization of x (N, C): q (N, C), scale (N). A row of zeros (or of subnormal
-// values, whose reciprocal step would overflow: ops/quantize.hpp inverse_step) has scale 0 and q 0.
-// Non-finite values are an Error (int8 cannot carry them).
-void quantize_rows(int8_t* q, float* scale, const float* x, int N, int C);
+// Per-row symmetric quantization of x (N, C) to ±127, stored plus 128 (ux above): q (N, C), scale
+// (N). A row of zeros (or of subnormal values, whose reciprocal step would overflow: ops/quantize.hpp
+// inverse_step) has scale 0 and q 128. Non-finite values are an Error (int8 cannot carry them).
+void quantize_rows(uint8_t* q, float* scale, const float* x, int N, int C);
 // Per-column symmetric quantization of W (K, N) row-major to [-qmax, qmax]: q (K, N), scale (N).
 void quantize_columns(int8_t* q, float* scale, const float* w, int K, int N, int qmax);
 // The same for W stored transposed, (N, K) row-major (one output channel per row): q (N, K).
 void quantize_columns_transposed(int8_t* q, float* scale, const float* wt, int K, int N, int qmax);
 
-// A quantized dense kernel: oneDNN's packed s8 layout and its per-output-channel scales, in
+// A quantized dense kernel: oneDNN's packed layout (for u8 × s8 products) and its per-output-channel
+// scales and offsets o(j), in
 // slabs of slab_cols output channels (the last may be narrower), each packed on its own, so that a
 // product with few rows and many columns (the tied MLM decoder: 30522 columns) splits over threads
 // by columns and reads each weight once. The encoder's kernels are one slab.
@@ -40,6 +46,7 @@ struct Int8Matrix {
     const void* const* slabs = nullptr;  // null: no such kernel
     int slab_cols = 0;
     const float* scale = nullptr;
+    const int32_t* offset = nullptr;  // o(j) = 128·Σ_k qw(k,j), per output channel
     // kernels side by side (Int8Weights::add_side_by_side): their biases, likewise; else null
     const float* bias = nullptr;
 };
@@ -60,7 +67,9 @@ public:
     // The kernel registered at `offset` (slabs null when none is); an Error for a kernel registered
     // since the last quantize().
     Int8Matrix at(size_t offset) const;
-    size_t bytes() const { return packed_.bytes() + (scales_.size() + biases_.size()) * sizeof(float); }
+    size_t bytes() const {
+        return packed_.bytes() + (scales_.size() + biases_.size()) * sizeof(float) + offsets_.size() * sizeof(int32_t);
+    }
 
 private:
     struct Entry {
@@ -70,32 +79,42 @@ private:
         std::vector<size_t> parts, part_biases;  // add_side_by_side's (then bias_at in biases_)
         size_t bias_at = 0;
     };
-    PackedWeights packed_{MatmulType::s8};  // each slab at its offset in quantize()'s int8 image
+    PackedWeights packed_{MatmulType::u8};  // each slab at its offset in quantize()'s int8 image
     std::vector<Entry> entries_;
     std::unordered_map<size_t, size_t> index_;  // offset -> entries_
     AlignedVector<float> scales_, biases_;
+    AlignedVector<int32_t> offsets_;      // indexed as scales_
     std::vector<size_t> slab_offsets_;    // each slab's offset in that image
     std::vector<const void*> slab_ptrs_;  // each slab's packed form, after quantize()
     size_t staged_ = 0;                   // the image's size
 };
 
-// The int8 dense layer: acc = qx(N, IN)·qw(IN, OUT) in int32, then per row of the result
-//   v(i,j) = sx(i)·sw(j)·acc(i,j) + b(j), then act(v) where act is given,
+// Where linear_forward_int8 writes act(y) quantized for the next int8 product, instead of y:
+struct Int8Output {
+    // each row to ±127 plus 128 (quantize_rows' form: the next dense layer's input; w one slab, as
+    // a row's scale needs all of it), scale (N) ...
+    uint8_t* rows = nullptr;
+    // ... or each group of `group` columns of a row on its own, to ±int8_weight_max() as int8 (the
+    // int8 attention's q, k and v, which its products take as either operand; w's slabs whole
+    // groups), scale (N, OUT / group)
+    int8_t* groups = nullptr;
+    int group = 0;
+    float* scale = nullptr;
+};
+
+// The int8 dense layer: acc = ux(N, IN)·qw(IN, OUT) in int32 (xq as quantize_rows writes it), then
+// per row of the result
+//   v(i,j) = sx(i)·sw(j)·(acc(i,j) − o(j)) + b(j), then act(v) where act is given,
 // written into y (N, OUT) as float, or as bf16 with y_type bf16 (rounded once, as to_bf16), or,
-// with yq, quantized per row into yq (N, OUT) and yscale (N) for the next int8 layer (y unused
-// then; w one slab, as a row's scale needs all of it) — or, with yq_group > 0, per group of
-// yq_group columns of a row, each to ±int8_weight_max(), with yscale (N, OUT / yq_group) (the
-// int8 attention's q, k and v per head, which its products take as either operand; w's slabs
-// whole groups). b may be null.
-void linear_forward_int8(void* y, MatmulType y_type, int8_t* yq, float* yscale, int yq_group, const int8_t* xq,
-                         const float* xscale, const Int8Matrix& w, const float* b, int N, int IN, int OUT,
-                         const Activation* act);
+// with out, quantized into out's rows or groups (y unused then). b may be null.
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
+                         const Int8Matrix& w, const float* b, int N, int IN, int OUT, const Activation* act);
 
 struct AttentionShape;  // ops/attention.hpp
 
 // The attention of an int8 engine (inference: no dropout, no probabilities kept), both products
 // in int8 with int32 accumulation, from the Q, K and V product's quantized output
-// (linear_forward_int8 with yq_group = HS): qkv (N, 3H), each row q | k | v, each head's HS
+// (linear_forward_int8 into Int8Output groups of HS): qkv (N, 3H), each row q | k | v, each head's HS
 // channels quantized on their own, and scales (N, 3·NH) likewise, so that for head h of row r
 // q(r) ≈ sq(r)·qq(r), k(r) ≈ sk(r)·qk(r), v(r) ≈ sv(r)·qv(r). For each sequence b and head h
 // (AttentionShape's layout; i over its t rows, j over its kn keys):

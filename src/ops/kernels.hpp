@@ -77,9 +77,10 @@ struct Kernels {
                                         const float* lse, const int32_t* labels, const float* coef,
                                         int R, int V);
     bool (*quantize_row_s8)(int8_t* q, float* scale, const float* x, int C, int qmax);
+    bool (*quantize_row_u8)(uint8_t* q, float* scale, const float* x, int C);
     bool (*quantize_groups_s8)(int8_t* q, float* scale, const float* x, int groups, int group, int qmax);
-    void (*dequantize_rows)(float* y, const int32_t* acc, const float* xscale, const float* wscale,
-                            const float* bias, int rows, int cols, int ldy, const Activation* act);
+    void (*dequantize_rows)(float* y, const int32_t* acc, const int32_t* offset, const float* xscale,
+                            const float* wscale, const float* bias, int rows, int cols, int ldy, const Activation* act);
     bool (*softmax_rows_u8)(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
                             const float* w, int rows, int cols, float* work);
     size_t (*array_argmax)(const float* x, size_t n);

@@ -37,6 +37,7 @@ const Kernels kTable = {
     .cross_entropy_forward_bias = &isa::cross_entropy_forward_bias<float>,
     .cross_entropy_backward_bf16 = &isa::cross_entropy_backward_bf16,
     .quantize_row_s8 = &isa::quantize_row_s8,
+    .quantize_row_u8 = &isa::quantize_row_u8,
     .quantize_groups_s8 = &isa::quantize_groups_s8,
     .dequantize_rows = &isa::dequantize_rows,
     .softmax_rows_u8 = &isa::softmax_rows_u8,

@@ -1,5 +1,5 @@
 // The elementwise passes of int8 inference (ops/int8.hpp), vectorised: a row quantized to s8
-// symmetrically, int32 products dequantized with their row and column scales and the bias, and
+// symmetrically (or to u8 as s8 plus 128), int32 products dequantized with their row and column scales and the bias, and
 // the int8 attention's softmax quantized to u8.
 // They give the same bits as their scalar formulas on every path (max is exact, the conversion
 // rounds to nearest even as std::nearbyint does in the default rounding mode, and the dequantization
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/activation.hpp"
 #include "ops/isa.hpp"
@@ -24,8 +25,12 @@ inline float inverse_step(float m, float qmax) { return m > 0.f && qmax / m <= 3
 
 // One row x(C) to [-qmax, qmax]: m = max|x|, q = round(x·(qmax/m)), scale = m/qmax; a row of zeros
 // (or of values under ~4e-37: inverse_step) gives q 0 and scale 0. False (q and scale unwritten)
-// when the row holds a NaN or ±Inf, or |x| > 3.4e38.
-inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int qmax) {
+// when the row holds a NaN or ±Inf, or |x| > 3.4e38. Q uint8_t: each q stored plus 128 (the bits
+// of the int8 q with the sign bit flipped), the form an int8 product's u8 operand takes.
+template <typename Q>
+inline bool quantize_row(Q* q, float* scale, const float* x, int C, int qmax) {
+    static_assert(std::is_same_v<Q, int8_t> || std::is_same_v<Q, uint8_t>);
+    constexpr int offset = std::is_same_v<Q, uint8_t> ? 128 : 0;
     float m = 0.f;
     bool bad = false;
     int c = 0;
@@ -63,17 +68,19 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     if (bad || !(m <= 3.4e38f)) return false;
     const float r = inverse_step(m, static_cast<float>(qmax));
     if (r == 0.f) {
-        std::fill(q, q + C, int8_t(0));
+        std::fill(q, q + C, static_cast<Q>(offset));
         *scale = 0.f;
         return true;
     }
     c = 0;
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(offset));  // + 128 mod 256 on the int8 bits
 #ifdef BB_OPS_AVX512
     {
         const __m512 rv = _mm512_set1_ps(r);
         for (; c + 16 <= C; c += 16)
             _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c),
-                             _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv))));
+                             _mm_xor_si128(_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv))),
+                                           flip));
     }
 #endif
     {
@@ -81,13 +88,19 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
         for (; c + 8 <= C; c += 8) {
             const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), rv));
             const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(q + c), _mm_packs_epi16(w, w));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(q + c), _mm_xor_si128(_mm_packs_epi16(w, w), flip));
         }
     }
-    for (; c < C; ++c) q[c] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[c] * r)));
+    for (; c < C; ++c) q[c] = static_cast<Q>(static_cast<int>(std::nearbyint(x[c] * r)) + offset);
     *scale = m / static_cast<float>(qmax);
     return true;
 }
+
+inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int qmax) {
+    return quantize_row(q, scale, x, C, qmax);
+}
+// To ±127, plus 128: the activations of the int8 dense layers (ops/int8.hpp).
+inline bool quantize_row_u8(uint8_t* q, float* scale, const float* x, int C) { return quantize_row(q, scale, x, C, 127); }
 
 // quantize_row_s8 on each of `groups` groups of `group` values of x, into q and scale(groups);
 // false when one holds a NaN or ±Inf.
@@ -100,13 +113,13 @@ inline bool quantize_groups_s8(int8_t* q, float* scale, const float* x, int grou
     return ok;
 }
 
-// y(i, j) = fma(acc(i, j), xscale(i)·wscale(j), bias(j)) over rows × cols (bias may be null: + 0),
-// then y(i, ·) = act(y(i, ·)) where act is given, each row while it is in L1 (the values and bits
-// of activation_forward); acc's rows are cols apart, y's ldy apart (a column slab of a wider y).
-// The fused multiply-add is written out, so the result does not depend on the compiler contracting
-// a product and a sum (it did at -O3, not at -O0).
-inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, const float* wscale,
-                            const float* bias, int rows, int cols, int ldy, const Activation* act) {
+// y(i, j) = fma(acc(i, j) − offset(j), xscale(i)·wscale(j), bias(j)) over rows × cols (offset and
+// bias may be null: 0; the difference is exact in int32), then y(i, ·) = act(y(i, ·)) where act is
+// given, each row while it is in L1 (the values and bits of activation_forward); acc's rows are cols
+// apart, y's ldy apart (a column slab of a wider y). The fused multiply-add is written out, so the
+// result does not depend on the compiler contracting a product and a sum (it did at -O3, not -O0).
+inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset, const float* xscale,
+                            const float* wscale, const float* bias, int rows, int cols, int ldy, const Activation* act) {
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = acc + static_cast<size_t>(i) * cols;
         float* o = y + static_cast<size_t>(i) * ldy;
@@ -118,7 +131,9 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
             for (; j + 16 <= cols; j += 16) {
                 const __m512 b = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
                 const __m512 t = _mm512_mul_ps(s, _mm512_loadu_ps(wscale + j));
-                _mm512_storeu_ps(o + j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(a + j)), t, b));
+                __m512i v = _mm512_loadu_si512(a + j);
+                if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset + j));
+                _mm512_storeu_ps(o + j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), t, b));
             }
         }
 #endif
@@ -126,12 +141,13 @@ inline void dequantize_rows(float* y, const int32_t* acc, const float* xscale, c
         for (; j + 8 <= cols; j += 8) {
             const __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
             const __m256 t = _mm256_mul_ps(s, _mm256_loadu_ps(wscale + j));
-            const __m256 v = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j)));
-            _mm256_storeu_ps(o + j, _mm256_fmadd_ps(v, t, b));
+            __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
+            if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset + j)));
+            _mm256_storeu_ps(o + j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), t, b));
         }
         for (; j < cols; ++j) {
             const float t = sx * wscale[j];
-            o[j] = std::fma(static_cast<float>(a[j]), t, bias ? bias[j] : 0.f);
+            o[j] = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), t, bias ? bias[j] : 0.f);
         }
         if (act) activation_values(*act, o, o, static_cast<size_t>(cols));
     }
@@ -151,7 +167,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const fl
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = s + static_cast<size_t>(i) * n;
         uint8_t* o = q + static_cast<size_t>(i) * n;
-        dequantize_rows(work, a, sa + i, sb, nullptr, 1, cols, cols, nullptr);
+        dequantize_rows(work, a, nullptr, sa + i, sb, nullptr, 1, cols, cols, nullptr);
         const float mx = array_max(work, n);
         if (!(std::fabs(mx) <= 3.4e38f)) return false;
         const float sum = exp_affine_sum(work, work, n, 1.f, mx);

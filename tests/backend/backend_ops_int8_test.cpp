@@ -21,14 +21,15 @@ INSTANTIATE_TEST_SUITE_P(All, BackendOpsInt8, ::testing::Values("cpu", "cuda"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 struct Quantized {
-    std::vector<int8_t> q;
+    std::vector<uint8_t> q;  // each value plus 128, as quantize_rows stores it
     std::vector<float> scale;
+    int value(size_t at) const { return int(q[at]) - 128; }
 };
 
 // x (N, C) quantized per row by the backend
 Quantized quantize(Backend& be, const std::vector<float>& x, int N, int C) {
     Buffer<float> dx(be, x);
-    Buffer<int8_t> dq(be, x.size());
+    Buffer<uint8_t> dq(be, x.size());
     Buffer<float> ds(be, static_cast<size_t>(N));
     BB_OP(be, quantize_rows)(dq.get(), ds.get(), dx.get(), N, C);
     return {dq.download(), ds.download()};
@@ -46,7 +47,7 @@ TEST_P(BackendOpsInt8, QuantizeRowsRoundsToTheNearestStep) {
         for (int c = 0; c < C; ++c) amax = std::max(amax, std::fabs(x[i * C + c]));
         EXPECT_NEAR(got.scale[i], amax / 127.0, 1e-6 * amax / 127.0) << "row " << i;
         for (int c = 0; c < C; ++c) {
-            const int q = got.q[i * C + c];
+            const int q = got.value(i * C + c);
             ASSERT_LE(std::abs(q), 127);
             EXPECT_LE(std::fabs(double(q) * got.scale[i] - x[i * C + c]), got.scale[i] * (0.5 + 1e-5))
                 << "row " << i << " col " << c;
@@ -76,40 +77,41 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
         std::vector<float> sw(OUT);
         ops::quantize_columns(qw.data(), sw.data(), w.data() + at, IN, OUT, ops::int8_weight_max());
         const Quantized qx = quantize(be(), x, N, IN);
-        Buffer<int8_t> dxq(be(), qx.q);
+        Buffer<uint8_t> dxq(be(), qx.q);
         Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-        Buffer<int8_t> dyq(be(), static_cast<size_t>(N) * OUT);
+        Buffer<uint8_t> dyq(be(), static_cast<size_t>(N) * OUT);
         Buffer<float> dys(be(), static_cast<size_t>(N));
         std::vector<double> want(static_cast<size_t>(N) * OUT), gelu(want.size());
         for (int i = 0; i < N; ++i)
             for (int j = 0; j < OUT; ++j) {
                 long long acc = 0;
-                for (int k = 0; k < IN; ++k) acc += int(qx.q[i * IN + k]) * int(qw[k * OUT + j]);
+                for (int k = 0; k < IN; ++k) acc += qx.value(i * IN + k) * int(qw[k * OUT + j]);
                 want[i * OUT + j] = double(acc) * qx.scale[i] * sw[j] + b[j];
                 gelu[i * OUT + j] = ops::activation_value(ops::Activation::gelu_tanh, want[i * OUT + j]);
             }
         const std::string at_n = " N=" + std::to_string(N);
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, nullptr);
         const std::vector<float> y = dy.download();
         EXPECT_TRUE(all_close("int8 y" + at_n, y, want, 1e-6, 1e-6));
         // bf16 output: the float result rounded once
         Buffer<bf16> dyb(be(), static_cast<size_t>(N) * OUT);
-        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at),
+        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, dxq.get(), dxs.get(), iw->at(at),
                                           db.get(), N, IN, OUT, nullptr);
         EXPECT_TRUE(same_bits(dyb.download(), narrow(y))) << "int8 bf16(y)" << at_n;
         const ops::Activation act = ops::Activation::gelu_tanh;
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
                                           N, IN, OUT, &act);
         EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, dy.download(), gelu, 1e-6, 1e-6));
         // quantized output: within half a step of the GELU'd values
-        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), 0, dxq.get(), dxs.get(), iw->at(at), db.get(),
-                                          N, IN, OUT, &act);
-        const std::vector<int8_t> yq = dyq.download();
+        const ops::Int8Output rows{.rows = dyq.get(), .scale = dys.get()};
+        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &rows, dxq.get(), dxs.get(), iw->at(at), db.get(), N,
+                                          IN, OUT, &act);
+        const std::vector<uint8_t> yq = dyq.download();
         const std::vector<float> ys = dys.download();
         for (int i = 0; i < N; ++i)
             for (int j = 0; j < OUT; ++j)
-                ASSERT_LE(std::fabs(yq[i * OUT + j] * double(ys[i]) - gelu[i * OUT + j]), ys[i] * (0.5 + 1e-4) + 1e-6)
+                ASSERT_LE(std::fabs((yq[i * OUT + j] - 128) * double(ys[i]) - gelu[i * OUT + j]), ys[i] * (0.5 + 1e-4) + 1e-6)
                     << "quantized gelu(y) row " << i << " col " << j << at_n;
     }
 }
@@ -150,7 +152,7 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
     const ops::Activation act = ops::Activation::gelu_tanh;
     for (const int N : {1, 37, 200}) {
         const Quantized qx = quantize(be(), rand_f(static_cast<size_t>(N) * IN, 83, 2.0), N, IN);
-        Buffer<int8_t> dxq(be(), qx.q);
+        Buffer<uint8_t> dxq(be(), qx.q);
         Buffer<float> dxs(be(), qx.scale), db(be(), b);
         for (const MatmulType type : {MatmulType::f32, MatmulType::bf16})
             for (const ops::Activation* a : {static_cast<const ops::Activation*>(nullptr), &act}) {
@@ -158,13 +160,13 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
                     std::vector<uint32_t> bits(static_cast<size_t>(N) * OUT);
                     if (type == MatmulType::bf16) {
                         Buffer<bf16> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw.at(offset),
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
                                                           db.get(), N, IN, OUT, a);
                         const std::vector<bf16> v = y.download();
                         for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
                     } else {
                         Buffer<float> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw.at(offset),
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
                                                           db.get(), N, IN, OUT, a);
                         const std::vector<float> v = y.download();
                         std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
@@ -190,9 +192,9 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
     std::vector<float> sw(OUT);
     ops::quantize_columns(qw.data(), sw.data(), w.data(), IN, OUT, ops::int8_weight_max());
     const Quantized qx = quantize(be(), x, N, IN);
-    Buffer<int8_t> dxq(be(), qx.q);
+    Buffer<uint8_t> dxq(be(), qx.q);
     Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
                                       OUT, nullptr);
     const std::vector<float> got = dy.download();
     double worst = 0;  // the largest error as a fraction of its bound
@@ -363,13 +365,15 @@ TEST_P(BackendOpsInt8, LinearInt8QuantizesEachGroupOfColumns) {
     plain->add(0, IN, OUT);
     plain->quantize(joined.data());
     const Quantized qx = quantize(be(), x, N, IN);
-    Buffer<int8_t> dxq(be(), qx.q), dyq(be(), static_cast<size_t>(N) * OUT);
+    Buffer<uint8_t> dxq(be(), qx.q);
+    Buffer<int8_t> dyq(be(), static_cast<size_t>(N) * OUT);
     Buffer<float> dxs(be(), qx.scale), db(be(), bias), dy(be(), static_cast<size_t>(N) * OUT),
         dys(be(), static_cast<size_t>(N) * OUT / G);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, nullptr, 0, dxq.get(), dxs.get(), plain->at(0),
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), plain->at(0),
                                       db.get(), N, IN, OUT, nullptr);
-    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, dyq.get(), dys.get(), G, dxq.get(), dxs.get(), m, m.bias, N,
-                                      IN, OUT, nullptr);
+    const ops::Int8Output groups{.groups = dyq.get(), .group = G, .scale = dys.get()};
+    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &groups, dxq.get(), dxs.get(), m, m.bias, N, IN, OUT,
+                                      nullptr);
     const std::vector<float> y = dy.download(), ys = dys.download();
     const std::vector<int8_t> yq = dyq.download();
     const int wmax = ops::int8_weight_max();

@@ -235,8 +235,8 @@ TEST(Kernels, ChosenTableIsRunnable) {
 }
 
 // int8 inference's passes (ops/quantize.hpp) on every table this CPU runs, bit for bit against
-// their scalar formulas written out here: q = nearbyint(x·(qmax/max|x|)), scale = max|x|/qmax;
-// y = float(acc)·(sx·sw) + b.
+// their scalar formulas written out here: q = nearbyint(x·(qmax/max|x|)), scale = max|x|/qmax (the
+// u8 form: q + 128); y = float(acc − o)·(sx·sw) + b.
 TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
     for (const Isa isa : {Isa::avx2, Isa::avx512}) {
         const Kernels* k = kernels_for(isa);
@@ -255,6 +255,13 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
                 ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, x.data(), C, qmax)) << k->name << " n=" << n;
                 EXPECT_EQ(q, want) << k->name << " n=" << n << " qmax=" << qmax;
                 EXPECT_EQ(scale, m / static_cast<float>(qmax)) << k->name << " n=" << n;
+                if (qmax != 127) continue;
+                std::vector<uint8_t> u(n, 99), want_u(n);
+                for (size_t c = 0; c < n; ++c) want_u[c] = static_cast<uint8_t>(want[c] + 128);
+                scale = -1.f;
+                ASSERT_TRUE(k->quantize_row_u8(u.data(), &scale, x.data(), C)) << k->name << " n=" << n;
+                EXPECT_EQ(u, want_u) << k->name << " u8 n=" << n;
+                EXPECT_EQ(scale, m / 127.f) << k->name << " u8 n=" << n;
             }
             std::vector<float> zeros(n, 0.f), x = rand_f(n, n);
             std::vector<int8_t> q(n, 99);
@@ -262,6 +269,10 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
             ASSERT_TRUE(k->quantize_row_s8(q.data(), &scale, zeros.data(), C, 127));
             EXPECT_EQ(scale, 0.f);
             EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; })) << k->name << " n=" << n;
+            std::vector<uint8_t> u(n, 99);
+            ASSERT_TRUE(k->quantize_row_u8(u.data(), &scale, zeros.data(), C));
+            EXPECT_EQ(scale, 0.f);
+            EXPECT_TRUE(std::all_of(u.begin(), u.end(), [](uint8_t v) { return v == 128; })) << k->name << " u8 n=" << n;
             // subnormal values: 127/max overflows float, which would saturate every value to -128;
             // the row counts as zeros (ops/quantize.hpp inverse_step)
             std::vector<float> tiny = zeros;
@@ -282,6 +293,7 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
                 std::vector<float> y = x;
                 y[n - 1] = bad;  // the last element: the scalar tail or the last vector
                 EXPECT_FALSE(k->quantize_row_s8(q.data(), &scale, y.data(), C, 127)) << k->name << " n=" << n << " " << bad;
+                EXPECT_FALSE(k->quantize_row_u8(u.data(), &scale, y.data(), C)) << k->name << " u8 n=" << n << " " << bad;
                 y[n - 1] = x[n - 1];
                 y[0] = bad;
                 EXPECT_FALSE(k->quantize_row_s8(q.data(), &scale, y.data(), C, 127)) << k->name << " n=" << n << " " << bad;
@@ -291,23 +303,29 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
             std::vector<int32_t> acc(static_cast<size_t>(rows) * n);
             for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<int32_t>((i * 2654435761u) % 2000001) - 1000000;
             const std::vector<float> xs = {0.013f, 0.f, 2.5e-3f}, ws = rand_f(n, 2 * n, 0.01), b = rand_f(n, 3 * n);
+            std::vector<int32_t> off(n);  // the u8 inputs' offsets: 128·Σ_k qw(k,j)
+            for (size_t j = 0; j < n; ++j) off[j] = 128 * (static_cast<int32_t>((j * 40503u) % 20001) - 10000);
             // y rows ld apart: a slab of a wider y, whose other columns stay as they were
             const size_t ld = n + 5;
-            for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+            for (int variant = 0; variant < 4; ++variant) {  // with and without a bias, and offsets
+                const float* bias = variant & 1 ? nullptr : b.data();
+                const int32_t* o = variant & 2 ? nullptr : off.data();
                 std::vector<float> y(rows * ld, -7.f), want(y.size(), -7.f);
                 for (int i = 0; i < rows; ++i)
                     for (size_t j = 0; j < n; ++j) {
                         const float t = xs[i] * ws[j];
-                        want[i * ld + j] = std::fma(static_cast<float>(acc[i * n + j]), t, bias ? bias[j] : 0.f);
+                        const int32_t a = acc[i * n + j] - (o ? o[j] : 0);
+                        want[i * ld + j] = std::fma(static_cast<float>(a), t, bias ? bias[j] : 0.f);
                     }
-                k->dequantize_rows(y.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
+                k->dequantize_rows(y.data(), acc.data(), o, xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
                                    nullptr);
                 EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
                 // with an activation: each row as activation_forward makes it of the dequantized row
                 for (const Activation a : {Activation::gelu_tanh, Activation::relu}) {
                     std::vector<float> ya(rows * ld, -7.f), wa = want;
                     for (int i = 0; i < rows; ++i) k->activation_forward(a, wa.data() + i * ld, wa.data() + i * ld, n, nullptr);
-                    k->dequantize_rows(ya.data(), acc.data(), xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld), &a);
+                    k->dequantize_rows(ya.data(), acc.data(), o, xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
+                                       &a);
                     EXPECT_TRUE(all_close(std::string(k->name) + " dequantize+act n=" + std::to_string(n), ya, wa, 0, 0));
                 }
             }
