@@ -65,15 +65,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 // vCPUs or other processes are runnable, a spinning thread burns the time slice the thread it waits
 // for needs: 2-thread runs became 10-25x slower than 1-thread ones. Not spinning at all
 // (OMP_WAIT_POLICY=PASSIVE) costs a futex wake-up of the other thread at every parallel region
-// (tens of microseconds in a VM), which halved BERT-tiny/mini throughput at batch 1. A short spin,
-// GOMP_SPINCOUNT=1000 (a few microseconds), bridges the gap between one op's region and the next
-// and wastes little when the host is busy (docs/engine.md, "Wait policy"). libgomp reads its
-// environment once, when it is loaded, so unless the user chose a policy (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT set, even empty), we set GOMP_SPINCOUNT and re-execute ourselves once. If the
-// re-exec fails we simply go on with libgomp's defaults.
+// (tens to hundreds of microseconds in a VM), which halved BERT-tiny/mini throughput at batch 1. A
+// shorter spin, GOMP_SPINCOUNT=10000 (~160 µs of 16 ns `pause`s on an Emerald Rapids), outlasts
+// the few-microsecond gaps between one op's region and the next and a thread's lead over the other
+// in most regions, and did not collapse with two busy loops on the host (docs/engine.md, "Wait
+// policy"). libgomp reads its environment once, when it is loaded, so unless the user chose a
+// policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set, even empty), we set GOMP_SPINCOUNT and re-execute
+// ourselves once. If the re-exec fails we simply go on with libgomp's defaults.
 void apply_openmp_wait_policy(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-    if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
     execv("/proc/self/exe", argv);
 }
 

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -51,6 +52,13 @@ uint64_t memory_bytes() {
     return bytes;
 }
 
+std::string openmp_wait() {
+    std::string out;
+    for (const char* var : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+        if (const char* v = std::getenv(var)) out += (out.empty() ? "" : " ") + std::string(var) + "=" + v;
+    return out.empty() ? "libgomp default" : out;
+}
+
 nlohmann::json system_info() {
     std::istringstream flags(proc_field("/proc/cpuinfo", "flags"));
     nlohmann::json isa = nlohmann::json::array();
@@ -62,7 +70,8 @@ nlohmann::json system_info() {
     return {{"cpu_model", cpu_model()},
             {"cpu_cores", cpus_available()},
             {"isa_flags", isa},
-            {"memory_gib", mem.empty() ? 0.0 : std::stod(mem) / (1024.0 * 1024.0)}};
+            {"memory_gib", mem.empty() ? 0.0 : std::stod(mem) / (1024.0 * 1024.0)},
+            {"openmp_wait", openmp_wait()}};
 }
 
 nlohmann::json build_info() {

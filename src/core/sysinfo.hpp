@@ -12,7 +12,10 @@ double peak_rss_mb();           // VmHWM of this process, MiB
 std::string cpu_model();        // /proc/cpuinfo "model name"
 int cpus_available();           // CPUs this process may run on (sched affinity)
 uint64_t memory_bytes();        // physical memory (MemTotal, capped by a cgroup v2 memory.max)
-nlohmann::json system_info();   // cpu model, cores, ISA flags of interest, memory
+nlohmann::json system_info();   // cpu model, cores, ISA flags of interest, memory, openmp_wait()
+// How this process's OpenMP threads wait at barriers: the OMP_WAIT_POLICY / GOMP_SPINCOUNT it runs
+// with (main() sets GOMP_SPINCOUNT unless the user chose; docs/engine.md "Wait policy").
+std::string openmp_wait();
 nlohmann::json build_info();    // version, git commit, compiler, flags, build type, sanitizer
 bool is_optimized_build();      // false for Debug or sanitizer builds (benchmarks warn)
 

@@ -10,7 +10,9 @@
 
 namespace {
 
+using bertbench::testing::bertbench_path;
 using bertbench::testing::run_bertbench;
+using bertbench::testing::run_shell;
 
 // First line of a shell command's stdout; "" when it fails.
 std::string first_line(const std::string& cmd) {
@@ -38,6 +40,20 @@ TEST(VersionCli, BuildInfoNamesTheBuiltCommit) {
                                 .empty();
         EXPECT_EQ(bi["git_dirty"], dirty) << "rebuild before testing";
     }
+}
+
+// The binary waits at OpenMP barriers with a short spin of its own choosing (main.cpp), unless the
+// user chose a policy: either way system_info says which.
+TEST(VersionCli, NamesTheOpenMpWaitPolicy) {
+    const auto wait = [](const std::string& env) {
+        const auto r = run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + env + " " + bertbench_path() +
+                                 " version 2>/dev/null");
+        EXPECT_EQ(r.exit_code, 0) << r.out;
+        return nlohmann::json::parse(r.out)["system_info"]["openmp_wait"].get<std::string>();
+    };
+    EXPECT_EQ(wait(""), "GOMP_SPINCOUNT=10000");
+    EXPECT_EQ(wait("GOMP_SPINCOUNT=300000"), "GOMP_SPINCOUNT=300000");
+    EXPECT_EQ(wait("OMP_WAIT_POLICY=passive"), "OMP_WAIT_POLICY=passive");
 }
 
 // The native precisions come from CPUID; /proc/cpuinfo's flags, read independently, must agree.
