@@ -376,8 +376,8 @@ void BM_DenseInference(benchmark::State& state) {
         const ops::Int8Matrix& m = ms[call++ % ms.size()];
         switch (way) {
             case 0:
-                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, xq.data(), xs.data(), m, b.data(), rows,
-                                         in, out, nullptr);
+                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, xq.data(), xs.data(), m, b.data(),
+                                         nullptr, rows, in, out, nullptr);
                 break;
             case 1:
             case 5:
@@ -396,8 +396,8 @@ void BM_DenseInference(benchmark::State& state) {
                             out, nullptr, ops::MatmulType::s32);
                 break;
             case 4:
-                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, &ffn_in, xq.data(), xs.data(), m, b.data(), rows,
-                                         in, out, &gelu);
+                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, &ffn_in, xq.data(), xs.data(), m, b.data(),
+                                         nullptr, rows, in, out, &gelu);
                 break;
             case 2:
                 ops::matmul_packed(ops::MatmulType::bf16, rows, out, in, xb.data(), in, packed.at(0), y.data(), out,

@@ -228,8 +228,8 @@ public:
                 int8_input(xin, N, H);
                 const ops::Int8Matrix m = int8_->at(w.wq);
                 const ops::Int8Output heads{.groups = q_qkv_.data(), .group = H / NH_, .scale = s_qkv_.data()};
-                k_.linear_forward_int8(nullptr, MatmulType::f32, &heads, q_in_.data(), s_in_.data(), m, m.bias, N, H,
-                                       3 * H, nullptr);
+                k_.linear_forward_int8(nullptr, MatmulType::f32, &heads, q_in_.data(), s_in_.data(), m, m.bias,
+                                       nullptr, N, H, 3 * H, nullptr);
             } else {
                 linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
                 linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
@@ -286,10 +286,17 @@ public:
         const size_t nh = static_cast<size_t>(n) * H;
         const auto P = [&](size_t o) { return params + o; };
         BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
+        // int8 engines (inference: no dropout) add the residual in the product's epilogue
+        const bool int8_residual = int8_ && !dropout_hidden_;
         if (int8_) int8_input(d.ctx, n, H);
-        linear_fwd(s.a, d.ctx, int8_ ? nullptr : gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
-        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-        k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
+        if (int8_residual) {
+            k_.linear_forward_int8(s.a, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), int8_->at(w.wo), P(w.bo),
+                                   d.xin, n, H, H, nullptr);
+        } else {
+            linear_fwd(s.a, d.ctx, int8_ ? nullptr : gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
+            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+            k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
+        }
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), n, H, ops::kLayerNormEps,
                              gemm_output(s.x1b));
@@ -298,10 +305,10 @@ public:
             int8_input(s.x1, n, H);
             const ops::Int8Output mid{.rows = q_mid_.data(), .scale = s_mid_.data()};
             k_.linear_forward_int8(nullptr, MatmulType::f32, &mid, q_in_.data(), s_in_.data(), int8_->at(w.wi),
-                                   params + w.bi, n, H, I, &act_);
+                                   params + w.bi, nullptr, n, H, I, &act_);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
-                                   params + w.bout, n, I, H, nullptr);
+                                   params + w.bout, int8_residual ? s.x1 : nullptr, n, I, H, nullptr);
         } else {
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
             BB_PROFILE_OP(Op::gelu, Pass::forward);
@@ -309,8 +316,10 @@ public:
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, n, I, H);
         }
-        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-        k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
+        if (!int8_residual) {
+            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+            k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
+        }
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), n, H,
                              ops::kLayerNormEps,  // and the next layer's bf16 input
@@ -459,8 +468,8 @@ public:
         const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{};
         if (!q.slabs) return false;
         int8_input(x, N, IN);
-        k_.linear_forward_int8(y, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN, OUT,
-                               nullptr);
+        k_.linear_forward_int8(y, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), q, params + b, nullptr, N, IN,
+                               OUT, nullptr);
         return true;
     }
     // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
@@ -518,8 +527,8 @@ public:
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
         if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.slabs)  // an encoder layer's:
-            return k_.linear_forward_int8(out, y_type, nullptr, q_in_.data(), s_in_.data(), q, params + b, N, IN,
-                                          OUT, nullptr);  // x quantized by int8_input()
+            return k_.linear_forward_int8(out, y_type, nullptr, q_in_.data(), s_in_.data(), q, params + b, nullptr,
+                                          N, IN, OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
             return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
                                     out, OUT, params + b, y_type);

@@ -188,9 +188,11 @@ Int8Matrix Int8Weights::at(size_t offset) const {
 }
 
 void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, int N, int IN, int OUT, const Activation* act) {
+                         const Int8Matrix& w, const float* b, const float* residual, int N, int IN, int OUT,
+                         const Activation* act) {
     BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && w.offset);
     BB_CHECK(out ? (out->rows != nullptr) != (out->groups != nullptr) && out->scale : y != nullptr);
+    BB_CHECK(!residual || (!out && y_type == MatmulType::f32));
     const bool grouped = out && out->groups;
     BB_CHECK(!grouped || (out->group > 0 && OUT % out->group == 0));
     // out's groups: the whole row to ±127 (plus 128), or groups of `group` columns to the weights' range
@@ -235,14 +237,14 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
             matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
                    0.f, acc.data(), n, nullptr, MatmulType::s32);
             if (!staged) {
-                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), oj, xscale + r0, w.scale + j0, bj, m, n,
-                                  OUT, act);
+                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), oj, xscale + r0, w.scale + j0, bj,
+                                  residual ? residual + at : nullptr, m, n, OUT, act);
                 continue;
             }
             for (int i = 0; i < m; ++i) {  // each row dequantized, activated and written while in L1
                 const size_t to = at + static_cast<size_t>(i) * OUT;
                 k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, oj, xscale + r0 + i,
-                                  w.scale + j0, bj, 1, n, n, act);
+                                  w.scale + j0, bj, nullptr, 1, n, n, act);
                 if (grouped) {  // the tile's groups of the row
                     float* const scale = out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
                     bad = bad || !k.quantize_groups_s8(out->groups + to, scale, row.data(), n / group, group, gmax);
@@ -296,8 +298,8 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
         if (bad) continue;
         matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, q + 2 * H, static_cast<int>(H3), 0.f, acc.data(), HS,
                nullptr, MatmulType::s32);
-        kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), nullptr, sp, ones, nullptr, t, HS, H,
-                           nullptr);
+        kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), nullptr, sp, ones, nullptr, nullptr,
+                           t, HS, H, nullptr);
     } catch (...) {
         error.keep();
     }

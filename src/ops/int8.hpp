@@ -105,10 +105,13 @@ struct Int8Output {
 // The int8 dense layer: acc = ux(N, IN)·qw(IN, OUT) in int32 (xq as quantize_rows writes it), then
 // per row of the result
 //   v(i,j) = sx(i)·sw(j)·(acc(i,j) − o(j)) + b(j), then act(v) where act is given,
-// written into y (N, OUT) as float, or as bf16 with y_type bf16 (rounded once, as to_bf16), or,
-// with out, quantized into out's rows or groups (y unused then). b may be null.
+// written into y (N, OUT) as float, plus residual(i,j) where given (N, OUT; float y only: an
+// inference layer's residual branch, added as dropout_add_forward adds it), or as bf16 with y_type
+// bf16 (rounded once, as to_bf16), or, with out, quantized into out's rows or groups (y unused
+// then). b may be null.
 void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, int N, int IN, int OUT, const Activation* act);
+                         const Int8Matrix& w, const float* b, const float* residual, int N, int IN, int OUT,
+                         const Activation* act);
 
 struct AttentionShape;  // ops/attention.hpp
 

@@ -80,7 +80,8 @@ struct Kernels {
     bool (*quantize_row_u8)(uint8_t* q, float* scale, const float* x, int C);
     bool (*quantize_groups_s8)(int8_t* q, float* scale, const float* x, int groups, int group, int qmax);
     void (*dequantize_rows)(float* y, const int32_t* acc, const int32_t* offset, const float* xscale,
-                            const float* wscale, const float* bias, int rows, int cols, int ldy, const Activation* act);
+                            const float* wscale, const float* bias, const float* residual, int rows, int cols, int ldy,
+                            const Activation* act);
     bool (*softmax_rows_u8)(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
                             const float* w, int rows, int cols, float* work);
     size_t (*array_argmax)(const float* x, size_t n);

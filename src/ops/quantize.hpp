@@ -115,14 +115,18 @@ inline bool quantize_groups_s8(int8_t* q, float* scale, const float* x, int grou
 
 // y(i, j) = fma(acc(i, j) − offset(j), xscale(i)·wscale(j), bias(j)) over rows × cols (offset and
 // bias may be null: 0; the difference is exact in int32), then y(i, ·) = act(y(i, ·)) where act is
-// given, each row while it is in L1 (the values and bits of activation_forward); acc's rows are cols
-// apart, y's ldy apart (a column slab of a wider y). The fused multiply-add is written out, so the
-// result does not depend on the compiler contracting a product and a sum (it did at -O3, not -O0).
+// given, each row while it is in L1 (the values and bits of activation_forward), then y(i, j) +=
+// residual(i, j) where residual is given; acc's rows are cols apart, y's and residual's ldy apart (a
+// column slab of a wider y). The fused multiply-add is written out, so the result does not depend
+// on the compiler contracting a product and a sum (it did at -O3, not at -O0).
 inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset, const float* xscale,
-                            const float* wscale, const float* bias, int rows, int cols, int ldy, const Activation* act) {
+                            const float* wscale, const float* bias, const float* residual, int rows, int cols,
+                            int ldy, const Activation* act) {
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = acc + static_cast<size_t>(i) * cols;
         float* o = y + static_cast<size_t>(i) * ldy;
+        // the residual in the loops below, or (after an activation) in a pass of its own
+        const float* r = residual && !act ? residual + static_cast<size_t>(i) * ldy : nullptr;
         const float sx = xscale[i];
         int j = 0;
 #ifdef BB_OPS_AVX512
@@ -133,7 +137,9 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
                 const __m512 t = _mm512_mul_ps(s, _mm512_loadu_ps(wscale + j));
                 __m512i v = _mm512_loadu_si512(a + j);
                 if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset + j));
-                _mm512_storeu_ps(o + j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), t, b));
+                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), t, b);
+                if (r) f = _mm512_add_ps(f, _mm512_loadu_ps(r + j));
+                _mm512_storeu_ps(o + j, f);
             }
         }
 #endif
@@ -143,13 +149,18 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
             const __m256 t = _mm256_mul_ps(s, _mm256_loadu_ps(wscale + j));
             __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
             if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset + j)));
-            _mm256_storeu_ps(o + j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), t, b));
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), t, b);
+            if (r) f = _mm256_add_ps(f, _mm256_loadu_ps(r + j));
+            _mm256_storeu_ps(o + j, f);
         }
         for (; j < cols; ++j) {
             const float t = sx * wscale[j];
-            o[j] = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), t, bias ? bias[j] : 0.f);
+            const float f = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), t, bias ? bias[j] : 0.f);
+            o[j] = r ? f + r[j] : f;
         }
         if (act) activation_values(*act, o, o, static_cast<size_t>(cols));
+        if (residual && act)
+            for (j = 0; j < cols; ++j) o[j] += residual[static_cast<size_t>(i) * ldy + j];
     }
 }
 
@@ -167,7 +178,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const fl
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = s + static_cast<size_t>(i) * n;
         uint8_t* o = q + static_cast<size_t>(i) * n;
-        dequantize_rows(work, a, nullptr, sa + i, sb, nullptr, 1, cols, cols, nullptr);
+        dequantize_rows(work, a, nullptr, sa + i, sb, nullptr, nullptr, 1, cols, cols, nullptr);
         const float mx = array_max(work, n);
         if (!(std::fabs(mx) <= 3.4e38f)) return false;
         const float sum = exp_affine_sum(work, work, n, 1.f, mx);

@@ -90,22 +90,34 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
                 gelu[i * OUT + j] = ops::activation_value(ops::Activation::gelu_tanh, want[i * OUT + j]);
             }
         const std::string at_n = " N=" + std::to_string(N);
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr,
                                           N, IN, OUT, nullptr);
         const std::vector<float> y = dy.download();
         EXPECT_TRUE(all_close("int8 y" + at_n, y, want, 1e-6, 1e-6));
         // bf16 output: the float result rounded once
         Buffer<bf16> dyb(be(), static_cast<size_t>(N) * OUT);
         BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, dxq.get(), dxs.get(), iw->at(at),
-                                          db.get(), N, IN, OUT, nullptr);
+                                          db.get(), nullptr, N, IN, OUT, nullptr);
         EXPECT_TRUE(same_bits(dyb.download(), narrow(y))) << "int8 bf16(y)" << at_n;
         const ops::Activation act = ops::Activation::gelu_tanh;
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(),
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr,
                                           N, IN, OUT, &act);
-        EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, dy.download(), gelu, 1e-6, 1e-6));
+        const std::vector<float> y_act = dy.download();
+        EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, y_act, gelu, 1e-6, 1e-6));
+        // with a residual (an inference layer's branch): y + r (or act(y) + r), bit for bit as
+        // dropout_add_forward adds it to the product's output
+        const std::vector<float> r = rand_f(static_cast<size_t>(N) * OUT, 79);
+        Buffer<float> dr(be(), r);
+        for (const ops::Activation* a : {static_cast<const ops::Activation*>(nullptr), &act}) {
+            BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at),
+                                              db.get(), dr.get(), N, IN, OUT, a);
+            const std::vector<float> got = dy.download(), &base = a ? y_act : y;
+            for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(got[i], base[i] + r[i]) << "int8 y + residual" << (a ? " gelu" : "") << at_n << " at " << i;
+        }
         // quantized output: within half a step of the GELU'd values
         const ops::Int8Output rows{.rows = dyq.get(), .scale = dys.get()};
-        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &rows, dxq.get(), dxs.get(), iw->at(at), db.get(), N,
+        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &rows, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr, N,
                                           IN, OUT, &act);
         const std::vector<uint8_t> yq = dyq.download();
         const std::vector<float> ys = dys.download();
@@ -161,13 +173,13 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
                     if (type == MatmulType::bf16) {
                         Buffer<bf16> y(be(), bits.size());
                         BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
-                                                          db.get(), N, IN, OUT, a);
+                                                          db.get(), nullptr, N, IN, OUT, a);
                         const std::vector<bf16> v = y.download();
                         for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
                     } else {
                         Buffer<float> y(be(), bits.size());
                         BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
-                                                          db.get(), N, IN, OUT, a);
+                                                          db.get(), nullptr, N, IN, OUT, a);
                         const std::vector<float> v = y.download();
                         std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
                     }
@@ -194,7 +206,7 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
     const Quantized qx = quantize(be(), x, N, IN);
     Buffer<uint8_t> dxq(be(), qx.q);
     Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), N, IN,
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), nullptr, N, IN,
                                       OUT, nullptr);
     const std::vector<float> got = dy.download();
     double worst = 0;  // the largest error as a fraction of its bound
@@ -370,9 +382,9 @@ TEST_P(BackendOpsInt8, LinearInt8QuantizesEachGroupOfColumns) {
     Buffer<float> dxs(be(), qx.scale), db(be(), bias), dy(be(), static_cast<size_t>(N) * OUT),
         dys(be(), static_cast<size_t>(N) * OUT / G);
     BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), plain->at(0),
-                                      db.get(), N, IN, OUT, nullptr);
+                                      db.get(), nullptr, N, IN, OUT, nullptr);
     const ops::Int8Output groups{.groups = dyq.get(), .group = G, .scale = dys.get()};
-    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &groups, dxq.get(), dxs.get(), m, m.bias, N, IN, OUT,
+    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &groups, dxq.get(), dxs.get(), m, m.bias, nullptr, N, IN, OUT,
                                       nullptr);
     const std::vector<float> y = dy.download(), ys = dys.download();
     const std::vector<int8_t> yq = dyq.download();

@@ -317,16 +317,31 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
                         const int32_t a = acc[i * n + j] - (o ? o[j] : 0);
                         want[i * ld + j] = std::fma(static_cast<float>(a), t, bias ? bias[j] : 0.f);
                     }
-                k->dequantize_rows(y.data(), acc.data(), o, xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
-                                   nullptr);
+                k->dequantize_rows(y.data(), acc.data(), o, xs.data(), ws.data(), bias, nullptr, rows, C,
+                                   static_cast<int>(ld), nullptr);
                 EXPECT_TRUE(all_close(std::string(k->name) + " dequantize n=" + std::to_string(n), y, want, 0, 0));
+                // plus a residual (ld apart, as y): the sum of the two, rounded once
+                const std::vector<float> res = rand_f(rows * ld, 4 * n);
+                std::vector<float> yr(rows * ld, -7.f), wr = want;
+                for (int i = 0; i < rows; ++i)
+                    for (size_t j = 0; j < n; ++j) wr[i * ld + j] += res[i * ld + j];
+                k->dequantize_rows(yr.data(), acc.data(), o, xs.data(), ws.data(), bias, res.data(), rows, C,
+                                   static_cast<int>(ld), nullptr);
+                EXPECT_TRUE(all_close(std::string(k->name) + " dequantize+residual n=" + std::to_string(n), yr, wr, 0, 0));
                 // with an activation: each row as activation_forward makes it of the dequantized row
                 for (const Activation a : {Activation::gelu_tanh, Activation::relu}) {
                     std::vector<float> ya(rows * ld, -7.f), wa = want;
                     for (int i = 0; i < rows; ++i) k->activation_forward(a, wa.data() + i * ld, wa.data() + i * ld, n, nullptr);
-                    k->dequantize_rows(ya.data(), acc.data(), o, xs.data(), ws.data(), bias, rows, C, static_cast<int>(ld),
-                                       &a);
+                    k->dequantize_rows(ya.data(), acc.data(), o, xs.data(), ws.data(), bias, nullptr, rows, C,
+                                       static_cast<int>(ld), &a);
                     EXPECT_TRUE(all_close(std::string(k->name) + " dequantize+act n=" + std::to_string(n), ya, wa, 0, 0));
+                    // the residual after the activation
+                    for (int i = 0; i < rows; ++i)
+                        for (size_t j = 0; j < n; ++j) wa[i * ld + j] += res[i * ld + j];
+                    k->dequantize_rows(ya.data(), acc.data(), o, xs.data(), ws.data(), bias, res.data(), rows, C,
+                                       static_cast<int>(ld), &a);
+                    EXPECT_TRUE(all_close(std::string(k->name) + " dequantize+act+residual n=" + std::to_string(n), ya, wa,
+                                          0, 0));
                 }
             }
         }
