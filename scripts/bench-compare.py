@@ -850,12 +850,12 @@ def main():
     for name in sorted(os.listdir(raw)):
         if name.startswith(("bertbench__", "bertbench-bf16__")) and name.endswith(".json"):
             with open(os.path.join(raw, name)) as f:
-                run = json.load(f)
-            bi = run.get("build_info", {})
+                made = json.load(f)
+            bi = made.get("build_info", {})
             c = bi.get("git_commit", "unknown") + (" (+ uncommitted changes)" if bi.get("git_dirty") else "")
             d = "%s, %s, %s; GEMM: %s (%s)" % (bi.get("build_type"), bi.get("compiler"), bi.get("cxx_flags"),
                                                bi.get("gemm_library"), bi.get("gemm_config"))
-            wait = run.get("system_info", {}).get("openmp_wait")  # absent in runs before it was recorded
+            wait = made.get("system_info", {}).get("openmp_wait")  # absent in runs before it was recorded
             d += "; OpenMP wait: %s" % wait if wait else ""
             commits += [c] if c not in commits else []
             builds += [d] if d not in builds else []
