@@ -51,6 +51,9 @@ struct EncoderShape {
     bool bf16;          // the GEMM inputs are kept in bf16 (LayerSaved::xb..gb)
     bool fused;         // fused attention: no probabilities, masks or probs-sized scratch
     size_t subset_rows; // EngineOptions::last_layer_subset: the last layer's gathered rows at most
+    // an int8 engine: its Q/K/V product, attention and FFN write int8 buffers of their own
+    // (Encoder::init_int8), so no fp32 q, k, v, h, g, no lse and no bf16 GEMM inputs
+    bool int8 = false;
 };
 
 template <typename T>
@@ -103,20 +106,21 @@ struct EncoderActivations {
             }
             LayerSaved<T> s{};
             const LayerSaved<T>* s0 = share && l > 0 ? &layers[0] : nullptr;
-            s.q = s0 ? s0->q : a.take(nh);
-            s.k = s0 ? s0->k : a.take(nh);
-            s.v = s0 ? s0->v : a.take(nh);
+            const bool i8 = c.int8;
+            s.q = i8 ? nullptr : s0 ? s0->q : a.take(nh);
+            s.k = i8 ? nullptr : s0 ? s0->k : a.take(nh);
+            s.v = i8 ? nullptr : s0 ? s0->v : a.take(nh);
             // the fused kernel's backward reads the layer's fp32 ctx (D = dctx·ctx), so a bf16
             // training engine keeps one per layer there
             s.ctx = s0 && (fwd || !c.fused) ? s0->ctx : a.take(nh);
             s.probs = c.fused ? nullptr : a.take(probs);
-            s.lse = c.fused ? a.take(c.rows * c.NH) : nullptr;
+            s.lse = c.fused && !i8 ? a.take(c.rows * c.NH) : nullptr;
             s.a = a.take(nh);
             s.mean1 = a.take(c.rows);
             s.rstd1 = a.take(c.rows);
             s.x1 = s0 ? s0->x1 : a.take(nh);
-            s.h = a.take(ni);
-            s.g = c.bf16 ? nullptr : s0 ? s0->g : a.take(ni);
+            s.h = i8 ? nullptr : a.take(ni);
+            s.g = c.bf16 || i8 ? nullptr : s0 ? s0->g : a.take(ni);
             s.o = a.take(nh);
             s.mean2 = a.take(c.rows);
             s.rstd2 = a.take(c.rows);
@@ -127,7 +131,7 @@ struct EncoderActivations {
             }
             layers.push_back(s);
         }
-        if (c.bf16) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
+        if (c.bf16 && !c.int8) {  // one set of bf16 GEMM inputs per layer (one shared set when forward-only)
             const size_t bnh = (nh + 31) / 32 * 32, bni = (ni + 31) / 32 * 32;
             const size_t per_layer = 6 * bnh + bni;
             if (bf16_inputs.empty()) bf16_inputs.assign(be, per_layer * static_cast<size_t>(fwd ? 1 : c.L));

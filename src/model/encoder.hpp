@@ -122,8 +122,8 @@ public:
         const size_t probs = static_cast<size_t>(plan_.max_batch) * NH_ * plan_.max_seq * plan_.max_seq;
         // (the int8 attention keeps no probabilities either: carved as for the fused kernel)
         buf_.carve(be_, a, masks,
-                   {nmax, probs, static_cast<size_t>(H_), static_cast<size_t>(I_),
-                    static_cast<size_t>(NH_), L_, plan_.forward_only, bf16_, fused_ || int8_, max_rows_});
+                   {nmax, probs, static_cast<size_t>(H_), static_cast<size_t>(I_), static_cast<size_t>(NH_), L_,
+                    plan_.forward_only, bf16_, fused_ || int8_, max_rows_, int8_ != nullptr});
         pofs_.assign(static_cast<size_t>(plan_.max_batch) + 1, 0);
         if (staged_.offsets.empty()) {  // the batch's index arrays in the backend's memory
             const size_t bmax = static_cast<size_t>(plan_.max_batch);
@@ -286,14 +286,12 @@ public:
         const size_t nh = static_cast<size_t>(n) * H;
         const auto P = [&](size_t o) { return params + o; };
         BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
-        // int8 engines (inference: no dropout) add the residual in the product's epilogue
-        const bool int8_residual = int8_ && !dropout_hidden_;
-        if (int8_) int8_input(d.ctx, n, H);
-        if (int8_residual) {
+        if (int8_) {  // forward-only, so no dropout: the residual added in the product's epilogue
+            int8_input(d.ctx, n, H);
             k_.linear_forward_int8(s.a, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), int8_->at(w.wo), P(w.bo),
                                    d.xin, n, H, H, nullptr);
         } else {
-            linear_fwd(s.a, d.ctx, int8_ ? nullptr : gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
+            linear_fwd(s.a, d.ctx, gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
         }
@@ -308,15 +306,13 @@ public:
                                    params + w.bi, nullptr, n, H, I, &act_);
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
-                                   params + w.bout, int8_residual ? s.x1 : nullptr, n, I, H, nullptr);
+                                   params + w.bout, s.x1, n, I, H, nullptr);
         } else {
             linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
             BB_PROFILE_OP(Op::gelu, Pass::forward);
             k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(n) * I, gemm_output(s.gb));
             BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
             linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, n, I, H);
-        }
-        if (!int8_residual) {
             BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
             k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
         }
@@ -521,14 +517,12 @@ public:
         return xt;
     }
     // y(N,OUT) = x·W + b for the kernel at offset w and bias at offset b; xb = gemm_input(x).
-    // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb.
+    // bf16 engines: with yb (= gemm_output(..)) only bf16(y) is written, into yb. (An int8
+    // engine's dense layers call linear_forward_int8 themselves, head_linear_int8 for the heads.)
     void linear_fwd(T* y, const T* x, const ops::bf16* xb, const T* params, size_t w, size_t b,
                     int N, int IN, int OUT, ops::bf16* yb = nullptr) const {
         const MatmulType y_type = yb ? MatmulType::bf16 : MatmulType::f32;
         void* out = yb ? static_cast<void*>(yb) : static_cast<void*>(y);
-        if (const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{}; q.slabs)  // an encoder layer's:
-            return k_.linear_forward_int8(out, y_type, nullptr, q_in_.data(), s_in_.data(), q, params + b, nullptr,
-                                          N, IN, OUT, nullptr);  // x quantized by int8_input()
         if (const void* pw = packed(w))
             return k_.matmul_packed(gemm_type(), N, OUT, IN, bf16_ ? static_cast<const void*>(xb) : x, IN, pw,
                                     out, OUT, params + b, y_type);

@@ -158,6 +158,8 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
     slabbed->quantize(wt.data());
     EXPECT_EQ(slabbed->at(at).slab_cols, slab);
     EXPECT_EQ(slabbed->at(at + 1).slabs, nullptr);  // no kernel there
+    // u8 × s8 sums of more than 65,536 inputs could overflow int32: refused when registered
+    EXPECT_THROW(be().int8_weights()->add(0, 65537, 1), Error);
     slabbed->add(at + IN, IN, 3);                    // registered, not yet quantized: never "no kernel"
     EXPECT_THROW(slabbed->at(at), Error);
     slabbed->quantize(wt.data());
