@@ -1,6 +1,6 @@
 // The elementwise passes of int8 inference (ops/int8.hpp), vectorised: a row quantized to s8
-// symmetrically (or to u8 as s8 plus 128), int32 products dequantized with their row and column scales and the bias, and
-// the int8 attention's softmax quantized to u8.
+// symmetrically (or to u8 as s8 plus 128), int32 products dequantized with their row and column
+// scales and the bias, and the int8 attention's softmax quantized to u8.
 // They give the same bits as their scalar formulas on every path (max is exact, the conversion
 // rounds to nearest even as std::nearbyint does in the default rounding mode, and the dequantization
 // multiplies and adds without contraction, in the scalar order).
@@ -77,10 +77,10 @@ inline bool quantize_row(Q* q, float* scale, const float* x, int C, int qmax) {
 #ifdef BB_OPS_AVX512
     {
         const __m512 rv = _mm512_set1_ps(r);
-        for (; c + 16 <= C; c += 16)
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c),
-                             _mm_xor_si128(_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv))),
-                                           flip));
+        for (; c + 16 <= C; c += 16) {
+            const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c), _mm_xor_si128(_mm512_cvtsepi32_epi8(v), flip));
+        }
     }
 #endif
     {
@@ -100,7 +100,9 @@ inline bool quantize_row_s8(int8_t* q, float* scale, const float* x, int C, int 
     return quantize_row(q, scale, x, C, qmax);
 }
 // To ±127, plus 128: the activations of the int8 dense layers (ops/int8.hpp).
-inline bool quantize_row_u8(uint8_t* q, float* scale, const float* x, int C) { return quantize_row(q, scale, x, C, 127); }
+inline bool quantize_row_u8(uint8_t* q, float* scale, const float* x, int C) {
+    return quantize_row(q, scale, x, C, 127);
+}
 
 // quantize_row_s8 on each of `groups` groups of `group` values of x, into q and scale(groups);
 // false when one holds a NaN or ±Inf.
