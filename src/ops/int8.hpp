@@ -7,7 +7,7 @@
 //   y(i,j) = sx(i)·sw(j)·Σ_k qx(i,k)·qw(k,j) + b(j)     (the sum exact in int32)
 // The activations are stored as ux = qx + 128 (u8), the operand type the dot-product instructions
 // take (vpdpbusd: u8 × s8); oneDNN's s8 × s8 product adds the 128 itself, inside its kernels, and
-// ran 10-40 % slower (ops_micro BM_DenseInference, ways 5 and 6, Emerald Rapids). The sum over ux
+// ran 10-30 % slower (ops_micro BM_DenseInference, ways 5 and 6, Emerald Rapids). The sum over ux
 // exceeds the one over qx by 128·Σ_k qw(k,j) per column, subtracted in the epilogue, exactly:
 //   Σ_k qx(i,k)·qw(k,j) = Σ_k ux(i,k)·qw(k,j) − o(j),  o(j) = 128·Σ_k qw(k,j)
 // qmax is 127 where oneDNN runs int8 on dot-product units (AVX512-VNNI, AVX-VNNI, AMX), and 63
