@@ -4,7 +4,6 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <unordered_map>
 #include <vector>
 
 #include "core/philox.hpp"
+#include "micro_util.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
 #include "ops/activation.hpp"
@@ -26,12 +27,10 @@
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
 #include "ops/int8.hpp"
-#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 #include "ops/matmul.hpp"
 #include "ops/softmax.hpp"
 #include "optim/optimizer.hpp"
-#include "micro_util.hpp"
 
 namespace {
 
@@ -290,8 +289,8 @@ void BM_DenseInference(benchmark::State& state) {
         const ops::Int8Matrix& m = ms[call++ % ms.size()];
         switch (way) {
             case 0:
-                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, xq.data(), xs.data(), m, b.data(),
-                                         nullptr, rows, in, out, nullptr);
+                ops::linear_forward_int8(y.data(), ops::MatmulType::f32, nullptr, xq.data(),
+                                         xs.data(), m, rows, in, out, {.bias = b.data()});
                 break;
             case 1:
             case 5:
@@ -310,8 +309,9 @@ void BM_DenseInference(benchmark::State& state) {
                             out, nullptr, ops::MatmulType::s32);
                 break;
             case 4:
-                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, &ffn_in, xq.data(), xs.data(), m, b.data(),
-                                         nullptr, rows, in, out, &gelu);
+                ops::linear_forward_int8(nullptr, ops::MatmulType::f32, &ffn_in, xq.data(),
+                                         xs.data(), m, rows, in, out,
+                                         {.bias = b.data(), .act = &gelu});
                 break;
             case 2:
                 ops::matmul_packed(ops::MatmulType::bf16, rows, out, in, xb.data(), in, packed.at(0), y.data(), out,

@@ -101,12 +101,13 @@ void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld);
 void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda, const void* packed_b,
                    void* C, int ldc, const float* bias, MatmulType c_type);
 // int8 inference (ops/int8.hpp): per-row symmetric quantization (stored plus 128, as u8); the int8
-// dense layer on kernels from Backend::int8_weights, its result y (float, plus a residual where
-// given, or bf16 with y_type bf16), or (with out) act(y) quantized per row, or per group of columns.
+// dense layer on kernels from Backend::int8_weights and its epilogue (bias, activation, residual,
+// LayerNorm), its result y (float, or bf16 with y_type bf16), or (with out) quantized per row, or
+// per group of columns, or after a LayerNorm both.
 void quantize_rows(uint8_t* q, float* scale, const float* x, int N, int C);
-void linear_forward_int8(void* y, MatmulType y_type, const ops::Int8Output* out, const uint8_t* xq, const float* xscale,
-                         const ops::Int8Matrix& w, const float* b, const float* residual, int N, int IN, int OUT,
-                         const ops::Activation* act);
+void linear_forward_int8(void* y, MatmulType y_type, const ops::Int8Output* out, const uint8_t* xq,
+                         const float* xscale, const ops::Int8Matrix& w, int N, int IN, int OUT,
+                         const ops::Int8Epilogue& e);
 // The int8 attention of an inference engine (ops/int8.hpp): ctx from the quantized q | k | v rows
 // (N, 3H) and their scales per head (N, 3·NH), both products in int8.
 void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, const ops::AttentionShape& s);

@@ -578,7 +578,8 @@ ProfileResult profile_point(const Point& p, int steps) {
                 // forward/backward ops count once per micro-batch; the optimizer once per step
                 if (op == model::Op::optimizer && b != used.front()) continue;
                 const model::Cost c =
-                    model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()), p.last_layer_subset);
+                    model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()), p.last_layer_subset,
+                                   p.dtype);
                 it->second.cost.flops += c.flops;
                 it->second.cost.bytes += c.bytes;
             }

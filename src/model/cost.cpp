@@ -47,7 +47,8 @@ double last_layer_rows(const Batch& b, bool last_layer_subset) {
     return last_layer_subset && rows < b.num_tokens() ? rows : b.num_tokens();
 }
 
-Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset) {
+Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset,
+             ops::Precision precision) {
     const double N = b.num_tokens(), H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers,
                  V = c.vocab_size, B = b.batch_size, P = b.num_predictions(), A = c.num_attention_heads;
     // the rows of every layer's dense half: N in each but the last, which may run on fewer
@@ -58,6 +59,7 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
         t2 += t * (b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(s)]);
     }
     const double k = pass == Pass::backward ? 2.0 : 1.0;
+    const double fused = precision == ops::Precision::int8 ? 0 : 1;  // the dense halves' element-wise ops
     const auto gemm = [&](double m, double n, double kk, double times) {
         return Cost{k * 2 * m * n * kk * times, k * 4 * (m * kk + kk * n + m * n) * times};
     };
@@ -72,9 +74,9 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
         case Op::gemm_ffn_out: return dense(H, I);
         case Op::gemm_mlm_decoder: return gemm(P, V, H, 1);
         case Op::attention: return {k * 4 * t2 * H * L, k * 4 * L * (4 * N * H + 2 * A * t2)};
-        case Op::layernorm: return {k * 8 * (2 * NL + N) * H, k * 8 * (2 * NL + N) * H};
-        case Op::gelu: return {k * 10 * NL * I, k * 8 * NL * I};
-        case Op::dropout_residual: return {k * 2 * 2 * NL * H, k * 13 * 2 * NL * H};
+        case Op::layernorm: return {k * 8 * (fused * 2 * NL + N) * H, k * 8 * (fused * 2 * NL + N) * H};
+        case Op::gelu: return {fused * k * 10 * NL * I, fused * k * 8 * NL * I};
+        case Op::dropout_residual: return {fused * k * 2 * 2 * NL * H, fused * k * 13 * 2 * NL * H};
         case Op::embeddings: return {k * 10 * N * H, k * 4 * 8 * N * H};
         case Op::pooler_nsp: {  // the pooler's dense layer and the NSP classifier on B rows
             const Cost pooler = gemm(B, H, H, 1), nsp = gemm(B, 2, H, 1);

@@ -14,6 +14,7 @@
 #include "model/batch.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
+#include "ops/bf16.hpp"
 
 namespace bertbench::model {
 
@@ -37,8 +38,12 @@ struct Cost {
     double flops = 0, bytes = 0;
 };
 // The cost of (op, pass) over one micro-batch b (the optimizer's: one update; n_params floats);
-// last_layer_subset: the engine's EngineOptions::last_layer_subset (last_layer_rows).
-Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset = false);
+// last_layer_subset: the engine's EngineOptions::last_layer_subset (last_layer_rows); precision
+// the engine's: an int8 engine runs its dense halves' residuals, LayerNorms and GELU in its
+// products' epilogues (their time is the products'), and no dropout, so those ops cost it nothing
+// but the embeddings' LayerNorm.
+Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_params, bool last_layer_subset = false,
+             ops::Precision precision = ops::Precision::fp32);
 // The rows the last layer's dense half (attention output, FFN, LayerNorms) runs on: with
 // last_layer_subset the B [CLS] rows and P masked positions where they are fewer than N, else N.
 double last_layer_rows(const Batch& b, bool last_layer_subset);

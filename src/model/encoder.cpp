@@ -45,6 +45,16 @@ size_t materialized_probs_bytes(const BertConfig& c, const Plan& p) {
     return p.forward_only ? per * 8 : per * (5 * static_cast<size_t>(c.num_hidden_layers) + 4);
 }
 
+void check_plan(const Plan& plan, const BertConfig& cfg) {
+    if (plan.max_batch <= 0 || plan.max_seq <= 0 || plan.max_predictions < 0)
+        fail("engine plan: expected max_batch > 0, max_seq > 0, max_predictions >= 0, got {}, {}, {}",
+             plan.max_batch, plan.max_seq, plan.max_predictions);
+    if (plan.max_seq > cfg.max_position_embeddings)
+        fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config (hint: lower "
+             "--max_seq_length)",
+             plan.max_seq, cfg.max_position_embeddings);
+}
+
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
                  size_t total_params) {
     if (params_size < total_params)

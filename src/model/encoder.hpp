@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <tuple>
 #include <type_traits>
@@ -32,9 +30,10 @@ inline ops::Activation activation_for(const BertConfig& c) {
     return ops::Activation::gelu_tanh;
 }
 
-
 // What the materialized attention kernel holds for this plan (encoder.cpp).
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
+// The plan's sizes against each other and the config; a one-line Error naming what is wrong.
+void check_plan(const Plan& plan, const BertConfig& cfg);
 // The batch against the plan and the config, the parameter buffer against the table's size
 // (total_params); a one-line Error naming what is wrong (encoder.cpp).
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
@@ -54,14 +53,7 @@ public:
         I_ = cfg_.intermediate_size;
         NH_ = cfg_.num_attention_heads;
         L_ = cfg_.num_hidden_layers;
-        if (plan.max_batch <= 0 || plan.max_seq <= 0 || plan.max_predictions < 0)
-            fail("engine plan: expected max_batch > 0, max_seq > 0, max_predictions >= 0, got {}, "
-                 "{}, {}",
-                 plan.max_batch, plan.max_seq, plan.max_predictions);
-        if (plan.max_seq > cfg_.max_position_embeddings)
-            fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config "
-                 "(hint: lower --max_seq_length)",
-                 plan.max_seq, cfg_.max_position_embeddings);
+        check_plan(plan, cfg_);
         emb_ = table.embeddings();
         layers_ = table.layers();
         // the tensors each backward stage finishes: layer l's, then the pooler's and heads'
@@ -93,11 +85,10 @@ public:
             sb_.assign(be_, std::max(bwd, 2 * pmax * H_));
         }
         if (opts.precision == ops::Precision::int8) init_int8(plan);
-        // Packed weights (ops::PackedWeights) for an inference engine, whose weights do not change
-        // between forwards (emulated bf16 has no use for them). A training engine would re-pack
-        // after every update: measured on BERT-base bf16 b32 (Zen 5), 0-2 % faster for 210 MB
-        // more, so it does not.
-        // (Only the backend knows a layout of its own: nullptr where it keeps none.)
+        // Packed weights (ops::PackedWeights; nullptr where the backend keeps no layout of its own)
+        // for an inference engine, whose weights do not change (emulated bf16 has no use for them).
+        // A training engine would re-pack after every update: 0-2 % faster for 210 MB more
+        // (BERT-base bf16 b32, Zen 5), so it does not.
         if (std::is_same_v<T, float> && plan.forward_only && (!bf16_ || ops::bf16_native()))
             packed_ = be_.packed_weights(gemm_type());
         if (fused_) {  // the kernels this engine runs, or the backend's one-line Error
@@ -225,11 +216,12 @@ public:
             BB_PROFILE_OP(Op::gemm_qkv, Pass::forward);
             const ops::bf16* xb = gemm_output(s.xb);  // written by xin's producer
             if (int8_) {  // Q, K and V as one product, quantized per head for the int8 attention
-                int8_input(xin, N, H);
+                // xin quantized here in layer 0, by the FFN-out before in the others (dense_forward_int8)
+                if (l == 0) int8_input(xin, N, H);
                 const ops::Int8Matrix m = int8_->at(w.wq);
                 const ops::Int8Output heads{.groups = q_qkv_.data(), .group = H / NH_, .scale = s_qkv_.data()};
-                k_.linear_forward_int8(nullptr, MatmulType::f32, &heads, q_in_.data(), s_in_.data(), m, m.bias,
-                                       nullptr, N, H, 3 * H, nullptr);
+                k_.linear_forward_int8(nullptr, MatmulType::f32, &heads, q_in_.data(), s_in_.data(), m, N, H,
+                                       3 * H, ops::Int8Epilogue{.bias = m.bias});
             } else {
                 linear_fwd(s.q, xin, xb, params, w.wq, w.bq, N, H, H, attention_output(s.qb));
                 linear_fwd(s.k, xin, xb, params, w.wk, w.bk, N, H, H, attention_output(s.kb));
@@ -286,40 +278,50 @@ public:
         const size_t nh = static_cast<size_t>(n) * H;
         const auto P = [&](size_t o) { return params + o; };
         BB_PROFILE_OP(Op::gemm_attn_out, Pass::forward);
-        if (int8_) {  // forward-only, so no dropout: the residual added in the product's epilogue
-            int8_input(d.ctx, n, H);
-            k_.linear_forward_int8(s.a, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), int8_->at(w.wo), P(w.bo),
-                                   d.xin, n, H, H, nullptr);
-        } else {
-            linear_fwd(s.a, d.ctx, gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
-            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
-        }
+        if constexpr (std::is_same_v<T, float>)
+            if (int8_) return dense_forward_int8(l, params, d);
+        linear_fwd(s.a, d.ctx, gemm_input(d.ctx, nh, s.ctxb), params, w.wo, w.bo, n, H, H);
+        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+        k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), n, H, ops::kLayerNormEps,
                              gemm_output(s.x1b));
         BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
-        if (int8_) {  // the GELU and the quantization of its output in the product's epilogue
-            int8_input(s.x1, n, H);
-            const ops::Int8Output mid{.rows = q_mid_.data(), .scale = s_mid_.data()};
-            k_.linear_forward_int8(nullptr, MatmulType::f32, &mid, q_in_.data(), s_in_.data(), int8_->at(w.wi),
-                                   params + w.bi, nullptr, n, H, I, &act_);
-            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-            k_.linear_forward_int8(s.o, MatmulType::f32, nullptr, q_mid_.data(), s_mid_.data(), int8_->at(w.wout),
-                                   params + w.bout, s.x1, n, I, H, nullptr);
-        } else {
-            linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
-            BB_PROFILE_OP(Op::gelu, Pass::forward);
-            k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(n) * I, gemm_output(s.gb));
-            BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
-            linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, n, I, H);
-            BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
-            k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
-        }
+        linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
+        BB_PROFILE_OP(Op::gelu, Pass::forward);
+        k_.activation_forward(act_, s.g, s.h, static_cast<size_t>(n) * I, gemm_output(s.gb));
+        BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+        linear_fwd(s.o, s.g, gemm_output(s.gb), params, w.wout, w.bout, n, I, H);
+        BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
+        k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), n, H,
                              ops::kLayerNormEps,  // and the next layer's bf16 input
                              l + 1 < L_ ? gemm_output(buf_.layers[l + 1].xb) : nullptr);
+    }
+    // dense_forward of an int8 engine (forward only: no dropout). Each residual and LayerNorm runs
+    // in the epilogue of the product before it, which quantizes the normalized rows for the one
+    // after (the FFN; the next layer's Q, K, V), the GELU in FFN-in's. The quantized inputs
+    // alternate between q_in_ and q_mid_: no product writes the rows it reads.
+    void dense_forward_int8(int l, const T* params, const Rows& d) requires std::is_same_v<T, float> {
+        const LayerParams& w = layers_[static_cast<size_t>(l)];
+        LayerSaved<T>& s = buf_.layers[static_cast<size_t>(l)];
+        const int n = d.n, H = H_, I = I_;
+        const auto P = [&](size_t o) { return params + o; };
+        const ops::Int8Output in{.rows = q_in_.data(), .scale = s_in_.data()},
+            mid{.rows = q_mid_.data(), .scale = s_mid_.data()};
+        const ops::Int8Norm ln1{P(w.g1), P(w.b1), s.mean1, s.rstd1, ops::kLayerNormEps},
+            ln2{P(w.g2), P(w.b2), s.mean2, s.rstd2, ops::kLayerNormEps};
+        k_.quantize_rows(mid.rows, mid.scale, d.ctx, n, H);
+        k_.linear_forward_int8(s.x1, MatmulType::f32, &in, mid.rows, mid.scale, int8_->at(w.wo), n, H, H,
+                               ops::Int8Epilogue{.bias = P(w.bo), .residual = d.xin, .norm = &ln1});
+        BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
+        k_.linear_forward_int8(nullptr, MatmulType::f32, &mid, in.rows, in.scale, int8_->at(w.wi), n, H, I,
+                               ops::Int8Epilogue{.bias = P(w.bi), .act = &act_});
+        BB_PROFILE_OP(Op::gemm_ffn_out, Pass::forward);
+        k_.linear_forward_int8(buf_.x[l + 1], MatmulType::f32, l + 1 < L_ ? &in : nullptr, mid.rows, mid.scale,
+                               int8_->at(w.wout), n, I, H,
+                               ops::Int8Epilogue{.bias = P(w.bout), .residual = s.x1, .norm = &ln2});
     }
 
     Rows dense_rows(int l, const T* xin) const {
@@ -464,8 +466,9 @@ public:
         const ops::Int8Matrix q = int8_ ? int8_->at(w) : ops::Int8Matrix{};
         if (!q.slabs) return false;
         int8_input(x, N, IN);
-        k_.linear_forward_int8(y, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), q, params + b, nullptr, N, IN,
-                               OUT, nullptr);
+        if constexpr (std::is_same_v<T, float>)
+            k_.linear_forward_int8(y, MatmulType::f32, nullptr, q_in_.data(), s_in_.data(), q, N, IN, OUT,
+                                   ops::Int8Epilogue{.bias = params + b});
         return true;
     }
     // The packed weight at `offset` (of the engine's GEMM type, gemm_type()), or nullptr.
@@ -529,9 +532,9 @@ public:
         if (bf16_) return k_.linear_forward_bf16(out, y_type, xb, wb_.data() + w, params + b, N, IN, OUT);
         k_.linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
-    // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), the
-    // quantized input of the next dense layer(s) (N·H), the FFN's quantized GELU output (N·I) and
-    // the Q, K and V product's, per head (N·3H, one product: Int8Weights::add_side_by_side).
+    // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), their
+    // quantized inputs in two buffers (N·H; N·I for the FFN's GELU output) and the Q, K and V
+    // product's output per head (N·3H, one product: Int8Weights::add_side_by_side).
     void init_int8(const Plan& plan) {
         if constexpr (!std::is_same_v<T, float>) fail("engine: int8 precision needs the float engine");
         if (!plan.forward_only)

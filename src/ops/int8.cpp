@@ -187,30 +187,39 @@ Int8Matrix Int8Weights::at(size_t offset) const {
             e.parts.empty() ? nullptr : biases_.data() + e.bias_at};
 }
 
-void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, const float* residual, int N, int IN, int OUT,
-                         const Activation* act) {
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq,
+                         const float* xscale, const Int8Matrix& w, int N, int IN, int OUT,
+                         const Int8Epilogue& e) {
     BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && w.offset);
-    BB_CHECK(out ? (out->rows != nullptr) != (out->groups != nullptr) && out->scale : y != nullptr);
-    BB_CHECK(!residual || (!out && y_type == MatmulType::f32));
+    BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
+    const Int8Norm* const norm = e.norm;
+    BB_CHECK(!out || ((out->rows != nullptr) != (out->groups != nullptr) && out->scale));
+    BB_CHECK(norm ? y && y_type == MatmulType::f32 && (!out || out->rows)
+                  : (y != nullptr) != (out != nullptr));
+    BB_CHECK(!e.residual || (y && y_type == MatmulType::f32));
     const bool grouped = out && out->groups;
     BB_CHECK(!grouped || (out->group > 0 && OUT % out->group == 0));
     // out's groups: the whole row to ±127 (plus 128), or groups of `group` columns to the weights' range
     const int group = grouped ? out->group : OUT, groups = OUT / group;
     const int gmax = int8_weight_max();
-    BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
     const int cols = w.slab_cols, slabs = (OUT + cols - 1) / cols;
-    BB_CHECK(!out || slabs == 1 || (grouped && cols % group == 0));  // a group in one slab
+    BB_CHECK(!grouped || slabs == 1 || cols % group == 0);  // a group in one slab
     if (N <= 0) return;
-    // Tiles of rows × one slab, of at most kBlockBytes of int32 each, as many as a multiple of the
-    // thread count where the rows allow (even work).
+    // out's rows and a LayerNorm need a row's every column (its scale, its mean), so a tile is then
+    // a block of rows through every slab, staged as float (kBlockBytes at most) before it is
+    // normalized or quantized; else a tile is a block of rows × one slab whose int32 product is
+    // kBlockBytes at most. As many tiles as a multiple of the thread count where the rows allow
+    // (even work).
+    const bool whole = (out && out->rows) || norm;
+    const int tile_slabs = whole ? 1 : slabs;  // tiles per block of rows
     const int threads = omp_get_max_threads();
-    const size_t bytes = static_cast<size_t>(N) * cols * 4;
+    const size_t bytes = static_cast<size_t>(N) * (whole ? OUT : cols) * 4;
     int blocks = static_cast<int>(std::min<size_t>((bytes + kBlockBytes - 1) / kBlockBytes, static_cast<size_t>(N)));
-    blocks = std::min(N, ((blocks * slabs + threads - 1) / threads * threads + slabs - 1) / slabs);
+    blocks = std::min(
+        N, ((blocks * tile_slabs + threads - 1) / threads * threads + tile_slabs - 1) / tile_slabs);
     const int rows = (N + blocks - 1) / blocks;
     blocks = (N + rows - 1) / rows;
-    const int tiles = blocks * slabs;
+    const int tiles = blocks * tile_slabs;
     const Kernels& k = kernels();
     FirstError error;
     int bad = 0;
@@ -219,40 +228,62 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
         // Each thread's tile buffers, kept between calls (grown, never shrunk): a forward makes six
         // calls per layer, and fresh ~1 MB buffers would be zeroed and page-faulted every time.
         thread_local AlignedVector<int32_t> acc;
-        thread_local AlignedVector<float> row;
-        const size_t block = static_cast<size_t>(rows) * cols;
-        // a row's float values staged in L1, then quantized or converted
-        const bool staged = out || y_type == MatmulType::bf16;
-        if (acc.size() < block) acc.resize(block);
-        if (staged && row.size() < static_cast<size_t>(cols)) row.resize(static_cast<size_t>(cols));
-        // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
+        thread_local AlignedVector<float> stage;
+        // the float values of whole's rows, or of one row (L1) before it is quantized or converted
+        const size_t staged = whole                               ? static_cast<size_t>(rows) * OUT
+                              : out || y_type == MatmulType::bf16 ? cols
+                                                                  : 0;
+        if (acc.size() < static_cast<size_t>(rows) * cols)
+            acc.resize(static_cast<size_t>(rows) * cols);
+        if (stage.size() < staged) stage.resize(staged);
+            // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
 #pragma omp for schedule(static)
         for (int t = 0; t < tiles; ++t) try {
             const int r0 = (t % blocks) * rows, m = std::min(rows, N - r0);
-            const int j0 = (t / blocks) * cols, n = std::min(cols, OUT - j0);
-            const size_t at = static_cast<size_t>(r0) * OUT + j0;
-            const float* const bj = b ? b + j0 : nullptr;
-            const int32_t* const oj = w.offset + j0;
-            // Inside the parallel region the product runs on this thread alone (matmul.hpp).
-            matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[t / blocks], -1,
-                   0.f, acc.data(), n, nullptr, MatmulType::s32);
-            if (!staged) {
-                k.dequantize_rows(static_cast<float*>(y) + at, acc.data(), oj, xscale + r0, w.scale + j0, bj,
-                                  residual ? residual + at : nullptr, m, n, OUT, act);
-                continue;
-            }
-            for (int i = 0; i < m; ++i) {  // each row dequantized, activated and written while in L1
-                const size_t to = at + static_cast<size_t>(i) * OUT;
-                k.dequantize_rows(row.data(), acc.data() + static_cast<size_t>(i) * n, oj, xscale + r0 + i,
-                                  w.scale + j0, bj, nullptr, 1, n, n, act);
-                if (grouped) {  // the tile's groups of the row
-                    float* const scale = out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
-                    bad = bad || !k.quantize_groups_s8(out->groups + to, scale, row.data(), n / group, group, gmax);
-                } else if (out) {
-                    bad = bad || !k.quantize_row_u8(out->rows + to, out->scale + r0 + i, row.data(), n);
-                } else {
-                    to_bf16_serial(static_cast<bf16*>(y) + to, row.data(), static_cast<size_t>(n));
+            const int s0 = whole ? 0 : t / blocks, s1 = whole ? slabs : s0 + 1;
+            for (int s = s0; s < s1; ++s) {
+                const int j0 = s * cols, n = std::min(cols, OUT - j0);
+                const size_t at = static_cast<size_t>(r0) * OUT + j0;
+                const float* const bj = e.bias ? e.bias + j0 : nullptr;
+                const float* const rj = e.residual ? e.residual + at : nullptr;
+                const int32_t* const oj = w.offset + j0;
+                // Inside the parallel region the product runs on this thread alone (matmul.hpp).
+                matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN,
+                       w.slabs[s], -1, 0.f, acc.data(), n, nullptr, MatmulType::s32);
+                if (whole || !staged) {
+                    k.dequantize_rows(whole ? stage.data() + j0 : static_cast<float*>(y) + at,
+                                      acc.data(), oj, xscale + r0, w.scale + j0, bj, rj, m, n, OUT,
+                                      e.act);
+                    continue;
                 }
+                for (int i = 0; i < m;
+                     ++i) {  // each row dequantized, activated and written while in L1
+                    const size_t to = at + static_cast<size_t>(i) * OUT;
+                    k.dequantize_rows(stage.data(), acc.data() + static_cast<size_t>(i) * n, oj,
+                                      xscale + r0 + i, w.scale + j0, bj, nullptr, 1, n, n, e.act);
+                    if (grouped) {  // the tile's groups of the row
+                        float* const scale =
+                            out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
+                        bad = bad || !k.quantize_groups_s8(out->groups + to, scale, stage.data(),
+                                                           n / group, group, gmax);
+                    } else {
+                        to_bf16_serial(static_cast<bf16*>(y) + to, stage.data(),
+                                       static_cast<size_t>(n));
+                    }
+                }
+            }
+            if (!whole) continue;
+            const float* v = stage.data();  // the tile's rows
+            if (norm) {
+                float* const yr = static_cast<float*>(y) + static_cast<size_t>(r0) * OUT;
+                k.layernorm_forward(yr, norm->mean + r0, norm->rstd + r0, v, norm->gamma,
+                                    norm->beta, m, OUT, norm->eps, nullptr);
+                v = yr;
+            }
+            for (int i = 0; out && i < m; ++i) {
+                const size_t row = static_cast<size_t>(r0 + i);
+                bad = bad || !k.quantize_row_u8(out->rows + row * OUT, out->scale + row,
+                                                v + static_cast<size_t>(i) * OUT, OUT);
             }
         } catch (...) {
             error.keep();

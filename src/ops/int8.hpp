@@ -102,16 +102,30 @@ struct Int8Output {
     float* scale = nullptr;
 };
 
+// What linear_forward_int8 does to each row of its product after dequantizing it, in this
+// order, each step where given (all null: v alone).
+struct Int8Norm {  // a LayerNorm (layernorm_forward's bits), its mean and rstd (N) written
+    const float* gamma;
+    const float* beta;
+    float* mean;
+    float* rstd;
+    double eps;
+};
+struct Int8Epilogue {
+    const float* bias = nullptr;      // v(i,j) += b(j)
+    const Activation* act = nullptr;  // v = act(v)
+    const float* residual = nullptr;  // v += residual(i,j) (N, OUT: as dropout_add_forward adds it)
+    const Int8Norm* norm = nullptr;   // v(i,·) = LayerNorm(v(i,·))
+};
+
 // The int8 dense layer: acc = ux(N, IN)·qw(IN, OUT) in int32 (xq as quantize_rows writes it), then
-// per row of the result
-//   v(i,j) = sx(i)·sw(j)·(acc(i,j) − o(j)) + b(j), then act(v) where act is given,
-// written into y (N, OUT) as float, plus residual(i,j) where given (N, OUT; float y only: an
-// inference layer's residual branch, added as dropout_add_forward adds it), or as bf16 with y_type
-// bf16 (rounded once, as to_bf16), or, with out, quantized into out's rows or groups (y unused
-// then). b may be null.
-void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
-                         const Int8Matrix& w, const float* b, const float* residual, int N, int IN, int OUT,
-                         const Activation* act);
+// per row v(i,j) = sx(i)·sw(j)·(acc(i,j) − o(j)) and e's steps, written into y (N, OUT) as float,
+// or as bf16 with y_type bf16 (rounded once, as to_bf16), or, with out, quantized into out's rows
+// or groups (y null then). With e.norm, both: the normalized rows into y (float), and into out's
+// rows where out is given (the next dense layer's input). A residual needs a float y.
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq,
+                         const float* xscale, const Int8Matrix& w, int N, int IN, int OUT,
+                         const Int8Epilogue& e);
 
 struct AttentionShape;  // ops/attention.hpp
 

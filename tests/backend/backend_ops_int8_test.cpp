@@ -90,18 +90,18 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
                 gelu[i * OUT + j] = ops::activation_value(ops::Activation::gelu_tanh, want[i * OUT + j]);
             }
         const std::string at_n = " N=" + std::to_string(N);
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr,
-                                          N, IN, OUT, nullptr);
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), N, IN,
+                                         OUT, {.bias = db.get()});
         const std::vector<float> y = dy.download();
         EXPECT_TRUE(all_close("int8 y" + at_n, y, want, 1e-6, 1e-6));
         // bf16 output: the float result rounded once
         Buffer<bf16> dyb(be(), static_cast<size_t>(N) * OUT);
-        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, dxq.get(), dxs.get(), iw->at(at),
-                                          db.get(), nullptr, N, IN, OUT, nullptr);
+        BB_OP(be(), linear_forward_int8)(dyb.get(), MatmulType::bf16, nullptr, dxq.get(), dxs.get(), iw->at(at), N, IN,
+                                         OUT, {.bias = db.get()});
         EXPECT_TRUE(same_bits(dyb.download(), narrow(y))) << "int8 bf16(y)" << at_n;
         const ops::Activation act = ops::Activation::gelu_tanh;
-        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr,
-                                          N, IN, OUT, &act);
+        BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), N, IN,
+                                         OUT, {.bias = db.get(), .act = &act});
         const std::vector<float> y_act = dy.download();
         EXPECT_TRUE(all_close("int8 gelu(y)" + at_n, y_act, gelu, 1e-6, 1e-6));
         // with a residual (an inference layer's branch): y + r (or act(y) + r), bit for bit as
@@ -109,16 +109,16 @@ TEST_P(BackendOpsInt8, LinearInt8IsExactOnTheQuantizedValues) {
         const std::vector<float> r = rand_f(static_cast<size_t>(N) * OUT, 79);
         Buffer<float> dr(be(), r);
         for (const ops::Activation* a : {static_cast<const ops::Activation*>(nullptr), &act}) {
-            BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at),
-                                              db.get(), dr.get(), N, IN, OUT, a);
+            BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(at), N,
+                                             IN, OUT, {.bias = db.get(), .act = a, .residual = dr.get()});
             const std::vector<float> got = dy.download(), &base = a ? y_act : y;
             for (size_t i = 0; i < got.size(); ++i)
                 ASSERT_EQ(got[i], base[i] + r[i]) << "int8 y + residual" << (a ? " gelu" : "") << at_n << " at " << i;
         }
         // quantized output: within half a step of the GELU'd values
         const ops::Int8Output rows{.rows = dyq.get(), .scale = dys.get()};
-        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &rows, dxq.get(), dxs.get(), iw->at(at), db.get(), nullptr, N,
-                                          IN, OUT, &act);
+        BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &rows, dxq.get(), dxs.get(), iw->at(at), N, IN, OUT,
+                                         {.bias = db.get(), .act = &act});
         const std::vector<uint8_t> yq = dyq.download();
         const std::vector<float> ys = dys.download();
         for (int i = 0; i < N; ++i)
@@ -174,14 +174,14 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
                     std::vector<uint32_t> bits(static_cast<size_t>(N) * OUT);
                     if (type == MatmulType::bf16) {
                         Buffer<bf16> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
-                                                          db.get(), nullptr, N, IN, OUT, a);
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset), N,
+                                                         IN, OUT, {.bias = db.get(), .act = a});
                         const std::vector<bf16> v = y.download();
                         for (size_t i = 0; i < v.size(); ++i) bits[i] = v[i].bits;
                     } else {
                         Buffer<float> y(be(), bits.size());
-                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset),
-                                                          db.get(), nullptr, N, IN, OUT, a);
+                        BB_OP(be(), linear_forward_int8)(y.get(), type, nullptr, dxq.get(), dxs.get(), iw.at(offset), N,
+                                                         IN, OUT, {.bias = db.get(), .act = a});
                         const std::vector<float> v = y.download();
                         std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
                     }
@@ -189,6 +189,69 @@ TEST_P(BackendOpsInt8, LinearInt8InSlabsOfATransposedKernelMatchesOneSlab) {
                 };
                 EXPECT_EQ(run(*slabbed, at), run(*one, 0))
                     << "N=" << N << (type == MatmulType::bf16 ? " bf16" : " f32") << (a ? " gelu" : "");
+            }
+        // quantized rows, whose scales need every slab of a row
+        const auto rows = [&](const ops::Int8Weights& iw, size_t offset) {
+            Buffer<uint8_t> yq(be(), static_cast<size_t>(N) * OUT);
+            Buffer<float> scale(be(), static_cast<size_t>(N));
+            const ops::Int8Output out{.rows = yq.get(), .scale = scale.get()};
+            BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &out, dxq.get(), dxs.get(), iw.at(offset), N, IN,
+                                             OUT, {.bias = db.get(), .act = &act});
+            return std::pair{yq.download(), scale.download()};
+        };
+        EXPECT_EQ(rows(*slabbed, at), rows(*one, 0)) << "quantized rows N=" << N;
+    }
+}
+
+// The epilogue's LayerNorm (an int8 engine's attention output and FFN-out: bias, residual, then
+// LayerNorm, the normalized rows quantized for the next product) gives the bits of the separate
+// ops: the product with its residual, layernorm_forward, quantize_rows; in one slab or several.
+TEST_P(BackendOpsInt8, LinearInt8LayerNormEpilogueIsTheSeparateOps) {
+    REQUIRE_OP(linear_forward_int8);
+    REQUIRE_OP(layernorm_forward);
+    if (!be().int8_weights()) GTEST_SKIP() << "backend " << be().name() << " keeps no int8 weights";
+    const int IN = 67, OUT = 45;
+    const std::vector<float> w = rand_f(static_cast<size_t>(IN) * OUT, 101, 0.1),
+                             b = rand_f(OUT, 102), g = rand_f(OUT, 103, 2.0),
+                             beta = rand_f(OUT, 104);
+    std::unique_ptr<ops::Int8Weights> one = be().int8_weights(), slabbed = be().int8_weights();
+    one->add(0, IN, OUT);
+    one->quantize(w.data());
+    slabbed->add(0, IN, OUT, false, 16);
+    slabbed->quantize(w.data());
+    Buffer<float> db(be(), b), dg(be(), g), dbeta(be(), beta);
+    for (const int N : {1, 37, 200}) {
+        const std::string at_n = " N=" + std::to_string(N);
+        const Quantized qx = quantize(be(), rand_f(static_cast<size_t>(N) * IN, 105, 2.0), N, IN);
+        Buffer<uint8_t> dxq(be(), qx.q);
+        Buffer<float> dxs(be(), qx.scale), dr(be(), rand_f(static_cast<size_t>(N) * OUT, 106, 3.0));
+        const size_t n = static_cast<size_t>(N) * OUT;
+        Buffer<float> v(be(), n), y(be(), n), mean(be(), N), rstd(be(), N);
+        BB_OP(be(), linear_forward_int8)(v.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), one->at(0), N, IN,
+                                         OUT, {.bias = db.get(), .residual = dr.get()});
+        BB_OP(be(), layernorm_forward)(y.get(), mean.get(), rstd.get(), v.get(), dg.get(), dbeta.get(), N, OUT,
+                                       ops::kLayerNormEps, nullptr);
+        const std::vector<float> want = y.download(), want_mean = mean.download(),
+                                 want_rstd = rstd.download();
+        const Quantized want_q = quantize(be(), want, N, OUT);
+        for (const ops::Int8Weights* iw : {one.get(), slabbed.get()})
+            for (const bool quantized : {false, true}) {
+                const std::string what =
+                    at_n + (iw == one.get() ? " one slab" : " slabs") + (quantized ? " +q" : "");
+                Buffer<uint8_t> q(be(), n);
+                Buffer<float> scale(be(), N), got(be(), n), got_mean(be(), N), got_rstd(be(), N);
+                const ops::Int8Output out{.rows = q.get(), .scale = scale.get()};
+                const ops::Int8Norm norm{dg.get(), dbeta.get(), got_mean.get(), got_rstd.get(),
+                                         ops::kLayerNormEps};
+                BB_OP(be(), linear_forward_int8)(got.get(), MatmulType::f32, quantized ? &out : nullptr, dxq.get(),
+                                                 dxs.get(), iw->at(0), N, IN, OUT,
+                                                 {.bias = db.get(), .residual = dr.get(), .norm = &norm});
+                EXPECT_TRUE(same_bits(got.download(), want)) << "normalized rows" << what;
+                EXPECT_TRUE(same_bits(got_mean.download(), want_mean)) << "mean" << what;
+                EXPECT_TRUE(same_bits(got_rstd.download(), want_rstd)) << "rstd" << what;
+                if (!quantized) continue;
+                EXPECT_EQ(q.download(), want_q.q) << "quantized rows" << what;
+                EXPECT_TRUE(same_bits(scale.download(), want_q.scale)) << "their scales" << what;
             }
     }
 }
@@ -208,8 +271,8 @@ TEST_P(BackendOpsInt8, LinearInt8StaysWithinTheScalesBoundOfFp32) {
     const Quantized qx = quantize(be(), x, N, IN);
     Buffer<uint8_t> dxq(be(), qx.q);
     Buffer<float> dxs(be(), qx.scale), db(be(), b), dy(be(), static_cast<size_t>(N) * OUT);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(0), db.get(), nullptr, N, IN,
-                                      OUT, nullptr);
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), iw->at(0), N, IN, OUT,
+                                     {.bias = db.get()});
     const std::vector<float> got = dy.download();
     double worst = 0;  // the largest error as a fraction of its bound
     for (int i = 0; i < N; ++i)
@@ -383,11 +446,11 @@ TEST_P(BackendOpsInt8, LinearInt8QuantizesEachGroupOfColumns) {
     Buffer<int8_t> dyq(be(), static_cast<size_t>(N) * OUT);
     Buffer<float> dxs(be(), qx.scale), db(be(), bias), dy(be(), static_cast<size_t>(N) * OUT),
         dys(be(), static_cast<size_t>(N) * OUT / G);
-    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), plain->at(0),
-                                      db.get(), nullptr, N, IN, OUT, nullptr);
+    BB_OP(be(), linear_forward_int8)(dy.get(), MatmulType::f32, nullptr, dxq.get(), dxs.get(), plain->at(0), N, IN, OUT,
+                                     {.bias = db.get()});
     const ops::Int8Output groups{.groups = dyq.get(), .group = G, .scale = dys.get()};
-    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &groups, dxq.get(), dxs.get(), m, m.bias, nullptr, N, IN, OUT,
-                                      nullptr);
+    BB_OP(be(), linear_forward_int8)(nullptr, MatmulType::f32, &groups, dxq.get(), dxs.get(), m, N, IN, OUT,
+                                     {.bias = m.bias});
     const std::vector<float> y = dy.download(), ys = dys.download();
     const std::vector<int8_t> yq = dyq.download();
     const int wmax = ops::int8_weight_max();

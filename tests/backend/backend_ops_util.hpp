@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -40,6 +41,9 @@ inline bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
     for (size_t i = 0; i < a.size(); ++i)
         if (a[i].bits != b[i].bits) return false;
     return true;
+}
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // The double-precision materialized attention (ops/attention.hpp) that every attention kernel of

@@ -70,6 +70,12 @@ TEST(OpList, ForwardFlopsAreTheHandCount) {
     EXPECT_DOUBLE_EQ(last_layer_rows(b, true), B + P);
     EXPECT_DOUBLE_EQ(forward_flops(c, b, Heads::none, true), subset);
     EXPECT_DOUBLE_EQ(op_cost(Op::gelu, Pass::forward, c, b, 0, true).flops, 10 * ((L - 1) * N + B + P) * I);
+    // int8: the dense halves' LayerNorms, GELU and residuals in the products' epilogues, no dropout
+    const auto int8 = [&](Op op) { return op_cost(op, Pass::forward, c, b, 0, false, ops::Precision::int8); };
+    EXPECT_DOUBLE_EQ(int8(Op::layernorm).bytes, 8 * N * H);  // the embeddings'
+    EXPECT_DOUBLE_EQ(op_cost(Op::layernorm, Pass::forward, c, b, 0).bytes, 8 * (2 * L + 1) * N * H);
+    EXPECT_EQ(int8(Op::gelu).flops + int8(Op::dropout_residual).bytes, 0);
+    EXPECT_DOUBLE_EQ(int8(Op::gemm_ffn_in).flops, op_cost(Op::gemm_ffn_in, Pass::forward, c, b, 0).flops);
     EXPECT_DOUBLE_EQ(last_layer_rows(b, false), N);
 }
 
