@@ -190,10 +190,16 @@ inline T array_max(const T* x, size_t n) {
     T m = x[0];
     if constexpr (std::is_same_v<T, float>) {
 #ifdef BB_OPS_AVX512
-        if (n >= 16) {
-            __m512 a = _mm512_loadu_ps(x);
-            for (i = 16; i + 16 <= n; i += 16) a = _mm512_max_ps(a, _mm512_loadu_ps(x + i));
-            m = _mm512_reduce_max_ps(a);
+        if (n >= 16) {  // four chains of vmaxps, whose latency would bound one (4 cycles per 16)
+            __m512 a = _mm512_loadu_ps(x), b = a, c = a, d = a;
+            for (i = 16; i + 64 <= n; i += 64) {
+                a = _mm512_max_ps(a, _mm512_loadu_ps(x + i));
+                b = _mm512_max_ps(b, _mm512_loadu_ps(x + i + 16));
+                c = _mm512_max_ps(c, _mm512_loadu_ps(x + i + 32));
+                d = _mm512_max_ps(d, _mm512_loadu_ps(x + i + 48));
+            }
+            for (; i + 16 <= n; i += 16) a = _mm512_max_ps(a, _mm512_loadu_ps(x + i));
+            m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a, b), _mm512_max_ps(c, d)));
         }
 #else
         if (n >= 16) {
