@@ -136,6 +136,7 @@ struct AttentionShape;  // ops/attention.hpp
 // q(r) ≈ sq(r)·qq(r), k(r) ≈ sk(r)·qk(r), v(r) ≈ sv(r)·qv(r). For each sequence b and head h
 // (AttentionShape's layout; i over its t rows, j over its kn keys):
 //   x(i,j) = qq(i)·qk(j) · (sq(i)/√HS)·sk(j),  e(i,j) = exp(x(i,j) − max_j x(i,j))  (fp32)
+//     (qq(i)·qk(j) run as u8 × s8, exactly: (qq(i) + 128)·qk(j) − 128·Σ_c qk(j,c), as the dense layers)
 //   P(i,j)·sv(j) = e(i,j)·sv(j) / Σ_j e(i,j) ≈ sp(i)·u(i,j), v's scales folded into the u8 values:
 //     m(i) = max_j e(i,j)·sv(j),  u = round(e·sv·(255/m)),  sp(i) = m(i) / (255·Σ_j e(i,j))
 //   ctx(i,c) = sp(i)·Σ_j u(i,j)·qv(j,c)

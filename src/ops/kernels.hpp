@@ -82,8 +82,8 @@ struct Kernels {
     void (*dequantize_rows)(float* y, const int32_t* acc, const int32_t* offset, const float* xscale,
                             const float* wscale, const float* bias, const float* residual, int rows, int cols, int ldy,
                             const Activation* act);
-    bool (*softmax_rows_u8)(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
-                            const float* w, int rows, int cols, float* work);
+    bool (*softmax_rows_u8)(uint8_t* q, float* scale, const int32_t* s, const int32_t* offset, const float* sa,
+                            const float* sb, const float* w, int rows, int cols, float* work);
     size_t (*array_argmax)(const float* x, size_t n);
     float (*exp_affine_sum)(float* y, const float* x, size_t n, float scale, float shift);
 };

@@ -167,20 +167,21 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
 }
 
 // The int8 attention's probabilities (ops/int8.hpp), row by row: the scores x(j) =
-// s(i,j)·(sa(i)·sb(j)) from the int32 products s (rows, cols) and the scales folded into sa, sb,
+// (s(i,j) − offset(j))·(sa(i)·sb(j)) from the int32 products s (rows, cols), the offsets of a u8
+// operand (null: 0; the difference exact) and the scales folded into sa, sb,
 // e(j) = exp(x(j) − max x), then the probabilities times the column weights w (v's scales) as
 // uint8 values and a scale per row:
 //   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
 // so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0
 // or subnormal, inverse_step: q 0, scale 0). work: cols floats. False where a row's scores are not
 // finite (scales near the float range).
-inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const float* sa, const float* sb,
-                            const float* w, int rows, int cols, float* work) {
+inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const int32_t* offset, const float* sa,
+                            const float* sb, const float* w, int rows, int cols, float* work) {
     const size_t n = static_cast<size_t>(cols);
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = s + static_cast<size_t>(i) * n;
         uint8_t* o = q + static_cast<size_t>(i) * n;
-        dequantize_rows(work, a, nullptr, sa + i, sb, nullptr, nullptr, 1, cols, cols, nullptr);
+        dequantize_rows(work, a, offset, sa + i, sb, nullptr, nullptr, 1, cols, cols, nullptr);
         const float mx = array_max(work, n);
         if (!(std::fabs(mx) <= 3.4e38f)) return false;
         const float sum = exp_affine_sum(work, work, n, 1.f, mx);

@@ -348,5 +348,48 @@ TEST(KernelsInt8, QuantizeAndDequantizeMatchScalarFormulas) {
     }
 }
 
+// The int8 attention's probabilities (softmax_rows_u8) on every table this CPU runs, against their
+// formula in double: x = (s − o)·sa·sb, e = exp(x − max x), y = e·w, q = round(y·255/max y), scale
+// = max y / (255·Σe); q within half a step (plus float rounding), the largest on 255 wherever it
+// sits (a spike moved along the row: the AVX-512 maximum keeps four chains of lanes).
+TEST(KernelsInt8, SoftmaxRowsU8MatchesItsFormula) {
+    for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+        const Kernels* k = kernels_for(isa);
+        if (!k) continue;
+        for (const int C : {1, 7, 16, 64, 100, 257, 384}) {
+            const int R = 9;
+            const size_t n = static_cast<size_t>(C);
+            std::vector<int32_t> s(R * n), off(n);
+            for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<int32_t>((i * 2654435761u) % 40001) - 20000;
+            for (size_t j = 0; j < n; ++j) off[j] = static_cast<int32_t>((j * 40503u) % 6001) - 3000;
+            std::vector<float> sa = rand_f(R, C, 1e-2), sb = rand_f(n, C + 1, 1e-2), w = rand_f(n, C + 2, 1.0);
+            for (float& v : sa) v = std::fabs(v) + 1e-2f;  // x over a few units, the spike ~30 above
+            for (float& v : sb) v = std::fabs(v) + 1e-2f;
+            for (float& v : w) v = std::fabs(v) + 0.5f;
+            for (int r = 0; r < R; ++r) s[r * n + (static_cast<size_t>(r) * 37 + 5) % n] += 150000;  // the spike
+            std::vector<uint8_t> q(R * n);
+            std::vector<float> scale(R), work(n);
+            ASSERT_TRUE(k->softmax_rows_u8(q.data(), scale.data(), s.data(), off.data(), sa.data(), sb.data(),
+                                           w.data(), R, C, work.data()));
+            for (int r = 0; r < R; ++r) {
+                std::vector<double> y(n);
+                double mx = -1e300, sum = 0, m = 0;
+                for (size_t j = 0; j < n; ++j)
+                    mx = std::max(mx, double(s[r * n + j] - off[j]) * (double(sa[r]) * sb[j]));
+                for (size_t j = 0; j < n; ++j) {
+                    const double e = std::exp(double(s[r * n + j] - off[j]) * (double(sa[r]) * sb[j]) - mx);
+                    sum += e;
+                    y[j] = e * w[j];
+                    m = std::max(m, y[j]);
+                }
+                const std::string at = std::string(k->name) + " C=" + std::to_string(C) + " row " + std::to_string(r);
+                EXPECT_NEAR(scale[r], m / (255 * sum), 1e-5 * m / (255 * sum)) << at;
+                for (size_t j = 0; j < n; ++j)
+                    ASSERT_LE(std::fabs(q[r * n + j] - y[j] * 255 / m), 0.5 + 1e-3) << at << " col " << j;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::ops
