@@ -187,15 +187,13 @@ Int8Matrix Int8Weights::at(size_t offset) const {
             e.parts.empty() ? nullptr : biases_.data() + e.bias_at};
 }
 
-void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq,
-                         const float* xscale, const Int8Matrix& w, int N, int IN, int OUT,
-                         const Int8Epilogue& e) {
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
+                         const Int8Matrix& w, int N, int IN, int OUT, const Int8Epilogue& e) {
     BB_CHECK(w.slabs && w.slab_cols > 0 && w.scale && w.offset);
     BB_CHECK(y_type == MatmulType::f32 || y_type == MatmulType::bf16);
     const Int8Norm* const norm = e.norm;
     BB_CHECK(!out || ((out->rows != nullptr) != (out->groups != nullptr) && out->scale));
-    BB_CHECK(norm ? y && y_type == MatmulType::f32 && (!out || out->rows)
-                  : (y != nullptr) != (out != nullptr));
+    BB_CHECK(norm ? y && y_type == MatmulType::f32 && (!out || out->rows) : (y != nullptr) != (out != nullptr));
     BB_CHECK(!e.residual || (y && y_type == MatmulType::f32));
     const bool grouped = out && out->groups;
     BB_CHECK(!grouped || (out->group > 0 && OUT % out->group == 0));
@@ -215,8 +213,7 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
     const int threads = omp_get_max_threads();
     const size_t bytes = static_cast<size_t>(N) * (whole ? OUT : cols) * 4;
     int blocks = static_cast<int>(std::min<size_t>((bytes + kBlockBytes - 1) / kBlockBytes, static_cast<size_t>(N)));
-    blocks = std::min(
-        N, ((blocks * tile_slabs + threads - 1) / threads * threads + tile_slabs - 1) / tile_slabs);
+    blocks = std::min(N, ((blocks * tile_slabs + threads - 1) / threads * threads + tile_slabs - 1) / tile_slabs);
     const int rows = (N + blocks - 1) / blocks;
     blocks = (N + rows - 1) / rows;
     const int tiles = blocks * tile_slabs;
@@ -230,13 +227,11 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
         thread_local AlignedVector<int32_t> acc;
         thread_local AlignedVector<float> stage;
         // the float values of whole's rows, or of one row (L1) before it is quantized or converted
-        const size_t staged = whole                               ? static_cast<size_t>(rows) * OUT
-                              : out || y_type == MatmulType::bf16 ? cols
-                                                                  : 0;
-        if (acc.size() < static_cast<size_t>(rows) * cols)
-            acc.resize(static_cast<size_t>(rows) * cols);
+        const size_t staged = whole ? static_cast<size_t>(rows) * OUT : out || y_type == MatmulType::bf16 ? cols : 0;
+        if (acc.size() < static_cast<size_t>(rows) * cols) acc.resize(static_cast<size_t>(rows) * cols);
         if (stage.size() < staged) stage.resize(staged);
-            // tile t: slab t / blocks, so that a thread's consecutive tiles share a slab's weights
+        // tile t: slab t / blocks (whole: every slab), so that a thread's consecutive tiles share a
+        // slab's weights
 #pragma omp for schedule(static)
         for (int t = 0; t < tiles; ++t) try {
             const int r0 = (t % blocks) * rows, m = std::min(rows, N - r0);
@@ -248,27 +243,23 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
                 const float* const rj = e.residual ? e.residual + at : nullptr;
                 const int32_t* const oj = w.offset + j0;
                 // Inside the parallel region the product runs on this thread alone (matmul.hpp).
-                matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN,
-                       w.slabs[s], -1, 0.f, acc.data(), n, nullptr, MatmulType::s32);
+                matmul(MatmulType::u8, false, m, n, IN, xq + static_cast<size_t>(r0) * IN, IN, w.slabs[s], -1, 0.f,
+                       acc.data(), n, nullptr, MatmulType::s32);
                 if (whole || !staged) {
-                    k.dequantize_rows(whole ? stage.data() + j0 : static_cast<float*>(y) + at,
-                                      acc.data(), oj, xscale + r0, w.scale + j0, bj, rj, m, n, OUT,
-                                      e.act);
+                    k.dequantize_rows(whole ? stage.data() + j0 : static_cast<float*>(y) + at, acc.data(), oj,
+                                      xscale + r0, w.scale + j0, bj, rj, m, n, OUT, e.act);
                     continue;
                 }
-                for (int i = 0; i < m;
-                     ++i) {  // each row dequantized, activated and written while in L1
+                for (int i = 0; i < m; ++i) {  // each row dequantized, activated and written while in L1
                     const size_t to = at + static_cast<size_t>(i) * OUT;
-                    k.dequantize_rows(stage.data(), acc.data() + static_cast<size_t>(i) * n, oj,
-                                      xscale + r0 + i, w.scale + j0, bj, nullptr, 1, n, n, e.act);
+                    k.dequantize_rows(stage.data(), acc.data() + static_cast<size_t>(i) * n, oj, xscale + r0 + i,
+                                      w.scale + j0, bj, nullptr, 1, n, n, e.act);
                     if (grouped) {  // the tile's groups of the row
-                        float* const scale =
-                            out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
-                        bad = bad || !k.quantize_groups_s8(out->groups + to, scale, stage.data(),
-                                                           n / group, group, gmax);
+                        float* const scale = out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
+                        bad = bad ||
+                              !k.quantize_groups_s8(out->groups + to, scale, stage.data(), n / group, group, gmax);
                     } else {
-                        to_bf16_serial(static_cast<bf16*>(y) + to, stage.data(),
-                                       static_cast<size_t>(n));
+                        to_bf16_serial(static_cast<bf16*>(y) + to, stage.data(), static_cast<size_t>(n));
                     }
                 }
             }
@@ -276,14 +267,14 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
             const float* v = stage.data();  // the tile's rows
             if (norm) {
                 float* const yr = static_cast<float*>(y) + static_cast<size_t>(r0) * OUT;
-                k.layernorm_forward(yr, norm->mean + r0, norm->rstd + r0, v, norm->gamma,
-                                    norm->beta, m, OUT, norm->eps, nullptr);
+                k.layernorm_forward(yr, norm->mean + r0, norm->rstd + r0, v, norm->gamma, norm->beta, m, OUT,
+                                    norm->eps, nullptr);
                 v = yr;
             }
             for (int i = 0; out && i < m; ++i) {
                 const size_t row = static_cast<size_t>(r0 + i);
-                bad = bad || !k.quantize_row_u8(out->rows + row * OUT, out->scale + row,
-                                                v + static_cast<size_t>(i) * OUT, OUT);
+                const float* const vi = v + static_cast<size_t>(i) * OUT;
+                bad = bad || !k.quantize_row_u8(out->rows + row * OUT, out->scale + row, vi, OUT);
             }
         } catch (...) {
             error.keep();

@@ -123,9 +123,8 @@ struct Int8Epilogue {
 // or as bf16 with y_type bf16 (rounded once, as to_bf16), or, with out, quantized into out's rows
 // or groups (y null then). With e.norm, both: the normalized rows into y (float), and into out's
 // rows where out is given (the next dense layer's input). A residual needs a float y.
-void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq,
-                         const float* xscale, const Int8Matrix& w, int N, int IN, int OUT,
-                         const Int8Epilogue& e);
+void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, const uint8_t* xq, const float* xscale,
+                         const Int8Matrix& w, int N, int IN, int OUT, const Int8Epilogue& e);
 
 struct AttentionShape;  // ops/attention.hpp
 
