@@ -59,7 +59,8 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
         t2 += t * (b.key_lengths.empty() ? t : b.key_lengths[static_cast<size_t>(s)]);
     }
     const double k = pass == Pass::backward ? 2.0 : 1.0;
-    const double fused = precision == ops::Precision::int8 ? 0 : 1;  // the dense halves' element-wise ops
+    // 1 where the dense halves' element-wise ops run on their own, 0 in an int8 engine's epilogues
+    const double separate = precision == ops::Precision::int8 ? 0 : 1;
     const auto gemm = [&](double m, double n, double kk, double times) {
         return Cost{k * 2 * m * n * kk * times, k * 4 * (m * kk + kk * n + m * n) * times};
     };
@@ -74,9 +75,9 @@ Cost op_cost(Op op, Pass pass, const BertConfig& c, const Batch& b, double n_par
         case Op::gemm_ffn_out: return dense(H, I);
         case Op::gemm_mlm_decoder: return gemm(P, V, H, 1);
         case Op::attention: return {k * 4 * t2 * H * L, k * 4 * L * (4 * N * H + 2 * A * t2)};
-        case Op::layernorm: return {k * 8 * (fused * 2 * NL + N) * H, k * 8 * (fused * 2 * NL + N) * H};
-        case Op::gelu: return {fused * k * 10 * NL * I, fused * k * 8 * NL * I};
-        case Op::dropout_residual: return {fused * k * 2 * 2 * NL * H, fused * k * 13 * 2 * NL * H};
+        case Op::layernorm: return {k * 8 * (separate * 2 * NL + N) * H, k * 8 * (separate * 2 * NL + N) * H};
+        case Op::gelu: return {separate * k * 10 * NL * I, separate * k * 8 * NL * I};
+        case Op::dropout_residual: return {separate * k * 2 * 2 * NL * H, separate * k * 13 * 2 * NL * H};
         case Op::embeddings: return {k * 10 * N * H, k * 4 * 8 * N * H};
         case Op::pooler_nsp: {  // the pooler's dense layer and the NSP classifier on B rows
             const Cost pooler = gemm(B, H, H, 1), nsp = gemm(B, 2, H, 1);
