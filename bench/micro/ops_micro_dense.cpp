@@ -82,6 +82,21 @@ std::vector<double> first_rows(int M, int N, int K, FA a, FB b) {
     return want;
 }
 
+// A GEMM benchmark's body: run() once, its C(M,N)'s first rows checked against first_rows of the
+// accessors a, b, then run() timed.
+template <typename Run, typename FA, typename FB>
+void check_then_time(benchmark::State& state, const char* name, const Run& run, const std::vector<float>& c, int M,
+                     int N, int K, FA a, FB b) {
+    run();
+    const std::vector<double> want = first_rows(M, N, K, a, b);
+    check(name, std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(c.data());
+    }
+    set_gflops(state, 2.0 * M * N * K);
+}
+
 // C(M,N) = A(M,K)·Bᵀ with B stored (N,K), the MLM decoder's product (B = the embedding table):
 // arg 3 picks the kernel, 0 = dnnl_sgemm, 1 = the cached oneDNN matmul primitive (ops/matmul.hpp).
 // ops::gemm takes the matmul for M <= 256 with B >= 2^20 values (docs/engine.md, "GEMM library"):
@@ -98,16 +113,8 @@ void BM_GemmTransB(benchmark::State& state) {
         else
             dnnl_sgemm('N', 'T', M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
     };
-    run();
-    const std::vector<double> want = first_rows(M, N, K, [&](size_t i, size_t k) { return a[i * K + k]; },
-                                                [&](size_t k, size_t j) { return b[j * K + k]; });
-    check(primitive ? "gemm (matmul primitive)" : "gemm (dnnl_sgemm)",
-          std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
-    for (auto _ : state) {
-        run();
-        benchmark::DoNotOptimize(c.data());
-    }
-    set_gflops(state, 2.0 * M * N * K);
+    check_then_time(state, primitive ? "gemm (matmul primitive)" : "gemm (dnnl_sgemm)", run, c, M, N, K,
+                    [&](size_t i, size_t k) { return a[i * K + k]; }, [&](size_t k, size_t j) { return b[j * K + k]; });
 }
 BENCHMARK(BM_GemmTransB)
     ->ArgNames({"M", "N", "K", "matmul"})
@@ -134,16 +141,8 @@ void BM_GemmTransA(benchmark::State& state) {
         else
             dnnl_sgemm('T', 'N', M, N, K, 1.f, a.data(), M, b.data(), N, 0.f, c.data(), N);
     };
-    run();
-    const std::vector<double> want = first_rows(M, N, K, [&](size_t i, size_t k) { return a[k * M + i]; },
-                                                [&](size_t k, size_t j) { return b[k * N + j]; });
-    check(padded ? "gemm (ops::gemm, Aᵀ)" : "gemm (dnnl_sgemm, Aᵀ)",
-          std::vector<float>(c.begin(), c.begin() + static_cast<long>(want.size())), want, 1e-4, 1e-4);
-    for (auto _ : state) {
-        run();
-        benchmark::DoNotOptimize(c.data());
-    }
-    set_gflops(state, 2.0 * M * N * K);
+    check_then_time(state, padded ? "gemm (ops::gemm, Aᵀ)" : "gemm (dnnl_sgemm, Aᵀ)", run, c, M, N, K,
+                    [&](size_t i, size_t k) { return a[k * M + i]; }, [&](size_t k, size_t j) { return b[k * N + j]; });
 }
 BENCHMARK(BM_GemmTransA)
     ->ArgNames({"M", "N", "K", "padded"})
