@@ -206,9 +206,10 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
     // out's rows and a LayerNorm need a row's every column (its scale, its mean), so a tile is then
     // a block of rows through every slab, staged as float (kBlockBytes at most) before it is
     // normalized or quantized; else a tile is a block of rows × one slab whose int32 product is
-    // kBlockBytes at most. As many tiles as a multiple of the thread count where the rows allow
-    // (even work).
-    const bool whole = (out && out->rows) || norm;
+    // kBlockBytes at most, dequantized row by row while each row is in L1 where it is quantized
+    // (out's groups, or out's rows of a one-slab kernel: FFN-in's) or converted. As many tiles as a
+    // multiple of the thread count where the rows allow (even work).
+    const bool whole = norm || (out && out->rows && slabs > 1);
     const int tile_slabs = whole ? 1 : slabs;  // tiles per block of rows
     const int threads = omp_get_max_threads();
     const size_t bytes = static_cast<size_t>(N) * (whole ? OUT : cols) * 4;
@@ -258,6 +259,8 @@ void linear_forward_int8(void* y, MatmulType y_type, const Int8Output* out, cons
                         float* const scale = out->scale + static_cast<size_t>(r0 + i) * groups + j0 / group;
                         bad = bad ||
                               !k.quantize_groups_s8(out->groups + to, scale, stage.data(), n / group, group, gmax);
+                    } else if (out) {  // the whole row (one slab)
+                        bad = bad || !k.quantize_row_u8(out->rows + to, out->scale + r0 + i, stage.data(), n);
                     } else {
                         to_bf16_serial(static_cast<bf16*>(y) + to, stage.data(), static_cast<size_t>(n));
                     }

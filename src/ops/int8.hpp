@@ -91,8 +91,7 @@ private:
 
 // Where linear_forward_int8 writes act(y) quantized for the next int8 product, instead of y:
 struct Int8Output {
-    // each row to ±127 plus 128 (quantize_rows' form: the next dense layer's input; w one slab, as
-    // a row's scale needs all of it), scale (N) ...
+    // each row to ±127 plus 128 (quantize_rows' form: the next dense layer's input), scale (N) ...
     uint8_t* rows = nullptr;
     // ... or each group of `group` columns of a row on its own, to ±int8_weight_max() as int8 (the
     // int8 attention's q, k and v, which its products take as either operand; w's slabs whole
