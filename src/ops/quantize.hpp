@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ops/activation.hpp"
@@ -173,21 +174,97 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
 // uint8 values and a scale per row:
 //   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
 // so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0
-// or subnormal, inverse_step: q 0, scale 0). work: cols floats. False where a row's scores are not
-// finite (scales near the float range).
+// or subnormal, inverse_step: q 0, scale 0). Three passes over a row: x as dequantize_rows computes
+// it (and its max), e as exp_affine_sum does (Σ e in its lane order) with y and its max, then q;
+// the same bits as those functions and array_max in six. work: cols floats. False where a row's
+// scores hold a NaN or their max is not finite (scales near the float range).
 inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const int32_t* offset, const float* sa,
                             const float* sb, const float* w, int rows, int cols, float* work) {
     const size_t n = static_cast<size_t>(cols);
+    constexpr float lowest = -std::numeric_limits<float>::infinity();
     for (int i = 0; i < rows; ++i) {
         const int32_t* a = s + static_cast<size_t>(i) * n;
         uint8_t* o = q + static_cast<size_t>(i) * n;
-        dequantize_rows(work, a, offset, sa + i, sb, nullptr, nullptr, 1, cols, cols, nullptr);
-        const float mx = array_max(work, n);
-        if (!(std::fabs(mx) <= 3.4e38f)) return false;
-        const float sum = exp_affine_sum(work, work, n, 1.f, mx);
-        for (size_t j = 0; j < n; ++j) work[j] *= w[j];  // (exact max below: any lane order)
-        const float m = array_max(work, n), r = inverse_step(m, 255.f);
+        const float sx = sa[i];
+        float mx = lowest;
+        bool nan = false;
         size_t j = 0;
+#ifdef BB_OPS_AVX512
+        {
+            const __m512 s16 = _mm512_set1_ps(sx), z = _mm512_setzero_ps();
+            __m512 m16 = _mm512_set1_ps(lowest);
+            __mmask16 bad = 0;
+            for (; j + 16 <= n; j += 16) {
+                __m512i v = _mm512_loadu_si512(a + j);
+                if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset + j));
+                const __m512 x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(s16, _mm512_loadu_ps(sb + j)), z);
+                bad = static_cast<__mmask16>(bad | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q));
+                m16 = _mm512_max_ps(m16, x);
+                _mm512_storeu_ps(work + j, x);
+            }
+            mx = _mm512_reduce_max_ps(m16);
+            nan = bad != 0;
+        }
+#endif
+        {
+            const __m256 s8 = _mm256_set1_ps(sx), z = _mm256_setzero_ps();
+            __m256 m8 = _mm256_set1_ps(mx), bad = z;
+            for (; j + 8 <= n; j += 8) {
+                __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
+                if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset + j)));
+                const __m256 x = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(s8, _mm256_loadu_ps(sb + j)), z);
+                bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+                m8 = _mm256_max_ps(m8, x);
+                _mm256_storeu_ps(work + j, x);
+            }
+            mx = hmax8(m8);
+            nan = nan || _mm256_movemask_ps(bad) != 0;
+        }
+        for (; j < n; ++j) {
+            const float x = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), sx * sb[j], 0.f);
+            nan = nan || std::isnan(x);
+            mx = x > mx ? x : mx;
+            work[j] = x;
+        }
+        if (nan || !(std::fabs(mx) <= 3.4e38f)) return false;
+        float sum = 0.f, m = 0.f;  // Σ e; the max of y (y ≥ 0)
+        j = 0;
+#ifdef BB_OPS_AVX512
+        {
+            const __m512 m16 = _mm512_set1_ps(mx);
+            __m512 acc = _mm512_setzero_ps(), ym = acc;
+            for (; j + 16 <= n; j += 16) {
+                const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(work + j), m16));
+                acc = _mm512_add_ps(acc, e);
+                const __m512 y = _mm512_mul_ps(e, _mm512_loadu_ps(w + j));
+                ym = _mm512_max_ps(ym, y);
+                _mm512_storeu_ps(work + j, y);
+            }
+            sum = _mm512_reduce_add_ps(acc);
+            m = _mm512_reduce_max_ps(ym);
+        }
+#endif
+        {
+            const __m256 m8 = _mm256_set1_ps(mx);
+            __m256 acc = _mm256_setzero_ps(), ym = _mm256_set1_ps(m);
+            for (; j + 8 <= n; j += 8) {
+                const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(work + j), m8));
+                acc = _mm256_add_ps(acc, e);
+                const __m256 y = _mm256_mul_ps(e, _mm256_loadu_ps(w + j));
+                ym = _mm256_max_ps(ym, y);
+                _mm256_storeu_ps(work + j, y);
+            }
+            sum += hsum8(acc);
+            m = hmax8(ym);
+        }
+        for (; j < n; ++j) {
+            const float e = vexp(work[j] - mx);
+            sum += e;
+            work[j] = e * w[j];
+            m = work[j] > m ? work[j] : m;
+        }
+        const float r = inverse_step(m, 255.f);
+        j = 0;
 #ifdef BB_OPS_AVX512
         for (const __m512 k = _mm512_set1_ps(r); j + 16 <= n; j += 16)
             _mm_storeu_si128(reinterpret_cast<__m128i*>(o + j),

@@ -391,5 +391,28 @@ TEST(KernelsInt8, SoftmaxRowsU8MatchesItsFormula) {
     }
 }
 
+// A score that is not a number (an int32 difference of 0 times an infinite scale) or an infinite
+// one: false, wherever the score sits (the vector passes' lanes and the scalar tail).
+TEST(KernelsInt8, SoftmaxRowsU8RejectsNonFiniteScores) {
+    for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+        const Kernels* k = kernels_for(isa);
+        if (!k) continue;
+        for (const int C : {7, 16, 43}) {
+            const size_t n = static_cast<size_t>(C);
+            for (const size_t at : {size_t(0), n / 2, n - 1})
+                for (const bool nan : {true, false}) {
+                    std::vector<int32_t> s(n, 1000);
+                    std::vector<float> sa{1.f}, sb(n, 1e-3f), w(n, 1.f), work(n), scale(1);
+                    std::vector<uint8_t> q(n);
+                    sb[at] = std::numeric_limits<float>::infinity();
+                    if (nan) s[at] = 0;
+                    EXPECT_FALSE(k->softmax_rows_u8(q.data(), scale.data(), s.data(), nullptr, sa.data(), sb.data(),
+                                                    w.data(), 1, C, work.data()))
+                        << k->name << " C=" << C << " at " << at << (nan ? " NaN" : " Inf");
+                }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::ops
