@@ -13,6 +13,7 @@
 #include "check.hpp"
 #include "ops/int8.hpp"
 #include "ops/kernels.hpp"
+#include "ops/quantize.hpp"
 
 namespace bertbench::ops {
 namespace {
@@ -387,6 +388,44 @@ TEST(KernelsInt8, SoftmaxRowsU8MatchesItsFormula) {
                 for (size_t j = 0; j < n; ++j)
                     ASSERT_LE(std::fabs(q[r * n + j] - y[j] * 255 / m), 0.5 + 1e-3) << at << " col " << j;
             }
+        }
+    }
+}
+
+// softmax_rows_u8's three passes give the bits of the six it replaced: dequantize_rows, array_max,
+// exp_affine_sum, the product with w, array_max and the rounding to u8, composed here from the same
+// inline functions in this file's instruction set (the AVX2 table's; the AVX-512 copy shares the
+// structure with 16 lanes first).
+TEST(KernelsInt8, SoftmaxRowsU8IsTheSeparatePassesBitForBit) {
+    const Kernels* k = kernels_for(Isa::avx2);
+    ASSERT_NE(k, nullptr);
+    for (const int C : {1, 7, 8, 9, 16, 17, 64, 100, 257, 384}) {
+        const int R = 5;
+        const size_t n = static_cast<size_t>(C);
+        std::vector<int32_t> s(R * n), off(n);
+        for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<int32_t>((i * 2654435761u) % 40001) - 20000;
+        for (size_t j = 0; j < n; ++j) off[j] = static_cast<int32_t>((j * 40503u) % 6001) - 3000;
+        std::vector<float> sa = rand_f(R, C + 3, 1e-2), sb = rand_f(n, C + 4, 1e-2), w = rand_f(n, C + 5, 1.0);
+        for (float& v : sa) v = std::fabs(v) + 1e-2f;
+        for (float& v : sb) v = std::fabs(v) + 1e-2f;
+        for (float& v : w) v = std::fabs(v) + 0.5f;
+        std::vector<uint8_t> q(R * n);
+        std::vector<float> scale(R), work(n);
+        ASSERT_TRUE(k->softmax_rows_u8(q.data(), scale.data(), s.data(), off.data(), sa.data(), sb.data(), w.data(), R,
+                                       C, work.data()));
+        for (int r = 0; r < R; ++r) {
+            std::vector<float> x(n);
+            dequantize_rows(x.data(), s.data() + r * n, off.data(), &sa[r], sb.data(), nullptr, nullptr, 1, C, C,
+                            nullptr);
+            const float mx = array_max(x.data(), n);
+            const float sum = exp_affine_sum(x.data(), x.data(), n, 1.f, mx);
+            for (size_t j = 0; j < n; ++j) x[j] *= w[j];
+            const float m = array_max(x.data(), n), step = inverse_step(m, 255.f);
+            const std::string at = "C=" + std::to_string(C) + " row " + std::to_string(r);
+            EXPECT_EQ(scale[r], step > 0.f ? m / (255.f * sum) : 0.f) << at;
+            for (size_t j = 0; j < n; ++j)
+                ASSERT_EQ(q[r * n + j], static_cast<uint8_t>(static_cast<int>(std::nearbyint(x[j] * step))))
+                    << at << " col " << j;
         }
     }
 }
