@@ -116,6 +116,24 @@ inline bool quantize_groups_s8(int8_t* q, float* scale, const float* x, int grou
     return ok;
 }
 
+// One int32 product dequantized, fma(acc(j) − offset(j), t, b), on 16, 8 or 1 lanes (offset may be
+// null: 0; the difference is exact in int32): dequantize_rows' and softmax_rows_u8's arithmetic.
+#ifdef BB_OPS_AVX512
+inline __m512 dequantize16(const int32_t* acc, const int32_t* offset, __m512 t, __m512 b) {
+    __m512i v = _mm512_loadu_si512(acc);
+    if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), t, b);
+}
+#endif
+inline __m256 dequantize8(const int32_t* acc, const int32_t* offset, __m256 t, __m256 b) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc));
+    if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset)));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), t, b);
+}
+inline float dequantize1(const int32_t* acc, const int32_t* offset, float t, float b) {
+    return std::fma(static_cast<float>(*acc - (offset ? *offset : 0)), t, b);
+}
+
 // y(i, j) = fma(acc(i, j) − offset(j), xscale(i)·wscale(j), bias(j)) over rows × cols (offset and
 // bias may be null: 0; the difference is exact in int32), then y(i, ·) = act(y(i, ·)) where act is
 // given, each row while it is in L1 (the values and bits of activation_forward), then y(i, j) +=
@@ -138,9 +156,7 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
             for (; j + 16 <= cols; j += 16) {
                 const __m512 b = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
                 const __m512 t = _mm512_mul_ps(s, _mm512_loadu_ps(wscale + j));
-                __m512i v = _mm512_loadu_si512(a + j);
-                if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset + j));
-                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), t, b);
+                __m512 f = dequantize16(a + j, offset ? offset + j : nullptr, t, b);
                 if (r) f = _mm512_add_ps(f, _mm512_loadu_ps(r + j));
                 _mm512_storeu_ps(o + j, f);
             }
@@ -150,15 +166,12 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
         for (; j + 8 <= cols; j += 8) {
             const __m256 b = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
             const __m256 t = _mm256_mul_ps(s, _mm256_loadu_ps(wscale + j));
-            __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
-            if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset + j)));
-            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), t, b);
+            __m256 f = dequantize8(a + j, offset ? offset + j : nullptr, t, b);
             if (r) f = _mm256_add_ps(f, _mm256_loadu_ps(r + j));
             _mm256_storeu_ps(o + j, f);
         }
         for (; j < cols; ++j) {
-            const float t = sx * wscale[j];
-            const float f = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), t, bias ? bias[j] : 0.f);
+            const float f = dequantize1(a + j, offset ? offset + j : nullptr, sx * wscale[j], bias ? bias[j] : 0.f);
             o[j] = r ? f + r[j] : f;
         }
         if (act) activation_values(*act, o, o, static_cast<size_t>(cols));
@@ -195,9 +208,8 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             __m512 m16 = _mm512_set1_ps(lowest);
             __mmask16 bad = 0;
             for (; j + 16 <= n; j += 16) {
-                __m512i v = _mm512_loadu_si512(a + j);
-                if (offset) v = _mm512_sub_epi32(v, _mm512_loadu_si512(offset + j));
-                const __m512 x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(s16, _mm512_loadu_ps(sb + j)), z);
+                const __m512 t = _mm512_mul_ps(s16, _mm512_loadu_ps(sb + j));
+                const __m512 x = dequantize16(a + j, offset ? offset + j : nullptr, t, z);
                 bad = static_cast<__mmask16>(bad | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q));
                 m16 = _mm512_max_ps(m16, x);
                 _mm512_storeu_ps(work + j, x);
@@ -210,9 +222,8 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             const __m256 s8 = _mm256_set1_ps(sx), z = _mm256_setzero_ps();
             __m256 m8 = _mm256_set1_ps(mx), bad = z;
             for (; j + 8 <= n; j += 8) {
-                __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
-                if (offset) v = _mm256_sub_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset + j)));
-                const __m256 x = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(s8, _mm256_loadu_ps(sb + j)), z);
+                const __m256 t = _mm256_mul_ps(s8, _mm256_loadu_ps(sb + j));
+                const __m256 x = dequantize8(a + j, offset ? offset + j : nullptr, t, z);
                 bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
                 m8 = _mm256_max_ps(m8, x);
                 _mm256_storeu_ps(work + j, x);
@@ -221,7 +232,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             nan = nan || _mm256_movemask_ps(bad) != 0;
         }
         for (; j < n; ++j) {
-            const float x = std::fma(static_cast<float>(a[j] - (offset ? offset[j] : 0)), sx * sb[j], 0.f);
+            const float x = dequantize1(a + j, offset ? offset + j : nullptr, sx * sb[j], 0.f);
             nan = nan || std::isnan(x);
             mx = x > mx ? x : mx;
             work[j] = x;
