@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -37,6 +38,26 @@ protected:
     const Kernels* a_ = nullptr;  // AVX2 (the reference)
     const Kernels* b_ = nullptr;  // AVX-512
 };
+
+// exp on every float (exp_affine_sum with scale 1 and shift 0: x itself), 16 lanes against 8: the
+// same bits for all 2^32 inputs, NaN and the clamped ranges included (vmath.hpp's exp16 builds 2^n
+// with vscalefps, exp8 from n's bits).
+TEST_F(KernelsIsa, ExpEveryFloatBitIdenticalSlow) {
+    constexpr size_t kChunk = size_t(1) << 20;
+    std::vector<uint32_t> bits(kChunk);
+    std::vector<float> x(kChunk), ya(kChunk), yb(kChunk);
+    size_t differ = 0;
+    uint32_t first = 0;
+    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += kChunk) {
+        for (size_t i = 0; i < kChunk; ++i) bits[i] = static_cast<uint32_t>(base + i);
+        std::memcpy(x.data(), bits.data(), kChunk * sizeof(float));
+        a_->exp_affine_sum(ya.data(), x.data(), kChunk, 1.f, 0.f);
+        b_->exp_affine_sum(yb.data(), x.data(), kChunk, 1.f, 0.f);
+        for (size_t i = 0; i < kChunk; ++i)
+            if (std::memcmp(&ya[i], &yb[i], sizeof(float)) != 0 && differ++ == 0) first = bits[i];
+    }
+    EXPECT_EQ(differ, 0u) << "first differing input bits 0x" << std::hex << first;
+}
 
 TEST_F(KernelsIsa, ActivationsBitIdentical) {
     for (const Activation act : {Activation::gelu_tanh, Activation::gelu_erf, Activation::relu}) {
@@ -227,6 +248,23 @@ TEST_F(KernelsIsa, EmbeddingAndAttention) {
         EXPECT_TRUE(all_close("attn dq", dqb, dqa, kAtol, kRtol));
         EXPECT_TRUE(all_close("attn dk", dkb, dka, kAtol, kRtol));
         EXPECT_TRUE(all_close("attn dv", dvb, dva, kAtol, kRtol));
+    }
+}
+
+// The tanh GELU's bits do not depend on where a value sits: the scalar tail (here every value on
+// its own, n = 1) gives the lanes' bits (n = 4096: 16 or 8 lanes), on every table; the int8
+// epilogues activate rows and groups whose tails fall elsewhere than the fp32 engine's.
+TEST(Kernels, GeluTailIsTheLanesBitForBit) {
+    constexpr size_t n = 4096;
+    std::vector<float> x = rand_f(n, 99, 8.0);
+    x[1] = 100.f, x[2] = -100.f, x[3] = 0.f, x[4] = -0.f, x[5] = 1e-30f;  // the σ cap, zeros, tiny
+    for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+        const Kernels* k = kernels_for(isa);
+        if (!k) continue;
+        std::vector<float> lanes(n), alone(n);
+        k->activation_forward(Activation::gelu_tanh, lanes.data(), x.data(), n, nullptr);
+        for (size_t i = 0; i < n; ++i) k->activation_forward(Activation::gelu_tanh, &alone[i], &x[i], 1, nullptr);
+        EXPECT_TRUE(same_bits(alone, lanes)) << k->name;
     }
 }
 
