@@ -70,9 +70,9 @@ inline __m256 exp8(__m256 x) {
 }
 
 #ifdef BB_OPS_AVX512
-// exp8's formula on 16 lanes, the same bits per lane: y·2^n by vscalefps (one instruction for
-// exp8's three that build 2^n's bits; the product by a power of two rounds alike in both, also
-// where it is subnormal: KernelsIsa.ExpEveryFloatBitIdenticalSlow checks every float).
+// exp8's formula on 16 lanes, the same bits per lane: y·2^n by vscalefps (one instruction where
+// exp8 builds 2^n's bits in three and multiplies; a product by a power of two rounds alike either
+// way, also where it is subnormal: KernelsIsa.ExpEveryFloatBitIdenticalSlow checks every float).
 inline __m512 exp16(__m512 x) {
     using namespace vm;
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kLo)), _mm512_set1_ps(kHi));
