@@ -655,6 +655,7 @@ def main():
 
     # 2. the points, interleaved per round
     results, runs = {}, {}  # key -> {variant: median seq/s}; key -> {variant: [point json]}
+    round_sps = {}  # key -> {variant: {round: seq/s}} (the rounds' ratios pair runs minutes apart)
     keys = [(m, mo, s, b, t) for m in modes for mo in models for s in seqs for b in batches for t in threads]
     # a point's file tag (results are reused only from like runs) and the flags both programs take
     tag_of = lambda key: ("squad_" if squad else "") + "%s_%s_s%d_b%d_t%d" % key + "_w%d_n%d_m%g" % (
@@ -691,6 +692,7 @@ def main():
                 pts = [p for p in (j or {}).get("points", []) if p.get("mode") in ("train", "infer")]
                 if pts:
                     runs.setdefault(key, {}).setdefault(v, []).append(pts[0])
+                    round_sps.setdefault(key, {}).setdefault(v, {})[r] = pts[0]["sequences_per_second"]
         for v, pts in runs.get(key, {}).items():
             results.setdefault(key, {})[v] = statistics.median(p["sequences_per_second"] for p in pts)
 
@@ -776,6 +778,28 @@ def main():
                         + " | ".join(ratios) + (" | " if ratios else "") + fastest + " |")
         return "\n".join(rows) + "\n"
 
+    def rounds_md(base, cols):
+        """Per point, base ÷ each other column in every round where both ran (interleaved, so the
+        two runs of a ratio are minutes apart, not the whole invocation) and those ratios' median:
+        the tables' ratio of medians beside the host's round-to-round swing."""
+        others = [v for v in cols if v in variants and v != base]
+        rows = []
+        for key in keys:
+            mine, cells = round_sps.get(key, {}).get(base, {}), []
+            for v in others:
+                theirs = round_sps.get(key, {}).get(v, {})
+                ratios = [mine[r] / theirs[r] for r in sorted(mine) if theirs.get(r)]
+                cells.append("%s (median %.2f×)" % (" ".join("%.2f" % x for x in ratios), statistics.median(ratios))
+                             if ratios else "–")
+            if any(c != "–" for c in cells):
+                rows.append("| %s | %s | %d | %d | %d | " % key + " | ".join(cells) + " |")
+        if a.rounds < 2 or not rows:
+            return ""
+        return "\n".join(["Each round's ratio, in round order, and their median:\n",
+                          "| mode | model | seq | batch | threads | " + " | ".join(
+                              "%s / %s per round" % (base, v) for v in others) + " |",
+                          "|---|---|---:|---:|---:|" + "---|" * len(others)] + rows) + "\n"
+
     fp32_cols = ["bertbench"] + list(PEERS)
     bf16_cols = ["bertbench-bf16", "torch-default-bf16", "torch-tuned-bf16", "ort", "bertbench"]
     if "int8" in dtypes:
@@ -786,6 +810,7 @@ def main():
     int8_cols = ["bertbench-int8", "ort-int8"] + [v for v in ("bertbench-bf16", "bertbench") if v in variants]
     table_int8 = make_table("bertbench-int8", int8_cols, "bertbench-int8 MFU (int8 ceiling)",
                             not_contending=("bertbench-bf16", "bertbench")) if "int8" in dtypes else ""
+    rounds_int8 = rounds_md("bertbench-int8", int8_cols) if "int8" in dtypes else ""
     wins = (winners_md(keys, results, [v for v in fp32_cols if v in variants], "fp32") if "fp32" in dtypes else "")
     wins_bf16 = (winners_md(keys, results, [v for v in bf16_cols if v in variants and v != "bertbench"],
                             "bf16 against the peers a user has: PyTorch autocast bf16" + (", ORT fp32" if "ort" in variants else ""))
@@ -950,7 +975,7 @@ def main():
     if table_int8:
         tables_md += ("## int8: bertbench int8 vs ONNX Runtime's dynamic int8\n\n" + table_int8
                       + "\n`bertbench-int8 / bertbench-bf16` and `/ bertbench` are int8's speed-up over bertbench's own bf16 "
-                        "and fp32 (same process layout, interleaved rounds).\n\n")
+                        "and fp32 (same process layout, interleaved rounds).\n\n" + (rounds_int8 + "\n" if rounds_int8 else ""))
     if lat_table:
         tables_md += ("## Inference latency (one step = one batch; nearest-rank percentiles of each run's timed steps, "
                       "median over rounds)\n\n" + lat_table + "\n")

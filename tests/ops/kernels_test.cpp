@@ -253,7 +253,7 @@ TEST_F(KernelsIsa, EmbeddingAndAttention) {
 
 // The tanh GELU's bits do not depend on where a value sits: the scalar tail (here every value on
 // its own, n = 1) gives the lanes' bits (n = 4096: 16 or 8 lanes), on every table; the int8
-// epilogues activate rows and groups whose tails fall elsewhere than the fp32 engine's.
+// epilogues activate each row on its own, so their tails fall elsewhere than the fp32 engine's.
 TEST(Kernels, GeluTailIsTheLanesBitForBit) {
     constexpr size_t n = 4096;
     std::vector<float> x = rand_f(n, 99, 8.0);
