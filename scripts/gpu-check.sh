@@ -4,7 +4,8 @@
 # GPU against the CPU (gpu-train-check.sh), measures training and inference steps, the backend's
 # GEMM rate (the ceiling MFU is read against) and the PyTorch peer, and writes all of it to one
 # folder. Three runs of the earlier set of steps took 189-205 s on an H100; the training check, the
-# training bench and the attention kernels' bench added since (not yet run) should add 3-4 minutes.
+# training bench and the attention kernels' tests and bench added since (not yet run) should add
+# 4-5 minutes.
 # The run tool's limit is 600 s a command: with SKIP_PEER=1 the peer's 5 minutes of caps are left out.
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
@@ -55,6 +56,10 @@ python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["sys
 step "backend conformance (CPU and CUDA against the double reference)"
 timeout 240 "$BB/bin/test_backend" --gtest_output="json:$OUT/backend_ops.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
 
+step "the fused attention's CUDA-core kernel with bf16 operands too (BB_CUDA_FLASH=cores; the tensor cores' is the default)"
+BB_CUDA_FLASH=cores timeout 60 "$BB/bin/test_backend" --gtest_filter='All/BackendOps.FlashAttentionAcrossTiles/cuda' \
+  --gtest_output="json:$OUT/backend_flash_cores.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
+
 step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step; materialized and fused attention)"
 timeout 120 "$BB/bin/test_model" --gtest_filter='*EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
 
@@ -66,10 +71,11 @@ timeout 150 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --
   --batch_size=32 --dtype=bf16,fp32 --steps=10 --warmup=3 --threads=4 --json="$OUT/bench_train.json" \
   --profile --profile_svg="$OUT/bench_train_profile.svg" || status=1
 
-step "attention kernels on the GPU: a bf16 training step with each (BERT-base, seq 128 and 512, batch 16)"
-for att in materialized fused; do
-  BB_ATTENTION=$att timeout 90 "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128,512 \
-    --batch_size=16 --dtype=bf16 --steps=5 --warmup=2 --threads=4 --json="$OUT/bench_attention_$att.json" || status=1
+step "attention kernels on the GPU: a bf16 training step with each (BERT-base, seq 128 and 512, batch 16; fused: tensor cores, fused-cores: CUDA cores)"
+for att in materialized fused fused-cores; do
+  BB_ATTENTION=${att%-cores} BB_CUDA_FLASH=$([[ $att == *-cores ]] && echo cores || echo tensor) timeout 90 \
+    "$BB/bin/bertbench" bench --mode=train --device=cuda --model=base --seq_len=128,512 --batch_size=16 --dtype=bf16 \
+    --steps=5 --warmup=2 --threads=4 --json="$OUT/bench_attention_$att.json" || status=1
 done
 
 step "scaling model: 8 GPUs from the measured step (scripts/mpi-scaling-model.py; NVLink 4 ~3600 Gb/s per GPU, NDR 400 Gb/s)"

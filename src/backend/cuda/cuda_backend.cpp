@@ -13,10 +13,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -77,6 +79,16 @@ std::mutex g_plans_mutex;
 std::map<GemmKey, GemmPlan> g_plans;
 
 bool g_autotune = false;  // CudaOptions::gemm_autotune
+// The fused attention's kernel for bf16 operands: the tensor cores' (flash_tc.cu), or with
+// BB_CUDA_FLASH=cores the fp32 CUDA-core kernel on the widened operands (flash_kernels.cu), to
+// compare the two; fp32 operands always take the CUDA-core kernel (TF32 off: exact products).
+bool g_flash_tensor_cores = true;
+bool flash_tensor_cores_from_env() {
+    const char* e = std::getenv("BB_CUDA_FLASH");
+    if (!e || std::string_view(e) == "tensor") return true;
+    if (std::string_view(e) == "cores") return false;
+    fail("BB_CUDA_FLASH (environment): expected tensor or cores, got '{}'", e);
+}
 
 // The fastest of cuBLASLt's candidates for this product, timed on the call's own operands with C
 // written to scratch (the real C may be an input, beta 1); the heuristic's first choice wins ties.
@@ -212,6 +224,7 @@ void cuda_gemm(MatmulType type, bool trans_a, bool trans_b, int M, int N, int K,
 }
 
 uint16_t* u16(bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+const uint16_t* u16(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 void to_bf16(bf16* dst, const float* src, size_t n) { ck::to_bf16(g_stream, u16(dst), src, n); }
 void bias_backward(float* db, const float* dy, int N, int C) { ck::bias_backward(g_stream, db, dy, N, C); }
@@ -329,7 +342,7 @@ void attention_backward(float* dq, float* dk, float* dv, float* dprobs, const fl
     ck::attention_backward(g_stream, dq, dk, dv, dprobs, dctx, q, k, v, false, probs, mask, keep_prob, attn_shape(s));
 }
 
-// The fused attention (flash_kernels.cu); with lp it reads only the bf16 q, k, v and dctx.
+// The fused attention (flash_kernels.cu, flash_tc.cu); with lp it reads only the bf16 q, k, v and dctx.
 void require_flash_head(const ops::AttentionShape& s) {
     if (s.HS > ck::kFlashMaxHeadSize)
         fail("[backend cuda] flash attention: head size {} exceeds the kernel's {} (hint: BB_ATTENTION=materialized)",
@@ -338,18 +351,24 @@ void require_flash_head(const ops::AttentionShape& s) {
 void flash_attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
                              const ops::AttentionShape& s, const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
     require_flash_head(s);
+    const KernelDropout d(drop);
+    if (lp && g_flash_tensor_cores)
+        return ck::flash_attention_forward_tc(g_stream, ctx, lse, u16(lp->q), u16(lp->k), u16(lp->v), attn_shape(s),
+                                              d.p, d.keep);
     const void* in[3] = {q, k, v};
     if (lp) in[0] = lp->q, in[1] = lp->k, in[2] = lp->v;
-    const KernelDropout d(drop);
     ck::flash_attention_forward(g_stream, ctx, lse, in[0], in[1], in[2], lp != nullptr, attn_shape(s), d.p, d.keep);
 }
 void flash_attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q, const float* k,
                               const float* v, const float* ctx, const float* lse, const ops::AttentionShape& s,
                               const ops::DropoutStream* drop, const ops::FlashBf16* lp) {
     require_flash_head(s);
+    const KernelDropout d(drop);
+    if (lp && g_flash_tensor_cores)
+        return ck::flash_attention_backward_tc(g_stream, dq, dk, dv, u16(lp->dctx), u16(lp->q), u16(lp->k),
+                                               u16(lp->v), ctx, lse, attn_shape(s), d.p, d.keep);
     const void* in[4] = {dctx, q, k, v};
     if (lp) in[0] = lp->dctx, in[1] = lp->q, in[2] = lp->k, in[3] = lp->v;
-    const KernelDropout d(drop);
     ck::flash_attention_backward(g_stream, dq, dk, dv, in[0], in[1], in[2], in[3], lp != nullptr, ctx, lse,
                                  attn_shape(s), d.p, d.keep);
 }
@@ -391,7 +410,7 @@ void linear_backward_bf16_convert(float* dx, float* dw, float* db, const float* 
     if (db) ck::bias_backward(g_stream, db, dy, N, OUT);
 }
 void transpose_bf16(bf16* dst, const bf16* src, int rows, int cols, int ld) {
-    ck::transpose_bf16(g_stream, u16(dst), reinterpret_cast<const uint16_t*>(src), rows, cols, ld);
+    ck::transpose_bf16(g_stream, u16(dst), u16(src), rows, cols, ld);
 }
 void cross_entropy_forward_bias(double* loss, int32_t* argmax, float* lse, float* logits, const float* bias,
                                 const int32_t* labels, int R, int V) {
@@ -453,6 +472,7 @@ class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, const CudaOptions& options) {
         g_autotune = options.gemm_autotune;
+        g_flash_tensor_cores = flash_tensor_cores_from_env();
         int count = 0;
         const cudaError_t e = cudaGetDeviceCount(&count);
         if (e != cudaSuccess || count == 0)

@@ -8,11 +8,7 @@
 // P from lse and regenerates the dropout mask from the stream in both of its kernels (dk/dv: a
 // block per key tile over every query tile; dq: a block per query tile over every key tile), so
 // no two blocks write the same row and the result does not depend on the launch shape.
-#include <algorithm>
-#include <cmath>
-
-#include "backend/cuda/device.cuh"
-#include "backend/cuda/kernels.cuh"
+#include "backend/cuda/flash_common.cuh"
 
 namespace bertbench::backend::cuda {
 using namespace detail;
@@ -56,15 +52,6 @@ __device__ __forceinline__ float dot(const float* a, const float* b, int n) {
     for (int d = 0; d < n; ++d) s = fmaf(a[d], b[d], s);
     return s;
 }
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 // The thread's channels d = c4, c4 + 4, ... of Σ_jj w[jj·wstride]·tile[jj][d] over jj < n, added to
 // acc: a row (wstride 1) or a column (wstride kPitch) of the p or ds tile times an operand tile.
 template <int NC>
@@ -86,30 +73,12 @@ __device__ __forceinline__ void store(float* out, const float (&acc)[NC], float 
         if (c4 + 4 * c < HS) out[c4 + 4 * c] = f * acc[c];
 }
 
-// What a thread of every kernel knows: its (sequence, head) — block x of the `per_item` blocks of
-// item (b, h) walks the tiles x, x + per_item, ... — its row r of a tile and first channel c4, and
-// the dropout stream.
-struct Item {
-    int b, h, o, t, kn, H, HS, NH, first, stride, r, c4;
-    size_t col, base;  // the head's first column; the dropout element of (row 0, key 0)
-    float scale, inv_keep;
-    bool has_drop;
-    Philox drop;
+// What a thread of every kernel knows: its item (flash_common.cuh; tiles of kTile rows), its row
+// r of a tile and its first channel c4.
+struct Item : FlashItem {
+    int r, c4;
     __device__ Item(const AttnShape& s, const Philox& ph, bool dropout, float keep_inv, int per_item)
-        : inv_keep(keep_inv), has_drop(dropout), drop(ph) {
-        const int item = static_cast<int>(blockIdx.x / per_item);
-        b = item / s.NH, h = item % s.NH, NH = s.NH, HS = s.HS, H = NH * HS;
-        o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.key_lengths ? s.key_lengths[b] : t;
-        first = static_cast<int>(blockIdx.x % per_item) * kTile, stride = per_item * kTile;
-        r = threadIdx.x >> 2, c4 = threadIdx.x & 3;
-        col = static_cast<size_t>(h) * HS;
-        base = dropout ? s.prob_offsets[b] + static_cast<size_t>(h) * t * kn : 0;
-        scale = 1.f / sqrtf(static_cast<float>(HS));
-    }
-    // Element (row i of the sequence, key j) of the dropout stream kept?
-    __device__ bool keep(int i, int j) const {
-        return keep_element(drop, base + static_cast<size_t>(i) * kn + j);
-    }
+        : FlashItem(s, ph, dropout, keep_inv, per_item, kTile), r(threadIdx.x >> 2), c4(threadIdx.x & 3) {}
     // The head's columns of `rows` rows from sequence row `row0` into a tile (beyond: zero).
     template <typename In>
     __device__ void load(float* dst, int ld, const In* src, int row0, int rows) const {
@@ -175,7 +144,7 @@ template <typename In, int NC>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_forward(float* ctx, float* lse, const In* q, const In* k, const In* v, AttnShape s, Philox drop,
                     bool has_drop, float inv_keep, int per_item) {
-    extern __shared__ float smem[];
+    float* smem = reinterpret_cast<float*>(flash_smem());
     const Item it(s, drop, has_drop, inv_keep, per_item);
     const Tiles sm(smem, it.HS);
     const int r = it.r, c4 = it.c4;
@@ -225,7 +194,7 @@ template <typename In, int NC>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_backward_kv(float* dk, float* dv, const In* dctx, const In* q, const In* k, const In* v, const float* ctx,
                         const float* lse, AttnShape s, Philox drop, bool has_drop, float inv_keep, int per_item) {
-    extern __shared__ float smem[];
+    float* smem = reinterpret_cast<float*>(flash_smem());
     const Item it(s, drop, has_drop, inv_keep, per_item);
     const Tiles sm(smem, it.HS);
     for (int j0 = it.first; j0 < it.t; j0 += it.stride) {
@@ -255,7 +224,7 @@ template <typename In, int NC>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_backward_q(float* dq, const In* dctx, const In* q, const In* k, const In* v, const float* ctx,
                        const float* lse, AttnShape s, Philox drop, bool has_drop, float inv_keep, int per_item) {
-    extern __shared__ float smem[];
+    float* smem = reinterpret_cast<float*>(flash_smem());
     const Item it(s, drop, has_drop, inv_keep, per_item);
     const Tiles sm(smem, it.HS);
     for (int i0 = it.first; i0 < it.t; i0 += it.stride) {
@@ -272,44 +241,16 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
 }
 
-int multiprocessors() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return 1;
-        return v > 0 ? v : 1;
-    }();
-    return n;
-}
-
-// Launches `kernel` on per_item × B·NH blocks (about 8 blocks per multiprocessor: the host does not
-// know the sequence lengths, so each block walks its item's tiles with a stride) with the shared
-// memory the head size and the kernel need; per_item goes in as the kernel's last argument.
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), bool backward, cudaStream_t st, const AttnShape& s, Args... args) {
-    const long long items = static_cast<long long>(s.B) * s.NH;
-    const int per_item = static_cast<int>(std::clamp<long long>((8LL * multiprocessors() + items - 1) / items, 1, 64));
-    const size_t smem = smem_bytes(s.HS, backward);
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) !=
-        cudaSuccess) {
-        after_launch();
-        return;
-    }
-    kernel<<<static_cast<unsigned>(items * per_item), kFlashThreads, smem, st>>>(args..., per_item);
-    after_launch();
-}
-
 // The kernel instance for the head size: NC = channels per thread, a quarter of the head rounded up
 // to 8, 16 or 32 (kFlashMaxHeadSize).
 template <template <typename, int> class K, typename In, typename... Args>
 void dispatch(cudaStream_t st, const AttnShape& s, Args... args) {
     if (s.HS <= 32)
-        launch(K<In, 8>::fn, K<In, 8>::backward, st, s, args...);
+        launch_flash(K<In, 8>::fn, kFlashThreads, smem_bytes(s.HS, K<In, 8>::backward), st, s, args...);
     else if (s.HS <= 64)
-        launch(K<In, 16>::fn, K<In, 16>::backward, st, s, args...);
+        launch_flash(K<In, 16>::fn, kFlashThreads, smem_bytes(s.HS, K<In, 16>::backward), st, s, args...);
     else
-        launch(K<In, 32>::fn, K<In, 32>::backward, st, s, args...);
+        launch_flash(K<In, 32>::fn, kFlashThreads, smem_bytes(s.HS, K<In, 32>::backward), st, s, args...);
 }
 template <typename In, int NC>
 struct Forward {

@@ -73,8 +73,9 @@ void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float*
 // The fused attention (flash_kernels.cu), ops/flash_attention.hpp's contract: ctx and lse(N, NH)
 // instead of the probabilities; the backward recomputes them from lse and regenerates the dropout
 // mask from the stream (element indices as attention_forward's, so the same elements are dropped).
-// Tiles of 32 query rows × 32 keys in shared memory, fp32 products on the CUDA cores. Heads of at
-// most kFlashMaxHeadSize channels (cuda_backend.cpp refuses larger ones).
+// Tiles of 32 query rows × 32 keys in shared memory, fp32 products on the CUDA cores (bf16
+// operands widened exactly; the probabilities stay fp32). Heads of at most kFlashMaxHeadSize
+// channels (cuda_backend.cpp refuses larger ones).
 constexpr int kFlashMaxHeadSize = 128;
 void flash_attention_forward(cudaStream_t st, float* ctx, float* lse, const void* q, const void* k, const void* v,
                              bool bf16_in, AttnShape s, const Philox* drop, float keep_prob);
@@ -84,6 +85,14 @@ void flash_attention_forward(cudaStream_t st, float* ctx, float* lse, const void
 void flash_attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, const void* dctx, const void* q,
                               const void* k, const void* v, bool bf16_in, const float* ctx, const float* lse,
                               AttnShape s, const Philox* drop, float keep_prob);
+// The same contract for bf16 operands on the tensor cores (flash_tc.cu): tiles of 64 rows, wmma
+// products with fp32 accumulation, and the CPU bf16 kernel's roundings (P, P' and dS·s to bf16
+// before they multiply).
+void flash_attention_forward_tc(cudaStream_t st, float* ctx, float* lse, const uint16_t* q, const uint16_t* k,
+                                const uint16_t* v, AttnShape s, const Philox* drop, float keep_prob);
+void flash_attention_backward_tc(cudaStream_t st, float* dq, float* dk, float* dv, const uint16_t* dctx,
+                                 const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* ctx,
+                                 const float* lse, AttnShape s, const Philox* drop, float keep_prob);
 // C(M,N) (ldc; fp32, or bf16 when c_bf16) = acc(M,N) + bias(N) (bias may be null): the epilogue of
 // the classic-cuBLAS GEMM path (cuda_backend.cpp)
 void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias);
