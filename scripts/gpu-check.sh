@@ -60,8 +60,9 @@ step "the fused attention's CUDA-core kernel with bf16 operands too (BB_CUDA_FLA
 BB_CUDA_FLASH=cores timeout 60 "$BB/bin/test_backend" --gtest_filter='All/BackendOps.FlashAttentionAcrossTiles/cuda' \
   --gtest_output="json:$OUT/backend_flash_cores.json" 2>&1 | grep -v '^\[       OK\|^\[ RUN' || status=1
 
-step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step; materialized and fused attention)"
-timeout 120 "$BB/bin/test_model" --gtest_filter='*EngineCuda.*:EngineBackend.*' 2>&1 | grep -v '^\[ RUN' || status=1
+step "the BERT engine on the CUDA backend against the CPU engine (one pretraining and one SQuAD step; materialized and fused attention), and its bf16 against PyTorch's CUDA autocast"
+BB_SOURCE_DIR=$PWD BB_TORCH_PYTHON=$(command -v python3) timeout 150 "$BB/bin/test_model" \
+  --gtest_filter='*EngineCuda.*:EngineBackend.*:Parity.Bf16OnTheGpu*' 2>&1 | grep -v '^\[ RUN' || status=1
 
 step "training on the GPU against the CPU: pretraining curves, checkpoints across devices, SQuAD answers"
 timeout 420 bash scripts/gpu-train-check.sh "$BB/bin/bertbench" "$BB/data" "$OUT" || status=1

@@ -76,11 +76,17 @@ inline std::string eval_data() {
     return golden("eval_pick/public_128_eval100.tfrecord");
 }
 
-// "" when /usr/bin/python3 with torch and numpy is usable (the independent PyTorch references and
-// peers run under it), else why not.
+// The Python that runs the independent PyTorch references and peers: BB_TORCH_PYTHON, else
+// /usr/bin/python3 (scripts/gpu-check.sh names the GPU machine's, which has PyTorch with CUDA).
+inline std::string torch_python() {
+    const char* e = std::getenv("BB_TORCH_PYTHON");
+    return e && *e ? e : "/usr/bin/python3";
+}
+
+// "" when torch_python() with torch and numpy is usable, else why not.
 inline std::string torch_python_problem() {
     static const std::string problem = [] {
-        const std::string py = "/usr/bin/python3";
+        const std::string py = torch_python();
         if (access(py.c_str(), X_OK) != 0) return py + " not found";
         if (std::system((py + " -c 'import torch, numpy' >/dev/null 2>&1").c_str()) != 0)
             return "torch/numpy not importable by " + py;
@@ -108,7 +114,7 @@ struct TorchBertRun {
 inline TorchBertRun run_torch_bert(const std::string& args, const std::string& log) {
     const char* src = std::getenv("BB_SOURCE_DIR");  // tests/test_env.cpp sets it
     TorchBertRun r;
-    r.command = std::string("/usr/bin/python3 ") + (src ? src : ".") + "/tests/tools/torch_bert.py " + args +
+    r.command = torch_python() + " " + (src ? src : ".") + "/tests/tools/torch_bert.py " + args +
                 " > " + log + " 2>&1";
     const int rc = std::system(r.command.c_str());
     r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

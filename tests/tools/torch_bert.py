@@ -19,7 +19,9 @@ Input (one safetensors file):
 Output (safetensors, F64 unless --dtype float32): loss/total, loss/mlm, loss/nsp (shape [1]),
   mlm_logits (P,V), nsp_logits (B,2), grad/<tf name> for every parameter.
 --dtype bf16_autocast: float32 parameters, the forward under torch.autocast("cpu",
-  dtype=torch.bfloat16) (backward through it, as a CPU user would run it), every matmul output
+  dtype=torch.bfloat16) (backward through it, as a CPU user would run it; with --device cuda the
+  products run on the GPU under torch.autocast("cuda"), with cuBLAS's reduced-precision bf16
+  reductions off so that they accumulate in fp32, and come back to the CPU), every matmul output
   taken back to float32 at once so LayerNorm, GELU, softmax and the losses run in float32 (the
   scheme of Intel's and Google's bf16 recipes; PyTorch 1.13 would otherwise run LayerNorm and GELU
   on bf16). The pooler and NSP products stay float32, as bertbench's engine keeps them.
@@ -214,12 +216,18 @@ def forward(cfg, P, batch, masks, dtype, autocast=False):
     return pretraining_heads(cfg, P, batch, seq_out, dtype, autocast)
 
 
+DEVICE = "cpu"  # --device: where the autocast products run
+
+
 def mm_fn(dtype, autocast):
     def mm(a, b):
         if not autocast:
             return a @ b
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return (a @ b).to(dtype)
+        if DEVICE == "cpu":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return (a @ b).to(dtype)
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):  # the operands there, the result back
+            return (a.to(DEVICE) @ b.to(DEVICE)).to(dtype).cpu()
     return mm
 
 
@@ -467,8 +475,17 @@ def main():
     ap.add_argument("--input")
     ap.add_argument("--output")
     ap.add_argument("--dtype", default="float64", choices=["float32", "float64", "bf16_autocast"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the bf16_autocast products run")
     ap.add_argument("--selftest", action="store_true")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda":
+        if not torch.cuda.is_available():
+            print("SKIP: --device cuda: this PyTorch (%s) sees no CUDA GPU" % torch.__version__)
+            return SKIP_EXIT
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     # One thread: the problems are small, and ctest runs other tests beside this one (an OpenMP
     # pool oversubscribing 2 vCPUs was 10x slower under load).
     torch.set_num_threads(1)
@@ -479,10 +496,10 @@ def main():
     if args.dtype == "bf16_autocast":
         e = bf16_gemm_error()
         if e > 1e-2:
-            print("SKIP: PyTorch's bf16 GEMM on this CPU does not accumulate in fp32 (relative error %.3f on a "
+            print("SKIP: PyTorch's bf16 GEMM on this %s does not accumulate in fp32 (relative error %.3f on a "
                   "64x768x768 product of bf16 operands against their fp32 product, where rounding the "
                   "fp32 product to bf16 alone gives 0.0016): not the reference the bf16 parity tolerances "
-                  "assume" % e)
+                  "assume" % ("GPU" if DEVICE == "cuda" else "CPU", e))
             return SKIP_EXIT
     run(args)
     return 0
@@ -494,8 +511,8 @@ SKIP_EXIT = 77  # the C++ tests skip, printing this script's output, on this exi
 def bf16_gemm_error():
     """‖bf16 matmul − fp32 matmul of the same bf16 operands‖ / ‖fp32 one‖ for a BERT-sized product."""
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(64, 768, generator=g).bfloat16()
-    b = torch.randn(768, 768, generator=g).bfloat16()
+    a = torch.randn(64, 768, generator=g).bfloat16().to(DEVICE)
+    b = torch.randn(768, 768, generator=g).bfloat16().to(DEVICE)
     ref = a.float() @ b.float()
     return float((((a @ b).float() - ref).norm() / ref.norm()).item())
 
