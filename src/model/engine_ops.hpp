@@ -175,12 +175,13 @@ const EngineOps<T>& engine_ops(const backend::Backend& be) {
              "on the device",
              be.name());
     if constexpr (std::is_same_v<T, float>) {
-        // every op but those of the fused attention and the packed GEMM, which the Encoder asks
-        // for where it runs them
+        // every op but those of the fused attention, the packed GEMM and int8, which the Encoder
+        // asks for where it runs them (a backend without int8, such as CUDA's, runs fp32 and bf16)
         std::vector<const char*> missing = be.missing();
         std::erase_if(missing, [](const char* op) {
             const std::string_view name(op);
-            return name == "flash_attention_forward" || name == "flash_attention_backward" || name == "matmul_packed";
+            return name == "flash_attention_forward" || name == "flash_attention_backward" || name == "matmul_packed" ||
+                   name == "quantize_rows" || name == "linear_forward_int8" || name == "attention_forward_int8";
         });
         if (!missing.empty())
             fail("engine: [backend {}] lacks the op {} (and {} more) that the engine needs", be.name(),

@@ -86,14 +86,8 @@ void launch_flash(void (*kernel)(Params...), int threads, size_t smem, cudaStrea
         after_launch();
         return;
     }
-#ifdef BB_CUDA_EMULATION
-    (void)st;
-    emu_launch(kernel, static_cast<unsigned>(items * per_item), threads, smem, args..., per_item);
-#else
-    // clang-format off
-    kernel<<<static_cast<unsigned>(items * per_item), threads, smem, st>>>(args..., per_item);
-    // clang-format on
-#endif
+    launch_kernel(kernel, static_cast<unsigned>(items * per_item), static_cast<unsigned>(threads), smem, st, args...,
+                  per_item);
     after_launch();
 }
 

@@ -63,7 +63,8 @@ struct DropGrad {
 template <typename F>
 void column_sum(cudaStream_t st, float* db, size_t n, int C, F f) {
     if (!db || C <= 0) return;
-    k_column_sum<<<(C + kThreads - 1) / kThreads, kThreads, 0, st>>>(db, static_cast<int>(n / C), C, f);
+    launch_kernel(k_column_sum<F>, (C + kThreads - 1) / kThreads, kThreads, 0, st, db, static_cast<int>(n / C), C,
+                  f);
     after_launch();
 }
 
@@ -397,7 +398,7 @@ const char* last_launch_error() {
 
 void to_bf16(cudaStream_t st, uint16_t* dst, const float* src, size_t n) {
     if (!n) return;
-    k_to_bf16<<<grid_for(n), kThreads, 0, st>>>(dst, src, n);
+    launch_kernel(k_to_bf16, grid_for(n), kThreads, 0, st, dst, src, n);
     after_launch();
 }
 
@@ -408,7 +409,7 @@ void bias_backward(cudaStream_t st, float* db, const float* dy, int N, int C) {
 void layernorm_forward(cudaStream_t st, float* y, float* mean, float* rstd, const float* x, const float* gamma,
                        const float* beta, int N, int C, float eps, uint16_t* yb) {
     if (N <= 0) return;
-    k_layernorm_forward<<<N, kThreads, 0, st>>>(y, mean, rstd, x, gamma, beta, C, eps, yb);
+    launch_kernel(k_layernorm_forward, N, kThreads, 0, st, y, mean, rstd, x, gamma, beta, C, eps, yb);
     after_launch();
 }
 
@@ -416,15 +417,16 @@ void layernorm_backward(cudaStream_t st, float* dx, float* dgamma, float* dbeta,
                         const float* gamma, const float* mean, const float* rstd, int N, int C, bool accumulate_dx) {
     if (N <= 0) return;
     // the parameter gradients first: dx may alias dy
-    k_layernorm_dparams<<<(C + kThreads - 1) / kThreads, kThreads, 0, st>>>(dgamma, dbeta, dy, x, mean, rstd, N, C);
+    launch_kernel(k_layernorm_dparams, (C + kThreads - 1) / kThreads, kThreads, 0, st, dgamma, dbeta, dy, x, mean,
+                  rstd, N, C);
     after_launch();
-    k_layernorm_dx<<<N, kThreads, 0, st>>>(dx, dy, x, gamma, mean, rstd, C, accumulate_dx);
+    launch_kernel(k_layernorm_dx, N, kThreads, 0, st, dx, dy, x, gamma, mean, rstd, C, accumulate_dx);
     after_launch();
 }
 
 void activation_forward(cudaStream_t st, Act a, float* y, const float* x, size_t n, uint16_t* yb) {
     if (!n) return;
-    k_activation_forward<<<grid_for(n), kThreads, 0, st>>>(a, y, x, n, yb);
+    launch_kernel(k_activation_forward, grid_for(n), kThreads, 0, st, a, y, x, n, yb);
     after_launch();
 }
 
@@ -432,44 +434,44 @@ void activation_backward(cudaStream_t st, Act a, float* dx, const float* dy, con
                          uint16_t* dxb, BiasSum bg) {
     if (!n) return;
     column_sum(st, bg.db, n, bg.C, ActGrad{a, dy, x});  // before dx: dx may alias dy
-    k_activation_backward<<<grid_for(n), kThreads, 0, st>>>(a, dx, dy, x, n, dxb);
+    launch_kernel(k_activation_backward, grid_for(n), kThreads, 0, st, a, dx, dy, x, n, dxb);
     after_launch();
 }
 
 void tanh_forward(cudaStream_t st, float* y, size_t n) {
     if (!n) return;
-    k_tanh_forward<<<grid_for(n), kThreads, 0, st>>>(y, n);
+    launch_kernel(k_tanh_forward, grid_for(n), kThreads, 0, st, y, n);
     after_launch();
 }
 
 void tanh_backward(cudaStream_t st, float* dx, const float* dy, const float* y, size_t n) {
     if (!n) return;
-    k_tanh_backward<<<grid_for(n), kThreads, 0, st>>>(dx, dy, y, n);
+    launch_kernel(k_tanh_backward, grid_for(n), kThreads, 0, st, dx, dy, y, n);
     after_launch();
 }
 
 void softmax_forward(cudaStream_t st, float* p, const float* s, int R, int C, float scale) {
     if (R <= 0) return;
-    k_softmax_forward<<<R, kThreads, 0, st>>>(p, s, C, scale);
+    launch_kernel(k_softmax_forward, R, kThreads, 0, st, p, s, C, scale);
     after_launch();
 }
 
 void softmax_backward(cudaStream_t st, float* ds, const float* dp, const float* p, int R, int C) {
     if (R <= 0) return;
-    k_softmax_backward<<<R, kThreads, 0, st>>>(ds, dp, p, C);
+    launch_kernel(k_softmax_backward, R, kThreads, 0, st, ds, dp, p, C);
     after_launch();
 }
 
 void dropout_mask(cudaStream_t st, uint8_t* mask, Philox s, size_t n) {
     if (!n) return;
-    k_dropout_mask<<<grid_for((n + 3) / 4), kThreads, 0, st>>>(mask, s, n);
+    launch_kernel(k_dropout_mask, grid_for((n + 3) / 4), kThreads, 0, st, mask, s, n);
     after_launch();
 }
 
 void dropout_add_forward(cudaStream_t st, float* y, const float* x, const uint8_t* mask, float keep_prob,
                          const float* residual, size_t n, uint16_t* yb) {
     if (!n) return;
-    k_dropout_add<<<grid_for(n), kThreads, 0, st>>>(y, x, mask, 1.f / keep_prob, residual, n, yb);
+    launch_kernel(k_dropout_add, grid_for(n), kThreads, 0, st, y, x, mask, 1.f / keep_prob, residual, n, yb);
     after_launch();
 }
 
@@ -478,36 +480,36 @@ void dropout_backward(cudaStream_t st, float* dx, const float* dy, const uint8_t
     if (!n) return;
     const float scale = 1.f / keep_prob;
     column_sum(st, bg.db, n, bg.C, DropGrad{dy, mask, scale});  // before dx: dx may alias dy
-    k_dropout_backward<<<grid_for(n), kThreads, 0, st>>>(dx, dy, mask, scale, n, dxb);
+    launch_kernel(k_dropout_backward, grid_for(n), kThreads, 0, st, dx, dy, mask, scale, n, dxb);
     after_launch();
 }
 
 void embedding_forward(cudaStream_t st, float* e, const float* word, const float* pos, const float* type,
                        const int32_t* ids, const int32_t* segments, const int32_t* offsets, int B, int H) {
     if (B <= 0) return;
-    k_embedding_forward<<<B, kThreads, 0, st>>>(e, word, pos, type, ids, segments, offsets, H);
+    launch_kernel(k_embedding_forward, B, kThreads, 0, st, e, word, pos, type, ids, segments, offsets, H);
     after_launch();
 }
 
 void embedding_backward(cudaStream_t st, float* dword, float* dpos, float* dtype, const float* de,
                         const int32_t* ids, const int32_t* segments, const int32_t* offsets, int B, int H) {
     if (B <= 0) return;
-    k_embedding_backward<<<(H + kThreads - 1) / kThreads, kThreads, 0, st>>>(dword, dpos, dtype, de, ids, segments,
-                                                                            offsets, B, H);
+    launch_kernel(k_embedding_backward, (H + kThreads - 1) / kThreads, kThreads, 0, st, dword, dpos, dtype, de, ids,
+                  segments, offsets, B, H);
     after_launch();
 }
 
 void cross_entropy_forward(cudaStream_t st, double* loss, int32_t* argmax, float* lse, const float* logits,
                            const int32_t* labels, int R, int V) {
     if (R <= 0) return;
-    k_cross_entropy_forward<<<R, kThreads, 0, st>>>(loss, argmax, lse, logits, labels, V);
+    launch_kernel(k_cross_entropy_forward, R, kThreads, 0, st, loss, argmax, lse, logits, labels, V);
     after_launch();
 }
 
 void cross_entropy_backward(cudaStream_t st, float* dlogits, const float* logits, const float* lse,
                             const int32_t* labels, const float* coef, int R, int V) {
     if (R <= 0) return;
-    k_cross_entropy_backward<<<R, kThreads, 0, st>>>(dlogits, logits, lse, labels, coef, V);
+    launch_kernel(k_cross_entropy_backward, R, kThreads, 0, st, dlogits, logits, lse, labels, coef, V);
     after_launch();
 }
 
@@ -517,14 +519,13 @@ void attention_forward(cudaStream_t st, float* ctx, float* probs, uint8_t* mask,
     const Philox ph = drop ? *drop : Philox{0, 0, 0, 0};
     const float inv_keep = drop ? 1.f / keep_prob : 1.f;
     if (bf16_in)
-        k_attention_forward<<<s.B * s.NH, 128, 0, st>>>(ctx, probs, mask, static_cast<const uint16_t*>(q),
-                                                         static_cast<const uint16_t*>(k),
-                                                         static_cast<const uint16_t*>(v), s, ph, drop != nullptr,
-                                                         inv_keep);
+        launch_kernel(k_attention_forward<uint16_t>, s.B * s.NH, 128, 0, st, ctx, probs, mask,
+                      static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
+                      static_cast<const uint16_t*>(v), s, ph, drop != nullptr, inv_keep);
     else
-        k_attention_forward<<<s.B * s.NH, 128, 0, st>>>(ctx, probs, mask, static_cast<const float*>(q),
-                                                         static_cast<const float*>(k), static_cast<const float*>(v),
-                                                         s, ph, drop != nullptr, inv_keep);
+        launch_kernel(k_attention_forward<float>, s.B * s.NH, 128, 0, st, ctx, probs, mask,
+                      static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v), s, ph,
+                      drop != nullptr, inv_keep);
     after_launch();
 }
 
@@ -535,20 +536,19 @@ void attention_backward(cudaStream_t st, float* dq, float* dk, float* dv, float*
     using U = const uint16_t*;
     using F = const float*;
     if (bf16_in)
-        k_attention_backward<<<s.B * s.NH, 128, 0, st>>>(dq, dk, dv, dprobs, static_cast<U>(dctx), static_cast<U>(q),
-                                                          static_cast<U>(k), static_cast<U>(v), probs, mask,
-                                                          1.f / keep_prob, s);
+        launch_kernel(k_attention_backward<uint16_t>, s.B * s.NH, 128, 0, st, dq, dk, dv, dprobs,
+                      static_cast<U>(dctx), static_cast<U>(q), static_cast<U>(k), static_cast<U>(v), probs, mask,
+                      1.f / keep_prob, s);
     else
-        k_attention_backward<<<s.B * s.NH, 128, 0, st>>>(dq, dk, dv, dprobs, static_cast<F>(dctx), static_cast<F>(q),
-                                                          static_cast<F>(k), static_cast<F>(v), probs, mask,
-                                                          1.f / keep_prob, s);
+        launch_kernel(k_attention_backward<float>, s.B * s.NH, 128, 0, st, dq, dk, dv, dprobs, static_cast<F>(dctx),
+                      static_cast<F>(q), static_cast<F>(k), static_cast<F>(v), probs, mask, 1.f / keep_prob, s);
     after_launch();
 }
 
 void bias_store(cudaStream_t st, void* C, int ldc, bool c_bf16, const float* acc, int M, int N, const float* bias) {
     const size_t n = static_cast<size_t>(M) * N;
     if (!n) return;
-    k_bias_store<<<grid_for(n), kThreads, 0, st>>>(C, ldc, c_bf16, acc, M, N, bias);
+    launch_kernel(k_bias_store, grid_for(n), kThreads, 0, st, C, ldc, c_bf16, acc, M, N, bias);
     after_launch();
 }
 

@@ -30,7 +30,7 @@ template <typename V>
 void launch_gather_rows(cudaStream_t st, V* dst, const V* src, const int32_t* rows, int R, int C) {
     const size_t n = static_cast<size_t>(R) * C;
     if (!n) return;
-    k_gather_rows<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, R, C);
+    launch_kernel(k_gather_rows<V>, grid_for(n), kThreads, 0, st, dst, src, rows, R, C);
     after_launch();
 }
 
@@ -100,7 +100,7 @@ unsigned columns(int C) { return static_cast<unsigned>((C + kThreads - 1) / kThr
 void transpose_bf16(cudaStream_t st, uint16_t* dst, const uint16_t* src, int rows, int cols, int ld) {
     const size_t n = static_cast<size_t>(rows) * cols;
     if (!n) return;
-    k_transpose_bf16<<<grid_for(n), kThreads, 0, st>>>(dst, src, rows, cols, ld);
+    launch_kernel(k_transpose_bf16, grid_for(n), kThreads, 0, st, dst, src, rows, cols, ld);
     after_launch();
 }
 
@@ -114,43 +114,43 @@ void gather_mask_rows(cudaStream_t st, uint8_t* dst, const uint8_t* src, const i
 
 void scatter_add_rows(cudaStream_t st, float* dst, const float* src, const int32_t* rows, int R, int C) {
     if (R <= 0 || C <= 0) return;
-    k_scatter_add_rows<<<columns(C), kThreads, 0, st>>>(dst, src, rows, R, C);
+    launch_kernel(k_scatter_add_rows, columns(C), kThreads, 0, st, dst, src, rows, R, C);
     after_launch();
 }
 
 void bias_rows(cudaStream_t st, float* y, const float* b, int N, int C) {
     const size_t n = static_cast<size_t>(N) * C;
     if (!n) return;
-    k_bias_rows<<<grid_for(n), kThreads, 0, st>>>(y, b, N, C, false);
+    launch_kernel(k_bias_rows, grid_for(n), kThreads, 0, st, y, b, N, C, false);
     after_launch();
 }
 
 void bias_add(cudaStream_t st, float* y, const float* b, int N, int C) {
     const size_t n = static_cast<size_t>(N) * C;
     if (!n) return;
-    k_bias_rows<<<grid_for(n), kThreads, 0, st>>>(y, b, N, C, true);
+    launch_kernel(k_bias_rows, grid_for(n), kThreads, 0, st, y, b, N, C, true);
     after_launch();
 }
 
 void cross_entropy_backward_bf16(cudaStream_t st, uint16_t* dlb, float* db, const float* logits, const float* lse,
                                  const int32_t* labels, const float* coef, int R, int V) {
     if (R <= 0 || V <= 0) return;
-    k_ce_backward_bf16<<<R, kThreads, 0, st>>>(dlb, logits, lse, labels, coef, V);
+    launch_kernel(k_ce_backward_bf16, R, kThreads, 0, st, dlb, logits, lse, labels, coef, V);
     after_launch();
-    k_ce_bias_grad<<<columns(V), kThreads, 0, st>>>(db, logits, lse, labels, coef, R, V);
+    launch_kernel(k_ce_bias_grad, columns(V), kThreads, 0, st, db, logits, lse, labels, coef, R, V);
     after_launch();
 }
 
 void segment_cross_entropy(cudaStream_t st, double* loss, float* dz, int dz_stride, const float* z, int z_stride,
                            const int32_t* offsets, const int32_t* labels, int B, float coef) {
     if (B <= 0) return;
-    k_segment_ce<<<B, kThreads, 0, st>>>(loss, dz, dz_stride, z, z_stride, offsets, labels, coef);
+    launch_kernel(k_segment_ce, B, kThreads, 0, st, loss, dz, dz_stride, z, z_stride, offsets, labels, coef);
     after_launch();
 }
 
 void strided_copy(cudaStream_t st, float* dst, const float* src, size_t n, int stride) {
     if (!n) return;
-    k_strided_copy<<<grid_for(n), kThreads, 0, st>>>(dst, src, n, stride);
+    launch_kernel(k_strided_copy, grid_for(n), kThreads, 0, st, dst, src, n, stride);
     after_launch();
 }
 

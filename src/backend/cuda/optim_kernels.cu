@@ -124,20 +124,21 @@ __global__ void k_adamw(float* w, float* m, float* v, const float* g, const Opti
 
 void chunk_sum_squares(cudaStream_t st, double* partial, const float* x, const OptimTable& t) {
     if (!t.num_chunks) return;
-    k_chunk_sum_squares<<<static_cast<unsigned>(t.num_chunks), kThreads, 0, st>>>(partial, x, t.chunks);
+    launch_kernel(k_chunk_sum_squares, static_cast<unsigned>(t.num_chunks), kThreads, 0, st, partial, x, t.chunks);
     after_launch();
 }
 
 void chunk_accumulate(cudaStream_t st, float* acc, const float* g, const OptimTable& t, float scale,
                       float n) {
     if (!t.num_chunks) return;
-    k_chunk_accumulate<<<static_cast<unsigned>(t.num_chunks), kThreads, 0, st>>>(acc, g, t.chunks, scale, n);
+    launch_kernel(k_chunk_accumulate, static_cast<unsigned>(t.num_chunks), kThreads, 0, st, acc, g, t.chunks, scale,
+                  n);
     after_launch();
 }
 
 void scale_values(cudaStream_t st, float* x, size_t n, float s, int32_t* nonfinite) {
     if (nonfinite) cudaMemsetAsync(nonfinite, 0, sizeof(int32_t), st);
-    if (n) k_scale_values<<<grid_for(n), kThreads, 0, st>>>(x, n, s, nonfinite);
+    if (n) launch_kernel(k_scale_values, grid_for(n), kThreads, 0, st, x, n, s, nonfinite);
     after_launch();
 }
 
@@ -148,18 +149,19 @@ void lamb_update(cudaStream_t st, float* w, float* m, float* v, const float* g, 
     const unsigned chunks = static_cast<unsigned>(t.num_chunks);
     double* pw2 = partials;
     double* pu2 = partials + t.num_chunks;
-    k_lamb_moments<<<chunks, kThreads, 0, st>>>(w, m, v, g, t.chunks, t.decay, grad_scale, lr, k, pw2, pu2);
-    k_lamb_ratios<<<grid_for(t.num_tensors), kThreads, 0, st>>>(ratios, pw2, pu2, t.first_chunk, t.decay,
-                                                                 t.num_tensors);
-    k_lamb_apply<<<chunks, kThreads, 0, st>>>(w, m, v, t.chunks, t.decay, ratios, lr, k);
+    launch_kernel(k_lamb_moments, chunks, kThreads, 0, st, w, m, v, g, t.chunks, t.decay, grad_scale, lr, k, pw2,
+                  pu2);
+    launch_kernel(k_lamb_ratios, grid_for(t.num_tensors), kThreads, 0, st, ratios, pw2, pu2, t.first_chunk, t.decay,
+                  t.num_tensors);
+    launch_kernel(k_lamb_apply, chunks, kThreads, 0, st, w, m, v, t.chunks, t.decay, ratios, lr, k);
     after_launch();
 }
 
 void adamw_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t,
                   float grad_scale, float lr, const OptimConstants& k) {
     if (!t.num_chunks) return;
-    k_adamw<<<static_cast<unsigned>(t.num_chunks), kThreads, 0, st>>>(w, m, v, g, t.chunks, t.decay,
-                                                                      grad_scale, lr, k);
+    launch_kernel(k_adamw, static_cast<unsigned>(t.num_chunks), kThreads, 0, st, w, m, v, g, t.chunks, t.decay,
+                  grad_scale, lr, k);
     after_launch();
 }
 

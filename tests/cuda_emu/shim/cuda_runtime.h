@@ -1,25 +1,22 @@
-// Host emulation of the part of the CUDA runtime and language that the fused-attention kernels
-// use (src/backend/cuda/flash_common.cuh, BB_CUDA_EMULATION): a launch runs the grid's blocks one
-// after another, each block's threads as host threads of their own, with __syncthreads a barrier
-// of the block, __syncwarp and the shuffles barriers of the warp, and the block's shared memory a
-// heap buffer of exactly the launch's size (so that AddressSanitizer sees a kernel overrun it),
-// filled with garbage (0x7f bytes: large floats) before each block. What a GPU does faster, or
-// in another order within the rules, is not modelled; a missing barrier shows only when the host
-// threads happen to race, which the tests make likely by storing wmma tiles from lane 0 alone.
+// Host emulation of the CUDA runtime and language subset that src/backend/cuda uses, for the tests
+// in tests/cuda_emu (BB_CUDA_EMULATION; docs/gpu.md "CUDA kernels tested without a GPU"). A launch
+// runs the grid's blocks one after another before it returns; a block's threads are fibers on the
+// calling thread (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the shuffles, which
+// are barriers of the block or of the warp: the scheduler runs every runnable thread up to its next
+// barrier, in an order that alternates between ascending and descending thread numbers, so that a
+// value read before a missing barrier is usually one not yet written. __shared__ arrays are static
+// (blocks never overlap); the dynamic shared memory is a heap buffer of exactly the launch's size,
+// filled with garbage (0x7f bytes) before each block. Device memory is host memory; streams and
+// events are synchronous (an event records the host's clock).
 #pragma once
 
 #include <math.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <thread>
-#include <vector>
+#include <tuple>
 
 #define __global__
 #define __device__
@@ -27,47 +24,16 @@
 #define __forceinline__ inline
 #define __launch_bounds__(x)
 #define __align__(n) alignas(n)
+#define __shared__ static
 
 struct dim3 {
-    unsigned x = 0, y = 0, z = 0;
+    unsigned x = 0, y = 1, z = 1;
 };
-inline thread_local dim3 threadIdx, blockIdx;
-inline dim3 blockDim;
+inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 struct uint4 {
     uint32_t x, y, z, w;
 };
-inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
-    return {x, y, z, w};
-}
-
-using cudaError_t = int;
-using cudaStream_t = void*;
-constexpr cudaError_t cudaSuccess = 0;
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
-inline cudaError_t cudaGetLastError() {
-    return cudaSuccess;
-}
-inline cudaError_t cudaGetDevice(int* d) {
-    *d = 0;
-    return cudaSuccess;
-}
-// One multiprocessor: the launches give each (sequence, head) ceil(8 / items) blocks, so that with
-// the tests' 6 items a block walks several tiles of a long sequence (flash_common.cuh's stride).
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
-    *v = 1;
-    return cudaSuccess;
-}
-constexpr int kEmuMaxSharedMemory = 227 * 1024;  // an H100's per-block limit
-template <typename F>
-cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
-    if (bytes > kEmuMaxSharedMemory) {
-        std::fprintf(stderr, "cuda emulation: %d bytes of shared memory asked, the GPU has %d\n",
-                     bytes, kEmuMaxSharedMemory);
-        std::abort();
-    }
-    return cudaSuccess;
-}
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 
 using std::max;
 using std::min;
@@ -81,63 +47,81 @@ inline uint32_t __float_as_uint(float f) {
     std::memcpy(&u, &f, sizeof u);
     return u;
 }
-inline uint32_t __umulhi(uint32_t a, uint32_t b) {
-    return static_cast<uint32_t>((uint64_t{a} * b) >> 32);
+inline uint32_t __umulhi(uint32_t a, uint32_t b) { return static_cast<uint32_t>((uint64_t{a} * b) >> 32); }
+// The rounded operations (the build's -std=c++20 does not contract them into FMAs).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+// Blocks run one at a time and a fiber is never interrupted: a plain update is atomic.
+inline int atomicOr(int* p, int v) {
+    const int old = *p;
+    *p = old | v;
+    return old;
 }
 
-// The running block: its barriers, the warps' shuffle slots and its shared memory.
-struct EmuBlock {
-    std::unique_ptr<std::barrier<>> block;
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    std::vector<float> slots;  // 32 per warp
-    unsigned char* smem = nullptr;
-};
-inline EmuBlock* g_emu_block = nullptr;
+// The scheduler (emu_runtime.cpp).
+void __syncthreads();
+void __syncwarp(unsigned mask = 0xffffffffu);
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+unsigned char* emu_shared_memory();
+// Runs body(ctx) as every thread of every block of the grid.
+void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), void* ctx);
 
-inline void __syncthreads() {
-    g_emu_block->block->arrive_and_wait();
-}
-inline void __syncwarp(unsigned = 0xffffffffu) {
-    g_emu_block->warps[threadIdx.x >> 5]->arrive_and_wait();
-}
-inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
-    float* slot = g_emu_block->slots.data() + (threadIdx.x & ~31u);
-    const unsigned lane = threadIdx.x & 31;
-    slot[lane] = v;
-    __syncwarp();
-    const float r = slot[lane ^ static_cast<unsigned>(lane_mask)];
-    __syncwarp();
-    return r;
-}
-inline unsigned char* emu_shared_memory() {
-    return g_emu_block->smem;
-}
-
-// kernel<<<grid, threads, smem>>>(args...), synchronously.
 template <typename Kernel, typename... Args>
-void emu_launch(Kernel kernel, unsigned grid, int threads, size_t smem, Args... args) {
-    EmuBlock eb;
-    eb.block = std::make_unique<std::barrier<>>(threads);
-    for (int w = 0; w < threads / 32; ++w) eb.warps.push_back(std::make_unique<std::barrier<>>(32));
-    eb.slots.assign(static_cast<size_t>(threads), 0.f);
-    const size_t bytes = (smem + 127) / 128 * 128;
-    std::unique_ptr<unsigned char, decltype(&std::free)> mem(
-        static_cast<unsigned char*>(std::aligned_alloc(128, bytes ? bytes : 128)), &std::free);
-    eb.smem = mem.get();
-    g_emu_block = &eb;
-    blockDim.x = static_cast<unsigned>(threads);
-    std::vector<std::thread> team;
-    for (int t = 0; t < threads; ++t)
-        team.emplace_back([&, t] {
-            threadIdx.x = static_cast<unsigned>(t);
-            for (unsigned b = 0; b < grid; ++b) {
-                blockIdx.x = b;
-                if (t == 0) std::memset(eb.smem, 0x7f, smem);
-                __syncthreads();
-                kernel(args...);
-                __syncthreads();
-            }
-        });
-    for (std::thread& th : team) th.join();
-    g_emu_block = nullptr;
+void emu_launch(Kernel kernel, unsigned grid, int block, size_t smem, Args... args) {
+    std::tuple<Kernel, Args...> call(kernel, args...);
+    emu_run(grid, static_cast<unsigned>(block), smem,
+            [](void* c) { std::apply([](Kernel k, Args... a) { k(a...); }, *static_cast<decltype(call)*>(c)); },
+            &call);
+}
+
+// The runtime API.
+enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+using cudaStream_t = struct EmuStream*;
+using cudaEvent_t = struct EmuEvent*;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+constexpr unsigned cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2;
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount;
+    size_t totalGlobalMem;
+};
+constexpr int kEmuMultiprocessors = 1;  // a long sequence's tiles then share a block
+constexpr int kEmuMaxSharedMemory = 227 * 1024;  // an H100's per-block limit
+
+cudaError_t cudaGetLastError();
+const char* cudaGetErrorString(cudaError_t e);
+const char* cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetDeviceCount(int* n);
+cudaError_t cudaGetDevice(int* d);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d);
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d);
+cudaError_t cudaDriverGetVersion(int* v);
+cudaError_t cudaRuntimeGetVersion(int* v);
+cudaError_t cudaMalloc(void** p, size_t bytes);
+cudaError_t cudaFree(void* p);
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t st);
+cudaError_t cudaFreeAsync(void* p, cudaStream_t st);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemsetAsync(void* dst, int v, size_t bytes, cudaStream_t st);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t st);
+cudaError_t cudaStreamSynchronize(cudaStream_t st);
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags);
+cudaError_t cudaEventCreate(cudaEvent_t* e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t from, cudaEvent_t to);
+cudaError_t emu_check_shared_memory(int bytes);
+template <typename F>
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
+    return emu_check_shared_memory(bytes);
 }

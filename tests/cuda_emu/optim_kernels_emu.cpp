@@ -1,0 +1,2 @@
+// optim_kernels.cu compiled for the host emulation (shim/cuda_runtime.h).
+#include "backend/cuda/optim_kernels.cu"
