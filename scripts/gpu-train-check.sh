@@ -9,8 +9,10 @@
 # Writes OUT/train/* (runs, compare.json) and exits non-zero when a check fails. About a minute.
 # Usage: scripts/gpu-train-check.sh BERTBENCH DATA_DIR OUT_DIR
 #   GPU=cpu runs the "GPU" side on the CPU too (a dry run of the script on a machine without one).
+#   STEPS=N pretrains N steps instead of 200 and SQUAD_EPOCHS=E fine-tunes E epochs instead of 4
+#   (the emulated GPU's run in CI, tests/cuda_emu/gpu_train_check_emu.sh, is slower than a GPU).
 set -uo pipefail
-BB=$1 DATA=$2 OUT=$3/train GPU=${GPU:-cuda}
+BB=$1 DATA=$2 OUT=$3/train GPU=${GPU:-cuda} STEPS=${STEPS:-200} SQUAD_EPOCHS=${SQUAD_EPOCHS:-4}
 declare -A DEVICE=([host]=cpu [gpu]=$GPU)
 mkdir -p "$OUT"
 status=0
@@ -21,7 +23,7 @@ cat > "$OUT/bert_config.json" <<'EOF'
  "initializer_range": 0.02}
 EOF
 pretrain=(pretrain --bert_config_file="$OUT/bert_config.json" --input_file="$DATA/train.tfrecord"
-  --eval_input_file="$DATA/eval.tfrecord" --train_batch_size=8 --num_train_steps=200 --num_warmup_steps=20
+  --eval_input_file="$DATA/eval.tfrecord" --train_batch_size=8 --num_train_steps=$STEPS --num_warmup_steps=$((STEPS / 10))
   --learning_rate=5e-3 --max_seq_length=128 --max_predictions_per_seq=20 --save_checkpoints_steps=0
   --eval_every_samples=800 --max_eval_steps=4 --eval_batch_size=16 --seed=3 --threads=0
   --target_mlm_accuracy=0.99)
@@ -35,7 +37,7 @@ done
 # Each final checkpoint evaluated on both devices
 for run in host gpu; do
   for side in host gpu; do
-    timeout 60 "$BB" eval --init_checkpoint="$OUT/pretrain-$run-fp32/model.ckpt-200.safetensors" \
+    timeout 60 "$BB" eval --init_checkpoint="$OUT/pretrain-$run-fp32/model.ckpt-$STEPS.safetensors" \
       --input_file="$DATA/eval.tfrecord" --max_seq_length=128 --max_predictions_per_seq=20 --eval_batch_size=16 \
       --max_eval_steps=0 --device=${DEVICE[$side]} --threads=0 --json="$OUT/eval-$run-on-$side.json" \
       > "$OUT/eval-$run-on-$side.log" 2>&1 || { status=1; tail -3 "$OUT/eval-$run-on-$side.log"; }
@@ -43,16 +45,16 @@ for run in host gpu; do
 done
 squad=(squad --vocab_file="$DATA/vocab.txt" --model=tiny --do_train --train_file="$DATA/train-v1.1.json"
   --do_predict --predict_file="$DATA/dataset-v1.1.json" --max_seq_length=64 --max_query_length=24
-  --doc_stride=32 --train_batch_size=8 --predict_batch_size=16 --num_train_epochs=4 --learning_rate=1e-3
+  --doc_stride=32 --train_batch_size=8 --predict_batch_size=16 --num_train_epochs=$SQUAD_EPOCHS --learning_rate=1e-3
   --seed=7 --threads=0)
 for side in host gpu; do
   echo "-- squad --device=${DEVICE[$side]}"
   timeout 120 "$BB" "${squad[@]}" --device=${DEVICE[$side]} --output_dir="$OUT/squad-$side" > "$OUT/squad-$side.log" 2>&1 \
     || { status=1; tail -3 "$OUT/squad-$side.log"; }
 done
-python3 - "$OUT" <<'PY' || status=1
+python3 - "$OUT" "$STEPS" <<'PY' || status=1
 import json, os, sys
-out = sys.argv[1]
+out, steps = sys.argv[1], int(sys.argv[2])
 def log(run):
     path = os.path.join(out, run, "train_log.jsonl")
     return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
@@ -60,9 +62,9 @@ report, ok = {}, True
 for dtype, tol in (("fp32", 1e-3), ("bf16", 1e-2)):
     a, b = log(f"pretrain-host-{dtype}"), log(f"pretrain-gpu-{dtype}")
     worst = max((abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b)), default=float("nan"))
-    good = len(a) == len(b) == 200 and worst <= tol
+    good = len(a) == len(b) == steps and worst <= tol
     report[f"pretrain_{dtype}"] = {"steps": [len(a), len(b)], "max_rel_loss_diff": worst, "tolerance": tol, "ok": good}
-    ok &= good if dtype == "fp32" else len(a) == len(b) == 200  # bf16's sums differ by device: reported
+    ok &= good if dtype == "fp32" else len(a) == len(b) == steps  # bf16's sums differ by device: reported
 for run in ("host", "gpu"):
     try:
         x, y = (json.load(open(os.path.join(out, f"eval-{run}-on-{d}.json"))) for d in ("host", "gpu"))

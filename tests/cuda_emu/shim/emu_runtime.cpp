@@ -7,12 +7,15 @@
 #include <memory>
 #include <vector>
 
+#include <cblas.h>
+
 #include "cublasLt.h"
 #include "cuda_runtime.h"
 
 // ---- fibers -------------------------------------------------------------------------------------
-// bb_emu_switch(save, load): saves the callee-saved registers, MXCSR and the x87 control word on
-// the current stack, stores its pointer in *save, and continues on the stack `load` as saved there.
+// bb_emu_switch(save, load): saves the callee-saved registers on the current stack, stores its
+// pointer in *save, and continues on the stack `load` as saved there. MXCSR and the x87 control
+// word are left alone: no kernel changes them.
 extern "C" void bb_emu_switch(void** save, void* load);
 asm(R"(
     .text
@@ -25,14 +28,8 @@ bb_emu_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -52,9 +49,12 @@ enum class Wait { none, block, warp, done };
 struct Scheduler {
     unsigned threads = 0;
     std::vector<std::unique_ptr<unsigned char[]>> stacks;
-    std::vector<void*> sp;     // each fiber's saved stack pointer
-    std::vector<Wait> wait;    // what each fiber waits for
-    std::vector<float> slots;  // the shuffles' exchange, 32 per warp
+    std::vector<void*> sp;            // each fiber's saved stack pointer
+    std::vector<Wait> wait;           // what each fiber waits for
+    std::vector<unsigned> at_warp;    // per warp: lanes waiting at its barrier or done
+    std::vector<unsigned char> phase; // per thread: which half of its warp's slots it shuffles in
+    std::vector<float> slots;         // the shuffles' exchange: 2 × 32 per warp
+    unsigned at_block = 0, done = 0;  // threads waiting at the block's barrier; threads finished
     void* main_sp = nullptr;
     unsigned current = 0;
     void (*body)(void*) = nullptr;
@@ -68,11 +68,32 @@ thread_local Scheduler g_s;
     std::abort();
 }
 
+unsigned lanes(unsigned warp) { return std::min(32u, g_s.threads - 32 * warp); }
+
+// Opens the barriers every thread has reached (a finished thread counts as arrived).
+void open_barriers(unsigned warp) {
+    if (g_s.at_block + g_s.done == g_s.threads && g_s.at_block > 0) {
+        for (Wait& w : g_s.wait)
+            if (w == Wait::block) w = Wait::none;
+        g_s.at_block = 0;
+    }
+    if (g_s.at_warp[warp] == lanes(warp)) {
+        unsigned waiting = 0;
+        for (unsigned t = 32 * warp; t < 32 * warp + lanes(warp); ++t)
+            if (g_s.wait[t] == Wait::warp) g_s.wait[t] = Wait::none, ++waiting;
+        g_s.at_warp[warp] -= waiting;  // the finished lanes stay counted
+    }
+}
+
 // A fiber's first code: the kernel, then back to the scheduler for good.
 [[noreturn]] void fiber_main() {
     g_s.body(g_s.ctx);
-    g_s.wait[g_s.current] = Wait::done;
-    bb_emu_switch(&g_s.sp[g_s.current], g_s.main_sp);
+    const unsigned t = g_s.current;
+    g_s.wait[t] = Wait::done;
+    ++g_s.done;
+    ++g_s.at_warp[t / 32];
+    open_barriers(t / 32);
+    bb_emu_switch(&g_s.sp[t], g_s.main_sp);
     fail("a finished thread was resumed");
 }
 
@@ -82,8 +103,8 @@ thread_local Scheduler g_s;
 namespace {
 #endif
 
-// A fresh fiber on stack t: bb_emu_switch's frame (MXCSR 0x1f80, x87 control word 0x37f, six
-// registers) below fiber_main's address as the return address, the stack 16-byte aligned at entry.
+// A fresh fiber on stack t: bb_emu_switch's frame (six registers) below fiber_main's address as
+// the return address, the stack 16-byte aligned at fiber_main's entry.
 void* fresh_stack(unsigned char* base) {
 #if defined(__SANITIZE_ADDRESS__)
     // the last block's frames never returned: their poisoned redzones would trip the new fiber
@@ -93,45 +114,41 @@ void* fresh_stack(unsigned char* base) {
     *--top = 0;  // fiber_main's (absent) return address: rsp % 16 == 8 at its entry
     *--top = reinterpret_cast<uint64_t>(&fiber_main);
     for (int r = 0; r < 6; ++r) *--top = 0;
-    *--top = 0x1f80ull | (0x37full << 32);
     return top;
 }
 
+// The running thread waits at a barrier: back to the scheduler, which resumes it once open.
 void block_until(Wait w) {
-    g_s.wait[g_s.current] = w;
-    bb_emu_switch(&g_s.sp[g_s.current], g_s.main_sp);
+    const unsigned t = g_s.current;
+    g_s.wait[t] = w;
+    if (w == Wait::block)
+        ++g_s.at_block;
+    else
+        ++g_s.at_warp[t / 32];
+    open_barriers(t / 32);
+    bb_emu_switch(&g_s.sp[t], g_s.main_sp);
 }
 
 // Runs one block: every runnable fiber up to its next barrier, in ascending then descending order
-// of thread number by turns; a barrier opens when all its threads wait at it.
+// of thread number by turns, until all have finished.
 void run_block() {
-    const unsigned n = g_s.threads, warps = (n + 31) / 32;
-    for (unsigned t = 0; t < n; ++t) g_s.sp[t] = fresh_stack(g_s.stacks[t].get()), g_s.wait[t] = Wait::none;
-    for (bool up = true;; up = !up) {
+    const unsigned n = g_s.threads;
+    for (unsigned t = 0; t < n; ++t) g_s.sp[t] = fresh_stack(g_s.stacks[t].get());
+    g_s.wait.assign(n, Wait::none);
+    g_s.at_warp.assign((n + 31) / 32, 0);
+    g_s.phase.assign(n, 0);
+    g_s.at_block = g_s.done = 0;
+    for (bool up = true; g_s.done < n; up = !up) {
+        bool ran = false;
         for (unsigned i = 0; i < n; ++i) {
             const unsigned t = up ? i : n - 1 - i;
             if (g_s.wait[t] != Wait::none) continue;
             g_s.current = t;
             threadIdx.x = t;
             bb_emu_switch(&g_s.main_sp, g_s.sp[t]);
+            ran = true;
         }
-        unsigned done = 0, at_block = 0;
-        for (unsigned t = 0; t < n; ++t) done += g_s.wait[t] == Wait::done, at_block += g_s.wait[t] == Wait::block;
-        if (done == n) return;
-        bool opened = false;
-        if (at_block == n) {
-            for (unsigned t = 0; t < n; ++t) g_s.wait[t] = Wait::none;
-            opened = true;
-        }
-        for (unsigned w = 0; w < warps && !opened; ++w) {
-            const unsigned first = 32 * w, last = std::min(n, first + 32);
-            bool all = true;
-            for (unsigned t = first; t < last; ++t) all = all && g_s.wait[t] == Wait::warp;
-            if (!all) continue;
-            for (unsigned t = first; t < last; ++t) g_s.wait[t] = Wait::none;
-            opened = true;
-        }
-        if (!opened) fail("deadlock: threads wait at barriers that not all of their threads reach");
+        if (!ran) fail("deadlock: threads wait at barriers that not all of their threads reach");
     }
 }
 
@@ -139,14 +156,15 @@ void run_block() {
 
 void __syncthreads() { block_until(Wait::block); }
 void __syncwarp(unsigned) { block_until(Wait::warp); }
+// Two halves of slots per warp, used by turns: a lane writes a half only after every lane has
+// passed the barrier after which they read it the last time.
 float __shfl_xor_sync(unsigned, float v, int lane_mask) {
-    float* slot = g_s.slots.data() + (threadIdx.x & ~31u);
-    const unsigned lane = threadIdx.x & 31;
+    const unsigned t = threadIdx.x, lane = t & 31;
+    float* slot = g_s.slots.data() + 2 * (t & ~31u) + 32 * g_s.phase[t];
+    g_s.phase[t] ^= 1;
     slot[lane] = v;
     __syncwarp();
-    const float r = slot[lane ^ static_cast<unsigned>(lane_mask)];
-    __syncwarp();
-    return r;
+    return slot[lane ^ static_cast<unsigned>(lane_mask)];
 }
 unsigned char* emu_shared_memory() { return g_s.smem; }
 
@@ -156,8 +174,7 @@ void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), vo
     while (g_s.stacks.size() < block) g_s.stacks.push_back(std::make_unique<unsigned char[]>(kStack));
     g_s.threads = block;
     g_s.sp.assign(block, nullptr);
-    g_s.wait.assign(block, Wait::none);
-    g_s.slots.assign(block, 0.f);
+    g_s.slots.assign(2 * block, 0.f);
     const size_t bytes = (smem + 127) / 128 * 128;
     std::unique_ptr<unsigned char, decltype(&std::free)> mem(
         static_cast<unsigned char*>(std::aligned_alloc(128, bytes ? bytes : 128)), &std::free);
@@ -263,22 +280,31 @@ void store(void* p, cudaDataType_t t, size_t i, float v) {
 }
 
 // Column-major D(m,n) = alpha·op(A)·op(B) + beta·C (+ bias(m) on every column); op(A) is m×k.
+// The operands widened to fp32 and multiplied by OpenBLAS's sgemm (fp32 accumulation, as the
+// GPU's; another summation order).
 struct Operand {
     const void* p;
     cudaDataType_t type;
     int64_t ld;
     bool trans;
-    float at(int64_t r, int64_t c) const {  // element (r, c) of op(X)
-        return trans ? load(p, type, static_cast<size_t>(r * ld + c)) : load(p, type, static_cast<size_t>(c * ld + r));
-    }
+    int64_t cols(int64_t rows_of_op, int64_t cols_of_op) const { return trans ? rows_of_op : cols_of_op; }
 };
+std::vector<float> widened(const Operand& x, int64_t stored_cols) {
+    std::vector<float> f(static_cast<size_t>(x.ld * stored_cols));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = load(x.p, x.type, i);
+    return f;
+}
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const Operand& a, const Operand& b, float beta, const void* C,
           cudaDataType_t tc, int64_t ldc, void* D, cudaDataType_t td, int64_t ldd, const float* bias) {
+    const std::vector<float> fa = widened(a, a.cols(m, k)), fb = widened(b, b.cols(k, n));
+    std::vector<float> acc(static_cast<size_t>(m * n), 0.f);
+    if (k > 0)
+        cblas_sgemm(CblasColMajor, a.trans ? CblasTrans : CblasNoTrans, b.trans ? CblasTrans : CblasNoTrans,
+                    static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, fa.data(),
+                    static_cast<int>(a.ld), fb.data(), static_cast<int>(b.ld), 0.f, acc.data(), static_cast<int>(m));
     for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < m; ++i) {
-            float s = 0.f;
-            for (int64_t p = 0; p < k; ++p) s += a.at(i, p) * b.at(p, j);
-            float v = alpha * s;
+            float v = acc[static_cast<size_t>(j * m + i)];
             if (beta != 0.f) v += beta * load(C, tc, static_cast<size_t>(j * ldc + i));
             if (bias) v += bias[i];
             store(D, td, static_cast<size_t>(j * ldd + i), v);
