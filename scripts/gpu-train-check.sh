@@ -23,7 +23,8 @@ cat > "$OUT/bert_config.json" <<'EOF'
  "initializer_range": 0.02}
 EOF
 pretrain=(pretrain --bert_config_file="$OUT/bert_config.json" --input_file="$DATA/train.tfrecord"
-  --eval_input_file="$DATA/eval.tfrecord" --train_batch_size=8 --num_train_steps=$STEPS --num_warmup_steps=$((STEPS / 10))
+  --eval_input_file="$DATA/eval.tfrecord" --train_batch_size=8 --num_train_steps=$STEPS
+  --num_warmup_steps=$((STEPS / 10))
   --learning_rate=5e-3 --max_seq_length=128 --max_predictions_per_seq=20 --save_checkpoints_steps=0
   --eval_every_samples=800 --max_eval_steps=4 --eval_batch_size=16 --seed=3 --threads=0
   --target_mlm_accuracy=0.99)
