@@ -61,20 +61,7 @@ TEST_P(BackendOps, FlashAttentionAcrossTiles) {
                                                      lpp);
                 BB_OP(be(), flash_attention_backward)(gdq->get(), gdk->get(), gdv->get(), gd->get(), gq->get(), gk->get(),
                                                       gv->get(), gctx->get(), glse->get(), s, drop, lpp);
-                // lse against the reference's softmax: P_ij = exp(s·q_i·k_j − lse_i) for a kept key
-                std::vector<double> lse(static_cast<size_t>(N) * NH);
-                for (int b = 0; b < B; ++b) {
-                    const int o = offsets[b], t = offsets[b + 1] - o, kn = hkeys ? hkeys[b] : t;
-                    for (int h = 0; h < NH; ++h)
-                        for (int i = 0; i < t; ++i) {
-                            double dot = 0;
-                            for (int c = 0; c < HS; ++c)
-                                dot += double(qr[static_cast<size_t>(o + i) * H + h * HS + c]) *
-                                       kr[static_cast<size_t>(o) * H + h * HS + c];
-                            const double p0 = probs[pofs[b] + (static_cast<size_t>(h) * t + i) * kn];
-                            lse[static_cast<size_t>(o + i) * NH + h] = dot / std::sqrt(double(HS)) - std::log(p0);
-                        }
-                }
+                const std::vector<double> lse = reference_lse(offsets, hkeys, NH, HS, qr, kr, ref);
                 // bf16: the backend may round P and dS to bf16 for its products (backend_ops_test.cpp,
                 // AttentionBf16Inputs); fp32: sums of up to 140 terms
                 const double atol = bf16_operands ? 4e-3 : kAtolSum, rtol = bf16_operands ? 1.0 / 64 : kRtolSum;

@@ -74,6 +74,27 @@ inline AttentionReference attention_reference(const std::vector<int32_t>& offset
     return r;
 }
 
+// The fused attention's lse(N, NH) for the reference's inputs q, k (the same offsets, key lengths,
+// heads): lse_i = s·q_i·k_0 − log P_i0, from each row's probability of its first key.
+inline std::vector<double> reference_lse(const std::vector<int32_t>& offsets, const int32_t* key_lengths, int NH,
+                                         int HS, const std::vector<float>& q, const std::vector<float>& k,
+                                         const AttentionReference& ref) {
+    const int B = static_cast<int>(offsets.size()) - 1, H = NH * HS;
+    std::vector<double> lse(static_cast<size_t>(offsets[B]) * NH);
+    for (int b = 0; b < B; ++b) {
+        const int o = offsets[b], t = offsets[b + 1] - o, kn = key_lengths ? key_lengths[b] : t;
+        for (int h = 0; h < NH; ++h)
+            for (int i = 0; i < t; ++i) {
+                double dot = 0;
+                for (int c = 0; c < HS; ++c)
+                    dot += double(q[static_cast<size_t>(o + i) * H + h * HS + c]) * k[static_cast<size_t>(o) * H + h * HS + c];
+                const double p0 = ref.probs[ref.pofs[b] + (static_cast<size_t>(h) * t + i) * kn];
+                lse[static_cast<size_t>(o + i) * NH + h] = dot / std::sqrt(double(HS)) - std::log(p0);
+            }
+    }
+    return lse;
+}
+
 class BackendOps : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {

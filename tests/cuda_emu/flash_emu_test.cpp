@@ -68,21 +68,7 @@ void check(Kernel kernel, int HS, bool dropout) {
                                      in(q, qb), in(k, kb), in(v, vb), bf, ctx.data(), lse.data(), s,
                                      dp, keep);
     }
-    // lse from the reference's probabilities: P_i0 = exp(s·q_i·k_0 − lse_i) for the first key
-    std::vector<double> ref_lse(lse.size());
-    for (int b = 0; b < B; ++b) {
-        const int o = offsets[b], t = offsets[b + 1] - o, kn = keys ? keys[b] : t;
-        for (int h = 0; h < NH; ++h)
-            for (int i = 0; i < t; ++i) {
-                double d = 0;
-                for (int c = 0; c < HS; ++c)
-                    d += double(q[static_cast<size_t>(o + i) * H + h * HS + c]) *
-                         k[static_cast<size_t>(o) * H + h * HS + c];
-                const double p0 = ref.probs[ref.pofs[b] + (static_cast<size_t>(h) * t + i) * kn];
-                ref_lse[static_cast<size_t>(o + i) * NH + h] =
-                    d / std::sqrt(double(HS)) - std::log(p0);
-            }
-    }
+    const std::vector<double> ref_lse = reference_lse(offsets, keys, NH, HS, q, k, ref);
     // the tensor cores round P and dS to bf16 as the CPU's bf16 kernel does
     // (FlashAttentionAcrossTiles' tolerances); the CUDA cores keep them fp32
     const bool rounded = kernel == Kernel::tensor_bf16;

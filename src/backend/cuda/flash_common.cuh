@@ -61,6 +61,34 @@ struct FlashItem {
     __device__ size_t at(int i) const { return static_cast<size_t>(o + i) * H + col; }
 };
 
+// One step of a row's online softmax in the forward, the row's keys spread over the 4 lanes of a
+// quad: sv holds the lane's scaled scores (keys j0 + c4 + 4c of the tile; -inf beyond its bc keys).
+// Updates the row's running max m and sum l (of the probabilities before dropout: 1/keep goes into
+// 1/l), hands each p = exp(s − m) to put(j, p) (0 where dropout drops element (i0 + r, j0 + j);
+// r < br: a row of the sequence) and returns exp(m_old − m_new), which rescales the row's ctx (0 on
+// the first tile, where m is -inf; m_new is finite: key j0 is in the tile).
+template <int N, typename Put>
+__device__ __forceinline__ float online_softmax_step(const float (&sv)[N], float& m, float& l, const FlashItem& it,
+                                                     int r, int br, int i0, int j0, int bc, int c4, Put put) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < N; ++c) mx = fmaxf(mx, sv[c]);
+    const float mnew = fmaxf(m, quad_max(mx));
+    const float alpha = expf(m - mnew);
+    float sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+        const int j = c4 + 4 * c;
+        float p = j < bc ? expf(sv[c] - mnew) : 0.f;
+        sum += p;
+        if (it.has_drop && p != 0.f && r < br && !it.keep(i0 + r, j0 + j)) p = 0.f;
+        put(j, p);
+    }
+    l = l * alpha + quad_sum(sum);
+    m = mnew;
+    return alpha;
+}
+
 inline int multiprocessors() {
     static const int n = [] {
         int dev = 0, v = 0;

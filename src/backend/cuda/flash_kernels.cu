@@ -156,26 +156,14 @@ __global__ void __launch_bounds__(kFlashThreads)
         for (int j0 = 0; j0 < it.kn; j0 += kTile) {
             const int bc = min(kTile, it.kn - j0);
             load_keys(sm, it, k, v, j0, bc);
-            float sv[kCols], mx = -INFINITY;
+            float sv[kCols];
 #pragma unroll
             for (int c = 0; c < kCols; ++c) {
                 const int j = c4 + 4 * c;
                 sv[c] = j < bc ? dot(sm.q + r * sm.ld, sm.k + j * sm.ld, it.HS) * it.scale : -INFINITY;
-                mx = fmaxf(mx, sv[c]);
             }
-            const float mnew = fmaxf(m, quad_max(mx));  // finite: key j0 is in the tile
-            const float alpha = expf(m - mnew);         // 0 on the first tile (m = -inf)
-            float sum = 0.f;
-#pragma unroll
-            for (int c = 0; c < kCols; ++c) {
-                const int j = c4 + 4 * c;
-                float p = j < bc ? expf(sv[c] - mnew) : 0.f;
-                sum += p;  // l sums the probabilities before dropout; 1/keep goes into 1/l
-                if (it.has_drop && p != 0.f && r < br && !it.keep(i0 + r, j0 + j)) p = 0.f;
-                sm.p[r * kPitch + j] = p;
-            }
-            l = l * alpha + quad_sum(sum);
-            m = mnew;
+            const float alpha = online_softmax_step(sv, m, l, it, r, br, i0, j0, bc, c4,
+                                                    [&](int j, float p) { sm.p[r * kPitch + j] = p; });
 #pragma unroll
             for (int c = 0; c < NC; ++c) acc[c] *= alpha;
             __syncthreads();  // the p tile is complete

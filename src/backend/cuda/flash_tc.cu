@@ -177,26 +177,14 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
             for (int x = 0; x < 2; ++x) {
                 const int r = w0 + (lane >> 2) + 8 * x;  // the lane's row of the tile
-                float sv[kRowCols], mx = -INFINITY;
+                float sv[kRowCols];
 #pragma unroll
                 for (int c = 0; c < kRowCols; ++c) {
                     const int j = c4 + 4 * c;
                     sv[c] = j < bc ? sm.s[r * kSPitch + j] * it.scale : -INFINITY;
-                    mx = fmaxf(mx, sv[c]);
                 }
-                const float mnew = fmaxf(m[x], quad_max(mx));  // finite: key j0 is in the tile
-                const float alpha = expf(m[x] - mnew);         // 0 on the first tile (m = -inf)
-                float sum = 0.f;
-#pragma unroll
-                for (int c = 0; c < kRowCols; ++c) {
-                    const int j = c4 + 4 * c;
-                    float p = j < bc ? expf(sv[c] - mnew) : 0.f;
-                    sum += p;  // l sums the probabilities before dropout; 1/keep goes into 1/l
-                    if (it.has_drop && p != 0.f && r < br && !it.keep(i0 + r, j0 + j)) p = 0.f;
-                    put(sm.p + r * kPPitch + j, p);
-                }
-                l[x] = l[x] * alpha + quad_sum(sum);
-                m[x] = mnew;
+                const float alpha = online_softmax_step(sv, m[x], l[x], it, r, br, i0, j0, bc, c4,
+                                                        [&](int j, float p) { put(sm.p + r * kPPitch + j, p); });
                 for (int d = c4; d < L::HSP; d += 4) sm.o32[r * L::CP + d] *= alpha;
             }
             __syncwarp();
