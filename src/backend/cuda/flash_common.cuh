@@ -2,8 +2,7 @@
 // flash_tc.cu: bf16 on the tensor cores): a block's (sequence, head) item and dropout stream, the
 // 4-lane row reductions, the shared memory, and the launch on about 8 blocks per multiprocessor.
 // With BB_CUDA_EMULATION the two files compile as C++ against tests/cuda_emu/'s host emulation of
-// the CUDA subset they use (threads of a block as host threads), which runs them in CI without a
-// GPU (tests/cuda_emu/flash_emu_test.cpp).
+// CUDA (a block's threads as fibers), which runs them in CI without a GPU (docs/gpu.md).
 #pragma once
 
 #include <algorithm>

@@ -3,10 +3,10 @@
 // runs the grid's blocks one after another before it returns; a block's threads are fibers on the
 // calling thread (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the shuffles, which
 // are barriers of the block or of the warp: the scheduler runs every runnable thread up to its next
-// barrier, in an order that alternates between ascending and descending thread numbers, so that a
-// value read before a missing barrier is usually one not yet written. __shared__ arrays are static
-// (blocks never overlap); the dynamic shared memory is a heap buffer of exactly the launch's size,
-// filled with garbage (0x7f bytes) before each block. Device memory is host memory; streams and
+// barrier, in an order that alternates between ascending and descending thread numbers and with one
+// warp held back each round, so that a value read before a missing barrier is usually one not yet
+// written. __shared__ arrays are static (blocks never overlap); the dynamic shared memory is a heap
+// buffer of exactly the launch's size, filled with garbage (0x7f bytes) before each block. Device memory is host memory; streams and
 // events are synchronous (an event records the host's clock).
 #pragma once
 

@@ -11,6 +11,7 @@
 
 #include "cublasLt.h"
 #include "cuda_runtime.h"
+#include "ops/bf16.hpp"
 
 // ---- fibers -------------------------------------------------------------------------------------
 // bb_emu_switch(save, load): saves the callee-saved registers on the current stack, stores its
@@ -129,26 +130,31 @@ void block_until(Wait w) {
     bb_emu_switch(&g_s.sp[t], g_s.main_sp);
 }
 
-// Runs one block: every runnable fiber up to its next barrier, in ascending then descending order
-// of thread number by turns, until all have finished.
+// Runs one block in rounds: each round runs every runnable fiber up to its next barrier, in
+// ascending then descending order of thread number by turns, but for one warp left out (a
+// different one each pair of rounds), so that warps drift apart between block barriers and a read
+// that a missing block barrier leaves early meets a value not yet written.
 void run_block() {
-    const unsigned n = g_s.threads;
+    const unsigned n = g_s.threads, warps = (n + 31) / 32;
     for (unsigned t = 0; t < n; ++t) g_s.sp[t] = fresh_stack(g_s.stacks[t].get());
     g_s.wait.assign(n, Wait::none);
-    g_s.at_warp.assign((n + 31) / 32, 0);
+    g_s.at_warp.assign(warps, 0);
     g_s.phase.assign(n, 0);
     g_s.at_block = g_s.done = 0;
-    for (bool up = true; g_s.done < n; up = !up) {
-        bool ran = false;
+    for (unsigned round = 0; g_s.done < n; ++round) {
+        const bool up = round % 2 == 0;
+        const unsigned lagging = warps > 1 ? (round / 2) % warps : warps;
+        bool runnable = false;
         for (unsigned i = 0; i < n; ++i) {
             const unsigned t = up ? i : n - 1 - i;
             if (g_s.wait[t] != Wait::none) continue;
+            runnable = true;
+            if (t / 32 == lagging) continue;
             g_s.current = t;
             threadIdx.x = t;
             bb_emu_switch(&g_s.main_sp, g_s.sp[t]);
-            ran = true;
         }
-        if (!ran) fail("deadlock: threads wait at barriers that not all of their threads reach");
+        if (!runnable) fail("deadlock: threads wait at barriers that not all of their threads reach");
     }
 }
 
@@ -258,25 +264,16 @@ cudaError_t emu_check_shared_memory(int bytes) {
 // ---- cuBLAS -------------------------------------------------------------------------------------
 namespace {
 
+// Element i of a matrix of type t, widened; stored with ops/bf16.hpp's rounding (the GPU's).
 float load(const void* p, cudaDataType_t t, size_t i) {
     if (t == CUDA_R_32F) return static_cast<const float*>(p)[i];
-    const uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
+    return bertbench::ops::to_float(static_cast<const bertbench::ops::bf16*>(p)[i]);
 }
 void store(void* p, cudaDataType_t t, size_t i, float v) {
-    if (t == CUDA_R_32F) {
+    if (t == CUDA_R_32F)
         static_cast<float*>(p)[i] = v;
-        return;
-    }
-    uint32_t u;
-    std::memcpy(&u, &v, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        u = (u >> 16) | 0x40u;
     else
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(u);
+        static_cast<bertbench::ops::bf16*>(p)[i] = bertbench::ops::to_bf16(v);
 }
 
 // Column-major D(m,n) = alpha·op(A)·op(B) + beta·C (+ bias(m) on every column); op(A) is m×k.
