@@ -5,7 +5,9 @@
 #    records, --device=cpu and --device=cuda, fp32 (no TF32) and bf16: the loss curves must agree
 #    within 1e-3 relative in fp32 (bf16, whose rounded sums differ by device: reported against 1e-2);
 #  - each run's final checkpoint evaluated on the other device: the same metrics (1e-4);
-#  - SQuAD fine-tuning and prediction on both devices: >= 99% of the answers the same.
+#  - SQuAD fine-tuning and prediction on both devices: >= 99% of the answers the same;
+#  - every pretraining run's mlperf.log passes the compliance checker's rules
+#    (scripts/mlperf_log_check.py: training_5.0.0, BERT, the open division bertbench logs).
 # Writes OUT/train/* (runs, compare.json) and exits non-zero when a check fails. About a minute.
 # Usage: scripts/gpu-train-check.sh BERTBENCH DATA_DIR OUT_DIR
 #   GPU=cpu runs the "GPU" side on the CPU too (a dry run of the script on a machine without one).
@@ -53,9 +55,9 @@ for side in host gpu; do
   timeout 120 "$BB" "${squad[@]}" --device=${DEVICE[$side]} --output_dir="$OUT/squad-$side" > "$OUT/squad-$side.log" 2>&1 \
     || { status=1; tail -3 "$OUT/squad-$side.log"; }
 done
-python3 - "$OUT" "$STEPS" <<'PY' || status=1
-import json, os, sys
-out, steps = sys.argv[1], int(sys.argv[2])
+python3 - "$OUT" "$STEPS" "$(dirname "$0")/mlperf_log_check.py" <<'PY' || status=1
+import json, os, subprocess, sys
+out, steps, checker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def log(run):
     path = os.path.join(out, run, "train_log.jsonl")
     return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
@@ -76,6 +78,13 @@ for run in ("host", "gpu"):
         diff, good = float("nan"), False
     report[f"eval_{run}_checkpoint_on_both"] = {"max_rel_diff": diff, "ok": good}
     ok &= good
+for dtype in ("fp32", "bf16"):
+    for side in ("host", "gpu"):
+        c = subprocess.run([sys.executable, checker, "--division=open",
+                            os.path.join(out, f"pretrain-{side}-{dtype}", "mlperf.log")],
+                           capture_output=True, text=True)
+        report[f"mlperf_log_{side}_{dtype}"] = {"checker": c.stdout.strip().splitlines()[-3:], "ok": c.returncode == 0}
+        ok &= c.returncode == 0
 p = {}
 try:
     p, q = (json.load(open(os.path.join(out, f"squad-{d}", "predictions.json"))) for d in ("host", "gpu"))

@@ -185,7 +185,10 @@ public:
         if (!fresh) mllog_->continue_run();
         if (fresh) {
             mllog_->init_start();
-            mllog_->submission_info("bertbench", sysinfo::cpu_model(), "open", "research");
+            // MLPerf's "<count>x<system>": the ranks and what computes (the GPU on --device=cuda)
+            const std::string machine = o_.backend ? o_.backend->describe() : sysinfo::cpu_model();
+            mllog_->submission_info("bertbench", fmt::format("{}x{}", dist::world().size(), machine),
+                                    "open", "research");
             BertRunParams rp;
             rp.global_batch_size = loop.global_batch();
             rp.gradient_accumulation_steps = o_.steps_per_update;

@@ -44,6 +44,14 @@ inline RunResult run_bertbench(const std::string& args) {
     return run_shell(bertbench_path() + " " + args);
 }
 
+// scripts/mlperf_log_check.py on an MLPerf log (the compliance checker's training_5.0.0 rules for
+// BERT; `args` before the file, e.g. "--division=closed"): exit 0 and one line when it passes.
+inline RunResult check_mlperf_log(const std::string& path, const std::string& args = "") {
+    const char* src = std::getenv("BB_SOURCE_DIR");  // tests/test_env.cpp sets it
+    return run_shell("/usr/bin/python3 " + std::string(src ? src : ".") +
+                     "/scripts/mlperf_log_check.py " + args + " '" + path + "'");
+}
+
 // How many times `needle` occurs in `hay` (overlapping occurrences counted).
 inline size_t count_of(const std::string& hay, const std::string& needle) {
     size_t n = 0;

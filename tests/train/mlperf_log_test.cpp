@@ -1,22 +1,24 @@
 // MLPerf log: the encoding against Python's own json.dumps (what mllog.py uses), and a simulated
 // closed BERT run checked against the compliance rules of mlcommons/logging
-// compliance_checker/training_5.0.0 (common.yaml, closed_common.yaml, closed_bert.yaml),
-// re-implemented below rule by rule.
+// compliance_checker/training_5.0.0 (common.yaml, closed_common.yaml, closed_bert.yaml) by
+// scripts/mlperf_log_check.py, which re-implements them; the checker rejecting bad runs.
 #include "train/mlperf_log.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <vector>
 
+#include "../cli/run_util.hpp"
 #include "core/error.hpp"
 #include "core/py_json.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
@@ -84,109 +86,6 @@ TEST(MlperfLog, LineLayoutIsMllogs) {
                             std::to_string(line) + ", \"epoch_num\": 150000, \"samples_count\": 150000}}");
 }
 
-// ---- The training_5.0.0 rules, as the compliance checker applies them in log order. ----
-struct Line {
-    std::string key, event_type;
-    MlJson value, metadata;
-    double ts;
-};
-
-std::vector<std::string> check_closed_bert(const std::vector<std::string>& text) {
-    std::vector<std::string> bad;
-    std::vector<Line> lines;
-    for (const auto& t : text) {
-        if (t.rfind(":::MLLOG ", 0) != 0) {
-            bad.push_back("line without :::MLLOG prefix: " + t);
-            continue;
-        }
-        MlJson j = MlJson::parse(t.substr(9));
-        std::vector<std::string> order;
-        for (const auto& [k, v] : j.items()) order.push_back(k);
-        if (order != std::vector<std::string>{"namespace", "time_ms", "event_type", "key", "value", "metadata"})
-            bad.push_back("field order: " + t);
-        if (!j["metadata"].contains("file") || !j["metadata"].contains("lineno"))
-            bad.push_back("metadata without file/lineno: " + t);
-        lines.push_back({j["key"], j["event_type"], j["value"], j["metadata"], j["time_ms"].get<double>()});
-    }
-    std::map<std::string, int> count;
-    bool init_started = false, init_stopped = false, run_started = false, division_seen = false;
-    double first_init = 9e99, compile_mins = 0;
-    bool accuracy_reached = false;
-    auto has = [](const MlJson& md, const char* k) { return md.contains(k); };
-    for (const auto& l : lines) {
-        ++count[l.key];
-        const auto& md = l.metadata;
-        const auto fail_if = [&](bool cond, const std::string& what) {
-            if (cond) bad.push_back(l.key + ": " + what);
-        };
-        if (l.key == "submission_division") {
-            fail_if(l.value != "closed" && l.value != "open", "value not closed/open");
-            compile_mins = l.value == "open" ? 240 : 30;
-            division_seen = true;
-        } else if (l.key == "submission_benchmark") {
-            static const std::set<std::string> ok{"retinanet", "stable_diffusion", "dlrm_dcnv2", "bert",
-                                                  "rgat", "llama2_70b_lora", "llama31_405b"};
-            fail_if(!l.value.is_string() || !ok.count(l.value.get<std::string>()), "unknown benchmark");
-        } else if (l.key == "gradient_accumulation_steps") {
-            fail_if(!l.value.is_number() || !(l.value.get<double>() > 0), "value not > 0");
-        } else if (l.key == "cache_clear") {
-            fail_if(l.value.is_null(), "no value");
-        } else if (l.key == "init_start") {
-            fail_if(init_stopped || run_started, "after init_stop/run_start");
-            init_started = true;
-            first_init = std::min(first_init, l.ts);
-        } else if (l.key == "init_stop") {
-            fail_if(!init_started || run_started, "order");
-            fail_if(!(l.ts - first_init < compile_mins * 60 * 1e3), "init took longer than allowed");
-            init_stopped = true;
-        } else if (l.key == "run_start") {
-            fail_if(!init_stopped, "before init_stop");
-            run_started = true;
-        } else if (l.key == "run_stop") {
-            fail_if(!run_started, "before run_start");
-            fail_if(!has(md, "status"), "no status");
-        } else if (l.key == "block_start") {
-            fail_if(!run_started, "before run_start");
-            fail_if(!has(md, "epoch_count") && !has(md, "samples_count"), "no epoch_count/samples_count");
-            if (has(md, "epoch_count")) {
-                fail_if(!has(md, "first_epoch_num"), "epoch_count without first_epoch_num");
-                fail_if(!(md["epoch_count"].get<double>() > 0), "epoch_count not > 0");
-            }
-            if (has(md, "samples_count")) fail_if(!(md["samples_count"].get<double>() >= 0), "samples_count < 0");
-        } else if (l.key == "block_stop") {
-            fail_if(!has(md, "first_epoch_num") && !has(md, "samples_count"), "no first_epoch_num/samples_count");
-        } else if (l.key == "eval_start" || l.key == "eval_stop") {
-            fail_if(!has(md, "epoch_num") && !has(md, "samples_count"), "no epoch_num/samples_count");
-        } else if (l.key == "eval_accuracy") {
-            fail_if(!has(md, "epoch_num"), "no epoch_num (closed_bert.yaml)");
-            const double v = l.value.get<double>();
-            accuracy_reached |= v >= 0.720 && v < 1.0;
-        } else if (l.key == "train_samples" || l.key == "eval_samples") {
-            fail_if(l.value == "", "empty value");
-        }
-        // event types follow the key's kind
-        static const std::set<std::string> starts{"init_start", "run_start", "block_start", "eval_start"};
-        static const std::set<std::string> ends{"init_stop", "run_stop", "block_stop", "eval_stop"};
-        const std::string want = starts.count(l.key) ? "INTERVAL_START" : ends.count(l.key) ? "INTERVAL_END" : "POINT_IN_TIME";
-        fail_if(l.event_type != want, "event_type " + l.event_type + ", expected " + want);
-    }
-    for (const char* k : {"submission_division", "init_stop", "run_start", "run_stop", "train_samples",
-                          "eval_samples", "submission_benchmark", "gradient_accumulation_steps",
-                          "global_batch_size", "opt_base_learning_rate", "opt_lamb_epsilon",
-                          "opt_learning_rate_training_steps", "opt_learning_rate_warmup_steps",
-                          "num_warmup_steps", "start_warmup_step", "opt_lamb_beta_1", "opt_lamb_beta_2",
-                          "opt_lamb_weight_decay_rate"})
-        if (count[k] != 1) bad.push_back(std::string(k) + ": expected EXACTLY_ONE, got " + std::to_string(count[k]));
-    for (const char* k : {"cache_clear", "init_start", "eval_accuracy"})
-        if (count[k] < 1) bad.push_back(std::string(k) + ": expected AT_LEAST_ONE");
-    if (count["block_start"] + count["epoch_start"] < 1) bad.push_back("no block_start/epoch_start");
-    if (count["block_stop"] + count["epoch_stop"] < 1) bad.push_back("no block_stop/epoch_stop");
-    if (count["eval_start"] + count["block_start"] < 1) bad.push_back("no eval_start/block_start");
-    if (!accuracy_reached) bad.push_back("eval_accuracy: no value in [0.720, 1.0)");
-    if (!division_seen) bad.push_back("no submission_division");
-    return bad;
-}
-
 // A closed BERT run as the trainer logs it: eval every 150,000 samples until 0.720.
 void simulated_run(MlperfLogger& log, std::vector<double> accuracies) {
     log.cache_clear();
@@ -225,12 +124,21 @@ void simulated_run(MlperfLogger& log, std::vector<double> accuracies) {
     log.run_stop(reached);
 }
 
+// scripts/mlperf_log_check.py's verdict on these lines (one line per violation, then FAIL).
+bertbench::testing::RunResult check_lines(const std::vector<std::string>& lines, const std::string& args = "") {
+    const bertbench::testing::TmpDir d("bb_mllog");
+    std::ofstream f(d.file("mlperf.log"));
+    for (const auto& l : lines) f << l << "\n";
+    f.close();
+    return bertbench::testing::check_mlperf_log(d.file("mlperf.log"), args);
+}
+
 TEST(MlperfLog, SimulatedClosedBertRunPassesTheRules) {
     const auto lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.35, 0.61, 0.705, 0.7203}); });
-    const auto bad = check_closed_bert(lines);
-    std::string all;
-    for (const auto& b : bad) all += b + "\n";
-    EXPECT_TRUE(bad.empty()) << all;
+    const auto r = check_lines(lines, "--division=closed");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("passes MLPerf Training 5.0.0's rules for bert, closed division"), std::string::npos)
+        << r.out;
     // The values read back are the ones logged.
     std::map<std::string, MlJson> by_key;
     for (const auto& l : lines) by_key[MlJson::parse(l.substr(9))["key"]] = MlJson::parse(l.substr(9));
@@ -246,24 +154,45 @@ TEST(MlperfLog, SimulatedClosedBertRunPassesTheRules) {
     EXPECT_NE(lamb_eps->find("\"value\": 1e-06,"), std::string::npos) << *lamb_eps;
 }
 
-// The checker above can fail: a run that never reaches the target, and one missing a key.
+// The checker can fail: each bad run below breaks one rule and is reported with that rule alone.
 TEST(MlperfLog, RuleCheckerRejectsBadRuns) {
-    auto lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.35, 0.61}); });
-    auto bad = check_closed_bert(lines);
-    ASSERT_EQ(bad.size(), 1u);
-    EXPECT_NE(bad[0].find("0.720"), std::string::npos);
+    const auto rejected_for = [](const std::vector<std::string>& lines, const std::string& why) {
+        const auto r = check_lines(lines);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_EQ(bertbench::testing::count_of(r.out, "\n"), 2u) << "one violation, then FAIL:\n" << r.out;
+        EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
+    };
+    // a closed run that never reaches 0.720
+    rejected_for(capture_lines([](MlperfLogger& log) { simulated_run(log, {0.35, 0.61}); }),
+                 "eval_accuracy: no value in [0.720, 1.0)");
+    // ... and one without a hyperparameter closed_bert.yaml requires
+    auto lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    std::erase_if(lines, [](auto& l) { return l.find("\"opt_lamb_beta_2\"") != std::string::npos; });
+    rejected_for(lines, "opt_lamb_beta_2: expected exactly one, found 0");
+    // run_start before init_stop
     lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
-    lines.erase(std::remove_if(lines.begin(), lines.end(),
-                               [](auto& l) { return l.find("\"opt_lamb_beta_2\"") != std::string::npos; }),
-                lines.end());
-    bad = check_closed_bert(lines);
-    ASSERT_EQ(bad.size(), 1u);
-    EXPECT_NE(bad[0].find("opt_lamb_beta_2"), std::string::npos);
-    lines = capture_lines([](MlperfLogger& log) {
-        log.run_start();  // before init_stop
-    });
-    bad = check_closed_bert(lines);
-    EXPECT_TRUE(std::any_of(bad.begin(), bad.end(), [](auto& b) { return b == "run_start: before init_stop"; }));
+    const auto at = [&](const char* key) {
+        return std::find_if(lines.begin(), lines.end(), [&](auto& l) {
+            return l.find(std::string("\"key\": \"") + key + "\"") != std::string::npos;
+        });
+    };
+    std::iter_swap(at("run_start"), at("init_stop"));
+    const auto r = check_lines(lines);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("run_start: before init_stop"), std::string::npos) << r.out;
+    // a line that is not mllog's layout
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    const size_t md = lines[3].find(", \"lineno\"");
+    ASSERT_NE(md, std::string::npos);
+    lines[3].erase(md, lines[3].find_first_of(",}", md + 1) - md);
+    rejected_for(lines, "line 4: ");
+    // The open division has no accuracy floor and no hyperparameter keys (open_bert.yaml).
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.35, 0.61}); });
+    for (auto& l : lines)
+        if (const size_t p = l.find("\"value\": \"closed\""); p != std::string::npos) l.replace(p + 10, 6, "open");
+    std::erase_if(lines, [](auto& l) { return l.find("\"opt_lamb_beta_2\"") != std::string::npos; });
+    EXPECT_EQ(check_lines(lines).exit_code, 0) << check_lines(lines).out;
+    EXPECT_EQ(check_lines(lines, "--division=closed").exit_code, 1);
 }
 
 TEST(MlperfLog, FileSinkAppendsLinesAndDisabledLoggerIsSilent) {

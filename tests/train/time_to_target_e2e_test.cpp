@@ -147,6 +147,12 @@ TEST(TimeToTargetE2E, UnreachedSaysHowFarAndReachedStopsAtTheFirstEvalAtTarget) 
     EXPECT_EQ(acc_b.back()["metadata"]["epoch_num"].get<int64_t>(), want_samples);
     for (const char* key : {"train_samples", "eval_samples", "init_start", "init_stop"})
         EXPECT_EQ(lb.all(key).size(), 1u) << key;
+    // Both logs, the aborted run's and the one that reached its target, pass the compliance
+    // checker's rules (scripts/mlperf_log_check.py; open division: no accuracy floor).
+    for (const std::string& dir : {a, b}) {
+        const auto c = bertbench::testing::check_mlperf_log(dir + "/mlperf.log", "--division=open");
+        EXPECT_EQ(c.exit_code, 0) << dir << ":\n" << c.out;
+    }
 }
 
 TEST(TimeToTargetE2E, TargetOutsideZeroToOneIsOneLineNamingTheFlag) {
