@@ -18,6 +18,11 @@
 #define BB_HAVE_NCCL_H 1
 #endif
 
+// The emulated GPU's tests name their own library (tests/cuda_emu/shim/nccl_emu.cpp).
+#ifndef BB_NCCL_LIBRARY
+#define BB_NCCL_LIBRARY "libnccl.so.2"
+#endif
+
 namespace bertbench::backend::cuda {
 
 #ifdef BB_HAVE_NCCL_H
@@ -37,7 +42,7 @@ struct Nccl {
 const Nccl& nccl() {
     static const Nccl lib = [] {
         Nccl n;
-        void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        void* h = dlopen(BB_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             n.why = fmt::format("NCCL cannot be loaded ({}); put the directory of libnccl.so.2 on LD_LIBRARY_PATH",
                                 dlerror());
