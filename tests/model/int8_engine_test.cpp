@@ -14,6 +14,7 @@
 #include "model/bert.hpp"
 #include "model/param_table.hpp"
 #include "ops/bf16.hpp"
+#include "ops/int8.hpp"
 #include "tiny_model.hpp"
 
 namespace bertbench::model {
@@ -52,7 +53,9 @@ protected:
 
 // One int8 step is 1/127 of a row's (or column's) largest value: each dense layer's output moves by
 // well under 1 % relative (RMS), and three layers of them stay within a few percent; the predicted
-// tokens (argmax of each masked position's logits) barely change.
+// tokens (argmax of each masked position's logits) barely change. Without VNNI the weights have 7
+// bits (int8_weight_max() 63, ops/int8.hpp): their step is twice as large, and so are the bounds
+// (measured on an AVX2 Zen 3: logits 3.2e-2, sequence output 2.1e-2).
 TEST_F(Int8Engine, DiffersFromFp32ByInt8Precision) {
     const InferOutcome f = infer(table, params, batch, ops::Precision::fp32);
     const InferOutcome q = infer(table, params, batch, ops::Precision::int8);
@@ -67,10 +70,11 @@ TEST_F(Int8Engine, DiffersFromFp32ByInt8Precision) {
     }
     std::printf("[int8] vs fp32: sequence output %.2e, logits %.2e (relative L2), loss %.4f vs %.4f, "
                 "%d of %d predictions the same\n", dx, dz, q.loss, f.loss, same, P);
+    const double steps = 127.0 / ops::int8_weight_max();  // 1, or 2 with 7-bit weights
     EXPECT_GT(dx, 1e-4) << "int8 results equal fp32's: the int8 path did not run";
-    EXPECT_LT(dx, 3e-2);
-    EXPECT_LT(dz, 3e-2);
-    EXPECT_NEAR(q.loss, f.loss, 1e-2 * f.loss);
+    EXPECT_LT(dx, 3e-2 * steps);
+    EXPECT_LT(dz, 3e-2 * steps);
+    EXPECT_NEAR(q.loss, f.loss, 1e-2 * steps * f.loss);
     EXPECT_GE(same, P - P / 10);
 }
 

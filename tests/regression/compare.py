@@ -9,8 +9,9 @@ and by the current binary. Every file the baseline wrote is compared with the cu
                   parsed) except the timing fields below
   *.jsonl, *.json every value, numbers by their exact double (float.hex: -0.0 != 0.0, NaN == NaN),
                   except the timing fields below; the run's own output path reads as <OUT>
-  mlperf.log      event type, key, value and metadata of every :::MLLOG line, except time_ms and
-                  the metadata's source file/lineno (they move with the code, not the numerics);
+  mlperf.log      event type, key, value and metadata of every :::MLLOG line, except time_ms,
+                  the metadata's source file/lineno (they move with the code, not the numerics)
+                  and submission_platform's value (the machine's name, as the log writes it);
                   each baseline event is matched with the current log's next event of its key
   anything else   bytes
 Files not compared at all (they hold timings, paths or the build, not numerics): config.json,
@@ -163,6 +164,8 @@ def mllog_events(path):
                 continue
             e = json.loads(line[len(":::MLLOG "):])
             e.pop("time_ms", None)
+            if e.get("key") == "submission_platform":
+                e.pop("value", None)
             md = e.get("metadata")
             if isinstance(md, dict):
                 md.pop("file", None)
