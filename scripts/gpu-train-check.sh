@@ -83,7 +83,8 @@ for dtype in ("fp32", "bf16"):
         c = subprocess.run([sys.executable, checker, "--division=open",
                             os.path.join(out, f"pretrain-{side}-{dtype}", "mlperf.log")],
                            capture_output=True, text=True)
-        report[f"mlperf_log_{side}_{dtype}"] = {"checker": c.stdout.strip().splitlines()[-3:], "ok": c.returncode == 0}
+        report[f"mlperf_log_{side}_{dtype}"] = {"checker": c.stdout.strip().splitlines()[-3:],
+                                                "ok": c.returncode == 0}
         ok &= c.returncode == 0
 p = {}
 try:
