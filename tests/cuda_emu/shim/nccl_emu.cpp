@@ -62,13 +62,16 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     int size = 0, me = -1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    if (nranks != size || rank != me)
-        return refuse(ncclInvalidArgument, "nranks/rank are not MPI_COMM_WORLD's");
+    // every rank takes part in both collectives before any refuses, so that none is left waiting
     ncclUniqueId root = id;
     MPI_Bcast(root.internal, NCCL_UNIQUE_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD);
-    int same = std::memcmp(root.internal, id.internal, NCCL_UNIQUE_ID_BYTES) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (!all) return refuse(ncclInvalidArgument, "the ranks were given different unique ids");
+    const int mine = nranks == size && rank == me,
+              same = std::memcmp(root.internal, id.internal, NCCL_UNIQUE_ID_BYTES) == 0;
+    int all = 0, ok = mine && same;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!mine) return refuse(ncclInvalidArgument, "nranks/rank are not MPI_COMM_WORLD's");
+    if (!same) return refuse(ncclInvalidArgument, "the ranks were given different unique ids");
+    if (!all) return refuse(ncclInvalidArgument, "another rank's arguments were refused");
     *comm = new ncclComm;
     MPI_Comm_dup(MPI_COMM_WORLD, &(*comm)->comm);
     return ncclSuccess;
