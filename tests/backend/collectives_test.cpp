@@ -30,7 +30,7 @@ TEST_P(BackendCollectives, OneRankSumLeavesTheBuffer) {
         GTEST_SKIP() << why;
     }
     EXPECT_THROW(be().collectives(std::span<const std::byte>(id).first(id.size() - 1), 0, 1), Error);
-    const std::unique_ptr<Collectives> c = be().collectives(id, 0, 1);
+    std::unique_ptr<Collectives> c = be().collectives(id, 0, 1);
     std::cout << "[backend " << be().name() << "] " << c->describe() << "\n";
     EXPECT_EQ(c->describe().rfind("NCCL ", 0), 0u) << c->describe();
     for (const size_t n : {size_t{1}, size_t{1003}, size_t{1} << 20}) {
@@ -42,24 +42,34 @@ TEST_P(BackendCollectives, OneRankSumLeavesTheBuffer) {
         EXPECT_EQ(std::memcmp(got.data(), x.data(), n * sizeof(float)), 0) << "n=" << n;
     }
     // The overlapped form, as data parallelism uses it: two buckets started behind the backend's
-    // queued work, then waited for before more of it. With one rank the sums change no value, so
-    // this checks that the calls (stream, events, NCCL on the second stream) run and that the
-    // backend's two doublings around them (exact) both land; whether the sums wait for the first
-    // doubling needs two ranks (DataParallel's test checks that ordering on a test backend).
+    // queued work, then waited for before more of it; the backend's two doublings around them
+    // (exact) must both land, and the sums between them. With one rank a sum changes no value, but
+    // it writes the buffer: on a GPU, and on the emulated one, whose streams run as late as their
+    // waits allow, a sum that does not wait for the first doubling writes back the undoubled value,
+    // and one not waited for before the second doubling lands after it (seen once the
+    // communicator's stream has finished: after the communicator is gone).
+    std::vector<std::vector<float>> xs;
+    std::vector<std::unique_ptr<Buffer<float>>> bufs;
+    const auto four_times = [&](size_t i) {
+        const std::vector<float> got = bufs[i]->download();
+        size_t bad = 0;
+        for (size_t j = 0; j < got.size(); ++j) bad += got[j] != 4.f * xs[i][j];
+        return bad;
+    };
     for (const size_t n : {size_t{2}, size_t{1} << 20}) {
-        const std::vector<float> x = rand_f(n, 52 + n, 1e3);
-        const auto buf = put(x);
-        float* p = buf->get();
+        xs.push_back(rand_f(n, 52 + n, 1e3));
+        bufs.push_back(put(xs.back()));
+        float* p = bufs.back()->get();
         BB_OP(be(), scale_values)(p, n, 2.f, nullptr);
         c->start_sum(p + n / 2, n - n / 2);
         c->start_sum(p, n / 2);
         c->wait_started();
         BB_OP(be(), scale_values)(p, n, 2.f, nullptr);
-        const std::vector<float> got = buf->download();
-        size_t bad = 0;
-        for (size_t i = 0; i < n; ++i) bad += got[i] != 4.f * x[i];
-        EXPECT_EQ(bad, 0u) << "n=" << n;
+        EXPECT_EQ(four_times(bufs.size() - 1), 0u) << "n=" << n;
     }
+    c.reset();
+    for (size_t i = 0; i < bufs.size(); ++i)
+        EXPECT_EQ(four_times(i), 0u) << "after the communicator, n=" << xs[i].size();
 }
 
 }  // namespace

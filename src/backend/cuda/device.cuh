@@ -23,14 +23,13 @@ inline void after_launch() {
 constexpr int kThreads = 256;
 
 // kernel<<<grid, block, smem, st>>>(args...) (the caller then calls after_launch()); with
-// BB_CUDA_EMULATION the host emulation's launch (tests/cuda_emu/shim/cuda_runtime.h), which runs
-// the kernel before it returns.
+// BB_CUDA_EMULATION the host emulation's launch (tests/cuda_emu/shim/cuda_runtime.h), which queues
+// the kernel on the emulated stream.
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), unsigned grid, unsigned block, size_t smem, cudaStream_t st,
                    Args... args) {
 #ifdef BB_CUDA_EMULATION
-    (void)st;
-    emu_launch(kernel, grid, static_cast<int>(block), smem, static_cast<Params>(args)...);
+    emu_launch(kernel, grid, static_cast<int>(block), smem, st, static_cast<Params>(args)...);
 #else
     // clang-format off
     kernel<<<grid, block, smem, st>>>(args...);

@@ -1,13 +1,18 @@
 // Host emulation of the CUDA runtime and language subset that src/backend/cuda uses, for the tests
 // in tests/cuda_emu (BB_CUDA_EMULATION; docs/gpu.md "CUDA kernels tested without a GPU"). A launch
-// runs the grid's blocks one after another before it returns; a block's threads are fibers on the
-// calling thread (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the shuffles, which
-// are barriers of the block or of the warp: the scheduler runs every runnable thread up to its next
-// barrier, in an order that alternates between ascending and descending thread numbers and with one
-// warp held back each round, so that a value read before a missing barrier is usually one not yet
-// written. __shared__ arrays are static (blocks never overlap); the dynamic shared memory is a heap
-// buffer of exactly the launch's size, filled with garbage (0x7f bytes) before each block. Device memory is host memory; streams and
-// events are synchronous (an event records the host's clock).
+// runs the grid's blocks one after another; a block's threads are fibers on the host thread
+// (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the shuffles, which are barriers of
+// the block or of the warp: the scheduler runs every runnable thread up to its next barrier, in an
+// order that alternates between ascending and descending thread numbers and with one warp held
+// back each round, so that a value read before a missing barrier is usually one not yet written.
+// __shared__ arrays are static (blocks never overlap); the dynamic shared memory is a heap buffer of
+// exactly the launch's size, filled with garbage (0x7f bytes) before each block. Device memory is
+// host memory. Streams are queues that run as late as CUDA allows: a launch, a GEMM, a copy to the
+// device or a memset runs only when the host waits for its stream (cudaStreamSynchronize,
+// cudaEventSynchronize, a copy to the host, cudaFree, cudaStreamDestroy) or when a stream that
+// waits for an event recorded after it reaches that wait. So work on another stream that does not
+// wait for it reads what was there before, and a missing cudaStreamWaitEvent shows as wrong values
+// (one order a GPU may run them in) rather than passing as it would if streams ran at the call.
 #pragma once
 
 #include <math.h>
@@ -16,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <tuple>
 
 #define __global__
@@ -66,21 +73,33 @@ void __syncthreads();
 void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 unsigned char* emu_shared_memory();
-// Runs body(ctx) as every thread of every block of the grid.
+// Runs body(ctx) as every thread of every block of the grid, now.
 void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), void* ctx);
 
-template <typename Kernel, typename... Args>
-void emu_launch(Kernel kernel, unsigned grid, int block, size_t smem, Args... args) {
-    std::tuple<Kernel, Args...> call(kernel, args...);
-    emu_run(grid, static_cast<unsigned>(block), smem,
-            [](void* c) { std::apply([](Kernel k, Args... a) { k(a...); }, *static_cast<decltype(call)*>(c)); },
-            &call);
-}
-
-// The runtime API.
-enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+// The runtime API (C linkage, as CUDA's: libbb_nccl_emu.so finds the executable's copy).
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600
+};
 using cudaStream_t = struct EmuStream*;
 using cudaEvent_t = struct EmuEvent*;
+
+// Queues op on stream st (null: the default stream), to run when the stream is made to catch up.
+void emu_enqueue(cudaStream_t st, std::function<void()> op);
+
+template <typename Kernel, typename... Args>
+void emu_launch(Kernel kernel, unsigned grid, int block, size_t smem, cudaStream_t st, Args... args) {
+    using Call = std::tuple<Kernel, Args...>;
+    auto call = std::make_shared<Call>(kernel, args...);  // the arguments as at the launch
+    emu_enqueue(st, [call, grid, block, smem] {
+        emu_run(grid, static_cast<unsigned>(block), smem,
+                [](void* c) { std::apply([](Kernel k, Args... a) { k(a...); }, *static_cast<Call*>(c)); }, call.get());
+    });
+}
+
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
@@ -93,6 +112,7 @@ struct cudaDeviceProp {
 constexpr int kEmuMultiprocessors = 1;  // a long sequence's tiles then share a block
 constexpr int kEmuMaxSharedMemory = 227 * 1024;  // an H100's per-block limit
 
+extern "C" {
 cudaError_t cudaGetLastError();
 const char* cudaGetErrorString(cudaError_t e);
 const char* cudaGetErrorName(cudaError_t e);
@@ -120,6 +140,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t from, cudaEvent_t to);
+}  // extern "C"
 cudaError_t emu_check_shared_memory(int bytes);
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {

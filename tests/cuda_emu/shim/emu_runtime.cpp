@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -196,15 +198,77 @@ void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), vo
     g_s.smem = nullptr;
 }
 
-// ---- the runtime API ----------------------------------------------------------------------------
-struct EmuStream {};
+// ---- streams and events ------------------------------------------------------------------------
+// A stream is a queue of operations not yet run; it catches up (runs them in order) only when
+// something must see their effect. An event records a position in a stream's queue.
+struct EmuStream {
+    std::deque<std::function<void()>> queue;
+    uint64_t queued = 0, done = 0;  // operations ever queued; operations run
+    bool running = false;
+};
 struct EmuEvent {
-    std::chrono::steady_clock::time_point at;
+    EmuStream* stream = nullptr;  // where last recorded; null: never recorded
+    uint64_t at = 0;              // complete once stream->done reaches it
+    std::shared_ptr<std::chrono::steady_clock::time_point> time;  // set when it completes
 };
 
+namespace {
+
+// Every stream ever created, and the default stream: an event may outlive its stream, cudaFree
+// waits for all of them.
+std::vector<std::unique_ptr<EmuStream>>& all_streams() {
+    static auto* s = new std::vector<std::unique_ptr<EmuStream>>(1);
+    if (!(*s)[0]) (*s)[0] = std::make_unique<EmuStream>();
+    return *s;
+}
+EmuStream* stream(cudaStream_t st) { return st ? st : all_streams()[0].get(); }
+
+// Runs s's operations until `upto` of them have run.
+void catch_up(EmuStream* s, uint64_t upto) {
+    while (s->done < upto) {
+        if (s->running) {
+            std::fprintf(stderr, "cuda emulation: a stream waits for its own later work (a GPU deadlocks)\n");
+            std::abort();
+        }
+        std::function<void()> op = std::move(s->queue.front());
+        s->queue.pop_front();
+        s->running = true;
+        op();
+        s->running = false;
+        ++s->done;
+    }
+}
+void catch_up(EmuStream* s) { catch_up(s, s->queued); }
+void catch_up_all() {
+    for (auto& s : all_streams()) catch_up(s.get());
+}
+
+}  // namespace
+
+void emu_enqueue(cudaStream_t st, std::function<void()> op) {
+    EmuStream* s = stream(st);
+    s->queue.push_back(std::move(op));
+    ++s->queued;
+}
+
+// ---- the runtime API ----------------------------------------------------------------------------
 cudaError_t cudaGetLastError() { return cudaSuccess; }
-const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
-const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        default: return "emulated error";
+    }
+}
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        default: return "cudaErrorEmulated";
+    }
+}
 cudaError_t cudaGetDeviceCount(int* n) { return *n = 1, cudaSuccess; }
 cudaError_t cudaGetDevice(int* d) { return *d = 0, cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
@@ -221,35 +285,68 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaFree(void* p) { return std::free(p), cudaSuccess; }
+// cudaFree waits for the whole device, as CUDA's does.
+cudaError_t cudaFree(void* p) { return catch_up_all(), std::free(p), cudaSuccess; }
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaFreeAsync(void* p, cudaStream_t st) { return emu_enqueue(st, [p] { std::free(p); }), cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     *free_bytes = *total_bytes = size_t(8) << 30;
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
-    if (bytes) std::memmove(dst, src, bytes);
+// Pageable host memory, as CUDA treats it: a copy from the host takes the source at the call and
+// writes the device when the stream gets there; a copy to the host returns once it is done.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind k, cudaStream_t st) {
+    if (!bytes) return cudaSuccess;
+    if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyHostToHost) {
+        catch_up(stream(st));
+        std::memmove(dst, src, bytes);
+    } else if (k == cudaMemcpyHostToDevice) {
+        const auto* from = static_cast<const unsigned char*>(src);
+        auto staged = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
+        emu_enqueue(st, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    } else {
+        emu_enqueue(st, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+    }
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* dst, int v, size_t bytes, cudaStream_t) {
-    if (bytes) std::memset(dst, v, bytes);
+cudaError_t cudaMemsetAsync(void* dst, int v, size_t bytes, cudaStream_t st) {
+    if (bytes) emu_enqueue(st, [dst, v, bytes] { std::memset(dst, v, bytes); });
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned) { return *st = new EmuStream, cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t st) { return delete st, cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned) {
+    return *st = all_streams().emplace_back(std::make_unique<EmuStream>()).get(), cudaSuccess;
+}
+// The stream's work is done, as a GPU would finish it; the stream stays for its events.
+cudaError_t cudaStreamDestroy(cudaStream_t st) { return catch_up(stream(st)), cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t st) { return catch_up(stream(st)), cudaSuccess; }
+// st's later work waits for the event as last recorded before this call.
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned) {
+    if (!e->stream) return cudaSuccess;
+    EmuStream* const from = e->stream;
+    const uint64_t at = e->at;
+    emu_enqueue(st, [from, at] { catch_up(from, at); });
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return *e = new EmuEvent, cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { return delete e, cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-    e->at = std::chrono::steady_clock::now();
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
+    auto time = std::make_shared<std::chrono::steady_clock::time_point>();
+    emu_enqueue(st, [time] { *time = std::chrono::steady_clock::now(); });
+    e->stream = stream(st);
+    e->at = e->stream->queued;
+    e->time = std::move(time);
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (e->stream) catch_up(e->stream, e->at);
+    return cudaSuccess;
+}
+// As CUDA's: both events recorded, and reached.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t from, cudaEvent_t to) {
-    *ms = std::chrono::duration<float, std::milli>(to->at - from->at).count();
+    if (!from->stream || !to->stream) return cudaErrorInvalidResourceHandle;
+    if (from->stream->done < from->at || to->stream->done < to->at) return cudaErrorNotReady;
+    *ms = std::chrono::duration<float, std::milli>(*to->time - *from->time).count();
     return cudaSuccess;
 }
 cudaError_t emu_check_shared_memory(int bytes) {
@@ -318,7 +415,9 @@ T* keep(A... a) {
     return all->emplace_back(std::make_unique<T>(T{a...})).get();
 }
 
-struct EmuBlas {};
+struct EmuBlas {
+    cudaStream_t stream = nullptr;
+};
 struct EmuLt {};
 struct EmuMatmulDesc {
     cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -332,13 +431,15 @@ struct EmuLayout {
 struct EmuPreference {};
 
 cublasStatus_t cublasCreate(cublasHandle_t* h) { return *h = keep<EmuBlas>(), CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k,
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t st) { return h->stream = st, CUBLAS_STATUS_SUCCESS; }
+// The GEMMs are queued on their stream; alpha and beta are host values, read at the call.
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k,
                             const void* alpha, const void* A, cudaDataType_t ta, int lda, const void* B,
                             cudaDataType_t tb, int ldb, const void* beta, void* C, cudaDataType_t tc, int ldc,
                             cublasComputeType_t, cublasGemmAlgo_t) {
-    gemm(m, n, k, *static_cast<const float*>(alpha), Operand{A, ta, lda, opa == CUBLAS_OP_T},
-         Operand{B, tb, ldb, opb == CUBLAS_OP_T}, *static_cast<const float*>(beta), C, tc, ldc, C, tc, ldc, nullptr);
+    const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+    const Operand a{A, ta, lda, opa == CUBLAS_OP_T}, b{B, tb, ldb, opb == CUBLAS_OP_T};
+    emu_enqueue(h->stream, [=] { gemm(m, n, k, al, a, b, be, C, tc, ldc, C, tc, ldc, nullptr); });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -393,15 +494,18 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t la, const void* B, cublasLtMatrixLayout_t lb, const void* beta,
                               const void* C, cublasLtMatrixLayout_t lc, void* D, cublasLtMatrixLayout_t ld,
-                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t st) {
     const bool ta = d->ta == CUBLAS_OP_T, tb = d->tb == CUBLAS_OP_T;
     const int64_t m = ta ? la->cols : la->rows, k = ta ? la->rows : la->cols, n = tb ? lb->rows : lb->cols;
     if ((tb ? lb->cols : lb->rows) != k || ld->rows != m || ld->cols != n || lc->rows != m || lc->cols != n)
         return CUBLAS_STATUS_INVALID_VALUE;
     const bool bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
     if (bias && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
-    gemm(m, n, k, *static_cast<const float*>(alpha), Operand{A, la->type, la->ld, ta},
-         Operand{B, lb->type, lb->ld, tb}, *static_cast<const float*>(beta), C, lc->type, lc->ld, D, ld->type, ld->ld,
-         bias ? d->bias : nullptr);
+    const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+    const Operand a{A, la->type, la->ld, ta}, b{B, lb->type, lb->ld, tb};
+    const cudaDataType_t tc = lc->type, td = ld->type;
+    const int64_t ldc = lc->ld, ldd = ld->ld;
+    const float* const bias_p = bias ? d->bias : nullptr;  // the descriptor's as at the call
+    emu_enqueue(st, [=] { gemm(m, n, k, al, a, b, be, C, tc, ldc, D, td, ldd, bias_p); });
     return CUBLAS_STATUS_SUCCESS;
 }

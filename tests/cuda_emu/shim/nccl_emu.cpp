@@ -3,8 +3,11 @@
 // from rank 0's unique id, the sums on the backend's stream and the overlapped ones on a stream of
 // their own — runs under mpirun on a machine without a GPU. NCCL rank r is MPI_COMM_WORLD's rank r
 // (the processes mpirun started, which is what the backend's caller pairs them with); the sums are
-// MPI's, on a duplicate of MPI_COMM_WORLD, at the call: the emulated streams are synchronous, so
-// the work queued before a call is done when it runs. Checked as NCCL would fail on them: every
+// MPI's, on a duplicate of MPI_COMM_WORLD, at the call, of the values the stream's earlier work
+// (and what it waits for) leaves — the emulated stream catches up first — and the result is
+// written when the stream gets there: work on another stream that does not wait for an event
+// recorded after the sum sees the buffer as it was (cuda_runtime.h). The CUDA runtime is the
+// executable's (tests/CMakeLists.txt exports it). Checked as NCCL would fail on them: every
 // rank's unique id the same, nranks and rank those of MPI_COMM_WORLD, a float sum. A process that
 // mpirun did not start is one rank of one (the conformance test's BackendCollectives).
 #include <mpi.h>
@@ -14,6 +17,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "nccl.h"
 
@@ -78,23 +82,23 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     if (!comm) return refuse(ncclInvalidUsage, "no communicator");
     if (type != ncclFloat32 || op != ncclSum)
         return refuse(ncclInvalidArgument, "only float sums are emulated");
-    auto* out = static_cast<float*>(recv);
+    if (comm->comm != MPI_COMM_NULL && !mpi_running())
+        return refuse(ncclInvalidUsage, "MPI has ended");
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return ncclUnhandledCudaError;
     const auto* in = static_cast<const float*>(send);
-    if (comm->comm == MPI_COMM_NULL) {
-        if (in != out) std::memmove(out, in, count * sizeof(float));
-        return ncclSuccess;
-    }
-    if (!mpi_running()) return refuse(ncclInvalidUsage, "MPI has ended");
-    for (size_t done = 0; done < count;) {
+    std::vector<float> sum(in, in + count);
+    for (size_t done = 0; comm->comm != MPI_COMM_NULL && done < count;) {
         const int n = static_cast<int>(count - done < INT_MAX ? count - done : INT_MAX);
-        MPI_Allreduce(in == out ? MPI_IN_PLACE : in + done, out + done, n, MPI_FLOAT, MPI_SUM,
-                      comm->comm);
+        MPI_Allreduce(MPI_IN_PLACE, sum.data() + done, n, MPI_FLOAT, MPI_SUM, comm->comm);
         done += static_cast<size_t>(n);
     }
+    if (cudaMemcpyAsync(recv, sum.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream) !=
+        cudaSuccess)
+        return ncclUnhandledCudaError;
     return ncclSuccess;
 }
 
