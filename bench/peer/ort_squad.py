@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 import ort_export as oe
+import ort_graph as og
 import torch_bench as tb
 
 SPAN_INT8_TOL = 0.10  # relative L2 of the int8 span logits from fp32: ort_export.INT8_TOL's reasoning
@@ -45,13 +46,13 @@ class ExportSquad(torch.nn.Module):
     def __init__(self, m, B, T):
         super().__init__()
         self.word, self.pos, self.tok_type, self.ln = m.word, m.pos, m.tok_type, m.ln
-        self.layers = torch.nn.ModuleList(oe.ExportLayer(l, B, T) for l in m.layers)
+        self.layers = torch.nn.ModuleList(og.ExportLayer(l, B, T) for l in m.layers)
         self.wqa, self.bqa = torch.nn.Parameter(m.qa.weight.detach().t().contiguous()), m.qa.bias
         self.register_buffer("positions", torch.arange(tb.MAXPOS).unsqueeze(0))
 
     def forward(self, input_ids, token_type_ids, attention_mask):
         pos = self.positions[:, :input_ids.shape[1]].expand_as(input_ids)
-        x = oe.layer_norm(self.ln, self.word(input_ids) + self.pos(pos) + self.tok_type(token_type_ids))
+        x = og.layer_norm(self.ln, self.word(input_ids) + self.pos(pos) + self.tok_type(token_type_ids))
         mask_add = (1.0 - attention_mask.unsqueeze(1).unsqueeze(2).float()) * -10000.0
         for layer in self.layers:
             x = layer(x, mask_add)
@@ -67,16 +68,16 @@ class ExportSquadInt8(torch.nn.Module):
         self.eps = m.ln.eps
         tables, self.emb_params = [], []
         for t in (m.word.weight, m.pos.weight, m.tok_type.weight, m.ln.weight, m.ln.bias):
-            q, sc, zp = oe.quantize_u8(t.detach())
+            q, sc, zp = og.quantize_u8(t.detach())
             tables.append(q)
             self.emb_params += [float(sc), float(zp)]  # floats: see ExportBertInt8.emb_params
         for n, q in zip(("word_q", "pos_q", "seg_q", "gamma_q", "beta_q"), tables):
             self.register_buffer(n, q)
-        self.layers = torch.nn.ModuleList(oe.ExportLayerInt8(l) for l in m.layers)
-        self.qa = oe.Int8Dense(m.qa.weight.t(), m.qa.bias)
+        self.layers = torch.nn.ModuleList(og.ExportLayerInt8(l) for l in m.layers)
+        self.qa = og.Int8Dense(m.qa.weight.t(), m.qa.bias)
 
     def forward(self, input_ids, token_type_ids, attention_mask):
-        x, mask_index = oe.QEmbedLayerNorm.apply(input_ids, token_type_ids, attention_mask, self.word_q, self.pos_q,
+        x, mask_index = og.QEmbedLayerNorm.apply(input_ids, token_type_ids, attention_mask, self.word_q, self.pos_q,
                                                  self.seg_q, self.gamma_q, self.beta_q, *self.emb_params, self.eps)
         for layer in self.layers:
             x = layer(x, mask_index)
