@@ -281,9 +281,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
 cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { return *v = kEmuMultiprocessors, cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int* v) { return *v = 13000, cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int* v) { return *v = 13000, cudaSuccess; }
+// New device memory holds garbage, as a GPU's may: all bits set (NaN as float, -1 as an integer),
+// so that a read of memory nothing wrote shows, where fresh host pages would read as zeros.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
     *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::memset(*p, 0xff, bytes);
+    return cudaSuccess;
 }
 // cudaFree waits for the whole device, as CUDA's does.
 cudaError_t cudaFree(void* p) { return catch_up_all(), std::free(p), cudaSuccess; }
