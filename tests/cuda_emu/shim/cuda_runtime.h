@@ -1,18 +1,19 @@
 // Host emulation of the CUDA runtime and language subset that src/backend/cuda uses, for the tests
 // in tests/cuda_emu (BB_CUDA_EMULATION; docs/gpu.md "CUDA kernels tested without a GPU"). A launch
-// runs the grid's blocks one after another; a block's threads are fibers on the host thread
-// (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the shuffles, which are barriers of
-// the block or of the warp: the scheduler runs every runnable thread up to its next barrier, in an
-// order that alternates between ascending and descending thread numbers and with one warp held
-// back each round, so that a value read before a missing barrier is usually one not yet written.
-// __shared__ arrays are static (blocks never overlap); the dynamic shared memory is a heap buffer of
-// exactly the launch's size, filled with garbage (0x7f bytes) before each block. Device memory is
-// host memory, all bits set when allocated. Streams are queues that run as late as CUDA allows: a launch, a GEMM, a copy to the
-// device or a memset runs only when the host waits for its stream (cudaStreamSynchronize,
-// cudaEventSynchronize, a copy to the host, cudaFree, cudaStreamDestroy) or when a stream that
-// waits for an event recorded after it reaches that wait. So work on another stream that does not
-// wait for it reads what was there before, and a missing cudaStreamWaitEvent shows as wrong values
-// (one order a GPU may run them in) rather than passing as it would if streams ran at the call.
+// runs the grid's blocks one after another (last to first every other launch); a block's threads
+// are fibers on the host thread (emu_runtime.cpp), switched at __syncthreads, __syncwarp and the
+// shuffles, which are barriers of the block or of the warp: the scheduler runs every runnable
+// thread up to its next barrier, in an order that alternates between ascending and descending
+// thread numbers and with one warp held back each round, so that a value read before a missing
+// barrier is usually one not yet written. __shared__ arrays are static (blocks never overlap); the
+// dynamic shared memory is a heap buffer of exactly the launch's size, filled with garbage (0x7f
+// bytes) before each block. Device memory is host memory, all bits set when allocated. Streams are
+// queues that run as late as CUDA allows: a launch, a GEMM, a copy to the device or a memset runs
+// only when the host waits for its stream (cudaStreamSynchronize, cudaEventSynchronize, a copy to
+// the host, cudaFree, cudaStreamDestroy) or when a stream that waits for an event recorded after it
+// reaches that wait. So work on another stream that does not wait for it reads what was there
+// before, and a missing cudaStreamWaitEvent shows as wrong values (one order a GPU may run them in)
+// rather than passing as it would if streams ran at the call.
 #pragma once
 
 #include <math.h>

@@ -189,7 +189,12 @@ void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), vo
     g_s.smem = mem.get();
     g_s.body = body, g_s.ctx = ctx;
     blockDim.x = block, gridDim.x = grid;
-    for (unsigned b = 0; b < grid; ++b) {
+    // Blocks have no order on a GPU: every other launch runs them last to first, so that a block
+    // reading what another block of the same launch writes gets a different value by turns.
+    static thread_local unsigned launches = 0;
+    const bool down = launches++ % 2 == 1;
+    for (unsigned i = 0; i < grid; ++i) {
+        const unsigned b = down ? grid - 1 - i : i;
         blockIdx.x = b;
         std::memset(g_s.smem, 0x7f, smem);
         run_block();
