@@ -197,6 +197,8 @@ public:
     // Memory owned by this backend. alloc throws Error naming the size when the device has no room.
     virtual void* alloc(size_t bytes) = 0;
     virtual void release(void* p) noexcept = 0;
+    // In the order of the backend's work; the host buffer may go once upload returns, and download
+    // returns once the bytes are there (after the work queued before it).
     virtual void upload(void* dst, const void* host, size_t bytes) = 0;
     virtual void download(void* host, const void* src, size_t bytes) = 0;
     virtual void zero(void* dst, size_t bytes) = 0;

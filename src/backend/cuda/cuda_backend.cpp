@@ -560,9 +560,12 @@ public:
     std::unique_ptr<Collectives> collectives(std::span<const std::byte> id, int rank, int size) override {
         return ck::make_nccl_collectives(g_stream, id, rank, size);
     }
+    // Queued on the stream, without waiting for it: from pageable memory (the engine's host buffers)
+    // cudaMemcpyAsync has taken the bytes (staged, or copied) when it returns, so the host buffer
+    // may go right after. A training step uploads its batch in about ten pieces; waiting after each
+    // would drain the GPU's queue ten times a step.
     void upload(void* dst, const void* host, size_t bytes) override {
         check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, g_stream), "upload");
-        check(cudaStreamSynchronize(g_stream), "upload");  // the host buffer may go right after
     }
     void download(void* host, const void* src, size_t bytes) override {
         check_launches();
