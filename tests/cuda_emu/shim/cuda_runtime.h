@@ -7,7 +7,8 @@
 // thread numbers and with one warp held back each round, so that a value read before a missing
 // barrier is usually one not yet written. __shared__ arrays are static (blocks never overlap); the
 // dynamic shared memory is a heap buffer of exactly the launch's size, filled with garbage (0x7f
-// bytes) before each block. Device memory is host memory, all bits set when allocated. Streams are
+// bytes) before each block. Device memory is host memory, all bits set when allocated, and (outside
+// AddressSanitizer's builds) open to the host only while device work runs. Streams are
 // queues that run as late as CUDA allows: a launch, a GEMM, a copy to the device or a memset runs
 // only when the host waits for its stream (cudaStreamSynchronize, cudaEventSynchronize, a copy to
 // the host, cudaFree, cudaStreamDestroy) or when a stream that waits for an event recorded after it

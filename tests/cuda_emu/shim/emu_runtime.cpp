@@ -6,8 +6,13 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -203,6 +208,94 @@ void emu_run(unsigned grid, unsigned block, size_t smem, void (*body)(void*), vo
     g_s.smem = nullptr;
 }
 
+// ---- device memory ------------------------------------------------------------------------------
+// Host memory, all bits set when allocated (NaN as float, -1 as an integer, where fresh pages would
+// read as zeros). Outside AddressSanitizer's builds each allocation is a mapping of its own,
+// readable and writable only while device work runs — a stream catching up, a copy to the host —
+// so that the host touching device memory at any other time, an illegal access on a GPU, is a
+// SIGSEGV whose handler names it. With AddressSanitizer the allocations are heap blocks instead,
+// whose redzones check the kernels' bounds.
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kGuarded = false;
+#else
+constexpr bool kGuarded = true;
+#endif
+int g_device_work = 0;  // nesting depth of device work under way
+
+std::map<uintptr_t, size_t>& regions() {  // guarded allocations: start -> mapped bytes
+    static auto* r = new std::map<uintptr_t, size_t>;
+    return *r;
+}
+void protect_all(int prot) {
+    for (const auto& [at, n] : regions()) mprotect(reinterpret_cast<void*>(at), n, prot);
+}
+
+void on_segv(int, siginfo_t* info, void*) {
+    const auto a = reinterpret_cast<uintptr_t>(info->si_addr);
+    auto it = regions().upper_bound(a);
+    if (it != regions().begin() && a < std::prev(it)->first + std::prev(it)->second) {
+        char msg[256];
+        const int n = std::snprintf(msg, sizeof msg,
+                                    "cuda emulation: the host touched device memory (byte %zu of an allocation of %zu) "
+                                    "outside device work: an illegal access on a GPU (copy it with cudaMemcpyAsync)\n",
+                                    static_cast<size_t>(a - std::prev(it)->first), std::prev(it)->second);
+        if (n > 0 && write(2, msg, static_cast<size_t>(std::min(n, int{sizeof msg - 1}))) < 0) std::abort();
+        std::abort();
+    }
+    signal(SIGSEGV, SIG_DFL);  // not device memory: the fault repeats, as without this handler
+}
+// (again at each allocation: MPI_Init installs a handler of its own)
+void install_segv_handler() {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, nullptr);
+}
+
+void* device_alloc(size_t bytes) {
+    if (!kGuarded) {
+        void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+        if (p) std::memset(p, 0xff, bytes);
+        return p;
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t n = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    std::memset(p, 0xff, bytes);
+    if (g_device_work == 0) mprotect(p, n, PROT_NONE);
+    regions()[reinterpret_cast<uintptr_t>(p)] = n;
+    install_segv_handler();
+    return p;
+}
+void device_free(void* p) {
+    if (!p) return;
+    if (!kGuarded) return std::free(p);
+    const auto it = regions().find(reinterpret_cast<uintptr_t>(p));
+    if (it == regions().end()) {
+        std::fprintf(stderr, "cuda emulation: cudaFree of a pointer cudaMalloc did not return\n");
+        std::abort();
+    }
+    munmap(p, it->second);
+    regions().erase(it);
+}
+
+// Device work under way: the guarded allocations open for its length.
+struct DeviceWork {
+    DeviceWork() {
+        if (kGuarded && g_device_work++ == 0) protect_all(PROT_READ | PROT_WRITE);
+    }
+    ~DeviceWork() {
+        if (kGuarded && --g_device_work == 0) protect_all(PROT_NONE);
+    }
+    DeviceWork(const DeviceWork&) = delete;
+    DeviceWork& operator=(const DeviceWork&) = delete;
+};
+
+}  // namespace
+
 // ---- streams and events ------------------------------------------------------------------------
 // A stream is a queue of operations not yet run; it catches up (runs them in order) only when
 // something must see their effect. An event records a position in a stream's queue.
@@ -230,6 +323,8 @@ EmuStream* stream(cudaStream_t st) { return st ? st : all_streams()[0].get(); }
 
 // Runs s's operations until `upto` of them have run.
 void catch_up(EmuStream* s, uint64_t upto) {
+    if (s->done >= upto) return;
+    const DeviceWork work;
     while (s->done < upto) {
         if (s->running) {
             std::fprintf(stderr, "cuda emulation: a stream waits for its own later work (a GPU deadlocks)\n");
@@ -286,18 +381,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
 cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { return *v = kEmuMultiprocessors, cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int* v) { return *v = 13000, cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int* v) { return *v = 13000, cudaSuccess; }
-// New device memory holds garbage, as a GPU's may: all bits set (NaN as float, -1 as an integer),
-// so that a read of memory nothing wrote shows, where fresh host pages would read as zeros.
+// Device memory as above: garbage when new, as a GPU's may be; guarded from the host.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-    *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!*p) return cudaErrorMemoryAllocation;
-    std::memset(*p, 0xff, bytes);
-    return cudaSuccess;
+    *p = device_alloc(bytes);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 // cudaFree waits for the whole device, as CUDA's does.
-cudaError_t cudaFree(void* p) { return catch_up_all(), std::free(p), cudaSuccess; }
+cudaError_t cudaFree(void* p) { return catch_up_all(), device_free(p), cudaSuccess; }
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t st) { return emu_enqueue(st, [p] { std::free(p); }), cudaSuccess; }
+cudaError_t cudaFreeAsync(void* p, cudaStream_t st) { return emu_enqueue(st, [p] { device_free(p); }), cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     *free_bytes = *total_bytes = size_t(8) << 30;
     return cudaSuccess;
@@ -307,6 +399,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind k, cudaStream_t st) {
     if (!bytes) return cudaSuccess;
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyHostToHost) {
+        const DeviceWork work;
         catch_up(stream(st));
         std::memmove(dst, src, bytes);
     } else if (k == cudaMemcpyHostToDevice) {

@@ -6,8 +6,9 @@
 // MPI's, on a duplicate of MPI_COMM_WORLD, at the call, of the values the stream's earlier work
 // (and what it waits for) leaves — the emulated stream catches up first — and the result is
 // written when the stream gets there: work on another stream that does not wait for an event
-// recorded after the sum sees the buffer as it was (cuda_runtime.h). The CUDA runtime is the
-// executable's (tests/CMakeLists.txt exports it). Checked as NCCL would fail on them: every
+// recorded after the sum sees the buffer as it was (cuda_runtime.h). Both go through the
+// executable's cudaMemcpyAsync (tests/CMakeLists.txt exports it): the host may not touch device
+// memory otherwise. Checked as NCCL would fail on them: every
 // rank's unique id the same, nranks and rank those of MPI_COMM_WORLD, a float sum. A process that
 // mpirun did not start is one rank of one (the conformance test's BackendCollectives).
 #include <mpi.h>
@@ -88,9 +89,10 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
         return refuse(ncclInvalidArgument, "only float sums are emulated");
     if (comm->comm != MPI_COMM_NULL && !mpi_running())
         return refuse(ncclInvalidUsage, "MPI has ended");
-    if (cudaStreamSynchronize(stream) != cudaSuccess) return ncclUnhandledCudaError;
-    const auto* in = static_cast<const float*>(send);
-    std::vector<float> sum(in, in + count);
+    std::vector<float> sum(count);  // the send buffer once the stream's earlier work is done
+    if (cudaMemcpyAsync(sum.data(), send, count * sizeof(float), cudaMemcpyDeviceToHost, stream) !=
+        cudaSuccess)
+        return ncclUnhandledCudaError;
     for (size_t done = 0; comm->comm != MPI_COMM_NULL && done < count;) {
         const int n = static_cast<int>(count - done < INT_MAX ? count - done : INT_MAX);
         MPI_Allreduce(MPI_IN_PLACE, sum.data() + done, n, MPI_FLOAT, MPI_SUM, comm->comm);
