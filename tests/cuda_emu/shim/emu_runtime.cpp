@@ -241,7 +241,7 @@ void on_segv(int, siginfo_t* info, void*) {
                                     "cuda emulation: the host touched device memory (byte %zu of an allocation of %zu) "
                                     "outside device work: an illegal access on a GPU (copy it with cudaMemcpyAsync)\n",
                                     static_cast<size_t>(a - std::prev(it)->first), std::prev(it)->second);
-        if (n > 0 && write(2, msg, static_cast<size_t>(std::min(n, int{sizeof msg - 1}))) < 0) std::abort();
+        [[maybe_unused]] const ssize_t w = write(2, msg, static_cast<size_t>(std::clamp(n, 0, int{sizeof msg - 1})));
         std::abort();
     }
     signal(SIGSEGV, SIG_DFL);  // not device memory: the fault repeats, as without this handler
