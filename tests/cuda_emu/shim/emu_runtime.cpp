@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <signal.h>
@@ -339,6 +340,23 @@ void catch_up(EmuStream* s, uint64_t upto) {
     }
 }
 void catch_up(EmuStream* s) { catch_up(s, s->queued); }
+
+// The host waiting for stream s (cudaStreamSynchronize, cudaEventSynchronize, a copy to the host).
+// With BB_CUDA_EMU_STATS=1 the process says at exit how often, and how often that found work still
+// queued: each such wait drains a GPU's queue (docs/gpu.md counts a training step's).
+struct HostWaits {
+    long waits = 0, drains = 0;
+    ~HostWaits() {
+        if (const char* e = std::getenv("BB_CUDA_EMU_STATS"); e && std::string_view(e) == "1")
+            std::fprintf(stderr, "cuda emulation: the host waited for a stream %ld times, %ld of them with work queued\n",
+                         waits, drains);
+    }
+} g_host_waits;
+void host_wait(EmuStream* s, uint64_t upto) {
+    ++g_host_waits.waits;
+    g_host_waits.drains += s->done < upto;
+    catch_up(s, upto);
+}
 void catch_up_all() {
     for (auto& s : all_streams()) catch_up(s.get());
 }
@@ -400,7 +418,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     if (!bytes) return cudaSuccess;
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyHostToHost) {
         const DeviceWork work;
-        catch_up(stream(st));
+        host_wait(stream(st), stream(st)->queued);
         std::memmove(dst, src, bytes);
     } else if (k == cudaMemcpyHostToDevice) {
         const auto* from = static_cast<const unsigned char*>(src);
@@ -420,7 +438,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned) {
 }
 // The stream's work is done, as a GPU would finish it; the stream stays for its events.
 cudaError_t cudaStreamDestroy(cudaStream_t st) { return catch_up(stream(st)), cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t st) { return catch_up(stream(st)), cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t st) { return host_wait(stream(st), stream(st)->queued), cudaSuccess; }
 // st's later work waits for the event as last recorded before this call.
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned) {
     if (!e->stream) return cudaSuccess;
@@ -441,7 +459,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    if (e->stream) catch_up(e->stream, e->at);
+    if (e->stream) host_wait(e->stream, e->at);
     return cudaSuccess;
 }
 // As CUDA's: both events recorded, and reached.
