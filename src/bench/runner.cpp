@@ -436,6 +436,9 @@ void check_point(const Point& p) {
                      f);
     if (p.task == "squad" && p.squad_layout != "padded" && p.squad_layout != "real")
         fail("--squad_layout: expected padded or real, got \"{}\"", p.squad_layout);
+    if (p.task == "pretraining" && p.max_predictions > p.seq_len)
+        fail("--max_predictions={}: expected at most --seq_len={} (each is a position of the sequence)",
+             p.max_predictions, p.seq_len);
     if (p.task == "squad" && p.seq_len < 3)
         fail("--seq_len={}: a SQuAD feature needs at least 3 tokens ([CLS] [SEP] [SEP])", p.seq_len);
 }

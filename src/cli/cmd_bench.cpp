@@ -203,6 +203,16 @@ int cmd_bench(int argc, char** argv) {
     ScenarioOptions scenario;  // --scenario / --summarize_log: cli/bench_scenario.hpp
     scenario.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    // The files written at the end: each writable and a different file, before the work.
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--json", json_path},         {"--plot", plot_path},
+        {"--md", md_path},             {"--profile_svg", profile ? profile_svg_path : ""},
+        {"--scenario_log", scenario.log_path}, {"--schedule_out", scenario.schedule_out}};
+    for (const auto& [flag, path] : outputs)
+        if (!path.empty()) check_output_file_writable(path, flag);
+    check_outputs_distinct(outputs);
+    if (!config_file.empty() && flags.is_set("model"))
+        fail("--bert_config_file and --model: expected one of them, got both");
     if (scenario.active()) {
         ScenarioContext sc;
         sc.model = model_list, sc.bert_config_file = config_file, sc.dtype = dtype_list;
@@ -244,6 +254,10 @@ int cmd_bench(int argc, char** argv) {
     if (profile_steps < 1) fail("--profile_steps: expected >= 1, got {}", profile_steps);
     if (ceiling_gflops < 0) fail("--ceiling_gflops: expected >= 0, got {}", ceiling_gflops);
     if (max_predictions < 0) fail("--max_predictions: expected >= 0, got {}", max_predictions);
+    if (ceiling_reps < 1) fail("--ceiling_reps: expected >= 1, got {}", ceiling_reps);
+    if (gemm_reps < 1) fail("--gemm_reps: expected >= 1, got {}", gemm_reps);
+    if (gemm_tokens < 1 || gemm_tokens > (1 << 20))
+        fail("--gemm_tokens: expected 1..1048576 rows, got {}", gemm_tokens);
     if (task != "pretraining" && task != "squad")
         fail("--task: expected pretraining or squad, got \"{}\"", task);
     if (task == "squad" && comm.is_mpi())

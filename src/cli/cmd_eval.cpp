@@ -67,6 +67,7 @@ int cmd_eval(int argc, char** argv) {
 
     const std::vector<std::string> files = expand_globs(input, "input_file");
     if (!json_path.empty()) {
+        check_output_file_writable(json_path, "--json");
         std::vector<std::string> inputs = files;
         inputs.push_back(checkpoint);
         if (!config_file.empty()) inputs.push_back(config_file);

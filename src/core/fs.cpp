@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <cerrno>
@@ -214,6 +215,54 @@ void check_output_not_input(const std::string& output, const std::string& output
                  "input (expected a different output path)",
                  output_flag, output, input_flag, in == output ? in : in + ", same inode");
     }
+}
+
+void check_output_file_writable(const std::string& path, const std::string& flag) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) fail("{}={}: is a directory, expected a file name", flag, path);
+    const fs::path parent = fs::path(path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    const fs::file_status st = fs::status(dir, ec);
+    if (!fs::exists(st)) fail("{}={}: its directory {} does not exist (expected an existing directory)", flag, path, dir);
+    if (!fs::is_directory(st)) fail("{}={}: {} is not a directory", flag, path, dir);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        fail("{}={}: cannot write in {}: {}", flag, path, dir, std::strerror(errno));
+}
+
+namespace {
+// The same file for two spellings, whether or not it exists yet.
+std::string normal_path(const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+    return ec ? std::filesystem::absolute(path).lexically_normal().string() : p.string();
+}
+}  // namespace
+
+void check_outputs_distinct(const std::vector<std::pair<std::string, std::string>>& outputs) {
+    for (size_t i = 0; i < outputs.size(); ++i)
+        for (size_t j = 0; j < i; ++j) {
+            const auto& [fa, a] = outputs[j];
+            const auto& [fb, b] = outputs[i];
+            if (a.empty() || b.empty() || normal_path(a) != normal_path(b)) continue;
+            if (fa == fb)
+                fail("{}: names the file {} twice (as {} and {}); expected each output once", fa, normal_path(a), a, b);
+            fail("{}={} and {}={}: the same file; expected different outputs (one would overwrite the other)",
+                 fa, a, fb, b);
+        }
+}
+
+void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
+                             const std::string& dir_flag, const std::vector<std::string>& names,
+                             const std::vector<std::string>& prefixes) {
+    const std::filesystem::path p(normal_path(path));
+    if (p.parent_path() != std::filesystem::path(normal_path(dir.empty() ? "." : dir))) return;
+    const std::string name = p.filename().string();
+    bool ours = std::find(names.begin(), names.end(), name) != names.end();
+    for (const std::string& prefix : prefixes) ours |= name.starts_with(prefix);
+    if (ours)
+        fail("{}={}: is the run's own {} in {}={}, which it would overwrite (expected another name)", flag, path,
+             name, dir_flag, dir);
 }
 
 int remove_stale_temporaries(const std::string& dir, const std::string& prefix) {

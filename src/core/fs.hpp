@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace bertbench {
@@ -59,6 +60,21 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
 // does not exist yet matches nothing.
 void check_output_not_input(const std::string& output, const std::string& output_flag,
                             const std::vector<std::string>& inputs, const std::string& input_flag);
+
+// Before the work, for a file written at the end (a report, a plot): error naming `flag` when
+// `path` is a directory, or its directory does not exist, is not one, or cannot be written in.
+void check_output_file_writable(const std::string& path, const std::string& flag);
+
+// Error when two of a command's outputs (flag, path) are the same file ("a" and "./a" alike,
+// existing or not): one would overwrite the other, or both write through one temporary.
+void check_outputs_distinct(const std::vector<std::pair<std::string, std::string>>& outputs);
+
+// Error when `path` (an output named by `flag`) would be one of the files a run writes in its
+// directory `dir` (named by `dir_flag`): a name in `names`, or one starting with a prefix in
+// `prefixes` (e.g. "model.ckpt-"). Another name in `dir` is fine.
+void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
+                             const std::string& dir_flag, const std::vector<std::string>& names,
+                             const std::vector<std::string>& prefixes = {});
 
 // Removes the temporaries "<prefix>*.tmp.<pid>" in `dir` whose process <pid> no longer runs (an
 // AtomicFile of a killed run), logging each; `prefix` "" = every such file. Returns how many.

@@ -155,6 +155,32 @@ TEST(BenchCli, BadFlagsAreOneLineErrors) {
     EXPECT_NE(r.out.find("--batch_size"), std::string::npos) << r.out;
     r = run_bertbench("nosuchcommand");
     EXPECT_EQ(r.exit_code, 2);
+    // Each found before any measurement (a reps of 0 was a SIGSEGV, an unwritable --json found
+    // only after the sweep).
+    const std::pair<const char*, const char*> cases[] = {
+        {"bench --mode=gemm --gemm_reps=0", "--gemm_reps: expected >= 1, got 0"},
+        {"bench --mode=infer --model=tiny --ceiling --ceiling_reps=-1", "--ceiling_reps: expected >= 1, got -1"},
+        {"bench --mode=gemm --gemm_tokens=-5", "--gemm_tokens: expected 1..1048576 rows, got -5"},
+        {"bench --mode=infer --model=tiny --json=/nonexistent-dir/b.json", "its directory /nonexistent-dir does not exist"},
+        {"bench --mode=infer --model=tiny --json=b.svg --plot=./b.svg", "the same file"},
+        {"bench --mode=infer --model=tiny --bert_config_file=x.json", "--bert_config_file and --model"},
+        {"bench --mode=infer --model=tiny --seq_len=32 --max_predictions=33", "expected at most --seq_len=32"}};
+    for (const auto& [cmd, message] : cases) {
+        r = run_bertbench(std::string(cmd) + " --steps=1 --warmup=0 --threads=1");
+        EXPECT_EQ(r.exit_code, 1) << cmd;
+        EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("seq/s"), std::string::npos) << r.out;  // nothing measured
+    }
+}
+
+// No masked position in the batch (seq 2: [CLS] [SEP]) is an MLM head of no rows (once a SIGFPE
+// in oneDNN's primitive creation).
+TEST(BenchCli, InferenceOfSequencesWithoutMaskedPositions) {
+    for (const char* seq : {"1", "2"}) {
+        const auto r = run_bertbench(std::string("bench --mode=infer --model=tiny --seq_len=") + seq +
+                                     " --batch_size=1 --steps=1 --warmup=0 --noceiling --threads=1");
+        EXPECT_EQ(r.exit_code, 0) << r.out;
+    }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // blocked layout equal a double GEMM of the same operands to fp32 accumulation noise
 // (|got − want| ≤ 1e-5·Σ|a·b| per element), for B stored as a kernel (K, N) or transposed (N, K),
 // odd shapes, several matrices in one source buffer, strided A and C, with and without a bias, and
-// after a re-pack from changed values.
+// after a re-pack from changed values; no rows at all (M = 0) is a no-op.
 #include "ops/matmul.hpp"
 
 #include <gtest/gtest.h>
@@ -59,7 +59,7 @@ void check_packed(MatmulType type) {
         packed.pack(src.data());
         for (size_t i = 0; i < shapes.size(); ++i) {
             const Shape& s = shapes[i];
-            for (const int M : {1, 20, 131}) {
+            for (const int M : {0, 1, 20, 131}) {  // 0: no masked position in the batch
                 const bool with_bias = (M + static_cast<int>(i)) % 2 == 0;
                 const int lda = s.K + 2, ldc = s.N + 3;
                 std::vector<E> A(static_cast<size_t>(M) * lda);
