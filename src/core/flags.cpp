@@ -238,6 +238,15 @@ bool Flags::parse(int argc, char** argv) {
             value = body.substr(eq + 1);
         }
         Flag* f = canonical_of(name);
+        if (f == nullptr && has_value && name.rfind("no", 0) == 0) {
+            const Flag* neg = canonical_of(name.substr(2));
+            if (neg != nullptr && std::holds_alternative<bool*>(neg->target)) {
+                errors.push_back(fmt::format("flag --{}={}: the no- form of a boolean flag takes no value "
+                                             "(expected --{}, or --{}=true|false)", name, value, name,
+                                             name.substr(2)));
+                continue;
+            }
+        }
         if (f == nullptr && !has_value && name.rfind("no", 0) == 0) {
             const std::string positive = name.substr(2);
             Flag* neg = canonical_of(positive);

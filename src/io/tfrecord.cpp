@@ -106,8 +106,8 @@ TfRecordReader::TfRecordReader(const std::string& path, bool skip_corrupt)
     const int fd = open_regular_file(path, &why);
     if (fd < 0) {
         if (errno != 0)
-            fail("[tfrecord] {}: cannot open for reading: {} (hint: check the path and "
-                 "--input_file)", path, std::strerror(errno));
+            fail("[tfrecord] {}: cannot open for reading: {} (hint: check the path)", path,
+                 std::strerror(errno));
         fail("[tfrecord] {}: {}", path, why);
     }
     file_ = ::fdopen(fd, "rb");
@@ -218,7 +218,10 @@ bool TfRecordReader::resync(uint64_t from) {
     return false;
 }
 
-bool TfRecordReader::next(std::string& payload) {
+bool TfRecordReader::next(std::string& payload) { return advance(&payload); }
+bool TfRecordReader::skip() { return advance(nullptr); }
+
+bool TfRecordReader::advance(std::string* payload) {
     const char* hint =
         "the file is corrupt or truncated (hint: --skip_corrupt_records to continue)";
     while (true) {
@@ -261,14 +264,19 @@ bool TfRecordReader::next(std::string& payload) {
             if (!resync(offset_ + 1)) return false;
             continue;
         }
-        payload.resize(length);
+        if (payload == nullptr) {  // skip(): the framing only
+            offset_ += kHeader + length + kFooter;
+            ++index_;
+            return true;
+        }
+        payload->resize(length);
         unsigned char footer[kFooter];
-        read_at(offset_ + kHeader, payload.data(), length);
+        read_at(offset_ + kHeader, payload->data(), length);
         read_at(offset_ + kHeader + length, footer, kFooter);
         bytes_read_ += length + kFooter;
         checksummed_ += length;
         const uint32_t want = load_u32le(footer);
-        const uint32_t got = masked_crc32c(payload.data(), length);
+        const uint32_t got = masked_crc32c(payload->data(), length);
         if (want != got) {
             if (!skip_corrupt_)
                 fail(

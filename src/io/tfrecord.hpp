@@ -48,6 +48,10 @@ class TfRecordReader {
     // Reads the next record into `payload`. False at a clean end of file. A corrupt or
     // truncated record throws Error naming the file, record index, byte offset and the CRCs.
     bool next(std::string& payload);
+    // Moves past the next record checking only its framing (the length's CRC, and that the record
+    // and its data CRC lie within the file), without reading its data: the same errors as next()
+    // for a truncated file or a bad length header. False at a clean end of file.
+    bool skip();
 
     uint64_t index() const { return index_; }    // index of the record next() reads next
     uint64_t offset() const { return offset_; }  // byte offset of that record
@@ -62,6 +66,7 @@ class TfRecordReader {
     void seek(uint64_t offset, uint64_t index);
 
   private:
+    bool advance(std::string* payload);  // next(), or skip() for null
     bool read_at(uint64_t pos, void* dst, size_t n);     // false if the file ends before pos + n
     // With skip_corrupt: the next valid record at or after `from` (the first one to end), in one
     // linear pass (see tfrecord.cpp).

@@ -116,6 +116,13 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
         // HF ACT2FN: "gelu" is the erf form and "gelu_new" the tanh form.
         if (hf && c.hidden_act == "gelu") c.hidden_act = "gelu_erf";
     }
+    // Hugging Face variants of the architecture that bertbench would run silently as BERT's.
+    if (j.contains("position_embedding_type") && j.at("position_embedding_type") != "absolute")
+        fail("{}: position_embedding_type: expected \"absolute\" (BERT's learned positions; bertbench "
+             "has no relative ones), got {}", where, json_safe::brief(j.at("position_embedding_type")));
+    if (j.contains("is_decoder") && j.at("is_decoder") != false)
+        fail("{}: is_decoder: expected false (BERT's bidirectional encoder), got {}", where,
+             json_safe::brief(j.at("is_decoder")));
     if (j.contains("layer_norm_eps")) {
         const float eps = get_float(j, "layer_norm_eps", 1e-12f, where);
         if (eps != 1e-12f)

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -21,6 +22,7 @@
 #include "io/torch_checkpoint.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
+#include "model/param_table.hpp"
 
 namespace bertbench::model {
 namespace {
@@ -225,6 +227,21 @@ bool to_f32(const Tensor& t, std::vector<float>* out) {
     return true;
 }
 
+// Every model tensor of the input must have the shape `config` gives it (a config of another size
+// would be written beside the weights, and found wrong only by whatever loads them).
+void check_config_fits(const BertConfig& config, const std::string& config_source, const std::vector<Tensor>& tensors) {
+    const ParamTable pretraining(config, Heads::pretraining), squad(config, Heads::squad);
+    for (const Tensor& t : tensors) {
+        const ParamInfo* p = pretraining.find(t.name);
+        if (p == nullptr) p = squad.find(t.name);
+        if (p != nullptr && p->shape != t.shape)
+            fail("{}: does not fit the weights: tensor \"{}\" has shape [{}], the config gives it [{}] "
+                 "(hidden_size {}, intermediate_size {}, vocab_size {})",
+                 config_source, t.name, fmt::join(t.shape, ", "), fmt::join(p->shape, ", "), config.hidden_size,
+                 config.intermediate_size, config.vocab_size);
+    }
+}
+
 // HF's BertConfig (config.json) for our config.
 nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors) {
     bool pretraining = false, squad = false;
@@ -294,6 +311,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     // Output files.
     std::vector<std::string> outs;
     std::string st_path, config_path;
+    std::optional<CreatedDirCleanup> created;  // a failed --to=hf leaves no empty directory
     if (to == "tf") {
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
     } else if (to == "safetensors" || to == "pt") {
@@ -303,7 +321,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         const bool file = o.output.ends_with(".safetensors");
         st_path = file ? o.output : (fs::path(o.output) / "model.safetensors").string();
         config_path = (fs::path(st_path).parent_path() / "config.json").string();
-        if (!file) fs::create_directories(o.output);
+        if (!file) {
+            created.emplace(o.output);
+            fs::create_directories(o.output);
+        }
         outs = {st_path, config_path};
     }
     for (const std::string& out : outs) {
@@ -326,6 +347,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         config = CheckpointReader(o.input).config();
         have_config = true;
     }
+    if (have_config)
+        check_config_fits(config, o.bert_config_file.empty() ? o.input + " (its bert_config)"
+                                                             : "--bert_config_file=" + o.bert_config_file,
+                          in.tensors);
 
     ConvertResult res;
     res.from = checkpoint_format_name(from);

@@ -2,7 +2,8 @@
 // safetensors -> HF -> safetensors give back every tensor bit for bit; the real keras_bert_tiny TF
 // checkpoint -> safetensors -> TF gives back its .index and .data files byte for byte; HF output has
 // HF names, [out, in] kernels and a config.json; existing outputs, output == input and unknown
-// formats are one-line errors with a non-zero exit.
+// formats, and a --bert_config_file that does not fit the weights, are one-line errors with a
+// non-zero exit.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -205,6 +206,17 @@ TEST(ConvertCli, BadOutputsAndInputsAreOneLineErrors) {
     r = run_bertbench("convert --input=" + dir.file("junk.safetensors") + " --output=" + dir.file("y"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find("junk.safetensors"), std::string::npos) << r.out;
+    // a --bert_config_file of another size than the weights: refused, and no directory left
+    model::BertConfig wide = small_config();
+    wide.hidden_size = 16;
+    write_file_atomic(dir.file("wide.json"), wide.to_json().dump());
+    r = run_bertbench("convert --to=hf --input=" + a + " --output=" + dir.file("hfw") +
+                      " --bert_config_file=" + dir.file("wide.json"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("--bert_config_file=" + dir.file("wide.json") + ": does not fit the weights"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("has shape [23, 8], the config gives it [23, 16]"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("hfw")));
     for (const auto& e : std::filesystem::directory_iterator(dir.path))
         EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
     EXPECT_FALSE(std::filesystem::exists(dir.file("y.index")));

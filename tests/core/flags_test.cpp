@@ -74,6 +74,14 @@ TEST(Flags, Errors) {
     EXPECT_THROW(run(p, {"--input_file"}), Error);
     EXPECT_THROW(run(p, {"stray"}), Error);
     EXPECT_THROW(run(p, {"--nomax_seq_length"}), Error);
+    try {  // once said "unknown flag --nodo_eval (did you mean --nodo_eval?)"
+        run(p, {"--nodo_eval=true"});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--nodo_eval=true: the no- form of a boolean flag takes no value "
+                                             "(expected --nodo_eval, or --do_eval=true|false)"),
+                  std::string::npos) << e.what();
+    }
 }
 
 TEST(Flags, HelpStopsParsing) {

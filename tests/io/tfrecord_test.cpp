@@ -169,7 +169,23 @@ TEST(TfRecord, TruncatedFile) {
         const auto recs = d.read_skipping(&skipped);
         EXPECT_EQ(skipped, 1u);
         EXPECT_EQ(recs.size(), 2u);
+        // skip() checks the framing only, and finds the same cut
+        TfRecordReader r(d.path);
+        EXPECT_TRUE(r.skip());
+        EXPECT_TRUE(r.skip());
+        EXPECT_EQ(r.bytes_read(), 2u * 12);  // two headers, no data
+        try {
+            r.skip();
+            ADD_FAILURE() << "cut " << cut << ": skip() passed the truncated record";
+        } catch (const Error& x) {
+            EXPECT_EQ(std::string(x.what()), e);
+        }
     }
+    Damaged whole;
+    TfRecordReader r(whole.path);
+    int n = 0;
+    while (r.skip()) ++n;
+    EXPECT_EQ(n, 3);
 }
 
 TEST(TfRecord, SeekResumesAtRecordBoundary) {

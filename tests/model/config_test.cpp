@@ -99,6 +99,9 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         {R"([1, 2])", "", "JSON object"},
         {R"({"hidden_size": )", "", "not valid JSON"},
         {"12E444", "", "too large for a double"},  // found by bert_config_fuzz (uncaught throw)
+        // Hugging Face configs of other architectures that would run as BERT's, silently wrong
+        {R"({"position_embedding_type": "relative_key"})", "position_embedding_type", "\"absolute\""},
+        {R"({"is_decoder": true})", "is_decoder", "expected false"},
     };
     for (const Case& c : cases) {
         nlohmann::json j = nlohmann::json::parse(c.json, nullptr, false);
@@ -116,8 +119,9 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         EXPECT_NE(e.find(c.field), std::string::npos) << e;
         EXPECT_NE(e.find(c.expected), std::string::npos) << e;
     }
-    // Unknown keys are ignored, as in the reference; 768.0 is accepted as 768.
+    // Unknown keys are ignored, as in the reference; 768.0 is accepted as 768; HF's defaults pass.
     write_file_atomic(path, R"({"hidden_size": 768.0, "directionality": "bidi", "vocab_size": 99,
+        "position_embedding_type": "absolute", "is_decoder": false,
         "num_hidden_layers": 2, "num_attention_heads": 12, "intermediate_size": 64})");
     EXPECT_EQ(BertConfig::from_json_file(path).hidden_size, 768);
     std::remove(path.c_str());
