@@ -51,7 +51,8 @@ int cmd_prepare(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());
-    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (jobs < 0) fail("--jobs: expected >= 0 (0 = all CPUs), got {}", jobs);
+    if (jobs == 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     {
         PyRandom check;
         try {
@@ -91,6 +92,9 @@ int cmd_prepare(int argc, char** argv) {
             std::vector<std::string> files{vocab_file};
             for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);
             check_output_not_input(log_file, "--log_file", files, "--input_dir/--output_dir/--vocab_file");
+            std::vector<std::pair<std::string, std::string>> named{{"--log_file", log_file}};
+            for (const auto& job : plan) named.emplace_back("--output_dir", job.output);
+            check_outputs_distinct(named);
         }
         if (comm.size() == 1) {
             remove_stale_temporaries(output_dir);
@@ -136,6 +140,10 @@ int cmd_prepare(int argc, char** argv) {
     // Nothing is written before every output is known not to be an input.
     std::vector<std::string> written = outputs;
     if (!log_file.empty()) written.push_back(log_file);
+    std::vector<std::pair<std::string, std::string>> named;
+    for (const auto& out : outputs) named.emplace_back("--output_file", out);
+    named.emplace_back("--log_file", log_file);
+    check_outputs_distinct(named);
     for (const auto& out : written) {
         const std::string flag = out == log_file ? "--log_file" : "--output_file";
         check_output_not_input(out, flag, inputs, "--input_file");

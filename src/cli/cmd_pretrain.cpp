@@ -302,7 +302,11 @@ int cmd_pretrain(int argc, char** argv) {
         f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
-    if (!nvpt.json_summary.empty()) check_dllogger_path(nvpt.json_summary, {o.bert_config_file});
+    if (!nvpt.json_summary.empty()) {
+        check_dllogger_path(nvpt.json_summary, {o.bert_config_file});
+        check_output_not_in_run(nvpt.json_summary, "--json-summary", o.output_dir, "--output_dir",
+                                train::run_output_names(), {train::kCheckpointPrefix});
+    }
     check_not_directory(o.bert_config_file, "--" + f.spelling("bert_config_file"),
                         "a file (bert_config.json)");
     apply_nvidia_pt_loss_scale(pt_marker, pf.loss_scale);

@@ -75,17 +75,12 @@ void write_features(const std::string& path, const std::vector<data::SquadFeatur
     writer.close();
 }
 
-// No input may be one of the files this command line writes in --output_dir (compared by inode,
-// as prepare, pick-eval and convert check theirs): e.g. --predict_file=out/predictions.json or
-// --train_file=out/train.tf_record would be overwritten. Checked before any work. `pt_model`: NVIDIA's
+// The files this command line writes in --output_dir besides checkpoints. `pt_model`: NVIDIA's
 // line also writes pytorch_model.bin.
-void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predict_model,
-                                  bool pt_model) {
-    std::vector<std::string> names;
+std::vector<std::string> output_names(const Options& o, bool train_model, bool predict_model, bool pt_model) {
+    // the training loop's own files
+    std::vector<std::string> names = train_model ? train::run_output_names() : std::vector<std::string>{};
     if (o.do_train) names.push_back("train.tf_record");
-    if (train_model)  // the training loop's own files (it checks its checkpoints itself)
-        names.insert(names.end(), {"config.json", "results.json", "train_log.jsonl", "curves.svg",
-                                   "changed_flags.jsonl"});
     if (train_model && pt_model) names.push_back("pytorch_model.bin");  // NVIDIA's line
     if (o.do_predict) {
         names.insert(names.end(), {"eval.tf_record", "predictions.json", "nbest_predictions.json",
@@ -93,6 +88,14 @@ void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predi
         if (o.version_2_with_negative) names.push_back("null_odds.json");
         if (predict_model) names.insert(names.end(), {"raw_results.jsonl", "predict_speed.json"});
     }
+    return names;
+}
+
+// No input may be one of the files this command line writes in --output_dir (compared by inode,
+// as prepare, pick-eval and convert check theirs): e.g. --predict_file=out/predictions.json or
+// --train_file=out/train.tf_record would be overwritten. Checked before any work (the training
+// loop checks its checkpoints itself).
+void check_outputs_are_not_inputs(const Options& o, const std::vector<std::string>& names) {
     const std::pair<const char*, const std::string*> inputs[] = {
         {"--vocab_file", &o.vocab_file},         {"--bert_config_file", &o.bert_config_file},
         {"--init_checkpoint", &o.init_checkpoint}, {"--train_file", &o.train_file},
@@ -102,6 +105,17 @@ void check_outputs_are_not_inputs(const Options& o, bool train_model, bool predi
             if (!path->empty())
                 check_output_not_input((fs::path(o.output_dir) / name).string(), "--output_dir",
                                        {*path}, flag);
+}
+
+// The model must take --max_seq_length positions and every id of --vocab_file (a larger vocabulary
+// would index past the embedding table at the first batch).
+void check_model_fits(const Options& o, const model::BertConfig& cfg, const data::Vocab& vocab) {
+    if (o.max_seq_length > cfg.max_position_embeddings)
+        fail("--max_seq_length={}: the model was only trained up to sequence length {} "
+             "(max_position_embeddings)", o.max_seq_length, cfg.max_position_embeddings);
+    if (vocab.size() > cfg.vocab_size)
+        fail("--vocab_file={}: {} tokens, more than the model's vocab_size {} (expected the vocabulary the "
+             "model was trained with)", o.vocab_file, vocab.size(), cfg.vocab_size);
 }
 
 }  // namespace
@@ -209,10 +223,14 @@ int cmd_squad(int argc, char** argv) {
     const bool train_model = o.do_train && !o.features_only;
     const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
     const bool pt_model = !nvidia.empty() && !nvpt.skip_checkpoint;  // run_squad.py's model file
-    check_outputs_are_not_inputs(o, train_model, predict_model, pt_model);
-    if (!nvpt.json_summary.empty())
+    const std::vector<std::string> outputs = output_names(o, train_model, predict_model, pt_model);
+    check_outputs_are_not_inputs(o, outputs);
+    if (!nvpt.json_summary.empty()) {
         check_dllogger_path(nvpt.json_summary, {o.vocab_file, o.bert_config_file, o.init_checkpoint,
                                                 o.train_file, o.predict_file, o.raw_results});
+        check_output_not_in_run(nvpt.json_summary, "--json-summary", o.output_dir, "--output_dir", outputs,
+                                {train::kCheckpointPrefix});
+    }
     // Predicting without --do_train: as TF's Estimator, which run_squad.py uses, the latest
     // checkpoint in --output_dir (a fine-tuning run's) wins over --init_checkpoint (the reference's
     // SQuAD 2.0 threshold line passes the pretrained BERT there and the fine-tuned --output_dir).
@@ -243,9 +261,13 @@ int cmd_squad(int argc, char** argv) {
     if (o.threads < 0 || o.threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
     omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
-    if (train_model)  // the model config, before the features are made (fails in seconds)
-        train::resolve_config(o.bert_config_file, o.model, train::latest_checkpoint(o.output_dir),
-                              o.init_checkpoint);
+    const data::Vocab vocab = data::Vocab::load(o.vocab_file);
+    if (train_model) {  // the model, before the features are made (fails in seconds)
+        train::check_squad_train_flags(o);
+        const model::BertConfig cfg = train::resolve_config(
+            o.bert_config_file, o.model, train::latest_checkpoint(o.output_dir), o.init_checkpoint);
+        check_model_fits(o, cfg, vocab);
+    }
     // Predicting with a given checkpoint: load it now, so a checkpoint without the span head
     // stops the command before any work.
     std::optional<train::SquadModel> model;
@@ -260,7 +282,7 @@ int cmd_squad(int argc, char** argv) {
 
     const nlohmann::json flags_json = flags.to_json();
     log::info("config: {}", flags_json.dump());
-    const data::Vocab vocab = data::Vocab::load(o.vocab_file);
+    if (model) check_model_fits(o, model->config, vocab);
     data::FullTokenizer tokenizer(vocab, o.do_lower_case);
     const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     std::error_code ec;
@@ -270,6 +292,8 @@ int cmd_squad(int argc, char** argv) {
 
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
+        const int64_t steps = train::squad_train_steps(static_cast<int64_t>(train_examples.size()),
+                                                       o.train_batch_size, o.num_train_epochs);
         // Pre-shuffled as run_squad.py main() does, so train.tf_record is byte-identical.
         PyRandom rng(12345);
         rng.shuffle(train_examples);
@@ -283,8 +307,7 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
-        log::info("  Num steps = {}", train::squad_train_steps(static_cast<int64_t>(train_examples.size()),
-                                                              o.train_batch_size, o.num_train_epochs));
+        log::info("  Num steps = {}", steps);
         log::info("wrote {}", path);
         if (train_model) {
             train::SquadTrainOptions t = o;

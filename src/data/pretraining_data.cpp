@@ -101,6 +101,8 @@ void PretrainingConfig::validate() const {
         fail("--max_seq_length: expected an integer in [5, 65535] (room for [CLS] A [SEP] B [SEP]), "
              "got {}",
              max_seq_length);
+    if (dupe_factor < 1)
+        fail("--dupe_factor: expected >= 1 (how many times each document is drawn), got {}", dupe_factor);
     if (max_predictions_per_seq < 0)
         fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
     if (!std::isfinite(masked_lm_prob))

@@ -47,6 +47,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
              model::checkpoint_format_name(model::detect_checkpoint_format(o.checkpoint)));
     }
     if (o.eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", o.eval_batch_size);
+    if (o.max_eval_steps < 0)
+        fail("--max_eval_steps: expected >= 0 (0 = the whole eval set), got {}", o.max_eval_steps);
     if (o.max_seq_length < 2 || o.max_seq_length > config.max_position_embeddings)
         fail("--max_seq_length={}: expected 2..{} (max_position_embeddings of the model)",
              o.max_seq_length, config.max_position_embeddings);
@@ -60,8 +62,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,
                                       o.allow_missing_weights);
     check_finite_params(table, params, o.checkpoint);
-    check_first_records(o.files, o.max_seq_length, o.max_predictions_per_seq, o.files_flag,
-                        o.skip_corrupt_records);
+    check_input_records(o.files, o.max_seq_length, o.max_predictions_per_seq, config.vocab_size,
+                        o.files_flag, o.skip_corrupt_records);
     // Under mpirun -np N: the batch is global, each rank evaluates every N-th record and the sums
     // are all-reduced (the same metrics as one process).
     dist::Comm& comm = dist::world();

@@ -238,10 +238,7 @@ void TrainLoop::setup() {
 void TrainLoop::check_outputs_are_not_inputs() const {
     std::vector<std::string> inputs = task_.inputs();
     if (!o_.init_checkpoint.empty()) inputs.push_back(o_.init_checkpoint);
-    std::vector<std::string> outputs = {"config.json", "results.json", "train_log.jsonl",
-                                        "curves.svg", "changed_flags.jsonl"};
-    for (const std::string& name : task_.outputs()) outputs.push_back(name);
-    for (const std::string& name : outputs)
+    for (const std::string& name : run_output_names())
         check_output_not_input((fs::path(o_.output_dir) / name).string(), "--output_dir", inputs,
                                "the run's input files");
 }

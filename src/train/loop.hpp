@@ -105,9 +105,8 @@ public:
     // engines (planned for options.train_batch_size or the task's inference batch).
     virtual void prepare(const std::string& resume_from) = 0;
     virtual const model::ParamTable& table() const = 0;
-    // Files the run reads (none of them may be one the run writes) and the run's own outputs.
+    // Files the run reads (none of them may be one the run writes: run_output_names()).
     virtual std::vector<std::string> inputs() const = 0;
-    virtual std::vector<std::string> outputs() const { return {}; }
     // After the weights are initialised or loaded: checks of the data that can fail early.
     virtual void check_before_start() {}
     virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
@@ -223,6 +222,10 @@ private:
 
 // Checkpoint file name for a global step: "<dir>/model.ckpt-<step>.safetensors".
 std::string checkpoint_path(const std::string& dir, int64_t step);
+constexpr const char* kCheckpointPrefix = "model.ckpt-";
+// The files a training run (pretrain, squad --do_train) may write in its --output_dir besides its
+// checkpoints (kCheckpointPrefix...), for the checks that no input or other output is one of them.
+std::vector<std::string> run_output_names();
 // The latest checkpoint in `dir` (highest step), or "" when there is none.
 std::string latest_checkpoint(const std::string& dir);
 

@@ -68,7 +68,12 @@ double saved_real(const json& j, const char* key, double lo, double hi, const st
 }
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
-    return (fs::path(dir) / fmt::format("model.ckpt-{}.safetensors", step)).string();
+    return (fs::path(dir) / fmt::format("{}{}.safetensors", kCheckpointPrefix, step)).string();
+}
+
+std::vector<std::string> run_output_names() {
+    return {"config.json",     "results.json",     "train_log.jsonl",  "eval_log.jsonl",    "curves.svg",
+            "mlperf.log",      "changed_flags.jsonl", "eval_results.txt", "eval_results.json"};
 }
 
 std::string latest_checkpoint(const std::string& dir) {

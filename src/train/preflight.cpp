@@ -1,6 +1,8 @@
 #include "train/preflight.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <utility>
 
 #include "core/error.hpp"
 #include "io/example.hpp"
@@ -8,9 +10,17 @@
 
 namespace bertbench::train {
 
-void check_first_records(const std::vector<std::string>& files, int max_seq_length,
-                         int max_predictions_per_seq, const std::string& flag, bool skip_corrupt) {
+void check_input_records(const std::vector<std::string>& files, int max_seq_length,
+                         int max_predictions_per_seq, int vocab_size, const std::string& flag,
+                         bool skip_corrupt) {
     size_t tfrecord_files = 0, empty = 0;
+    uint64_t bytes = 0;
+    for (const std::string& path : files) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (!ec) bytes += size;
+    }
+    const bool walk = !skip_corrupt && bytes <= kFramingCheckBytes;
     std::string payload;
     io::PretrainingRecord rec;
     for (const std::string& path : files) {
@@ -25,6 +35,16 @@ void check_first_records(const std::vector<std::string>& files, int max_seq_leng
             const std::string where = path + ": record 0";
             io::parse_pretraining_example(io::decode_example(payload, where), max_seq_length,
                                           max_predictions_per_seq, where, rec);
+            for (const auto& [name, ids] : {std::pair{"input_ids", &rec.input_ids},
+                                            std::pair{"masked_lm_ids", &rec.masked_lm_ids}})
+                for (size_t i = 0; i < ids->size(); ++i)
+                    if ((*ids)[i] < 0 || (*ids)[i] >= vocab_size)
+                        fail("{}: {}[{}] = {}, outside the model's vocabulary [0, {}) (expected "
+                             "records made with the model's vocabulary)", where, name, i, (*ids)[i],
+                             vocab_size);
+            if (walk)
+                while (reader.skip()) {
+                }
         } catch (const Error& e) {
             fail("--{}: {} (found by the check of every input before the first step)", flag,
                  e.what());

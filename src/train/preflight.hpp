@@ -1,8 +1,10 @@
 // Checks a run makes before its first step, so that a bad input fails in seconds rather than
 // hours in (issue 14 §3): the first record of every TFRecord file against the MLPerf schema and
-// sequence length, and every weight finite after a checkpoint is loaded.
+// sequence length, the framing of every record (a truncated file), and every weight finite after
+// a checkpoint is loaded.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,10 +14,16 @@
 namespace bertbench::train {
 
 // Reads the first record of each file (HDF5 files, *.hdf5/*.h5, are left to their reader) and
-// parses it with the FixedLenFeature schema of `max_seq_length` / `max_predictions_per_seq`.
-// Error naming the flag, the file and what is wrong; also when every file is empty.
-void check_first_records(const std::vector<std::string>& files, int max_seq_length,
-                         int max_predictions_per_seq, const std::string& flag, bool skip_corrupt);
+// parses it with the FixedLenFeature schema of `max_seq_length` / `max_predictions_per_seq` (its
+// token ids below the model's `vocab_size`: records of a larger vocabulary fail here), then
+// walks the other records' framing (TfRecordReader::skip: headers only) where the files add up to
+// at most kFramingCheckBytes (beyond that reading them would cost minutes; a bad record then
+// stops the run where it is read) and records are not skipped (`skip_corrupt`). Error naming the
+// flag, the file and what is wrong; also when every file is empty.
+constexpr uint64_t kFramingCheckBytes = uint64_t(2) << 30;
+void check_input_records(const std::vector<std::string>& files, int max_seq_length,
+                         int max_predictions_per_seq, int vocab_size, const std::string& flag,
+                         bool skip_corrupt);
 
 // Error naming the tensor, the flat index into it and the value of the first NaN or Inf weight;
 // `source` names where the weights came from (a checkpoint path).

@@ -79,6 +79,8 @@ public:
             fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
         if (o_.eval_batch_size < 1)
             fail("--eval_batch_size: expected >= 1, got {}", o_.eval_batch_size);
+        if (o_.max_eval_steps < 0)
+            fail("--max_eval_steps: expected >= 0 (0 = the whole eval set), got {}", o_.max_eval_steps);
         if (o_.max_predictions_per_seq < 1)
             fail("--max_predictions_per_seq: expected >= 1, got {}", o_.max_predictions_per_seq);
         if (o_.shuffle_buffer < 0)
@@ -118,15 +120,14 @@ public:
         if (!o_.bert_config_file.empty()) in.push_back(o_.bert_config_file);
         return in;
     }
-    std::vector<std::string> outputs() const override { return {"mlperf.log", "eval_log.jsonl"}; }
     // Everything the run will read, checked before its first step (and before mlperf.log opens).
     void check_before_start() override {
         if (o_.do_train)
-            check_first_records(train_files_, o_.max_seq_length, o_.max_predictions_per_seq,
-                                "input_file", o_.skip_corrupt_records);
+            check_input_records(train_files_, o_.max_seq_length, o_.max_predictions_per_seq,
+                                config_.vocab_size, "input_file", o_.skip_corrupt_records);
         if (o_.do_eval)
-            check_first_records(eval_files_, o_.max_seq_length, o_.max_predictions_per_seq,
-                                o_.eval_input_file.empty() ? "input_file" : "eval_input_file",
+            check_input_records(eval_files_, o_.max_seq_length, o_.max_predictions_per_seq,
+                                config_.vocab_size, o_.eval_input_file.empty() ? "input_file" : "eval_input_file",
                                 o_.skip_corrupt_records);
     }
     json config_json() const override {

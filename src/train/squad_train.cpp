@@ -19,7 +19,21 @@ namespace bertbench::train {
 using nlohmann::json;
 
 int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs) {
-    return static_cast<int64_t>(static_cast<double>(num_examples) / train_batch_size * epochs);
+    const auto steps = static_cast<int64_t>(static_cast<double>(num_examples) / train_batch_size * epochs);
+    if (steps < 1)
+        fail("--num_train_epochs={}: {} training examples in batches of {} make {} training "
+             "steps, expected at least 1 (run_squad.py: int(examples / train_batch_size * "
+             "epochs))", epochs, num_examples, train_batch_size, steps);
+    return steps;
+}
+
+void check_squad_train_flags(const SquadTrainOptions& o) {
+    if (!(o.num_train_epochs > 0 && o.num_train_epochs < 1e6))
+        fail("--num_train_epochs={}: expected a positive number below 1e6", o.num_train_epochs);
+    if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
+        fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
+    if (!(o.learning_rate >= 0 && std::isfinite(o.learning_rate)))
+        fail("--learning_rate={}: expected a finite number >= 0", o.learning_rate);
 }
 
 namespace {
@@ -196,13 +210,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     static_cast<RunOptions&>(l) = o;
     l.command = "squad";
     l.num_train_steps = squad_train_steps(num_train_examples, o.train_batch_size, o.num_train_epochs);
-    if (l.num_train_steps < 1)
-        fail("--num_train_epochs={}: {} training examples in batches of {} make {} training "
-             "steps, expected at least 1 (run_squad.py: int(examples / train_batch_size * "
-             "epochs))", o.num_train_epochs, num_train_examples, o.train_batch_size,
-             l.num_train_steps);
-    if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
-        fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
+    check_squad_train_flags(o);
     l.clip_after_allreduce = o.clip_after_allreduce;
     l.optimizer = optim::OptimizerConfig::adamw_reference();
     l.schedule.learning_rate = o.learning_rate;

@@ -36,8 +36,12 @@ struct SquadTrainOptions : RunOptions {
 };
 
 // run_squad.py's schedule: num_train_steps = int(examples / train_batch_size * epochs) (examples,
-// not features, as the reference counts them), num_warmup_steps = int(steps * proportion).
+// not features, as the reference counts them), num_warmup_steps = int(steps * proportion). Error
+// naming --num_train_epochs when that makes no step.
 int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs);
+// Error naming the first of --num_train_epochs, --warmup_proportion, --learning_rate out of range
+// (before any work: they need no data).
+void check_squad_train_flags(const SquadTrainOptions& options);
 
 // Fine-tunes on `features` (training features, start/end positions set) in options.output_dir,
 // resuming from its latest checkpoint. Returns the exit status as run_pretraining does.

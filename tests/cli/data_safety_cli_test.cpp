@@ -3,7 +3,8 @@
 // is written; stale temporaries of dead processes are removed; globs skip bertbench's own
 // temporaries and sidecars; resume refuses changed hyper-parameters unless told; a corrupt record
 // mid-run aborts with results.json and a compliant run_stop, and the rerun starts a fresh log;
-// NaN weights, a bad eval set and a stray checkpoint name fail before the first step.
+// NaN weights, a bad eval set, a truncated shard, records of a larger vocabulary and a stray
+// checkpoint name fail before the first step.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -111,6 +112,40 @@ TEST(DataSafetyCli, OutputThatIsAnInputIsRefusedBeforeWriting) {
     EXPECT_EQ(e.exit_code, 1) << e.out;
     EXPECT_NE(error_line(e.out).find("--json="), std::string::npos) << e.out;
     EXPECT_EQ(slurp(input), before);
+}
+
+// Two outputs of one run that are the same file: one would destroy the other (the log over the
+// records; two writers of one temporary leaving half the records under the final name; the
+// dllogger stream over the run's own results or checkpoint).
+TEST(DataSafetyCli, OutputsOfOneRunMustBeDifferentFiles) {
+    const Workdir w("outputs");
+    const std::string prepare = "prepare --input_file=" + golden("corpus_public.txt") + " --vocab_file=" +
+                                golden("vocab.txt") + " --dupe_factor=1";
+    auto r = run_bertbench(prepare + " --output_file=" + w.p("a.tfrecord") + " --log_file=" + w.p("a.tfrecord"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("--log_file=" + w.p("a.tfrecord") + ": the same file"), std::string::npos)
+        << r.out;
+    r = run_bertbench(prepare + " --output_file=" + w.p("a.tfrecord") + "," + w.p("./a.tfrecord"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("--output_file: names the file " + w.p("a.tfrecord") + " twice"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("a.tfrecord")));
+    r = run_bertbench(prepare + " --output_file=" + w.p("a.tfrecord") + " --dupe_factor=0");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("--dupe_factor: expected >= 1"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("a.tfrecord")));
+    const std::string data = golden("pretraining/public_128_s12345_d2.tfrecord");
+    for (const char* own : {"results.json", "model.ckpt-4.safetensors", "mlperf.log"}) {
+        r = run_bertbench(pretrain(w, w.p("run"), data) + " --json-summary=" + w.p("run/") + own);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_line(r.out).find(std::string("is the run's own ") + own + " in --output_dir="),
+                  std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(w.p("run")));
+    }
+    // Another name in the run's directory is fine.
+    r = run_bertbench(pretrain(w, w.p("run"), data) + " --json-summary=" + w.p("run/dllogger.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(slurp(w.p("run/dllogger.json")).rfind("DLLL {", 0), 0u);
 }
 
 TEST(DataSafetyCli, StaleTemporariesAreRemovedAndGlobsSkipOwnFiles) {
@@ -239,6 +274,28 @@ TEST(DataSafetyCli, BadInputsFailBeforeTheFirstStep) {
     EXPECT_NE(ve.find("--eval_input_file"), std::string::npos) << ve;
     EXPECT_NE(ve.find("public_512_eval100.tfrecord"), std::string::npos) << ve;
     EXPECT_FALSE(fs::exists(w.p("run2/mlperf.log")));
+
+    // A truncated shard (a copy cut short), although the run would end before reading the cut.
+    const std::string whole = slurp(data);
+    std::ofstream(w.p("cut.tfrecord"), std::ios::binary) << whole.substr(0, whole.size() * 2 / 3);
+    const auto t = run_bertbench(pretrain(w, w.p("run5"), w.p("cut.tfrecord")));
+    EXPECT_EQ(t.exit_code, 1) << t.out;
+    const std::string te = error_line(t.out);
+    EXPECT_NE(te.find("cut.tfrecord: record "), std::string::npos) << te;
+    EXPECT_NE(te.find("truncated"), std::string::npos) << te;
+    EXPECT_NE(te.find("before the first step"), std::string::npos) << te;
+    EXPECT_FALSE(fs::exists(w.p("run5/mlperf.log")));
+
+    // Records of a larger vocabulary than the model's (BERT's 30522 ids, a 1000-token model).
+    std::ofstream(w.p("small_vocab.json"))
+        << R"({"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512})";
+    std::string cmd = pretrain(w, w.p("run6"), data);
+    cmd.replace(cmd.find(w.p("bert_config.json")), w.p("bert_config.json").size(), w.p("small_vocab.json"));
+    const auto u = run_bertbench(cmd);
+    EXPECT_EQ(u.exit_code, 1) << u.out;
+    EXPECT_NE(error_line(u.out).find("outside the model's vocabulary [0, 1000)"), std::string::npos) << u.out;
+    EXPECT_FALSE(fs::exists(w.p("run6/mlperf.log")));
 
     // A stray file named like a checkpoint with a step beyond 64 bits.
     fs::create_directories(w.p("run3"));

@@ -1,7 +1,8 @@
 // `bertbench squad` and `bertbench squad-eval` end to end on the real binary, against the goldens:
 // train.tf_record / eval.tf_record byte-identical to run_squad.py's, predictions decoded from the
 // golden logits byte-identical for R=384 and R=128, the metric's stdout/stderr byte-identical to
-// evaluate-v1.1.py's, and bad input as one-line errors that leave no outputs behind.
+// evaluate-v1.1.py's, and bad input (flags, a model that cannot take the features) as one-line
+// errors before any output.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -114,6 +115,26 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_NE(r.err.find("--bert_config_file"), std::string::npos) << r.err;
     EXPECT_TRUE(one_line(r)) << r.err;
     EXPECT_FALSE(fs::exists(out + "/train.tf_record"));
+    // Training flags and a model that cannot take the features: before train.tf_record is written.
+    const std::string train = " --model=tiny --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json");
+    write_file_atomic(tmp.path + "/v100.json", R"({"vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 1, "intermediate_size": 32})");
+    const std::pair<std::string, std::string> early[] = {
+        {squad_flags(out, 1024) + train, "--max_seq_length=1024: the model was only trained up to sequence length 512"},
+        {squad_flags(out) + train + " --train_batch_size=100000", "make 0 training steps"},
+        {squad_flags(out) + train + " --warmup_proportion=2", "--warmup_proportion=2: expected a fraction"},
+        {squad_flags(out) + train + " --learning_rate=-1", "--learning_rate=-1: expected"},
+        {squad_flags(out) + train + " --num_train_epochs=0", "--num_train_epochs=0: expected a positive"},
+        {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
+             " --bert_config_file=" + tmp.path + "/v100.json",
+         "tokens, more than the model's vocab_size 100"}};
+    for (const auto& [flags, message] : early) {
+        r = run(tmp, flags);
+        EXPECT_EQ(r.code, 1) << flags;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+        EXPECT_TRUE(one_line(r)) << r.err;
+        EXPECT_FALSE(fs::exists(out)) << flags;
+    }
     r = run(tmp, squad_flags(out) + predict);
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("--do_predict: expected --init_checkpoint"), std::string::npos) << r.err;
