@@ -68,9 +68,10 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
 std::string read_file(const std::string& path) {
     // An ifstream opens a directory and reads nothing: the caller would report an empty or
     // invalid file ("not valid JSON", "the vocabulary is empty") instead of what is wrong.
+    // A device (/dev/zero, /dev/urandom) would be read until memory runs out.
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        fail("{}: is a directory, expected a file", path);
+    if (::stat(path.c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+        fail("{}: is {}, expected a file", path, file_type_name(st.st_mode));
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("{}: cannot open file: {}", path, std::strerror(errno));
     std::ostringstream ss;

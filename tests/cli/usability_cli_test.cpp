@@ -211,6 +211,10 @@ TEST(UsabilityCli, ADirectoryWhereAFileIsExpectedIsNamedAsSuch) {
          "pretraining/public_128_s12345_d2.tfrecord --output_dir=" + out,
          dir + ": is a directory, expected a file"},
         {"squad-eval " + dir + " " + g + "squad/predictions.json", dir + ": is a directory, expected a file"},
+        // a device is read until memory runs out
+        {"pretrain --bert_config_file=/dev/zero --input_file=" + g +
+         "pretraining/public_128_s12345_d2.tfrecord --output_dir=" + out,
+         "/dev/zero: is a character device, expected a file"},
         {"pick-eval --input_tfrecord=" + g + "pretraining/public_128_s12345_d2.tfrecord"
          " --output_tfrecord=" + dir + " --num_examples_to_pick=2",
          dir + ": is a directory, expected a file name to write"}};
