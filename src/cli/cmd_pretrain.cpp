@@ -107,6 +107,19 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
                   "--optimizer=adamw");
         o.optimizer = "adamw";
     }
+    // NGC's optimization.py: LAMB decays with power 0.5; AdamWeightDecay with power 1 from
+    // lr / (1 - warm-up / steps), so that the decay meets the warm-up's end at lr.
+    if (o.optimizer == "lamb" && !f.is_set("poly_power")) {
+        o.poly_power = 0.5;
+        log::info("NVIDIA NGC TF's LAMB schedule: the learning rate decays with power 0.5 "
+                  "(bertbench --poly_power=0.5)");
+    } else if (o.optimizer == "adamw" && o.num_warmup_steps > 0 && o.num_warmup_steps < o.num_train_steps) {
+        const double w = static_cast<double>(o.num_warmup_steps) / static_cast<double>(o.num_train_steps);
+        o.decay_learning_rate = o.learning_rate * (o.learning_rate / (o.learning_rate * (1.0 - w)));
+        log::info("NVIDIA NGC TF's AdamWeightDecay schedule: the decay starts from --learning_rate / "
+                  "(1 - warm-up / steps) = {:g}, to meet the warm-up's end at {:g}",
+                  o.decay_learning_rate, o.learning_rate);
+    }
     return marker;
 }
 
@@ -333,6 +346,7 @@ int cmd_pretrain(int argc, char** argv) {
     j["output_dir"] = o.output_dir;
     j["init_checkpoint"] = o.init_checkpoint;
     j["poly_power"] = o.poly_power;
+    if (o.decay_learning_rate > 0) j["decay_learning_rate"] = o.decay_learning_rate;
     j["keep_checkpoint_max"] = o.keep_checkpoint_max;
     j["clip_by_global_norm_after_gradient_allreduce"] = o.clip_by_global_norm_after_gradient_allreduce;
     // Which script's meaning the batch and step flags had (docs/compatibility.md).

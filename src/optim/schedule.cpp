@@ -17,7 +17,8 @@ float LrSchedule::at(int64_t global_step) const {
     const float steps_f = static_cast<float>(num_train_steps);
     const float step_f = std::min(static_cast<float>(global_step), steps_f);
     const float frac = step_f / steps_f;
-    float lr = (lr0 - 0.0f) * std::pow(1.0f - frac, static_cast<float>(poly_power)) + 0.0f;
+    const float decay_lr0 = decay_learning_rate > 0 ? static_cast<float>(decay_learning_rate) : lr0;
+    float lr = (decay_lr0 - 0.0f) * std::pow(1.0f - frac, static_cast<float>(poly_power)) + 0.0f;
     if (num_warmup_steps != 0) {
         // int32 arithmetic in TF: global_steps_int = int(global_step) - start_warmup_step.
         const int64_t since = global_step - start_warmup_step;

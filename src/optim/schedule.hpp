@@ -15,11 +15,14 @@ struct LrSchedule {
     int64_t num_warmup_steps = 0;     // W, --num_warmup_steps; 0 = no warm-up
     int64_t start_warmup_step = 0;    // s0, --start_warmup_step (may be negative)
     double poly_power = 1.0;          // p, --poly_power
+    // lr0 of the decay when it is not the warm-up's peak (NVIDIA NGC TF's AdamWeightDecay starts
+    // the decay at lr0 / (1 - W/T), so that it meets the warm-up's end at lr0); 0 = lr0.
+    double decay_learning_rate = 0;
 
     // The learning rate the reference applies when its global_step (before the increment of this
     // step) equals `global_step`:
     //   s - s0 < W :  lr0 * (s - s0) / W                     (no decay factor; negative if s < s0)
-    //   otherwise  :  lr0 * (1 - min(s, T) / T) ^ p
+    //   otherwise  :  lr0 * (1 - min(s, T) / T) ^ p    (decay_learning_rate for lr0 if set)
     float at(int64_t global_step) const;
 
     // Throws Error naming the flag when T <= 0, W < 0, p <= 0 or lr0 < 0.

@@ -29,6 +29,7 @@ struct PretrainOptions : RunOptions {
     int64_t start_warmup_step = 0;
     double learning_rate = 5e-5;
     double poly_power = 1.0;
+    double decay_learning_rate = 0;    // optim::LrSchedule::decay_learning_rate (NGC TF's adam)
     std::string optimizer = "lamb";
     double lamb_beta_1 = 0.9, lamb_beta_2 = 0.999, lamb_weight_decay_rate = 0.01;
     double log_epsilon = -6;

@@ -330,12 +330,23 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     EXPECT_EQ(cfg["number_of_ranks"], 1);
     EXPECT_EQ(cfg["train_files"].size(), 2u);  // every file of the directory
     EXPECT_EQ(cfg["eval_files"].size(), 1u);
+    // NGC's optimization.py: LAMB's learning rate decays with power 0.5 (a square root)
+    EXPECT_EQ(cfg["flags"]["poly_power"], 0.5);
+    EXPECT_NE(r.out.find("NVIDIA NGC TF's LAMB schedule: the learning rate decays with power 0.5"),
+              std::string::npos) << r.out;
     const json res = json::parse(slurp(out + "/results.json"));
     EXPECT_EQ(res["global_step"], 6);
     EXPECT_EQ(res["samples"], 24);  // 3 updates x 8
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-4.safetensors"));  // 2 updates
     EXPECT_FALSE(fs::exists(out + "/model.ckpt-2.safetensors"));
     EXPECT_TRUE(fs::exists(out + "/eval_log.jsonl"));
+
+    // Its AdamWeightDecay decays from lr / (1 - warm-up / steps): 7.5e-4 / (1 - 2/6) = 1.125e-3.
+    const auto adam = run_bertbench(ngc_phase1(w, w.out("adam"), w.out("data")) + " --optimizer_type=adam");
+    ASSERT_EQ(adam.exit_code, 0) << adam.out;
+    const json acfg = json::parse(slurp(w.out("adam") + "/config.json"));
+    EXPECT_EQ(acfg["flags"]["poly_power"], 1.0);
+    EXPECT_NEAR(acfg["flags"]["decay_learning_rate"].get<double>(), 1.125e-3, 1e-12);
 
     // A file where NGC takes a directory, a missing directory: one line naming the flag.
     auto bad = run_bertbench(ngc_phase1(w, w.out("bad"), train_data()));

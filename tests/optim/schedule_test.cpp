@@ -69,6 +69,17 @@ TEST(LrSchedule, PolyPowerAndPositiveStartMatchReference) {
     EXPECT_LT(LrSchedule({1e-3, 300, 50, 20, 0.5}).at(0), 0.0f);
 }
 
+// NVIDIA NGC TF's AdamWeightDecay (its optimization.py): the decay starts from lr0 / (1 - W/T), so
+// that it meets the warm-up's end at lr0 without a step; the warm-up ramps to lr0 as before.
+TEST(LrSchedule, DecayFromItsOwnPeakMeetsTheWarmUpsEnd) {
+    LrSchedule s{1e-3, 100, 20, 0, 1.0};
+    s.decay_learning_rate = 1e-3 / (1 - 20.0 / 100);
+    EXPECT_FLOAT_EQ(s.at(10), 1e-3f * 10 / 20);
+    EXPECT_FLOAT_EQ(s.at(20), 1e-3f);  // the crossover: no step
+    EXPECT_FLOAT_EQ(s.at(60), 1.25e-3f * (1 - 60.0f / 100));
+    EXPECT_EQ(s.at(100), 0.0f);
+}
+
 TEST(LrSchedule, ValidateNamesTheFlag) {
     try {
         LrSchedule{1e-3, 0, 10, 0, 1.0}.validate();
