@@ -33,7 +33,9 @@ struct NvidiaPtFlags {
     // (bert_config_file, init_checkpoint, ...); call after add_accelerator_flags and, for
     // pretrain, NgcTfFlags::add (the flags both NVIDIA scripts share are registered there).
     void add(Flags& flags, Script script);
-    // The first flag only NVIDIA's PyTorch scripts have, as given ("--input_dir"); "" if none.
+    // The first flag only NVIDIA's PyTorch scripts have, as given ("--input_dir"); "" if none, and
+    // for squad "" on NGC TF's run_squad.py line (--horovod, --use_xla, absl's --noamp/--amp=...),
+    // which shares --amp with PyTorch's but keeps google's meanings (uncased by default).
     std::string marker(const Flags& flags) const;
 
 private:

@@ -1,7 +1,8 @@
 // `bertbench squad` with google-research/bert run_squad.py's own command lines, on the real binary:
 // the SQuAD 2.0 training line and its threshold line (README, "SQuAD 2.0"), sizes shrunk and the
 // pretrained model a TF bundle made here ($BERT_BASE_DIR/bert_model.ckpt, tiny); and inputs that
-// sit in --output_dir under an output's name, refused before any work (by inode).
+// sit in --output_dir under an output's name, refused before any work (by inode); and NVIDIA NGC
+// TF's line, which keeps google's meanings.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -143,6 +144,25 @@ TEST(SquadReferenceCli, V2ThresholdLinePredictsWithTheFineTunedCheckpoint) {
 // --predict_file, --train_file, --vocab_file given as one of the files squad writes in
 // --output_dir (the same path, a symlink or a hard link): refused before any work, naming the
 // flag; the input is left as it was.
+// NVIDIA NGC TF's scripts/run_squad.sh line (--horovod and --amp or --noamp, never
+// --do_lower_case): its run_squad.py lower-cases by default as google's, so train.tf_record is
+// google's byte for byte. --amp is also a flag of NVIDIA's PyTorch run_squad.py, whose meaning
+// (cased without --do_lower_case) the line once got.
+TEST(SquadReferenceCli, NgcTfLineKeepsGooglesMeaning) {
+    const TmpDir tmp("bb_squad_ngc");
+    for (const char* amp : {"--amp", "--noamp"}) {
+        const std::string out = tmp.file(std::string("out") + amp);
+        const auto r = run_bertbench("squad --vocab_file=" + golden("vocab.txt") + " --train_file=" +
+                                     golden("squad_pipeline/train-v1.1.json") +
+                                     " --do_train=True --features_only --max_seq_length=384 --doc_stride=128"
+                                     " --output_dir=" + out + " --horovod " + amp);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_EQ(r.out.find("NVIDIA PyTorch"), std::string::npos) << r.out;
+        EXPECT_EQ(slurp(out + "/train.tf_record"), slurp(golden("squad_pipeline/train_main_shuffled_384.tf_record")))
+            << amp;
+    }
+}
+
 TEST(SquadReferenceCli, InputThatIsAnOutputIsRefusedBeforeAnyWork) {
     const TmpDir tmp("bb_squadref_io");
     const std::string out = tmp.file("out");
