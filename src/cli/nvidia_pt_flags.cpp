@@ -137,6 +137,7 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
     f.add_ignored("use_env", false, kLauncher);
     f.add_hint("resume_step",
                "not supported: bertbench resumes from the latest checkpoint in --output_dir");
+    f.add_ignored("profile", false, "(bertbench bench --profile profiles the steps)");
     if (pt) {
         f.add("input_dir", &input_dir,
               who + "directory of HDF5 shards; its files named *training* are read (sets "
@@ -165,6 +166,14 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
         f.add_ignored("disable_progress_bar", false,
                       "(progress is one line on a terminal, plain lines otherwise)");
         f.add_ignored("vocab_file", true, "(the records are already tokenized)");
+        // The current script's (HEAD) flags, passed by its run_pretraining.sh: speed only.
+        f.add_ignored("num_workers", true, "(the records are read ahead by one thread)");
+        f.add_ignored("disable_jit_fusions", false, kGpu);
+        f.add_ignored("cuda_graphs", false, kGpu);
+        f.add_ignored("no_dense_sequence_output", false,
+                      "(the MLM head runs on the masked positions only: the same results)");
+        f.add_ignored("resume_phase2", false,
+                      "(rerunning a --phase2 line resumes phase 2 from its latest checkpoint)");
         for (const char* name : {"train_file", "predict_file", "do_predict", "predict_batch_size",
                                  "eval_script", "cache_dir", "skip_cache", "no_cuda"})
             f.add_hint(name, "run_squad.py's flag: bertbench squad takes it");
@@ -204,10 +213,11 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
                                                     "json-summary", "log_freq", "skip_checkpoint"};
     static const std::vector<const char*> pt_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "allreduce_post_accumulation_fp16",
-        "checkpoint_activations", "disable_progress_bar", "vocab_file"};
+        "checkpoint_activations", "disable_progress_bar", "vocab_file", "num_workers",
+        "disable_jit_fusions", "cuda_graphs", "no_dense_sequence_output", "resume_phase2", "profile"};
     static const std::vector<const char*> squad_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
-        "do_eval", "eval_script", "cache_dir", "skip_cache"};
+        "do_eval", "eval_script", "cache_dir", "skip_cache", "profile"};
     const bool pt = script_ == Script::pretraining;
     if (!pt) {  // NGC TF's run_squad.py line (its scripts always pass --horovod and --amp or --noamp)
         const std::string amp = f.ignored_given("amp");  // argparse's store_true takes no value

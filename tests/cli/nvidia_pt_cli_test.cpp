@@ -81,7 +81,8 @@ std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std
            "/dllogger.json --threads=1";
 }
 
-// Phase 2's CMD: seq 512, --phase2 --resume_from_checkpoint --phase1_end_step=<phase 1's updates>.
+// Phase 2's CMD: seq 512, --phase2 --resume_from_checkpoint --phase1_end_step=<phase 1's updates>,
+// and the flags the current script (HEAD) adds: --num_workers, --disable_jit_fusions.
 std::string phase2_line(const NvidiaDirs& d, const std::string& ckpts, const std::string& results,
                         const std::string& phase1_end_step) {
     return "pretrain --input_dir=" + d.phase2 + " --output_dir=" + ckpts + " --config_file=" +
@@ -91,7 +92,7 @@ std::string phase2_line(const NvidiaDirs& d, const std::string& ckpts, const std
            " --seed=12439 --fp16 --gradient_accumulation_steps=2 --allreduce_post_accumulation"
            " --allreduce_post_accumulation_fp16 --do_train --phase2 --resume_from_checkpoint"
            " --phase1_end_step=" + phase1_end_step + " --json-summary " + results +
-           "/dllogger.json --threads=1";
+           "/dllogger.json --num_workers=4 --disable_jit_fusions --threads=1";
 }
 
 TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {

@@ -151,6 +151,7 @@ TEST(PretrainingGolden, CommandLineMultiFile) {
         "-00000-of-00003," + p + "-00001-of-00003," + p +
         "-00002-of-00003 --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 "
         "--max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=1 --dupe_factor=1 "
+        "--do_whole_word_mask=False "  // google's flag at its default: the same bytes
         "--log_file=" + tmp.path + "/log.txt 2>" + tmp.path + "/stderr.txt";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(tmp.path + "/stderr.txt");
     for (const char* suffix : {"-00000-of-00003", "-00001-of-00003", "-00002-of-00003"})
@@ -159,6 +160,11 @@ TEST(PretrainingGolden, CommandLineMultiFile) {
     EXPECT_TRUE(log == read_file(golden_dir() + "/pretraining/public_128_multi_s1_d1.log"));
     // stderr is exactly the reference's stderr
     EXPECT_TRUE(read_file(tmp.path + "/stderr.txt") == read_file(tmp.path + "/log.txt"));
+    // whole-word masking (google's script only) is refused, not silently left out
+    const std::string wwm = "cd " + golden_dir() + " && " + bin + " prepare --input_file=corpus_public.txt --output_file=" +
+                            tmp.path + "/w.tfrecord --vocab_file=vocab.txt --do_whole_word_mask=True 2>/dev/null";
+    EXPECT_NE(std::system(wwm.c_str()), 0);
+    EXPECT_FALSE(fs::exists(tmp.path + "/w.tfrecord"));
 }
 
 Vocab small_vocab() {
