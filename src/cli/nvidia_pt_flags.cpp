@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -365,10 +366,13 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n, int& t
 }
 
 void apply_nvidia_pt_loss_scale(const std::string& marker, std::string& loss_scale) {
-    if (marker.empty() || loss_scale != "0") return;
+    // argparse's type=float: "0", "0.0", "0." and "0e0" are all its default, 0
+    char* end = nullptr;
+    const double v = loss_scale.empty() ? 1 : std::strtod(loss_scale.c_str(), &end);
+    if (marker.empty() || v != 0 || *end != '\0') return;
+    log::info("--loss_scale={} (NVIDIA's dynamic scaling for --fp16): no loss scaling on this "
+              "run (fp32 unless --dtype=bf16, which needs none)", loss_scale);
     loss_scale.clear();
-    log::info("--loss_scale=0 (NVIDIA's dynamic scaling for --fp16): no loss scaling on this "
-              "run (fp32 unless --dtype=bf16, which needs none)");
 }
 
 void write_nvidia_squad_model(const std::string& checkpoint, const std::string& output_dir,

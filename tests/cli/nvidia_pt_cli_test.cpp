@@ -70,7 +70,8 @@ struct NvidiaDirs {
 
 // scripts/run_pretraining.sh's phase-1 CMD (fp16, accumulation, all-reduce after accumulation),
 // sizes shrunk: 8 sequences per GPU and update in 2 micro-batches, 3 updates, warm-up half of
-// them, a checkpoint every 2 updates. `--json-summary FILE` is space-separated, as there.
+// them, a checkpoint every 2 updates. `--json-summary FILE` is space-separated, as there;
+// --loss_scale=0.0 is the script's default, spelled as a float.
 std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std::string& results) {
     return "pretrain --input_dir=" + d.phase1 + " --output_dir=" + ckpts + " --config_file=" +
            d.config + " --bert_model=bert-large-uncased --train_batch_size=8"
@@ -78,7 +79,7 @@ std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std
            " --warmup_proportion=0.5 --num_steps_per_checkpoint=2 --learning_rate=6e-3"
            " --seed=12439 --fp16 --gradient_accumulation_steps=2 --allreduce_post_accumulation"
            " --allreduce_post_accumulation_fp16 --do_train --json-summary " + results +
-           "/dllogger.json --threads=1";
+           "/dllogger.json --loss_scale=0.0 --threads=1";
 }
 
 // Phase 2's CMD: seq 512, --phase2 --resume_from_checkpoint --phase1_end_step=<phase 1's updates>,
@@ -108,6 +109,9 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
                            "--num_train_steps=6; --warmup_proportion=0.5 -> --num_warmup_steps=4; "
                            "decay power 0.5"), 1u) << r.out;
     EXPECT_NE(r.out.find("--fp16"), std::string::npos) << r.out;  // listed as without effect
+    // argparse's float 0.0: NVIDIA's dynamic loss scaling, none on this run
+    EXPECT_NE(r.out.find("--loss_scale=0.0 (NVIDIA's dynamic scaling for --fp16): no loss scaling"),
+              std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("unexpected argument"), std::string::npos) << r.out;
     const json cfg = json::parse(slurp(ckpts + "/config.json"));
     EXPECT_EQ(cfg["flags"]["batch_flags_meaning"], "nvidia_pytorch");
