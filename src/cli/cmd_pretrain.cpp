@@ -113,9 +113,10 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
         o.poly_power = 0.5;
         log::info("NVIDIA NGC TF's LAMB schedule: the learning rate decays with power 0.5 "
                   "(bertbench --poly_power=0.5)");
-    } else if (o.optimizer == "adamw" && o.num_warmup_steps > 0 && o.num_warmup_steps < o.num_train_steps) {
+    } else if (o.optimizer == "adamw" && o.learning_rate > 0 && o.num_warmup_steps > 0 &&
+               o.num_warmup_steps < o.num_train_steps) {
         const double w = static_cast<double>(o.num_warmup_steps) / static_cast<double>(o.num_train_steps);
-        o.decay_learning_rate = o.learning_rate * (o.learning_rate / (o.learning_rate * (1.0 - w)));
+        o.decay_learning_rate = o.learning_rate / (1.0 - w);
         log::info("NVIDIA NGC TF's AdamWeightDecay schedule: the decay starts from --learning_rate / "
                   "(1 - warm-up / steps) = {:g}, to meet the warm-up's end at {:g}",
                   o.decay_learning_rate, o.learning_rate);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -241,16 +242,19 @@ std::string normal_path(const std::string& path) {
 }  // namespace
 
 void check_outputs_distinct(const std::vector<std::pair<std::string, std::string>>& outputs) {
-    for (size_t i = 0; i < outputs.size(); ++i)
-        for (size_t j = 0; j < i; ++j) {
-            const auto& [fa, a] = outputs[j];
-            const auto& [fb, b] = outputs[i];
-            if (a.empty() || b.empty() || normal_path(a) != normal_path(b)) continue;
-            if (fa == fb)
-                fail("{}: names the file {} twice (as {} and {}); expected each output once", fa, normal_path(a), a, b);
-            fail("{}={} and {}={}: the same file; expected different outputs (one would overwrite the other)",
-                 fa, a, fb, b);
-        }
+    // Each path normalised once; the first output of each file kept by name (thousands of shards).
+    std::map<std::string, size_t> first;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        const auto& [fb, b] = outputs[i];
+        if (b.empty()) continue;
+        const auto [it, fresh] = first.emplace(normal_path(b), i);
+        if (fresh) continue;
+        const auto& [fa, a] = outputs[it->second];
+        if (fa == fb)
+            fail("{}: names the file {} twice (as {} and {}); expected each output once", fa, it->first, a, b);
+        fail("{}={} and {}={}: the same file; expected different outputs (one would overwrite the other)",
+             fa, a, fb, b);
+    }
 }
 
 void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
