@@ -186,7 +186,7 @@ int cmd_squad(int argc, char** argv) {
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     const int ranks = dist::world().size();
     const std::string nvidia =
-        apply_nvidia_pt_squad(flags, nvpt, o.train_batch_size, o.do_lower_case, ranks);
+        apply_nvidia_pt_squad(flags, nvpt, o, o.do_lower_case, ranks);
     apply_nvidia_pt_loss_scale(nvidia, o.precision_flags.loss_scale);
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
@@ -292,8 +292,6 @@ int cmd_squad(int argc, char** argv) {
 
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
-        const int64_t steps = train::squad_train_steps(static_cast<int64_t>(train_examples.size()),
-                                                       o.train_batch_size, o.num_train_epochs);
         // Pre-shuffled as run_squad.py main() does, so train.tf_record is byte-identical.
         PyRandom rng(12345);
         rng.shuffle(train_examples);
@@ -301,13 +299,17 @@ int cmd_squad(int argc, char** argv) {
         data::convert_examples_to_features(train_examples, tokenizer,
                                            {o.max_seq_length, o.doc_stride, o.max_query_length, true},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
+        // the run's length (an error for too few examples) before train.tf_record is written
+        const train::SquadPlan plan = train::squad_plan(
+            o, static_cast<int64_t>(train_examples.size()), static_cast<int64_t>(features.size()));
         const std::string path = (dir / "train.tf_record").string();
         if (root) write_features(path, features, true);
         log::info("***** Running training *****");
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
-        log::info("  Num steps = {}", steps);
+        log::info("  Num steps = {}", plan.updates);
+        if (!nvidia.empty()) log::info("  NVIDIA run_squad.py: {}", plan.summary);
         log::info("wrote {}", path);
         if (train_model) {
             train::SquadTrainOptions t = o;

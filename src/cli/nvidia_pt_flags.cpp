@@ -129,7 +129,8 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
     f.add("max_steps", &max_steps,
           pt ? who + "optimizer updates to train (sets --num_train_steps = this x "
                      "--gradient_accumulation_steps)"
-             : who + "-1 only (no limit): fine-tuning runs --num_train_epochs");
+             : who + "-1: whole --num_train_epochs; N > 0: stop after update N + 1, as its "
+                     "loop does (the schedule unchanged)");
     f.add_ignored("bert_model", true,
                   "(the model is --config_file / --bert_config_file; NVIDIA's scripts use the "
                   "name for caches)");
@@ -270,6 +271,10 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     o.train_batch_size = per_rank * ranks;
     o.steps_per_update = k;
     std::vector<std::string> notes;
+    if (!f.is_set("seed")) {
+        o.seed = 42;
+        notes.push_back("--seed=42 (its default)");
+    }
     if (!n.input_dir.empty()) {
         o.input_file = training_files(n.input_dir);
         notes.push_back(fmt::format("--input_dir: its {} *training* file(s)",
@@ -334,34 +339,44 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     return m;
 }
 
-std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n, int& train_batch_size,
-                                  bool& do_lower_case, int ranks) {
+std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
+                                  train::SquadTrainOptions& o, bool& do_lower_case, int ranks) {
     const std::string m = n.marker(f);
     if (m.empty()) return "";
-    if (n.max_steps != -1)
-        fail("--max_steps={}: expected -1 (run_squad.py's 'no limit'), got a limit: bertbench "
-             "squad trains int(examples / batch x --num_train_epochs) updates and cannot stop "
-             "early (hint: fewer --num_train_epochs)", n.max_steps);
+    if (!(n.max_steps == -1 || (n.max_steps > 0 && n.max_steps < 9e15)))
+        fail("--max_steps={}: expected -1 (no limit) or a positive number of updates (run_squad.py "
+             "stops after update max_steps + 1)", n.max_steps);
     const int k = n.gradient_accumulation_steps;
     if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
-    const int per_update = train_batch_size / k * k;  // run_squad.py floors the micro-batch
+    const int per_update = o.train_batch_size / k * k;  // run_squad.py floors the micro-batch
     if (per_update < 1 || per_update > std::numeric_limits<int>::max() / ranks)
         fail("--train_batch_size={}: expected {}..{} (NVIDIA run_squad.py: sequences per GPU and "
-             "update, at least one per micro-batch)", train_batch_size, k,
+             "update, at least one per micro-batch)", o.train_batch_size, k,
              std::numeric_limits<int>::max() / ranks);
-    const int given = train_batch_size;
-    train_batch_size = per_update * ranks;
+    const int given = o.train_batch_size;
+    o.train_batch_size = per_update * ranks;
+    o.nvidia.micro_batch = per_update / k;
+    o.nvidia.accumulation = k;
+    o.nvidia.ranks = ranks;
+    o.nvidia.max_steps = n.max_steps;
+    o.nvidia.fused_adam = !f.ignored_given("fp16").empty() || !f.ignored_given("amp").empty();
     std::string notes;
     if (!f.is_set("do_lower_case")) {
         do_lower_case = false;
         notes += "; cased (NVIDIA's run_squad.py lower-cases only with --do_lower_case)";
     }
+    if (!f.is_set("seed")) {
+        o.seed = 42;
+        notes += "; --seed=42 (its default)";
+    }
     log::info("NVIDIA PyTorch run_squad.py meaning of the flags ({} given): --train_batch_size={} "
               "per GPU (here per rank) and update{} x {} rank{} = {} sequences per update, computed "
-              "as one batch (bertbench --train_batch_size={}); prediction without --do_train uses "
+              "as one batch (bertbench --train_batch_size={}); whole epochs over the features and "
+              "its warmup_linear schedule with {}; prediction without --do_train uses "
               "--init_checkpoint, as that script{}",
               m, given, k == 1 ? "" : fmt::format(" ({} micro-batches of {})", k, per_update / k),
-              ranks, ranks == 1 ? "" : "s", train_batch_size, train_batch_size, notes);
+              ranks, ranks == 1 ? "" : "s", o.train_batch_size, o.train_batch_size,
+              o.nvidia.fused_adam ? "FusedAdam (--fp16)" : "BertAdam", notes);
     return m;
 }
 

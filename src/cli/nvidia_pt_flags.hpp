@@ -14,6 +14,7 @@
 
 #include "core/flags.hpp"
 #include "train/pretrain.hpp"
+#include "train/squad_train.hpp"
 
 namespace bertbench::cli {
 
@@ -52,12 +53,15 @@ std::string apply_nvidia_pt_pretrain(const Flags& flags, const NvidiaPtFlags& n,
                                      const std::string& ngc_marker, train::PretrainOptions& o,
                                      int ranks);
 
-// squad: run_squad.py's meanings (returns the marker, "" otherwise): --train_batch_size per rank
-// and update (the update's batch is one micro-step here), --do_lower_case off unless given,
-// --max_steps only as -1; with the marker, prediction without --do_train uses --init_checkpoint
-// (NVIDIA's script always loads it) rather than the latest checkpoint in --output_dir.
-std::string apply_nvidia_pt_squad(const Flags& flags, const NvidiaPtFlags& n, int& train_batch_size,
-                                  bool& do_lower_case, int ranks);
+// squad: run_squad.py's meanings (returns the marker, "" otherwise: nothing changes):
+// --train_batch_size per rank and update (the update's batch is one micro-step here), the run's
+// length, schedule and optimizer as that script's (o.nvidia: whole epochs over the features,
+// --max_steps, warmup_linear, BertAdam or FusedAdam with --fp16/--amp), --seed 42 and
+// --do_lower_case off unless given; with the marker, prediction without --do_train uses
+// --init_checkpoint (NVIDIA's script always loads it) rather than the latest checkpoint in
+// --output_dir.
+std::string apply_nvidia_pt_squad(const Flags& flags, const NvidiaPtFlags& n,
+                                  train::SquadTrainOptions& o, bool& do_lower_case, int ranks);
 
 // run_squad.py's pytorch_model.bin after fine-tuning: `checkpoint` (the run's last) as a PyTorch
 // state dict (HF names, qa_outputs for the span head) in `output_dir`, overwritten as the script

@@ -10,6 +10,13 @@
 namespace bertbench::optim {
 
 float LrSchedule::at(int64_t global_step) const {
+    if (warmup_linear.total_steps > 0) {
+        const WarmupLinear& n = warmup_linear;
+        const double lr0 = learning_rate;
+        const double x = static_cast<double>(global_step + n.step_offset) / n.total_steps;
+        return static_cast<float>(x < n.warmup ? lr0 * x / n.warmup
+                                               : lr0 * std::max((x - 1.0) / (n.warmup - 1.0), 0.0));
+    }
     // polynomial_decay(lr0, global_step, T, end=0, power=p, cycle=False), all in float32:
     //   step = min(float(global_step), float(T)); frac = step / float(T);
     //   lr = (lr0 - 0) * pow(1 - frac, p) + 0
@@ -37,6 +44,9 @@ void LrSchedule::validate() const {
     if (num_warmup_steps < 0) fail("--num_warmup_steps: expected >= 0, got {}", num_warmup_steps);
     if (!(poly_power > 0)) fail("--poly_power: expected > 0, got {}", poly_power);
     if (!(learning_rate >= 0)) fail("--learning_rate: expected >= 0, got {}", learning_rate);
+    if (warmup_linear.total_steps > 0 && !(warmup_linear.warmup >= 0 && warmup_linear.warmup < 1))
+        fail("--warmup_proportion: expected a fraction in [0, 1) (NVIDIA's BertAdam), got {}",
+             warmup_linear.warmup);
 }
 
 int64_t mlperf_eval_interval_samples(int64_t global_batch_size) {

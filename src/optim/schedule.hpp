@@ -18,6 +18,19 @@ struct LrSchedule {
     // lr0 of the decay when it is not the warm-up's peak (NVIDIA NGC TF's AdamWeightDecay starts
     // the decay at lr0 / (1 - W/T), so that it meets the warm-up's end at lr0); 0 = lr0.
     double decay_learning_rate = 0;
+    // NVIDIA PyTorch run_squad.py's warmup_linear (its optimization.py, BertAdam's schedule; and
+    // schedulers.py's LinearWarmUpScheduler under --fp16) replaces the formula above when
+    // total_steps > 0. In double, as Python computes it, then rounded to float32:
+    //   x = (s + step_offset) / total_steps   (t_total: examples / batch, times a float epochs)
+    //   x < warmup :  lr0 * x / warmup          otherwise  lr0 * max((x - 1) / (warmup - 1), 0)
+    // step_offset 0: BertAdam (its state step before the increment); 1: LinearWarmUpScheduler,
+    // which steps before the update.
+    struct WarmupLinear {
+        double total_steps = 0;
+        double warmup = 0;  // a fraction of total_steps, in [0, 1)
+        int step_offset = 0;
+    };
+    WarmupLinear warmup_linear{};
 
     // The learning rate the reference applies when its global_step (before the increment of this
     // step) equals `global_step`:
@@ -25,7 +38,8 @@ struct LrSchedule {
     //   otherwise  :  lr0 * (1 - min(s, T) / T) ^ p    (decay_learning_rate for lr0 if set)
     float at(int64_t global_step) const;
 
-    // Throws Error naming the flag when T <= 0, W < 0, p <= 0 or lr0 < 0.
+    // Throws Error naming the flag when T <= 0, W < 0, p <= 0 or lr0 < 0 (warmup_linear: a warm-up
+    // fraction outside [0, 1)).
     void validate() const;
 };
 

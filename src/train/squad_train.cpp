@@ -18,13 +18,73 @@
 namespace bertbench::train {
 using nlohmann::json;
 
-int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs) {
-    const auto steps = static_cast<int64_t>(static_cast<double>(num_examples) / train_batch_size * epochs);
-    if (steps < 1)
+namespace {
+
+// google-research/bert run_squad.py: int(examples / batch * epochs) updates of TF's schedule.
+SquadPlan google_plan(const SquadTrainOptions& o, int64_t num_examples) {
+    SquadPlan p;
+    p.updates = static_cast<int64_t>(static_cast<double>(num_examples) / o.train_batch_size *
+                                     o.num_train_epochs);
+    if (p.updates < 1)
         fail("--num_train_epochs={}: {} training examples in batches of {} make {} training "
              "steps, expected at least 1 (run_squad.py: int(examples / train_batch_size * "
-             "epochs))", epochs, num_examples, train_batch_size, steps);
-    return steps;
+             "epochs))", o.num_train_epochs, num_examples, o.train_batch_size, p.updates);
+    p.optimizer = optim::OptimizerConfig::adamw_reference();
+    p.schedule.learning_rate = o.learning_rate;
+    p.schedule.num_train_steps = p.updates;
+    p.schedule.num_warmup_steps =
+        static_cast<int64_t>(static_cast<double>(p.updates) * o.warmup_proportion);
+    p.summary = fmt::format("{} steps, warm-up {} (run_squad.py: int(examples / batch x epochs))",
+                            p.updates, p.schedule.num_warmup_steps);
+    return p;
+}
+
+// NVIDIA PyTorch run_squad.py (SquadTrainOptions::Nvidia): its loop's update count and its
+// optimizer's schedule, which run past each other (t_total counts examples, the loop features).
+SquadPlan nvidia_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t num_features) {
+    const SquadTrainOptions::Nvidia& n = o.nvidia;
+    SquadPlan p;
+    // int(len(train_examples) / train_batch_size / K) * num_train_epochs, // world_size
+    double t_total = static_cast<double>(static_cast<int64_t>(
+                         static_cast<double>(num_examples) / n.micro_batch / n.accumulation)) *
+                     o.num_train_epochs;
+    if (n.ranks > 1) t_total = std::floor(t_total / n.ranks);
+    const auto epochs = static_cast<int64_t>(o.num_train_epochs);
+    const int64_t per_rank = (num_features + n.ranks - 1) / n.ranks;      // DistributedSampler
+    const int64_t batches = (per_rank + n.micro_batch - 1) / n.micro_batch;  // the last partial
+    p.updates = epochs * (batches / n.accumulation);
+    if (n.max_steps > 0)  // `if global_step > max_steps: break` before each micro-batch
+        p.updates = std::min(p.updates, static_cast<int64_t>(std::floor(n.max_steps)) + 1);
+    if (!(t_total > 0) || p.updates < 1)
+        fail("--num_train_epochs={}: NVIDIA's run_squad.py makes {} updates ({} whole epochs of "
+             "{} features in micro-batches of {}, {} per update) and t_total = int({} examples / "
+             "{} / {}) x epochs = {}, expected both > 0", o.num_train_epochs, p.updates, epochs,
+             num_features, n.micro_batch, n.accumulation, num_examples, n.micro_batch,
+             n.accumulation, t_total);
+    p.optimizer = optim::OptimizerConfig::adamw_reference();
+    if (n.fused_adam) p.optimizer.epsilon = 1e-8;  // apex FusedAdam's default
+    p.schedule.learning_rate = o.learning_rate;
+    p.schedule.num_train_steps = p.updates;
+    p.schedule.warmup_linear = {t_total, o.warmup_proportion, n.fused_adam ? 1 : 0};
+    // The first update whose x = (u - 1 + offset) / t_total reaches 1.
+    const int64_t zero_from = static_cast<int64_t>(std::ceil(t_total)) + 1 - (n.fused_adam ? 1 : 0);
+    p.summary = fmt::format(
+        "{} updates ({} epochs over {} features{}); warmup_linear over t_total = {} (from "
+        "examples, not features{}); {}", p.updates, epochs, num_features,
+        n.max_steps > 0 ? fmt::format(", at most --max_steps={} + 1", n.max_steps) : "", t_total,
+        zero_from <= p.updates ? fmt::format(": the learning rate is 0 from update {} on", zero_from)
+                               : "",
+        n.fused_adam ? "FusedAdam (--fp16: eps 1e-8, LinearWarmUpScheduler one update ahead)"
+                     : "BertAdam (eps 1e-6)");
+    p.schedule.validate();  // the warm-up fraction, before any output
+    return p;
+}
+
+}  // namespace
+
+SquadPlan squad_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t num_features) {
+    return o.nvidia.micro_batch > 0 ? nvidia_plan(o, num_examples, num_features)
+                                    : google_plan(o, num_examples);
 }
 
 void check_squad_train_flags(const SquadTrainOptions& o) {
@@ -92,9 +152,12 @@ public:
         return in;
     }
     json config_json() const override {
-        return {{"num_train_examples", num_examples_},
-                {"num_train_features", features_.size()},
-                {"num_train_epochs", o_.num_train_epochs}};
+        json j = {{"num_train_examples", num_examples_},
+                  {"num_train_features", features_.size()},
+                  {"num_train_epochs", o_.num_train_epochs}};
+        if (o_.nvidia.micro_batch > 0)
+            j["schedule"] = squad_plan(o_, num_examples_, static_cast<int64_t>(features_.size())).summary;
+        return j;
     }
     std::string model_line() const override {
         return fmt::format("SQuAD span model, L{} H{} A{} I{}, seq {}", config_.num_hidden_layers,
@@ -209,14 +272,13 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     LoopOptions l;
     static_cast<RunOptions&>(l) = o;
     l.command = "squad";
-    l.num_train_steps = squad_train_steps(num_train_examples, o.train_batch_size, o.num_train_epochs);
     check_squad_train_flags(o);
+    const SquadPlan plan =
+        squad_plan(o, num_train_examples, static_cast<int64_t>(features.size()));
+    l.num_train_steps = plan.updates;
     l.clip_after_allreduce = o.clip_after_allreduce;
-    l.optimizer = optim::OptimizerConfig::adamw_reference();
-    l.schedule.learning_rate = o.learning_rate;
-    l.schedule.num_train_steps = l.num_train_steps;
-    l.schedule.num_warmup_steps =
-        static_cast<int64_t>(static_cast<double>(l.num_train_steps) * o.warmup_proportion);
+    l.optimizer = plan.optimizer;
+    l.schedule = plan.schedule;
     l.fixed_flags = {"train_batch_size", "max_seq_length", "doc_stride", "max_query_length",
                      "seed", "train_file", "do_lower_case", "vocab_file"};
     l.checked_flags = {"learning_rate", "num_train_epochs", "warmup_proportion",

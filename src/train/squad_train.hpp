@@ -16,6 +16,8 @@
 #include "data/squad.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
+#include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
 #include "ops/bf16.hpp"
 #include "train/loop.hpp"
 #include "train/squad_predict.hpp"
@@ -33,12 +35,32 @@ struct SquadTrainOptions : RunOptions {
     double num_train_epochs = 3.0;
     double warmup_proportion = 0.1;
     bool clip_after_allreduce = false;  // --clip_by_global_norm_after_gradient_allreduce
+    // NVIDIA PyTorch run_squad.py's fine-tuning, on its command line (micro_batch > 0; set by
+    // cli/nvidia_pt_flags). Its loop runs int(epochs) epochs over the features in micro-batches
+    // of micro_batch per rank (DistributedSampler's share), an update every `accumulation` of
+    // them, and stops after update max_steps + 1 when max_steps > 0; its schedule is
+    // warmup_linear over t_total = int(examples / micro_batch / accumulation) * epochs (floored
+    // over the ranks under the launcher), with BertAdam (eps 1e-6) or, with --fp16, FusedAdam
+    // (eps 1e-8) and LinearWarmUpScheduler one step ahead (optim::LrSchedule::WarmupLinear).
+    struct Nvidia {
+        int micro_batch = 0, accumulation = 1, ranks = 1;
+        double max_steps = -1;
+        bool fused_adam = false;
+    };
+    Nvidia nvidia;
 };
 
-// run_squad.py's schedule: num_train_steps = int(examples / train_batch_size * epochs) (examples,
-// not features, as the reference counts them), num_warmup_steps = int(steps * proportion). Error
-// naming --num_train_epochs when that makes no step.
-int64_t squad_train_steps(int64_t num_examples, int train_batch_size, double epochs);
+// The fine-tuning's length, schedule and optimizer. run_squad.py's (google's): updates =
+// int(examples / train_batch_size * epochs) (examples, not features, as the reference counts
+// them), warm-up int(updates * proportion), TF's linear decay, AdamWeightDecay; NVIDIA's:
+// options.nvidia. Error naming --num_train_epochs when that makes no update.
+struct SquadPlan {
+    int64_t updates = 0;
+    optim::LrSchedule schedule;
+    optim::OptimizerConfig optimizer;
+    std::string summary;  // one line: the counts and the schedule, for the start-up log
+};
+SquadPlan squad_plan(const SquadTrainOptions& options, int64_t num_examples, int64_t num_features);
 // Error naming the first of --num_train_epochs, --warmup_proportion, --learning_rate out of range
 // (before any work: they need no data).
 void check_squad_train_flags(const SquadTrainOptions& options);

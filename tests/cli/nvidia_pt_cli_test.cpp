@@ -6,6 +6,7 @@
 // as one-line errors. Tiny model (L2 H64 A2 I128) on the golden HDF5 shards and SQuAD files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -275,8 +276,23 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(count_of(r.out, "NVIDIA PyTorch run_squad.py meaning of the flags (--max_steps given): "
                            "--train_batch_size=8 per GPU (here per rank) and update x 1 rank = 8 "
                            "sequences per update, computed as one batch (bertbench "
-                           "--train_batch_size=8); prediction without --do_train uses "
-                           "--init_checkpoint, as that script\n"), 1u) << r.out;
+                           "--train_batch_size=8); whole epochs over the features and its "
+                           "warmup_linear schedule with FusedAdam (--fp16); prediction without "
+                           "--do_train uses --init_checkpoint, as that script\n"), 1u) << r.out;
+    // Its loop's length and its optimizer's schedule: int(2.0) epochs over the features in
+    // batches of 8 (the last one of an epoch partial there), the learning rate of apex's
+    // LinearWarmUpScheduler (--fp16), which steps before each update, over t_total =
+    // int(69 examples / 8) * 2.0 = 16 with warm-up 0.1 (optimization.py's warmup_linear).
+    const int64_t features = json::parse(slurp(out + "/config.json"))["num_train_features"];
+    const auto log = testing::read_jsonl(out + "/train_log.jsonl");
+    ASSERT_EQ(static_cast<int64_t>(log.size()), 2 * ((features + 7) / 8));
+    const auto nvidia_lr = [](int64_t update) {
+        const double x = static_cast<double>(update) / 16.0;
+        return static_cast<float>(x < 0.1 ? 3e-4 * x / 0.1 : 3e-4 * std::max((x - 1) / (0.1 - 1), 0.0));
+    };
+    for (size_t i = 0; i < log.size(); ++i)
+        EXPECT_FLOAT_EQ(log[i]["learning_rate"].get<float>(), nvidia_lr(static_cast<int64_t>(i) + 1))
+            << "update " << i + 1;
     EXPECT_NE(r.out.find("--do_eval"), std::string::npos) << r.out;  // listed, no effect
     EXPECT_NE(r.out.find("{\"exact_match\": "), std::string::npos) << r.out;
     const auto lines = dllogger_lines(out + "/dllogger.json");
@@ -320,11 +336,30 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("unknown flag --phase2 (run_pretraining.py's flag: bertbench pretrain "
                          "takes it)"), std::string::npos) << r.out;
-    // A step limit is refused naming the equivalent.
-    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --max_steps=5");
+    // --max_steps=5 (run_squad.sh's benchmark mode): its loop breaks when global_step > 5, after
+    // the sixth update; the schedule is the whole run's.
+    const std::string limited = d.tmp.file("limited");
+    r = run_bertbench(run_squad_line(d, pt, limited, true) + " --max_steps=5");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto limited_log = testing::read_jsonl(limited + "/train_log.jsonl");
+    ASSERT_EQ(limited_log.size(), 6u);
+    EXPECT_EQ(limited_log.back()["learning_rate"], log[5]["learning_rate"]);
+    // Without --fp16: BertAdam, whose schedule reads its step before the increment (0 first).
+    std::string fp32_line = run_squad_line(d, pt, d.tmp.file("bert_adam"), true) + " --max_steps=3";
+    fp32_line.replace(fp32_line.find(" --fp16"), 7, "");
+    r = run_bertbench(fp32_line);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("BertAdam (eps 1e-6)"), std::string::npos) << r.out;
+    const auto bert_adam_log = testing::read_jsonl(d.tmp.file("bert_adam") + "/train_log.jsonl");
+    ASSERT_EQ(bert_adam_log.size(), 4u);
+    for (size_t i = 0; i < bert_adam_log.size(); ++i)
+        EXPECT_FLOAT_EQ(bert_adam_log[i]["learning_rate"].get<float>(), nvidia_lr(static_cast<int64_t>(i)))
+            << "update " << i + 1;
+    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("bad_limit"), true) + " --max_steps=0");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("--max_steps=5: expected -1"), std::string::npos) << r.out;
-    EXPECT_FALSE(fs::exists(d.tmp.file("limited")));
+    EXPECT_NE(r.out.find("--max_steps=0: expected -1 (no limit) or a positive number"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(d.tmp.file("bad_limit")));
 }
 
 }  // namespace

@@ -80,6 +80,26 @@ TEST(LrSchedule, DecayFromItsOwnPeakMeetsTheWarmUpsEnd) {
     EXPECT_EQ(s.at(100), 0.0f);
 }
 
+// NVIDIA PyTorch run_squad.py's warmup_linear: the warm-up a fraction of a (possibly fractional)
+// t_total, the decay from lr0 / (1 - w), 0 from t_total on; values worked out by hand from
+// optimization.py's formula.
+TEST(LrSchedule, NvidiaWarmupLinear) {
+    LrSchedule s{3e-5, 38, 0, 0, 1.0};
+    s.warmup_linear = {10.0, 0.1, 0};  // BertAdam: t_total = int(69 / 12) * 2.0
+    EXPECT_EQ(s.at(0), 0.0f);
+    EXPECT_FLOAT_EQ(s.at(1), 3e-5f);                      // x = 0.1: the decay's first value
+    EXPECT_FLOAT_EQ(s.at(5), static_cast<float>(3e-5 * 0.5 / 0.9));
+    EXPECT_EQ(s.at(10), 0.0f);
+    EXPECT_EQ(s.at(30), 0.0f);                            // past t_total: max(..., 0)
+    s.warmup_linear = {12.5, 0.1, 0};                     // t_total = 5 * 2.5 epochs
+    EXPECT_FLOAT_EQ(s.at(1), static_cast<float>(3e-5 * 0.08 / 0.1));  // warm-up over 1.25 steps
+    s.warmup_linear = {10.0, 0.1, 1};                     // LinearWarmUpScheduler: one ahead
+    EXPECT_FLOAT_EQ(s.at(0), 3e-5f);
+    EXPECT_FLOAT_EQ(s.at(4), static_cast<float>(3e-5 * 0.5 / 0.9));
+    s.warmup_linear = {10.0, 1.0, 0};
+    EXPECT_THROW(s.validate(), Error);
+}
+
 TEST(LrSchedule, ValidateNamesTheFlag) {
     try {
         LrSchedule{1e-3, 0, 10, 0, 1.0}.validate();
