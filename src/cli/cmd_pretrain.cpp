@@ -1,6 +1,8 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 
 #include "cli/commands.hpp"
@@ -21,6 +23,10 @@ namespace bertbench::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// PerfZero/TF2's own step flags (bertbench's --steps_per_update is MLPerf TF1's).
+constexpr const char* kTf2StepFlags[] = {"num_steps_per_epoch", "num_train_epochs", "warmup_steps",
+                                         "stop_steps", "steps_between_eval", "steps_before_eval_start"};
 
 // --input_files_dir=a,b (NVIDIA NGC TF) as bertbench's --input_file=a/*,b/*: each item must be a
 // directory, as the NGC script globs DIR/* in each.
@@ -50,8 +56,9 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
                       train::PretrainOptions& o, int ranks) {
     const std::string marker = n.marker(f);
     if (marker.empty()) return "";
-    for (const char* tf2 : {"num_steps_per_epoch", "num_train_epochs", "warmup_steps", "stop_steps",
-                            "steps_between_eval", "steps_before_eval_start", "steps_per_update"})
+    std::vector<const char*> others(std::begin(kTf2StepFlags), std::end(kTf2StepFlags));
+    others.push_back("steps_per_update");
+    for (const char* tf2 : others)
         if (f.is_set(tf2))
             fail("--{}: expected the flags of one script, got PerfZero/MLPerf's --{} on NVIDIA NGC "
                  "TF's command line ({} given; its step flags --num_train_steps, "
@@ -357,6 +364,15 @@ int cmd_pretrain(int argc, char** argv) {
                                                                  : "mlperf_tf1";
     if (!o.do_train && !o.do_eval)
         fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
+    // run_pretraining.py (google's, MLPerf TF1's, NGC TF's) defaults --do_train to False: there a
+    // line with --do_eval alone only evaluates. PerfZero/TF2 and NVIDIA PyTorch lines always train.
+    if (f.is_set("do_eval") && o.do_eval && !f.is_set("do_train") && pt_marker.empty() &&
+        std::none_of(std::begin(kTf2StepFlags), std::end(kTf2StepFlags),
+                     [&](const char* name) { return f.is_set(name); }))
+        log::warn("--do_eval without --do_train: bertbench trains (its --do_train defaults to "
+                  "true), where run_pretraining.py's default is false and its line only "
+                  "evaluates; add --nodo_train for that (an eval of the latest checkpoint in "
+                  "--output_dir, else --init_checkpoint)");
     const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     // MLPerf's eval line (--do_eval --nodo_train --init_checkpoint=... --output_dir=<the training
     // dir>) is not a resume: one evaluation of that checkpoint, its own output files.

@@ -117,19 +117,24 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     if (o.output_dir.empty())
         fail("--output_dir: expected a directory (the training run's, or a new one) for "
              "eval_results.txt, got none");
-    // Which checkpoint: the one given, else the latest of the run in --output_dir.
-    std::string checkpoint, why;
-    if (!o.init_checkpoint.empty()) {
-        checkpoint = resolve_prefix(o.init_checkpoint);
-        why = "--init_checkpoint";
-    } else {
-        checkpoint = latest_checkpoint(o.output_dir);
+    // Which checkpoint: as TF's Estimator, whose evaluate() run_pretraining.py calls with
+    // model_dir = --output_dir: the latest checkpoint there (the training run's) restored over
+    // --init_checkpoint, which only initialises a model directory without one.
+    std::string checkpoint = latest_checkpoint(o.output_dir), why;
+    if (!checkpoint.empty()) {
         why = fmt::format("the latest checkpoint in --output_dir={}", o.output_dir);
-        if (checkpoint.empty())
-            fail("--do_eval --nodo_train: expected a checkpoint to evaluate, got none "
-                 "(no --init_checkpoint, and --output_dir={} holds no model.ckpt-<step>."
-                 "safetensors; hint: --init_checkpoint=<checkpoint>)",
-                 o.output_dir);
+        if (!o.init_checkpoint.empty())
+            why += fmt::format(", not --init_checkpoint={}: TF's Estimator restores the model "
+                               "directory's latest over it (bertbench eval --init_checkpoint=... "
+                               "evaluates a given one)", o.init_checkpoint);
+    } else if (!o.init_checkpoint.empty()) {
+        checkpoint = resolve_prefix(o.init_checkpoint);
+        why = "--init_checkpoint; --output_dir holds no checkpoint";
+    } else {
+        fail("--do_eval --nodo_train: expected a checkpoint to evaluate, got none "
+             "(no --init_checkpoint, and --output_dir={} holds no model.ckpt-<step>."
+             "safetensors; hint: --init_checkpoint=<checkpoint>)",
+             o.output_dir);
     }
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
@@ -174,12 +179,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     fs::create_directories(o.output_dir, ec);
     if (ec || !fs::is_directory(o.output_dir))
         fail("--output_dir={}: cannot create the directory ({})", o.output_dir, ec.message());
-    // run_pretraining.py's eval_results.txt: "key = value", keys sorted.
-    std::string text = fmt::format("global_step = {}\n", step >= 0 ? std::to_string(step) : "None");
-    text += "masked_lm_accuracy = " + py_float_repr(m.masked_lm_accuracy) + "\n";
-    text += "masked_lm_loss = " + py_float_repr(m.masked_lm_loss) + "\n";
-    text += "next_sentence_accuracy = " + py_float_repr(m.next_sentence_accuracy) + "\n";
-    text += "next_sentence_loss = " + py_float_repr(m.next_sentence_loss) + "\n";
+    const std::string text = eval_results_txt(m, step);
     json j = m.to_json();
     j["checkpoint"] = checkpoint;
     j["checkpoint_chosen_by"] = why;

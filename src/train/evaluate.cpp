@@ -2,7 +2,10 @@
 // of the engine's per-row losses and predictions.
 #include "train/evaluate.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "core/py_json.hpp"
 #include "data/pretrain_reader.hpp"
 
 namespace bertbench::train {
@@ -11,6 +14,7 @@ nlohmann::json EvalMetrics::to_json() const {
             {"masked_lm_loss", masked_lm_loss},
             {"next_sentence_accuracy", next_sentence_accuracy},
             {"next_sentence_loss", next_sentence_loss},
+            {"loss", loss},
             {"examples", examples},
             {"predictions", predictions}};
 }
@@ -23,6 +27,8 @@ void EvalAccumulator::add(const model::Losses& l) {
     nsp_loss_ += l.nsp_loss_sum;
     nsp_correct_ += l.nsp_correct;
     examples_ += l.nsp_count;
+    batches_.insert(batches_.end(), {l.mlm_loss_sum, l.mlm_weight, l.nsp_loss_sum,
+                                     static_cast<double>(l.nsp_count)});
 }
 
 EvalMetrics EvalAccumulator::result() const {
@@ -34,7 +40,23 @@ EvalMetrics EvalAccumulator::result() const {
     m.next_sentence_loss = examples_ > 0 ? nsp_loss_ / examples_ : 0.0;
     m.examples = examples_;
     m.predictions = predictions_;
+    const size_t n = batches_.size() / 4;
+    for (size_t b = 0; b < n; ++b) {
+        const double* v = &batches_[4 * b];
+        m.loss += v[0] / (v[1] + 1e-5) + (v[3] > 0 ? v[2] / v[3] : 0.0);
+    }
+    if (n > 0) m.loss /= static_cast<double>(n);
     return m;
+}
+
+std::string eval_results_txt(const EvalMetrics& m, int64_t global_step) {
+    std::string text = fmt::format("global_step = {}\n", global_step >= 0 ? std::to_string(global_step) : "None");
+    text += "loss = " + py_float_repr(m.loss) + "\n";
+    text += "masked_lm_accuracy = " + py_float_repr(m.masked_lm_accuracy) + "\n";
+    text += "masked_lm_loss = " + py_float_repr(m.masked_lm_loss) + "\n";
+    text += "next_sentence_accuracy = " + py_float_repr(m.next_sentence_accuracy) + "\n";
+    text += "next_sentence_loss = " + py_float_repr(m.next_sentence_loss) + "\n";
+    return text;
 }
 
 void EvalAccumulator::all_reduce(dist::Comm& comm) {
@@ -45,6 +67,13 @@ void EvalAccumulator::all_reduce(dist::Comm& comm) {
     comm.all_reduce_sum(std::span<int64_t>(n, 2));
     mlm_correct_ = d[0], mlm_loss_ = d[1], mlm_weight_ = d[2], nsp_correct_ = d[3], nsp_loss_ = d[4];
     examples_ = n[0], predictions_ = n[1];
+    // The batches of the global batch: every rank's count, then the per-batch sums, padded to
+    // the longest (a rank whose records ran out has fewer).
+    std::vector<int64_t> counts(static_cast<size_t>(comm.size()), 0);
+    counts[static_cast<size_t>(comm.rank())] = static_cast<int64_t>(batches_.size());
+    comm.all_reduce_sum(std::span<int64_t>(counts));
+    batches_.resize(static_cast<size_t>(*std::max_element(counts.begin(), counts.end())), 0.0);
+    comm.all_reduce_sum(std::span<double>(batches_));
 }
 
 EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> params, int vocab_size,

@@ -3,6 +3,8 @@
 // every eval batch, not an average of per-batch values):
 //   masked_lm_accuracy = Σw·[argmax = label] / Σw      masked_lm_loss = Σw·CE / Σw
 //   next_sentence_accuracy = #correct / #examples       next_sentence_loss = ΣCE / #examples
+// and the Estimator's own `loss`: the mean over eval batches of each batch's total_loss, the
+// model_fn's Σw·CE / (Σw + 1e-5) + ΣCE / #examples of that batch (tf.metrics.mean(loss)).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@ namespace bertbench::train {
 struct EvalMetrics {
     double masked_lm_accuracy = 0, masked_lm_loss = 0;
     double next_sentence_accuracy = 0, next_sentence_loss = 0;
+    double loss = 0;                        // the Estimator's: the batches' mean total_loss
     int64_t examples = 0, predictions = 0;  // sequences; masked positions with weight > 0
     nlohmann::json to_json() const;
 };
@@ -31,14 +34,20 @@ public:
     void add(const model::Losses& batch_losses);
     EvalMetrics result() const;
     // Data parallel: every rank's sums added (collective; exact for the counts and Σw of the
-    // accuracy, so it equals one process over the same records).
+    // accuracy, so it equals one process over the same records), batch by batch for `loss`
+    // (rank r's batch b is its share of the global batch b: EvalOptions::comm).
     void all_reduce(dist::Comm& comm);
 
 private:
     double mlm_correct_ = 0, mlm_loss_ = 0, mlm_weight_ = 0;
     double nsp_correct_ = 0, nsp_loss_ = 0;
     int64_t examples_ = 0, predictions_ = 0;
+    std::vector<double> batches_;  // per batch: Σw·CE, Σw, ΣCE, #examples
 };
+
+// run_pretraining.py's eval_results.txt: "key = value" lines of the Estimator's result, keys
+// sorted (global_step, loss, the four metrics); `global_step` < 0 is written as None.
+std::string eval_results_txt(const EvalMetrics& m, int64_t global_step);
 
 struct EvalOptions {
     std::vector<std::string> files;  // expanded

@@ -291,6 +291,9 @@ public:
         mllog_->run_stop(status == "success");
         if (o_.do_eval)
             log::info("{}", ttt_.summary(loop.samples(), loop.elapsed(), loop.initialization_s()));
+        // run_pretraining.py's do_train + do_eval writes its (one, final) evaluation there.
+        if (root_ && last_eval_step_ >= 0)
+            write_file_atomic(loop.path("eval_results.txt"), eval_results_txt(last_eval_, last_eval_step_));
         return status;
     }
     void on_abort() noexcept override {
@@ -399,6 +402,8 @@ private:
         line["elapsed_s"] = loop.elapsed();
         if (root_) JsonlLog(loop.path("eval_log.jsonl")).write(line);
         acc_curve_.push_back({static_cast<double>(samples), m.masked_lm_accuracy});
+        last_eval_ = m;
+        last_eval_step_ = loop.global_step();
         log::info("eval at {} samples (step {}): masked_lm_accuracy {:.4f} masked_lm_loss {:.4f} "
                   "next_sentence_accuracy {:.4f} ({} examples, {:.1f} s)",
                   samples, loop.global_step(), m.masked_lm_accuracy, m.masked_lm_loss,
@@ -416,6 +421,8 @@ private:
     }
     std::unique_ptr<model::BertPretrainer> engine_;
     std::unique_ptr<model::BertPretrainer> eval_engine_;  // only for an eval batch > training's
+    EvalMetrics last_eval_;       // this segment's last evaluation, at global step last_eval_step_
+    int64_t last_eval_step_ = -1;
     std::unique_ptr<data::PretrainReader> reader_;
     std::unique_ptr<MlperfLogger> mllog_;
     std::vector<std::string> train_files_, eval_files_;

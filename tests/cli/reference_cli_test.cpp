@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/run_util.hpp"
+#include "core/py_json.hpp"
 #include "dist/mpi_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
@@ -95,11 +96,11 @@ TEST(ReferenceCli, MlperfTf1GpuForm) {
     EXPECT_EQ(json::parse(slurp(out + "/config.json"))["train_files"].size(), 2u);
 }
 
-// MLPerf's eval line (mlcommons/training README: --do_eval --nodo_train --init_checkpoint=<a
-// checkpoint of the run> --output_dir=<the training dir>), sizes shrunk. It is not a resume: it
-// evaluates the checkpoint named (a TF-style prefix of bertbench's file) or, without one, the
-// latest in the directory, writes eval_results.txt/.json and leaves the training run's files as
-// they were; with nothing to evaluate it fails.
+// MLPerf's eval line (mlcommons/training README: --do_eval --nodo_train --init_checkpoint=<its
+// starting checkpoint> --output_dir=<the training dir>), sizes shrunk. It is not a resume: as
+// TF's Estimator it evaluates the latest checkpoint in the directory, or --init_checkpoint (a
+// TF-style prefix of bertbench's file) where there is none, writes eval_results.txt/.json and
+// leaves the training run's files as they were; with nothing to evaluate it fails.
 std::string mlperf_eval(const RefWorkdir& w, const std::string& out, const std::string& init) {
     return "pretrain --bert_config_file=" + w.config() + " --output_dir=" + out +
            " --input_file=" + eval_data() + " --do_eval --nodo_train --eval_batch_size=8" +
@@ -114,38 +115,53 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     const RefWorkdir w("evalform");
     const std::string out = w.out("run");
     ASSERT_EQ(run_bertbench(mlperf_gpu(w, out)).exit_code, 0);
-    std::vector<std::pair<std::string, std::string>> before;  // the training run's files
-    for (const auto& e : fs::directory_iterator(out))
-        before.emplace_back(e.path().filename().string(), slurp(e.path().string()));
-    std::sort(before.begin(), before.end());
-    const auto unchanged = [&] {
-        std::vector<std::pair<std::string, std::string>> now;
+    // The training run's files but the eval-only run's two (which a training run with
+    // --do_eval also writes).
+    const auto run_files = [&] {
+        std::vector<std::pair<std::string, std::string>> files;
         for (const auto& e : fs::directory_iterator(out)) {
             const std::string name = e.path().filename().string();
             if (name != "eval_results.txt" && name != "eval_results.json")
-                now.emplace_back(name, slurp(e.path().string()));
+                files.emplace_back(name, slurp(e.path().string()));
         }
-        std::sort(now.begin(), now.end());
-        return now == before;
+        std::sort(files.begin(), files.end());
+        return files;
     };
+    const auto before = run_files();
+    const auto unchanged = [&] { return run_files() == before; };
 
-    // The checkpoint named as TF names it (model.ckpt-2, bertbench wrote model.ckpt-2.safetensors).
-    auto r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-2"));
+    // The checkpoint named as TF names it (model.ckpt-2, bertbench wrote model.ckpt-2.safetensors),
+    // in a directory without checkpoints: that one, and the files only there.
+    const std::string fresh = w.out("fresh");
+    auto r = run_bertbench(mlperf_eval(w, fresh, out + "/model.ckpt-2"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_EQ(
-        count_of(r.out, "evaluating " + out + "/model.ckpt-2.safetensors (--init_checkpoint)"), 1u)
+    EXPECT_EQ(count_of(r.out, "evaluating " + out + "/model.ckpt-2.safetensors (--init_checkpoint; "
+                              "--output_dir holds no checkpoint)"), 1u)
         << r.out;
     EXPECT_EQ(r.out.find("resuming"), std::string::npos) << r.out;
     EXPECT_TRUE(unchanged());
-    EXPECT_FALSE(fs::exists(out + "/changed_flags.jsonl"));
-    EXPECT_FALSE(fs::exists(out + "/eval_log.jsonl"));
-    const std::string txt = slurp(out + "/eval_results.txt");
-    EXPECT_EQ(txt.rfind("global_step = 2\nmasked_lm_accuracy = ", 0), 0u) << txt;
-    json res = json::parse(slurp(out + "/eval_results.json"));
+    EXPECT_FALSE(fs::exists(out + "/eval_results.json"));
+    EXPECT_FALSE(fs::exists(fresh + "/eval_log.jsonl"));
+    const std::string txt = slurp(fresh + "/eval_results.txt");
+    EXPECT_EQ(txt.rfind("global_step = 2\nloss = ", 0), 0u) << txt;
+    EXPECT_NE(txt.find("\nmasked_lm_accuracy = "), std::string::npos) << txt;
+    json res = json::parse(slurp(fresh + "/eval_results.json"));
     EXPECT_EQ(res["examples"], 16);  // 2 batches of 8
     EXPECT_GT(res["masked_lm_loss"].get<double>(), 0);
     EXPECT_EQ(res["checkpoint"], out + "/model.ckpt-2.safetensors");
     const double at_step2 = res["masked_lm_loss"].get<double>();
+
+    // In the training run's directory, the line as MLPerf's README gives it: the latest
+    // checkpoint there (step 4) wins over --init_checkpoint, as the Estimator restores it.
+    r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-2"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "evaluating " + out + "/model.ckpt-4.safetensors (the latest "
+                              "checkpoint in --output_dir=" + out + ", not --init_checkpoint=" +
+                              out + "/model.ckpt-2: TF's Estimator restores"), 1u)
+        << r.out;
+    EXPECT_TRUE(unchanged());
+    EXPECT_FALSE(fs::exists(out + "/changed_flags.jsonl"));
+    EXPECT_EQ(json::parse(slurp(out + "/eval_results.json"))["global_step"], 4);
 
     // Without --init_checkpoint: the latest checkpoint of the run, step 4.
     r = run_bertbench(mlperf_eval(w, out, ""));
@@ -177,10 +193,22 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
     EXPECT_NE(r.out.find("expected a checkpoint to evaluate, got none"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(empty));
-    // A checkpoint that is not there: the error names it.
-    r = run_bertbench(mlperf_eval(w, out, out + "/model.ckpt-99"));
+    // The line without --nodo_train: bertbench's --do_train defaults to true, the reference's to
+    // false; it trains, and says so once.
+    std::string trains = mlperf_eval(w, w.out("trains"), "");
+    trains.replace(trains.find(" --nodo_train"), 13, "");
+    r = run_bertbench(trains);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "warning: --do_eval without --do_train: bertbench trains"), 1u) << r.out;
+    EXPECT_TRUE(fs::exists(w.out("trains") + "/model.ckpt-4.safetensors"));
+    EXPECT_EQ(count_of(run_bertbench(mlperf_eval(w, w.out("fresh3"), out + "/model.ckpt-4")).out,
+                       "warning: --do_eval without"), 0u);
+
+    // A checkpoint that is not there (and none in --output_dir): the error names it.
+    r = run_bertbench(mlperf_eval(w, w.out("fresh2"), out + "/model.ckpt-99"));
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find(out + "/model.ckpt-99"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.out("fresh2")));
     EXPECT_TRUE(unchanged());
 }
 
@@ -339,7 +367,17 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     EXPECT_EQ(res["samples"], 24);  // 3 updates x 8
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-4.safetensors"));  // 2 updates
     EXPECT_FALSE(fs::exists(out + "/model.ckpt-2.safetensors"));
-    EXPECT_TRUE(fs::exists(out + "/eval_log.jsonl"));
+    // --do_train with --do_eval: the final evaluation also in run_pretraining.py's
+    // eval_results.txt (the eval log's last line's metrics, the Estimator's `loss` too).
+    const auto evals = testing::read_jsonl(out + "/eval_log.jsonl");
+    ASSERT_FALSE(evals.empty());
+    const json& last = evals.back();
+    EXPECT_EQ(slurp(out + "/eval_results.txt"),
+              "global_step = 6\nloss = " + py_float_repr(last["loss"]) +
+                  "\nmasked_lm_accuracy = " + py_float_repr(last["masked_lm_accuracy"]) +
+                  "\nmasked_lm_loss = " + py_float_repr(last["masked_lm_loss"]) +
+                  "\nnext_sentence_accuracy = " + py_float_repr(last["next_sentence_accuracy"]) +
+                  "\nnext_sentence_loss = " + py_float_repr(last["next_sentence_loss"]) + "\n");
 
     // Its AdamWeightDecay decays from lr / (1 - warm-up / steps): 7.5e-4 / (1 - 2/6) = 1.125e-3.
     const auto adam = run_bertbench(ngc_phase1(w, w.out("adam"), w.out("data")) + " --optimizer_type=adam");

@@ -58,7 +58,7 @@ TEST(Evaluate, MatchesIndependentStreamingSumsSlow) {
     data::PretrainReader reader(rc);
     model::Batch b;
     double w_sum = 0, ce_sum = 0, correct = 0, nsp_ce = 0, nsp_ok = 0, eng_correct = 0,
-           eng_w = 0, eng_loss = 0;
+           eng_w = 0, eng_loss = 0, total_loss = 0;
     int64_t examples = 0, batches = 0, predictions = 0;
     while (reader.next(b)) {
         const model::Losses l = engine.forward(params, b, false, 0, 0);
@@ -66,6 +66,8 @@ TEST(Evaluate, MatchesIndependentStreamingSumsSlow) {
         eng_w += l.mlm_weight;
         eng_loss += l.mlm_loss * (l.mlm_weight + 1e-5);  // engine: Σw·CE / (Σw + 1e-5)
         const auto logits = engine.mlm_logits();
+        const double batch_w = w_sum, batch_ce = ce_sum, batch_nsp = nsp_ce;
+        const int64_t batch_examples = examples;
         for (int p = 0; p < b.num_predictions(); ++p) {
             const float* row = logits.data() + static_cast<size_t>(p) * c.vocab_size;
             double mx = row[0];
@@ -90,6 +92,9 @@ TEST(Evaluate, MatchesIndependentStreamingSumsSlow) {
             nsp_ok += ((z > a ? 1 : 0) == label);
             ++examples;
         }
+        // The Estimator's `loss`: this batch's model_fn total_loss, averaged over the batches.
+        total_loss += (ce_sum - batch_ce) / (w_sum - batch_w + 1e-5) +
+                      (nsp_ce - batch_nsp) / static_cast<double>(examples - batch_examples);
         ++batches;
     }
     ASSERT_EQ(examples, 100);
@@ -107,6 +112,7 @@ TEST(Evaluate, MatchesIndependentStreamingSumsSlow) {
     EXPECT_EQ(got.predictions, predictions);
     EXPECT_TRUE(close("next_sentence_accuracy", got.next_sentence_accuracy, nsp_ok / examples, 0,
                       1e-12));
+    EXPECT_TRUE(close("loss", got.loss, total_loss / static_cast<double>(batches), 0, 2e-6));
     EXPECT_GT(got.masked_lm_loss, 5.0);  // random init over a 30522-word vocabulary
 }
 
