@@ -323,11 +323,25 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         notes.push_back("FusedLAMB's clip of the averaged gradient to norm 1 "
                         "(--clip_by_global_norm_after_gradient_allreduce)");
     }
-    if (n.phase2)
+    if (n.phase2) {
         notes.push_back(apply_phase2(n, o));
-    else if (n.resume_from_checkpoint)
+    } else if (!o.init_checkpoint.empty() && !n.resume_from_checkpoint) {
+        // run_pretraining.py reads --init_checkpoint only in its resume_from_checkpoint branch
+        if (dist::world().rank() == 0)
+            log::warn("--init_checkpoint={} without --resume_from_checkpoint: not read, as "
+                      "NVIDIA's run_pretraining.py does not read it then; the model starts from "
+                      "random weights (add --resume_from_checkpoint to start from its weights "
+                      "and optimizer state)", o.init_checkpoint);
+        o.init_checkpoint.clear();
+    } else if (!o.init_checkpoint.empty()) {
+        o.init_optimizer_moments = true;
+        notes.push_back("--resume_from_checkpoint --init_checkpoint: its weights and LAMB's "
+                        "moments, the steps and the bias correction from 0, as NVIDIA's (a "
+                        "checkpoint in --output_dir is resumed instead: bertbench always resumes)");
+    } else if (n.resume_from_checkpoint) {
         notes.push_back("--resume_from_checkpoint: from the latest checkpoint in --output_dir, "
                         "if any (bertbench always resumes)");
+    }
     std::string said;
     for (const std::string& s : notes) said += "; " + s;
     log::info("NVIDIA PyTorch run_pretraining.py meaning of the flags ({} given): "

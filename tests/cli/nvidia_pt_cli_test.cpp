@@ -190,6 +190,25 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
                            "optimizer updates"), 1u) << r.out;
     EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/results.json"))["global_step"], 4);
 
+    // --init_checkpoint on the phase-1 line: NVIDIA's script reads it only with
+    // --resume_from_checkpoint, and then takes its optimizer state too, the steps from 0.
+    const std::string first_loss = testing::read_jsonl(ckpts + "/train_log.jsonl")[0]["loss"].dump();
+    const std::string ignored = d.tmp.file("ignored");
+    r = run_bertbench(phase1_line(d, ignored, results) + " --init_checkpoint=" + ckpts +
+                      "/model.ckpt-6.safetensors");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "warning: --init_checkpoint=" + ckpts + "/model.ckpt-6.safetensors "
+                              "without --resume_from_checkpoint: not read"), 1u) << r.out;
+    EXPECT_EQ(testing::read_jsonl(ignored + "/train_log.jsonl")[0]["loss"].dump(), first_loss);
+    const std::string from = d.tmp.file("from");
+    r = run_bertbench(phase1_line(d, from, results) + " --resume_from_checkpoint --init_checkpoint=" +
+                      ckpts + "/model.ckpt-6.safetensors");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("optimizer moments from " + ckpts + "/model.ckpt-6.safetensors"),
+              std::string::npos) << r.out;
+    EXPECT_NE(testing::read_jsonl(from + "/train_log.jsonl")[0]["loss"].dump(), first_loss);
+    EXPECT_EQ(json::parse(slurp(from + "/results.json"))["global_step"], 6);  // from step 0
+
     // Phase 2 with no phase 1 before it: one line naming the directory, nothing created.
     const std::string none = d.tmp.file("none");
     r = run_bertbench(phase2_line(d, none, results, "3"));
