@@ -19,7 +19,7 @@ ShardSource::ShardSource(const std::string& path, bool skip_corrupt, int max_seq
                          int max_predictions_per_seq) {
     if (io::is_hdf5_path(path))
         hdf5_ = std::make_unique<io::Hdf5ShardReader>(path, max_seq_length,
-                                                      max_predictions_per_seq);
+                                                      max_predictions_per_seq, true);
     else
         tfrecord_ = std::make_unique<io::TfRecordReader>(path, skip_corrupt);
 }

@@ -31,7 +31,8 @@ struct ShardRecord {
 
 class ShardSource {
   public:
-    // Opens `path` (HDF5: checks schema and storage against the two widths now, reads no rows).
+    // Opens `path` (HDF5: checks schema and storage against the two widths now, reads no rows;
+    // its masked_lm_* may be narrower than max_predictions_per_seq, as NVIDIA's loader allows).
     // skip_corrupt applies to TFRecords (see TfRecordReader).
     ShardSource(const std::string& path, bool skip_corrupt, int max_seq_length,
                 int max_predictions_per_seq);

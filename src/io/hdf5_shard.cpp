@@ -453,7 +453,7 @@ void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view w
 }
 
 Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
-                                 int max_predictions_per_seq)
+                                 int max_predictions_per_seq, bool predictions_up_to)
     : path_(path), max_seq_length_(max_seq_length), max_predictions_per_seq_(max_predictions_per_seq) {
     uint64_t file_size = 0, held = 0;
     {
@@ -535,7 +535,13 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         datasets[k] = std::move(ds);
         dcpls[k] = std::move(dcpl);
     }
-    records_ = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq);
+    // masked_lm_positions' width, when narrower than the flag allows: the schema is then checked
+    // against it (masked_lm_ids must have it too).
+    const Hdf5DatasetInfo& positions = info[3];
+    if (predictions_up_to && positions.found && positions.simple && positions.dims.size() == 2 &&
+        positions.dims[1] >= 1 && positions.dims[1] < static_cast<uint64_t>(max_predictions_per_seq))
+        max_predictions_per_seq_ = static_cast<int>(positions.dims[1]);
+    records_ = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq_);
     for (size_t k = 0; k < kHdf5Datasets.size(); ++k)
         storage_[k] = check_storage(path, kHdf5Datasets[k].name, datasets[k].get(), dcpls[k].get(),
                                     info[k].dims, info[k].type_size, file_size, held);

@@ -97,7 +97,11 @@ struct Hdf5DatasetStorage {
 // number of readers may be open at once (libhdf5 is called under one lock).
 class Hdf5ShardReader {
   public:
-    Hdf5ShardReader(const std::string& path, int max_seq_length, int max_predictions_per_seq);
+    // `predictions_up_to`: the masked_lm_* datasets may be narrower than max_predictions_per_seq
+    // (NVIDIA's loader: the flag only caps the predictions a row has; the rows read then have the
+    // shard's own width). Otherwise their width must equal it.
+    Hdf5ShardReader(const std::string& path, int max_seq_length, int max_predictions_per_seq,
+                    bool predictions_up_to = false);
     ~Hdf5ShardReader();
     Hdf5ShardReader(const Hdf5ShardReader&) = delete;
     Hdf5ShardReader& operator=(const Hdf5ShardReader&) = delete;

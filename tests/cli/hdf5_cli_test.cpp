@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
@@ -132,6 +134,31 @@ TEST(Hdf5Cli, BenchRunsOnAnHdf5Shard) {
     EXPECT_NE(bad.out.find("public_512_s12345_d1.hdf5: dataset input_ids: expected shape"),
               std::string::npos)
         << bad.out;
+}
+
+// NVIDIA's phase-2 line passes --max_predictions_per_seq=80; MLPerf's 512 shards are 76 wide.
+// NVIDIA's loader only caps the predictions with it, and so does pretrain on HDF5: the same
+// training as with the shard's own width, loss for loss.
+TEST(Hdf5Cli, PretrainTakesAWiderPredictionFlagAsNvidiasLoader) {
+    Hdf5Tmp tmp;
+    std::ofstream(tmp.file("bert_config.json"))
+        << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 64,
+              "max_position_embeddings": 512, "type_vocab_size": 2})";
+    std::vector<std::vector<nlohmann::json>> logs;
+    for (const char* P : {"76", "80"}) {
+        const std::string out = tmp.file(std::string("p") + P);
+        const auto r = run_bertbench("pretrain --input_file=" + golden("hdf5/public_512_s12345_d1.hdf5") +
+                                     " --bert_config_file=" + tmp.file("bert_config.json") +
+                                     " --output_dir=" + out + " --train_batch_size=4 --max_seq_length=512"
+                                     " --max_predictions_per_seq=" + P +
+                                     " --num_train_steps=2 --nodo_eval --threads=1");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        logs.push_back(testing::read_jsonl(out + "/train_log.jsonl"));
+    }
+    ASSERT_EQ(logs[0].size(), 2u);
+    ASSERT_EQ(logs[1].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(logs[0][i]["loss"], logs[1][i]["loss"]) << i;
 }
 
 }  // namespace

@@ -82,6 +82,26 @@ TEST(Hdf5Shard, GoldenTwinsEqualTheirTfrecordsRecordByRecord) {
     }
 }
 
+// NVIDIA's loader takes a --max_predictions_per_seq above the shard's width (it only caps the
+// predictions of a row): with predictions_up_to the rows come at the shard's own width, the same
+// records; without it a wider flag is the schema error it always was.
+TEST(Hdf5Shard, PredictionsUpToAWiderFlagReadTheShardsWidth) {
+    const Twin& t = kTwins[1];  // 76 wide
+    const Hdf5ShardArrays exact = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
+    const Hdf5ShardReader wider(golden(t.hdf5), t.T, 80, true);
+    const Hdf5ShardArrays got = wider.read_rows(0, wider.records());
+    EXPECT_EQ(got.max_predictions_per_seq, 76);
+    EXPECT_EQ(got.masked_lm_positions, exact.masked_lm_positions);
+    EXPECT_EQ(got.masked_lm_ids, exact.masked_lm_ids);
+    EXPECT_NE(error_of([&] { Hdf5ShardReader(golden(t.hdf5), t.T, 80); })
+                  .find("dataset masked_lm_positions: expected shape (N, 80)"),
+              std::string::npos);
+    // Narrower than the shard stays an error either way.
+    EXPECT_NE(error_of([&] { Hdf5ShardReader(golden(t.hdf5), t.T, 20, true); })
+                  .find("expected shape (N, 20)"),
+              std::string::npos);
+}
+
 // NVIDIA's pretraining_dataset.__getitem__ from a decoded record: labels -1 except at used
 // positions (README section 1).
 TEST(Hdf5Shard, DecodedRecordsGiveNvidiaLoaderView) {
