@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
+#include "model/checkpoint.hpp"
 #include "train/eval_checkpoint.hpp"
 
 namespace bertbench::cli {
@@ -57,6 +58,7 @@ int cmd_eval(int argc, char** argv) {
     if (!f.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     if (checkpoint.empty()) fail("--init_checkpoint: expected a checkpoint, got none");
+    checkpoint = model::resolve_checkpoint_name(checkpoint, "--init_checkpoint");
     const ops::Precision precision = pf.precision(false);
     require_precision(be.get(), precision);
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);

@@ -16,6 +16,7 @@
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "dist/comm.hpp"
+#include "model/checkpoint.hpp"
 #include "train/eval_checkpoint.hpp"
 #include "train/pretrain.hpp"
 
@@ -323,6 +324,8 @@ int cmd_pretrain(int argc, char** argv) {
         f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
+    // A TF-style name of one of our checkpoints (the eval-only run resolves its own choice)
+    if (o.do_train) o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     if (!nvpt.json_summary.empty()) {
         check_dllogger_path(nvpt.json_summary, {o.bert_config_file});
         check_output_not_in_run(nvpt.json_summary, "--json-summary", o.output_dir, "--output_dir",

@@ -31,6 +31,7 @@
 #include "dist/comm.hpp"
 #include "data/vocab.hpp"
 #include "io/tfrecord.hpp"
+#include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "train/squad_metric.hpp"
 #include "train/loop.hpp"
@@ -184,6 +185,7 @@ int cmd_squad(int argc, char** argv) {
     add_squad_hints(flags);
     if (!flags.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
+    o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     const int ranks = dist::world().size();
     const std::string nvidia =
         apply_nvidia_pt_squad(flags, nvpt, o, o.do_lower_case, ranks);

@@ -170,6 +170,10 @@ bool optimizer_state(const std::string& name);
 // legacy magic-number pickle is PyTorch; 8 bytes of length then '{' is safetensors, ours when it
 // has "format" metadata or TF-named weights. Error naming `path` and its first bytes otherwise.
 CheckpointFormat detect_checkpoint_format(const std::string& path);
+// A checkpoint named as TF names it: where `path` is neither a file nor a TF prefix but
+// PATH.safetensors is a file (bertbench's checkpoint of that name: run/model.ckpt-2000 for
+// run/model.ckpt-2000.safetensors), that file, said in one line naming `flag`; else `path`.
+std::string resolve_checkpoint_name(const std::string& path, const std::string& flag);
 // The config a checkpoint carries (ours only); false for TF bundles and HF files.
 bool checkpoint_config(const std::string& path, BertConfig* out);
 

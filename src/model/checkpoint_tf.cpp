@@ -202,6 +202,15 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
                : CheckpointFormat::hf_safetensors;
 }
 
+std::string resolve_checkpoint_name(const std::string& path, const std::string& flag) {
+    if (path.empty() || is_file(path) || io::TfBundleReader::is_bundle(tf_prefix(path))) return path;
+    const std::string ours = path + ".safetensors";
+    if (!is_file(ours)) return path;  // the loader's error names `path`
+    log::info("{}={}: no such file or TensorFlow prefix; reading {}, the bertbench checkpoint of "
+              "that name", flag, path, ours);
+    return ours;
+}
+
 bool checkpoint_config(const std::string& path, BertConfig* out) {
     if (detect_checkpoint_format(path) != CheckpointFormat::bertbench) return false;
     const CheckpointReader r(path);

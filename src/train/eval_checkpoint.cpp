@@ -93,24 +93,6 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     return m;
 }
 
-namespace {
-
-// MLPerf's eval line names a checkpoint by its TensorFlow prefix (".../model.ckpt-28252"); a
-// bertbench run wrote ".../model.ckpt-28252.safetensors" for that step.
-std::string resolve_prefix(const std::string& path) {
-    std::error_code ec;
-    if (fs::exists(path, ec) || fs::exists(path + ".index", ec)) return path;
-    const std::string ours = path + ".safetensors";
-    if (fs::is_regular_file(ours, ec)) {
-        log::info("--init_checkpoint={}: no such file or TensorFlow prefix; reading {}, the "
-                  "bertbench checkpoint of that name", path, ours);
-        return ours;
-    }
-    return path;
-}
-
-}  // namespace
-
 int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     const bool root = dist::world().rank() == 0;  // under mpirun rank 0 alone logs and writes
     if (!root && log::level() < log::Level::warn) log::set_level(log::Level::warn);
@@ -128,7 +110,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
                                "directory's latest over it (bertbench eval --init_checkpoint=... "
                                "evaluates a given one)", o.init_checkpoint);
     } else if (!o.init_checkpoint.empty()) {
-        checkpoint = resolve_prefix(o.init_checkpoint);
+        checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
         why = "--init_checkpoint; --output_dir holds no checkpoint";
     } else {
         fail("--do_eval --nodo_train: expected a checkpoint to evaluate, got none "

@@ -143,8 +143,9 @@ TEST(SquadTrainE2E, PretrainingCheckpointFineTunesButDoesNotPredict) {
         " --output_dir=" + pre + " --train_batch_size=2 --num_train_steps=1 --num_warmup_steps=0 --threads=1");
     ASSERT_EQ(rp.exit_code, 0) << rp.out;
     const std::string ckpt = pre + "/model.ckpt-1.safetensors";
-    const std::string common = " --vocab_file=" + golden("vocab.txt") + " --max_seq_length=64" +
-                               " --max_query_length=24 --doc_stride=32 --threads=1 --init_checkpoint=" + ckpt;
+    const std::string flags = " --vocab_file=" + golden("vocab.txt") + " --max_seq_length=64" +
+                              " --max_query_length=24 --doc_stride=32 --threads=1 --init_checkpoint=";
+    const std::string common = flags + ckpt;
 
     // --do_predict alone: refused before any output, naming the file and the missing head.
     const RunResult bad = run_bertbench("squad --do_predict --predict_file=" +
@@ -170,6 +171,16 @@ TEST(SquadTrainE2E, PretrainingCheckpointFineTunesButDoesNotPredict) {
     EXPECT_NE(rf.out.find("2 absent, left as initialised: cls/squad/output_weights, cls/squad/output_bias"),
               std::string::npos) << rf.out;
     EXPECT_EQ(json::parse(read_file(ft + "/results.json"))["global_step"], 2);  // int(69 / 16 * 0.5)
+
+    // The checkpoint named as TF names it (model.ckpt-1): bertbench's file of that name, said once.
+    const std::string tf_named = tmp.file("tf_named");
+    const RunResult rt = run_bertbench("squad --do_train --train_file=" +
+                                       golden("squad_pipeline/train-v1.1.json") + " --output_dir=" +
+                                       tf_named + " --train_batch_size=16 --num_train_epochs=0.5" +
+                                       flags + pre + "/model.ckpt-1");
+    ASSERT_EQ(rt.exit_code, 0) << rt.out;
+    EXPECT_NE(rt.out.find("--init_checkpoint=" + pre + "/model.ckpt-1: no such file or TensorFlow "
+                          "prefix; reading " + ckpt), std::string::npos) << rt.out;
 }
 
 }  // namespace
