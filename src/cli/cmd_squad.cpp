@@ -179,9 +179,11 @@ int cmd_squad(int argc, char** argv) {
     o.precision_flags.add(flags, true);
     DeviceFlag device;
     device.add(flags);
-    add_accelerator_flags(flags);  // run_squad.py's --use_tpu, --tpu_name, ...: no effect here
-    NvidiaPtFlags nvpt;            // NVIDIA DeepLearningExamples PyTorch run_squad.py's flags
+    add_accelerator_flags(flags, false);  // run_squad.py's --use_tpu, --tpu_name, ...: no effect
+    NvidiaPtFlags nvpt;                   // NVIDIA DeepLearningExamples PyTorch run_squad.py's flags
     nvpt.add(flags, NvidiaPtFlags::Script::squad);
+    NgcTfSquadFlags ngc;  // NVIDIA NGC TF run_squad.py's
+    ngc.add(flags);
     add_squad_hints(flags);
     if (!flags.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
@@ -189,6 +191,7 @@ int cmd_squad(int argc, char** argv) {
     const int ranks = dist::world().size();
     const std::string nvidia =
         apply_nvidia_pt_squad(flags, nvpt, o, o.do_lower_case, ranks);
+    apply_ngc_tf_squad(flags, ngc, o, ranks);
     apply_nvidia_pt_loss_scale(nvidia, o.precision_flags.loss_scale);
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
@@ -311,7 +314,7 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
         log::info("  Num steps = {}", plan.updates);
-        if (!nvidia.empty()) log::info("  NVIDIA run_squad.py: {}", plan.summary);
+        if (!nvidia.empty() || o.ngc_tf_adam) log::info("  Schedule: {}", plan.summary);
         log::info("wrote {}", path);
         if (train_model) {
             train::SquadTrainOptions t = o;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
@@ -221,12 +222,8 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
         "do_eval", "eval_script", "cache_dir", "skip_cache", "profile"};
     const bool pt = script_ == Script::pretraining;
-    if (!pt) {  // NGC TF's run_squad.py line (its scripts always pass --horovod and --amp or --noamp)
-        const std::string amp = f.ignored_given("amp");  // argparse's store_true takes no value
-        if (!f.ignored_given("horovod").empty() || !f.ignored_given("use_xla").empty() || amp == "--noamp" ||
-            amp.starts_with("--amp="))
-            return "";
-    }
+    // NGC TF's run_squad.py line (its scripts always pass --horovod and --amp or --noamp)
+    if (!pt && !NgcTfSquadFlags{}.marker(f).empty()) return "";
     for (const char* name : pt ? pt_set : squad_set)
         if (f.is_set(name)) return std::string("--") + name;
     if (f.is_set("bert_config_file") && f.spelling("bert_config_file") == "config_file")

@@ -1,5 +1,10 @@
 #include "cli/reference_flags.hpp"
 
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
 namespace bertbench::cli {
 
 void add_accelerator_flags(Flags& f, bool horovod) {
@@ -131,6 +136,76 @@ std::string NgcTfFlags::marker(const Flags& f, bool shared) const {
         for (const char* name : {"amp", "allreduce_post_accumulation", "init_loss_scale"})
             if (const std::string g = f.ignored_given(name); !g.empty()) return g;
     return "";
+}
+
+void NgcTfSquadFlags::add(Flags& f) {
+    const std::string who = "NVIDIA NGC TF run_squad.py: ";
+    f.add("horovod", &horovod,
+          who + "data parallel over the mpirun ranks (it is, under mpirun, without the flag); "
+                "the script then multiplies --learning_rate by the rank count, and so does "
+                "bertbench");
+    f.add("num_accumulation_steps", &num_accumulation_steps,
+          who + "micro-batches of --train_batch_size per update; bertbench computes the update's "
+                "sequences in one batch (the same update)");
+    f.add_ignored("dllog_path", true, "(the training log is train_log.jsonl in --output_dir)");
+    f.add_ignored("display_loss_steps", true, "(every step is logged in train_log.jsonl)");
+    f.add_ignored("use_trt", false, "on a CPU run (TF-TRT serves the same model)");
+    f.add("export_triton", &export_triton,
+          who + "export a SavedModel for Triton: not supported (bertbench's model is its "
+                "checkpoint; `bertbench convert` writes TF, PyTorch and HF files)");
+    for (const char* name : {"triton_model_name", "triton_model_version", "triton_server_url",
+                             "triton_model_overwrite", "triton_max_batch_size",
+                             "triton_dyn_batching_delay", "triton_engine_count"})
+        f.add_ignored(name, std::string(name) != "triton_model_overwrite", "(no Triton export)");
+    f.add("num_eval_iterations", &num_eval_iterations,
+          who + "predict only the first N x --predict_batch_size questions: not supported "
+                "(bertbench predicts them all; 0 = not given)");
+}
+
+std::string NgcTfSquadFlags::marker(const Flags& f) const {
+    const std::string amp = f.ignored_given("amp");  // argparse's store_true takes no value
+    if (amp == "--noamp" || amp.starts_with("--amp=")) return amp;
+    if (f.is_set("horovod")) return horovod ? "--horovod" : "--nohorovod";
+    for (const char* name : {"use_xla", "dllog_path", "display_loss_steps", "use_trt"})
+        if (const std::string g = f.ignored_given(name); !g.empty()) return g;
+    for (const char* name : {"num_accumulation_steps", "export_triton", "num_eval_iterations"})
+        if (f.is_set(name)) return std::string("--") + name;
+    return "";
+}
+
+std::string apply_ngc_tf_squad(const Flags& f, const NgcTfSquadFlags& n,
+                               train::SquadTrainOptions& o, int ranks) {
+    const std::string m = n.marker(f);
+    if (m.empty()) return "";
+    if (n.export_triton)
+        fail("--export_triton: not supported (NGC TF's SavedModel for Triton; bertbench's model "
+             "is its checkpoint, and `bertbench convert` writes TF, PyTorch and HF files)");
+    if (n.num_eval_iterations != 0)
+        fail("--num_eval_iterations={}: not supported (NGC TF predicts only the first N x "
+             "--predict_batch_size questions; bertbench predicts every one: leave it out)",
+             n.num_eval_iterations);
+    const int k = n.num_accumulation_steps;
+    if (k < 1) fail("--num_accumulation_steps={}: expected >= 1", k);
+    if (o.train_batch_size < 1 ||
+        int64_t{o.train_batch_size} * k * ranks > std::numeric_limits<int>::max())
+        fail("--train_batch_size={}: expected 1..{} (NGC TF: sequences per GPU and micro-batch)",
+             o.train_batch_size, std::numeric_limits<int>::max() / k / ranks);
+    const int given = o.train_batch_size;
+    o.train_batch_size = given * k * ranks;
+    o.ngc_tf_adam = true;
+    std::string notes;
+    if (n.horovod && ranks > 1) {
+        o.learning_rate *= ranks;
+        notes = fmt::format("; --horovod: --learning_rate x {} ranks = {}", ranks, o.learning_rate);
+    }
+    log::info("NVIDIA NGC TF run_squad.py meaning of the flags ({} given): --train_batch_size={} "
+              "per GPU (here per rank) and micro-batch x --num_accumulation_steps={} x {} rank{} "
+              "= {} sequences per update, computed as one batch (bertbench "
+              "--train_batch_size={}); its AdamWeightDecay decays from lr / (1 - warm-up / "
+              "steps), meeting the warm-up's end{}",
+              m, given, k, ranks, ranks == 1 ? "" : "s", o.train_batch_size, o.train_batch_size,
+              notes);
+    return m;
 }
 
 }  // namespace bertbench::cli

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/flags.hpp"
+#include "train/squad_train.hpp"
 
 namespace bertbench::cli {
 
@@ -57,5 +58,31 @@ struct NgcTfFlags {
     // --allreduce_post_accumulation, --init_loss_scale); false on that script's command line.
     std::string marker(const Flags& flags, bool shared = true) const;
 };
+
+// NVIDIA's NGC TensorFlow run_squad.py (its scripts/run_squad.sh: --horovod, --amp or --noamp,
+// --use_xla or --nouse_xla): google's script with GPU flags, so google's meanings (uncased by
+// default, the Estimator's checkpoint for prediction) except where NVIDIA changed them:
+// --train_batch_size per GPU (here per rank) and micro-step, the global batch train_batch_size x
+// --num_accumulation_steps x ranks, --learning_rate x ranks with --horovod, and its
+// AdamWeightDecay's linear decay from lr / (1 - W/T) so that it meets the warm-up's end.
+struct NgcTfSquadFlags {
+    bool horovod = false;
+    int num_accumulation_steps = 1;
+    bool export_triton = false;
+    int64_t num_eval_iterations = 0;  // 0 = not given
+
+    // Registers the script's own flags; call after add_accelerator_flags(flags, false) (which
+    // accepts --use_xla) and NvidiaPtFlags::add (which accepts --amp).
+    void add(Flags& flags);
+    // The first flag of that script's line given, as given ("--horovod", "--noamp"); "" if none.
+    // Its scripts always pass --horovod and --amp or --noamp (absl's spelling; NVIDIA's PyTorch
+    // run_squad.py's --amp takes no value).
+    std::string marker(const Flags& flags) const;
+};
+
+// squad: NGC TF run_squad.py's meanings onto `o` when the command line is that script's (returns
+// the marker, "" otherwise: nothing changes), stated in one start-up line.
+std::string apply_ngc_tf_squad(const Flags& flags, const NgcTfSquadFlags& n,
+                               train::SquadTrainOptions& o, int ranks);
 
 }  // namespace bertbench::cli

@@ -36,6 +36,17 @@ SquadPlan google_plan(const SquadTrainOptions& o, int64_t num_examples) {
         static_cast<int64_t>(static_cast<double>(p.updates) * o.warmup_proportion);
     p.summary = fmt::format("{} steps, warm-up {} (run_squad.py: int(examples / batch x epochs))",
                             p.updates, p.schedule.num_warmup_steps);
+    if (o.ngc_tf_adam) {  // NGC TF's optimization.py: adjusted_init_lr = lr / (1 - W/T)
+        const double left = 1.0 - static_cast<double>(p.schedule.num_warmup_steps) /
+                                       static_cast<double>(p.updates);
+        if (!(left > 0))
+            fail("--warmup_proportion={}: NGC TF's run_squad.py decays from lr / (1 - warm-up / "
+                 "steps) = lr / 0 with a warm-up of all {} steps; expected a shorter warm-up",
+                 o.warmup_proportion, p.updates);
+        p.schedule.decay_learning_rate = o.learning_rate / left;
+        p.summary += fmt::format("; NGC TF's decay from lr / (1 - {}/{}) = {}",
+                                 p.schedule.num_warmup_steps, p.updates, p.schedule.decay_learning_rate);
+    }
     return p;
 }
 
@@ -155,7 +166,7 @@ public:
         json j = {{"num_train_examples", num_examples_},
                   {"num_train_features", features_.size()},
                   {"num_train_epochs", o_.num_train_epochs}};
-        if (o_.nvidia.micro_batch > 0)
+        if (o_.nvidia.micro_batch > 0 || o_.ngc_tf_adam)
             j["schedule"] = squad_plan(o_, num_examples_, static_cast<int64_t>(features_.size())).summary;
         return j;
     }

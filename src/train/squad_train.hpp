@@ -35,6 +35,9 @@ struct SquadTrainOptions : RunOptions {
     double num_train_epochs = 3.0;
     double warmup_proportion = 0.1;
     bool clip_after_allreduce = false;  // --clip_by_global_norm_after_gradient_allreduce
+    // NVIDIA NGC TF run_squad.py's AdamWeightDecay: google's schedule, but the linear decay starts
+    // from lr / (1 - W/T) so that it meets the warm-up's end (optim::LrSchedule::decay_learning_rate).
+    bool ngc_tf_adam = false;
     // NVIDIA PyTorch run_squad.py's fine-tuning, on its command line (micro_batch > 0; set by
     // cli/nvidia_pt_flags). Its loop runs int(epochs) epochs over the features in micro-batches
     // of micro_batch per rank (DistributedSampler's share), an update every `accumulation` of
