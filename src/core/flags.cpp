@@ -147,6 +147,18 @@ std::string Flags::ignored_given(const std::string& name) const {
 }
 
 std::string Flags::suggestion(const std::string& name) const {
+    // A unique prefix of one flag: argparse's abbreviation (NVIDIA's PyTorch scripts accept
+    // --train_batch=8); absl, whose meaning bertbench's flags have, does not.
+    std::string only;
+    int prefixed = 0;
+    const auto prefix_of = [&](const std::string& cand) {
+        if (name.size() >= 3 && cand.size() > name.size() && cand.compare(0, name.size(), name) == 0)
+            ++prefixed, only = cand;
+    };
+    for (const auto& f : flags_) prefix_of(f.name);
+    for (const auto& [a, c] : aliases_) prefix_of(a);
+    if (prefixed == 1)
+        return " (did you mean --" + only + "? flags are not abbreviated here, as absl's are not)";
     std::string best;
     size_t best_d = std::string::npos;
     const auto consider = [&](const std::string& cand) {

@@ -67,6 +67,14 @@ TEST(Flags, Errors) {
         EXPECT_NE(std::string(e.what()).find("did you mean --max_seq_length"), std::string::npos)
             << e.what();
     }
+    try {  // argparse's unique-prefix abbreviation (NVIDIA's PyTorch scripts): named, not taken
+        run(p, {"--max_seq=64"});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown flag --max_seq (did you mean --max_seq_length? "
+                                             "flags are not abbreviated here"),
+                  std::string::npos) << e.what();
+    }
     EXPECT_THROW(run(p, {"--max_seq_length=12x"}), Error);
     EXPECT_THROW(run(p, {"--max_seq_length=99999999999"}), Error);
     EXPECT_THROW(run(p, {"--do_eval=maybe"}), Error);
