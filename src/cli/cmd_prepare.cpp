@@ -48,13 +48,10 @@ int cmd_prepare(int argc, char** argv) {
     flags.add("overwrite", &overwrite, "Shard mode: rewrite shards even if verified complete.");
     flags.add("log_file", &log_file, "Also write the reference's log lines (its stderr) to this file.");
     flags.add("verbose", &verbose, "Progress lines while working (also without a terminal) and, after the reference's log lines, a timing line (MB/s, phases).");
-    bool whole_word_mask = false;  // google-research/bert's flag; MLPerf's copy of the script has none
-    flags.add("do_whole_word_mask", &whole_word_mask,
-              "google-research/bert's flag: only False, its default (MLPerf's script masks WordPieces)");
+    flags.add("do_whole_word_mask", &cfg.do_whole_word_mask,
+              "Whether to use whole word masking rather than per-WordPiece masking (google-research/"
+              "bert's flag; MLPerf's script has none: False).");
     if (!flags.parse(argc, argv)) return 0;
-    if (whole_word_mask)
-        fail("--do_whole_word_mask=True: not supported (MLPerf's create_pretraining_data.py, which "
-             "bertbench reproduces byte for byte, masks single WordPieces; expected False)");
     cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());
     if (jobs < 0) fail("--jobs: expected >= 0 (0 = all CPUs), got {}", jobs);

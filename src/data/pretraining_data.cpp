@@ -232,7 +232,13 @@ struct Generator {
     Generator(const Corpus& c, const Vocab& vocab, const PretrainingConfig& config, PyRandom& r,
               Instances& o)
         : corpus(c), cfg(config), rng(r), key_ids(vocab.key_ids()), cls(vocab.require("[CLS]")),
-          sep(vocab.require("[SEP]")), mask(vocab.require("[MASK]")), out(o) {}
+          sep(vocab.require("[SEP]")), mask(vocab.require("[MASK]")), out(o) {
+        if (cfg.do_whole_word_mask) {
+            continuation.resize(static_cast<size_t>(vocab.size()));
+            for (int32_t id = 0; id < vocab.size(); ++id)
+                continuation[static_cast<size_t>(id)] = vocab.token(id).starts_with("##");
+        }
+    }
     const Corpus& corpus;
     const PretrainingConfig& cfg;
     PyRandom& rng;
@@ -243,7 +249,11 @@ struct Generator {
 
     std::vector<uint32_t> chunk;
     std::vector<int32_t> a, b, tokens;
+    std::vector<bool> continuation;  // --do_whole_word_mask: token id starts with "##"
+    // The masking candidates, positions grouped by word (cand_indexes): group g is
+    // cand[group[g], group[g + 1]), taken in the shuffled `order`.
     std::vector<int32_t> cand;
+    std::vector<uint32_t> group, order;
     std::vector<std::pair<int32_t, int32_t>> masked;
 
     uint32_t doc_first_sentence(size_t k) const { return corpus.doc_first[doc_order[k]]; }
@@ -330,30 +340,47 @@ struct Generator {
                       b.begin() + static_cast<std::ptrdiff_t>(b1));
         tokens.push_back(sep);
 
+        // create_masked_lm_predictions: a "##" piece joins the word before it (whole-word
+        // masking; across [SEP] too, as the reference's list does), else it starts a group.
         cand.clear();
-        for (size_t p = 0; p < tokens.size(); ++p)
-            if (tokens[p] != cls && tokens[p] != sep) cand.push_back(static_cast<int32_t>(p));
-        rng.shuffle(cand);
+        group.clear();
+        for (size_t p = 0; p < tokens.size(); ++p) {
+            const int32_t t = tokens[p];
+            if (t == cls || t == sep) continue;
+            if (continuation.empty() || group.empty() || !continuation[static_cast<size_t>(t)])
+                group.push_back(static_cast<uint32_t>(cand.size()));
+            cand.push_back(static_cast<int32_t>(p));
+        }
+        const size_t ngroups = group.size();
+        group.push_back(static_cast<uint32_t>(cand.size()));
+        order.resize(ngroups);
+        for (size_t g = 0; g < ngroups; ++g) order[g] = static_cast<uint32_t>(g);
+        rng.shuffle(order);  // random.shuffle draws by the list's length alone
         // int(round(len(tokens) * masked_lm_prob)): round half to even on the double product.
         const double prod = static_cast<double>(tokens.size()) * cfg.masked_lm_prob;
         const double rounded = std::nearbyint(prod);
         int64_t num = rounded > 1e18 ? INT64_MAX : rounded < -1e18 ? INT64_MIN : static_cast<int64_t>(rounded);
         num = std::min<int64_t>(cfg.max_predictions_per_seq, std::max<int64_t>(1, num));
         masked.clear();
-        for (int32_t idx : cand) {
+        for (const uint32_t g : order) {
             if (static_cast<int64_t>(masked.size()) >= num) break;
-            const int32_t original = tokens[static_cast<size_t>(idx)];
-            int32_t replacement;
-            if (rng.random() < 0.8) {
-                replacement = mask;
-            } else if (rng.random() < 0.5) {
-                replacement = original;
-            } else {
-                replacement = key_ids[static_cast<size_t>(
-                    rng.randint(0, static_cast<int64_t>(key_ids.size()) - 1))];
+            // a word that would overshoot the predictions is skipped, not cut
+            if (static_cast<int64_t>(masked.size() + (group[g + 1] - group[g])) > num) continue;
+            for (uint32_t c = group[g]; c < group[g + 1]; ++c) {
+                const int32_t idx = cand[c];
+                const int32_t original = tokens[static_cast<size_t>(idx)];
+                int32_t replacement;
+                if (rng.random() < 0.8) {
+                    replacement = mask;
+                } else if (rng.random() < 0.5) {
+                    replacement = original;
+                } else {
+                    replacement = key_ids[static_cast<size_t>(
+                        rng.randint(0, static_cast<int64_t>(key_ids.size()) - 1))];
+                }
+                tokens[static_cast<size_t>(idx)] = replacement;
+                masked.emplace_back(idx, original);
             }
-            tokens[static_cast<size_t>(idx)] = replacement;
-            masked.emplace_back(idx, original);
         }
         std::sort(masked.begin(), masked.end());
 

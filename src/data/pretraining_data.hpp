@@ -35,6 +35,10 @@ struct PretrainingConfig {
     int dupe_factor = 10;
     double masked_lm_prob = 0.15;
     double short_seq_prob = 0.1;
+    // google-research/bert's --do_whole_word_mask: a word's WordPieces ("##" continuations joined
+    // to the piece before) are masked together or not at all (MLPerf's copy of the script has no
+    // such flag: single pieces, what false gives, byte for byte either script).
+    bool do_whole_word_mask = false;
     void validate() const;  // Error naming the flag for values the reference cannot run with
 };
 

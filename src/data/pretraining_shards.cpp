@@ -28,7 +28,7 @@ nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const Pretrai
     if (::stat(job.input.c_str(), &st) != 0) fail("--input_dir: cannot stat {}", job.input);
     uint64_t vh = 0;
     for (int32_t i = 0; i < vocab.size(); ++i) vh = vh * 1000003u ^ hash_bytes(vocab.token(i));
-    return {{"input", job.input},
+    nlohmann::json meta = {{"input", job.input},
             {"input_size", static_cast<uint64_t>(st.st_size)},
             {"input_mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
             {"vocab_size", vocab.size()},
@@ -42,6 +42,9 @@ nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const Pretrai
               {"dupe_factor", cfg.dupe_factor},
               {"masked_lm_prob", cfg.masked_lm_prob},
               {"short_seq_prob", cfg.short_seq_prob}}}};
+    // only when set: shards verified before the flag existed stay verified
+    if (cfg.do_whole_word_mask) meta["config"]["do_whole_word_mask"] = true;
+    return meta;
 }
 
 // True if the output is complete and provably from the same input and flags.
