@@ -70,6 +70,12 @@ async function run(ort, a, s, queries, session) {
   const t0 = process.hrtime.bigint();
   let next = 0; // the first issue not yet served
   for (let batch = 0; next < issues.length; batch++) {
+    // singlestream ends as LoadGen's does ("Ending naturally"): once min_query_count issues are done
+    // and min_duration_s has passed, before the next issue
+    if (issues[next].t === null && next >= s.min_query_count && now(t0) >= s.min_duration_s) {
+      entries.length = next;
+      break;
+    }
     if (entries[next].arrival === null) entries[next].arrival = next ? entries[next - 1].done : 0;
     if (entries[next].arrival > now(t0)) await waitUntil(t0, entries[next].arrival);
     const start = now(t0);

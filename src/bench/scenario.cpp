@@ -26,8 +26,14 @@ const char* scenario_name(Scenario s) {
 
 int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query) {
     int64_t n = s.min_query_count;
-    if (expected_seconds_per_query > 0)
-        n = std::max(n, static_cast<int64_t>(std::ceil(1.1 * s.min_duration_s / expected_seconds_per_query)));
+    // LoadGen (loadgen.cc GenerateQueries, test_settings_internal.cc): singlestream generates
+    // twice the duration's queries and ends naturally once both minimums are met; offline issues
+    // 1.1 x the duration's; server's arrivals are generated to the duration (make_schedule)
+    const double factor = s.scenario == Scenario::singlestream ? 2.0
+                          : s.scenario == Scenario::offline   ? 1.1
+                                                              : 0.0;
+    if (expected_seconds_per_query > 0 && factor > 0)
+        n = std::max(n, static_cast<int64_t>(std::ceil(factor * s.min_duration_s / expected_seconds_per_query)));
     return std::max<int64_t>(n, 1);
 }
 
@@ -41,6 +47,21 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     if (s.scenario != Scenario::server) out.settings.target_qps.reset();
     out.queries = std::move(queries);
     const int n = static_cast<int>(out.queries.size());
+    if (s.scenario == Scenario::server) {
+        // LoadGen's generation: arrivals while the previous one is before min_duration_s or
+        // fewer than `count` (so the last scheduled arrival reaches the duration)
+        std::mt19937_64 rng(s.seed);
+        std::exponential_distribution<double> gap(*s.target_qps);
+        double t = 0;
+        for (double prev = 0; prev < s.min_duration_s || static_cast<int64_t>(out.issues.size()) < count;) {
+            if (out.issues.size() >= (size_t{1} << 31))
+                fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
+                     *s.target_qps, s.min_duration_s);
+            prev = t += gap(rng);
+            out.issues.push_back({static_cast<int>(out.issues.size() % static_cast<size_t>(n)), t});
+        }
+        return out;
+    }
     out.issues.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) out.issues[static_cast<size_t>(i)].q = static_cast<int>(i % n);
     if (s.scenario == Scenario::offline) {
@@ -49,11 +70,6 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
             return out.queries[static_cast<size_t>(a.q)].input_ids.size() >
                    out.queries[static_cast<size_t>(b.q)].input_ids.size();
         });
-    } else if (s.scenario == Scenario::server) {
-        std::mt19937_64 rng(s.seed);
-        std::exponential_distribution<double> gap(*s.target_qps);
-        double t = 0;
-        for (Issue& is : out.issues) is.t = t += gap(rng);
     }
     return out;
 }
@@ -184,6 +200,13 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
     const double t0 = clock.now();
     while (next < n) {
         double now = clock.now() - t0;
+        // singlestream ends as LoadGen's does ("Ending naturally"): once min_query_count issues
+        // are done and min_duration_s has passed, before the next issue
+        if (!s.issues[next].t && static_cast<int64_t>(next) >= s.settings.min_query_count &&
+            now >= s.settings.min_duration_s) {
+            log.entries.resize(next);
+            break;
+        }
         const double a = *arrival(next);  // the previous issue is served: known
         if (a > now) {
             clock.wait_until(t0 + a);
@@ -212,6 +235,43 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
 
 // ---- statistics ----
 
+int64_t early_stopping_min_passing(int64_t t, double p) {
+    // P(at most t of n = h + t exceed), each exceeding with probability 1 - p: the binomial
+    // terms summed in log space.
+    const auto at_most = [&](int64_t h) {
+        const double n = static_cast<double>(h + t);
+        double sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+            const double k = static_cast<double>(j);
+            sum += std::exp(std::lgamma(n + 1) - std::lgamma(k + 1) - std::lgamma(n - k + 1) +
+                            k * std::log1p(-p) + (n - k) * std::log(p));
+        }
+        return sum;
+    };
+    int64_t hi = 1;
+    while (at_most(hi) >= 0.01) hi *= 2;  // the probability falls as h grows
+    int64_t lo = hi / 2 + 1;               // at_most(hi / 2) >= 0.01 (or hi = 1)
+    if (hi == 1) return 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (at_most(mid) < 0.01) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+namespace {
+
+// LoadGen's percentile: sorted[floor(n x p)] (results.cc), one rank above nearest-rank where
+// n x p is whole.
+double loadgen_percentile(const std::vector<double>& sorted, double p) {
+    if (sorted.empty()) return 0;
+    const auto i = static_cast<size_t>(static_cast<double>(sorted.size()) * p);
+    return sorted[std::min(i, sorted.size() - 1)];
+}
+
+}  // namespace
+
 ScenarioStats summarize(const RunLog& log) {
     ScenarioStats st;
     const ScenarioSettings& s = log.settings;
@@ -236,11 +296,11 @@ ScenarioStats summarize(const RunLog& log) {
     if (s.scenario == Scenario::server && last_arrival > 0)
         st.scheduled_qps = static_cast<double>(st.queries) / last_arrival;
     std::sort(lat.begin(), lat.end());
-    st.latency_ms_p50 = percentile(lat, 0.50);
-    st.latency_ms_p90 = percentile(lat, 0.90);
-    st.latency_ms_p95 = percentile(lat, 0.95);
-    st.latency_ms_p99 = percentile(lat, 0.99);
-    st.latency_ms_p999 = percentile(lat, 0.999);
+    st.latency_ms_p50 = loadgen_percentile(lat, 0.50);
+    st.latency_ms_p90 = loadgen_percentile(lat, 0.90);
+    st.latency_ms_p95 = loadgen_percentile(lat, 0.95);
+    st.latency_ms_p99 = loadgen_percentile(lat, 0.99);
+    st.latency_ms_p999 = loadgen_percentile(lat, 0.999);
     st.latency_ms_max = lat.empty() ? 0 : lat.back();
     st.latency_ms_mean = lat.empty() ? 0 : std::accumulate(lat.begin(), lat.end(), 0.0) / static_cast<double>(lat.size());
     const auto invalid = [&](std::string why) {
@@ -249,11 +309,41 @@ ScenarioStats summarize(const RunLog& log) {
     };
     if (st.queries < s.min_query_count)
         invalid(fmt::format("{} queries < min_query_count {}", st.queries, s.min_query_count));
-    if (st.duration_s < s.min_duration_s)
-        invalid(fmt::format("duration {:.3f} s < min_duration_s {:g} s", st.duration_s, s.min_duration_s));
-    if (s.scenario == Scenario::server && st.latency_ms_p99 > s.latency_bound_ms)
-        invalid(fmt::format("99th-percentile latency {:.3f} ms > latency bound {:g} ms", st.latency_ms_p99,
-                            s.latency_bound_ms));
+    // LoadGen's clocks for the minimum duration (results.cc MinDurationMet)
+    st.min_duration_clock_s = s.scenario == Scenario::offline ? st.duration_s
+                              : log.entries.empty()          ? 0.0
+                                                             : log.entries.back().arrival;
+    if (st.min_duration_clock_s < s.min_duration_s)
+        invalid(fmt::format("{} {:.3f} s < min_duration_s {:g} s",
+                            s.scenario == Scenario::offline  ? "duration"
+                            : s.scenario == Scenario::server ? "last scheduled arrival"
+                                                             : "last issue",
+                            st.min_duration_clock_s, s.min_duration_s));
+    const int64_t n = st.queries;
+    if (s.scenario == Scenario::server) {
+        if (st.latency_ms_p99 > s.latency_bound_ms)
+            invalid(fmt::format("99th-percentile latency {:.3f} ms > latency bound {:g} ms", st.latency_ms_p99,
+                                s.latency_bound_ms));
+        st.overlatency_queries = lat.end() - std::upper_bound(lat.begin(), lat.end(), s.latency_bound_ms);
+        const int64_t h = early_stopping_min_passing(st.overlatency_queries, 0.99);
+        if (n < h + st.overlatency_queries)
+            invalid(fmt::format("early stopping: {} queries over the bound need {} queries in all, got {}",
+                                st.overlatency_queries, h + st.overlatency_queries, n));
+    } else if (s.scenario == Scenario::singlestream) {
+        // the most queries t over the estimate that n allow: h(t) + t <= n, h(t) + t increasing
+        int64_t lo = 1, hi = n;
+        if (early_stopping_min_passing(1, 0.90) + 1 > n) {
+            invalid(fmt::format("early stopping: {} queries, need at least {}", n,
+                                early_stopping_min_passing(1, 0.90) + 1));
+        } else {
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo + 1) / 2;
+                if (early_stopping_min_passing(mid, 0.90) + mid <= n) lo = mid;
+                else hi = mid - 1;
+            }
+            st.latency_ms_early_stopping = lat[static_cast<size_t>(n - lo)];
+        }
+    }
     return st;
 }
 
@@ -263,6 +353,9 @@ nlohmann::json stats_json(const ScenarioStats& st) {
             {"samples_per_second", st.samples_per_s},
             {"tokens_per_second", st.tokens_per_s},
             {"scheduled_qps", st.scheduled_qps},
+            {"min_duration_clock_s", st.min_duration_clock_s},
+            {"latency_ms_early_stopping_p90", st.latency_ms_early_stopping},
+            {"overlatency_queries", st.overlatency_queries},
             {"latency_ms", {{"p50", st.latency_ms_p50},
                             {"p90", st.latency_ms_p90},
                             {"p95", st.latency_ms_p95},
@@ -281,7 +374,8 @@ std::string stats_line(const RunLog& log, const ScenarioStats& st) {
     std::string figure;
     switch (s.scenario) {
         case Scenario::singlestream:
-            figure = fmt::format("90th-percentile latency {:.3f} ms", st.latency_ms_p90);
+            figure = fmt::format("90th-percentile latency {:.3f} ms (early-stopping estimate {:.3f} ms)",
+                                 st.latency_ms_p90, st.latency_ms_early_stopping);
             break;
         case Scenario::offline:
             figure = fmt::format("{:.2f} samples/s, {:.0f} tokens/s", st.samples_per_s, st.tokens_per_s);

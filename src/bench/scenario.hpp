@@ -49,13 +49,16 @@ struct Schedule {
     std::vector<Issue> issues;
 };
 
-// Issues a performance run makes: at least min_query_count, and enough to last min_duration_s
-// (x 1.1, LoadGen's margin) at `expected_seconds_per_query` (singlestream: one query's latency;
-// offline: 1 / throughput; server: 1 / target_qps); 0 = unknown, min_query_count alone.
+// Issues a performance run makes, as LoadGen generates them: at least min_query_count, and for
+// singlestream enough for twice min_duration_s at `expected_seconds_per_query` (one query's
+// latency; the run ends naturally once both minimums are met), for offline 1.1 x min_duration_s
+// (1 / throughput); server: min_query_count (make_schedule adds arrivals up to the duration).
+// 0 = unknown, min_query_count alone.
 int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query);
 // The schedule of `count` issues over `queries` (cycled in their order). singlestream: each
 // chained to the previous; offline: all at t = 0, sorted longest first (stable); server: Poisson
-// arrivals, exponential gaps of mean 1/target_qps from a std::mt19937_64 seeded with `seed`.
+// arrivals, exponential gaps of mean 1/target_qps from a std::mt19937_64 seeded with `seed`,
+// generated while the previous arrival is before min_duration_s or fewer than `count`.
 Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count);
 nlohmann::json schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1
 
@@ -87,14 +90,28 @@ struct SutClock {
 using RunBatch = std::function<void(const std::vector<int>& queries)>;
 // One thread: whenever the SUT is free it takes the arrived, not yet served issues in issue order,
 // at most batch_size of them, runs them as one batch and records arrival, start and completion of
-// each; when none has arrived it waits until the next arrival.
+// each; when none has arrived it waits until the next arrival. A chained (singlestream) issue is
+// not made once min_query_count are done and min_duration_s has passed: the log ends there.
 RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& clock,
                     const std::string& sut, int threads);
 
 // ---- statistics (of bertbench's own runs and of any raw log: one implementation) ----
+// LoadGen's early stopping (its results.cc): with 99% confidence that the latency percentile p
+// holds, t queries over the latency pass among h + t when P(Bin(h + t, 1 - p) <= t) < 0.01.
+// The least such h (computed here from that definition, not LoadGen's series).
+int64_t early_stopping_min_passing(int64_t t, double p);
+
 struct ScenarioStats {
     int64_t queries = 0;
     double duration_s = 0;        // run start to the last completion
+    // The time LoadGen holds against min_duration_s: offline the last completion, server the
+    // last query's scheduled arrival, singlestream the last query's issue.
+    double min_duration_clock_s = 0;
+    // singlestream: LoadGen's early-stopping estimate of the 90th percentile (MLPerf's reported
+    // SingleStream result), sorted[n - t] for the most t over it that n queries allow; 0 when
+    // too few queries. server: the queries over the latency bound.
+    double latency_ms_early_stopping = 0;
+    int64_t overlatency_queries = 0;
     double samples_per_s = 0;     // queries / duration_s
     double tokens_per_s = 0;      // real tokens / duration_s
     double scheduled_qps = 0;     // server: queries / last arrival

@@ -118,8 +118,37 @@ TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
     s.min_duration_s = 10;
     s.min_query_count = 100;
     EXPECT_EQ(performance_issue_count(s, 0), 100);
-    EXPECT_EQ(performance_issue_count(s, 1.0), 100);      // 11 needed for 10 s x 1.1
-    EXPECT_EQ(performance_issue_count(s, 0.01), 1100);    // 10 s x 1.1 / 10 ms
+    EXPECT_EQ(performance_issue_count(s, 1.0), 100);      // 20 for 2 x 10 s
+    EXPECT_EQ(performance_issue_count(s, 0.01), 2000);    // singlestream: 2 x 10 s / 10 ms
+    s.scenario = Scenario::offline;
+    EXPECT_EQ(performance_issue_count(s, 0.01), 1100);    // offline: 1.1 x 10 s / 10 ms
+    s.scenario = Scenario::server;
+    s.target_qps = 100;
+    EXPECT_EQ(performance_issue_count(s, 0.01), 100);     // server: its arrivals reach the duration
+    const Schedule sch = make_schedule(s, make_queries({10, 20}), 100);
+    ASSERT_GE(sch.issues.size(), 2u);
+    EXPECT_LT(*sch.issues[sch.issues.size() - 2].t, 10.0);  // generated while the previous was
+    EXPECT_GE(*sch.issues.back().t, 10.0);                  // before the duration
+    EXPECT_GT(sch.issues.size(), 900u);                     // about 10 s x 100 q/s
+}
+
+// LoadGen's SingleStream "ends naturally" once min_query_count issues are done and min_duration_s
+// has passed: the rest of the generated issues are not made.
+TEST(ScenarioLoop, SingleStreamEndsOnceBothMinimumsAreMet) {
+    ScenarioSettings s;
+    s.min_duration_s = 0.503;
+    s.min_query_count = 20;
+    const Schedule sch = make_schedule(s, make_queries({100}), 1000);
+    FakeSut sut;  // 5 ms a query
+    sut.s = &sch;
+    const RunLog log = run_schedule(sch, sut.run(), sut.clock(), "fake", 1);
+    EXPECT_EQ(log.entries.size(), 101u);  // the 102nd would start at 0.505 s
+    EXPECT_LT(log.entries.back().arrival, 0.503);
+    EXPECT_GE(log.entries.back().done, 0.503);
+    s.min_query_count = 150;  // the count, not the duration, decides
+    const Schedule more = make_schedule(s, make_queries({100}), 1000);
+    sut.s = &more;
+    EXPECT_EQ(run_schedule(more, sut.run(), sut.clock(), "fake", 1).entries.size(), 150u);
 }
 
 TEST(ScenarioLoop, ServerInvariantsOnAFakeSut) {
@@ -211,7 +240,7 @@ TEST(ScenarioLoop, OfflineTakesFullBatchesAtTimeZero) {
     for (const LogEntry& e : log.entries) EXPECT_EQ(e.arrival, 0.0);
 }
 
-// Latencies 1..100 ms, one per query: nearest rank.
+// Latencies 1..100 ms, one per query.
 RunLog hundred(Scenario sc) {
     RunLog log;
     log.sut = std::string("hundred");
@@ -226,20 +255,56 @@ RunLog hundred(Scenario sc) {
     return log;
 }
 
-TEST(ScenarioStats, NearestRankPercentiles) {
+// LoadGen's percentile (results.cc): sorted[floor(n x p)], 0-based, so the 91st of 100 for p90.
+TEST(ScenarioStats, LoadGenPercentiles) {
     const ScenarioStats st = summarize(hundred(Scenario::singlestream));
-    EXPECT_NEAR(st.latency_ms_p50, 50, 1e-9);
-    EXPECT_NEAR(st.latency_ms_p90, 90, 1e-9);
-    EXPECT_NEAR(st.latency_ms_p95, 95, 1e-9);
-    EXPECT_NEAR(st.latency_ms_p99, 99, 1e-9);
-    EXPECT_NEAR(st.latency_ms_p999, 100, 1e-9);  // ceil(99.9) = the 100th
+    EXPECT_NEAR(st.latency_ms_p50, 51, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p90, 91, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p95, 96, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p99, 100, 1e-9);
+    EXPECT_NEAR(st.latency_ms_p999, 100, 1e-9);
     EXPECT_NEAR(st.latency_ms_max, 100, 1e-9);
     EXPECT_NEAR(st.latency_ms_mean, 50.5, 1e-9);
     EXPECT_EQ(st.queries, 100);
     EXPECT_EQ(st.batches, 100);
     EXPECT_TRUE(st.valid);
     EXPECT_NEAR(st.duration_s, 9.9 + 0.001, 1e-9);
+    EXPECT_NEAR(st.min_duration_clock_s, 9.9, 1e-9);  // singlestream: the last issue
     EXPECT_NEAR(st.tokens_per_s, 5000 / st.duration_s, 1e-9);
+    // Early stopping's 90th-percentile estimate, as LoadGen's code gives it for these latencies:
+    // 98 ms (sorted[100 - 3]).
+    EXPECT_NEAR(st.latency_ms_early_stopping, 98, 1e-9);
+}
+
+// LoadGen's early stopping, against its own code (loadgen/early_stopping.cc and results.cc
+// of mlcommons/inference b66003e, compiled and run on these counts and latencies):
+// SingleStream needs 64 queries (h(1) = 63 at p = 0.9); a Server run with no query over the
+// bound 459 (h(0) = 459 at p = 0.99), with 2 over it 838, with 4 over it 1157; and the
+// SingleStream estimates of latencies 1, 2, ..., n.
+TEST(ScenarioStats, EarlyStoppingAsLoadGen) {
+    EXPECT_EQ(early_stopping_min_passing(1, 0.90), 63);
+    EXPECT_EQ(early_stopping_min_passing(0, 0.99), 459);
+    EXPECT_EQ(early_stopping_min_passing(2, 0.99) + 2, 838);
+    EXPECT_EQ(early_stopping_min_passing(4, 0.99) + 4, 1157);
+    for (const auto& [n, estimate] : std::vector<std::pair<int, double>>{{200, 191}, {1000, 923}, {5000, 4551}}) {
+        RunLog ss;
+        ss.settings.min_duration_s = 0;
+        ss.settings.min_query_count = 1;
+        for (int i = 0; i < n; ++i) ss.entries.push_back({0, 10, 0.1 * i, 0.1 * i, 0.1 * i + 1e-3 * (i + 1), i});
+        EXPECT_NEAR(summarize(ss).latency_ms_early_stopping, estimate, 1e-6) << n;
+    }
+    RunLog log = hundred(Scenario::singlestream);
+    log.entries.resize(63);
+    ScenarioStats st = summarize(log);
+    EXPECT_FALSE(st.valid);
+    EXPECT_NE(st.invalid_reasons.at(0).find("early stopping: 63 queries, need at least 64"),
+              std::string::npos) << st.invalid_reasons.at(0);
+    log = hundred(Scenario::server);
+    log.settings.latency_bound_ms = 1000;
+    st = summarize(log);
+    EXPECT_EQ(st.overlatency_queries, 0);
+    EXPECT_NE(st.invalid_reasons.at(0).find("early stopping: 0 queries over the bound need 459 queries in all, got 100"),
+              std::string::npos) << st.invalid_reasons.at(0);
 }
 
 TEST(ScenarioStats, ValidityRulesNameTheirReasons) {
@@ -247,20 +312,24 @@ TEST(ScenarioStats, ValidityRulesNameTheirReasons) {
     log.settings.min_duration_s = 60;
     log.settings.min_query_count = 500;
     log.settings.latency_bound_ms = 98;
-    const ScenarioStats st = summarize(log);
+    ScenarioStats st = summarize(log);
     EXPECT_FALSE(st.valid);
-    ASSERT_EQ(st.invalid_reasons.size(), 3u);
+    ASSERT_EQ(st.invalid_reasons.size(), 4u);
     EXPECT_NE(st.invalid_reasons[0].find("100 queries < min_query_count 500"), std::string::npos);
-    EXPECT_NE(st.invalid_reasons[1].find("< min_duration_s 60 s"), std::string::npos);
-    EXPECT_NE(st.invalid_reasons[2].find("99th-percentile latency 99.000 ms > latency bound 98 ms"),
+    EXPECT_NE(st.invalid_reasons[1].find("last scheduled arrival 9.900 s < min_duration_s 60 s"),
+              std::string::npos) << st.invalid_reasons[1];
+    EXPECT_NE(st.invalid_reasons[2].find("99th-percentile latency 100.000 ms > latency bound 98 ms"),
               std::string::npos);
+    EXPECT_NE(st.invalid_reasons[3].find("early stopping: 2 queries over the bound"), std::string::npos);
     EXPECT_NE(stats_line(log, st).find("INVALID"), std::string::npos);
     EXPECT_EQ(stats_json(st)["result"], "INVALID");
-    log.settings.latency_bound_ms = 99;  // p99 == bound: valid on latency
+    log.settings.latency_bound_ms = 100;  // p99 == bound: valid on latency; too few for early stopping
     log.settings.min_duration_s = 0;
     log.settings.min_query_count = 100;
-    EXPECT_TRUE(summarize(log).valid);
-    log.settings.scenario = Scenario::offline;  // no latency bound outside server
+    st = summarize(log);
+    ASSERT_EQ(st.invalid_reasons.size(), 1u);
+    EXPECT_NE(st.invalid_reasons[0].find("early stopping"), std::string::npos);
+    log.settings.scenario = Scenario::offline;  // no latency bound nor early stopping offline
     log.settings.latency_bound_ms = 1;
     EXPECT_TRUE(summarize(log).valid);
 }
