@@ -150,7 +150,7 @@ int cmd_bench(int argc, char** argv) {
     flags.add("bert_config_file", &config_file, "a bert_config.json instead of --model");
     flags.add("seq_len", &seq_lens,
               "sequence length(s), tokens (comma list); with --data: the "
-              "records' max_seq_length");
+              "records' max_seq_length; with --scenario the default is 384 (MLPerf's BERT)");
     flags.add("batch_size", &batch_sizes, "sequences per micro-batch (comma list)");
     flags.add("threads", &thread_list, "thread count(s) (comma list; default: all available CPUs)");
     flags.add("steps_per_update", &spu_list,
@@ -217,7 +217,9 @@ int cmd_bench(int argc, char** argv) {
         ScenarioContext sc;
         sc.model = model_list, sc.bert_config_file = config_file, sc.dtype = dtype_list;
         sc.threads = thread_list.empty() ? std::to_string(sysinfo::cpus_available()) : thread_list;
-        sc.batch_size = batch_sizes, sc.seq_len = seq_lens, sc.json_path = json_path, sc.plot_path = plot_path;
+        sc.batch_size = batch_sizes, sc.json_path = json_path, sc.plot_path = plot_path;
+        // MLPerf Inference's BERT runs 384-token features (its QSL's max_seq_length)
+        sc.seq_len = flags.is_set("seq_len") ? seq_lens : "384";
         // the scenarios' default layout is real: a query at its real length (padding not computed)
         sc.squad_layout = flags.is_set("squad_layout") ? squad_layout : "real";
         sc.task = task, sc.task_given = flags.is_set("task"), sc.model_given = flags.is_set("model");
