@@ -47,6 +47,11 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     if (s.scenario != Scenario::server) out.settings.target_qps.reset();
     out.queries = std::move(queries);
     const int n = static_cast<int>(out.queries.size());
+    std::mt19937 sample_rng(static_cast<std::mt19937::result_type>(s.seed));
+    std::uniform_int_distribution<int> sample(0, n - 1);
+    const auto draw = [&](size_t i) {
+        return s.every_query_once ? static_cast<int>(i % static_cast<size_t>(n)) : sample(sample_rng);
+    };
     if (s.scenario == Scenario::server) {
         // LoadGen's generation: arrivals while the previous one is before min_duration_s or
         // fewer than `count` (so the last scheduled arrival reaches the duration)
@@ -58,12 +63,12 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
                      *s.target_qps, s.min_duration_s);
             prev = t += gap(rng);
-            out.issues.push_back({static_cast<int>(out.issues.size() % static_cast<size_t>(n)), t});
+            out.issues.push_back({draw(out.issues.size()), t});
         }
         return out;
     }
     out.issues.resize(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) out.issues[static_cast<size_t>(i)].q = static_cast<int>(i % n);
+    for (size_t i = 0; i < out.issues.size(); ++i) out.issues[i].q = draw(i);
     if (s.scenario == Scenario::offline) {
         for (Issue& is : out.issues) is.t = 0.0;
         std::stable_sort(out.issues.begin(), out.issues.end(), [&](const Issue& a, const Issue& b) {

@@ -25,7 +25,8 @@ struct ScenarioSettings {
     std::optional<double> target_qps;  // server: the Poisson rate (queries/s)
     double latency_bound_ms = 130;     // server: valid iff p99 latency <= this (MLPerf BERT)
     int batch_size = 1;                // the most queries one batch takes (singlestream: 1)
-    uint64_t seed = 0;                 // Poisson arrivals and --scenario_queries sampling
+    uint64_t seed = 0;                 // Poisson arrivals, sample draws, --scenario_queries sampling
+    bool every_query_once = false;     // accuracy: the query set in order, each once (no draws)
     double min_duration_s = 60;
     int64_t min_query_count = 100;
 };
@@ -55,7 +56,10 @@ struct Schedule {
 // (1 / throughput); server: min_query_count (make_schedule adds arrivals up to the duration).
 // 0 = unknown, min_query_count alone.
 int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query);
-// The schedule of `count` issues over `queries` (cycled in their order). singlestream: each
+// The schedule of `count` issues over `queries`, each issue's query drawn as LoadGen draws a
+// performance run's samples: uniformly, with replacement (std::uniform_int_distribution over a
+// std::mt19937 seeded with `seed`; LoadGen seeds its own from mlperf.conf, so the draws are
+// LoadGen's kind, not its sequence); with every_query_once the queries in order. singlestream: each
 // chained to the previous; offline: all at t = 0, sorted longest first (stable); server: Poisson
 // arrivals, exponential gaps of mean 1/target_qps from a std::mt19937_64 seeded with `seed`,
 // generated while the previous arrival is before min_duration_s or fewer than `count`.

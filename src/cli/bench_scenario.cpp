@@ -248,6 +248,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     const int median = by_length[static_cast<size_t>(n / 2)];
     const int median_tokens = static_cast<int>(queries[static_cast<size_t>(median)].input_ids.size());
     bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
+    settings.every_query_once = accuracy;
     const std::string sut = fmt::format("bertbench-{}", ops::precision_name(dtype));
 
     if (!o.schedule_out.empty()) {  // for an external SUT: nothing measured

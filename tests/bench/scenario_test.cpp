@@ -71,7 +71,7 @@ TEST(ScenarioSchedule, PoissonArrivalsAreSeededWithTheTargetMeanRate) {
         EXPECT_GE(*a.issues[i].t, prev);
         prev = *a.issues[i].t;
         EXPECT_EQ(*a.issues[i].t, *b.issues[i].t);
-        EXPECT_EQ(a.issues[i].q, static_cast<int>(i % 3));  // the query set cycled in order
+        EXPECT_EQ(a.issues[i].q, b.issues[i].q);  // the same draws from the same seed
     }
     EXPECT_NE(*a.issues.back().t, *c.issues.back().t);
     // n exponential gaps of mean 1/qps: the last arrival has mean n/qps and standard deviation
@@ -99,7 +99,18 @@ TEST(ScenarioSchedule, OfflineAndSingleStreamShapes) {
         EXPECT_EQ(*is.t, 0.0);
         lengths.push_back(static_cast<int>(off.queries[static_cast<size_t>(is.q)].input_ids.size()));
     }
-    EXPECT_EQ(lengths, (std::vector<int>{40, 40, 40, 20, 5, 5}));  // issues q0 q1 q2 q3 q0 q1
+    EXPECT_TRUE(std::is_sorted(lengths.rbegin(), lengths.rend()));  // longest first
+    // Each issue's query drawn uniformly with replacement (LoadGen's performance draw): over many
+    // issues every query about equally often; accuracy's every_query_once: each once, in order.
+    s.scenario = Scenario::singlestream;
+    std::vector<int> seen(4, 0);
+    for (const Issue& is : make_schedule(s, make_queries({5, 40, 20, 40}), 4000).issues) ++seen[static_cast<size_t>(is.q)];
+    for (int c : seen) EXPECT_NEAR(c, 1000, 150);
+    s.every_query_once = true;
+    const Schedule once = make_schedule(s, make_queries({5, 40, 20, 40}), 4);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(once.issues[i].q, static_cast<int>(i));
+    s.every_query_once = false;
+    s.scenario = Scenario::offline;
     EXPECT_FALSE(off.settings.target_qps.has_value());
     s.scenario = Scenario::singlestream;
     const Schedule ss = make_schedule(s, make_queries({5, 40}), 3);
