@@ -62,8 +62,9 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
             if (out.issues.size() >= (size_t{1} << 31))
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
                      *s.target_qps, s.min_duration_s);
-            prev = t += gap(rng);
-            out.issues.push_back({draw(out.issues.size()), t});
+            out.issues.push_back({draw(out.issues.size()), t});  // the first at t = 0, as LoadGen's
+            prev = t;
+            t += gap(rng);
         }
         return out;
     }
