@@ -123,6 +123,7 @@ struct ScenarioStats {
            latency_ms_p999 = 0, latency_ms_mean = 0, latency_ms_max = 0;  // done - arrival
     int64_t batches = 0;
     double mean_batch_size = 0;
+    bool latency_met = true;  // server: p99 <= the bound (LoadGen's performance constraint)
     bool valid = true;
     std::vector<std::string> invalid_reasons;
 };

@@ -336,16 +336,29 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
             s.target_qps = qps;
             runs.push_back(measure(s, bench::performance_issue_count(s, 1 / qps)));
             tried.push_back(run_json(runs.back().first, runs.back().second));
-            return runs.back().second.valid;
+            return runs.back().second.latency_met;  // as LoadGen's FindPeakPerformance: the latency rule
         });
+        const bench::ScenarioStats* at_peak = nullptr;
+        for (const auto& r : runs)
+            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) at_peak = &r.second;
         rep["runs"] = tried;
         rep["peak"] = {{"peak_qps", peak.peak_qps ? nlohmann::json(*peak.peak_qps) : nlohmann::json(nullptr)},
-                       {"rule", fmt::format("double/halve from {:g} queries/s until a valid and an invalid rate bracket "
-                                            "the peak, then bisect until (invalid - valid) <= {:g} x valid; at most {} runs",
+                       {"peak_run_result", at_peak ? nlohmann::json(at_peak->valid ? "VALID" : "INVALID") : nlohmann::json(nullptr)},
+                       {"rule", fmt::format("double/halve from {:g} queries/s until a rate within the latency bound and "
+                                            "one over it bracket the peak, then bisect until (over - within) <= {:g} x "
+                                            "within; at most {} runs; the peak run's own result (minimums, early "
+                                            "stopping) beside it",
                                             start, o.peak_precision, o.peak_max_runs)}};
-        std::cout << (peak.peak_qps ? fmt::format("{} server peak: {:.3f} queries/s with p99 <= {:g} ms ({} runs)\n", sut,
-                                                  *peak.peak_qps, o.latency_bound_ms, runs.size())
-                                    : fmt::format("{} server: no valid rate among the {} tried\n", sut, runs.size()));
+        std::string peak_result;
+        if (at_peak) {
+            for (const std::string& r : at_peak->invalid_reasons) peak_result += (peak_result.empty() ? ": " : "; ") + r;
+            peak_result = (at_peak->valid ? "VALID" : "INVALID") + peak_result;
+        }
+        std::cout << (peak.peak_qps ? fmt::format("{} server peak: {:.3f} queries/s with p99 <= {:g} ms ({} runs); that "
+                                                  "run: {}\n", sut, *peak.peak_qps, o.latency_bound_ms, runs.size(),
+                                                  peak_result)
+                                    : fmt::format("{} server: no rate within the latency bound among the {} tried\n", sut,
+                                                  runs.size()));
         for (const auto& r : runs)
             if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) write_log(r.first);
         write_svg(c.plot_path, runs, sut + " server, " + sysinfo::cpu_model());
