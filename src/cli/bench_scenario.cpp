@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <numeric>
+#include <unordered_map>
 
 #include "bench/report.hpp"
 #include "bench/scenario.hpp"
@@ -53,6 +55,10 @@ void ScenarioOptions::add(Flags& f) {
     f.add("scenario_sample", &sample_queries, "--scenario_queries: a seeded sample instead of the first N");
     f.add("scenario_seed", &seed, "seed of the Poisson arrivals and of --scenario_sample");
     f.add("scenario_log", &log_path, "write the raw per-query log (bertbench-scenario-log/1) to this file");
+    f.add("accuracy_log", &accuracy_log,
+          "accuracy mode: also write the logits as LoadGen's mlperf_log_accuracy.json (seq_id, qsl_idx = "
+          "the feature's index, data = its (tokens, 2) float32 start/end logits in hex), which MLPerf's "
+          "language/bert/accuracy-squad.py scores");
     f.add("schedule_out", &schedule_out,
           "write the query schedule (bertbench-scenario-schedule/1) for an external SUT and exit "
           "without measuring");
@@ -78,6 +84,35 @@ int one_int(const std::string& list, const std::string& flag) {
     const long v = std::strtol(items[0].c_str(), &end, 10);
     if (*end != '\0' || v <= 0 || v > 1'000'000) fail("--{}: expected a positive integer, got \"{}\"", flag, items[0]);
     return static_cast<int>(v);
+}
+
+// LoadGen's mlperf_log_accuracy.json of an accuracy run: one entry per eval feature in QSL order
+// (qsl_idx = its index), data = the float32 bytes of its (tokens, 2) start/end logits as hex, the
+// real tokens only unless `padded` (accuracy-squad.py pads the rest with -10000).
+std::string accuracy_log_json(const std::vector<data::SquadFeature>& features,
+                              const std::vector<train::SquadRawResult>& results, bool padded) {
+    std::unordered_map<int64_t, const train::SquadRawResult*> by_id;
+    for (const auto& r : results) by_id[r.unique_id] = &r;
+    std::string out = "[\n";
+    for (size_t i = 0; i < features.size(); ++i) {
+        const auto it = by_id.find(features[i].unique_id);
+        if (it == by_id.end()) fail("--accuracy_log: no logits for feature unique_id {}", features[i].unique_id);
+        const train::SquadRawResult& r = *it->second;
+        size_t n = r.start_logits.size();
+        if (!padded) n = static_cast<size_t>(std::count(features[i].input_mask.begin(), features[i].input_mask.end(), 1));
+        std::string hex;
+        hex.reserve(16 * n);
+        for (size_t t = 0; t < n; ++t)
+            for (const double v : {r.start_logits[t], r.end_logits[t]}) {
+                const float f = static_cast<float>(v);
+                unsigned char b[4];
+                std::memcpy(b, &f, 4);  // little-endian, as numpy's frombuffer reads it here
+                for (const unsigned char c : b) hex += fmt::format("{:02X}", c);
+            }
+        out += fmt::format("{{ \"seq_id\" : {}, \"qsl_idx\" : {}, \"data\" : \"{}\" }}{}\n", i, i, hex,
+                           i + 1 < features.size() ? "," : "");
+    }
+    return out + "]\n";
 }
 
 bench::ScenarioSettings settings_of(const ScenarioOptions& o, Scenario sc, int batch_size) {
@@ -323,6 +358,10 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         rep["run"]["stats"]["result"] = "accuracy run: performance rules not applied";
         rep["run"]["stats"]["invalid_reasons"] = nlohmann::json::array();
         rep["accuracy"] = metric.metrics;
+        if (!o.accuracy_log.empty()) {
+            write_file_atomic(o.accuracy_log, accuracy_log_json(eval->features, engine.results(), padded));
+            log::info("wrote {} (LoadGen's mlperf_log_accuracy.json format)", o.accuracy_log);
+        }
         write_log(acc_log);
         write_json(c.json_path, rep);
         return 0;

@@ -207,7 +207,8 @@ int cmd_bench(int argc, char** argv) {
     const std::vector<std::pair<std::string, std::string>> outputs = {
         {"--json", json_path},         {"--plot", plot_path},
         {"--md", md_path},             {"--profile_svg", profile ? profile_svg_path : ""},
-        {"--scenario_log", scenario.log_path}, {"--schedule_out", scenario.schedule_out}};
+        {"--scenario_log", scenario.log_path}, {"--schedule_out", scenario.schedule_out},
+        {"--accuracy_log", scenario.accuracy_log}};
     for (const auto& [flag, path] : outputs)
         if (!path.empty()) check_output_file_writable(path, flag);
     check_outputs_distinct(outputs);

@@ -5,6 +5,8 @@
 // SUT; accuracy mode scores as `squad --do_predict` does.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -165,8 +167,37 @@ TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
         const auto a = run_bertbench("bench --task=squad --seq_len=128 --threads=1 --batch_size=8 "
                                      "--scenario=offline --scenario_mode=accuracy --doc_stride=64 --vocab_file=" +
                                      golden("vocab.txt") + " --predict_file=" + dev + " --init_checkpoint=" + ckpt +
-                                     " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json_path);
+                                     " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json_path +
+                                     " --accuracy_log=" + json_path + ".accuracy");
         ASSERT_EQ(a.exit_code, 0) << a.out;
+        // LoadGen's mlperf_log_accuracy.json, read as accuracy-squad.py reads it: per feature
+        // (qsl_idx) float32 hex, reshaped (-1, 2) into start/end logits; the padded run's equal
+        // squad --do_predict's raw logits, the real run's cover the real tokens only.
+        const nlohmann::json acc = read_json(json_path + ".accuracy");
+        const auto raw = testing::read_jsonl(dir + "/raw_results.jsonl");
+        ASSERT_EQ(acc.size(), raw.size());
+        size_t shorter = 0;
+        for (size_t i = 0; i < acc.size(); ++i) {
+            ASSERT_EQ(acc[i]["qsl_idx"], i);
+            const std::string hex = acc[i]["data"];
+            std::vector<float> v(hex.size() / 8);
+            for (size_t k = 0; k < v.size(); ++k) {
+                uint32_t bits = 0;
+                for (int b = 3; b >= 0; --b)  // little-endian bytes
+                    bits = bits << 8 | static_cast<uint32_t>(std::stoul(hex.substr(8 * k + 2 * b, 2), nullptr, 16));
+                std::memcpy(&v[k], &bits, 4);
+            }
+            const size_t tokens = v.size() / 2;
+            shorter += tokens < 128;
+            if (std::string(layout) != "padded" || std::string(dtype) != "fp32") continue;
+            ASSERT_EQ(tokens, 128u);
+            for (size_t pos = 0; pos < tokens; ++pos) {
+                const double s0 = raw[i]["start_logits"][pos], e0 = raw[i]["end_logits"][pos];
+                ASSERT_NEAR(v[2 * pos], s0, 1e-4 * std::max(1.0, std::abs(s0))) << i << " " << pos;
+                ASSERT_NEAR(v[2 * pos + 1], e0, 1e-4 * std::max(1.0, std::abs(e0))) << i << " " << pos;
+            }
+        }
+        EXPECT_EQ(shorter > 0, std::string(layout) == "real") << layout;
         const nlohmann::json j = read_json(json_path);
         const nlohmann::json& got = j["accuracy"];
         EXPECT_EQ(j["mode"], "accuracy");
