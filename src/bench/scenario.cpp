@@ -54,11 +54,13 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     };
     if (s.scenario == Scenario::server) {
         // LoadGen's generation: arrivals while the previous one is before min_duration_s or
-        // fewer than `count` (so the last scheduled arrival reaches the duration)
+        // fewer than `count` (so the last scheduled arrival reaches the duration); accuracy's
+        // every_query_once: `count` exactly (LoadGen's AccuracyOnly has no duration)
         std::mt19937_64 rng(s.seed);
         std::exponential_distribution<double> gap(*s.target_qps);
         double t = 0;
-        for (double prev = 0; prev < s.min_duration_s || static_cast<int64_t>(out.issues.size()) < count;) {
+        const double duration = s.every_query_once ? 0.0 : s.min_duration_s;
+        for (double prev = 0; prev < duration || static_cast<int64_t>(out.issues.size()) < count;) {
             if (out.issues.size() >= (size_t{1} << 31))
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
                      *s.target_qps, s.min_duration_s);

@@ -141,6 +141,8 @@ TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
     EXPECT_LT(*sch.issues[sch.issues.size() - 2].t, 10.0);  // generated while the previous was
     EXPECT_GE(*sch.issues.back().t, 10.0);                  // before the duration
     EXPECT_GT(sch.issues.size(), 900u);                     // about 10 s x 100 q/s
+    s.every_query_once = true;  // accuracy: each query once, whatever the duration
+    EXPECT_EQ(make_schedule(s, make_queries({10, 20}), 2).issues.size(), 2u);
 }
 
 // LoadGen's SingleStream "ends naturally" once min_query_count issues are done and min_duration_s
