@@ -341,9 +341,9 @@ ScenarioStats summarize(const RunLog& log) {
     } else if (s.scenario == Scenario::singlestream) {
         // the most queries t over the estimate that n allow: h(t) + t <= n, h(t) + t increasing
         int64_t lo = 1, hi = n;
-        if (early_stopping_min_passing(1, 0.90) + 1 > n) {
-            invalid(fmt::format("early stopping: {} queries, need at least {}", n,
-                                early_stopping_min_passing(1, 0.90) + 1));
+        const int64_t least = early_stopping_min_passing(1, 0.90) + 1;
+        if (least > n) {
+            invalid(fmt::format("early stopping: {} queries, need at least {}", n, least));
         } else {
             while (lo < hi) {
                 const int64_t mid = lo + (hi - lo + 1) / 2;

@@ -314,7 +314,7 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
         log::info("  Num steps = {}", plan.updates);
-        if (!nvidia.empty() || o.ngc_tf_adam) log::info("  Schedule: {}", plan.summary);
+        if (plan.own_schedule) log::info("  Schedule: {}", plan.summary);
         log::info("wrote {}", path);
         if (train_model) {
             train::SquadTrainOptions t = o;

@@ -12,7 +12,6 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
-#include "core/py_json.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"

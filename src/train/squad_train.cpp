@@ -46,6 +46,7 @@ SquadPlan google_plan(const SquadTrainOptions& o, int64_t num_examples) {
         p.schedule.decay_learning_rate = o.learning_rate / left;
         p.summary += fmt::format("; NGC TF's decay from lr / (1 - {}/{}) = {}",
                                  p.schedule.num_warmup_steps, p.updates, p.schedule.decay_learning_rate);
+        p.own_schedule = true;
     }
     return p;
 }
@@ -88,6 +89,7 @@ SquadPlan nvidia_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t 
         n.fused_adam ? "FusedAdam (--fp16: eps 1e-8, LinearWarmUpScheduler one update ahead)"
                      : "BertAdam (eps 1e-6)");
     p.schedule.validate();  // the warm-up fraction, before any output
+    p.own_schedule = true;
     return p;
 }
 
@@ -124,8 +126,8 @@ void clear_batch(model::Batch& batch) {
 class SquadTask final : public Task {
 public:
     SquadTask(const SquadTrainOptions& o, int64_t num_examples,
-              const std::vector<data::SquadFeature>& features)
-        : o_(o), num_examples_(num_examples), features_(features) {}
+              const std::vector<data::SquadFeature>& features, const SquadPlan& plan)
+        : o_(o), num_examples_(num_examples), features_(features), plan_(plan) {}
 
     void prepare(const std::string& resume_from) override {
         if (features_.empty())
@@ -166,8 +168,7 @@ public:
         json j = {{"num_train_examples", num_examples_},
                   {"num_train_features", features_.size()},
                   {"num_train_epochs", o_.num_train_epochs}};
-        if (o_.nvidia.micro_batch > 0 || o_.ngc_tf_adam)
-            j["schedule"] = squad_plan(o_, num_examples_, static_cast<int64_t>(features_.size())).summary;
+        if (plan_.own_schedule) j["schedule"] = plan_.summary;
         return j;
     }
     std::string model_line() const override {
@@ -260,6 +261,7 @@ private:
     const SquadTrainOptions& o_;
     int64_t num_examples_;
     const std::vector<data::SquadFeature>& features_;
+    const SquadPlan& plan_;  // run_squad_training's, which outlives the task
     model::BertConfig config_;
     std::unique_ptr<model::ParamTable> table_;
     SquadStep at_batch() {  // the engine at the current batch, as micro_step drives it
@@ -295,7 +297,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     l.checked_flags = {"learning_rate", "num_train_epochs", "warmup_proportion",
                        "bert_config_file", "model", "init_checkpoint", "dtype", "precision",
                        "loss_scale", "clip_by_global_norm_after_gradient_allreduce"};
-    SquadTask task(o, num_train_examples, features);
+    SquadTask task(o, num_train_examples, features, plan);
     return TrainLoop(l, flags_json, task).run();
 }
 
