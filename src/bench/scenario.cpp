@@ -278,6 +278,29 @@ double loadgen_percentile(const std::vector<double>& sorted, double p) {
     return sorted[std::min(i, sorted.size() - 1)];
 }
 
+// LoadGen's SingleStream early-stopping estimate at percentile p (results.cc EarlyStopping):
+// the least queries it needs, h(1) + 1, and, given that many, the most queries t over the
+// estimate that n allow (h(t) + t <= n, increasing in t) and the estimate sorted[n - t].
+struct EarlyEstimate {
+    int64_t least = 0, t = 0;
+    double ms = 0;
+};
+EarlyEstimate early_estimate(const std::vector<double>& sorted, double p) {
+    EarlyEstimate e;
+    const auto n = static_cast<int64_t>(sorted.size());
+    e.least = early_stopping_min_passing(1, p) + 1;
+    if (n < e.least) return e;
+    int64_t lo = 1, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (early_stopping_min_passing(mid, p) + mid <= n) lo = mid;
+        else hi = mid - 1;
+    }
+    e.t = lo;
+    e.ms = sorted[static_cast<size_t>(n - lo)];
+    return e;
+}
+
 }  // namespace
 
 ScenarioStats summarize(const RunLog& log) {
@@ -307,21 +330,25 @@ ScenarioStats summarize(const RunLog& log) {
     st.latency_ms_p50 = loadgen_percentile(lat, 0.50);
     st.latency_ms_p90 = loadgen_percentile(lat, 0.90);
     st.latency_ms_p95 = loadgen_percentile(lat, 0.95);
+    st.latency_ms_p97 = loadgen_percentile(lat, 0.97);
     st.latency_ms_p99 = loadgen_percentile(lat, 0.99);
     st.latency_ms_p999 = loadgen_percentile(lat, 0.999);
+    st.latency_ms_min = lat.empty() ? 0 : lat.front();
     st.latency_ms_max = lat.empty() ? 0 : lat.back();
     st.latency_ms_mean = lat.empty() ? 0 : std::accumulate(lat.begin(), lat.end(), 0.0) / static_cast<double>(lat.size());
     const auto invalid = [&](std::string why) {
         st.valid = false;
         st.invalid_reasons.push_back(std::move(why));
     };
-    if (st.queries < s.min_query_count)
+    st.min_queries_met = st.queries >= s.min_query_count;
+    if (!st.min_queries_met)
         invalid(fmt::format("{} queries < min_query_count {}", st.queries, s.min_query_count));
     // LoadGen's clocks for the minimum duration (results.cc MinDurationMet)
     st.min_duration_clock_s = s.scenario == Scenario::offline ? st.duration_s
                               : log.entries.empty()          ? 0.0
                                                              : log.entries.back().arrival;
-    if (st.min_duration_clock_s < s.min_duration_s)
+    st.min_duration_met = st.min_duration_clock_s >= s.min_duration_s;
+    if (!st.min_duration_met)
         invalid(fmt::format("{} {:.3f} s < min_duration_s {:g} s",
                             s.scenario == Scenario::offline  ? "duration"
                             : s.scenario == Scenario::server ? "last scheduled arrival"
@@ -334,24 +361,21 @@ ScenarioStats summarize(const RunLog& log) {
             invalid(fmt::format("99th-percentile latency {:.3f} ms > latency bound {:g} ms", st.latency_ms_p99,
                                 s.latency_bound_ms));
         st.overlatency_queries = lat.end() - std::upper_bound(lat.begin(), lat.end(), s.latency_bound_ms);
-        const int64_t h = early_stopping_min_passing(st.overlatency_queries, 0.99);
-        if (n < h + st.overlatency_queries)
+        st.early_stopping_least_queries =
+            early_stopping_min_passing(st.overlatency_queries, 0.99) + st.overlatency_queries;
+        st.early_stopping_met = n >= st.early_stopping_least_queries;
+        if (!st.early_stopping_met)
             invalid(fmt::format("early stopping: {} queries over the bound need {} queries in all, got {}",
-                                st.overlatency_queries, h + st.overlatency_queries, n));
+                                st.overlatency_queries, st.early_stopping_least_queries, n));
     } else if (s.scenario == Scenario::singlestream) {
-        // the most queries t over the estimate that n allow: h(t) + t <= n, h(t) + t increasing
-        int64_t lo = 1, hi = n;
-        const int64_t least = early_stopping_min_passing(1, 0.90) + 1;
-        if (least > n) {
-            invalid(fmt::format("early stopping: {} queries, need at least {}", n, least));
-        } else {
-            while (lo < hi) {
-                const int64_t mid = lo + (hi - lo + 1) / 2;
-                if (early_stopping_min_passing(mid, 0.90) + mid <= n) lo = mid;
-                else hi = mid - 1;
-            }
-            st.latency_ms_early_stopping = lat[static_cast<size_t>(n - lo)];
-        }
+        const EarlyEstimate p90 = early_estimate(lat, 0.90), p99 = early_estimate(lat, 0.99);
+        st.early_stopping_least_queries = p90.least;
+        st.early_stopping_least_queries_p99 = p99.least;
+        st.early_stopping_discarded = std::max<int64_t>(p90.t - 1, 0);
+        st.latency_ms_early_stopping = p90.ms;
+        st.latency_ms_early_stopping_p99 = p99.ms;
+        st.early_stopping_met = n >= p90.least;
+        if (!st.early_stopping_met) invalid(fmt::format("early stopping: {} queries, need at least {}", n, p90.least));
     }
     return st;
 }
@@ -364,13 +388,16 @@ nlohmann::json stats_json(const ScenarioStats& st) {
             {"scheduled_qps", st.scheduled_qps},
             {"min_duration_clock_s", st.min_duration_clock_s},
             {"latency_ms_early_stopping_p90", st.latency_ms_early_stopping},
+            {"latency_ms_early_stopping_p99", st.latency_ms_early_stopping_p99},
             {"overlatency_queries", st.overlatency_queries},
             {"latency_ms", {{"p50", st.latency_ms_p50},
                             {"p90", st.latency_ms_p90},
                             {"p95", st.latency_ms_p95},
+                            {"p97", st.latency_ms_p97},
                             {"p99", st.latency_ms_p99},
                             {"p99.9", st.latency_ms_p999},
                             {"mean", st.latency_ms_mean},
+                            {"min", st.latency_ms_min},
                             {"max", st.latency_ms_max}}},
             {"batches", st.batches},
             {"mean_batch_size", st.mean_batch_size},
@@ -407,7 +434,7 @@ nlohmann::json scenario_definitions() {
             {"batching", "dynamic batching, FIFO, up to batch_size, no waiting for a fuller batch: whenever the SUT "
                          "is free it runs the arrived, unserved issues in issue order, at most batch_size"},
             {"latency", "completion - arrival of an issue (the batch's end - the issue's arrival)"},
-            {"percentile", "nearest rank: the ceil(p x n)-th smallest latency of the run's issues"},
+            {"percentile", "LoadGen's: sorted[floor(n x p)] of the run's n issue latencies (0-based)"},
             {"duration_s", "the last completion, seconds after the run's start (t = 0)"},
             {"samples_per_second", "issues / duration_s"},
             {"tokens_per_second", "real tokens of the issues / duration_s"},

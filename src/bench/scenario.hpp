@@ -112,18 +112,25 @@ struct ScenarioStats {
     // last query's scheduled arrival, singlestream the last query's issue.
     double min_duration_clock_s = 0;
     // singlestream: LoadGen's early-stopping estimate of the 90th percentile (MLPerf's reported
-    // SingleStream result), sorted[n - t] for the most t over it that n queries allow; 0 when
-    // too few queries. server: the queries over the latency bound.
-    double latency_ms_early_stopping = 0;
+    // SingleStream result), sorted[n - t] for the most t over it that n queries allow (t - 1 of
+    // the highest discarded); 0 when fewer than early_stopping_least_queries = h(1) + 1. The same
+    // at the 99th percentile (from which LoadGen infers MultiStream). server: the queries over
+    // the latency bound, t, and early_stopping_least_queries = h(t) + t.
+    double latency_ms_early_stopping = 0, latency_ms_early_stopping_p99 = 0;
+    int64_t early_stopping_least_queries = 0, early_stopping_least_queries_p99 = 0;
+    int64_t early_stopping_discarded = 0;
     int64_t overlatency_queries = 0;
     double samples_per_s = 0;     // queries / duration_s
     double tokens_per_s = 0;      // real tokens / duration_s
     double scheduled_qps = 0;     // server: queries / last arrival
-    double latency_ms_p50 = 0, latency_ms_p90 = 0, latency_ms_p95 = 0, latency_ms_p99 = 0,
-           latency_ms_p999 = 0, latency_ms_mean = 0, latency_ms_max = 0;  // done - arrival
+    // done - arrival; percentiles at LoadGen's index sorted[floor(n x p)]
+    double latency_ms_p50 = 0, latency_ms_p90 = 0, latency_ms_p95 = 0, latency_ms_p97 = 0, latency_ms_p99 = 0,
+           latency_ms_p999 = 0, latency_ms_mean = 0, latency_ms_min = 0, latency_ms_max = 0;
     int64_t batches = 0;
     double mean_batch_size = 0;
+    // LoadGen's four constraints; valid = all of them
     bool latency_met = true;  // server: p99 <= the bound (LoadGen's performance constraint)
+    bool min_duration_met = true, min_queries_met = true, early_stopping_met = true;
     bool valid = true;
     std::vector<std::string> invalid_reasons;
 };
@@ -131,6 +138,15 @@ ScenarioStats summarize(const RunLog& log);
 nlohmann::json stats_json(const ScenarioStats& st);
 // One line: the scenario's figure of merit, VALID/INVALID and the reasons.
 std::string stats_line(const RunLog& log, const ScenarioStats& st);
+
+// LoadGen's mlperf_log_summary.txt of a performance run (loadgen/results.cc LogSummary): the
+// scenario's figure, the four constraints, early stopping, latencies in integer ns and the test
+// parameters. target_qps: LoadGen's (server: the target; singlestream: 1 / the expected
+// latency; offline: the expected throughput); sample_count: the query set's size (LoadGen's
+// performance and accuracy sample counts). bertbench's settings stand for LoadGen's; those it has
+// not (max_duration, max_query_count, the accuracy-log sampling, issue modes) are LoadGen's
+// defaults, 0.
+std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, double target_qps, int64_t sample_count);
 
 // The definitions every scenario report embeds (docs/benchmark.md "Scenarios" in full).
 nlohmann::json scenario_definitions();

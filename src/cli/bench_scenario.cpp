@@ -59,6 +59,9 @@ void ScenarioOptions::add(Flags& f) {
           "accuracy mode: also write the logits as LoadGen's mlperf_log_accuracy.json (seq_id, qsl_idx = "
           "the feature's index, data = its (tokens, 2) float32 start/end logits in hex), which MLPerf's "
           "language/bert/accuracy-squad.py scores");
+    f.add("mlperf_summary", &mlperf_summary,
+          "performance mode: also write the run (find_peak: the peak rate's) as LoadGen's "
+          "mlperf_log_summary.txt (its layout and figures; docs/benchmark.md \"Scenarios\")");
     f.add("schedule_out", &schedule_out,
           "write the query schedule (bertbench-scenario-schedule/1) for an external SUT and exit "
           "without measuring");
@@ -139,6 +142,22 @@ void check_options(const ScenarioOptions& o) {
         fail("--peak_precision: expected 0 < p < 1, got {}", o.peak_precision);
     if (o.peak_max_runs < 1) fail("--peak_max_runs: expected >= 1, got {}", o.peak_max_runs);
     if (o.expected_latency_ms < 0 || o.expected_qps < 0) fail("--expected_latency_ms / --expected_qps: expected >= 0");
+    if (!o.mlperf_summary.empty() && o.mode == "accuracy")
+        fail("--mlperf_summary: a performance run's summary (LoadGen writes none in AccuracyOnly); not with "
+             "--scenario_mode=accuracy");
+}
+
+// LoadGen's target_qps of a run whose issues were sized at `seconds_per_query` (0: unknown).
+double loadgen_target_qps(const bench::RunLog& l, double seconds_per_query) {
+    if (l.settings.target_qps) return *l.settings.target_qps;
+    return seconds_per_query > 0 ? 1 / seconds_per_query : 0;
+}
+
+void write_summary(const std::string& path, const bench::RunLog& l, const bench::ScenarioStats& st,
+                   double seconds_per_query, int64_t sample_count) {
+    if (path.empty()) return;
+    write_file_atomic(path, bench::mlperf_summary_txt(l, st, loadgen_target_qps(l, seconds_per_query), sample_count));
+    log::info("wrote {} (LoadGen's mlperf_log_summary.txt)", path);
 }
 
 // The report shared by bertbench's own runs and --summarize_log: settings and statistics.
@@ -213,6 +232,13 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     rep["run"] = run_json(l, st);
     write_json(c.json_path, rep);
     if (l.settings.scenario == Scenario::server) write_svg(c.plot_path, {{l, st}}, l.sut + " server");
+    // the schedule's sizing as its flags gave it; its query set: the queries the log names
+    const double spq = l.settings.scenario == Scenario::singlestream ? o.expected_latency_ms / 1e3
+                       : o.expected_qps > 0                          ? 1 / o.expected_qps
+                                                                     : 0;
+    int64_t sample_count = 0;
+    for (const bench::LogEntry& e : l.entries) sample_count = std::max<int64_t>(sample_count, e.q + 1);
+    write_summary(o.mlperf_summary, l, st, spq, sample_count);
     return 0;
 }
 
@@ -287,6 +313,8 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     const std::string sut = fmt::format("bertbench-{}", ops::precision_name(dtype));
 
     if (!o.schedule_out.empty()) {  // for an external SUT: nothing measured
+        if (!o.mlperf_summary.empty())
+            fail("--mlperf_summary: --schedule_out measures nothing; give it to --summarize_log with the SUT's raw log");
         if (o.find_peak) fail("--schedule_out: one schedule per rate; give --server_target_qps without --server_find_peak");
         double spq = sc == Scenario::singlestream ? o.expected_latency_ms / 1e3
                      : sc == Scenario::offline    ? (o.expected_qps > 0 ? 1 / o.expected_qps : 0)
@@ -399,7 +427,12 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
                                     : fmt::format("{} server: no rate within the latency bound among the {} tried\n", sut,
                                                   runs.size()));
         for (const auto& r : runs)
-            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) write_log(r.first);
+            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) {
+                write_log(r.first);
+                write_summary(o.mlperf_summary, r.first, r.second, 0, n);
+            }
+        if (!peak.peak_qps && !o.mlperf_summary.empty())
+            log::warn("--mlperf_summary={}: not written: no rate was within the latency bound", o.mlperf_summary);
         write_svg(c.plot_path, runs, sut + " server, " + sysinfo::cpu_model());
         write_json(c.json_path, rep);
         return peak.peak_qps ? 0 : 1;
@@ -410,6 +443,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, spq));
     rep["run"] = run_json(run_log, st);
     write_log(run_log);
+    write_summary(o.mlperf_summary, run_log, st, spq, n);
     if (sc == Scenario::server) write_svg(c.plot_path, {{run_log, st}}, sut + " server, " + sysinfo::cpu_model());
     write_json(c.json_path, rep);
     return 0;

@@ -13,7 +13,7 @@
 namespace bertbench::cli {
 
 struct ScenarioOptions {
-    std::string scenario, mode = "performance", log_path, schedule_out, summarize_log, accuracy_log;
+    std::string scenario, mode = "performance", log_path, schedule_out, summarize_log, accuracy_log, mlperf_summary;
     std::string predict_file, vocab_file, init_checkpoint;
     double target_qps = 0, latency_bound_ms = 130, min_duration_s = 60;
     double expected_latency_ms = 0, expected_qps = 0, peak_precision = 0.05;

@@ -208,7 +208,7 @@ int cmd_bench(int argc, char** argv) {
         {"--json", json_path},         {"--plot", plot_path},
         {"--md", md_path},             {"--profile_svg", profile ? profile_svg_path : ""},
         {"--scenario_log", scenario.log_path}, {"--schedule_out", scenario.schedule_out},
-        {"--accuracy_log", scenario.accuracy_log}};
+        {"--accuracy_log", scenario.accuracy_log}, {"--mlperf_summary", scenario.mlperf_summary}};
     for (const auto& [flag, path] : outputs)
         if (!path.empty()) check_output_file_writable(path, flag);
     check_outputs_distinct(outputs);

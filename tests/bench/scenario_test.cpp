@@ -347,6 +347,104 @@ TEST(ScenarioStats, ValidityRulesNameTheirReasons) {
     EXPECT_TRUE(summarize(log).valid);
 }
 
+// LoadGen's mlperf_log_summary.txt (results.cc LogSummary) of the hundred latencies 1..100 ms:
+// the figures worked by hand from LoadGen's definitions (p90 = sorted[90] = 91 ms; early stopping
+// keeps t = 3 over its estimate, sorted[97] = 98 ms; QPS w/ loadgen overhead = 99 / the last issue
+// 9.9 s; w/o = 1 / the mean 50.5 ms), in LoadGen's layout and integer nanoseconds.
+TEST(ScenarioSummary, SingleStreamAsLoadGenWritesIt) {
+    const RunLog log = hundred(Scenario::singlestream);
+    const std::string txt = mlperf_summary_txt(log, summarize(log), 12.5, 3);
+    const std::string rule = "================================================\n";
+    EXPECT_EQ(txt, rule + "MLPerf Results Summary\n" + rule +
+                       "SUT name : hundred\n"
+                       "Scenario : SingleStream\n"
+                       "Mode     : PerformanceOnly\n"
+                       "90.0th percentile latency (ns) : 91000000\n"
+                       "Result is : VALID\n"
+                       "  Min duration satisfied : Yes\n"
+                       "  Min queries satisfied : Yes\n"
+                       "  Early stopping satisfied: Yes\n"
+                       "Early Stopping Result:\n"
+                       " * Processed at least 64 queries (100).\n"
+                       " * Would discard 2 highest latency queries.\n"
+                       " * Early stopping 90.0th percentile estimate: 98000000\n"
+                       " * Not enough queries processed for 99.0th percentile\n"
+                       " early stopping estimate (would need to process at\n"
+                       " least 662 total queries).\n"
+                       "\n" + rule + "Additional Stats\n" + rule +
+                       "QPS w/ loadgen overhead         : 10.00\n"
+                       "QPS w/o loadgen overhead        : 19.80\n"
+                       "\n"
+                       "Min latency (ns)                : 1000000\n"
+                       "Max latency (ns)                : 100000000\n"
+                       "Mean latency (ns)               : 50500000\n"
+                       "50.00 percentile latency (ns)   : 51000000\n"
+                       "90.00 percentile latency (ns)   : 91000000\n"
+                       "95.00 percentile latency (ns)   : 96000000\n"
+                       "97.00 percentile latency (ns)   : 98000000\n"
+                       "99.00 percentile latency (ns)   : 100000000\n"
+                       "99.90 percentile latency (ns)   : 100000000\n"
+                       "\n" + rule + "Test Parameters Used\n" + rule +
+                       "samples_per_query : 1\n"
+                       "target_qps : 12.5\n"
+                       "target_latency (ns): 0\n"
+                       "max_async_queries : 1\n"
+                       "min_duration (ms): 0\n"
+                       "max_duration (ms): 0\n"
+                       "min_query_count : 1\n"
+                       "max_query_count : 0\n"
+                       "qsl_rng_seed : 0\n"
+                       "sample_index_rng_seed : 0\n"
+                       "schedule_rng_seed : 0\n"
+                       "accuracy_log_rng_seed : 0\n"
+                       "accuracy_log_probability : 0\n"
+                       "accuracy_log_sampling_target : 0\n"
+                       "print_timestamps : 0\n"
+                       "performance_issue_unique : 0\n"
+                       "performance_issue_same : 0\n"
+                       "performance_issue_same_index : 0\n"
+                       "performance_sample_count : 3\n"
+                       "accuracy_sample_count : 3\n"
+                       "\nNo warnings encountered during test.\n"
+                       "\nNo errors encountered during test.\n");
+}
+
+// Server over its bound (p99 100 ms > 50.5 ms, 50 queries over it) and offline: the constraint
+// lines, LoadGen's recommendations and early-stopping verdict, the scenario's own figures.
+TEST(ScenarioSummary, ServerAndOfflineLines) {
+    RunLog log = hundred(Scenario::server);
+    log.settings.latency_bound_ms = 50.5;
+    log.settings.min_query_count = 200;
+    const std::string server = mlperf_summary_txt(log, summarize(log), 10, 3);
+    const auto has = [](const std::string& txt, const std::string& line) {
+        EXPECT_NE(txt.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << txt;
+    };
+    has(server, "Scenario : Server\nMode     : PerformanceOnly\nCompleted samples per second    : 10.00\n");
+    has(server, "Result is : INVALID\n  Performance constraints satisfied : NO\n  Min duration satisfied : Yes\n"
+                "  Min queries satisfied : NO\n  Early stopping satisfied: NO\nRecommendations:\n"
+                " * Reduce target QPS to improve latency.\n"
+                " * The test exited early, before enough queries were issued.\n"
+                "   See the detailed log for why this may have occurred.\nEarly Stopping Result:\n"
+                " * Run unsuccessful.\n * Processed 100 queries.\n");
+    has(server, fmt::format(" * Would need to run at least {} more queries,\n",
+                            early_stopping_min_passing(50, 0.99) + 50 - 100));
+    has(server, "Scheduled samples per second : 10.00\nMin latency (ns)                : 1000000\n");
+    has(server, "target_qps : 10\ntarget_latency (ns): 50500000\nmax_async_queries : 0\n");
+    log.settings.latency_bound_ms = 1000;  // none over: valid on latency, 459 queries needed
+    log.settings.min_query_count = 1;
+    has(mlperf_summary_txt(log, summarize(log), 10, 3), "  Performance constraints satisfied : Yes\n");
+    log = hundred(Scenario::offline);
+    log.settings.min_duration_s = 60;
+    const std::string offline = mlperf_summary_txt(log, summarize(log), 5.5, 3);
+    has(offline, "Scenario : Offline\nMode     : PerformanceOnly\nSamples per second: 10.1\nResult is : INVALID\n"
+                 "  Min duration satisfied : NO\n  Min queries satisfied : Yes\n  Early stopping satisfied: Yes\n"
+                 "Recommendations:\n * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.\n"
+                 "\n================================================\nAdditional Stats\n");
+    has(offline, "samples_per_query : 100\ntarget_qps : 5.5\ntarget_latency (ns): 0\nmax_async_queries : 1\n"
+                 "min_duration (ms): 60000\nmax_duration (ms): 0\nmin_query_count : 1\n");
+    EXPECT_EQ(offline.find("Early Stopping Result"), std::string::npos);
+}
+
 TEST(ScenarioChecks, UnmeetableTargetsAreNamedBeforeMeasuring) {
     ScenarioSettings s = server(20, 4);
     s.latency_bound_ms = 130;

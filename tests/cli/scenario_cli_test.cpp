@@ -33,8 +33,10 @@ std::string tiny() {
 
 TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     const std::string json_path = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
+    const std::string summary = tmp("offline_summary.txt"), summary_again = tmp("offline_summary_again.txt");
     const auto r = run_bertbench(tiny() + "--scenario=offline --batch_size=4 --scenario_queries=20 --min_duration_s=0 "
-                                 "--min_query_count=30 --json=" + json_path + " --scenario_log=" + log);
+                                 "--min_query_count=30 --expected_qps=40 --json=" + json_path + " --scenario_log=" + log +
+                                 " --mlperf_summary=" + summary);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("bertbench-fp32 offline: 30 queries"), std::string::npos) << r.out;
     const nlohmann::json j = read_json(json_path);
@@ -51,10 +53,30 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     const nlohmann::json raw = read_json(log);
     EXPECT_EQ(raw["format"], "bertbench-scenario-log/1");
     EXPECT_EQ(raw["entries"].size(), 30u);
-    const auto s = run_bertbench("bench --summarize_log=" + log + " --min_duration_s=0 --min_query_count=30 --json=" + again);
+    const auto s = run_bertbench("bench --summarize_log=" + log + " --min_duration_s=0 --min_query_count=30 --json=" +
+                                 again + " --expected_qps=40 --mlperf_summary=" + summary_again);
     ASSERT_EQ(s.exit_code, 0) << s.out;
     const nlohmann::json k = read_json(again);
     EXPECT_EQ(k["run"], j["run"]);
+    // LoadGen's summary of the run: its figure and the test parameters; the raw log's gives the
+    // same but for the query set's size, which the log knows only as its highest query index
+    const std::string txt = read_file(summary);
+    std::ostringstream samples;
+    samples << st["samples_per_second"].get<double>();
+    for (const std::string& line : {"Scenario : Offline\nMode     : PerformanceOnly\nSamples per second: " + samples.str(),
+                                   std::string("Result is : VALID\n"), std::string("samples_per_query : 30\ntarget_qps : 40\n"),
+                                   std::string("performance_sample_count : 20\n")})
+        EXPECT_NE(txt.find(line), std::string::npos) << line << "\nnot in\n" << txt;
+    const std::string other = read_file(summary_again);
+    const auto params = [](const std::string& t) { return t.substr(0, t.find("performance_sample_count")); };
+    EXPECT_EQ(params(other), params(txt));
+    // what LoadGen writes no summary for: refused before any work
+    for (const std::string& extra : {std::string("--scenario_mode=accuracy"), std::string("--schedule_out=" + tmp("never.json"))}) {
+        const auto bad = run_bertbench(tiny() + "--scenario=offline --mlperf_summary=" + tmp("never.txt") + " " + extra);
+        EXPECT_EQ(bad.exit_code, 1) << bad.out;
+        EXPECT_NE(bad.out.find("--mlperf_summary"), std::string::npos) << bad.out;
+        EXPECT_FALSE(fs::exists(tmp("never.txt")));
+    }
 }
 
 TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
