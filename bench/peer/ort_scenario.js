@@ -70,9 +70,10 @@ async function run(ort, a, s, queries, session) {
   const t0 = process.hrtime.bigint();
   let next = 0; // the first issue not yet served
   for (let batch = 0; next < issues.length; batch++) {
-    // singlestream ends as LoadGen's does ("Ending naturally"): once min_query_count issues are done
-    // and min_duration_s has passed, before the next issue
-    if (issues[next].t === null && next >= s.min_query_count && now(t0) >= s.min_duration_s) {
+    // singlestream ends as LoadGen's does ("Ending naturally", issue_query_controller.cc): after an
+    // issue, once min_query_count are issued and that issue's own time has reached min_duration_s
+    if (issues[next].t === null && next > 0 && next >= s.min_query_count &&
+        entries[next - 1].arrival >= s.min_duration_s) {
       entries.length = next;
       break;
     }

@@ -34,7 +34,15 @@ def check_log(schedule, log):
     e = log["entries"]
     if log["format"] != "bertbench-scenario-log/1" or log["scenario"] != schedule["scenario"] or log["batch_size"] != B:
         raise Bad("header %s does not match the schedule" % {k: log.get(k) for k in ("format", "scenario", "batch_size")})
-    if len(e) != len(issues):
+    # singlestream ends as LoadGen's issue loop does: after the first issue that makes
+    # min_query_count and is itself issued at or after min_duration_s; every other log has them all
+    if schedule["scenario"] == "singlestream":
+        ends = [k for k in range(len(e)) if k + 1 >= schedule["min_query_count"]
+                and e[k]["arrival"] >= schedule["min_duration_s"]]
+        if (ends and ends[0] != len(e) - 1) or (not ends and len(e) != len(issues)):
+            raise Bad("%d entries for %d issues: not LoadGen's natural end (after entry %s)" % (
+                len(e), len(issues), ends[0] if ends else "none: all issues"))
+    elif len(e) != len(issues):
         raise Bad("%d entries for %d issues" % (len(e), len(issues)))
     eps = 1e-9
     for k, (x, is_) in enumerate(zip(e, issues)):
@@ -72,13 +80,14 @@ def check_log(schedule, log):
         raise Bad("entries after %d are in no batch ordinal in sequence" % k)
 
 
-def schedule(scenario, B, times, nq=6):
+def schedule(scenario, B, times, nq=6, min_duration_s=0.0, min_query_count=None):
     """A hand-written schedule on nq made-up queries of lengths 20, 35, 50, ... (tiny model)."""
     qs = [{"id": i, "unique_id": 1000 + i, "input_ids": [101] + [2000 + i] * (18 + 15 * i) + [102],
            "segment_ids": [0] * 5 + [1] * (15 + 15 * i)} for i in range(nq)]
     return {"format": "bertbench-scenario-schedule/1", "scenario": scenario,
             "target_qps": None if scenario == "singlestream" else 50.0, "latency_bound_ms": 100.0, "batch_size": B,
-            "seed": 1, "min_duration_s": 0.0, "min_query_count": len(times), "queries": qs,
+            "seed": 1, "min_duration_s": min_duration_s,
+            "min_query_count": len(times) if min_query_count is None else min_query_count, "queries": qs,
             "issues": [{"q": k % nq, "t": t} for k, t in enumerate(times)]}
 
 
@@ -90,6 +99,8 @@ def main():
     onnx, record = ort_squad.export_and_verify("tiny", int(threads), ort_dir, "fp32")
     cases = {
         "singlestream": schedule("singlestream", 1, [None] * 8),
+        # LoadGen's natural end: after the first issue at or past 0.03 s with 3 made (of 5000)
+        "singlestream_end": schedule("singlestream", 1, [None] * 5000, min_duration_s=0.03, min_query_count=3),
         "offline": schedule("offline", 4, [0.0] * 10),  # batches of 4, 4, 2
         "server": schedule("server", 3, [0.0, 0.001, 0.002, 0.05, 0.051, 0.2, 0.2, 0.2, 0.2, 0.2, 0.3]),
     }
@@ -112,8 +123,10 @@ def main():
                 sizes = [sum(1 for x in log["entries"] if x["batch"] == b) for b in range(1 + log["entries"][-1]["batch"])]
                 if name == "offline" and sizes != [4, 4, 2]:
                     raise Bad("offline batches %s, expected [4, 4, 2] (all arrived at 0)" % sizes)
-                if name == "singlestream" and sizes != [1] * 8:
+                if name.startswith("singlestream") and sizes != [1] * len(log["entries"]):
                     raise Bad("singlestream batches %s, expected one query each" % sizes)
+                if name == "singlestream_end" and not 3 <= len(log["entries"]) < 5000:
+                    raise Bad("singlestream_end: %d entries" % len(log["entries"]))
                 if name == "server" and not (max(sizes) <= 3 and sum(sizes) == 11 and log["entries"][5]["start"] >= 0.2):
                     raise Bad("server batches %s" % sizes)
                 print("ok   %s: %d issues, batches %s, last done %.3f s" % (name, len(log["entries"]), sizes,
@@ -144,6 +157,8 @@ def main():
             ("server", "not FIFO", lambda L: L["entries"].insert(0, L["entries"].pop(1)), "expected the issue's q"),
             ("offline", "an arrived query left out of a batch", pass_over, "not work-conserving"),
             ("singlestream", "singlestream chaining", delay_chained, "the previous issue's done"),
+            ("singlestream_end", "a singlestream log cut one issue early",
+             lambda L: L["entries"].pop(), "natural end"),
         ]
         for name, what, brk, reason in breaks:
             with open(os.path.join(d, name + ".log.json")) as f:

@@ -24,16 +24,18 @@ const char* scenario_name(Scenario s) {
     return s == Scenario::singlestream ? "singlestream" : s == Scenario::offline ? "offline" : "server";
 }
 
-int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query) {
+int64_t performance_issue_count(const ScenarioSettings& s, double target_qps) {
     int64_t n = s.min_query_count;
-    // LoadGen (loadgen.cc GenerateQueries, test_settings_internal.cc): singlestream generates
-    // twice the duration's queries and ends naturally once both minimums are met; offline issues
-    // 1.1 x the duration's; server's arrivals are generated to the duration (make_schedule)
-    const double factor = s.scenario == Scenario::singlestream ? 2.0
-                          : s.scenario == Scenario::offline   ? 1.1
-                                                              : 0.0;
-    if (expected_seconds_per_query > 0 && factor > 0)
-        n = std::max(n, static_cast<int64_t>(std::ceil(factor * s.min_duration_s / expected_seconds_per_query)));
+    if (target_qps > 0 && s.scenario == Scenario::singlestream) {
+        // LoadGen generates at a fixed period (duration_cast<ns> of 1 / target_qps) while the
+        // previous query's time is before twice the duration: ceil(2D / period) + 1 queries
+        const auto period_ns = static_cast<int64_t>((1.0 / target_qps) * 1e9);
+        const auto horizon_ns = static_cast<int64_t>(2 * s.min_duration_s * 1e9);
+        if (period_ns > 0) n = std::max(n, (horizon_ns + period_ns - 1) / period_ns + 1);
+    } else if (target_qps > 0 && s.scenario == Scenario::offline) {
+        // test_settings_internal.cc: samples_per_query = max(min_query_count, uint64(1.1 D qps))
+        n = std::max(n, static_cast<int64_t>(1.1 * s.min_duration_s * target_qps));
+    }
     return std::max<int64_t>(n, 1);
 }
 
@@ -49,24 +51,25 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     const int n = static_cast<int>(out.queries.size());
     std::mt19937 sample_rng(static_cast<std::mt19937::result_type>(s.seed));
     std::uniform_int_distribution<int> sample(0, n - 1);
+    const bool in_order = s.every_query_once || s.scenario == Scenario::offline;
     const auto draw = [&](size_t i) {
-        return s.every_query_once ? static_cast<int>(i % static_cast<size_t>(n)) : sample(sample_rng);
+        return in_order ? static_cast<int>(i % static_cast<size_t>(n)) : sample(sample_rng);
     };
     if (s.scenario == Scenario::server) {
-        // LoadGen's generation: arrivals while the previous one is before min_duration_s or
-        // fewer than `count` (so the last scheduled arrival reaches the duration); accuracy's
-        // every_query_once: `count` exactly (LoadGen's AccuracyOnly has no duration)
-        std::mt19937_64 rng(s.seed);
-        std::exponential_distribution<double> gap(*s.target_qps);
-        double t = 0;
-        const double duration = s.every_query_once ? 0.0 : s.min_duration_s;
-        for (double prev = 0; prev < duration || static_cast<int64_t>(out.issues.size()) < count;) {
+        // arrivals while the previous one is before min_duration_s or fewer than `count` (so the
+        // last scheduled arrival reaches the duration); accuracy's every_query_once: `count`
+        // exactly (LoadGen's AccuracyOnly has no duration). Integer ns, as LoadGen's timestamps.
+        std::mt19937 schedule_rng(static_cast<std::mt19937::result_type>(s.seed));
+        std::exponential_distribution<> gap(*s.target_qps);
+        int64_t t_ns = 0;
+        const auto duration_ns = static_cast<int64_t>(s.every_query_once ? 0.0 : s.min_duration_s * 1e9);
+        for (int64_t prev = 0; prev < duration_ns || static_cast<int64_t>(out.issues.size()) < count;) {
             if (out.issues.size() >= (size_t{1} << 31))
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
                      *s.target_qps, s.min_duration_s);
-            out.issues.push_back({draw(out.issues.size()), t});  // the first at t = 0, as LoadGen's
-            prev = t;
-            t += gap(rng);
+            out.issues.push_back({draw(out.issues.size()), static_cast<double>(t_ns) / 1e9});
+            prev = t_ns;
+            t_ns += static_cast<int64_t>(gap(schedule_rng) * 1e9);  // duration_cast: truncated
         }
         return out;
     }
@@ -208,10 +211,11 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
     const double t0 = clock.now();
     while (next < n) {
         double now = clock.now() - t0;
-        // singlestream ends as LoadGen's does ("Ending naturally"): once min_query_count issues
-        // are done and min_duration_s has passed, before the next issue
-        if (!s.issues[next].t && static_cast<int64_t>(next) >= s.settings.min_query_count &&
-            now >= s.settings.min_duration_s) {
+        // singlestream ends as LoadGen's does ("Ending naturally", issue_query_controller.cc):
+        // after an issue, once min_query_count are issued and that issue's own time has reached
+        // min_duration_s (so LoadGen's min-duration clock, the last issue, holds)
+        if (!s.issues[next].t && next > 0 && static_cast<int64_t>(next) >= s.settings.min_query_count &&
+            log.entries[next - 1].arrival >= s.settings.min_duration_s) {
             log.entries.resize(next);
             break;
         }
@@ -272,10 +276,12 @@ namespace {
 
 // LoadGen's percentile: sorted[floor(n x p)] (results.cc), one rank above nearest-rank where
 // n x p is whole.
-double loadgen_percentile(const std::vector<double>& sorted, double p) {
-    if (sorted.empty()) return 0;
-    const auto i = static_cast<size_t>(static_cast<double>(sorted.size()) * p);
-    return sorted[std::min(i, sorted.size() - 1)];
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+double loadgen_percentile(const std::vector<int64_t>& sorted_ns, double p) {
+    if (sorted_ns.empty()) return 0;
+    const auto i = static_cast<size_t>(static_cast<double>(sorted_ns.size()) * p);
+    return ms(sorted_ns[std::min(i, sorted_ns.size() - 1)]);
 }
 
 // LoadGen's SingleStream early-stopping estimate at percentile p (results.cc EarlyStopping):
@@ -285,7 +291,7 @@ struct EarlyEstimate {
     int64_t least = 0, t = 0;
     double ms = 0;
 };
-EarlyEstimate early_estimate(const std::vector<double>& sorted, double p) {
+EarlyEstimate early_estimate(const std::vector<int64_t>& sorted, double p) {
     EarlyEstimate e;
     const auto n = static_cast<int64_t>(sorted.size());
     e.least = early_stopping_min_passing(1, p) + 1;
@@ -297,7 +303,7 @@ EarlyEstimate early_estimate(const std::vector<double>& sorted, double p) {
         else hi = mid - 1;
     }
     e.t = lo;
-    e.ms = sorted[static_cast<size_t>(n - lo)];
+    e.ms = ms(sorted[static_cast<size_t>(n - lo)]);
     return e;
 }
 
@@ -307,11 +313,11 @@ ScenarioStats summarize(const RunLog& log) {
     ScenarioStats st;
     const ScenarioSettings& s = log.settings;
     st.queries = static_cast<int64_t>(log.entries.size());
-    std::vector<double> lat;
+    std::vector<int64_t> lat;  // integer ns, as LoadGen's QuerySampleLatency
     double tokens = 0, last_arrival = 0;
     std::vector<int64_t> batch_ids;
     for (const LogEntry& e : log.entries) {
-        lat.push_back(1e3 * (e.done - e.arrival));
+        lat.push_back(std::llround(1e9 * (e.done - e.arrival)));
         tokens += e.tokens;
         st.duration_s = std::max(st.duration_s, e.done);
         last_arrival = std::max(last_arrival, e.arrival);
@@ -324,6 +330,7 @@ ScenarioStats summarize(const RunLog& log) {
         st.samples_per_s = static_cast<double>(st.queries) / st.duration_s;
         st.tokens_per_s = tokens / st.duration_s;
     }
+    if (!log.entries.empty()) st.final_query_done_s = log.entries.back().done;
     if (s.scenario == Scenario::server && last_arrival > 0)
         st.scheduled_qps = static_cast<double>(st.queries) / last_arrival;
     std::sort(lat.begin(), lat.end());
@@ -333,9 +340,10 @@ ScenarioStats summarize(const RunLog& log) {
     st.latency_ms_p97 = loadgen_percentile(lat, 0.97);
     st.latency_ms_p99 = loadgen_percentile(lat, 0.99);
     st.latency_ms_p999 = loadgen_percentile(lat, 0.999);
-    st.latency_ms_min = lat.empty() ? 0 : lat.front();
-    st.latency_ms_max = lat.empty() ? 0 : lat.back();
-    st.latency_ms_mean = lat.empty() ? 0 : std::accumulate(lat.begin(), lat.end(), 0.0) / static_cast<double>(lat.size());
+    st.latency_ms_min = lat.empty() ? 0 : ms(lat.front());
+    st.latency_ms_max = lat.empty() ? 0 : ms(lat.back());
+    // LoadGen's mean: the integer sum over the count, truncated to ns
+    st.latency_ms_mean = lat.empty() ? 0 : ms(std::accumulate(lat.begin(), lat.end(), int64_t{0}) / st.queries);
     const auto invalid = [&](std::string why) {
         st.valid = false;
         st.invalid_reasons.push_back(std::move(why));
@@ -356,11 +364,13 @@ ScenarioStats summarize(const RunLog& log) {
                             st.min_duration_clock_s, s.min_duration_s));
     const int64_t n = st.queries;
     if (s.scenario == Scenario::server) {
-        st.latency_met = st.latency_ms_p99 <= s.latency_bound_ms;
+        // in integer ns, as LoadGen's target_latency
+        const int64_t bound_ns = std::llround(s.latency_bound_ms * 1e6);
+        st.latency_met = std::llround(st.latency_ms_p99 * 1e6) <= bound_ns;
         if (!st.latency_met)
             invalid(fmt::format("99th-percentile latency {:.3f} ms > latency bound {:g} ms", st.latency_ms_p99,
                                 s.latency_bound_ms));
-        st.overlatency_queries = lat.end() - std::upper_bound(lat.begin(), lat.end(), s.latency_bound_ms);
+        st.overlatency_queries = lat.end() - std::upper_bound(lat.begin(), lat.end(), bound_ns);
         st.early_stopping_least_queries =
             early_stopping_min_passing(st.overlatency_queries, 0.99) + st.overlatency_queries;
         st.early_stopping_met = n >= st.early_stopping_least_queries;

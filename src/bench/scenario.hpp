@@ -50,19 +50,24 @@ struct Schedule {
     std::vector<Issue> issues;
 };
 
-// Issues a performance run makes, as LoadGen generates them: at least min_query_count, and for
-// singlestream enough for twice min_duration_s at `expected_seconds_per_query` (one query's
-// latency; the run ends naturally once both minimums are met), for offline 1.1 x min_duration_s
-// (1 / throughput); server: min_query_count (make_schedule adds arrivals up to the duration).
-// 0 = unknown, min_query_count alone.
-int64_t performance_issue_count(const ScenarioSettings& s, double expected_seconds_per_query);
-// The schedule of `count` issues over `queries`, each issue's query drawn as LoadGen draws a
-// performance run's samples: uniformly, with replacement (std::uniform_int_distribution over a
-// std::mt19937 seeded with `seed`; LoadGen seeds its own from mlperf.conf, so the draws are
-// LoadGen's kind, not its sequence); with every_query_once the queries in order. singlestream: each
-// chained to the previous; offline: all at t = 0, sorted longest first (stable); server: Poisson
-// arrivals, exponential gaps of mean 1/target_qps from a std::mt19937_64 seeded with `seed`,
-// generated while the previous arrival is before min_duration_s or fewer than `count`.
+// Issues a performance run makes, as LoadGen generates them (loadgen.cc GenerateQueries,
+// test_settings_internal.cc) at LoadGen's `target_qps` (singlestream: 1 / the expected latency;
+// offline: the expected throughput): at least min_query_count; singlestream the queries its fixed
+// period (1 / target_qps, truncated to ns) schedules before twice min_duration_s, plus the one
+// that reaches it (the run ends naturally once both minimums are met); offline
+// trunc(1.1 x min_duration_s x target_qps); server: min_query_count (make_schedule adds
+// arrivals up to the duration). target_qps 0 = unknown: min_query_count alone.
+int64_t performance_issue_count(const ScenarioSettings& s, double target_qps);
+// The schedule of `count` issues over `queries`, as LoadGen generates a performance run's with
+// sample_index_rng_seed = schedule_rng_seed = `seed`: singlestream and server draw each issue's
+// query uniformly with replacement (std::uniform_int_distribution<int> over a std::mt19937), offline
+// takes the query set in order, repeated (LoadGen's contiguous samples); every_query_once (accuracy):
+// the queries in order. singlestream: each chained to the previous; offline: all at t = 0, then
+// sorted longest first (stable: bertbench's SUT policy, in the schedule so that an external SUT
+// runs the same batches); server: Poisson arrivals from t = 0, exponential gaps of mean 1/target_qps
+// (std::exponential_distribution over a second std::mt19937, each gap truncated to ns), generated
+// while the previous arrival is before min_duration_s or fewer than `count` — LoadGen's sequence
+// for the same seeds and query set.
 Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count);
 nlohmann::json schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1
 
@@ -108,6 +113,7 @@ int64_t early_stopping_min_passing(int64_t t, double p);
 struct ScenarioStats {
     int64_t queries = 0;
     double duration_s = 0;        // run start to the last completion
+    double final_query_done_s = 0;  // the completion of the last issue (LoadGen's final query)
     // The time LoadGen holds against min_duration_s: offline the last completion, server the
     // last query's scheduled arrival, singlestream the last query's issue.
     double min_duration_clock_s = 0;
@@ -123,7 +129,8 @@ struct ScenarioStats {
     double samples_per_s = 0;     // queries / duration_s
     double tokens_per_s = 0;      // real tokens / duration_s
     double scheduled_qps = 0;     // server: queries / last arrival
-    // done - arrival; percentiles at LoadGen's index sorted[floor(n x p)]
+    // done - arrival in integer ns (LoadGen's), as ms; percentiles at LoadGen's index
+    // sorted[floor(n x p)], the mean truncated to ns
     double latency_ms_p50 = 0, latency_ms_p90 = 0, latency_ms_p95 = 0, latency_ms_p97 = 0, latency_ms_p99 = 0,
            latency_ms_p999 = 0, latency_ms_mean = 0, latency_ms_min = 0, latency_ms_max = 0;
     int64_t batches = 0;

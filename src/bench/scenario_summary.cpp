@@ -51,8 +51,9 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, doubl
             o += fmt::format("90.0th percentile latency (ns) : {}\n", ns(st.latency_ms_p90));
             break;
         case Scenario::server:
-            // LoadGen: (samples - 1) / the last completion
-            o += "Completed samples per second    : " + fixed(st.duration_s > 0 ? (n - 1) / st.duration_s : 0) + "\n";
+            // LoadGen: (samples - 1) / the final query's completion
+            o += "Completed samples per second    : " +
+                 fixed(st.final_query_done_s > 0 ? (n - 1) / st.final_query_done_s : 0) + "\n";
             break;
         case Scenario::offline:
             o += "Samples per second: " + streamed(st.samples_per_s) + "\n";

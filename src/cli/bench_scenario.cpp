@@ -147,16 +147,20 @@ void check_options(const ScenarioOptions& o) {
              "--scenario_mode=accuracy");
 }
 
-// LoadGen's target_qps of a run whose issues were sized at `seconds_per_query` (0: unknown).
-double loadgen_target_qps(const bench::RunLog& l, double seconds_per_query) {
-    if (l.settings.target_qps) return *l.settings.target_qps;
-    return seconds_per_query > 0 ? 1 / seconds_per_query : 0;
+// LoadGen's target_qps (test_settings_internal.cc), what a performance run is sized by: server
+// the target; singlestream 1e9 / the expected latency in integer ns (--expected_latency_ms, else
+// `latency_ms`); offline the expected throughput (--expected_qps, else `qps`). 0: unknown.
+double loadgen_target_qps(Scenario sc, const ScenarioOptions& o, double latency_ms, double qps) {
+    if (sc == Scenario::server) return o.target_qps;
+    if (sc == Scenario::offline) return o.expected_qps > 0 ? o.expected_qps : qps;
+    const int64_t ns = std::llround((o.expected_latency_ms > 0 ? o.expected_latency_ms : latency_ms) * 1e6);
+    return ns > 0 ? 1e9 / static_cast<double>(ns) : 0;
 }
 
 void write_summary(const std::string& path, const bench::RunLog& l, const bench::ScenarioStats& st,
-                   double seconds_per_query, int64_t sample_count) {
+                   double target_qps, int64_t sample_count) {
     if (path.empty()) return;
-    write_file_atomic(path, bench::mlperf_summary_txt(l, st, loadgen_target_qps(l, seconds_per_query), sample_count));
+    write_file_atomic(path, bench::mlperf_summary_txt(l, st, target_qps, sample_count));
     log::info("wrote {} (LoadGen's mlperf_log_summary.txt)", path);
 }
 
@@ -233,12 +237,10 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     write_json(c.json_path, rep);
     if (l.settings.scenario == Scenario::server) write_svg(c.plot_path, {{l, st}}, l.sut + " server");
     // the schedule's sizing as its flags gave it; its query set: the queries the log names
-    const double spq = l.settings.scenario == Scenario::singlestream ? o.expected_latency_ms / 1e3
-                       : o.expected_qps > 0                          ? 1 / o.expected_qps
-                                                                     : 0;
     int64_t sample_count = 0;
     for (const bench::LogEntry& e : l.entries) sample_count = std::max<int64_t>(sample_count, e.q + 1);
-    write_summary(o.mlperf_summary, l, st, spq, sample_count);
+    write_summary(o.mlperf_summary, l, st,
+                  l.settings.target_qps.value_or(loadgen_target_qps(l.settings.scenario, o, 0, 0)), sample_count);
     return 0;
 }
 
@@ -316,15 +318,13 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         if (!o.mlperf_summary.empty())
             fail("--mlperf_summary: --schedule_out measures nothing; give it to --summarize_log with the SUT's raw log");
         if (o.find_peak) fail("--schedule_out: one schedule per rate; give --server_target_qps without --server_find_peak");
-        double spq = sc == Scenario::singlestream ? o.expected_latency_ms / 1e3
-                     : sc == Scenario::offline    ? (o.expected_qps > 0 ? 1 / o.expected_qps : 0)
-                                                  : 1 / o.target_qps;
-        if (!accuracy && spq == 0)
+        const double target_qps = loadgen_target_qps(sc, o, 0, 0);
+        if (!accuracy && target_qps == 0)
             log::warn("--schedule_out: no --{} given: the schedule has --min_query_count={} issues and may end before "
                       "--min_duration_s={:g}",
                       sc == Scenario::singlestream ? "expected_latency_ms" : "expected_qps", o.min_query_count,
                       o.min_duration_s);
-        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, spq);
+        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, target_qps);
         const bench::Schedule s = bench::make_schedule(settings, std::move(queries), count);
         write_file_atomic(o.schedule_out, bench::schedule_json(s).dump() + "\n");
         log::info("wrote {}: {} {} issues of {} queries", o.schedule_out, s.issues.size(), o.scenario, n);
@@ -401,7 +401,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, [&](double qps) {
             bench::ScenarioSettings s = settings;
             s.target_qps = qps;
-            runs.push_back(measure(s, bench::performance_issue_count(s, 1 / qps)));
+            runs.push_back(measure(s, bench::performance_issue_count(s, qps)));
             tried.push_back(run_json(runs.back().first, runs.back().second));
             return runs.back().second.latency_met;  // as LoadGen's FindPeakPerformance: the latency rule
         });
@@ -429,7 +429,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         for (const auto& r : runs)
             if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) {
                 write_log(r.first);
-                write_summary(o.mlperf_summary, r.first, r.second, 0, n);
+                write_summary(o.mlperf_summary, r.first, r.second, *peak.peak_qps, n);
             }
         if (!peak.peak_qps && !o.mlperf_summary.empty())
             log::warn("--mlperf_summary={}: not written: no rate was within the latency bound", o.mlperf_summary);
@@ -437,13 +437,11 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         write_json(c.json_path, rep);
         return peak.peak_qps ? 0 : 1;
     }
-    const double spq = sc == Scenario::singlestream ? (o.expected_latency_ms > 0 ? o.expected_latency_ms / 1e3 : one_ms / 1e3)
-                       : sc == Scenario::offline    ? 1 / (o.expected_qps > 0 ? o.expected_qps : capacity)
-                                                    : 1 / o.target_qps;
-    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, spq));
+    const double target_qps = loadgen_target_qps(sc, o, one_ms, capacity);
+    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, target_qps));
     rep["run"] = run_json(run_log, st);
     write_log(run_log);
-    write_summary(o.mlperf_summary, run_log, st, spq, n);
+    write_summary(o.mlperf_summary, run_log, st, target_qps, n);
     if (sc == Scenario::server) write_svg(c.plot_path, {{run_log, st}}, sut + " server, " + sysinfo::cpu_model());
     write_json(c.json_path, rep);
     return 0;

@@ -100,6 +100,11 @@ TEST(ScenarioSchedule, OfflineAndSingleStreamShapes) {
         lengths.push_back(static_cast<int>(off.queries[static_cast<size_t>(is.q)].input_ids.size()));
     }
     EXPECT_TRUE(std::is_sorted(lengths.rbegin(), lengths.rend()));  // longest first
+    // LoadGen's offline samples: the query set in order, repeated (6 of 4: 0 1 2 3 0 1), then
+    // sorted by length, stable
+    std::vector<int> qs;
+    for (const Issue& is : off.issues) qs.push_back(is.q);
+    EXPECT_EQ(qs, (std::vector<int>{1, 3, 1, 2, 0, 0}));
     // Each issue's query drawn uniformly with replacement (LoadGen's performance draw): over many
     // issues every query about equally often; accuracy's every_query_once: each once, in order.
     s.scenario = Scenario::singlestream;
@@ -129,13 +134,16 @@ TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
     s.min_duration_s = 10;
     s.min_query_count = 100;
     EXPECT_EQ(performance_issue_count(s, 0), 100);
-    EXPECT_EQ(performance_issue_count(s, 1.0), 100);      // 20 for 2 x 10 s
-    EXPECT_EQ(performance_issue_count(s, 0.01), 2000);    // singlestream: 2 x 10 s / 10 ms
+    EXPECT_EQ(performance_issue_count(s, 1.0), 100);  // 21 at 1 query/s
+    // singlestream: LoadGen's queries at 0, 10 ms, ..., 20 s (the first at or past 2 x 10 s)
+    EXPECT_EQ(performance_issue_count(s, 100), 2001);
+    EXPECT_EQ(performance_issue_count(s, 1 / 0.007), 2859);  // ceil(20 s / 7 ms) + 1
     s.scenario = Scenario::offline;
-    EXPECT_EQ(performance_issue_count(s, 0.01), 1100);    // offline: 1.1 x 10 s / 10 ms
+    EXPECT_EQ(performance_issue_count(s, 100), 1100);   // offline: 1.1 x 10 s x 100 /s
+    EXPECT_EQ(performance_issue_count(s, 33.33), 366);  // 366.63, truncated as LoadGen's
     s.scenario = Scenario::server;
     s.target_qps = 100;
-    EXPECT_EQ(performance_issue_count(s, 0.01), 100);     // server: its arrivals reach the duration
+    EXPECT_EQ(performance_issue_count(s, 100), 100);  // server: its arrivals reach the duration
     const Schedule sch = make_schedule(s, make_queries({10, 20}), 100);
     ASSERT_GE(sch.issues.size(), 2u);
     EXPECT_LT(*sch.issues[sch.issues.size() - 2].t, 10.0);  // generated while the previous was
@@ -145,8 +153,9 @@ TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
     EXPECT_EQ(make_schedule(s, make_queries({10, 20}), 2).issues.size(), 2u);
 }
 
-// LoadGen's SingleStream "ends naturally" once min_query_count issues are done and min_duration_s
-// has passed: the rest of the generated issues are not made.
+// LoadGen's SingleStream "ends naturally" after the issue that makes min_query_count and is
+// itself at or past min_duration_s (so the run's last issue meets LoadGen's min-duration clock):
+// the rest of the generated issues are not made.
 TEST(ScenarioLoop, SingleStreamEndsOnceBothMinimumsAreMet) {
     ScenarioSettings s;
     s.min_duration_s = 0.503;
@@ -155,9 +164,11 @@ TEST(ScenarioLoop, SingleStreamEndsOnceBothMinimumsAreMet) {
     FakeSut sut;  // 5 ms a query
     sut.s = &sch;
     const RunLog log = run_schedule(sch, sut.run(), sut.clock(), "fake", 1);
-    EXPECT_EQ(log.entries.size(), 101u);  // the 102nd would start at 0.505 s
-    EXPECT_LT(log.entries.back().arrival, 0.503);
-    EXPECT_GE(log.entries.back().done, 0.503);
+    EXPECT_EQ(log.entries.size(), 102u);  // the 102nd is issued at 0.505 s, the first past 0.503
+    EXPECT_GE(log.entries.back().arrival, 0.503);
+    EXPECT_LT(log.entries[100].arrival, 0.503);
+    EXPECT_TRUE(summarize(log).min_duration_met);
+    EXPECT_TRUE(summarize(log).valid);
     s.min_query_count = 150;  // the count, not the duration, decides
     const Schedule more = make_schedule(s, make_queries({100}), 1000);
     sut.s = &more;
@@ -184,7 +195,7 @@ TEST(ScenarioLoop, ServerInvariantsOnAFakeSut) {
         EXPECT_GT(e.done, e.start);
         if (e.batch != prev_batch) {  // a new batch: the SUT was free and idles for nothing
             EXPECT_EQ(e.batch, prev_batch + 1);
-            EXPECT_DOUBLE_EQ(e.start, std::max(prev_done, e.arrival)) << i;
+            EXPECT_NEAR(e.start, std::max(prev_done, e.arrival), 1e-12) << i;  // the clock's epoch rounds
             if (i > 0) batch_sizes.push_back(static_cast<int>(i - batch_first));
             batch_first = i;
             prev_batch = e.batch;
@@ -214,7 +225,7 @@ TEST(ScenarioLoop, ServerInvariantsOnAFakeSut) {
     const ScenarioStats st = summarize(log);
     double worst = 0;
     for (const LogEntry& e : log.entries) worst = std::max(worst, 1e3 * (e.done - e.arrival));
-    EXPECT_DOUBLE_EQ(st.latency_ms_max, worst);
+    EXPECT_NEAR(st.latency_ms_max, worst, 0.5e-6);  // LoadGen's integer ns
     EXPECT_EQ(st.batches, static_cast<int64_t>(batch_sizes.size()));
     EXPECT_DOUBLE_EQ(st.mean_batch_size, 3000.0 / static_cast<double>(batch_sizes.size()));
 }
