@@ -24,13 +24,20 @@ const char* scenario_name(Scenario s) {
     return s == Scenario::singlestream ? "singlestream" : s == Scenario::offline ? "offline" : "server";
 }
 
+namespace {
+
+// LoadGen's durations are whole milliseconds (min_duration_ms), generated against in ns.
+int64_t duration_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000'000; }
+
+}  // namespace
+
 int64_t performance_issue_count(const ScenarioSettings& s, double target_qps) {
     int64_t n = s.min_query_count;
     if (target_qps > 0 && s.scenario == Scenario::singlestream) {
         // LoadGen generates at a fixed period (duration_cast<ns> of 1 / target_qps) while the
         // previous query's time is before twice the duration: ceil(2D / period) + 1 queries
         const auto period_ns = static_cast<int64_t>((1.0 / target_qps) * 1e9);
-        const auto horizon_ns = static_cast<int64_t>(2 * s.min_duration_s * 1e9);
+        const int64_t horizon_ns = 2 * duration_ns(s.min_duration_s);
         if (period_ns > 0) n = std::max(n, (horizon_ns + period_ns - 1) / period_ns + 1);
     } else if (target_qps > 0 && s.scenario == Scenario::offline) {
         // test_settings_internal.cc: samples_per_query = max(min_query_count, uint64(1.1 D qps))
@@ -49,9 +56,21 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     if (s.scenario != Scenario::server) out.settings.target_qps.reset();
     out.queries = std::move(queries);
     const int n = static_cast<int>(out.queries.size());
-    std::mt19937 sample_rng(static_cast<std::mt19937::result_type>(s.seed));
-    std::uniform_int_distribution<int> sample(0, n - 1);
     const bool in_order = s.every_query_once || s.scenario == Scenario::offline;
+    std::mt19937 sample_rng(static_cast<std::mt19937::result_type>(s.sample_index_rng_seed));
+    if (!in_order) {
+        // GenerateQueries builds, from sample_rng, the accuracy mode's distribution (one shuffle of
+        // the set) and the equal-issue one (a shuffle per started set of min_query_count) before
+        // it draws: the same shuffles here, so that the draws are LoadGen's
+        std::vector<size_t> idx(static_cast<size_t>(n));
+        std::iota(idx.begin(), idx.end(), size_t{0});
+        std::shuffle(idx.begin(), idx.end(), sample_rng);
+        for (int64_t j = 0; j < s.min_query_count; j += n) {
+            std::iota(idx.begin(), idx.end(), size_t{0});
+            std::shuffle(idx.begin(), idx.end(), sample_rng);
+        }
+    }
+    std::uniform_int_distribution<int> sample(0, n - 1);
     const auto draw = [&](size_t i) {
         return in_order ? static_cast<int>(i % static_cast<size_t>(n)) : sample(sample_rng);
     };
@@ -59,11 +78,11 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
         // arrivals while the previous one is before min_duration_s or fewer than `count` (so the
         // last scheduled arrival reaches the duration); accuracy's every_query_once: `count`
         // exactly (LoadGen's AccuracyOnly has no duration). Integer ns, as LoadGen's timestamps.
-        std::mt19937 schedule_rng(static_cast<std::mt19937::result_type>(s.seed));
+        std::mt19937 schedule_rng(static_cast<std::mt19937::result_type>(s.schedule_rng_seed));
         std::exponential_distribution<> gap(*s.target_qps);
         int64_t t_ns = 0;
-        const auto duration_ns = static_cast<int64_t>(s.every_query_once ? 0.0 : s.min_duration_s * 1e9);
-        for (int64_t prev = 0; prev < duration_ns || static_cast<int64_t>(out.issues.size()) < count;) {
+        const int64_t until_ns = s.every_query_once ? 0 : duration_ns(s.min_duration_s);
+        for (int64_t prev = 0; prev < until_ns || static_cast<int64_t>(out.issues.size()) < count;) {
             if (out.issues.size() >= (size_t{1} << 31))
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
                      *s.target_qps, s.min_duration_s);
@@ -100,12 +119,22 @@ nlohmann::json schedule_json(const Schedule& s) {
                         {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
                         {"latency_bound_ms", st.latency_bound_ms},
                         {"batch_size", st.batch_size},
-                        {"seed", st.seed},
+                        {"qsl_rng_seed", st.qsl_rng_seed},
+                        {"sample_index_rng_seed", st.sample_index_rng_seed},
+                        {"schedule_rng_seed", st.schedule_rng_seed},
                         {"min_duration_s", st.min_duration_s},
                         {"min_query_count", st.min_query_count}};
     j["queries"] = std::move(queries);
     j["issues"] = std::move(issues);
     return j;
+}
+
+std::vector<size_t> loaded_set_order(size_t n, uint64_t qsl_rng_seed) {
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 qsl_rng(static_cast<std::mt19937::result_type>(qsl_rng_seed));
+    std::shuffle(order.begin(), order.end(), qsl_rng);
+    return order;
 }
 
 // ---- raw log ----

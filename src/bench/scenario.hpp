@@ -25,7 +25,9 @@ struct ScenarioSettings {
     std::optional<double> target_qps;  // server: the Poisson rate (queries/s)
     double latency_bound_ms = 130;     // server: valid iff p99 latency <= this (MLPerf BERT)
     int batch_size = 1;                // the most queries one batch takes (singlestream: 1)
-    uint64_t seed = 0;                 // Poisson arrivals, sample draws, --scenario_queries sampling
+    // LoadGen's three seeds (mlperf.conf's names): the performance set's order, the sample draws,
+    // the Server arrivals
+    uint64_t qsl_rng_seed = 0, sample_index_rng_seed = 0, schedule_rng_seed = 0;
     bool every_query_once = false;     // accuracy: the query set in order, each once (no draws)
     double min_duration_s = 60;
     int64_t min_query_count = 100;
@@ -58,18 +60,23 @@ struct Schedule {
 // trunc(1.1 x min_duration_s x target_qps); server: min_query_count (make_schedule adds
 // arrivals up to the duration). target_qps 0 = unknown: min_query_count alone.
 int64_t performance_issue_count(const ScenarioSettings& s, double target_qps);
-// The schedule of `count` issues over `queries`, as LoadGen generates a performance run's with
-// sample_index_rng_seed = schedule_rng_seed = `seed`: singlestream and server draw each issue's
-// query uniformly with replacement (std::uniform_int_distribution<int> over a std::mt19937), offline
-// takes the query set in order, repeated (LoadGen's contiguous samples); every_query_once (accuracy):
-// the queries in order. singlestream: each chained to the previous; offline: all at t = 0, then
-// sorted longest first (stable: bertbench's SUT policy, in the schedule so that an external SUT
-// runs the same batches); server: Poisson arrivals from t = 0, exponential gaps of mean 1/target_qps
-// (std::exponential_distribution over a second std::mt19937, each gap truncated to ns), generated
-// while the previous arrival is before min_duration_s or fewer than `count` — LoadGen's sequence
-// for the same seeds and query set.
+// The schedule of `count` issues over `queries` (LoadGen's loaded performance set, in its order:
+// loaded_set_order), as LoadGen's GenerateQueries generates a performance run's: singlestream and
+// server draw each issue's query uniformly with replacement (std::uniform_int_distribution<int>
+// over a std::mt19937 seeded with sample_index_rng_seed, after the two shuffles GenerateQueries
+// makes with it for distributions a performance run does not use), offline takes the set in
+// order, repeated (LoadGen's contiguous samples); every_query_once (accuracy): the queries in
+// order. singlestream: each chained to the previous; offline: all at t = 0, then sorted longest
+// first (stable: bertbench's SUT policy, in the schedule so that an external SUT runs the same
+// batches); server: Poisson arrivals from t = 0, exponential gaps of mean 1/target_qps
+// (std::exponential_distribution over a std::mt19937 seeded with schedule_rng_seed, each gap
+// truncated to ns), generated while the previous arrival is before min_duration_s or fewer than
+// `count`. Checked issue for issue against LoadGen's GenerateQueries.
 Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count);
 nlohmann::json schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1
+// LoadGen's performance set (GenerateLoadableSets): the first n samples of the query set, in the
+// order std::shuffle gives them with a std::mt19937 seeded with qsl_rng_seed.
+std::vector<size_t> loaded_set_order(size_t n, uint64_t qsl_rng_seed);
 
 // ---- the SUT loop ----
 struct LogEntry {

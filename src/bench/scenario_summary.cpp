@@ -134,13 +134,17 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, doubl
     o += "max_duration (ms): 0\n";
     o += fmt::format("min_query_count : {}\n", offline ? 1 : s.min_query_count);
     o += "max_query_count : 0\n";
-    for (const char* seed : {"qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed"})
-        o += fmt::format("{} : {}\n", seed, s.seed);
+    o += fmt::format("qsl_rng_seed : {}\nsample_index_rng_seed : {}\nschedule_rng_seed : {}\n", s.qsl_rng_seed,
+                     s.sample_index_rng_seed, s.schedule_rng_seed);
     o += "accuracy_log_rng_seed : 0\naccuracy_log_probability : 0\naccuracy_log_sampling_target : 0\n"
          "print_timestamps : 0\nperformance_issue_unique : 0\nperformance_issue_same : 0\n"
          "performance_issue_same_index : 0\n";
     o += fmt::format("performance_sample_count : {}\naccuracy_sample_count : {}\n", sample_count, sample_count);
-    o += "\nNo warnings encountered during test.\n\nNo errors encountered during test.\n";
+    // A singlestream run ends naturally only with both minimums met; otherwise LoadGen's issue
+    // loop ran out of generated queries, which it logs as an error
+    const bool ran_out = s.scenario == Scenario::singlestream && !(st.min_queries_met && st.min_duration_met);
+    o += "\nNo warnings encountered during test.\n";
+    o += ran_out ? "\n1 ERROR encountered. See detailed log.\n" : "\nNo errors encountered during test.\n";
     return o;
 }
 

@@ -57,14 +57,12 @@ std::vector<Query> queries_of(const std::vector<data::SquadFeature>& features) {
     return out;
 }
 
-std::vector<Query> select_queries(std::vector<Query> all, int n, bool seeded, uint64_t seed) {
-    if (n <= 0 || static_cast<size_t>(n) >= all.size()) return all;
-    if (seeded) {
-        std::mt19937_64 rng(seed);
-        std::shuffle(all.begin(), all.end(), rng);
-    }
-    all.resize(static_cast<size_t>(n));
-    return all;
+std::vector<Query> select_queries(const std::vector<Query>& all, int n, uint64_t qsl_rng_seed) {
+    const size_t count = n <= 0 ? all.size() : std::min(all.size(), static_cast<size_t>(n));
+    std::vector<Query> out;
+    out.reserve(count);
+    for (const size_t i : loaded_set_order(count, qsl_rng_seed)) out.push_back(all[i]);
+    return out;
 }
 
 struct EngineSut::Impl {

@@ -21,9 +21,9 @@ std::vector<Query> read_squad_queries(const std::vector<std::string>& files, int
                                       bool skip_corrupt_records = false);
 // Queries of in-memory features (accuracy mode without --data: the features of --predict_file).
 std::vector<Query> queries_of(const std::vector<data::SquadFeature>& features);
-// LoadGen's performance sample count: the first n queries, or (seeded) n drawn without
-// replacement by a std::mt19937_64 shuffle; n = 0 or n >= size: all, unchanged.
-std::vector<Query> select_queries(std::vector<Query> all, int n, bool seeded, uint64_t seed);
+// LoadGen's performance set of performance_sample_count n (0 or >= size: all): the first n queries,
+// in loaded_set_order(n, qsl_rng_seed) (scenario.hpp).
+std::vector<Query> select_queries(const std::vector<Query>& all, int n, uint64_t qsl_rng_seed);
 
 class EngineSut {
 public:

@@ -27,6 +27,7 @@
 namespace bertbench::cli {
 
 void ScenarioOptions::add(Flags& f) {
+    flags = &f;
     f.add("scenario", &scenario,
           "MLPerf Inference scenario over a SQuAD query set (--data: run_squad.py eval features, "
           "each query at its real length): singlestream | offline | server (docs/benchmark.md "
@@ -51,9 +52,12 @@ void ScenarioOptions::add(Flags& f) {
     f.add("expected_qps", &expected_qps,
           "offline: sizes the query count to --min_duration_s (0: the warm-up's full-batch capacity)");
     f.add("scenario_queries", &scenario_queries,
-          "the query set: the first N features of --data (0: all; LoadGen's performance sample count)");
-    f.add("scenario_sample", &sample_queries, "--scenario_queries: a seeded sample instead of the first N");
-    f.add("scenario_seed", &seed, "seed of the Poisson arrivals and of --scenario_sample");
+          "LoadGen's performance sample count: the performance set is the first N features of --data "
+          "(0: all), in the order --qsl_rng_seed shuffles them");
+    f.add("scenario_seed", &seed, "LoadGen's three seeds below, where not given one by one");
+    f.add("qsl_rng_seed", &qsl_rng_seed, "LoadGen's (mlperf.conf): the order of the performance set");
+    f.add("sample_index_rng_seed", &sample_index_rng_seed, "LoadGen's (mlperf.conf): the draws of each issue's query");
+    f.add("schedule_rng_seed", &schedule_rng_seed, "LoadGen's (mlperf.conf): the Server arrivals");
     f.add("scenario_log", &log_path, "write the raw per-query log (bertbench-scenario-log/1) to this file");
     f.add("accuracy_log", &accuracy_log,
           "accuracy mode: also write the logits as LoadGen's mlperf_log_accuracy.json (seq_id, qsl_idx = "
@@ -118,13 +122,20 @@ std::string accuracy_log_json(const std::vector<data::SquadFeature>& features,
     return out + "]\n";
 }
 
+// One of LoadGen's seeds: its own flag, else --scenario_seed.
+uint64_t seed_of(const ScenarioOptions& o, const char* flag, uint64_t value) {
+    return o.flags != nullptr && o.flags->is_set(flag) ? value : o.seed;
+}
+
 bench::ScenarioSettings settings_of(const ScenarioOptions& o, Scenario sc, int batch_size) {
     bench::ScenarioSettings s;
     s.scenario = sc;
     if (sc == Scenario::server && o.target_qps > 0) s.target_qps = o.target_qps;
     s.latency_bound_ms = o.latency_bound_ms;
     s.batch_size = sc == Scenario::singlestream ? 1 : batch_size;
-    s.seed = static_cast<uint64_t>(o.seed);
+    s.qsl_rng_seed = seed_of(o, "qsl_rng_seed", o.qsl_rng_seed);
+    s.sample_index_rng_seed = seed_of(o, "sample_index_rng_seed", o.sample_index_rng_seed);
+    s.schedule_rng_seed = seed_of(o, "schedule_rng_seed", o.schedule_rng_seed);
     s.min_duration_s = o.min_duration_s;
     s.min_query_count = o.min_query_count;
     return s;
@@ -227,7 +238,11 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     bench::ScenarioSettings rules;
     rules.min_duration_s = o.min_duration_s;
     rules.min_query_count = o.min_query_count;
-    const bench::RunLog l = bench::parse_log_json(j, "--summarize_log=" + o.summarize_log, rules);
+    bench::RunLog l = bench::parse_log_json(j, "--summarize_log=" + o.summarize_log, rules);
+    const bench::ScenarioSettings given = settings_of(o, l.settings.scenario, 1);  // the seeds (not in the log)
+    l.settings.qsl_rng_seed = given.qsl_rng_seed;
+    l.settings.sample_index_rng_seed = given.sample_index_rng_seed;
+    l.settings.schedule_rng_seed = given.schedule_rng_seed;
     const bench::ScenarioStats st = bench::summarize(l);
     std::cout << bench::stats_line(l, st) << "\n";
     nlohmann::json rep = report_shell("summarize_log " + o.summarize_log, c);
@@ -300,8 +315,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         c.data_files.empty() ? bench::queries_of(eval->features)
                              : bench::read_squad_queries(c.data_files, seq_len, config.vocab_size, c.skip_corrupt_records);
     if (!accuracy)
-        queries = bench::select_queries(std::move(queries), o.scenario_queries, o.sample_queries,
-                                        static_cast<uint64_t>(o.seed));
+        queries = bench::select_queries(queries, o.scenario_queries, seed_of(o, "qsl_rng_seed", o.qsl_rng_seed));
     const int n = static_cast<int>(queries.size());
     std::vector<int> by_length(static_cast<size_t>(n));
     std::iota(by_length.begin(), by_length.end(), 0);

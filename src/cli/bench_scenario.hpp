@@ -17,9 +17,11 @@ struct ScenarioOptions {
     std::string predict_file, vocab_file, init_checkpoint;
     double target_qps = 0, latency_bound_ms = 130, min_duration_s = 60;
     double expected_latency_ms = 0, expected_qps = 0, peak_precision = 0.05;
-    int64_t min_query_count = 100, seed = 0;
+    int64_t min_query_count = 100;
+    uint64_t seed = 0, qsl_rng_seed = 0, sample_index_rng_seed = 0, schedule_rng_seed = 0;
     int scenario_queries = 0, peak_max_runs = 10, doc_stride = 128, max_query_length = 64;
-    bool sample_queries = false, find_peak = false, do_lower_case = true;
+    bool find_peak = false, do_lower_case = true;
+    const Flags* flags = nullptr;  // which of the seeds were given
     void add(Flags& flags);
     bool active() const { return !scenario.empty() || !summarize_log.empty(); }
 };

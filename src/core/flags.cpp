@@ -1,6 +1,7 @@
 #include "core/flags.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -78,6 +79,7 @@ void Flags::add(const std::string& n, std::string* v, const std::string& h) { ad
 void Flags::add(const std::string& n, bool* v, const std::string& h) { add_flag(n, v, h); }
 void Flags::add(const std::string& n, int* v, const std::string& h) { add_flag(n, v, h); }
 void Flags::add(const std::string& n, int64_t* v, const std::string& h) { add_flag(n, v, h); }
+void Flags::add(const std::string& n, uint64_t* v, const std::string& h) { add_flag(n, v, h); }
 void Flags::add(const std::string& n, double* v, const std::string& h) { add_flag(n, v, h); }
 
 void Flags::allow_positional(const std::string& usage) {
@@ -192,6 +194,14 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                 const double v = std::strtod(text.c_str(), &end);
                 if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
                     fail("{}: expected a number, got \"{}\"", what, text);
+                *p = v;
+            } else if constexpr (std::is_same_v<T, uint64_t>) {
+                char* end = nullptr;
+                errno = 0;
+                const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+                if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' ||
+                    errno == ERANGE)
+                    fail("{}: expected an integer 0 .. 18446744073709551615, got \"{}\"", what, text);
                 *p = v;
             } else {
                 char* end = nullptr;

@@ -26,6 +26,7 @@ public:
     void add(const std::string& name, bool* value, const std::string& help);
     void add(const std::string& name, int* value, const std::string& help);
     void add(const std::string& name, int64_t* value, const std::string& help);
+    void add(const std::string& name, uint64_t* value, const std::string& help);  // 0 .. 2^64 - 1
     void add(const std::string& name, double* value, const std::string& help);
 
     // `alias` is another script's name for the registered flag `canonical` (--model_dir for
@@ -61,7 +62,7 @@ public:
     nlohmann::json to_json() const;  // the effective configuration, every flag by name
 
 private:
-    using Target = std::variant<std::string*, bool*, int*, int64_t*, double*>;
+    using Target = std::variant<std::string*, bool*, int*, int64_t*, uint64_t*, double*>;
     struct Flag {
         std::string name, help, default_text;
         Target target;

@@ -326,6 +326,16 @@ std::string ImportReport::summary() const {
         loaded.size(), list(missing), list(unexpected), list(ignored));
 }
 
+int64_t vocab_padding_rows(const BertConfig& config, const std::string& tf_name, const std::vector<int64_t>& want,
+                           const std::vector<int64_t>& got) {
+    if (tf_name != "bert/embeddings/word_embeddings" && tf_name != "cls/predictions/output_bias") return 0;
+    const int64_t padded = (config.vocab_size + 7) / 8 * 8;
+    if (padded == config.vocab_size || want.empty() || got.size() != want.size() || want[0] != config.vocab_size ||
+        got[0] != padded || !std::equal(want.begin() + 1, want.end(), got.begin() + 1))
+        return 0;
+    return padded - config.vocab_size;
+}
+
 ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSourceTensor>& tensors,
                                const std::function<void(size_t, std::span<float>)>& read,
                                const ParamTable& table, std::span<float> params) {
@@ -348,7 +358,8 @@ ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSour
         }
         std::vector<int64_t> want = p->shape;
         if (m.transpose) std::swap(want[0], want[1]);
-        if (tensors[i].shape != want)
+        const int64_t extra_rows = vocab_padding_rows(table.config(), m.tf_name, want, tensors[i].shape);
+        if (tensors[i].shape != want && extra_rows == 0)
             fail("{}: tensor \"{}\" (-> {}): expected shape {}{}, got {}", path, hf, m.tf_name,
                  shape_str(want), m.transpose ? " (HF [out, in])" : "", shape_str(tensors[i].shape));
         if (filled.count(m.tf_name)) {  // cls.predictions.bias and .decoder.bias are one tensor
@@ -356,7 +367,13 @@ ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSour
             continue;
         }
         std::span<float> dst = params.subspan(p->offset, p->size);
-        if (!m.transpose) {
+        if (extra_rows > 0) {  // the first vocab_size rows (row-major), the padding dropped
+            std::vector<float> src(p->size + static_cast<size_t>(extra_rows) * (p->size / static_cast<size_t>(want[0])));
+            read(i, src);
+            std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(p->size), dst.begin());
+            report.ignored.push_back(fmt::format("{} rows {}..{} (NVIDIA's vocabulary padding to a multiple of 8)", hf,
+                                                 want[0], tensors[i].shape[0] - 1));
+        } else if (!m.transpose) {
             read(i, dst);
         } else {
             std::vector<float> src(p->size);  // [out, in]

@@ -105,6 +105,15 @@ struct ImportReport {
     std::string summary() const;          // one line
 };
 
+// NVIDIA's PyTorch scripts pad the vocabulary to a multiple of 8 in the model (run_pretraining.py,
+// run_squad.py: vocab_size += 8 - vocab_size % 8), so their checkpoints' word embeddings and MLM
+// output bias have up to 7 rows more than bert_config.json's vocab_size; no token id reaches
+// them. The number of such rows when `got` is `want` ([vocab_size, ...]) padded so and `tf_name`
+// is one of those two tensors, else 0. Importers keep the first vocab_size rows (the MLM softmax
+// then leaves out the padding rows' logits, which NVIDIA's includes).
+int64_t vocab_padding_rows(const BertConfig& config, const std::string& tf_name, const std::vector<int64_t>& want,
+                           const std::vector<int64_t>& got);
+
 // One tensor of a file with HF (or NVIDIA) names, for import_hf_tensors.
 struct HfSourceTensor {
     std::string name;            // as in the file

@@ -227,6 +227,21 @@ bool to_f32(const Tensor& t, std::vector<float>* out) {
     return true;
 }
 
+// NVIDIA's vocabulary padding (checkpoint.hpp vocab_padding_rows) dropped from the input's word
+// embeddings and MLM output bias, each noted in `notes`.
+void drop_vocab_padding(const BertConfig& config, std::vector<Tensor>& tensors, std::vector<std::string>& notes) {
+    const ParamTable pretraining(config, Heads::pretraining);
+    for (Tensor& t : tensors) {
+        const ParamInfo* p = pretraining.find(t.name);
+        const int64_t extra = p ? vocab_padding_rows(config, t.name, p->shape, t.shape) : 0;
+        if (extra == 0) continue;
+        t.bytes.resize(t.bytes.size() / static_cast<size_t>(t.shape[0]) * static_cast<size_t>(p->shape[0]));
+        notes.push_back(fmt::format("{} rows {}..{} (NVIDIA's vocabulary padding to a multiple of 8)", t.name,
+                                    p->shape[0], t.shape[0] - 1));
+        t.shape[0] = p->shape[0];
+    }
+}
+
 // Every model tensor of the input must have the shape `config` gives it (a config of another size
 // would be written beside the weights, and found wrong only by whatever loads them).
 void check_config_fits(const BertConfig& config, const std::string& config_source, const std::vector<Tensor>& tensors) {
@@ -347,6 +362,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         config = CheckpointReader(o.input).config();
         have_config = true;
     }
+    if (have_config) drop_vocab_padding(config, in.tensors, in.skipped);
     if (have_config)
         check_config_fits(config, o.bert_config_file.empty() ? o.input + " (its bert_config)"
                                                              : "--bert_config_file=" + o.bert_config_file,

@@ -33,7 +33,7 @@ ScenarioSettings server(double qps, int batch, uint64_t seed = 1) {
     s.scenario = Scenario::server;
     s.target_qps = qps;
     s.batch_size = batch;
-    s.seed = seed;
+    s.sample_index_rng_seed = s.schedule_rng_seed = seed;
     s.min_duration_s = 0;
     s.min_query_count = 1;
     return s;
@@ -86,6 +86,50 @@ TEST(ScenarioSchedule, PoissonArrivalsAreSeededWithTheTargetMeanRate) {
     }
     const double m = sum / (n - 1), sd = std::sqrt(sum2 / (n - 1) - m * m);
     EXPECT_NEAR(sd / m, 1.0, 0.05);
+}
+
+// LoadGen's own sequences (mlcommons/inference b66003e: GenerateLoadableSets and GenerateQueries
+// of loadgen.cc, compiled with a 97-sample QSL of performance_sample_count 97 and all three seeds
+// equal, their output copied here): the performance set's order, the Server arrivals in ns and
+// their samples, SingleStream's draws and count, Offline's contiguous samples.
+TEST(ScenarioSchedule, LoadGensOwnSequences) {
+    std::vector<int> lengths(97, 30);
+    const std::vector<Query> all = make_queries(lengths);
+    const auto sample = [&](const Schedule& s, size_t i) {  // the issue's QSL index
+        return s.queries[static_cast<size_t>(s.issues[i].q)].unique_id - 1000000000;
+    };
+    const auto seeded = [](Scenario sc, uint64_t seed, double duration_s, int64_t count) {
+        ScenarioSettings s;
+        s.scenario = sc;
+        s.qsl_rng_seed = s.sample_index_rng_seed = s.schedule_rng_seed = seed;
+        s.min_duration_s = duration_s;
+        s.min_query_count = count;
+        return s;
+    };
+    const std::vector<size_t> order = loaded_set_order(97, 7);
+    EXPECT_EQ(std::vector<size_t>(order.begin(), order.begin() + 8), (std::vector<size_t>{35, 92, 50, 53, 80, 66, 23, 15}));
+    ScenarioSettings sv = seeded(Scenario::server, 7, 1.0, 20);
+    sv.target_qps = 30;
+    const Schedule server = make_schedule(sv, select_queries(all, 0, 7), performance_issue_count(sv, 30));
+    ASSERT_EQ(server.issues.size(), 34u);
+    const std::vector<std::pair<int64_t, int64_t>> first = {
+        {0, 17}, {8597165, 12}, {21402238, 30}, {148965442, 27}, {169233551, 59}, {181506476, 38}};
+    for (size_t i = 0; i < first.size(); ++i) {
+        EXPECT_EQ(std::llround(*server.issues[i].t * 1e9), first[i].first) << i;
+        EXPECT_EQ(sample(server, i), first[i].second) << i;
+    }
+    EXPECT_EQ(std::llround(*server.issues.back().t * 1e9), 1049428392);
+    EXPECT_EQ(sample(server, 33), 4);
+    const ScenarioSettings ss = seeded(Scenario::singlestream, 12345, 0.5, 150);
+    const Schedule single = make_schedule(ss, select_queries(all, 0, 12345), performance_issue_count(ss, 1e9 / 7e6));
+    ASSERT_EQ(single.issues.size(), 150u);
+    const std::vector<int64_t> draws = {3, 14, 67, 96, 59, 64, 50, 40};
+    for (size_t i = 0; i < draws.size(); ++i) EXPECT_EQ(sample(single, i), draws[i]) << i;
+    const ScenarioSettings off = seeded(Scenario::offline, 3, 1.0, 5);
+    const Schedule offline = make_schedule(off, select_queries(all, 0, 3), performance_issue_count(off, 30));
+    ASSERT_EQ(offline.issues.size(), 33u);
+    const std::vector<int64_t> contiguous = {46, 65, 54, 35, 5, 68, 43, 72};  // equal lengths: no reordering
+    for (size_t i = 0; i < contiguous.size(); ++i) EXPECT_EQ(sample(offline, i), contiguous[i]) << i;
 }
 
 TEST(ScenarioSchedule, OfflineAndSingleStreamShapes) {
@@ -454,6 +498,12 @@ TEST(ScenarioSummary, ServerAndOfflineLines) {
     has(offline, "samples_per_query : 100\ntarget_qps : 5.5\ntarget_latency (ns): 0\nmax_async_queries : 1\n"
                  "min_duration (ms): 60000\nmax_duration (ms): 0\nmin_query_count : 1\n");
     EXPECT_EQ(offline.find("Early Stopping Result"), std::string::npos);
+    EXPECT_NE(offline.find("\nNo errors encountered during test.\n"), std::string::npos);
+    // a singlestream run short of its duration ran out of generated queries: LoadGen's error
+    log = hundred(Scenario::singlestream);
+    log.settings.min_duration_s = 60;
+    has(mlperf_summary_txt(log, summarize(log), 10, 3), "\nNo warnings encountered during test.\n\n1 ERROR encountered. "
+                                                       "See detailed log.\n");
 }
 
 TEST(ScenarioChecks, UnmeetableTargetsAreNamedBeforeMeasuring) {
@@ -530,18 +580,13 @@ TEST(ScenarioQueries, GoldenEvalFeaturesAtTheirRealLength) {
         EXPECT_EQ(qs[i].input_ids.back(), 102);   // [SEP]
     }
     EXPECT_EQ(i, qs.size());
-    // --scenario_queries: the first N, or a seeded sample of distinct queries
-    EXPECT_EQ(select_queries(qs, 5, false, 0).back().unique_id, qs[4].unique_id);
-    const std::vector<Query> a = select_queries(qs, 10, true, 3), b = select_queries(qs, 10, true, 3);
+    // --scenario_queries: the first N, in LoadGen's loaded order
+    const std::vector<Query> a = select_queries(qs, 10, 3);
     std::set<int64_t> ids;
-    for (size_t k = 0; k < a.size(); ++k) {
-        EXPECT_EQ(a[k].unique_id, b[k].unique_id);
-        ids.insert(a[k].unique_id);
-    }
+    for (const Query& q : a) ids.insert(q.unique_id);
     EXPECT_EQ(ids.size(), 10u);
-    EXPECT_NE(select_queries(qs, 10, true, 4).front().unique_id * 1000 + select_queries(qs, 10, true, 4)[1].unique_id,
-              a.front().unique_id * 1000 + a[1].unique_id);
-    EXPECT_EQ(select_queries(qs, 0, true, 3).size(), qs.size());
+    for (size_t k = 0; k < 10; ++k) EXPECT_TRUE(ids.count(qs[k].unique_id)) << k;
+    EXPECT_EQ(select_queries(qs, 0, 3).size(), qs.size());
 }
 
 }  // namespace

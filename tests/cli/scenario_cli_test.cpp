@@ -148,14 +148,17 @@ TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
 TEST(ScenarioCli, ScheduleForAnExternalSut) {
     const std::string out = tmp("schedule.json");
     const auto r = run_bertbench(tiny() + "--scenario=server --server_target_qps=25 --batch_size=2 --scenario_seed=9 "
-                                 "--min_duration_s=2 --min_query_count=10 --schedule_out=" + out);
+                                 "--schedule_rng_seed=16159082839903944936 --min_duration_s=2 --min_query_count=10 "
+                                 "--schedule_out=" + out);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const nlohmann::json j = read_json(out);
     EXPECT_EQ(j["format"], "bertbench-scenario-schedule/1");
     EXPECT_EQ(j["scenario"], "server");
     EXPECT_EQ(j["target_qps"], 25);
     EXPECT_EQ(j["batch_size"], 2);
-    EXPECT_EQ(j["seed"], 9);
+    EXPECT_EQ(j["qsl_rng_seed"], 9);  // --scenario_seed where a seed is not given by name
+    EXPECT_EQ(j["sample_index_rng_seed"], 9);
+    EXPECT_EQ(j["schedule_rng_seed"].get<uint64_t>(), 16159082839903944936ull);  // mlperf.conf's, above 2^63
     // LoadGen's server generation: Poisson arrivals until the one before the last is past 2 s
     const auto& issues = j["issues"];
     ASSERT_GE(issues.size(), 10u);

@@ -92,6 +92,26 @@ TEST(Flags, Errors) {
     }
 }
 
+// Unsigned 64-bit flags (mlperf.conf's LoadGen seeds reach 2^64 - 1): every value, no sign, no
+// overflow.
+TEST(Flags, Unsigned64) {
+    const auto parse = [](const std::string& text) {
+        uint64_t v = 0;
+        Flags f("test", "testing");
+        f.add("seed", &v, "a seed");
+        std::string arg = "--seed=" + text;
+        char name[] = "test";
+        char* argv[] = {name, arg.data()};
+        f.parse(2, argv);
+        return v;
+    };
+    EXPECT_EQ(parse("0"), 0u);
+    EXPECT_EQ(parse("16159082839903944936"), 16159082839903944936ull);
+    EXPECT_EQ(parse("18446744073709551615"), UINT64_MAX);
+    for (const char* bad : {"-1", "+1", "18446744073709551616", "1e3", "", " 1", "0x10"})
+        EXPECT_THROW(parse(bad), Error) << bad;
+}
+
 TEST(Flags, HelpStopsParsing) {
     Parsed p;
     testing::internal::CaptureStdout();

@@ -9,6 +9,9 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/torch_checkpoint.hpp"
+#include "model/convert.hpp"
 #include "test_util.hpp"
 
 namespace bertbench::model {
@@ -210,6 +213,72 @@ TEST(Checkpoint, ImportsHuggingFaceBert) {
     EXPECT_NE(e.find("bert/encoder/layer_0/intermediate/dense/kernel"), std::string::npos) << e;
     EXPECT_NE(e.find("expected shape [48, 24] (HF [out, in]), got [40, 24]"), std::string::npos)
         << e;
+}
+
+// NVIDIA's PyTorch checkpoints: the vocabulary padded to a multiple of 8 in the model (101 -> 104
+// rows of word embeddings and MLM output bias, the padding rows holding values no token reaches).
+// The import and `convert --bert_config_file` keep the config's 101 rows, bit for bit, and say so;
+// any other row count stays a shape error.
+TEST(Checkpoint, NvidiasPaddedVocabularyIsTrimmedToTheConfigs) {
+    TmpDir dir;
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 3);
+    const auto write = [&](const std::string& path, int64_t rows) {
+        std::vector<std::vector<float>> values;
+        std::vector<io::TorchOutTensor> out;
+        values.reserve(table.entries().size());
+        for (const ParamInfo& p : table.entries()) {
+            std::string hf;
+            bool tr = false;
+            ASSERT_TRUE(tf_to_hf_name(p.name, &hf, &tr)) << p.name;
+            const auto v = table.view(std::span<const float>(w), p.name);
+            std::vector<int64_t> shape = p.shape;
+            values.emplace_back(v.begin(), v.end());
+            if (tr) {  // [in, out] -> Linear's [out, in]
+                for (int64_t i = 0; i < shape[0]; ++i)
+                    for (int64_t j = 0; j < shape[1]; ++j) values.back()[j * shape[0] + i] = v[i * shape[1] + j];
+                std::swap(shape[0], shape[1]);
+            }
+            if (p.name == "bert/embeddings/word_embeddings" || p.name == "cls/predictions/output_bias") {
+                values.back().resize(values.back().size() / 101 * rows, 99.0f);
+                shape[0] = rows;
+            }
+            if (hf.find("intermediate.dense") != std::string::npos) hf.replace(hf.find("dense"), 5, "dense_act");
+            out.push_back({hf, shape, values.back()});
+        }
+        io::write_torch_checkpoint(path, out);
+    };
+    write(dir.file("ckpt_1.pt"), 104);
+    std::vector<float> got(table.total_floats(), -5.0f);
+    const ImportReport rep = import_torch_checkpoint(dir.file("ckpt_1.pt"), table, got);
+    EXPECT_TRUE(rep.missing.empty());
+    for (const ParamInfo& p : table.entries()) {
+        const auto a = table.view(std::span<const float>(w), p.name), b = table.view(std::span<const float>(got), p.name);
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << p.name;
+    }
+    EXPECT_NE(rep.summary().find("bert.embeddings.word_embeddings.weight rows 101..103 (NVIDIA's vocabulary padding"),
+              std::string::npos) << rep.summary();
+    EXPECT_NE(rep.summary().find("cls.predictions.bias rows 101..103"), std::string::npos) << rep.summary();
+    // convert with the config: the same 101 rows in the output
+    const std::string cfg = dir.file("bert_config.json");
+    write_file_atomic(cfg, checkpoint_config().to_json().dump());
+    ConvertOptions o;
+    o.input = dir.file("ckpt_1.pt");
+    o.output = dir.file("out.safetensors");
+    o.bert_config_file = cfg;
+    const ConvertResult res = convert_checkpoint(o);
+    EXPECT_NE(res.summary().find("bert/embeddings/word_embeddings rows 101..103"), std::string::npos) << res.summary();
+    std::vector<float> back(table.total_floats());
+    load_checkpoint(o.output, table, back);
+    EXPECT_EQ(back, w);
+    // 105 rows is no padding to a multiple of 8: a shape error naming it
+    write(dir.file("ckpt_2.pt"), 105);
+    const std::string e = error_of([&] { import_torch_checkpoint(dir.file("ckpt_2.pt"), table, got); });
+    EXPECT_NE(e.find("expected shape [101, 24], got [105, 24]"), std::string::npos) << e;
+    o.input = dir.file("ckpt_2.pt");
+    o.output = dir.file("out2.safetensors");
+    EXPECT_NE(error_of([&] { convert_checkpoint(o); }).find("does not fit the weights"), std::string::npos);
 }
 
 TEST(Checkpoint, HfNameMap) {
