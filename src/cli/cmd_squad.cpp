@@ -219,6 +219,8 @@ int cmd_squad(int argc, char** argv) {
         fail("--max_seq_length={} must be greater than --max_query_length={} + 3", o.max_seq_length,
              o.max_query_length);
     if (o.doc_stride < 1) fail("--doc_stride={}: expected a positive number of tokens", o.doc_stride);
+    if (o.max_query_length < 1)
+        fail("--max_query_length={}: expected a positive number of question tokens", o.max_query_length);
     if (o.n_best_size < 1 || o.max_answer_length < 1)
         fail("--n_best_size={} / --max_answer_length={}: expected positive values", o.n_best_size,
              o.max_answer_length);
@@ -304,17 +306,20 @@ int cmd_squad(int argc, char** argv) {
         data::convert_examples_to_features(train_examples, tokenizer,
                                            {o.max_seq_length, o.doc_stride, o.max_query_length, true},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
-        // the run's length (an error for too few examples) before train.tf_record is written
-        const train::SquadPlan plan = train::squad_plan(
-            o, static_cast<int64_t>(train_examples.size()), static_cast<int64_t>(features.size()));
+        // the run's length (an error for too few examples) before train.tf_record is written;
+        // --features_only trains nothing: no length to check
+        std::optional<train::SquadPlan> plan;
+        if (train_model)
+            plan = train::squad_plan(o, static_cast<int64_t>(train_examples.size()),
+                                     static_cast<int64_t>(features.size()));
         const std::string path = (dir / "train.tf_record").string();
         if (root) write_features(path, features, true);
         log::info("***** Running training *****");
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
-        log::info("  Num steps = {}", plan.updates);
-        if (plan.own_schedule) log::info("  Schedule: {}", plan.summary);
+        if (plan) log::info("  Num steps = {}", plan->updates);
+        if (plan && plan->own_schedule) log::info("  Schedule: {}", plan->summary);
         log::info("wrote {}", path);
         if (train_model) {
             train::SquadTrainOptions t = o;

@@ -62,6 +62,8 @@ int cmd_squad_eval(int argc, char** argv) {
         log::warn("{}: none of its {} prediction id(s) is a question id of {} ({} questions): "
                   "every question scores 0 (expected the predictions of this dataset)",
                   pos[1], predictions.is_object() ? predictions.size() : 0, pos[0], questions);
+    std::fputs(train::squad_missing_prediction_lines(dataset, predictions, pos[0]).c_str(), stdout);
+    std::fflush(stdout);
     const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);
     std::fputs(out.stderr_text.c_str(), stderr);
     std::fputs(out.stdout_text.c_str(), stdout);

@@ -167,9 +167,10 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 if (impossible && !opt.version_2_with_negative)
                     fail("{}: is_impossible is true (a SQuAD 2.0 file), expected a SQuAD 1.1 file "
                          "(hint: --version_2_with_negative)", at_q);
-                // Every answer's span must lie inside its context (the reference would crash or
-                // silently index from the end).
-                if (qa.contains("answers")) {
+                // For training, every answer's span must lie inside its context (the reference
+                // would crash or silently index from the end); prediction never reads answer_start
+                // (the metric reads the answers' text only), as in the reference.
+                if (opt.is_training && qa.contains("answers")) {
                     const auto& answers = array_member(qa, "answers", at_q);
                     for (const auto& ans : answers) {
                         const std::u32string text = utf8_to_u32(string_member(ans, "text", at_q));
@@ -180,8 +181,9 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                         if (s < 0 || static_cast<uint64_t>(s) + text.size() > context.size() ||
                             (text.empty() && static_cast<uint64_t>(s) >= context.size()))
                             fail("{}: answer_start {} with a {}-character answer lies outside its "
-                                 "{}-character context (expected 0 <= answer_start and answer_start + "
-                                 "len(text) <= len(context))", at_q, s, text.size(), context.size());
+                                 "{}-character context (expected 0 <= answer_start, answer_start + "
+                                 "len(text) <= len(context){})", at_q, s, text.size(), context.size(),
+                                 text.empty() ? " and, for an empty answer, answer_start < len(context)" : "");
                     }
                 }
                 if (opt.is_training) {

@@ -163,6 +163,28 @@ double squad_f1(std::string_view prediction, std::string_view ground_truth) {
     return f1_of(normalized_tokens(prediction), normalized_tokens(ground_truth));
 }
 
+namespace {
+
+// evaluate-v2.0.py's dataset: a question without an answer (is_impossible), or "version" "v2.0"
+// (the official SQuAD 2.0 files say so, and a 2.0 file may hold answerable questions only).
+bool is_version_2(const nlohmann::json& dataset, const std::vector<Question>& questions) {
+    if (std::any_of(questions.begin(), questions.end(), [](const Question& q) { return q.impossible; })) return true;
+    const auto v = dataset.find("version");
+    return v != dataset.end() && v->is_string() && v->get<std::string>() == "v2.0";
+}
+
+}  // namespace
+
+std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const nlohmann::json& predictions,
+                                           const std::string& dataset_where) {
+    const std::vector<Question> questions = questions_of(dataset, dataset_where);
+    std::string out;
+    if (!predictions.is_object() || !is_version_2(dataset, questions)) return out;
+    for (const Question& q : questions)
+        if (!predictions.contains(q.id)) out += "Missing prediction for " + q.id + "\n";
+    return out;
+}
+
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
                                const std::string& dataset_where, const std::string& predictions_where) {
     if (!predictions.is_object())
@@ -170,7 +192,7 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
              predictions.type_name());
     const std::vector<Question> questions = questions_of(dataset, dataset_where);
     SquadEvalOutput out;
-    out.version_2 = std::any_of(questions.begin(), questions.end(), [](const Question& q) { return q.impossible; });
+    out.version_2 = is_version_2(dataset, questions);
     if (!out.version_2) {
         if (dataset.contains("version")) {
             const auto& v = dataset["version"];
@@ -227,8 +249,7 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
         }
         if (golds.empty()) golds.emplace_back();  // only the empty answer is correct
         const std::string* pred = prediction_of(predictions, q.id, predictions_where);
-        if (!pred) {
-            out.stdout_text += "Missing prediction for " + q.id + "\n";
+        if (!pred) {  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
             fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing prediction\" and "
                  "then stops with KeyError)", predictions_where, q.id);
         }

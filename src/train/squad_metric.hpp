@@ -28,5 +28,10 @@ struct SquadEvalOutput {
 // question id -> answer text). Error naming the files for a malformed dataset or prediction.
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
                                const std::string& dataset_where, const std::string& predictions_where);
+// evaluate-v2.0.py's stdout before it stops with KeyError when predictions are missing: a
+// "Missing prediction for <id>" line per such question, in dataset order ("" for a v1.1 dataset,
+// where a missing prediction scores 0, or none missing). squad_evaluate then fails naming one.
+std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const nlohmann::json& predictions,
+                                           const std::string& dataset_where);
 
 }  // namespace bertbench::train

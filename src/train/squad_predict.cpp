@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
@@ -20,6 +22,45 @@ namespace bertbench::train {
 using data::u32_to_utf8;
 using data::utf8_to_u32;
 
+namespace {
+
+// Python's json (and squad_raw_results_jsonl) writes non-finite floats as the bare tokens NaN,
+// Infinity and -Infinity, which JSON has not: outside strings they are quoted here, and the
+// reader takes these strings back as the floats.
+std::string quote_py_nonfinite(std::string_view line) {
+    std::string out;
+    out.reserve(line.size());
+    bool in_string = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+        const char c = line[i];
+        if (in_string) {
+            out += c;
+            if (c == '\\' && i + 1 < line.size()) out += line[++i];
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        bool quoted = false;
+        for (const std::string_view token : {"NaN", "Infinity", "-Infinity"})
+            if (line.substr(i, token.size()) == token) {
+                out += '"';
+                out += token;
+                out += '"';
+                i += token.size() - 1;
+                quoted = true;
+                break;
+            }
+        if (!quoted) out += c;
+    }
+    return out;
+}
+
+const std::map<std::string, double> nonfinite = {{"NaN", std::numeric_limits<double>::quiet_NaN()},
+                                                 {"Infinity", std::numeric_limits<double>::infinity()},
+                                                 {"-Infinity", -std::numeric_limits<double>::infinity()}};
+
+}  // namespace
+
 std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
     const std::string text = read_file(path);
     std::vector<SquadRawResult> out;
@@ -33,8 +74,8 @@ std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
         const std::string where = fmt::format("--raw_results {}: line {}", path, line_no);
-        const nlohmann::json j =
-            json_safe::parse(line, where, "one JSON object per line (unique_id, start_logits, end_logits)", 4);
+        const nlohmann::json j = json_safe::parse(quote_py_nonfinite(line), where,
+                                                  "one JSON object per line (unique_id, start_logits, end_logits)", 4);
         SquadRawResult r;
         if (!j.is_object() || !j.contains("unique_id") || !j["unique_id"].is_number_integer())
             fail("{}: expected an object with an integer \"unique_id\"", where);
@@ -47,6 +88,10 @@ std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
                 fail("{}: unique_id {}: expected \"{}\" as a list of numbers", where, r.unique_id, key);
             auto& dst = key[0] == 's' ? r.start_logits : r.end_logits;
             for (const auto& v : j[key]) {
+                if (v.is_string() && nonfinite.count(v.get<std::string>())) {
+                    dst.push_back(nonfinite.at(v.get<std::string>()));
+                    continue;
+                }
                 if (!v.is_number())
                     fail("{}: unique_id {}: \"{}\" holds a {}, expected numbers", where, r.unique_id, key,
                          v.type_name());
@@ -191,6 +236,7 @@ struct OrderedMap {
 struct NbestEntry {
     std::string text;
     double start_logit = 0, end_logit = 0;
+    bool int_logits = false;  // the reference's int 0s (json.dumps writes 0, not 0.0)
 };
 
 template <typename V, typename F>
@@ -250,6 +296,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
         size_t feature_index;
         int start, end;
         double start_logit, end_logit;
+        bool int_logits = false;
     };
     OrderedMap<std::string> all_predictions;
     OrderedMap<std::vector<std::pair<NbestEntry, double>>> all_nbest;
@@ -262,6 +309,9 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
         double score_null = 1000000;
         size_t min_null_feature_index = 0;
         double null_start_logit = 0, null_end_logit = 0;
+        // run_squad.py starts them as the ints 0: still ints when no window's null score is
+        // below 1e6 (or it is NaN), and json.dumps writes them "0"
+        bool null_int = true;
         for (size_t fi = 0; fi < feats.size(); ++fi) {
             const data::SquadFeature& f = features[feats[fi]];
             const SquadRawResult& r = *by_id.at(f.unique_id);
@@ -272,6 +322,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                 if (s < score_null) {
                     score_null = s, min_null_feature_index = fi;
                     null_start_logit = r.start_logits[0], null_end_logit = r.end_logits[0];
+                    null_int = false;
                 }
             }
             const int n_tokens = static_cast<int>(f.tokens.size());
@@ -283,11 +334,11 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                     if (e < s) continue;
                     if (e - s + 1 > opt.max_answer_length) continue;
                     prelim.push_back({fi, s, e, r.start_logits[static_cast<size_t>(s)],
-                                      r.end_logits[static_cast<size_t>(e)]});
+                                      r.end_logits[static_cast<size_t>(e)], false});
                 }
         }
         if (opt.version_2_with_negative)
-            prelim.push_back({min_null_feature_index, 0, 0, null_start_logit, null_end_logit});
+            prelim.push_back({min_null_feature_index, 0, 0, null_start_logit, null_end_logit, null_int});
         std::stable_sort(prelim.begin(), prelim.end(), [](const Prelim& a, const Prelim& b) {
             return a.start_logit + a.end_logit > b.start_logit + b.end_logit;
         });
@@ -327,10 +378,10 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
             } else {
                 seen.insert(final_text);
             }
-            nbest.push_back({std::move(final_text), p.start_logit, p.end_logit});
+            nbest.push_back({std::move(final_text), p.start_logit, p.end_logit, p.int_logits});
         }
         if (opt.version_2_with_negative && !seen.count(""))
-            nbest.push_back({"", null_start_logit, null_end_logit});
+            nbest.push_back({"", null_start_logit, null_end_logit, null_int});
         if (nbest.empty()) nbest.push_back({"empty", 0.0, 0.0});
 
         std::vector<double> totals;
@@ -368,10 +419,14 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
             append_py_json_string(o, v[i].first.text);
             o += ",\n            \"probability\": ";
             append_py_json_float(o, v[i].second);
+            const auto logit = [&](double x) {
+                if (v[i].first.int_logits) o += "0";
+                else append_py_json_float(o, x);
+            };
             o += ",\n            \"start_logit\": ";
-            append_py_json_float(o, v[i].first.start_logit);
+            logit(v[i].first.start_logit);
             o += ",\n            \"end_logit\": ";
-            append_py_json_float(o, v[i].first.end_logit);
+            logit(v[i].first.end_logit);
             o += i + 1 < v.size() ? "\n        },\n" : "\n        }\n";
         }
         o += "    ]";

@@ -61,6 +61,27 @@ TEST(SquadEvalCli, OfficialGoldenOutput) {
     EXPECT_NE(notjson.err.find("not valid JSON"), std::string::npos) << notjson.err;
 }
 
+// evaluate-v2.0.py (picked by "version": "v2.0" too, with no unanswerable question) on predictions
+// missing for two questions: its "Missing prediction" lines on stdout, then a one-line error
+// (where the script stops with KeyError), exit status 1.
+TEST(SquadEvalCli, Version2MissingPredictionsAsTheScriptPrintsThem) {
+    SquadTmp tmp;
+    const std::string dataset = tmp.path + "/dev-v2.0.json", preds = tmp.path + "/predictions.json";
+    write_file_atomic(dataset, R"({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Bo went home.",
+        "qas": [{"id": "a", "question": "Who?", "answers": [{"text": "Bo", "answer_start": 0}], "is_impossible": false},
+                {"id": "b", "question": "Where?", "answers": [{"text": "home", "answer_start": 8}], "is_impossible": false},
+                {"id": "c", "question": "When?", "answers": [{"text": "Bo", "answer_start": 0}], "is_impossible": false}]}]}]})");
+    write_file_atomic(preds, R"({"a": "Bo"})");
+    const CmdRun r = run(tmp, "squad-eval " + dataset + " " + preds);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.out, "Missing prediction for b\nMissing prediction for c\n");
+    EXPECT_NE(r.err.find("no prediction for question \"b\""), std::string::npos) << r.err;
+    write_file_atomic(preds, R"({"a": "Bo", "b": "home", "c": "x"})");
+    const CmdRun ok = run(tmp, "squad-eval " + dataset + " " + preds);
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_NE(ok.out.find("\"HasAns_total\": 3"), std::string::npos) << ok.out;  // evaluate-v2.0.py's output
+}
+
 TEST(SquadCli, FeatureFilesByteIdentical) {
     SquadTmp tmp;
     const std::string out = tmp.path + "/out";

@@ -212,10 +212,15 @@ TEST(SquadExamples, BadInputIsOneLineError) {
     EXPECT_NE(error_of(R"({"data":[{"title":"x"}]})", false).find("missing \"paragraphs\""), std::string::npos);
     EXPECT_NE(error_of(R"({"data":[{"paragraphs":[{"context":"x"}]}]})", false).find("missing \"qas\""),
               std::string::npos);
-    const std::string outside = error_of(
-        file(R"({"id":"q7","question":"Who?","answers":[{"text":"home.","answer_start":11}]})"), false);
+    const std::string q7 = file(R"({"id":"q7","question":"Who?","answers":[{"text":"home.","answer_start":11}]})");
+    const std::string outside = error_of(q7, true);
     EXPECT_NE(outside.find("q7"), std::string::npos) << outside;
     EXPECT_NE(outside.find("outside"), std::string::npos) << outside;
+    EXPECT_TRUE(error_of(q7, false).empty());  // prediction never reads answer_start, as the reference
+    const std::string empty_answer =
+        error_of(file(R"({"id":"q8","question":"Who?","answers":[{"text":"","answer_start":13}]})"), true);
+    EXPECT_NE(empty_answer.find("and, for an empty answer, answer_start < len(context)"), std::string::npos)
+        << empty_answer;
     const std::string v2 = file(R"({"id":"q9","question":"Who?","answers":[],"is_impossible":true})");
     EXPECT_NE(error_of(v2, false).find("--version_2_with_negative"), std::string::npos);
     EXPECT_TRUE(error_of(v2, true, true).empty());

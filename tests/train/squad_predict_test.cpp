@@ -174,6 +174,15 @@ TEST(SquadPredict, Version2NullAnswer) {
     opt.null_score_diff_threshold = 2.5;  // a's diff 2 no longer exceeds it
     p = squad_write_predictions(ex, fs, rs, opt, "raw");
     EXPECT_EQ(p.predictions_json, "{\n    \"a\": \"Bo\",\n    \"b\": \"home\"\n}\n");
+    // No window's null score below run_squad.py's initial 1e6: its null logits stay the ints 0,
+    // which json.dumps writes "0" (the "empty" fallback's are the floats 0.0)
+    rs[0].start_logits[0] = rs[0].end_logits[0] = 1e6;
+    p = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_NE(p.nbest_json.find("\"text\": \"\",\n            \"probability\": "), std::string::npos);
+    const size_t a_null = p.nbest_json.find("\"start_logit\": 0,\n            \"end_logit\": 0\n");
+    EXPECT_NE(a_null, std::string::npos) << p.nbest_json;
+    EXPECT_LT(a_null, p.nbest_json.find("\"b\": ["));  // question a's, not b's (its null is the float 0.0)
+    EXPECT_NE(p.nbest_json.find("\"start_logit\": 0.0,\n            \"end_logit\": 0.0\n"), std::string::npos);
 }
 
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
@@ -192,6 +201,19 @@ TEST(SquadPredict, RepeatedUniqueIdInRawResultsIsRefused) {
         << msg;
     write_file_atomic(path, "{\"unique_id\":7,\"start_logits\":[1],\"end_logits\":[2]}\n");
     EXPECT_EQ(read_squad_raw_results(path).size(), 1u);
+    // non-finite logits as Python's json (and squad_raw_results_jsonl) write them: read back
+    SquadRawResult r;
+    r.unique_id = 9;
+    r.start_logits = {std::numeric_limits<double>::quiet_NaN(), 1.5};
+    r.end_logits = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+    write_file_atomic(path, squad_raw_results_jsonl({r}));
+    const std::vector<SquadRawResult> back = read_squad_raw_results(path);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_TRUE(std::isnan(back[0].start_logits[0]));
+    EXPECT_EQ(back[0].start_logits[1], 1.5);
+    EXPECT_EQ(back[0].end_logits, r.end_logits);
+    write_file_atomic(path, "{\"unique_id\":7,\"start_logits\":[Nan],\"end_logits\":[2]}\n");  // not Python's
+    EXPECT_THROW(read_squad_raw_results(path), Error);
 }
 
 }  // namespace
