@@ -18,21 +18,24 @@ int cmd_convert(int argc, char** argv) {
             "(pytorch_model.bin, NVIDIA's ckpt_N.pt; zip or legacy, read without running any of "
             "their code). The input format is detected from its magic bytes. Tensors are copied "
             "bit for bit (HF kernels transposed; PyTorch fp16/bf16 widened to fp32); for --to=hf "
-            "and --to=pt only the model's weights are written, optimizer state is skipped.");
+            "and --to=pt/nvidia_pt only the model's weights are written, optimizer state is skipped.");
     f.add("input", &o.input,
           "checkpoint: a .safetensors file, a PyTorch .pt/.bin file or a TensorFlow checkpoint "
           "prefix");
     f.add("output", &o.output,
           "output: TF prefix, .safetensors file, .pt/.bin file (--to=pt: an fp32 state dict "
-          "with HF names for torch.load(f, weights_only=True), BertForPreTraining.load_state_dict "
-          "or --init_checkpoint=), or for --to=hf a .safetensors file or a directory "
-          "(model.safetensors + config.json)");
+          "with HF names, the decoder tied, for torch.load(f, weights_only=True), "
+          "BertForPreTraining.load_state_dict or --init_checkpoint=; --to=nvidia_pt: NVIDIA "
+          "DeepLearningExamples' {'model': ...} with its dense_act names and vocabulary padded to a "
+          "multiple of 8, for its run_squad.py --init_checkpoint), or for --to=hf a .safetensors "
+          "file or a directory (model.safetensors + config.json)");
     f.add("to", &o.to,
-          "tf | safetensors | hf | pt (default: safetensors when --output ends in .safetensors, "
-          "pt for .pt or .bin, else tf)");
+          "tf | safetensors | hf | pt | nvidia_pt (default: safetensors when --output ends in "
+          ".safetensors, pt for .pt or .bin, else tf)");
     f.add("bert_config_file", &o.bert_config_file,
           "bert_config.json: needed for --to=hf unless the input is a bertbench checkpoint; "
-          "with --to=safetensors it is stored in the checkpoint's metadata");
+          "with --to=safetensors it is stored in the checkpoint's metadata; with it, the rows "
+          "NVIDIA pads the vocabulary with are dropped");
     f.add("overwrite", &o.overwrite, "replace existing output files");
     if (!f.parse(argc, argv)) return 0;
     const model::ConvertResult r = model::convert_checkpoint(o);

@@ -88,6 +88,32 @@ std::string brief(const nlohmann::json& value, size_t max_chars) {
     return out;
 }
 
+size_t invalid_utf8_at(std::string_view s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return i;
+        uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+        for (size_t k = 1; k < n; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + k]);
+            if ((cc >> 6) != 0x2) return i;
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+        i += n;
+    }
+    return std::string_view::npos;
+}
+
+std::string printable(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    return out;
+}
+
 std::string quoted(std::string_view s, size_t max_chars) {
     std::string out;
     put_quoted(out, s, max_chars);

@@ -27,5 +27,10 @@ nlohmann::json parse(std::string_view text, const std::string& where, const std:
 std::string brief(const nlohmann::json& value, size_t max_chars = 80);
 // `s` quoted, cut to about `max_chars`, non-printable bytes as '?': "gelu", "aaaa..." (5000 bytes).
 std::string quoted(std::string_view s, size_t max_chars = 60);
+// `s` with every byte outside printable ASCII as '?' (names from files, in one-line summaries).
+std::string printable(std::string_view s);
+// The index of the first byte of `s` that is not part of well-formed UTF-8 (RFC 3629: no overlong
+// forms, no surrogates, at most U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view s);
 
 }  // namespace bertbench::json_safe

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 
 namespace bertbench::io::pickle {
 namespace {
@@ -84,6 +85,13 @@ bool allowed_global(std::string_view name) {
 }
 
 // ---- unpickler ----
+
+std::string Unpickler::utf8(std::string s) const {
+    if (const size_t at = json_safe::invalid_utf8_at(s); at != std::string::npos)
+        bad(fmt::format("a str that is not UTF-8 (byte 0x{:02x} at offset {} of '{}'; Python's pickle fails "
+                        "on it too)", static_cast<unsigned char>(s[at]), at, printable(s)));
+    return s;
+}
 
 void Unpickler::bad(const std::string& what) const {
     fail("{}: pickle byte {}: {}", label_, at_, what);
@@ -327,9 +335,11 @@ Unpickler::Unpickler(std::span<const std::byte> data, size_t* pos, std::string l
                 push(std::move(fv));
                 break;
             }
-            case 'X': push(make_str(Kind::string, bytes(le(4)))); break;
-            case 0x8c: push(make_str(Kind::string, bytes(u8()))); break;
-            case 0x8d: push(make_str(Kind::string, bytes(le(8)))); break;
+            // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8: Python decodes them as UTF-8 and fails
+            // on anything else (no state dict of torch.load has such a name)
+            case 'X': push(make_str(Kind::string, utf8(bytes(le(4))))); break;
+            case 0x8c: push(make_str(Kind::string, utf8(bytes(u8())))); break;
+            case 0x8d: push(make_str(Kind::string, utf8(bytes(le(8))))); break;
             case 'U': push(make_str(Kind::string, bytes(u8()))); break;  // py2 str
             case 'T': {
                 const int64_t n = int32_t(uint32_t(le(4)));

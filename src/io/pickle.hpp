@@ -70,6 +70,7 @@ class Unpickler {
     uint32_t call(uint32_t callable, uint32_t args);
     uint32_t persistent(uint32_t pid);
     [[noreturn]] void bad(const std::string& what) const;
+    std::string utf8(std::string s) const;  // s, or bad() where it is not UTF-8
 
     std::string label_;
     size_t at_ = 0;  // offset of the opcode being run
@@ -90,6 +91,8 @@ class Pickler {
     void empty_tuple() { out_ += ')'; }
     void reduce() { out_ += 'R'; }
     void setitems() { out_ += 'u'; }
+    void empty_dict() { out_ += '}'; }
+    void setitem() { out_ += 's'; }
     void binpersid() { out_ += 'Q'; }
     void boolean(bool b) { out_ += b ? '\x88' : '\x89'; }
     void integer(int64_t v);

@@ -118,31 +118,9 @@ T load(const std::byte* p) {
     return v;
 }
 
-// The index of the first byte of `s` that is not part of well-formed UTF-8 (RFC 3629: no
-// overlong forms, no surrogates, at most U+10FFFF), or npos. The header is JSON, whose strings
-// are UTF-8: a TF checkpoint's names are any bytes, and nlohmann's dump() threw on them.
-size_t invalid_utf8_at(std::string_view s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return i;
-        uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-        for (size_t k = 1; k < n; ++k) {
-            const auto cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc >> 6) != 0x2) return i;
-            cp = (cp << 6) | (cc & 0x3f);
-        }
-        static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-        i += n;
-    }
-    return std::string_view::npos;
-}
-
 // Error naming the file unless `s` (a tensor name, a metadata key or value) is UTF-8.
 void check_utf8(const std::string& path, const char* what, std::string_view s) {
-    const size_t at = invalid_utf8_at(s);
+    const size_t at = json_safe::invalid_utf8_at(s);
     if (at != std::string_view::npos)
         fail("{}: {} {}: expected UTF-8 text (the safetensors header is JSON), got the byte 0x{:02x} "
              "at offset {}",

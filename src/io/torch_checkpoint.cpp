@@ -153,8 +153,12 @@ struct Walker {
 TorchFormat torch_format(std::span<const std::byte> head) {
     auto b = [&](size_t k) { return static_cast<uint8_t>(head[k]); };
     if (head.size() >= 4 && b(0) == 'P' && b(1) == 'K' && b(2) == 3 && b(3) == 4) return TorchFormat::zip;
-    if (head.size() >= 14 && b(0) == 0x80 && b(1) >= 2 && b(1) <= 5 && b(2) == 0x8a && b(3) == 10 &&
-        std::memcmp(head.data() + 4, kLegacyMagic, 10) == 0)
+    // legacy: the pickled magic number, PROTO n LONG1 <10 bytes>; protocols 4 and 5 put a FRAME
+    // (0x95 and an 8-byte length) after PROTO, as torch.save(..., pickle_protocol=4) writes it
+    if (head.size() < 3 || b(0) != 0x80 || b(1) < 2 || b(1) > 5) return TorchFormat::none;
+    const size_t at = b(1) >= 4 && b(2) == 0x95 ? 11 : 2;
+    if (head.size() >= at + 12 && b(at) == 0x8a && b(at + 1) == 10 &&
+        std::memcmp(head.data() + at + 2, kLegacyMagic, 10) == 0)
         return TorchFormat::legacy;
     return TorchFormat::none;
 }
@@ -467,9 +471,23 @@ std::vector<float> TorchCheckpointReader::read_f32(const TorchTensor& t) const {
 
 // ---- writer ----
 
-void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutTensor>& tensors) {
+void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutTensor>& tensors,
+                            const std::string& under_key) {
     const std::string prefix = "archive/";
+    // one storage per distinct span: a tensor whose values are an earlier one's shares its storage
+    std::vector<size_t> storage(tensors.size());
+    for (size_t k = 0; k < tensors.size(); ++k) {
+        storage[k] = k;
+        for (size_t j = 0; j < k; ++j)
+            if (storage[j] == j && tensors[j].values.data() == tensors[k].values.data() &&
+                tensors[j].values.size() == tensors[k].values.size())
+                storage[k] = j;
+    }
     pickle::Pickler pk;
+    if (!under_key.empty()) {
+        pk.empty_dict();
+        pk.string(under_key);
+    }
     pk.global("collections", "OrderedDict");
     pk.empty_tuple();
     pk.reduce();
@@ -482,7 +500,7 @@ void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutT
         pk.mark();  // persistent id
         pk.string("storage");
         pk.global("torch", "FloatStorage");
-        pk.string(std::to_string(k));
+        pk.string(std::to_string(storage[k]));
         pk.string("cpu");
         pk.integer(int64_t(t.values.size()));
         pk.tuple();
@@ -504,6 +522,7 @@ void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutT
         pk.reduce();
     }
     pk.setitems();
+    if (!under_key.empty()) pk.setitem();
     const std::string pkl = pk.finish();
 
     struct Out {
@@ -517,7 +536,8 @@ void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutT
     outs.push_back({prefix + "data.pkl", pkl.data(), pkl.size()});
     outs.push_back({prefix + "byteorder", "little", 6});
     for (size_t k = 0; k < tensors.size(); ++k)
-        outs.push_back({prefix + "data/" + std::to_string(k), tensors[k].values.data(), tensors[k].values.size_bytes()});
+        if (storage[k] == k)
+            outs.push_back({prefix + "data/" + std::to_string(k), tensors[k].values.data(), tensors[k].values.size_bytes()});
     outs.push_back({prefix + "version", "3\n", 2});
 
     AtomicFile f(path);

@@ -96,6 +96,9 @@ struct TorchOutTensor {
     std::vector<int64_t> shape;
     std::span<const float> values;  // numel(shape) floats, borrowed until the call returns
 };
-void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutTensor>& tensors);
+// Tensors whose `values` are the same span (data and size) share one storage, as torch.save writes
+// tied weights. under_key: the state dict inside {under_key: state dict} (NVIDIA's {"model": ...}).
+void write_torch_checkpoint(const std::string& path, const std::vector<TorchOutTensor>& tensors,
+                            const std::string& under_key = "");
 
 }  // namespace bertbench::io

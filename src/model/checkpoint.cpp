@@ -315,8 +315,9 @@ bool hf_to_tf_name(const std::string& hf_name, HfName* out) {
 std::string ImportReport::summary() const {
     auto list = [](const std::vector<std::string>& v) {
         if (v.empty()) return std::string("none");
-        std::string s = fmt::format(
-            "{}", fmt::join(v.begin(), v.begin() + std::min<size_t>(v.size(), 5), ", "));
+        std::string s;
+        for (size_t i = 0; i < std::min<size_t>(v.size(), 5); ++i)
+            s += (i ? ", " : "") + json_safe::printable(v[i]);  // names from the file
         if (v.size() > 5) s += fmt::format(", ... ({} in all)", v.size());
         return s;
     };

@@ -181,7 +181,7 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
     if (!is_file(path))
         fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
              "{}.index beside it), found neither", path, path);
-    const std::string head = file_head(path, 16);
+    const std::string head = file_head(path, 24);  // a legacy torch file's magic, after a FRAME
     if (io::torch_format({reinterpret_cast<const std::byte*>(head.data()), head.size()}) !=
         io::TorchFormat::none)
         return CheckpointFormat::pytorch;
@@ -191,7 +191,7 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
         fail("{}: expected a checkpoint: safetensors (8-byte length, then '{{'), PyTorch (a zip "
              "archive, or torch's legacy magic number) or a TensorFlow prefix ({}.index beside "
              "it); the file starts with{}{}", path, path, hex.empty() ? " nothing" : hex,
-             head.size() < 16 ? " (that is all of it)" : " ...");
+             head.size() < 24 ? " (that is all of it)" : " ...");
     }
     const CheckpointReader r(path);  // validates the safetensors file
     // Not just any "format" key: transformers' save_pretrained writes {"format": "pt"}.

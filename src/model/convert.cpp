@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "io/safetensors.hpp"
 #include "io/tf_bundle.hpp"
 #include "io/torch_checkpoint.hpp"
@@ -300,10 +301,12 @@ bool same_file(const std::string& a, const std::string& b) {
 std::string ConvertResult::summary() const {
     std::string s = fmt::format("converted {} -> {}: {} tensors written to {}", from, to, tensors,
                                 fmt::join(written, ", "));
-    if (!skipped.empty())
-        s += fmt::format("; skipped {} ({}{})", skipped.size(),
-                         fmt::join(skipped.begin(), skipped.begin() + std::min<size_t>(4, skipped.size()), ", "),
-                         skipped.size() > 4 ? ", ..." : "");
+    if (!skipped.empty()) {
+        std::string names;  // from the file: printable only
+        for (size_t i = 0; i < std::min<size_t>(4, skipped.size()); ++i)
+            names += (i ? ", " : "") + json_safe::printable(skipped[i]);
+        s += fmt::format("; skipped {} ({}{})", skipped.size(), names, skipped.size() > 4 ? ", ..." : "");
+    }
     return s;
 }
 
@@ -315,8 +318,8 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         to = o.output.ends_with(".safetensors")                           ? "safetensors"
              : o.output.ends_with(".pt") || o.output.ends_with(".bin") ? "pt"
                                                                           : "tf";
-    if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt")
-        fail("--to={}: expected tf, safetensors, hf or pt", to);
+    if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt" && to != "nvidia_pt")
+        fail("--to={}: expected tf, safetensors, hf, pt or nvidia_pt", to);
 
     const CheckpointFormat from = detect_checkpoint_format(o.input);
     Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
@@ -329,7 +332,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     std::optional<CreatedDirCleanup> created;  // a failed --to=hf leaves no empty directory
     if (to == "tf") {
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
-    } else if (to == "safetensors" || to == "pt") {
+    } else if (to == "safetensors" || to == "pt" || to == "nvidia_pt") {
         st_path = o.output;
         outs = {st_path};
     } else {
@@ -406,13 +409,19 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
             w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
         w.write();
         res.tensors = in.tensors.size();
-    } else if (to == "pt") {
-        // HF names (BertForPreTraining / BertForQuestionAnswering), Linear weights [out, in],
-        // fp32: what from_pretrained and NVIDIA's --init_checkpoint load.
-        res.to = checkpoint_format_name(CheckpointFormat::pytorch);
+    } else if (to == "pt" || to == "nvidia_pt") {
+        // pt: HF names (BertForPreTraining / BertForQuestionAnswering), Linear weights [out, in],
+        // fp32, the MLM decoder's weight and bias sharing the word embeddings' and the output
+        // bias's storages as HF's state_dict() has them (load_state_dict(strict=True) takes it).
+        // nvidia_pt: NVIDIA DeepLearningExamples' modeling.py names (LinearActivation `dense_act`),
+        // its vocabulary padded with zero rows to a multiple of 8 as its scripts pad the model's,
+        // under {"model": ...} as its run_squad.py / run_pretraining.py read --init_checkpoint.
+        const bool nvidia = to == "nvidia_pt";
+        res.to = std::string(checkpoint_format_name(CheckpointFormat::pytorch)) + (nvidia ? " (NVIDIA's layout)" : "");
         std::vector<std::vector<float>> values;
         std::vector<io::TorchOutTensor> out;
         values.reserve(in.tensors.size());
+        std::optional<size_t> word_embeddings, output_bias;  // in `out`
         for (Tensor& t : in.tensors) {
             std::string name;
             if (!to_hf_layout(t, &name)) continue;
@@ -422,10 +431,28 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
                 res.skipped.push_back(fmt::format("{} ({})", t.name, io::dtype_name(t.dtype)));
                 continue;
             }
+            const bool vocab_rows = t.name == "bert/embeddings/word_embeddings" || t.name == "cls/predictions/output_bias";
+            if (nvidia && vocab_rows && !t.shape.empty() && t.shape[0] % 8 != 0) {
+                const int64_t padded = (t.shape[0] + 7) / 8 * 8;
+                values.back().resize(values.back().size() / static_cast<size_t>(t.shape[0]) * static_cast<size_t>(padded), 0.0f);
+                t.shape[0] = padded;
+            }
+            if (nvidia)
+                for (const char* linear : {"intermediate.dense.", "pooler.dense.", "transform.dense."})
+                    if (const size_t at = name.find(linear); at != std::string::npos)
+                        name.insert(at + std::strlen(linear) - 1, "_act");
+            if (t.name == "bert/embeddings/word_embeddings") word_embeddings = out.size();
+            if (t.name == "cls/predictions/output_bias") output_bias = out.size();
             out.push_back({name, t.shape, values.back()});
         }
         if (out.empty()) fail("--input={}: expected BERT weights, found none", o.input);
-        io::write_torch_checkpoint(st_path, out);
+        // the tied decoder, as HF's and NVIDIA's state_dict() list it (NVIDIA's decoder has no bias)
+        if (word_embeddings && output_bias) {
+            const io::TorchOutTensor we = out[*word_embeddings], ob = out[*output_bias];
+            out.push_back({"cls.predictions.decoder.weight", we.shape, we.values});
+            if (!nvidia) out.push_back({"cls.predictions.decoder.bias", ob.shape, ob.values});
+        }
+        io::write_torch_checkpoint(st_path, out, nvidia ? "model" : "");
         res.tensors = out.size();
     } else {
         res.to = checkpoint_format_name(CheckpointFormat::hf_safetensors);

@@ -16,7 +16,7 @@ struct ConvertOptions {
     std::string input;             // safetensors, .pt/.bin file or TF prefix (format detected)
     std::string output;            // safetensors file, TF prefix, .pt file, or for hf a file or
                                    // directory
-    std::string to;                // "tf" | "safetensors" | "hf" | "pt"; "" = safetensors when
+    std::string to;                // "tf" | "safetensors" | "hf" | "pt" | "nvidia_pt"; "" = safetensors when
                                    // output ends in .safetensors, pt for .pt/.bin, else tf
     std::string bert_config_file;  // config for HF's config.json / our metadata (optional when
                                    // the input is a bertbench checkpoint that carries one)

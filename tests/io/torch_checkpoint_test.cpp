@@ -76,7 +76,7 @@ void expect_matches(const TorchCheckpointReader& r, const std::string& manifest,
 
 TEST(TorchCheckpoint, BothFormatsReadBitExactly) {
     const TmpDir& g = generated();
-    for (const char* fmt : {"zip", "legacy"}) {
+    for (const char* fmt : {"zip", "legacy", "legacy_p4", "legacy_p5"}) {  // p4/p5: pickle protocols 4, 5
         SCOPED_TRACE(fmt);
         const TorchCheckpointReader r(g.file(std::string("basic_") + fmt + ".pt"));
         EXPECT_EQ(r.format(), std::string(fmt) == "zip" ? TorchFormat::zip : TorchFormat::legacy);
@@ -255,6 +255,8 @@ TEST(TorchCheckpoint, HostileFilesGiveOneLineErrorsNamingTheFile) {
         {legacy("\x80\x02\x8c\x02os\x8c\x06system\x93\x8c\x02id\x85R0}.", {}, ""),
          "pickle global 'os.system' refused"},
         {legacy("\x80\x02(ios\npopen\n}.", {}, ""), "pickle global 'os.popen' refused"},
+        // a str of invalid UTF-8 (Python's pickle fails on it; a name with it once reached --to=tf)
+        {legacy("\x80\x02}\x8c\x02" "a\xff\x88s.", {}, ""), "a str that is not UTF-8 (byte 0xff at offset 1 of 'a?'"},
         {legacy("\x80\x02(\x8c\x01x\x8c\x01yi\x8c\x02os", {}, ""), "truncated"},
         {legacy("\x80\x02" + std::string(3, ']') + "aaa.", {}, ""), "stack underflow"},
         {std::string("PK\x03\x04", 4) + std::string(40, '\0'), "no end-of-central-directory"},

@@ -74,6 +74,10 @@ cases = {'basic': basic(), 'nvidia': nvidia(False), 'nvidia_dl': nvidia(True),
 for name, (obj, sd) in cases.items():
     torch.save(obj, os.path.join(out, name + '_zip.pt'))
     torch.save(obj, os.path.join(out, name + '_legacy.pt'), _use_new_zipfile_serialization=False)
+    if name == 'basic':  # pickle protocols 4 and 5 put a FRAME before the legacy magic number
+        for proto in (4, 5):
+            torch.save(obj, os.path.join(out, '%s_legacy_p%d.pt' % (name, proto)),
+                       _use_new_zipfile_serialization=False, pickle_protocol=proto)
     if sd is None:
         continue
     manifest, blob = [], b''

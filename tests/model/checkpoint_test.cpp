@@ -281,6 +281,54 @@ TEST(Checkpoint, NvidiasPaddedVocabularyIsTrimmedToTheConfigs) {
     EXPECT_NE(error_of([&] { convert_checkpoint(o); }).find("does not fit the weights"), std::string::npos);
 }
 
+// `convert --to=pt` and `--to=nvidia_pt`, read by torch itself: HF's keys with the decoder tied
+// (one storage with the word embeddings / output bias, so load_state_dict(strict=True) takes it),
+// and NVIDIA's {"model": ...} with its dense_act names and the vocabulary padded with zero rows to
+// a multiple of 8 (101 -> 104), which bertbench reads back to the same weights.
+TEST(Checkpoint, PtOutputsAreHfsAndNvidiasLayouts) {
+    TmpDir dir;
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 5);
+    save_checkpoint(dir.file("in.safetensors"), table, w, {});
+    ConvertOptions o;
+    o.input = dir.file("in.safetensors");
+    for (const char* to : {"pt", "nvidia_pt"}) {
+        o.to = to;
+        o.output = dir.file(std::string(to) + ".pt");
+        convert_checkpoint(o);
+    }
+    const std::string script = dir.file("check.py");
+    write_file_atomic(script, R"(import sys, torch
+hf = torch.load(sys.argv[1], weights_only=True)
+ptr = lambda t: (t.untyped_storage() if hasattr(t, 'untyped_storage') else t.storage()).data_ptr()
+assert ptr(hf['cls.predictions.decoder.weight']) == ptr(hf['bert.embeddings.word_embeddings.weight'])
+assert ptr(hf['cls.predictions.decoder.bias']) == ptr(hf['cls.predictions.bias'])
+assert 'bert.encoder.layer.1.intermediate.dense.weight' in hf
+nv = torch.load(sys.argv[2], weights_only=True)
+assert list(nv.keys()) == ['model'], nv.keys()
+sd = nv['model']
+assert 'cls.predictions.decoder.bias' not in sd
+for k in ('bert.encoder.layer.1.intermediate.dense_act.weight', 'bert.pooler.dense_act.bias',
+          'cls.predictions.transform.dense_act.weight'):
+    assert k in sd, k
+    assert torch.equal(sd[k], hf[k.replace('dense_act', 'dense')]), k
+we = sd['bert.embeddings.word_embeddings.weight']
+assert we.shape == (104, 24) and torch.equal(we[:101], hf['bert.embeddings.word_embeddings.weight'])
+assert torch.count_nonzero(we[101:]) == 0 and sd['cls.predictions.bias'].shape == (104,)
+assert ptr(sd['cls.predictions.decoder.weight']) == ptr(we)
+)");
+    const std::string cmd = "/usr/bin/python3 " + script + " " + dir.file("pt.pt") + " " + dir.file("nvidia_pt.pt") + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::vector<float> back(table.total_floats());
+    const ImportReport rep = import_torch_checkpoint(dir.file("nvidia_pt.pt"), table, back);
+    EXPECT_TRUE(rep.missing.empty()) << rep.summary();
+    for (const ParamInfo& p : table.entries()) {
+        const auto a = table.view(std::span<const float>(w), p.name), b = table.view(std::span<const float>(back), p.name);
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << p.name;
+    }
+}
+
 TEST(Checkpoint, HfNameMap) {
     HfName m;
     ASSERT_TRUE(hf_to_tf_name("encoder.layer.11.attention.self.key.weight", &m));  // BertModel
