@@ -1,7 +1,9 @@
 // `bertbench tokenize`: FullTokenizer (google-research/bert tokenization.py) over stdin, one
 // JSON object {"tokens": [...], "ids": [...]} per input line. Lines end at '\n' only (U+0085,
 // U+2028 ... stay inside a line); invalid UTF-8 is dropped as decode(errors='ignore') does.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -77,14 +79,16 @@ int cmd_tokenize(int argc, char** argv) {
         }
     };
     while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+        const size_t scanned = in.size();  // holds no '\n': search only the new bytes
         in.append(buf, n);
-        size_t pos = 0, nl;
-        while ((nl = in.find('\n', pos)) != std::string::npos) {
+        size_t pos = 0, nl = scanned;
+        while ((nl = in.find('\n', nl)) != std::string::npos) {
             emit(std::string_view(in).substr(pos, nl - pos));
-            pos = nl + 1;
+            pos = ++nl;
         }
         in.erase(0, pos);
     }
+    if (std::ferror(stdin)) fail("stdin: read failed ({})", std::strerror(errno));
     if (!in.empty()) emit(in);
     std::fwrite(out.data(), 1, out.size(), stdout);
     if (std::fflush(stdout) != 0) fail("stdout: write failed");

@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/timing.hpp"
 #include "data/unicode_text.hpp"
@@ -201,12 +202,39 @@ void CorpusBuilder::add_text(std::string_view text) {
     }
 }
 
+namespace {
+
+// Invalid UTF-8 is dropped (tokenization.convert_to_unicode's errors="ignore"), but google's
+// script under Python 3 reads the corpus through TF's text-mode GFile, which stops on it with
+// UnicodeDecodeError: one warning per file says where and how much.
+void warn_invalid_utf8(const std::string& path, std::string_view text) {
+    size_t lines = 0, first_line = 0, first_offset = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t at = json_safe::invalid_utf8_at(text.substr(pos));
+        if (at == std::string_view::npos) break;
+        const size_t offset = pos + at;
+        if (lines++ == 0) {
+            first_offset = offset;
+            first_line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+        }
+        const size_t eol = text.find('\n', offset);
+        pos = eol == std::string_view::npos ? text.size() : eol + 1;
+    }
+    if (lines > 0)
+        log::warn("{}: {} line(s) hold bytes that are not UTF-8 (the first on line {}, byte offset {}); they are "
+                  "dropped as tokenization.convert_to_unicode drops them, where google's script under Python 3 "
+                  "stops with UnicodeDecodeError", path, lines, first_line, first_offset);
+}
+
+}  // namespace
+
 void CorpusBuilder::add_file(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         fail("--input_file: {} is a directory (expected a text file; hint: --input_dir for shard mode)",
              path);
     const std::string text = read_file(path);
+    warn_invalid_utf8(path, text);
     add_text(text);
 }
 

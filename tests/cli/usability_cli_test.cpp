@@ -163,6 +163,23 @@ TEST(UsabilityCli, PrepareSingleFileShowsProgress) {
     std::remove(out.c_str());
 }
 
+// A corpus with bytes that are not UTF-8: dropped as convert_to_unicode drops them, with one warning
+// naming the file, the line count and the first place (google's script under Python 3 stops there).
+TEST(UsabilityCli, PrepareWarnsOnceAboutInvalidUtf8) {
+    const char* s = std::getenv("BB_SHARED_DIR");
+    const std::string g = std::string(s ? s : "/work/shared") + "/golden/";
+    const std::string corpus = ::testing::TempDir() + "/bb_bad_utf8.txt", out = corpus + ".tfrecord";
+    std::ofstream(corpus) << "Hello world.\nBad \xff byte here.\n\nAnother doc \xc3 x.\n";
+    const auto r = run_bertbench("prepare --input_file=" + corpus + " --output_file=" + out + " --vocab_file=" + g +
+                                 "vocab.txt --max_seq_length=32 --max_predictions_per_seq=5");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string want = corpus + ": 2 line(s) hold bytes that are not UTF-8 (the first on line 2, byte offset 17)";
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("not UTF-8"), r.out.rfind("not UTF-8")) << r.out;  // once
+    std::remove(corpus.c_str());
+    std::remove(out.c_str());
+}
+
 // Out of memory is never bare: under a 4 GB address-space limit a BERT-base arena for 512 x 512
 // tokens cannot be allocated; the error names it, its size, the batch and the flags that shrink it.
 TEST(UsabilityCli, OutOfMemoryNamesWhatHowLargeAndTheFlags) {
