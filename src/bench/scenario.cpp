@@ -242,8 +242,10 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
         double now = clock.now() - t0;
         // singlestream ends as LoadGen's does ("Ending naturally", issue_query_controller.cc):
         // after an issue, once min_query_count are issued and that issue's own time has reached
-        // min_duration_s (so LoadGen's min-duration clock, the last issue, holds)
-        if (!s.issues[next].t && next > 0 && static_cast<int64_t>(next) >= s.settings.min_query_count &&
+        // min_duration_s (so LoadGen's min-duration clock, the last issue, holds); an accuracy run
+        // issues every query (LoadGen's AccuracyOnly never ends early)
+        if (!s.settings.every_query_once && !s.issues[next].t && next > 0 &&
+            static_cast<int64_t>(next) >= s.settings.min_query_count &&
             log.entries[next - 1].arrival >= s.settings.min_duration_s) {
             log.entries.resize(next);
             break;

@@ -217,6 +217,10 @@ TEST(ScenarioLoop, SingleStreamEndsOnceBothMinimumsAreMet) {
     const Schedule more = make_schedule(s, make_queries({100}), 1000);
     sut.s = &more;
     EXPECT_EQ(run_schedule(more, sut.run(), sut.clock(), "fake", 1).entries.size(), 150u);
+    s.every_query_once = true;  // accuracy: every query, whatever the minimums (it ended at 150)
+    const Schedule all = make_schedule(s, make_queries(std::vector<int>(400, 100)), 400);
+    sut.s = &all;
+    EXPECT_EQ(run_schedule(all, sut.run(), sut.clock(), "fake", 1).entries.size(), 400u);
 }
 
 TEST(ScenarioLoop, ServerInvariantsOnAFakeSut) {
