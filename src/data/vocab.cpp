@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "data/unicode_text.hpp"
 
 namespace bertbench::data {
@@ -81,7 +82,12 @@ Vocab Vocab::from_text(std::string_view bytes, const std::string& where) {
                 if (c != '\r') line.push_back(c);
             raw = line;
         }
-        const std::string text = uni::sanitize_utf8(raw);
+        // load_vocab reads through TF's text-mode GFile, which stops on such bytes
+        if (const size_t at = json_safe::invalid_utf8_at(raw); at != std::string_view::npos)
+            fail("{}: line {}: expected UTF-8 text, got the byte 0x{:02x} at offset {} (google's "
+                 "tokenization.load_vocab stops on it with UnicodeDecodeError)",
+                 where, v.lines_.size() + 1, static_cast<unsigned char>(raw[at]), at);
+        const std::string text(raw);
         if (text.empty()) break;  // readline() returned "": end of file as the reference sees it
         v.lines_.emplace_back(uni::py_strip(text));
     }

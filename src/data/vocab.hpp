@@ -1,5 +1,6 @@
 // WordPiece vocabulary, loaded as tokenization.load_vocab does: lines split on '\n' with every
-// '\r' deleted (tf.gfile readline), invalid UTF-8 dropped, each line str.strip()ped; token i is
+// '\r' deleted (tf.gfile readline), each line str.strip()ped (a line that is not UTF-8 is an error,
+// as TF's text-mode read fails on it); token i is
 // line i. A repeated token maps to its LAST line (dict assignment) but keeps the position of its
 // first line in keys() (OrderedDict), which create_pretraining_data uses for random words.
 // Lookups go through an open-addressing hash table of string_views (no allocation per lookup).

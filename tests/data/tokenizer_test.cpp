@@ -120,6 +120,9 @@ TEST(Vocab, DuplicatesStripAndCarriageReturns) {
     EXPECT_EQ(v.find("c"), 2);
     EXPECT_EQ(v.find(""), 4);  // U+00A0 is stripped
     EXPECT_EQ(v.key_ids(), (std::vector<int32_t>{3, 1, 2, 4}));
+    // a line that is not UTF-8 (load_vocab's text-mode read stops on it): one line naming it
+    const std::string e = testing::error_of([] { (void)Vocab::from_text("a\nb\xff\n", "v.txt"); });
+    EXPECT_NE(e.find("v.txt: line 2: expected UTF-8 text, got the byte 0xff at offset 1"), std::string::npos) << e;
 }
 
 TEST(Unicode, DecodeIgnoreMatchesPython) {
