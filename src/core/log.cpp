@@ -30,11 +30,13 @@ void write(Level lvl, const std::string& message) {
         g_progress_open = false;
     }
     if (lvl == Level::info) {
-        std::fprintf(stderr, "[%8.2fs] %s\n", seconds_since_start(), message.c_str());
+        std::fprintf(stderr, "[%8.2fs] ", seconds_since_start());
     } else {
-        std::fprintf(stderr, "[%8.2fs] %s: %s\n", seconds_since_start(),
-                     names[static_cast<int>(lvl)], message.c_str());
+        std::fprintf(stderr, "[%8.2fs] %s: ", seconds_since_start(), names[static_cast<int>(lvl)]);
     }
+    // the whole message, a NUL in it too (text quoted from input files, as the references log it)
+    std::fwrite(message.data(), 1, message.size(), stderr);
+    std::fputc('\n', stderr);
 }
 
 Progress::Progress(double plain_interval_s)

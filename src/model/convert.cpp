@@ -329,9 +329,14 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     // Output files.
     std::vector<std::string> outs;
     std::string st_path, config_path;
-    std::optional<CreatedDirCleanup> created;  // a failed --to=hf leaves no empty directory
+    std::optional<CreatedDirCleanup> created;  // a failed --to=hf or tf leaves no empty directory
     if (to == "tf") {
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
+        // the prefix's directory, created as TF's Saver creates it
+        if (const fs::path dir = fs::path(o.output).parent_path(); !dir.empty()) {
+            created.emplace(dir.string());
+            fs::create_directories(dir);
+        }
     } else if (to == "safetensors" || to == "pt" || to == "nvidia_pt") {
         st_path = o.output;
         outs = {st_path};

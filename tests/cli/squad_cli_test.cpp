@@ -82,6 +82,18 @@ TEST(SquadEvalCli, Version2MissingPredictionsAsTheScriptPrintsThem) {
     EXPECT_NE(ok.out.find("\"HasAns_total\": 3"), std::string::npos) << ok.out;  // evaluate-v2.0.py's output
 }
 
+// run_squad.py's "Could not find answer" warning quotes the text whole, a NUL in it too (the log
+// line was cut at the NUL); --features_only with one example (no training length is needed).
+TEST(SquadCli, LogLinesKeepANulOfTheInput) {
+    SquadTmp tmp;
+    const std::string train = tmp.path + "/nul.json";
+    write_file_atomic(train, R"({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "alpha be\u0000ta gamma delta",
+        "qas": [{"id": "n1", "question": "Which?", "answers": [{"text": "gamma", "answer_start": 3}]}]}]}]})");
+    const CmdRun r = run(tmp, squad_flags(tmp.path + "/out") + " --do_train --train_file=" + train + " --features_only");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find(std::string("Could not find answer: 'alpha be\0ta' vs. 'gamma'", 48)), std::string::npos) << r.err;
+}
+
 TEST(SquadCli, FeatureFilesByteIdentical) {
     SquadTmp tmp;
     const std::string out = tmp.path + "/out";
