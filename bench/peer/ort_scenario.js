@@ -20,6 +20,8 @@ const ob = require('./ort_bench.js');
 
 const FORMAT = 'bertbench-scenario-schedule/1';
 const LOG_FORMAT = 'bertbench-scenario-log/1';
+const COPIED = ['qsl_rng_seed', 'sample_index_rng_seed', 'schedule_rng_seed', 'min_duration_s', 'min_query_count',
+  'loadgen_target_qps', 'query_count'];
 const SCENARIOS = ['singlestream', 'offline', 'server'];
 
 function parseArgs(argv) {
@@ -107,8 +109,10 @@ async function main() {
   for (let i = 0; i < a.warmup; i++) await session.run(ob.paddedFeeds(ort, queries, first).feeds);
   const entries = await run(ort, a, s, queries, session);
   const [sut] = ob.peerInfo(a, rec);
-  ob.writeJson(a.log, { format: LOG_FORMAT, sut, scenario: s.scenario, target_qps: s.target_qps ?? null,
-    latency_bound_ms: s.latency_bound_ms ?? null, batch_size: s.batch_size, threads: a.threads, entries });
+  // the run's settings as the schedule names them (seeds as decimal strings), for the summary
+  const settings = Object.fromEntries(COPIED.filter((k) => k in s).map((k) => [k, s[k]]));
+  ob.writeJson(a.log, { format: LOG_FORMAT, sut, threads: a.threads, scenario: s.scenario, target_qps: s.target_qps ?? null,
+    latency_bound_ms: s.latency_bound_ms ?? null, batch_size: s.batch_size, ...settings, entries });
   const last = entries[entries.length - 1].done;
   process.stderr.write(`ort_scenario.js: ${sut} ${s.scenario}: ${entries.length} issues in ${1 + entries[entries.length - 1].batch} ` +
     `batches, ${last.toFixed(3)} s; log ${a.log}\n`);

@@ -9,7 +9,9 @@ and the invariants of each log checked (check_log):
   - batches: ordinals 0, 1, 2, ... in issue order, consecutive issues, at most batch_size each, one
     start and one done per batch, and each batch starts no earlier than the previous one is done (one SUT);
   - FIFO and work conservation: a batch holds every issue that had arrived by its start, up to batch_size
-    (no arrived issue is passed over, none that had not arrived is taken).
+    (no arrived issue is passed over, none that had not arrived is taken);
+  - the run's settings the summary reads (seeds, minimums, loadgen_target_qps, query_count) copied from
+    the schedule unchanged (64-bit seeds as decimal strings, which JavaScript would round as numbers).
 check_log itself is tested on logs broken on purpose (each must be refused). Also: a malformed schedule
 is refused with one line naming the file. Exit status 0 when all pass; prints what it checked.
 Usage: /usr/bin/python3 bench/peer/scenario_test.py [--threads=1]"""
@@ -28,12 +30,19 @@ class Bad(Exception):
     pass
 
 
+COPIED = ["qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "min_duration_s", "min_query_count",
+          "loadgen_target_qps", "query_count"]
+
+
 def check_log(schedule, log):
     """Raises Bad naming the first broken invariant (see the docstring)."""
     issues, B, qs = schedule["issues"], schedule["batch_size"], schedule["queries"]
     e = log["entries"]
     if log["format"] != "bertbench-scenario-log/1" or log["scenario"] != schedule["scenario"] or log["batch_size"] != B:
         raise Bad("header %s does not match the schedule" % {k: log.get(k) for k in ("format", "scenario", "batch_size")})
+    for k in COPIED:  # what the summary reads: as the schedule names it (seeds as the same decimal strings)
+        if log.get(k) != schedule[k]:
+            raise Bad("%s %r, expected the schedule's %r" % (k, log.get(k), schedule[k]))
     # singlestream ends as LoadGen's issue loop does: after the first issue that makes
     # min_query_count and is itself issued at or after min_duration_s; every other log has them all
     if schedule["scenario"] == "singlestream":
@@ -86,8 +95,10 @@ def schedule(scenario, B, times, nq=6, min_duration_s=0.0, min_query_count=None)
            "segment_ids": [0] * 5 + [1] * (15 + 15 * i)} for i in range(nq)]
     return {"format": "bertbench-scenario-schedule/1", "scenario": scenario,
             "target_qps": None if scenario == "singlestream" else 50.0, "latency_bound_ms": 100.0, "batch_size": B,
-            "seed": 1, "min_duration_s": min_duration_s,
-            "min_query_count": len(times) if min_query_count is None else min_query_count, "queries": qs,
+            "qsl_rng_seed": "3066443479025735752", "sample_index_rng_seed": "10688027786191513374",
+            "schedule_rng_seed": "14962580496156340209", "min_duration_s": min_duration_s,
+            "min_query_count": len(times) if min_query_count is None else min_query_count,
+            "loadgen_target_qps": 50.0, "query_count": nq, "queries": qs,
             "issues": [{"q": k % nq, "t": t} for k, t in enumerate(times)]}
 
 
@@ -159,6 +170,8 @@ def main():
             ("singlestream", "singlestream chaining", delay_chained, "the previous issue's done"),
             ("singlestream_end", "a singlestream log cut one issue early",
              lambda L: L["entries"].pop(), "natural end"),
+            ("offline", "a seed through a double", lambda L: L.update(sample_index_rng_seed=10688027786191513600),
+             "expected the schedule's"),
         ]
         for name, what, brk, reason in breaks:
             with open(os.path.join(d, name + ".log.json")) as f:

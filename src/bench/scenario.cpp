@@ -2,6 +2,7 @@
 #include "bench/scenario.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -104,6 +105,25 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
     return out;
 }
 
+namespace {
+
+// What a schedule names and its raw log copies: the run's settings and the query set's size.
+nlohmann::json settings_json(const ScenarioSettings& st, int64_t query_count) {
+    return {{"scenario", scenario_name(st.scenario)},
+            {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
+            {"latency_bound_ms", st.latency_bound_ms},
+            {"batch_size", st.batch_size},
+            {"qsl_rng_seed", std::to_string(st.qsl_rng_seed)},
+            {"sample_index_rng_seed", std::to_string(st.sample_index_rng_seed)},
+            {"schedule_rng_seed", std::to_string(st.schedule_rng_seed)},
+            {"min_duration_s", st.min_duration_s},
+            {"min_query_count", st.min_query_count},
+            {"loadgen_target_qps", st.loadgen_target_qps},
+            {"query_count", query_count}};
+}
+
+}  // namespace
+
 nlohmann::json schedule_json(const Schedule& s) {
     nlohmann::json queries = nlohmann::json::array(), issues = nlohmann::json::array();
     for (size_t i = 0; i < s.queries.size(); ++i)
@@ -113,17 +133,8 @@ nlohmann::json schedule_json(const Schedule& s) {
                            {"segment_ids", s.queries[i].segment_ids}});
     for (const Issue& is : s.issues)
         issues.push_back({{"q", is.q}, {"t", is.t ? nlohmann::json(*is.t) : nlohmann::json(nullptr)}});
-    const ScenarioSettings& st = s.settings;
-    nlohmann::json j = {{"format", "bertbench-scenario-schedule/1"},
-                        {"scenario", scenario_name(st.scenario)},
-                        {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
-                        {"latency_bound_ms", st.latency_bound_ms},
-                        {"batch_size", st.batch_size},
-                        {"qsl_rng_seed", st.qsl_rng_seed},
-                        {"sample_index_rng_seed", st.sample_index_rng_seed},
-                        {"schedule_rng_seed", st.schedule_rng_seed},
-                        {"min_duration_s", st.min_duration_s},
-                        {"min_query_count", st.min_query_count}};
+    nlohmann::json j = {{"format", "bertbench-scenario-schedule/1"}};
+    j.update(settings_json(s.settings, static_cast<int64_t>(s.queries.size())));
     j["queries"] = std::move(queries);
     j["issues"] = std::move(issues);
     return j;
@@ -148,14 +159,8 @@ nlohmann::json log_json(const RunLog& log) {
                            {"start", e.start},
                            {"done", e.done},
                            {"batch", e.batch}});
-    const ScenarioSettings& st = log.settings;
-    nlohmann::json j = {{"format", "bertbench-scenario-log/1"},
-                        {"sut", log.sut},
-                        {"scenario", scenario_name(st.scenario)},
-                        {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
-                        {"latency_bound_ms", st.latency_bound_ms},
-                        {"batch_size", st.batch_size},
-                        {"threads", log.threads}};
+    nlohmann::json j = {{"format", "bertbench-scenario-log/1"}, {"sut", log.sut}, {"threads", log.threads}};
+    j.update(settings_json(log.settings, log.query_count));
     j["entries"] = std::move(entries);
     return j;
 }
@@ -176,12 +181,13 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
 
 }  // namespace
 
-RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const ScenarioSettings& rules) {
+RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const ScenarioSettings& defaults,
+                      std::vector<std::string>* missing) {
     if (!j.is_object() || j.value("format", std::string()) != "bertbench-scenario-log/1")
         fail("{}: expected a raw scenario log (\"format\": \"bertbench-scenario-log/1\"), got {}", where,
              j.is_object() && j.contains("format") ? "format " + j["format"].dump() : "no \"format\" field");
     RunLog log;
-    log.settings = rules;
+    log.settings = defaults;
     log.sut = field<std::string>(j, "sut", where);
     log.settings.scenario = parse_scenario(field<std::string>(j, "scenario", where), where + ": scenario");
     if (j.contains("target_qps") && !j["target_qps"].is_null())
@@ -191,6 +197,29 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
     log.settings.latency_bound_ms = field<double>(j, "latency_bound_ms", where);
     log.settings.batch_size = field<int>(j, "batch_size", where);
     log.threads = field<int>(j, "threads", where);
+    // the optional settings a log copies from its schedule
+    const auto optional = [&](const char* key, auto& value) {
+        if (!j.contains(key)) {
+            if (missing) missing->push_back(key);
+            return;
+        }
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, uint64_t>) {
+            const std::string text = field<std::string>(j, key, where);
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+                fail("{}: field \"{}\": expected a 64-bit seed in decimal, got \"{}\"", where, key, text);
+        } else {
+            value = field<T>(j, key, where);
+        }
+    };
+    optional("qsl_rng_seed", log.settings.qsl_rng_seed);
+    optional("sample_index_rng_seed", log.settings.sample_index_rng_seed);
+    optional("schedule_rng_seed", log.settings.schedule_rng_seed);
+    optional("min_duration_s", log.settings.min_duration_s);
+    optional("min_query_count", log.settings.min_query_count);
+    optional("loadgen_target_qps", log.settings.loadgen_target_qps);
+    optional("query_count", log.query_count);
     const auto it = j.find("entries");
     if (it == j.end() || !it->is_array() || it->empty())
         fail("{}: \"entries\": expected a non-empty array of {{q, tokens, arrival, start, done, batch}}", where);
@@ -224,6 +253,7 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
     log.sut = sut;
     log.settings = s.settings;
     log.threads = threads;
+    log.query_count = static_cast<int64_t>(s.queries.size());
     const size_t n = s.issues.size();
     log.entries.resize(n);
     const int B = std::max(1, s.settings.batch_size);

@@ -38,7 +38,7 @@ const char* yes(bool b) { return b ? "Yes" : "NO"; }
 
 }  // namespace
 
-std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, double target_qps, int64_t sample_count) {
+std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
     const ScenarioSettings& s = log.settings;
     const std::string rule = "================================================\n";
     std::string o = rule + "MLPerf Results Summary\n" + rule;
@@ -127,7 +127,7 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, doubl
     // Offline coalesces every issue into one query (LoadGen: min_query_count 1)
     const bool offline = s.scenario == Scenario::offline;
     o += fmt::format("samples_per_query : {}\n", offline ? st.queries : 1);
-    o += "target_qps : " + streamed(target_qps) + "\n";
+    o += "target_qps : " + streamed(s.loadgen_target_qps) + "\n";
     o += fmt::format("target_latency (ns): {}\n", s.scenario == Scenario::server ? ns(s.latency_bound_ms) : 0);
     o += fmt::format("max_async_queries : {}\n", s.scenario == Scenario::server ? 0 : 1);
     o += fmt::format("min_duration (ms): {}\n", std::llround(s.min_duration_s * 1e3));
@@ -139,7 +139,7 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st, doubl
     o += "accuracy_log_rng_seed : 0\naccuracy_log_probability : 0\naccuracy_log_sampling_target : 0\n"
          "print_timestamps : 0\nperformance_issue_unique : 0\nperformance_issue_same : 0\n"
          "performance_issue_same_index : 0\n";
-    o += fmt::format("performance_sample_count : {}\naccuracy_sample_count : {}\n", sample_count, sample_count);
+    o += fmt::format("performance_sample_count : {}\naccuracy_sample_count : {}\n", log.query_count, log.query_count);
     // A singlestream run ends naturally only with both minimums met; otherwise LoadGen's issue
     // loop ran out of generated queries, which it logs as an error
     const bool ran_out = s.scenario == Scenario::singlestream && !(st.min_queries_met && st.min_duration_met);

@@ -168,10 +168,9 @@ double loadgen_target_qps(Scenario sc, const ScenarioOptions& o, double latency_
     return ns > 0 ? 1e9 / static_cast<double>(ns) : 0;
 }
 
-void write_summary(const std::string& path, const bench::RunLog& l, const bench::ScenarioStats& st,
-                   double target_qps, int64_t sample_count) {
+void write_summary(const std::string& path, const bench::RunLog& l, const bench::ScenarioStats& st) {
     if (path.empty()) return;
-    write_file_atomic(path, bench::mlperf_summary_txt(l, st, target_qps, sample_count));
+    write_file_atomic(path, bench::mlperf_summary_txt(l, st));
     log::info("wrote {} (LoadGen's mlperf_log_summary.txt)", path);
 }
 
@@ -235,14 +234,22 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     } catch (const nlohmann::json::exception&) {
         fail("--summarize_log={}: not valid JSON (expected a bertbench-scenario-log/1 raw log)", o.summarize_log);
     }
-    bench::ScenarioSettings rules;
-    rules.min_duration_s = o.min_duration_s;
-    rules.min_query_count = o.min_query_count;
-    bench::RunLog l = bench::parse_log_json(j, "--summarize_log=" + o.summarize_log, rules);
-    const bench::ScenarioSettings given = settings_of(o, l.settings.scenario, 1);  // the seeds (not in the log)
-    l.settings.qsl_rng_seed = given.qsl_rng_seed;
-    l.settings.sample_index_rng_seed = given.sample_index_rng_seed;
-    l.settings.schedule_rng_seed = given.schedule_rng_seed;
+    // What the log lacks (a log of an older bertbench or peer) comes from the flags; rules given
+    // as flags judge the log by them instead of its own
+    const std::string where = "--summarize_log=" + o.summarize_log;
+    std::vector<std::string> missing;
+    bench::RunLog l = bench::parse_log_json(j, where, settings_of(o, Scenario::singlestream, 1), &missing);
+    const auto absent = [&](const char* key) { return std::count(missing.begin(), missing.end(), key) > 0; };
+    if (!missing.empty())
+        log::warn("{}: the log names no {}: taken from the flags{}", where, fmt::join(missing, ", "),
+                  absent("query_count") ? " (query_count: the highest query index + 1)" : "");
+    const auto given = [&](const char* flag) { return o.flags != nullptr && o.flags->is_set(flag); };
+    if (given("min_duration_s")) l.settings.min_duration_s = o.min_duration_s;
+    if (given("min_query_count")) l.settings.min_query_count = o.min_query_count;
+    if (absent("loadgen_target_qps"))
+        l.settings.loadgen_target_qps = l.settings.target_qps.value_or(loadgen_target_qps(l.settings.scenario, o, 0, 0));
+    if (l.query_count == 0)
+        for (const bench::LogEntry& e : l.entries) l.query_count = std::max<int64_t>(l.query_count, e.q + 1);
     const bench::ScenarioStats st = bench::summarize(l);
     std::cout << bench::stats_line(l, st) << "\n";
     nlohmann::json rep = report_shell("summarize_log " + o.summarize_log, c);
@@ -251,11 +258,7 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     rep["run"] = run_json(l, st);
     write_json(c.json_path, rep);
     if (l.settings.scenario == Scenario::server) write_svg(c.plot_path, {{l, st}}, l.sut + " server");
-    // the schedule's sizing as its flags gave it; its query set: the queries the log names
-    int64_t sample_count = 0;
-    for (const bench::LogEntry& e : l.entries) sample_count = std::max<int64_t>(sample_count, e.q + 1);
-    write_summary(o.mlperf_summary, l, st,
-                  l.settings.target_qps.value_or(loadgen_target_qps(l.settings.scenario, o, 0, 0)), sample_count);
+    write_summary(o.mlperf_summary, l, st);
     return 0;
 }
 
@@ -314,8 +317,9 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     std::vector<bench::Query> queries =
         c.data_files.empty() ? bench::queries_of(eval->features)
                              : bench::read_squad_queries(c.data_files, seq_len, config.vocab_size, c.skip_corrupt_records);
-    if (!accuracy)
-        queries = bench::select_queries(queries, o.scenario_queries, seed_of(o, "qsl_rng_seed", o.qsl_rng_seed));
+    bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
+    settings.every_query_once = accuracy;
+    if (!accuracy) queries = bench::select_queries(queries, o.scenario_queries, settings.qsl_rng_seed);
     const int n = static_cast<int>(queries.size());
     std::vector<int> by_length(static_cast<size_t>(n));
     std::iota(by_length.begin(), by_length.end(), 0);
@@ -324,21 +328,19 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     });
     const int median = by_length[static_cast<size_t>(n / 2)];
     const int median_tokens = static_cast<int>(queries[static_cast<size_t>(median)].input_ids.size());
-    bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
-    settings.every_query_once = accuracy;
     const std::string sut = fmt::format("bertbench-{}", ops::precision_name(dtype));
 
     if (!o.schedule_out.empty()) {  // for an external SUT: nothing measured
         if (!o.mlperf_summary.empty())
             fail("--mlperf_summary: --schedule_out measures nothing; give it to --summarize_log with the SUT's raw log");
         if (o.find_peak) fail("--schedule_out: one schedule per rate; give --server_target_qps without --server_find_peak");
-        const double target_qps = loadgen_target_qps(sc, o, 0, 0);
-        if (!accuracy && target_qps == 0)
+        settings.loadgen_target_qps = loadgen_target_qps(sc, o, 0, 0);
+        if (!accuracy && settings.loadgen_target_qps == 0)
             log::warn("--schedule_out: no --{} given: the schedule has --min_query_count={} issues and may end before "
                       "--min_duration_s={:g}",
                       sc == Scenario::singlestream ? "expected_latency_ms" : "expected_qps", o.min_query_count,
                       o.min_duration_s);
-        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, target_qps);
+        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, settings.loadgen_target_qps);
         const bench::Schedule s = bench::make_schedule(settings, std::move(queries), count);
         write_file_atomic(o.schedule_out, bench::schedule_json(s).dump() + "\n");
         log::info("wrote {}: {} {} issues of {} queries", o.schedule_out, s.issues.size(), o.scenario, n);
@@ -414,7 +416,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         const double start = o.target_qps > 0 ? o.target_qps : 0.5 * capacity;
         const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, [&](double qps) {
             bench::ScenarioSettings s = settings;
-            s.target_qps = qps;
+            s.target_qps = s.loadgen_target_qps = qps;
             runs.push_back(measure(s, bench::performance_issue_count(s, qps)));
             tried.push_back(run_json(runs.back().first, runs.back().second));
             return runs.back().second.latency_met;  // as LoadGen's FindPeakPerformance: the latency rule
@@ -443,7 +445,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         for (const auto& r : runs)
             if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) {
                 write_log(r.first);
-                write_summary(o.mlperf_summary, r.first, r.second, *peak.peak_qps, n);
+                write_summary(o.mlperf_summary, r.first, r.second);
             }
         if (!peak.peak_qps && !o.mlperf_summary.empty())
             log::warn("--mlperf_summary={}: not written: no rate was within the latency bound", o.mlperf_summary);
@@ -451,11 +453,11 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         write_json(c.json_path, rep);
         return peak.peak_qps ? 0 : 1;
     }
-    const double target_qps = loadgen_target_qps(sc, o, one_ms, capacity);
-    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, target_qps));
+    settings.loadgen_target_qps = loadgen_target_qps(sc, o, one_ms, capacity);
+    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, settings.loadgen_target_qps));
     rep["run"] = run_json(run_log, st);
     write_log(run_log);
-    write_summary(o.mlperf_summary, run_log, st, target_qps, n);
+    write_summary(o.mlperf_summary, run_log, st);
     if (sc == Scenario::server) write_svg(c.plot_path, {{run_log, st}}, sut + " server, " + sysinfo::cpu_model());
     write_json(c.json_path, rep);
     return 0;

@@ -327,6 +327,13 @@ RunLog hundred(Scenario sc) {
     return log;
 }
 
+// The summary of a run sized for LoadGen's target_qps `qps` over a query set of 3.
+std::string summary_of(RunLog log, double qps) {
+    log.settings.loadgen_target_qps = qps;
+    log.query_count = 3;
+    return mlperf_summary_txt(log, summarize(log));
+}
+
 // LoadGen's percentile (results.cc): sorted[floor(n x p)], 0-based, so the 91st of 100 for p90.
 TEST(ScenarioStats, LoadGenPercentiles) {
     const ScenarioStats st = summarize(hundred(Scenario::singlestream));
@@ -412,7 +419,7 @@ TEST(ScenarioStats, ValidityRulesNameTheirReasons) {
 // 9.9 s; w/o = 1 / the mean 50.5 ms), in LoadGen's layout and integer nanoseconds.
 TEST(ScenarioSummary, SingleStreamAsLoadGenWritesIt) {
     const RunLog log = hundred(Scenario::singlestream);
-    const std::string txt = mlperf_summary_txt(log, summarize(log), 12.5, 3);
+    const std::string txt = summary_of(log, 12.5);
     const std::string rule = "================================================\n";
     EXPECT_EQ(txt, rule + "MLPerf Results Summary\n" + rule +
                        "SUT name : hundred\n"
@@ -474,7 +481,7 @@ TEST(ScenarioSummary, ServerAndOfflineLines) {
     RunLog log = hundred(Scenario::server);
     log.settings.latency_bound_ms = 50.5;
     log.settings.min_query_count = 200;
-    const std::string server = mlperf_summary_txt(log, summarize(log), 10, 3);
+    const std::string server = summary_of(log, 10);
     const auto has = [](const std::string& txt, const std::string& line) {
         EXPECT_NE(txt.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << txt;
     };
@@ -491,10 +498,10 @@ TEST(ScenarioSummary, ServerAndOfflineLines) {
     has(server, "target_qps : 10\ntarget_latency (ns): 50500000\nmax_async_queries : 0\n");
     log.settings.latency_bound_ms = 1000;  // none over: valid on latency, 459 queries needed
     log.settings.min_query_count = 1;
-    has(mlperf_summary_txt(log, summarize(log), 10, 3), "  Performance constraints satisfied : Yes\n");
+    has(summary_of(log, 10), "  Performance constraints satisfied : Yes\n");
     log = hundred(Scenario::offline);
     log.settings.min_duration_s = 60;
-    const std::string offline = mlperf_summary_txt(log, summarize(log), 5.5, 3);
+    const std::string offline = summary_of(log, 5.5);
     has(offline, "Scenario : Offline\nMode     : PerformanceOnly\nSamples per second: 10.1\nResult is : INVALID\n"
                  "  Min duration satisfied : NO\n  Min queries satisfied : Yes\n  Early stopping satisfied: Yes\n"
                  "Recommendations:\n * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.\n"
@@ -506,7 +513,7 @@ TEST(ScenarioSummary, ServerAndOfflineLines) {
     // a singlestream run short of its duration ran out of generated queries: LoadGen's error
     log = hundred(Scenario::singlestream);
     log.settings.min_duration_s = 60;
-    has(mlperf_summary_txt(log, summarize(log), 10, 3), "\nNo warnings encountered during test.\n\n1 ERROR encountered. "
+    has(summary_of(log, 10), "\nNo warnings encountered during test.\n\n1 ERROR encountered. "
                                                        "See detailed log.\n");
 }
 
@@ -550,9 +557,16 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
     const nlohmann::json j = nlohmann::json::parse(log_json(log).dump());
     EXPECT_EQ(j["format"], "bertbench-scenario-log/1");
     EXPECT_EQ(j["entries"].size(), 500u);
-    const RunLog back = parse_log_json(j, "log.json", log.settings);
+    ScenarioSettings defaults;
+    std::vector<std::string> missing;
+    const RunLog back = parse_log_json(j, "log.json", defaults, &missing);
+    EXPECT_TRUE(missing.empty()) << missing.front();
     EXPECT_EQ(back.sut, "fake-int8");
     EXPECT_EQ(back.threads, 2);
+    EXPECT_EQ(back.query_count, 3);
+    EXPECT_EQ(back.settings.schedule_rng_seed, log.settings.schedule_rng_seed);
+    EXPECT_EQ(back.settings.min_duration_s, 0.5);
+    EXPECT_EQ(back.settings.min_query_count, 10);
     EXPECT_EQ(stats_json(summarize(back)), stats_json(summarize(log)));
     nlohmann::json bad = j;
     bad["entries"][3].erase("done");
@@ -564,6 +578,30 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
             << e.what();
     }
     EXPECT_THROW(parse_log_json(nlohmann::json{{"format", "x"}}, "log.json", log.settings), Error);
+    // the optional settings: absent ones are the defaults' and listed; a seed is 64 bits in decimal
+    nlohmann::json older = j;
+    older.erase("query_count");
+    older.erase("qsl_rng_seed");
+    defaults.qsl_rng_seed = 99;
+    missing.clear();
+    const RunLog again = parse_log_json(older, "log.json", defaults, &missing);
+    EXPECT_EQ(missing, (std::vector<std::string>{"qsl_rng_seed", "query_count"}));
+    EXPECT_EQ(again.settings.qsl_rng_seed, 99u);
+    EXPECT_EQ(again.query_count, 0);
+    for (const char* seed : {"-1", "18446744073709551616", "0x10", " 7", "7.0", ""}) {
+        nlohmann::json b = j;
+        b["qsl_rng_seed"] = seed;
+        try {
+            parse_log_json(b, "log.json", defaults);
+            FAIL() << "expected an error for " << seed;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("log.json: field \"qsl_rng_seed\": expected a 64-bit seed in decimal"),
+                      std::string::npos) << e.what();
+        }
+    }
+    nlohmann::json big = j;
+    big["qsl_rng_seed"] = "18446744073709551615";
+    EXPECT_EQ(parse_log_json(big, "log.json", defaults).settings.qsl_rng_seed, UINT64_MAX);
 }
 
 // The query set of the golden eval features: every feature once, its real tokens (as many as the

@@ -35,8 +35,8 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     const std::string json_path = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
     const std::string summary = tmp("offline_summary.txt"), summary_again = tmp("offline_summary_again.txt");
     const auto r = run_bertbench(tiny() + "--scenario=offline --batch_size=4 --scenario_queries=20 --min_duration_s=0 "
-                                 "--min_query_count=30 --expected_qps=40 --json=" + json_path + " --scenario_log=" + log +
-                                 " --mlperf_summary=" + summary);
+                                 "--min_query_count=30 --expected_qps=40 --sample_index_rng_seed=18446744073709551615 --json=" +
+                                 json_path + " --scenario_log=" + log + " --mlperf_summary=" + summary);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("bertbench-fp32 offline: 30 queries"), std::string::npos) << r.out;
     const nlohmann::json j = read_json(json_path);
@@ -53,23 +53,42 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     const nlohmann::json raw = read_json(log);
     EXPECT_EQ(raw["format"], "bertbench-scenario-log/1");
     EXPECT_EQ(raw["entries"].size(), 30u);
-    const auto s = run_bertbench("bench --summarize_log=" + log + " --min_duration_s=0 --min_query_count=30 --json=" +
-                                 again + " --expected_qps=40 --mlperf_summary=" + summary_again);
+    EXPECT_EQ(raw["sample_index_rng_seed"], "18446744073709551615");  // 64 bits, beyond a double's integers
+    // the log alone (its settings, seeds and query set's size) gives the same report and summary
+    const auto s = run_bertbench("bench --summarize_log=" + log + " --json=" + again + " --mlperf_summary=" + summary_again);
     ASSERT_EQ(s.exit_code, 0) << s.out;
-    const nlohmann::json k = read_json(again);
-    EXPECT_EQ(k["run"], j["run"]);
-    // LoadGen's summary of the run: its figure and the test parameters; the raw log's gives the
-    // same but for the query set's size, which the log knows only as its highest query index
+    EXPECT_EQ(s.out.find("warning"), std::string::npos) << s.out;
+    EXPECT_EQ(read_json(again)["run"], j["run"]);
     const std::string txt = read_file(summary);
     std::ostringstream samples;
     samples << st["samples_per_second"].get<double>();
     for (const std::string& line : {"Scenario : Offline\nMode     : PerformanceOnly\nSamples per second: " + samples.str(),
                                    std::string("Result is : VALID\n"), std::string("samples_per_query : 30\ntarget_qps : 40\n"),
+                                   std::string("sample_index_rng_seed : 18446744073709551615\n"),
                                    std::string("performance_sample_count : 20\n")})
         EXPECT_NE(txt.find(line), std::string::npos) << line << "\nnot in\n" << txt;
-    const std::string other = read_file(summary_again);
-    const auto params = [](const std::string& t) { return t.substr(0, t.find("performance_sample_count")); };
-    EXPECT_EQ(params(other), params(txt));
+    EXPECT_EQ(read_file(summary_again), txt);
+    // a log without them (an older SUT's): the flags', said so; a rule given as a flag judges by it
+    nlohmann::json old = raw;
+    for (const char* key : {"qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "loadgen_target_qps", "query_count"})
+        old.erase(key);
+    write_file_atomic(tmp("old_log.json"), old.dump());
+    const auto o = run_bertbench("bench --summarize_log=" + tmp("old_log.json") + " --expected_qps=40 "
+                                 "--sample_index_rng_seed=18446744073709551615 --min_duration_s=600 --mlperf_summary=" +
+                                 summary_again);
+    ASSERT_EQ(o.exit_code, 0) << o.out;
+    EXPECT_NE(o.out.find("the log names no qsl_rng_seed, sample_index_rng_seed, schedule_rng_seed, loadgen_target_qps, "
+                         "query_count: taken from the flags"), std::string::npos) << o.out;
+    const std::string judged = read_file(summary_again);
+    EXPECT_NE(judged.find("  Min duration satisfied : NO\n"), std::string::npos) << judged;
+    const auto params = [](const std::string& t) {
+        const size_t from = t.find("target_qps :"), to = t.find("min_duration (ms)");
+        return t.substr(from, to - from);
+    };
+    EXPECT_EQ(params(judged), params(txt));
+    EXPECT_NE(judged.find("min_duration (ms): 600000\nmax_duration (ms): 0\nmin_query_count : 1\n"), std::string::npos);
+    EXPECT_NE(judged.find("sample_index_rng_seed : 18446744073709551615\n"), std::string::npos) << judged;
+    EXPECT_NE(judged.find("performance_sample_count : 20\n"), std::string::npos) << judged;
     // what LoadGen writes no summary for: refused before any work
     for (const std::string& extra : {std::string("--scenario_mode=accuracy"), std::string("--schedule_out=" + tmp("never.json"))}) {
         const auto bad = run_bertbench(tiny() + "--scenario=offline --mlperf_summary=" + tmp("never.txt") + " " + extra);
@@ -156,15 +175,17 @@ TEST(ScenarioCli, ScheduleForAnExternalSut) {
     EXPECT_EQ(j["scenario"], "server");
     EXPECT_EQ(j["target_qps"], 25);
     EXPECT_EQ(j["batch_size"], 2);
-    EXPECT_EQ(j["qsl_rng_seed"], 9);  // --scenario_seed where a seed is not given by name
-    EXPECT_EQ(j["sample_index_rng_seed"], 9);
-    EXPECT_EQ(j["schedule_rng_seed"].get<uint64_t>(), 16159082839903944936ull);  // mlperf.conf's, above 2^63
+    EXPECT_EQ(j["qsl_rng_seed"], "9");  // --scenario_seed where a seed is not given by name
+    EXPECT_EQ(j["sample_index_rng_seed"], "9");
+    // mlperf.conf's, above 2^63: in decimal, which a peer's JSON reader keeps whole
+    EXPECT_EQ(j["schedule_rng_seed"], "16159082839903944936");
     // LoadGen's server generation: Poisson arrivals until the one before the last is past 2 s
     const auto& issues = j["issues"];
     ASSERT_GE(issues.size(), 10u);
     EXPECT_LT(issues[issues.size() - 2]["t"].get<double>(), 2.0);
     EXPECT_GE(issues.back()["t"].get<double>(), 2.0);
     const size_t queries = j["queries"].size();
+    EXPECT_EQ(j["query_count"], queries);
     for (const auto& q : j["queries"]) EXPECT_EQ(q["input_ids"].size(), q["segment_ids"].size());
     for (const auto& is : j["issues"]) EXPECT_LT(is["q"].get<size_t>(), queries);
     EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // nothing measured
