@@ -21,7 +21,7 @@ const ob = require('./ort_bench.js');
 const FORMAT = 'bertbench-scenario-schedule/1';
 const LOG_FORMAT = 'bertbench-scenario-log/1';
 const COPIED = ['qsl_rng_seed', 'sample_index_rng_seed', 'schedule_rng_seed', 'min_duration_s', 'min_query_count',
-  'loadgen_target_qps', 'query_count'];
+  'loadgen_target_qps', 'performance_sample_count'];
 const SCENARIOS = ['singlestream', 'offline', 'server'];
 
 function parseArgs(argv) {

@@ -10,7 +10,7 @@ and the invariants of each log checked (check_log):
     start and one done per batch, and each batch starts no earlier than the previous one is done (one SUT);
   - FIFO and work conservation: a batch holds every issue that had arrived by its start, up to batch_size
     (no arrived issue is passed over, none that had not arrived is taken);
-  - the run's settings the summary reads (seeds, minimums, loadgen_target_qps, query_count) copied from
+  - the run's settings the summary reads (seeds, minimums, loadgen_target_qps, performance_sample_count) copied from
     the schedule unchanged (64-bit seeds as decimal strings, which JavaScript would round as numbers).
 check_log itself is tested on logs broken on purpose (each must be refused). Also: a malformed schedule
 is refused with one line naming the file. Exit status 0 when all pass; prints what it checked.
@@ -31,7 +31,7 @@ class Bad(Exception):
 
 
 COPIED = ["qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "min_duration_s", "min_query_count",
-          "loadgen_target_qps", "query_count"]
+          "loadgen_target_qps", "performance_sample_count"]
 
 
 def check_log(schedule, log):
@@ -98,7 +98,7 @@ def schedule(scenario, B, times, nq=6, min_duration_s=0.0, min_query_count=None)
             "qsl_rng_seed": "3066443479025735752", "sample_index_rng_seed": "10688027786191513374",
             "schedule_rng_seed": "14962580496156340209", "min_duration_s": min_duration_s,
             "min_query_count": len(times) if min_query_count is None else min_query_count,
-            "loadgen_target_qps": 50.0, "query_count": nq, "queries": qs,
+            "loadgen_target_qps": 50.0, "performance_sample_count": nq, "queries": qs,
             "issues": [{"q": k % nq, "t": t} for k, t in enumerate(times)]}
 
 

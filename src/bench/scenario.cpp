@@ -108,7 +108,7 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
 namespace {
 
 // What a schedule names and its raw log copies: the run's settings and the query set's size.
-nlohmann::json settings_json(const ScenarioSettings& st, int64_t query_count) {
+nlohmann::json settings_json(const ScenarioSettings& st, int64_t performance_sample_count) {
     return {{"scenario", scenario_name(st.scenario)},
             {"target_qps", st.target_qps ? nlohmann::json(*st.target_qps) : nlohmann::json(nullptr)},
             {"latency_bound_ms", st.latency_bound_ms},
@@ -119,7 +119,8 @@ nlohmann::json settings_json(const ScenarioSettings& st, int64_t query_count) {
             {"min_duration_s", st.min_duration_s},
             {"min_query_count", st.min_query_count},
             {"loadgen_target_qps", st.loadgen_target_qps},
-            {"query_count", query_count}};
+            {"performance_sample_count", performance_sample_count},
+            {"accuracy_sample_count", st.accuracy_sample_count}};
 }
 
 }  // namespace
@@ -160,7 +161,7 @@ nlohmann::json log_json(const RunLog& log) {
                            {"done", e.done},
                            {"batch", e.batch}});
     nlohmann::json j = {{"format", "bertbench-scenario-log/1"}, {"sut", log.sut}, {"threads", log.threads}};
-    j.update(settings_json(log.settings, log.query_count));
+    j.update(settings_json(log.settings, log.performance_sample_count));
     j["entries"] = std::move(entries);
     return j;
 }
@@ -219,7 +220,8 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
     optional("min_duration_s", log.settings.min_duration_s);
     optional("min_query_count", log.settings.min_query_count);
     optional("loadgen_target_qps", log.settings.loadgen_target_qps);
-    optional("query_count", log.query_count);
+    optional("performance_sample_count", log.performance_sample_count);
+    optional("accuracy_sample_count", log.settings.accuracy_sample_count);
     const auto it = j.find("entries");
     if (it == j.end() || !it->is_array() || it->empty())
         fail("{}: \"entries\": expected a non-empty array of {{q, tokens, arrival, start, done, batch}}", where);
@@ -253,7 +255,7 @@ RunLog run_schedule(const Schedule& s, const RunBatch& run, const SutClock& cloc
     log.sut = sut;
     log.settings = s.settings;
     log.threads = threads;
-    log.query_count = static_cast<int64_t>(s.queries.size());
+    log.performance_sample_count = static_cast<int64_t>(s.queries.size());
     const size_t n = s.issues.size();
     log.entries.resize(n);
     const int B = std::max(1, s.settings.batch_size);

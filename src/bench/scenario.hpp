@@ -31,6 +31,9 @@ struct ScenarioSettings {
     bool every_query_once = false;     // accuracy: the query set in order, each once (no draws)
     // LoadGen's target_qps a performance run was sized by (performance_issue_count); 0: unknown
     double loadgen_target_qps = 0;
+    // the whole query set's size, before the performance set is chosen from it (LoadGen's
+    // accuracy_sample_count: its QSL's total); 0: the performance set's
+    int64_t accuracy_sample_count = 0;
     double min_duration_s = 60;
     int64_t min_query_count = 100;
 };
@@ -90,14 +93,14 @@ struct RunLog {
     std::string sut;  // e.g. bertbench-int8, ort-int8
     ScenarioSettings settings;
     int threads = 1;
-    int64_t query_count = 0;        // the query set's size (LoadGen's performance_sample_count); 0: unknown
+    int64_t performance_sample_count = 0;  // the schedule's query set (LoadGen's performance set); 0: unknown
     std::vector<LogEntry> entries;  // one per issue, in issue order
 };
 nlohmann::json log_json(const RunLog& log);  // bertbench-scenario-log/1
 // A raw log written by any SUT; Error naming `where` and the field for anything else. The run's
-// seeds (decimal strings: 64 bits), minimums, loadgen_target_qps and query_count, which the
+// seeds (decimal strings: 64 bits), minimums, loadgen_target_qps and sample counts, which the
 // schedule names and a log copies, are optional: those the log lacks are taken from `defaults`
-// (query_count: 0) and listed in `*missing` when given.
+// (performance_sample_count: 0) and listed in `*missing` when given.
 RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const ScenarioSettings& defaults,
                       std::vector<std::string>* missing = nullptr);
 
@@ -161,9 +164,9 @@ std::string stats_line(const RunLog& log, const ScenarioStats& st);
 
 // LoadGen's mlperf_log_summary.txt of a performance run (loadgen/results.cc LogSummary): the
 // scenario's figure, the four constraints, early stopping, latencies in integer ns and the test
-// parameters: target_qps the log's loadgen_target_qps, the performance and accuracy sample counts
-// its query_count. bertbench's settings stand for LoadGen's; those it has not (max_duration,
-// max_query_count, the accuracy-log sampling, issue modes) are LoadGen's defaults, 0.
+// parameters: target_qps the log's loadgen_target_qps, its sample counts. bertbench's settings
+// stand for LoadGen's; those it has not (max_duration, max_query_count, the accuracy-log sampling,
+// issue modes) are LoadGen's defaults, 0.
 std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st);
 
 // The definitions every scenario report embeds (docs/benchmark.md "Scenarios" in full).

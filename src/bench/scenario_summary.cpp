@@ -139,7 +139,8 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
     o += "accuracy_log_rng_seed : 0\naccuracy_log_probability : 0\naccuracy_log_sampling_target : 0\n"
          "print_timestamps : 0\nperformance_issue_unique : 0\nperformance_issue_same : 0\n"
          "performance_issue_same_index : 0\n";
-    o += fmt::format("performance_sample_count : {}\naccuracy_sample_count : {}\n", log.query_count, log.query_count);
+    o += fmt::format("performance_sample_count : {}\naccuracy_sample_count : {}\n", log.performance_sample_count,
+                     s.accuracy_sample_count > 0 ? s.accuracy_sample_count : log.performance_sample_count);
     // A singlestream run ends naturally only with both minimums met; otherwise LoadGen's issue
     // loop ran out of generated queries, which it logs as an error
     const bool ran_out = s.scenario == Scenario::singlestream && !(st.min_queries_met && st.min_duration_met);

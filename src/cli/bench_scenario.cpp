@@ -242,14 +242,15 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     const auto absent = [&](const char* key) { return std::count(missing.begin(), missing.end(), key) > 0; };
     if (!missing.empty())
         log::warn("{}: the log names no {}: taken from the flags{}", where, fmt::join(missing, ", "),
-                  absent("query_count") ? " (query_count: the highest query index + 1)" : "");
+                  absent("performance_sample_count") ? " (performance_sample_count: the highest query index + 1)" : "");
     const auto given = [&](const char* flag) { return o.flags != nullptr && o.flags->is_set(flag); };
     if (given("min_duration_s")) l.settings.min_duration_s = o.min_duration_s;
     if (given("min_query_count")) l.settings.min_query_count = o.min_query_count;
     if (absent("loadgen_target_qps"))
         l.settings.loadgen_target_qps = l.settings.target_qps.value_or(loadgen_target_qps(l.settings.scenario, o, 0, 0));
-    if (l.query_count == 0)
-        for (const bench::LogEntry& e : l.entries) l.query_count = std::max<int64_t>(l.query_count, e.q + 1);
+    if (l.performance_sample_count == 0)
+        for (const bench::LogEntry& e : l.entries)
+            l.performance_sample_count = std::max<int64_t>(l.performance_sample_count, e.q + 1);
     const bench::ScenarioStats st = bench::summarize(l);
     std::cout << bench::stats_line(l, st) << "\n";
     nlohmann::json rep = report_shell("summarize_log " + o.summarize_log, c);
@@ -287,6 +288,12 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     if (accuracy && (o.predict_file.empty() || o.vocab_file.empty() || o.init_checkpoint.empty()))
         fail("--scenario_mode=accuracy: expected --predict_file (the SQuAD JSON), --vocab_file and --init_checkpoint "
              "(a fine-tuned span model)");
+    if (accuracy && !o.accuracy_log.empty() &&
+        (seq_len != 384 || o.doc_stride != 128 || o.max_query_length != 64 || !o.do_lower_case))
+        log::warn("--accuracy_log={}: MLPerf's accuracy-squad.py indexes the features of --seq_len=384 --doc_stride=128 "
+                  "--max_query_length=64 lower-cased; this run's ({}/{}/{}{}) are others: that script cannot score "
+                  "this log (the metric printed here can)",
+                  o.accuracy_log, seq_len, o.doc_stride, o.max_query_length, o.do_lower_case ? "" : ", cased");
 
     // The SUT: the span model, fine-tuned weights or (performance) random ones.
     omp_set_num_threads(threads);
@@ -319,6 +326,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
                              : bench::read_squad_queries(c.data_files, seq_len, config.vocab_size, c.skip_corrupt_records);
     bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
     settings.every_query_once = accuracy;
+    settings.accuracy_sample_count = static_cast<int64_t>(queries.size());
     if (!accuracy) queries = bench::select_queries(queries, o.scenario_queries, settings.qsl_rng_seed);
     const int n = static_cast<int>(queries.size());
     std::vector<int> by_length(static_cast<size_t>(n));

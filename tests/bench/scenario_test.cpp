@@ -330,7 +330,7 @@ RunLog hundred(Scenario sc) {
 // The summary of a run sized for LoadGen's target_qps `qps` over a query set of 3.
 std::string summary_of(RunLog log, double qps) {
     log.settings.loadgen_target_qps = qps;
-    log.query_count = 3;
+    log.performance_sample_count = 3;
     return mlperf_summary_txt(log, summarize(log));
 }
 
@@ -563,7 +563,7 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
     EXPECT_TRUE(missing.empty()) << missing.front();
     EXPECT_EQ(back.sut, "fake-int8");
     EXPECT_EQ(back.threads, 2);
-    EXPECT_EQ(back.query_count, 3);
+    EXPECT_EQ(back.performance_sample_count, 3);
     EXPECT_EQ(back.settings.schedule_rng_seed, log.settings.schedule_rng_seed);
     EXPECT_EQ(back.settings.min_duration_s, 0.5);
     EXPECT_EQ(back.settings.min_query_count, 10);
@@ -580,14 +580,14 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
     EXPECT_THROW(parse_log_json(nlohmann::json{{"format", "x"}}, "log.json", log.settings), Error);
     // the optional settings: absent ones are the defaults' and listed; a seed is 64 bits in decimal
     nlohmann::json older = j;
-    older.erase("query_count");
+    older.erase("performance_sample_count");
     older.erase("qsl_rng_seed");
     defaults.qsl_rng_seed = 99;
     missing.clear();
     const RunLog again = parse_log_json(older, "log.json", defaults, &missing);
-    EXPECT_EQ(missing, (std::vector<std::string>{"qsl_rng_seed", "query_count"}));
+    EXPECT_EQ(missing, (std::vector<std::string>{"qsl_rng_seed", "performance_sample_count"}));
     EXPECT_EQ(again.settings.qsl_rng_seed, 99u);
-    EXPECT_EQ(again.query_count, 0);
+    EXPECT_EQ(again.performance_sample_count, 0);
     for (const char* seed : {"-1", "18446744073709551616", "0x10", " 7", "7.0", ""}) {
         nlohmann::json b = j;
         b["qsl_rng_seed"] = seed;
