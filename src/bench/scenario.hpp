@@ -144,7 +144,7 @@ struct ScenarioStats {
     int64_t overlatency_queries = 0;
     double samples_per_s = 0;     // queries / duration_s
     double tokens_per_s = 0;      // real tokens / duration_s
-    double scheduled_qps = 0;     // server: queries / last arrival
+    double scheduled_qps = 0;     // server: (queries - 1) / last arrival, as LoadGen's
     // done - arrival in integer ns (LoadGen's), as ms; percentiles at LoadGen's index
     // sorted[floor(n x p)], the mean truncated to ns
     double latency_ms_p50 = 0, latency_ms_p90 = 0, latency_ms_p95 = 0, latency_ms_p97 = 0, latency_ms_p99 = 0,

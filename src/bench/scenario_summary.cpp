@@ -112,8 +112,7 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
         o += "QPS w/o loadgen overhead        : " + fixed(st.latency_ms_mean > 0 ? 1e3 / st.latency_ms_mean : 0) +
              "\n\n";
     } else if (s.scenario == Scenario::server) {
-        o += "Scheduled samples per second : " +
-             fixed(st.min_duration_clock_s > 0 ? (n - 1) / st.min_duration_clock_s : 0) + "\n";
+        o += "Scheduled samples per second : " + fixed(st.scheduled_qps) + "\n";
     }
     o += fmt::format("Min latency (ns)                : {}\n", ns(st.latency_ms_min));
     o += fmt::format("Max latency (ns)                : {}\n", ns(st.latency_ms_max));
