@@ -138,7 +138,7 @@ int cmd_prepare(int argc, char** argv) {
              comm.size());
     if (input_file.empty()) fail("--input_file is required (text file(s), comma-separated, globs allowed)");
     if (output_file.empty()) fail("--output_file is required (TFRecord file(s), comma-separated)");
-    const auto inputs = expand_globs(input_file, "--input_file");
+    const auto inputs = expand_globs(input_file, "--input_file", GlobOrder::directory);  // as tf.gfile.Glob
     const auto outputs = split_commas(output_file);
     // Nothing is written before every output is known not to be an input.
     std::vector<std::string> written = outputs;

@@ -1,7 +1,8 @@
 #include "core/fs.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
-#include <glob.h>
+#include <fnmatch.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -165,23 +166,92 @@ bool is_own_temporary_or_sidecar(const std::string& filename) {
     return filename.find_first_not_of("0123456789", at + 5) == std::string::npos;
 }
 
-std::vector<std::string> expand_globs(const std::string& list, const std::string& flag) {
+namespace {
+
+bool has_wildcard(const std::string& s) { return s.find_first_of("*?[\\") != std::string::npos; }
+
+// TensorFlow's io::Dirname and io::JoinPath.
+std::string tf_dirname(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return "";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+std::string tf_join(const std::string& dir, const std::string& name) {
+    return dir.empty() ? name : dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// The entries of `dir` but . and .., in the directory's own order (readdir); none if unreadable.
+std::vector<std::string> directory_entries(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return out;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") out.push_back(name);
+    }
+    ::closedir(d);
+    return out;
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// tf.gfile.Glob (GetMatchingPaths in TensorFlow's file_system_helper.cc): a pattern without
+// wildcards is itself if it exists; otherwise, from the deepest directory of the pattern without
+// wildcards (".", joined in front, when there is none), level by level, every entry of each
+// directory in the directory's order (readdir: not sorted) that fnmatch(FNM_PATHNAME) matches
+// against the pattern's prefix of that depth (so '*' matches a leading dot).
+std::vector<std::string> tf_matching_paths(const std::string& pattern) {
+    if (!has_wildcard(pattern)) {
+        struct stat st {};
+        return ::stat(pattern.c_str(), &st) == 0 ? std::vector<std::string>{pattern} : std::vector<std::string>{};
+    }
+    std::string d = tf_dirname(pattern.substr(0, pattern.find_first_of("*?[\\"))).empty() ? tf_join(".", pattern)
+                                                                                          : pattern;
+    if (d.back() == '/') d = tf_dirname(d);
+    std::vector<std::string> levels;  // the pattern's prefixes, the root first
+    while (!d.empty()) {
+        levels.push_back(d);
+        const std::string up = tf_dirname(d);
+        if (up == d) break;
+        d = up;
+    }
+    std::reverse(levels.begin(), levels.end());
+    size_t first = 0;
+    while (first < levels.size() && !has_wildcard(levels[first])) ++first;
+    std::vector<std::string> out;
+    std::vector<std::pair<std::string, size_t>> queue{{levels[first - 1], first - 1}}, next;
+    while (!queue.empty()) {
+        next.clear();
+        for (const auto& [parent, depth] : queue) {
+            const size_t level = depth + 1;
+            for (const std::string& name : directory_entries(parent)) {
+                const std::string path = tf_join(parent, name);
+                if (::fnmatch(levels[level].c_str(), path.c_str(), FNM_PATHNAME) != 0) continue;
+                if (level + 1 == levels.size())
+                    out.push_back(path);
+                else if (is_directory(path))
+                    next.emplace_back(path, level);
+            }
+        }
+        std::swap(queue, next);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_globs(const std::string& list, const std::string& flag, GlobOrder order) {
     std::vector<std::string> out, left_out;
     for (const std::string& pattern : split_commas(list)) {
-        glob_t g{};
-        const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
-        if (rc == GLOB_NOMATCH || g.gl_pathc == 0) {
-            globfree(&g);
-            fail("{}: \"{}\" matches no file", flag, pattern);
-        }
-        if (rc != 0) {
-            globfree(&g);
-            fail("{}: cannot expand \"{}\"", flag, pattern);
-        }
-        const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
+        std::vector<std::string> matches = tf_matching_paths(pattern);
+        if (matches.empty()) fail("{}: \"{}\" matches no file", flag, pattern);
+        if (order == GlobOrder::sorted) std::sort(matches.begin(), matches.end());
+    const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
         size_t kept = 0;
-        for (size_t i = 0; i < g.gl_pathc; ++i) {
-            const std::string path = g.gl_pathv[i];
+        for (const std::string& path : matches) {
             if (wildcard &&
                 is_own_temporary_or_sidecar(std::filesystem::path(path).filename().string())) {
                 left_out.push_back(path);
@@ -190,7 +260,6 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
             out.push_back(path);
             ++kept;
         }
-        globfree(&g);
         if (kept == 0)
             fail("{}: \"{}\" matches only bertbench's own temporary or sidecar files (*.tmp.<pid>, "
                  "*.meta.json), which are never read as input", flag, pattern);

@@ -49,11 +49,18 @@ const char* file_type_name(unsigned mode);
 // that names one input file, checked before any work); anything else passes (the reader reports it).
 void check_not_directory(const std::string& path, const std::string& flag, const std::string& what);
 
-// Expands a comma-separated list of paths and globs; each glob must match at least one file.
-// Result keeps list order, each glob's matches sorted. Error names `flag` when nothing matches.
-// A wildcard never matches bertbench's own temporaries ("<name>.tmp.<pid>") or shard sidecars
-// ("<name>.meta.json"): they are left out and named in one log line.
-std::vector<std::string> expand_globs(const std::string& list, const std::string& flag);
+// Expands a comma-separated list of paths and globs as tf.gfile.Glob matches them (the reference
+// scripts' glob: fnmatch with FNM_PATHNAME, '*' matching a leading dot too; a relative pattern
+// with no directory before its first wildcard yields "./name"); each item must match at least
+// one file (the reference skips it silently). Result keeps list order, each glob's matches sorted
+// or, GlobOrder::directory, in tf.gfile.Glob's own order: each directory's entries as readdir
+// gives them (create_pretraining_data.py reads its inputs so; the same directory on the same file
+// system gives the same order). Error names `flag` when nothing matches. A wildcard never matches
+// bertbench's own temporaries ("<name>.tmp.<pid>") or shard sidecars ("<name>.meta.json"): they
+// are left out and named in one log line.
+enum class GlobOrder { sorted, directory };
+std::vector<std::string> expand_globs(const std::string& list, const std::string& flag,
+                                      GlobOrder order = GlobOrder::sorted);
 
 // Error, before anything is written, when `output` is the same file as one of `inputs`: compared
 // by device and inode, so another spelling, a hard link or a symlink is caught. An output that
