@@ -44,9 +44,10 @@ int cmd_pick_eval(int argc, char** argv) {
     if (output_tfrecord.empty()) fail("--output_tfrecord: expected a path, got nothing");
     if (num_examples_to_pick <= 0)
         fail("--num_examples_to_pick: expected a positive count, got {}", num_examples_to_pick);
-    if (max_seq_length <= 0 || max_predictions_per_seq <= 0)
-        fail("--max_seq_length/--max_predictions_per_seq: expected positive values, got {}/{}",
-             max_seq_length, max_predictions_per_seq);
+    if (max_seq_length <= 0) fail("--max_seq_length: expected > 0, got {}", max_seq_length);
+    // 0: records without masked positions (create_pretraining_data.py --max_predictions_per_seq=0)
+    if (max_predictions_per_seq < 0)
+        fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
 
     check_output_not_input(output_tfrecord, "--output_tfrecord", {input_tfrecord},
                            "--input_tfrecord");

@@ -90,6 +90,43 @@ TEST(PickEval, SchemaMismatchIsOneLineError) {
     EXPECT_FALSE(std::filesystem::exists(tmp.file("o.tfrecord")));  // nothing half-written
 }
 
+// --max_predictions_per_seq=0: records without masked positions, as prepare (and
+// create_pretraining_data.py) write them with that flag; the reference picks them.
+TEST(PickEval, RecordsWithoutPredictions) {
+    const std::string bin = bertbench_binary();
+    if (bin.empty())
+        GTEST_SKIP() << "bertbench not built (set BB_BERTBENCH or build the bertbench target)";
+    TempDir tmp;
+    std::string err;
+    const std::string in = tmp.file("p0.tfrecord"), out = tmp.file("picked.tfrecord");
+    ASSERT_EQ(run(fmt::format("'{}' prepare --input_file='{}' --output_file='{}' --vocab_file='{}' --max_seq_length=32 "
+                              "--max_predictions_per_seq=0 --dupe_factor=1",
+                              bin, golden("corpus_public.txt"), in, golden("vocab.txt")),
+                  tmp, &err),
+              0) << err;
+    ASSERT_EQ(run(fmt::format("'{}' pick-eval --input_tfrecord='{}' --output_tfrecord='{}' --num_examples_to_pick=3 "
+                              "--max_seq_length=32 --max_predictions_per_seq=0",
+                              bin, in, out),
+                  tmp, &err),
+              0) << err;
+    const auto inputs = read_records(in), picked = read_records(out);
+    ASSERT_EQ(picked.size(), 3u);
+    PretrainingRecord a, b;
+    for (size_t k = 0; k < 3; ++k) {
+        const size_t from = static_cast<size_t>(static_cast<double>(k) * (static_cast<double>(inputs.size()) / 3.0));
+        parse_pretraining_example(decode_example(picked[k]), 32, 0, "picked", a);
+        parse_pretraining_example(decode_example(inputs[from]), 32, 0, "input", b);
+        EXPECT_TRUE(a.masked_lm_positions.empty());
+        EXPECT_EQ(std::vector<int64_t>(a.input_ids.begin(), a.input_ids.end()),
+                  std::vector<int64_t>(b.input_ids.begin(), b.input_ids.end())) << k;
+    }
+    EXPECT_EQ(run(fmt::format("'{}' pick-eval --input_tfrecord='{}' --output_tfrecord='{}' --max_seq_length=32 "
+                              "--max_predictions_per_seq=-1", bin, in, tmp.file("never")),
+                  tmp, &err),
+              1);
+    EXPECT_NE(err.find("--max_predictions_per_seq: expected >= 0, got -1"), std::string::npos) << err;
+}
+
 TEST(PretrainingSchema, ParseAndErrors) {
     const auto rec = read_records(golden("pretraining/public_128_s12345_d2.tfrecord"))[0];
     const Example e = decode_example(rec);
