@@ -323,6 +323,7 @@ int cmd_pretrain(int argc, char** argv) {
     const std::string pt_marker = apply_nvidia_pt_pretrain(
         f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
+    nvpt.default_json_summary(f, pt_marker);
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
     // A TF-style name of one of our checkpoints (the eval-only run resolves its own choice)
     if (o.do_train) o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");

@@ -193,6 +193,7 @@ int cmd_squad(int argc, char** argv) {
         apply_nvidia_pt_squad(flags, nvpt, o, o.do_lower_case, ranks);
     apply_ngc_tf_squad(flags, ngc, o, ranks);
     apply_nvidia_pt_loss_scale(nvidia, o.precision_flags.loss_scale);
+    nvpt.default_json_summary(flags, nvidia);
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
     const bool root = dist::world().rank() == 0;

@@ -125,7 +125,8 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                       "--train_batch_size sequences in one batch (the same update)"));
     f.add("json-summary", &json_summary,
           who + "write dllogger's JSON stream (config, loss every --log_freq updates, final "
-                "throughput" + (pt ? "" : ", EM/F1") + ") to this file after the run ('' = none)");
+                "throughput" + (pt ? "" : ", EM/F1") + ") to this file after the run ('' = none; on "
+                "the script's line its default, results/dllogger.json)");
     f.add("log_freq", &log_freq, who + "updates between the --json-summary loss entries");
     f.add("max_steps", &max_steps,
           pt ? who + "optimizer updates to train (sets --num_train_steps = this x "
@@ -204,6 +205,10 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                                  "steps_this_run", "resume_from_checkpoint"})
             f.add_hint(name, "run_pretraining.py's flag: bertbench pretrain takes it");
     }
+}
+
+void NvidiaPtFlags::default_json_summary(const Flags& f, const std::string& m) {
+    if (!m.empty() && !f.is_set("json-summary")) json_summary = "results/dllogger.json";
 }
 
 std::string NvidiaPtFlags::marker(const Flags& f) const {
@@ -354,9 +359,6 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
                                   train::SquadTrainOptions& o, bool& do_lower_case, int ranks) {
     const std::string m = n.marker(f);
     if (m.empty()) return "";
-    if (!(n.max_steps == -1 || (n.max_steps > 0 && n.max_steps < 9e15)))
-        fail("--max_steps={}: expected -1 (no limit) or a positive number of updates (run_squad.py "
-             "stops after update max_steps + 1)", n.max_steps);
     const int k = n.gradient_accumulation_steps;
     if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
     const int per_update = o.train_batch_size / k * k;  // run_squad.py floors the micro-batch
@@ -369,7 +371,9 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
     o.nvidia.micro_batch = per_update / k;
     o.nvidia.accumulation = k;
     o.nvidia.ranks = ranks;
-    o.nvidia.max_steps = n.max_steps;
+    // run_squad.py's `if args.max_steps > 0 and global_step > args.max_steps: break`: <= 0, NaN,
+    // inf (and any count no run reaches) are no limit
+    o.nvidia.max_steps = n.max_steps > 0 && n.max_steps < 9e15 ? n.max_steps : -1;
     o.nvidia.fused_adam = !f.ignored_given("fp16").empty() || !f.ignored_given("amp").empty();
     std::string notes;
     if (!f.is_set("do_lower_case")) {

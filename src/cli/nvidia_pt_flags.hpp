@@ -38,6 +38,9 @@ struct NvidiaPtFlags {
     // for squad "" on NGC TF's run_squad.py line (--horovod, --use_xla, absl's --noamp/--amp=...),
     // which shares --amp with PyTorch's but keeps google's meanings (uncased by default).
     std::string marker(const Flags& flags) const;
+    // On the script's own line (`marker` not ""): its --json-summary default, results/dllogger.json
+    // (both scripts write it unless given another path; '' = none).
+    void default_json_summary(const Flags& flags, const std::string& marker);
 
 private:
     Script script_ = Script::pretraining;

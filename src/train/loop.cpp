@@ -405,8 +405,8 @@ int TrainLoop::run() {
     }
 }
 
-int TrainLoop::finish(const std::string& status) {
-    state_.finished = true;
+int TrainLoop::finish(const std::string& status, bool finished) {
+    state_.finished = finished;
     state_.status = status;
     if (o_.do_train) save_checkpoint(true);
     write_results(status);
@@ -564,8 +564,21 @@ int TrainLoop::train() {
         }
     }
     progress.finish("");
+    // Stopped by --stop_steps (NVIDIA's --steps_this_run) short of --num_train_steps: the run is
+    // not finished; running the command again (a later stop, or none) continues it, as the
+    // references' reruns continue from the output directory's latest checkpoint
+    const int64_t stopped_at = updater_->global_step();
+    const bool stopped_early = status.empty() && stopped_at < o_.num_train_steps;
     status = task_.at_end(*this, status);
-    finish(status);
+    if (stopped_early) {
+        finish(fmt::format("stopped at step {} of {} (--stop_steps); not finished: run again with a later "
+                           "--stop_steps, or without it, to continue", stopped_at, o_.num_train_steps), false);
+        log::info("stopped at step {} of --num_train_steps={} (--stop_steps): checkpoint {}; the same command "
+                  "with a later --stop_steps (or none) continues the run", stopped_at, o_.num_train_steps,
+                  last_checkpoint_);
+    } else {
+        finish(status);
+    }
     // With no update past the warm-up ones there is no throughput figure: say so, and give the
     // rate that includes the warm-up updates (labelled as such) rather than "0.0 seq/s".
     const std::string rate =

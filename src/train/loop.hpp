@@ -188,7 +188,7 @@ private:
     void write_results(const std::string& status);
     void write_curves();
     int train();
-    int finish(const std::string& status);
+    int finish(const std::string& status, bool finished = true);  // finished: a rerun has nothing to do
     void abort(const std::string& reason) noexcept;
     bool is_boundary() const;
 

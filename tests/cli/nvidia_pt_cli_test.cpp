@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::count_of;
 using testing::golden;
+using testing::bertbench_path;
 using testing::run_bertbench;
+using testing::run_shell;
 using testing::slurp;
 using testing::TmpDir;
 
@@ -81,6 +83,49 @@ std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std
            " --seed=12439 --fp16 --gradient_accumulation_steps=2 --allreduce_post_accumulation"
            " --allreduce_post_accumulation_fp16 --do_train --json-summary " + results +
            "/dllogger.json --loss_scale=0.0 --threads=1";
+}
+
+// Without --json-summary both scripts write dllogger's stream to results/dllogger.json (their
+// default, relative to the working directory); --json-summary='' writes none.
+TEST(NvidiaPyTorchCli, JsonSummaryDefaultsToResultsDllogger) {
+    const NvidiaDirs d;
+    std::string line = phase1_line(d, d.tmp.file("ckpts"), "");
+    line.erase(line.find(" --json-summary "), std::string(" --json-summary /dllogger.json").size());
+    ASSERT_EQ(line.find("json-summary"), std::string::npos) << line;
+    const std::string in = d.tmp.file("cwd"), none = d.tmp.file("cwd_none");
+    fs::create_directories(in);
+    fs::create_directories(none);
+    auto r = run_shell("cd '" + in + "' && " + bertbench_path() + " " + line);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string stream = slurp(in + "/results/dllogger.json");
+    EXPECT_EQ(stream.rfind("DLLL {", 0), 0u) << stream.substr(0, 200);
+    EXPECT_NE(stream.find("\"final_loss\""), std::string::npos) << stream.substr(0, 400);
+    r = run_shell("cd '" + none + "' && " + bertbench_path() + " " + line + " --output_dir=" + d.tmp.file("ckpts2") +
+                  " --json-summary=");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_FALSE(fs::exists(none + "/results")) << r.out;
+}
+
+// --steps_this_run stops the run short of --max_steps without finishing it: the same line with a
+// later stop (here its default, -1: --max_steps) continues from the checkpoint, as NVIDIA's
+// rerun with --resume_from_checkpoint does.
+TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
+    const NvidiaDirs d;
+    const std::string ckpts = d.tmp.file("ckpts"), line = phase1_line(d, ckpts, d.tmp.file("results"));
+    auto r = run_bertbench(line + " --steps_this_run=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    json res = json::parse(slurp(ckpts + "/results.json"));
+    EXPECT_EQ(res["global_step"], 2);  // 1 update x 2 micro-steps
+    EXPECT_NE(res["status"].get<std::string>().find("stopped at step 2 of 6"), std::string::npos) << res.dump();
+    r = run_bertbench(line + " --steps_this_run=-1 --resume_from_checkpoint");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("nothing to do"), std::string::npos) << r.out;
+    res = json::parse(slurp(ckpts + "/results.json"));
+    EXPECT_EQ(res["global_step"], 6);
+    EXPECT_EQ(testing::read_jsonl(ckpts + "/train_log.jsonl").size(), 3u);  // updates 1, 2, 3
+    r = run_bertbench(line + " --resume_from_checkpoint");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;  // finished now
 }
 
 // Phase 2's CMD: seq 512, --phase2 --resume_from_checkpoint --phase1_end_step=<phase 1's updates>,
@@ -374,11 +419,10 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     for (size_t i = 0; i < bert_adam_log.size(); ++i)
         EXPECT_FLOAT_EQ(bert_adam_log[i]["learning_rate"].get<float>(), nvidia_lr(static_cast<int64_t>(i)))
             << "update " << i + 1;
-    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("bad_limit"), true) + " --max_steps=0");
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("--max_steps=0: expected -1 (no limit) or a positive number"),
-              std::string::npos) << r.out;
-    EXPECT_FALSE(fs::exists(d.tmp.file("bad_limit")));
+    // its `args.max_steps > 0 and ...`: 0 (or any value <= 0) is no limit, as its default -1
+    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("no_limit"), true) + " --max_steps=0 --skip_checkpoint");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(testing::read_jsonl(d.tmp.file("no_limit") + "/train_log.jsonl").size(), log.size());
 }
 
 }  // namespace
