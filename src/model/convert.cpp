@@ -37,6 +37,28 @@ struct Tensor {
     std::vector<uint8_t> bytes;
 };
 
+// A string as protobuf's text format writes it (CEscape: quotes, backslash and control bytes
+// escaped, bytes >= 0x7f in octal).
+std::string text_proto_escape(const std::string& s) {
+    std::string out;
+    for (const unsigned char c : s) {
+        switch (c) {
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '"': out += "\\\""; break;
+            case '\'': out += "\\'"; break;
+            case '\\': out += "\\\\"; break;
+            default:
+                if (c < 0x20 || c >= 0x7f)
+                    out += fmt::format("\\{:03o}", c);
+                else
+                    out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 struct DTypePair {
     io::DType st;
     io::TfDType tf;
@@ -115,6 +137,14 @@ Loaded read_tf(const std::string& prefix) {
                 std::reverse(t.bytes.begin() + i, t.bytes.begin() + i + es);
         in.tensors.push_back(std::move(t));
     }
+    // The scalar global_step --to=tf derives from ours: dropped again, so that a bertbench
+    // checkpoint comes back from TF as it went
+    const auto named = [&](const char* name) {
+        return std::find_if(in.tensors.begin(), in.tensors.end(), [&](const Tensor& t) { return t.name == name; });
+    };
+    if (const auto tf = named("global_step"), ours = named("bertbench/global_step");
+        tf != in.tensors.end() && ours != in.tensors.end() && tf->shape.empty() && tf->bytes == ours->bytes)
+        in.tensors.erase(tf);
     return in;
 }
 
@@ -398,10 +428,30 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     if (to == "tf") {
         res.to = checkpoint_format_name(CheckpointFormat::tf_bundle);
         io::TfBundleWriter w(o.output);
-        for (const Tensor& t : in.tensors)
+        const Tensor* our_step = nullptr;
+        bool tf_step = false;
+        for (const Tensor& t : in.tensors) {
             w.add(t.name, to_tf(t.dtype), t.shape, t.bytes.data(), t.bytes.size());
-        w.finish();
+            if (t.name == "bertbench/global_step" && t.dtype == io::DType::I64 && t.bytes.size() == 8) our_step = &t;
+            tf_step = tf_step || t.name == "global_step";
+        }
         res.tensors = in.tensors.size();
+        // TF's own step counter, a scalar int64 (what an Estimator restores), from ours
+        int64_t step = 0;
+        if (our_step && !tf_step) {
+            std::memcpy(&step, our_step->bytes.data(), 8);
+            w.add_copy("global_step", io::TfDType::int64, {}, &step, 8);
+            ++res.tensors;
+        }
+        w.finish();
+        // The `checkpoint` state file beside it, as TF's Saver writes it (a model directory's
+        // latest checkpoint for tf.train.latest_checkpoint and an Estimator's restore)
+        const fs::path prefix(o.output);
+        const std::string name = text_proto_escape(prefix.filename().string());
+        const std::string state = (prefix.parent_path().empty() ? fs::path("checkpoint")
+                                                                 : prefix.parent_path() / "checkpoint").string();
+        write_file_atomic(state, "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
+        outs.push_back(state);
     } else if (to == "safetensors") {
         res.to = checkpoint_format_name(CheckpointFormat::bertbench);
         io::SafetensorsWriter w(st_path);

@@ -3,7 +3,9 @@
 // (PREFIX.index + PREFIX.data-00000-of-00001) and PyTorch checkpoints (read: zip or legacy, HF or
 // NVIDIA names, widened to fp32; written: zip, HF names, fp32, for torch.load(weights_only=True)). Tensors are copied byte for byte (HF kernels
 // transposed), so safetensors -> TF -> safetensors and safetensors -> HF -> safetensors give back
-// the same tensors bit for bit. Outputs are written atomically; an existing output is an error
+// the same tensors bit for bit (--to=tf adds TF's scalar int64 `global_step` from ours, dropped
+// again on the way back, and writes the directory's `checkpoint` state file, as TF's Saver
+// does). Outputs are written atomically; an existing output is an error
 // without `overwrite`, and an output that is the input (same inode) always is.
 #pragma once
 

@@ -83,6 +83,16 @@ TEST(ConvertCli, SafetensorsToTfAndBackIsBitExact) {
     EXPECT_NE(r.out.find("-> TensorFlow checkpoint"), std::string::npos) << r.out;
     EXPECT_TRUE(std::filesystem::exists(prefix + ".index"));
     EXPECT_TRUE(std::filesystem::exists(prefix + ".data-00000-of-00001"));
+    // as TF's Saver leaves it: its scalar int64 global_step (what an Estimator restores) and the
+    // directory's `checkpoint` state file naming it (tf.train.latest_checkpoint)
+    const io::TfBundleReader tf(prefix);
+    const io::TfTensorEntry* step = tf.find("global_step");
+    ASSERT_NE(step, nullptr);
+    EXPECT_EQ(step->dtype, io::TfDType::int64);
+    EXPECT_TRUE(step->shape.empty());
+    EXPECT_EQ(tf.read_i64(*step), std::vector<int64_t>{77});
+    EXPECT_EQ(read_file(dir.file("tf/run/checkpoint")),
+              "model_checkpoint_path: \"model.ckpt-77\"\nall_model_checkpoint_paths: \"model.ckpt-77\"\n");
     r = run_bertbench("convert --input=" + prefix + " --output=" + dir.file("b.safetensors"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     expect_same_tensors(a, dir.file("b.safetensors"));
