@@ -410,12 +410,13 @@ void write_nvidia_squad_model(const std::string& checkpoint, const std::string& 
     model::ConvertOptions c;
     c.input = checkpoint;
     c.output = (fs::path(output_dir) / "pytorch_model.bin").string();
-    c.to = "pt";
+    c.to = "nvidia_pt";  // {"model": state_dict()} of its modeling.py, the vocabulary padded to 8
     c.bert_config_file = bert_config_file;
     c.overwrite = true;  // run_squad.py rewrites it after every fine-tuning
     model::convert_checkpoint(c);
-    log::info("wrote {}: the fine-tuned model as run_squad.py saves it (a PyTorch state dict; its "
-              "eval line takes it as --init_checkpoint; --skip_checkpoint: not written)", c.output);
+    log::info("wrote {}: the fine-tuned model as run_squad.py saves it ({{\"model\": state_dict}} in its "
+              "modeling.py's names and padded vocabulary, which its own --init_checkpoint loads, as this eval "
+              "line does; --skip_checkpoint: not written)", c.output);
 }
 
 }  // namespace bertbench::cli
