@@ -302,6 +302,12 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         o.poly_power = 0.5;
         notes.push_back("decay power 0.5 (PolyWarmUpScheduler; --poly_power=0.5)");
     }
+    // Its rate itself, per update, unless bertbench's own schedule flags were given
+    if (!f.is_set("num_train_steps") && !f.is_set("num_warmup_steps") && !f.is_set("poly_power")) {
+        o.nvidia_poly_warmup = {n.max_steps, n.warmup_proportion, 0.5, k};
+        notes.push_back("the rate as its PolyWarmUpScheduler: update u of --max_steps=T gets lr x (u/T) / "
+                        "warmup_proportion, then lr x (1 - u/T)^0.5");
+    }
     if (!f.is_set("save_checkpoints_steps")) {
         o.save_checkpoints_steps =
             n.skip_checkpoint ? 0 : micro_steps("num_steps_per_checkpoint", n.num_steps_per_checkpoint, k);

@@ -10,6 +10,13 @@
 namespace bertbench::optim {
 
 float LrSchedule::at(int64_t global_step) const {
+    if (poly_warmup.total_updates > 0) {
+        const PolyWarmup& n = poly_warmup;
+        const double lr0 = learning_rate;
+        const double p = static_cast<double>(global_step / std::max(n.steps_per_update, 1) + 1) / n.total_updates;
+        // past max_steps (no NVIDIA run gets there: Python would raise on a complex power) 0
+        return static_cast<float>(p < n.warmup ? lr0 * p / n.warmup : lr0 * std::pow(std::max(1.0 - p, 0.0), n.degree));
+    }
     if (warmup_linear.total_steps > 0) {
         const WarmupLinear& n = warmup_linear;
         const double lr0 = learning_rate;
@@ -44,6 +51,9 @@ void LrSchedule::validate() const {
     if (num_warmup_steps < 0) fail("--num_warmup_steps: expected >= 0, got {}", num_warmup_steps);
     if (!(poly_power > 0)) fail("--poly_power: expected > 0, got {}", poly_power);
     if (!(learning_rate >= 0)) fail("--learning_rate: expected >= 0, got {}", learning_rate);
+    if (poly_warmup.total_updates > 0 && !(poly_warmup.warmup >= 0 && poly_warmup.warmup <= 1))
+        fail("--warmup_proportion: expected a fraction in [0, 1] (NVIDIA's PolyWarmUpScheduler), got {}",
+             poly_warmup.warmup);
     if (warmup_linear.total_steps > 0 && !(warmup_linear.warmup >= 0 && warmup_linear.warmup < 1))
         fail("--warmup_proportion: expected a fraction in [0, 1) (NVIDIA's BertAdam), got {}",
              warmup_linear.warmup);

@@ -31,6 +31,21 @@ struct LrSchedule {
         int step_offset = 0;
     };
     WarmupLinear warmup_linear{};
+    // NVIDIA PyTorch run_pretraining.py's PolyWarmUpScheduler (its schedulers.py, stepped before
+    // each optimizer step from the optimizer's step count) replaces the formula above when
+    // total_updates > 0. The update u = global_step / steps_per_update + 1 (1 on the first update
+    // of a run or phase, continuing on a resume) gets, in double as Python computes it, then
+    // rounded to float32:
+    //   p = u / total_updates   (its --max_steps, a float)
+    //   p < warmup :  lr0 * p / warmup          otherwise  lr0 * (1 - p) ^ degree
+    // so its first update has a rate above 0 and its last (u = max_steps) has 0.
+    struct PolyWarmup {
+        double total_updates = 0;
+        double warmup = 0;  // a fraction of total_updates, in [0, 1]
+        double degree = 0.5;
+        int steps_per_update = 1;
+    };
+    PolyWarmup poly_warmup{};
 
     // The learning rate the reference applies when its global_step (before the increment of this
     // step) equals `global_step`:

@@ -177,6 +177,18 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     EXPECT_EQ(res["samples"], 24);
     EXPECT_TRUE(fs::exists(ckpts + "/model.ckpt-4.safetensors"));  // every 2 updates
     EXPECT_TRUE(fs::exists(ckpts + "/model.ckpt-6.safetensors"));
+    // PolyWarmUpScheduler's rate (schedulers.py, stepped before each update from the optimizer's
+    // step count): update u of max_steps T = 3, warm-up 0.5, lr 6e-3 gets 6e-3 (u/T)/0.5 while
+    // u/T < 0.5, then 6e-3 (1 - u/T)^0.5: the first > 0, the last 0
+    const auto polywarmup = [](double u, double T, double w, double lr) {
+        return static_cast<float>(u / T < w ? lr * (u / T) / w : lr * std::pow(1.0 - u / T, 0.5));
+    };
+    const auto p1_log = testing::read_jsonl(ckpts + "/train_log.jsonl");
+    ASSERT_EQ(p1_log.size(), 3u);
+    for (size_t u = 1; u <= 3; ++u)
+        EXPECT_FLOAT_EQ(p1_log[u - 1]["learning_rate"].get<float>(), polywarmup(static_cast<double>(u), 3, 0.5, 6e-3))
+            << "update " << u;
+    EXPECT_EQ(p1_log[2]["learning_rate"].get<double>(), 0.0);
     // dllogger: the config, a loss entry per update (--log_freq 1), the final loss, the summary.
     auto lines = dllogger_lines(results + "/dllogger.json");
     ASSERT_GE(lines.size(), 6u);
@@ -207,6 +219,11 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     EXPECT_EQ(slurp(ckpts + "/results.json"), phase1_results);
     const json res2 = json::parse(slurp(ckpts + "/phase2/results.json"));
     EXPECT_EQ(res2["global_step"], 4);
+    const auto p2_log = testing::read_jsonl(ckpts + "/phase2/train_log.jsonl");
+    ASSERT_EQ(p2_log.size(), 2u);  // phase 2's updates counted from 1 again
+    for (size_t u = 1; u <= 2; ++u)
+        EXPECT_FLOAT_EQ(p2_log[u - 1]["learning_rate"].get<float>(), polywarmup(static_cast<double>(u), 2, 0.5, 4e-3))
+            << "phase 2 update " << u;
     EXPECT_EQ(res2["samples"], 8);
     EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/config.json"))["flags"]["init_checkpoint"],
               ckpts + "/model.ckpt-6.safetensors");
