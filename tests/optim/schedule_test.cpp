@@ -100,6 +100,24 @@ TEST(LrSchedule, NvidiaWarmupLinear) {
     EXPECT_THROW(s.validate(), Error);
 }
 
+// NVIDIA run_pretraining.py's PolyWarmUpScheduler, values worked by hand: max_steps 4, warm-up
+// 0.5, lr 2e-3, 2 micro-steps an update (the update's micro-steps 1, 3, 5, 7).
+TEST(LrSchedule, NvidiaPolyWarmup) {
+    LrSchedule s{2e-3, 8, 0, 0, 0.5};
+    s.poly_warmup = {4.0, 0.5, 0.5, 2};
+    EXPECT_FLOAT_EQ(s.at(1), 1e-3f);                                       // u = 1: 2e-3 x 0.25 / 0.5
+    EXPECT_FLOAT_EQ(s.at(0), 1e-3f);                                       // the same update's first micro-step
+    EXPECT_FLOAT_EQ(s.at(3), static_cast<float>(2e-3 * std::sqrt(0.5)));  // u = 2: p = 0.5, the decay
+    EXPECT_FLOAT_EQ(s.at(5), 1e-3f);                                       // u = 3: 2e-3 x 0.25^0.5
+    EXPECT_EQ(s.at(7), 0.0f);                                              // u = max_steps: 0
+    EXPECT_EQ(s.at(9), 0.0f);                                              // past it: 0, not NaN
+    s.poly_warmup = {2.5, 0.0, 0.5, 1};                                    // a float max_steps, no warm-up
+    EXPECT_FLOAT_EQ(s.at(0), static_cast<float>(2e-3 * std::sqrt(0.6)));
+    EXPECT_NO_THROW(s.validate());
+    s.poly_warmup.warmup = 1.5;
+    EXPECT_THROW(s.validate(), Error);
+}
+
 TEST(LrSchedule, ValidateNamesTheFlag) {
     try {
         LrSchedule{1e-3, 0, 10, 0, 1.0}.validate();
