@@ -291,7 +291,9 @@ int cmd_squad(int argc, char** argv) {
     const nlohmann::json flags_json = flags.to_json();
     log::info("config: {}", flags_json.dump());
     if (model) check_model_fits(o, model->config, vocab);
-    data::FullTokenizer tokenizer(vocab, o.do_lower_case);
+    // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
+    const data::TokenizerRules rules = nvidia.empty() ? data::TokenizerRules::google : data::TokenizerRules::nvidia_pytorch;
+    data::FullTokenizer tokenizer(vocab, o.do_lower_case, rules);
     const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);
@@ -353,6 +355,7 @@ int cmd_squad(int argc, char** argv) {
         popt.n_best_size = o.n_best_size;
         popt.max_answer_length = o.max_answer_length;
         popt.do_lower_case = o.do_lower_case;
+        popt.tokenizer_rules = rules;
         popt.version_2_with_negative = o.version_2_with_negative;
         popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;

@@ -5,6 +5,8 @@
 #include "data/tokenizer.hpp"
 
 #include <array>
+#include <cstring>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "data/unicode_text.hpp"
@@ -28,10 +30,27 @@ constexpr std::array<uint8_t, 128> make_ascii_table() {
 }
 constexpr std::array<uint8_t, 128> kAscii = make_ascii_table();
 
+// NVIDIA's BasicTokenizer never_split tuple.
+bool is_never_split(const std::vector<char32_t>& w) {
+    static constexpr std::u32string_view kNeverSplit[] = {U"[UNK]", U"[SEP]", U"[PAD]", U"[CLS]", U"[MASK]"};
+    const std::u32string_view v(w.data(), w.size());
+    for (const std::u32string_view s : kNeverSplit)
+        if (v == s) return true;
+    return false;
+}
+
 }  // namespace
 
 void BasicTokenizer::finish_word(TokenList& out, std::vector<uint32_t>* out_chars) {
     if (word_.empty()) return;
+    if (nvidia_ && is_never_split(word_)) {  // NVIDIA's never_split: the token as it is
+        for (const char32_t cp : word_) out.bytes.push_back(static_cast<char>(cp));
+        out.push_end();
+        if (out_chars) out_chars->push_back(static_cast<uint32_t>(word_.size()));
+        word_.clear();
+        word_ascii_ = true;
+        return;
+    }
     const std::vector<char32_t>* w = &word_;
     if (lower_ && !word_ascii_) {
         tmp_.clear();
@@ -94,7 +113,9 @@ void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
             while (i < n && p[i] < 0x80 && kAscii[p[i]] == kSpace) ++i;
             size_t j = i;
             while (j < n && p[j] < 0x80 && kAscii[p[j]] != kSpace) ++j;
-            if (j == n || p[j] < 0x80) {  // the token [i, j) is all ASCII
+            // the token [i, j) is all ASCII (NVIDIA's rules: one that may be a never_split token
+            // takes the general path, which sees it whole after _clean_text)
+            if ((j == n || p[j] < 0x80) && !(nvidia_ && std::memchr(p + i, '[', j - i) != nullptr)) {
                 // Output is at most j - i bytes; write through a raw pointer.
                 const size_t base = out.bytes.size();
                 out.bytes.resize(base + (j - i));
@@ -145,7 +166,7 @@ void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
         uni::decode_utf8_ignore(text.substr(i, j - i), cps);
         i = j;
         for (char32_t cp : cps) {
-            if (cp == 0xFFFD || uni::is_control(cp)) continue;
+            if (cp == 0xFFFD || (nvidia_ ? uni::is_other(cp) : uni::is_control(cp))) continue;
             if (uni::is_whitespace(cp) || cp == 0x2028 || cp == 0x2029) {
                 // Zs -> ' ' (_clean_text); U+2028/U+2029 are str.split() whitespace too.
                 finish_word(out, out_chars);
@@ -203,8 +224,11 @@ void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars,
     }
 }
 
-FullTokenizer::FullTokenizer(const Vocab& vocab, bool do_lower_case)
-    : vocab_(vocab), basic_(do_lower_case), wordpiece_(vocab), unk_id_(vocab.find("[UNK]")) {}
+FullTokenizer::FullTokenizer(const Vocab& vocab, bool do_lower_case, TokenizerRules rules)
+    : vocab_(vocab),
+      basic_(do_lower_case, rules),
+      wordpiece_(vocab, rules == TokenizerRules::nvidia_pytorch ? 100 : 200),
+      unk_id_(vocab.find("[UNK]")) {}
 
 void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& ids) {
     words_.clear();

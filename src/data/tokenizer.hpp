@@ -28,16 +28,24 @@ struct TokenList {
     void push_end() { ends.push_back(static_cast<uint32_t>(bytes.size())); }
 };
 
+// Whose tokenization.py: google-research/bert's (= MLPerf's), or NVIDIA DeepLearningExamples'
+// PyTorch copy (its run_squad.py), which differs in three places: a whitespace token equal to
+// [UNK], [SEP], [PAD], [CLS] or [MASK] is kept whole (never lower-cased, stripped or split),
+// _clean_text drops every category C* character (google: Cc and Cf only; so also private-use and
+// unassigned code points), and a word over 100 characters is [UNK] (google: 200).
+enum class TokenizerRules { google, nvidia_pytorch };
+
 class BasicTokenizer {
 public:
-    explicit BasicTokenizer(bool do_lower_case) : lower_(do_lower_case) {}
+    explicit BasicTokenizer(bool do_lower_case, TokenizerRules rules = TokenizerRules::google)
+        : lower_(do_lower_case), nvidia_(rules == TokenizerRules::nvidia_pytorch) {}
     // Appends the basic tokens of `text` (any bytes; invalid UTF-8 is dropped) to `out`.
     // Each token also records its length in code points in `out_chars` if non-null.
     void tokenize(std::string_view text, TokenList& out, std::vector<uint32_t>* out_chars = nullptr);
 
 private:
     void finish_word(TokenList& out, std::vector<uint32_t>* out_chars);
-    bool lower_;
+    bool lower_, nvidia_;
     std::vector<char32_t> word_, tmp_, tmp2_;  // current whitespace-delimited token
     bool word_ascii_ = true;
 };
@@ -58,7 +66,7 @@ private:
 
 class FullTokenizer {
 public:
-    FullTokenizer(const Vocab& vocab, bool do_lower_case);
+    FullTokenizer(const Vocab& vocab, bool do_lower_case, TokenizerRules rules = TokenizerRules::google);
     // Appends the WordPiece ids of `text`; [UNK] -> vocab["[UNK]"] (Error if the vocabulary has
     // no [UNK] and one is needed, where the reference raises KeyError).
     void tokenize_ids(std::string_view text, std::vector<int32_t>& ids);

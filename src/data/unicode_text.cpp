@@ -195,6 +195,14 @@ bool is_control(char32_t cp) {
     return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF;
 }
 
+bool is_other(char32_t cp) {
+    if (cp == '\t' || cp == '\n' || cp == '\r') return false;
+    if (cp < 0x80) return cp < 0x20 || cp == 0x7F;
+    const auto c = category(cp);
+    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CS ||
+           c == UTF8PROC_CATEGORY_CO || c == UTF8PROC_CATEGORY_CN;
+}
+
 bool is_punctuation(char32_t cp) {
     if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
         (cp >= 123 && cp <= 126))

@@ -27,6 +27,7 @@ std::string_view py_strip(std::string_view utf8);  // str.strip() on valid UTF-8
 
 bool is_whitespace(char32_t cp);   // tokenization._is_whitespace: ' ', \t, \n, \r or Zs
 bool is_control(char32_t cp);      // tokenization._is_control: Cc or Cf, except \t \n \r
+bool is_other(char32_t cp);        // NVIDIA's _is_control: any category C* (Cc Cf Cs Co Cn), except \t \n \r
 bool is_punctuation(char32_t cp);  // tokenization._is_punctuation: ASCII non-alnum or P*
 bool is_chinese_char(char32_t cp); // tokenization._is_chinese_char: CJK ideograph blocks
 bool is_mn(char32_t cp);           // general category Mn

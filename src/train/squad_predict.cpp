@@ -168,8 +168,8 @@ void log_line(std::string* log, const std::string& msg) {
 }  // namespace
 
 std::string squad_final_text(std::string_view pred_text_utf8, std::string_view orig_text_utf8,
-                             bool do_lower_case, std::string* verbose_log) {
-    data::BasicTokenizer tokenizer(do_lower_case);
+                             bool do_lower_case, std::string* verbose_log, data::TokenizerRules rules) {
+    data::BasicTokenizer tokenizer(do_lower_case, rules);
     data::TokenList toks;
     tokenizer.tokenize(orig_text_utf8, toks);
     std::string tok_utf8;
@@ -372,7 +372,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                     if (k > a) orig_text += ' ';
                     orig_text += example.doc_tokens[static_cast<size_t>(k)];
                 }
-                final_text = squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log);
+                final_text = squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log, opt.tokenizer_rules);
                 if (seen.count(final_text)) continue;
                 seen.insert(final_text);
             } else {

@@ -35,12 +35,15 @@ std::vector<int> squad_best_indexes(std::span<const double> logits, int n_best_s
 std::vector<double> squad_softmax(std::span<const double> scores);
 // get_final_text(pred_text, orig_text, do_lower_case). When `verbose_log` is non-null, the message
 // the reference logs with --verbose_logging (without "INFO:tensorflow:") is appended, one per line.
+// `rules`: whose BasicTokenizer re-tokenizes the original text (data/tokenizer.hpp).
 std::string squad_final_text(std::string_view pred_text, std::string_view orig_text, bool do_lower_case,
-                             std::string* verbose_log = nullptr);
+                             std::string* verbose_log = nullptr,
+                             data::TokenizerRules rules = data::TokenizerRules::google);
 
 struct SquadPredictOptions {
     int n_best_size = 20, max_answer_length = 30;
     bool do_lower_case = true;
+    data::TokenizerRules tokenizer_rules = data::TokenizerRules::google;  // NVIDIA's line: its own
     bool version_2_with_negative = false;
     double null_score_diff_threshold = 0.0;
 };

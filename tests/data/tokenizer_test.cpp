@@ -102,6 +102,43 @@ TEST(Tokenizer, LongWordIsUnk) {
     EXPECT_EQ(ids, (std::vector<int32_t>{0}));
 }
 
+// NVIDIA's PyTorch tokenization.py (its run_squad.py's): never_split specials kept whole (after
+// _clean_text, cased or not; a token merely containing one is split as usual), every category C*
+// dropped (private use U+E000, tag U+E0001, unassigned U+0378: google keeps them), 100 characters
+// a word. Each case checked against NVIDIA's unmodified module (session 39).
+TEST(Tokenizer, NvidiaPyTorchRules) {
+    const Vocab v = Vocab::from_text("[UNK]\n[MASK]\n[SEP]\n[\n]\nmask\nmas\n##k\na\n##a\nx\n##x\n.\n", "test");
+    const auto basic = [](bool lower, TokenizerRules rules, const std::string& text) {
+        BasicTokenizer b(lower, rules);
+        TokenList out;
+        b.tokenize(text, out);
+        std::vector<std::string> tokens;
+        for (size_t i = 0; i < out.size(); ++i) tokens.emplace_back(out[i]);
+        return tokens;
+    };
+    using S = std::vector<std::string>;
+    constexpr TokenizerRules nv = TokenizerRules::nvidia_pytorch, google = TokenizerRules::google;
+    EXPECT_EQ(basic(true, nv, "x [MASK] [MA\x01SK] [SEP]"), (S{"x", "[MASK]", "[MASK]", "[SEP]"}));
+    EXPECT_EQ(basic(false, nv, "[MASK]"), (S{"[MASK]"}));
+    EXPECT_EQ(basic(true, google, "x [MASK]"), (S{"x", "[", "mask", "]"}));
+    EXPECT_EQ(basic(true, nv, "[MASK]. [mask] [Mask]"), (S{"[", "mask", "]", ".", "[", "mask", "]", "[", "mask", "]"}));
+    EXPECT_EQ(basic(false, nv, "a\xee\x80\x80" "a x\xf3\xa0\x80\x81 \xcd\xb8" "x"), (S{"aa", "x", "x"}));
+    EXPECT_EQ(basic(false, google, "a\xee\x80\x80" "a \xcd\xb8" "x"), (S{"a\xee\x80\x80" "a", "\xcd\xb8" "x"}));
+    FullTokenizer nvidia(v, true, nv), reference(v, true);
+    std::vector<int32_t> ids;
+    nvidia.tokenize_ids(std::string(100, 'a'), ids);
+    EXPECT_EQ(ids.size(), 100u);
+    ids.clear();
+    nvidia.tokenize_ids(std::string(101, 'a'), ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{0}));
+    ids.clear();
+    reference.tokenize_ids(std::string(101, 'a'), ids);
+    EXPECT_EQ(ids.size(), 101u);
+    std::vector<std::string> tokens;
+    nvidia.tokenize("x [MASK] [SEP]", nullptr, &tokens, nullptr);
+    EXPECT_EQ(tokens, (S{"x", "[MASK]", "[SEP]"}));
+}
+
 TEST(Tokenizer, MissingUnkIsAnError) {
     const Vocab v = Vocab::from_text("a\n", "test");
     FullTokenizer tok(v, true);
