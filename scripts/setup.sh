@@ -16,6 +16,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev                     # libFuzzer targets for every reader
   libopenmpi-dev openmpi-bin                      # MPI data-parallel runs (mpirun -np N bertbench ...)
   iproute2                                        # scripts/mpi-netns.sh: multi-node tests in network namespaces
+  numactl                                         # scripts/launch_benchmark.py: Intel's numactl placement
   python3 python3-numpy python3-torch             # independent reference (parity tests, peer bench)
   python3-h5py                                    # hostile HDF5 shards built in tests (virtual, external, bombs)
 )
