@@ -249,7 +249,7 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
         std::vector<std::string> matches = tf_matching_paths(pattern);
         if (matches.empty()) fail("{}: \"{}\" matches no file", flag, pattern);
         if (order == GlobOrder::sorted) std::sort(matches.begin(), matches.end());
-    const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
+        const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
         size_t kept = 0;
         for (const std::string& path : matches) {
             if (wildcard &&

@@ -570,7 +570,7 @@ int TrainLoop::train() {
     const int64_t stopped_at = updater_->global_step();
     const bool stopped_early = status.empty() && stopped_at < o_.num_train_steps;
     status = task_.at_end(*this, status);
-    if (stopped_early) {
+    if (stopped_early && status != "success") {  // (its last evaluation may reach the target)
         finish(fmt::format("stopped at step {} of {} (--stop_steps); not finished: run again with a later "
                            "--stop_steps, or without it, to continue", stopped_at, o_.num_train_steps), false);
         log::info("stopped at step {} of --num_train_steps={} (--stop_steps): checkpoint {}; the same command "
