@@ -241,8 +241,9 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
     bench::RunLog l = bench::parse_log_json(j, where, settings_of(o, Scenario::singlestream, 1), &missing);
     const auto absent = [&](const char* key) { return std::count(missing.begin(), missing.end(), key) > 0; };
     if (!missing.empty())
-        log::warn("{}: the log names no {}: taken from the flags{}", where, fmt::join(missing, ", "),
-                  absent("performance_sample_count") ? " (performance_sample_count: the highest query index + 1)" : "");
+        log::warn("{}: the log names no {}: taken from the flags{}{}", where, fmt::join(missing, ", "),
+                  absent("performance_sample_count") ? " (performance_sample_count: the highest query index + 1)" : "",
+                  absent("accuracy_sample_count") ? " (accuracy_sample_count: the performance set's)" : "");
     const auto given = [&](const char* flag) { return o.flags != nullptr && o.flags->is_set(flag); };
     if (given("min_duration_s")) l.settings.min_duration_s = o.min_duration_s;
     if (given("min_query_count")) l.settings.min_query_count = o.min_query_count;
