@@ -32,7 +32,8 @@ int64_t duration_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000
 
 }  // namespace
 
-int64_t performance_issue_count(const ScenarioSettings& s, double target_qps) {
+int64_t performance_issue_count(const ScenarioSettings& s) {
+    const double target_qps = s.loadgen_target_qps;
     int64_t n = s.min_query_count;
     if (target_qps > 0 && s.scenario == Scenario::singlestream) {
         // LoadGen generates at a fixed period (duration_cast<ns> of 1 / target_qps) while the

@@ -349,7 +349,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
                       "--min_duration_s={:g}",
                       sc == Scenario::singlestream ? "expected_latency_ms" : "expected_qps", o.min_query_count,
                       o.min_duration_s);
-        const int64_t count = accuracy ? n : bench::performance_issue_count(settings, settings.loadgen_target_qps);
+        const int64_t count = accuracy ? n : bench::performance_issue_count(settings);
         const bench::Schedule s = bench::make_schedule(settings, std::move(queries), count);
         write_file_atomic(o.schedule_out, bench::schedule_json(s).dump() + "\n");
         log::info("wrote {}: {} {} issues of {} queries", o.schedule_out, s.issues.size(), o.scenario, n);
@@ -426,7 +426,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, [&](double qps) {
             bench::ScenarioSettings s = settings;
             s.target_qps = s.loadgen_target_qps = qps;
-            runs.push_back(measure(s, bench::performance_issue_count(s, qps)));
+            runs.push_back(measure(s, bench::performance_issue_count(s)));
             tried.push_back(run_json(runs.back().first, runs.back().second));
             return runs.back().second.latency_met;  // as LoadGen's FindPeakPerformance: the latency rule
         });
@@ -463,7 +463,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         return peak.peak_qps ? 0 : 1;
     }
     settings.loadgen_target_qps = loadgen_target_qps(sc, o, one_ms, capacity);
-    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings, settings.loadgen_target_qps));
+    const auto [run_log, st] = measure(settings, bench::performance_issue_count(settings));
     rep["run"] = run_json(run_log, st);
     write_log(run_log);
     write_summary(o.mlperf_summary, run_log, st);

@@ -1,6 +1,5 @@
 #include "core/fs.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
@@ -168,7 +167,10 @@ bool is_own_temporary_or_sidecar(const std::string& filename) {
 
 namespace {
 
-bool has_wildcard(const std::string& s) { return s.find_first_of("*?[\\") != std::string::npos; }
+namespace stdfs = std::filesystem;
+
+// The characters that make a pattern a glob for TensorFlow (and fnmatch's escape).
+constexpr const char* kWildcards = "*?[\\";
 
 // TensorFlow's io::Dirname and io::JoinPath.
 std::string tf_dirname(const std::string& path) {
@@ -180,36 +182,17 @@ std::string tf_join(const std::string& dir, const std::string& name) {
     return dir.empty() ? name : dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-// The entries of `dir` but . and .., in the directory's own order (readdir); none if unreadable.
-std::vector<std::string> directory_entries(const std::string& dir) {
-    std::vector<std::string> out;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return out;
-    while (const dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != "..") out.push_back(name);
-    }
-    ::closedir(d);
-    return out;
-}
-
-bool is_directory(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // tf.gfile.Glob (GetMatchingPaths in TensorFlow's file_system_helper.cc): a pattern without
 // wildcards is itself if it exists; otherwise, from the deepest directory of the pattern without
 // wildcards (".", joined in front, when there is none), level by level, every entry of each
 // directory in the directory's order (readdir: not sorted) that fnmatch(FNM_PATHNAME) matches
 // against the pattern's prefix of that depth (so '*' matches a leading dot).
 std::vector<std::string> tf_matching_paths(const std::string& pattern) {
-    if (!has_wildcard(pattern)) {
-        struct stat st {};
-        return ::stat(pattern.c_str(), &st) == 0 ? std::vector<std::string>{pattern} : std::vector<std::string>{};
-    }
-    std::string d = tf_dirname(pattern.substr(0, pattern.find_first_of("*?[\\"))).empty() ? tf_join(".", pattern)
-                                                                                          : pattern;
+    const size_t wildcard = pattern.find_first_of(kWildcards);
+    std::error_code ec;
+    if (wildcard == std::string::npos)
+        return stdfs::exists(pattern, ec) ? std::vector<std::string>{pattern} : std::vector<std::string>{};
+    std::string d = tf_dirname(pattern.substr(0, wildcard)).empty() ? tf_join(".", pattern) : pattern;
     if (d.back() == '/') d = tf_dirname(d);
     std::vector<std::string> levels;  // the pattern's prefixes, the root first
     while (!d.empty()) {
@@ -220,21 +203,23 @@ std::vector<std::string> tf_matching_paths(const std::string& pattern) {
     }
     std::reverse(levels.begin(), levels.end());
     size_t first = 0;
-    while (first < levels.size() && !has_wildcard(levels[first])) ++first;
+    while (first < levels.size() && levels[first].find_first_of(kWildcards) == std::string::npos) ++first;
     std::vector<std::string> out;
     std::vector<std::pair<std::string, size_t>> queue{{levels[first - 1], first - 1}}, next;
     while (!queue.empty()) {
         next.clear();
         for (const auto& [parent, depth] : queue) {
             const size_t level = depth + 1;
-            for (const std::string& name : directory_entries(parent)) {
-                const std::string path = tf_join(parent, name);
+            // the directory's entries in its own order (readdir); none if it cannot be read
+            for (auto it = stdfs::directory_iterator(parent, ec); !ec && it != stdfs::directory_iterator(); it.increment(ec)) {
+                const std::string path = tf_join(parent, it->path().filename().string());
                 if (::fnmatch(levels[level].c_str(), path.c_str(), FNM_PATHNAME) != 0) continue;
                 if (level + 1 == levels.size())
                     out.push_back(path);
-                else if (is_directory(path))
+                else if (std::error_code dir_ec; stdfs::is_directory(path, dir_ec))
                     next.emplace_back(path, level);
             }
+            ec.clear();
         }
         std::swap(queue, next);
     }

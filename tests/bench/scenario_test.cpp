@@ -28,6 +28,12 @@ std::vector<Query> make_queries(const std::vector<int>& lengths) {
     return qs;
 }
 
+// The issues of a performance run of `s` sized for LoadGen's target_qps `qps`.
+int64_t issues_at(ScenarioSettings s, double qps) {
+    s.loadgen_target_qps = qps;
+    return performance_issue_count(s);
+}
+
 ScenarioSettings server(double qps, int batch, uint64_t seed = 1) {
     ScenarioSettings s;
     s.scenario = Scenario::server;
@@ -110,7 +116,7 @@ TEST(ScenarioSchedule, LoadGensOwnSequences) {
     EXPECT_EQ(std::vector<size_t>(order.begin(), order.begin() + 8), (std::vector<size_t>{35, 92, 50, 53, 80, 66, 23, 15}));
     ScenarioSettings sv = seeded(Scenario::server, 7, 1.0, 20);
     sv.target_qps = 30;
-    const Schedule server = make_schedule(sv, select_queries(all, 0, 7), performance_issue_count(sv, 30));
+    const Schedule server = make_schedule(sv, select_queries(all, 0, 7), issues_at(sv, 30));
     ASSERT_EQ(server.issues.size(), 34u);
     const std::vector<std::pair<int64_t, int64_t>> first = {
         {0, 17}, {8597165, 12}, {21402238, 30}, {148965442, 27}, {169233551, 59}, {181506476, 38}};
@@ -121,12 +127,12 @@ TEST(ScenarioSchedule, LoadGensOwnSequences) {
     EXPECT_EQ(std::llround(*server.issues.back().t * 1e9), 1049428392);
     EXPECT_EQ(sample(server, 33), 4);
     const ScenarioSettings ss = seeded(Scenario::singlestream, 12345, 0.5, 150);
-    const Schedule single = make_schedule(ss, select_queries(all, 0, 12345), performance_issue_count(ss, 1e9 / 7e6));
+    const Schedule single = make_schedule(ss, select_queries(all, 0, 12345), issues_at(ss, 1e9 / 7e6));
     ASSERT_EQ(single.issues.size(), 150u);
     const std::vector<int64_t> draws = {3, 14, 67, 96, 59, 64, 50, 40};
     for (size_t i = 0; i < draws.size(); ++i) EXPECT_EQ(sample(single, i), draws[i]) << i;
     const ScenarioSettings off = seeded(Scenario::offline, 3, 1.0, 5);
-    const Schedule offline = make_schedule(off, select_queries(all, 0, 3), performance_issue_count(off, 30));
+    const Schedule offline = make_schedule(off, select_queries(all, 0, 3), issues_at(off, 30));
     ASSERT_EQ(offline.issues.size(), 33u);
     const std::vector<int64_t> contiguous = {46, 65, 54, 35, 5, 68, 43, 72};  // equal lengths: no reordering
     for (size_t i = 0; i < contiguous.size(); ++i) EXPECT_EQ(sample(offline, i), contiguous[i]) << i;
@@ -177,17 +183,17 @@ TEST(ScenarioSchedule, IssueCountCoversDurationAndCount) {
     ScenarioSettings s;
     s.min_duration_s = 10;
     s.min_query_count = 100;
-    EXPECT_EQ(performance_issue_count(s, 0), 100);
-    EXPECT_EQ(performance_issue_count(s, 1.0), 100);  // 21 at 1 query/s
+    EXPECT_EQ(issues_at(s, 0), 100);
+    EXPECT_EQ(issues_at(s, 1.0), 100);  // 21 at 1 query/s
     // singlestream: LoadGen's queries at 0, 10 ms, ..., 20 s (the first at or past 2 x 10 s)
-    EXPECT_EQ(performance_issue_count(s, 100), 2001);
-    EXPECT_EQ(performance_issue_count(s, 1 / 0.007), 2859);  // ceil(20 s / 7 ms) + 1
+    EXPECT_EQ(issues_at(s, 100), 2001);
+    EXPECT_EQ(issues_at(s, 1 / 0.007), 2859);  // ceil(20 s / 7 ms) + 1
     s.scenario = Scenario::offline;
-    EXPECT_EQ(performance_issue_count(s, 100), 1100);   // offline: 1.1 x 10 s x 100 /s
-    EXPECT_EQ(performance_issue_count(s, 33.33), 366);  // 366.63, truncated as LoadGen's
+    EXPECT_EQ(issues_at(s, 100), 1100);   // offline: 1.1 x 10 s x 100 /s
+    EXPECT_EQ(issues_at(s, 33.33), 366);  // 366.63, truncated as LoadGen's
     s.scenario = Scenario::server;
     s.target_qps = 100;
-    EXPECT_EQ(performance_issue_count(s, 100), 100);  // server: its arrivals reach the duration
+    EXPECT_EQ(issues_at(s, 100), 100);  // server: its arrivals reach the duration
     const Schedule sch = make_schedule(s, make_queries({10, 20}), 100);
     ASSERT_GE(sch.issues.size(), 2u);
     EXPECT_LT(*sch.issues[sch.issues.size() - 2].t, 10.0);  // generated while the previous was
