@@ -356,6 +356,7 @@ int cmd_squad(int argc, char** argv) {
         popt.max_answer_length = o.max_answer_length;
         popt.do_lower_case = o.do_lower_case;
         popt.tokenizer_rules = rules;
+        popt.nvidia_answers = !nvidia.empty();
         popt.version_2_with_negative = o.version_2_with_negative;
         popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;

@@ -298,19 +298,68 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
         double start_logit, end_logit;
         bool int_logits = false;
     };
+    const auto by_score = [](const auto& a, const auto& b) {
+        return a.start_logit + a.end_logit > b.start_logit + b.end_logit;
+    };
     OrderedMap<std::string> all_predictions;
     OrderedMap<std::vector<std::pair<NbestEntry, double>>> all_nbest;
     OrderedMap<double> scores_diff;
     std::vector<Prelim> prelim;
+    std::vector<NbestEntry> nbest;
+    std::unordered_set<std::string> seen;
     for (size_t ei = 0; ei < examples.size(); ++ei) {
         const data::SquadExample& example = examples[ei];
         const auto& feats = by_example[ei];
+        // The text of a candidate span: the window's WordPieces joined and de-tokenized, projected
+        // onto the original words by get_final_text.
+        const auto answer_text = [&](const Prelim& p) {
+            const data::SquadFeature& f = features[feats[p.feature_index]];
+            std::string tok_text;
+            for (int k = p.start; k <= p.end; ++k) {
+                if (k > p.start) tok_text += ' ';
+                tok_text += f.tokens[static_cast<size_t>(k)];
+            }
+            auto replace_all = [](std::string& s, std::string_view from) {
+                std::string out;
+                size_t i = 0;
+                for (size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size())
+                    out.append(s, i, j - i);
+                out.append(s, i, std::string::npos);
+                s = std::move(out);
+            };
+            replace_all(tok_text, " ##");
+            replace_all(tok_text, "##");
+            tok_text = u32_to_utf8(data::py_split_join(utf8_to_u32(tok_text)));
+            const int a = f.orig_index(p.start), b = f.orig_index(p.end);
+            std::string orig_text;
+            for (int k = a; k <= b; ++k) {
+                if (k > a) orig_text += ' ';
+                orig_text += example.doc_tokens[static_cast<size_t>(k)];
+            }
+            return squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log, opt.tokenizer_rules);
+        };
+        // Up to n_best_size entries from the candidates in score order (stable), each text once
+        // (the null span's "" included).
+        const auto take_nbest = [&](std::vector<Prelim>& cands) {
+            std::stable_sort(cands.begin(), cands.end(), by_score);
+            seen.clear();
+            std::vector<NbestEntry> out;
+            for (const Prelim& p : cands) {
+                if (static_cast<int>(out.size()) >= opt.n_best_size) break;
+                std::string final_text = p.start > 0 ? answer_text(p) : "";
+                if (!seen.insert(final_text).second && p.start > 0) continue;
+                out.push_back({std::move(final_text), p.start_logit, p.end_logit, p.int_logits});
+            }
+            return out;
+        };
         prelim.clear();
-        double score_null = 1000000;
+        nbest.clear();
+        // run_squad.py starts the null score at 1e6 (NVIDIA's at infinity) and its logits as the
+        // ints 0: still ints when no window's null score is below that (or it is NaN), and
+        // json.dumps writes them "0"
+        double score_null = opt.nvidia_answers ? std::numeric_limits<double>::infinity() : 1000000;
         size_t min_null_feature_index = 0;
         double null_start_logit = 0, null_end_logit = 0;
-        // run_squad.py starts them as the ints 0: still ints when no window's null score is
-        // below 1e6 (or it is NaN), and json.dumps writes them "0"
         bool null_int = true;
         for (size_t fi = 0; fi < feats.size(); ++fi) {
             const data::SquadFeature& f = features[feats[fi]];
@@ -336,52 +385,23 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                     prelim.push_back({fi, s, e, r.start_logits[static_cast<size_t>(s)],
                                       r.end_logits[static_cast<size_t>(e)], false});
                 }
-        }
-        if (opt.version_2_with_negative)
-            prelim.push_back({min_null_feature_index, 0, 0, null_start_logit, null_end_logit, null_int});
-        std::stable_sort(prelim.begin(), prelim.end(), [](const Prelim& a, const Prelim& b) {
-            return a.start_logit + a.end_logit > b.start_logit + b.end_logit;
-        });
-
-        std::unordered_set<std::string> seen;
-        std::vector<NbestEntry> nbest;
-        for (const Prelim& p : prelim) {
-            if (static_cast<int>(nbest.size()) >= opt.n_best_size) break;
-            std::string final_text;
-            if (p.start > 0) {
-                const data::SquadFeature& f = features[feats[p.feature_index]];
-                std::string tok_text;
-                for (int k = p.start; k <= p.end; ++k) {
-                    if (k > p.start) tok_text += ' ';
-                    tok_text += f.tokens[static_cast<size_t>(k)];
-                }
-                auto replace_all = [](std::string& s, std::string_view from) {
-                    std::string out;
-                    size_t i = 0;
-                    for (size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size())
-                        out.append(s, i, j - i);
-                    out.append(s, i, std::string::npos);
-                    s = std::move(out);
-                };
-                replace_all(tok_text, " ##");
-                replace_all(tok_text, "##");
-                tok_text = u32_to_utf8(data::py_split_join(utf8_to_u32(tok_text)));
-                const int a = f.orig_index(p.start), b = f.orig_index(p.end);
-                std::string orig_text;
-                for (int k = a; k <= b; ++k) {
-                    if (k > a) orig_text += ' ';
-                    orig_text += example.doc_tokens[static_cast<size_t>(k)];
-                }
-                final_text = squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log, opt.tokenizer_rules);
-                if (seen.count(final_text)) continue;
-                seen.insert(final_text);
-            } else {
-                seen.insert(final_text);
+            if (opt.nvidia_answers) {  // each window's n-best on its own, appended in window order
+                for (NbestEntry& e : take_nbest(prelim)) nbest.push_back(std::move(e));
+                prelim.clear();
             }
-            nbest.push_back({std::move(final_text), p.start_logit, p.end_logit, p.int_logits});
         }
-        if (opt.version_2_with_negative && !seen.count(""))
-            nbest.push_back({"", null_start_logit, null_end_logit, null_int});
+        if (opt.nvidia_answers) {
+            // the merged lists and the null answer, in score order (stable), the first n_best_size
+            if (opt.version_2_with_negative) nbest.push_back({"", null_start_logit, null_end_logit, null_int});
+            std::stable_sort(nbest.begin(), nbest.end(), by_score);
+            if (static_cast<int>(nbest.size()) > opt.n_best_size) nbest.resize(static_cast<size_t>(opt.n_best_size));
+        } else {
+            if (opt.version_2_with_negative)
+                prelim.push_back({min_null_feature_index, 0, 0, null_start_logit, null_end_logit, null_int});
+            nbest = take_nbest(prelim);
+            if (opt.version_2_with_negative && !seen.count(""))
+                nbest.push_back({"", null_start_logit, null_end_logit, null_int});
+        }
         if (nbest.empty()) nbest.push_back({"empty", 0.0, 0.0});
 
         std::vector<double> totals;

@@ -4,7 +4,8 @@
 // added in double, stable), n-best dedup by final text, get_final_text with its three fallbacks,
 // _compute_softmax in double, and the JSON files as json.dumps(..., indent=4) + "\n" writes them
 // (repr floats, ensure_ascii). SQuAD 2.0: the min-null-score slice, null_odds.json and
-// --null_score_diff_threshold.
+// --null_score_diff_threshold. NVIDIA's PyTorch run_squad.py get_answers on request
+// (SquadPredictOptions::nvidia_answers).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,13 @@ struct SquadPredictOptions {
     int n_best_size = 20, max_answer_length = 30;
     bool do_lower_case = true;
     data::TokenizerRules tokenizer_rules = data::TokenizerRules::google;  // NVIDIA's line: its own
+    // NVIDIA's run_squad.py get_answers instead of write_predictions: each window's candidates
+    // ranked and deduplicated by text on their own (up to n_best_size per window), the windows'
+    // lists merged with the null answer (2.0; this question's, where NVIDIA's script appends the
+    // last question's null logits to every question), ranked again and cut to n_best_size; no
+    // dedup across windows. The null score starts at infinity (google: 1e6). The best answer is
+    // the same as write_predictions'; the n-best lists and probabilities differ.
+    bool nvidia_answers = false;
     bool version_2_with_negative = false;
     double null_score_diff_threshold = 0.0;
 };

@@ -185,6 +185,66 @@ TEST(SquadPredict, Version2NullAnswer) {
     EXPECT_NE(p.nbest_json.find("\"start_logit\": 0.0,\n            \"end_logit\": 0.0\n"), std::string::npos);
 }
 
+// NVIDIA's get_answers (its PyTorch run_squad.py, the NVIDIA line's decoder): each window's n-best
+// is deduplicated on its own and the lists merged, so one text found in two windows is listed
+// twice, where write_predictions lists it once; the best answer is the same. Checked besides
+// against NVIDIA's unmodified get_answers on 34 dev-set settings (docs/squad.md).
+TEST(SquadPredict, NvidiaAnswersKeepEachWindowsCandidates) {
+    static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
+    const std::string text = R"({"data":[{"paragraphs":[{"context":"Bo went home early and then home again )"
+                             R"(with the dog and the cat.","qas":[{"id":"a","question":"Where?","answers":[]}]}]}]})";
+    for (const bool v2 : {false, true}) {
+        const auto ex = data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, v2});
+        data::FullTokenizer tok(vocab, true);
+        std::vector<data::SquadFeature> fs;
+        data::convert_examples_to_features(ex, tok, {12, 4, 4, false},
+                                           [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
+        ASSERT_GE(fs.size(), 3u);
+        // "home" scored in every window where it is the window's own (max context): 2 + 2 + w
+        std::vector<SquadRawResult> rs(fs.size());
+        int homes = 0;
+        for (size_t i = 0; i < fs.size(); ++i) {
+            rs[i].unique_id = fs[i].unique_id;
+            rs[i].start_logits.assign(12, -5.0);
+            rs[i].end_logits.assign(12, -5.0);
+            rs[i].start_logits[0] = rs[i].end_logits[0] = -1.0 - static_cast<double>(i);  // null scores
+            for (int k = 0; k < static_cast<int>(fs[i].tokens.size()); ++k)
+                if (fs[i].tokens[static_cast<size_t>(k)] == "home" && fs[i].max_context(k)) {
+                    rs[i].start_logits[static_cast<size_t>(k)] = 2.0 + 0.5 * static_cast<double>(i);
+                    rs[i].end_logits[static_cast<size_t>(k)] = 2.0;
+                    ++homes;
+                }
+        }
+        ASSERT_EQ(homes, 2) << "the two 'home's in two windows";
+        SquadPredictOptions opt;
+        opt.version_2_with_negative = v2;
+        opt.n_best_size = 3;
+        const auto count = [](const std::string& s, const std::string& what) {
+            int n = 0;
+            for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+            return n;
+        };
+        const SquadPredictions google = squad_write_predictions(ex, fs, rs, opt, "raw");
+        opt.nvidia_answers = true;
+        const SquadPredictions nvidia = squad_write_predictions(ex, fs, rs, opt, "raw");
+        EXPECT_EQ(google.predictions_json, "{\n    \"a\": \"home\"\n}\n");
+        EXPECT_EQ(nvidia.predictions_json, google.predictions_json);
+        EXPECT_EQ(count(google.nbest_json, "\"text\": \"home\""), 1) << google.nbest_json;
+        EXPECT_EQ(count(nvidia.nbest_json, "\"text\": \"home\""), 2) << nvidia.nbest_json;
+        EXPECT_EQ(count(nvidia.nbest_json, "\"text\": "), v2 ? 3 : 2) << nvidia.nbest_json;
+        if (v2) {  // the question's own null logits: the lowest null score, the last window's
+            const std::string last = py_float_repr(-1.0 - static_cast<double>(fs.size() - 1));
+            EXPECT_NE(nvidia.nbest_json.find("\"text\": \"\",\n            \"probability\""), std::string::npos)
+                << nvidia.nbest_json;
+            EXPECT_NE(nvidia.nbest_json.find("\"start_logit\": " + last), std::string::npos) << nvidia.nbest_json;
+        }
+        opt.n_best_size = 1;  // the merged list is cut again: one "home", the later window's
+        const SquadPredictions one = squad_write_predictions(ex, fs, rs, opt, "raw");
+        EXPECT_EQ(count(one.nbest_json, "\"text\": "), 1) << one.nbest_json;
+        EXPECT_EQ(count(one.nbest_json, "\"probability\": 1.0"), 1) << one.nbest_json;
+    }
+}
+
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
 // replace the first; refused, naming the file, the line and the first line.
 TEST(SquadPredict, RepeatedUniqueIdInRawResultsIsRefused) {
