@@ -23,7 +23,7 @@ bool is_hdf5_path(std::string_view path);
 // The schema, in NVIDIA's writer's order. `width`: the flag that fixes the second dimension.
 struct Hdf5DatasetSpec {
     const char* name;
-    int bytes;  // signed little-endian integer of this many bytes (i4 / i1)
+    int bytes;  // NVIDIA's writer: a signed integer of this many bytes (i4 / i1); read: any integer
     enum class Width { seq, pred, none } width;
 };
 inline constexpr std::array<Hdf5DatasetSpec, 6> kHdf5Datasets{{
@@ -38,15 +38,15 @@ inline constexpr std::array<Hdf5DatasetSpec, 6> kHdf5Datasets{{
 // What libhdf5 reports about one dataset, before anything is read.
 struct Hdf5DatasetInfo {
     bool found = false;  // a dataset of that name exists in the root group
-    bool is_integer = false, is_signed = false;
+    bool is_integer = false;
     size_t type_size = 0;
     std::string type_name;       // for messages: "int32", "uint8", "float64", "string", ...
     bool simple = true;          // false: a scalar or null dataspace
     std::vector<uint64_t> dims;  // current extent
 };
 
-// Checks the six datasets (in kHdf5Datasets order) against the schema: present, signed integer
-// of the stated size, rank 2 with widths max_seq_length / max_predictions_per_seq (rank 1 for
+// Checks the six datasets (in kHdf5Datasets order) against the schema: present, an integer of
+// 1, 2, 4 or 8 bytes (signed or not, converted on reading), rank 2 with widths max_seq_length / max_predictions_per_seq (rank 1 for
 // next_sentence_labels), equal first dimensions. Returns N. Error names path and dataset.
 uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetInfo, 6>& info,
                            int max_seq_length, int max_predictions_per_seq);

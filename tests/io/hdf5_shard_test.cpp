@@ -273,7 +273,7 @@ TEST(Hdf5Shard, SchemaCheckNamesDatasetExpectedAndFound) {
     auto good = [] {
         std::array<Hdf5DatasetInfo, 6> info;
         for (size_t k = 0; k < 6; ++k) {
-            info[k].found = info[k].is_integer = info[k].is_signed = true;
+            info[k].found = info[k].is_integer = true;
             info[k].type_size = static_cast<size_t>(kHdf5Datasets[k].bytes);
             info[k].type_name = fmt::format("int{}", kHdf5Datasets[k].bytes * 8);
             info[k].dims = {10, k < 3 ? 128u : 20u};
@@ -289,12 +289,22 @@ TEST(Hdf5Shard, SchemaCheckNamesDatasetExpectedAndFound) {
         << msg;
     info = good();
     info[1].type_name = "float32";
-    info[1].is_integer = info[1].is_signed = false;
+    info[1].is_integer = false;
     info[1].type_size = 4;
     msg = error_of([&] { check_hdf5_schema("f.h5", info, 128, 20); });
-    EXPECT_NE(msg.find("dataset input_mask: expected dtype int8 (i1), got float32"),
+    EXPECT_NE(msg.find("dataset input_mask: expected an integer dtype (NVIDIA's writer: int8, i1), "
+                       "got float32"),
               std::string::npos)
         << msg;
+    info = good();  // an integer of 3 bytes (libhdf5 allows any precision): no reader converts it
+    info[0].type_name = "int24";
+    info[0].type_size = 3;
+    msg = error_of([&] { check_hdf5_schema("f.h5", info, 128, 20); });
+    EXPECT_NE(msg.find("dataset input_ids: expected an integer dtype"), std::string::npos) << msg;
+    info = good();  // any width and sign of integer: NVIDIA's loader casts every dataset to int64
+    info[0].type_size = 8;
+    info[1].type_size = 2;
+    EXPECT_EQ(check_hdf5_schema("f.h5", info, 128, 20), 10u);
     info = good();
     info[0].dims = {10, 512};
     msg = error_of([&] { check_hdf5_schema("f.h5", info, 128, 20); });
@@ -311,6 +321,78 @@ TEST(Hdf5Shard, SchemaCheckNamesDatasetExpectedAndFound) {
     EXPECT_NE(msg.find("dataset next_sentence_labels: expected shape (N,), got (10, 1)"),
               std::string::npos)
         << msg;
+}
+
+// A shard in other integer types (libhdf5 converts on writing and reading): `types` per dataset in
+// kHdf5Datasets order.
+template <typename T>
+void write_values(hid_t file, const char* name, hid_t type, hid_t mem, const std::vector<T>& v,
+                  std::vector<hsize_t> dims) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t ds = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(ds);
+    H5Sclose(space);
+}
+std::string write_shard_as(const TempDir& dir, const std::string& name, const Hdf5ShardArrays& a,
+                           const std::array<hid_t, 6>& types) {
+    const std::string path = dir.file(name);
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t n = a.records, T = static_cast<hsize_t>(a.max_seq_length),
+                  P = static_cast<hsize_t>(a.max_predictions_per_seq);
+    write_values(f, "input_ids", types[0], H5T_NATIVE_INT32, a.input_ids, {n, T});
+    write_values(f, "input_mask", types[1], H5T_NATIVE_INT8, a.input_mask, {n, T});
+    write_values(f, "segment_ids", types[2], H5T_NATIVE_INT8, a.segment_ids, {n, T});
+    write_values(f, "masked_lm_positions", types[3], H5T_NATIVE_INT32, a.masked_lm_positions, {n, P});
+    write_values(f, "masked_lm_ids", types[4], H5T_NATIVE_INT32, a.masked_lm_ids, {n, P});
+    write_values(f, "next_sentence_labels", types[5], H5T_NATIVE_INT8, a.next_sentence_labels, {n});
+    H5Fclose(f);
+    return path;
+}
+
+// NVIDIA's loader casts every dataset to int64 (pretraining_dataset.__getitem__), so a shard in
+// int64 (h5py's default for Python ints), uint16 or big-endian types trains as its i4/i1 twin:
+// the same values. A value beyond what the reader's int8/int32 hold reads as the type's limit,
+// which the value checks refuse.
+TEST(Hdf5Shard, OtherIntegerTypesReadAsTheirValues) {
+    TempDir dir;
+    const Twin& t = kTwins[0];
+    const Hdf5ShardArrays want = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
+    const std::string wide = write_shard_as(dir, "wide.h5", want,
+                                            {H5T_STD_I64LE, H5T_STD_U16LE, H5T_STD_I64BE,
+                                             H5T_STD_U32LE, H5T_STD_I64LE, H5T_STD_U8LE});
+    const Hdf5ShardArrays got = read_hdf5_shard(wide, t.T, t.P);
+    EXPECT_EQ(got.input_ids, want.input_ids);
+    EXPECT_EQ(got.input_mask, want.input_mask);
+    EXPECT_EQ(got.segment_ids, want.segment_ids);
+    EXPECT_EQ(got.masked_lm_positions, want.masked_lm_positions);
+    EXPECT_EQ(got.masked_lm_ids, want.masked_lm_ids);
+    EXPECT_EQ(got.next_sentence_labels, want.next_sentence_labels);
+
+    Hdf5ShardArrays big = small_shard();  // record 1's mask 300, ids 2^40: saturated, refused
+    std::vector<int64_t> mask(big.input_mask.begin(), big.input_mask.end()),
+        ids(big.input_ids.begin(), big.input_ids.end());
+    mask[static_cast<size_t>(big.max_seq_length) + 2] = 300;
+    ids[static_cast<size_t>(big.max_seq_length) + 1] = int64_t{1} << 40;
+    const std::string path = write_shard_as(dir, "big.h5", big,
+                                            {H5T_STD_I64LE, H5T_STD_I16LE, H5T_STD_I8LE,
+                                             H5T_STD_I32LE, H5T_STD_I32LE, H5T_STD_I8LE});
+    {
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        for (const auto& [name, v] : {std::pair{"input_ids", &ids}, std::pair{"input_mask", &mask}}) {
+            const hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+            H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v->data());
+            H5Dclose(ds);
+        }
+        H5Fclose(f);
+    }
+    const Hdf5ShardArrays sat = read_hdf5_shard(path, big.max_seq_length, big.max_predictions_per_seq);
+    PretrainingRecord r;
+    decode_hdf5_record(sat, 0, "big.h5: record 0", r);
+    const std::string msg = error_of([&] { decode_hdf5_record(sat, 1, "big.h5: record 1", r); });
+    EXPECT_NE(msg.find("record 1: dataset input_"), std::string::npos) << msg;
+    EXPECT_EQ(sat.input_ids[static_cast<size_t>(big.max_seq_length) + 1], INT32_MAX);
+    EXPECT_EQ(sat.input_mask[static_cast<size_t>(big.max_seq_length) + 2], INT8_MAX);
 }
 
 // Files made with libhdf5 directly, one defect each.
@@ -363,11 +445,10 @@ TEST(Hdf5Shard, BadFilesAreOneLineErrorsNamingFileAndDataset) {
     expect(dir.file("absent.hdf5"), {"no such file"});
     expect(make_file(dir, "missing.h5", "segment_ids"), {"dataset segment_ids", "got none"});
     expect(make_file(dir, "float.h5", "", "input_mask", H5T_IEEE_F32LE),
-           {"dataset input_mask: expected dtype int8 (i1), got float32"});
-    expect(make_file(dir, "i64.h5", "", "input_ids", H5T_STD_I64LE),
-           {"dataset input_ids: expected dtype int32 (i4), got int64"});
-    expect(make_file(dir, "u8.h5", "", "segment_ids", H5T_STD_U8LE),
-           {"dataset segment_ids: expected dtype int8 (i1), got uint8"});
+           {"dataset input_mask: expected an integer dtype (NVIDIA's writer: int8, i1), got float32"});
+    // Other integer widths and signs read (converted), as NVIDIA's loader reads them.
+    EXPECT_EQ(read_hdf5_shard(make_file(dir, "i64.h5", "", "input_ids", H5T_STD_I64LE), 8, 2).records, 4u);
+    EXPECT_EQ(read_hdf5_shard(make_file(dir, "u8.h5", "", "segment_ids", H5T_STD_U8LE), 8, 2).records, 4u);
     expect(make_file(dir, "wide.h5", "", "masked_lm_ids", -1, {4, 3}),
            {"dataset masked_lm_ids: expected shape (N, 2)", "got (4, 3)",
             "--max_predictions_per_seq"});
