@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t k = 0; k < 6; ++k) {
         const auto& s = io::kHdf5Datasets[k];
         auto& d = info[k];
-        d.found = d.is_integer = d.is_signed = true;
+        d.found = d.is_integer = true;
         d.type_size = static_cast<size_t>(s.bytes);
         d.type_name = s.bytes == 4 ? "int32" : "int8";
         d.dims = {N};
@@ -69,8 +69,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto& bad = info[defect % 6];
     switch (defect / 6 % 9) {
         case 1: bad.found = false; break;
-        case 2: bad.is_integer = bad.is_signed = false, bad.type_name = "float32"; break;
-        case 3: bad.is_signed = false, bad.type_name = "uint8"; break;
+        case 2: bad.is_integer = false, bad.type_name = "float32"; break;
+        case 3: bad.type_size = 3, bad.type_name = "int24"; break;
         case 4: bad.type_size = 8, bad.type_name = "int64"; break;
         case 5: bad.dims.push_back(1); break;
         case 6: bad.dims.back() += 1; break;
