@@ -15,6 +15,7 @@
 #include "core/flags.hpp"
 #include "core/fs.hpp"
 #include "core/log.hpp"
+#include "data/shard_source.hpp"
 #include "dist/comm.hpp"
 #include "model/checkpoint.hpp"
 #include "train/eval_checkpoint.hpp"
@@ -46,6 +47,25 @@ std::string files_in_dirs(const std::string& flag, const std::string& ours, cons
     }
     if (globs.empty()) fail("--{}: expected a directory of TFRecord files, got none", flag);
     return globs;
+}
+
+// --max_seq_length=0 / --max_predictions_per_seq=0: the widths of the first input file's records
+// (the training files', else the eval files'), as PyTorch's HDF5 loaders take them from the data.
+void resolve_widths(train::PretrainOptions& o) {
+    if (o.max_seq_length != 0 && o.max_predictions_per_seq != 0) return;
+    const bool train = o.do_train && !o.input_file.empty();
+    const std::string& list = train || o.eval_input_file.empty() ? o.input_file : o.eval_input_file;
+    const std::string flag = train || o.eval_input_file.empty() ? "input_file" : "eval_input_file";
+    const std::vector<std::string> files = expand_globs(list, flag);
+    if (files.empty())
+        fail("--max_seq_length={} --max_predictions_per_seq={}: 0 takes the width from the first "
+             "--{}, got no file", o.max_seq_length, o.max_predictions_per_seq, flag);
+    const auto [seq, pred] = data::record_widths(files.front());
+    if (o.max_seq_length == 0) o.max_seq_length = seq;
+    if (o.max_predictions_per_seq == 0) o.max_predictions_per_seq = pred;
+    if (dist::world().rank() == 0)
+        log::info("--max_seq_length={} --max_predictions_per_seq={}: the widths of {}",
+                  o.max_seq_length, o.max_predictions_per_seq, files.front());
 }
 
 // NVIDIA NGC TF run_pretraining.py's meanings (NgcTfFlags), when the command line carries one of
@@ -247,9 +267,10 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("train_batch_size", &o.train_batch_size,
           "sequences per micro-batch, GLOBAL: under mpirun -np N each rank takes 1/N");
     f.add("eval_batch_size", &o.eval_batch_size, "sequences per eval batch");
-    f.add("max_seq_length", &o.max_seq_length, "tokens per sequence; must equal the TFRecords'");
+    f.add("max_seq_length", &o.max_seq_length,
+          "tokens per sequence; must equal the TFRecords' (0: the first input file's)");
     f.add("max_predictions_per_seq", &o.max_predictions_per_seq,
-          "masked positions per sequence; must equal the TFRecords'");
+          "masked positions per sequence; must equal the TFRecords' (0: the first input file's)");
     f.add("last_layer_subset", &o.last_layer_subset,
           "run the last layer's attention output and FFN only on the rows the heads read ([CLS] "
           "and masked positions): the same losses and gradients to fp32 rounding, fewer FLOPs");
@@ -342,7 +363,10 @@ int cmd_pretrain(int argc, char** argv) {
     o.initial_loss_scale = pf.initial_loss_scale;
     o.loss_scale_window = pf.loss_scale_window;
     if (!f.is_set("do_eval") && !o.eval_input_file.empty()) o.do_eval = true;
+    resolve_widths(o);
     nlohmann::json j = f.to_json();
+    j["max_seq_length"] = o.max_seq_length;
+    j["max_predictions_per_seq"] = o.max_predictions_per_seq;
     j["do_eval"] = o.do_eval;
     // The effective values after the PerfZero/TF2 conversions above.
     j["train_batch_size"] = o.train_batch_size;

@@ -2,6 +2,9 @@
 #include "data/shard_source.hpp"
 
 #include <algorithm>
+#include <limits>
+
+#include "core/error.hpp"
 
 namespace bertbench::data {
 
@@ -47,6 +50,28 @@ bool ShardSource::next(ShardRecord& out) {
 
 uint64_t ShardSource::index() const {
     return tfrecord_ ? tfrecord_->index() : row_;
+}
+
+std::pair<int, int> record_widths(const std::string& path) {
+    if (io::is_hdf5_path(path)) {
+        const io::Hdf5ShardReader r(path, 0, 0);
+        return {r.max_seq_length(), r.max_predictions_per_seq()};
+    }
+    io::TfRecordReader reader(path, false);
+    std::string payload;
+    if (!reader.next(payload))
+        fail("{}: expected a pretraining record to take the widths from, got an empty file", path);
+    const io::Example ex = io::decode_example(payload, path + ": record 0");
+    const auto width = [&](const char* name) {
+        const io::Feature* f = ex.find(name);
+        if (f == nullptr || f->kind != io::Feature::Kind::int64 || f->ints.empty())
+            fail("{}: record 0: expected an int64 feature {} to take the width from, got {}", path,
+                 name, f == nullptr ? "none" : "another type or an empty list");
+        if (f->ints.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+            fail("{}: record 0: feature {}: {} values is no width", path, name, f->ints.size());
+        return static_cast<int>(f->ints.size());
+    };
+    return {width("input_ids"), width("masked_lm_positions")};
 }
 
 }  // namespace bertbench::data

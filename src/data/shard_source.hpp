@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
@@ -45,5 +46,10 @@ class ShardSource {
     std::shared_ptr<const io::Hdf5ShardArrays> block_;  // rows [block_first_, + block_->records)
     uint64_t block_first_ = 0, row_ = 0;
 };
+
+// (max_seq_length, max_predictions_per_seq) of a pretraining file's records: an HDF5 shard's
+// dataset widths, or the lengths of input_ids and masked_lm_positions in a TFRecord's first
+// record. Error naming the file when it has no record or those features.
+std::pair<int, int> record_widths(const std::string& path);
 
 }  // namespace bertbench::data

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -539,13 +540,21 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         datasets[k] = std::move(ds);
         dcpls[k] = std::move(dcpl);
     }
-    // masked_lm_positions' width, when narrower than the flag allows: the schema is then checked
-    // against it (masked_lm_ids must have it too).
-    const Hdf5DatasetInfo& positions = info[3];
-    if (predictions_up_to && positions.found && positions.simple && positions.dims.size() == 2 &&
-        positions.dims[1] >= 1 && positions.dims[1] < static_cast<uint64_t>(max_predictions_per_seq))
-        max_predictions_per_seq_ = static_cast<int>(positions.dims[1]);
-    records_ = check_hdf5_schema(path, info, max_seq_length, max_predictions_per_seq_);
+    // A width of 0 is the shard's own (input_ids' for the sequence, masked_lm_positions' for the
+    // predictions); masked_lm_positions' width, when narrower than the flag allows, too. The
+    // schema is then checked against it (every dataset of that width must have it).
+    const auto own_width = [&](size_t k, int flag) {
+        const Hdf5DatasetInfo& d = info[k];
+        const bool rank2 = d.found && d.simple && d.dims.size() == 2 && d.dims[1] >= 1 &&
+                           d.dims[1] <= static_cast<uint64_t>(std::numeric_limits<int>::max());
+        return rank2 && (flag == 0 || (k == 3 && predictions_up_to &&
+                                       d.dims[1] < static_cast<uint64_t>(flag)))
+                   ? static_cast<int>(d.dims[1])
+                   : flag;
+    };
+    max_seq_length_ = own_width(0, max_seq_length);
+    max_predictions_per_seq_ = own_width(3, max_predictions_per_seq);
+    records_ = check_hdf5_schema(path, info, max_seq_length_, max_predictions_per_seq_);
     for (size_t k = 0; k < kHdf5Datasets.size(); ++k)
         storage_[k] = check_storage(path, kHdf5Datasets[k].name, datasets[k].get(), dcpls[k].get(),
                                     info[k].dims, info[k].type_size, file_size, held);

@@ -99,7 +99,7 @@ class Hdf5ShardReader {
   public:
     // `predictions_up_to`: the masked_lm_* datasets may be narrower than max_predictions_per_seq
     // (NVIDIA's loader: the flag only caps the predictions a row has; the rows read then have the
-    // shard's own width). Otherwise their width must equal it.
+    // shard's own width). Otherwise their width must equal it. A width of 0 is the shard's own.
     Hdf5ShardReader(const std::string& path, int max_seq_length, int max_predictions_per_seq,
                     bool predictions_up_to = false);
     ~Hdf5ShardReader();
@@ -111,6 +111,8 @@ class Hdf5ShardReader {
     // Rows [first, first + count) as a shard of `count` records (values unchecked, as read).
     Hdf5ShardArrays read_rows(uint64_t first, uint64_t count) const;
     const std::string& path() const { return path_; }
+    int max_seq_length() const { return max_seq_length_; }  // T of the rows read
+    int max_predictions_per_seq() const { return max_predictions_per_seq_; }  // P of the rows read
 
   private:
     std::string path_;

@@ -148,5 +148,26 @@ TEST(ShardSource, BadHdf5ShardErrorNamesFileAndDataset) {
     std::filesystem::remove(renamed);
 }
 
+// --max_seq_length=0 / --max_predictions_per_seq=0 (pretrain): the widths of the first file, the
+// same from a TFRecord's first record as from its HDF5 twin's datasets; an empty TFRecord or one
+// without the features is an error naming the file.
+TEST(ShardSource, RecordWidthsFromEitherFormat) {
+    EXPECT_EQ(record_widths(kTf128), std::make_pair(128, 20));
+    EXPECT_EQ(record_widths(kH5128), std::make_pair(128, 20));
+    EXPECT_EQ(record_widths(kTf512), std::make_pair(512, 76));
+    EXPECT_EQ(record_widths(kH5512), std::make_pair(512, 76));
+    const std::string empty = std::filesystem::temp_directory_path() /
+                              ("bb_widths_" + std::to_string(getpid()) + ".tfrecord");
+    write_file_atomic(empty, "");
+    try {
+        record_widths(empty);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(empty + ": expected a pretraining record"),
+                  std::string::npos) << e.what();
+    }
+    std::filesystem::remove(empty);
+}
+
 }  // namespace
 }  // namespace bertbench::data
