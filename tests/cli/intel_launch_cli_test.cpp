@@ -39,11 +39,8 @@ using testing::TmpDir;
 // python3 scripts/launch_benchmark.py <args>, with this build's bertbench and the tests' mpirun;
 // `env`: more VAR=value words before it.
 testing::RunResult launch(const std::string& args, const std::string& env = "") {
-    const char* src = std::getenv("BB_SOURCE_DIR");
-    const std::string script = std::string(src ? src : ".") + "/scripts/launch_benchmark.py";
-    return run_shell("ASAN_OPTIONS=detect_leaks=0 BERTBENCH='" + testing::bertbench_path() +
-                     "' BERTBENCH_MPIRUN='" + testing::mpirun_command(300) + "' " + env +
-                     " python3 " + script + " " + args);
+    return testing::run_script("launch_benchmark.py", args,
+                               "BERTBENCH_MPIRUN='" + testing::mpirun_command(300) + "' " + env);
 }
 
 // The "launch_benchmark.py: running: ..." line of an output.

@@ -32,10 +32,7 @@ using testing::TmpDir;
 
 // python3 scripts/ipex_launch.py <args>, with this build's bertbench.
 testing::RunResult launch(const std::string& args, const std::string& env = "") {
-    const char* src = std::getenv("BB_SOURCE_DIR");
-    const std::string script = std::string(src ? src : ".") + "/scripts/ipex_launch.py";
-    return run_shell("ASAN_OPTIONS=detect_leaks=0 BERTBENCH='" + testing::bertbench_path() + "' " +
-                     env + " python3 " + script + " " + args);
+    return testing::run_script("ipex_launch.py", args, env);
 }
 
 // $DATASET_DIR of Intel's guide: 2048_shards_uncompressed_{128,512}/ (two `part` shards each, the

@@ -52,6 +52,15 @@ inline RunResult check_mlperf_log(const std::string& path, const std::string& ar
                      "/scripts/mlperf_log_check.py " + args + " '" + path + "'");
 }
 
+// python3 scripts/<script> <args> (the caller quotes) with this build's bertbench as BERTBENCH and
+// `env` (more VAR=value words) before it; leak checks off for the binary it runs.
+inline RunResult run_script(const std::string& script, const std::string& args,
+                            const std::string& env = "") {
+    const char* src = std::getenv("BB_SOURCE_DIR");  // tests/test_env.cpp sets it
+    return run_shell("ASAN_OPTIONS=detect_leaks=0 BERTBENCH='" + bertbench_path() + "' " + env +
+                     " python3 " + std::string(src ? src : ".") + "/scripts/" + script + " " + args);
+}
+
 // How many times `needle` occurs in `hay` (overlapping occurrences counted).
 inline size_t count_of(const std::string& hay, const std::string& needle) {
     size_t n = 0;

@@ -170,6 +170,16 @@ TEST(Hdf5Shard, GuessChunkFollowsH5pyLoop) {
     EXPECT_LT(big[0] * big[1] * 4, 1024u * 1024u);
 }
 
+// The six arrays equal, value for value.
+void expect_same_values(const Hdf5ShardArrays& a, const Hdf5ShardArrays& b) {
+    EXPECT_EQ(a.input_ids, b.input_ids);
+    EXPECT_EQ(a.input_mask, b.input_mask);
+    EXPECT_EQ(a.segment_ids, b.segment_ids);
+    EXPECT_EQ(a.masked_lm_positions, b.masked_lm_positions);
+    EXPECT_EQ(a.masked_lm_ids, b.masked_lm_ids);
+    EXPECT_EQ(a.next_sentence_labels, b.next_sentence_labels);
+}
+
 // Writes the golden TFRecord's records with Hdf5ShardWriter: the same values, dtypes, shapes,
 // chunks and filters as the golden .hdf5 (NVIDIA's writer via h5py).
 TEST(Hdf5Shard, WriterReproducesGoldenDatasets) {
@@ -191,14 +201,7 @@ TEST(Hdf5Shard, WriterReproducesGoldenDatasets) {
             EXPECT_EQ(got[k].num_filters, want[k].num_filters) << got[k].name;
             EXPECT_EQ(got[k].fill_time_alloc, want[k].fill_time_alloc) << got[k].name;
         }
-        const Hdf5ShardArrays a = read_hdf5_shard(out, t.T, t.P),
-                              b = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
-        EXPECT_EQ(a.input_ids, b.input_ids);
-        EXPECT_EQ(a.input_mask, b.input_mask);
-        EXPECT_EQ(a.segment_ids, b.segment_ids);
-        EXPECT_EQ(a.masked_lm_positions, b.masked_lm_positions);
-        EXPECT_EQ(a.masked_lm_ids, b.masked_lm_ids);
-        EXPECT_EQ(a.next_sentence_labels, b.next_sentence_labels);
+        expect_same_values(read_hdf5_shard(out, t.T, t.P), read_hdf5_shard(golden(t.hdf5), t.T, t.P));
         for (const auto& e : std::filesystem::directory_iterator(dir.path))
             EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
     }
@@ -361,13 +364,7 @@ TEST(Hdf5Shard, OtherIntegerTypesReadAsTheirValues) {
     const std::string wide = write_shard_as(dir, "wide.h5", want,
                                             {H5T_STD_I64LE, H5T_STD_U16LE, H5T_STD_I64BE,
                                              H5T_STD_U32LE, H5T_STD_I64LE, H5T_STD_U8LE});
-    const Hdf5ShardArrays got = read_hdf5_shard(wide, t.T, t.P);
-    EXPECT_EQ(got.input_ids, want.input_ids);
-    EXPECT_EQ(got.input_mask, want.input_mask);
-    EXPECT_EQ(got.segment_ids, want.segment_ids);
-    EXPECT_EQ(got.masked_lm_positions, want.masked_lm_positions);
-    EXPECT_EQ(got.masked_lm_ids, want.masked_lm_ids);
-    EXPECT_EQ(got.next_sentence_labels, want.next_sentence_labels);
+    expect_same_values(read_hdf5_shard(wide, t.T, t.P), want);
 
     Hdf5ShardArrays big = small_shard();  // record 1's mask 300, ids 2^40: saturated, refused
     std::vector<int64_t> mask(big.input_mask.begin(), big.input_mask.end()),
@@ -397,14 +394,9 @@ TEST(Hdf5Shard, OtherIntegerTypesReadAsTheirValues) {
 
 // Files made with libhdf5 directly, one defect each.
 void write_dataset(hid_t file, const char* name, hid_t type, std::vector<hsize_t> dims) {
-    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-    const hid_t ds = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     size_t n = H5Tget_size(type);
     for (hsize_t d : dims) n *= d;
-    std::vector<char> zeros(n, 0);
-    H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
-    H5Dclose(ds);
-    H5Sclose(space);
+    write_values(file, name, type, type, std::vector<char>(n, 0), dims);  // zeros
 }
 
 // The six datasets with N = 4, T = 8, P = 2, except `skip` and with `override` replacing one.
