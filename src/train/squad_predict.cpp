@@ -310,6 +310,9 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
     for (size_t ei = 0; ei < examples.size(); ++ei) {
         const data::SquadExample& example = examples[ei];
         const auto& feats = by_example[ei];
+        // NVIDIA's get_answers walks the features: a question without one (a context with no word
+        // piece) gets no entry at all; write_predictions gives it the "empty" nonce.
+        if (opt.nvidia_answers && feats.empty()) continue;
         // The text of a candidate span: the window's WordPieces joined and de-tokenized, projected
         // onto the original words by get_final_text.
         const auto answer_text = [&](const Prelim& p) {

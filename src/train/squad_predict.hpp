@@ -50,7 +50,8 @@ struct SquadPredictOptions {
     // lists merged with the null answer (2.0; this question's, where NVIDIA's script appends the
     // last question's null logits to every question), ranked again and cut to n_best_size; no
     // dedup across windows. The null score starts at infinity (google: 1e6). The best answer is
-    // the same as write_predictions'; the n-best lists and probabilities differ.
+    // the same as write_predictions'; the n-best lists and probabilities differ. A question with
+    // no feature (its context has no word piece) is left out (google: "empty").
     bool nvidia_answers = false;
     bool version_2_with_negative = false;
     double null_score_diff_threshold = 0.0;

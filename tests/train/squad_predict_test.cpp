@@ -245,6 +245,32 @@ TEST(SquadPredict, NvidiaAnswersKeepEachWindowsCandidates) {
     }
 }
 
+// A question whose context has no word piece has no feature: write_predictions still answers it
+// ("empty"), NVIDIA's get_answers never meets it and leaves it out of both files.
+TEST(SquadPredict, NvidiaAnswersLeaveOutQuestionsWithoutFeatures) {
+    static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
+    const std::string text = R"({"data":[{"paragraphs":[{"context":"   ","qas":[{"id":"a","question":"Who?",)"
+                             R"("answers":[]}]},{"context":"Bo went home.","qas":[{"id":"b","question":"Where?",)"
+                             R"("answers":[]}]}]}]})";
+    const auto ex = data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, false});
+    data::FullTokenizer tok(vocab, true);
+    std::vector<data::SquadFeature> fs;
+    data::convert_examples_to_features(ex, tok, {16, 8, 8, false}, [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
+    ASSERT_EQ(fs.size(), 1u);
+    std::vector<SquadRawResult> rs(1);
+    rs[0].unique_id = fs[0].unique_id;
+    rs[0].start_logits.assign(16, 0.0);
+    rs[0].end_logits.assign(16, 0.0);
+    SquadPredictOptions opt;
+    const SquadPredictions google = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_NE(google.predictions_json.find("\"a\": \"empty\""), std::string::npos) << google.predictions_json;
+    opt.nvidia_answers = true;
+    const SquadPredictions nvidia = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_EQ(nvidia.predictions_json.find("\"a\""), std::string::npos) << nvidia.predictions_json;
+    EXPECT_EQ(nvidia.nbest_json.find("\"a\""), std::string::npos) << nvidia.nbest_json;
+    EXPECT_NE(nvidia.predictions_json.find("\"b\": "), std::string::npos) << nvidia.predictions_json;
+}
+
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
 // replace the first; refused, naming the file, the line and the first line.
 TEST(SquadPredict, RepeatedUniqueIdInRawResultsIsRefused) {
