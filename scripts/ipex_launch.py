@@ -173,10 +173,18 @@ def cpu_pool(args):
                           "one instance is mapped here (add --ninstances 1)" % (
                               args.ncores, len(pool) // args.ncores, len(pool)))
         pool = pool[:args.ncores]
-    ids = sorted(c for c, _ in pool)
-    ranges = support.cpulist(ids)
-    text = ",".join(map(str, ids)) if len(ids) <= len(ranges.split(",")) else ranges
-    return ids, sorted({n for _, n in pool}), text.replace(",", "_")
+    # the launcher's name for the pool: its CPUs in pool order, as a list or as "a-b" ranges
+    # (a single CPU too), whichever has fewer items
+    ids = [c for c, _ in pool]
+    ranges = []
+    for c in ids:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    text = (",".join(map(str, ids)) if len(ids) <= len(ranges)
+            else ",".join("%d-%d" % (a, b) for a, b in ranges))
+    return sorted(ids), sorted({n for _, n in pool}), text.replace(",", "_")
 
 
 def model_flags(s, run_dir, notes, writes):

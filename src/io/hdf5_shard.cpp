@@ -16,13 +16,13 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <limits>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 
 #include "core/error.hpp"

@@ -46,8 +46,9 @@ struct Hdf5DatasetInfo {
 };
 
 // Checks the six datasets (in kHdf5Datasets order) against the schema: present, an integer of
-// 1, 2, 4 or 8 bytes (signed or not, converted on reading), rank 2 with widths max_seq_length / max_predictions_per_seq (rank 1 for
-// next_sentence_labels), equal first dimensions. Returns N. Error names path and dataset.
+// 1, 2, 4 or 8 bytes (signed or not, converted on reading), rank 2 with widths max_seq_length /
+// max_predictions_per_seq (rank 1 for next_sentence_labels), equal first dimensions. Returns N.
+// Error names path and dataset.
 uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetInfo, 6>& info,
                            int max_seq_length, int max_predictions_per_seq);
 

@@ -339,7 +339,8 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                 if (k > a) orig_text += ' ';
                 orig_text += example.doc_tokens[static_cast<size_t>(k)];
             }
-            return squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log, opt.tokenizer_rules);
+            return squad_final_text(tok_text, orig_text, opt.do_lower_case, verbose_log,
+                                    opt.tokenizer_rules);
         };
         // Up to n_best_size entries from the candidates in score order (stable), each text once
         // (the null span's "" included).
@@ -395,12 +396,15 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
         }
         if (opt.nvidia_answers) {
             // the merged lists and the null answer, in score order (stable), the first n_best_size
-            if (opt.version_2_with_negative) nbest.push_back({"", null_start_logit, null_end_logit, null_int});
+            if (opt.version_2_with_negative)
+                nbest.push_back({"", null_start_logit, null_end_logit, null_int});
             std::stable_sort(nbest.begin(), nbest.end(), by_score);
-            if (static_cast<int>(nbest.size()) > opt.n_best_size) nbest.resize(static_cast<size_t>(opt.n_best_size));
+            if (static_cast<int>(nbest.size()) > opt.n_best_size)
+                nbest.resize(static_cast<size_t>(opt.n_best_size));
         } else {
             if (opt.version_2_with_negative)
-                prelim.push_back({min_null_feature_index, 0, 0, null_start_logit, null_end_logit, null_int});
+                prelim.push_back(
+                    {min_null_feature_index, 0, 0, null_start_logit, null_end_logit, null_int});
             nbest = take_nbest(prelim);
             if (opt.version_2_with_negative && !seen.count(""))
                 nbest.push_back({"", null_start_logit, null_end_logit, null_int});
