@@ -57,12 +57,14 @@ std::string file_head(const std::string& path, size_t n) {
 }  // namespace
 
 // Variables the reference saves besides the model: optimizer slots (TF1 AdamWeightDecay/LAMB
-// "adam_m"/"adam_v", MLPerf's checkpoint_add_gradacc.py "GradientAccumulator", TF Adam "Adam" /
+// "adam_m"/"adam_v", MLPerf's lamb_optimizer_v1.py "LAMB"/"LAMB_1" (its slots m and v under the
+// optimizer's name), MLPerf's checkpoint_add_gradacc.py "GradientAccumulator", TF Adam "Adam" /
 // "Adam_1", Momentum, EMA), step counters and our own "bertbench/..." resume state.
 bool optimizer_state(const std::string& name) {
-    static const char* const kLeaves[] = {"adam_m", "adam_v", "GradientAccumulator", "Adam",
-                                          "Adam_1", "Momentum", "ExponentialMovingAverage",
-                                          "RMSProp", "RMSProp_1", "Adagrad", "lamb_m", "lamb_v"};
+    static const char* const kLeaves[] = {"adam_m", "adam_v", "LAMB", "LAMB_1",
+                                          "GradientAccumulator", "Adam", "Adam_1", "Momentum",
+                                          "ExponentialMovingAverage", "RMSProp", "RMSProp_1",
+                                          "Adagrad", "lamb_m", "lamb_v"};
     if (name == "global_step" || name == "beta1_power" || name == "beta2_power" ||
         name.rfind("bertbench/", 0) == 0)
         return true;

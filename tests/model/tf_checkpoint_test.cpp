@@ -56,6 +56,32 @@ TEST(TfCheckpoint, KerasBertTinyRestoresTheTableAndIgnoresOptimizerState) {
                     -5.77865966988611e-06f);
 }
 
+// A checkpoint of MLPerf's TF LAMB graph (lamb_optimizer_v1.py): each variable's moments are the
+// slots "<var>/LAMB" and "<var>/LAMB_1", and beta1_power/beta2_power are saved beside them: all
+// optimizer state, ignored (none of it "unexpected").
+TEST(TfCheckpoint, MlperfLambSlotsAreOptimizerState) {
+    TmpDir dir;
+    const io::TfBundleReader r(tiny_prefix());
+    io::TfBundleWriter wr(dir.file("lamb"));
+    for (const auto& e : r.entries()) {
+        std::string name = e.name;
+        for (const auto& [from, to] : {std::pair{"/adam_m", "/LAMB"}, std::pair{"/adam_v", "/LAMB_1"}})
+            if (name.ends_with(from)) name = name.substr(0, name.size() - std::strlen(from)) + to;
+        const auto raw = r.read_raw(e);
+        wr.add_copy(name, e.dtype, e.shape, raw.data(), raw.size());
+    }
+    const float powers[2] = {0.9f * 0.9f, 0.999f * 0.999f};
+    wr.add_copy("beta1_power", io::TfDType::float32, {}, &powers[0], 4);
+    wr.add_copy("beta2_power", io::TfDType::float32, {}, &powers[1], 4);
+    wr.finish();
+    const ParamTable table(keras_tiny_config(), Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    const TfImportReport rep = import_tf_checkpoint(dir.file("lamb"), table, params);
+    EXPECT_EQ(rep.loaded.size(), 46u);
+    EXPECT_TRUE(rep.unexpected.empty()) << rep.summary();
+    EXPECT_EQ(rep.ignored.size(), 95u);  // 46 LAMB + 46 LAMB_1 + global_step + 2 beta powers
+}
+
 TEST(TfCheckpoint, SquadTableMayLackItsHeadOnly) {
     const ParamTable table(keras_tiny_config(), Heads::squad);
     std::vector<float> params(table.total_floats(), 0.0f);
