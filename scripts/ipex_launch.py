@@ -257,8 +257,6 @@ def data_flags(s):
 
 def check_line(launcher, s):
     """Refusals: what the benchmark mapping does not run, each with its reason."""
-    if launcher.program_args and launcher.program_args[0] == "--":
-        launcher.program_args = launcher.program_args[1:]
     many = [f for f, v in [("--distributed", launcher.distributed), ("--nnodes", launcher.nnodes),
                            ("--nprocs-per-node", launcher.nprocs), ("--hostfile", launcher.hostfile),
                            ("--latency-mode", launcher.latency_mode),
@@ -291,17 +289,19 @@ def check_line(launcher, s):
                       "accumulates)" % s.gradient_accumulation_steps)
     if s.train_batch_size < 1:
         raise Refused("--train_batch_size=%d: expected >= 1" % s.train_batch_size)
-    if s.eval_dir:
-        start, stop, step = (s.eval_iter_start_samples, s.max_samples_termination,
-                             s.eval_iter_samples)
-        if step <= 0 or start >= stop:
-            raise Refused("--eval_iter_samples=%d: %s's eval schedule range(%d, %g, %d) is empty "
-                          "and it raises IndexError before training" % (step, SCRIPT, start, stop,
-                                                                        step))
-        if math.ceil(start / s.train_batch_size) <= LAST:
-            raise Refused("--eval_iter_start_samples=%d: its first evaluation falls within the "
-                          "benchmark's %d micro-batches; bertbench's benchmark runs none (give a "
-                          "later start)" % (start, LAST))
+    if not s.max_steps > 0:
+        raise Refused("--max_steps=%g: the script trains nothing (`while global_step < max_steps`) "
+                      "and prints no Throughput line" % s.max_steps)
+    # its eval schedule, made before training whether or not --eval_dir is given
+    start, stop, step = s.eval_iter_start_samples, s.max_samples_termination, s.eval_iter_samples
+    if step <= 0 or start >= stop:
+        raise Refused("--eval_iter_samples=%d: %s's eval schedule np.arange(%d, %g, %d) is empty "
+                      "(or a division by zero) and it fails before training" % (
+                          step, SCRIPT, start, stop, step))
+    if s.eval_dir and math.ceil(start / s.train_batch_size) <= LAST:
+        raise Refused("--eval_iter_start_samples=%d: its first evaluation falls within the "
+                      "benchmark's %d micro-batches; bertbench's benchmark runs none (give a "
+                      "later start)" % (start, LAST))
 
 
 def build(argv, stamp):
@@ -314,7 +314,7 @@ def build(argv, stamp):
     notes, writes = [], {}
     run_dir = os.path.join(s.output_dir, "bertbench-" + stamp)
     cmd = ["pretrain"] + data_flags(s) + model_flags(s, run_dir, notes, writes)
-    updates = max(1, math.ceil(s.max_steps))  # `while global_step < max_steps`
+    updates = math.ceil(s.max_steps)  # `while global_step < max_steps`
     if s.warmup_steps == 0:
         warmup, start = int(s.max_steps * s.warmup_proportion), 0
     else:

@@ -148,8 +148,13 @@ TEST(IpexLaunch, QuickstartPhase1And2LinesPrintTheScriptsThroughput) {
                " --log_file_prefix=./throughput_log_phase2_bf16 run_pretrain_mlperf.py --input_dir " +
                d.p512 + " --model_name_or_path " + model + " --benchmark --ipex --output_dir " + out +
                "/model_save2 --dense_seq_output --bf16 --train_batch_size=2 --learning_rate=3.5e-4"
-               " --max_steps=13700 --max_predictions_per_seq=76 --do_train --phase2"
-               " --skip_checkpoint --log_freq=0");
+               " --opt_lamb_beta_1=0.9 --opt_lamb_beta_2=0.999 --warmup_proportion=0.0"
+               " --warmup_steps=0.0 --start_warmup_step=0 --max_steps=13700 --phase2"
+               " --max_predictions_per_seq=76 --do_train --skip_checkpoint"
+               " --train_mlm_accuracy_window_size=0 --target_mlm_accuracy=0.720"
+               " --weight_decay_rate=0.01 --max_samples_termination=4500000"
+               " --eval_iter_start_samples=150000 --eval_iter_samples=150000 --eval_batch_size=16"
+               " --gradient_accumulation_steps=1 --log_freq=0");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const json res2 = only_run(out + "/model_save2", &run);
     EXPECT_EQ(res2["updates"], 51);
@@ -197,9 +202,11 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     other.replace(other.find("run_pretrain_mlperf.py"), 22, "run_squad.py");
     refused(other, "models/language_modeling/pytorch/bert_large/training/run_squad.py: bertbench "
                    "maps Intel's BERT-large pretraining script, run_pretrain_mlperf.py");
-    std::string no_eval = line;
-    no_eval.replace(no_eval.find("--eval_iter_samples=150000"), 26, "--eval_iter_samples=-1");
+    std::string no_eval = without(" --eval_iter_samples=150000");  // its default -1
     refused(no_eval, "--eval_iter_samples=-1: run_pretrain_mlperf.py's eval schedule");
+    refused(without(" --eval_iter_samples=150000") + " --eval_iter_samples=0",
+            "--eval_iter_samples=0: run_pretrain_mlperf.py's eval schedule");
+    refused(without(" --max_steps=13700") + " --max_steps=0", "--max_steps=0: the script trains nothing");
     std::string early = line;
     early.replace(early.find("--eval_iter_start_samples=150000"), 32, "--eval_iter_start_samples=100");
     refused(early, "--eval_iter_start_samples=100: its first evaluation falls within");
