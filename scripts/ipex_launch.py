@@ -411,6 +411,10 @@ def main(argv):
         if inst:
             inst.write(line)
     status = proc.wait()
+    if status != 0 and set(os.listdir(run_dir)) <= {os.path.basename(p) for p in writes}:
+        for path in writes:  # a run that did not start leaves no directory of ours behind
+            os.remove(path)
+        os.rmdir(run_dir)
     if status == 0:
         line = intel_throughput(run_dir, stop)
         if line:

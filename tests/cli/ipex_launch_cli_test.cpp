@@ -218,6 +218,12 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     write_file_atomic(d.tmp.file("gpt.json"), R"({"model_type": "gpt2"})");
     typed.replace(typed.find(d.config), d.config.size(), d.tmp.file("gpt.json"));
     refused(typed, d.tmp.file("gpt.json") + ": model_type \"gpt2\": bertbench runs BERT");
+    // bertbench's own refusal after the start: its error, its status, no run directory left
+    const auto r = launch(without(" --learning_rate=3.5e-4") + " --learning_rate=-1");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("bertbench pretrain: error: --learning_rate: expected >= 0"),
+              std::string::npos) << r.out;
+    EXPECT_TRUE(matching(out + "/model_save", "bertbench-.*").empty());
 }
 
 }  // namespace
