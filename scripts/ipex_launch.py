@@ -338,8 +338,7 @@ def build(argv, stamp):
                  "(truncated normal) are its own, and its timing includes waiting for the reader "
                  "(the script's excludes data loading)")
     ignored = [f for f, v in [("--ipex", s.ipex), ("--inductor", s.inductor),
-                              ("--dense_seq_output", s.dense_seq_output and
-                               "bertbench's MLM head reads the masked rows only"),
+                              ("--dense_seq_output", s.dense_seq_output),
                               ("--enable_jemalloc", launcher.enable_jemalloc),
                               ("--max_samples_termination", s.max_samples_termination != 14000000),
                               ("--target_mlm_accuracy", s.target_mlm_accuracy != 0.72),
@@ -405,12 +404,19 @@ def main(argv):
     for n in notes:
         say("%s: %s" % (PROG, n), [own])
     say("%s: running: %s" % (PROG, " ".join(shlex.quote(w) for w in words)), [own])
-    proc = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
+    try:
+        proc = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        say("%s: error: %s: cannot run it: %s (hint: BERTBENCH names the binary)" % (
+            PROG, words[0], e.strerror), [own])
+        proc = None
+    for line in proc.stdout if proc else []:
         sys.stdout.write(line)
+        sys.stdout.flush()
         if inst:
             inst.write(line)
-    status = proc.wait()
+            inst.flush()
+    status = proc.wait() if proc else 1
     if status != 0 and set(os.listdir(run_dir)) <= {os.path.basename(p) for p in writes}:
         for path in writes:  # a run that did not start leaves no directory of ours behind
             os.remove(path)
