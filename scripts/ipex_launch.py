@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Intel's PyTorch BERT-large pretraining benchmark lines, run by bertbench.
 
-Intel's model zoo times CPU BERT-large pretraining with `python -m intel_extension_for_pytorch.cpu.launch
-[launcher flags] .../run_pretrain_mlperf.py --benchmark ...` (quickstart/language_modeling/pytorch/
-bert_large/training/cpu/run_bert_pretrain_phase{1,2}.sh, which always pass --benchmark). The same line
-runs here with the launcher's module replaced by this script:
+Intel's model zoo times CPU BERT-large pretraining with `python -m
+intel_extension_for_pytorch.cpu.launch [launcher flags] .../run_pretrain_mlperf.py --benchmark ...`
+(quickstart/language_modeling/pytorch/bert_large/training/cpu/run_bert_pretrain_phase{1,2}.sh,
+which always pass --benchmark). The same line runs here with the launcher's module replaced by
+this script:
 
     python3 scripts/ipex_launch.py --node_id 0 --enable_jemalloc --log_path=$OUTPUT_DIR \\
         --log_file_prefix=./throughput_log_phase1_fp32 run_pretrain_mlperf.py \\
@@ -13,8 +14,8 @@ runs here with the launcher's module replaced by this script:
 
 What the benchmark is (run_pretrain_mlperf.py): micro-batches of --train_batch_size from the HDF5
 shards whose names contain "part", LAMB under a linear warm-up/decay schedule; after micro-batch 51
-it prints `Throughput: X sentence/s` with X = 40 x batch / (the time of micro-batches 11..51: forward,
-backward and update) and exits. Here one `bertbench pretrain` does the same 51 updates
+it prints `Throughput: X sentence/s` with X = 40 x batch / (the time of micro-batches 11..51:
+forward, backward and update) and exits. Here one `bertbench pretrain` does the same 51 updates
 (--stop_steps=51 --warmup_updates_excluded=10) and X is computed the same way from its measured
 rate. The launcher's part: the CPU pool (a NUMA node's physical cores, --cores-list, --ncores-per-
 instance) as --threads under `numactl -C <cores> -m <nodes>` (taskset without numactl), and its log
@@ -44,7 +45,8 @@ import intel_launch_support as support  # noqa: E402
 PROG = "ipex_launch.py"
 SCRIPT = "run_pretrain_mlperf.py"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIMED_FROM, LAST = 11, 51  # run_pretrain_mlperf.py times micro-batches 11..51, prints 40 x batch / t
+# run_pretrain_mlperf.py times micro-batches 11..51 and prints 40 x batch / their time
+TIMED_FROM, LAST = 11, 51
 # transformers' BertConfig() defaults (--model_type bert without a config file): BERT-base.
 HF_BERT = {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
            "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
@@ -188,8 +190,9 @@ def cpu_pool(args):
 
 
 def model_flags(s, run_dir, notes, writes):
-    """--bert_config_file (and --init_checkpoint) for the script's model flags, read as transformers'
-    AutoConfig reads them ("gelu" is the erf form there). A config to write goes to `writes`."""
+    """--bert_config_file (and --init_checkpoint) for the script's model flags, read as
+    transformers' AutoConfig reads them ("gelu" is the erf form there). A config to write goes to
+    `writes`."""
     if s.config_name or (s.model_name_or_path and os.path.isdir(s.model_name_or_path)):
         path = s.config_name or os.path.join(s.model_name_or_path, "config.json")
         try:
@@ -258,7 +261,8 @@ def data_flags(s):
 def check_line(launcher, s):
     """Refusals: what the benchmark mapping does not run, each with its reason."""
     many = [f for f, v in [("--distributed", launcher.distributed), ("--nnodes", launcher.nnodes),
-                           ("--nprocs-per-node", launcher.nprocs), ("--hostfile", launcher.hostfile),
+                           ("--nprocs-per-node", launcher.nprocs),
+                           ("--hostfile", launcher.hostfile),
                            ("--latency-mode", launcher.latency_mode),
                            ("--throughput-mode", launcher.throughput_mode)] if v]
     if many or launcher.ninstances > 1:
@@ -345,7 +349,8 @@ def build(argv, stamp):
                               ("--phase2", s.phase2), ("--skip_checkpoint", s.skip_checkpoint),
                               ("--log_freq", s.log_freq != 10000.0)] if v]
     if ignored:
-        notes.append("no effect on the benchmark's %d micro-batches: %s" % (LAST, ", ".join(ignored)))
+        notes.append("no effect on the benchmark's %d micro-batches: %s" % (
+            LAST, ", ".join(ignored)))
     if stop < LAST:
         notes.append("--max_steps=%g: training stops after update %d, before micro-batch %d, so "
                      "the script prints no Throughput line (nor does this)" % (s.max_steps, stop,

@@ -59,8 +59,9 @@ struct Schedule {
 
 // Issues a performance run makes, as LoadGen generates them (loadgen.cc GenerateQueries,
 // test_settings_internal.cc) at LoadGen's target_qps, s.loadgen_target_qps (singlestream: 1 / the
-// expected latency; offline: the expected throughput): at least min_query_count; singlestream the queries its fixed
-// period (1 / target_qps, truncated to ns) schedules before twice min_duration_s, plus the one
+// expected latency; offline: the expected throughput): at least min_query_count; singlestream the
+// queries its fixed period (1 / target_qps, truncated to ns) schedules before twice
+// min_duration_s, plus the one
 // that reaches it (the run ends naturally once both minimums are met); offline
 // trunc(1.1 x min_duration_s x target_qps); server: min_query_count (make_schedule adds
 // arrivals up to the duration). target_qps 0 = unknown: min_query_count alone.
