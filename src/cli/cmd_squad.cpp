@@ -48,7 +48,7 @@ namespace fs = std::filesystem;
 struct Options : train::SquadTrainOptions {
     std::string vocab_file, train_file, predict_file, raw_results;
     bool do_lower_case = true, do_train = false, do_predict = false, verbose_logging = false;
-    bool version_2_with_negative = false, features_only = false;
+    bool version_2_with_negative = false, features_only = false, transformers_squad = false;
     int doc_stride = 128, max_query_length = 64, predict_batch_size = 8;
     int n_best_size = 20, max_answer_length = 30;
     double null_score_diff_threshold = 0.0;
@@ -167,6 +167,9 @@ int cmd_squad(int argc, char** argv) {
               "start_logits, end_logits) instead of running a model (not in run_squad.py)");
     flags.add("features_only", &o.features_only,
               "write train.tf_record / eval.tf_record and stop (not in run_squad.py)");
+    flags.add("transformers_squad", &o.transformers_squad,
+              "tokenize and decode as transformers' legacy run_squad.py (its BertTokenizer; the "
+              "answer text by convert_tokens_to_string) instead of google's (not in run_squad.py)");
     flags.add("threads", &o.threads, "compute threads (0 = every available CPU)");
     flags.add("allow_changed_flags", &o.allow_changed_flags,
               "resume with changed hyper-parameters (recorded in changed_flags.jsonl)");
@@ -292,7 +295,12 @@ int cmd_squad(int argc, char** argv) {
     log::info("config: {}", flags_json.dump());
     if (model) check_model_fits(o, model->config, vocab);
     // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
-    const data::TokenizerRules rules = nvidia.empty() ? data::TokenizerRules::google : data::TokenizerRules::nvidia_pytorch;
+    if (o.transformers_squad && !nvidia.empty())
+        fail("--transformers_squad: not with NVIDIA's run_squad.py flags ({}): one script's rules at a time",
+             nvidia);
+    const data::TokenizerRules rules = o.transformers_squad ? data::TokenizerRules::transformers
+                                       : nvidia.empty()     ? data::TokenizerRules::google
+                                                            : data::TokenizerRules::nvidia_pytorch;
     data::FullTokenizer tokenizer(vocab, o.do_lower_case, rules);
     const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
     std::error_code ec;
@@ -307,7 +315,8 @@ int cmd_squad(int argc, char** argv) {
         rng.shuffle(train_examples);
         std::vector<data::SquadFeature> features;
         data::convert_examples_to_features(train_examples, tokenizer,
-                                           {o.max_seq_length, o.doc_stride, o.max_query_length, true},
+                                           {o.max_seq_length, o.doc_stride, o.max_query_length, true,
+                                            o.transformers_squad},
                                            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
         // the run's length (an error for too few examples) before train.tf_record is written;
         // --features_only trains nothing: no length to check
@@ -346,7 +355,9 @@ int cmd_squad(int argc, char** argv) {
     if (o.do_predict && root) {
         std::vector<std::string> warnings;
         const train::SquadEvalSet eval_set =
-            train::squad_eval_set(o.predict_file, tokenizer, {o.max_seq_length, o.doc_stride, o.max_query_length, false},
+            train::squad_eval_set(o.predict_file, tokenizer,
+                                  {o.max_seq_length, o.doc_stride, o.max_query_length, false,
+                                   o.transformers_squad},
                                   o.version_2_with_negative, &warnings);
         const nlohmann::json& predict_doc = eval_set.doc;
         const auto& eval_examples = eval_set.examples;
@@ -357,6 +368,7 @@ int cmd_squad(int argc, char** argv) {
         popt.do_lower_case = o.do_lower_case;
         popt.tokenizer_rules = rules;
         popt.nvidia_answers = !nvidia.empty();
+        popt.transformers_answers = o.transformers_squad;
         popt.version_2_with_negative = o.version_2_with_negative;
         popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;

@@ -1,7 +1,8 @@
 // `bertbench squad-eval DATASET PREDICTIONS`: the official SQuAD metric. Prints exactly what
 // evaluate-v1.1.py prints ({"exact_match": ..., "f1": ...}; "Unanswered question ..." on stderr), or
 // for a SQuAD 2.0 dataset (any is_impossible question) what evaluate-v2.0.py prints without
-// --na-prob-file (exact/f1/total and the HasAns_/NoAns_ splits).
+// --na-prob-file (exact/f1/total and the HasAns_/NoAns_ splits). --transformers: the dict
+// transformers' legacy run_squad.py logs as "Results: {...}" (train::squad_evaluate_transformers).
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -46,6 +47,10 @@ int cmd_squad_eval(int argc, char** argv) {
     Flags flags("squad-eval",
                 "Score SQuAD predictions with the official metric (evaluate-v1.1.py; evaluate-v2.0.py for a "
                 "SQuAD 2.0 dataset). Output is byte-identical to the official script's.");
+    bool transformers = false;
+    flags.add("transformers", &transformers,
+              "print transformers' squad_evaluate instead, as its legacy run_squad.py logs it: "
+              "Results: {'exact': ..., 'f1': ..., ...} (not in the official scripts)");
     flags.allow_positional("DATASET PREDICTIONS");
     if (!flags.parse(argc, argv)) return 0;
     const auto& pos = flags.positional();
@@ -62,6 +67,11 @@ int cmd_squad_eval(int argc, char** argv) {
         log::warn("{}: none of its {} prediction id(s) is a question id of {} ({} questions): "
                   "every question scores 0 (expected the predictions of this dataset)",
                   pos[1], predictions.is_object() ? predictions.size() : 0, pos[0], questions);
+    if (transformers) {
+        const auto results = train::squad_evaluate_transformers(dataset, predictions, pos[0], pos[1]);
+        std::printf("Results: %s\n", train::py_dict_repr(results).c_str());
+        return 0;
+    }
     std::fputs(train::squad_missing_prediction_lines(dataset, predictions, pos[0]).c_str(), stdout);
     std::fflush(stdout);
     const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);

@@ -310,7 +310,7 @@ void convert_examples_to_features(const std::vector<SquadExample>& examples, Ful
             const int length = std::min(n_doc - start, max_tokens_for_doc);
             spans.push_back({start, length});
             if (start + length == n_doc) break;
-            start += std::min(length, opt.doc_stride);
+            start += opt.transformers_windows ? opt.doc_stride : std::min(length, opt.doc_stride);
         }
         for (size_t si = 0; si < spans.size(); ++si) {
             const DocSpan& span = spans[si];

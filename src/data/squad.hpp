@@ -71,6 +71,10 @@ struct SquadFeature {
 struct SquadFeatureOptions {
     int max_seq_length = 384, doc_stride = 128, max_query_length = 64;
     bool is_training = false;
+    // transformers' squad_convert_example_to_features: window k starts at k x doc_stride even when
+    // doc_stride exceeds the window's document length (the tokens between are in no window; google
+    // starts the next window where the last ended). The same windows otherwise.
+    bool transformers_windows = false;
 };
 
 // convert_examples_to_features; `output` receives each feature in order. Error when

@@ -4,6 +4,7 @@
 // only) and split off punctuation; the final re-split on whitespace drops empty tokens.
 #include "data/tokenizer.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string_view>
@@ -30,12 +31,12 @@ constexpr std::array<uint8_t, 128> make_ascii_table() {
 }
 constexpr std::array<uint8_t, 128> kAscii = make_ascii_table();
 
-// NVIDIA's BasicTokenizer never_split tuple.
+// NVIDIA's BasicTokenizer never_split tuple (transformers' BertTokenizer special tokens).
+constexpr std::string_view kNeverSplit[] = {"[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"};
+
 bool is_never_split(const std::vector<char32_t>& w) {
-    static constexpr std::u32string_view kNeverSplit[] = {U"[UNK]", U"[SEP]", U"[PAD]", U"[CLS]", U"[MASK]"};
-    const std::u32string_view v(w.data(), w.size());
-    for (const std::u32string_view s : kNeverSplit)
-        if (v == s) return true;
+    for (const std::string_view s : kNeverSplit)
+        if (std::equal(w.begin(), w.end(), s.begin(), s.end())) return true;
     return false;
 }
 
@@ -43,7 +44,7 @@ bool is_never_split(const std::vector<char32_t>& w) {
 
 void BasicTokenizer::finish_word(TokenList& out, std::vector<uint32_t>* out_chars) {
     if (word_.empty()) return;
-    if (nvidia_ && is_never_split(word_)) {  // NVIDIA's never_split: the token as it is
+    if (never_split_ && is_never_split(word_)) {  // NVIDIA's never_split: the token as it is
         for (const char32_t cp : word_) out.bytes.push_back(static_cast<char>(cp));
         out.push_end();
         if (out_chars) out_chars->push_back(static_cast<uint32_t>(word_.size()));
@@ -115,7 +116,7 @@ void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
             while (j < n && p[j] < 0x80 && kAscii[p[j]] != kSpace) ++j;
             // the token [i, j) is all ASCII (NVIDIA's rules: one that may be a never_split token
             // takes the general path, which sees it whole after _clean_text)
-            if ((j == n || p[j] < 0x80) && !(nvidia_ && std::memchr(p + i, '[', j - i) != nullptr)) {
+            if ((j == n || p[j] < 0x80) && !(never_split_ && std::memchr(p + i, '[', j - i) != nullptr)) {
                 // Output is at most j - i bytes; write through a raw pointer.
                 const size_t base = out.bytes.size();
                 out.bytes.resize(base + (j - i));
@@ -226,14 +227,52 @@ void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars,
 
 FullTokenizer::FullTokenizer(const Vocab& vocab, bool do_lower_case, TokenizerRules rules)
     : vocab_(vocab),
+      transformers_(rules == TokenizerRules::transformers),
+      lower_(do_lower_case),
       basic_(do_lower_case, rules),
-      wordpiece_(vocab, rules == TokenizerRules::nvidia_pytorch ? 100 : 200),
-      unk_id_(vocab.find("[UNK]")) {}
+      wordpiece_(vocab, rules == TokenizerRules::google ? 200 : 100),
+      unk_id_(vocab.find("[UNK]")) {
+    // transformers' _tokenize passes its special tokens as never_split; lower-cased text cannot
+    // hold one (see split_basic)
+    if (transformers_) basic_.set_never_split(!do_lower_case);
+}
 
-void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& ids) {
+void FullTokenizer::split_basic(std::string_view text) {
     words_.clear();
     chars_.clear();
-    basic_.tokenize(text, words_, &chars_);
+    if (!transformers_) return basic_.tokenize(text, words_, &chars_);
+    // transformers' PreTrainedTokenizer.tokenize: with lower-casing every character but the
+    // special tokens' lower-cased on its own; the special tokens' literal occurrences split the
+    // text (the earliest first, as its trie) and are kept whole; the rest is BertTokenizer's.
+    std::vector<char32_t> cps, one, lowered;
+    std::string piece;
+    for (size_t i = 0;;) {
+        size_t at = std::string_view::npos, len = 0;
+        for (const std::string_view s : kNeverSplit)
+            if (const size_t k = text.find(s, i); k < at) at = k, len = s.size();
+        const std::string_view segment = text.substr(i, at == std::string_view::npos ? at : at - i);
+        if (lower_) {
+            cps.clear(), piece.clear();
+            uni::decode_utf8_ignore(segment, cps);
+            for (const char32_t cp : cps) {
+                one.assign(1, cp), lowered.clear();
+                uni::py_lower(one, lowered);
+                for (const char32_t c : lowered) uni::append_utf8(piece, c);
+            }
+            basic_.tokenize(piece, words_, &chars_);
+        } else {
+            basic_.tokenize(segment, words_, &chars_);
+        }
+        if (at == std::string_view::npos) break;
+        words_.bytes.append(text.substr(at, len));
+        words_.push_end();
+        chars_.push_back(static_cast<uint32_t>(len));
+        i = at + len;
+    }
+}
+
+void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& ids) {
+    split_basic(text);
     const size_t mark = ids.size();
     for (size_t w = 0; w < words_.size(); ++w) wordpiece_.tokenize(words_[w], chars_[w], ids);
     for (size_t k = mark; k < ids.size(); ++k) {
@@ -249,9 +288,7 @@ void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& id
 
 void FullTokenizer::tokenize(std::string_view text, std::vector<std::string>* basic_tokens,
                              std::vector<std::string>* tokens, std::vector<int32_t>* ids) {
-    words_.clear();
-    chars_.clear();
-    basic_.tokenize(text, words_, &chars_);
+    split_basic(text);
     if (basic_tokens)
         for (size_t w = 0; w < words_.size(); ++w) basic_tokens->emplace_back(words_[w]);
     piece_ids_.clear();

@@ -32,20 +32,29 @@ struct TokenList {
 // PyTorch copy (its run_squad.py), which differs in three places: a whitespace token equal to
 // [UNK], [SEP], [PAD], [CLS] or [MASK] is kept whole (never lower-cased, stripped or split),
 // _clean_text drops every category C* character (google: Cc and Cf only; so also private-use and
-// unassigned code points), and a word over 100 characters is [UNK] (google: 200).
-enum class TokenizerRules { google, nvidia_pytorch };
+// unassigned code points), and a word over 100 characters is [UNK] (google: 200). transformers'
+// BertTokenizer (slow, 4.28) is NVIDIA's with one more step first (PreTrainedTokenizer.tokenize):
+// those five tokens' literal occurrences split the text anywhere (inside a word too) and are kept
+// whole; with lower-casing the rest of the text is lower-cased character by character (no final
+// sigma) before the basic tokenizer sees it, so there a token they form only after _clean_text is
+// split like any other. Its BasicTokenizer alone (get_final_text's) has no never_split.
+enum class TokenizerRules { google, nvidia_pytorch, transformers };
 
 class BasicTokenizer {
 public:
     explicit BasicTokenizer(bool do_lower_case, TokenizerRules rules = TokenizerRules::google)
-        : lower_(do_lower_case), nvidia_(rules == TokenizerRules::nvidia_pytorch) {}
+        : lower_(do_lower_case),
+          nvidia_(rules != TokenizerRules::google),
+          never_split_(rules == TokenizerRules::nvidia_pytorch) {}
     // Appends the basic tokens of `text` (any bytes; invalid UTF-8 is dropped) to `out`.
     // Each token also records its length in code points in `out_chars` if non-null.
     void tokenize(std::string_view text, TokenList& out, std::vector<uint32_t>* out_chars = nullptr);
+    // Whether a whitespace token equal to a special token is kept whole (NVIDIA's never_split).
+    void set_never_split(bool on) { never_split_ = on; }
 
 private:
     void finish_word(TokenList& out, std::vector<uint32_t>* out_chars);
-    bool lower_, nvidia_;
+    bool lower_, nvidia_, never_split_;
     std::vector<char32_t> word_, tmp_, tmp2_;  // current whitespace-delimited token
     bool word_ascii_ = true;
 };
@@ -76,7 +85,9 @@ public:
     const Vocab& vocab() const { return vocab_; }
 
 private:
+    void split_basic(std::string_view text);  // into words_ / chars_
     const Vocab& vocab_;
+    bool transformers_, lower_;
     BasicTokenizer basic_;
     WordpieceTokenizer wordpiece_;
     int32_t unk_id_;

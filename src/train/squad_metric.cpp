@@ -173,6 +173,52 @@ bool is_version_2(const nlohmann::json& dataset, const std::vector<Question>& qu
     return v != dataset.end() && v->is_string() && v->get<std::string>() == "v2.0";
 }
 
+// evaluate-v2.0.py's (and transformers' get_raw_scores') per-question scores: exact and F1 against
+// the answers that normalize to something ("" when none), in dataset order by unique id (a
+// repeated id keeps its first position and last score). A question without a prediction is left
+// out when `skip_missing`, otherwise an error (evaluate-v2.0.py's KeyError).
+struct V2Scores {
+    std::vector<std::string> order;
+    std::unordered_map<std::string, std::pair<double, double>> scores;  // exact, f1
+    std::unordered_map<std::string, bool> has_ans;
+};
+
+V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json& predictions,
+                   const std::string& predictions_where, bool skip_missing) {
+    V2Scores out;
+    for (const Question& q : questions) {
+        if (!out.has_ans.count(q.id)) out.order.push_back(q.id);
+        out.has_ans[q.id] = !q.answers.empty();
+    }
+    for (const Question& q : questions) {
+        std::vector<std::vector<std::u32string>> golds;
+        for (const auto& a : q.answers) {
+            auto t = normalized_tokens(a);
+            if (!t.empty()) golds.push_back(std::move(t));
+        }
+        if (golds.empty()) golds.emplace_back();  // only the empty answer is correct
+        const std::string* pred = prediction_of(predictions, q.id, predictions_where);
+        if (!pred && skip_missing) continue;
+        if (!pred) {  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
+            fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing prediction\" and "
+                 "then stops with KeyError)", predictions_where, q.id);
+        }
+        const auto p = normalized_tokens(*pred);
+        const std::string pn = join_utf8(p);
+        double em = 0, f1 = 0;
+        for (size_t i = 0; i < golds.size(); ++i) {
+            const double e = join_utf8(golds[i]) == pn ? 1 : 0;
+            double f;
+            if (golds[i].empty() || p.empty()) f = golds[i] == p ? 1 : 0;
+            else f = f1_of(p, golds[i]);
+            if (i == 0 || e > em) em = e;
+            if (i == 0 || f > f1) f1 = f;
+        }
+        out.scores[q.id] = {em, f1};
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const nlohmann::json& predictions,
@@ -234,44 +280,16 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
     }
 
     // v2.0: scores per unique id (a repeated id keeps its first position and last score).
-    std::vector<std::string> order;
-    std::unordered_map<std::string, std::pair<double, double>> scores;  // exact, f1
-    std::unordered_map<std::string, bool> has_ans;
-    for (const Question& q : questions) {
-        if (!has_ans.count(q.id)) order.push_back(q.id);
-        has_ans[q.id] = !q.answers.empty();
-    }
-    for (const Question& q : questions) {
-        std::vector<std::vector<std::u32string>> golds;
-        for (const auto& a : q.answers) {
-            auto t = normalized_tokens(a);
-            if (!t.empty()) golds.push_back(std::move(t));
-        }
-        if (golds.empty()) golds.emplace_back();  // only the empty answer is correct
-        const std::string* pred = prediction_of(predictions, q.id, predictions_where);
-        if (!pred) {  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
-            fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing prediction\" and "
-                 "then stops with KeyError)", predictions_where, q.id);
-        }
-        const auto p = normalized_tokens(*pred);
-        const std::string pn = join_utf8(p);
-        double em = 0, f1 = 0;
-        for (size_t i = 0; i < golds.size(); ++i) {
-            const double e = join_utf8(golds[i]) == pn ? 1 : 0;
-            double f;
-            if (golds[i].empty() || p.empty()) f = golds[i] == p ? 1 : 0;
-            else f = f1_of(p, golds[i]);
-            if (i == 0 || e > em) em = e;
-            if (i == 0 || f > f1) f1 = f;
-        }
-        scores[q.id] = {em, f1};
-    }
+    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, false);
+    const auto& order = v2.order;
+    const auto& scores = v2.scores;
+    const auto& has_ans = v2.has_ans;
     if (order.empty()) fail("{}: the dataset has no questions", dataset_where);
     nlohmann::ordered_json metrics;
     std::string text = "{\n";
     auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
         double em = 0, f1 = 0;
-        for (const auto& id : ids) em += scores[id].first, f1 += scores[id].second;
+        for (const auto& id : ids) em += scores.at(id).first, f1 += scores.at(id).second;
         const double total = static_cast<double>(ids.size());
         const double e = 100.0 * em / total, f = 100.0 * f1 / total;
         if (text.size() > 2) text += ",\n";
@@ -281,12 +299,69 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
     };
     add("", order);
     std::vector<std::string> with, without;
-    for (const auto& id : order) (has_ans[id] ? with : without).push_back(id);
+    for (const auto& id : order) (has_ans.at(id) ? with : without).push_back(id);
     if (!with.empty()) add("HasAns_", with);
     if (!without.empty()) add("NoAns_", without);
     out.stdout_text += text + "\n}\n";
     out.metrics = std::move(metrics);
     return out;
+}
+
+nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset,
+                                                   const nlohmann::json& predictions,
+                                                   const std::string& dataset_where,
+                                                   const std::string& predictions_where) {
+    if (!predictions.is_object())
+        fail("{}: expected a JSON object of question id -> answer text, found {}", predictions_where,
+             predictions.type_name());
+    std::vector<Question> questions = questions_of(dataset, dataset_where);
+    for (Question& q : questions)  // SquadProcessor: an impossible question has no answers
+        if (q.impossible) q.answers.clear();
+    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, true);
+    for (const auto& id : v2.order)  // make_eval_dict indexes every question's score
+        if (!v2.scores.count(id))
+            fail("{}: no prediction for question \"{}\" (transformers' squad_evaluate prints \"Missing "
+                 "prediction\" and then stops with KeyError)", predictions_where, id);
+    if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
+    nlohmann::ordered_json out;
+    const auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
+        double em = 0, f1 = 0;
+        for (const auto& id : ids) em += v2.scores.at(id).first, f1 += v2.scores.at(id).second;
+        const double total = static_cast<double>(ids.size());
+        out[prefix + "exact"] = 100.0 * em / total, out[prefix + "f1"] = 100.0 * f1 / total;
+        out[prefix + "total"] = ids.size();
+    };
+    add("", v2.order);
+    std::vector<std::string> with, without;
+    for (const auto& id : v2.order) (v2.has_ans.at(id) ? with : without).push_back(id);
+    if (!with.empty()) add("HasAns_", with);
+    if (!without.empty()) add("NoAns_", without);
+    // find_all_best_thresh with every no-answer probability 0: the questions in order, starting
+    // from the number without an answer, an answerable one adding its score and an unanswerable one
+    // -1 when something was predicted; the best running total (first reached) over the questions.
+    for (const bool f1 : {false, true}) {
+        double cur = static_cast<double>(without.size()), best = cur;
+        for (const auto& id : v2.order) {
+            const auto& [em, f] = v2.scores.at(id);
+            cur += v2.has_ans.at(id) ? (f1 ? f : em)
+                                     : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);
+            best = std::max(best, cur);
+        }
+        const std::string key = f1 ? "best_f1" : "best_exact";
+        out[key] = 100.0 * best / static_cast<double>(v2.order.size());
+        out[key + "_thresh"] = 0.0;
+    }
+    return out;
+}
+
+std::string py_dict_repr(const nlohmann::ordered_json& dict) {
+    std::string out = "{";
+    for (const auto& [key, value] : dict.items()) {
+        if (out.size() > 1) out += ", ";
+        out += "'" + key + "': ";
+        out += value.is_number_float() ? py_float_repr(value.get<double>()) : value.dump();
+    }
+    return out + "}";
 }
 
 }  // namespace bertbench::train

@@ -331,7 +331,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                 s = std::move(out);
             };
             replace_all(tok_text, " ##");
-            replace_all(tok_text, "##");
+            if (!opt.transformers_answers) replace_all(tok_text, "##");
             tok_text = u32_to_utf8(data::py_split_join(utf8_to_u32(tok_text)));
             const int a = f.orig_index(p.start), b = f.orig_index(p.end);
             std::string orig_text;
@@ -408,6 +408,9 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
             nbest = take_nbest(prelim);
             if (opt.version_2_with_negative && !seen.count(""))
                 nbest.push_back({"", null_start_logit, null_end_logit, null_int});
+            // transformers: a 2.0 list of the null answer alone gets the nonce in front
+            if (opt.transformers_answers && opt.version_2_with_negative && nbest.size() == 1)
+                nbest.insert(nbest.begin(), {"empty", 0.0, 0.0});
         }
         if (nbest.empty()) nbest.push_back({"empty", 0.0, 0.0});
 

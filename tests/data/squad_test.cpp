@@ -262,6 +262,31 @@ TEST(SquadExamples, Version2TrainingImpossible) {
     EXPECT_EQ(e.features[6].second.ints.at(0), 1);
 }
 
+// transformers' windows (squad --transformers_squad): the same as google's while doc_stride fits
+// in a window; above it window k starts at k x doc_stride, skipping the tokens between (its
+// tokenizer's overflow with a negative stride), where google's start where the last one ended.
+TEST(SquadFeatures, TransformersWindowsWithALongStride) {
+    std::string context;
+    for (int i = 0; i < 40; ++i) context += "the ";
+    const std::string text = R"({"data":[{"paragraphs":[{"context":")" + context +
+                             R"(","qas":[{"id":"a","question":"Who?","answers":[]}]}]}]})";
+    const auto ex = read_squad_examples(parse_squad_json(text, "f"), "f", {false, false}, nullptr);
+    FullTokenizer tok(vocab(), true);
+    const auto starts = [&](int stride, bool transformers) {  // each window's first word, length
+        std::vector<std::pair<int, size_t>> out;
+        SquadFeatureOptions opt{20, stride, 8, false, transformers};  // 15 document tokens a window
+        convert_examples_to_features(ex, tok, opt, [&](SquadFeature&& f) {
+            out.emplace_back(f.token_to_orig.front(), f.token_to_orig.size());
+        });
+        return out;
+    };
+    using W = std::vector<std::pair<int, size_t>>;
+    EXPECT_EQ(starts(20, false), (W{{0, 15}, {15, 15}, {30, 10}}));
+    EXPECT_EQ(starts(20, true), (W{{0, 15}, {20, 15}}));
+    EXPECT_EQ(starts(10, true), starts(10, false));
+    EXPECT_EQ(starts(15, true), starts(15, false));
+}
+
 // A question id used twice (issue 28 item 6): predictions and the official metric are keyed by
 // id, so the second would silently take the first's place. Refused in training and prediction.
 TEST(SquadExamples, RepeatedQuestionIdIsRefused) {

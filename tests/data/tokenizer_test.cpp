@@ -139,6 +139,41 @@ TEST(Tokenizer, NvidiaPyTorchRules) {
     EXPECT_EQ(tokens, (S{"x", "[MASK]", "[SEP]"}));
 }
 
+// transformers' BertTokenizer (slow, 4.28; its legacy run_squad.py's): the special tokens' literal
+// occurrences split the text anywhere and are kept whole; lower-casing is per character (no final
+// sigma) before the basic tokenizer, so a special token formed by _clean_text is kept whole only
+// when cased; C* dropped and 100 characters a word as NVIDIA's. Each case's basic tokens are what
+// transformers' own PreTrainedTokenizer.tokenize + BasicTokenizer code returns (session 41).
+TEST(Tokenizer, TransformersRules) {
+    const Vocab v = Vocab::from_text("[UNK]\n[MASK]\n[SEP]\n[\n]\nmask\nab\ncd\nx\n", "test");
+    const auto basic = [&](bool lower, const std::string& text) {
+        FullTokenizer t(v, lower, TokenizerRules::transformers);
+        std::vector<std::string> words;
+        t.tokenize(text, &words, nullptr, nullptr);
+        return words;
+    };
+    using S = std::vector<std::string>;
+    for (const bool lower : {true, false}) {
+        EXPECT_EQ(basic(lower, "ab[MASK]cd"), (S{"ab", "[MASK]", "cd"}));
+        EXPECT_EQ(basic(lower, "[mask]"), (S{"[", "mask", "]"}));
+        EXPECT_EQ(basic(lower, "[MASK][SEP]x"), (S{"[MASK]", "[SEP]", "x"}));
+        EXPECT_EQ(basic(lower, "a\xee\x80\x80" "b [UNK]"), (S{"ab", "[UNK]"}));  // U+E000 dropped
+    }
+    EXPECT_EQ(basic(true, "x [MA\x01SK]"), (S{"x", "[", "mask", "]"}));
+    EXPECT_EQ(basic(false, "x [MA\x01SK]"), (S{"x", "[MASK]"}));
+    EXPECT_EQ(basic(true, "\xce\x9f\xce\x94\xce\x9f\xce\xa3"),  // ΟΔΟΣ -> οδοσ (google: οδος)
+              (S{"\xce\xbf\xce\xb4\xce\xbf\xcf\x83"}));
+    FullTokenizer t(v, true, TokenizerRules::transformers);
+    std::vector<std::string> tokens;
+    t.tokenize("ab[MASK]cd " + std::string(101, 'x'), nullptr, &tokens, nullptr);
+    EXPECT_EQ(tokens, (S{"ab", "[MASK]", "cd", "[UNK]"}));
+    // its BasicTokenizer alone (get_final_text's): no never_split, no trie
+    BasicTokenizer b(true, TokenizerRules::transformers);
+    TokenList out;
+    b.tokenize("[MASK]", out);
+    EXPECT_EQ(out.size(), 3u);
+}
+
 TEST(Tokenizer, MissingUnkIsAnError) {
     const Vocab v = Vocab::from_text("a\n", "test");
     FullTokenizer tok(v, true);

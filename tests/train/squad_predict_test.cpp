@@ -271,6 +271,54 @@ TEST(SquadPredict, NvidiaAnswersLeaveOutQuestionsWithoutFeatures) {
     EXPECT_NE(nvidia.predictions_json.find("\"b\": "), std::string::npos) << nvidia.predictions_json;
 }
 
+// transformers' compute_predictions_logits (its legacy run_squad.py, the Intel PyTorch line's
+// decoder): a span's text is convert_tokens_to_string, which keeps a leading "##", so a span
+// starting inside a word falls back to the whole original words; a 2.0 n-best of the null answer
+// alone gets the "empty" nonce in front (write_predictions fails there). Both as transformers
+// 4.28's own code decodes the same logits (session 41's audit).
+TEST(SquadPredict, TransformersAnswers) {
+    static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
+    const std::string text = R"({"data":[{"paragraphs":[{"context":"Bo saw an unaffable )"
+                             R"(gnu.","qas":[{"id":"a","question":"Who?","answers":[]}]}]}]})";
+    const auto ex = data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, false});
+    data::FullTokenizer tok(vocab, true, data::TokenizerRules::transformers);
+    std::vector<data::SquadFeature> fs;
+    data::convert_examples_to_features(ex, tok, {32, 8, 8, false},
+                                       [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
+    ASSERT_EQ(fs.size(), 1u);
+    int piece = -1;  // the first continuation piece of the context
+    for (int k = 0; k < static_cast<int>(fs[0].tokens.size()) && piece < 0; ++k)
+        if (fs[0].in_doc(k) && fs[0].tokens[static_cast<size_t>(k)].rfind("##", 0) == 0) piece = k;
+    ASSERT_GT(piece, 0) << "a word split into pieces";
+    std::vector<SquadRawResult> rs(1);
+    rs[0].unique_id = fs[0].unique_id;
+    rs[0].start_logits.assign(32, 0.0);
+    rs[0].end_logits.assign(32, 0.0);
+    rs[0].start_logits[static_cast<size_t>(piece)] = rs[0].end_logits[static_cast<size_t>(piece)] = 5.0;
+    SquadPredictOptions opt;
+    opt.n_best_size = 1;
+    opt.tokenizer_rules = data::TokenizerRules::transformers;
+    const std::string google = squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json;
+    opt.transformers_answers = true;
+    const std::string hf = squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json;
+    EXPECT_EQ(hf, "{\n    \"a\": \"unaffable\"\n}\n");
+    EXPECT_NE(google, hf);  // the piece without its "##", found inside the word
+    EXPECT_EQ(google.find("unaffable"), std::string::npos) << google;
+
+    // 2.0, only the null span among the candidates (the best start is [CLS])
+    rs[0].start_logits.assign(32, 0.0);
+    rs[0].start_logits[0] = 3.0, rs[0].end_logits[0] = 1.0;
+    opt.version_2_with_negative = true;
+    opt.null_score_diff_threshold = 5.0;  // above the null score: the nonce is the answer
+    const SquadPredictions p = squad_write_predictions(ex, fs, rs, opt, "raw");
+    EXPECT_EQ(p.predictions_json, "{\n    \"a\": \"empty\"\n}\n");
+    EXPECT_EQ(p.null_odds_json, "{\n    \"a\": 4.0\n}\n");
+    EXPECT_LT(p.nbest_json.find("\"text\": \"empty\""), p.nbest_json.find("\"text\": \"\""))
+        << p.nbest_json;
+    opt.null_score_diff_threshold = 0.0;
+    EXPECT_EQ(squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"\"\n}\n");
+}
+
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
 // replace the first; refused, naming the file, the line and the first line.
 TEST(SquadPredict, RepeatedUniqueIdInRawResultsIsRefused) {
