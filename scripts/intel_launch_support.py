@@ -1,15 +1,42 @@
-"""The machine and the log lines behind scripts/launch_benchmark.py (Intel's model zoo launcher).
+"""The machine and the log lines behind scripts/launch_benchmark.py (Intel's model zoo launcher)
+and scripts/ipex_launch.py (IPEX's launcher over Intel's PyTorch scripts).
 
 Machine: this process's CPUs by NUMA node, socket and core, read from Linux sysfs, and lscpu's
 "Core(s) per socket", which Intel's platform_util.py reads for its thread rules. Placement: the
 per-rank binding of Intel's bert_large training under MPI (`numactl -N i -m i` for rank i).
 Log lines: the lines Intel's scripts print and its quickstarts grep, in their exact formats,
 computed from what bertbench measured (train_log.jsonl, the bench JSON); nothing is invented.
+Models: a transformers script's --config_name / --model_name_or_path / --model_type as bertbench
+flags (hf_model_flags).
 """
 import glob
 import json
 import os
 import re
+
+
+# transformers' BertConfig() defaults (--model_type bert without a config file): BERT-base.
+HF_BERT = {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+           "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
+           "layer_norm_eps": 1e-12}
+
+
+class Refused(Exception):
+    """A line bertbench cannot run as Intel's scripts would: the reason."""
+
+
+class Plan:
+    """What scripts/ipex_launch.py runs for one script line: `notes` said first, `writes` ({path:
+    text}) written first, `setup` (bertbench argument lists) run once before the instances,
+    `streams[i]`: instance i's bertbench runs as (CPUs, argument list), all instances' streams at
+    once, and `finish(i, binary)`: ([lines for instance i's log], [lines for the launcher's log])
+    after they all succeeded. bertbench's own files go to `run_dir`."""
+
+    def __init__(self, run_dir):
+        self.run_dir, self.notes, self.writes, self.setup, self.streams = run_dir, [], {}, [], []
+        self.finish = lambda i, binary: ([], [])
 
 
 def cpulist(cpus):
@@ -206,3 +233,52 @@ def inference_lines(point, in_graph):
     return ["Total examples: %d, Warmup examples: %d, Benchmark examples: %d, Benchmark time: %f "
             "secs" % (warm + batch * len(steps), warm, batch * len(steps), seconds),
             "Throughput: %3.2f" % rate]
+
+
+def hf_model_flags(s, run_dir, notes, writes):
+    """--bert_config_file (and --init_checkpoint) for a transformers script's model flags
+    (s.config_name, s.model_name_or_path, s.model_type), read as AutoConfig reads them ("gelu" is
+    the erf form there). A config to write goes to `writes`."""
+    if s.config_name or (s.model_name_or_path and os.path.isdir(s.model_name_or_path)):
+        path = s.config_name or os.path.join(s.model_name_or_path, "config.json")
+        try:
+            with open(path) as f:
+                config = json.load(f)
+        except (OSError, ValueError) as e:
+            raise Refused("%s: cannot read the model config: %s" % (path, e))
+        if not isinstance(config, dict):
+            raise Refused("%s: expected a JSON object (a BERT config)" % path)
+    elif s.model_name_or_path:
+        raise Refused("--model_name_or_path=%s: expected a directory with config.json and "
+                      "pytorch_model.bin (save_pretrained's; hub names and TF checkpoints are not "
+                      "read here)" % s.model_name_or_path)
+    elif s.model_type == "bert":
+        path, config = None, dict(HF_BERT)
+        notes.append("--model_type bert without a config: transformers' BertConfig() defaults "
+                     "(BERT-base)")
+    else:
+        raise Refused("expected --config_name, --model_name_or_path or --model_type bert (the "
+                      "script builds its model from one of them)")
+    kind = config.get("model_type", "bert")
+    if kind != "bert":
+        raise Refused("%s: model_type %s: bertbench runs BERT" % (path, json.dumps(kind)))
+    flags = []
+    if path and "model_type" in config:
+        flags.append("--bert_config_file=" + path)
+    else:  # transformers reads it as BERT's (by name): its "gelu" is the erf form
+        config["model_type"] = "bert"
+        derived = os.path.join(run_dir, "hf_bert_config.json")
+        flags.append("--bert_config_file=" + derived)
+        notes.append("the model config as transformers reads it (model_type bert: \"gelu\" is "
+                     "the erf form): %s" % derived)
+        writes[derived] = json.dumps(config, indent=2) + "\n"
+    if s.model_name_or_path:
+        for name in ("pytorch_model.bin", "model.safetensors"):
+            weights = os.path.join(s.model_name_or_path, name)
+            if os.path.isfile(weights):
+                flags.append("--init_checkpoint=" + weights)
+                break
+        else:
+            raise Refused("--model_name_or_path=%s: no pytorch_model.bin or model.safetensors in "
+                          "it" % s.model_name_or_path)
+    return flags

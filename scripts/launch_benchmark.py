@@ -50,8 +50,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUTPUT_DIR = os.path.join(REPO, "runs", "launch_benchmark")
 
 
-class Refused(Exception):
-    """A line bertbench cannot run as Intel's scripts would: the reason."""
+Refused = support.Refused
 
 
 # The model args start.sh's bert_options() passes on, with the defaults of the mode's model_init.py

@@ -191,17 +191,20 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     refused(line + " --fp16", "--fp16: fp16 autocast is not one of bertbench's precisions");
     refused(line + " --bf32", "--bf32: IPEX's BF32 math mode");
     refused(line + " --gradient_accumulation_steps=2", "--gradient_accumulation_steps=2: the script");
-    refused("--distributed --nnodes 1 " + line, "--distributed: several processes");
-    refused("--ninstances 2 " + line, "--ninstances: several processes");
-    refused("--ncore_per_instance 1 " + line, "--ncores-per-instance=1: 4 instance(s)",
+    refused("--distributed --nnodes 1 " + line, "--distributed: a distributed run");
+    refused("--ninstances 2 " + line, "2 instances: one process is mapped",
             "BERTBENCH_CPU_TOPOLOGY=1x4x1");
+    refused("--ncore_per_instance 1 " + line, "4 instances: one process is mapped",
+            "BERTBENCH_CPU_TOPOLOGY=1x4x1");
+    refused("--throughput_mode " + line, "2 instances: one process is mapped",
+            "BERTBENCH_CPU_TOPOLOGY=2x2x1");
     std::string node = line;
     node.replace(node.find("--node_id 0"), 11, "--node_id 3");
     refused(node, "--nodes-list=3: NUMA node 3 has no CPU", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
     std::string other = line;
-    other.replace(other.find("run_pretrain_mlperf.py"), 22, "run_squad.py");
-    refused(other, "models/language_modeling/pytorch/bert_large/training/run_squad.py: bertbench "
-                   "maps Intel's BERT-large pretraining script, run_pretrain_mlperf.py");
+    other.replace(other.find("run_pretrain_mlperf.py"), 22, "run_glue.py");
+    refused(other, "models/language_modeling/pytorch/bert_large/training/run_glue.py: bertbench "
+                   "maps Intel's BERT-large scripts run_pretrain_mlperf.py and run_squad.py");
     std::string no_eval = without(" --eval_iter_samples=150000");  // its default -1
     refused(no_eval, "--eval_iter_samples=-1: run_pretrain_mlperf.py's eval schedule");
     refused(without(" --eval_iter_samples=150000") + " --eval_iter_samples=0",
