@@ -68,7 +68,11 @@ int cmd_squad_eval(int argc, char** argv) {
                   "every question scores 0 (expected the predictions of this dataset)",
                   pos[1], predictions.is_object() ? predictions.size() : 0, pos[0], questions);
     if (transformers) {
-        const auto results = train::squad_evaluate_transformers(dataset, predictions, pos[0], pos[1]);
+        std::vector<std::string> order;  // the ids as the file lists them
+        const auto listed = json_safe::parse_ordered(read_file(pos[1]), pos[1], "predictions");
+        if (listed.is_object())
+            for (const auto& [id, text] : listed.items()) order.push_back(id);
+        const auto results = train::squad_evaluate_transformers(dataset, predictions, order, pos[0], pos[1]);
         std::printf("Results: %s\n", train::py_dict_repr(results).c_str());
         return 0;
     }

@@ -56,20 +56,20 @@ void put(std::string& out, const nlohmann::json& v, size_t budget, int depth) {
 
 }  // namespace
 
-nlohmann::json parse(std::string_view text, const std::string& where, const std::string& what,
-                     int max_depth) {
-    const nlohmann::json::parser_callback_t limit = [max_depth](int depth,
-                                                                nlohmann::json::parse_event_t ev,
-                                                                nlohmann::json&) {
+namespace {
+
+template <class Json>
+Json parse_as(std::string_view text, const std::string& where, const std::string& what, int max_depth) {
+    const typename Json::parser_callback_t limit = [max_depth](int depth, typename Json::parse_event_t ev,
+                                                               Json&) {
         // `depth` counts the containers already open around this one.
-        if ((ev == nlohmann::json::parse_event_t::object_start ||
-             ev == nlohmann::json::parse_event_t::array_start) &&
+        if ((ev == Json::parse_event_t::object_start || ev == Json::parse_event_t::array_start) &&
             depth >= max_depth)
             throw TooDeep{};
         return true;
     };
     try {
-        return nlohmann::json::parse(text.begin(), text.end(), limit);
+        return Json::parse(text.begin(), text.end(), limit);
     } catch (const TooDeep&) {
         fail("{}: expected {}, got JSON nested deeper than {} levels", where, what, max_depth);
     } catch (const nlohmann::json::parse_error& e) {
@@ -80,6 +80,18 @@ nlohmann::json parse(std::string_view text, const std::string& where, const std:
     } catch (const nlohmann::json::exception&) {
         fail("{}: expected {}, got text that is not valid JSON", where, what);
     }
+}
+
+}  // namespace
+
+nlohmann::json parse(std::string_view text, const std::string& where, const std::string& what,
+                     int max_depth) {
+    return parse_as<nlohmann::json>(text, where, what, max_depth);
+}
+
+nlohmann::ordered_json parse_ordered(std::string_view text, const std::string& where,
+                                     const std::string& what, int max_depth) {
+    return parse_as<nlohmann::ordered_json>(text, where, what, max_depth);
 }
 
 std::string brief(const nlohmann::json& value, size_t max_chars) {

@@ -20,6 +20,10 @@ inline constexpr int kMaxDepth = 64;  // our formats need at most 4 levels
 // Containers nested up to `max_depth` deep are accepted ({"a": [1]} has depth 2).
 nlohmann::json parse(std::string_view text, const std::string& where, const std::string& what,
                      int max_depth = kMaxDepth);
+// The same, objects keeping their keys in the text's order (a repeated key: its first place, its
+// last value, as Python's json).
+nlohmann::ordered_json parse_ordered(std::string_view text, const std::string& where,
+                                     const std::string& what, int max_depth = kMaxDepth);
 
 // A short, one-line rendering of any value for an error message: scalars as JSON, strings quoted
 // with non-printable bytes as '?', containers up to 3 levels; at most about `max_chars` long

@@ -309,6 +309,7 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
 
 nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset,
                                                    const nlohmann::json& predictions,
+                                                   const std::vector<std::string>& prediction_order,
                                                    const std::string& dataset_where,
                                                    const std::string& predictions_where) {
     if (!predictions.is_object())
@@ -336,12 +337,15 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
     for (const auto& id : v2.order) (v2.has_ans.at(id) ? with : without).push_back(id);
     if (!with.empty()) add("HasAns_", with);
     if (!without.empty()) add("NoAns_", without);
-    // find_all_best_thresh with every no-answer probability 0: the questions in order, starting
-    // from the number without an answer, an answerable one adding its score and an unanswerable one
-    // -1 when something was predicted; the best running total (first reached) over the questions.
+    // find_all_best_thresh with every no-answer probability 0: the questions in the predictions'
+    // order (a stable sort of equal probabilities), starting from the number without an answer, an
+    // answerable one adding its score and an unanswerable one -1 when something was predicted; the
+    // best running total (first reached) over the questions.
+    const std::vector<std::string>& walk = prediction_order.empty() ? v2.order : prediction_order;
     for (const bool f1 : {false, true}) {
         double cur = static_cast<double>(without.size()), best = cur;
-        for (const auto& id : v2.order) {
+        for (const auto& id : walk) {
+            if (!v2.scores.count(id)) continue;  // not a question of the dataset
             const auto& [em, f] = v2.scores.at(id);
             cur += v2.has_ans.at(id) ? (f1 ? f : em)
                                      : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);

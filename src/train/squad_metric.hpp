@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bertbench::train {
 
@@ -36,10 +37,13 @@ std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const 
 
 // transformers' squad_evaluate (data/metrics/squad_metrics.py) as its legacy run_squad.py calls
 // it: evaluate-v2.0.py's scores on any dataset (an impossible question has no answers), a missing
-// prediction an error (its KeyError), and find_all_best_thresh with every no-answer probability 0.
+// prediction an error (its KeyError), and find_all_best_thresh with every no-answer probability 0,
+// which walks the questions in `prediction_order` (the predictions' ids as their file lists them;
+// run_squad.py's are in the dataset's order, which an empty list stands for).
 // The keys in its order: exact, f1, total, HasAns_*, NoAns_*, best_exact(_thresh), best_f1(_thresh).
 nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset,
                                                    const nlohmann::json& predictions,
+                                                   const std::vector<std::string>& prediction_order,
                                                    const std::string& dataset_where,
                                                    const std::string& predictions_where);
 // Python's repr of a dict of str keys (plain names) and int/float values: {'exact': 81.5, 'total': 3}.

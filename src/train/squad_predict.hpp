@@ -55,8 +55,9 @@ struct SquadPredictOptions {
     bool nvidia_answers = false;
     // transformers' compute_predictions_logits (its legacy run_squad.py): write_predictions except
     // that a span's text is tokenizer.convert_tokens_to_string (" ##" joined, a leading "##"
-    // kept, so get_final_text falls back to the original words), and in 2.0 a list holding only
-    // the null answer gets the "empty" nonce in front (write_predictions fails there).
+    // kept, so get_final_text falls back to the original words), a window's tokens end at its
+    // first [PAD] (a literal one in the text too), and in 2.0 a list holding only the null answer
+    // gets the "empty" nonce in front (write_predictions fails there).
     bool transformers_answers = false;
     bool version_2_with_negative = false;
     double null_score_diff_threshold = 0.0;

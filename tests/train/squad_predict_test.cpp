@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -274,8 +275,8 @@ TEST(SquadPredict, NvidiaAnswersLeaveOutQuestionsWithoutFeatures) {
 // transformers' compute_predictions_logits (its legacy run_squad.py, the Intel PyTorch line's
 // decoder): a span's text is convert_tokens_to_string, which keeps a leading "##", so a span
 // starting inside a word falls back to the whole original words; a 2.0 n-best of the null answer
-// alone gets the "empty" nonce in front (write_predictions fails there). Both as transformers
-// 4.28's own code decodes the same logits (session 41's audit).
+// alone gets the "empty" nonce in front (write_predictions fails there); a literal [PAD] ends a
+// window's tokens. Each as transformers 4.28's own code decodes the same logits (session 41's audit).
 TEST(SquadPredict, TransformersAnswers) {
     static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
     const std::string text = R"({"data":[{"paragraphs":[{"context":"Bo saw an unaffable )"
@@ -317,6 +318,25 @@ TEST(SquadPredict, TransformersAnswers) {
         << p.nbest_json;
     opt.null_score_diff_threshold = 0.0;
     EXPECT_EQ(squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"\"\n}\n");
+
+    // a literal [PAD] ends the window's tokens: nothing after it can be the answer
+    const std::string padded = R"({"data":[{"paragraphs":[{"context":"alpha [PAD] beta gamma",)"
+                               R"("qas":[{"id":"a","question":"Who?","answers":[]}]}]}]})";
+    const auto ex2 = data::read_squad_examples(data::parse_squad_json(padded, "f"), "f", {false, false});
+    fs.clear();
+    data::convert_examples_to_features(ex2, tok, {32, 8, 8, false},
+                                       [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
+    ASSERT_EQ(fs.size(), 1u);
+    const auto beta = std::find(fs[0].tokens.begin(), fs[0].tokens.end(), "beta") - fs[0].tokens.begin();
+    ASSERT_LT(beta, 32);
+    rs[0].unique_id = fs[0].unique_id;
+    rs[0].start_logits.assign(32, 0.0);
+    rs[0].end_logits.assign(32, 0.0);
+    rs[0].start_logits[static_cast<size_t>(beta)] = rs[0].end_logits[static_cast<size_t>(beta)] = 5.0;
+    opt.version_2_with_negative = false;
+    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"empty\"\n}\n");
+    opt.transformers_answers = false;
+    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"beta\"\n}\n");
 }
 
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
