@@ -1,7 +1,9 @@
 // Fuzz target: bytes -> SQuAD JSON file -> examples (prediction and training mode, v1.1 and v2.0)
-// -> features with a tiny vocabulary and short windows (fuzz/ links the reader layers only, so
-// write_predictions in src/train is not reached from here). Bad input must end in
-// bertbench::Error; anything else (a crash, a sanitizer report, another exception) is a bug.
+// -> features with a tiny vocabulary and short windows, under google's rules and transformers'
+// (its tokenizer and windows; its stride 17 exceeds the windows of longer questions). fuzz/ links
+// the reader layers only, so write_predictions in src/train is not reached from here. Bad input
+// must end in bertbench::Error; anything else (a crash, a sanitizer report, another exception) is
+// a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,16 +25,21 @@ const bertbench::data::Vocab& tiny_vocab() {
     return v;
 }
 
-void run(std::string_view text, bool training, bool v2) {
+void run(std::string_view text, bool training, bool v2, bool transformers) {
     using namespace bertbench;
     const nlohmann::json doc = data::parse_squad_json(text, "fuzz.json");
     const auto examples = data::read_squad_examples(doc, "fuzz.json", {training, v2}, nullptr);
-    data::FullTokenizer tok(tiny_vocab(), true);
+    data::FullTokenizer tok(
+        tiny_vocab(), true,
+        transformers ? data::TokenizerRules::transformers : data::TokenizerRules::google);
     size_t n = 0;
-    data::convert_examples_to_features(examples, tok, {24, 5, 6, training}, [&](data::SquadFeature&& f) {
-        if (f.input_ids.size() != 24 || f.tokens.size() > 24) std::abort();  // window invariant
-        ++n;
-    });
+    data::convert_examples_to_features(examples, tok,
+                                       {24, transformers ? 17 : 5, 6, training, transformers},
+                                       [&](data::SquadFeature&& f) {
+                                           if (f.input_ids.size() != 24 || f.tokens.size() > 24)
+                                               std::abort();  // window invariant
+                                           ++n;
+                                       });
     (void)n;
 }
 
@@ -40,9 +47,9 @@ void run(std::string_view text, bool training, bool v2) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 8; ++mode) {
         try {
-            run(text, (mode & 1) != 0, (mode & 2) != 0);
+            run(text, (mode & 1) != 0, (mode & 2) != 0, (mode & 4) != 0);
         } catch (const bertbench::Error&) {
         }
     }

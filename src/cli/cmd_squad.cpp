@@ -296,8 +296,10 @@ int cmd_squad(int argc, char** argv) {
     if (model) check_model_fits(o, model->config, vocab);
     // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
     if (o.transformers_squad && !nvidia.empty())
-        fail("--transformers_squad: not with NVIDIA's run_squad.py flags ({}): one script's rules at a time",
-             nvidia);
+        fail(
+            "--transformers_squad: not with NVIDIA's run_squad.py flags ({}): one script's rules "
+            "at a time",
+            nvidia);
     const data::TokenizerRules rules = o.transformers_squad ? data::TokenizerRules::transformers
                                        : nvidia.empty()     ? data::TokenizerRules::google
                                                             : data::TokenizerRules::nvidia_pytorch;
@@ -314,10 +316,10 @@ int cmd_squad(int argc, char** argv) {
         PyRandom rng(12345);
         rng.shuffle(train_examples);
         std::vector<data::SquadFeature> features;
-        data::convert_examples_to_features(train_examples, tokenizer,
-                                           {o.max_seq_length, o.doc_stride, o.max_query_length, true,
-                                            o.transformers_squad},
-                                           [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
+        data::convert_examples_to_features(
+            train_examples, tokenizer,
+            {o.max_seq_length, o.doc_stride, o.max_query_length, true, o.transformers_squad},
+            [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
         // the run's length (an error for too few examples) before train.tf_record is written;
         // --features_only trains nothing: no length to check
         std::optional<train::SquadPlan> plan;
@@ -354,11 +356,10 @@ int cmd_squad(int argc, char** argv) {
 
     if (o.do_predict && root) {
         std::vector<std::string> warnings;
-        const train::SquadEvalSet eval_set =
-            train::squad_eval_set(o.predict_file, tokenizer,
-                                  {o.max_seq_length, o.doc_stride, o.max_query_length, false,
-                                   o.transformers_squad},
-                                  o.version_2_with_negative, &warnings);
+        const train::SquadEvalSet eval_set = train::squad_eval_set(
+            o.predict_file, tokenizer,
+            {o.max_seq_length, o.doc_stride, o.max_query_length, false, o.transformers_squad},
+            o.version_2_with_negative, &warnings);
         const nlohmann::json& predict_doc = eval_set.doc;
         const auto& eval_examples = eval_set.examples;
         const auto& features = eval_set.features;

@@ -1,6 +1,6 @@
 // `bertbench squad-eval DATASET PREDICTIONS`: the official SQuAD metric. Prints exactly what
-// evaluate-v1.1.py prints ({"exact_match": ..., "f1": ...}; "Unanswered question ..." on stderr), or
-// for a SQuAD 2.0 dataset (any is_impossible question) what evaluate-v2.0.py prints without
+// evaluate-v1.1.py prints ({"exact_match": ..., "f1": ...}; "Unanswered question ..." on stderr),
+// or for a SQuAD 2.0 dataset (any is_impossible question) what evaluate-v2.0.py prints without
 // --na-prob-file (exact/f1/total and the HasAns_/NoAns_ splits). --transformers: the dict
 // transformers' legacy run_squad.py logs as "Results: {...}" (train::squad_evaluate_transformers).
 #include <cstdio>
@@ -72,7 +72,8 @@ int cmd_squad_eval(int argc, char** argv) {
         const auto listed = json_safe::parse_ordered(read_file(pos[1]), pos[1], "predictions");
         if (listed.is_object())
             for (const auto& [id, text] : listed.items()) order.push_back(id);
-        const auto results = train::squad_evaluate_transformers(dataset, predictions, order, pos[0], pos[1]);
+        const auto results =
+            train::squad_evaluate_transformers(dataset, predictions, order, pos[0], pos[1]);
         std::printf("Results: %s\n", train::py_dict_repr(results).c_str());
         return 0;
     }

@@ -59,8 +59,10 @@ void put(std::string& out, const nlohmann::json& v, size_t budget, int depth) {
 namespace {
 
 template <class Json>
-Json parse_as(std::string_view text, const std::string& where, const std::string& what, int max_depth) {
-    const typename Json::parser_callback_t limit = [max_depth](int depth, typename Json::parse_event_t ev,
+Json parse_as(std::string_view text, const std::string& where, const std::string& what,
+              int max_depth) {
+    const typename Json::parser_callback_t limit = [max_depth](int depth,
+                                                               typename Json::parse_event_t ev,
                                                                Json&) {
         // `depth` counts the containers already open around this one.
         if ((ev == Json::parse_event_t::object_start || ev == Json::parse_event_t::array_start) &&

@@ -116,7 +116,8 @@ void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
             while (j < n && p[j] < 0x80 && kAscii[p[j]] != kSpace) ++j;
             // the token [i, j) is all ASCII (NVIDIA's rules: one that may be a never_split token
             // takes the general path, which sees it whole after _clean_text)
-            if ((j == n || p[j] < 0x80) && !(never_split_ && std::memchr(p + i, '[', j - i) != nullptr)) {
+            if ((j == n || p[j] < 0x80) &&
+                !(never_split_ && std::memchr(p + i, '[', j - i) != nullptr)) {
                 // Output is at most j - i bytes; write through a raw pointer.
                 const size_t base = out.bytes.size();
                 out.bytes.resize(base + (j - i));

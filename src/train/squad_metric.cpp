@@ -200,8 +200,9 @@ V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json&
         const std::string* pred = prediction_of(predictions, q.id, predictions_where);
         if (!pred && skip_missing) continue;
         if (!pred) {  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
-            fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing prediction\" and "
-                 "then stops with KeyError)", predictions_where, q.id);
+            fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing "
+                 "prediction\" and then stops with KeyError)",
+                 predictions_where, q.id);
         }
         const auto p = normalized_tokens(*pred);
         const std::string pn = join_utf8(p);
@@ -209,8 +210,10 @@ V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json&
         for (size_t i = 0; i < golds.size(); ++i) {
             const double e = join_utf8(golds[i]) == pn ? 1 : 0;
             double f;
-            if (golds[i].empty() || p.empty()) f = golds[i] == p ? 1 : 0;
-            else f = f1_of(p, golds[i]);
+            if (golds[i].empty() || p.empty())
+                f = golds[i] == p ? 1 : 0;
+            else
+                f = f1_of(p, golds[i]);
             if (i == 0 || e > em) em = e;
             if (i == 0 || f > f1) f1 = f;
         }
@@ -313,16 +316,17 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
                                                    const std::string& dataset_where,
                                                    const std::string& predictions_where) {
     if (!predictions.is_object())
-        fail("{}: expected a JSON object of question id -> answer text, found {}", predictions_where,
-             predictions.type_name());
+        fail("{}: expected a JSON object of question id -> answer text, found {}",
+             predictions_where, predictions.type_name());
     std::vector<Question> questions = questions_of(dataset, dataset_where);
     for (Question& q : questions)  // SquadProcessor: an impossible question has no answers
         if (q.impossible) q.answers.clear();
     const V2Scores v2 = v2_scores(questions, predictions, predictions_where, true);
     for (const auto& id : v2.order)  // make_eval_dict indexes every question's score
         if (!v2.scores.count(id))
-            fail("{}: no prediction for question \"{}\" (transformers' squad_evaluate prints \"Missing "
-                 "prediction\" and then stops with KeyError)", predictions_where, id);
+            fail("{}: no prediction for question \"{}\" (transformers' squad_evaluate prints "
+                 "\"Missing prediction\" and then stops with KeyError)",
+                 predictions_where, id);
     if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
     nlohmann::ordered_json out;
     const auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
@@ -347,8 +351,9 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
         for (const auto& id : walk) {
             if (!v2.scores.count(id)) continue;  // not a question of the dataset
             const auto& [em, f] = v2.scores.at(id);
-            cur += v2.has_ans.at(id) ? (f1 ? f : em)
-                                     : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);
+            cur += v2.has_ans.at(id)
+                       ? (f1 ? f : em)
+                       : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);
             best = std::max(best, cur);
         }
         const std::string key = f1 ? "best_f1" : "best_exact";

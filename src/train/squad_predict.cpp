@@ -380,8 +380,9 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
             }
             // transformers keeps a window's tokens up to its first [PAD] (the first pad id of
             // its padded input_ids), so a literal [PAD] in the text ends the window there
-            const auto end = opt.transformers_answers ? std::find(f.tokens.begin(), f.tokens.end(), "[PAD]")
-                                                      : f.tokens.end();
+            const auto end = opt.transformers_answers
+                                 ? std::find(f.tokens.begin(), f.tokens.end(), "[PAD]")
+                                 : f.tokens.end();
             const int n_tokens = static_cast<int>(end - f.tokens.begin());
             for (int s : starts)
                 for (int e : ends) {

@@ -203,8 +203,9 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     refused(node, "--nodes-list=3: NUMA node 3 has no CPU", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
     std::string other = line;
     other.replace(other.find("run_pretrain_mlperf.py"), 22, "run_glue.py");
-    refused(other, "models/language_modeling/pytorch/bert_large/training/run_glue.py: bertbench "
-                   "maps Intel's BERT-large scripts run_pretrain_mlperf.py and run_squad.py");
+    refused(other,
+            "models/language_modeling/pytorch/bert_large/training/run_glue.py: bertbench "
+            "maps Intel's BERT-large scripts run_pretrain_mlperf.py and run_squad.py");
     std::string no_eval = without(" --eval_iter_samples=150000");  // its default -1
     refused(no_eval, "--eval_iter_samples=-1: run_pretrain_mlperf.py's eval schedule");
     refused(without(" --eval_iter_samples=150000") + " --eval_iter_samples=0",

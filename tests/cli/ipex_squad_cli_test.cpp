@@ -46,7 +46,8 @@ std::vector<std::string> matching(const std::string& dir, const std::string& re)
 // vocab.txt): the tiny model with a span head, and the predict file.
 struct SquadModel {
     TmpDir tmp{"bb_ipex_squad"};
-    std::string model = tmp.file("bert_squad_model"), predict = golden("squad_pipeline/dataset-v1.1.json");
+    std::string model = tmp.file("bert_squad_model"),
+                predict = golden("squad_pipeline/dataset-v1.1.json");
     SquadModel() {
         testing::write_tiny_bert_config(tmp.file("bert_config.json"));
         const model::BertConfig c = model::BertConfig::from_json_file(tmp.file("bert_config.json"));
@@ -64,9 +65,11 @@ struct SquadModel {
         return "./transformers/examples/legacy/question-answering/run_squad.py " + extra +
                " --model_type bert --model_name_or_path " + model +
                " --tokenizer_name bert-large-uncased-whole-word-masking-finetuned-squad --do_eval"
-               " --do_lower_case --predict_file " + predict + " --learning_rate 3e-5"
-               " --num_train_epochs 2.0 --max_seq_length 128 --doc_stride 64 --output_dir " + out +
-               "/tmp --use_jit --ipex --int8_config configure.json";
+               " --do_lower_case --predict_file " +
+               predict +
+               " --learning_rate 3e-5"
+               " --num_train_epochs 2.0 --max_seq_length 128 --doc_stride 64 --output_dir " +
+               out + "/tmp --use_jit --ipex --int8_config configure.json";
     }
 };
 
@@ -92,8 +95,9 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
     // run_multi_instance_throughput.sh: one instance per NUMA node, batch 56 -> 4, 15 + 40 -> 3 + 5
     auto r = launch("--throughput_mode --enable_jemalloc --log_path=" + out +
                     " --log_file_prefix=./throughput_log_fp32 " +
-                    m.words(out, "--benchmark --per_gpu_eval_batch_size 4 --perf_begin_iter 3"
-                                 " --perf_run_iters 5"));
+                    m.words(out,
+                            "--benchmark --per_gpu_eval_batch_size 4 --perf_begin_iter 3"
+                            " --perf_run_iters 5"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto runs = matching(out + "/tmp", "bertbench-[0-9]{14}");
     ASSERT_EQ(runs.size(), 1u);
@@ -106,25 +110,29 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
     EXPECT_EQ(point["warmup_steps"], 4);
     EXPECT_EQ(point["model"], m.model + "/config.json");
     EXPECT_TRUE(fs::exists(runs[0] + "/features/eval.tf_record"));
-    const auto inst = matching(out, "throughput_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto inst =
+        matching(out, "throughput_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(inst.size(), 1u) << r.out;
     const std::string want = script_lines(runs[0] + "/bench_instance_0_thread_0.json", 4, 5);
     EXPECT_NE(slurp(inst[0]).find(want), std::string::npos) << slurp(inst[0]) << want;
     // the quickstart's grep | sed | awk mean
     const std::string tput = want.substr(want.find("Throughput: ") + 12);
-    EXPECT_EQ(run_shell("grep 'Throughput:' " + out + "/throughput_log* | sed -e "
-                        "'s/.*Throughput//;s/[^0-9.]//g' | awk '{s+=$1;i++}END{printf(\"%.3f\", s/i)}'")
-                  .out,
-              tput.substr(0, tput.find(' ')));
+    EXPECT_EQ(
+        run_shell("grep 'Throughput:' " + out +
+                  "/throughput_log* | sed -e "
+                  "'s/.*Throughput//;s/[^0-9.]//g' | awk '{s+=$1;i++}END{printf(\"%.3f\", s/i)}'")
+            .out,
+        tput.substr(0, tput.find(' ')));
     EXPECT_EQ(matching(out, "throughput_log_fp32_[0-9]{14}_instances\\.log").size(), 1u);
 
     // run_multi_instance_realtime.sh: --ninstance (an abbreviation), batch 1, two threads of one
     // core sharing the model per instance: two processes, two pairs of lines
     const std::string out2 = m.tmp.file("output2");
     r = launch("--ninstance 1 --log_path=" + out2 + " --log_file_prefix=./latency_log_fp32 " +
-                   m.words(out2, "--benchmark --per_gpu_eval_batch_size 1 --perf_begin_iter 2"
-                                 " --perf_run_iters 4 --use_share_weight --total_cores 2"
-                                 " --cores_per_instance 1"),
+                   m.words(out2,
+                           "--benchmark --per_gpu_eval_batch_size 1 --perf_begin_iter 2"
+                           " --perf_run_iters 4 --use_share_weight --total_cores 2"
+                           " --cores_per_instance 1"),
                "OMP_NUM_THREADS=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto runs2 = matching(out2 + "/tmp", "bertbench-[0-9]{14}");
@@ -134,7 +142,8 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
     for (const char* t : {"0", "1"}) {
         const std::string bench = runs2[0] + "/bench_instance_0_thread_" + t + ".json";
         EXPECT_EQ(json::parse(slurp(bench))["points"][0]["threads"], 1);
-        EXPECT_NE(slurp(log2[0]).find(script_lines(bench, 1, 4)), std::string::npos) << slurp(log2[0]);
+        EXPECT_NE(slurp(log2[0]).find(script_lines(bench, 1, 4)), std::string::npos)
+            << slurp(log2[0]);
     }
     EXPECT_EQ(testing::count_of(slurp(log2[0]), "Throughput: "), 2u);
 }
@@ -149,25 +158,31 @@ TEST(IpexSquad, AccuracyLinePrintsTransformersResults) {
     ASSERT_EQ(runs.size(), 1u);
     const auto own = matching(out, "accuracy_log_[0-9]{14}_instances\\.log");
     ASSERT_EQ(own.size(), 1u);
-    for (const char* flag : {" squad --do_predict ", " --predict_batch_size=8 ", " --max_seq_length=128 ",
-                             " --doc_stride=64 ", " --transformers_squad", " --do_lower_case=true "})
+    for (const char* flag :
+         {" squad --do_predict ", " --predict_batch_size=8 ", " --max_seq_length=128 ",
+          " --doc_stride=64 ", " --transformers_squad", " --do_lower_case=true "})
         EXPECT_NE(slurp(own[0]).find(flag), std::string::npos) << flag << slurp(own[0]);
     // run_squad.py's files in --output_dir: the run's own
     EXPECT_EQ(slurp(out + "/tmp/predictions_.json"), slurp(runs[0] + "/predictions.json"));
-    EXPECT_EQ(slurp(out + "/tmp/nbest_predictions_.json"), slurp(runs[0] + "/nbest_predictions.json"));
+    EXPECT_EQ(slurp(out + "/tmp/nbest_predictions_.json"),
+              slurp(runs[0] + "/nbest_predictions.json"));
     // its log line, and the F1 the quickstart's awk takes from it: on this v1.1 set (every
     // question predicted, no answer normalizing to nothing) the official metric's F1
-    const auto eval = run_bertbench("squad-eval --transformers " + m.predict + " " + runs[0] + "/predictions.json");
+    const auto eval = run_bertbench("squad-eval --transformers " + m.predict + " " + runs[0] +
+                                    "/predictions.json");
     ASSERT_EQ(eval.exit_code, 0) << eval.out;
     const auto logs = matching(out, "accuracy_log_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(logs.size(), 1u);
     const std::string log = slurp(logs[0]);
-    EXPECT_TRUE(std::regex_search(log, std::regex("\n[0-9]{2}/[0-9]{2}/[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} "
-                                                  "- INFO - __main__ - Results: \\{'exact': ")))
+    EXPECT_TRUE(
+        std::regex_search(log, std::regex("\n[0-9]{2}/[0-9]{2}/[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} "
+                                          "- INFO - __main__ - Results: \\{'exact': ")))
         << log;
     EXPECT_NE(log.find(" - INFO - __main__ - " + eval.out), std::string::npos) << log << eval.out;
-    const std::string f1 = run_shell("grep 'Results:' " + out + "/accuracy_log* | awk -F ' ' '{print $12}' | "
-                                     "awk -F ',' '{print $1}'").out;
+    const std::string f1 = run_shell("grep 'Results:' " + out +
+                                     "/accuracy_log* | awk -F ' ' '{print $12}' | "
+                                     "awk -F ',' '{print $1}'")
+                               .out;
     const json official = json::parse(slurp(runs[0] + "/eval_results.json"));
     EXPECT_EQ(f1, py_float_repr(official["f1"].get<double>()) + "\n") << log;
 }
@@ -189,14 +204,17 @@ TEST(IpexSquad, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     std::string no_eval = bench;
     no_eval.erase(no_eval.find(" --do_eval"), 10);
     refused(no_eval, "--do_eval: expected");
-    refused(bench + " --fp16_cpu", "--fp16_cpu: fp16 autocast is not one of bertbench's precisions");
+    refused(bench + " --fp16_cpu",
+            "--fp16_cpu: fp16 autocast is not one of bertbench's precisions");
     refused(bench + " --bf32", "--bf32: IPEX's BF32 math mode");
     refused(bench + " --do_calibration", "--do_calibration: bertbench's int8 needs no calibration");
-    refused(bench + " --use_multi_stream_module", "--use_multi_stream_module: IPEX's MultiStreamModule");
+    refused(bench + " --use_multi_stream_module",
+            "--use_multi_stream_module: IPEX's MultiStreamModule");
     refused(bench + " --perf_begin_iter 3 --perf_run_iters 1",
             "--perf_begin_iter=3 --perf_run_iters=1: no step is timed");
-    refused(bench + " --use_share_weight --total_cores 3", "--use_share_weight --total_cores=3 "
-                                                           "--cores_per_instance=4: no thread runs");
+    refused(bench + " --use_share_weight --total_cores 3",
+            "--use_share_weight --total_cores=3 "
+            "--cores_per_instance=4: no thread runs");
     std::string roberta = bench;
     roberta.replace(roberta.find("--model_type bert"), 17, "--model_type roberta");
     refused(roberta, "--model_type=roberta: bertbench runs BERT");
@@ -204,7 +222,8 @@ TEST(IpexSquad, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     missing.replace(missing.find(m.predict), m.predict.size(), m.tmp.file("dev-v1.1.json"));
     refused(missing, "--predict_file=" + m.tmp.file("dev-v1.1.json") + ": no such file");
     refused("--throughput_mode " + m.words(out, "--per_gpu_eval_batch_size 8"),
-            "2 instances: each would evaluate the whole predict file", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
+            "2 instances: each would evaluate the whole predict file",
+            "BERTBENCH_CPU_TOPOLOGY=2x2x1");
     refused("--latency_mode --throughput_mode " + bench, "--latency-mode and --throughput-mode");
     refused("--ninstances 3 " + bench, "--ninstances=3: more instances than the pool's 2 core(s)",
             "BERTBENCH_CPU_TOPOLOGY=1x2x1");

@@ -157,7 +157,10 @@ TEST(Tokenizer, TransformersRules) {
         EXPECT_EQ(basic(lower, "ab[MASK]cd"), (S{"ab", "[MASK]", "cd"}));
         EXPECT_EQ(basic(lower, "[mask]"), (S{"[", "mask", "]"}));
         EXPECT_EQ(basic(lower, "[MASK][SEP]x"), (S{"[MASK]", "[SEP]", "x"}));
-        EXPECT_EQ(basic(lower, "a\xee\x80\x80" "b [UNK]"), (S{"ab", "[UNK]"}));  // U+E000 dropped
+        EXPECT_EQ(basic(lower,
+                        "a\xee\x80\x80"
+                        "b [UNK]"),
+                  (S{"ab", "[UNK]"}));  // U+E000 dropped
     }
     EXPECT_EQ(basic(true, "x [MA\x01SK]"), (S{"x", "[", "mask", "]"}));
     EXPECT_EQ(basic(false, "x [MA\x01SK]"), (S{"x", "[MASK]"}));

@@ -104,31 +104,36 @@ TEST(SquadMetric, Version2Splits) {
 // (its last answers, its first place), an impossible question listing answers (none for it),
 // an answer that normalizes to nothing, the best-threshold search over the running totals.
 TEST(SquadMetric, TransformersResults) {
-    const auto dataset = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"x","qas":[
+    const auto dataset =
+        nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"x","qas":[
         {"id":"a","answers":[{"text":"the Big cat"},{"text":"a dog"}]},
         {"id":"b","answers":[{"text":"The"}]},
         {"id":"c","answers":[],"is_impossible":true},
         {"id":"d","answers":[{"text":"plausible"}],"is_impossible":true},
         {"id":"e","answers":[{"text":"red fox jumps"}]},
         {"id":"a","answers":[{"text":"big cat"}]}]}]}]})");
-    const auto preds = nlohmann::json::parse(R"({"a":"big cats","b":"","c":"","d":"plausible","e":"the red fox"})");
-    EXPECT_EQ("Results: " + py_dict_repr(squad_evaluate_transformers(dataset, preds, {}, "d", "p")),
-              "Results: {'exact': 40.0, 'f1': 66.0, 'total': 5, 'HasAns_exact': 33.333333333333336, "
-              "'HasAns_f1': 76.66666666666666, 'HasAns_total': 3, 'NoAns_exact': 50.0, 'NoAns_f1': 50.0, "
-              "'NoAns_total': 2, 'best_exact': 60.0, 'best_exact_thresh': 0.0, 'best_f1': 70.0, "
-              "'best_f1_thresh': 0.0}");
+    const auto preds = nlohmann::json::parse(
+        R"({"a":"big cats","b":"","c":"","d":"plausible","e":"the red fox"})");
+    EXPECT_EQ(
+        "Results: " + py_dict_repr(squad_evaluate_transformers(dataset, preds, {}, "d", "p")),
+        "Results: {'exact': 40.0, 'f1': 66.0, 'total': 5, 'HasAns_exact': 33.333333333333336, "
+        "'HasAns_f1': 76.66666666666666, 'HasAns_total': 3, 'NoAns_exact': 50.0, 'NoAns_f1': 50.0, "
+        "'NoAns_total': 2, 'best_exact': 60.0, 'best_exact_thresh': 0.0, 'best_f1': 70.0, "
+        "'best_f1_thresh': 0.0}");
     // the best-threshold search walks the predictions' order: q2 (unanswerable, answered: -1) first
     const auto two = nlohmann::json::parse(R"({"data":[{"paragraphs":[{"context":"a cat sat","qas":[
         {"id":"q1","answers":[{"text":"cat"}]},{"id":"q2","answers":[],"is_impossible":true}]}]}]})");
     const auto answered = nlohmann::json::parse(R"({"q2":"sat","q1":"cat"})");
-    EXPECT_EQ(squad_evaluate_transformers(two, answered, {"q2", "q1"}, "d", "p")["best_exact"], 50.0);
+    EXPECT_EQ(squad_evaluate_transformers(two, answered, {"q2", "q1"}, "d", "p")["best_exact"],
+              50.0);
     EXPECT_EQ(squad_evaluate_transformers(two, answered, {}, "d", "p")["best_exact"], 100.0);
     // a v1.1 set: the official metric's figures, and best_* equal to them
     const auto v1 = nlohmann::json::parse(read_file(golden("squad_pipeline/dataset-v1.1.json")));
     nlohmann::json all;
     for (const auto& a : v1["data"])
         for (const auto& p : a["paragraphs"])
-            for (const auto& qa : p["qas"]) all[qa["id"].get<std::string>()] = "the " + qa["id"].get<std::string>();
+            for (const auto& qa : p["qas"])
+                all[qa["id"].get<std::string>()] = "the " + qa["id"].get<std::string>();
     all[v1["data"][0]["paragraphs"][0]["qas"][0]["id"].get<std::string>()] =
         v1["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["text"];
     const auto hf = squad_evaluate_transformers(v1, all, {}, "d", "p");
@@ -139,7 +144,8 @@ TEST(SquadMetric, TransformersResults) {
     EXPECT_EQ(hf["best_f1"], hf["f1"]);
     EXPECT_EQ(hf["best_exact"], hf["exact"]);
     all.erase(all.begin());  // a missing prediction: its KeyError
-    const std::string msg = testing::error_of([&] { squad_evaluate_transformers(v1, all, {}, "d", "p"); });
+    const std::string msg =
+        testing::error_of([&] { squad_evaluate_transformers(v1, all, {}, "d", "p"); });
     EXPECT_NE(msg.find("p: no prediction for question"), std::string::npos) << msg;
 }
 

@@ -2,23 +2,24 @@
 // runs (R=384 and R=128) reproduces predictions.json and nbest_predictions.json byte for byte and the
 // verbose log line for line; the unit goldens of _get_best_indexes, _compute_softmax and
 // get_final_text; Python repr floats; SQuAD 2.0's null answer; errors for mismatched raw results.
+#include "train/squad_predict.hpp"
+
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
-#include "test_util.hpp"
 #include "core/fs.hpp"
 #include "core/py_json.hpp"
 #include "data/squad.hpp"
-#include "train/squad_predict.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::train {
 namespace {
@@ -276,12 +277,14 @@ TEST(SquadPredict, NvidiaAnswersLeaveOutQuestionsWithoutFeatures) {
 // decoder): a span's text is convert_tokens_to_string, which keeps a leading "##", so a span
 // starting inside a word falls back to the whole original words; a 2.0 n-best of the null answer
 // alone gets the "empty" nonce in front (write_predictions fails there); a literal [PAD] ends a
-// window's tokens. Each as transformers 4.28's own code decodes the same logits (session 41's audit).
+// window's tokens. Each as transformers 4.28's own code decodes the same logits (session 41's
+// audit).
 TEST(SquadPredict, TransformersAnswers) {
     static const data::Vocab vocab = data::Vocab::load(shared() + "/golden/vocab.txt");
     const std::string text = R"({"data":[{"paragraphs":[{"context":"Bo saw an unaffable )"
                              R"(gnu.","qas":[{"id":"a","question":"Who?","answers":[]}]}]}]})";
-    const auto ex = data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, false});
+    const auto ex =
+        data::read_squad_examples(data::parse_squad_json(text, "f"), "f", {false, false});
     data::FullTokenizer tok(vocab, true, data::TokenizerRules::transformers);
     std::vector<data::SquadFeature> fs;
     data::convert_examples_to_features(ex, tok, {32, 8, 8, false},
@@ -295,7 +298,8 @@ TEST(SquadPredict, TransformersAnswers) {
     rs[0].unique_id = fs[0].unique_id;
     rs[0].start_logits.assign(32, 0.0);
     rs[0].end_logits.assign(32, 0.0);
-    rs[0].start_logits[static_cast<size_t>(piece)] = rs[0].end_logits[static_cast<size_t>(piece)] = 5.0;
+    rs[0].start_logits[static_cast<size_t>(piece)] = rs[0].end_logits[static_cast<size_t>(piece)] =
+        5.0;
     SquadPredictOptions opt;
     opt.n_best_size = 1;
     opt.tokenizer_rules = data::TokenizerRules::transformers;
@@ -317,26 +321,32 @@ TEST(SquadPredict, TransformersAnswers) {
     EXPECT_LT(p.nbest_json.find("\"text\": \"empty\""), p.nbest_json.find("\"text\": \"\""))
         << p.nbest_json;
     opt.null_score_diff_threshold = 0.0;
-    EXPECT_EQ(squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"\"\n}\n");
+    EXPECT_EQ(squad_write_predictions(ex, fs, rs, opt, "raw").predictions_json,
+              "{\n    \"a\": \"\"\n}\n");
 
     // a literal [PAD] ends the window's tokens: nothing after it can be the answer
     const std::string padded = R"({"data":[{"paragraphs":[{"context":"alpha [PAD] beta gamma",)"
                                R"("qas":[{"id":"a","question":"Who?","answers":[]}]}]}]})";
-    const auto ex2 = data::read_squad_examples(data::parse_squad_json(padded, "f"), "f", {false, false});
+    const auto ex2 =
+        data::read_squad_examples(data::parse_squad_json(padded, "f"), "f", {false, false});
     fs.clear();
     data::convert_examples_to_features(ex2, tok, {32, 8, 8, false},
                                        [&](data::SquadFeature&& f) { fs.push_back(std::move(f)); });
     ASSERT_EQ(fs.size(), 1u);
-    const auto beta = std::find(fs[0].tokens.begin(), fs[0].tokens.end(), "beta") - fs[0].tokens.begin();
+    const auto beta =
+        std::find(fs[0].tokens.begin(), fs[0].tokens.end(), "beta") - fs[0].tokens.begin();
     ASSERT_LT(beta, 32);
     rs[0].unique_id = fs[0].unique_id;
     rs[0].start_logits.assign(32, 0.0);
     rs[0].end_logits.assign(32, 0.0);
-    rs[0].start_logits[static_cast<size_t>(beta)] = rs[0].end_logits[static_cast<size_t>(beta)] = 5.0;
+    rs[0].start_logits[static_cast<size_t>(beta)] = rs[0].end_logits[static_cast<size_t>(beta)] =
+        5.0;
     opt.version_2_with_negative = false;
-    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"empty\"\n}\n");
+    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json,
+              "{\n    \"a\": \"empty\"\n}\n");
     opt.transformers_answers = false;
-    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json, "{\n    \"a\": \"beta\"\n}\n");
+    EXPECT_EQ(squad_write_predictions(ex2, fs, rs, opt, "raw").predictions_json,
+              "{\n    \"a\": \"beta\"\n}\n");
 }
 
 // A feature's logits twice in --raw_results (issue 28 item 6): the second line would silently
