@@ -36,6 +36,10 @@ int cmd_convert(int argc, char** argv) {
           "bert_config.json: needed for --to=hf unless the input is a bertbench checkpoint; "
           "with --to=safetensors it is stored in the checkpoint's metadata; with it, the rows "
           "NVIDIA pads the vocabulary with are dropped");
+    f.add("tf_slots", &o.tf_slots,
+          "--to=tf: the optimizer slots' names: adam (google's AdamWeightDecayOptimizer: "
+          "<var>/adam_m, <var>/adam_v) or lamb (MLPerf's lamb_optimizer_v1.py: <var>/LAMB, "
+          "<var>/LAMB_1, beta1_power, beta2_power), as the graph that restores them names them");
     f.add("overwrite", &o.overwrite, "replace existing output files");
     if (!f.parse(argc, argv)) return 0;
     const model::ConvertResult r = model::convert_checkpoint(o);

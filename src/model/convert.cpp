@@ -350,11 +350,29 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
                                                                           : "tf";
     if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt" && to != "nvidia_pt")
         fail("--to={}: expected tf, safetensors, hf, pt or nvidia_pt", to);
+    if (o.tf_slots != "adam" && o.tf_slots != "lamb")
+        fail("--tf_slots={}: expected adam or lamb", o.tf_slots);
+    if (o.tf_slots == "lamb" && to != "tf")
+        fail("--tf_slots=lamb: names the optimizer slots of a TensorFlow checkpoint; --to={} writes "
+             "none", to);
 
     const CheckpointFormat from = detect_checkpoint_format(o.input);
     Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
                 : from == CheckpointFormat::pytorch ? read_pt(o.input)
                 : read_safetensors(o.input, from == CheckpointFormat::hf_safetensors);
+
+    if (o.tf_slots == "lamb") {  // the slots MLPerf's graph restores: the moments and the powers
+        const auto has = [&](const std::string& name) {
+            return std::any_of(in.tensors.begin(), in.tensors.end(),
+                               [&](const Tensor& t) { return t.name == name; });
+        };
+        const bool moments = std::any_of(in.tensors.begin(), in.tensors.end(),
+                                         [](const Tensor& t) { return t.name.ends_with("/adam_m"); });
+        if (!moments || !has("bertbench/beta_powers"))
+            fail("{}: --tf_slots=lamb: expected a training checkpoint with the optimizer's state "
+                 "(<tensor>/adam_m, /adam_v and bertbench/beta_powers), found {}", o.input,
+                 moments ? "no bertbench/beta_powers" : "no moments");
+    }
 
     // Output files.
     std::vector<std::string> outs;
@@ -430,10 +448,25 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         io::TfBundleWriter w(o.output);
         const Tensor* our_step = nullptr;
         bool tf_step = false;
+        const bool lamb = o.tf_slots == "lamb";
+        const auto slot_name = [&](const std::string& name) {  // MLPerf LAMB's slot names
+            for (const auto& [ours, theirs] : {std::pair{"/adam_m", "/LAMB"}, {"/adam_v", "/LAMB_1"}})
+                if (lamb && name.ends_with(ours))
+                    return name.substr(0, name.size() - std::strlen(ours)) + theirs;
+            return name;
+        };
         for (const Tensor& t : in.tensors) {
-            w.add(t.name, to_tf(t.dtype), t.shape, t.bytes.data(), t.bytes.size());
+            w.add(slot_name(t.name), to_tf(t.dtype), t.shape, t.bytes.data(), t.bytes.size());
             if (t.name == "bertbench/global_step" && t.dtype == io::DType::I64 && t.bytes.size() == 8) our_step = &t;
             tf_step = tf_step || t.name == "global_step";
+            if (lamb && t.name == "bertbench/beta_powers") {  // its non-slot scalars, float32
+                if (t.dtype != io::DType::F32 || t.bytes.size() != 8)
+                    fail("{}: tensor \"bertbench/beta_powers\": expected 2 float32 values", o.input);
+                for (const int i : {0, 1})
+                    w.add_copy(i == 0 ? "beta1_power" : "beta2_power", io::TfDType::float32, {},
+                               t.bytes.data() + 4 * i, 4);
+                res.tensors += 2;
+            }
         }
         res.tensors = in.tensors.size();
         // TF's own step counter, a scalar int64 (what an Estimator restores), from ours

@@ -23,6 +23,11 @@ struct ConvertOptions {
     std::string bert_config_file;  // config for HF's config.json / our metadata (optional when
                                    // the input is a bertbench checkpoint that carries one)
     bool overwrite = false;
+    // --to=tf: the optimizer slots' names. "adam": as bertbench keeps them, google's
+    // AdamWeightDecayOptimizer's <var>/adam_m, <var>/adam_v; "lamb": MLPerf's lamb_optimizer_v1.py
+    // graph's <var>/LAMB, <var>/LAMB_1 and its scalars beta1_power, beta2_power (from
+    // bertbench/beta_powers), so that its Saver restores the moments too.
+    std::string tf_slots = "adam";
 };
 
 struct ConvertResult {

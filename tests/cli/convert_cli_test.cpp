@@ -99,6 +99,64 @@ TEST(ConvertCli, SafetensorsToTfAndBackIsBitExact) {
     expect_same_tensors(dir.file("b.safetensors"), a);
 }
 
+// --tf_slots=lamb: the slots under the names MLPerf's lamb_optimizer_v1.py graph restores
+// (<var>/LAMB = m, <var>/LAMB_1 = v, the scalars beta1_power and beta2_power), the weights as they
+// are; refused for a checkpoint without optimizer state and for other formats.
+TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
+    TmpDir dir;
+    const model::ParamTable table(small_config(), model::Heads::pretraining);
+    std::vector<float> w(table.total_floats()), m(table.total_floats()), v(table.total_floats());
+    table.initialize(w, 3), table.initialize(m, 4), table.initialize(v, 5);
+    const std::string a = dir.file("a.safetensors");
+    model::CheckpointWriter cw(a, table);
+    cw.add_table(w);
+    cw.add_table(m, "/adam_m");
+    cw.add_table(v, "/adam_v");
+    const float powers[2] = {0.25f, 0.5f};
+    cw.add_f32("bertbench/beta_powers", powers);
+    cw.commit();
+    const std::string prefix = dir.file("tf/model.ckpt-5");
+    auto r = run_bertbench("convert --tf_slots=lamb --input=" + a + " --output=" + prefix);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const io::TfBundleReader tf(prefix);
+    const auto f32 = [&](const std::string& name) {
+        const io::TfTensorEntry* e = tf.find(name);
+        EXPECT_NE(e, nullptr) << name;
+        if (!e) return std::vector<float>{};
+        std::vector<float> out(static_cast<size_t>(e->numel()));
+        tf.read_f32(*e, out);
+        return out;
+    };
+    const auto& first = table.entries().front();
+    const auto slice = [&](const std::vector<float>& x) {
+        return std::vector<float>(x.begin() + static_cast<ptrdiff_t>(first.offset),
+                                  x.begin() + static_cast<ptrdiff_t>(first.offset + first.size));
+    };
+    EXPECT_EQ(f32(first.name), slice(w));
+    EXPECT_EQ(f32(first.name + "/LAMB"), slice(m));
+    EXPECT_EQ(f32(first.name + "/LAMB_1"), slice(v));
+    EXPECT_EQ(tf.find(first.name + "/adam_m"), nullptr);
+    EXPECT_EQ(f32("beta1_power"), std::vector<float>{0.25f});
+    EXPECT_EQ(f32("beta2_power"), std::vector<float>{0.5f});
+    EXPECT_TRUE(tf.find("beta1_power")->shape.empty());
+    // without optimizer state, or another format: one line each
+    r = run_bertbench("convert --tf_slots=lamb --input=" + make_checkpoint(dir, false) +
+                      " --output=" + dir.file("tf2/model.ckpt-1"));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("--tf_slots=lamb: expected a training checkpoint with the optimizer's "
+                         "state"),
+              std::string::npos)
+        << r.out;
+    r = run_bertbench("convert --tf_slots=lamb --to=hf --input=" + a + " --output=" + dir.file("hf"));
+    EXPECT_NE(r.out.find("--tf_slots=lamb: names the optimizer slots of a TensorFlow checkpoint"),
+              std::string::npos)
+        << r.out;
+    r = run_bertbench("convert --tf_slots=nadam --input=" + a + " --output=" + dir.file("x"));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("x.index")));
+    EXPECT_NE(r.out.find("--tf_slots=nadam: expected adam or lamb"), std::string::npos) << r.out;
+}
+
 TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     TmpDir dir;
     const std::string a = make_checkpoint(dir, false);
