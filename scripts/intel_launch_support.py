@@ -9,6 +9,7 @@ computed from what bertbench measured (train_log.jsonl, the bench JSON); nothing
 Models: a transformers script's --config_name / --model_name_or_path / --model_type as bertbench
 flags (hf_model_flags).
 """
+import argparse
 import glob
 import json
 import os
@@ -25,6 +26,14 @@ HF_BERT = {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_h
 
 class Refused(Exception):
     """A line bertbench cannot run as Intel's scripts would: the reason."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors (an unknown flag, a missing required one, a bad value) are one-line
+    refusals naming the parser's program, not a usage text."""
+
+    def error(self, message):
+        raise Refused("%s: %s" % (self.prog, message))
 
 
 class Plan:

@@ -56,7 +56,7 @@ class Instance:
 def parse_launcher(argv):
     """The launcher's flags (IPEX cpu/launch: current and deprecated spellings; abbreviations as
     its argparse takes them), the program and its words."""
-    p = argparse.ArgumentParser(prog=PROG)
+    p = support.ArgumentParser(prog=PROG)
     a = p.add_argument
     a("--nodes-list", "--node_id", dest="nodes", default="")
     a("--cores-list", "--core_list", "--cores_list", dest="cores", default="")

@@ -11,7 +11,6 @@ the same way from its measured rate. What it cannot run (training without --benc
 instances, fp16/bf32/fp8, gradient accumulation) is refused in one line saying why.
 docs/compatibility.md has the table.
 """
-import argparse
 import json
 import math
 import os
@@ -27,7 +26,7 @@ TIMED_FROM, LAST = 11, 51
 def parse_script(words):
     """run_pretrain_mlperf.py's argparse (its flags, types and defaults; abbreviations allowed as
     there)."""
-    p = argparse.ArgumentParser(prog=SCRIPT)
+    p = support.ArgumentParser(prog=SCRIPT)
     a = p.add_argument
     a("--input_dir", required=True)
     a("--output_dir", required=True)

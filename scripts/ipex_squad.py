@@ -19,7 +19,6 @@ inference quickstarts (quickstart/language_modeling/pytorch/bert_large/inference
   from, `Results: {...}` as run_squad.py logs it (transformers' squad_evaluate: `bertbench
   squad-eval --transformers`), and predictions_.json / nbest_predictions_.json in --output_dir.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -34,7 +33,7 @@ SCRIPT = "run_squad.py"
 def parse_script(words):
     """run_squad.py's argparse (transformers 4.28.1's legacy script and Intel's additions; its
     types, defaults and required flags, abbreviations allowed as there)."""
-    p = argparse.ArgumentParser(prog=SCRIPT)
+    p = support.ArgumentParser(prog=SCRIPT)
     a = p.add_argument
     a("--model_type", required=True)
     a("--model_name_or_path", required=True)

@@ -218,6 +218,11 @@ TEST(IpexSquad, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     std::string roberta = bench;
     roberta.replace(roberta.find("--model_type bert"), 17, "--model_type roberta");
     refused(roberta, "--model_type=roberta: bertbench runs BERT");
+    std::string untyped = bench;  // its argparse's errors: one line
+    untyped.erase(untyped.find(" --model_type bert"), 18);
+    refused(untyped, "run_squad.py: the following arguments are required: --model_type");
+    refused(bench + " --per_gpu_eval_batch_size=two",
+            "run_squad.py: argument --per_gpu_eval_batch_size: invalid int value: 'two'");
     std::string missing = bench;
     missing.replace(missing.find(m.predict), m.predict.size(), m.tmp.file("dev-v1.1.json"));
     refused(missing, "--predict_file=" + m.tmp.file("dev-v1.1.json") + ": no such file");
