@@ -46,11 +46,12 @@ SCRIPTS = {ipex_pretrain.SCRIPT: ipex_pretrain, ipex_squad.SCRIPT: ipex_squad}
 
 
 class Instance:
-    """One instance of the launcher: its CPUs, their NUMA nodes, the launcher's name for them (as
-    in its log file names) and the threads its process gets."""
+    """One instance of the launcher: its index and CPUs, their NUMA nodes, the launcher's name for
+    them (as in its log file names) and the threads its process gets."""
 
-    def __init__(self, cpus, nodes, name, threads):
-        self.cpus, self.nodes, self.name, self.threads = cpus, nodes, name, threads
+    def __init__(self, index, cpus, nodes, name, threads):
+        self.index, self.cpus, self.nodes, self.name = index, cpus, nodes, name
+        self.threads = threads
 
 
 def parse_launcher(argv):
@@ -179,18 +180,21 @@ def instance_pools(args):
         if size == 0:
             raise Refused("--ninstances=%d: more instances than the pool's %d core(s)" % (
                 n, len(pool)))
+    idx = list(range(len(parts)))
     if args.instance_idx.strip() not in ("", "-1"):
-        idx = sorted(set(int(i) for i in args.instance_idx.split(",")))
+        try:
+            idx = sorted(set(int(i) for i in args.instance_idx.split(",")))
+        except ValueError:
+            raise Refused("--instance-idx=%s: expected a comma list of indices" % args.instance_idx)
         if any(i < 0 or i >= len(parts) for i in idx):
             raise Refused("--instance-idx=%s: expected indices below %d" % (args.instance_idx,
                                                                             len(parts)))
-        parts = [parts[i] for i in idx]
     threads = os.environ.get("OMP_NUM_THREADS", "")  # the launcher keeps a value already set
     if threads and not (threads.isdigit() and int(threads) > 0):
         raise Refused("OMP_NUM_THREADS=%s: expected a positive number of threads" % threads)
-    return [Instance(sorted(c for c, _ in part), sorted({n for _, n in part}),
-                     pool_name([c for c, _ in part]), int(threads) if threads else len(part))
-            for part in parts]
+    return [Instance(i, sorted(c for c, _ in parts[i]), sorted({n for _, n in parts[i]}),
+                     pool_name([c for c, _ in parts[i]]), int(threads) if threads else len(parts[i]))
+            for i in idx]
 
 
 def bertbench_binary():
@@ -218,8 +222,8 @@ class Logs:
             os.makedirs(log_dir, exist_ok=True)
             prefix = os.path.join(log_dir, "%s_%s" % (launcher.log_prefix, stamp))
             self.own = open(prefix + "_instances.log", "w")
-            self.inst = [open("%s_instance_%d_cores_%s.log" % (prefix, i, inst.name), "w")
-                         for i, inst in enumerate(instances)]
+            self.inst = [open("%s_instance_%d_cores_%s.log" % (prefix, inst.index, inst.name), "w")
+                         for inst in instances]
 
     def say(self, line, files):
         with self.lock:
@@ -248,8 +252,11 @@ def run_all(commands, logs):
         except OSError as e:
             logs.say("%s: error: %s: cannot run it: %s (hint: BERTBENCH names the binary)" % (
                 PROG, words[0], e.strerror), [logs.own])
-            for p in procs:
+            for p in procs:  # the ones started: stopped, their output drained
                 p.kill()
+            for t in pumps:
+                t.join()
+            for p in procs:
                 p.wait()
             return 1
 

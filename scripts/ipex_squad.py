@@ -204,13 +204,14 @@ def benchmark(s, plan, instances, text, model, dtype):
     plan.setup = [["squad", "--do_predict", "--features_only", "--output_dir=" + features] + text]
     config = [f for f in model if f.startswith("--bert_config_file=")]
     batch = s.per_gpu_eval_batch_size
-    for i, inst in enumerate(instances):
+    for inst in instances:
         plan.streams.append([(inst.cpus, [
             "bench", "--task=squad", "--mode=infer", "--squad_layout=padded",
             "--data=" + os.path.join(features, "eval.tf_record"), "--seq_len=%d" % s.max_seq_length,
             "--batch_size=%d" % batch, "--warmup=%d" % warm, "--steps=%d" % timed, "--min_time=0",
             "--threads=%d" % inst.threads, "--noceiling", "--dtype=" + dtype,
-            "--json=" + os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (i, j))]
+            "--json=" + os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (
+                inst.index, j))]
             + config) for j in range(streams)])
     plan.notes.append("the model's weights are not read for the benchmark: bench times weights "
                       "of the model's shapes (the time does not depend on their values); bench "
@@ -224,7 +225,8 @@ def benchmark(s, plan, instances, text, model, dtype):
     def finish(i, binary):
         lines = []
         for j in range(streams):
-            path = os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (i, j))
+            path = os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (
+                instances[i].index, j))
             try:
                 with open(path) as f:
                     steps = [ms / 1e3 for ms in json.load(f)["points"][0]["step_ms"]]
