@@ -30,11 +30,6 @@ using testing::run_shell;
 using testing::slurp;
 using testing::TmpDir;
 
-// python3 scripts/ipex_launch.py <args>, with this build's bertbench.
-testing::RunResult launch(const std::string& args, const std::string& env = "") {
-    return testing::run_script("ipex_launch.py", args, env);
-}
-
 // $DATASET_DIR of Intel's guide: 2048_shards_uncompressed_{128,512}/ (two `part` shards each, the
 // golden HDF5 twins, and a file the script skips), and a BERT config as MLCommons ships it (no
 // model_type: transformers reads it as BERT's by its name, "gelu" the erf form).
@@ -76,18 +71,9 @@ std::string phase1_line(const IntelData& d, const std::string& out) {
            " --min_samples_to_start_checkpoints 1 --log_freq 1";
 }
 
-// The files of `dir` whose names match `re`.
-std::vector<std::string> matching(const std::string& dir, const std::string& re) {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (std::regex_match(e.path().filename().string(), std::regex(re)))
-            out.push_back(e.path().string());
-    return out;
-}
-
 // The run bertbench made under --output_dir, and its results.json.
 json only_run(const std::string& model_save, std::string* run_dir) {
-    const auto runs = matching(model_save, "bertbench-[0-9]{14}");
+    const auto runs = testing::matching_files(model_save, "bertbench-[0-9]{14}");
     EXPECT_EQ(runs.size(), 1u);
     if (runs.empty()) return json();
     *run_dir = runs[0];
@@ -105,7 +91,8 @@ std::string quickstart_mean(const std::string& glob) {
 TEST(IpexLaunch, QuickstartPhase1And2LinesPrintTheScriptsThroughput) {
     const IntelData d;
     const std::string out = d.tmp.file("output");
-    auto r = launch(phase1_line(d, out), "MALLOC_CONF=oversize_threshold:1");
+    auto r = testing::run_script("ipex_launch.py", phase1_line(d, out),
+                                 "MALLOC_CONF=oversize_threshold:1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     std::string run;
     const json res = only_run(out + "/model_save", &run);
@@ -125,8 +112,10 @@ TEST(IpexLaunch, QuickstartPhase1And2LinesPrintTheScriptsThroughput) {
     EXPECT_EQ(cfg["train_files"].size(), 2u);  // the `part` files, not README
     // The launcher's files: <prefix>_<time>_instance_0_cores_<pool>.log with the run's output and
     // the Throughput line, <prefix>_<time>_instances.log with its own lines.
-    const auto inst = matching(out, "throughput_log_phase1_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
-    const auto own = matching(out, "throughput_log_phase1_fp32_[0-9]{14}_instances\\.log");
+    const auto inst = testing::matching_files(
+        out, "throughput_log_phase1_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto own =
+        testing::matching_files(out, "throughput_log_phase1_fp32_[0-9]{14}_instances\\.log");
     ASSERT_EQ(inst.size(), 1u) << r.out;
     ASSERT_EQ(own.size(), 1u) << r.out;
     const std::string want = fmt::format(
@@ -144,17 +133,19 @@ TEST(IpexLaunch, QuickstartPhase1And2LinesPrintTheScriptsThroughput) {
     const std::string model = d.tmp.file("checkpoint");
     ASSERT_EQ(run_bertbench("convert --to=hf --input=" + res["last_checkpoint"].get<std::string>() +
                             " --output=" + model).exit_code, 0);
-    r = launch("--node_id 0 --enable_jemalloc --log_path=" + out +
-               " --log_file_prefix=./throughput_log_phase2_bf16 run_pretrain_mlperf.py --input_dir " +
-               d.p512 + " --model_name_or_path " + model + " --benchmark --ipex --output_dir " + out +
-               "/model_save2 --dense_seq_output --bf16 --train_batch_size=2 --learning_rate=3.5e-4"
-               " --opt_lamb_beta_1=0.9 --opt_lamb_beta_2=0.999 --warmup_proportion=0.0"
-               " --warmup_steps=0.0 --start_warmup_step=0 --max_steps=13700 --phase2"
-               " --max_predictions_per_seq=76 --do_train --skip_checkpoint"
-               " --train_mlm_accuracy_window_size=0 --target_mlm_accuracy=0.720"
-               " --weight_decay_rate=0.01 --max_samples_termination=4500000"
-               " --eval_iter_start_samples=150000 --eval_iter_samples=150000 --eval_batch_size=16"
-               " --gradient_accumulation_steps=1 --log_freq=0");
+    r = testing::run_script(
+        "ipex_launch.py",
+        "--node_id 0 --enable_jemalloc --log_path=" + out +
+            " --log_file_prefix=./throughput_log_phase2_bf16 run_pretrain_mlperf.py --input_dir " +
+            d.p512 + " --model_name_or_path " + model + " --benchmark --ipex --output_dir " + out +
+            "/model_save2 --dense_seq_output --bf16 --train_batch_size=2 --learning_rate=3.5e-4"
+            " --opt_lamb_beta_1=0.9 --opt_lamb_beta_2=0.999 --warmup_proportion=0.0"
+            " --warmup_steps=0.0 --start_warmup_step=0 --max_steps=13700 --phase2"
+            " --max_predictions_per_seq=76 --do_train --skip_checkpoint"
+            " --train_mlm_accuracy_window_size=0 --target_mlm_accuracy=0.720"
+            " --weight_decay_rate=0.01 --max_samples_termination=4500000"
+            " --eval_iter_start_samples=150000 --eval_iter_samples=150000 --eval_batch_size=16"
+            " --gradient_accumulation_steps=1 --log_freq=0");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const json res2 = only_run(out + "/model_save2", &run);
     EXPECT_EQ(res2["updates"], 51);
@@ -163,7 +154,10 @@ TEST(IpexLaunch, QuickstartPhase1And2LinesPrintTheScriptsThroughput) {
     EXPECT_EQ(cfg2["flags"]["max_seq_length"], 512);
     EXPECT_EQ(cfg2["flags"]["max_predictions_per_seq"], 76);
     EXPECT_EQ(cfg2["flags"]["init_checkpoint"], model + "/model.safetensors");
-    EXPECT_EQ(matching(out, "throughput_log_phase2_bf16_[0-9]{14}_instance_0_.*\\.log").size(), 1u);
+    EXPECT_EQ(
+        testing::matching_files(out, "throughput_log_phase2_bf16_[0-9]{14}_instance_0_.*\\.log")
+            .size(),
+        1u);
     EXPECT_NE(r.out.find("Throughput: "), std::string::npos) << r.out;
 }
 
@@ -174,7 +168,7 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     const std::string line = phase1_line(d, out);
     const auto refused = [&](const std::string& args, const std::string& why,
                              const std::string& env = "") {
-        const auto r = launch(args, env);
+        const auto r = testing::run_script("ipex_launch.py", args, env);
         EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
         EXPECT_NE(r.out.find("ipex_launch.py: error: " + why), std::string::npos) << r.out;
         EXPECT_EQ(testing::count_of(r.out, "\n"), 1u) << r.out;
@@ -223,11 +217,12 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     typed.replace(typed.find(d.config), d.config.size(), d.tmp.file("gpt.json"));
     refused(typed, d.tmp.file("gpt.json") + ": model_type \"gpt2\": bertbench runs BERT");
     // bertbench's own refusal after the start: its error, its status, no run directory left
-    const auto r = launch(without(" --learning_rate=3.5e-4") + " --learning_rate=-1");
+    const auto r = testing::run_script("ipex_launch.py",
+                                       without(" --learning_rate=3.5e-4") + " --learning_rate=-1");
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("bertbench pretrain: error: --learning_rate: expected >= 0"),
               std::string::npos) << r.out;
-    EXPECT_TRUE(matching(out + "/model_save", "bertbench-.*").empty());
+    EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
 }
 
 }  // namespace

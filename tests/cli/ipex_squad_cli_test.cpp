@@ -29,19 +29,6 @@ using testing::run_shell;
 using testing::slurp;
 using testing::TmpDir;
 
-testing::RunResult launch(const std::string& args, const std::string& env = "") {
-    return testing::run_script("ipex_launch.py", args, env);
-}
-
-std::vector<std::string> matching(const std::string& dir, const std::string& re) {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (std::regex_match(e.path().filename().string(), std::regex(re)))
-            out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
 // $FINETUNED_MODEL as save_pretrained leaves it (config.json, model.safetensors with qa_outputs,
 // vocab.txt): the tiny model with a span head, and the predict file.
 struct SquadModel {
@@ -93,13 +80,14 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
     const SquadModel m;
     const std::string out = m.tmp.file("output");
     // run_multi_instance_throughput.sh: one instance per NUMA node, batch 56 -> 4, 15 + 40 -> 3 + 5
-    auto r = launch("--throughput_mode --enable_jemalloc --log_path=" + out +
-                    " --log_file_prefix=./throughput_log_fp32 " +
-                    m.words(out,
-                            "--benchmark --per_gpu_eval_batch_size 4 --perf_begin_iter 3"
-                            " --perf_run_iters 5"));
+    auto r = testing::run_script(
+        "ipex_launch.py", "--throughput_mode --enable_jemalloc --log_path=" + out +
+                              " --log_file_prefix=./throughput_log_fp32 " +
+                              m.words(out,
+                                      "--benchmark --per_gpu_eval_batch_size 4 --perf_begin_iter 3"
+                                      " --perf_run_iters 5"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto runs = matching(out + "/tmp", "bertbench-[0-9]{14}");
+    const auto runs = testing::matching_files(out + "/tmp", "bertbench-[0-9]{14}");
     ASSERT_EQ(runs.size(), 1u);
     // the script's steps 0..7: 0..3 untimed, 4..7 timed (after step --perf_begin_iter)
     const json point = json::parse(slurp(runs[0] + "/bench_instance_0_thread_0.json"))["points"][0];
@@ -110,8 +98,8 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
     EXPECT_EQ(point["warmup_steps"], 4);
     EXPECT_EQ(point["model"], m.model + "/config.json");
     EXPECT_TRUE(fs::exists(runs[0] + "/features/eval.tf_record"));
-    const auto inst =
-        matching(out, "throughput_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto inst = testing::matching_files(
+        out, "throughput_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(inst.size(), 1u) << r.out;
     const std::string want = script_lines(runs[0] + "/bench_instance_0_thread_0.json", 4, 5);
     EXPECT_NE(slurp(inst[0]).find(want), std::string::npos) << slurp(inst[0]) << want;
@@ -123,21 +111,25 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
                   "'s/.*Throughput//;s/[^0-9.]//g' | awk '{s+=$1;i++}END{printf(\"%.3f\", s/i)}'")
             .out,
         tput.substr(0, tput.find(' ')));
-    EXPECT_EQ(matching(out, "throughput_log_fp32_[0-9]{14}_instances\\.log").size(), 1u);
+    EXPECT_EQ(testing::matching_files(out, "throughput_log_fp32_[0-9]{14}_instances\\.log").size(),
+              1u);
 
     // run_multi_instance_realtime.sh: --ninstance (an abbreviation), batch 1, two threads of one
     // core sharing the model per instance: two processes, two pairs of lines
     const std::string out2 = m.tmp.file("output2");
-    r = launch("--ninstance 1 --log_path=" + out2 + " --log_file_prefix=./latency_log_fp32 " +
-                   m.words(out2,
-                           "--benchmark --per_gpu_eval_batch_size 1 --perf_begin_iter 2"
-                           " --perf_run_iters 4 --use_share_weight --total_cores 2"
-                           " --cores_per_instance 1"),
-               "OMP_NUM_THREADS=1");
+    r = testing::run_script(
+        "ipex_launch.py",
+        "--ninstance 1 --log_path=" + out2 + " --log_file_prefix=./latency_log_fp32 " +
+            m.words(out2,
+                    "--benchmark --per_gpu_eval_batch_size 1 --perf_begin_iter 2"
+                    " --perf_run_iters 4 --use_share_weight --total_cores 2"
+                    " --cores_per_instance 1"),
+        "OMP_NUM_THREADS=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto runs2 = matching(out2 + "/tmp", "bertbench-[0-9]{14}");
+    const auto runs2 = testing::matching_files(out2 + "/tmp", "bertbench-[0-9]{14}");
     ASSERT_EQ(runs2.size(), 1u);
-    const auto log2 = matching(out2, "latency_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto log2 =
+        testing::matching_files(out2, "latency_log_fp32_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(log2.size(), 1u);
     for (const char* t : {"0", "1"}) {
         const std::string bench = runs2[0] + "/bench_instance_0_thread_" + t + ".json";
@@ -151,12 +143,13 @@ TEST(IpexSquad, ThroughputAndRealtimeLinesPrintTheScriptsFigures) {
 TEST(IpexSquad, AccuracyLinePrintsTransformersResults) {
     const SquadModel m;
     const std::string out = m.tmp.file("output");
-    const auto r = launch("--log_path=" + out + " --log_file_prefix=accuracy_log " +
-                          m.words(out, "--per_gpu_eval_batch_size 8"));
+    const auto r = testing::run_script("ipex_launch.py",
+                                       "--log_path=" + out + " --log_file_prefix=accuracy_log " +
+                                           m.words(out, "--per_gpu_eval_batch_size 8"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto runs = matching(out + "/tmp", "bertbench-[0-9]{14}");
+    const auto runs = testing::matching_files(out + "/tmp", "bertbench-[0-9]{14}");
     ASSERT_EQ(runs.size(), 1u);
-    const auto own = matching(out, "accuracy_log_[0-9]{14}_instances\\.log");
+    const auto own = testing::matching_files(out, "accuracy_log_[0-9]{14}_instances\\.log");
     ASSERT_EQ(own.size(), 1u);
     for (const char* flag :
          {" squad --do_predict ", " --predict_batch_size=8 ", " --max_seq_length=128 ",
@@ -171,7 +164,8 @@ TEST(IpexSquad, AccuracyLinePrintsTransformersResults) {
     const auto eval = run_bertbench("squad-eval --transformers " + m.predict + " " + runs[0] +
                                     "/predictions.json");
     ASSERT_EQ(eval.exit_code, 0) << eval.out;
-    const auto logs = matching(out, "accuracy_log_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto logs =
+        testing::matching_files(out, "accuracy_log_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(logs.size(), 1u);
     const std::string log = slurp(logs[0]);
     EXPECT_TRUE(
@@ -194,7 +188,7 @@ TEST(IpexSquad, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     const std::string bench = m.words(out, "--benchmark --per_gpu_eval_batch_size 2");
     const auto refused = [&](const std::string& args, const std::string& why,
                              const std::string& env = "") {
-        const auto r = launch("--log_path=" + out + " " + args, env);
+        const auto r = testing::run_script("ipex_launch.py", "--log_path=" + out + " " + args, env);
         EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
         EXPECT_NE(r.out.find("ipex_launch.py: error: " + why), std::string::npos) << r.out;
         EXPECT_EQ(testing::count_of(r.out, "\n"), 1u) << r.out;

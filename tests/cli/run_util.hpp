@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +61,16 @@ inline RunResult run_script(const std::string& script, const std::string& args,
     const char* src = std::getenv("BB_SOURCE_DIR");  // tests/test_env.cpp sets it
     return run_shell("ASAN_OPTIONS=detect_leaks=0 BERTBENCH='" + bertbench_path() + "' " + env +
                      " python3 " + std::string(src ? src : ".") + "/scripts/" + script + " " + args);
+}
+
+// The files of `dir` whose names match the regex `re`, sorted.
+inline std::vector<std::string> matching_files(const std::string& dir, const std::string& re) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (std::regex_match(e.path().filename().string(), std::regex(re)))
+            out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 // How many times `needle` occurs in `hay` (overlapping occurrences counted).
