@@ -465,10 +465,9 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
                 for (const int i : {0, 1})
                     w.add_copy(i == 0 ? "beta1_power" : "beta2_power", io::TfDType::float32, {},
                                t.bytes.data() + 4 * i, 4);
-                res.tensors += 2;
             }
         }
-        res.tensors = in.tensors.size();
+        res.tensors = in.tensors.size() + (lamb ? 2 : 0);
         // TF's own step counter, a scalar int64 (what an Estimator restores), from ours
         int64_t step = 0;
         if (our_step && !tf_step) {

@@ -119,6 +119,8 @@ TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
     auto r = run_bertbench("convert --tf_slots=lamb --input=" + a + " --output=" + prefix);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const io::TfBundleReader tf(prefix);
+    EXPECT_NE(r.out.find(std::to_string(tf.entries().size()) + " tensors"), std::string::npos)
+        << r.out;
     const auto f32 = [&](const std::string& name) {
         const io::TfTensorEntry* e = tf.find(name);
         EXPECT_NE(e, nullptr) << name;
