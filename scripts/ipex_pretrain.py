@@ -130,7 +130,7 @@ def check_line(s):
 
 
 def build(words, instances, stamp):
-    """The plan (ipex_launch.Plan's fields) for the script's words on the launcher's instances."""
+    """The plan (support.Plan) for the script's words on the launcher's instances."""
     s = parse_script(words)
     check_line(s)
     if len(instances) != 1:
