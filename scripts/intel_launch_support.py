@@ -39,8 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
 class Plan:
     """What scripts/ipex_launch.py runs for one script line: `notes` said first, `writes` ({path:
     text}) written first, `setup` (bertbench argument lists) run once before the instances,
-    `streams[i]`: instance i's bertbench runs as (CPUs, argument list), all instances' streams at
-    once, and `finish(i, binary)`: ([lines for instance i's log], [lines for the launcher's log])
+    `streams[i]`: instance i's bertbench runs (argument lists; each bound to the instance's CPUs),
+    all instances' streams at once, and `finish(i, binary)`: ([lines for instance i's log], [lines for the launcher's log])
     after they all succeeded. bertbench's own files go to `run_dir`."""
 
     def __init__(self, run_dir):

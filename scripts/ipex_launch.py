@@ -202,13 +202,12 @@ def bertbench_binary():
     return binary if os.access(binary, os.X_OK) else "bertbench"
 
 
-def bound(cpus, binary, args):
-    """The command of one bertbench run on `cpus`, bound as the launcher binds an instance."""
-    nodes = sorted({n for c, n, _, _ in support.Machine().cpus if c in cpus})
+def bound(inst, binary, args):
+    """The command of one bertbench run of instance `inst`, bound as the launcher binds it."""
     if shutil.which("numactl"):
-        bind = ["numactl", "-C", support.cpulist(cpus), "-m", ",".join(map(str, nodes))]
+        bind = ["numactl", "-C", support.cpulist(inst.cpus), "-m", ",".join(map(str, inst.nodes))]
     else:
-        bind = ["taskset", "-c", support.cpulist(cpus)]
+        bind = ["taskset", "-c", support.cpulist(inst.cpus)]
     return bind + [binary] + args
 
 
@@ -226,12 +225,11 @@ class Logs:
                          for inst in instances]
 
     def say(self, line, files):
+        line = line if line.endswith("\n") else line + "\n"
         with self.lock:
-            sys.stdout.write(line if line.endswith("\n") else line + "\n")
-            sys.stdout.flush()
-            for f in files:
+            for f in [sys.stdout] + files:
                 if f:
-                    f.write(line if line.endswith("\n") else line + "\n")
+                    f.write(line)
                     f.flush()
 
     def close(self):
@@ -301,9 +299,8 @@ def main(argv):
     for args in plan.setup:
         status = status or run_all([([binary] + args, [logs.own])], logs)
     if status == 0:
-        status = run_all([(bound(cpus, binary, args), [logs.inst[i]])
-                          for i, streams in enumerate(plan.streams) for cpus, args in streams],
-                         logs)
+        status = run_all([(bound(instances[i], binary, args), [logs.inst[i]])
+                          for i, streams in enumerate(plan.streams) for args in streams], logs)
     if status != 0 and set(os.listdir(plan.run_dir)) <= {os.path.basename(p) for p in plan.writes}:
         for path in plan.writes:  # a run that did not start leaves no directory of ours behind
             os.remove(path)

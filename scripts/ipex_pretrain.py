@@ -177,7 +177,7 @@ def build(words, instances, stamp):
                           "so the script prints no Throughput line (nor does this)" % (
                               s.max_steps, stop, LAST))
     inst = instances[0]
-    plan.streams = [[(inst.cpus, cmd + ["--threads=%d" % inst.threads])]]
+    plan.streams = [[cmd + ["--threads=%d" % inst.threads]]]
     plan.finish = lambda i, binary: finish(plan.run_dir, stop)
     return plan
 

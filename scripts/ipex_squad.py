@@ -21,6 +21,7 @@ inference quickstarts (quickstart/language_modeling/pytorch/bert_large/inference
 """
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -178,7 +179,7 @@ def build(words, instances, stamp):
     if s.benchmark:
         benchmark(s, plan, instances, text, model, dtype)
     else:
-        accuracy(s, plan, instances, text, model, dtype)
+        accuracy(s, plan, instances, text, model, dtype, predict)
     return plan
 
 
@@ -204,15 +205,17 @@ def benchmark(s, plan, instances, text, model, dtype):
     plan.setup = [["squad", "--do_predict", "--features_only", "--output_dir=" + features] + text]
     config = [f for f in model if f.startswith("--bert_config_file=")]
     batch = s.per_gpu_eval_batch_size
+
+    def bench_json(inst, j):
+        return os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (inst.index, j))
+
     for inst in instances:
-        plan.streams.append([(inst.cpus, [
+        plan.streams.append([[
             "bench", "--task=squad", "--mode=infer", "--squad_layout=padded",
             "--data=" + os.path.join(features, "eval.tf_record"), "--seq_len=%d" % s.max_seq_length,
             "--batch_size=%d" % batch, "--warmup=%d" % warm, "--steps=%d" % timed, "--min_time=0",
             "--threads=%d" % inst.threads, "--noceiling", "--dtype=" + dtype,
-            "--json=" + os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (
-                inst.index, j))]
-            + config) for j in range(streams)])
+            "--json=" + bench_json(inst, j)] + config for j in range(streams)])
     plan.notes.append("the model's weights are not read for the benchmark: bench times weights "
                       "of the model's shapes (the time does not depend on their values); bench "
                       "cycles the features in full batches (the script times a short last batch "
@@ -225,8 +228,7 @@ def benchmark(s, plan, instances, text, model, dtype):
     def finish(i, binary):
         lines = []
         for j in range(streams):
-            path = os.path.join(plan.run_dir, "bench_instance_%d_thread_%d.json" % (
-                instances[i].index, j))
+            path = bench_json(instances[i], j)
             try:
                 with open(path) as f:
                     steps = [ms / 1e3 for ms in json.load(f)["points"][0]["step_ms"]]
@@ -249,20 +251,20 @@ def percentile(values, q):
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def accuracy(s, plan, instances, text, model, dtype):
+def accuracy(s, plan, instances, text, model, dtype, predict):
     if len(instances) != 1:
         raise Refused("%d instances: each would evaluate the whole predict file; the accuracy "
                       "line runs one" % len(instances))
     inst = instances[0]
-    plan.streams = [[(inst.cpus, ["squad", "--do_predict", "--output_dir=" + plan.run_dir,
-                                  "--predict_batch_size=%d" % s.per_gpu_eval_batch_size,
-                                  "--n_best_size=%d" % s.n_best_size,
-                                  "--max_answer_length=%d" % s.max_answer_length,
-                                  "--threads=%d" % inst.threads, "--dtype=" + dtype]
-                      + text + model + (["--verbose_logging"] if s.verbose_logging else []))]]
+    plan.streams = [[["squad", "--do_predict", "--output_dir=" + plan.run_dir,
+                      "--predict_batch_size=%d" % s.per_gpu_eval_batch_size,
+                      "--n_best_size=%d" % s.n_best_size,
+                      "--max_answer_length=%d" % s.max_answer_length,
+                      "--threads=%d" % inst.threads, "--dtype=" + dtype]
+                     + text + model + (["--verbose_logging"] if s.verbose_logging else [])]]
 
     def finish(i, binary):
-        r = subprocess.run([binary, "squad-eval", "--transformers", predict_of(text),
+        r = subprocess.run([binary, "squad-eval", "--transformers", predict,
                             os.path.join(plan.run_dir, "predictions.json")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0 or not r.stdout.startswith("Results: "):
@@ -275,10 +277,7 @@ def accuracy(s, plan, instances, text, model, dtype):
             src = os.path.join(plan.run_dir, name + ".json")
             if os.path.isfile(src):
                 dst = os.path.join(s.output_dir, name + "_.json")
-                with open(src, "rb") as f:
-                    data = f.read()
-                with open(dst + ".tmp", "wb") as f:
-                    f.write(data)
+                shutil.copyfile(src, dst + ".tmp")
                 os.replace(dst + ".tmp", dst)
                 copied.append(dst)
         return ["%s - INFO - __main__ - %s" % (stamp, r.stdout.rstrip("\n"))], [
@@ -286,7 +285,3 @@ def accuracy(s, plan, instances, text, model, dtype):
             "(bertbench squad-eval --transformers); copied as run_squad.py names them: %s" % (
                 plan.run_dir, ", ".join(copied))]
     plan.finish = finish
-
-
-def predict_of(text):
-    return next(w.split("=", 1)[1] for w in text if w.startswith("--predict_file="))

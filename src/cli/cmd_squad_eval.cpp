@@ -58,8 +58,9 @@ int cmd_squad_eval(int argc, char** argv) {
         fail("expected two arguments, DATASET (e.g. dev-v1.1.json) and PREDICTIONS (predictions.json), got {}",
              pos.size());
     const nlohmann::json dataset = json_safe::parse(read_file(pos[0]), pos[0], "a SQuAD dataset (JSON)");
-    const nlohmann::json predictions =
-        json_safe::parse(read_file(pos[1]), pos[1], "predictions (a JSON object of question id to answer)");
+    const std::string predictions_text = read_file(pos[1]);
+    const nlohmann::json predictions = json_safe::parse(
+        predictions_text, pos[1], "predictions (a JSON object of question id to answer)");
     // The official script says "Unanswered question ..." once per question; when none matches,
     // the likelier cause is a predictions file of another dataset: one line says so.
     if (const auto [matched, questions] = matching_ids(dataset, predictions);
@@ -69,7 +70,7 @@ int cmd_squad_eval(int argc, char** argv) {
                   pos[1], predictions.is_object() ? predictions.size() : 0, pos[0], questions);
     if (transformers) {
         std::vector<std::string> order;  // the ids as the file lists them
-        const auto listed = json_safe::parse_ordered(read_file(pos[1]), pos[1], "predictions");
+        const auto listed = json_safe::parse_ordered(predictions_text, pos[1], "predictions");
         if (listed.is_object())
             for (const auto& [id, text] : listed.items()) order.push_back(id);
         const auto results =

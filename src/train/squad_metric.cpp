@@ -175,8 +175,8 @@ bool is_version_2(const nlohmann::json& dataset, const std::vector<Question>& qu
 
 // evaluate-v2.0.py's (and transformers' get_raw_scores') per-question scores: exact and F1 against
 // the answers that normalize to something ("" when none), in dataset order by unique id (a
-// repeated id keeps its first position and last score). A question without a prediction is left
-// out when `skip_missing`, otherwise an error (evaluate-v2.0.py's KeyError).
+// repeated id keeps its first position and last score). A question without a prediction is an
+// error: `script` (evaluate-v2.0.py, transformers' squad_evaluate) stops there with KeyError.
 struct V2Scores {
     std::vector<std::string> order;
     std::unordered_map<std::string, std::pair<double, double>> scores;  // exact, f1
@@ -184,7 +184,7 @@ struct V2Scores {
 };
 
 V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json& predictions,
-                   const std::string& predictions_where, bool skip_missing) {
+                   const std::string& predictions_where, std::string_view script) {
     V2Scores out;
     for (const Question& q : questions) {
         if (!out.has_ans.count(q.id)) out.order.push_back(q.id);
@@ -198,12 +198,10 @@ V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json&
         }
         if (golds.empty()) golds.emplace_back();  // only the empty answer is correct
         const std::string* pred = prediction_of(predictions, q.id, predictions_where);
-        if (!pred && skip_missing) continue;
-        if (!pred) {  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
-            fail("{}: no prediction for question \"{}\" (evaluate-v2.0.py prints \"Missing "
-                 "prediction\" and then stops with KeyError)",
-                 predictions_where, q.id);
-        }
+        if (!pred)  // the CLI prints evaluate-v2.0.py's "Missing prediction" lines first
+            fail("{}: no prediction for question \"{}\" ({} prints \"Missing prediction\" and "
+                 "then stops with KeyError)",
+                 predictions_where, q.id, script);
         const auto p = normalized_tokens(*pred);
         const std::string pn = join_utf8(p);
         double em = 0, f1 = 0;
@@ -219,6 +217,25 @@ V2Scores v2_scores(const std::vector<Question>& questions, const nlohmann::json&
         }
         out.scores[q.id] = {em, f1};
     }
+    return out;
+}
+
+// evaluate-v2.0.py's make_eval_dict and its HasAns_/NoAns_ splits (sums in dataset order), in its
+// key order: exact, f1, total, then the same prefixed for the questions with and without answers.
+nlohmann::ordered_json v2_metrics(const V2Scores& v2) {
+    nlohmann::ordered_json out;
+    const auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
+        double em = 0, f1 = 0;
+        for (const auto& id : ids) em += v2.scores.at(id).first, f1 += v2.scores.at(id).second;
+        const double total = static_cast<double>(ids.size());
+        out[prefix + "exact"] = 100.0 * em / total, out[prefix + "f1"] = 100.0 * f1 / total;
+        out[prefix + "total"] = ids.size();
+    };
+    add("", v2.order);
+    std::vector<std::string> with, without;
+    for (const auto& id : v2.order) (v2.has_ans.at(id) ? with : without).push_back(id);
+    if (!with.empty()) add("HasAns_", with);
+    if (!without.empty()) add("NoAns_", without);
     return out;
 }
 
@@ -283,30 +300,14 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
     }
 
     // v2.0: scores per unique id (a repeated id keeps its first position and last score).
-    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, false);
-    const auto& order = v2.order;
-    const auto& scores = v2.scores;
-    const auto& has_ans = v2.has_ans;
-    if (order.empty()) fail("{}: the dataset has no questions", dataset_where);
-    nlohmann::ordered_json metrics;
-    std::string text = "{\n";
-    auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
-        double em = 0, f1 = 0;
-        for (const auto& id : ids) em += scores.at(id).first, f1 += scores.at(id).second;
-        const double total = static_cast<double>(ids.size());
-        const double e = 100.0 * em / total, f = 100.0 * f1 / total;
-        if (text.size() > 2) text += ",\n";
-        text += "  \"" + prefix + "exact\": " + dumps_float(e) + ",\n  \"" + prefix + "f1\": " + dumps_float(f) +
-                ",\n  \"" + prefix + "total\": " + std::to_string(ids.size());
-        metrics[prefix + "exact"] = e, metrics[prefix + "f1"] = f, metrics[prefix + "total"] = ids.size();
-    };
-    add("", order);
-    std::vector<std::string> with, without;
-    for (const auto& id : order) (has_ans.at(id) ? with : without).push_back(id);
-    if (!with.empty()) add("HasAns_", with);
-    if (!without.empty()) add("NoAns_", without);
+    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, "evaluate-v2.0.py");
+    if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
+    out.metrics = v2_metrics(v2);
+    std::string text;  // json.dumps(metrics, indent=2)
+    for (const auto& [key, value] : out.metrics.items())
+        text += (text.empty() ? "{\n  \"" : ",\n  \"") + key + "\": " +
+                (value.is_number_float() ? dumps_float(value.get<double>()) : value.dump());
     out.stdout_text += text + "\n}\n";
-    out.metrics = std::move(metrics);
     return out;
 }
 
@@ -321,33 +322,19 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
     std::vector<Question> questions = questions_of(dataset, dataset_where);
     for (Question& q : questions)  // SquadProcessor: an impossible question has no answers
         if (q.impossible) q.answers.clear();
-    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, true);
-    for (const auto& id : v2.order)  // make_eval_dict indexes every question's score
-        if (!v2.scores.count(id))
-            fail("{}: no prediction for question \"{}\" (transformers' squad_evaluate prints "
-                 "\"Missing prediction\" and then stops with KeyError)",
-                 predictions_where, id);
+    const V2Scores v2 =
+        v2_scores(questions, predictions, predictions_where, "transformers' squad_evaluate");
     if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
-    nlohmann::ordered_json out;
-    const auto add = [&](const std::string& prefix, const std::vector<std::string>& ids) {
-        double em = 0, f1 = 0;
-        for (const auto& id : ids) em += v2.scores.at(id).first, f1 += v2.scores.at(id).second;
-        const double total = static_cast<double>(ids.size());
-        out[prefix + "exact"] = 100.0 * em / total, out[prefix + "f1"] = 100.0 * f1 / total;
-        out[prefix + "total"] = ids.size();
-    };
-    add("", v2.order);
-    std::vector<std::string> with, without;
-    for (const auto& id : v2.order) (v2.has_ans.at(id) ? with : without).push_back(id);
-    if (!with.empty()) add("HasAns_", with);
-    if (!without.empty()) add("NoAns_", without);
+    nlohmann::ordered_json out = v2_metrics(v2);
+    const double without = static_cast<double>(std::count_if(
+        v2.order.begin(), v2.order.end(), [&](const auto& id) { return !v2.has_ans.at(id); }));
     // find_all_best_thresh with every no-answer probability 0: the questions in the predictions'
     // order (a stable sort of equal probabilities), starting from the number without an answer, an
     // answerable one adding its score and an unanswerable one -1 when something was predicted; the
     // best running total (first reached) over the questions.
     const std::vector<std::string>& walk = prediction_order.empty() ? v2.order : prediction_order;
     for (const bool f1 : {false, true}) {
-        double cur = static_cast<double>(without.size()), best = cur;
+        double cur = without, best = cur;
         for (const auto& id : walk) {
             if (!v2.scores.count(id)) continue;  // not a question of the dataset
             const auto& [em, f] = v2.scores.at(id);
