@@ -25,17 +25,20 @@
 #include "core/log.hpp"
 #include "core/py_json.hpp"
 #include "core/pyrandom.hpp"
-#include "core/timing.hpp"
 #include "core/sysinfo.hpp"
+#include "core/timing.hpp"
+#include "data/fast_tokenizer.hpp"
 #include "data/squad.hpp"
-#include "dist/comm.hpp"
+#include "data/squad_qa.hpp"
 #include "data/vocab.hpp"
+#include "dist/comm.hpp"
 #include "io/tfrecord.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
-#include "train/squad_metric.hpp"
 #include "train/loop.hpp"
+#include "train/squad_metric.hpp"
 #include "train/squad_predict.hpp"
+#include "train/squad_qa_predict.hpp"
 #include "train/squad_train.hpp"
 
 namespace bertbench::cli {
@@ -49,6 +52,8 @@ struct Options : train::SquadTrainOptions {
     std::string vocab_file, train_file, predict_file, raw_results;
     bool do_lower_case = true, do_train = false, do_predict = false, verbose_logging = false;
     bool version_2_with_negative = false, features_only = false, transformers_squad = false;
+    bool transformers_qa = false;
+    int max_eval_samples = -1;
     int doc_stride = 128, max_query_length = 64, predict_batch_size = 8;
     int n_best_size = 20, max_answer_length = 30;
     double null_score_diff_threshold = 0.0;
@@ -119,6 +124,113 @@ void check_model_fits(const Options& o, const model::BertConfig& cfg, const data
              "model was trained with)", o.vocab_file, vocab.size(), cfg.vocab_size);
 }
 
+// The fine-tuned model (loaded from --output_dir's last checkpoint when not yet) over `features`
+// in batches of --predict_batch_size: raw_results.jsonl and predict_speed.json (with every batch's
+// time) in --output_dir, the speed logged.
+std::vector<train::SquadRawResult> infer_features(const Options& o,
+                                                  std::optional<train::SquadModel>& model,
+                                                  const std::vector<data::SquadFeature>& features,
+                                                  ops::Precision precision, backend::Backend* be,
+                                                  int cpus) {
+    const fs::path dir(o.output_dir);
+    if (!model) {
+        const std::string ckpt = train::latest_checkpoint(o.output_dir);
+        log::info("predicting with {}, the fine-tuning run's last checkpoint", ckpt);
+        model = train::load_squad_model(ckpt, "--output_dir checkpoint", o.bert_config_file,
+                                        o.model, o.max_seq_length, o.allow_missing_weights);
+    }
+    train::SquadInference inf =
+        train::squad_infer(*model, features, o.predict_batch_size, precision, be);
+    write_file_atomic((dir / "raw_results.jsonl").string(),
+                      train::squad_raw_results_jsonl(inf.results));
+    std::vector<double> sorted = inf.batch_seconds;
+    std::sort(sorted.begin(), sorted.end());
+    double total = 0;
+    for (const double t : sorted) total += t;
+    const nlohmann::json speed = {
+        {"sequences", inf.sequences},
+        {"batch_size", o.predict_batch_size},
+        {"max_seq_length", o.max_seq_length},
+        {"dtype", ops::precision_name(precision)},
+        {"threads", o.threads > 0 ? o.threads : cpus},
+        {"sequences_per_second", total > 0 ? inf.sequences / total : 0.0},
+        {"batch_latency_ms_p50", 1e3 * percentile(sorted, 0.50)},
+        {"batch_latency_ms_p90", 1e3 * percentile(sorted, 0.90)},
+        {"batch_latency_ms_p99", 1e3 * percentile(sorted, 0.99)},
+        {"batch_seconds", inf.batch_seconds},
+        {"definition",
+         "model forward (encoder + span head) per batch; feature creation, "
+         "decoding and file writing excluded; the last batch may be partial; "
+         "batch_seconds: each batch's, in order"}};
+    write_file_atomic((dir / "predict_speed.json").string(), speed.dump(2) + "\n");
+    log::info(
+        "prediction: {} features in {:.2f} s of model time: {:.1f} sequences/s; batch of {} "
+        "latency p50 {:.1f} ms, p90 {:.1f} ms, p99 {:.1f} ms (predict_speed.json; features "
+        "and decoding excluded)",
+        inf.sequences, total, speed["sequences_per_second"].get<double>(), o.predict_batch_size,
+        speed["batch_latency_ms_p50"].get<double>(), speed["batch_latency_ms_p90"].get<double>(),
+        speed["batch_latency_ms_p99"].get<double>());
+    return std::move(inf.results);
+}
+
+// --do_predict --transformers_qa: run_qa.py's evaluation (data/squad_qa.hpp,
+// train/squad_qa_predict.hpp) with the model or --raw_results; its files and metric in
+// --output_dir.
+void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
+                             std::optional<train::SquadModel>& model, bool predict_model,
+                             ops::Precision precision, backend::Backend* be, int cpus) {
+    const fs::path dir(o.output_dir);
+    std::vector<data::QaExample> examples = data::read_qa_examples(
+        data::parse_squad_json(read_file(o.predict_file), o.predict_file), o.predict_file);
+    if (o.max_eval_samples > static_cast<int>(examples.size()))
+        fail("--max_eval_samples={}: {} has {} questions (run_qa.py fails selecting past them)",
+             o.max_eval_samples, o.predict_file, examples.size());
+    if (o.max_eval_samples > 0) examples.resize(static_cast<size_t>(o.max_eval_samples));
+    data::FastBertTokenizer tokenizer(vocab, o.do_lower_case);
+    std::vector<data::QaFeature> qa = data::prepare_qa_features(
+        examples, tokenizer, {o.max_seq_length, o.doc_stride}, o.predict_file);
+    if (o.max_eval_samples > 0 && qa.size() > static_cast<size_t>(o.max_eval_samples))
+        qa.resize(static_cast<size_t>(o.max_eval_samples));
+    std::vector<data::SquadFeature> features;
+    for (const auto& f : qa) features.push_back(f.input);
+    const std::string eval_path = (dir / "eval.tf_record").string();
+    write_features(eval_path, features, false);
+    log::info("***** Running predictions (run_qa.py's) *****");
+    log::info("  Num examples = {}", examples.size());
+    log::info("  Num features = {}", features.size());
+    log::info("  Batch size = {}", o.predict_batch_size);
+    log::info("wrote {}", eval_path);
+    if (!predict_model && o.raw_results.empty()) return;  // --features_only
+    const std::vector<train::SquadRawResult> results =
+        o.raw_results.empty() ? infer_features(o, model, features, precision, be, cpus)
+                              : train::read_squad_raw_results(o.raw_results);
+    const train::SquadQaPredictions preds =
+        train::squad_qa_postprocess(examples, qa, results,
+                                    {o.n_best_size, o.max_answer_length, o.version_2_with_negative,
+                                     o.null_score_diff_threshold},
+                                    o.raw_results.empty() ? (dir / "raw_results.jsonl").string()
+                                                          : "--raw_results " + o.raw_results);
+    write_file_atomic((dir / "predictions.json").string(), preds.predictions_json);
+    write_file_atomic((dir / "nbest_predictions.json").string(), preds.nbest_json);
+    if (o.version_2_with_negative)
+        write_file_atomic((dir / "null_odds.json").string(), preds.null_odds_json);
+    log::info("wrote predictions.json and nbest_predictions.json{} in {} (utils_qa's eval_*.json)",
+              o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
+    bool answers = true;
+    for (const auto& e : examples) answers = answers && e.answers.is_array() && !e.answers.empty();
+    if (!answers && !o.version_2_with_negative) {
+        log::info(
+            "no metric: {} has questions without answers (datasets' squad metric fails on them)",
+            o.predict_file);
+        return;
+    }
+    const auto metric = train::squad_qa_metric(examples, preds.predictions,
+                                               o.version_2_with_negative, o.predict_file);
+    const std::string text = train::py_json_dumps(metric) + "\n";
+    std::fputs(text.c_str(), stdout);
+    write_file_atomic((dir / "eval_results.json").string(), text);
+}
+
 }  // namespace
 
 int cmd_squad(int argc, char** argv) {
@@ -170,6 +282,15 @@ int cmd_squad(int argc, char** argv) {
     flags.add("transformers_squad", &o.transformers_squad,
               "tokenize and decode as transformers' legacy run_squad.py (its BertTokenizer; the "
               "answer text by convert_tokens_to_string) instead of google's (not in run_squad.py)");
+    flags.add(
+        "transformers_qa", &o.transformers_qa,
+        "predict as transformers' run_qa.py (v4.10): BertTokenizerFast's tokens and character "
+        "offsets, windows overlapping by --doc_stride tokens, utils_qa's decoding and the "
+        "datasets squad metric (not in run_squad.py; docs/squad.md)");
+    flags.add(
+        "max_eval_samples", &o.max_eval_samples,
+        "with --transformers_qa: the first N questions, then the first N of their features, as "
+        "run_qa.py's --max_eval_samples (-1 = all)");
     flags.add("threads", &o.threads, "compute threads (0 = every available CPU)");
     flags.add("allow_changed_flags", &o.allow_changed_flags,
               "resume with changed hyper-parameters (recorded in changed_flags.jsonl)");
@@ -219,10 +340,18 @@ int cmd_squad(int argc, char** argv) {
             fail("--max_seq_length={}: the model (--bert_config_file {}) was only trained up to sequence "
                  "length {}", o.max_seq_length, o.bert_config_file, cfg.max_position_embeddings);
     }
-    if (o.max_seq_length <= o.max_query_length + 3)
-        fail("--max_seq_length={} must be greater than --max_query_length={} + 3", o.max_seq_length,
-             o.max_query_length);
-    if (o.doc_stride < 1) fail("--doc_stride={}: expected a positive number of tokens", o.doc_stride);
+    if (o.transformers_qa) {  // no query cut: the question's length decides (data/squad_qa.hpp)
+        if (o.max_seq_length < 4)
+            fail("--max_seq_length={}: expected at least 4", o.max_seq_length);
+        if (o.doc_stride < 0)
+            fail("--doc_stride={}: expected an overlap of >= 0 tokens", o.doc_stride);
+    } else {
+        if (o.max_seq_length <= o.max_query_length + 3)
+            fail("--max_seq_length={} must be greater than --max_query_length={} + 3",
+                 o.max_seq_length, o.max_query_length);
+        if (o.doc_stride < 1)
+            fail("--doc_stride={}: expected a positive number of tokens", o.doc_stride);
+    }
     if (o.max_query_length < 1)
         fail("--max_query_length={}: expected a positive number of question tokens", o.max_query_length);
     if (o.n_best_size < 1 || o.max_answer_length < 1)
@@ -231,6 +360,16 @@ int cmd_squad(int argc, char** argv) {
     if (o.train_batch_size < 1) fail("--train_batch_size={}: expected >= 1", o.train_batch_size);
     if (o.predict_batch_size < 1) fail("--predict_batch_size={}: expected >= 1", o.predict_batch_size);
     if (!o.raw_results.empty() && !o.do_predict) fail("--raw_results needs --do_predict and --predict_file");
+    if (o.transformers_qa && (o.do_train || o.transformers_squad))
+        fail(
+            "--transformers_qa: {}: it is run_qa.py's evaluation (bertbench fine-tunes with "
+            "google's "
+            "features: --do_train without it, then --do_predict --transformers_qa)",
+            o.do_train ? "not with --do_train"
+                       : "not with --transformers_squad (one script's rules at a time)");
+    if (o.max_eval_samples != -1 && (!o.transformers_qa || o.max_eval_samples < 1))
+        fail("--max_eval_samples={}: expected >= 1 with --transformers_qa (run_qa.py's flag)",
+             o.max_eval_samples);
     const bool train_model = o.do_train && !o.features_only;
     const bool predict_model = o.do_predict && !o.features_only && o.raw_results.empty();
     const bool pt_model = !nvidia.empty() && !nvpt.skip_checkpoint;  // run_squad.py's model file
@@ -295,11 +434,11 @@ int cmd_squad(int argc, char** argv) {
     log::info("config: {}", flags_json.dump());
     if (model) check_model_fits(o, model->config, vocab);
     // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
-    if (o.transformers_squad && !nvidia.empty())
+    if ((o.transformers_squad || o.transformers_qa) && !nvidia.empty())
         fail(
-            "--transformers_squad: not with NVIDIA's run_squad.py flags ({}): one script's rules "
-            "at a time",
-            nvidia);
+            "--transformers_{}: not with NVIDIA's run_squad.py flags ({}): one script's rules at a "
+            "time",
+            o.transformers_qa ? "qa" : "squad", nvidia);
     const data::TokenizerRules rules = o.transformers_squad ? data::TokenizerRules::transformers
                                        : nvidia.empty()     ? data::TokenizerRules::google
                                                             : data::TokenizerRules::nvidia_pytorch;
@@ -354,7 +493,9 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
-    if (o.do_predict && root) {
+    if (o.do_predict && root && o.transformers_qa) {
+        predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
+    } else if (o.do_predict && root) {
         std::vector<std::string> warnings;
         const train::SquadEvalSet eval_set = train::squad_eval_set(
             o.predict_file, tokenizer,
@@ -388,40 +529,10 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Batch size = {}", o.predict_batch_size);
         log::info("wrote {}", eval_path);
         if (predict_model) {
-            if (!model) {
-                const std::string ckpt = train::latest_checkpoint(o.output_dir);
-                log::info("predicting with {}, the fine-tuning run's last checkpoint", ckpt);
-                model = train::load_squad_model(ckpt, "--output_dir checkpoint", o.bert_config_file,
-                                                o.model, o.max_seq_length, o.allow_missing_weights);
-            }
-            const train::SquadInference inf =
-                train::squad_infer(*model, features, o.predict_batch_size, precision, be.get());
-            const std::string raw_path = (dir / "raw_results.jsonl").string();
-            write_file_atomic(raw_path, train::squad_raw_results_jsonl(inf.results));
-            preds = train::squad_write_predictions(eval_examples, features, inf.results, popt, raw_path,
+            const auto results = infer_features(o, model, features, precision, be.get(), cpus);
+            preds = train::squad_write_predictions(eval_examples, features, results, popt,
+                                                   (dir / "raw_results.jsonl").string(),
                                                    o.verbose_logging ? &verbose : nullptr);
-            std::vector<double> sorted = inf.batch_seconds;
-            std::sort(sorted.begin(), sorted.end());
-            double total = 0;
-            for (const double t : sorted) total += t;
-            const nlohmann::json speed = {
-                {"sequences", inf.sequences},
-                {"batch_size", o.predict_batch_size},
-                {"max_seq_length", o.max_seq_length},
-                {"dtype", ops::precision_name(precision)},
-                {"threads", o.threads > 0 ? o.threads : cpus},
-                {"sequences_per_second", total > 0 ? inf.sequences / total : 0.0},
-                {"batch_latency_ms_p50", 1e3 * percentile(sorted, 0.50)},
-                {"batch_latency_ms_p90", 1e3 * percentile(sorted, 0.90)},
-                {"batch_latency_ms_p99", 1e3 * percentile(sorted, 0.99)},
-                {"definition", "model forward (encoder + span head) per batch; feature creation, "
-                               "decoding and file writing excluded; the last batch may be partial"}};
-            write_file_atomic((dir / "predict_speed.json").string(), speed.dump(2) + "\n");
-            log::info("prediction: {} features in {:.2f} s of model time: {:.1f} sequences/s; batch of {} "
-                      "latency p50 {:.1f} ms, p90 {:.1f} ms, p99 {:.1f} ms (predict_speed.json; features "
-                      "and decoding excluded)", inf.sequences, total, speed["sequences_per_second"].get<double>(),
-                      o.predict_batch_size, speed["batch_latency_ms_p50"].get<double>(),
-                      speed["batch_latency_ms_p90"].get<double>(), speed["batch_latency_ms_p99"].get<double>());
         }
         if (preds) {
             for (size_t b = 0, e; b < verbose.size(); b = e + 1) {

@@ -186,17 +186,15 @@ void BasicTokenizer::tokenize(std::string_view text, TokenList& out,
     finish_word(out, out_chars);
 }
 
-void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars,
-                                  std::vector<int32_t>& ids) const {
-    if (chars > static_cast<uint32_t>(max_chars_)) {
-        ids.push_back(kUnk);
-        return;
-    }
+void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars, std::vector<int32_t>& ids,
+                                  std::vector<uint32_t>* piece_ends) const {
+    const auto whole_word = [&](int32_t id) {
+        ids.push_back(id);
+        if (piece_ends) piece_ends->push_back(static_cast<uint32_t>(word.size()));
+    };
+    if (chars > static_cast<uint32_t>(max_chars_)) return whole_word(kUnk);
     const int32_t whole = word.size() <= vocab_.max_token_bytes() ? vocab_.find(word) : -1;
-    if (whole >= 0) {
-        ids.push_back(whole);
-        return;
-    }
+    if (whole >= 0) return whole_word(whole);
     // Greedy longest match over code-point boundaries.
     const size_t mark = ids.size();
     size_t start = 0;
@@ -217,11 +215,12 @@ void WordpieceTokenizer::tokenize(std::string_view word, uint32_t chars,
             while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;
         }
         if (found < 0) {
+            if (piece_ends) piece_ends->resize(piece_ends->size() - (ids.size() - mark));
             ids.resize(mark);
-            ids.push_back(kUnk);
-            return;
+            return whole_word(kUnk);
         }
         ids.push_back(found);
+        if (piece_ends) piece_ends->push_back(static_cast<uint32_t>(end));
         start = end;
     }
 }

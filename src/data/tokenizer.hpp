@@ -65,8 +65,10 @@ public:
         : vocab_(vocab), max_chars_(max_input_chars_per_word) {}
     static constexpr int32_t kUnk = -2;  // "[UNK]" (resolved to an id by the caller)
     // Appends the ids of the word pieces of one basic token (`chars` = its length in code
-    // points), or kUnk.
-    void tokenize(std::string_view word, uint32_t chars, std::vector<int32_t>& ids) const;
+    // points), or kUnk. With `piece_ends`, also each piece's end in bytes of `word` (kUnk: the
+    // whole word's).
+    void tokenize(std::string_view word, uint32_t chars, std::vector<int32_t>& ids,
+                  std::vector<uint32_t>* piece_ends = nullptr) const;
 
 private:
     const Vocab& vocab_;

@@ -246,30 +246,41 @@ void py_lower(const std::vector<char32_t>& in, std::vector<char32_t>& out) {
     }
 }
 
-void nfd_strip_accents(const std::vector<char32_t>& in, std::vector<char32_t>& out) {
+namespace {
+
+// nfd_strip_accents with an optional source position per character (in_pos[i] for in[i]; each
+// character of a decomposition keeps its source's).
+void nfd_strip(const std::vector<char32_t>& in, const std::vector<uint32_t>* in_pos,
+               std::vector<char32_t>& out, std::vector<uint32_t>* out_pos) {
     // Decompose each character fully (canonical), then put runs of non-starters in canonical
     // order (stable sort by combining class), then drop Mn.
     struct Cp {
         char32_t cp;
         int ccc;
+        uint32_t pos;
     };
     thread_local std::vector<Cp> buf;
     buf.clear();
     utf8proc_int32_t tmp[32];
-    for (char32_t cp : in) {
+    for (size_t i = 0; i < in.size(); ++i) {
+        const char32_t cp = in[i];
+        const uint32_t pos = in_pos ? (*in_pos)[i] : 0;
         if (cp < 0xC0) {
-            buf.push_back({cp, 0});
+            buf.push_back({cp, 0, pos});
             continue;
         }
         int last_boundclass = 0;
         const auto len = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), tmp, 32,
                                                  UTF8PROC_DECOMPOSE, &last_boundclass);
         if (len <= 0 || len > 32) {
-            buf.push_back({cp, utf8proc_get_property(static_cast<utf8proc_int32_t>(cp))->combining_class});
+            buf.push_back(
+                {cp, utf8proc_get_property(static_cast<utf8proc_int32_t>(cp))->combining_class,
+                 pos});
             continue;
         }
         for (int k = 0; k < len; ++k)
-            buf.push_back({static_cast<char32_t>(tmp[k]), utf8proc_get_property(tmp[k])->combining_class});
+            buf.push_back({static_cast<char32_t>(tmp[k]),
+                           utf8proc_get_property(tmp[k])->combining_class, pos});
     }
     for (size_t i = 0; i < buf.size();) {
         if (buf[i].ccc == 0) {
@@ -284,7 +295,27 @@ void nfd_strip_accents(const std::vector<char32_t>& in, std::vector<char32_t>& o
         i = j;
     }
     for (const Cp& c : buf)
-        if (!is_mn(c.cp)) out.push_back(c.cp);
+        if (!is_mn(c.cp)) {
+            out.push_back(c.cp);
+            if (out_pos) out_pos->push_back(c.pos);
+        }
+}
+
+}  // namespace
+
+void nfd_strip_accents(const std::vector<char32_t>& in, std::vector<char32_t>& out) {
+    nfd_strip(in, nullptr, out, nullptr);
+}
+
+void nfd_strip_accents(const std::vector<char32_t>& in, const std::vector<uint32_t>& in_pos,
+                       std::vector<char32_t>& out, std::vector<uint32_t>& out_pos) {
+    nfd_strip(in, &in_pos, out, &out_pos);
+}
+
+bool is_rust_whitespace(char32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+           cp == 0x205F || cp == 0x3000;
 }
 
 }  // namespace bertbench::data::uni

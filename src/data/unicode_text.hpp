@@ -38,5 +38,11 @@ void py_lower(const std::vector<char32_t>& in, std::vector<char32_t>& out);
 // unicodedata.normalize("NFD", s) followed by removing category Mn (tokenization's
 // _run_strip_accents). Appends to `out`.
 void nfd_strip_accents(const std::vector<char32_t>& in, std::vector<char32_t>& out);
+// The same, each output character with the position of the input character it came from
+// (in_pos[i] belongs to in[i]).
+void nfd_strip_accents(const std::vector<char32_t>& in, const std::vector<uint32_t>& in_pos,
+                       std::vector<char32_t>& out, std::vector<uint32_t>& out_pos);
+// Rust's char::is_whitespace (the White_Space property), which HuggingFace tokenizers uses.
+bool is_rust_whitespace(char32_t cp);
 
 }  // namespace bertbench::data::uni

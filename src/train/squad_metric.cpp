@@ -350,14 +350,28 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
     return out;
 }
 
-std::string py_dict_repr(const nlohmann::ordered_json& dict) {
+namespace {
+
+std::string flat_dict(const nlohmann::ordered_json& dict, const char* quote, bool json) {
     std::string out = "{";
     for (const auto& [key, value] : dict.items()) {
         if (out.size() > 1) out += ", ";
-        out += "'" + key + "': ";
-        out += value.is_number_float() ? py_float_repr(value.get<double>()) : value.dump();
+        out += quote + key + quote + ": ";
+        out += value.is_number_float()
+                   ? (json ? dumps_float(value.get<double>()) : py_float_repr(value.get<double>()))
+                   : value.dump();
     }
     return out + "}";
+}
+
+}  // namespace
+
+std::string py_dict_repr(const nlohmann::ordered_json& dict) {
+    return flat_dict(dict, "'", false);
+}
+
+std::string py_json_dumps(const nlohmann::ordered_json& dict) {
+    return flat_dict(dict, "\"", true);
 }
 
 }  // namespace bertbench::train

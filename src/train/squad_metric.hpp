@@ -48,5 +48,7 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
                                                    const std::string& predictions_where);
 // Python's repr of a dict of str keys (plain names) and int/float values: {'exact': 81.5, 'total': 3}.
 std::string py_dict_repr(const nlohmann::ordered_json& dict);
+// json.dumps of the same: {"exact_match": 81.5, "total": 3}.
+std::string py_json_dumps(const nlohmann::ordered_json& dict);
 
 }  // namespace bertbench::train

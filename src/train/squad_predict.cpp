@@ -11,11 +11,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/json_safe.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/py_json.hpp"
 #include "data/tokenizer.hpp"
+#include "train/py_ordered_dict.hpp"
 
 namespace bertbench::train {
 
@@ -221,38 +222,11 @@ std::string squad_final_text(std::string_view pred_text_utf8, std::string_view o
 
 namespace {
 
-// An OrderedDict of question id -> value: a repeated id keeps its first position, last value.
-template <typename V>
-struct OrderedMap {
-    std::vector<std::pair<std::string, V>> items;
-    std::unordered_map<std::string, size_t> index;
-    void set(const std::string& k, V v) {
-        const auto [it, fresh] = index.emplace(k, items.size());
-        if (fresh) items.emplace_back(k, std::move(v));
-        else items[it->second].second = std::move(v);
-    }
-};
-
 struct NbestEntry {
     std::string text;
     double start_logit = 0, end_logit = 0;
     bool int_logits = false;  // the reference's int 0s (json.dumps writes 0, not 0.0)
 };
-
-template <typename V, typename F>
-std::string dump_indent4(const OrderedMap<V>& m, F&& value) {
-    if (m.items.empty()) return "{}\n";
-    std::string out = "{\n";
-    for (size_t i = 0; i < m.items.size(); ++i) {
-        out += "    ";
-        append_py_json_string(out, m.items[i].first);
-        out += ": ";
-        value(out, m.items[i].second);
-        out += i + 1 < m.items.size() ? ",\n" : "\n";
-    }
-    out += "}\n";
-    return out;
-}
 
 }  // namespace
 
