@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Intel's PyTorch BERT-large lines under IPEX's launcher, run by bertbench.
+"""Intel's PyTorch BERT lines under IPEX's launcher, run by bertbench.
 
-Intel's model zoo times CPU BERT-large with `python -m intel_extension_for_pytorch.cpu.launch
+Intel's model zoo times CPU BERT with `python -m intel_extension_for_pytorch.cpu.launch
 [launcher flags] SCRIPT [script flags]`. The same line runs here with the launcher's module
-replaced by this script, for two scripts (the script's path is only checked for its name):
+replaced by this script, for three scripts (the script's path is only checked for its name):
 
 - run_pretrain_mlperf.py --benchmark (training quickstarts run_bert_pretrain_phase{1,2}.sh):
   scripts/ipex_pretrain.py, one `bertbench pretrain`;
 - transformers' legacy run_squad.py with Intel's patch (inference quickstarts
   run_multi_instance_throughput.sh, run_multi_instance_realtime.sh, run_accuracy.sh):
   scripts/ipex_squad.py, `bertbench bench --task=squad` per instance or `bertbench squad
-  --do_predict` and its score.
+  --do_predict` and its score;
+- transformers' run_qa.py with Intel's patch (BERT-base inference quickstarts of the same names):
+  scripts/ipex_qa.py, `bertbench squad --do_predict --transformers_qa` per instance.
 
 The launcher's part is here: its CPU pools (all physical cores as one instance by default; a NUMA
 node's with --nodes-list; --cores-list; --ncores-per-instance / --ninstances; --throughput-mode:
@@ -37,12 +39,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import intel_launch_support as support  # noqa: E402
 import ipex_pretrain  # noqa: E402
+import ipex_qa  # noqa: E402
 import ipex_squad  # noqa: E402
 from intel_launch_support import Refused  # noqa: E402
 
 PROG = "ipex_launch.py"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = {ipex_pretrain.SCRIPT: ipex_pretrain, ipex_squad.SCRIPT: ipex_squad}
+SCRIPTS = {ipex_pretrain.SCRIPT: ipex_pretrain, ipex_squad.SCRIPT: ipex_squad,
+           ipex_qa.SCRIPT: ipex_qa}
 
 
 class Instance:

@@ -58,4 +58,19 @@ inline void write_tiny_bert_dir(const std::string& dir, const std::string& scrat
     EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
+// A fine-tuned SQuAD model as save_pretrained leaves it in `dir` (config.json, model.safetensors
+// with qa_outputs, vocab.txt): the tiny model with a span head initialised with seed 7;
+// `scratch` is a free file path.
+inline void write_tiny_squad_hf_dir(const std::string& dir, const std::string& scratch) {
+    write_tiny_bert_config(scratch + ".json");
+    const model::BertConfig c = model::BertConfig::from_json_file(scratch + ".json");
+    const model::ParamTable table(c, model::Heads::squad);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, 7);
+    model::save_checkpoint(scratch, table, params);
+    const auto r = run_bertbench("convert --to=hf --input=" + scratch + " --output=" + dir);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    std::filesystem::copy_file(golden("vocab.txt"), dir + "/vocab.txt");
+}
+
 }  // namespace bertbench::testing

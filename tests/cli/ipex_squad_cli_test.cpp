@@ -35,18 +35,7 @@ struct SquadModel {
     TmpDir tmp{"bb_ipex_squad"};
     std::string model = tmp.file("bert_squad_model"),
                 predict = golden("squad_pipeline/dataset-v1.1.json");
-    SquadModel() {
-        testing::write_tiny_bert_config(tmp.file("bert_config.json"));
-        const model::BertConfig c = model::BertConfig::from_json_file(tmp.file("bert_config.json"));
-        const model::ParamTable table(c, model::Heads::squad);
-        std::vector<float> params(table.total_floats());
-        table.initialize(params, 7);
-        model::save_checkpoint(tmp.file("ckpt.safetensors"), table, params);
-        const auto r = run_bertbench("convert --to=hf --input=" + tmp.file("ckpt.safetensors") +
-                                     " --output=" + model);
-        EXPECT_EQ(r.exit_code, 0) << r.out;
-        fs::copy_file(golden("vocab.txt"), model + "/vocab.txt");
-    }
+    SquadModel() { testing::write_tiny_squad_hf_dir(model, tmp.file("ckpt.safetensors")); }
     // The quickstart's run_squad.py words (batch, sequence and iterations shrunk).
     std::string words(const std::string& out, const std::string& extra) const {
         return "./transformers/examples/legacy/question-answering/run_squad.py " + extra +
