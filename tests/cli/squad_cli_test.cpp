@@ -192,5 +192,40 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_TRUE(one_line(r)) << r.err;
 }
 
+// --transformers_qa (run_qa.py's evaluation): what it cannot run is one line before any output.
+TEST(SquadCli, TransformersQaBadLinesAreOneLineErrors) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out";
+    const std::string qa = " --do_predict --transformers_qa --features_only --predict_file=";
+    const std::string hostile = golden("squad_pipeline/dataset-v1.1.json"), plain = golden("squad/dataset-v1.1.json");
+    const std::pair<std::string, std::string> cases[] = {
+        {squad_flags(out) + qa + plain + " --do_train --train_file=" + plain,
+         "--transformers_qa: not with --do_train"},
+        {squad_flags(out) + " --do_predict --features_only --predict_file=" + plain + " --max_eval_samples=5",
+         "--max_eval_samples=5: expected >= 1 with --transformers_qa"},
+        {squad_flags(out) + qa + plain + " --max_eval_samples=46",
+         "--max_eval_samples=46: " + plain + " has 45 questions"},
+        // a question of 78 word pieces leaves no room in 64 tokens; a stride of 310 is not below
+        // the room a long question leaves a long context in 384
+        {squad_flags(out, 64, 16) + qa + hostile,
+         "question bf09: 78 tokens of question, 673 of context, --max_seq_length 64, --doc_stride 16: "
+         "Truncation error: Sequence to truncate too short to respect the provided max_length"},
+        {squad_flags(out, 384, 310) + qa + hostile, "assertion failed: stride < max_len"}};
+    for (const auto& [flags, message] : cases) {
+        const CmdRun r = run(tmp, flags);
+        EXPECT_EQ(r.code, 1) << flags;
+        const size_t p = r.err.find("bertbench squad: error: ");
+        EXPECT_TRUE(p != std::string::npos && r.err.find('\n', p) == r.err.size() - 1) << r.err;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+        EXPECT_FALSE(fs::exists(out)) << flags;
+    }
+    // the same file at 384/128 makes its features: eval.tf_record, no predictions
+    const CmdRun r = run(tmp, squad_flags(out) + qa + hostile);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("Num examples = 72"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(out + "/eval.tf_record"));
+    EXPECT_FALSE(fs::exists(out + "/predictions.json"));
+}
+
 }  // namespace
 }  // namespace bertbench::testing
