@@ -80,17 +80,14 @@ void FastBertTokenizer::encode_piece(size_t begin, size_t end, TokenSpans& out) 
         tmp_.clear(), tmp_pos_.clear();
         uni::nfd_strip_accents(norm_, pos_, tmp_, tmp_pos_);
         norm_.clear(), pos_.clear();
+        // char::to_lowercase: the simple mapping for every character but U+0130, which NFD has
+        // already split into I and a dropped mark
         for (size_t k = 0; k < tmp_.size(); ++k) {
             const char32_t c = tmp_[k];
-            if (c == 0x130) {  // İ: i + COMBINING DOT ABOVE (only with accents kept; not here)
-                norm_.insert(norm_.end(), {U'i', char32_t{0x307}});
-                pos_.insert(pos_.end(), {tmp_pos_[k], tmp_pos_[k]});
-            } else {
-                norm_.push_back(c < 0x80 ? (c >= 'A' && c <= 'Z' ? c + 32 : c)
-                                         : static_cast<char32_t>(
-                                               utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
-                pos_.push_back(tmp_pos_[k]);
-            }
+            norm_.push_back(c < 0x80 ? (c >= 'A' && c <= 'Z' ? c + 32 : c)
+                                     : static_cast<char32_t>(
+                                           utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+            pos_.push_back(tmp_pos_[k]);
         }
     }
     // BertPreTokenizer

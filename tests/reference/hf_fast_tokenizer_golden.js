@@ -28,8 +28,8 @@ const {Tokenizer} = require('tokenizers');
 function bertTokenizer(vocabPath, lower) {
   const lines = fs.readFileSync(vocabPath, 'utf8').split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
-  const vocab = {};
-  lines.forEach((t, i) => { if (!(t in vocab)) vocab[t] = i; });
+  const vocab = Object.create(null);  // as transformers' load_vocab: a repeated token's last line
+  lines.forEach((t, i) => { vocab[t] = i; });
   const specials = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
   const sp = (id, type_id) => ({SpecialToken: {id, type_id}});
   const seq = (id, type_id) => ({Sequence: {id, type_id}});
