@@ -4,6 +4,7 @@
 // made) returns for every text of ../shared/golden/tokenization (ids and character offsets) and,
 // for every question of the two SQuAD goldens, the question's and context's tokens and the windows
 // run_qa.py's tokenizer call cuts at four max_length/stride settings (or the library's error).
+// And 300 random texts over a hostile alphabet, cased and uncased.
 // Left out: the byte-string texts (a Python str is never invalid UTF-8) and those the goldens flag
 // as Unicode-version sensitive (tokenizers classifies by its crates' older Unicode tables,
 // bertbench by utf8proc's: U+11F00, a mark since Unicode 15, is dropped here and kept there).
@@ -67,6 +68,28 @@ TEST(FastTokenizer, TextsAsHuggingFaceTokenizers) {
     }
     EXPECT_GT(checked, 600);
     EXPECT_GT(offsets_checked, 5000);
+}
+
+TEST(FastTokenizer, HostileRandomTextsAsHuggingFaceTokenizers) {
+    // 300 texts drawn from a hostile alphabet (accents and loose combining marks, CJK, Hangul
+    // jamo, controls and format characters, odd spaces, emoji, special tokens, private-use and
+    // unassigned code points), cased and uncased
+    const Vocab vocab = Vocab::load(golden("vocab.txt"));
+    FastBertTokenizer uncased(vocab, true), cased(vocab, false);
+    int checked = 0;
+    for (const auto& g : hf_golden()) {
+        if (g["kind"] != "random") continue;
+        const bool lower = g["lower"].get<bool>();
+        const std::string text = g["text"].get<std::string>();
+        TokenSpans t;
+        (lower ? uncased : cased).encode(text, t);
+        std::vector<int32_t> want;
+        for (const auto& o : g["offsets"]) want.push_back(o[0].get<int32_t>()), want.push_back(o[1].get<int32_t>());
+        EXPECT_EQ(t.ids, g["ids"].get<std::vector<int32_t>>()) << (lower ? "uncased: " : "cased: ") << text;
+        EXPECT_EQ(flat_spans(t), want) << (lower ? "uncased: " : "cased: ") << text;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 600);
 }
 
 TEST(FastTokenizer, RunQaWindowsAsHuggingFaceTokenizers) {

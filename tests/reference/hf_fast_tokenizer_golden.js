@@ -11,6 +11,9 @@
 // [CLS] A [SEP] B [SEP], the five special tokens as non-normalized added tokens), loaded from its
 // tokenizer.json form. Each output line is one JSON object:
 //   {"kind":"text", "lower":b, "id":n, "ids":[...], "offsets":[[s,e],...]}   (no special tokens)
+//   {"kind":"random", "lower":b, "text":"...", "ids":[...], "offsets":[[s,e],...]}
+//     (texts drawn from a hostile alphabet by a seeded generator: accents, combining marks,
+//     CJK, Hangul, controls, format characters, odd spaces, punctuation, emoji, special tokens)
 //   {"kind":"context", "file":..., "lower":b, "context":c, "ids":[...], "offsets":[s0,e0,...]}
 //     (the c-th distinct context of the file in question order: its tokens without special tokens)
 //   {"kind":"features", "file":..., "lower":b, "question":k, "question_ids":[...], "context":c,
@@ -133,6 +136,25 @@ async function main() {
   }
   // uncased: four window shapes (24/12: the stride too long for most); cased: SQuAD's own
   // uncased: four window shapes (24/12: the stride too long for most); cased: SQuAD's own
+  // random texts over a hostile alphabet (a fixed xorshift generator: the same texts every run)
+  const alphabet = ['a', 'b', 'e', 'T', 'Z', '0', '7', ' ', '  ', '\t', '\n', '\r', '\u00a0', '\u3000',
+                    '\u2028', '\u0085', '\u000b', '\u00ad', '\u200b', '\ufeff', '\u0000', '\ufffd',
+                    '\u0301', '\u0308', '\u00e9', '\u00c5', '\u0130', '\u03a3', '\u00df', '\ufb01',
+                    '\u4e2d', '\u6587', '\u3042', '\ud55c', '\u1100', '\u0627', '\u05d0', '\u0e01',
+                    '.', ',', '!', '$', '^', '`', '~', '\u2014', '\u00bf', '\u3001', '\ud83d\ude00',
+                    '\ue000', '\u0378', '[SEP]', '[CLS]', '[MASK]', '[sep]', '[', ']', 'running',
+                    'unaffable', '##', 'isn\'t', 'caf\u00e9', 'na\u0308ive'];
+  let x = 88172645;
+  const next = n => { x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0; return x % n; };
+  for (let k = 0; k < 300; ++k) {
+    let text = '';
+    for (let n = 1 + next(24); n > 0; --n) text += alphabet[next(alphabet.length)];
+    for (const lower of [true, false]) {
+      const {tokenizer} = bertTokenizer(vocab, lower);
+      const e = await tokenizer.encode(text, null, {addSpecialTokens: false});
+      emit({kind: 'random', lower, text, ids: e.getIds(), offsets: e.getOffsets()});
+    }
+  }
   const settings = lower => lower ? [[384, 128], [64, 16], [24, 3], [24, 12]] : [[384, 128]];
   for (const rel of ['squad_pipeline/dataset-v1.1.json', 'squad/dataset-v1.1.json']) {
     const qs = squadQuestions(path.join(shared, rel));
