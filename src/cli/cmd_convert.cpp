@@ -40,6 +40,10 @@ int cmd_convert(int argc, char** argv) {
           "--to=tf: the optimizer slots' names: adam (google's AdamWeightDecayOptimizer: "
           "<var>/adam_m, <var>/adam_v) or lamb (MLPerf's lamb_optimizer_v1.py: <var>/LAMB, "
           "<var>/LAMB_1, beta1_power, beta2_power), as the graph that restores them names them");
+    f.add("tf_gradient_accumulators", &o.tf_gradient_accumulators,
+          "--to=tf: also <var>/GradientAccumulator (zeros) beside every variable, as MLPerf's "
+          "checkpoint_add_gradacc.py prepares a checkpoint for run_pretraining.py "
+          "--steps_per_update > 1");
     f.add("overwrite", &o.overwrite, "replace existing output files");
     if (!f.parse(argc, argv)) return 0;
     const model::ConvertResult r = model::convert_checkpoint(o);

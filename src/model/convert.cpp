@@ -355,6 +355,11 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     if (o.tf_slots == "lamb" && to != "tf")
         fail("--tf_slots=lamb: names the optimizer slots of a TensorFlow checkpoint; --to={} writes "
              "none", to);
+    if (o.tf_gradient_accumulators && to != "tf")
+        fail(
+            "--tf_gradient_accumulators: adds variables of MLPerf's TensorFlow graph; --to={} has "
+            "no place for them",
+            to);
 
     const CheckpointFormat from = detect_checkpoint_format(o.input);
     Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
@@ -474,6 +479,33 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
             std::memcpy(&step, our_step->bytes.data(), 8);
             w.add_copy("global_step", io::TfDType::int64, {}, &step, 8);
             ++res.tensors;
+        }
+        // checkpoint_add_gradacc.py: a zero accumulator beside every variable (ours excepted:
+        // MLPerf's graph has none of them; one that is an accumulator already gets none)
+        std::vector<char> zeros;
+        if (o.tf_gradient_accumulators) {
+            struct Var {
+                std::string name;
+                io::TfDType dtype;
+                std::vector<int64_t> shape;
+                size_t bytes;
+            };
+            std::vector<Var> vars;
+            for (const Tensor& t : in.tensors)
+                vars.push_back({slot_name(t.name), to_tf(t.dtype), t.shape, t.bytes.size()});
+            if (lamb)
+                vars.push_back({"beta1_power", io::TfDType::float32, {}, 4}),
+                    vars.push_back({"beta2_power", io::TfDType::float32, {}, 4});
+            if (our_step && !tf_step) vars.push_back({"global_step", io::TfDType::int64, {}, 8});
+            size_t largest = 0;
+            for (const Var& v : vars) largest = std::max(largest, v.bytes);
+            zeros.assign(largest, 0);
+            for (const Var& v : vars) {
+                if (v.name.starts_with("bertbench/") || v.name.ends_with("/GradientAccumulator"))
+                    continue;
+                w.add(v.name + "/GradientAccumulator", v.dtype, v.shape, zeros.data(), v.bytes);
+                ++res.tensors;
+            }
         }
         w.finish();
         // The `checkpoint` state file beside it, as TF's Saver writes it (a model directory's

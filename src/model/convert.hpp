@@ -28,6 +28,10 @@ struct ConvertOptions {
     // graph's <var>/LAMB, <var>/LAMB_1 and its scalars beta1_power, beta2_power (from
     // bertbench/beta_powers), so that its Saver restores the moments too.
     std::string tf_slots = "adam";
+    // --to=tf: also <name>/GradientAccumulator, zeros of its shape and dtype, for every tensor
+    // written but bertbench's own, as MLPerf's checkpoint_add_gradacc.py adds them for a run of
+    // its run_pretraining.py with --steps_per_update > 1 (GradientAggregationOptimizer's slots).
+    bool tf_gradient_accumulators = false;
 };
 
 struct ConvertResult {

@@ -159,6 +159,65 @@ TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
     EXPECT_NE(r.out.find("--tf_slots=nadam: expected adam or lamb"), std::string::npos) << r.out;
 }
 
+// --tf_gradient_accumulators: MLPerf's checkpoint_add_gradacc.py's zeros beside every variable of
+// the LAMB graph's checkpoint (the moments, the powers and the step included; bertbench's own
+// resume state not), for its run_pretraining.py --steps_per_update > 1.
+TEST(ConvertCli, TfGradientAccumulatorsAsCheckpointAddGradacc) {
+    TmpDir dir;
+    const model::ParamTable table(small_config(), model::Heads::pretraining);
+    std::vector<float> w(table.total_floats()), m(table.total_floats()), v(table.total_floats());
+    table.initialize(w, 3), table.initialize(m, 4), table.initialize(v, 5);
+    const std::string a = dir.file("a.safetensors");
+    model::CheckpointWriter cw(a, table);
+    cw.add_table(w);
+    cw.add_table(m, "/adam_m");
+    cw.add_table(v, "/adam_v");
+    const float powers[2] = {0.25f, 0.5f};
+    cw.add_f32("bertbench/beta_powers", powers);
+    cw.commit();
+    const std::string prefix = dir.file("tf/model.ckpt-5");
+    auto r = run_bertbench("convert --tf_slots=lamb --tf_gradient_accumulators --input=" + a +
+                           " --output=" + prefix);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const io::TfBundleReader tf(prefix);
+    size_t vars = 0, accumulators = 0;
+    for (const auto& e : tf.entries()) {
+        if (e.name.ends_with("/GradientAccumulator")) {
+            ++accumulators;
+            const std::string of = e.name.substr(0, e.name.size() - 20);
+            const io::TfTensorEntry* var = tf.find(of);
+            ASSERT_NE(var, nullptr) << e.name;
+            EXPECT_EQ(e.shape, var->shape) << e.name;
+            EXPECT_EQ(e.dtype, var->dtype) << e.name;
+            EXPECT_FALSE(of.starts_with("bertbench/")) << e.name;
+            if (e.dtype == io::TfDType::float32) {
+                std::vector<float> x(static_cast<size_t>(e.numel()));
+                tf.read_f32(e, x);
+                EXPECT_TRUE(std::all_of(x.begin(), x.end(), [](float f) { return f == 0.0f; }))
+                    << e.name;
+            }
+        } else if (!e.name.starts_with("bertbench/")) {
+            ++vars;
+            EXPECT_NE(tf.find(e.name + "/GradientAccumulator"), nullptr) << e.name;
+        }
+    }
+    EXPECT_EQ(accumulators, vars);
+    EXPECT_GT(vars, 3 * table.entries().size());  // weights, both moments, the powers
+    EXPECT_NE(tf.find("beta1_power/GradientAccumulator"), nullptr);
+    EXPECT_NE(r.out.find(std::to_string(tf.entries().size()) + " tensors"), std::string::npos)
+        << r.out;
+    // the checkpoint still reads as the model's (the accumulators are optimizer state)
+    r = run_bertbench("convert --to=safetensors --input=" + prefix +
+                      " --output=" + dir.file("b.safetensors"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    r = run_bertbench("convert --tf_gradient_accumulators --to=hf --input=" + a +
+                      " --output=" + dir.file("hf"));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("--tf_gradient_accumulators: adds variables of MLPerf's TensorFlow graph"),
+              std::string::npos)
+        << r.out;
+}
+
 TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     TmpDir dir;
     const std::string a = make_checkpoint(dir, false);
