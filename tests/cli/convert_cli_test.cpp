@@ -99,22 +99,34 @@ TEST(ConvertCli, SafetensorsToTfAndBackIsBitExact) {
     expect_same_tensors(dir.file("b.safetensors"), a);
 }
 
+// A training checkpoint of the small model: weights (seed 3), LAMB's moments as bertbench keeps
+// them (seeds 4, 5) and its beta powers 0.25, 0.5.
+struct LambCheckpoint {
+    const model::ParamTable table{small_config(), model::Heads::pretraining};
+    std::vector<float> w = std::vector<float>(table.total_floats()), m = w, v = w;
+    explicit LambCheckpoint(const std::string& path) {
+        table.initialize(w, 3), table.initialize(m, 4), table.initialize(v, 5);
+        model::CheckpointWriter cw(path, table);
+        cw.add_table(w);
+        cw.add_table(m, "/adam_m");
+        cw.add_table(v, "/adam_v");
+        const float powers[2] = {0.25f, 0.5f};
+        cw.add_f32("bertbench/beta_powers", powers);
+        cw.commit();
+    }
+};
+
 // --tf_slots=lamb: the slots under the names MLPerf's lamb_optimizer_v1.py graph restores
 // (<var>/LAMB = m, <var>/LAMB_1 = v, the scalars beta1_power and beta2_power), the weights as they
 // are; refused for a checkpoint without optimizer state and for other formats.
 TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
     TmpDir dir;
-    const model::ParamTable table(small_config(), model::Heads::pretraining);
-    std::vector<float> w(table.total_floats()), m(table.total_floats()), v(table.total_floats());
-    table.initialize(w, 3), table.initialize(m, 4), table.initialize(v, 5);
     const std::string a = dir.file("a.safetensors");
-    model::CheckpointWriter cw(a, table);
-    cw.add_table(w);
-    cw.add_table(m, "/adam_m");
-    cw.add_table(v, "/adam_v");
-    const float powers[2] = {0.25f, 0.5f};
-    cw.add_f32("bertbench/beta_powers", powers);
-    cw.commit();
+    const LambCheckpoint ck(a);
+    const model::ParamTable& table = ck.table;
+    const std::vector<float>& w = ck.w;
+    const std::vector<float>& m = ck.m;
+    const std::vector<float>& v = ck.v;
     const std::string prefix = dir.file("tf/model.ckpt-5");
     auto r = run_bertbench("convert --tf_slots=lamb --input=" + a + " --output=" + prefix);
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -164,17 +176,9 @@ TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
 // resume state not), for its run_pretraining.py --steps_per_update > 1.
 TEST(ConvertCli, TfGradientAccumulatorsAsCheckpointAddGradacc) {
     TmpDir dir;
-    const model::ParamTable table(small_config(), model::Heads::pretraining);
-    std::vector<float> w(table.total_floats()), m(table.total_floats()), v(table.total_floats());
-    table.initialize(w, 3), table.initialize(m, 4), table.initialize(v, 5);
     const std::string a = dir.file("a.safetensors");
-    model::CheckpointWriter cw(a, table);
-    cw.add_table(w);
-    cw.add_table(m, "/adam_m");
-    cw.add_table(v, "/adam_v");
-    const float powers[2] = {0.25f, 0.5f};
-    cw.add_f32("bertbench/beta_powers", powers);
-    cw.commit();
+    const LambCheckpoint ck(a);
+    const model::ParamTable& table = ck.table;
     const std::string prefix = dir.file("tf/model.ckpt-5");
     auto r = run_bertbench("convert --tf_slots=lamb --tf_gradient_accumulators --input=" + a +
                            " --output=" + prefix);
