@@ -219,9 +219,9 @@ def eval_file(s, plan):
                          zip(r["answers"]["text"], r["answers"]["answer_start"])]}]}]}
             for r in records]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise Refused("--validation_file %s: expected the datasets json layout {\"data\": [{\"id\", "
-                      "\"context\", \"question\", \"answers\": {\"text\": [...], \"answer_start\": "
-                      "[...]}}, ...]}: %s" % (s.validation_file, e))
+        raise Refused("--validation_file %s: expected the datasets json layout {\"data\": "
+                      "[{\"id\", \"context\", \"question\", \"answers\": {\"text\": [...], "
+                      "\"answer_start\": [...]}}, ...]}: %s" % (s.validation_file, e))
     path = os.path.join(plan.run_dir, "validation.squad.json")
     plan.writes[path] = json.dumps({"version": "1.1", "data": articles}) + "\n"
     plan.notes.append("--validation_file: its records in SQuAD's layout for bertbench: " + path)
@@ -249,6 +249,8 @@ def tokenizer_flags(s, plan):
                 config = json.load(f)
         except (OSError, ValueError) as e:
             raise Refused("%s: cannot read it: %s" % (path, e))
+        if not isinstance(config, dict):
+            raise Refused("%s: expected a JSON object (the tokenizer's settings)" % path)
     lower = bool(config.get("do_lower_case", True))
     length = s.max_seq_length
     limit = config.get("model_max_length")
@@ -332,8 +334,8 @@ def finish(s, run_out, batch):
             copied.append(dst)
     if not os.path.isfile(os.path.join(run_out, "eval_results.json")):
         raise Refused("%s has questions without answers: the script's squad metric fails on them "
-                      "(ValueError); bertbench's predictions are in %s" % (s.validation_file or
-                                                                             s.dataset_name, run_out))
+                      "(ValueError); bertbench's predictions are in %s" % (
+                          s.validation_file or s.dataset_name, run_out))
     metric = read_json(os.path.join(run_out, "eval_results.json"))
     metrics = {"eval_" + k: v for k, v in metric.items()}
     metrics["eval_samples"] = features

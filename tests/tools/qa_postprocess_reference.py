@@ -35,7 +35,8 @@ def candidates(feature, n_best, max_len):
                 continue
             found.append({"span": (feature["begin"][s - first], feature["end"][e - first]),
                           "score": start[s] + end[e], "start_logit": start[s], "end_logit": end[e]})
-    null = {"span": (0, 0), "score": start[0] + end[0], "start_logit": start[0], "end_logit": end[0]}
+    null = {"span": (0, 0), "score": start[0] + end[0], "start_logit": start[0],
+            "end_logit": end[0]}
     return found, null
 
 
@@ -46,7 +47,9 @@ def main(path, out_dir):
     windows = collections.defaultdict(list)
     for f in spec["features"]:
         windows[f["example_index"]].append(f)
-    answers, nbest_all, odds = collections.OrderedDict(), collections.OrderedDict(), collections.OrderedDict()
+    answers = collections.OrderedDict()
+    nbest_all = collections.OrderedDict()
+    odds = collections.OrderedDict()
     for index, example in enumerate(spec["examples"]):
         found, best_null = [], None
         for f in windows[index]:
