@@ -16,6 +16,8 @@ launcher prints the command it runs):
   --mode=training, train_option=Pretraining bertbench pretrain ...
   --mode=inference --accuracy-only          bertbench squad --do_predict (+ the official metric)
   --mode=inference [--benchmark-only]       bertbench bench --task=squad --mode=infer
+  ... --numa-cores-per-instance N|socket     one bench per instance, Intel's CPU groups and logs
+                                            (scripts/intel_instances.py)
 with Intel's defaults and precedence, Intel's thread rules (base_model_init.py) as --threads, and
 under --mpi_num_processes=N Intel's placement: `mpirun --map-by socket -np 1 numactl -N 0 -m 0
 bertbench ... : -np 1 numactl -N 1 -m 1 bertbench ...` (the global batch N x --batch-size, the steps
@@ -41,6 +43,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import intel_instances  # noqa: E402
 import intel_launch_support as support  # noqa: E402
 
 PROG = "launch_benchmark.py"
@@ -433,8 +436,10 @@ def build(argv):
                       "(--framework=tensorflow)" % args.framework)
     if not args.model_name.startswith("bert"):
         raise Refused("--model-name=%s: bertbench runs BERT (bert_large)" % args.model_name)
-    refuse = [("numa_cores_per_instance", "--numa-cores-per-instance", "multi-instance runs are "
-               "not mapped (run bertbench once per instance, or mpirun for data parallel)"),
+    training = args.mode == "training"
+    refuse = [("numa_cores_per_instance" if training else "-", "--numa-cores-per-instance",
+               "multi-instance runs are not mapped for --mode=training (mpirun runs data "
+               "parallel: --mpi_num_processes)"),
               ("backbone_model", "--backbone-model", "not a BERT setting"),
               ("tf_serving_version", "--tf-serving-version", "no TensorFlow Serving here"),
               ("gpu", "--gpu", "this launcher maps Intel's CPU lines (bertbench --device=cuda: "
@@ -442,7 +447,7 @@ def build(argv):
               ("output_results", "--output-results", "Intel's launcher raises ValueError on it "
                "(\"only supported for resnet50 FP32 or FP16 inference\")")]
     for dest, flag, why in refuse:
-        if getattr(args, dest):
+        if getattr(args, dest, None):
             raise Refused("%s: %s" % (flag, why))
     for flag, value in [("--mpi_num_processes", args.mpi_num_processes),
                         ("--mpi_num_processes_per_socket", args.mpi_num_processes_per_socket),
@@ -458,7 +463,6 @@ def build(argv):
         notes.append("Warning: The --num-instances flag is deprecated and will be removed in the "
                      "future. Please use --numa-cores-per-instance instead. (Intel's warning; it "
                      "runs one instance, as here)")
-    training = args.mode == "training"
     given = parse_model_args(args.model_args + extra, args.mode)
     known = TRAIN_ARGS if training else INFER_ARGS
     m = dict(known)
@@ -487,6 +491,12 @@ def build(argv):
             ignored.append("%s=%s" % (k, v))
     precision = precision_of(given.get("precision") or args.precision, args.mode)
     ranks = args.mpi_num_processes or 1
+    instances = not training and args.numa_cores_per_instance
+    if instances:
+        intel_instances.cores_per_instance(args.numa_cores_per_instance)
+        if args.mpi_num_processes is not None:
+            raise Refused("--mpi_num_processes cannot be used together with "
+                          "--numa-cores-per-instance. (Intel's launcher raises this ValueError)")
     if not training and args.mpi_num_processes is not None:
         raise Refused("--mpi_num_processes with --mode=inference: bertbench predicts in one "
                       "process")
@@ -511,12 +521,59 @@ def build(argv):
             after = {"kind": "bench", "json": cmd[-1].split("=", 1)[1],
                      "in_graph": bool(args.input_graph)}
     cmd.append("--precision=" + precision)
-    words = launch(args, given.get("num_intra_threads") or args.num_intra_threads,
-                   bertbench_binary(), cmd, notes)
+    intra = given.get("num_intra_threads") or args.num_intra_threads
+    if instances:
+        return instance_plan(args, given, cmd, out, batch, intra, notes, ignored)
+    words = launch(args, intra, bertbench_binary(), cmd, notes)
     if ignored:
         notes.append("accepted, no effect here (no container, no TensorFlow thread pools): "
                      + ", ".join(ignored))
     return words, notes, args, after
+
+
+def instance_plan(args, given, cmd, out, batch, intra, notes, ignored):
+    """build()'s result for --numa-cores-per-instance (scripts/intel_instances.py)."""
+    if cmd[0] != "bench":
+        raise Refused("--numa-cores-per-instance with --accuracy-only: Intel's instances each "
+                      "predict the whole dev set into <output-dir>/instance_<k>/ and its "
+                      "evaluation then finds no predictions.json (it only warns); nothing is "
+                      "measured")
+    if not args.dry_run:
+        intel_instances.refuse_nonempty(out)
+    machine = support.Machine()
+    check_cores(args, machine)
+    want, why = (int(intra), "--num-intra-threads=%s" % intra) if intra else (None, None)
+    label = given.get("precision") or args.precision
+    runs, combined = intel_instances.plan(args, machine, cmd, out, label, batch, want, why,
+                                          fit_threads, bertbench_binary(), notes)
+    if ignored:
+        notes.append("accepted, no effect here (no container, no TensorFlow thread pools): "
+                     + ", ".join(ignored))
+    return None, notes, args, {"kind": "instances", "runs": runs, "combined": combined,
+                               "in_graph": bool(args.input_graph), "out": out}
+
+
+def run_instances(after, dry_run):
+    """Intel's multi-instance block: the commands, then (unless --dry-run) the run, each
+    instance's lines, the log files and the sum the quickstarts' grep | awk prints."""
+    print("\nMulti-instance run:", flush=True)
+    for words, log, _ in after["runs"]:
+        print("%s >> %s 2>&1 & \\" % (" ".join(shlex.quote(w) for w in words), log))
+    print("wait", flush=True)
+    if dry_run:
+        return 0
+    os.makedirs(after["out"], exist_ok=True)
+    status, figures = intel_instances.run(after["runs"], after["combined"], after["in_graph"],
+                                          lambda line: print("%s: %s" % (PROG, line)))
+    print("\nThe following log files were saved to the output directory:")
+    for _, log, _ in after["runs"]:
+        print(os.path.basename(log))
+    print("\nA combined log file was saved to the output directory:\n%s\n" %
+          os.path.basename(after["combined"]), flush=True)
+    if figures:
+        print("%s: the instances' Total throughput (examples/sec) summed, as the quickstarts' "
+              "grep | awk sums them: %s" % (PROG, "%g" % sum(figures)), flush=True)
+    return status
 
 
 def bertbench_binary():
@@ -560,6 +617,8 @@ def main(argv):
         return 1
     for n in notes:
         print("%s: %s" % (PROG, n), flush=True)
+    if after["kind"] == "instances":
+        return run_instances(after, args.dry_run)
     print("%s: running: %s" % (PROG, " ".join(shlex.quote(w) for w in words)), flush=True)
     if args.dry_run:
         return 0

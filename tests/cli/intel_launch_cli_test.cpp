@@ -491,6 +491,108 @@ TEST(IntelLaunchBenchmark, NumCoresAndNumInstances) {
     EXPECT_EQ(p["batch_size"], 1);
 }
 
+// --numa-cores-per-instance (the quickstarts' inference_*_multi_instance.sh): Intel's CPU groups
+// on a described machine (2 sockets x 28 cores x 2 threads: each node's first 28 CPUs, joined and
+// cut in consecutive groups, a remainder left idle), its log names, one `bertbench bench` per
+// instance; then a real run of two 1-core instances here, whose logs carry the `Total throughput`
+// lines the quickstarts' grep | awk sums.
+TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
+    const IntelDirs d;
+    for (const char* f : {"vocab.txt", "bert_config.json"})
+        fs::copy_file(d.checkpoint + "/" + f, d.dataset + "/" + f);
+    const std::string graph = d.tmp.file("fp32_bert_squad.pb");
+    std::ofstream(graph) << "frozen";
+    const std::string out = d.tmp.file("out");
+    const std::string line =
+        "--model-name=bert_large --precision=fp32 --mode=inference"
+        " --framework=tensorflow --in-graph " +
+        graph + " --data-location " + d.dataset + " --output-dir " + out +
+        " --batch-size 1 --checkpoint " + d.checkpoint + " --benchmark-only";
+    const std::string topo = "BERTBENCH_CPU_TOPOLOGY=2x28x2";
+    const std::string bind = have_numactl() ? "numactl --localalloc --physcpubind=" : "taskset -c ";
+    auto r = launch(line +
+                        " --dry-run --numa-cores-per-instance 4 --num-intra-threads 8 -- "
+                        "infer-option=SQuAD",
+                    topo);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 14u) << r.out;
+    EXPECT_NE(r.out.find(bind + "28,29,30,31 " + testing::bertbench_path() + " bench "),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("--json=" + out +
+                         "/instance_7/bench_squad_infer.json --precision=fp32 "
+                         "--threads=4 >> " +
+                         out + "/bert_large_fp32_inference_bs1_cores4_instance7.log"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("--num-intra-threads=8: only 4 CPU(s) here"), std::string::npos) << r.out;
+    r = launch(line + " --dry-run --numa-cores-per-instance 3 -- infer-option=SQuAD", topo);
+    EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 18u) << r.out;
+    EXPECT_NE(r.out.find(bind + "27,28,29 "), std::string::npos) << r.out;  // spans both nodes
+    EXPECT_NE(r.out.find("NOTE: Skipping remainder of 2 cores for instance 18"), std::string::npos);
+    r = launch(line + " --dry-run --numa-cores-per-instance socket -- infer-option=SQuAD", topo);
+    EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 2u) << r.out;
+    EXPECT_NE(r.out.find("_bs1_cores28_instance1.log"), std::string::npos) << r.out;
+    r = launch(line + " --dry-run --numa-cores-per-instance 4 --socket-id 1 -- infer-option=SQuAD",
+               topo);
+    EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 7u) << r.out;
+    EXPECT_NE(r.out.find(bind + "28,29,30,31 "), std::string::npos) << r.out;
+    for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+             {"--numa-cores-per-instance 29 --socket-id 0",
+              "The number of --numa-cores-per-instance (29) cannot exceed the number of cores per "
+              "socket 28 when a single socket (--socket-id 0) is being used."},
+             {"--numa-cores-per-instance 57",
+              "The number of --numa-cores-per-instance (57) cannot exceed the number of system "
+              "cores (56)."},
+             {"--numa-cores-per-instance 0",
+              "--numa-cores-per-instance=0: Invalid number of cores "
+              "per instance (0). The value must be a positive integer or 'socket'"},
+             {"--numa-cores-per-instance 4 --mpi_num_processes 2",
+              "--mpi_num_processes cannot be used together with --numa-cores-per-instance."}}) {
+        r = launch(line + " " + args + " -- infer-option=SQuAD", topo);
+        EXPECT_EQ(r.exit_code, 1) << args;
+        EXPECT_NE(r.out.find("launch_benchmark.py: error: " + want), std::string::npos) << r.out;
+    }
+    EXPECT_FALSE(fs::exists(out));
+
+    // two instances of one core each, here
+    r = launch(line +
+               " --numa-cores-per-instance 1 -- infer-option=SQuAD max_seq_length=32 "
+               "warmup_steps=1 steps=2");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const int n = std::min(available_cpus(), 2);
+    double sum = 0;
+    std::string all;
+    for (int k = 0; k < n; ++k) {
+        const std::string log = slurp(out + "/bert_large_fp32_inference_bs1_cores1_instance" +
+                                      std::to_string(k) + ".log");
+        all += log;
+        EXPECT_EQ(log.rfind(bind, 0), 0u) << log;  // the command first, then a blank line
+        EXPECT_EQ(count_of(log, "Total throughput (examples/sec): "), 1u) << log;
+        const json p = read_json(out + "/instance_" + std::to_string(k) +
+                                 "/bench_squad_infer.json")["points"][0];
+        EXPECT_EQ(p["threads"], 1);
+        sum += value_after(log, "Total throughput (examples/sec): ");
+    }
+    EXPECT_EQ(slurp(out + "/bert_large_fp32_inference_bs1_cores1_all_instances.log"), all);
+    const std::string summed =
+        run_shell("grep 'Total throughput' " + out +
+                  "/bert_large_fp32_inference_bs1_cores1_all_instances.log | awk ' {sum+=$(NF);} "
+                  "END{print sum} '")
+            .out;
+    EXPECT_NEAR(std::stod(summed), sum, 1e-3 * sum);
+    EXPECT_NE(r.out.find("grep | awk sums them: " + summed.substr(0, summed.size() - 1)),
+              std::string::npos)
+        << r.out << summed;
+    // Intel's model_init.py: multi-instance runs need an empty --output-dir
+    r = launch(line + " --numa-cores-per-instance 1 -- infer-option=SQuAD");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("launch_benchmark.py: error: ERROR: The output directory (" + out +
+                         ") is not empty."),
+              std::string::npos)
+        << r.out;
+}
+
 // What has no bertbench equivalent, or fails in Intel's chain too: one line with the reason, exit
 // 1, nothing run or created.
 TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
