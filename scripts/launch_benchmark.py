@@ -437,17 +437,17 @@ def build(argv):
     if not args.model_name.startswith("bert"):
         raise Refused("--model-name=%s: bertbench runs BERT (bert_large)" % args.model_name)
     training = args.mode == "training"
-    refuse = [("numa_cores_per_instance" if training else "-", "--numa-cores-per-instance",
-               "multi-instance runs are not mapped for --mode=training (mpirun runs data "
-               "parallel: --mpi_num_processes)"),
-              ("backbone_model", "--backbone-model", "not a BERT setting"),
+    if training and args.numa_cores_per_instance:
+        raise Refused("--numa-cores-per-instance: multi-instance runs are not mapped for "
+                      "--mode=training (mpirun runs data parallel: --mpi_num_processes)")
+    refuse = [("backbone_model", "--backbone-model", "not a BERT setting"),
               ("tf_serving_version", "--tf-serving-version", "no TensorFlow Serving here"),
               ("gpu", "--gpu", "this launcher maps Intel's CPU lines (bertbench --device=cuda: "
                "docs/gpu.md)"),
               ("output_results", "--output-results", "Intel's launcher raises ValueError on it "
                "(\"only supported for resnet50 FP32 or FP16 inference\")")]
     for dest, flag, why in refuse:
-        if getattr(args, dest, None):
+        if getattr(args, dest):
             raise Refused("%s: %s" % (flag, why))
     for flag, value in [("--mpi_num_processes", args.mpi_num_processes),
                         ("--mpi_num_processes_per_socket", args.mpi_num_processes_per_socket),
