@@ -37,10 +37,8 @@ def cores_per_instance(value):
 
 
 def check(args, machine, n):
-    """Intel's base_benchmark_util checks of the value against the machine."""
-    if args.mpi_num_processes is not None:
-        raise Refused("--mpi_num_processes cannot be used together with "
-                      "--numa-cores-per-instance. (Intel's launcher raises this ValueError)")
+    """Intel's base_benchmark_util checks of the value against the machine (launch_benchmark.py
+    refuses it with MPI before)."""
     if n == "socket":
         return
     if args.socket_id != -1 and n > machine.cores_per_socket:
