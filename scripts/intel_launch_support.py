@@ -244,19 +244,26 @@ def inference_lines(point, in_graph):
             "Throughput: %3.2f" % rate]
 
 
+def read_json_object(path, what, kind):
+    """The JSON object in `path`; a one-line refusal naming `what` (cannot read) or `kind` (not
+    an object)."""
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Refused("%s: cannot read %s: %s" % (path, what, e))
+    if not isinstance(value, dict):
+        raise Refused("%s: expected a JSON object (%s)" % (path, kind))
+    return value
+
+
 def hf_model_flags(s, run_dir, notes, writes):
     """--bert_config_file (and --init_checkpoint) for a transformers script's model flags
     (s.config_name, s.model_name_or_path, s.model_type), read as AutoConfig reads them ("gelu" is
     the erf form there). A config to write goes to `writes`."""
     if s.config_name or (s.model_name_or_path and os.path.isdir(s.model_name_or_path)):
         path = s.config_name or os.path.join(s.model_name_or_path, "config.json")
-        try:
-            with open(path) as f:
-                config = json.load(f)
-        except (OSError, ValueError) as e:
-            raise Refused("%s: cannot read the model config: %s" % (path, e))
-        if not isinstance(config, dict):
-            raise Refused("%s: expected a JSON object (a BERT config)" % path)
+        config = read_json_object(path, "the model config", "a BERT config")
     elif s.model_name_or_path:
         raise Refused("--model_name_or_path=%s: expected a directory with config.json and "
                       "pytorch_model.bin (save_pretrained's; hub names and TF checkpoints are not "

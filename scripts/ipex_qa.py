@@ -241,16 +241,9 @@ def tokenizer_flags(s, plan):
     if not os.path.isfile(vocab):
         raise Refused("%s: no such file (expected the WordPiece vocabulary save_pretrained "
                       "writes)" % vocab)
-    config = {}
     path = os.path.join(directory, "tokenizer_config.json")
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                config = json.load(f)
-        except (OSError, ValueError) as e:
-            raise Refused("%s: cannot read it: %s" % (path, e))
-        if not isinstance(config, dict):
-            raise Refused("%s: expected a JSON object (the tokenizer's settings)" % path)
+    config = support.read_json_object(path, "it", "the tokenizer's settings") \
+        if os.path.isfile(path) else {}
     lower = bool(config.get("do_lower_case", True))
     length = s.max_seq_length
     limit = config.get("model_max_length")
