@@ -361,12 +361,10 @@ int cmd_squad(int argc, char** argv) {
     if (o.predict_batch_size < 1) fail("--predict_batch_size={}: expected >= 1", o.predict_batch_size);
     if (!o.raw_results.empty() && !o.do_predict) fail("--raw_results needs --do_predict and --predict_file");
     if (o.transformers_qa && (o.do_train || o.transformers_squad))
-        fail(
-            "--transformers_qa: {}: it is run_qa.py's evaluation (bertbench fine-tunes with "
-            "google's "
-            "features: --do_train without it, then --do_predict --transformers_qa)",
-            o.do_train ? "not with --do_train"
-                       : "not with --transformers_squad (one script's rules at a time)");
+        fail("--transformers_qa: {}: it is run_qa.py's evaluation (bertbench fine-tunes with "
+             "google's features: --do_train without it, then --do_predict --transformers_qa)",
+             o.do_train ? "not with --do_train"
+                        : "not with --transformers_squad (one script's rules at a time)");
     if (o.max_eval_samples != -1 && (!o.transformers_qa || o.max_eval_samples < 1))
         fail("--max_eval_samples={}: expected >= 1 with --transformers_qa (run_qa.py's flag)",
              o.max_eval_samples);
@@ -436,8 +434,8 @@ int cmd_squad(int argc, char** argv) {
     // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
     if ((o.transformers_squad || o.transformers_qa) && !nvidia.empty())
         fail(
-            "--transformers_{}: not with NVIDIA's run_squad.py flags ({}): one script's rules at a "
-            "time",
+            "--transformers_{}: not with NVIDIA's run_squad.py flags ({}): one script's rules "
+            "at a time",
             o.transformers_qa ? "qa" : "squad", nvidia);
     const data::TokenizerRules rules = o.transformers_squad ? data::TokenizerRules::transformers
                                        : nvidia.empty()     ? data::TokenizerRules::google
