@@ -15,7 +15,6 @@ cores per socket. Each instance runs `OMP_NUM_THREADS=... numactl --localalloc
 its output appended to <out>/<model>_<precision>_inference_bs<B>_cores<N>_instance<k>.log after
 the command line and a blank line; then <...>_all_instances.log joins them in order.
 """
-import json
 import os
 import shlex
 import shutil
@@ -109,15 +108,6 @@ def plan(args, machine, cmd, out, precision_label, batch, want, why, fit, binary
     return runs, stem + "_all_instances.log"
 
 
-def first_point(path):
-    try:
-        with open(path) as f:
-            points = json.load(f).get("points") or []
-    except (OSError, ValueError):
-        return None
-    return points[0] if points else None
-
-
 def refuse_nonempty(out):
     """Intel's BERT model_init.py: multi-instance runs need an empty --output-dir."""
     if os.path.isdir(out) and os.listdir(out):
@@ -144,7 +134,7 @@ def run(runs, combined, in_graph, say):
         if status != 0:
             say("instance %s failed (exit %d): %s" % (log, status, log))
             continue
-        point = first_point(json_path)
+        point = support.first_bench_point(json_path)
         lines = support.inference_lines(point, in_graph) if point else []
         with open(log, "a") as f:
             f.write("".join(line + "\n" for line in lines))

@@ -228,6 +228,17 @@ def pretraining_summary_lines(updates, global_batch, ranks, steps_per_update):
     return lines, note
 
 
+def first_bench_point(path):
+    """The first point of a `bertbench bench --json` file; None when it has none or cannot be
+    read (the run failed)."""
+    try:
+        with open(path) as f:
+            points = json.load(f).get("points") or []
+    except (OSError, ValueError):
+        return None
+    return points[0] if points else None
+
+
 def inference_lines(point, in_graph):
     """Inference run_squad.py's benchmark figures from a bench point (its timed step_ms): with a
     frozen graph do_benchmark()'s `Total throughput (examples/sec): X`, else the estimator loop's

@@ -19,7 +19,6 @@ inference quickstarts (quickstart/language_modeling/pytorch/bert_large/inference
   from, `Results: {...}` as run_squad.py logs it (transformers' squad_evaluate: `bertbench
   squad-eval --transformers`), and predictions_.json / nbest_predictions_.json in --output_dir.
 """
-import json
 import os
 import shutil
 import subprocess
@@ -229,11 +228,10 @@ def benchmark(s, plan, instances, text, model, dtype):
         lines = []
         for j in range(streams):
             path = bench_json(instances[i], j)
-            try:
-                with open(path) as f:
-                    steps = [ms / 1e3 for ms in json.load(f)["points"][0]["step_ms"]]
-            except (OSError, ValueError, KeyError, IndexError):
+            point = support.first_bench_point(path)
+            if not point or "step_ms" not in point:
                 raise Refused("%s: bench measured no point (its output above says why)" % path)
+            steps = [ms / 1e3 for ms in point["step_ms"]]
             lines += ["P99 Latency {:.2f} ms".format(percentile(steps, 99) * 1000),
                       "Throughput: {:.3f} sentence/s".format(batch * s.perf_run_iters / sum(steps))]
         return lines, ["the script's figures over bertbench's %d timed step(s) after %d untimed: "

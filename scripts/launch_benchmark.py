@@ -586,9 +586,8 @@ def bertbench_binary():
 def intel_lines(after, before):
     """(lines, notes) Intel's scripts print for the finished run, from bertbench's own records."""
     if after["kind"] == "bench":
-        with open(after["json"]) as f:
-            points = json.load(f).get("points") or []
-        return (support.inference_lines(points[0], after["in_graph"]) if points else []), []
+        point = support.first_bench_point(after["json"])
+        return (support.inference_lines(point, after["in_graph"]) if point else []), []
     log = os.path.join(after["dir"], "train_log.jsonl")
     updates = support.new_jsonl(log, before)
     if not updates:

@@ -16,21 +16,6 @@ const nlohmann::json& member(const nlohmann::json& obj, const char* key,
     return *it;
 }
 
-// str.lstrip() with no argument
-std::string_view py_lstrip(std::string_view s) {
-    std::vector<char32_t> one;
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t n = 1;
-        while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
-        one.clear();
-        uni::decode_utf8_ignore(s.substr(i, n), one);
-        if (one.size() != 1 || !uni::py_isspace(one[0])) break;
-        i += n;
-    }
-    return s.substr(i);
-}
-
 }  // namespace
 
 std::vector<QaExample> read_qa_examples(const nlohmann::json& doc, const std::string& where) {
@@ -87,7 +72,7 @@ std::vector<QaFeature> prepare_qa_features(const std::vector<QaExample>& example
     TokenSpans q, c;
     for (size_t e = 0; e < examples.size(); ++e) {
         q.clear(), c.clear();
-        tokenizer.encode(py_lstrip(examples[e].question), q);
+        tokenizer.encode(uni::py_lstrip(examples[e].question), q);
         tokenizer.encode(examples[e].context, c);
         std::string error;
         const auto windows =

@@ -147,39 +147,54 @@ bool py_isspace(char32_t cp) {
     }
 }
 
-std::string_view py_strip(std::string_view s) {
-    // Whitespace characters are at most 3 bytes long in UTF-8; decode at both ends.
-    auto lead = [&](size_t i, char32_t& cp) -> size_t {  // decode at i, return length
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) { cp = c; return 1; }
-        if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
-            cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
-            return 2;
-        }
-        if ((c & 0xF0) == 0xE0 && i + 2 < s.size()) {
-            cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6) |
-                 (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
-            return 3;
-        }
-        cp = 0xFFFD;
+namespace {
+
+// The code point starting at byte i of valid UTF-8 (whitespace characters are at most 3 bytes
+// long; anything longer reads as U+FFFD), and its length.
+size_t decode_lead(std::string_view s, size_t i, char32_t& cp) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+        cp = c;
         return 1;
-    };
-    size_t b = 0, e = s.size();
-    while (b < e) {
+    }
+    if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
+        cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
+        return 2;
+    }
+    if ((c & 0xF0) == 0xE0 && i + 2 < s.size()) {
+        cp = ((c & 0x0Fu) << 12) | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6) |
+             (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
+        return 3;
+    }
+    cp = 0xFFFD;
+    return 1;
+}
+
+}  // namespace
+
+std::string_view py_lstrip(std::string_view s) {
+    size_t b = 0;
+    while (b < s.size()) {
         char32_t cp;
-        const size_t len = lead(b, cp);
+        const size_t len = decode_lead(s, b, cp);
         if (!py_isspace(cp)) break;
         b += len;
     }
-    while (e > b) {
+    return s.substr(b);
+}
+
+std::string_view py_strip(std::string_view s) {
+    s = py_lstrip(s);
+    size_t e = s.size();
+    while (e > 0) {
         size_t start = e - 1;
-        while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+        while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
         char32_t cp;
-        lead(start, cp);
+        decode_lead(s, start, cp);
         if (!py_isspace(cp)) break;
         e = start;
     }
-    return s.substr(b, e - b);
+    return s.substr(0, e);
 }
 
 bool is_whitespace(char32_t cp) {

@@ -24,6 +24,7 @@ void append_utf8(std::string& out, char32_t cp);
 
 bool py_isspace(char32_t cp);          // str.isspace() for one character (Python 3.11 set)
 std::string_view py_strip(std::string_view utf8);  // str.strip() on valid UTF-8
+std::string_view py_lstrip(std::string_view utf8);  // str.lstrip()
 
 bool is_whitespace(char32_t cp);   // tokenization._is_whitespace: ' ', \t, \n, \r or Zs
 bool is_control(char32_t cp);      // tokenization._is_control: Cc or Cf, except \t \n \r

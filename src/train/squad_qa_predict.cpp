@@ -120,8 +120,8 @@ T numpy_sum(const std::vector<T>& a) {
 }
 
 // numpy's float32 exp on x86 with AVX2/AVX512F (loops_exponent_log: Cody-Waite reduction, a
-// rational approximation with FMAs, the exponent added to the result's bits); bit-identical to
-// numpy 1.24's np.exp on float32 over 500,000 arguments in [-104, 0]
+// rational approximation with FMAs, the exponent added to the result's bits); the probabilities
+// it gives are checked byte for byte against numpy's by SquadQaPredict.AsNumpyRunsUtilsQa
 float numpy_expf(float x) {
     if (std::isnan(x)) return x;
     if (x >= 88.72283935546875f) return INFINITY;

@@ -41,10 +41,24 @@ struct QaModel {
     std::string env() const { return "SQUAD_DIR=" + squad_dir; }
     // The quickstarts' run_qa.py words (sequence shrunk).
     std::string words(const std::string& out, const std::string& extra) const {
-        return "./transformers/examples/pytorch/question-answering/run_qa.py --use_ipex --jit_mode " +
+        return "./transformers/examples/pytorch/question-answering/run_qa.py --use_ipex "
+               "--jit_mode " +
                extra + " --model_name_or_path " + model +
                " --dataset_name squad --do_eval --max_seq_length 64 --doc_stride 16 --output_dir " +
                out + "/tmp";
+    }
+    // ipex_launch.py `launcher` flags, then the words with `extra`, `env` added to $SQUAD_DIR:
+    // expects success and one bertbench run, whose instance 0 directory goes to *run ("" after a
+    // failed expectation).
+    void launch(const std::string& launcher, const std::string& out, const std::string& extra,
+                const std::string& env, std::string* run) const {
+        run->clear();
+        const auto r = testing::run_script("ipex_launch.py", launcher + " " + words(out, extra),
+                                           this->env() + " " + env);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const auto runs = testing::matching_files(out + "/tmp", "bertbench-[0-9]{14}");
+        ASSERT_EQ(runs.size(), 1u);
+        *run = runs[0] + "/instance_0";
     }
 };
 
@@ -61,20 +75,16 @@ std::string throughput_line(const std::string& run, int batch) {
 TEST(IpexQa, AccuracyLinePrintsTheMetricsBlockTheQuickstartGreps) {
     const QaModel m;
     const std::string out = m.tmp.file("output");
-    const auto r = testing::run_script(
-        "ipex_launch.py",
-        "--enable_jemalloc --log_path=" + out + " --log_file_prefix=accuracy_log_fp32_jit " +
-            m.words(out, "--per_device_eval_batch_size 4"),
-        m.env());
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto runs = testing::matching_files(out + "/tmp", "bertbench-[0-9]{14}");
-    ASSERT_EQ(runs.size(), 1u);
-    const std::string run = runs[0] + "/instance_0";
-    const auto own = testing::matching_files(out, "accuracy_log_fp32_jit_[0-9]{14}_instances\\.log");
+    std::string run;
+    m.launch("--enable_jemalloc --log_path=" + out + " --log_file_prefix=accuracy_log_fp32_jit",
+             out, "--per_device_eval_batch_size 4", "", &run);
+    if (run.empty()) return;
+    const auto own =
+        testing::matching_files(out, "accuracy_log_fp32_jit_[0-9]{14}_instances\\.log");
     ASSERT_EQ(own.size(), 1u);
-    for (const char* flag : {" squad --do_predict --transformers_qa ", " --predict_batch_size=4 ",
-                             " --max_seq_length=64 ", " --doc_stride=16 ", " --do_lower_case=true ",
-                             " --dtype=fp32 "})
+    for (const char* flag :
+         {" squad --do_predict --transformers_qa ", " --predict_batch_size=4 ",
+          " --max_seq_length=64 ", " --doc_stride=16 ", " --do_lower_case=true ", " --dtype=fp32 "})
         EXPECT_NE(slurp(own[0]).find(flag), std::string::npos) << flag << slurp(own[0]);
     const auto logs = testing::matching_files(
         out, "accuracy_log_fp32_jit_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
@@ -87,9 +97,10 @@ TEST(IpexQa, AccuracyLinePrintsTheMetricsBlockTheQuickstartGreps) {
     EXPECT_EQ(speed["batch_seconds"].size(), static_cast<size_t>((features + 3) / 4));
     EXPECT_NE(log.find(throughput_line(run, 4)), std::string::npos) << log;
     EXPECT_TRUE(std::regex_search(
-        log, std::regex("\n[0-9]{2}/[0-9]{2}/[0-9]{4} [0-9:]{8} - INFO - utils_qa - Post-processing "
-                        "45 example predictions split into " +
-                        std::to_string(features) + " features\\.\n")))
+        log,
+        std::regex("\n[0-9]{2}/[0-9]{2}/[0-9]{4} [0-9:]{8} - INFO - utils_qa - Post-processing "
+                   "45 example predictions split into " +
+                   std::to_string(features) + " features\\.\n")))
         << log;
     // the metrics block: log_metrics' layout, the datasets squad metric rounded to 4 places
     const json metric = json::parse(slurp(run + "/eval_results.json"));
@@ -99,21 +110,25 @@ TEST(IpexQa, AccuracyLinePrintsTheMetricsBlockTheQuickstartGreps) {
                       f1 = shown(metric["f1"].get<double>()), n = std::to_string(features);
     const size_t w = std::max({em.size(), f1.size(), n.size()});
     const auto pad = [&](const std::string& v) { return std::string(w - v.size(), ' ') + v; };
-    EXPECT_NE(log.find("***** eval metrics *****\n  eval_exact_match = " + pad(em) +
-                       "\n  eval_f1          = " + pad(f1) + "\n  eval_samples     = " + pad(n) + "\n"),
-              std::string::npos)
+    EXPECT_NE(
+        log.find("***** eval metrics *****\n  eval_exact_match = " + pad(em) +
+                 "\n  eval_f1          = " + pad(f1) + "\n  eval_samples     = " + pad(n) + "\n"),
+        std::string::npos)
         << log;
     // run_accuracy.sh's grep | sed
-    EXPECT_EQ(run_shell("cat " + out + "/accuracy_log* | grep \"eval_exact_match\" | sed -e "
+    EXPECT_EQ(run_shell("cat " + out +
+                        "/accuracy_log* | grep \"eval_exact_match\" | sed -e "
                         "'s/.*= //;s/[^0-9.]//g'")
                   .out,
               em + "\n");
-    EXPECT_EQ(run_shell("cat " + out + "/accuracy_log* | grep \"eval_f1\" | sed -e 's/.*= //;s/[^0-9.]//g'")
+    EXPECT_EQ(run_shell("cat " + out +
+                        "/accuracy_log* | grep \"eval_f1\" | sed -e 's/.*= //;s/[^0-9.]//g'")
                   .out,
               f1 + "\n");
     // the script's files in --output_dir
     EXPECT_EQ(slurp(out + "/tmp/eval_predictions.json"), slurp(run + "/predictions.json"));
-    EXPECT_EQ(slurp(out + "/tmp/eval_nbest_predictions.json"), slurp(run + "/nbest_predictions.json"));
+    EXPECT_EQ(slurp(out + "/tmp/eval_nbest_predictions.json"),
+              slurp(run + "/nbest_predictions.json"));
     const json saved = json::parse(slurp(out + "/tmp/eval_results.json"));
     EXPECT_EQ(saved["eval_exact_match"], metric["exact_match"]);
     EXPECT_EQ(saved["eval_samples"], features);
@@ -125,26 +140,22 @@ TEST(IpexQa, RealtimeLineCutsQuestionsThenFeatures) {
     // the first 12 of their features, 12 batches, the last 2 timed
     const QaModel m;
     const std::string out = m.tmp.file("output");
-    const auto r = testing::run_script(
-        "ipex_launch.py",
-        "--ninstances 1 --log_path=" + out + " --log_file_prefix=./latency_log_fp32_jit " +
-            m.words(out, "--max_eval_samples 12 --per_device_eval_batch_size 1"),
-        m.env() + " OMP_NUM_THREADS=1");
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    const auto runs = testing::matching_files(out + "/tmp", "bertbench-[0-9]{14}");
-    ASSERT_EQ(runs.size(), 1u);
-    const std::string run = runs[0] + "/instance_0";
+    std::string run;
+    m.launch("--ninstances 1 --log_path=" + out + " --log_file_prefix=./latency_log_fp32_jit", out,
+             "--max_eval_samples 12 --per_device_eval_batch_size 1", "OMP_NUM_THREADS=1", &run);
+    if (run.empty()) return;
     const json speed = json::parse(slurp(run + "/predict_speed.json"));
     EXPECT_EQ(speed["sequences"], 12);
     EXPECT_EQ(speed["threads"], 1);
-    const auto logs =
-        testing::matching_files(out, "latency_log_fp32_jit_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
+    const auto logs = testing::matching_files(
+        out, "latency_log_fp32_jit_[0-9]{14}_instance_0_cores_[-0-9_]+\\.log");
     ASSERT_EQ(logs.size(), 1u);
     const std::string log = slurp(logs[0]);
     EXPECT_NE(log.find(throughput_line(run, 1)), std::string::npos) << log;
     // the 12 questions keep their place in the predictions even where their features were cut
     EXPECT_EQ(json::parse(slurp(out + "/tmp/eval_predictions.json")).size(), 12u);
-    EXPECT_NE(log.find("Post-processing 12 example predictions split into 12 features."), std::string::npos);
+    EXPECT_NE(log.find("Post-processing 12 example predictions split into 12 features."),
+              std::string::npos);
 }
 
 // What the mapping does not run: one line naming the flag and why, exit 1, nothing written.
@@ -152,7 +163,8 @@ TEST(IpexQa, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     const QaModel m;
     const std::string out = m.tmp.file("output");
     const std::string line = m.words(out, "--per_device_eval_batch_size 2");
-    const auto refused = [&](const std::string& args, const std::string& why, const std::string& env) {
+    const auto refused = [&](const std::string& args, const std::string& why,
+                             const std::string& env) {
         const auto r = testing::run_script("ipex_launch.py", "--log_path=" + out + " " + args, env);
         EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
         EXPECT_NE(r.out.find("ipex_launch.py: error: " + why), std::string::npos) << r.out;
@@ -165,22 +177,27 @@ TEST(IpexQa, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     refused(no_eval, "--do_eval: expected", m.env());
     refused(line + " --fp16", "--fp16: the script raises ValueError on a CPU", m.env());
     refused(line + " --max_seq_len 64 --pad_to_max 0 --warp 3",
-            "Some specified arguments are not used by the HfArgumentParser: ['--warp', '3']", m.env());
+            "Some specified arguments are not used by the HfArgumentParser: ['--warp', '3']",
+            m.env());
     refused(line + " --per_device_eval_batch_size=two",
             "run_qa.py: argument --per_device_eval_batch_size: invalid int value: 'two'", m.env());
     refused(line + " --version_2_with_negative maybe",
-            "run_qa.py: argument --version_2_with_negative: Truthy value expected: got maybe", m.env());
+            "run_qa.py: argument --version_2_with_negative: Truthy value expected: got maybe",
+            m.env());
     refused(line, "--dataset_name squad: the hub is not fetched; SQUAD_DIR=", "");
     std::string abbreviated = line;
     abbreviated.replace(abbreviated.find("--use_ipex"), 10, "--use_ip");
-    refused(abbreviated, "--use_ipex given as --use_ip: Intel's trainer_qa.py imports IPEX only", m.env());
+    refused(abbreviated, "--use_ipex given as --use_ip: Intel's trainer_qa.py imports IPEX only",
+            m.env());
     // fewer than 11 batches: the script divides by zero after its evaluation loop
     const auto r = testing::run_script(
-        "ipex_launch.py", "--log_path=" + out + " " + m.words(out, "--max_eval_samples 10"), m.env());
+        "ipex_launch.py", "--log_path=" + out + " " + m.words(out, "--max_eval_samples 10"),
+        m.env());
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("ipex_launch.py: error: 2 batch(es) of 8: Intel's Throughput line times the "
-                         "batches after the 10th and divides by zero"),
-              std::string::npos)
+    EXPECT_NE(
+        r.out.find("ipex_launch.py: error: 2 batch(es) of 8: Intel's Throughput line times the "
+                   "batches after the 10th and divides by zero"),
+        std::string::npos)
         << r.out;
     EXPECT_FALSE(fs::exists(out + "/tmp/eval_predictions.json"));
 }

@@ -211,6 +211,9 @@ TEST(Unicode, DecodeIgnoreMatchesPython) {
 TEST(Unicode, StripUsesPythonWhitespace) {
     EXPECT_EQ(uni::py_strip("\x1c\xc2\x85 x y\xe3\x80\x80\t"), "x y");
     EXPECT_EQ(uni::py_strip("\xe2\x80\x8bx"), "\xe2\x80\x8bx");  // U+200B is not whitespace
+    EXPECT_EQ(uni::py_lstrip("\x1c\xc2\x85 x y\xe3\x80\x80\t"), "x y\xe3\x80\x80\t");
+    EXPECT_EQ(uni::py_lstrip(" \t "), "");
+    EXPECT_EQ(uni::py_strip(" \t "), "");
 }
 
 }  // namespace
