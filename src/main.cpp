@@ -1,6 +1,8 @@
 // bertbench: one binary, one subcommand per stage of the MLPerf BERT workload.
 // Errors reach here as bertbench::Error and are printed as one line; the exit code is then 1.
 // Under mpirun the job prints it once (dist::fail_job), not once per rank.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -11,12 +13,11 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "ops/kernels.hpp"
-
-#include <unistd.h>
 
 namespace {
 
@@ -82,6 +83,8 @@ void apply_openmp_wait_policy(char** argv) {
 
 int main(int argc, char** argv) {
     apply_openmp_wait_policy(argv);
+    // SIGINT, SIGTERM or SIGHUP remove the temporaries of the outputs being written (core/fs.hpp).
+    bertbench::install_temporary_cleanup();
     // `bertbench --version` = `bertbench version`; `bertbench help CMD` = `bertbench CMD --help`.
     char version_cmd[] = "version", help_flag[] = "--help";
     char* rewritten[] = {argv[0], version_cmd, help_flag, nullptr};

@@ -57,13 +57,13 @@ int cmd_prepare(int argc, char** argv) {
     if (jobs < 0) fail("--jobs: expected >= 0 (0 = all CPUs), got {}", jobs);
     if (jobs == 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     {
-        PyRandom check;
-        try {
-            check.seed_decimal(seed_text);  // validates: an optional sign and decimal digits
-        } catch (const Error&) {
+        // absl's IntegerParser: "0x10", "1_000" and " 7 " are integers too (16, 1000, 7).
+        std::string decimal;
+        if (!python_int_decimal(seed_text, &decimal))
             fail("--random_seed: expected an integer, got \"{}\"", seed_text);
-        }
-        cfg.random_seed_decimal = seed_text;
+        PyRandom check;
+        check.seed_decimal(decimal);
+        cfg.random_seed_decimal = decimal;
     }
     if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt of the model)");
     cfg.validate();
@@ -92,6 +92,7 @@ int cmd_prepare(int argc, char** argv) {
                 "or identical copies at the same path on every host");
         }
         if (!log_file.empty()) {
+            check_output_file_writable(log_file, "--log_file");  // written at the end
             std::vector<std::string> files{vocab_file};
             for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);
             check_output_not_input(log_file, "--log_file", files, "--input_dir/--output_dir/--vocab_file");
@@ -147,6 +148,8 @@ int cmd_prepare(int argc, char** argv) {
     for (const auto& out : outputs) named.emplace_back("--output_file", out);
     named.emplace_back("--log_file", log_file);
     check_outputs_distinct(named);
+    if (!log_file.empty())
+        check_output_file_writable(log_file, "--log_file");  // written at the end
     for (const auto& out : written) {
         const std::string flag = out == log_file ? "--log_file" : "--output_file";
         check_output_not_input(out, flag, inputs, "--input_file");

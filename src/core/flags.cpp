@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "core/error.hpp"
@@ -51,6 +52,52 @@ bool parse_bool(const std::string& text, const std::string& what) {
     if (t == "true" || t == "1" || t == "yes" || t == "t" || t == "y") return true;
     if (t == "false" || t == "0" || t == "no" || t == "f" || t == "n") return false;
     fail("{}: expected a boolean (true/false), got \"{}\"", what, text);
+}
+
+bool python_int_decimal(std::string_view text, std::string* decimal) {
+    const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    while (!text.empty() && space(text.front())) text.remove_prefix(1);
+    while (!text.empty() && space(text.back())) text.remove_suffix(1);
+    bool negative = false;
+    int base = 10;
+    if (!text.empty() && (text[0] == '+' || text[0] == '-')) {
+        negative = text[0] == '-';
+        text.remove_prefix(1);
+    } else if (text.size() > 2 && text[0] == '0' &&
+               (text[1] == 'x' || text[1] == 'X' || text[1] == 'o')) {
+        base = text[1] == 'o' ? 8 : 16;  // absl's IntegerParser; int(text, base) allows "0x_1f"
+        text.remove_prefix(2);
+        if (text.front() == '_') text.remove_prefix(1);
+    }
+    // The digits, '_' only between two of them; then base -> decimal, one digit at a time.
+    std::vector<int> value{0};  // decimal digits, least significant first
+    bool digit_before = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '_') {
+            if (!digit_before || i + 1 == text.size() || text[i + 1] == '_') return false;
+            continue;
+        }
+        int d = -1;
+        if (c >= '0' && c <= '9') d = c - '0';
+        if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        if (d < 0 || d >= base) return false;
+        digit_before = true;
+        int carry = d;
+        for (int& v : value) {
+            const int x = v * base + carry;
+            v = x % 10;
+            carry = x / 10;
+        }
+        for (; carry > 0; carry /= 10) value.push_back(carry % 10);
+    }
+    if (!digit_before) return false;
+    while (value.size() > 1 && value.back() == 0) value.pop_back();
+    decimal->assign(negative && !(value.size() == 1 && value[0] == 0) ? "-" : "");
+    for (auto it = value.rbegin(); it != value.rend(); ++it)
+        decimal->push_back(static_cast<char>('0' + *it));
+    return true;
 }
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -195,7 +242,7 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                 if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
                     fail("{}: expected a number, got \"{}\"", what, text);
                 *p = v;
-            } else if constexpr (std::is_same_v<T, uint64_t>) {
+            } else if constexpr (std::is_same_v<T, uint64_t>) {  // LoadGen's seeds: digits only
                 char* end = nullptr;
                 errno = 0;
                 const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
@@ -203,12 +250,14 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                     errno == ERANGE)
                     fail("{}: expected an integer 0 .. 18446744073709551615, got \"{}\"", what, text);
                 *p = v;
-            } else {
+            } else {  // int and int64_t: the references' absl and argparse integers
+                std::string decimal;
+                if (!python_int_decimal(text, &decimal))
+                    fail("{}: expected an integer, got \"{}\"", what, text);
                 char* end = nullptr;
                 errno = 0;
-                const long long v = std::strtoll(text.c_str(), &end, 10);
-                if (text.empty() || *end != '\0' || errno == ERANGE)
-                    fail("{}: expected an integer, got \"{}\"", what, text);
+                const long long v = std::strtoll(decimal.c_str(), &end, 10);
+                if (errno == ERANGE) fail("{}: expected a 64-bit integer, got \"{}\"", what, text);
                 if constexpr (std::is_same_v<T, int>) {
                     if (v < INT32_MIN || v > INT32_MAX)
                         fail("{}: expected a 32-bit integer, got \"{}\"", what, text);
@@ -324,6 +373,13 @@ bool Flags::parse(int argc, char** argv) {
         if (!has_value) {
             if (std::holds_alternative<bool*>(f->target)) {
                 value = "true";
+            } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) == 0) {
+                // `--output_dir --learning_rate=1e-3`: a forgotten value, not a directory
+                errors.push_back(
+                    fmt::format("flag --{} needs a value, got the flag {} after it (expected "
+                                "--{}=VALUE, which may start with --)",
+                                name, argv[i + 1], name));
+                continue;
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {

@@ -7,10 +7,10 @@
 // "did you mean" for unknown long flags.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -92,6 +92,11 @@ private:
 
 // Parses a boolean the way absl does (true/false/1/0/yes/no/t/f/y/n, any case); throws with `what`.
 bool parse_bool(const std::string& text, const std::string& what);
+// The integer Python's int() reads from a flag's text, as absl's IntegerParser (tf.flags) and
+// argparse's type=int call it: surrounding whitespace, one sign, '_' between digits ("1_000"), and
+// without a sign absl's base prefixes 0x/0X (hexadecimal) and 0o (octal). Any size: the value as a
+// decimal string with its sign ("-16"); false when the text is not such an integer.
+bool python_int_decimal(std::string_view text, std::string* decimal);
 // Splits "a,b,c" on commas, dropping empty items.
 std::vector<std::string> split_commas(const std::string& text);
 

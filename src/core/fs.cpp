@@ -2,17 +2,18 @@
 
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -24,21 +25,26 @@
 namespace bertbench {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-    // A directory where the file goes: say so now, not "cannot finish writing ... (is the disk
+    // A directory where the file goes is said now, not as "cannot finish writing ... (is the disk
     // full?)" when the rename fails after all the work.
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        fail("{}: is a directory, expected a file name to write", path_);
-    tmp_ = path_ + ".tmp." + std::to_string(getpid());
+    target_ = output_target(path_, &stream_);
+    if (stream_) {
+        file_ = std::fopen(path_.c_str(), "wb");
+        if (file_ == nullptr) fail("{}: cannot open for writing: {}", path_, std::strerror(errno));
+        return;
+    }
+    tmp_ = target_ + ".tmp." + std::to_string(getpid());
     file_ = std::fopen(tmp_.c_str(), "wb");
     if (file_ == nullptr) fail("{}: cannot create file: {}", path_, std::strerror(errno));
+    register_temporary(tmp_);
 }
 
 AtomicFile::~AtomicFile() {
-    if (file_ != nullptr) {
-        std::fclose(file_);
-        std::remove(tmp_.c_str());
-    }
+    if (file_ == nullptr) return;
+    std::fclose(file_);
+    if (stream_) return;
+    std::remove(tmp_.c_str());
+    unregister_temporary(tmp_);
 }
 
 void AtomicFile::write(const void* data, size_t size) {
@@ -49,14 +55,106 @@ void AtomicFile::write(const void* data, size_t size) {
 
 void AtomicFile::commit() {
     BB_CHECK(file_ != nullptr);
+    if (stream_) {  // nothing to sync or rename: a FIFO's reader or a device has the bytes
+        const bool ok = std::fflush(file_) == 0;
+        const int err = errno;
+        std::fclose(file_);
+        file_ = nullptr;
+        if (!ok) fail("{}: write failed: {}", path_, std::strerror(err));
+        return;
+    }
     const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
     const int err = errno;
     std::fclose(file_);
     file_ = nullptr;
-    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-        std::remove(tmp_.c_str());
+    const bool renamed = ok && std::rename(tmp_.c_str(), target_.c_str()) == 0;
+    const int rename_err = errno;
+    if (!renamed) std::remove(tmp_.c_str());
+    unregister_temporary(tmp_);
+    if (!renamed)
         fail("{}: cannot finish writing: {} (is the disk full?)", path_,
-             std::strerror(ok ? errno : err));
+             std::strerror(ok ? rename_err : err));
+}
+
+std::string output_target(const std::string& path, bool* stream) {
+    *stream = false;
+    // The kernel's view first: it follows every link, /proc/self/fd's included ("pipe:[N]").
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) fail("{}: is a directory, expected a file name to write", path);
+        if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+            *stream = true;
+            return path;
+        }
+        if (!S_ISREG(st.st_mode))
+            fail("{}: is {}, expected a regular file, a FIFO or a character device to write", path,
+                 file_type_name(st.st_mode));
+    }
+    // A regular file or nothing yet: the file the chain of links ends at is replaced.
+    std::string target = path;
+    for (int hops = 0;; ++hops) {
+        struct stat l {};
+        if (::lstat(target.c_str(), &l) != 0 || !S_ISLNK(l.st_mode)) return target;
+        if (hops == 40)
+            fail("{}: too many levels of symbolic links, expected a file to write", path);
+        std::error_code ec;
+        const std::filesystem::path to = std::filesystem::read_symlink(target, ec);
+        if (ec) fail("{}: cannot read the symbolic link {}: {}", path, target, ec.message());
+        target = to.is_absolute() ? to.string()
+                                  : (std::filesystem::path(target).parent_path() / to).string();
+    }
+}
+
+namespace {
+
+// The registered temporaries: fixed slots, so that the signal handler reads no heap memory.
+// state: 0 free, 1 being filled or emptied, 2 holding a path the handler may remove.
+struct TemporarySlot {
+    std::atomic<int> state{0};
+    char path[4096];
+};
+TemporarySlot g_temporaries[64];
+
+extern "C" void remove_temporaries_and_die(int sig) {
+    for (TemporarySlot& t : g_temporaries)
+        if (t.state.load() == 2) ::unlink(t.path);
+    // SA_RESETHAND made the action the default again: the signal, blocked while this handler
+    // runs, ends the process as soon as it returns, with the status the shell expects.
+    ::raise(sig);
+}
+
+}  // namespace
+
+void register_temporary(const std::string& path) {
+    if (path.size() >= sizeof(TemporarySlot::path)) return;  // left to remove_stale_temporaries
+    for (TemporarySlot& t : g_temporaries) {
+        int free_slot = 0;
+        if (!t.state.compare_exchange_strong(free_slot, 1)) continue;
+        std::memcpy(t.path, path.c_str(), path.size() + 1);
+        t.state.store(2);
+        return;
+    }
+}
+
+void unregister_temporary(const std::string& path) {
+    for (TemporarySlot& t : g_temporaries) {
+        int held = 2;
+        if (t.state.load() != 2 || path != t.path || !t.state.compare_exchange_strong(held, 1))
+            continue;
+        t.state.store(0);
+        return;
+    }
+}
+
+void install_temporary_cleanup() {
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        struct sigaction current {};
+        if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
+        struct sigaction action {};
+        action.sa_handler = remove_temporaries_and_die;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESETHAND;
+        ::sigaction(sig, &action, nullptr);
     }
 }
 
@@ -271,6 +369,21 @@ void check_output_not_input(const std::string& output, const std::string& output
                  "input (expected a different output path)",
                  output_flag, output, input_flag, in == output ? in : in + ", same inode");
     }
+}
+
+std::vector<std::string> paths_of_list(const std::string& list) {
+    std::vector<std::string> out;
+    for (const std::string& item : split_commas(list)) {
+        if (item.find_first_of("*?[") == std::string::npos) {
+            out.push_back(item);
+            continue;
+        }
+        glob_t g{};
+        if (::glob(item.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+        ::globfree(&g);
+    }
+    return out;
 }
 
 void check_output_file_writable(const std::string& path, const std::string& flag) {

@@ -1,5 +1,8 @@
 // File helpers. Every output file is written atomically: to "<final>.tmp.<pid>", fsync'd, then
-// renamed, so a crash or a full disk never leaves a half-written file under its final name.
+// renamed, so a crash or a full disk never leaves a half-written file under its final name. An
+// output that is a symbolic link is written where the link points (the link stays); one that is a
+// FIFO or a character device (/dev/null, /dev/stdout, a shell's >(...)) is written straight into
+// it, as the reference scripts' open() does; a block device or a socket is refused.
 #pragma once
 
 #include <cstdio>
@@ -11,7 +14,8 @@
 namespace bertbench {
 
 // An output file written under a temporary name until commit(). Destroying an uncommitted
-// AtomicFile removes the temporary. write() throws Error (naming the final path) on failure.
+// AtomicFile removes the temporary, and so does SIGINT, SIGTERM or SIGHUP (below). write() throws
+// Error (naming the final path) on failure.
 class AtomicFile {
 public:
     explicit AtomicFile(std::string path);
@@ -25,9 +29,25 @@ public:
     const std::string& path() const { return path_; }
 
 private:
-    std::string path_, tmp_;
+    std::string path_, tmp_, target_;  // target_: path_ with a final symbolic link followed
     std::FILE* file_ = nullptr;
+    bool stream_ = false;  // a FIFO or character device, written directly
 };
+
+// Where the output `path` goes and how (the rules above): `*stream` true for a FIFO or character
+// device, written directly; otherwise the regular file to create or replace, `path` with a final
+// symbolic link followed to the end of its chain (a dangling link gives the file it names). Error
+// naming `path` for a directory, a block device, a socket or a link loop.
+std::string output_target(const std::string& path, bool* stream);
+
+// Temporaries removed when the process is stopped by SIGINT, SIGTERM or SIGHUP: AtomicFile and
+// the HDF5 writer register theirs while they write. install_temporary_cleanup() (main) sets the
+// handler for those of the three signals not inherited as ignored; it removes every registered
+// temporary and then dies of the signal as before. A command that takes the signals itself
+// (pretrain's stop-with-a-checkpoint) is unaffected while it has them blocked.
+void register_temporary(const std::string& path);
+void unregister_temporary(const std::string& path);
+void install_temporary_cleanup();
 
 void write_file_atomic(const std::string& path, std::string_view contents);
 std::string read_file(const std::string& path);  // whole file; Error naming the path on failure
@@ -67,6 +87,11 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
 // does not exist yet matches nothing.
 void check_output_not_input(const std::string& output, const std::string& output_flag,
                             const std::vector<std::string>& inputs, const std::string& input_flag);
+
+// The files a comma list of paths and globs may name, for check_output_not_input before the work:
+// each item as is, a wildcard item as glob(3) expands it; nothing has to exist (the readers report
+// what is missing).
+std::vector<std::string> paths_of_list(const std::string& list);
 
 // Before the work, for a file written at the end (a report, a plot): error naming `flag` when
 // `path` is a directory, or its directory does not exist, is not one, or cannot be written in.

@@ -172,9 +172,10 @@ ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
                 ++done;
                 sum.skipped += skipped;
                 sum.instances += r.instances;
-                sum.bytes_in += r.bytes_in;
+                if (!skipped)
+                    sum.bytes_in += r.bytes_in;  // the MB/s of the shards made, not of those kept
                 sum.bytes_out += r.bytes_out;
-                bytes_done += r.bytes_in;
+                bytes_done += r.bytes_in;  // the ETA's progress: a kept shard is done
                 const double el = now_s() - t0;
                 const double mbs = el > 0 ? bytes_done / 1e6 / el : 0.0;
                 const double eta = mbs > 0 ? (total_bytes - bytes_done) / 1e6 / mbs : 0.0;

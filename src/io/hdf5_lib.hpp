@@ -27,9 +27,14 @@ inline bool harden_library() {
 }
 
 // Holds the library lock with error printing off for this thread, and clears the stack on exit.
+// Before the library's first call: no clean-up of its own at exit (H5dont_atexit). A file whose
+// write failed (a full disk) cannot be closed, and libhdf5 1.10's exit handler crashed closing it
+// again after our one-line error; every file we open is closed by its Handle, so nothing is lost.
 struct Hdf5Lock {
     std::lock_guard<std::mutex> lock{hdf5_mutex()};
     Hdf5Lock() {
+        static const bool no_atexit = H5dont_atexit() >= 0;
+        (void)no_atexit;
         H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
         static const bool hardened = harden_library();
         BB_CHECK(hardened);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "io/hdf5_lib.hpp"
 #include "io/hdf5_shard.hpp"
 
@@ -46,12 +47,18 @@ std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_
 
 void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
     check_hdf5_arrays(path, a);
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    bool stream = false;
+    const std::string target = output_target(path, &stream);  // a link: the file it points at
+    if (stream)
+        fail("{}: not a regular file (an HDF5 file is written with seeks), expected one", path);
+    const std::string tmp = target + ".tmp." + std::to_string(getpid());
     struct RemoveTmp {
         const std::string& p;
         bool keep = false;
+        explicit RemoveTmp(const std::string& tmp) : p(tmp) { register_temporary(p); }
         ~RemoveTmp() {
             if (!keep) std::remove(p.c_str());
+            unregister_temporary(p);
         }
     } guard{tmp};
     {
@@ -113,7 +120,7 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
     if (fd >= 0) ::close(fd);
     if (!synced)
         fail("{}: cannot finish writing: {} (is the disk full?)", path, std::strerror(err));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    if (std::rename(tmp.c_str(), target.c_str()) != 0)
         fail("{}: cannot finish writing: {}", path, std::strerror(errno));
     guard.keep = true;
 }

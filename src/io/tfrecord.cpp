@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/log.hpp"
 
 namespace bertbench::io {
 namespace {
@@ -219,19 +220,36 @@ bool TfRecordReader::resync(uint64_t from) {
 }
 
 bool TfRecordReader::next(std::string& payload) { return advance(&payload); }
+
+void TfRecordReader::note_skipped(const char* what) {
+    ++corrupt_skipped_;
+    if (corrupt_skipped_ <= kSkipsNamed)
+        log::warn(
+            "[tfrecord] {}: record {} at byte {}: {}; skipped (--skip_corrupt_records){}", path_,
+            index_, offset_, what,
+            corrupt_skipped_ == kSkipsNamed ? "; further skips in this file are only counted" : "");
+}
 bool TfRecordReader::skip() { return advance(nullptr); }
 
 bool TfRecordReader::advance(std::string* payload) {
     const char* hint =
         "the file is corrupt or truncated (hint: --skip_corrupt_records to continue)";
     while (true) {
-        if (offset_ == size_) return false;
+        if (offset_ == size_) {
+            if (corrupt_skipped_ > kSkipsNamed && !total_said_) {
+                total_said_ = true;
+                log::warn(
+                    "[tfrecord] {}: skipped {} corrupt records in all (--skip_corrupt_records)",
+                    path_, corrupt_skipped_);
+            }
+            return false;
+        }
         unsigned char header[kHeader];
         if (!read_at(offset_, header, kHeader)) {
             if (!skip_corrupt_)
                 fail("[tfrecord] {}: record {} at byte {}: truncated header ({} of 12 bytes); {}",
                      path_, index_, offset_, size_ - offset_, hint);
-            ++corrupt_skipped_;
+            note_skipped("truncated header");
             offset_ = size_;
             return false;
         }
@@ -245,7 +263,7 @@ bool TfRecordReader::advance(std::string* payload) {
                     "[tfrecord] {}: record {} at byte {}: length CRC mismatch (expected 0x{:08x}, "
                     "got 0x{:08x}); {}",
                     path_, index_, offset_, want_len_crc, got_len_crc, hint);
-            ++corrupt_skipped_;
+            note_skipped("length CRC mismatch");
             ++index_;
             if (!resync(offset_ + 1)) return false;
             continue;
@@ -259,7 +277,7 @@ bool TfRecordReader::advance(std::string* payload) {
                     "CRC, "
                     "only {} bytes left); {}",
                     path_, index_, offset_, length, avail, hint);
-            ++corrupt_skipped_;
+            note_skipped("truncated record");
             ++index_;
             if (!resync(offset_ + 1)) return false;
             continue;
@@ -283,7 +301,7 @@ bool TfRecordReader::advance(std::string* payload) {
                     "[tfrecord] {}: record {} at byte {}: data CRC mismatch (expected 0x{:08x}, "
                     "got 0x{:08x}); {}",
                     path_, index_, offset_, want, got, hint);
-            ++corrupt_skipped_;
+            note_skipped("data CRC mismatch");
             ++index_;
             offset_ += kHeader + length + kFooter;
             continue;

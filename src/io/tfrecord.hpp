@@ -36,7 +36,8 @@ class TfRecordWriter {
 
 class TfRecordReader {
   public:
-    // skip_corrupt: a record whose length or data CRC does not match is skipped and counted
+    // skip_corrupt: a record whose length or data CRC does not match is skipped and counted, the
+    // first three skips of the file each in a warning line, and the total at its end if more
     // (after a bad length header the reader resynchronises on the next valid record: header CRC,
     // length within the file and data CRC all match; linear time whatever the file claims);
     // a truncated tail ends the file. Otherwise each of these throws Error.
@@ -71,14 +72,17 @@ class TfRecordReader {
     // With skip_corrupt: the next valid record at or after `from` (the first one to end), in one
     // linear pass (see tfrecord.cpp).
     bool resync(uint64_t from);
+    // counts a corrupt record; warns for the first kSkipsNamed
+    void note_skipped(const char* what);
 
+    static constexpr uint64_t kSkipsNamed = 3;
     std::string path_;
     std::FILE* file_ = nullptr;
     uint64_t size_ = 0;
     uint64_t pos_ = 0;  // current position of file_ (avoids redundant fseek)
     uint64_t index_ = 0, offset_ = 0, corrupt_skipped_ = 0;
     uint64_t bytes_read_ = 0, checksummed_ = 0;
-    bool skip_corrupt_ = false;
+    bool skip_corrupt_ = false, total_said_ = false;
 };
 
 // The CRC-32C register advanced over n zero bytes: crc32c(a ++ b) ==

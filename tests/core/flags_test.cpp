@@ -48,6 +48,31 @@ TEST(Flags, ReferenceSpellings) {
     EXPECT_TRUE(q.eval);
 }
 
+// Python's int() as absl's IntegerParser and argparse's type=int call it, to a decimal of any size.
+TEST(Flags, IntegersAsPythonReadsThem) {
+    const std::vector<std::pair<std::string, std::string>> good{
+        {"16", "16"},   {"0x10", "16"},    {"0X1f", "31"},
+        {"0o17", "15"}, {"1_000", "1000"}, {" 7\n", "7"},
+        {"-12", "-12"}, {"+3", "3"},       {"010", "10"},
+        {"-0", "0"},    {"0x_ff", "255"},  {"0", "0"},
+        {"00", "0"},    {"1_2_3", "123"},  {"0xffffffffffffffffffff", "1208925819614629174706175"}};
+    for (const auto& [text, want] : good) {
+        std::string got;
+        EXPECT_TRUE(python_int_decimal(text, &got)) << text;
+        EXPECT_EQ(got, want) << text;
+    }
+    // absl reads a signed text in base 10; '_' only between digits; no other bases or spaces inside
+    for (const std::string bad : {"", " ", "-0x10", "0b101", "1__0", "_1", "1_", "0x", "0o8", "1 2",
+                                  "1.0", "0x1g", "--1", "+", "0O17"}) {
+        std::string got;
+        EXPECT_FALSE(python_int_decimal(bad, &got)) << bad;
+    }
+    Parsed p;
+    run(p, {"--max_seq_length=0x80", "--num_train_steps=1_000_000_000_000"});
+    EXPECT_EQ(p.seq, 128);
+    EXPECT_EQ(p.steps, 1000000000000);
+}
+
 TEST(Flags, TracksExplicitAndJson) {
     Parsed p;
     Flags f("x", "");
