@@ -140,6 +140,10 @@ def build(words, instances, stamp):
     plan = support.Plan(os.path.join(s.output_dir, "bertbench-" + stamp))
     cmd = ["pretrain"] + data_flags(s) + support.hf_model_flags(s, plan.run_dir, plan.notes,
                                                                 plan.writes)
+    for flag, value in (("--max_steps", s.max_steps), ("--warmup_proportion", s.warmup_proportion),
+                        ("--warmup_steps", s.warmup_steps), ("--start_warmup_step", s.start_warmup_step)):
+        if not math.isfinite(value) or abs(value) >= 2 ** 62:
+            raise Refused("%s=%r: expected a finite number of updates (below 2^62)" % (flag, value))
     updates = math.ceil(s.max_steps)  # `while global_step < max_steps`
     if s.warmup_steps == 0:
         warmup, start = int(s.max_steps * s.warmup_proportion), 0

@@ -212,6 +212,18 @@ int cmd_bench(int argc, char** argv) {
     for (const auto& [flag, path] : outputs)
         if (!path.empty()) check_output_file_writable(path, flag);
     check_outputs_distinct(outputs);
+    // ... and none of them a file the run reads
+    for (const auto& [in_flag, list] : std::vector<std::pair<std::string, std::string>>{
+             {"--data", data},
+             {"--bert_config_file", config_file},
+             {"--init_checkpoint", scenario.init_checkpoint},
+             {"--predict_file", scenario.predict_file},
+             {"--vocab_file", scenario.vocab_file},
+             {"--summarize_log", scenario.summarize_log}}) {
+        const std::vector<std::string> files = paths_of_list(list);
+        for (const auto& [flag, path] : outputs)
+            if (!path.empty()) check_output_not_input(path, flag, files, in_flag);
+    }
     if (!config_file.empty() && flags.is_set("model"))
         fail("--bert_config_file and --model: expected one of them, got both");
     if (scenario.active()) {
@@ -283,6 +295,12 @@ int cmd_bench(int argc, char** argv) {
     for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(ops::parse_precision(d, "dtype"));
     if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16, int8");
     const std::vector<std::string> mode_names = split_commas(mode);
+    if (mode_names.empty())
+        fail("--mode: expected at least one of train, infer, gemm, got \"{}\"", mode);
+    for (size_t k = 0; k < mode_names.size(); ++k)
+        if (std::count(mode_names.begin(), mode_names.begin() + static_cast<std::ptrdiff_t>(k),
+                       mode_names[k]))
+            fail("--mode: expected each mode once, got {} twice", mode_names[k]);
     if (std::count(mode_names.begin(), mode_names.end(), "train") &&
         std::count(dtypes.begin(), dtypes.end(), ops::Precision::int8))
         fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 "

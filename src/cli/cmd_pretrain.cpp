@@ -349,7 +349,8 @@ int cmd_pretrain(int argc, char** argv) {
     // A TF-style name of one of our checkpoints (the eval-only run resolves its own choice)
     if (o.do_train) o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     if (!nvpt.json_summary.empty()) {
-        check_dllogger_path(nvpt.json_summary, {o.bert_config_file});
+        check_dllogger_path(nvpt.json_summary, {o.bert_config_file, o.input_file, o.eval_input_file,
+                                                o.init_checkpoint});
         check_output_not_in_run(nvpt.json_summary, "--json-summary", o.output_dir, "--output_dir",
                                 train::run_output_names(), {train::kCheckpointPrefix});
     }

@@ -127,7 +127,10 @@ void check_dllogger_path(const std::string& path, const std::vector<std::string>
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         fail("--json-summary={}: is a directory, expected a file name (dllogger's JSON lines, "
              "e.g. results/dllogger.json)", path);
-    check_output_not_input(path, "--json-summary", inputs, "file");
+    std::vector<std::string> files;  // the inputs' comma lists and globs, as the run will read them
+    for (const std::string& list : inputs)
+        for (std::string& f : paths_of_list(list)) files.push_back(std::move(f));
+    check_output_not_input(path, "--json-summary", files, "file");
 }
 
 void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {

@@ -17,7 +17,8 @@
 
 namespace bertbench::cli {
 
-// Before any work: `path` (--json-summary) must be a file name that is none of `inputs`' files;
+// Before any work: `path` (--json-summary) must be a file name that is none of `inputs`' files
+// (each a path or a comma list of paths and globs);
 // its directory is created when the summary is written, as NVIDIA's run_squad.py does.
 void check_dllogger_path(const std::string& path, const std::vector<std::string>& inputs);
 

@@ -3,6 +3,7 @@
 #include "optim/optimizer.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -33,8 +34,14 @@ OptimizerConfig OptimizerConfig::adamw_reference() {
 void OptimizerConfig::validate() const {
     if (!(beta_1 >= 0 && beta_1 < 1)) fail("--lamb_beta_1: expected in [0, 1), got {}", beta_1);
     if (!(beta_2 >= 0 && beta_2 < 1)) fail("--lamb_beta_2: expected in [0, 1), got {}", beta_2);
-    if (!(epsilon > 0))
-        fail("--log_epsilon: expected epsilon = 10^log_epsilon > 0, got {}", epsilon);
+    // The update runs in fp32: an epsilon that rounds to 0 there divides by zero at the first
+    // update (NaN weights), one that rounds to infinity stops every update.
+    if (!(epsilon >= std::numeric_limits<float>::min() &&
+          epsilon <= std::numeric_limits<float>::max()))
+        fail(
+            "--log_epsilon: expected epsilon = 10^log_epsilon a normal fp32 number (log_epsilon "
+            "in -37.9 .. 38.5), got {}",
+            epsilon);
     if (!(weight_decay_rate >= 0))
         fail("--lamb_weight_decay_rate: expected >= 0, got {}", weight_decay_rate);
 }

@@ -3,12 +3,16 @@
 // the task's data cursor and its state (written and read back in loop_checkpoint.cpp).
 #include "train/loop.hpp"
 
+#include <fcntl.h>
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -164,7 +168,9 @@ model::BertConfig resolve_config(const std::string& bert_config_file, const std:
 
 TrainLoop::TrainLoop(const LoopOptions& options, const json& flags_json, Task& task)
     : o_(options), flags_json_(flags_json), task_(task) {}
-TrainLoop::~TrainLoop() = default;
+TrainLoop::~TrainLoop() {
+    if (output_dir_lock_ >= 0) ::close(output_dir_lock_);
+}
 
 int64_t TrainLoop::global_step() const { return updater_->global_step(); }
 int64_t TrainLoop::samples() const { return updater_->global_step() * o_.train_batch_size; }
@@ -219,6 +225,7 @@ void TrainLoop::setup() {
     fs::create_directories(o_.output_dir, ec);
     if (ec || !fs::is_directory(o_.output_dir))
         fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
+    if (root_) lock_output_dir();
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
     dp_->set_table(task_.table());
@@ -233,6 +240,20 @@ void TrainLoop::setup() {
                   global_batch_);
 }
 
+// One run in an --output_dir at a time: a second would resume from the first's checkpoints while
+// they are written, interleave its lines into the same logs and move the first's mlperf.log aside.
+// An advisory lock on the directory itself (no file of its own), held until the process ends,
+// however it ends; where the file system cannot lock (some network mounts) the run goes on.
+void TrainLoop::lock_output_dir() {
+    output_dir_lock_ = ::open(o_.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (output_dir_lock_ < 0 || ::flock(output_dir_lock_, LOCK_EX | LOCK_NB) == 0) return;
+    if (errno == EWOULDBLOCK)
+        fail(
+            "--output_dir={}: another bertbench run is using this directory now (expected one run "
+            "per directory; hint: wait for it to end, or use another --output_dir)",
+            o_.output_dir);
+}
+
 // No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
 // link counts), or the run would overwrite it.
 void TrainLoop::check_outputs_are_not_inputs() const {
@@ -244,8 +265,10 @@ void TrainLoop::check_outputs_are_not_inputs() const {
 }
 
 // Flags that would silently fork a resumed run: each difference from the checkpoint's is named;
-// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log.
-void TrainLoop::check_resumed_flags(const json& old_flags) {
+// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
+// model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
+// path; its sizes cannot change, as the checkpoint's tensors would not fit.
+void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config) {
     if (!old_flags.is_object()) return;
     for (const std::string& k : o_.fixed_flags)
         if (old_flags.contains(k) && flags_json_.contains(k) && old_flags[k] != flags_json_[k])
@@ -261,6 +284,13 @@ void TrainLoop::check_resumed_flags(const json& old_flags) {
         changes.push_back({{"flag", k}, {"checkpoint", old_flags[k]}, {"now", flags_json_[k]}});
         text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
                             old_flags[k].dump(), flags_json_[k].dump());
+    }
+    const json config = task_.table().config().to_json();
+    for (const auto& [k, now] : config.items()) {
+        if (!old_config.contains(k) || old_config[k] == now) continue;
+        changes.push_back({{"bert_config", k}, {"checkpoint", old_config[k]}, {"now", now}});
+        text += fmt::format("{}bert_config {} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
+                            old_config[k].dump(), now.dump());
     }
     if (changes.empty()) return;
     if (!o_.allow_changed_flags)

@@ -177,8 +177,9 @@ public:
 
 private:
     void setup();
+    void lock_output_dir();
     void check_outputs_are_not_inputs() const;
-    void check_resumed_flags(const nlohmann::json& old_flags);
+    void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config);
     void write_config_json();
     void load_or_init();
     void load_init_moments(const model::ParamTable& table);  // RunOptions::init_optimizer_moments
@@ -193,6 +194,7 @@ private:
     bool is_boundary() const;
 
     const LoopOptions& o_;
+    int output_dir_lock_ = -1;  // rank 0's flock on --output_dir (lock_output_dir)
     nlohmann::json flags_json_;
     Task& task_;
     std::unique_ptr<backend::Buffer<float>> params_, grads_;  // options().device()'s memory

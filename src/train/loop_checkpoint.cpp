@@ -251,7 +251,7 @@ void TrainLoop::load_or_init() {
     }
     last_saved_step_ = step;
     last_checkpoint_ = resume_from_;
-    check_resumed_flags(get("flags"));
+    check_resumed_flags(get("flags"), r.config().to_json());
 }
 
 void TrainLoop::save_checkpoint(bool final_one) {

@@ -1,0 +1,154 @@
+// A run never costs its inputs or another run's files, on the real binary: a report or summary
+// path that is one of the run's inputs is refused before the work (bench's --json over its --data,
+// pretrain's --json-summary over its records); a second run in an --output_dir in use is refused
+// while the first goes on; a bert_config.json edited in place is a changed flag on resume; an
+// epsilon that fp32 cannot hold, an empty or repeated --mode and a value-less flag followed by
+// another flag are one-line errors.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cli/run_util.hpp"
+#include "test_util.hpp"
+
+namespace bertbench {
+namespace {
+namespace fs = std::filesystem;
+using testing::bertbench_path;
+using testing::golden;
+using testing::run_bertbench;
+using testing::slurp;
+
+struct GuardDir {
+    fs::path dir;
+    explicit GuardDir(const std::string& name) {
+        dir = fs::temp_directory_path() / ("bb_guard_" + name + "_" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        config(0.0);
+        fs::copy_file(golden("pretraining/public_128_s12345_d2.tfrecord"), dir / "t.tfrecord");
+    }
+    ~GuardDir() { fs::remove_all(dir); }
+    void config(double dropout) const {
+        std::ofstream(dir / "bert_config.json")
+            << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "intermediate_size": 64, "max_position_embeddings": 512, "type_vocab_size": 2,
+                  "hidden_dropout_prob": )"
+            << dropout << "}";
+    }
+    std::string p(const std::string& name) const { return (dir / name).string(); }
+    std::string pretrain(const std::string& out, int steps) const {
+        return "pretrain --bert_config_file=" + p("bert_config.json") +
+               " --input_file=" + p("t.tfrecord") + " --output_dir=" + out +
+               " --train_batch_size=4 --num_train_steps=" + std::to_string(steps) +
+               " --num_warmup_steps=1 --learning_rate=1e-3 --save_checkpoints_steps=2"
+               " --nodo_eval --threads=1";
+    }
+};
+
+std::string error_of_run(const testing::RunResult& r) {
+    const size_t at = r.out.find("error: ");
+    return at == std::string::npos ? "" : r.out.substr(at, r.out.find('\n', at) - at);
+}
+
+TEST(RunGuardCli, ReportsNeverOverwriteTheRunsInputs) {
+    const GuardDir w("inputs");
+    const std::string data = slurp(w.p("t.tfrecord"));
+    const auto b =
+        run_bertbench("bench --threads=1 --bert_config_file=" + w.p("bert_config.json") +
+                      " --mode=infer --steps=2 --warmup=1 --noceiling --data=" + w.p("t.tfrecord") +
+                      " --json=" + w.p("t.tfrecord"));
+    EXPECT_EQ(b.exit_code, 1) << b.out;
+    EXPECT_NE(error_of_run(b).find("--json=" + w.p("t.tfrecord") +
+                                   ": is the same file as the input --data"),
+              std::string::npos)
+        << b.out;
+    const auto c = run_bertbench(
+        "bench --threads=1 --bert_config_file=" + w.p("bert_config.json") +
+        " --mode=infer --steps=2 --warmup=1 --noceiling --md=" + w.p("bert_config.json"));
+    EXPECT_EQ(c.exit_code, 1) << c.out;
+    const auto s =
+        run_bertbench(w.pretrain(w.p("run"), 2) + " --json-summary=" + w.p("t.tfrecord"));
+    EXPECT_EQ(s.exit_code, 1) << s.out;
+    EXPECT_NE(error_of_run(s).find("--json-summary=" + w.p("t.tfrecord") +
+                                   ": is the same file as the input"),
+              std::string::npos)
+        << s.out;
+    EXPECT_EQ(slurp(w.p("t.tfrecord")), data);
+    EXPECT_FALSE(fs::exists(w.p("run")));
+}
+
+TEST(RunGuardCli, ASecondRunInAnOutputDirInUseIsRefused) {
+    const GuardDir w("lock");
+    const std::string out = w.p("run"), cmd = bertbench_path() + " " + w.pretrain(out, 100000);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::signal(SIGTERM, SIG_DFL);
+        ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(),
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    // the first run holds the directory once it logs its first step
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    std::error_code ec;
+    while (!(fs::exists(out + "/train_log.jsonl", ec) &&
+             fs::file_size(out + "/train_log.jsonl", ec) > 0) &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling, not a wait
+    const auto second = run_bertbench(w.pretrain(out, 100000));
+    ::kill(pid, SIGTERM);  // the first stops with a checkpoint
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_EQ(second.exit_code, 1) << second.out;
+    EXPECT_NE(error_of_run(second).find("--output_dir=" + out +
+                                        ": another bertbench run is using this directory now"),
+              std::string::npos)
+        << second.out;
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_TRUE(testing::matching_files(out, R"(mlperf\.log\.failed-start-.*)").empty());
+}
+
+TEST(RunGuardCli, AnEditedConfigIsAChangedFlagOnResume) {
+    const GuardDir w("config");
+    const std::string base = w.pretrain(w.p("run"), 2);
+    ASSERT_EQ(run_bertbench(base).exit_code, 0);
+    w.config(0.25);
+    const auto r = run_bertbench(w.pretrain(w.p("run"), 4));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_of_run(r).find("bert_config hidden_dropout_prob (checkpoint 0.0, now 0.25)"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(run_bertbench(w.pretrain(w.p("run"), 4) + " --allow_changed_flags").exit_code, 0);
+}
+
+TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
+    const GuardDir w("values");
+    const std::pair<std::string, std::string> cases[] = {
+        {w.pretrain(w.p("run"), 2) + " --log_epsilon=-100",
+         "--log_epsilon: expected epsilon = 10^log_epsilon a normal fp32 number"},
+        {w.pretrain(w.p("run"), 2) + " --eval_every_samples=-1",
+         "--eval_every_samples: expected >= 0"},
+        {"pretrain --output_dir --learning_rate=1e-3",
+         "flag --output_dir needs a value, got the flag --learning_rate=1e-3"},
+        {"bench --mode= --noceiling", "--mode: expected at least one of train, infer, gemm"},
+        {"bench --mode=infer,infer --noceiling",
+         "--mode: expected each mode once, got infer twice"}};
+    for (const auto& [args, message] : cases) {
+        const auto r = run_bertbench(args);
+        EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
+        EXPECT_NE(error_of_run(r).find(message), std::string::npos) << args << "\n" << r.out;
+    }
+    EXPECT_FALSE(fs::exists(w.p("run")));
+    EXPECT_FALSE(fs::exists("--learning_rate=1e-3"));
+}
+
+}  // namespace
+}  // namespace bertbench
