@@ -606,22 +606,21 @@ TfBundleWriter::Images TfBundleWriter::build() const {
 }
 
 void TfBundleWriter::finish() {
+    // Both files are written in full under their temporary names before either is renamed, so a
+    // write that fails (a full disk) leaves a checkpoint being replaced as it was.
     uint64_t offset = 0;
-    {
-        AtomicFile data(prefix_ + ".data-00000-of-00001");
-        for (const std::string& name : order_) {
-            Tensor& t = tensors_.at(name);
-            t.offset = offset;
-            t.crc = mask_crc(crc32c(t.data, t.nbytes));
-            data.write(t.data, t.nbytes);
-            offset += t.nbytes;
-        }
-        data.commit();
+    AtomicFile data(prefix_ + ".data-00000-of-00001");
+    for (const std::string& name : order_) {
+        Tensor& t = tensors_.at(name);
+        t.offset = offset;
+        t.crc = mask_crc(crc32c(t.data, t.nbytes));
+        data.write(t.data, t.nbytes);
+        offset += t.nbytes;
     }
-    const std::string index = index_image(tensors_);
-    AtomicFile f(prefix_ + ".index");
-    f.write(index);
-    f.commit();
+    AtomicFile index(prefix_ + ".index");
+    index.write(index_image(tensors_));
+    data.commit();
+    index.commit();
 }
 
 }  // namespace bertbench::io

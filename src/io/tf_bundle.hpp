@@ -101,7 +101,8 @@ class TfBundleReader {
 // to the data file in the order added (no alignment padding), index keys sorted, the header
 // {num_shards 1, LITTLE, version{producer 1}}, entries serialised like protobuf's C++ runtime
 // (fields in number order, proto3 defaults omitted), masked CRC-32C per tensor, uncompressed table
-// blocks. Both files are written atomically (the data file first).
+// blocks. Both files are written atomically, each in full before either is renamed (the data file
+// first).
 class TfBundleWriter {
   public:
     explicit TfBundleWriter(std::string prefix);

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -363,28 +364,45 @@ ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSour
         if (tensors[i].shape != want && extra_rows == 0)
             fail("{}: tensor \"{}\" (-> {}): expected shape {}{}, got {}", path, hf, m.tf_name,
                  shape_str(want), m.transpose ? " (HF [out, in])" : "", shape_str(tensors[i].shape));
-        if (filled.count(m.tf_name)) {  // cls.predictions.bias and .decoder.bias are one tensor
+        // The tensor's values in our layout (the vocabulary's padding rows dropped; [in, out])
+        const auto fill = [&](std::span<float> dst) {
+            if (extra_rows > 0) {  // the first vocab_size rows (row-major), the padding dropped
+                std::vector<float> src(p->size + static_cast<size_t>(extra_rows) *
+                                                     (p->size / static_cast<size_t>(want[0])));
+                read(i, src);
+                std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(p->size),
+                          dst.begin());
+            } else if (!m.transpose) {
+                read(i, dst);
+            } else {
+                std::vector<float> src(p->size);  // [out, in]
+                read(i, src);
+                const size_t rows = static_cast<size_t>(p->shape[0]),
+                             cols = static_cast<size_t>(p->shape[1]);
+                for (size_t r = 0; r < rows; ++r)      // in
+                    for (size_t o = 0; o < cols; ++o)  // out
+                        dst[r * cols + o] = src[o * rows + r];
+            }
+        };
+        std::span<float> dst = params.subspan(p->offset, p->size);
+        if (const auto first = filled.find(m.tf_name); first != filled.end()) {
+            // cls.predictions.bias and .decoder.bias, or "module." and plain names: one tensor,
+            // so equal copies; different values would leave the model to the file's key order
+            std::vector<float> copy(p->size);
+            fill(copy);
+            if (std::memcmp(copy.data(), dst.data(), p->size * sizeof(float)) != 0)
+                fail(
+                    "{}: tensors \"{}\" and \"{}\" are both {} but hold different values "
+                    "(expected one of them, or equal copies)",
+                    path, first->second, hf, m.tf_name);
             report.ignored.push_back(hf);
             continue;
         }
-        std::span<float> dst = params.subspan(p->offset, p->size);
-        if (extra_rows > 0) {  // the first vocab_size rows (row-major), the padding dropped
-            std::vector<float> src(p->size + static_cast<size_t>(extra_rows) * (p->size / static_cast<size_t>(want[0])));
-            read(i, src);
-            std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(p->size), dst.begin());
-            report.ignored.push_back(fmt::format("{} rows {}..{} (NVIDIA's vocabulary padding to a multiple of 8)", hf,
-                                                 want[0], tensors[i].shape[0] - 1));
-        } else if (!m.transpose) {
-            read(i, dst);
-        } else {
-            std::vector<float> src(p->size);  // [out, in]
-            read(i, src);
-            const size_t rows = static_cast<size_t>(p->shape[0]),
-                         cols = static_cast<size_t>(p->shape[1]);
-            for (size_t r = 0; r < rows; ++r)      // in
-                for (size_t o = 0; o < cols; ++o)  // out
-                    dst[r * cols + o] = src[o * rows + r];
-        }
+        fill(dst);
+        if (extra_rows > 0)
+            report.ignored.push_back(
+                fmt::format("{} rows {}..{} (NVIDIA's vocabulary padding to a multiple of 8)", hf,
+                            want[0], tensors[i].shape[0] - 1));
         filled[m.tf_name] = hf;
         report.loaded.push_back(m.tf_name);
     }

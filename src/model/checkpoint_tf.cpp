@@ -123,11 +123,24 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
     BB_CHECK(params.size() >= table.total_floats());
     const io::TfBundleReader r(tf_prefix(prefix));
     TfImportReport rep;
-    std::vector<std::string> mismatched;
+    std::vector<std::string> mismatched, deeper;
     std::vector<std::pair<const ParamInfo*, const io::TfTensorEntry*>> plan;
+    // "bert/encoder/layer_<i>/..." of a layer the model does not have (the other formats' readers
+    // refuse it too: a model read without its last layers is another model)
+    const auto beyond_the_layers = [&](const std::string& name) {
+        constexpr std::string_view kLayer = "bert/encoder/layer_";
+        if (!name.starts_with(kLayer)) return false;
+        const size_t end = name.find('/', kLayer.size());
+        const std::string idx =
+            name.substr(kLayer.size(), end == std::string::npos ? end : end - kLayer.size());
+        return !idx.empty() && idx.size() <= 9 &&
+               idx.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoll(idx) >= table.config().num_hidden_layers;
+    };
     for (const io::TfTensorEntry& e : r.entries()) {
         const ParamInfo* p = table.find(e.name);
         if (p == nullptr) {
+            if (beyond_the_layers(e.name) && !optimizer_state(e.name)) deeper.push_back(e.name);
             (optimizer_state(e.name) ? rep.ignored : rep.unexpected).push_back(e.name);
             continue;
         }
@@ -151,6 +164,12 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
         if (!(table.heads() == Heads::squad && p.name.rfind("cls/squad/", 0) == 0))
             missing_bad.push_back(p.name);
     }
+    if (!deeper.empty())
+        fail(
+            "[tf_checkpoint] {}: expected encoder layers 0..{} (num_hidden_layers of the model), "
+            "found {} tensors of deeper layers{} (hint: the checkpoint was written for another "
+            "bert_config.json)",
+            r.index_path(), table.config().num_hidden_layers - 1, deeper.size(), first_few(deeper));
     if (!missing_bad.empty() || !mismatched.empty())
         fail("[tf_checkpoint] {}: expected every tensor of the model ({} of them), found {} "
              "missing{} and {} shape-mismatched{} (hint: the checkpoint was written for another "

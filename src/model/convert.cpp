@@ -12,8 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -148,12 +149,31 @@ Loaded read_tf(const std::string& prefix) {
     return in;
 }
 
+// Whether `t` (the file's `name`, under its TF name) is a second copy of a tensor already read
+// (cls.predictions.bias and .decoder.bias; "module.x" beside "x"): listed as skipped when its bytes
+// are the first's; different bytes are an error (the output would depend on the file's key order).
+bool is_copy(const std::string& path, const std::string& name, const Tensor& t, Loaded& in,
+             std::map<std::string, std::string>& seen) {
+    const auto [first, fresh] = seen.emplace(t.name, name);
+    if (fresh) return false;
+    const auto kept = std::find_if(in.tensors.begin(), in.tensors.end(),
+                                   [&](const Tensor& k) { return k.name == t.name; });
+    if (kept == in.tensors.end() || kept->dtype != t.dtype || kept->shape != t.shape ||
+        kept->bytes != t.bytes)
+        fail(
+            "{}: tensors \"{}\" and \"{}\" are both {} but hold different values (expected one of "
+            "them, or equal copies)",
+            path, first->second, name, t.name);
+    in.skipped.push_back(name + " (a copy of " + first->second + ")");
+    return true;
+}
+
 Loaded read_safetensors(const std::string& path, bool hf) {
     const io::SafetensorsReader r(path);
     Loaded in;
     in.files.push_back(path);
     if (!hf) in.metadata = r.metadata();
-    std::map<std::string, bool> seen;
+    std::map<std::string, std::string> seen;  // TF name -> the file's name of it
     for (const io::TensorInfo& info : r.tensors()) {
         const auto b = r.bytes(info);
         Tensor t{info.name, info.dtype, info.shape, std::vector<uint8_t>(b.size())};
@@ -169,11 +189,6 @@ Loaded read_safetensors(const std::string& path, bool hf) {
                 in.skipped.push_back(info.name + " (no TF name)");
                 continue;
             }
-            if (seen.count(m.tf_name)) {  // cls.predictions.bias == cls.predictions.decoder.bias
-                in.skipped.push_back(info.name + " (same tensor as another)");
-                continue;
-            }
-            seen[m.tf_name] = true;
             t.name = m.tf_name;
             if (m.transpose) {
                 if (t.shape.size() != 2)
@@ -182,6 +197,7 @@ Loaded read_safetensors(const std::string& path, bool hf) {
                 t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], io::dtype_size(t.dtype));
                 std::swap(t.shape[0], t.shape[1]);
             }
+            if (is_copy(path, info.name, t, in, seen)) continue;
         }
         in.tensors.push_back(std::move(t));
     }
@@ -195,7 +211,7 @@ Loaded read_pt(const std::string& path) {
     Loaded in;
     in.files.push_back(path);
     for (const std::string& s : r.ignored()) in.skipped.push_back(s);  // "'optimizer' (392 tensors)"
-    std::map<std::string, bool> seen;
+    std::map<std::string, std::string> seen;  // TF name -> the file's name of it
     for (const io::TorchTensor& info : r.tensors()) {
         HfName m{info.name, false};
         if (info.name.find('/') == std::string::npos) {
@@ -213,11 +229,6 @@ Loaded read_pt(const std::string& path) {
             in.skipped.push_back(fmt::format("{} ({})", info.name, io::dtype_name(info.dtype)));
             continue;
         }
-        if (seen.count(m.tf_name)) {
-            in.skipped.push_back(info.name + " (same tensor as another)");
-            continue;
-        }
-        seen[m.tf_name] = true;
         Tensor t{m.tf_name, io::DType::F32, info.shape, std::vector<uint8_t>(info.numel * 4)};
         r.read_f32(info, {reinterpret_cast<float*>(t.bytes.data()), info.numel});
         if (m.transpose) {
@@ -227,6 +238,7 @@ Loaded read_pt(const std::string& path) {
             t.bytes = transpose(t.bytes, t.shape[0], t.shape[1], 4);
             std::swap(t.shape[0], t.shape[1]);
         }
+        if (is_copy(path, info.name, t, in, seen)) continue;
         in.tensors.push_back(std::move(t));
     }
     return in;
@@ -403,8 +415,15 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         }
         outs = {st_path, config_path};
     }
+    std::vector<std::string> inputs = in.files;
+    if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);
+    const std::string tf_state =  // --to=tf's `checkpoint` state file, updated as TF's Saver does
+        to != "tf" ? std::string()
+        : fs::path(o.output).parent_path().empty()
+            ? std::string("checkpoint")
+            : (fs::path(o.output).parent_path() / "checkpoint").string();
     for (const std::string& out : outs) {
-        for (const std::string& inp : in.files)
+        for (const std::string& inp : inputs)
             if (same_file(out, inp))
                 fail("--output={}: {} is the input file {} (hint: write to another path)",
                      o.output, out, inp);
@@ -412,6 +431,12 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         if (::stat(out.c_str(), &st) == 0 && !o.overwrite)
             fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
     }
+    for (const std::string& inp : inputs)
+        if (!tf_state.empty() && same_file(tf_state, inp))
+            fail(
+                "--output={}: its directory's TF state file {} is the input {} (hint: write to "
+                "another directory)",
+                o.output, tf_state, inp);
 
     BertConfig config;
     bool have_config = false;
@@ -429,6 +454,11 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
                                                              : "--bert_config_file=" + o.bert_config_file,
                           in.tensors);
 
+    if (in.tensors.empty())  // nothing numeric to convert: no empty checkpoint is written
+        fail("--input={}: expected tensors to convert, found none{}", o.input,
+             in.skipped.empty() ? std::string()
+                                : " (skipped: " + json_safe::printable(in.skipped[0]) +
+                                      (in.skipped.size() > 1 ? ", ..." : "") + ")");
     ConvertResult res;
     res.from = checkpoint_format_name(from);
     res.skipped = std::move(in.skipped);
@@ -509,13 +539,20 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         }
         w.finish();
         // The `checkpoint` state file beside it, as TF's Saver writes it (a model directory's
-        // latest checkpoint for tf.train.latest_checkpoint and an Estimator's restore)
-        const fs::path prefix(o.output);
-        const std::string name = text_proto_escape(prefix.filename().string());
-        const std::string state = (prefix.parent_path().empty() ? fs::path("checkpoint")
-                                                                 : prefix.parent_path() / "checkpoint").string();
-        write_file_atomic(state, "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
-        outs.push_back(state);
+        // latest checkpoint for tf.train.latest_checkpoint and an Estimator's restore): this one
+        // the latest, the paths it listed before kept, as Saver.save keeps them
+        const std::string name = text_proto_escape(fs::path(o.output).filename().string());
+        std::string listed;
+        if (struct stat st{}; ::stat(tf_state.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+            std::istringstream old_state(read_file(tf_state));
+            for (std::string line; std::getline(old_state, line);)
+                if (line.starts_with("all_model_checkpoint_paths: ") &&
+                    line != "all_model_checkpoint_paths: \"" + name + "\"")
+                    listed += line + "\n";
+        }
+        write_file_atomic(tf_state, "model_checkpoint_path: \"" + name + "\"\n" + listed +
+                                        "all_model_checkpoint_paths: \"" + name + "\"\n");
+        outs.push_back(tf_state);
     } else if (to == "safetensors") {
         res.to = checkpoint_format_name(CheckpointFormat::bertbench);
         io::SafetensorsWriter w(st_path);
@@ -524,8 +561,17 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         w.set_metadata("format", kCheckpointFormat);
         if (have_config && !in.metadata.count("bert_config"))
             w.set_metadata("bert_config", config.to_json().dump());
-        for (const Tensor& t : in.tensors)
+        // Our checkpoints hold fp32 (what every reader of them expects): an fp16, bf16 or fp64
+        // tensor of an HF or TF file is converted as the .pt reader converts it (widened
+        // exactly; fp64 rounded to nearest), integers are kept
+        for (Tensor& t : in.tensors) {
+            if (std::vector<float> f32; t.dtype != io::DType::F32 && to_f32(t, &f32)) {
+                t.dtype = io::DType::F32;
+                t.bytes.resize(f32.size() * 4);
+                std::memcpy(t.bytes.data(), f32.data(), t.bytes.size());
+            }
             w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+        }
         w.write();
         res.tensors = in.tensors.size();
     } else if (to == "pt" || to == "nvidia_pt") {

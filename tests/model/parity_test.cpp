@@ -29,7 +29,7 @@ namespace {
 using bertbench::testing::rel_l2;
 using bertbench::testing::TmpDir;
 
-// Largest |diff| / tol seen by all_close since the last reset, and where (printed per case).
+// Largest |diff| / tol seen by parity_close since the last reset, and where (printed per case).
 struct Worst {
     double ratio = 0;
     std::string name;
@@ -37,8 +37,8 @@ struct Worst {
 Worst g_worst;
 
 // numpy.isclose-style comparison; on failure reports name, #bad, worst index, got, want.
-::testing::AssertionResult all_close(const std::string& name, std::span<const float> got,
-                                     std::span<const float> want, double atol, double rtol) {
+::testing::AssertionResult parity_close(const std::string& name, std::span<const float> got,
+                                        std::span<const float> want, double atol, double rtol) {
     if (got.size() != want.size())
         return ::testing::AssertionFailure()
                << name << ": size " << got.size() << " vs reference " << want.size();
@@ -240,11 +240,11 @@ void run_parity(const Case& c) {
                     got_losses[0], ref_losses[0], worst, worst_name.c_str(), c.rel_l2);
         return;
     }
-    EXPECT_TRUE(all_close("losses (total, mlm, nsp)", got_losses, ref_losses, 1e-5, 1e-5));
-    EXPECT_TRUE(all_close("mlm_logits", engine.mlm_logits(), ref.read_f32("mlm_logits"),
-                          c.atol_logits, c.rtol_logits));
-    EXPECT_TRUE(all_close("nsp_logits", engine.nsp_logits(), ref.read_f32("nsp_logits"),
-                          c.atol_logits, c.rtol_logits));
+    EXPECT_TRUE(parity_close("losses (total, mlm, nsp)", got_losses, ref_losses, 1e-5, 1e-5));
+    EXPECT_TRUE(parity_close("mlm_logits", engine.mlm_logits(), ref.read_f32("mlm_logits"),
+                             c.atol_logits, c.rtol_logits));
+    EXPECT_TRUE(parity_close("nsp_logits", engine.nsp_logits(), ref.read_f32("nsp_logits"),
+                             c.atol_logits, c.rtol_logits));
     std::printf("[parity] losses: engine total %.7f mlm %.7f nsp %.7f; torch %.7f %.7f %.7f\n",
                 got_losses[0], got_losses[1], got_losses[2], ref_losses[0], ref_losses[1],
                 ref_losses[2]);
@@ -254,8 +254,9 @@ void run_parity(const Case& c) {
     double max_grad = 0;
     for (const ParamInfo& p : table.entries()) {
         const std::vector<float> want = ref.read_f32("grad/" + p.name);
-        EXPECT_TRUE(all_close("grad/" + p.name, table.view(std::span<const float>(grads), p.name),
-                              want, c.atol_grad, c.rtol_grad));
+        EXPECT_TRUE(parity_close("grad/" + p.name,
+                                 table.view(std::span<const float>(grads), p.name), want,
+                                 c.atol_grad, c.rtol_grad));
         for (float x : want) max_grad = std::max(max_grad, double(std::abs(x)));
     }
     std::printf("[parity] %zu gradients: worst |diff|/tol %.3g (%s), largest |grad| %.3g\n",

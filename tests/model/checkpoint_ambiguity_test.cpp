@@ -1,0 +1,234 @@
+// Checkpoints that could be read more than one way are read one way or refused: two names of one
+// weight (HF's cls.predictions.bias and .decoder.bias, DDP's "module." beside the plain name) must
+// hold the same values, for loading and for `convert`; a TF checkpoint with encoder layers the
+// config does not have is refused as the other formats refuse it; `convert --to=safetensors` of
+// fp16 writes the fp32 our readers take; an input with nothing to convert writes nothing; `--to=tf`
+// keeps the checkpoints its directory's state file listed, as TF's Saver does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/safetensors.hpp"
+#include "io/tf_bundle.hpp"
+#include "io/torch_checkpoint.hpp"
+#include "model/checkpoint.hpp"
+#include "model/convert.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::model {
+namespace {
+
+using testing::error_of;
+using testing::TmpDir;
+
+BertConfig ambiguity_config(int layers = 2) {
+    BertConfig c;
+    c.vocab_size = 64;
+    c.hidden_size = 16;
+    c.num_hidden_layers = layers;
+    c.num_attention_heads = 2;
+    c.intermediate_size = 24;
+    c.max_position_embeddings = 32;
+    return c;
+}
+
+// fp16 bits of a float that fp16 holds exactly (0 or a normal: m x 2^e, 11 significant bits)
+uint16_t exact_half(float f) {
+    if (f == 0) return 0;
+    int e = 0;
+    const float m = std::frexp(std::fabs(f), &e);  // |f| = m 2^e, m in [0.5, 1)
+    const auto frac = static_cast<uint16_t>((2 * m - 1) * 1024);
+    return static_cast<uint16_t>((f < 0 ? 0x8000 : 0) | (e - 1 + 15) << 10 | frac);
+}
+
+// The table's weights under HF's names, Linear weights as [out, in], plus `extra` tensors.
+std::vector<io::TorchOutTensor> hf_tensors(const ParamTable& table, std::span<const float> w,
+                                           std::vector<std::vector<float>>* storage) {
+    std::vector<io::TorchOutTensor> out;
+    storage->reserve(table.entries().size() + 4);
+    for (const ParamInfo& p : table.entries()) {
+        std::string hf;
+        bool tr = false;
+        EXPECT_TRUE(tf_to_hf_name(p.name, &hf, &tr)) << p.name;
+        const auto v = table.view(w, p.name);
+        std::vector<int64_t> shape = p.shape;
+        storage->emplace_back(v.begin(), v.end());
+        if (tr) {
+            for (int64_t i = 0; i < shape[0]; ++i)
+                for (int64_t j = 0; j < shape[1]; ++j)
+                    storage->back()[j * shape[0] + i] = v[i * shape[1] + j];
+            std::swap(shape[0], shape[1]);
+        }
+        out.push_back({hf, shape, storage->back()});
+    }
+    return out;
+}
+
+TEST(CheckpointAmbiguity, TwoNamesOfOneWeightMustHoldTheSameValues) {
+    TmpDir dir;
+    const ParamTable table(ambiguity_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 5);
+    const std::string name = "bert.encoder.layer.0.output.dense.weight";
+    for (const bool equal : {true, false})
+        for (const bool ddp_first : {true, false}) {
+            std::vector<std::vector<float>> storage;
+            std::vector<io::TorchOutTensor> t = hf_tensors(table, w, &storage);
+            const auto it =
+                std::find_if(t.begin(), t.end(), [&](const auto& x) { return x.name == name; });
+            ASSERT_NE(it, t.end());
+            storage.emplace_back(it->values.begin(), it->values.end());
+            if (!equal) storage.back()[3] += 1.0f;
+            const io::TorchOutTensor ddp{"module." + name, it->shape, storage.back()};
+            if (ddp_first)
+                t.insert(t.begin(), ddp);
+            else
+                t.push_back(ddp);
+            const std::string path = dir.file("dup.pt");
+            std::filesystem::remove(path);
+            io::write_torch_checkpoint(path, t);
+            std::vector<float> got(table.total_floats());
+            ConvertOptions o;
+            o.input = path;
+            o.output = dir.file("dup.safetensors");
+            o.overwrite = true;
+            if (equal) {
+                const ImportReport rep = import_torch_checkpoint(path, table, got);
+                EXPECT_TRUE(rep.missing.empty());
+                EXPECT_EQ(got, w);
+                EXPECT_NE(convert_checkpoint(o).summary().find(" (a copy of "), std::string::npos);
+                continue;
+            }
+            const std::string first = ddp_first ? "module." + name : name,
+                              second = ddp_first ? name : "module." + name;
+            const std::string want =
+                "tensors \"" + first + "\" and \"" + second +
+                "\" are both bert/encoder/layer_0/output/dense/kernel but hold different values";
+            const std::string e = error_of([&] { import_torch_checkpoint(path, table, got); });
+            EXPECT_NE(e.find(want), std::string::npos) << e;
+            const std::string c = error_of([&] { convert_checkpoint(o); });
+            EXPECT_NE(c.find(want), std::string::npos) << c;
+        }
+}
+
+TEST(CheckpointAmbiguity, DeeperTfLayersThanTheConfigAreRefused) {
+    TmpDir dir;
+    const ParamTable two(ambiguity_config(2), Heads::pretraining),
+        one(ambiguity_config(1), Heads::pretraining);
+    std::vector<float> w(two.total_floats());
+    two.initialize(w, 9);
+    const std::string prefix = dir.file("model.ckpt-1");
+    {
+        io::TfBundleWriter bw(prefix);
+        for (const ParamInfo& p : two.entries()) {
+            const auto v = two.view(std::span<const float>(w), p.name);
+            bw.add_copy(p.name, io::TfDType::float32, p.shape, v.data(), v.size() * sizeof(float));
+        }
+        bw.finish();
+    }
+    std::vector<float> got(two.total_floats());
+    load_init_checkpoint(prefix, two, got);
+    EXPECT_EQ(got, w);
+    std::vector<float> small(one.total_floats());
+    const std::string e = error_of([&] { load_init_checkpoint(prefix, one, small); });
+    EXPECT_NE(e.find("expected encoder layers 0..0 (num_hidden_layers of the model), found 16 "
+                     "tensors of deeper layers"),
+              std::string::npos)
+        << e;
+}
+
+TEST(CheckpointAmbiguity, ConvertWritesFp32AndNeverAnEmptyCheckpoint) {
+    TmpDir dir;
+    const ParamTable table(ambiguity_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 11);
+    for (float& v : w) v = std::round(v * 1024) / 1024;  // fp16 holds these exactly
+    // HF safetensors in fp16: our checkpoint holds their values widened to fp32
+    const std::string hf = dir.file("hf16.safetensors");
+    {
+        std::vector<std::vector<float>> storage;
+        io::SafetensorsWriter out(hf);
+        out.set_metadata("format", "pt");
+        std::vector<std::vector<uint16_t>> halves;
+        halves.reserve(table.entries().size());
+        for (const io::TorchOutTensor& t : hf_tensors(table, w, &storage)) {
+            halves.emplace_back();
+            for (const float f : t.values) halves.back().push_back(exact_half(f));
+            out.add(t.name, io::DType::F16, t.shape, halves.back().data(),
+                    halves.back().size() * 2);
+        }
+        out.write();
+    }
+    const std::string cfg = dir.file("bert_config.json");
+    write_file_atomic(cfg, ambiguity_config().to_json().dump());
+    ConvertOptions o;
+    o.input = hf;
+    o.output = dir.file("ours.safetensors");
+    o.bert_config_file = cfg;
+    convert_checkpoint(o);
+    const io::SafetensorsReader r(o.output);
+    for (const io::TensorInfo& t : r.tensors()) EXPECT_EQ(t.dtype, io::DType::F32) << t.name;
+    std::vector<float> from_ours(w.size()), from_hf(w.size());
+    load_checkpoint(o.output, table, from_ours);
+    load_init_checkpoint(hf, table, from_hf);
+    EXPECT_EQ(from_ours, from_hf);
+    EXPECT_EQ(from_ours, w);
+    // nothing numeric to convert (a buffer only): an error, no file
+    const std::string buffers = dir.file("buffers.safetensors");
+    {
+        io::SafetensorsWriter out(buffers);
+        out.set_metadata("format", "pt");
+        out.add_i64("bert.embeddings.position_ids", {1, 3}, std::vector<int64_t>{0, 1, 2});
+        out.write();
+    }
+    for (const char* to : {"safetensors", "tf"}) {
+        ConvertOptions e;
+        e.input = buffers;
+        e.output = dir.file(std::string("empty_") + to);
+        e.to = to;
+        const std::string why = error_of([&] { convert_checkpoint(e); });
+        EXPECT_NE(why.find("expected tensors to convert, found none"), std::string::npos) << why;
+        EXPECT_FALSE(std::filesystem::exists(e.output + ".index"));
+        EXPECT_FALSE(std::filesystem::exists(e.output));
+    }
+}
+
+TEST(CheckpointAmbiguity, TfStateFileKeepsTheCheckpointsItListed) {
+    TmpDir dir;
+    const ParamTable table(ambiguity_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 13);
+    const std::string ours = dir.file("ours.safetensors");
+    {
+        io::SafetensorsWriter out(ours);
+        for (const ParamInfo& p : table.entries())
+            out.add_f32(p.name, p.shape, table.view(std::span<const float>(w), p.name));
+        out.set_metadata("format", "bertbench-checkpoint-v1");
+        out.set_metadata("bert_config", ambiguity_config().to_json().dump());
+        out.write();
+    }
+    write_file_atomic(dir.file("checkpoint"),
+                      "model_checkpoint_path: \"model.ckpt-28252\"\n"
+                      "all_model_checkpoint_paths: \"model.ckpt-28000\"\n"
+                      "all_model_checkpoint_paths: \"model.ckpt-28252\"\n");
+    ConvertOptions o;
+    o.input = ours;
+    o.output = dir.file("export-1");
+    convert_checkpoint(o);
+    EXPECT_EQ(read_file(dir.file("checkpoint")),
+              "model_checkpoint_path: \"export-1\"\n"
+              "all_model_checkpoint_paths: \"model.ckpt-28000\"\n"
+              "all_model_checkpoint_paths: \"model.ckpt-28252\"\n"
+              "all_model_checkpoint_paths: \"export-1\"\n");
+    // a --bert_config_file that is that state file is an input, not an output
+    ConvertOptions c = o;
+    c.output = dir.file("export-2");
+    c.bert_config_file = dir.file("checkpoint");
+    EXPECT_NE(error_of([&] { convert_checkpoint(c); }).find("state file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bertbench::model
