@@ -405,7 +405,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
             c.data_files.empty() ? "the accuracy run" : "the accuracy run over --data");
         const train::SquadEvalOutput metric = train::squad_evaluate(
             eval->doc, nlohmann::json::parse(preds.predictions_json), o.predict_file, "the accuracy run's predictions");
-        std::fputs(metric.stdout_text.c_str(), stdout);
+        std::fwrite(metric.stdout_text.data(), 1, metric.stdout_text.size(), stdout);
         rep["run"] = run_json(acc_log, st);
         // AccuracyOnly judges the predictions only: no duration, count or latency rule applies
         rep["run"]["stats"]["result"] = "accuracy run: performance rules not applied";

@@ -193,6 +193,18 @@ void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
         qa.resize(static_cast<size_t>(o.max_eval_samples));
     std::vector<data::SquadFeature> features;
     for (const auto& f : qa) features.push_back(f.input);
+    const auto decode = [&](const std::vector<train::SquadRawResult>& results,
+                            const std::string& where) {
+        return train::squad_qa_postprocess(examples, qa, results,
+                                           {o.n_best_size, o.max_answer_length,
+                                            o.version_2_with_negative, o.null_score_diff_threshold},
+                                           where);
+    };
+    // Given logits are decoded before anything is written: a bad raw-results file leaves nothing.
+    std::optional<train::SquadQaPredictions> preds;
+    if (!o.raw_results.empty())
+        preds =
+            decode(train::read_squad_raw_results(o.raw_results), "--raw_results " + o.raw_results);
     const std::string eval_path = (dir / "eval.tf_record").string();
     write_features(eval_path, features, false);
     log::info("***** Running predictions (run_qa.py's) *****");
@@ -200,20 +212,14 @@ void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
     log::info("  Num features = {}", features.size());
     log::info("  Batch size = {}", o.predict_batch_size);
     log::info("wrote {}", eval_path);
-    if (!predict_model && o.raw_results.empty()) return;  // --features_only
-    const std::vector<train::SquadRawResult> results =
-        o.raw_results.empty() ? infer_features(o, model, features, precision, be, cpus)
-                              : train::read_squad_raw_results(o.raw_results);
-    const train::SquadQaPredictions preds =
-        train::squad_qa_postprocess(examples, qa, results,
-                                    {o.n_best_size, o.max_answer_length, o.version_2_with_negative,
-                                     o.null_score_diff_threshold},
-                                    o.raw_results.empty() ? (dir / "raw_results.jsonl").string()
-                                                          : "--raw_results " + o.raw_results);
-    write_file_atomic((dir / "predictions.json").string(), preds.predictions_json);
-    write_file_atomic((dir / "nbest_predictions.json").string(), preds.nbest_json);
+    if (!predict_model && !preds) return;  // --features_only
+    if (!preds)
+        preds = decode(infer_features(o, model, features, precision, be, cpus),
+                       (dir / "raw_results.jsonl").string());
+    write_file_atomic((dir / "predictions.json").string(), preds->predictions_json);
+    write_file_atomic((dir / "nbest_predictions.json").string(), preds->nbest_json);
     if (o.version_2_with_negative)
-        write_file_atomic((dir / "null_odds.json").string(), preds.null_odds_json);
+        write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
     log::info("wrote predictions.json and nbest_predictions.json{} in {} (utils_qa's eval_*.json)",
               o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
     bool answers = true;
@@ -224,10 +230,10 @@ void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
             o.predict_file);
         return;
     }
-    const auto metric = train::squad_qa_metric(examples, preds.predictions,
+    const auto metric = train::squad_qa_metric(examples, preds->predictions,
                                                o.version_2_with_negative, o.predict_file);
     const std::string text = train::py_json_dumps(metric) + "\n";
-    std::fputs(text.c_str(), stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);
     write_file_atomic((dir / "eval_results.json").string(), text);
 }
 
@@ -513,6 +519,16 @@ int cmd_squad(int argc, char** argv) {
         popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;
         std::optional<train::SquadPredictions> preds;
+        // The metric's checks of the questions (a question of a scored file without answers)
+        // before anything is written: every question answered "" reads every ground truth.
+        const bool scored =
+            train::squad_has_answers(predict_doc) && (predict_model || !o.raw_results.empty());
+        if (scored) {
+            nlohmann::json empty = nlohmann::json::object();
+            for (const auto& e : eval_examples) empty[e.qas_id] = "";
+            (void)train::squad_evaluate(predict_doc, empty, o.predict_file,
+                                        "--predict_file's questions");
+        }
         // Decode given logits before writing anything, so mismatched raw results leave no outputs.
         if (!o.raw_results.empty())
             preds = train::squad_write_predictions(eval_examples, features,
@@ -543,12 +559,12 @@ int cmd_squad(int argc, char** argv) {
                 write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
             log::info("wrote predictions.json and nbest_predictions.json{} in {}",
                       o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
-            if (train::squad_has_answers(predict_doc)) {
+            if (scored) {
                 const auto metric = train::squad_evaluate(
                     predict_doc, nlohmann::json::parse(preds->predictions_json), o.predict_file,
                     (dir / "predictions.json").string());
-                std::fputs(metric.stderr_text.c_str(), stderr);
-                std::fputs(metric.stdout_text.c_str(), stdout);
+                std::fwrite(metric.stderr_text.data(), 1, metric.stderr_text.size(), stderr);
+                std::fwrite(metric.stdout_text.data(), 1, metric.stdout_text.size(), stdout);
                 write_file_atomic((dir / "eval_results.json").string(), metric.stdout_text);
             }
         }

@@ -78,11 +78,12 @@ int cmd_squad_eval(int argc, char** argv) {
         std::printf("Results: %s\n", train::py_dict_repr(results).c_str());
         return 0;
     }
-    std::fputs(train::squad_missing_prediction_lines(dataset, predictions, pos[0]).c_str(), stdout);
+    const std::string missing = train::squad_missing_prediction_lines(dataset, predictions, pos[0]);
+    std::fwrite(missing.data(), 1, missing.size(), stdout);  // an id may hold a NUL
     std::fflush(stdout);
     const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);
-    std::fputs(out.stderr_text.c_str(), stderr);
-    std::fputs(out.stdout_text.c_str(), stdout);
+    std::fwrite(out.stderr_text.data(), 1, out.stderr_text.size(), stderr);
+    std::fwrite(out.stdout_text.data(), 1, out.stdout_text.size(), stdout);
     return 0;
 }
 

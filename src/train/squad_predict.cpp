@@ -251,6 +251,17 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
                  "--max_query_length", results_where, r.unique_id, features.size(),
                  features.empty() ? 0 : features.front().unique_id,
                  features.empty() ? 0 : features.back().unique_id);
+        // The reference ranks the logits with Python's sorted(), which only compares with `<`:
+        // where a NaN lands depends on the sort's internals (its runs and merges, which changed
+        // with Python 3.11), so no ranking is the reference's. A model that outputs NaN has failed.
+        for (const auto* v : {&r.start_logits, &r.end_logits})
+            for (size_t k = 0; k < v->size(); ++k)
+                if (std::isnan((*v)[k]))
+                    fail(
+                        "{}: unique_id {}: {}[{}] is NaN, expected numbers (Python's sort, which "
+                        "ranks the n-best, has no order for NaN)",
+                        results_where, r.unique_id,
+                        v == &r.start_logits ? "start_logits" : "end_logits", k);
         by_id[r.unique_id] = &r;
     }
     for (const auto& f : features) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.hpp"
 #include "core/py_json.hpp"
@@ -170,7 +171,17 @@ SquadQaPredictions squad_qa_postprocess(const std::vector<data::QaExample>& exam
                                         const SquadQaOptions& opt,
                                         const std::string& results_where) {
     std::unordered_map<int64_t, const SquadRawResult*> by_id;
-    for (const auto& r : results) by_id[r.unique_id] = &r;
+    std::unordered_set<int64_t> feature_ids;
+    for (const auto& f : features) feature_ids.insert(f.input.unique_id);
+    for (const auto& r : results) {
+        if (!feature_ids.count(r.unique_id))
+            fail(
+                "{}: unique_id {} is not one of the {} features made from the predict file; "
+                "expected raw results from the same --predict_file, --max_seq_length, --doc_stride "
+                "and --max_eval_samples",
+                results_where, r.unique_id, features.size());
+        by_id[r.unique_id] = &r;
+    }
     if (results.size() != features.size())
         fail("{}: {} results for {} features; expected one per feature", results_where,
              results.size(), features.size());

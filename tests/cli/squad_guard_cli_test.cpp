@@ -1,0 +1,111 @@
+// `bertbench squad` and `squad-eval` where the reference has no one answer or an input would cost
+// outputs, on the real binary: a NaN logit is refused where run_squad.py's Python sort would rank
+// it (run_qa.py's numpy order takes it); bad raw results leave --transformers_qa's output
+// directory empty; a predict file the metric cannot score is refused before anything is written;
+// a question id holding a NUL is printed whole by the metric's lines.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/fs.hpp"
+#include "run_util.hpp"
+#include "test_util.hpp"
+
+namespace bertbench::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GuardTmp {
+    std::string path;
+    GuardTmp() {
+        char t[] = "/tmp/bb_squadguard_XXXXXX";
+        path = mkdtemp(t);
+    }
+    ~GuardTmp() { fs::remove_all(path); }
+    std::string file(const std::string& name, const std::string& text) const {
+        write_file_atomic(path + "/" + name, text);
+        return path + "/" + name;
+    }
+};
+
+constexpr const char* kOneQuestion =
+    R"({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "alpha beta gamma delta epsilon",
+    "qas": [{"id": "q1", "question": "which", "answers": [{"text": "gamma", "answer_start": 11}]}QAS]}]}]})";
+
+std::string dataset(const std::string& more_questions = "") {
+    std::string s = kOneQuestion;
+    s.replace(s.find("QAS"), 3, more_questions);
+    return s;
+}
+
+// One result line of 16 start and end logits, 5.0 at position 5, `start3` at start position 3.
+std::string logits(int64_t unique_id, const std::string& start3 = "0.0") {
+    std::string start, end;
+    for (int k = 0; k < 16; ++k) {
+        start += std::string(k ? ", " : "") + (k == 3 ? start3 : k == 5 ? "5.0" : "0.0");
+        end += std::string(k ? ", " : "") + (k == 5 ? "5.0" : "0.0");
+    }
+    return "{\"unique_id\": " + std::to_string(unique_id) + ", \"start_logits\": [" + start +
+           "], \"end_logits\": [" + end + "]}\n";
+}
+
+std::string predict(const std::string& out, const std::string& file, const std::string& raw) {
+    return "squad --vocab_file=" + golden("vocab.txt") + " --do_predict --predict_file=" + file +
+           " --raw_results=" + raw +
+           " --threads=1 --max_seq_length=16 --doc_stride=8 --max_query_length=4 --output_dir=" + out;
+}
+
+TEST(SquadGuardCli, NanLogitsAreRefusedWherePythonWouldSortThem) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset());
+    const std::string nan = tmp.file("nan.jsonl", logits(1000000000, "NaN"));
+    for (const char* path : {"", " --transformers_squad"}) {
+        const auto r = run_bertbench(predict(tmp.path + "/out", data, nan) + path);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find("unique_id 1000000000: start_logits[3] is NaN, expected numbers"), std::string::npos)
+            << r.out;
+        EXPECT_FALSE(fs::exists(tmp.path + "/out")) << path;
+    }
+    // run_qa.py's utils_qa sorts with numpy, which orders NaN last: decoded
+    const auto qa = run_bertbench(predict(tmp.path + "/qa", data, nan) + " --transformers_qa");
+    EXPECT_EQ(qa.exit_code, 0) << qa.out;
+    EXPECT_TRUE(fs::exists(tmp.path + "/qa/predictions.json"));
+}
+
+TEST(SquadGuardCli, BadRawResultsLeaveTransformersQaNothing) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset());
+    const std::string wrong = tmp.file("wrong.jsonl", logits(1000000001));
+    const auto r = run_bertbench(predict(tmp.path + "/out", data, wrong) + " --transformers_qa");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("unique_id 1000000001 is not one of the 1 features made from the predict file"),
+              std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(tmp.path + "/out"));
+}
+
+TEST(SquadGuardCli, AFileTheMetricCannotScoreIsRefusedBeforeWriting) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset(R"(, {"id": "q2", "question": "none"})"));
+    const std::string raw = tmp.file("r.jsonl", logits(1000000000) + logits(1000000001));
+    const auto r = run_bertbench(predict(tmp.path + "/out", data, raw));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("question \"q2\""), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp.path + "/out"));
+}
+
+TEST(SquadGuardCli, MetricLinesPrintAnIdWithANulWhole) {
+    const GuardTmp tmp;
+    std::string with_nul = dataset(R"(, {"id": "a\u0000b", "question": "w", "answers": [{"text": "beta", "answer_start": 6}]})");
+    const std::string data = tmp.file("d.json", with_nul);
+    const std::string preds = tmp.file("p.json", R"({"q1": "gamma"})");
+    const auto r = run_bertbench("squad-eval " + data + " " + preds);
+    EXPECT_NE(r.out.find(std::string("Unanswered question a\0b will receive score 0.\n", 46)), std::string::npos)
+        << r.out;
+}
+
+}  // namespace
+}  // namespace bertbench::testing
