@@ -62,8 +62,8 @@ if [[ -z "$BB" ]]; then BB="$ROOT/${BUILD:-build}/bertbench"; fi
 
 if [[ ${#ARGS[@]} -eq 0 ]]; then
   # The demo recipe, as make demo runs it.
-  TARGET=${TARGET:-0.25}
-  STEPS=${STEPS:-20000}
+  TARGET=${TARGET:-0.30}
+  STEPS=${STEPS:-14000}
   THREADS=${THREADS:-0}
   RECORDS=${RECORDS:-$ROOT/runs/demo/records-s32}
   ls "$RECORDS"/train-*.tfrecord >/dev/null 2>&1 && [[ -f "$RECORDS/eval.tfrecord" && -f "$RECORDS/bert_config.json" ]] ||

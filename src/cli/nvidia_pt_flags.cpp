@@ -117,7 +117,10 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
     const bool pt = s == Script::pretraining;
     if (!pt) max_steps = -1, log_freq = 50;  // run_squad.py's defaults: no limit, every 50
     const std::string who = pt ? "NVIDIA PyTorch run_pretraining.py: " : "NVIDIA PyTorch run_squad.py: ";
-    f.alias("config_file", "bert_config_file");
+    f.alias("config_file", "bert_config_file",
+            std::string("NVIDIA PyTorch's spelling, which also selects ") +
+                (pt ? "run_pretraining.py" : "run_squad.py") +
+                "'s defaults and semantics, docs/compatibility.md");
     f.add("gradient_accumulation_steps", &gradient_accumulation_steps,
           who + (pt ? "micro-batches per update: --train_batch_size (per GPU, here per rank) / "
                       "this sequences each (sets --steps_per_update)"

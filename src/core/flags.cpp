@@ -154,10 +154,12 @@ bool Flags::known_name(const std::string& name) const {
     return find_ignored(name) != nullptr;
 }
 
-void Flags::alias(const std::string& alias_name, const std::string& canonical) {
+void Flags::alias(const std::string& alias_name, const std::string& canonical,
+                  const std::string& note) {
     BB_CHECK(!known_name(alias_name));
     BB_CHECK(find(canonical) != nullptr);
     aliases_.emplace_back(alias_name, canonical);
+    if (!note.empty()) alias_notes_.emplace_back(alias_name, note);
 }
 
 void Flags::add_ignored(const std::string& name, bool takes_value, const std::string& why) {
@@ -419,8 +421,12 @@ std::string Flags::help() const {
     for (const auto& f : flags_) {
         const bool is_bool = std::holds_alternative<bool*>(f.target);
         std::string also;
-        for (const auto& [a, c] : aliases_)
-            if (c == f.name) also += (also.empty() ? " (also --" : ", --") + a;
+        for (const auto& [a, c] : aliases_) {
+            if (c != f.name) continue;
+            also += (also.empty() ? " (also --" : ", --") + a;
+            for (const auto& [n, note] : alias_notes_)
+                if (n == a) also += ": " + note;
+        }
         if (!also.empty()) also += ")";
         out += fmt::format("  --{}{}{}\n      {} (default: {})\n", f.name,
                            is_bool ? " | --no" + f.name : "=VALUE", also, f.help, f.default_text);

@@ -31,8 +31,10 @@ public:
 
     // `alias` is another script's name for the registered flag `canonical` (--model_dir for
     // --output_dir): it sets that flag, its --noalias form too for a boolean. Giving both names
-    // with different values is an error.
-    void alias(const std::string& alias, const std::string& canonical);
+    // with different values is an error. `note`, when given, follows the alias in --help (what
+    // else that spelling does).
+    void alias(const std::string& alias, const std::string& canonical,
+               const std::string& note = "");
     // Accepted and without effect here (accelerator settings such as --use_tpu): takes a value
     // (`takes_value`) or is a boolean (--name, --noname, --name=false). `why` completes "no
     // effect ..." ("on a CPU run"); parse() logs the ones given once per reason, as "accepted,
@@ -84,6 +86,7 @@ private:
     bool positional_allowed_ = false;
     std::vector<Flag> flags_;
     std::vector<std::pair<std::string, std::string>> aliases_;  // alias -> canonical
+    std::vector<std::pair<std::string, std::string>> alias_notes_;  // alias -> its --help note
     std::vector<Ignored> ignored_;
     std::vector<std::pair<std::string, std::string>> hints_;    // foreign name -> hint
     std::vector<std::string> ignored_given_, ignored_why_;

@@ -37,6 +37,15 @@ void store_u64le(unsigned char* p, uint64_t v) {
 void store_u32le(unsigned char* p, uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
+// "7b 22 76 65 ... (\"{\"ve...\")": bytes in hex and as text, for what a file that is not one is
+std::string first_bytes(const unsigned char* p, size_t n) {
+    std::string hex, text;
+    for (size_t i = 0; i < n; ++i) {
+        hex += fmt::format("{}{:02x}", i ? " " : "", p[i]);
+        text += p[i] >= 0x20 && p[i] < 0x7f ? static_cast<char>(p[i]) : '.';
+    }
+    return hex + " (\"" + text + "\")";
+}
 
 // a·b modulo the CRC-32C polynomial, in the reflected bit order CRCs are kept in
 // (zlib's multmodp, crc32.c).
@@ -258,6 +267,11 @@ bool TfRecordReader::advance(std::string* payload) {
         const uint32_t want_len_crc = load_u32le(header + 8);
         const uint32_t got_len_crc = masked_crc32c(header, 8);
         if (want_len_crc != got_len_crc) {
+            if (!skip_corrupt_ && offset_ == 0)  // its first header: likely no TFRecord file at all
+                fail(
+                    "[tfrecord] {}: not a TFRecord file (the first record's length CRC does not "
+                    "match; the file starts with {}); expected TFRecords of tf.train.Example",
+                    path_, first_bytes(header, kHeader));
             if (!skip_corrupt_)
                 fail(
                     "[tfrecord] {}: record {} at byte {}: length CRC mismatch (expected 0x{:08x}, "

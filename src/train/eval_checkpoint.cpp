@@ -61,8 +61,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,
                                       o.allow_missing_weights);
     check_finite_params(table, params, o.checkpoint);
-    check_input_records(o.files, o.max_seq_length, o.max_predictions_per_seq, config.vocab_size,
-                        o.files_flag, o.skip_corrupt_records);
+    check_input_records(o.files, o.max_seq_length, o.max_predictions_per_seq, config, o.files_flag,
+                        o.skip_corrupt_records);
     // Under mpirun -np N: the batch is global, each rank evaluates every N-th record and the sums
     // are all-reduced (the same metrics as one process).
     dist::Comm& comm = dist::world();

@@ -11,8 +11,9 @@
 namespace bertbench::train {
 
 void check_input_records(const std::vector<std::string>& files, int max_seq_length,
-                         int max_predictions_per_seq, int vocab_size, const std::string& flag,
-                         bool skip_corrupt) {
+                         int max_predictions_per_seq, const model::BertConfig& config,
+                         const std::string& flag, bool skip_corrupt) {
+    const int vocab_size = config.vocab_size;
     size_t tfrecord_files = 0, empty = 0;
     uint64_t bytes = 0;
     for (const std::string& path : files) {
@@ -42,6 +43,12 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
                         fail("{}: {}[{}] = {}, outside the model's vocabulary [0, {}) (expected "
                              "records made with the model's vocabulary)", where, name, i, (*ids)[i],
                              vocab_size);
+            for (size_t i = 0; i < rec.segment_ids.size(); ++i)
+                if (rec.segment_ids[i] < 0 || rec.segment_ids[i] >= config.type_vocab_size)
+                    fail(
+                        "{}: segment_ids[{}] = {}, outside the model's token types [0, {}) "
+                        "(expected records for a model of type_vocab_size > {})",
+                        where, i, rec.segment_ids[i], config.type_vocab_size, rec.segment_ids[i]);
             if (walk)
                 while (reader.skip()) {
                 }
@@ -51,7 +58,9 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
         }
     }
     if (tfrecord_files > 0 && empty == tfrecord_files)
-        fail("--{}: expected records, got {} empty file(s) (first: {})", flag, empty, files[0]);
+        fail("--{}: expected records, got none in {} file(s){} (first: {})", flag, empty,
+             skip_corrupt ? " (--skip_corrupt_records skipped every record there was)" : "",
+             files[0]);
 }
 
 void check_finite_params(const model::ParamTable& table, std::span<const float> params,

@@ -9,21 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "model/config.hpp"
 #include "model/param_table.hpp"
 
 namespace bertbench::train {
 
 // Reads the first record of each file (HDF5 files, *.hdf5/*.h5, are left to their reader) and
 // parses it with the FixedLenFeature schema of `max_seq_length` / `max_predictions_per_seq` (its
-// token ids below the model's `vocab_size`: records of a larger vocabulary fail here), then
+// token ids below the model's `vocab_size`: records of a larger vocabulary fail here; its segment
+// ids below `type_vocab_size`), then
 // walks the other records' framing (TfRecordReader::skip: headers only) where the files add up to
 // at most kFramingCheckBytes (beyond that reading them would cost minutes; a bad record then
 // stops the run where it is read) and records are not skipped (`skip_corrupt`). Error naming the
 // flag, the file and what is wrong; also when every file is empty.
 constexpr uint64_t kFramingCheckBytes = uint64_t(2) << 30;
 void check_input_records(const std::vector<std::string>& files, int max_seq_length,
-                         int max_predictions_per_seq, int vocab_size, const std::string& flag,
-                         bool skip_corrupt);
+                         int max_predictions_per_seq, const model::BertConfig& config,
+                         const std::string& flag, bool skip_corrupt);
 
 // Error naming the tensor, the flat index into it and the value of the first NaN or Inf weight;
 // `source` names where the weights came from (a checkpoint path).

@@ -131,10 +131,10 @@ public:
     void check_before_start() override {
         if (o_.do_train)
             check_input_records(train_files_, o_.max_seq_length, o_.max_predictions_per_seq,
-                                config_.vocab_size, "input_file", o_.skip_corrupt_records);
+                                config_, "input_file", o_.skip_corrupt_records);
         if (o_.do_eval)
-            check_input_records(eval_files_, o_.max_seq_length, o_.max_predictions_per_seq,
-                                config_.vocab_size, o_.eval_input_file.empty() ? "input_file" : "eval_input_file",
+            check_input_records(eval_files_, o_.max_seq_length, o_.max_predictions_per_seq, config_,
+                                o_.eval_input_file.empty() ? "input_file" : "eval_input_file",
                                 o_.skip_corrupt_records);
     }
     json config_json() const override {

@@ -34,16 +34,13 @@ using testing::run_shell;
 using testing::slurp;
 
 struct OutDir {
-    fs::path dir;
-    explicit OutDir(const std::string& name) {
-        dir = fs::temp_directory_path() / ("bb_outkinds_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+    testing::TmpDir tmp;
+    const fs::path& dir = tmp.path;
+    explicit OutDir(const std::string& name) : tmp("bb_outkinds_" + name) {
         std::ofstream(dir / "c.txt")
             << "Hello world.\nSecond sentence here.\n\nAnother document.\nIts second line.\n";
     }
-    ~OutDir() { fs::remove_all(dir); }
-    std::string p(const std::string& name) const { return (dir / name).string(); }
+    std::string p(const std::string& name) const { return tmp.file(name); }
     // prepare of the small corpus to `out` (shell words appended)
     testing::RunResult prepare(const std::string& out, const std::string& more = "") const {
         return run_bertbench("prepare --input_file=" + p("c.txt") + " --output_file='" + out +

@@ -27,15 +27,12 @@ using testing::run_bertbench;
 using testing::slurp;
 
 struct GuardDir {
-    fs::path dir;
-    explicit GuardDir(const std::string& name) {
-        dir = fs::temp_directory_path() / ("bb_guard_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+    testing::TmpDir tmp;
+    const fs::path& dir = tmp.path;
+    explicit GuardDir(const std::string& name) : tmp("bb_guard_" + name) {
         config(0.0);
         fs::copy_file(golden("pretraining/public_128_s12345_d2.tfrecord"), dir / "t.tfrecord");
     }
-    ~GuardDir() { fs::remove_all(dir); }
     void config(double dropout) const {
         std::ofstream(dir / "bert_config.json")
             << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -43,7 +40,7 @@ struct GuardDir {
                   "hidden_dropout_prob": )"
             << dropout << "}";
     }
-    std::string p(const std::string& name) const { return (dir / name).string(); }
+    std::string p(const std::string& name) const { return tmp.file(name); }
     std::string pretrain(const std::string& out, int steps) const {
         return "pretrain --bert_config_file=" + p("bert_config.json") +
                " --input_file=" + p("t.tfrecord") + " --output_dir=" + out +
@@ -148,6 +145,36 @@ TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
     }
     EXPECT_FALSE(fs::exists(w.p("run")));
     EXPECT_FALSE(fs::exists("--learning_rate=1e-3"));
+}
+
+// Records the model cannot read are named before the run starts, for what they are.
+TEST(RunGuardCli, RecordsTheModelCannotReadAreNamedBeforeTheStart) {
+    const GuardDir w("records");
+    std::ofstream(w.p("one_type.json"))
+        << R"({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 64, "max_position_embeddings": 512, "type_vocab_size": 1})";
+    std::string cmd = w.pretrain(w.p("run"), 2);
+    cmd.replace(cmd.find(w.p("bert_config.json")), w.p("bert_config.json").size(),
+                w.p("one_type.json"));
+    const auto t = run_bertbench(cmd);
+    EXPECT_EQ(t.exit_code, 1) << t.out;
+    EXPECT_NE(error_of_run(t).find("record 0: segment_ids["), std::string::npos) << t.out;
+    EXPECT_NE(error_of_run(t).find("outside the model's token types [0, 1)"), std::string::npos)
+        << t.out;
+    EXPECT_EQ(t.out.find("run_start"), std::string::npos) << t.out;
+    EXPECT_FALSE(fs::exists(w.p("run")));
+    // a JSON file given as records: said to be no TFRecord file, with its first bytes
+    std::ofstream(w.p("notrecords.json")) << R"({"version": "1.1", "data": []})";
+    std::string json_input = w.pretrain(w.p("run"), 2);
+    json_input.replace(json_input.find(w.p("t.tfrecord")), w.p("t.tfrecord").size(),
+                       w.p("notrecords.json"));
+    const auto j = run_bertbench(json_input);
+    EXPECT_EQ(j.exit_code, 1) << j.out;
+    EXPECT_NE(error_of_run(j).find(
+                  "not a TFRecord file (the first record's length CRC does not match; the "
+                  "file starts with 7b 22 76 65"),
+              std::string::npos)
+        << j.out;
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // directory empty; a predict file the metric cannot score is refused before anything is written;
 // a question id holding a NUL is printed whole by the metric's lines.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -19,15 +18,11 @@ namespace {
 namespace fs = std::filesystem;
 
 struct GuardTmp {
-    std::string path;
-    GuardTmp() {
-        char t[] = "/tmp/bb_squadguard_XXXXXX";
-        path = mkdtemp(t);
-    }
-    ~GuardTmp() { fs::remove_all(path); }
+    TmpDir tmp{"bb_squadguard"};
+    const std::string path = tmp.path.string();
     std::string file(const std::string& name, const std::string& text) const {
-        write_file_atomic(path + "/" + name, text);
-        return path + "/" + name;
+        write_file_atomic(tmp.file(name), text);
+        return tmp.file(name);
     }
 };
 
