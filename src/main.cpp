@@ -13,7 +13,6 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "core/fs.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
@@ -83,8 +82,6 @@ void apply_openmp_wait_policy(char** argv) {
 
 int main(int argc, char** argv) {
     apply_openmp_wait_policy(argv);
-    // SIGINT, SIGTERM or SIGHUP remove the temporaries of the outputs being written (core/fs.hpp).
-    bertbench::install_temporary_cleanup();
     // `bertbench --version` = `bertbench version`; `bertbench help CMD` = `bertbench CMD --help`.
     char version_cmd[] = "version", help_flag[] = "--help";
     char* rewritten[] = {argv[0], version_cmd, help_flag, nullptr};

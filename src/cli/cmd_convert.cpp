@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/fs.hpp"
 #include "model/convert.hpp"
 
 namespace bertbench::cli {
@@ -46,6 +47,7 @@ int cmd_convert(int argc, char** argv) {
           "--steps_per_update > 1");
     f.add("overwrite", &o.overwrite, "replace existing output files");
     if (!f.parse(argc, argv)) return 0;
+    install_temporary_cleanup();  // a stop by signal removes the outputs' temporaries (no GEMM runs here)
     const model::ConvertResult r = model::convert_checkpoint(o);
     std::cout << r.summary() << "\n";
     return 0;

@@ -40,6 +40,7 @@ int cmd_pick_eval(int argc, char** argv) {
     flags.add("skip_corrupt_records", &skip_corrupt_records,
               "skip records whose CRC does not match instead of failing (not in the reference)");
     if (!flags.parse(argc, argv)) return 0;
+    install_temporary_cleanup();  // a stop by signal removes the outputs' temporaries (no GEMM runs here)
     if (input_tfrecord.empty()) fail("--input_tfrecord: expected a path, got nothing");
     if (output_tfrecord.empty()) fail("--output_tfrecord: expected a path, got nothing");
     if (num_examples_to_pick <= 0)

@@ -52,6 +52,7 @@ int cmd_prepare(int argc, char** argv) {
               "Whether to use whole word masking rather than per-WordPiece masking (google-research/"
               "bert's flag; MLPerf's script has none: False).");
     if (!flags.parse(argc, argv)) return 0;
+    install_temporary_cleanup();  // a stop by signal removes the outputs' temporaries (no GEMM runs here)
     cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());
     if (jobs < 0) fail("--jobs: expected >= 0 (0 = all CPUs), got {}", jobs);

@@ -41,10 +41,11 @@ private:
 std::string output_target(const std::string& path, bool* stream);
 
 // Temporaries removed when the process is stopped by SIGINT, SIGTERM or SIGHUP: AtomicFile and
-// the HDF5 writer register theirs while they write. install_temporary_cleanup() (main) sets the
-// handler for those of the three signals not inherited as ignored; it removes every registered
-// temporary and then dies of the signal as before. A command that takes the signals itself
-// (pretrain's stop-with-a-checkpoint) is unaffected while it has them blocked.
+// the HDF5 writer register theirs while they write. install_temporary_cleanup() sets the handler
+// for those of the three signals not inherited as ignored; it removes every registered temporary
+// and then dies of the signal as before. Only commands that run no GEMM call it (prepare,
+// pick-eval, convert): a handler must not run on a thread inside oneDNN's sgemm (docs/engine.md,
+// "Signals"); pretrain takes its signals with a watcher thread and finishes or removes its own.
 void register_temporary(const std::string& path);
 void unregister_temporary(const std::string& path);
 void install_temporary_cleanup();
