@@ -67,6 +67,7 @@ int cmd_prepare(int argc, char** argv) {
         cfg.random_seed_decimal = decimal;
     }
     if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt of the model)");
+    if (!log_file.empty()) check_output_file_writable(log_file, "--log_file");  // written at the end
     cfg.validate();
     const data::Vocab vocab = data::Vocab::load(vocab_file);
 
@@ -93,7 +94,6 @@ int cmd_prepare(int argc, char** argv) {
                 "or identical copies at the same path on every host");
         }
         if (!log_file.empty()) {
-            check_output_file_writable(log_file, "--log_file");  // written at the end
             std::vector<std::string> files{vocab_file};
             for (const auto& job : plan) files.push_back(job.input), files.push_back(job.output);
             check_output_not_input(log_file, "--log_file", files, "--input_dir/--output_dir/--vocab_file");
@@ -149,8 +149,6 @@ int cmd_prepare(int argc, char** argv) {
     for (const auto& out : outputs) named.emplace_back("--output_file", out);
     named.emplace_back("--log_file", log_file);
     check_outputs_distinct(named);
-    if (!log_file.empty())
-        check_output_file_writable(log_file, "--log_file");  // written at the end
     for (const auto& out : written) {
         const std::string flag = out == log_file ? "--log_file" : "--output_file";
         check_output_not_input(out, flag, inputs, "--input_file");
