@@ -105,6 +105,7 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     const int per_rank = o.train_batch_size;
     o.train_batch_size = per_rank * ranks;
     o.steps_per_update = k;
+    o.schedule_update_counter = k;  // its global_step counts updates: the rate follows it
     std::string steps;
     const auto updates = [&](const char* name, int64_t& value) {
         if (!f.is_set(name) || k == 1) return;
@@ -123,7 +124,8 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
               "batch {} per update (bertbench --train_batch_size={} --steps_per_update={}){}",
               marker, per_rank, k, ranks, ranks == 1 ? "" : "s",
               int64_t{o.train_batch_size} * k, o.train_batch_size, k,
-              steps.empty() ? "" : "; its step flags count updates: " + steps);
+              steps.empty() ? "" : "; its step flags count updates: " + steps +
+                                       ", and the learning rate follows its update counter");
     if (n.horovod && ranks > 1) {
         log::info("--horovod on {} ranks: --learning_rate={} x {} = {}, as NVIDIA's script "
                   "multiplies it by the Horovod size", ranks, o.learning_rate, ranks,
@@ -182,6 +184,7 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
                   int64_t{o.train_batch_size} * t.num_accumulation_steps * ranks);
         o.train_batch_size /= t.num_accumulation_steps;
         o.steps_per_update = t.num_accumulation_steps;
+        o.schedule_update_counter = t.num_accumulation_steps;  // optimizer.iterations: updates
     }
     const int64_t spu = o.steps_per_update;
     const int64_t global_batch = int64_t{o.train_batch_size} * spu;
@@ -220,7 +223,11 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     if (t.steps_before_eval_start != 0) {
         if (t.steps_before_eval_start < 0)
             fail("--steps_before_eval_start: expected >= 0, got {}", t.steps_before_eval_start);
-        o.first_eval_samples = t.steps_before_eval_start * global_batch;
+        // The reference evaluates after update u when u % steps_between_eval == 0 and
+        // u >= steps_before_eval_start: the first multiple at or after the start.
+        const int64_t between = t.steps_between_eval != 0 ? t.steps_between_eval : 1;
+        o.first_eval_samples = std::max<int64_t>((t.steps_before_eval_start + between - 1) / between, 1) *
+                               between * global_batch;
         note(fmt::format("first evaluation at {} samples", o.first_eval_samples));
     }
     if (!said.empty())
@@ -384,6 +391,8 @@ int cmd_pretrain(int argc, char** argv) {
     j["init_checkpoint"] = o.init_checkpoint;
     j["poly_power"] = o.poly_power;
     if (o.decay_learning_rate > 0) j["decay_learning_rate"] = o.decay_learning_rate;
+    j["schedule_update_counter"] = o.schedule_update_counter;  // 1: micro-steps (TF1's global_step)
+    if (o.first_eval_samples > 0) j["first_eval_samples"] = o.first_eval_samples;
     j["keep_checkpoint_max"] = o.keep_checkpoint_max;
     j["clip_by_global_norm_after_gradient_allreduce"] = o.clip_by_global_norm_after_gradient_allreduce;
     // Which script's meaning the batch and step flags had (docs/compatibility.md).

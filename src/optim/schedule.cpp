@@ -27,19 +27,21 @@ float LrSchedule::at(int64_t global_step) const {
     // polynomial_decay(lr0, global_step, T, end=0, power=p, cycle=False), all in float32:
     //   step = min(float(global_step), float(T)); frac = step / float(T);
     //   lr = (lr0 - 0) * pow(1 - frac, p) + 0
+    const int64_t k = std::max(update_counter, 1);
+    const int64_t s = global_step / k, T = num_train_steps / k, W = num_warmup_steps / k;
     const float lr0 = static_cast<float>(learning_rate);
-    const float steps_f = static_cast<float>(num_train_steps);
-    const float step_f = std::min(static_cast<float>(global_step), steps_f);
+    const float steps_f = static_cast<float>(T);
+    const float step_f = std::min(static_cast<float>(s), steps_f);
     const float frac = step_f / steps_f;
     const float decay_lr0 = decay_learning_rate > 0 ? static_cast<float>(decay_learning_rate) : lr0;
     float lr = (decay_lr0 - 0.0f) * std::pow(1.0f - frac, static_cast<float>(poly_power)) + 0.0f;
-    if (num_warmup_steps != 0) {
+    if (W != 0) {
         // int32 arithmetic in TF: global_steps_int = int(global_step) - start_warmup_step.
-        const int64_t since = global_step - start_warmup_step;
-        const float percent = static_cast<float>(since) / static_cast<float>(num_warmup_steps);
+        const int64_t since = s - start_warmup_step;
+        const float percent = static_cast<float>(since) / static_cast<float>(W);
         const float warmup_lr = lr0 * percent;
         // is_warmup in {0, 1}: (1 - w) * lr + w * warmup_lr is exactly one of the two.
-        if (since < num_warmup_steps) lr = warmup_lr;
+        if (since < W) lr = warmup_lr;
     }
     return lr;
 }

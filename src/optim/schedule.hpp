@@ -46,6 +46,11 @@ struct LrSchedule {
         int steps_per_update = 1;
     };
     PolyWarmup poly_warmup{};
+    // NVIDIA NGC TF's and PerfZero/MLPerf TF2's counters count optimizer updates, not
+    // micro-steps: with update_counter = K > 1 (their accumulation) the formula below runs on the
+    // update counter floor(s / K) (u - 1 for update u) with T and W divided by K (multiples of K:
+    // their flags, converted to micro-steps) and s0 as given (their flag counts updates too).
+    int update_counter = 1;
 
     // The learning rate the reference applies when its global_step (before the increment of this
     // step) equals `global_step`:

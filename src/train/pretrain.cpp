@@ -58,6 +58,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.schedule.start_warmup_step = o.start_warmup_step;
     l.schedule.poly_power = o.poly_power;
     l.schedule.decay_learning_rate = o.decay_learning_rate;
+    l.schedule.update_counter = o.schedule_update_counter;
     l.schedule.poly_warmup = o.nvidia_poly_warmup;
     l.fixed_flags = {"train_batch_size", "steps_per_update", "max_seq_length",
                      "max_predictions_per_seq", "seed", "optimizer"};

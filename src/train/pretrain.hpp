@@ -30,6 +30,7 @@ struct PretrainOptions : RunOptions {
     double learning_rate = 5e-5;
     double poly_power = 1.0;
     double decay_learning_rate = 0;    // optim::LrSchedule::decay_learning_rate (NGC TF's adam)
+    int schedule_update_counter = 1;   // optim::LrSchedule::update_counter (NGC TF, TF2 lines)
     optim::LrSchedule::PolyWarmup nvidia_poly_warmup{};  // NVIDIA PyTorch's schedule (its line)
     std::string optimizer = "lamb";
     double lamb_beta_1 = 0.9, lamb_beta_2 = 0.999, lamb_weight_decay_rate = 0.01;

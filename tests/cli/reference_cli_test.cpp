@@ -277,12 +277,24 @@ TEST(ReferenceCli, PerfZeroTf2Form) {
     EXPECT_EQ(cfg["eval_every_samples"], 16);         // 2 updates x 8
     const json res = json::parse(slurp(out + "/results.json"));
     EXPECT_EQ(res["global_step"], 12);                // --stop_steps=6 updates
-    // Evaluations at 3 updates (24 samples), 5 (40) and at the stop (48).
+    // Evaluations where the reference's `step % steps_between_eval == 0 and step >=
+    // steps_before_eval_start` holds: after updates 4 (32 samples) and 6 (48, also the stop).
     std::istringstream lines(slurp(out + "/eval_log.jsonl"));
     std::string line;
     std::vector<int64_t> at;
     while (std::getline(lines, line)) at.push_back(json::parse(line)["samples"].get<int64_t>());
-    EXPECT_EQ(at, (std::vector<int64_t>{24, 40, 48}));
+    EXPECT_EQ(at, (std::vector<int64_t>{32, 48}));
+    EXPECT_EQ(cfg["flags"]["first_eval_samples"], 32);
+    // The rate follows optimizer.iterations, an update counter: update u gets WarmUp's value at
+    // u - 1 (0, then lr0 / 2 with --warmup_steps=2), then PolynomialDecay's over 8 updates.
+    std::istringstream train(slurp(out + "/train_log.jsonl"));
+    std::vector<double> lr;
+    while (std::getline(train, line)) lr.push_back(json::parse(line)["learning_rate"].get<double>());
+    ASSERT_EQ(lr.size(), 6u);
+    EXPECT_EQ(lr[0], 0.0);
+    EXPECT_EQ(lr[1], static_cast<double>(0.00035221f * 0.5f));
+    EXPECT_EQ(lr[2], static_cast<double>(0.00035221f * (1.0f - 2.0f / 8.0f)));
+    EXPECT_EQ(cfg["flags"]["schedule_update_counter"], 2);
 }
 
 // The precision flags of the seeds (--dtype=fp16 --loss_scale=dynamic --scale_loss; the TPU
@@ -343,7 +355,7 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
                        "(bertbench --train_batch_size=4 --steps_per_update=2); its step flags "
                        "count updates: --num_train_steps=3 -> 6 micro-steps, "
                        "--num_warmup_steps=1 -> 2 micro-steps, --save_checkpoints_steps=2 -> "
-                       "4 micro-steps\n"),
+                       "4 micro-steps, and the learning rate follows its update counter\n"),
               1u)
         << r.out;
     EXPECT_NE(r.out.find("accepted, no effect on a CPU run (fp32 unless --dtype=bf16): --amp\n"),

@@ -80,6 +80,20 @@ TEST(LrSchedule, DecayFromItsOwnPeakMeetsTheWarmUpsEnd) {
     EXPECT_EQ(s.at(100), 0.0f);
 }
 
+// NGC TF's and TF2's global_step counts updates: with K = 3 micro-steps per update, update u
+// (its last micro-step 3u - 1, where the update applies) gets the update-counted schedule's value
+// at u - 1, over T and W in updates: the same values as K = 1 on the update counter.
+TEST(LrSchedule, UpdateCounterRunsTheScheduleOnUpdates) {
+    LrSchedule micro{1e-3, 30, 6, 0, 0.5};  // T = 10, W = 2 updates, in micro-steps
+    micro.update_counter = 3;
+    const LrSchedule updates{1e-3, 10, 2, 0, 0.5};
+    for (int u = 1; u <= 10; ++u) EXPECT_EQ(micro.at(3 * u - 1), updates.at(u - 1)) << "update " << u;
+    EXPECT_EQ(micro.at(2), 0.0f);                        // update 1: the warm-up's first rate
+    EXPECT_FLOAT_EQ(micro.at(5), 1e-3f * 1 / 2);         // update 2
+    EXPECT_FLOAT_EQ(micro.at(8), 1e-3f * std::sqrt(0.8f));  // update 3: decay at 2 of 10
+    EXPECT_EQ(micro.at(29), updates.at(9));
+}
+
 // NVIDIA PyTorch run_squad.py's warmup_linear: the warm-up a fraction of a (possibly fractional)
 // t_total, the decay from lr0 / (1 - w), 0 from t_total on; values worked out by hand from
 // optimization.py's formula.
