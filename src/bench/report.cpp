@@ -103,6 +103,13 @@ const char* colour(size_t i) {
     return c[i % 8];
 }
 
+// What else a sweep may vary within one mode and model: " bf16", " spu2" (nothing for fp32, 1).
+std::string sweep_suffix(const nlohmann::json& p) {
+    const std::string dtype = p.value("dtype", std::string("fp32"));
+    const int spu = p.value("steps_per_update", 1);
+    return (dtype == "fp32" ? std::string() : " " + dtype) + (spu > 1 ? fmt::format(" spu{}", spu) : std::string());
+}
+
 }  // namespace
 
 Format parse_format(const std::string& name) {
@@ -200,14 +207,15 @@ std::string reproduction_table_md(const std::vector<nlohmann::json>& points) {
         std::map<std::pair<int, std::string>, double> cell;
         for (const auto& p : points) {
             if (mode_of(p) != mode) continue;
-            const std::string col =
-                fmt::format("{} b{}", config_name(p), p["batch_size"].get<int>());
+            const std::string col = fmt::format("{} b{}{}", config_name(p), p["batch_size"].get<int>(),
+                                                sweep_suffix(p));
             if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
             threads.insert(p["threads"].get<int>());
             cell[{p["threads"].get<int>(), col}] = p["sequences_per_second"].get<double>();
         }
         out += fmt::format(
-            "**{}** (sequences/s; rows: threads; columns: model, seq_len, batch size)\n\n",
+            "**{}** (sequences/s; rows: threads; columns: model, seq_len, batch size, and dtype and "
+        "micro-steps per update where not fp32 and 1)\n\n",
             mode == "train"         ? "Training"
             : mode == "infer"       ? "Inference"
             : mode == "squad train" ? "SQuAD training"
@@ -319,12 +327,15 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
     for (const auto& p : points) {
         if (!p.contains("sequences_per_second")) continue;
         const std::string task = p.value("task", std::string("pretraining"));
-        const std::string key = fmt::format("{}{} {} {} s{} t{}",
+        const std::string key = fmt::format("{}{} {} {} s{} t{}{}",
                                             task == "pretraining" ? "" : task + " ",
                                             p["mode"].get<std::string>(),
                                             p["model"].get<std::string>(),
                                             p.value("dtype", "fp32"), p["seq_len"].get<int>(),
-                                            p["threads"].get<int>());
+                                            p["threads"].get<int>(),
+                                            p.value("steps_per_update", 1) > 1
+                                                ? fmt::format(" spu{}", p.value("steps_per_update", 1))
+                                                : std::string());
         auto it = std::find_if(c.series.begin(), c.series.end(),
                                [&](const auto& s) { return s.name == key; });
         if (it == c.series.end()) it = c.series.insert(c.series.end(), {key, {}});

@@ -577,9 +577,11 @@ ProfileResult profile_point(const Point& p, int steps) {
             total += e.seconds;
             if (e.tag < 0) continue;  // bench's own "other": no cost
             const auto [op, pass] = model::op_from_tag(e.tag);
-            for (const model::Batch* b : used) {
+            for (size_t i = 0; i < used.size(); ++i) {
                 // forward/backward ops count once per micro-batch; the optimizer once per step
-                if (op == model::Op::optimizer && b != used.front()) continue;
+                // (by position: synthetic micro-batches are one Batch object used again)
+                if (op == model::Op::optimizer && i > 0) continue;
+                const model::Batch* b = used[i];
                 const model::Cost c =
                     model::op_cost(op, pass, p.config, *b, static_cast<double>(s.params.size()), p.last_layer_subset,
                                    p.dtype);

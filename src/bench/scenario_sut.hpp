@@ -33,7 +33,8 @@ public:
               const std::vector<Query>& queries, bool keep_logits);
     ~EngineSut();
     void run(const std::vector<int>& queries);
-    // Median wall time (ms) of `reps` runs of `queries` as one batch (warm-up; nothing recorded).
+    // Median wall time (ms) of `reps` runs of `queries` as one batch, after one untimed run (the
+    // first at that shape is a cold one) (warm-up; nothing recorded).
     double time_batch(const std::vector<int>& queries, int reps);
     // One result per query run so far (keep_logits): seq_len logits, the positions not computed
     // (real layout: padding) -infinity, so that no padding position ranks among the n best.

@@ -3,12 +3,14 @@
 // schedule for an external SUT and the report of its raw log.
 #include "cli/bench_scenario.hpp"
 
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
@@ -91,6 +93,27 @@ int one_int(const std::string& list, const std::string& flag) {
     const long v = std::strtol(items[0].c_str(), &end, 10);
     if (*end != '\0' || v <= 0 || v > 1'000'000) fail("--{}: expected a positive integer, got \"{}\"", flag, items[0]);
     return static_cast<int>(v);
+}
+
+// Accuracy with --data: its features must be the predict file's in content, not only in unique_id
+// (features made with another --max_query_length or --doc_stride can share the ids, and their
+// logits would be decoded against the predict file's token maps). `settings` names the flags.
+void check_same_features(const std::vector<bench::Query>& data, const std::vector<bench::Query>& expected,
+                         const std::string& data_files, const std::string& settings) {
+    std::map<int64_t, const bench::Query*> by_id;
+    for (const bench::Query& q : expected) by_id[q.unique_id] = &q;
+    const auto hint = [&] { return fmt::format("(hint: the eval features of --predict_file made with {})", settings); };
+    if (data.size() != expected.size())
+        fail("--data={}: {} features; --predict_file gives {} with {} {}", data_files, data.size(), expected.size(),
+             settings, hint());
+    for (const bench::Query& q : data) {
+        const auto it = by_id.find(q.unique_id);
+        if (it == by_id.end())
+            fail("--data={}: feature unique_id {} is not one of --predict_file's {}", data_files, q.unique_id, hint());
+        if (q.input_ids != it->second->input_ids || q.segment_ids != it->second->segment_ids)
+            fail("--data={}: feature unique_id {}: its tokens differ from the one --predict_file gives {}", data_files,
+                 q.unique_id, hint());
+    }
 }
 
 // LoadGen's mlperf_log_accuracy.json of an accuracy run: one entry per eval feature in QSL order
@@ -325,6 +348,10 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     std::vector<bench::Query> queries =
         c.data_files.empty() ? bench::queries_of(eval->features)
                              : bench::read_squad_queries(c.data_files, seq_len, config.vocab_size, c.skip_corrupt_records);
+    if (accuracy && !c.data_files.empty())
+        check_same_features(queries, bench::queries_of(eval->features), fmt::format("{}", fmt::join(c.data_files, ",")),
+                            fmt::format("--seq_len={} --doc_stride={} --max_query_length={}{}", seq_len, o.doc_stride,
+                                        o.max_query_length, o.do_lower_case ? "" : " cased"));
     bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
     settings.every_query_once = accuracy;
     settings.accuracy_sample_count = static_cast<int64_t>(queries.size());
@@ -362,7 +389,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
 
     // Warm-up, and the checks of what cannot be met, before anything is measured.
     const double one_ms = engine.time_batch({median}, 3);
-    const double batch_ms = engine.time_batch(std::vector<int>(static_cast<size_t>(settings.batch_size), median), 2);
+    const double batch_ms = engine.time_batch(std::vector<int>(static_cast<size_t>(settings.batch_size), median), 3);
     const double capacity = 1e3 * settings.batch_size / batch_ms;
     log::info("warm-up: one median query ({} tokens) {:.3f} ms; a batch of {} of them {:.3f} ms: {:.2f} queries/s",
               median_tokens, one_ms, settings.batch_size, batch_ms, capacity);

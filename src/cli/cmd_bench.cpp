@@ -500,6 +500,10 @@ int cmd_bench(int argc, char** argv) {
                 c["threads"].get<int>(), gemm_name(ops::parse_precision(c["dtype"].get<std::string>(), "dtype")),
                 c["gemm_gflops"].get<double>(),
                 c["fma_peak_gflops"].get<double>());
+    // Nothing ran: the error, and the files a user asked for left as they were (an earlier run's
+    // report is not replaced by an empty one).
+    if (points.empty() && gemm_points.empty() && failed > 0)
+        fail("none of the {} points ran; the first: {}", failed, first_skip);
     if (!profiles.empty() && !profile_svg_path.empty()) {
         write_file_atomic(profile_svg_path, bench::profile_svg(profiles));
         log::info("wrote {}", profile_svg_path);
@@ -521,8 +525,6 @@ int cmd_bench(int argc, char** argv) {
             bench::perfzero_summary(all, ceilings, profiles_json, flags.to_json(), wall).dump(2) +
                 "\n");
     }
-    if (points.empty() && gemm_points.empty() && failed > 0)
-        fail("none of the {} points ran; the first: {}", failed, first_skip);
     return 0;
 }
 

@@ -78,5 +78,21 @@ TEST(Profile, TrainStepSharesSumToOne) {
     EXPECT_FALSE(profile::g_enabled);  // left disabled
 }
 
+// The optimizer runs once per step whatever the micro-steps per update: its analytic FLOPs per
+// step (GFLOP/s x ms) are the same at 1 and 3 (synthetic micro-batches are one Batch object, which
+// once made it count per micro-batch).
+TEST(Profile, OptimizerCountsOncePerStep) {
+    const auto optimizer_mflop = [](int spu) {
+        Point p{"train", "tiny", model::BertConfig::preset("tiny"), 32, 2, 1, spu, 0, 1, {}, 0};
+        for (const auto& row : profile_point(p, 1).rows)
+            if (row.op.starts_with("optimizer")) return row.gflops * row.ms_per_step;
+        ADD_FAILURE() << "no optimizer row";
+        return 0.0;
+    };
+    const double one = optimizer_mflop(1), three = optimizer_mflop(3);
+    EXPECT_GT(one, 0);
+    EXPECT_NEAR(three, one, 1e-9 * one);
+}
+
 }  // namespace
 }  // namespace bertbench::bench

@@ -76,6 +76,14 @@ TEST(Report, ReproductionTableRowsAreThreads) {
     EXPECT_NE(md.find("| threads | tiny s128 b8 | tiny s128 b32 |"), std::string::npos) << md;
     EXPECT_NE(md.find("| 1 | 10.00 | 12.00 |"), std::string::npos) << md;
     EXPECT_NE(md.find("| 2 | 18.00 | – |"), std::string::npos) << md;
+    // A dtype or steps_per_update sweep: a column each, none overwriting another.
+    nlohmann::json bf16 = fake_point("train", 8, 1, 14), spu2 = fake_point("train", 8, 1, 16);
+    bf16["dtype"] = "bf16";
+    spu2["steps_per_update"] = 2;
+    const std::string swept = reproduction_table_md({pts[0], bf16, spu2});
+    EXPECT_NE(swept.find("| threads | tiny s128 b8 | tiny s128 b8 bf16 | tiny s128 b8 spu2 |"), std::string::npos)
+        << swept;
+    EXPECT_NE(swept.find("| 1 | 10.00 | 14.00 | 16.00 |"), std::string::npos) << swept;
 }
 
 TEST(Report, SvgAndPerfZeroSummary) {

@@ -534,6 +534,9 @@ TEST(ScenarioChecks, UnmeetableTargetsAreNamedBeforeMeasuring) {
     const auto fast = unmeetable_target(s, 50, 170, 15);
     ASSERT_TRUE(fast.has_value());
     EXPECT_NE(fast->find("--server_target_qps=20"), std::string::npos) << *fast;
+    ScenarioSettings accuracy = s;  // an accuracy run: every query once, no latency rule
+    accuracy.every_query_once = true;
+    EXPECT_FALSE(unmeetable_target(accuracy, 140, 170, 15).has_value());
     s.scenario = Scenario::offline;
     EXPECT_FALSE(unmeetable_target(s, 1e9, 170, 1).has_value());
 }

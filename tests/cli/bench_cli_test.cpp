@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/run_util.hpp"
+#include "core/fs.hpp"
 #include "test_util.hpp"
 
 namespace bertbench {
@@ -331,6 +332,17 @@ TEST(BenchCli, SquadDataUsesRealTokensOfFeatures) {
     EXPECT_NE(r.out.find("record 0: feature input_ids: expected 128 int64 value(s), got 384"),
               std::string::npos)
         << r.out;
+    // No point ran: the reports asked for are left as they were, not replaced by empty ones.
+    const std::string md = ::testing::TempDir() + "/bench_squad_data.md";
+    write_file_atomic(md, "an earlier table\n");
+    const std::string before = read_file(json);
+    r = testing::run_bertbench("bench --task=squad --mode=infer --model=tiny --seq_len=128 --batch_size=2 "
+                               "--threads=1 --noceiling --data=" + dir + "features_384_eval.tf_record --json=" +
+                               json + " --md=" + md);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("none of the 1 points ran"), std::string::npos) << r.out;
+    EXPECT_EQ(read_file(json), before);
+    EXPECT_EQ(read_file(md), "an earlier table\n");
 }
 
 TEST(BenchCli, BadTaskIsOneLineError) {

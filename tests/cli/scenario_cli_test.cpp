@@ -263,6 +263,22 @@ TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
             EXPECT_LE(got["f1"].get<double>(), 100.0);
         }
     }
+    // --data: the reference's features of the predict file (384/128/64) are scored; features of
+    // other settings with the same unique_ids are refused before anything runs, not decoded
+    // against the predict file's token maps.
+    const std::string features = golden("squad_pipeline/features_384_eval.tf_record");
+    const std::string acc = "bench --task=squad --seq_len=384 --threads=1 --batch_size=8 --scenario=offline "
+                            "--scenario_mode=accuracy --vocab_file=" + golden("vocab.txt") + " --predict_file=" + dev +
+                            " --init_checkpoint=" + ckpt + " --data=" + features;
+    auto a = run_bertbench(acc);
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    a = run_bertbench(acc + " --max_query_length=32");
+    EXPECT_EQ(a.exit_code, 1) << a.out;
+    EXPECT_NE(a.out.find("error: --data=" + features + ": feature unique_id 10000000"), std::string::npos) << a.out;
+    EXPECT_NE(a.out.find(": its tokens differ from the one --predict_file gives (hint: the eval features of "
+                         "--predict_file made with --seq_len=384 --doc_stride=128 --max_query_length=32)"),
+              std::string::npos) << a.out;
+    EXPECT_EQ(a.out.find("queries in"), std::string::npos) << a.out;
 }
 
 }  // namespace
