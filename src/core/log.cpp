@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 
@@ -38,6 +40,15 @@ void write(Level lvl, const std::string& message) {
     std::fwrite(message.data(), 1, message.size(), stderr);
     std::fputc('\n', stderr);
 }
+
+std::string duration(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    const int64_t t = static_cast<int64_t>(s + 0.5);
+    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}s", t);
+}
+
 
 Progress::Progress(double plain_interval_s)
     : plain_interval_s_(plain_interval_s), tty_(stderr_is_terminal()) {}

@@ -28,6 +28,9 @@ void debug(fmt::format_string<Args...> f, Args&&... args) {
     if (level() <= Level::debug) write(Level::debug, fmt::format(f, std::forward<Args>(args)...));
 }
 
+// A duration for a progress line: "42s", "3m07s", "2h05m"; "?" when negative or not finite.
+std::string duration(double s);
+
 // A progress line: on a terminal it overwrites itself (\r) at most every 0.2 s; otherwise it is
 // printed as a plain line at most every `plain_interval_s` seconds. finish() ends the line.
 class Progress {

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/py_json.hpp"
+#include "core/timing.hpp"
 #include "data/pretrain_reader.hpp"
 
 namespace bertbench::train {
@@ -97,10 +99,27 @@ EvalMetrics evaluate(model::BertPretrainer& engine, std::span<const float> param
     data::PretrainReader reader(rc);
     EvalAccumulator acc;
     model::Batch batch;
+    // A long evaluation (BERT-large's 10,000 MLPerf eval sequences on a CPU) shows its progress
+    // once it has run a few seconds; a short one (the demo's, under a second) prints nothing.
+    log::Progress progress;
+    const bool root = options.comm == nullptr || options.comm->rank() == 0;
+    const int global_batch = options.batch_size * (options.comm != nullptr ? options.comm->size() : 1);
+    const double t0 = now_s();
+    bool shown = false;
     for (int64_t step = 0; options.max_eval_steps <= 0 || step < options.max_eval_steps; ++step) {
         if (!reader.next(batch)) break;
         acc.add(engine.forward(params, batch, false, 0, 0));
+        const double t = now_s() - t0, per_batch = t / static_cast<double>(step + 1);
+        if (!root || t < 5.0) continue;
+        std::string line = fmt::format("evaluating: {} batches of {} sequences, {:.1f} s each", step + 1,
+                                       global_batch, per_batch);
+        if (options.max_eval_steps > 0)
+            line += fmt::format(" (--max_eval_steps={}: at most {} left)", options.max_eval_steps,
+                                log::duration(per_batch * static_cast<double>(options.max_eval_steps - step - 1)));
+        progress.update(line);
+        shown = true;
     }
+    if (shown) progress.finish("");
     if (options.comm != nullptr) acc.all_reduce(*options.comm);
     const EvalMetrics m = acc.result();
     if (m.examples == 0)

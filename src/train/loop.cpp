@@ -85,8 +85,9 @@ private:
             if (closing_) return;
             if (g_stop_signal == 0) {
                 g_stop_signal = sig;
-                log::info("signal {}: stopping after this optimizer update with a checkpoint "
-                          "(a second signal stops at once, without one)",
+                log::info("signal {}: stopping after this optimizer update (and the evaluation "
+                          "in progress, if any) with a checkpoint (a second signal stops at once, "
+                          "without one)",
                           sig);
                 continue;
             }
@@ -104,14 +105,6 @@ private:
 };
 
 }  // namespace
-
-std::string fmt_duration(double s) {
-    if (!std::isfinite(s) || s < 0) return "?";
-    const int64_t t = static_cast<int64_t>(s + 0.5);
-    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
-    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
-    return fmt::format("{}s", t);
-}
 
 std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
     std::vector<json> kept;
@@ -572,10 +565,13 @@ int TrainLoop::train() {
             const std::string note = task_.progress_note();
             if (root_) progress.update(fmt::format("step {}/{} loss {:.4f}{}{} {:.1f} seq/s lr {:.3g} ETA {}",
                                         step, stop_at, loss, note.empty() ? "" : " ", note, rate,
-                                        r.learning_rate, fmt_duration(left)));
+                                        r.learning_rate, log::duration(left)));
         }
         status = task_.after_update(*this);
         if (!status.empty()) break;
+        // A signal during the evaluation after_update may have run stops the run now rather than
+        // one update later (one process; under mpirun the ranks agree on it at the next update).
+        if (stop_signal == 0 && !dp_->active()) stop_signal = g_stop_signal;
         if (o_.save_checkpoints_steps > 0 &&
             step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
             step < stop_at)

@@ -249,8 +249,6 @@ private:
     std::FILE* file_ = nullptr;
 };
 
-std::string fmt_duration(double s);
-
 // The model: --bert_config_file, or --model=<preset>, or the config saved in the checkpoint
 // being resumed (else in --init_checkpoint). Exactly one of the two flags may be given.
 model::BertConfig resolve_config(const std::string& bert_config_file, const std::string& preset,

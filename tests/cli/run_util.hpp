@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <thread>
@@ -107,6 +109,22 @@ inline bool wait_for_file(const std::string& path, pid_t pid) {
         int status = 0;
         if (waitpid(pid, &status, WNOHANG) == pid) return std::filesystem::exists(path);
         std::this_thread::sleep_for(std::chrono::milliseconds(2));  // poll interval, not a sync
+    }
+    return false;
+}
+
+// Polls the file `path` until it contains `text` or the process exits (not reaped: the caller
+// still waits for it); true if the text appeared.
+inline bool wait_for_text(const std::string& path, const std::string& text, pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::ifstream in(path);
+        const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (got.find(text) != std::string::npos) return true;
+        siginfo_t info{};
+        if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // poll interval, not a sync
     }
     return false;
 }

@@ -35,6 +35,7 @@ using bertbench::testing::slurp;
 using bertbench::testing::spawn_bertbench;
 using bertbench::testing::train_lines;
 using bertbench::testing::wait_for_file;
+using bertbench::testing::wait_for_text;
 using nlohmann::json;
 
 std::string train_data() { return shared_dir() + "/golden/pretraining/public_128_s12345_d2.tfrecord"; }
@@ -204,6 +205,41 @@ TEST(PretrainE2E, SigtermCheckpointsAndExits143) {
     EXPECT_GE(step, 4);
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
     EXPECT_FALSE(has_temp_files(out));
+}
+
+// A stop signal that arrives during an evaluation ends the run as soon as that evaluation is
+// done, at its step, not one optimizer update later (which for BERT-large on a CPU is minutes).
+// The evaluation runs the 100-record eval set 60 times over (6,000 sequences, several seconds on
+// one thread), so it shows its progress line, the cue for the signal.
+TEST(PretrainE2E, SignalDuringEvaluationStopsAfterItSlow) {
+    const Workdir w("sigeval");
+    const std::string out = w.out("run");
+    std::vector<std::string> args = base_args(w, out);
+    const std::string one = eval_data();
+    std::string evals = one;
+    for (int i = 1; i < 60; ++i) evals.append(1, ',').append(one);
+    for (const std::string& extra : std::vector<std::string>{"--num_train_steps=1000", "--eval_every_samples=8", "--max_eval_steps=0",
+                              "--eval_batch_size=32", "--eval_input_file=" + evals})
+        args.push_back(extra);
+    const pid_t pid = spawn_bertbench(args, w.out("log"));
+    ASSERT_TRUE(wait_for_text(w.out("log"), "evaluating: ", pid)) << slurp(w.out("log"));
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string log = slurp(w.out("log"));
+    ASSERT_TRUE(WIFEXITED(status)) << log;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << log;
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["status"], "interrupted");
+    // The first evaluation is due after the first update (8 samples, global step 2); it completed
+    // and was logged, and the run stopped there with its checkpoint.
+    EXPECT_EQ(res["global_step"], 2) << log;
+    const auto evals_logged = eval_lines(out);
+    ASSERT_EQ(evals_logged.size(), 1u) << log;
+    const json first = json::parse(evals_logged[0]);
+    EXPECT_EQ(first["step"], 2);
+    EXPECT_EQ(first["examples"], 6000);
+    EXPECT_TRUE(fs::exists(out + "/model.ckpt-2.safetensors")) << log;
 }
 
 TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
