@@ -3,6 +3,7 @@
 // written to --log_file); --verbose adds a timing line. Shard mode: --input_dir/--output_dir/--jobs.
 // Under `mpirun -np N`, shard mode splits the shards across the ranks (data::shards_of_rank; each
 // rank still runs --jobs threads); every output is the same bytes as a one-process run's.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -142,6 +143,11 @@ int cmd_prepare(int argc, char** argv) {
     if (output_file.empty()) fail("--output_file is required (TFRecord file(s), comma-separated)");
     const auto inputs = expand_globs(input_file, "--input_file", GlobOrder::directory);  // as tf.gfile.Glob
     const auto outputs = split_commas(output_file);
+    // The reference splits on every comma and would fail writing the empty name; dropping the
+    // item instead would silently change the round-robin.
+    if (outputs.size() != static_cast<size_t>(std::count(output_file.begin(), output_file.end(), ',')) + 1)
+        fail("--output_file={}: expected a comma list of paths, found an empty item (a comma at the "
+             "start or end, or two together)", output_file);
     // Nothing is written before every output is known not to be an input.
     std::vector<std::string> written = outputs;
     if (!log_file.empty()) written.push_back(log_file);

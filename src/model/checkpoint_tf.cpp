@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -199,6 +200,24 @@ const char* checkpoint_format_name(CheckpointFormat f) {
 
 CheckpointFormat detect_checkpoint_format(const std::string& path) {
     if (io::TfBundleReader::is_bundle(tf_prefix(path))) return CheckpointFormat::tf_bundle;
+    if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+        // A run's or save_pretrained's directory: which of its checkpoints is for the user to say
+        std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
+        for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+            std::string name = e.path().filename().string();
+            if (name.ends_with(".index")) name.resize(name.size() - 6);  // a TF prefix
+            else if (!name.ends_with(".safetensors") && !name.ends_with(".pt") && !name.ends_with(".bin"))
+                continue;
+            found.emplace_back(e.last_write_time(ec), (std::filesystem::path(path) / name).string());
+        }
+        std::sort(found.rbegin(), found.rend());  // the newest first
+        std::string names;
+        for (size_t i = 0; i < std::min<size_t>(found.size(), 3); ++i) names += (i ? ", " : "") + found[i].second;
+        fail("{}: a directory; expected a checkpoint file or TensorFlow prefix{}", path,
+             found.empty() ? std::string(" (it holds none)")
+                           : fmt::format(" (hint: name one of the {} it holds, newest first: {}{})", found.size(),
+                                         names, found.size() > 3 ? ", ..." : ""));
+    }
     if (!is_file(path))
         fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
              "{}.index beside it), found neither", path, path);

@@ -394,26 +394,25 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     // Output files.
     std::vector<std::string> outs;
     std::string st_path, config_path;
-    std::optional<CreatedDirCleanup> created;  // a failed --to=hf or tf leaves no empty directory
+    const bool hf_dir = to == "hf" && !o.output.ends_with(".safetensors");
     if (to == "tf") {
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
-        // the prefix's directory, created as TF's Saver creates it
-        if (const fs::path dir = fs::path(o.output).parent_path(); !dir.empty()) {
-            created.emplace(dir.string());
-            fs::create_directories(dir);
-        }
-    } else if (to == "safetensors" || to == "pt" || to == "nvidia_pt") {
+    } else if (!hf_dir) {
         st_path = o.output;
         outs = {st_path};
     } else {
-        const bool file = o.output.ends_with(".safetensors");
-        st_path = file ? o.output : (fs::path(o.output) / "model.safetensors").string();
+        st_path = (fs::path(o.output) / "model.safetensors").string();
+    }
+    if (to == "hf") {
         config_path = (fs::path(st_path).parent_path() / "config.json").string();
-        if (!file) {
-            created.emplace(o.output);
-            fs::create_directories(o.output);
-        }
         outs = {st_path, config_path};
+    }
+    // The output's directory and its missing parents are created (as TF's Saver creates a
+    // prefix's); a failed conversion leaves no empty directory behind.
+    std::optional<CreatedDirCleanup> created;
+    if (const fs::path dir = hf_dir ? fs::path(o.output) : fs::path(o.output).parent_path(); !dir.empty()) {
+        created.emplace(dir.string());
+        fs::create_directories(dir);
     }
     std::vector<std::string> inputs = in.files;
     if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);

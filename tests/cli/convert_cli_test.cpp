@@ -252,6 +252,22 @@ TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     expect_same_tensors(dir.file("c.safetensors"), a);
 }
 
+// Every kind of output may name a directory that does not exist yet: it is created, as TF's
+// Saver creates a prefix's (before, only --to=tf and an HF directory were).
+TEST(ConvertCli, OutputDirectoriesAreCreated) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false);
+    for (const std::string out : {"st/new/c.safetensors", "pt/new/c.pt", "nv/new/ckpt_1.pt", "hf/new/model.safetensors",
+                                   "tf/new/model.ckpt-1"}) {
+        const std::string to = out.starts_with("nv/") ? " --to=nvidia_pt" : out.starts_with("hf/") ? " --to=hf" : "";
+        const auto r = run_bertbench("convert" + to + " --input=" + a + " --output=" + dir.file(out));
+        ASSERT_EQ(r.exit_code, 0) << out << ": " << r.out;
+        EXPECT_TRUE(std::filesystem::exists(dir.file(out.starts_with("tf/") ? out + ".index" : out))) << out;
+    }
+    expect_same_tensors(a, dir.file("st/new/c.safetensors"));
+    EXPECT_TRUE(std::filesystem::exists(dir.file("hf/new/config.json")));
+}
+
 TEST(ConvertCli, RealTfCheckpointRoundTripsByteForByte) {
     TmpDir dir;
     auto r = run_bertbench("convert --input=" + tiny_prefix() + " --output=" + dir.file("k.safetensors"));
@@ -331,6 +347,14 @@ TEST(ConvertCli, BadOutputsAndInputsAreOneLineErrors) {
     r = run_bertbench("convert --input=" + dir.file("nope") + " --output=" + dir.file("x"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find(dir.file("nope")), std::string::npos) << r.out;
+    // a directory: the checkpoints in it named as the hint (the TF prefix without .index)
+    r = run_bertbench("convert --input=" + dir.path.string() + " --output=" + dir.file("x"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find(dir.path.string() + ": a directory; expected a checkpoint file or TensorFlow prefix "
+                                              "(hint: name one of the 3 it holds, newest first: "),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(dir.file("t") + ","), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(".index"), std::string::npos) << r.out;
     r = run_bertbench("convert --to=onnx --input=" + a + " --output=" + dir.file("x"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find("--to=onnx"), std::string::npos) << r.out;

@@ -130,6 +130,13 @@ TEST(DataSafetyCli, OutputsOfOneRunMustBeDifferentFiles) {
     EXPECT_NE(error_line(r.out).find("--output_file: names the file " + w.p("a.tfrecord") + " twice"),
               std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.p("a.tfrecord")));
+    // An empty item (the reference would fail writing ""): refused, not dropped from the round-robin.
+    for (const std::string& list : {w.p("a.tfrecord") + ",", w.p("a.tfrecord") + ",," + w.p("b.tfrecord")}) {
+        r = run_bertbench(prepare + " --output_file=" + list);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_line(r.out).find("found an empty item"), std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(w.p("a.tfrecord")));
+    }
     r = run_bertbench(prepare + " --output_file=" + w.p("a.tfrecord") + " --dupe_factor=0");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(error_line(r.out).find("--dupe_factor: expected >= 1"), std::string::npos) << r.out;
