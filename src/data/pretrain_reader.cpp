@@ -395,7 +395,12 @@ void PretrainReader::restore(const nlohmann::json& s) {
     if (s.contains("shard_by_record")) same("shard_by_record", c.shard_by_record);
     same("training", c.training);
     same("files", basenames(c.files));
-    if (!field("epoch").is_number_unsigned() || !field("records_in_epoch").is_number_unsigned())
+    // (nlohmann keeps an integer parsed from text unsigned when >= 0, and one set in code signed)
+    const auto count = [&](const char* name) {
+        const nlohmann::json& v = field(name);
+        return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+    };
+    if (!count("epoch") || !count("records_in_epoch"))
         fail("[reader] cursor: epoch/records_in_epoch: expected non-negative integers, got {}/{}",
              json_safe::brief(field("epoch")), json_safe::brief(field("records_in_epoch")));
     stop();

@@ -217,6 +217,26 @@ TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     EXPECT_EQ(eval_lines(b), eval_lines(a));
 }
 
+// A run stopped on one process resumes under 2 ranks, and back: the weights and optimizer state
+// carry over, every rank starts the next epoch (said in a warning), and the run finishes.
+TEST(DistPretrain, SlowResumeWithAnotherRankCountStartsTheNextEpoch) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("ranks");
+    const std::string out = w.out("run"), base = args(w, out, "--num_train_steps=12 --save_checkpoints_steps=4");
+    auto r = run_shell(bertbench_path() + base + " --stop_steps=4");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    r = run_mpi(2, bertbench_path() + base + " --stop_steps=8", 300);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("resuming from"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("was written by a job with another number of ranks"), std::string::npos) << r.out;
+    EXPECT_EQ(json::parse(slurp(out + "/results.json"))["global_step"], 8) << r.out;
+    r = run_shell(bertbench_path() + base);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const json res = json::parse(slurp(out + "/results.json"));
+    EXPECT_EQ(res["global_step"], 12) << r.out;
+    EXPECT_EQ(read_jsonl(out + "/train_log.jsonl").size(), 12u);
+}
+
 TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupted) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("term");
