@@ -389,6 +389,21 @@ int TrainLoop::run() {
         dp_->require_same("the flags and model config (FNV-1a)",
                           fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
                           "start every rank with the same command line and bert_config.json");
+        // ... the same files behind those flags (each rank expands the globs itself: a shard
+        // missing on one host would re-shard the data silently) and the same starting point (an
+        // --output_dir that is not one directory for every rank resumes them at different steps).
+        std::string seen;
+        const std::vector<std::string> inputs = task_.inputs();
+        for (const std::string& f : inputs) {
+            std::error_code ec;
+            seen += fmt::format("{}:{}\n", f, fs::file_size(f, ec));
+        }
+        seen += fmt::format("step {}", global_step());
+        dp_->require_same("the input files (names and sizes) and the step resumed from (FNV-1a)",
+                          fmt::format("{} files, step {}, {:016x}", inputs.size(), global_step(),
+                                      dist::fnv1a64(seen.data(), seen.size())),
+                          "every rank must see the same input files and the same --output_dir: a "
+                          "shared file system, or identical copies at the same paths on every host");
         std::string not_ready;
         try {
             task_.check_before_start();

@@ -237,6 +237,36 @@ TEST(DistPretrain, SlowResumeWithAnotherRankCountStartsTheNextEpoch) {
     EXPECT_EQ(read_jsonl(out + "/train_log.jsonl").size(), 12u);
 }
 
+// One command line, two hosts' views (each rank in its own working directory): a shard missing on
+// one of them, or a checkpoint in only one --output_dir, stops the job before the first step
+// instead of re-sharding the data or training from two starting points.
+TEST(DistPretrain, SlowRanksThatSeeOtherFilesOrCheckpointsStopBeforeTraining) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("views");
+    for (const char* host : {"a/data", "b/data", "a/out", "b/out"}) fs::create_directories(w.dir / host);
+    for (const char* shard : {"a/data/s1", "a/data/s2", "b/data/s1"}) fs::copy_file(train_data(), w.dir / shard);
+    const std::string command = bertbench_path() + " pretrain --bert_config_file=" + w.out("bert_config.json") +
+                                " '--input_file=data/s*' --output_dir=out --train_batch_size=4 --num_train_steps=4 "
+                                "--save_checkpoints_steps=2 --nodo_eval --threads=1";
+    const auto two_hosts = [&] {
+        std::string prefix = mpirun_prefix(1, 120);
+        return run_shell(prefix + "-wdir " + w.out("a") + " " + command + " : -np 1 -wdir " + w.out("b") + " " +
+                         command);
+    };
+    auto r = two_hosts();
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("the input files (names and sizes) and the step resumed from (FNV-1a) of rank 1 differs "
+                         "from rank 0's (2 files, step 0, "), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.dir / "a/out/train_log.jsonl"));
+    // the same files, but a checkpoint in host a's --output_dir only
+    fs::remove(w.dir / "a/data/s2");
+    ASSERT_EQ(run_shell("cd " + w.out("a") + " && " + command + " --stop_steps=2").exit_code, 0);
+    r = two_hosts();
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("of rank 1 differs from rank 0's (2 files, step 0, "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("vs 2 files, step 2, "), std::string::npos) << r.out;
+}
+
 TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupted) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("term");
