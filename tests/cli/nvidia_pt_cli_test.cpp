@@ -117,6 +117,12 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     json res = json::parse(slurp(ckpts + "/results.json"));
     EXPECT_EQ(res["global_step"], 2);  // 1 update x 2 micro-steps
     EXPECT_NE(res["status"].get<std::string>().find("stopped at step 2 of 6"), std::string::npos) << res.dump();
+    // its schedule's flags cannot change in the middle of the run
+    std::string other = line;
+    other.replace(other.find("--warmup_proportion=0.5"), 23, "--warmup_proportion=0.7");
+    r = run_bertbench(other + " --steps_this_run=-1 --resume_from_checkpoint");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("warmup_proportion"), std::string::npos) << r.out;
     r = run_bertbench(line + " --steps_this_run=-1 --resume_from_checkpoint");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(r.out.find("nothing to do"), std::string::npos) << r.out;
