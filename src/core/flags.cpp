@@ -14,6 +14,12 @@
 namespace bertbench {
 namespace {
 
+// `--output_dir --learning_rate=1e-3`: a forgotten value, not a directory named like a flag.
+std::string flag_after_flag(const std::string& name, const char* next) {
+    return fmt::format("flag --{} needs a value, got the flag {} after it (expected --{}=VALUE, which may start with --)",
+                       name, next, name);
+}
+
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
@@ -341,7 +347,12 @@ bool Flags::parse(int argc, char** argv) {
         if (f == nullptr) {
             if (const Ignored* g = find_ignored(name)) {
                 if (g->takes_value && !has_value) {
-                    if (i + 1 < argc) {
+                    if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) == 0) {
+                        // `--tpu_name --num_train_steps=5` (an unset $TPU_NAME): as for a flag
+                        // that has effect, the next flag is not swallowed as the value
+                        errors.push_back(flag_after_flag(name, argv[i + 1]));
+                        continue;
+                    } else if (i + 1 < argc) {
                         value = argv[++i];
                     } else {
                         errors.push_back(fmt::format("flag --{} needs a value", name));
@@ -377,10 +388,7 @@ bool Flags::parse(int argc, char** argv) {
                 value = "true";
             } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) == 0) {
                 // `--output_dir --learning_rate=1e-3`: a forgotten value, not a directory
-                errors.push_back(
-                    fmt::format("flag --{} needs a value, got the flag {} after it (expected "
-                                "--{}=VALUE, which may start with --)",
-                                name, argv[i + 1], name));
+                errors.push_back(flag_after_flag(name, argv[i + 1]));
                 continue;
             } else if (i + 1 < argc) {
                 value = argv[++i];

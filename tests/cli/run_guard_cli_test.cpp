@@ -135,6 +135,9 @@ TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
          "--eval_every_samples: expected >= 0"},
         {"pretrain --output_dir --learning_rate=1e-3",
          "flag --output_dir needs a value, got the flag --learning_rate=1e-3"},
+        // a flag without effect here takes no flag as its value either (an unset $TPU_NAME)
+        {w.pretrain(w.p("run"), 2) + " --tpu_name --num_train_steps=5",
+         "flag --tpu_name needs a value, got the flag --num_train_steps=5"},
         {"bench --mode= --noceiling", "--mode: expected at least one of train, infer, gemm"},
         {"bench --mode=infer,infer --noceiling",
          "--mode: expected each mode once, got infer twice"}};
