@@ -230,8 +230,17 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
         "do_eval", "eval_script", "cache_dir", "skip_cache", "profile"};
     const bool pt = script_ == Script::pretraining;
-    // NGC TF's run_squad.py line (its scripts always pass --horovod and --amp or --noamp)
-    if (!pt && !NgcTfSquadFlags{}.marker(f).empty()) return "";
+    // NGC TF's run_squad.py line (its scripts always pass --horovod and --amp or --noamp): this
+    // script's step flags on it would be dropped, so they are an error (one script, one meaning)
+    if (const std::string ngc = pt ? "" : NgcTfSquadFlags{}.marker(f); !ngc.empty()) {
+        for (const char* name : {"max_steps", "gradient_accumulation_steps"})
+            if (f.is_set(name))
+                fail("--{}: expected the flags of one script, got NVIDIA PyTorch run_squad.py's --{} on NVIDIA "
+                     "NGC TF run_squad.py's command line ({} given; its --num_accumulation_steps sets the "
+                     "micro-steps per update, --num_train_epochs the length)",
+                     name, name, ngc);
+        return "";
+    }
     for (const char* name : pt ? pt_set : squad_set)
         if (f.is_set(name)) return std::string("--") + name;
     if (f.is_set("bert_config_file") && f.spelling("bert_config_file") == "config_file")

@@ -192,6 +192,15 @@ TEST(SquadReferenceCli, NgcTfLineHasGooglesMeaningsWithNvidiasBatchAndDecay) {
         EXPECT_NE(r.out.find(std::string(flag) + ": not supported"), std::string::npos) << r.out;
         EXPECT_FALSE(fs::exists(tmp.file("refused")));
     }
+    // NVIDIA PyTorch run_squad.py's step flags on this line: refused, not dropped
+    for (const char* flag : {"--max_steps=3", "--gradient_accumulation_steps=4"}) {
+        r = run_bertbench(line + tmp.file("refused") + " " + flag);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find(std::string(flag).substr(0, std::string(flag).find('=')) +
+                             ": expected the flags of one script, got NVIDIA PyTorch run_squad.py's"),
+                  std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(tmp.file("refused")));
+    }
 }
 
 // --predict_file, --train_file, --vocab_file given as one of the files squad writes in
