@@ -169,8 +169,10 @@ void TrainLoop::load_or_init() {
              resume_from_, o_.num_train_steps, step);
     if (step % o_.steps_per_update != 0)
         fail("{}: tensor \"bertbench/global_step\": expected a multiple of --steps_per_update={} "
-             "(checkpoints are written between optimizer updates), got {}; {}",
-             resume_from_, o_.steps_per_update, step, damaged);
+             "(checkpoints are written between optimizer updates), got {}: the run being resumed had "
+             "another --steps_per_update (hint: its own resumes it; a new --output_dir starts a "
+             "different run), or the checkpoint is damaged",
+             resume_from_, o_.steps_per_update, step);
     const int64_t updates = scalar("bertbench/update_count");
     if (updates < 0 || updates > step / o_.steps_per_update)
         fail("{}: tensor \"bertbench/update_count\": expected an integer in [0, {}] (the "

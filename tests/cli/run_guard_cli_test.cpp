@@ -113,6 +113,18 @@ TEST(RunGuardCli, ASecondRunInAnOutputDirInUseIsRefused) {
     EXPECT_TRUE(testing::matching_files(out, R"(mlperf\.log\.failed-start-.*)").empty());
 }
 
+// A run resumed with another --steps_per_update, whose checkpoint step is not a multiple of it:
+// the flag is named, not the checkpoint blamed alone (the hint once was to move it away).
+TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
+    const GuardDir w("spu");
+    ASSERT_EQ(run_bertbench(w.pretrain(w.p("run"), 6) + " --stop_steps=3 --save_checkpoints_steps=3").exit_code, 0);
+    const auto r = run_bertbench(w.pretrain(w.p("run"), 6) + " --steps_per_update=2");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_of_run(r).find("expected a multiple of --steps_per_update=2 (checkpoints are written between "
+                                   "optimizer updates), got 3: the run being resumed had another --steps_per_update"),
+              std::string::npos) << r.out;
+}
+
 TEST(RunGuardCli, AnEditedConfigIsAChangedFlagOnResume) {
     const GuardDir w("config");
     const std::string base = w.pretrain(w.p("run"), 2);
