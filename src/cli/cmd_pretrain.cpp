@@ -1,6 +1,7 @@
 // `bertbench pretrain`: MLPerf BERT pretraining (run_pretraining.py flags) with online evaluation
 // to a target masked-LM accuracy, checkpoints and exact resume. The loop: src/train/pretrain.cpp.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iterator>
 #include <limits>
@@ -204,9 +205,16 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     }
     if (t.warmup_steps != -1) {
         both("num_warmup_steps", "warmup_steps");
-        if (t.warmup_steps < 0) fail("--warmup_steps: expected >= 0, got {}", t.warmup_steps);
-        o.num_warmup_steps = t.warmup_steps * spu;
+        if (!(t.warmup_steps >= 0 && t.warmup_steps == std::floor(t.warmup_steps) && t.warmup_steps < 1e15))
+            fail("--warmup_steps: expected a whole number of updates >= 0, got {}", t.warmup_steps);
+        o.num_warmup_steps = static_cast<int64_t>(t.warmup_steps) * spu;
         note(fmt::format("--num_warmup_steps={}", o.num_warmup_steps));
+    }
+    if (t.epsilon != 0) {
+        both("log_epsilon", "epsilon");
+        if (!(t.epsilon > 0 && std::isfinite(t.epsilon))) fail("--epsilon: expected > 0, got {}", t.epsilon);
+        o.log_epsilon = std::log10(t.epsilon);
+        log::info("--epsilon={:g}: LAMB's epsilon (bertbench --log_epsilon={:.17g})", t.epsilon, o.log_epsilon);
     }
     if (t.stop_steps != 0) {
         if (t.stop_steps < 1) fail("--stop_steps: expected >= 1, got {}", t.stop_steps);
@@ -330,6 +338,9 @@ int cmd_pretrain(int argc, char** argv) {
     // Other scripts' spellings (docs/compatibility.md).
     f.alias("model_dir", "output_dir");
     f.alias("input_files", "input_file");
+    f.alias("train_files", "input_file");  // MLPerf TF2's run_pretraining.py
+    f.alias("eval_files", "eval_input_file");
+    f.alias("stop_threshold", "target_mlm_accuracy");
     f.alias("beta_1", "lamb_beta_1");
     f.alias("beta_2", "lamb_beta_2");
     f.alias("weight_decay_rate", "lamb_weight_decay_rate");

@@ -31,7 +31,8 @@ struct Tf2StepFlags {
     int num_accumulation_steps = 0;   // 0 = not given
     int64_t num_steps_per_epoch = 0;  // updates
     int num_train_epochs = 0;
-    int64_t warmup_steps = -1;        // updates; -1 = not given
+    double warmup_steps = -1;         // updates (a float flag there); -1 = not given
+    double epsilon = 0;               // MLPerf TF2's LAMB epsilon; 0 = not given
     int64_t stop_steps = 0;           // updates; 0 = not given
     int64_t steps_between_eval = 0;   // updates
     int64_t steps_before_eval_start = 0;  // updates

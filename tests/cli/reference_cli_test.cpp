@@ -297,6 +297,30 @@ TEST(ReferenceCli, PerfZeroTf2Form) {
     EXPECT_EQ(cfg["flags"]["schedule_update_counter"], 2);
 }
 
+// MLPerf's own TF2 line (mlcommons/training language_model/tensorflow2/bert README): its file flags
+// --train_files/--eval_files, a float --warmup_steps, --epsilon (LAMB's) and --stop_threshold (the
+// target) map onto bertbench's flags.
+TEST(ReferenceCli, MlperfTf2FormMapsItsOwnFlags) {
+    const RefWorkdir w("mlperf_tf2");
+    const std::string out = w.out("run");
+    std::string line = perfzero(w, out);
+    line.replace(line.find("--input_files="), 14, "--train_files=");
+    line.replace(line.find("--warmup_steps=2"), 16, "--warmup_steps=2.0");
+    const auto r = run_bertbench(line + " '--eval_files=" + w.data() + "' --epsilon=1e-6 --stop_threshold=0.9");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--epsilon=1e-06: LAMB's epsilon (bertbench --log_epsilon=-6)"), std::string::npos) << r.out;
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["input_file"], w.data());
+    EXPECT_EQ(cfg["flags"]["eval_input_file"], w.data());
+    EXPECT_EQ(cfg["flags"]["num_warmup_steps"], 4);  // 2 updates
+    EXPECT_EQ(cfg["flags"]["log_epsilon"], -6.0);
+    EXPECT_EQ(cfg["flags"]["target_mlm_accuracy"], 0.9);
+    const auto bad = run_bertbench(line + " --warmup_steps=2.5");
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_NE(bad.out.find("--warmup_steps: expected a whole number of updates >= 0, got 2.5"), std::string::npos)
+        << bad.out;
+}
+
 // The precision flags of the seeds (--dtype=fp16 --loss_scale=dynamic --scale_loss; the TPU
 // variant's --dtype=bf16) run or fail naming the precision, and nothing else is wrong with the
 // line. They are the precision work's flags: a variant is checked once `pretrain --help` lists
