@@ -69,6 +69,30 @@ void resolve_widths(train::PretrainOptions& o) {
                   o.max_seq_length, o.max_predictions_per_seq, files.front());
 }
 
+// NGC's phase-2 script names phase 1's last checkpoint by its global_step, an update count
+// (--init_checkpoint=<phase 1>/model.ckpt-<updates>), where bertbench names it by micro-step: a
+// name "DIR/model.ckpt-N" that is neither a file nor a TF prefix, in the run directory of an NGC
+// line (its config.json: nvidia_ngc_tf, K micro-steps per update), is DIR/model.ckpt-<N x K>.
+std::string ngc_checkpoint_name(const std::string& name) {
+    const fs::path p(name);
+    const std::string base = p.filename().string(), prefix = "model.ckpt-";
+    if (!base.starts_with(prefix) || fs::exists(p) || fs::exists(name + ".index")) return name;
+    const std::string digits = base.substr(prefix.size());
+    const fs::path config = p.parent_path() / "config.json";
+    if (digits.empty() || digits.size() > 15 || digits.find_first_not_of("0123456789") != std::string::npos ||
+        !fs::exists(config))
+        return name;
+    const nlohmann::json c = nlohmann::json::parse(read_file(config.string()), nullptr, false);
+    if (c.is_discarded() || !c.contains("flags") || c["flags"].value("batch_flags_meaning", "") != "nvidia_ngc_tf")
+        return name;
+    const int64_t k = c["flags"].value("steps_per_update", int64_t{1});
+    const std::string ours = (p.parent_path() / fmt::format("{}{}.safetensors", prefix, std::stoll(digits) * k)).string();
+    if (!fs::exists(ours)) return name;
+    log::info("--init_checkpoint={}: NVIDIA NGC TF names a checkpoint by its update count; that run ({}) has {} "
+              "micro-steps per update: reading {}", name, config.string(), k, ours);
+    return ours;
+}
+
 // NVIDIA NGC TF run_pretraining.py's meanings (NgcTfFlags), when the command line carries one of
 // that script's own flags: --train_batch_size per rank and micro-step, --num_accumulation_steps
 // micro-steps per update, its step flags in updates, --learning_rate x ranks with --horovod. One
@@ -93,6 +117,7 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     };
     one_of("input_file", "input_files_dir");
     one_of("eval_input_file", "eval_files_dir");
+    if (!o.init_checkpoint.empty()) o.init_checkpoint = ngc_checkpoint_name(o.init_checkpoint);
     if (!n.input_files_dir.empty())
         o.input_file = files_in_dirs("input_files_dir", "input_file", n.input_files_dir);
     if (!n.eval_files_dir.empty())

@@ -415,6 +415,17 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
                   "\nnext_sentence_accuracy = " + py_float_repr(last["next_sentence_accuracy"]) +
                   "\nnext_sentence_loss = " + py_float_repr(last["next_sentence_loss"]) + "\n");
 
+    // NGC's phase-2 line names phase 1's last checkpoint by its update count (model.ckpt-3):
+    // that is bertbench's model.ckpt-6 (2 micro-steps per update), not the step-3 name.
+    std::string phase2 = ngc_phase1(w, w.out("phase2"), w.out("data"));
+    phase2.replace(phase2.find("--num_train_steps=3"), 19, "--num_train_steps=1");
+    const auto p2 = run_bertbench(phase2 + " --init_checkpoint=" + out + "/model.ckpt-3");
+    ASSERT_EQ(p2.exit_code, 0) << p2.out;
+    EXPECT_NE(p2.out.find("--init_checkpoint=" + out + "/model.ckpt-3: NVIDIA NGC TF names a checkpoint by its "
+                          "update count; that run (" + out + "/config.json) has 2 micro-steps per update: reading " +
+                          out + "/model.ckpt-6.safetensors"),
+              std::string::npos) << p2.out;
+
     // Its AdamWeightDecay decays from lr / (1 - warm-up / steps): 7.5e-4 / (1 - 2/6) = 1.125e-3.
     const auto adam = run_bertbench(ngc_phase1(w, w.out("adam"), w.out("data")) + " --optimizer_type=adam");
     ASSERT_EQ(adam.exit_code, 0) << adam.out;
