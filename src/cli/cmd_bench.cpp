@@ -227,6 +227,15 @@ int cmd_bench(int argc, char** argv) {
     if (!config_file.empty() && flags.is_set("model"))
         fail("--bert_config_file and --model: expected one of them, got both");
     if (scenario.active()) {
+        // bench's sweep flags that a scenario run does not use: an error, not a silent no-op
+        for (const char* name : {"mode", "last_layer_subset", "steps_per_update", "warmup", "steps", "min_time",
+                                 "max_predictions", "ceiling", "ceiling_gflops", "ceiling_reps", "gemm_tokens",
+                                 "gemm_reps", "profile", "profile_steps", "profile_svg", "format", "md",
+                                 "allreduce_overlap", "bucket_mb", "scaling_baseline"})
+            if (flags.is_set(name))
+                fail("--{}: not used by a scenario run (--scenario/--summarize_log: its report goes to --json, "
+                     "its summary to --mlperf_summary, a server run's latency plot to --plot)",
+                     name);
         ScenarioContext sc;
         sc.model = model_list, sc.bert_config_file = config_file, sc.dtype = dtype_list;
         sc.threads = thread_list.empty() ? std::to_string(sysinfo::cpus_available()) : thread_list;

@@ -152,6 +152,16 @@ TEST(ScenarioCli, UnmeetableBoundFailsBeforeMeasuring) {
     EXPECT_FALSE(fs::exists(json_path));
 }
 
+// bench's sweep flags do nothing in a scenario run: refused by name, before anything is read.
+TEST(ScenarioCli, SweepFlagsAreRefusedWithAScenario) {
+    for (const char* flag : {"--md=x.md", "--profile", "--format=json", "--mode=train", "--steps=5"}) {
+        const auto r = run_bertbench("bench --scenario=offline --model=tiny --data=/nonexistent " + std::string(flag));
+        EXPECT_EQ(r.exit_code, 1) << flag << "\n" << r.out;
+        const std::string name = std::string(flag).substr(0, std::string(flag).find('='));
+        EXPECT_NE(r.out.find(name + ": not used by a scenario run"), std::string::npos) << r.out;
+    }
+}
+
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
     const std::string pre = golden("pretraining/public_128_s12345_d2.tfrecord");
     const auto a = run_bertbench("bench --scenario=offline --model=tiny --seq_len=128 --data=" + pre);
