@@ -215,7 +215,7 @@ std::string reproduction_table_md(const std::vector<nlohmann::json>& points) {
         }
         out += fmt::format(
             "**{}** (sequences/s; rows: threads; columns: model, seq_len, batch size, and dtype and "
-        "micro-steps per update where not fp32 and 1)\n\n",
+            "micro-steps per update where not fp32 and 1)\n\n",
             mode == "train"         ? "Training"
             : mode == "infer"       ? "Inference"
             : mode == "squad train" ? "SQuAD training"

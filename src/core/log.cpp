@@ -49,7 +49,6 @@ std::string duration(double s) {
     return fmt::format("{}s", t);
 }
 
-
 Progress::Progress(double plain_interval_s)
     : plain_interval_s_(plain_interval_s), tty_(stderr_is_terminal()) {}
 

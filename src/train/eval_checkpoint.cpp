@@ -66,6 +66,20 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     // Under mpirun -np N: the batch is global, each rank evaluates every N-th record and the sums
     // are all-reduced (the same metrics as one process).
     dist::Comm& comm = dist::world();
+    if (comm.size() > 1) {  // one evaluation: every rank the same checkpoint, files and settings
+        std::string same = fmt::format("{} {} {} {} {} {}", o.eval_batch_size, o.max_seq_length,
+                                       o.max_predictions_per_seq, o.max_eval_steps, o.init_seed,
+                                       static_cast<int>(o.precision));
+        for (const std::string& f : o.files) {
+            std::error_code ec;
+            same += fmt::format("\n{}:{}", f, std::filesystem::file_size(f, ec));
+        }
+        same += "\n" + config.to_json().dump() + "\n" + o.checkpoint;
+        dist::require_same_on_all_ranks(
+            comm, fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
+            "the checkpoint, eval files (names and sizes), model and eval flags (FNV-1a)",
+            "start every rank with the same command line and the same files");
+    }
     if (o.eval_batch_size % comm.size() != 0)
         fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
              o.eval_batch_size, comm.size(), comm.size());

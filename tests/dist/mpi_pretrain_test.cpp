@@ -267,6 +267,24 @@ TEST(DistPretrain, SlowRanksThatSeeOtherFilesOrCheckpointsStopBeforeTraining) {
     EXPECT_NE(r.out.find("vs 2 files, step 2, "), std::string::npos) << r.out;
 }
 
+// `bertbench eval` under mpirun: ranks started with other eval flags stop with one error instead
+// of all-reducing sums over different sets into one blended figure.
+TEST(DistPretrain, SlowEvalRanksWithDifferentFlagsStop) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("evalflags");
+    const std::string out = w.out("run");
+    ASSERT_EQ(run_shell(bertbench_path() + args(w, out, "--num_train_steps=2 --nodo_eval")).exit_code, 0);
+    const std::string eval = bertbench_path() + " eval --init_checkpoint=" + out +
+                             "/model.ckpt-2.safetensors --input_file=" + eval_data() +
+                             " --eval_batch_size=8 --threads=1 --max_eval_steps=";
+    const auto r = run_shell(mpirun_prefix(1, 120) + eval + "2 : -np 1 " + eval + "5");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("the checkpoint, eval files (names and sizes), model and eval flags (FNV-1a) of rank 1 "
+                         "differs from rank 0's"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("masked_lm_accuracy"), std::string::npos) << r.out;
+}
+
 TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupted) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("term");
