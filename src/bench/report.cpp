@@ -103,11 +103,16 @@ const char* colour(size_t i) {
     return c[i % 8];
 }
 
+// " spu2" for a point of 2 micro-steps per update ("" for 1).
+std::string spu_suffix(const nlohmann::json& p) {
+    const int spu = p.value("steps_per_update", 1);
+    return spu > 1 ? fmt::format(" spu{}", spu) : std::string();
+}
+
 // What else a sweep may vary within one mode and model: " bf16", " spu2" (nothing for fp32, 1).
 std::string sweep_suffix(const nlohmann::json& p) {
     const std::string dtype = p.value("dtype", std::string("fp32"));
-    const int spu = p.value("steps_per_update", 1);
-    return (dtype == "fp32" ? std::string() : " " + dtype) + (spu > 1 ? fmt::format(" spu{}", spu) : std::string());
+    return (dtype == "fp32" ? std::string() : " " + dtype) + spu_suffix(p);
 }
 
 }  // namespace
@@ -332,10 +337,7 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
                                             p["mode"].get<std::string>(),
                                             p["model"].get<std::string>(),
                                             p.value("dtype", "fp32"), p["seq_len"].get<int>(),
-                                            p["threads"].get<int>(),
-                                            p.value("steps_per_update", 1) > 1
-                                                ? fmt::format(" spu{}", p.value("steps_per_update", 1))
-                                                : std::string());
+                                            p["threads"].get<int>(), spu_suffix(p));
         auto it = std::find_if(c.series.begin(), c.series.end(),
                                [&](const auto& s) { return s.name == key; });
         if (it == c.series.end()) it = c.series.insert(c.series.end(), {key, {}});

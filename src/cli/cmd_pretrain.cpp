@@ -75,7 +75,7 @@ void resolve_widths(train::PretrainOptions& o) {
 // line (its config.json: nvidia_ngc_tf, K micro-steps per update), is DIR/model.ckpt-<N x K>.
 std::string ngc_checkpoint_name(const std::string& name) {
     const fs::path p(name);
-    const std::string base = p.filename().string(), prefix = "model.ckpt-";
+    const std::string base = p.filename().string(), prefix = train::kCheckpointPrefix;
     if (!base.starts_with(prefix) || fs::exists(p) || fs::exists(name + ".index")) return name;
     const std::string digits = base.substr(prefix.size());
     const fs::path config = p.parent_path() / "config.json";
@@ -86,7 +86,7 @@ std::string ngc_checkpoint_name(const std::string& name) {
     if (c.is_discarded() || !c.contains("flags") || c["flags"].value("batch_flags_meaning", "") != "nvidia_ngc_tf")
         return name;
     const int64_t k = c["flags"].value("steps_per_update", int64_t{1});
-    const std::string ours = (p.parent_path() / fmt::format("{}{}.safetensors", prefix, std::stoll(digits) * k)).string();
+    const std::string ours = train::checkpoint_path(p.parent_path().string(), std::stoll(digits) * k);
     if (!fs::exists(ours)) return name;
     log::info("--init_checkpoint={}: NVIDIA NGC TF names a checkpoint by its update count; that run ({}) has {} "
               "micro-steps per update: reading {}", name, config.string(), k, ours);

@@ -371,6 +371,16 @@ void check_output_not_input(const std::string& output, const std::string& output
     }
 }
 
+std::string files_and_sizes(const std::vector<std::string>& files) {
+    std::string out;
+    for (const std::string& f : files) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(f, ec);
+        out += fmt::format("{}:{}\n", f, ec ? -1 : static_cast<int64_t>(size));
+    }
+    return out;
+}
+
 std::vector<std::string> paths_of_list(const std::string& list) {
     std::vector<std::string> out;
     for (const std::string& item : split_commas(list)) {

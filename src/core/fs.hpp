@@ -94,6 +94,10 @@ void check_output_not_input(const std::string& output, const std::string& output
 // what is missing).
 std::vector<std::string> paths_of_list(const std::string& list);
 
+// "path:size" lines of `files` (size -1 for one that cannot be read), for the ranks of an mpirun
+// job to compare what their input flags name on each host.
+std::string files_and_sizes(const std::vector<std::string>& files);
+
 // Before the work, for a file written at the end (a report, a plot): error naming `flag` when
 // `path` is a directory, or its directory does not exist, is not one, or cannot be written in.
 void check_output_file_writable(const std::string& path, const std::string& flag);

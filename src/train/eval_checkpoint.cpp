@@ -70,11 +70,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
         std::string same = fmt::format("{} {} {} {} {} {}", o.eval_batch_size, o.max_seq_length,
                                        o.max_predictions_per_seq, o.max_eval_steps, o.init_seed,
                                        static_cast<int>(o.precision));
-        for (const std::string& f : o.files) {
-            std::error_code ec;
-            same += fmt::format("\n{}:{}", f, std::filesystem::file_size(f, ec));
-        }
-        same += "\n" + config.to_json().dump() + "\n" + o.checkpoint;
+        same += "\n" + files_and_sizes(o.files) + config.to_json().dump() + "\n" + o.checkpoint;
         dist::require_same_on_all_ranks(
             comm, fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
             "the checkpoint, eval files (names and sizes), model and eval flags (FNV-1a)",

@@ -392,13 +392,8 @@ int TrainLoop::run() {
         // ... the same files behind those flags (each rank expands the globs itself: a shard
         // missing on one host would re-shard the data silently) and the same starting point (an
         // --output_dir that is not one directory for every rank resumes them at different steps).
-        std::string seen;
         const std::vector<std::string> inputs = task_.inputs();
-        for (const std::string& f : inputs) {
-            std::error_code ec;
-            seen += fmt::format("{}:{}\n", f, fs::file_size(f, ec));
-        }
-        seen += fmt::format("step {}", global_step());
+        const std::string seen = files_and_sizes(inputs) + fmt::format("step {}", global_step());
         dp_->require_same("the input files (names and sizes) and the step resumed from (FNV-1a)",
                           fmt::format("{} files, step {}, {:016x}", inputs.size(), global_step(),
                                       dist::fnv1a64(seen.data(), seen.size())),
