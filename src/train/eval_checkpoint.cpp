@@ -164,7 +164,10 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
               checkpoint, why, o.output_dir);
 
     const EvalMetrics m = evaluate_checkpoint(e);
-    const int64_t step = checkpoint_name_step(checkpoint);
+    // The checkpoint's name counts micro-steps; the reference's global_step counts updates where
+    // its counter does (NGC TF's line: --num_accumulation_steps micro-steps per update).
+    int64_t step = checkpoint_name_step(checkpoint);
+    if (step > 0) step /= o.schedule_update_counter;
     if (!root) return 0;
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);

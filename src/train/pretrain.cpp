@@ -411,7 +411,9 @@ private:
         if (root_) JsonlLog(loop.path("eval_log.jsonl")).write(line);
         acc_curve_.push_back({static_cast<double>(samples), m.masked_lm_accuracy});
         last_eval_ = m;
-        last_eval_step_ = loop.global_step();
+        // eval_results.txt's global_step is the reference's counter: updates where its
+        // global_step counts them (NGC TF, TF2: schedule_update_counter = K), else micro-steps.
+        last_eval_step_ = loop.global_step() / o_.schedule_update_counter;
         log::info("eval at {} samples (step {}): masked_lm_accuracy {:.4f} masked_lm_loss {:.4f} "
                   "next_sentence_accuracy {:.4f} ({} examples, {:.1f} s)",
                   samples, loop.global_step(), m.masked_lm_accuracy, m.masked_lm_loss,

@@ -408,12 +408,21 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     const auto evals = testing::read_jsonl(out + "/eval_log.jsonl");
     ASSERT_FALSE(evals.empty());
     const json& last = evals.back();
+    // NGC's global_step counts updates (optimization.py: global_step + 1 on an update step).
     EXPECT_EQ(slurp(out + "/eval_results.txt"),
-              "global_step = 6\nloss = " + py_float_repr(last["loss"]) +
+              "global_step = 3\nloss = " + py_float_repr(last["loss"]) +
                   "\nmasked_lm_accuracy = " + py_float_repr(last["masked_lm_accuracy"]) +
                   "\nmasked_lm_loss = " + py_float_repr(last["masked_lm_loss"]) +
                   "\nnext_sentence_accuracy = " + py_float_repr(last["next_sentence_accuracy"]) +
                   "\nnext_sentence_loss = " + py_float_repr(last["next_sentence_loss"]) + "\n");
+
+    // The eval-only form of the line (--do_train=False) on that run: the same update count.
+    std::string eval_only = ngc_phase1(w, out, w.out("data"));
+    eval_only.replace(eval_only.find("--do_train=True"), 15, "--do_train=False");
+    fs::remove(out + "/eval_results.txt");
+    const auto ev = run_bertbench(eval_only);
+    ASSERT_EQ(ev.exit_code, 0) << ev.out;
+    EXPECT_EQ(slurp(out + "/eval_results.txt").rfind("global_step = 3\n", 0), 0u);
 
     // NGC's phase-2 line names phase 1's last checkpoint by its update count (model.ckpt-3):
     // that is bertbench's model.ckpt-6 (2 micro-steps per update), not the step-3 name.
