@@ -123,7 +123,6 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     if (!n.eval_files_dir.empty())
         o.eval_input_file = files_in_dirs("eval_files_dir", "eval_input_file", n.eval_files_dir);
     const int k = t.num_accumulation_steps != 0 ? t.num_accumulation_steps : 1;
-    if (k < 1) fail("--num_accumulation_steps: expected >= 1, got {}", k);
     if (o.train_batch_size < 1 || o.train_batch_size > std::numeric_limits<int>::max() / ranks)
         fail("--train_batch_size={}: expected 1..{} (NVIDIA NGC TF: sequences per GPU and "
              "micro-step, x {} ranks)", o.train_batch_size,
@@ -192,8 +191,6 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     };
     if (t.num_accumulation_steps != 0 && !ngc) {
         both("steps_per_update", "num_accumulation_steps");
-        if (t.num_accumulation_steps < 1)
-            fail("--num_accumulation_steps: expected >= 1, got {}", t.num_accumulation_steps);
         if (o.train_batch_size % t.num_accumulation_steps != 0)
             fail("--train_batch_size={}: expected a multiple of --num_accumulation_steps={} "
                  "(PerfZero: the global batch, split into that many micro-batches)",
@@ -383,6 +380,9 @@ int cmd_pretrain(int argc, char** argv) {
     if (dist::world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
     if (!f.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
+    // Every script's --num_accumulation_steps is a count of micro-batches (theirs divide by it).
+    if (f.is_set("num_accumulation_steps") && tf2.num_accumulation_steps < 1)
+        fail("--num_accumulation_steps: expected >= 1, got {}", tf2.num_accumulation_steps);
     // Which script's command line this is: NVIDIA PyTorch's, NGC TF's, or PerfZero's/MLPerf's.
     const std::string pt_marker = apply_nvidia_pt_pretrain(
         f, nvpt, ngc.marker(f, nvpt.marker(f).empty()), o, ranks);

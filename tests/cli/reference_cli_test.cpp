@@ -481,6 +481,18 @@ TEST(ReferenceCli, NumAccumulationStepsSaysWhichMeaningApplies) {
         << r.out;
     EXPECT_EQ(json::parse(slurp(out + "/config.json"))["flags"]["batch_flags_meaning"],
               "perfzero_tf2");
+
+    // 0 given is a count the scripts divide by, not "not given": refused on either line, before
+    // anything is written.
+    for (const std::string& ngc_flag : std::vector<std::string>{"", " --input_files_dir=" + w.out("nowhere")}) {
+        const auto bad = run_bertbench("pretrain --bert_config_file=" + w.config() + " --input_file=\"" +
+                                       w.data() + "\" --output_dir=" + w.out("zero") +
+                                       " --train_batch_size=8 --num_accumulation_steps=0 --threads=1" + ngc_flag);
+        EXPECT_EQ(bad.exit_code, 1) << bad.out;
+        EXPECT_EQ(count_of(bad.out, "error: "), 1u) << bad.out;
+        EXPECT_EQ(count_of(bad.out, "error: --num_accumulation_steps: expected >= 1, got 0\n"), 1u) << bad.out;
+        EXPECT_FALSE(fs::exists(w.out("zero")));
+    }
 }
 
 // NGC's multi-GPU form (mpiexec -np 2 ... --horovod): the global batch counts the ranks and the
