@@ -139,6 +139,11 @@ def parse_launcher(argv):
     return p.parse_known_args(argv)
 
 
+# The model args this script converts to numbers, and how.
+NUMERIC_ARGS = {"accum_steps": int, "learning_rate": float, "save_checkpoints_steps": int,
+                "num_train_steps": int, "warmup_steps": int}
+
+
 def parse_model_args(words, mode):
     """Intel's launcher turns each `key=value` into the environment variable KEY (dashes to
     underscores, leading ones dropped, any case); start.sh passes the ones it knows on to the
@@ -160,6 +165,14 @@ def parse_model_args(words, mode):
             raise Refused("model arg %s=%s: Intel's start.sh passes it on as --%s and its "
                           "bert_large %s model_init.py exits on it (unrecognized arguments)"
                           % (key, value, key.replace("_", "-"), mode))
+    for key, kind in NUMERIC_ARGS.items():
+        if key in out:
+            try:
+                kind(out[key])
+            except ValueError:
+                raise Refused("model arg %s=%s: expected %s (Intel's argparse type), got %r"
+                              % (key, out[key], "an integer" if kind is int else "a number",
+                                 out[key])) from None
     return out
 
 
