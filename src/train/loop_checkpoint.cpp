@@ -89,12 +89,21 @@ std::string latest_checkpoint(const std::string& dir) {
 }
 
 void TrainLoop::load_init_moments(const model::ParamTable& table) {
+    const std::string expected =
+        "expected the optimizer's moments to carry over (<tensor>/adam_m and /adam_v, as a "
+        "bertbench training checkpoint has them)";
+    // Checked by format before anything is read: the moments come from our safetensors only
+    // (NVIDIA's ckpt_N.pt keeps FusedLAMB's state by parameter index, not read here).
+    const model::CheckpointFormat format = model::detect_checkpoint_format(o_.init_checkpoint);
+    if (format != model::CheckpointFormat::bertbench)
+        fail("--init_checkpoint={}: {}, got a {} (its optimizer state is not read) (hint: bertbench's "
+             "own line, pretrain --init_checkpoint=... without the reference's flags, starts from "
+             "its weights with fresh moments)",
+             o_.init_checkpoint, expected, model::checkpoint_format_name(format));
     const model::CheckpointReader r(o_.init_checkpoint);
     if (!r.has(table.entries().front().name + "/adam_m"))
-        fail("--init_checkpoint={}: expected the optimizer's moments to carry over (<tensor>/adam_m "
-             "and /adam_v, as a bertbench training checkpoint has them), got none (hint: a "
-             "checkpoint written by bertbench pretrain)",
-             o_.init_checkpoint);
+        fail("--init_checkpoint={}: {}, got none (hint: a checkpoint written by bertbench pretrain)",
+             o_.init_checkpoint, expected);
     load_moments(r);
     log::info("optimizer moments from {} (bias correction restarts at update 1)", o_.init_checkpoint);
 }
@@ -129,12 +138,13 @@ void TrainLoop::load_or_init() {
              table.total_floats() * 16.0 / (1 << 20), table.num_parameters());
     }
     if (resume_from_.empty()) {
+        // The moments first: a checkpoint without them is refused before its weights are read.
+        if (!o_.init_checkpoint.empty() && o_.init_optimizer_moments) load_init_moments(table);
         backend::modify_on_host(be, params_->get(), params_->size(), [&](std::span<float> params) {
             table.initialize(params, static_cast<uint64_t>(o_.seed));
             if (!o_.init_checkpoint.empty())
                 model::load_init_checkpoint(o_.init_checkpoint, table, params);  // any format
         });
-        if (!o_.init_checkpoint.empty() && o_.init_optimizer_moments) load_init_moments(table);
         return;
     }
     log::info("resuming from {}", resume_from_);

@@ -335,6 +335,24 @@ std::string pretrained_pt(const TmpDir& tmp, const std::string& config) {
 
 // scripts/run_squad.sh's CMD in its "train eval" mode, then in its "eval" mode with the
 // fine-tuned checkpoint, sizes shrunk (seq 128, stride 64, one GPU).
+// --resume_from_checkpoint --init_checkpoint=<a .pt>: NVIDIA's script restores FusedLAMB's
+// moments from it, which bertbench does not read from a PyTorch file: refused before anything is
+// read or written, naming the file and what bertbench's own line does instead.
+TEST(NvidiaPyTorchCli, ResumeFromAPtCheckpointIsRefusedAtOnce) {
+    const NvidiaDirs d;
+    const std::string pt = pretrained_pt(d.tmp, d.config), ckpts = d.tmp.file("ckpts");
+    const auto r = run_bertbench(phase1_line(d, ckpts, d.tmp.file("results")) +
+                                 " --resume_from_checkpoint --init_checkpoint=" + pt);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;
+    EXPECT_NE(r.out.find("error: --init_checkpoint=" + pt + ": expected the optimizer's moments to carry "
+                         "over (<tensor>/adam_m and /adam_v, as a bertbench training checkpoint has "
+                         "them), got a PyTorch checkpoint (its optimizer state is not read)"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("initialised from"), std::string::npos) << r.out;  // weights not read first
+    EXPECT_FALSE(fs::exists(ckpts));
+}
+
 std::string run_squad_line(const NvidiaDirs& d, const std::string& init, const std::string& out,
                            bool train) {
     const std::string squad = golden("squad_pipeline");
