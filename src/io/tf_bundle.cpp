@@ -261,8 +261,8 @@ TfBundleReader::TfBundleReader(const std::string& prefix) : prefix_(prefix) {
     const std::string path = index_path();
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
-        fail("[tf_checkpoint] {}: cannot open the checkpoint index: {} (hint: --init_checkpoint "
-             "takes the prefix, e.g. .../model.ckpt-28252, without .index)",
+        fail("[tf_checkpoint] {}: cannot open the checkpoint index: {} (hint: a TF checkpoint "
+             "is named by its prefix, e.g. .../model.ckpt-28252, or its .index file)",
              path, std::strerror(errno));
     if (!S_ISREG(st.st_mode))
         fail("[tf_checkpoint] {}: checkpoint index: expected a regular file, found {}", path,
@@ -284,6 +284,13 @@ TfBundleReader TfBundleReader::from_memory(std::string index_image,
 bool TfBundleReader::is_bundle(const std::string& prefix) {
     struct stat st {};
     return !prefix.empty() && ::stat((prefix + ".index").c_str(), &st) == 0;
+}
+
+std::string TfBundleReader::prefix_of(const std::string& path) {
+    struct stat st {};
+    if (path.ends_with(".index") && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+        return path.substr(0, path.size() - 6);
+    return path;
 }
 
 std::string TfBundleReader::shard_path(int32_t shard) const {

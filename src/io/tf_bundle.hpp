@@ -58,6 +58,9 @@ class TfBundleReader {
                                       const std::string& label);
     // True when PREFIX.index exists: `prefix` names a TF checkpoint rather than a file.
     static bool is_bundle(const std::string& prefix);
+    // The prefix a user's path names: "model.ckpt-28252.index" (a file) names "model.ckpt-28252";
+    // any other path names itself.
+    static std::string prefix_of(const std::string& path);
 
     const std::string& prefix() const { return prefix_; }
     std::string index_path() const { return prefix_ + ".index"; }

@@ -195,6 +195,9 @@ void check_saved_config(const CheckpointReader& r, const std::string& path, cons
                     path, key, value.dump(), saved.at(key).dump());
         }
     }
+    std::vector<std::string> names;
+    for (const io::TensorInfo& t : r.file().tensors()) names.push_back(t.name);
+    refuse_deeper_layers(names, path, table.config().num_hidden_layers);
 }
 }  // namespace
 

@@ -174,6 +174,11 @@ const char* checkpoint_format_name(CheckpointFormat f);
 // Whether a TF variable name is training state besides the model: an optimizer slot (adam_m,
 // adam_v, GradientAccumulator, Adam, Momentum, ...), a step counter, our bertbench/* resume state.
 bool optimizer_state(const std::string& name);
+// Error naming `where` when a TF-named weight belongs to an encoder layer at or beyond
+// `num_layers` ("bert/encoder/layer_<i>/...", i >= num_layers): every format's reader refuses
+// it, as a model read without its last layers is another model.
+void refuse_deeper_layers(const std::vector<std::string>& tf_names, const std::string& where,
+                          int num_layers);
 
 // By magic bytes, never by trial: TF when PATH.index exists; a zip archive ("PK\3\4") or torch's
 // legacy magic-number pickle is PyTorch; 8 bytes of length then '{' is safetensors, ours when it

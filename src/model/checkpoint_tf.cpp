@@ -31,12 +31,6 @@ bool is_file(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// "model.ckpt-28252.index" names the prefix "model.ckpt-28252" too.
-std::string tf_prefix(const std::string& path) {
-    if (path.ends_with(".index") && is_file(path)) return path.substr(0, path.size() - 6);
-    return path;
-}
-
 // The first bytes of a file (fewer when it is shorter); Error naming the path if it cannot be read.
 std::string file_head(const std::string& path, size_t n) {
     std::string why;
@@ -119,29 +113,39 @@ std::string TfImportReport::summary() const {
                        first_few(ignored, 3), unexpected.size(), first_few(unexpected));
 }
 
-TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
-                                    std::span<float> params) {
-    BB_CHECK(params.size() >= table.total_floats());
-    const io::TfBundleReader r(tf_prefix(prefix));
-    TfImportReport rep;
-    std::vector<std::string> mismatched, deeper;
-    std::vector<std::pair<const ParamInfo*, const io::TfTensorEntry*>> plan;
-    // "bert/encoder/layer_<i>/..." of a layer the model does not have (the other formats' readers
-    // refuse it too: a model read without its last layers is another model)
-    const auto beyond_the_layers = [&](const std::string& name) {
-        constexpr std::string_view kLayer = "bert/encoder/layer_";
-        if (!name.starts_with(kLayer)) return false;
+void refuse_deeper_layers(const std::vector<std::string>& tf_names, const std::string& where,
+                          int num_layers) {
+    // "bert/encoder/layer_<i>/..." of a layer the model does not have (optimizer slots aside:
+    // their layer's weights are counted)
+    std::vector<std::string> deeper;
+    constexpr std::string_view kLayer = "bert/encoder/layer_";
+    for (const std::string& name : tf_names) {
+        if (!name.starts_with(kLayer) || optimizer_state(name)) continue;
         const size_t end = name.find('/', kLayer.size());
         const std::string idx =
             name.substr(kLayer.size(), end == std::string::npos ? end : end - kLayer.size());
-        return !idx.empty() && idx.size() <= 9 &&
-               idx.find_first_not_of("0123456789") == std::string::npos &&
-               std::stoll(idx) >= table.config().num_hidden_layers;
-    };
+        if (!idx.empty() && idx.size() <= 9 && idx.find_first_not_of("0123456789") == std::string::npos &&
+            std::stoll(idx) >= num_layers)
+            deeper.push_back(name);
+    }
+    if (!deeper.empty())
+        fail("{}: expected encoder layers 0..{} (num_hidden_layers of the model), found {} tensors "
+             "of deeper layers{} (hint: the checkpoint was written for another bert_config.json)",
+             where, num_layers - 1, deeper.size(), first_few(deeper));
+}
+
+TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
+                                    std::span<float> params) {
+    BB_CHECK(params.size() >= table.total_floats());
+    const io::TfBundleReader r(io::TfBundleReader::prefix_of(prefix));
+    TfImportReport rep;
+    std::vector<std::string> mismatched, names;
+    std::vector<std::pair<const ParamInfo*, const io::TfTensorEntry*>> plan;
+    for (const io::TfTensorEntry& e : r.entries()) names.push_back(e.name);
+    refuse_deeper_layers(names, "[tf_checkpoint] " + r.index_path(), table.config().num_hidden_layers);
     for (const io::TfTensorEntry& e : r.entries()) {
         const ParamInfo* p = table.find(e.name);
         if (p == nullptr) {
-            if (beyond_the_layers(e.name) && !optimizer_state(e.name)) deeper.push_back(e.name);
             (optimizer_state(e.name) ? rep.ignored : rep.unexpected).push_back(e.name);
             continue;
         }
@@ -165,12 +169,6 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
         if (!(table.heads() == Heads::squad && p.name.rfind("cls/squad/", 0) == 0))
             missing_bad.push_back(p.name);
     }
-    if (!deeper.empty())
-        fail(
-            "[tf_checkpoint] {}: expected encoder layers 0..{} (num_hidden_layers of the model), "
-            "found {} tensors of deeper layers{} (hint: the checkpoint was written for another "
-            "bert_config.json)",
-            r.index_path(), table.config().num_hidden_layers - 1, deeper.size(), first_few(deeper));
     if (!missing_bad.empty() || !mismatched.empty())
         fail("[tf_checkpoint] {}: expected every tensor of the model ({} of them), found {} "
              "missing{} and {} shape-mismatched{} (hint: the checkpoint was written for another "
@@ -199,7 +197,7 @@ const char* checkpoint_format_name(CheckpointFormat f) {
 }
 
 CheckpointFormat detect_checkpoint_format(const std::string& path) {
-    if (io::TfBundleReader::is_bundle(tf_prefix(path))) return CheckpointFormat::tf_bundle;
+    if (io::TfBundleReader::is_bundle(io::TfBundleReader::prefix_of(path))) return CheckpointFormat::tf_bundle;
     if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
         // A run's or save_pretrained's directory: which of its checkpoints is for the user to say
         std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
@@ -243,7 +241,7 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
 }
 
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag) {
-    if (path.empty() || is_file(path) || io::TfBundleReader::is_bundle(tf_prefix(path))) return path;
+    if (path.empty() || is_file(path) || io::TfBundleReader::is_bundle(io::TfBundleReader::prefix_of(path))) return path;
     const std::string ours = path + ".safetensors";
     if (!is_file(ours)) return path;  // the loader's error names `path`
     log::info("{}={}: no such file or TensorFlow prefix; reading {}, the bertbench checkpoint of "

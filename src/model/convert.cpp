@@ -107,7 +107,7 @@ struct Loaded {
 };
 
 Loaded read_tf(const std::string& prefix) {
-    const io::TfBundleReader r(prefix);
+    const io::TfBundleReader r(io::TfBundleReader::prefix_of(prefix));
     Loaded in;
     in.files.push_back(r.index_path());
     for (int32_t s : r.used_shards()) in.files.push_back(r.shard_path(s));
@@ -298,6 +298,21 @@ void check_config_fits(const BertConfig& config, const std::string& config_sourc
                  config_source, t.name, fmt::join(t.shape, ", "), fmt::join(p->shape, ", "), config.hidden_size,
                  config.intermediate_size, config.vocab_size);
     }
+    // And as many encoder layers: none beyond num_hidden_layers, none of them without a tensor
+    // (when the input has encoder layers at all).
+    std::vector<std::string> names;
+    std::vector<bool> present(static_cast<size_t>(config.num_hidden_layers), false);
+    for (const Tensor& t : tensors) {
+        names.push_back(t.name);
+        for (int i = 0; i < config.num_hidden_layers; ++i)
+            if (t.name.starts_with(fmt::format("bert/encoder/layer_{}/", i))) present[static_cast<size_t>(i)] = true;
+    }
+    refuse_deeper_layers(names, config_source + ": does not fit the weights", config.num_hidden_layers);
+    const auto absent = std::find(present.begin(), present.end(), false);
+    if (std::find(present.begin(), present.end(), true) != present.end() && absent != present.end())
+        fail("{}: does not fit the weights: num_hidden_layers {}, but the input has no tensor of "
+             "encoder layer {} (hint: the input's own bert_config.json)",
+             config_source, config.num_hidden_layers, absent - present.begin());
 }
 
 // HF's BertConfig (config.json) for our config.
@@ -558,7 +573,8 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         for (const auto& [k, v] : in.metadata) w.set_metadata(k, v);
         // TF names, whatever the tensors: mark it ours, or a non-BERT file would read as HF.
         w.set_metadata("format", kCheckpointFormat);
-        if (have_config && !in.metadata.count("bert_config"))
+        // --bert_config_file, when given, replaces the input's own (checked above to fit)
+        if (have_config && (!o.bert_config_file.empty() || !in.metadata.count("bert_config")))
             w.set_metadata("bert_config", config.to_json().dump());
         // Our checkpoints hold fp32 (what every reader of them expects): an fp16, bf16 or fp64
         // tensor of an HF or TF file is converted as the .pt reader converts it (widened

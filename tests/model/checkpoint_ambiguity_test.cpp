@@ -138,6 +138,35 @@ TEST(CheckpointAmbiguity, DeeperTfLayersThanTheConfigAreRefused) {
                      "tensors of deeper layers"),
               std::string::npos)
         << e;
+
+    // The same tensors in our safetensors (converted from PREFIX.index without a config, so no
+    // saved config catches it): refused the same way.
+    ConvertOptions o;
+    o.input = prefix + ".index";
+    o.output = dir.file("two.safetensors");
+    convert_checkpoint(o);
+    load_init_checkpoint(o.output, two, got);
+    EXPECT_EQ(got, w);
+    const std::string es = error_of([&] { load_init_checkpoint(o.output, one, small); });
+    EXPECT_NE(es.find(o.output + ": expected encoder layers 0..0 (num_hidden_layers of the model), "
+                      "found 16 tensors of deeper layers"),
+              std::string::npos)
+        << es;
+    // convert's --bert_config_file must give the input's layer count: fewer or more is an error.
+    for (const int layers : {1, 3}) {
+        const std::string cfg = dir.file("layers" + std::to_string(layers) + ".json");
+        write_file_atomic(cfg, ambiguity_config(layers).to_json().dump());
+        o.input = prefix;
+        o.output = dir.file("out" + std::to_string(layers) + ".safetensors");
+        o.bert_config_file = cfg;
+        const std::string ec = error_of([&] { convert_checkpoint(o); });
+        EXPECT_NE(ec.find("--bert_config_file=" + cfg + ": does not fit the weights: " +
+                          (layers == 1 ? std::string("expected encoder layers 0..0")
+                                       : std::string("num_hidden_layers 3, but the input has no tensor of encoder layer 2"))),
+                  std::string::npos)
+            << ec;
+        EXPECT_FALSE(std::filesystem::exists(o.output));
+    }
 }
 
 TEST(CheckpointAmbiguity, ConvertWritesFp32AndNeverAnEmptyCheckpoint) {
