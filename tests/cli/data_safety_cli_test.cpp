@@ -137,6 +137,17 @@ TEST(DataSafetyCli, OutputsOfOneRunMustBeDifferentFiles) {
         EXPECT_NE(error_line(r.out).find("found an empty item"), std::string::npos) << r.out;
         EXPECT_FALSE(fs::exists(w.p("a.tfrecord")));
     }
+    // Shard mode keeps no reference log: --log_file there is refused, not silently unwritten.
+    fs::create_directories(w.p("in"));
+    fs::copy_file(golden("corpus_public.txt"), w.p("in/corpus.txt"));
+    r = run_bertbench("prepare --input_dir=" + w.p("in") + " --output_dir=" + w.p("shards") + " --vocab_file=" +
+                      golden("vocab.txt") + " --dupe_factor=1 --log_file=" + w.p("shard.log"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("--log_file=" + w.p("shard.log") + ": expected with --input_file/--output_file; "
+                                     "shard mode (--input_dir) keeps no reference log"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("shards")));
+    EXPECT_FALSE(fs::exists(w.p("shard.log")));
     r = run_bertbench(prepare + " --output_file=" + w.p("a.tfrecord") + " --dupe_factor=0");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(error_line(r.out).find("--dupe_factor: expected >= 1"), std::string::npos) << r.out;
