@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
@@ -52,7 +53,10 @@ int cmd_prepare(int argc, char** argv) {
     flags.add("do_whole_word_mask", &cfg.do_whole_word_mask,
               "Whether to use whole word masking rather than per-WordPiece masking (google-research/"
               "bert's flag; MLPerf's script has none: False).");
+    TokenizationFlags tokenization;
+    tokenization.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    tokenization.check();
     install_temporary_cleanup();  // a stop by signal removes the outputs' temporaries (no GEMM runs here)
     cfg.output_format = data::parse_output_format(output_format);
     if (verbose) log::info("prepare: config {}", flags.to_json().dump());

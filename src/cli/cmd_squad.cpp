@@ -315,7 +315,10 @@ int cmd_squad(int argc, char** argv) {
     NgcTfSquadFlags ngc;  // NVIDIA NGC TF run_squad.py's
     ngc.add(flags);
     add_squad_hints(flags);
+    TokenizationFlags tokenization;
+    tokenization.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    tokenization.check();
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     const int ranks = dist::world().size();

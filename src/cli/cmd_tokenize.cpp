@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/reference_flags.hpp"
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "data/tokenizer.hpp"
@@ -48,7 +49,10 @@ int cmd_tokenize(int argc, char** argv) {
                 "object {\"tokens\": [...], \"ids\": [...]} per input line to stdout.");
     flags.add("vocab_file", &vocab_file, "The WordPiece vocabulary (vocab.txt).");
     flags.add("do_lower_case", &do_lower_case, "Lower-case and strip accents (uncased models).");
+    TokenizationFlags tokenization;
+    tokenization.add(flags);
     if (!flags.parse(argc, argv)) return 0;
+    tokenization.check();
     if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt)");
     const data::Vocab vocab = data::Vocab::load(vocab_file);
     data::FullTokenizer tok(vocab, do_lower_case);

@@ -74,6 +74,18 @@ void add_squad_hints(Flags& f) {
     f.add_hint("num-intra-threads", "did you mean --threads?");
 }
 
+void TokenizationFlags::add(Flags& f) {
+    f.add("preserve_unused_tokens", &preserve_unused_tokens,
+          "google's tokenization.py flag: False (its default) only; True would keep [unusedN] "
+          "vocabulary tokens whole, which bertbench's tokenizer does not");
+}
+
+void TokenizationFlags::check() const {
+    if (preserve_unused_tokens)
+        fail("--preserve_unused_tokens=True: expected False (tokenization.py's default); "
+             "bertbench's tokenizer does not keep [unusedN] vocabulary tokens whole");
+}
+
 void Tf2StepFlags::add(Flags& f) {
     f.add("num_accumulation_steps", &num_accumulation_steps,
           "PerfZero/TF2: gradient accumulation; --train_batch_size is then the global batch per "

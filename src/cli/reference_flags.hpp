@@ -24,6 +24,15 @@ void add_accelerator_flags(Flags& flags, bool horovod = true);
 void add_foreign_hints(Flags& flags);
 void add_squad_hints(Flags& flags);
 
+// google-research/bert tokenization.py's own flag, defined in every script that imports it
+// (create_pretraining_data.py, run_squad.py): its default False is bertbench's tokenizer; True
+// (keep "[unusedN]" vocabulary tokens whole) is refused by check(), after parsing.
+struct TokenizationFlags {
+    bool preserve_unused_tokens = false;
+    void add(Flags& f);
+    void check() const;
+};
+
 // PerfZero / TF2 pretraining flags: they count optimizer updates and --train_batch_size is the
 // global batch per update. Registered by add(); cmd_pretrain turns them into bertbench's
 // micro-step options after parsing.

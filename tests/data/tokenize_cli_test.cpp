@@ -42,7 +42,9 @@ TEST(TokenizeCli, JsonLinesMatchLibrary) {
     write_file_atomic(dir + "/in.txt", input);
     for (bool lower : {true, false}) {
         const std::string cmd = bin + " tokenize --vocab_file=" + vocab_path +
-                                (lower ? " --do_lower_case" : " --nodo_lower_case") + " < " + dir +
+                                // tokenization.py's own flag at its default: no change
+                                (lower ? " --do_lower_case" : " --nodo_lower_case --preserve_unused_tokens=False") +
+                                " < " + dir +
                                 "/in.txt > " + dir + "/out.jsonl";
         ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
         std::istringstream out(read_file(dir + "/out.jsonl"));
@@ -67,6 +69,12 @@ TEST(TokenizeCli, JsonLinesMatchLibrary) {
     std::string first;
     std::getline(out, first);
     EXPECT_EQ(first, R"({"tokens": ["[UNK]", ",", "[UNK]", "!"], "ids": [100, 1010, 100, 999]})");
+    // Its other value is refused, in one line naming it.
+    const std::string refused = bin + " tokenize --vocab_file=" + vocab_path + " --preserve_unused_tokens < " +
+                                dir + "/in.txt > " + dir + "/no.jsonl 2> " + dir + "/err.txt";
+    EXPECT_NE(std::system(refused.c_str()), 0);
+    EXPECT_NE(read_file(dir + "/err.txt").find("error: --preserve_unused_tokens=True: expected False"),
+              std::string::npos) << read_file(dir + "/err.txt");
     fs::remove_all(dir);
 }
 
