@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/log.hpp"
 #include "io/example.hpp"
+#include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
 
 namespace bertbench::cli {
@@ -43,6 +44,9 @@ int cmd_pick_eval(int argc, char** argv) {
     install_temporary_cleanup();  // a stop by signal removes the outputs' temporaries (no GEMM runs here)
     if (input_tfrecord.empty()) fail("--input_tfrecord: expected a path, got nothing");
     if (output_tfrecord.empty()) fail("--output_tfrecord: expected a path, got nothing");
+    if (io::is_hdf5_path(output_tfrecord))
+        fail("--output_tfrecord={}: expected a name not ending in .hdf5 or .h5 (it writes TFRecords; "
+             "readers choose the format by extension)", output_tfrecord);
     if (num_examples_to_pick <= 0)
         fail("--num_examples_to_pick: expected a positive count, got {}", num_examples_to_pick);
     if (max_seq_length <= 0) fail("--max_seq_length: expected > 0, got {}", max_seq_length);

@@ -109,8 +109,8 @@ void TfRecordWriter::close() {
 }
 
 // ---------------------------------------------------------------------------------------------
-TfRecordReader::TfRecordReader(const std::string& path, bool skip_corrupt)
-    : path_(path), skip_corrupt_(skip_corrupt) {
+TfRecordReader::TfRecordReader(const std::string& path, bool skip_corrupt, bool say_skips)
+    : path_(path), skip_corrupt_(skip_corrupt), say_skips_(say_skips) {
     // A FIFO, directory or device is an error before any read (opening a FIFO does not wait).
     std::string why;
     const int fd = open_regular_file(path, &why);
@@ -232,7 +232,7 @@ bool TfRecordReader::next(std::string& payload) { return advance(&payload); }
 
 void TfRecordReader::note_skipped(const char* what) {
     ++corrupt_skipped_;
-    if (corrupt_skipped_ <= kSkipsNamed)
+    if (say_skips_ && corrupt_skipped_ <= kSkipsNamed)
         log::warn(
             "[tfrecord] {}: record {} at byte {}: {}; skipped (--skip_corrupt_records){}", path_,
             index_, offset_, what,
@@ -245,7 +245,7 @@ bool TfRecordReader::advance(std::string* payload) {
         "the file is corrupt or truncated (hint: --skip_corrupt_records to continue)";
     while (true) {
         if (offset_ == size_) {
-            if (corrupt_skipped_ > kSkipsNamed && !total_said_) {
+            if (say_skips_ && corrupt_skipped_ > kSkipsNamed && !total_said_) {
                 total_said_ = true;
                 log::warn(
                     "[tfrecord] {}: skipped {} corrupt records in all (--skip_corrupt_records)",
@@ -337,7 +337,7 @@ void TfRecordReader::seek(uint64_t offset, uint64_t index) {
 }
 
 uint64_t count_tfrecords(const std::string& path, bool skip_corrupt) {
-    TfRecordReader reader(path, skip_corrupt);
+    TfRecordReader reader(path, skip_corrupt, /*say_skips=*/false);
     std::string payload;
     uint64_t n = 0;
     while (reader.next(payload)) ++n;

@@ -40,8 +40,9 @@ class TfRecordReader {
     // first three skips of the file each in a warning line, and the total at its end if more
     // (after a bad length header the reader resynchronises on the next valid record: header CRC,
     // length within the file and data CRC all match; linear time whatever the file claims);
-    // a truncated tail ends the file. Otherwise each of these throws Error.
-    explicit TfRecordReader(const std::string& path, bool skip_corrupt = false);
+    // a truncated tail ends the file. Otherwise each of these throws Error. `say_skips` false:
+    // the skips are only counted (a counting pass before the pass that says them).
+    explicit TfRecordReader(const std::string& path, bool skip_corrupt = false, bool say_skips = true);
     ~TfRecordReader();
     TfRecordReader(const TfRecordReader&) = delete;
     TfRecordReader& operator=(const TfRecordReader&) = delete;
@@ -82,14 +83,15 @@ class TfRecordReader {
     uint64_t pos_ = 0;  // current position of file_ (avoids redundant fseek)
     uint64_t index_ = 0, offset_ = 0, corrupt_skipped_ = 0;
     uint64_t bytes_read_ = 0, checksummed_ = 0;
-    bool skip_corrupt_ = false, total_said_ = false;
+    bool skip_corrupt_ = false, say_skips_ = true, total_said_ = false;
 };
 
 // The CRC-32C register advanced over n zero bytes: crc32c(a ++ b) ==
 // crc32c_shift(crc32c(a), b.size()) ^ crc32c(b) (zlib's crc32_combine). O(log n).
 uint32_t crc32c_shift(uint32_t crc, uint64_t n);
 
-// Number of records in a file (reads every record, checking CRCs).
+// Number of records in a file (reads every record, checking CRCs). Corrupt records skipped
+// (`skip_corrupt`) are not counted and not said: the pass that reads the records says them.
 uint64_t count_tfrecords(const std::string& path, bool skip_corrupt = false);
 
 }  // namespace bertbench::io

@@ -214,10 +214,19 @@ TEST(OutputKindsCli, SkippedCorruptRecordsAreSaid) {
                       " --num_examples_to_pick=10 --max_seq_length=128 --max_predictions_per_seq=20"
                       " --skip_corrupt_records");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find(w.p("bad.tfrecord") + ": record 3 at byte " + std::to_string(at) +
-                         ": data CRC mismatch; skipped (--skip_corrupt_records)"),
-              std::string::npos)
+    // once, although pick-eval reads the file twice (a counting pass, then the picking one)
+    EXPECT_EQ(count_of(r.out, w.p("bad.tfrecord") + ": record 3 at byte " + std::to_string(at) +
+                                  ": data CRC mismatch; skipped (--skip_corrupt_records)"),
+              1u)
         << r.out;
+    // Its output is a TFRecord: a name readers would take for HDF5 is refused before any work.
+    const auto h5 = run_bertbench("pick-eval --input_tfrecord=" + golden("pretraining/public_128_s12345_d2.tfrecord") +
+                                  " --output_tfrecord=" + w.p("pick.H5") +
+                                  " --num_examples_to_pick=10 --max_seq_length=128 --max_predictions_per_seq=20");
+    EXPECT_EQ(h5.exit_code, 1) << h5.out;
+    EXPECT_NE(h5.out.find("error: --output_tfrecord=" + w.p("pick.H5") + ": expected a name not ending in .hdf5 or .h5"),
+              std::string::npos) << h5.out;
+    EXPECT_FALSE(fs::exists(w.p("pick.H5")));
 }
 
 }  // namespace
