@@ -181,20 +181,23 @@ std::vector<int64_t> CheckpointReader::read_i64(const std::string& name) const {
     return file_.read_i64(name);
 }
 
+void check_config_agrees(const BertConfig& saved, const BertConfig& want, const std::string& path,
+                         const std::string& want_name) {
+    const nlohmann::json s = saved.to_json(), w = want.to_json();
+    for (const auto& [key, value] : w.items()) {
+        // Dropout and init scale do not change the tensors; sizes and activation do.
+        if (key.find("dropout") != std::string::npos || key == "initializer_range") continue;
+        if (s.at(key) != value)
+            fail("{}: bert_config.{}: expected {} ({}), got {} (hint: pass the checkpoint's "
+                 "bert_config.json)",
+                 path, key, value.dump(), want_name, s.at(key).dump());
+    }
+}
+
 namespace {
 void check_saved_config(const CheckpointReader& r, const std::string& path, const ParamTable& table) {
-    if (r.metadata().count("bert_config")) {
-        const nlohmann::json saved = r.config().to_json(), want = table.config().to_json();
-        for (const auto& [key, value] : want.items()) {
-            // Dropout and init scale do not change the tensors; sizes and activation do.
-            if (key.find("dropout") != std::string::npos || key == "initializer_range") continue;
-            if (saved.at(key) != value)
-                fail(
-                    "{}: bert_config.{}: expected {} (the model's config), got {} (hint: pass "
-                    "the checkpoint's bert_config.json)",
-                    path, key, value.dump(), saved.at(key).dump());
-        }
-    }
+    if (r.metadata().count("bert_config"))
+        check_config_agrees(r.config(), table.config(), path, "the model's config");
     std::vector<std::string> names;
     for (const io::TensorInfo& t : r.file().tensors()) names.push_back(t.name);
     refuse_deeper_layers(names, path, table.config().num_hidden_layers);

@@ -72,6 +72,11 @@ class CheckpointReader {
     io::SafetensorsReader file_;
 };
 
+// Error naming `path` (the checkpoint that saved `saved`) and `want_name` where the two configs
+// differ in anything that changes the model's tensors or function (sizes, activation; not dropout
+// or the init scale).
+void check_config_agrees(const BertConfig& saved, const BertConfig& want, const std::string& path,
+                         const std::string& want_name);
 // Loads weights: load_table(table, params) after checking the saved config (if any) against
 // table.config() (Error naming the first differing field).
 void load_checkpoint(const std::string& path, const ParamTable& table, std::span<float> params);

@@ -367,9 +367,12 @@ std::string ConvertResult::summary() const {
     return s;
 }
 
-ConvertResult convert_checkpoint(const ConvertOptions& o) {
+ConvertResult convert_checkpoint(const ConvertOptions& options) {
+    ConvertOptions o = options;
     if (o.input.empty()) fail("--input: expected a checkpoint, got none");
     if (o.output.empty()) fail("--output: expected a path, got none");
+    // The names --init_checkpoint takes: run/model.ckpt-300 for our run/model.ckpt-300.safetensors
+    o.input = resolve_checkpoint_name(o.input, "--input");
     std::string to = o.to;
     if (to.empty())
         to = o.output.ends_with(".safetensors")                           ? "safetensors"
@@ -392,6 +395,18 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     Loaded in = from == CheckpointFormat::tf_bundle ? read_tf(o.input)
                 : from == CheckpointFormat::pytorch ? read_pt(o.input)
                 : read_safetensors(o.input, from == CheckpointFormat::hf_safetensors);
+
+    // A model weight holds floats: an integer one would be dropped by some writers and kept as
+    // integers by others, never a usable weight.
+    for (const Tensor& t : in.tensors) {
+        std::string hf;
+        bool tr = false;
+        const bool integer = t.dtype != io::DType::F64 && t.dtype != io::DType::F32 &&
+                             t.dtype != io::DType::F16 && t.dtype != io::DType::BF16;
+        if (integer && tf_to_hf_name(t.name, &hf, &tr))
+            fail("{}: tensor \"{}\": expected a floating-point weight, found {}", o.input, t.name,
+                 io::dtype_name(t.dtype));
+    }
 
     if (o.tf_slots == "lamb") {  // the slots MLPerf's graph restores: the moments and the powers
         const auto has = [&](const std::string& name) {
@@ -445,6 +460,12 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         if (::stat(out.c_str(), &st) == 0 && !o.overwrite)
             fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
     }
+    // Every file is checked before the first is written: none replaces a directory.
+    std::vector<std::string> files = outs;
+    if (!tf_state.empty()) files.push_back(tf_state);
+    for (const std::string& out : files)
+        if (std::error_code ec; fs::is_directory(out, ec))
+            fail("--output={}: {}: expected a file or no such path, found a directory", o.output, out);
     for (const std::string& inp : inputs)
         if (!tf_state.empty() && same_file(tf_state, inp))
             fail(
@@ -467,6 +488,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
         check_config_fits(config, o.bert_config_file.empty() ? o.input + " (its bert_config)"
                                                              : "--bert_config_file=" + o.bert_config_file,
                           in.tensors);
+    // and --bert_config_file, which replaces a bertbench input's own, must agree with it
+    if (!o.bert_config_file.empty() && from == CheckpointFormat::bertbench && in.metadata.count("bert_config"))
+        check_config_agrees(CheckpointReader(o.input).config(), config, o.input,
+                            "--bert_config_file=" + o.bert_config_file);
 
     if (in.tensors.empty())  // nothing numeric to convert: no empty checkpoint is written
         fail("--input={}: expected tensors to convert, found none{}", o.input,

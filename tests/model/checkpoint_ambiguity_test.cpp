@@ -225,6 +225,75 @@ TEST(CheckpointAmbiguity, ConvertWritesFp32AndNeverAnEmptyCheckpoint) {
     }
 }
 
+// convert refuses, before writing anything: an integer model weight (writers would drop it or
+// keep it as integers), a directory where an output file goes, a --bert_config_file that
+// contradicts a bertbench input's saved config; and it reads our checkpoint by its TF-style name.
+TEST(CheckpointAmbiguity, ConvertChecksItsInputsAndOutputsBeforeWriting) {
+    TmpDir dir;
+    const ParamTable table(ambiguity_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 5);
+    const std::string ours = dir.file("model.ckpt-7.safetensors");
+    save_checkpoint(ours, table, w);
+    {
+        ConvertOptions o;
+        o.input = dir.file("model.ckpt-7");  // as --init_checkpoint takes it
+        o.output = dir.file("copy.safetensors");
+        convert_checkpoint(o);
+        std::vector<float> back(w.size());
+        load_checkpoint(o.output, table, back);
+        EXPECT_EQ(back, w);
+    }
+    const std::string ints = dir.file("ints.safetensors");
+    {
+        io::SafetensorsWriter out(ints);
+        out.set_metadata("format", "bertbench");
+        for (const ParamInfo& p : table.entries()) {
+            const auto v = table.view(std::span<const float>(w), p.name);
+            if (p.name == "bert/encoder/layer_0/attention/self/query/kernel") {
+                std::vector<int64_t> iv(v.size(), 1);
+                out.add_i64(p.name, p.shape, iv);
+            } else {
+                out.add(p.name, io::DType::F32, p.shape, v.data(), v.size() * sizeof(float));
+            }
+        }
+        out.write();
+    }
+    for (const char* to : {"pt", "hf", "tf"}) {
+        ConvertOptions o;
+        o.input = ints;
+        o.output = dir.file(std::string("int_") + to);
+        o.to = to;
+        const std::string e = error_of([&] { convert_checkpoint(o); });
+        EXPECT_NE(e.find("tensor \"bert/encoder/layer_0/attention/self/query/kernel\": expected a "
+                         "floating-point weight, found I64"),
+                  std::string::npos) << to << ": " << e;
+        EXPECT_FALSE(std::filesystem::exists(o.output)) << to;
+    }
+    // --to=hf into a directory whose config.json is a directory: nothing written
+    const std::string hf_dir = dir.file("hf");
+    std::filesystem::create_directories(hf_dir + "/config.json");
+    ConvertOptions h;
+    h.input = ours;
+    h.output = hf_dir;
+    h.to = "hf";
+    h.overwrite = true;
+    std::string e = error_of([&] { convert_checkpoint(h); });
+    EXPECT_NE(e.find(hf_dir + "/config.json: expected a file or no such path, found a directory"), std::string::npos) << e;
+    EXPECT_FALSE(std::filesystem::exists(hf_dir + "/model.safetensors"));
+    // a config that gives the same shapes but another activation than the one saved with the weights
+    BertConfig erf = ambiguity_config();
+    erf.hidden_act = erf.hidden_act == "gelu" ? "relu" : "gelu";
+    const std::string cfg = dir.file("other_act.json");
+    write_file_atomic(cfg, erf.to_json().dump());
+    h.output = dir.file("hf2");
+    h.bert_config_file = cfg;
+    e = error_of([&] { convert_checkpoint(h); });
+    EXPECT_NE(e.find(ours + ": bert_config.hidden_act: expected"), std::string::npos) << e;
+    EXPECT_NE(e.find("(--bert_config_file=" + cfg + ")"), std::string::npos) << e;
+    EXPECT_FALSE(std::filesystem::exists(h.output));
+}
+
 TEST(CheckpointAmbiguity, TfStateFileKeepsTheCheckpointsItListed) {
     TmpDir dir;
     const ParamTable table(ambiguity_config(), Heads::pretraining);
