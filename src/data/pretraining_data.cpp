@@ -106,14 +106,15 @@ void PretrainingConfig::validate() const {
         fail("--dupe_factor: expected >= 1 (how many times each document is drawn), got {}", dupe_factor);
     if (max_predictions_per_seq < 0)
         fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
+    if (output_format == OutputFormat::hdf5 && max_predictions_per_seq < 1)
+        fail("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5 (bertbench's HDF5 "
+             "shards, as NVIDIA's, hold masked positions; --output_format=tfrecord writes records "
+             "without them), got {}",
+             max_predictions_per_seq);
     if (!std::isfinite(masked_lm_prob))
         fail("--masked_lm_prob: expected a finite number, got {}", masked_lm_prob);
     if (!std::isfinite(short_seq_prob))
         fail("--short_seq_prob: expected a finite number, got {}", short_seq_prob);
-    if (output_format == OutputFormat::hdf5 && max_predictions_per_seq < 1)
-        fail("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5 (NVIDIA's schema "
-             "cannot chunk an empty dimension), got {}",
-             max_predictions_per_seq);
 }
 
 OutputFormat parse_output_format(const std::string& name) {

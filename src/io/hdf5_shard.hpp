@@ -137,8 +137,8 @@ uint64_t verify_hdf5_shard(const std::string& path, int max_seq_length, int max_
 
 // Writes `a` as NVIDIA's writer does (h5py create_dataset(..., compression='gzip') per dataset in
 // schema order: chunk shape from h5py's guess_chunk, deflate level 4, fill time alloc, no
-// shuffle/fletcher32, no timestamps). N = 0 gives contiguous empty datasets (h5py cannot chunk
-// them). Atomic: "<path>.tmp.<pid>", fsync, rename.
+// shuffle/fletcher32, no timestamps). Zero-length dims are chunked as h5py chunks them
+// (guessed as 1024). Atomic: "<path>.tmp.<pid>", fsync, rename.
 void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a);
 
 // h5py's guess_chunk (h5py/_hl/filters.py) for a fixed-size dataset of `shape` and item size.

@@ -18,9 +18,11 @@ namespace bertbench::io {
 using namespace h5;
 
 std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_t item_size) {
-    // h5py's constants and loop, in double precision as numpy computes them (fixed-size dims).
+    // h5py's constants and loop, in double precision as numpy computes them; a zero-length dim
+    // is guessed as 1024, as h5py guesses it (an empty shard's datasets are chunked too).
     constexpr double kBase = 16 * 1024, kMin = 8 * 1024, kMax = 1024 * 1024;
-    std::vector<double> chunks(shape.begin(), shape.end());
+    std::vector<double> chunks;
+    for (const uint64_t d : shape) chunks.push_back(d != 0 ? static_cast<double>(d) : 1024.0);
     BB_CHECK(!chunks.empty());
     auto product = [&] {
         double p = 1;
@@ -83,7 +85,7 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
             Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
             if (!space.ok() || !dcpl.ok() || H5Pset_obj_track_times(dcpl.get(), 0) < 0)
                 fail("{}: dataset {}: cannot set up ({})", path, s.name, hdf5_error());
-            if (n > 0) {
+            {
                 const auto chunks = h5py_guess_chunk(shape, static_cast<size_t>(s.bytes));
                 const std::vector<hsize_t> cd(chunks.begin(), chunks.end());
                 if (H5Pset_chunk(dcpl.get(), static_cast<int>(cd.size()), cd.data()) < 0 ||
@@ -106,7 +108,9 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
             if (name == "masked_lm_positions") data = a.masked_lm_positions.data();
             if (name == "masked_lm_ids") data = a.masked_lm_ids.data();
             if (name == "next_sentence_labels") data = a.next_sentence_labels.data();
-            if (n > 0 && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+            uint64_t values = 1;
+            for (const uint64_t d : shape) values *= d;
+            if (values > 0 && H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
                 fail("{}: dataset {}: write failed ({}; is the disk full?)", path, s.name,
                      hdf5_error());
         }
