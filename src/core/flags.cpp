@@ -240,6 +240,15 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
         [&](auto* p) {
             using T = std::remove_pointer_t<decltype(p)>;
             if constexpr (std::is_same_v<T, std::string>) {
+                // No flag takes a URL: the references' gs:// paths (TF's gfile) are refused here
+                // rather than read or written as a local "gs:" directory.
+                const size_t colon = text.find("://");
+                if (colon != std::string::npos && colon > 0 && std::isalpha(static_cast<unsigned char>(text[0])) &&
+                    text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") >= colon)
+                    fail("{}: expected a local path or value, got the URL \"{}\" (bertbench reads and "
+                         "writes local files only; TensorFlow's gfile would open {}:// there) (hint: a "
+                         "local copy, or the bucket mounted as a directory)",
+                         what, text, text.substr(0, colon));
                 *p = text;
             } else if constexpr (std::is_same_v<T, bool>) {
                 *p = parse_bool(text, what);

@@ -117,6 +117,29 @@ TEST(Flags, Errors) {
     }
 }
 
+// A URL where a path goes (the references' gs:// buckets, TF's gfile) is refused in one line
+// naming the flag and the scheme, not taken as a local "gs:" directory; other colons are values.
+TEST(Flags, UrlsAreRefused) {
+    for (const std::string url : {"gs://bucket/squad_large/", "s3://b/x.tfrecord,s3://b/y.tfrecord", "hdfs://n/x"}) {
+        Parsed p;
+        try {
+            run(p, {"--input_file=" + url});
+            FAIL() << "no error for " << url;
+        } catch (const Error& e) {
+            const std::string scheme = url.substr(0, url.find(':'));
+            EXPECT_NE(std::string(e.what()).find("flag --input_file: expected a local path or value, got the URL \"" +
+                                                 url + "\" (bertbench reads and writes local files only; TensorFlow's "
+                                                 "gfile would open " + scheme + "://"),
+                      std::string::npos) << e.what();
+        }
+    }
+    for (const std::string value : {"C:/data", "run:1", "a/b://c", "://x", "x y://z"}) {
+        Parsed p;
+        run(p, {"--input_file=" + value});
+        EXPECT_EQ(p.input, value);
+    }
+}
+
 // Unsigned 64-bit flags (mlperf.conf's LoadGen seeds reach 2^64 - 1): every value, no sign, no
 // overflow.
 TEST(Flags, Unsigned64) {
