@@ -473,16 +473,20 @@ int cmd_squad(int argc, char** argv) {
             plan = train::squad_plan(o, static_cast<int64_t>(train_examples.size()),
                                      static_cast<int64_t>(features.size()));
         const std::string path = (dir / "train.tf_record").string();
-        if (root) write_features(path, features, true);
+        const auto write_train_features = [&] {
+            if (root) write_features(path, features, true);
+            log::info("wrote {}", path);
+        };
         log::info("***** Running training *****");
         log::info("  Num orig examples = {}", train_examples.size());
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
         if (plan) log::info("  Num steps = {}", plan->updates);
         if (plan && plan->own_schedule) log::info("  Schedule: {}", plan->summary);
-        log::info("wrote {}", path);
+        if (!train_model) write_train_features();  // --features_only: nothing else to check
         if (train_model) {
             train::SquadTrainOptions t = o;
+            t.write_features = write_train_features;
             t.inputs = {o.vocab_file, o.train_file};
             if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
             t.precision = precision;

@@ -172,11 +172,16 @@ void TrainLoop::load_or_init() {
     if (const int64_t named = checkpoint_step(resume_from_); named != step)
         fail("{}: tensor \"bertbench/global_step\": expected {} (the step in the file name), "
              "got {}; {}", resume_from_, named, step, damaged);
+    // squad's length comes from its training examples, epochs and batch, not a flag of its own
+    const bool squad = o_.command == "squad";
     if (o_.do_train && step > o_.num_train_steps)
-        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] "
-             "(--num_train_steps), got {} (hint: the run being resumed was longer: its own length "
-             "flags continue it, a new --output_dir starts another run)",
-             resume_from_, o_.num_train_steps, step);
+        fail("{}: tensor \"bertbench/global_step\": expected a step in [0, {}] ({}), got {} (hint: "
+             "the run being resumed was longer: its own {} continue it, a new --output_dir starts "
+             "another run)",
+             resume_from_, o_.num_train_steps,
+             squad ? "the updates of this --train_file, --num_train_epochs and --train_batch_size"
+                   : "--num_train_steps",
+             step, squad ? "--train_file and length flags" : "length flags");
     if (step % o_.steps_per_update != 0)
         fail("{}: tensor \"bertbench/global_step\": expected a multiple of --steps_per_update={} "
              "(checkpoints are written between optimizer updates), got {}: the run being resumed had "

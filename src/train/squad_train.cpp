@@ -198,6 +198,7 @@ public:
                       "epoch x features within 2^53");
     }
     void open_training_data(const json& cursor) override {
+        if (o_.write_features) o_.write_features();
         next_ = 0;
         if (!cursor.is_null()) {
             if (!cursor.is_object() || !cursor.contains("features_read") ||

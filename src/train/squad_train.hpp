@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -45,6 +46,9 @@ struct SquadTrainOptions : RunOptions {
     // warmup_linear over t_total = int(examples / micro_batch / accumulation) * epochs (floored
     // over the ranks under the launcher), with BertAdam (eps 1e-6) or, with --fp16, FusedAdam
     // (eps 1e-8) and LinearWarmUpScheduler one step ahead (optim::LrSchedule::WarmupLinear).
+    // run_squad.py's train.tf_record, written once every check of the run has passed (flags,
+    // checkpoints, a resume's fixed flags), just before the first step; null: none to write.
+    std::function<void()> write_features;
     struct Nvidia {
         int micro_batch = 0, accumulation = 1, ranks = 1;
         double max_steps = -1;

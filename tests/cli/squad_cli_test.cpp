@@ -158,6 +158,12 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         {squad_flags(out) + train + " --warmup_proportion=2", "--warmup_proportion=2: expected a fraction"},
         {squad_flags(out) + train + " --learning_rate=-1", "--learning_rate=-1: expected"},
         {squad_flags(out) + train + " --num_train_epochs=0", "--num_train_epochs=0: expected a positive"},
+        // the training loop's own checks, also before train.tf_record
+        {squad_flags(out) + train + " --save_checkpoints_steps=-1", "--save_checkpoints_steps: expected >= 0, got -1"},
+        {squad_flags(out) + train + " --keep_checkpoint_max=-1", "--keep_checkpoint_max: expected >= 0, got -1"},
+        {squad_flags(out) + train + " --loss_scale=abc", "--loss_scale: expected '', 'dynamic' or a factor"},
+        {squad_flags(out) + train + " --init_checkpoint=" + tmp.path + "/nonexist",
+         "nonexist: expected a safetensors file or a TensorFlow checkpoint prefix"},
         {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
              " --bert_config_file=" + tmp.path + "/v100.json",
          "tokens, more than the model's vocab_size 100"}};
