@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/flags.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
@@ -261,10 +262,41 @@ void TrainLoop::check_outputs_are_not_inputs() const {
 // --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
 // model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
 // path; its sizes cannot change, as the checkpoint's tensors would not fit.
-void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config) {
+json input_paths(const json& flags) {
+    // The flags that name input files, each comma item as an absolute path with its symlinks
+    // resolved (a glob's pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the
+    // run's directory are one file to a resume started elsewhere.
+    static const char* const kPathFlags[] = {"input_file", "eval_input_file", "train_file", "predict_file",
+                                             "vocab_file", "bert_config_file", "init_checkpoint"};
+    json out = json::object();
+    for (const char* k : kPathFlags) {
+        const auto it = flags.find(k);
+        if (it == flags.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+        std::string joined;
+        for (const std::string& item : split_commas(it->get<std::string>())) {
+            std::error_code ec;
+            fs::path p = fs::weakly_canonical(fs::absolute(item, ec), ec);
+            if (ec) p = fs::absolute(item, ec).lexically_normal();
+            if (!joined.empty()) joined += ',';
+            joined += p.string();
+        }
+        out[k] = joined;
+    }
+    return out;
+}
+
+void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config,
+                                    const json& old_paths) {
     if (!old_flags.is_object()) return;
+    // Two spellings of the same input files are the same flag value.
+    const json now_paths = input_paths(flags_json_);
+    const auto differs = [&](const std::string& k) {
+        if (!old_flags.contains(k) || !flags_json_.contains(k) || old_flags[k] == flags_json_[k]) return false;
+        return !(old_paths.is_object() && old_paths.contains(k) && now_paths.contains(k) &&
+                 old_paths[k] == now_paths[k]);
+    };
     for (const std::string& k : o_.fixed_flags)
-        if (old_flags.contains(k) && flags_json_.contains(k) && old_flags[k] != flags_json_[k])
+        if (differs(k))
             fail("--{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
                  "a new --output_dir for a different run)",
                  k, json_safe::brief(old_flags[k]), resume_from_,
@@ -272,8 +304,7 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
     json changes = json::array();
     std::string text;
     for (const std::string& k : o_.checked_flags) {
-        if (!old_flags.contains(k) || !flags_json_.contains(k) || old_flags[k] == flags_json_[k])
-            continue;
+        if (!differs(k)) continue;
         changes.push_back({{"flag", k}, {"checkpoint", old_flags[k]}, {"now", flags_json_[k]}});
         text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
                             old_flags[k].dump(), flags_json_[k].dump());

@@ -179,7 +179,9 @@ private:
     void setup();
     void lock_output_dir();
     void check_outputs_are_not_inputs() const;
-    void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config);
+    // `old_paths`: the checkpoint's input_paths() (an empty object for older checkpoints).
+    void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config,
+                             const nlohmann::json& old_paths);
     void write_config_json();
     void load_or_init();
     void load_init_moments(const model::ParamTable& table);  // RunOptions::init_optimizer_moments
@@ -234,6 +236,10 @@ std::string latest_checkpoint(const std::string& dir);
 // Keeps the lines of a JSONL log whose `key` is <= limit (a resumed run rewrites what the killed
 // one logged after its last checkpoint). Returns the kept lines parsed.
 std::vector<nlohmann::json> truncate_jsonl(const std::string& path, const char* key, int64_t limit);
+// The input-file flags of `flags` (a run's flags JSON), each as absolute paths with symlinks
+// resolved: {"vocab_file": "/data/vocab.txt", ...}. Saved with every checkpoint, so that a resume
+// started from another directory, or spelling a path another way, is the same run.
+nlohmann::json input_paths(const nlohmann::json& flags);
 
 // An append-only JSONL log, flushed per line.
 class JsonlLog {

@@ -268,7 +268,9 @@ void TrainLoop::load_or_init() {
     }
     last_saved_step_ = step;
     last_checkpoint_ = resume_from_;
-    check_resumed_flags(get("flags"), r.config().to_json());
+    // Checkpoints before input_paths existed: the flags' text alone is compared.
+    check_resumed_flags(get("flags"), r.config().to_json(),
+                        md.count("input_paths") ? get("input_paths") : json::object());
 }
 
 void TrainLoop::save_checkpoint(bool final_one) {
@@ -308,6 +310,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
                              updater_->optimizer().beta2_power()};
     w.add_f32("bertbench/beta_powers", powers);
     w.set_metadata("flags", flags_json_.dump());
+    w.set_metadata("input_paths", input_paths(flags_json_).dump());
     w.set_metadata("train_state", st.dump());
     if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
     w.set_metadata("reader_state", cursors.dump());

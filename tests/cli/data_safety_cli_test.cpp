@@ -225,6 +225,25 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     EXPECT_EQ(rec["changes"][0]["now"], 2e-3);
     // Flags that do not fork the run (threads, checkpoint cadence) may change freely.
     EXPECT_EQ(run_bertbench(base + " --threads=2 --save_checkpoints_steps=3").exit_code, 0);
+
+    // The same input files spelled another way, from another working directory, are the same run
+    // (a requeued job); a copy of the config under another name is another file: a changed flag.
+    const std::string copy = w.p("data.tfrecord");
+    fs::copy_file(data, copy);
+    const std::string stopped = pretrain(w, w.p("run2"), copy) + " --stop_steps=2";
+    ASSERT_EQ(run_bertbench(stopped).exit_code, 0);
+    std::string respelled = pretrain(w, "run2", "./data.tfrecord");
+    respelled.replace(respelled.find(w.p("bert_config.json")), w.p("bert_config.json").size(), "bert_config.json");
+    const auto moved = testing::run_shell("cd '" + w.p(".") + "/' && " + testing::bertbench_path() + " " + respelled);
+    ASSERT_EQ(moved.exit_code, 0) << moved.out;
+    EXPECT_NE(moved.out.find("resuming from " + std::string("run2/model.ckpt-2.safetensors")), std::string::npos) << moved.out;
+    EXPECT_EQ(json::parse(slurp(w.p("run2/results.json")))["global_step"], 4);
+    fs::copy_file(w.p("bert_config.json"), w.p("config_copy.json"));
+    std::string other = pretrain(w, w.p("run2"), copy);
+    other.replace(other.find("bert_config.json"), 16, "config_copy.json");
+    const auto o = run_bertbench(other + " --num_train_steps=6");
+    EXPECT_EQ(o.exit_code, 1) << o.out;
+    EXPECT_NE(error_line(o.out).find("--bert_config_file (checkpoint"), std::string::npos) << o.out;
 }
 
 TEST(DataSafetyCli, CorruptRecordMidRunAbortsCompliantlyAndTheRerunStartsAFreshLog) {
