@@ -1,6 +1,7 @@
 // bertbench: one binary, one subcommand per stage of the MLPerf BERT workload.
 // Errors reach here as bertbench::Error and are printed as one line; the exit code is then 1.
 // Under mpirun the job prints it once (dist::fail_job), not once per rank.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -117,10 +119,16 @@ int main(int argc, char** argv) {
         } catch (const bertbench::Error& e) {
             what = e.what();
         } catch (const std::bad_alloc&) {
-            // Commands name what they allocate where they can (pretrain's arenas); this is the rest.
-            what = "out of memory (hint: a smaller batch: --train_batch_size with a larger "
-                   "--steps_per_update, --eval_batch_size, or bench's --batch_size; or a smaller "
-                   "model)";
+            // Commands name what they allocate where they can (pretrain's arenas); this is the
+            // rest, with the command's own batch flags.
+            const std::string_view name = c.name;
+            const char* batch = name == "pretrain" ? "--train_batch_size with a larger --steps_per_update, or --eval_batch_size"
+                                : name == "squad"  ? "--train_batch_size or --predict_batch_size"
+                                : name == "eval"   ? "--eval_batch_size"
+                                : name == "bench"  ? "--batch_size"
+                                                   : nullptr;
+            what = batch ? fmt::format("out of memory (hint: a smaller batch, {}; or a smaller model)", batch)
+                         : std::string("out of memory (hint: a smaller input or model)");
         } catch (const std::exception& e) {
             what = e.what();
         }

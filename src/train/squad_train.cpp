@@ -2,6 +2,7 @@
 #include "train/squad_train.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -331,7 +332,18 @@ SquadInference squad_infer(const SquadModel& m, const std::vector<data::SquadFea
     const int S = static_cast<int>(features.front().input_ids.size());
     model::EngineOptions engine_options{precision};
     engine_options.backend = backend;
-    model::BertSquad engine(*m.table, model::Plan{batch_size, S, 0, true}, engine_options);
+    // No batch holds more than every feature (TF's Estimator makes one batch of them): the arena
+    // is sized for what runs, not for the flag.
+    const int flag_batch = batch_size;
+    batch_size = static_cast<int>(std::min<size_t>(static_cast<size_t>(batch_size), features.size()));
+    std::optional<model::BertSquad> made;
+    try {
+        made.emplace(*m.table, model::Plan{batch_size, S, 0, true}, engine_options);
+    } catch (const std::bad_alloc&) {
+        fail("out of memory allocating the prediction activation arena (batch {} x seq {}) (hint: a "
+             "smaller --predict_batch_size than {})", batch_size, S, flag_batch);
+    }
+    model::BertSquad& engine = *made;
     std::unique_ptr<backend::Buffer<float>> on_device;  // the weights where the engine runs
     const std::span<const float> params = backend::device_view(backend, std::span<const float>(m.params), on_device);
     model::Batch batch;

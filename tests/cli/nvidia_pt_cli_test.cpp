@@ -430,6 +430,13 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(count_of(r.out, "predicting with " + ckpt + " (--init_checkpoint, as NVIDIA's "
                               "run_squad.py)"), 1u) << r.out;
     EXPECT_EQ(slurp(eval_out + "/predictions.json"), slurp(out + "/predictions.json"));
+    // A --predict_batch_size beyond the features runs one batch of them (the arena is not sized
+    // for a million sequences).
+    std::string huge = run_squad_line(d, ckpt, d.tmp.file("squad_huge"), false);
+    huge.replace(huge.find("--predict_batch_size=8"), 22, "--predict_batch_size=1000000");
+    r = run_bertbench(huge);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(fs::exists(d.tmp.file("squad_huge") + "/predictions.json"));
     // --skip_checkpoint: no pytorch_model.bin.
     const std::string skipped = d.tmp.file("squad_skip");
     r = run_bertbench(run_squad_line(d, pt, skipped, true) + " --skip_checkpoint");
