@@ -75,8 +75,15 @@ Json parse_as(std::string_view text, const std::string& where, const std::string
     } catch (const TooDeep&) {
         fail("{}: expected {}, got JSON nested deeper than {} levels", where, what, max_depth);
     } catch (const nlohmann::json::parse_error& e) {
-        fail("{}: expected {}, got text that is not valid JSON (syntax error at byte {})", where,
-             what, e.byte);
+        // nlohmann's reason ("invalid string: ill-formed UTF-8 byte", "unexpected '}'; ..."),
+        // without its "last read" echo of the input's bytes
+        const std::string full = e.what();
+        const size_t from = full.find(" - "), to = full.find("; last read:");
+        const std::string reason = from != std::string::npos && to != std::string::npos && to > from
+                                       ? ": " + full.substr(from + 3, to - from - 3)
+                                       : std::string();
+        fail("{}: expected {}, got text that is not valid JSON (syntax error at byte {}{})", where,
+             what, e.byte, reason);
     } catch (const nlohmann::json::out_of_range&) {  // 1e400: reported as out_of_range 406
         fail("{}: expected {}, got a number too large for a double", where, what);
     } catch (const nlohmann::json::exception&) {
