@@ -161,11 +161,12 @@ struct TfImportReport {
 // Restores the table's tensors (TF names) from the bundle PREFIX.index / PREFIX.data-*, as the
 // reference's assignment map does: only the model's variables; optimizer slots, global_step and
 // anything else are reported and ignored (the optimizer starts at zero, the step at 0). A missing
-// table tensor (except cls/squad/* for Heads::squad) or a shape mismatch is an Error naming the
-// tensors, expected and found shapes and the prefix; nothing is written to `params` then.
-// Float tensors are DT_FLOAT, DT_HALF, DT_BFLOAT16 or DT_DOUBLE (converted to fp32).
+// table tensor (except cls/squad/* for Heads::squad; any, with `missing_ok`: the report lists
+// them) or a shape mismatch is an Error naming the tensors, expected and found shapes and the
+// prefix; nothing is written to `params` then. Float tensors are DT_FLOAT, DT_HALF, DT_BFLOAT16
+// or DT_DOUBLE (converted to fp32).
 TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
-                                    std::span<float> params);
+                                    std::span<float> params, bool missing_ok = false);
 
 // ---- --init_checkpoint, whatever its format ----
 
@@ -198,8 +199,10 @@ bool checkpoint_config(const std::string& path, BertConfig* out);
 
 // Fills `params` (already initialised by the caller) from any of the three formats, as the
 // reference's assignment map does: tensors the file lacks (e.g. the SQuAD head of a pretraining
-// checkpoint) keep their initial values and are listed in `missing` when given, and named in the
-// report. Logs and returns the one-line report. Errors name `flag` (e.g. "--init_checkpoint")
+// checkpoint) keep their initial values and are listed in `missing` when given (the caller then
+// decides: require_no_missing_weights), and named in the report; without `missing`, a bertbench
+// or TF checkpoint lacking a tensor other than the SQuAD head is an error. Logs and returns the
+// one-line report. Errors name `flag` (e.g. "--init_checkpoint")
 // and the file; also when the file has none of the tensors.
 std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
                                  std::span<float> params,

@@ -135,7 +135,7 @@ void refuse_deeper_layers(const std::vector<std::string>& tf_names, const std::s
 }
 
 TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable& table,
-                                    std::span<float> params) {
+                                    std::span<float> params, bool missing_ok) {
     BB_CHECK(params.size() >= table.total_floats());
     const io::TfBundleReader r(io::TfBundleReader::prefix_of(prefix));
     TfImportReport rep;
@@ -169,6 +169,7 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
         if (!(table.heads() == Heads::squad && p.name.rfind("cls/squad/", 0) == 0))
             missing_bad.push_back(p.name);
     }
+    if (missing_ok) missing_bad.clear();  // the caller decides (--allow_missing_weights)
     if (!missing_bad.empty() || !mismatched.empty())
         fail("[tf_checkpoint] {}: expected every tensor of the model ({} of them), found {} "
              "missing{} and {} shape-mismatched{} (hint: the checkpoint was written for another "
@@ -284,7 +285,7 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
             // (as with TF checkpoints); any other absent tensor is an error.
             absent = load_checkpoint_present(path, table, params);
             for (const std::string& name : absent)
-                if (name.rfind("cls/squad/", 0) != 0)
+                if (name.rfind("cls/squad/", 0) != 0 && missing == nullptr)  // else: the caller's
                     fail("{}={}: tensor \"{}\": expected in the checkpoint, got no such tensor "
                          "(hint: the checkpoint was written for another model or other heads)",
                          flag, path, name);
@@ -307,7 +308,7 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
             break;
         }
         case CheckpointFormat::tf_bundle: {
-            const TfImportReport rep = import_tf_checkpoint(path, table, params);
+            const TfImportReport rep = import_tf_checkpoint(path, table, params, missing != nullptr);
             summary = rep.summary();
             absent = rep.missing;
             break;

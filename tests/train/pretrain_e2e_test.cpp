@@ -359,5 +359,39 @@ TEST(PretrainE2E, InitFromHuggingFaceSafetensors) {
     EXPECT_NE(b.out.find("word_embeddings"), std::string::npos) << b.out;
 }
 
+// --allow_missing_weights holds for every format: our safetensors and a TF checkpoint lacking one
+// weight are refused without it (naming it) and evaluated with it.
+TEST(PretrainE2E, AllowMissingWeightsTakesEveryFormat) {
+    const Workdir w("missing");
+    const model::ParamTable table(model::BertConfig::from_json_file(w.config()), model::Heads::pretraining);
+    std::vector<float> params(table.total_floats());
+    table.initialize(params, 3);
+    const std::string dropped = "bert/encoder/layer_1/output/LayerNorm/gamma";
+    {
+        io::SafetensorsWriter out(w.out("missing.safetensors"));
+        out.set_metadata("format", "bertbench");
+        for (const model::ParamInfo& p : table.entries()) {
+            if (p.name == dropped) continue;
+            const auto v = table.view(std::span<const float>(params), p.name);
+            out.add(p.name, io::DType::F32, p.shape, v.data(), v.size() * sizeof(float));
+        }
+        out.write();
+    }
+    ASSERT_EQ(run_bertbench("convert --input=" + w.out("missing.safetensors") + " --output=" + w.out("tf/model.ckpt-1"))
+                  .exit_code, 0);
+    for (const std::string& ckpt : {w.out("missing.safetensors"), w.out("tf/model.ckpt-1")}) {
+        const std::string cmd = "eval --init_checkpoint=" + ckpt + " --bert_config_file=" + w.config() +
+                                " --input_file=" + eval_data() +
+                                " --max_eval_steps=1 --threads=1";
+        const auto refused = run_bertbench(cmd);
+        EXPECT_EQ(refused.exit_code, 1) << refused.out;
+        EXPECT_NE(refused.out.find("1 of the model's 46 tensors are not in it (first: " + dropped + ")"),
+                  std::string::npos) << refused.out;
+        const auto allowed = run_bertbench(cmd + " --allow_missing_weights");
+        EXPECT_EQ(allowed.exit_code, 0) << allowed.out;
+        EXPECT_NE(allowed.out.find("masked_lm_accuracy"), std::string::npos) << allowed.out;
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::train
