@@ -232,8 +232,9 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
         if (!e.is_object()) fail("{}: expected an object {{q, tokens, arrival, start, done, batch}}", w);
         LogEntry x{field<int>(e, "q", w),          field<int>(e, "tokens", w), field<double>(e, "arrival", w),
                    field<double>(e, "start", w),   field<double>(e, "done", w), field<int64_t>(e, "batch", w)};
-        if (!(x.arrival <= x.start && x.start <= x.done))
-            fail("{}: expected arrival <= start <= done, got {} / {} / {}", w, x.arrival, x.start, x.done);
+        if (!(0 <= x.arrival && x.arrival <= x.start && x.start <= x.done))
+            fail("{}: expected 0 <= arrival <= start <= done (seconds after the run's start), got {} / {} / {}",
+                 w, x.arrival, x.start, x.done);
         log.entries.push_back(x);
     }
     return log;
@@ -384,7 +385,8 @@ ScenarioStats summarize(const RunLog& log) {
         lat.push_back(std::llround(1e9 * (e.done - e.arrival)));
         tokens += e.tokens;
         st.duration_s = std::max(st.duration_s, e.done);
-        last_arrival = std::max(last_arrival, e.arrival);
+        // the final query is the last issued, wherever the log lists it
+        if (e.arrival >= last_arrival) last_arrival = e.arrival, st.final_query_done_s = e.done;
         batch_ids.push_back(e.batch);
     }
     std::sort(batch_ids.begin(), batch_ids.end());
@@ -394,7 +396,6 @@ ScenarioStats summarize(const RunLog& log) {
         st.samples_per_s = static_cast<double>(st.queries) / st.duration_s;
         st.tokens_per_s = tokens / st.duration_s;
     }
-    if (!log.entries.empty()) st.final_query_done_s = log.entries.back().done;
     if (s.scenario == Scenario::server && last_arrival > 0)
         st.scheduled_qps = static_cast<double>(st.queries - 1) / last_arrival;  // LoadGen's: the first at 0
     std::sort(lat.begin(), lat.end());
@@ -416,9 +417,7 @@ ScenarioStats summarize(const RunLog& log) {
     if (!st.min_queries_met)
         invalid(fmt::format("{} queries < min_query_count {}", st.queries, s.min_query_count));
     // LoadGen's clocks for the minimum duration (results.cc MinDurationMet)
-    st.min_duration_clock_s = s.scenario == Scenario::offline ? st.duration_s
-                              : log.entries.empty()          ? 0.0
-                                                             : log.entries.back().arrival;
+    st.min_duration_clock_s = s.scenario == Scenario::offline ? st.duration_s : last_arrival;
     st.min_duration_met = st.min_duration_clock_s >= s.min_duration_s;
     if (!st.min_duration_met)
         invalid(fmt::format("{} {:.3f} s < min_duration_s {:g} s",

@@ -587,6 +587,20 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
             << e.what();
     }
     EXPECT_THROW(parse_log_json(nlohmann::json{{"format", "x"}}, "log.json", log.settings), Error);
+    // a time before the run's start is refused; the entries' order does not change the figures
+    nlohmann::json early = j;
+    early["entries"][2]["arrival"] = -1.0;
+    try {
+        parse_log_json(early, "log.json", log.settings);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("log.json: entries[2]: expected 0 <= arrival <= start <= done"),
+                  std::string::npos) << e.what();
+    }
+    nlohmann::json reversed = j;
+    std::reverse(reversed["entries"].begin(), reversed["entries"].end());
+    EXPECT_EQ(stats_json(summarize(parse_log_json(reversed, "log.json", defaults, &missing))),
+              stats_json(summarize(log)));
     // the optional settings: absent ones are the defaults' and listed; a seed is 64 bits in decimal
     nlohmann::json older = j;
     older.erase("performance_sample_count");
