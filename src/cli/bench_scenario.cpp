@@ -483,8 +483,11 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
                 write_log(r.first);
                 write_summary(o.mlperf_summary, r.first, r.second);
             }
-        if (!peak.peak_qps && !o.mlperf_summary.empty())
-            log::warn("--mlperf_summary={}: not written: no rate was within the latency bound", o.mlperf_summary);
+        if (!peak.peak_qps)
+            for (const auto& [flag, file] : {std::pair<std::string, std::string>{"mlperf_summary", o.mlperf_summary},
+                                             {"scenario_log", o.log_path}})
+                if (!file.empty())
+                    log::warn("--{}={}: not written: no rate was within the latency bound", flag, file);
         write_svg(c.plot_path, runs, sut + " server, " + sysinfo::cpu_model());
         write_json(c.json_path, rep);
         return peak.peak_qps ? 0 : 1;

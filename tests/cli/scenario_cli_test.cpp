@@ -117,10 +117,21 @@ TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
 }
 
 TEST(ScenarioCli, ServerPeakSearchReportsEveryRateAndPlotsThem) {
-    const std::string json_path = tmp("peak.json"), svg = tmp("peak.svg");
+    const std::string json_path = tmp("peak.json"), svg = tmp("peak.svg"), raw = tmp("peak.log.json"),
+                      summary = tmp("peak_summary.txt");
+    fs::remove(raw);
+    fs::remove(summary);
     const auto r = run_bertbench(tiny() + "--scenario=server --server_find_peak --peak_max_runs=3 --batch_size=4 "
-                                 "--min_duration_s=0 --min_query_count=20 --json=" + json_path + " --plot=" + svg);
+                                 "--min_duration_s=0 --min_query_count=20 --json=" + json_path + " --plot=" + svg +
+                                 " --scenario_log=" + raw + " --mlperf_summary=" + summary);
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // 1: no valid rate among the 3
+    // the peak run's raw log and summary; with no peak, neither, and each said
+    for (const auto& [flag, file] : {std::pair<std::string, std::string>{"--scenario_log", raw}, {"--mlperf_summary", summary}}) {
+        EXPECT_EQ(fs::exists(file), r.exit_code == 0) << flag << "\n" << r.out;
+        EXPECT_EQ(r.out.find("warning: " + flag + "=" + file + ": not written: no rate was within the latency bound") !=
+                      std::string::npos,
+                  r.exit_code == 1) << r.out;
+    }
     const nlohmann::json j = read_json(json_path);
     ASSERT_EQ(j["runs"].size(), 3u);
     for (const auto& run : j["runs"]) {
