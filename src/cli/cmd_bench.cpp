@@ -295,6 +295,12 @@ int cmd_bench(int argc, char** argv) {
         log::warn("--max_predictions={} has no effect with --task=squad (no MLM head)",
                   max_predictions);
     const bench::Format fmt_out = bench::parse_format(format);
+    // One document on stdout: CSV has no place for the profile's second table (JSON carries it in
+    // its point)
+    if (profile && fmt_out == bench::Format::csv)
+        fail("--profile with --format=csv: expected one CSV document, and the profile is a second table "
+             "(hint: --format=json carries each point's profile, --json=FILE and --profile_svg keep it beside "
+             "the CSV)");
     if (thread_list.empty()) thread_list = std::to_string(sysinfo::cpus_available());
     const std::vector<std::string> data_files =
         data.empty() ? std::vector<std::string>{} : expand_globs(data, "data");
@@ -346,6 +352,7 @@ int cmd_bench(int argc, char** argv) {
     };
 
     std::vector<nlohmann::json> points, gemm_points, profiles_json;
+    std::map<size_t, nlohmann::json> profile_of_point;  // --format=json prints each inside its point
     // A point faster than the ceiling means the probe ran in a slow minute (a shared host): probe
     // again and keep the higher; if the point still exceeds it, say so and why, never a silent
     // MFU above 100%.
@@ -485,6 +492,7 @@ int cmd_bench(int argc, char** argv) {
                 if (profile) {
                     profiles.push_back(bench::profile_point(p, profile_steps));
                     profiles_json.push_back(bench::profile_json(profiles.back()));
+                    profile_of_point[points.size() - 1] = profiles_json.back();
                 }
             } catch (const Error& e) {
                 if (comm.size() > 1) throw;  // the other ranks wait for this one
@@ -494,13 +502,19 @@ int cmd_bench(int argc, char** argv) {
             }
         }
     }
-    if (fmt_out != bench::Format::table && !points.empty())
+    if (fmt_out == bench::Format::json && !points.empty()) {
+        std::vector<nlohmann::json> shown = points;
+        for (const auto& [i, prof] : profile_of_point) shown[i]["profile"] = prof;
+        std::cout << bench::format_points(shown, fmt_out);
+    } else if (fmt_out != bench::Format::table && !points.empty()) {
         std::cout << bench::format_points(points, fmt_out);
+    }
     if (fmt_out == bench::Format::md && !points.empty())
         std::cout << "\n" << bench::reproduction_table_md(points);
-    for (const auto& pr : profiles)
-        std::cout << (fmt_out == bench::Format::table ? "\n" : "")
-                  << bench::format_profile(pr, fmt_out);
+    if (fmt_out != bench::Format::json)  // json: inside its point, above
+        for (const auto& pr : profiles)
+            std::cout << (fmt_out == bench::Format::table ? "\n" : "")
+                      << bench::format_profile(pr, fmt_out);
     if (!points.empty() && measure_ceiling && fmt_out == bench::Format::table)
         for (const auto& c : ceilings)
             std::cout << fmt::format(

@@ -111,6 +111,24 @@ TEST(BenchCli, DataModeReportsRealAndPaddedTokens) {
     std::ifstream s(svg);
     std::string text((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("</svg>"), std::string::npos);
+
+    // --format=json: stdout is one JSON document, each point carrying its profile; CSV has no
+    // place for the profile's table and is refused with it.
+    const std::string out = ::testing::TempDir() + "/bench_profile_stdout.json";
+    const auto js = testing::run_shell(testing::bertbench_path() +
+                                       " bench --mode=train --model=tiny --seq_len=128 --batch_size=4 --threads=1 "
+                                       "--warmup=1 --steps=2 --noceiling --profile --profile_steps=1 --profile_svg= "
+                                       "--format=json 2>/dev/null >" + out);
+    ASSERT_EQ(js.exit_code, 0) << js.out;
+    std::ifstream o(out);
+    const auto doc = nlohmann::json::parse(o);  // throws on a second document
+    ASSERT_EQ(doc.size(), 1u);
+    ASSERT_TRUE(doc[0].contains("profile"));
+    EXPECT_FALSE(doc[0]["profile"]["ops"].empty());
+    const auto csv = run_bertbench("bench --mode=train --model=tiny --profile --format=csv");
+    EXPECT_EQ(csv.exit_code, 1);
+    EXPECT_NE(csv.out.find("error: --profile with --format=csv: expected one CSV document"), std::string::npos)
+        << csv.out;
 }
 
 TEST(BenchCli, ImpossiblePointIsSkipped) {
