@@ -7,6 +7,7 @@
 #include <chrono>
 #include <random>
 
+#include "core/log.hpp"
 #include "core/timing.hpp"
 #include "ops/gemm.hpp"
 #include "ops/int8.hpp"
@@ -152,6 +153,11 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps, ops::Pr
         total_time += best * s.count;  // a ceiling: a shared host only ever slows a repetition down
     }
     c.gemm_gflops = total_flops / total_time / 1e9;
+    // fp32 GEMMs cannot outrun the fp32 FMA peak: the 1-s peak probe was slowed by other work
+    if (dtype == ops::Precision::fp32 && c.gemm_gflops > c.fma_peak_gflops)
+        log::warn("threads {}: sgemm measured {:.1f} GFLOP/s, above the FMA peak's {:.1f}: the machine "
+                  "was busy during the peak probe, both figures are low (rerun on a quiet machine)",
+                  threads, c.gemm_gflops, c.fma_peak_gflops);
     omp_set_num_threads(prev);
     return c;
 }
