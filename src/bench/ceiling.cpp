@@ -156,7 +156,7 @@ Ceiling measure_ceiling(int threads, int tokens, int h, int i, int reps, ops::Pr
     // fp32 GEMMs cannot outrun the fp32 FMA peak: the 1-s peak probe was slowed by other work
     if (dtype == ops::Precision::fp32 && c.gemm_gflops > c.fma_peak_gflops)
         log::warn("threads {}: sgemm measured {:.1f} GFLOP/s, above the FMA peak's {:.1f}: the machine "
-                  "was busy during the peak probe, both figures are low (rerun on a quiet machine)",
+                  "was busy during the 1-s peak probe, so that figure is low (rerun on a quiet machine)",
                   threads, c.gemm_gflops, c.fma_peak_gflops);
     omp_set_num_threads(prev);
     return c;
