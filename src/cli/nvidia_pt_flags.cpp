@@ -379,6 +379,9 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
     if (m.empty()) return "";
     const int k = n.gradient_accumulation_steps;
     if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
+    // run_squad.py's --log_freq is an int (run_pretraining.py's a float)
+    if (f.is_set("log_freq") && n.log_freq != std::floor(n.log_freq))
+        fail("--log_freq={}: expected an integer (NVIDIA run_squad.py's argparse type=int)", n.log_freq);
     const int per_update = o.train_batch_size / k * k;  // run_squad.py floors the micro-batch
     if (per_update < 1 || per_update > std::numeric_limits<int>::max() / ranks)
         fail("--train_batch_size={}: expected {}..{} (NVIDIA run_squad.py: sequences per GPU and "

@@ -443,6 +443,12 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_FALSE(fs::exists(skipped + "/pytorch_model.bin"));
 
+    // run_squad.py's --log_freq is an int (run_pretraining.py's a float).
+    r = run_bertbench(run_squad_line(d, pt, d.tmp.file("log_freq"), true) + " --log_freq=1.5");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: --log_freq=1.5: expected an integer (NVIDIA run_squad.py's argparse type=int)"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(d.tmp.file("log_freq")));
     // run_pretraining.py's flags on squad name the command that takes them.
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --phase2");
     EXPECT_EQ(r.exit_code, 1) << r.out;
