@@ -112,14 +112,24 @@ std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64
     if (!fs::exists(path)) return kept;
     std::istringstream in(read_file(path));
     std::string line, out;
-    while (std::getline(in, line)) {
+    for (size_t no = 1; std::getline(in, line); ++no) {
         if (line.empty()) continue;
         json j = json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.contains(key)) break;  // a torn last line
+        if (j.is_discarded() || !j.is_object() || !j.contains(key)) {
+            // Only the last line can be torn (a write cut short by a kill): it is dropped. A
+            // damaged line with lines after it is the log's damage, said, not silently cut.
+            std::string rest;
+            while (std::getline(in, rest))
+                if (!rest.empty())
+                    fail("{}: line {}: expected a JSON object with \"{}\", got {} (the log is damaged; "
+                         "hint: remove the line, or the file to start the log afresh)",
+                         path, no, key, j.is_discarded() ? "text that is not JSON" : "no such field");
+            break;
+        }
         if (!j[key].is_number_integer())
             fail("{}: line {}: \"{}\": expected an integer, got {} (the log is damaged; hint: "
                  "remove the line, or the file to start the log afresh)",
-                 path, kept.size() + 1, key, j[key].dump());
+                 path, no, key, j[key].dump());
         if (j[key].get<int64_t>() > limit) break;
         out += line + "\n";
         kept.push_back(std::move(j));

@@ -348,6 +348,20 @@ TEST(DataSafetyCli, BadInputsFailBeforeTheFirstStep) {
     const auto d = run_bertbench(pretrain(w, w.p("run4"), data));
     EXPECT_EQ(d.exit_code, 1) << d.out;
     EXPECT_NE(error_line(d.out).find("train_log.jsonl: line 1"), std::string::npos) << d.out;
+    // A line that is not JSON with lines after it is damage, said (it once cut the log there);
+    // as the last line it is a write torn by a kill, dropped.
+    std::ofstream(w.p("run4/train_log.jsonl")) << "{\"step\": 1}\n{\"step\": 2, garbage\n{\"step\": 3}\n";
+    const auto damaged = run_bertbench(pretrain(w, w.p("run4"), data));
+    EXPECT_EQ(damaged.exit_code, 1) << damaged.out;
+    EXPECT_NE(error_line(damaged.out).find("train_log.jsonl: line 2: expected a JSON object with \"step\", got text "
+                                           "that is not JSON (the log is damaged"),
+              std::string::npos) << damaged.out;
+    std::ofstream(w.p("run4/train_log.jsonl")) << "{\"step\": 1}\n{\"step\": 2, \"lo";
+    const auto torn = run_bertbench(pretrain(w, w.p("run4"), data));
+    ASSERT_EQ(torn.exit_code, 0) << torn.out;
+    std::vector<int> steps;
+    for (const json& j : testing::read_jsonl(w.p("run4/train_log.jsonl"))) steps.push_back(j["step"].get<int>());
+    EXPECT_EQ(steps, (std::vector<int>{1, 3, 4})) << slurp(w.p("run4/train_log.jsonl"));
 }
 
 }  // namespace
