@@ -650,6 +650,7 @@ int TrainLoop::train() {
     if (stopped_early && status != "success") {  // (its last evaluation may reach the target)
         finish(fmt::format("stopped at step {} of {} (--stop_steps); not finished: run again with a later "
                            "--stop_steps, or without it, to continue", stopped_at, o_.num_train_steps), false);
+        status = "stopped (--stop_steps), not finished";  // the closing line below; the rest said above
         log::info("stopped at step {} of --num_train_steps={} (--stop_steps): checkpoint {}; the same command "
                   "with a later --stop_steps (or none) continues the run", stopped_at, o_.num_train_steps,
                   last_checkpoint_);

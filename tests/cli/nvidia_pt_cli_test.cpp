@@ -117,6 +117,7 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     json res = json::parse(slurp(ckpts + "/results.json"));
     EXPECT_EQ(res["global_step"], 2);  // 1 update x 2 micro-steps
     EXPECT_NE(res["status"].get<std::string>().find("stopped at step 2 of 6"), std::string::npos) << res.dump();
+    EXPECT_NE(r.out.find("pretrain stopped (--stop_steps), not finished: step 2,"), std::string::npos) << r.out;
     // its schedule's flags cannot change in the middle of the run
     std::string other = line;
     other.replace(other.find("--warmup_proportion=0.5"), 23, "--warmup_proportion=0.7");
