@@ -233,9 +233,12 @@ TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
     for (const auto& [layout, dtype] : {std::pair{"padded", "fp32"}, std::pair{"real", "fp32"},
                                         std::pair{"real", "bf16"}, std::pair{"real", "int8"}}) {
         const std::string json_path = tmp(std::string("acc_") + layout + dtype + ".json");
+        // the padded run names the checkpoint as --init_checkpoint takes it everywhere: without .safetensors
+        ASSERT_TRUE(ckpt.ends_with(".safetensors")) << ckpt;
+        const std::string name = layout == std::string("padded") ? ckpt.substr(0, ckpt.size() - 12) : ckpt;
         const auto a = run_bertbench("bench --task=squad --seq_len=128 --threads=1 --batch_size=8 "
                                      "--scenario=offline --scenario_mode=accuracy --doc_stride=64 --vocab_file=" +
-                                     golden("vocab.txt") + " --predict_file=" + dev + " --init_checkpoint=" + ckpt +
+                                     golden("vocab.txt") + " --predict_file=" + dev + " --init_checkpoint=" + name +
                                      " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json_path +
                                      " --accuracy_log=" + json_path + ".accuracy");
         ASSERT_EQ(a.exit_code, 0) << a.out;
