@@ -215,6 +215,16 @@ void TrainLoop::setup() {
         fail("--num_train_steps: expected at most {} (2^53 sequences at --train_batch_size={}), "
              "got {}", kMaxRunSamples / o_.train_batch_size, o_.train_batch_size,
              o_.num_train_steps);
+    // The run ends on an optimizer update: micro-steps past the last one would compute gradients
+    // that are never applied (the reference drops them) and leave no checkpoint of their own.
+    const int64_t k = o_.steps_per_update;
+    for (const auto& [flag, steps] : {std::pair<const char*, int64_t>{"num_train_steps", o_.num_train_steps},
+                                      {"stop_steps", o_.stop_steps}})
+        if (o_.do_train && steps > 0 && steps % k != 0)
+            fail("--{}={}: expected a multiple of --steps_per_update={} (the run stops on an optimizer "
+                 "update; the last {} micro-step(s) would be gradients never applied) (hint: --{}={}{})",
+                 flag, steps, k, steps % k, flag, steps / k * k > 0 ? steps / k * k : k,
+                 steps / k * k > 0 ? fmt::format(" or {}", steps / k * k + k) : std::string());
     if (o_.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
     if (o_.keep_checkpoint_max < 0)

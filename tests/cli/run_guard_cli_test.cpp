@@ -125,6 +125,20 @@ TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
               std::string::npos) << r.out;
 }
 
+// A run whose end is not on an optimizer update is refused before anything is written (it once
+// trained every step and failed at the end, leaving no checkpoint). (--stop_steps, a PerfZero
+// flag, counts updates: always whole ones.)
+TEST(RunGuardCli, StepsNotOnAnUpdateAreRefusedAtStart) {
+    const GuardDir w("whole");
+    const auto r = run_bertbench(w.pretrain(w.p("run"), 5) + " --steps_per_update=2");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_of_run(r).find("--num_train_steps=5: expected a multiple of --steps_per_update=2 (the run stops on "
+                                   "an optimizer update; the last 1 micro-step(s) would be gradients never applied) "
+                                   "(hint: --num_train_steps=4 or 6)"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("run"))) << r.out;
+}
+
 TEST(RunGuardCli, AnEditedConfigIsAChangedFlagOnResume) {
     const GuardDir w("config");
     const std::string base = w.pretrain(w.p("run"), 2);
