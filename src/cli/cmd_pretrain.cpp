@@ -389,6 +389,15 @@ int cmd_pretrain(int argc, char** argv) {
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
     nvpt.default_json_summary(f, pt_marker);
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
+    if (o.optimizer == "adamw") {  // google's AdamWeightDecayOptimizer hard-codes its own
+        std::vector<std::string> given;
+        for (const char* k : {"lamb_beta_1", "lamb_beta_2", "lamb_weight_decay_rate", "log_epsilon"})
+            if (f.is_set(k)) given.push_back("--" + f.spelling(k));
+        if (!given.empty() && dist::world().rank() == 0)
+            log::warn("{}: no effect with --optimizer=adamw (google's AdamWeightDecayOptimizer: beta_1 0.9, "
+                      "beta_2 0.999, epsilon 1e-6, weight decay 0.01, as mlperf.log records)",
+                      fmt::join(given, ", "));
+    }
     // A TF-style name of one of our checkpoints (the eval-only run resolves its own choice)
     if (o.do_train) o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     if (!nvpt.json_summary.empty()) {

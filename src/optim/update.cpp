@@ -61,6 +61,7 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
     const bool apply = global_step_ % n_ == n_ - 1;
     const auto clip = [&](std::span<const float> g) {
         r.grad_norm = global_norm(plan, g);
+        r.norm_measured = true;
         if (!std::isfinite(r.grad_norm))
             fail("[optim] global step {}: gradient global norm is {} (expected finite); the "
                  "loss diverged or the input is bad (hint: lower --learning_rate or check the "

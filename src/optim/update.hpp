@@ -33,6 +33,7 @@ struct MicroStepResult {
     float grad_norm = 0;      // global norm before clipping: of this micro-batch's gradient
                               // (per_micro_batch), or of the accumulated one on update
                               // micro-steps (after_accumulation; 0 on the others)
+    bool norm_measured = false;  // grad_norm was computed on this micro-step
     float clip_scale = 1;     // factor applied (1 when norm <= clip_norm)
     bool applied = false;     // true when the optimizer ran on this micro-step
     float learning_rate = 0;  // lr(global_step) of this micro-step (used only when applied)

@@ -397,7 +397,7 @@ void TrainLoop::write_results(const std::string& status) {
     if (!root_) return;
     json j = {
         {"status", status},
-        {"wall_time_s", elapsed()},
+        {"wall_time_s", final_wall_s_ >= 0 ? final_wall_s_ : elapsed()},
         {"initialization_s", started_ ? json(initialization_s()) : json(nullptr)},
         {"global_step", updater_->global_step()},
         {"updates", updater_->optimizer().update_count()},
@@ -431,6 +431,8 @@ void TrainLoop::write_results(const std::string& status) {
 
 int TrainLoop::run() {
     run_entry_ = now_s();
+    run_entry_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
     StopSignals signals;
     try {
         setup();
@@ -492,6 +494,7 @@ int TrainLoop::run() {
 int TrainLoop::finish(const std::string& status, bool finished) {
     state_.finished = finished;
     state_.status = status;
+    final_wall_s_ = elapsed();  // at run_stop: the final checkpoint's write is not the run's time
     if (o_.do_train) save_checkpoint(true);
     write_results(status);
     write_curves();
@@ -505,6 +508,7 @@ int TrainLoop::train() {
     std::string status;
     int64_t updates_this_segment = 0;
     double upd_loss = 0, upd_norm = 0, upd_t0 = now_s();
+    int upd_norms = 0;  // micro-steps of this update that measured a norm (after_accumulation: 1)
     std::vector<std::pair<std::string, double>> upd_parts;
     int upd_micro = 0, upd_counted = 0;  // micro-steps in this update; of them not skipped
     bool skip_rest_of_update = false;
@@ -576,7 +580,7 @@ int TrainLoop::train() {
             if (upd_parts.empty()) upd_parts = l.parts;
             else
                 for (size_t i = 0; i < upd_parts.size(); ++i) upd_parts[i].second += l.parts[i].second;
-            upd_norm += r.grad_norm;
+            if (r.norm_measured) upd_norm += r.grad_norm, ++upd_norms;
             ++upd_counted;
         }
         ++upd_micro;
@@ -608,7 +612,7 @@ int TrainLoop::train() {
         json line = {{"step", step}, {"update", updater_->optimizer().update_count()}, {"loss", loss}};
         for (const auto& [name, v] : upd_parts) line[name] = v / k;
         line["learning_rate"] = r.learning_rate;
-        line["grad_norm"] = upd_norm / k;
+        line["grad_norm"] = upd_norms > 0 ? upd_norm / upd_norms : std::numeric_limits<double>::quiet_NaN();
         line["samples"] = samples();
         line["sequences_per_second"] = global_batch_ / dt;
         line["tokens_per_second"] = upd_tokens / dt;
@@ -616,6 +620,7 @@ int TrainLoop::train() {
         train_log.write(line);
         loss_curve_.push_back({static_cast<double>(samples()), loss});
         upd_loss = upd_norm = 0;
+        upd_norms = 0;
         upd_parts.clear();
         upd_micro = upd_counted = 0;
         upd_tokens = 0;

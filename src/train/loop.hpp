@@ -162,6 +162,8 @@ public:
     // This process's set-up before run_start (model, weights, checks of the data): MLPerf's
     // initialisation, not part of the time to train. -1 before run_start.
     double initialization_s() const { return started_ ? segment_start_ - run_entry_ : -1; }
+    // When run() began, in ms since the Unix epoch (the MLPerf log's clock): its init_start.
+    int64_t run_entry_ms() const { return run_entry_ms_; }
     // The weights, in the memory of options().device()
     std::span<float> params() const { return params_->span(); }
     const optim::ParameterUpdater& updater() const { return *updater_; }
@@ -206,6 +208,8 @@ private:
     nlohmann::json data_cursor_;  // from the checkpoint being resumed
     int64_t global_batch_ = 0, last_saved_step_ = -1;
     double segment_start_ = 0, run_entry_ = 0;  // now_s() at run_start, at run()'s entry
+    int64_t run_entry_ms_ = 0;
+    double final_wall_s_ = -1;  // elapsed() when the run ended (finish()), before its last checkpoint
     bool started_ = false;
     std::vector<CurvePoint> loss_curve_;
     struct State {

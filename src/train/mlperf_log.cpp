@@ -116,7 +116,7 @@ std::unique_ptr<MlperfLogger> MlperfLogger::open(const std::string& path, bool a
 }
 
 void MlperfLogger::log(std::string_view event_type, std::string_view key, const MlJson& value,
-                       const MlJson& metadata, const Loc& loc) {
+                       const MlJson& metadata, const Loc& loc, int64_t time_ms) {
     if (!enabled_) return;
     MlJson md = MlJson::object();
     md["file"] = relative_source_path(loc.file_name());
@@ -128,7 +128,7 @@ void MlperfLogger::log(std::string_view event_type, std::string_view key, const 
         for (const auto& [k, v] : metadata.items()) md[k] = v;  // caller's fields override
     }
     std::lock_guard lock(mutex_);
-    sink_(encode_mllog(namespace_, clock_(), event_type, key, value, md));
+    sink_(encode_mllog(namespace_, time_ms >= 0 ? time_ms : clock_(), event_type, key, value, md));
 }
 
 void MlperfLogger::event(std::string_view key, const MlJson& value, const MlJson& metadata,
@@ -160,7 +160,9 @@ void MlperfLogger::submission_info(std::string_view org, std::string_view platfo
 void MlperfLogger::cache_clear(bool value, Loc loc) {
     event("cache_clear", value, MlJson::object(), loc);
 }
-void MlperfLogger::init_start(Loc loc) { start("init_start", nullptr, MlJson::object(), loc); }
+void MlperfLogger::init_start(int64_t time_ms, Loc loc) {
+    log("INTERVAL_START", "init_start", nullptr, MlJson::object(), loc, time_ms);
+}
 void MlperfLogger::init_stop(Loc loc) { end("init_stop", nullptr, MlJson::object(), loc); }
 void MlperfLogger::run_start(Loc loc) {
     start("run_start", nullptr, MlJson::object(), loc);
@@ -213,6 +215,7 @@ void MlperfLogger::run_params(const BertRunParams& p, Loc loc) {
     e("global_batch_size", p.global_batch_size);
     e("gradient_accumulation_steps", p.gradient_accumulation_steps);
     e("number_of_ranks", p.number_of_ranks);
+    e("opt_name", p.opt_name);
     e("opt_base_learning_rate", p.opt_base_learning_rate);
     e("opt_lamb_epsilon", p.opt_lamb_epsilon);
     e("opt_learning_rate_training_steps", p.opt_learning_rate_training_steps);
@@ -222,6 +225,7 @@ void MlperfLogger::run_params(const BertRunParams& p, Loc loc) {
     e("opt_lamb_beta_1", p.opt_lamb_beta_1);
     e("opt_lamb_beta_2", p.opt_lamb_beta_2);
     e("opt_lamb_weight_decay_rate", p.opt_lamb_weight_decay_rate);
+    e("opt_lamb_learning_rate_decay_poly_power", p.opt_lamb_learning_rate_decay_poly_power);
     e("max_sequence_length", p.max_sequence_length);
     e("seed", p.seed);
     e("train_samples", p.train_samples);

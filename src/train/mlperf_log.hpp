@@ -43,6 +43,8 @@ struct BertRunParams {
     double opt_lamb_beta_1 = 0.9;
     double opt_lamb_beta_2 = 0.999;
     double opt_lamb_weight_decay_rate = 0.01;
+    std::string opt_name = "lamb";               // the reference's: lamb (adamw on that flag)
+    double opt_lamb_learning_rate_decay_poly_power = 1.0;
     int64_t max_sequence_length = 512;
     int64_t seed = 0;
     int64_t train_samples = 0;  // samples the run may train on (updates x global batch)
@@ -94,7 +96,9 @@ public:
                          std::string_view division = "closed", std::string_view status = "onprem",
                          std::string_view benchmark = "bert", Loc loc = Loc::current());
     void cache_clear(bool value = true, Loc loc = Loc::current());
-    void init_start(Loc loc = Loc::current());
+    // `time_ms` (ms since the epoch; -1: now): the run's own start, when the log opens after it
+    // (MLPerf's init_start is the first thing its main() does).
+    void init_start(int64_t time_ms = -1, Loc loc = Loc::current());
     void init_stop(Loc loc = Loc::current());
     void run_start(Loc loc = Loc::current());
     void run_stop(bool success, Loc loc = Loc::current());  // metadata status success|aborted
@@ -117,7 +121,7 @@ public:
 
 private:
     void log(std::string_view event_type, std::string_view key, const MlJson& value,
-             const MlJson& metadata, const Loc& loc);
+             const MlJson& metadata, const Loc& loc, int64_t time_ms = -1);
 
     Sink sink_;
     Clock clock_;

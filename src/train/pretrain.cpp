@@ -3,6 +3,9 @@
 // accuracy on a cadence of samples, mlperf.log and eval_log.jsonl.
 #include "train/pretrain.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "data/pretrain_reader.hpp"
+#include "data/shard_source.hpp"
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "optim/update.hpp"
@@ -30,6 +34,32 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// The sequences one evaluation covers (MLPerf's eval_samples): each record of the eval files
+// once, at most `limit` of them (--max_eval_steps batches; 0: no limit).
+int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
+                     int max_predictions_per_seq) {
+    int64_t n = 0;
+    data::ShardRecord rec;
+    for (const std::string& f : files) {
+        data::ShardSource src(f, skip_corrupt, max_seq_length, max_predictions_per_seq);
+        while ((limit <= 0 || n < limit) && src.next(rec)) ++n;
+    }
+    return n;
+}
+
+// MLPerf's cache_clear: the run's input files leave the page cache before the timed run, so
+// that the first epoch reads them from storage (the reference's harness drops every cache; this
+// drops the files the run reads, which needs no privilege). True when every file was dropped.
+bool drop_page_cache(const std::vector<std::string>& files) {
+    bool all = true;
+    for (const std::string& f : files) {
+        const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+        all = fd >= 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 && all;
+        if (fd >= 0) ::close(fd);
+    }
+    return all;
+}
 
 LoopOptions loop_options(const PretrainOptions& o) {
     LoopOptions l;
@@ -194,7 +224,7 @@ public:
         mllog_ = MlperfLogger::open(mlperf_path, false);
         if (!fresh) mllog_->continue_run();
         if (fresh) {
-            mllog_->init_start();
+            mllog_->init_start(loop.run_entry_ms());  // the set-up so far is initialisation too
             // MLPerf's "<count>x<system>": the ranks and what computes (the GPU on --device=cuda)
             const std::string machine = o_.backend ? o_.backend->describe() : sysinfo::cpu_model();
             mllog_->submission_info("bertbench", fmt::format("{}x{}", dist::world().size(), machine),
@@ -203,21 +233,36 @@ public:
             rp.global_batch_size = loop.global_batch();
             rp.gradient_accumulation_steps = o_.steps_per_update;
             rp.number_of_ranks = dist::world().size();
+            // the optimizer's values as it runs them (AdamW's are google's fixed ones)
+            const optim::OptimizerConfig& oc = loop.options().optimizer;
+            rp.opt_name = oc.kind == optim::OptimizerKind::lamb ? "lamb" : "adamw";
             rp.opt_base_learning_rate = o_.learning_rate;
-            rp.opt_lamb_epsilon = std::pow(10.0, o_.log_epsilon);
+            rp.opt_lamb_epsilon = oc.epsilon;
+            rp.opt_lamb_learning_rate_decay_poly_power = o_.poly_power;
             rp.opt_learning_rate_training_steps = o_.num_train_steps;
             rp.opt_learning_rate_warmup_steps = o_.num_warmup_steps;
             rp.num_warmup_steps = o_.num_warmup_steps;
             rp.start_warmup_step = o_.start_warmup_step;
-            rp.opt_lamb_beta_1 = o_.lamb_beta_1;
-            rp.opt_lamb_beta_2 = o_.lamb_beta_2;
-            rp.opt_lamb_weight_decay_rate = o_.lamb_weight_decay_rate;
+            rp.opt_lamb_beta_1 = oc.beta_1;
+            rp.opt_lamb_beta_2 = oc.beta_2;
+            rp.opt_lamb_weight_decay_rate = oc.weight_decay_rate;
             rp.max_sequence_length = o_.max_seq_length;
             rp.seed = o_.seed;
             rp.train_samples = o_.num_train_steps * o_.train_batch_size;
-            rp.eval_samples = o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0;
+            // what an evaluation reads: rank 0 counts (it alone writes the log)
+            rp.eval_samples = root_ && o_.do_eval ? eval_records(eval_files_,
+                                                                 o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
+                                                                 o_.skip_corrupt_records, o_.max_seq_length,
+                                                                 o_.max_predictions_per_seq)
+                                                  : 0;
             mllog_->run_params(rp);
-            mllog_->cache_clear(true);
+            std::vector<std::string> inputs = train_files_;
+            if (o_.do_eval) inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());
+            const bool cleared = drop_page_cache(inputs);
+            if (root_)
+                log::info("cache_clear: {} the page cache of the {} input file(s) (posix_fadvise DONTNEED)",
+                          cleared ? "dropped" : "could not drop", inputs.size());
+            mllog_->cache_clear(cleared);
             mllog_->init_stop();
             mllog_->run_start();
         }

@@ -119,6 +119,10 @@ TEST(DataParallelUpdate, WithAccumulationTheMeanRunsOncePerUpdateOnTheAccumulato
                 EXPECT_EQ(buf.data(), dp.grad_accum().data());
             });
             EXPECT_EQ(r.applied, step % 3 == 2);
+            // the norm: every micro-batch's, or (clip after accumulation) the update's only, which
+            // the training log then reports undivided
+            EXPECT_EQ(r.norm_measured, mode == ClipMode::per_micro_batch || r.applied) << step;
+            EXPECT_EQ(r.grad_norm > 0, r.norm_measured) << step;
         }
         EXPECT_EQ(calls, 2);
     }

@@ -145,8 +145,19 @@ TEST(TimeToTargetE2E, UnreachedSaysHowFarAndReachedStopsAtTheFirstEvalAtTarget) 
     ASSERT_EQ(acc_b.size(), best + 1);
     EXPECT_GE(acc_b.back()["value"].get<double>(), best_acc);
     EXPECT_EQ(acc_b.back()["metadata"]["epoch_num"].get<int64_t>(), want_samples);
-    for (const char* key : {"train_samples", "eval_samples", "init_start", "init_stop"})
+    for (const char* key : {"train_samples", "eval_samples", "init_start", "init_stop", "opt_name",
+                            "opt_lamb_learning_rate_decay_poly_power", "cache_clear"})
         EXPECT_EQ(lb.all(key).size(), 1u) << key;
+    // an evaluation reads --max_eval_steps=2 batches of 8 of the 100 eval records: 16 sequences
+    EXPECT_EQ(lb.all("eval_samples")[0]["value"], 16);
+    EXPECT_EQ(lb.all("opt_name")[0]["value"], "lamb");
+    EXPECT_EQ(lb.all("cache_clear")[0]["value"], true);  // the input files' page cache dropped
+    // init_start is the run's start, before its set-up (its initialization_s), not at init_stop
+    const double init_ms = static_cast<double>(lb.all("init_stop")[0]["time_ms"].get<int64_t>() -
+                                               lb.all("init_start")[0]["time_ms"].get<int64_t>());
+    EXPECT_NEAR(init_ms / 1e3, res_b["initialization_s"].get<double>(), 0.05);
+    // wall_time_s is run_start -> run_stop: the final checkpoint's write after run_stop is not in it
+    EXPECT_NEAR(res_b["wall_time_s"].get<double>(), mlperf_s, 0.05);
     // Both logs, the aborted run's and the one that reached its target, pass the compliance
     // checker's rules (scripts/mlperf_log_check.py; open division: no accuracy floor).
     for (const std::string& dir : {a, b}) {
