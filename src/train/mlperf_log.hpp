@@ -116,6 +116,7 @@ public:
     // short the way a compliant log ends: eval_stop / block_stop of what is open, then run_stop
     // with status aborted. It does nothing when no run is open.
     bool run_open() const { return run_open_; }
+    bool block_open() const { return open_block_ >= 0; }
     void continue_run() { run_open_ = true; }  // a resumed segment: its run_start is in the log
     void close_aborted(Loc loc = Loc::current());
 

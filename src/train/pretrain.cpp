@@ -327,14 +327,16 @@ public:
         while (next_eval_samples_ <= loop.samples()) next_eval_samples_ += eval_interval_;
         if (reached) return "success";
         block_first_ = loop.samples();
-        mllog_->block_start(block_first_, eval_interval_);
+        // a next block only if the run trains on (an evaluation at the last step ends the run)
+        const int64_t last = o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps) : o_.num_train_steps;
+        if (loop.global_step() < last) mllog_->block_start(block_first_, eval_interval_);
         return "";
     }
     std::string at_end(TrainLoop& loop, const std::string& stopped) override {
         std::string status = stopped;
         if (status.empty()) {
             // End of training: a last evaluation unless one just ran at this step.
-            mllog_->block_stop(block_first_);
+            if (mllog_->block_open()) mllog_->block_stop(block_first_);
             if (o_.do_eval && (acc_curve_.empty() ||
                                acc_curve_.back().x != static_cast<double>(loop.samples())))
                 run_eval(loop);
