@@ -234,6 +234,7 @@ void TrainLoop::setup() {
     if (o_.threads < 0 || threads > cpus)
         fail("--threads={}: expected 1..{} (CPUs available to this process)", o_.threads, cpus);
     omp_set_num_threads(threads);
+    if (o_.do_train) o_.schedule.validate();  // its flags' errors before any set-up is said
 
     std::error_code ec;
     fs::create_directories(o_.output_dir, ec);

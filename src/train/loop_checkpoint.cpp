@@ -119,8 +119,7 @@ void TrainLoop::load_moments(const model::CheckpointReader& r) {
 
 void TrainLoop::load_or_init() {
     const model::ParamTable& table = task_.table();
-    optim::LrSchedule sched = o_.schedule;
-    if (o_.do_train) sched.validate();
+    const optim::LrSchedule& sched = o_.schedule;  // validated in setup()
     backend::Backend& be = o_.device();
     try {
         params_ = std::make_unique<backend::Buffer<float>>(be, table.total_floats());
