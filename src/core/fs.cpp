@@ -357,14 +357,16 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
     return out;
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa {}, sb {};
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 void check_output_not_input(const std::string& output, const std::string& output_flag,
                             const std::vector<std::string>& inputs, const std::string& input_flag) {
-    struct stat o {};
-    if (::stat(output.c_str(), &o) != 0) return;  // not there yet: cannot be an input
     for (const std::string& in : inputs) {
-        struct stat i {};
-        if (::stat(in.c_str(), &i) != 0) continue;
-        if (i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+        if (same_file(in, output))
             fail("{}={}: is the same file as the input {} ({}); writing it would destroy the "
                  "input (expected a different output path)",
                  output_flag, output, input_flag, in == output ? in : in + ", same inode");

@@ -83,6 +83,9 @@ enum class GlobOrder { sorted, directory };
 std::vector<std::string> expand_globs(const std::string& list, const std::string& flag,
                                       GlobOrder order = GlobOrder::sorted);
 
+// Whether both paths exist and are one file (device and inode: another spelling, a hard link or
+// a symlink counts).
+bool same_file(const std::string& a, const std::string& b);
 // Error, before anything is written, when `output` is the same file as one of `inputs`: compared
 // by device and inode, so another spelling, a hard link or a symlink is caught. An output that
 // does not exist yet matches nothing.

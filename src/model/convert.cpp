@@ -347,12 +347,6 @@ nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors
             {"position_embedding_type", "absolute"}};
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-    struct stat sa {}, sb {};
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 }  // namespace
 
 std::string ConvertResult::summary() const {

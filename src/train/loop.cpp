@@ -275,8 +275,12 @@ void TrainLoop::check_outputs_are_not_inputs() const {
     std::vector<std::string> inputs = task_.inputs();
     if (!o_.init_checkpoint.empty()) inputs.push_back(o_.init_checkpoint);
     for (const std::string& name : run_output_names())
-        check_output_not_input((fs::path(o_.output_dir) / name).string(), "--output_dir", inputs,
-                               "the run's input files");
+        for (const std::string& in : inputs)
+            if (same_file((fs::path(o_.output_dir) / name).string(), in))
+                fail("--output_dir={}: the run writes its {} there, and that is the input file {}{}; "
+                     "writing it would destroy the input (hint: another --output_dir, or the input "
+                     "moved out of it)",
+                     o_.output_dir, name, in, fs::path(in).filename() == name ? "" : " (the same file)");
 }
 
 // Flags that would silently fork a resumed run: each difference from the checkpoint's is named;

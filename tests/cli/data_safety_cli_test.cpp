@@ -112,6 +112,17 @@ TEST(DataSafetyCli, OutputThatIsAnInputIsRefusedBeforeWriting) {
     EXPECT_EQ(e.exit_code, 1) << e.out;
     EXPECT_NE(error_line(e.out).find("--json="), std::string::npos) << e.out;
     EXPECT_EQ(slurp(input), before);
+
+    // pretrain with an eval file that is (a hard link to) the mlperf.log its --output_dir would get:
+    // the message names the directory, the file the run writes there and the input.
+    fs::create_directories(w.p("run"));
+    fs::create_hard_link(input, w.p("run/mlperf.log"));
+    const auto p = run_bertbench(pretrain(w, w.p("run"), input) + " --eval_input_file=" + w.p("run/mlperf.log"));
+    EXPECT_EQ(p.exit_code, 1) << p.out;
+    EXPECT_NE(error_line(p.out).find("--output_dir=" + w.p("run") + ": the run writes its mlperf.log there, and that "
+                                     "is the input file " + input + " (the same file); writing it would destroy the input"),
+              std::string::npos) << p.out;
+    EXPECT_EQ(slurp(input), before);
 }
 
 // Two outputs of one run that are the same file: one would destroy the other (the log over the
