@@ -115,10 +115,11 @@ TEST(BenchCli, DataModeReportsRealAndPaddedTokens) {
     // --format=json: stdout is one JSON document, each point carrying its profile; CSV has no
     // place for the profile's table and is refused with it.
     const std::string out = ::testing::TempDir() + "/bench_profile_stdout.json";
-    const auto js = testing::run_shell(testing::bertbench_path() +
+    // (a subshell: run_shell adds 2>&1, which must not reach the file)
+    const auto js = testing::run_shell("(" + testing::bertbench_path() +
                                        " bench --mode=train --model=tiny --seq_len=128 --batch_size=4 --threads=1 "
                                        "--warmup=1 --steps=2 --noceiling --profile --profile_steps=1 --profile_svg= "
-                                       "--format=json 2>/dev/null >" + out);
+                                       "--format=json >" + out + " 2>/dev/null)");
     ASSERT_EQ(js.exit_code, 0) << js.out;
     std::ifstream o(out);
     const auto doc = nlohmann::json::parse(o);  // throws on a second document

@@ -180,6 +180,22 @@ def compare_mllog(d, name, bpath, cpath, out_dirs):
     (a new key the log gained, as a new field of a JSON file is)."""
     b = canon(mllog_events(bpath), out_dirs[0])
     c = canon(mllog_events(cpath), out_dirs[1])
+
+    # A block_start followed at once by its block_stop trains nothing (older logs opened one after
+    # an evaluation at the run's last step): not part of what either run computed.
+    def drop_empty_blocks(events, who):
+        out = []
+        for e in events:
+            if (e.get("key") == "block_stop" and out and out[-1].get("key") == "block_start"
+                    and (out[-1].get("metadata") or {}).get("first_epoch_num")
+                    == (e.get("metadata") or {}).get("first_epoch_num")):
+                out.pop()
+                d.notes.append(f"{name}: the {who} log's empty block (block_start then block_stop) left out")
+                continue
+            out.append(e)
+        return out
+
+    b, c = drop_empty_blocks(b, "baseline"), drop_empty_blocks(c, "current")
     j = 0
     for i, be in enumerate(b, 1):
         k = j
