@@ -10,7 +10,6 @@
 #include <cstring>
 #include <exception>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -26,18 +25,23 @@ struct Command {
     const char* name;
     const char* summary;
     int (*run)(int, char**);
+    const char* batch_flags = nullptr;  // what an out-of-memory hint names (nullptr: no batch)
 };
 
 const Command kCommands[] = {
     {"version", "print build and system information", bertbench::cli::cmd_version},
     {"tokenize", "BERT WordPiece tokenization of stdin lines to JSON (tokenization.py)", bertbench::cli::cmd_tokenize},
     {"prepare", "make pretraining TFRecords (create_pretraining_data.py, byte-identical)", bertbench::cli::cmd_prepare},
-    {"pretrain", "pretrain BERT to a target masked-LM accuracy (run_pretraining.py), resumable", bertbench::cli::cmd_pretrain},
-    {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval},
-    {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench},
+    {"pretrain", "pretrain BERT to a target masked-LM accuracy (run_pretraining.py), resumable", bertbench::cli::cmd_pretrain,
+     "--train_batch_size with a larger --steps_per_update, or --eval_batch_size"},
+    {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval,
+     "--eval_batch_size"},
+    {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench,
+     "--batch_size"},
     {"pick-eval", "pick the eval subset of a TFRecord (pick_eval_samples.py)", bertbench::cli::cmd_pick_eval},
     {"convert", "checkpoints between TensorFlow, Hugging Face and bertbench safetensors", bertbench::cli::cmd_convert},
-    {"squad", "SQuAD features and prediction decoding (run_squad.py, byte-identical)", bertbench::cli::cmd_squad},
+    {"squad", "SQuAD features and prediction decoding (run_squad.py, byte-identical)", bertbench::cli::cmd_squad,
+     "--train_batch_size or --predict_batch_size"},
     {"squad-eval", "official SQuAD metric (evaluate-v1.1.py / evaluate-v2.0.py output)", bertbench::cli::cmd_squad_eval},
 };
 
@@ -121,14 +125,9 @@ int main(int argc, char** argv) {
         } catch (const std::bad_alloc&) {
             // Commands name what they allocate where they can (pretrain's arenas); this is the
             // rest, with the command's own batch flags.
-            const std::string_view name = c.name;
-            const char* batch = name == "pretrain" ? "--train_batch_size with a larger --steps_per_update, or --eval_batch_size"
-                                : name == "squad"  ? "--train_batch_size or --predict_batch_size"
-                                : name == "eval"   ? "--eval_batch_size"
-                                : name == "bench"  ? "--batch_size"
-                                                   : nullptr;
-            what = batch ? fmt::format("out of memory (hint: a smaller batch, {}; or a smaller model)", batch)
-                         : std::string("out of memory (hint: a smaller input or model)");
+            what = c.batch_flags ? fmt::format("out of memory (hint: a smaller batch, {}; or a smaller model)",
+                                               c.batch_flags)
+                                 : std::string("out of memory (hint: a smaller input or model)");
         } catch (const std::exception& e) {
             what = e.what();
         }

@@ -24,6 +24,7 @@
 #include "core/sysinfo.hpp"
 #include "data/tokenizer.hpp"
 #include "data/vocab.hpp"
+#include "model/checkpoint.hpp"
 #include "train/squad_metric.hpp"
 
 namespace bertbench::cli {
@@ -323,7 +324,9 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     omp_set_num_threads(threads);
     train::SquadModel span_model;
     if (!o.init_checkpoint.empty()) {
-        span_model = train::load_squad_model(o.init_checkpoint, "--init_checkpoint", c.bert_config_file,
+        // run/model.ckpt-N names our run/model.ckpt-N.safetensors, as on squad and eval
+        span_model = train::load_squad_model(model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint"),
+                                             "--init_checkpoint", c.bert_config_file,
                                              c.model_given ? c.model : "", seq_len);
     } else {
         span_model.config = c.config;

@@ -180,6 +180,9 @@ const char* checkpoint_format_name(CheckpointFormat f);
 // Whether a TF variable name is training state besides the model: an optimizer slot (adam_m,
 // adam_v, GradientAccumulator, Adam, Momentum, ...), a step counter, our bertbench/* resume state.
 bool optimizer_state(const std::string& name);
+// The encoder layer of a TF-named weight ("bert/encoder/layer_<i>/...": i); -1 for any other
+// name, an optimizer slot included.
+int64_t encoder_layer_of(const std::string& tf_name);
 // Error naming `where` when a TF-named weight belongs to an encoder layer at or beyond
 // `num_layers` ("bert/encoder/layer_<i>/...", i >= num_layers): every format's reader refuses
 // it, as a model read without its last layers is another model.

@@ -113,21 +113,20 @@ std::string TfImportReport::summary() const {
                        first_few(ignored, 3), unexpected.size(), first_few(unexpected));
 }
 
+int64_t encoder_layer_of(const std::string& tf_name) {
+    constexpr std::string_view kLayer = "bert/encoder/layer_";
+    if (!tf_name.starts_with(kLayer) || optimizer_state(tf_name)) return -1;
+    const size_t end = tf_name.find('/', kLayer.size());
+    const std::string idx = tf_name.substr(kLayer.size(), end == std::string::npos ? end : end - kLayer.size());
+    if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoll(idx);
+}
+
 void refuse_deeper_layers(const std::vector<std::string>& tf_names, const std::string& where,
                           int num_layers) {
-    // "bert/encoder/layer_<i>/..." of a layer the model does not have (optimizer slots aside:
-    // their layer's weights are counted)
     std::vector<std::string> deeper;
-    constexpr std::string_view kLayer = "bert/encoder/layer_";
-    for (const std::string& name : tf_names) {
-        if (!name.starts_with(kLayer) || optimizer_state(name)) continue;
-        const size_t end = name.find('/', kLayer.size());
-        const std::string idx =
-            name.substr(kLayer.size(), end == std::string::npos ? end : end - kLayer.size());
-        if (!idx.empty() && idx.size() <= 9 && idx.find_first_not_of("0123456789") == std::string::npos &&
-            std::stoll(idx) >= num_layers)
-            deeper.push_back(name);
-    }
+    for (const std::string& name : tf_names)
+        if (encoder_layer_of(name) >= num_layers) deeper.push_back(name);
     if (!deeper.empty())
         fail("{}: expected encoder layers 0..{} (num_hidden_layers of the model), found {} tensors "
              "of deeper layers{} (hint: the checkpoint was written for another bert_config.json)",

@@ -304,8 +304,8 @@ void check_config_fits(const BertConfig& config, const std::string& config_sourc
     std::vector<bool> present(static_cast<size_t>(config.num_hidden_layers), false);
     for (const Tensor& t : tensors) {
         names.push_back(t.name);
-        for (int i = 0; i < config.num_hidden_layers; ++i)
-            if (t.name.starts_with(fmt::format("bert/encoder/layer_{}/", i))) present[static_cast<size_t>(i)] = true;
+        const int64_t layer = encoder_layer_of(t.name);
+        if (layer >= 0 && layer < config.num_hidden_layers) present[static_cast<size_t>(layer)] = true;
     }
     refuse_deeper_layers(names, config_source + ": does not fit the weights", config.num_hidden_layers);
     const auto absent = std::find(present.begin(), present.end(), false);

@@ -217,14 +217,13 @@ void TrainLoop::setup() {
              o_.num_train_steps);
     // The run ends on an optimizer update: micro-steps past the last one would compute gradients
     // that are never applied (the reference drops them) and leave no checkpoint of their own.
-    const int64_t k = o_.steps_per_update;
-    for (const auto& [flag, steps] : {std::pair<const char*, int64_t>{"num_train_steps", o_.num_train_steps},
-                                      {"stop_steps", o_.stop_steps}})
-        if (o_.do_train && steps > 0 && steps % k != 0)
-            fail("--{}={}: expected a multiple of --steps_per_update={} (the run stops on an optimizer "
-                 "update; the last {} micro-step(s) would be gradients never applied) (hint: --{}={}{})",
-                 flag, steps, k, steps % k, flag, steps / k * k > 0 ? steps / k * k : k,
-                 steps / k * k > 0 ? fmt::format(" or {}", steps / k * k + k) : std::string());
+    // (--stop_steps counts updates on every command line that has it: always whole ones.)
+    const int64_t k = o_.steps_per_update, t = o_.num_train_steps, whole = t / k * k;
+    if (o_.do_train && t > 0 && t % k != 0)
+        fail("--num_train_steps={}: expected a multiple of --steps_per_update={} (the run stops on an "
+             "optimizer update; the last {} micro-step(s) would be gradients never applied) (hint: "
+             "--num_train_steps={}{})",
+             t, k, t % k, whole > 0 ? whole : k, whole > 0 ? fmt::format(" or {}", whole + k) : std::string());
     if (o_.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
     if (o_.keep_checkpoint_max < 0)
@@ -530,8 +529,7 @@ int TrainLoop::train() {
              updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_);
     };
 
-    const int64_t stop_at = o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps)
-                                              : o_.num_train_steps;
+    const int64_t stop_at = last_step();
     while (updater_->global_step() < stop_at) {
         const int64_t gs = updater_->global_step();
         if (upd_micro == 0) upd_t0 = now_s();

@@ -7,6 +7,7 @@
 // model and its engine, the training data, the evaluation and the task's own logs and results.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -158,6 +159,10 @@ public:
     int64_t global_step() const;
     int64_t samples() const;  // sequences seen: global_step x train_batch_size
     int64_t global_batch() const { return global_batch_; }
+    // The step this run segment trains to: --num_train_steps, or an earlier --stop_steps.
+    int64_t last_step() const {
+        return o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps) : o_.num_train_steps;
+    }
     double elapsed() const;   // run wall time, summed over resumed segments
     // This process's set-up before run_start (model, weights, checks of the data): MLPerf's
     // initialisation, not part of the time to train. -1 before run_start.

@@ -328,8 +328,7 @@ public:
         if (reached) return "success";
         block_first_ = loop.samples();
         // a next block only if the run trains on (an evaluation at the last step ends the run)
-        const int64_t last = o_.stop_steps > 0 ? std::min(o_.stop_steps, o_.num_train_steps) : o_.num_train_steps;
-        if (loop.global_step() < last) mllog_->block_start(block_first_, eval_interval_);
+        if (loop.global_step() < loop.last_step()) mllog_->block_start(block_first_, eval_interval_);
         return "";
     }
     std::string at_end(TrainLoop& loop, const std::string& stopped) override {

@@ -303,11 +303,9 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     return TrainLoop(l, flags_json, task).run();
 }
 
-SquadModel load_squad_model(const std::string& checkpoint_name, const std::string& flag,
+SquadModel load_squad_model(const std::string& checkpoint, const std::string& flag,
                             const std::string& bert_config_file, const std::string& preset,
                             int max_seq_length, bool allow_missing_weights) {
-    // run/model.ckpt-N names our run/model.ckpt-N.safetensors, as everywhere a checkpoint is read
-    const std::string checkpoint = model::resolve_checkpoint_name(checkpoint_name, flag);
     SquadModel m;
     m.config = resolve_config(bert_config_file, preset, "", checkpoint);
     if (max_seq_length > m.config.max_position_embeddings)
