@@ -232,7 +232,7 @@ int open_regular_file(const std::string& path, std::string* error) {
     return fd;
 }
 
-void* map_regular_file(const std::string& path, const char* what, size_t* size) {
+FileBytes FileBytes::map(const std::string& path, const char* what) {
     std::string why;
     const int fd = open_regular_file(path, &why);  // a FIFO is an error, not a wait
     if (fd < 0) fail("{}: {}: {}", path, what, why);
@@ -242,18 +242,42 @@ void* map_regular_file(const std::string& path, const char* what, size_t* size) 
         ::close(fd);
         fail("{}: cannot stat: {}", path, std::strerror(err));
     }
-    *size = static_cast<size_t>(st.st_size);
-    void* m = nullptr;
-    if (*size > 0) {
-        m = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    FileBytes f;
+    f.size_ = static_cast<size_t>(st.st_size);
+    if (f.size_ > 0) {
+        void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             const int err = errno;
             ::close(fd);
-            fail("{}: cannot map {} bytes: {}", path, *size, std::strerror(err));
+            fail("{}: cannot map {} bytes: {}", path, f.size_, std::strerror(err));
         }
+        f.map_ = m;
+        f.data_ = static_cast<const std::byte*>(m);
     }
     ::close(fd);
-    return m;
+    return f;
+}
+
+FileBytes FileBytes::image(std::string bytes) {
+    FileBytes f;
+    f.image_ = std::make_unique<std::string>(std::move(bytes));
+    f.data_ = reinterpret_cast<const std::byte*>(f.image_->data());
+    f.size_ = f.image_->size();
+    return f;
+}
+
+FileBytes::~FileBytes() {
+    if (map_ != nullptr) ::munmap(map_, size_);
+}
+
+FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
+    if (this == &o) return *this;
+    if (map_ != nullptr) ::munmap(map_, size_);
+    map_ = std::exchange(o.map_, nullptr);
+    image_ = std::move(o.image_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    return *this;
 }
 
 bool is_own_temporary_or_sidecar(const std::string& filename) {

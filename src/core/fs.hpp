@@ -5,7 +5,9 @@
 // it, as the reference scripts' open() does; a block device or a socket is refused.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,9 +62,28 @@ std::string read_file(const std::string& path);  // whole file; Error naming the
 // "cannot open: <strerror>" (errno kept for the caller) or "expected a regular file, found a FIFO
 // (named pipe)" (errno 0), before a byte is read.
 int open_regular_file(const std::string& path, std::string* error);
-// The regular file at `path` mapped read-only (open_regular_file's checks), its size in *size; null
-// for an empty file. Errors name the path and `what` ("safetensors file"). Release: ::munmap(p, *size).
-void* map_regular_file(const std::string& path, const char* what, size_t* size);
+// A file's bytes for a reader: the regular file mapped read-only (open_regular_file's checks), or an
+// in-memory image (tests, fuzzing). Move-only; the bytes stay where they are when it moves, so
+// pointers into them survive a move of their owner.
+class FileBytes {
+  public:
+    FileBytes() = default;
+    // Errors name the path and `what` ("safetensors file").
+    static FileBytes map(const std::string& path, const char* what);
+    static FileBytes image(std::string bytes);
+    ~FileBytes();
+    FileBytes(FileBytes&& o) noexcept { *this = std::move(o); }
+    FileBytes& operator=(FileBytes&& o) noexcept;
+
+    const std::byte* data() const { return data_; }  // null for an empty file
+    size_t size() const { return size_; }
+
+  private:
+    void* map_ = nullptr;
+    std::unique_ptr<std::string> image_;
+    const std::byte* data_ = nullptr;
+    size_t size_ = 0;
+};
 // What a st_mode is, for messages: "a regular file", "a directory", "a FIFO (named pipe)", ...
 const char* file_type_name(unsigned mode);
 

@@ -4,14 +4,8 @@
 // exhaust the stack of the recursive JSON parser.
 #include "io/safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -166,66 +160,24 @@ std::string TensorInfo::shape_str() const {
 
 // ---- reader ----
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-    map_ = map_regular_file(path, "safetensors file", &file_size_);
-    map_size_ = file_size_;
-    file_ = static_cast<const std::byte*>(map_);
-    parse();  // on throw the destructor does not run: unmap here
+SafetensorsReader::SafetensorsReader(const std::string& path)
+    : path_(path), bytes_(FileBytes::map(path, "safetensors file")) {
+    file_ = bytes_.data();
+    file_size_ = bytes_.size();
+    parse();
 }
 
 SafetensorsReader SafetensorsReader::from_bytes(std::string bytes, const std::string& label) {
     SafetensorsReader r;
     r.path_ = label;
-    r.owned_ = std::move(bytes);
-    r.file_ = reinterpret_cast<const std::byte*>(r.owned_.data());
-    r.file_size_ = r.owned_.size();
+    r.bytes_ = FileBytes::image(std::move(bytes));
+    r.file_ = r.bytes_.data();
+    r.file_size_ = r.bytes_.size();
     r.parse();
     return r;
 }
 
-SafetensorsReader::~SafetensorsReader() {
-    if (map_ != nullptr) ::munmap(map_, map_size_);
-}
-
-SafetensorsReader::SafetensorsReader(SafetensorsReader&& o) noexcept {
-    *this = std::move(o);
-}
-
-SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept {
-    if (this == &o) return *this;
-    if (map_ != nullptr) ::munmap(map_, map_size_);
-    const size_t data_offset = o.data_ - o.file_;
-    path_ = std::move(o.path_);
-    owned_ = std::move(o.owned_);
-    map_ = o.map_;
-    map_size_ = o.map_size_;
-    file_size_ = o.file_size_;
-    data_size_ = o.data_size_;
-    // A moved std::string may relocate its bytes (short-string buffer): recompute the pointers.
-    file_ = map_ != nullptr ? static_cast<const std::byte*>(map_)
-                            : reinterpret_cast<const std::byte*>(owned_.data());
-    data_ = o.data_ == nullptr ? nullptr : file_ + data_offset;
-    metadata_ = std::move(o.metadata_);
-    tensors_ = std::move(o.tensors_);
-    index_ = std::move(o.index_);
-    o.map_ = nullptr;
-    o.map_size_ = 0;
-    o.file_ = o.data_ = nullptr;
-    o.file_size_ = o.data_size_ = 0;
-    return *this;
-}
-
 void SafetensorsReader::parse() {
-    struct Unmap {  // the constructor throwing means no destructor: release the mapping here
-        SafetensorsReader* r;
-        bool armed = true;
-        ~Unmap() {
-            if (armed && r->map_ != nullptr) {
-                ::munmap(r->map_, r->map_size_);
-                r->map_ = nullptr;
-            }
-        }
-    } unmap{this};
     const std::string& f = path_;
     if (file_size_ < 8)
         fail(
@@ -372,7 +324,6 @@ void SafetensorsReader::parse() {
             "garbage or a truncated file)",
             f, pos, data_size_);
     for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
-    unmap.armed = false;
 }
 
 const TensorInfo* SafetensorsReader::find(const std::string& name) const {

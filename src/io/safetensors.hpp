@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/fs.hpp"
+
 namespace bertbench::io {
 
 enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
@@ -63,9 +65,8 @@ class SafetensorsReader {
     explicit SafetensorsReader(const std::string& path);
     // Validates an in-memory file image; `label` names it in errors (used by tests and fuzzing).
     static SafetensorsReader from_bytes(std::string bytes, const std::string& label);
-    ~SafetensorsReader();
-    SafetensorsReader(SafetensorsReader&&) noexcept;
-    SafetensorsReader& operator=(SafetensorsReader&&) noexcept;
+    SafetensorsReader(SafetensorsReader&&) noexcept = default;
+    SafetensorsReader& operator=(SafetensorsReader&&) noexcept = default;
 
     const std::string& path() const { return path_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -86,9 +87,7 @@ class SafetensorsReader {
     void parse();
 
     std::string path_;
-    std::string owned_;    // from_bytes image
-    void* map_ = nullptr;  // mmap'ed file
-    size_t map_size_ = 0;
+    FileBytes bytes_;                  // the mapped file or from_bytes' image
     const std::byte* file_ = nullptr;  // whole file
     size_t file_size_ = 0;
     const std::byte* data_ = nullptr;  // data section

@@ -4,17 +4,12 @@
 // never compresses), and checks each storage's CRC-32 on first use.
 #include "io/torch_checkpoint.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
@@ -169,43 +164,21 @@ const char* torch_format_name(TorchFormat f) {
 
 std::string TorchTensor::shape_str() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-TorchCheckpointReader::TorchCheckpointReader(const std::string& path) : path_(path) {
-    map_ = map_regular_file(path, "PyTorch checkpoint", &file_size_);
-    map_size_ = file_size_;
-    file_ = static_cast<const std::byte*>(map_);
-    try {
-        parse();
-    } catch (...) {  // the destructor does not run for a throwing constructor
-        if (map_ != nullptr) ::munmap(map_, map_size_);
-        map_ = nullptr;
-        throw;
-    }
+TorchCheckpointReader::TorchCheckpointReader(const std::string& path)
+    : path_(path), bytes_(FileBytes::map(path, "PyTorch checkpoint")) {
+    file_ = bytes_.data();
+    file_size_ = bytes_.size();
+    parse();
 }
 
 TorchCheckpointReader TorchCheckpointReader::from_bytes(std::string bytes, const std::string& label) {
     TorchCheckpointReader r;
     r.path_ = label;
-    r.owned_ = std::move(bytes);
-    r.file_ = reinterpret_cast<const std::byte*>(r.owned_.data());
-    r.file_size_ = r.owned_.size();
+    r.bytes_ = FileBytes::image(std::move(bytes));
+    r.file_ = r.bytes_.data();
+    r.file_size_ = r.bytes_.size();
     r.parse();
     return r;
-}
-
-TorchCheckpointReader::~TorchCheckpointReader() {
-    if (map_ != nullptr) ::munmap(map_, map_size_);
-}
-
-TorchCheckpointReader::TorchCheckpointReader(TorchCheckpointReader&& o) noexcept
-    : path_(std::move(o.path_)), map_(std::exchange(o.map_, nullptr)), map_size_(o.map_size_),
-      file_size_(o.file_size_), format_(o.format_), sd_key_(std::move(o.sd_key_)),
-      tensors_(std::move(o.tensors_)), index_(std::move(o.index_)), ignored_(std::move(o.ignored_)) {
-    // A moved std::string may move its small buffer: re-point the tensors into our own copy.
-    const std::byte* old = o.file_;
-    owned_ = std::move(o.owned_);
-    file_ = map_ ? static_cast<const std::byte*>(map_) : reinterpret_cast<const std::byte*>(owned_.data());
-    for (TorchTensor& t : tensors_)
-        if (t.data) t.data = file_ + (t.data - old);
 }
 
 const TorchTensor* TorchCheckpointReader::find(const std::string& name) const {

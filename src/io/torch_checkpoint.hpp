@@ -50,9 +50,8 @@ class TorchCheckpointReader {
     explicit TorchCheckpointReader(const std::string& path);
     // An in-memory file image (tests, fuzzing); `label` names it in errors.
     static TorchCheckpointReader from_bytes(std::string bytes, const std::string& label);
-    ~TorchCheckpointReader();
-    TorchCheckpointReader(TorchCheckpointReader&&) noexcept;
-    TorchCheckpointReader& operator=(TorchCheckpointReader&&) = delete;
+    TorchCheckpointReader(TorchCheckpointReader&&) noexcept = default;
+    TorchCheckpointReader& operator=(TorchCheckpointReader&&) noexcept = default;
 
     const std::string& path() const { return path_; }
     TorchFormat format() const { return format_; }
@@ -76,9 +75,7 @@ class TorchCheckpointReader {
     void parse_legacy();
 
     std::string path_;
-    std::string owned_;
-    void* map_ = nullptr;
-    size_t map_size_ = 0;
+    FileBytes bytes_;  // the mapped file or from_bytes' image
     const std::byte* file_ = nullptr;
     size_t file_size_ = 0;
     TorchFormat format_ = TorchFormat::none;
