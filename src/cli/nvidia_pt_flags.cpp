@@ -294,6 +294,12 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         notes.push_back(fmt::format("--input_dir: its {} *training* file(s)",
                                     std::count(o.input_file.begin(), o.input_file.end(), ',') + 1));
     }
+    // Its loader takes a shard's arrays as they are (its defaults, 512 and 80, check nothing)
+    if (!f.is_set("max_seq_length") || !f.is_set("max_predictions_per_seq")) {
+        if (!f.is_set("max_seq_length")) o.max_seq_length = 0;
+        if (!f.is_set("max_predictions_per_seq")) o.max_predictions_per_seq = 0;
+        notes.push_back("the sequence length and predictions per row from the data, as its loader takes them");
+    }
     int64_t updates = o.num_train_steps / k;
     if (!f.is_set("num_train_steps")) {
         if (!(n.max_steps >= 1 && n.max_steps < 9e15))

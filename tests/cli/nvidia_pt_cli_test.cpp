@@ -85,6 +85,22 @@ std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std
            "/dllogger.json --loss_scale=0.0 --threads=1";
 }
 
+// Without --max_seq_length and --max_predictions_per_seq the script trains on a shard's arrays as
+// they are (its defaults 512 and 80 check nothing): the phase-2 shard's 512 and 76 here.
+TEST(NvidiaPyTorchCli, OmittedWidthsAreTheShards) {
+    const NvidiaDirs d;
+    const std::string ckpts = d.tmp.file("ckpts");
+    auto r = run_bertbench("pretrain --input_dir=" + d.phase2 + " --output_dir=" + ckpts +
+                           " --config_file=" + d.config + " --train_batch_size=2 --max_steps=1"
+                           " --do_train --json-summary= --threads=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "the sequence length and predictions per row from the data, as its "
+                              "loader takes them"), 1u) << r.out;
+    const json cfg = json::parse(slurp(ckpts + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["max_seq_length"], 512);
+    EXPECT_EQ(cfg["flags"]["max_predictions_per_seq"], 76);
+}
+
 // Without --json-summary both scripts write dllogger's stream to results/dllogger.json (their
 // default, relative to the working directory); --json-summary='' writes none.
 TEST(NvidiaPyTorchCli, JsonSummaryDefaultsToResultsDllogger) {
@@ -212,6 +228,11 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
                           "raw_train_time"})
         EXPECT_TRUE(last["data"][k].is_number()) << k << " " << last.dump();
+    // NVIDIA's times: raw = the training (results.json's run_start..run_stop), e2e = set-up + it.
+    const json p1_res = json::parse(slurp(ckpts + "/results.json"));
+    EXPECT_DOUBLE_EQ(last["data"]["raw_train_time"].get<double>(), p1_res["wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(last["data"]["e2e_train_time"].get<double>(),
+                     p1_res["initialization_s"].get<double>() + p1_res["wall_time_s"].get<double>());
 
     // Phase 2 in the same checkpoint directory: a run of its own in <dir>/phase2 from phase 1's
     // last checkpoint, phase 1's files untouched.
