@@ -30,6 +30,23 @@ int64_t checkpoint_name_step(const std::string& path) {
     return std::regex_match(file, m, name) ? std::stoll(m[1].str()) : -1;
 }
 
+namespace {
+
+// eval_results.txt's global_step for an evaluated checkpoint: a bertbench checkpoint's step (its
+// name counts micro-steps) in the reference's counter (updates on NGC TF's line); a TF checkpoint's
+// (TF's Saver names it by its global_step); else 0, the reference's value for a graph initialised
+// from --init_checkpoint (its global_step is not among the variables restored).
+int64_t eval_global_step(const std::string& checkpoint, int64_t update_counter) {
+    const int64_t ours = checkpoint_name_step(checkpoint);
+    if (ours >= 0) return ours / update_counter;
+    static const std::regex tf(R"(model\.ckpt-([0-9]{1,18})(\.index)?)");
+    std::smatch m;
+    const std::string file = fs::path(checkpoint).filename().string();
+    return std::regex_match(file, m, tf) ? std::stoll(m[1].str()) : 0;
+}
+
+}  // namespace
+
 EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfig* config_out) {
     model::BertConfig config;
     if (!o.bert_config_file.empty() && !o.model.empty())
@@ -166,8 +183,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     const EvalMetrics m = evaluate_checkpoint(e);
     // The checkpoint's name counts micro-steps; the reference's global_step counts updates where
     // its counter does (NGC TF's line: --num_accumulation_steps micro-steps per update).
-    int64_t step = checkpoint_name_step(checkpoint);
-    if (step > 0) step /= o.schedule_update_counter;
+    const int64_t step = eval_global_step(checkpoint, o.schedule_update_counter);
     if (!root) return 0;
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);
@@ -177,7 +193,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     json j = m.to_json();
     j["checkpoint"] = checkpoint;
     j["checkpoint_chosen_by"] = why;
-    j["global_step"] = step >= 0 ? json(step) : json(nullptr);
+    j["global_step"] = step;
     j["eval_files"] = e.files;
     j["dtype"] = ops::precision_name(o.precision);
     j["target_mlm_accuracy"] = o.target_mlm_accuracy;

@@ -52,7 +52,7 @@ EvalMetrics EvalAccumulator::result() const {
 }
 
 std::string eval_results_txt(const EvalMetrics& m, int64_t global_step) {
-    std::string text = fmt::format("global_step = {}\n", global_step >= 0 ? std::to_string(global_step) : "None");
+    std::string text = fmt::format("global_step = {}\n", global_step);
     text += "loss = " + py_float_repr(m.loss) + "\n";
     text += "masked_lm_accuracy = " + py_float_repr(m.masked_lm_accuracy) + "\n";
     text += "masked_lm_loss = " + py_float_repr(m.masked_lm_loss) + "\n";

@@ -46,7 +46,7 @@ private:
 };
 
 // run_pretraining.py's eval_results.txt: "key = value" lines of the Estimator's result, keys
-// sorted (global_step, loss, the four metrics); `global_step` < 0 is written as None.
+// sorted (global_step, loss, the four metrics).
 std::string eval_results_txt(const EvalMetrics& m, int64_t global_step);
 
 struct EvalOptions {

@@ -185,6 +185,21 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     ASSERT_EQ(e.exit_code, 0) << e.out;
     EXPECT_EQ(json::parse(slurp(w.out("eval.json")))["masked_lm_loss"], res["masked_lm_loss"]);
 
+    // A TF checkpoint is named by TF's own global_step; a file without a step (a .pt) gets the
+    // reference's 0 (its graph initialised from --init_checkpoint leaves global_step at 0).
+    for (const auto& [name, step] : std::vector<std::pair<std::string, int>>{{"tf/model.ckpt-300", 300},
+                                                                            {"model.pt", 0}}) {
+        const std::string converted = w.out("converted/" + name);
+        ASSERT_EQ(run_bertbench("convert --input=" + out + "/model.ckpt-4.safetensors --output=" + converted)
+                      .exit_code, 0);
+        const std::string dir = w.out("fresh_" + std::to_string(step));
+        r = run_bertbench(mlperf_eval(w, dir, converted));
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_EQ(json::parse(slurp(dir + "/eval_results.json"))["global_step"], step) << name;
+        EXPECT_EQ(slurp(dir + "/eval_results.txt").rfind("global_step = " + std::to_string(step) + "\n", 0), 0u)
+            << name;
+    }
+
     // Nothing to evaluate: no checkpoint given, none in the directory. One line, exit 1, nothing
     // created.
     const std::string empty = w.out("empty");
