@@ -213,12 +213,18 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     const int64_t global_batch = int64_t{o.train_batch_size} * spu;
     std::string said;
     const auto note = [&](const std::string& s) { said += (said.empty() ? "" : ", ") + s; };
-    if (t.num_train_epochs != 0 && t.num_steps_per_epoch == 0)
+    if (f.is_set("num_train_epochs") && t.num_steps_per_epoch == 0)
         fail("--num_train_epochs={}: expected --num_steps_per_epoch with it (the schedule length "
              "is epochs x updates per epoch), got none", t.num_train_epochs);
     if (t.num_steps_per_epoch != 0) {
         both("num_train_steps", "num_steps_per_epoch");
-        const int64_t epochs = t.num_train_epochs != 0 ? t.num_train_epochs : 1;
+        // TF2's common_flags defaults: 3 epochs, AdamW
+        const int64_t epochs = f.is_set("num_train_epochs") ? t.num_train_epochs : 3;
+        if (!f.is_set("num_train_epochs")) note("--num_train_epochs=3 (its default)");
+        if (!f.is_set("optimizer")) {
+            o.optimizer = "adamw";
+            note("--optimizer_type=adamw (its default)");
+        }
         if (t.num_steps_per_epoch < 1 || epochs < 1)
             fail("--num_steps_per_epoch={} --num_train_epochs={}: expected both >= 1",
                  t.num_steps_per_epoch, epochs);

@@ -94,7 +94,7 @@ void Tf2StepFlags::add(Flags& f) {
           "PerfZero/TF2: optimizer updates per epoch; x --num_train_epochs = the schedule length "
           "(sets --num_train_steps; 0 = not given)");
     f.add("num_train_epochs", &num_train_epochs,
-          "PerfZero/TF2: epochs of --num_steps_per_epoch updates (0 = not given: 1)");
+          "PerfZero/TF2: epochs of --num_steps_per_epoch updates (not given: 3, its default)");
     f.add("warmup_steps", &warmup_steps,
           "PerfZero/TF2: warm-up length in optimizer updates (sets --num_warmup_steps; -1 = not "
           "given)");

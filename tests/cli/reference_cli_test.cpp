@@ -312,6 +312,23 @@ TEST(ReferenceCli, PerfZeroTf2Form) {
     EXPECT_EQ(cfg["flags"]["schedule_update_counter"], 2);
 }
 
+// Without --num_train_epochs and --optimizer_type the line gets TF2's common_flags defaults (3
+// epochs, AdamW), said at start-up, not bertbench's.
+TEST(ReferenceCli, PerfZeroTf2DefaultsAreTf2s) {
+    const RefWorkdir w("perfzero_defaults");
+    const std::string out = w.out("run");
+    std::string line = perfzero(w, out);
+    line.erase(line.find(" --num_train_epochs=1 --optimizer_type=lamb"), 43);
+    line.replace(line.find("--stop_steps=6"), 14, "--stop_steps=1");
+    const auto r = run_bertbench(line);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--num_train_epochs=3 (its default), --optimizer_type=adamw (its default), --num_train_steps=48"),
+              std::string::npos) << r.out;
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["num_train_steps"], 48);  // 8 updates x 3 epochs x 2 micro-steps
+    EXPECT_EQ(cfg["flags"]["optimizer"], "adamw");
+}
+
 // MLPerf's own TF2 line (mlcommons/training language_model/tensorflow2/bert README): its file flags
 // --train_files/--eval_files, a float --warmup_steps, --epsilon (LAMB's) and --stop_threshold (the
 // target) map onto bertbench's flags.
