@@ -111,7 +111,9 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
         padded += static_cast<double>(local.batch_size) * p.seq_len * (train ? p.steps_per_update : 1);
         flops += s_flops;
     }
-    if (train) dp.require_same_weights(params, static_cast<int64_t>(micro));
+    if (train)
+        dp.require_same_weights(params, fmt::format("after step {}", micro),
+                                "the ranks diverged: a bug, please report it");
 
     PointResult& r = out.result;
     r.point = p;

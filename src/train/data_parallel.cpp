@@ -190,13 +190,13 @@ DataParallel::Stats DataParallel::take_stats() {
     return s;
 }
 
-void DataParallel::require_same_weights(std::span<const float> params, int64_t step) const {
+void DataParallel::require_same_weights(std::span<const float> params, const std::string& when,
+                                        const std::string& hint) const {
     if (!active()) return;
     std::vector<float> copy;
     const std::span<const float> host = backend::host_view(*be_, params.data(), params.size(), copy);
     const uint64_t h = dist::fnv1a64(host.data(), host.size_bytes());
-    require_same(fmt::format("the weights' FNV-1a hash after step {}", step), fmt::format("{:016x}", h),
-                 "the ranks diverged: a bug, please report it");
+    require_same("the weights' FNV-1a hash " + when, fmt::format("{:016x}", h), hint);
 }
 
 nlohmann::json DataParallel::gather_reader_states(const nlohmann::json& mine) const {

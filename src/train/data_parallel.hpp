@@ -93,8 +93,10 @@ public:
     };
     Stats take_stats();
 
-    // Collective: Error unless every rank's weights have the same bits (FNV-1a of the buffer).
-    void require_same_weights(std::span<const float> params, int64_t step) const;
+    // Collective: Error unless every rank's weights have the same bits (FNV-1a of the buffer);
+    // `when` ("after step 8") and `hint` complete the message.
+    void require_same_weights(std::span<const float> params, const std::string& when,
+                              const std::string& hint) const;
 
     // Checkpoints hold every rank's reader cursor. Collective: with N > 1 a JSON array of the
     // ranks' states (index = rank), with one process `mine` itself.

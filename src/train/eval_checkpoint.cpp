@@ -88,9 +88,10 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
                                        o.max_predictions_per_seq, o.max_eval_steps, o.init_seed,
                                        static_cast<int>(o.precision));
         same += "\n" + files_and_sizes(o.files) + config.to_json().dump() + "\n" + o.checkpoint;
+        same += fmt::format("\nweights {:016x}", dist::fnv1a64(params.data(), params.size() * sizeof(float)));
         dist::require_same_on_all_ranks(
             comm, fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
-            "the checkpoint, eval files (names and sizes), model and eval flags (FNV-1a)",
+            "the checkpoint (its name and weights), eval files (names and sizes), model and eval flags (FNV-1a)",
             "start every rank with the same command line and the same files");
     }
     if (o.eval_batch_size % comm.size() != 0)

@@ -442,7 +442,11 @@ int TrainLoop::run() {
         setup();
         load_or_init();
         // Before the first step, every rank: the same flags and model, and its data readable.
-        const std::string same = flags_json_.dump() + task_.table().config().to_json().dump();
+        // --threads may differ (Intel's launcher splits a node's cores unevenly over its ranks;
+        // the all-reduced gradients keep the replicas equal whatever each rank's threads).
+        json flags = flags_json_;
+        flags.erase("threads");
+        const std::string same = flags.dump() + task_.table().config().to_json().dump();
         dp_->require_same("the flags and model config (FNV-1a)",
                           fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
                           "start every rank with the same command line and bert_config.json");
@@ -465,9 +469,14 @@ int TrainLoop::run() {
         }
         dp_->require_all_ok(not_ready);
         if (!resume_from_.empty() || !o_.init_checkpoint.empty()) {
+            const std::string& from = !resume_from_.empty() ? resume_from_ : o_.init_checkpoint;
             std::vector<float> copy;
             check_finite_params(task_.table(), backend::host_view(o_.device(), params_->get(), params_->size(), copy),
-                                !resume_from_.empty() ? resume_from_ : o_.init_checkpoint);
+                                from);
+            // A file of the same name and size with other weights on one rank would train
+            // replicas that belong to no one model until the first checkpoint's check.
+            dp_->require_same_weights(params_->span(), "at the start (from " + from + ")",
+                                      "every rank must load the same checkpoint file");
         }
         write_config_json();
         // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.

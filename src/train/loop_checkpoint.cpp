@@ -280,7 +280,8 @@ void TrainLoop::save_checkpoint(bool final_one) {
     const double t0 = now_s();
     // Collective under mpirun: every rank's data cursor, and a check that all weights agree.
     const json cursors = dp_->gather_reader_states(o_.do_train ? task_.data_cursor() : json(nullptr));
-    dp_->require_same_weights(params_->span(), step);
+    dp_->require_same_weights(params_->span(), fmt::format("after step {}", step),
+                              "the ranks diverged: a bug, please report it");
     if (!root_) {  // rank 0 writes
         last_saved_step_ = step;
         last_checkpoint_ = file;

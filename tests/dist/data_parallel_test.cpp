@@ -150,7 +150,7 @@ TrainOut train(dist::Comm& comm, bool overlap, optim::ClipMode clip, backend::Ba
         engine.backward(grads, params, batch);
         up.micro_step(params, grads, dp.mean());
     }
-    dp.require_same_weights(params, kSteps);  // throws on every rank if any differs
+    dp.require_same_weights(params, "after the last step", "the ranks diverged");  // throws on every rank if any differs
     const DataParallel::Stats st = dp.take_stats();
     out.wait_s = st.wait_s;
     out.reductions = st.reductions;

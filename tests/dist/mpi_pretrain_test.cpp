@@ -279,10 +279,55 @@ TEST(DistPretrain, SlowEvalRanksWithDifferentFlagsStop) {
                              " --eval_batch_size=8 --threads=1 --max_eval_steps=";
     const auto r = run_shell(mpirun_prefix(1, 120) + eval + "2 : -np 1 " + eval + "5");
     EXPECT_NE(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("the checkpoint, eval files (names and sizes), model and eval flags (FNV-1a) of rank 1 "
+    EXPECT_NE(r.out.find("the checkpoint (its name and weights), eval files (names and sizes), model and eval flags (FNV-1a) of rank 1 "
                          "differs from rank 0's"),
               std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("masked_lm_accuracy"), std::string::npos) << r.out;
+}
+
+// One checkpoint name, other weights of the same size on each host: training and eval stop before
+// the first step instead of training replicas of no one model (or blending two models' metrics).
+TEST(DistPretrain, SlowRanksWithOtherWeightsUnderOneCheckpointNameStop) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("weights");
+    for (const char* seed : {"5", "6"}) {  // two runs alike but for the seed: files of one size
+        std::string line = bertbench_path() + args(w, w.out(std::string("run") + seed), "--num_train_steps=2 --nodo_eval");
+        line.replace(line.find("--seed=5"), 8, std::string("--seed=") + seed);
+        ASSERT_EQ(run_shell(line).exit_code, 0);
+    }
+    fs::create_directories(w.dir / "a");
+    fs::create_directories(w.dir / "b");
+    fs::copy_file(w.out("run5") + "/model.ckpt-2.safetensors", w.dir / "a/init.safetensors");
+    fs::copy_file(w.out("run6") + "/model.ckpt-2.safetensors", w.dir / "b/init.safetensors");
+    ASSERT_EQ(fs::file_size(w.dir / "a/init.safetensors"), fs::file_size(w.dir / "b/init.safetensors"));
+    const auto two_hosts = [&](const std::string& command) {
+        return run_shell(mpirun_prefix(1, 120) + "-wdir " + w.out("a") + " " + command + " : -np 1 -wdir " +
+                         w.out("b") + " " + command);
+    };
+    auto r = two_hosts(bertbench_path() + args(w, w.out("again"), "--num_train_steps=2 --nodo_eval") +
+                       " --init_checkpoint=init.safetensors");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("the weights' FNV-1a hash at the start (from init.safetensors) of rank 1 differs from "
+                         "rank 0's"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.out("again") + "/train_log.jsonl"));
+    r = two_hosts(bertbench_path() + " eval --init_checkpoint=init.safetensors --input_file=" + eval_data() +
+                  " --eval_batch_size=8 --max_eval_steps=2 --threads=1");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("the checkpoint (its name and weights), eval files (names and sizes), model and eval "
+                         "flags (FNV-1a) of rank 1 differs from rank 0's"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("masked_lm_accuracy"), std::string::npos) << r.out;
+    // The same weights, each rank with its own --threads (Intel's launcher splits a node's cores
+    // unevenly): it trains, the replicas equal (the checkpoint's check).
+    fs::copy_file(w.dir / "a/init.safetensors", w.dir / "b/init.safetensors", fs::copy_options::overwrite_existing);
+    std::string one = bertbench_path() + args(w, w.out("threads"), "--num_train_steps=2 --nodo_eval") +
+                      " --init_checkpoint=init.safetensors";
+    std::string two = one;
+    two.replace(two.find("--threads=1"), 11, "--threads=2");
+    std::string prefix = mpirun_prefix(1, 120);  // unbound, so that a rank may run 2 threads
+    prefix.replace(prefix.find(" -np 1 "), 7, " --bind-to none -np 1 ");
+    r = run_shell(prefix + "-wdir " + w.out("a") + " " + one + " : -np 1 -wdir " + w.out("b") + " " + two);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(fs::exists(w.out("threads") + "/model.ckpt-2.safetensors")) << r.out;
 }
 
 TEST(DistPretrain, SlowSigtermToMpirunCheckpointsOnceAndEveryRankExitsInterrupted) {
