@@ -52,11 +52,17 @@ struct RawRecord {
 class RecordStream {
   public:
     explicit RecordStream(const PretrainReaderConfig& c) : c_(c) {
-        const size_t n = c.files.size(), world = static_cast<size_t>(c.world_size);
-        record_sharding_ = n < world || c.shard_by_record;
-        for (size_t i = 0; i < n; ++i)
-            if (record_sharding_ || i % world == static_cast<size_t>(c.rank))
-                my_files_.push_back(static_cast<uint32_t>(i));
+        const size_t world = static_cast<size_t>(c.world_size);
+        // Under mpirun, files that hold no record (an empty text shard's output) are left out
+        // before the split by file: a rank given only those would have nothing to train on.
+        std::vector<uint32_t> files;
+        for (size_t i = 0; i < c.files.size(); ++i)
+            if (world == 1 || c.shard_by_record ||
+                shard_holds_records(c.files[i], c.max_seq_length, c.max_predictions_per_seq))
+                files.push_back(static_cast<uint32_t>(i));
+        record_sharding_ = files.size() < world || c.shard_by_record;
+        for (size_t k = 0; k < files.size(); ++k)
+            if (record_sharding_ || k % world == static_cast<size_t>(c.rank)) my_files_.push_back(files[k]);
     }
 
     void start_epoch(uint64_t epoch) {

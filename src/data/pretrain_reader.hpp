@@ -3,7 +3,8 @@
 // Reference: run_pretraining.py input_fn (shuffled shards, repeat, record shuffle buffer, fixed
 // order for eval). Everything random derives from (seed, epoch[, rank]), so the cursor is just
 // (epoch, records consumed in that epoch) and restore() re-reads and skips (no decoding) to it.
-// Sharding across ranks: with >= world_size files, rank r reads files i with i % world_size == r;
+// Sharding across ranks: with >= world_size files holding records (empty ones are left out), rank r
+// reads the i-th of them with i % world_size == r;
 // with fewer files (or shard_by_record), every rank reads all files in the same order and keeps
 // records g % N == r (g counts records across the files of the epoch).
 #pragma once

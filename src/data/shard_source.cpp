@@ -2,6 +2,7 @@
 #include "data/shard_source.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "core/error.hpp"
@@ -25,6 +26,13 @@ ShardSource::ShardSource(const std::string& path, bool skip_corrupt, int max_seq
                                                       max_predictions_per_seq, true);
     else
         tfrecord_ = std::make_unique<io::TfRecordReader>(path, skip_corrupt);
+}
+
+bool shard_holds_records(const std::string& path, int max_seq_length, int max_predictions_per_seq) {
+    if (io::is_hdf5_path(path))
+        return io::Hdf5ShardReader(path, max_seq_length, max_predictions_per_seq, true).records() > 0;
+    std::error_code ec;
+    return std::filesystem::file_size(path, ec) > 0 || ec;
 }
 
 bool ShardSource::next(ShardRecord& out) {

@@ -47,6 +47,11 @@ class ShardSource {
     uint64_t block_first_ = 0, row_ = 0;
 };
 
+// False for a shard that holds no record: a 0-byte TFRecord file (a TFRecord with a record has
+// bytes), an HDF5 shard of 0 rows (opened and checked as ShardSource opens it). True otherwise,
+// a file that cannot be read included (its reader reports it).
+bool shard_holds_records(const std::string& path, int max_seq_length, int max_predictions_per_seq);
+
 // (max_seq_length, max_predictions_per_seq) of a pretraining file's records: an HDF5 shard's
 // dataset widths, or the lengths of input_ids and masked_lm_positions in a TFRecord's first
 // record. Error naming the file when it has no record or those features.

@@ -228,6 +228,40 @@ TEST(PretrainReader, RankSharesAreDisjointAndComplete) {
     EXPECT_THROW(PretrainReader bad(c), Error);
 }
 
+// A file that holds no record (prepare's output for an empty text shard) is left out before the
+// split by file: with it, 4 ranks over {empty, 3 files} would give rank 0 nothing, and 2 ranks over
+// {1 file, empty} would stop rank 1 at its first batch.
+TEST(PretrainReader, EmptyFilesAreLeftOutOfTheRanksSplit) {
+    const std::string empty = ::testing::TempDir() + "/empty_shard.tfrecord";
+    std::ofstream(empty).close();
+    PretrainReaderConfig c;
+    c.files = multi_shards();
+    c.training = false;
+    c.batch_size = 16;
+    auto all = read_all(c);
+    std::sort(all.begin(), all.end());
+    c.files.insert(c.files.begin(), empty);
+    std::vector<Seq> joined;
+    for (int r = 0; r < 4; ++r) {
+        c.rank = r;
+        c.world_size = 4;
+        auto part = read_all(c);
+        EXPECT_GT(part.size(), 0u) << "rank " << r;
+        joined.insert(joined.end(), part.begin(), part.end());
+    }
+    std::sort(joined.begin(), joined.end());
+    EXPECT_TRUE(joined == all);
+    c.files = {multi_shards()[0], empty};
+    c.training = true;
+    c.batch_size = 4;
+    c.world_size = 2;
+    for (int r = 0; r < 2; ++r) {
+        c.rank = r;
+        PretrainReader rr(c);
+        EXPECT_EQ(read_batches(rr, 3).size(), 12u) << "rank " << r;
+    }
+}
+
 // Data parallel (issue 12): with record sharding, N ranks x b sequences per batch see exactly
 // the sequences of 1 rank x N*b, rank r taking the single stream's records g % N == r. Eval uses
 // shard_by_record even with >= N files; training does with file order (shuffle_buffer 0).
