@@ -26,22 +26,25 @@ struct Command {
     const char* summary;
     int (*run)(int, char**);
     const char* batch_flags = nullptr;  // what an out-of-memory hint names (nullptr: no batch)
+    bool under_mpirun = false;  // its ranks share the work (docs/distributed.md; version: each rank's
+                                // machine); else refused under mpirun -np N > 1
 };
 
 const Command kCommands[] = {
-    {"version", "print build and system information", bertbench::cli::cmd_version},
+    {"version", "print build and system information", bertbench::cli::cmd_version, nullptr, true},
     {"tokenize", "BERT WordPiece tokenization of stdin lines to JSON (tokenization.py)", bertbench::cli::cmd_tokenize},
-    {"prepare", "make pretraining TFRecords (create_pretraining_data.py, byte-identical)", bertbench::cli::cmd_prepare},
+    {"prepare", "make pretraining TFRecords (create_pretraining_data.py, byte-identical)", bertbench::cli::cmd_prepare,
+     nullptr, true},
     {"pretrain", "pretrain BERT to a target masked-LM accuracy (run_pretraining.py), resumable", bertbench::cli::cmd_pretrain,
-     "--train_batch_size with a larger --steps_per_update, or --eval_batch_size"},
+     "--train_batch_size with a larger --steps_per_update, or --eval_batch_size", true},
     {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval,
-     "--eval_batch_size"},
+     "--eval_batch_size", true},
     {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench,
-     "--batch_size"},
+     "--batch_size", true},
     {"pick-eval", "pick the eval subset of a TFRecord (pick_eval_samples.py)", bertbench::cli::cmd_pick_eval},
     {"convert", "checkpoints between TensorFlow, Hugging Face and bertbench safetensors", bertbench::cli::cmd_convert},
     {"squad", "SQuAD features and prediction decoding (run_squad.py, byte-identical)", bertbench::cli::cmd_squad,
-     "--train_batch_size or --predict_batch_size"},
+     "--train_batch_size or --predict_batch_size", true},
     {"squad-eval", "official SQuAD metric (evaluate-v1.1.py / evaluate-v2.0.py output)", bertbench::cli::cmd_squad_eval},
 };
 
@@ -114,6 +117,10 @@ int main(int argc, char** argv) {
             // The environment's engine choices (BB_ISA, BB_ATTENTION) and the machine's memory, read
             // once here and handed to every engine through its options (model::EngineEnvironment);
             // a bad value stops here, with its one-line error, before a command writes anything.
+            if (!c.under_mpirun && bertbench::dist::world().size() > 1)
+                bertbench::fail("under mpirun -np {}: {} is one process's work (every rank would do all of it "
+                                "and write the same outputs); run it without mpirun",
+                                bertbench::dist::world().size(), c.name);
             (void)bertbench::ops::kernels();
             bertbench::model::set_engine_environment(
                 {bertbench::model::attention_kernel_from_environment(), bertbench::sysinfo::memory_bytes()});

@@ -462,7 +462,9 @@ int cmd_pretrain(int argc, char** argv) {
                   "true), where run_pretraining.py's default is false and its line only "
                   "evaluates; add --nodo_train for that (an eval of the latest checkpoint in "
                   "--output_dir, else --init_checkpoint)");
-    const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
+    // A failed start leaves no empty directory; rank 0 alone removes it (another rank failing
+    // would remove it under rank 0, which is writing into it)
+    const CreatedDirCleanup cleanup(dist::world().rank() == 0 ? o.output_dir : std::string());
     // MLPerf's eval line (--do_eval --nodo_train --init_checkpoint=... --output_dir=<the training
     // dir>) is not a resume: one evaluation of that checkpoint, its own output files.
     if (!o.do_train) return train::run_pretrain_eval_only(o, j);

@@ -450,7 +450,9 @@ int cmd_squad(int argc, char** argv) {
                                        : nvidia.empty()     ? data::TokenizerRules::google
                                                             : data::TokenizerRules::nvidia_pytorch;
     data::FullTokenizer tokenizer(vocab, o.do_lower_case, rules);
-    const CreatedDirCleanup cleanup(o.output_dir);  // a failed start leaves no empty directory
+    // A failed start leaves no empty directory; rank 0 alone removes it (another rank failing
+    // would remove it under rank 0, which is writing into it)
+    const CreatedDirCleanup cleanup(dist::world().rank() == 0 ? o.output_dir : std::string());
     std::error_code ec;
     fs::create_directories(o.output_dir, ec);
     if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());

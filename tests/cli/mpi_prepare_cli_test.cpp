@@ -114,5 +114,20 @@ TEST(MpiPrepare, FileModeUnderMpirunIsRefused) {
     EXPECT_FALSE(fs::exists(tmp.file("x.tfrecord")));
 }
 
+// A command whose work is one process's (convert, pick-eval, ...) is refused under mpirun -np 2:
+// each rank did all of it, racing on the same outputs (convert's existing-output check failed at
+// random on one rank).
+TEST(MpiPrepare, OneProcessCommandsUnderMpirunAreRefused) {
+    if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
+    const TmpDir tmp("bb_mpi_convert");
+    const auto r = run_shell(mpirun_prefix(2, 120) + testing::bertbench_path() + " convert --input=" +
+                             testing::shared_dir() + "/golden/vocab.txt --output=" + tmp.file("m.safetensors"));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_EQ(testing::count_of(r.out, "error: "), 1u) << r.out;
+    EXPECT_NE(r.out.find("bertbench convert: error: under mpirun -np 2: convert is one process's work"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp.file("m.safetensors")));
+}
+
 }  // namespace
 }  // namespace bertbench
