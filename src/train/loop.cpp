@@ -534,8 +534,9 @@ int TrainLoop::train() {
         write_results("aborted");
         write_curves();
         fail("step {}: {} (expected finite); last good checkpoint: {} (hint: lower "
-             "--learning_rate, or --skip_nonfinite_steps to skip such steps)",
-             updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_);
+             "--learning_rate{})",
+             updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_,
+             dp_->active() ? "" : ", or --skip_nonfinite_steps to skip such steps");
     };
 
     const int64_t stop_at = last_step();
