@@ -31,56 +31,69 @@ namespace bertbench::cli {
 
 void ScenarioOptions::add(Flags& f) {
     flags = &f;
-    f.add("scenario", &scenario,
-          "MLPerf Inference scenario over a SQuAD query set (--data: run_squad.py eval features, "
-          "each query at its real length): singlestream | offline | server (docs/benchmark.md "
-          "\"Scenarios\"); --batch_size is the most queries one batch takes");
-    f.add("scenario_mode", &mode,
-          "performance | accuracy (LoadGen's AccuracyOnly: every query once, the predictions "
-          "scored with the official SQuAD metric; needs --predict_file, --vocab_file, --init_checkpoint)");
-    f.add("server_target_qps", &target_qps, "server: the Poisson arrival rate, queries/s");
-    f.add("latency_bound_ms", &latency_bound_ms,
-          "server: a run is valid iff its 99th-percentile latency is at most this (MLPerf BERT: 130)");
-    f.add("server_find_peak", &find_peak,
-          "server: search the highest valid rate (double/halve from --server_target_qps, or from "
-          "half the warm-up's capacity, then bisect to --peak_precision)");
-    f.add("peak_precision", &peak_precision, "server_find_peak: stop when (invalid - valid) <= this x valid");
-    f.add("peak_max_runs", &peak_max_runs, "server_find_peak: at most this many runs");
-    f.add("min_duration_s", &min_duration_s,
-          "a run shorter than this is INVALID (60 for a 2-core CPU; MLPerf submissions: 600)");
-    f.add("min_query_count", &min_query_count,
-          "a run of fewer queries is INVALID (100 here; MLPerf's per-scenario counts apply to submissions)");
-    f.add("expected_latency_ms", &expected_latency_ms,
-          "singlestream: sizes the query count to --min_duration_s (0: one median query's warm-up time)");
-    f.add("expected_qps", &expected_qps,
-          "offline: sizes the query count to --min_duration_s (0: the warm-up's full-batch capacity)");
-    f.add("scenario_queries", &scenario_queries,
-          "LoadGen's performance sample count: the performance set is the first N features of --data "
-          "(0: all), in the order --qsl_rng_seed shuffles them");
-    f.add("scenario_seed", &seed, "LoadGen's three seeds below, where not given one by one");
-    f.add("qsl_rng_seed", &qsl_rng_seed, "LoadGen's (mlperf.conf): the order of the performance set");
-    f.add("sample_index_rng_seed", &sample_index_rng_seed, "LoadGen's (mlperf.conf): the draws of each issue's query");
-    f.add("schedule_rng_seed", &schedule_rng_seed, "LoadGen's (mlperf.conf): the Server arrivals");
-    f.add("scenario_log", &log_path, "write the raw per-query log (bertbench-scenario-log/1) to this file");
-    f.add("accuracy_log", &accuracy_log,
-          "accuracy mode: also write the logits as LoadGen's mlperf_log_accuracy.json (seq_id, qsl_idx = "
-          "the feature's index, data = its (tokens, 2) float32 start/end logits in hex), which MLPerf's "
-          "language/bert/accuracy-squad.py scores");
-    f.add("mlperf_summary", &mlperf_summary,
-          "performance mode: also write the run (find_peak: the peak rate's) as LoadGen's "
-          "mlperf_log_summary.txt (its layout and figures; docs/benchmark.md \"Scenarios\")");
-    f.add("schedule_out", &schedule_out,
-          "write the query schedule (bertbench-scenario-schedule/1) for an external SUT and exit "
-          "without measuring");
-    f.add("summarize_log", &summarize_log,
-          "report a raw log written by another SUT (bertbench-scenario-log/1) with the same statistics");
-    f.add("predict_file", &predict_file, "accuracy: the SQuAD JSON the features were made from (dev-v1.1.json)");
-    f.add("vocab_file", &vocab_file, "accuracy: the WordPiece vocabulary of the features");
-    f.add("init_checkpoint", &init_checkpoint,
-          "a fine-tuned SQuAD checkpoint (any format `squad` reads); performance mode without it: random weights");
-    f.add("do_lower_case", &do_lower_case, "accuracy: as run_squad.py");
-    f.add("doc_stride", &doc_stride, "accuracy: as run_squad.py");
-    f.add("max_query_length", &max_query_length, "accuracy: as run_squad.py");
+    const auto own = [&](const char* name, auto* value, const char* help) {
+        f.add(name, value, help);
+        own_flags.push_back(name);
+    };
+    own("scenario", &scenario,
+        "MLPerf Inference scenario over a SQuAD query set (--data: run_squad.py eval features, "
+        "each query at its real length): singlestream | offline | server (docs/benchmark.md "
+        "\"Scenarios\"); --batch_size is the most queries one batch takes");
+    own("scenario_mode", &mode,
+        "performance | accuracy (LoadGen's AccuracyOnly: every query once, the predictions "
+        "scored with the official SQuAD metric; needs --predict_file, --vocab_file, --init_checkpoint)");
+    own("server_target_qps", &target_qps, "server: the Poisson arrival rate, queries/s");
+    own("latency_bound_ms", &latency_bound_ms,
+        "server: a run is valid iff its 99th-percentile latency is at most this (MLPerf BERT: 130)");
+    own("server_find_peak", &find_peak,
+        "server: search the highest valid rate (double/halve from --server_target_qps, or from "
+        "half the warm-up's capacity, then bisect to --peak_precision)");
+    own("peak_precision", &peak_precision, "server_find_peak: stop when (invalid - valid) <= this x valid");
+    own("peak_max_runs", &peak_max_runs, "server_find_peak: at most this many runs");
+    own("min_duration_s", &min_duration_s,
+        "a run shorter than this is INVALID (60 for a 2-core CPU; MLPerf submissions: 600)");
+    own("min_query_count", &min_query_count,
+        "a run of fewer queries is INVALID (100 here; MLPerf's per-scenario counts apply to submissions)");
+    own("expected_latency_ms", &expected_latency_ms,
+        "singlestream: sizes the query count to --min_duration_s (0: one median query's warm-up time)");
+    own("expected_qps", &expected_qps,
+        "offline: sizes the query count to --min_duration_s (0: the warm-up's full-batch capacity)");
+    own("scenario_queries", &scenario_queries,
+        "LoadGen's performance sample count: the performance set is the first N features of --data "
+        "(0: all), in the order --qsl_rng_seed shuffles them");
+    own("scenario_seed", &seed, "LoadGen's three seeds below, where not given one by one");
+    own("qsl_rng_seed", &qsl_rng_seed, "LoadGen's (mlperf.conf): the order of the performance set");
+    own("sample_index_rng_seed", &sample_index_rng_seed, "LoadGen's (mlperf.conf): the draws of each issue's query");
+    own("schedule_rng_seed", &schedule_rng_seed, "LoadGen's (mlperf.conf): the Server arrivals");
+    own("scenario_log", &log_path, "write the raw per-query log (bertbench-scenario-log/1) to this file");
+    own("accuracy_log", &accuracy_log,
+        "accuracy mode: also write the logits as LoadGen's mlperf_log_accuracy.json (seq_id, qsl_idx = "
+        "the feature's index, data = its (tokens, 2) float32 start/end logits in hex), which MLPerf's "
+        "language/bert/accuracy-squad.py scores");
+    own("mlperf_summary", &mlperf_summary,
+        "performance mode: also write the run (find_peak: the peak rate's) as LoadGen's "
+        "mlperf_log_summary.txt (its layout and figures; docs/benchmark.md \"Scenarios\")");
+    own("schedule_out", &schedule_out,
+        "write the query schedule (bertbench-scenario-schedule/1) for an external SUT and exit "
+        "without measuring");
+    own("summarize_log", &summarize_log,
+        "report a raw log written by another SUT (bertbench-scenario-log/1) with the same statistics");
+    own("predict_file", &predict_file, "accuracy: the SQuAD JSON the features were made from (dev-v1.1.json)");
+    own("vocab_file", &vocab_file, "accuracy: the WordPiece vocabulary of the features");
+    own("init_checkpoint", &init_checkpoint,
+        "a fine-tuned SQuAD checkpoint (any format `squad` reads); performance mode without it: random weights");
+    own("do_lower_case", &do_lower_case, "accuracy: as run_squad.py");
+    own("doc_stride", &doc_stride, "accuracy: as run_squad.py");
+    own("max_query_length", &max_query_length, "accuracy: as run_squad.py");
+}
+
+void ScenarioOptions::refuse_unused() const {
+    if (active()) return;
+    for (const std::string& name : own_flags)
+        if (flags->is_set(name))
+            fail("--{}: used by a scenario run only (--scenario=singlestream|offline|server, or --summarize_log); "
+                 "a sweep (--mode) times --model or --bert_config_file with random weights and does not read it",
+                 name);
 }
 
 namespace {
@@ -304,6 +317,18 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         fail("--scenario=server: expected --server_target_qps=<queries/s> (or --server_find_peak)");
     if (o.find_peak && sc != Scenario::server) fail("--server_find_peak: needs --scenario=server");
     if (accuracy && o.find_peak) fail("--server_find_peak: a performance search; not with --scenario_mode=accuracy");
+    // A flag of another scenario or mode: an error, not a silent no-op
+    const auto only = [&](const char* flag, bool applies, const char* where) {
+        if (o.flags->is_set(flag) && !applies)
+            fail("--{}: {} only; not used by --scenario={} --scenario_mode={}", flag, where, o.scenario, o.mode);
+    };
+    for (const char* flag : {"server_target_qps", "peak_precision", "peak_max_runs"})
+        only(flag, sc == Scenario::server, "--scenario=server");
+    only("expected_latency_ms", sc == Scenario::singlestream, "--scenario=singlestream");
+    only("expected_qps", sc == Scenario::offline, "--scenario=offline");
+    only("accuracy_log", accuracy, "--scenario_mode=accuracy");
+    if (!c.plot_path.empty() && sc != Scenario::server)
+        fail("--plot: a server run's latency percentiles against load; --scenario={} draws none", o.scenario);
     const int seq_len = one_int(c.seq_len, "seq_len"), batch_size = one_int(c.batch_size, "batch_size");
     const int threads = one_int(c.threads, "threads");
     if (threads > sysinfo::cpus_available())

@@ -22,8 +22,12 @@ struct ScenarioOptions {
     int scenario_queries = 0, peak_max_runs = 10, doc_stride = 128, max_query_length = 64;
     bool find_peak = false, do_lower_case = true;
     const Flags* flags = nullptr;  // which of the seeds were given
+    std::vector<std::string> own_flags;  // the flags add() registers
     void add(Flags& flags);
     bool active() const { return !scenario.empty() || !summarize_log.empty(); }
+    // Without --scenario/--summarize_log: Error naming the first of its flags given (a sweep
+    // would silently not read it: --init_checkpoint, --mlperf_summary, ...).
+    void refuse_unused() const;
 };
 
 // What `bench` parsed that a scenario run uses (one value of each list).

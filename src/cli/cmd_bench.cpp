@@ -226,6 +226,7 @@ int cmd_bench(int argc, char** argv) {
     }
     if (!config_file.empty() && flags.is_set("model"))
         fail("--bert_config_file and --model: expected one of them, got both");
+    scenario.refuse_unused();
     if (scenario.active()) {
         // bench's sweep flags that a scenario run does not use: an error, not a silent no-op
         for (const char* name : {"mode", "last_layer_subset", "steps_per_update", "warmup", "steps", "min_time",

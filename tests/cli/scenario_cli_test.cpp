@@ -173,6 +173,34 @@ TEST(ScenarioCli, SweepFlagsAreRefusedWithAScenario) {
     }
 }
 
+// ... and the other way round: a sweep does not read a scenario's flags (--init_checkpoint would
+// time the default model with random weights, --mlperf_summary would write nothing).
+TEST(ScenarioCli, ScenarioFlagsAreRefusedWithoutAScenario) {
+    for (const char* flag : {"--init_checkpoint=model.safetensors", "--mlperf_summary=s.txt",
+                             "--scenario_log=l.json", "--accuracy_log=a.json", "--doc_stride=64",
+                             "--server_target_qps=5"}) {
+        const auto r = run_bertbench("bench --mode=infer --model=tiny --steps=1 " + std::string(flag));
+        EXPECT_EQ(r.exit_code, 1) << flag << "\n" << r.out;
+        const std::string name = std::string(flag).substr(0, std::string(flag).find('='));
+        EXPECT_NE(r.out.find(name + ": used by a scenario run only"), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("seq/s"), std::string::npos) << r.out;
+    }
+}
+
+// A flag of another scenario or mode is refused before measuring, not ignored.
+TEST(ScenarioCli, AnotherScenariosFlagsAreRefused) {
+    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--scenario=offline --server_target_qps=5", "--server_target_qps: --scenario=server only"},
+             {"--scenario=singlestream --expected_qps=5", "--expected_qps: --scenario=offline only"},
+             {"--scenario=offline --expected_latency_ms=5", "--expected_latency_ms: --scenario=singlestream only"},
+             {"--scenario=offline --accuracy_log=a.json", "--accuracy_log: --scenario_mode=accuracy only"},
+             {"--scenario=offline --plot=p.svg", "--plot: a server run's latency percentiles against load"}}) {
+        const auto r = run_bertbench("bench --model=tiny --data=" + golden("vocab.txt") + " " + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
+        EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+    }
+}
+
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
     const std::string pre = golden("pretraining/public_128_s12345_d2.tfrecord");
     const auto a = run_bertbench("bench --scenario=offline --model=tiny --seq_len=128 --data=" + pre);
