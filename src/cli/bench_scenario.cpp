@@ -429,7 +429,12 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     nlohmann::json rep = report_shell("bertbench", c);
     rep["scenario"] = o.scenario;
     rep["mode"] = o.mode;
-    rep["model"] = c.bert_config_file.empty() ? c.model : c.bert_config_file;
+    // the model as given: its bert_config.json, its preset, or the config its checkpoint carries
+    rep["model"] = !c.bert_config_file.empty() ? c.bert_config_file
+                   : c.model_given || o.init_checkpoint.empty()
+                       ? c.model
+                       : fmt::format("the config of --init_checkpoint (L{} H{} A{})", config.num_hidden_layers,
+                                     config.hidden_size, config.num_attention_heads);
     rep["dtype"] = ops::precision_name(dtype);
     rep["seq_len"] = seq_len;
     rep["squad_layout"] = padded ? "padded" : "real";

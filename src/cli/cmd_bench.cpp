@@ -247,6 +247,8 @@ int cmd_bench(int argc, char** argv) {
         sc.squad_layout = flags.is_set("squad_layout") ? squad_layout : "real";
         sc.task = task, sc.task_given = flags.is_set("task"), sc.model_given = flags.is_set("model");
         sc.skip_corrupt_records = skip_corrupt_records, sc.cuda = device.cuda(), sc.flags = flags.to_json();
+        sc.flags["seq_len"] = sc.seq_len;  // the effective values, not the sweep's defaults
+        sc.flags["squad_layout"] = sc.squad_layout;
         if (squad_layout != "padded" && squad_layout != "real")
             fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
         if (scenario.summarize_log.empty()) {

@@ -270,6 +270,10 @@ TEST(ScenarioCli, AccuracyModeScoresAsSquadDoPredict) {
                                      " --squad_layout=" + layout + " --dtype=" + dtype + " --json=" + json_path +
                                      " --accuracy_log=" + json_path + ".accuracy");
         ASSERT_EQ(a.exit_code, 0) << a.out;
+        const nlohmann::json report = read_json(json_path);  // the model and layout that ran
+        EXPECT_EQ(report["model"].get<std::string>().rfind("the config of --init_checkpoint (L", 0), 0u) << report["model"];
+        EXPECT_EQ(report["flags"]["squad_layout"], layout);
+        EXPECT_EQ(report["flags"]["seq_len"], "128");
         // not MLPerf's 384/128/64 features: the reference's script could not index this log
         EXPECT_NE(a.out.find("accuracy-squad.py indexes the features of --seq_len=384 --doc_stride=128 "
                              "--max_query_length=64 lower-cased; this run's (128/64/64) are others"),
