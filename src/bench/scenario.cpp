@@ -34,6 +34,11 @@ int64_t duration_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000
 
 int64_t performance_issue_count(const ScenarioSettings& s) {
     const double target_qps = s.loadgen_target_qps;
+    const double planned = s.min_duration_s * target_qps * (s.scenario == Scenario::offline ? 1.1 : 2.0);
+    if (!(planned < static_cast<double>(kMaxIssues)) && s.scenario != Scenario::server)
+        fail("--min_duration_s={:g} at {:g} queries/s (--expected_{}): {:.3g} queries, expected at most {}",
+             s.min_duration_s, target_qps, s.scenario == Scenario::offline ? "qps" : "latency_ms", planned,
+             kMaxIssues);
     int64_t n = s.min_query_count;
     if (target_qps > 0 && s.scenario == Scenario::singlestream) {
         // LoadGen generates at a fixed period (duration_cast<ns> of 1 / target_qps) while the
@@ -80,14 +85,18 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
         // arrivals while the previous one is before min_duration_s or fewer than `count` (so the
         // last scheduled arrival reaches the duration); accuracy's every_query_once: `count`
         // exactly (LoadGen's AccuracyOnly has no duration). Integer ns, as LoadGen's timestamps.
+        // LoadGen's gaps are whole ns: a rate over 1e9/s would schedule every arrival at 0
+        if (!(*s.target_qps <= 1e9 && *s.target_qps * s.min_duration_s < static_cast<double>(kMaxIssues)))
+            fail("--server_target_qps={:g} x --min_duration_s={:g}: expected at most {} queries (and a rate "
+                 "of at most 1e9/s, LoadGen's ns clock)", *s.target_qps, s.min_duration_s, kMaxIssues);
         std::mt19937 schedule_rng(static_cast<std::mt19937::result_type>(s.schedule_rng_seed));
         std::exponential_distribution<> gap(*s.target_qps);
         int64_t t_ns = 0;
         const int64_t until_ns = s.every_query_once ? 0 : duration_ns(s.min_duration_s);
         for (int64_t prev = 0; prev < until_ns || static_cast<int64_t>(out.issues.size()) < count;) {
-            if (out.issues.size() >= (size_t{1} << 31))
-                fail("--server_target_qps={:g} x --min_duration_s={:g}: expected under 2^31 queries",
-                     *s.target_qps, s.min_duration_s);
+            if (static_cast<int64_t>(out.issues.size()) >= kMaxIssues)
+                fail("--server_target_qps={:g} x --min_duration_s={:g}: expected at most {} queries",
+                     *s.target_qps, s.min_duration_s, kMaxIssues);
             out.issues.push_back({draw(out.issues.size()), static_cast<double>(t_ns) / 1e9});
             prev = t_ns;
             t_ns += static_cast<int64_t>(gap(schedule_rng) * 1e9);  // duration_cast: truncated

@@ -65,7 +65,12 @@ struct Schedule {
 // that reaches it (the run ends naturally once both minimums are met); offline
 // trunc(1.1 x min_duration_s x target_qps); server: min_query_count (make_schedule adds
 // arrivals up to the duration). target_qps 0 = unknown: min_query_count alone.
+// At most kMaxIssues (an Error naming the flags that size it beyond).
 int64_t performance_issue_count(const ScenarioSettings& s);
+
+// The most issues a run schedules (2^27: 2 GiB of schedule and log); more is an Error naming the
+// flags that size the run, before anything is allocated.
+constexpr int64_t kMaxIssues = int64_t{1} << 27;
 // The schedule of `count` issues over `queries` (LoadGen's loaded performance set, in its order:
 // loaded_set_order), as LoadGen's GenerateQueries generates a performance run's: singlestream and
 // server draw each issue's query uniformly with replacement (std::uniform_int_distribution<int>

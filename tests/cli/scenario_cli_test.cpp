@@ -201,6 +201,23 @@ TEST(ScenarioCli, AnotherScenariosFlagsAreRefused) {
     }
 }
 
+// A run sized beyond 2^27 queries stops with one line before anything is allocated (a rate of
+// 1e12/s scheduled every arrival at 0 ns and grew without end; --min_duration_s=1e300 overflowed).
+TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
+    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--scenario=server --server_target_qps=1e12 --min_duration_s=1 --schedule_out=" + tmp("never.json"),
+              "--server_target_qps=1e+12 x --min_duration_s=1: expected at most 134217728 queries"},
+             {"--scenario=offline --expected_qps=1e12",
+              "--min_duration_s=60 at 1e+12 queries/s (--expected_qps): 6.6e+13 queries, expected at most 134217728"},
+             {"--scenario=offline --min_duration_s=1e300", "--min_duration_s: expected 0 .. 1e7 seconds, got 1e+300"},
+             {"--scenario=offline --min_query_count=1000000000000", "--min_query_count: expected 1 .. 134217728"}}) {
+        const auto r = run_bertbench(tiny() + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
+        EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(tmp("never.json")));
+}
+
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
     const std::string pre = golden("pretraining/public_128_s12345_d2.tfrecord");
     const auto a = run_bertbench("bench --scenario=offline --model=tiny --seq_len=128 --data=" + pre);
