@@ -65,7 +65,7 @@ double nominal_peak_gflops(const std::string& name, ops::Precision dtype) {
 }
 
 nlohmann::json run_device_gemm(backend::Backend& be, const model::BertConfig& c, int tokens, int repeats,
-                               const std::vector<ops::Precision>& dtypes) {
+                               const std::vector<ops::Precision>& dtypes, std::ostream& text) {
     nlohmann::json out = nlohmann::json::array();
     const std::string describe = be.describe();
     for (const ops::Precision d : dtypes) {
@@ -84,7 +84,7 @@ nlohmann::json run_device_gemm(backend::Backend& be, const model::BertConfig& c,
                                                 0.3, std::max(1, repeats));
         const double gemm_gflops = total_flops / total_time / 1e9;
         const double peak = nominal_peak_gflops(describe, d);
-        std::cout << fmt::format(
+        text << fmt::format(
             "{}: {} GEMM on BERT linear shapes ({} tokens, H {}, I {}) {:.1f} TFLOP/s; 8192³ {:.1f} TFLOP/s "
             "(median of {}, {:.1f}-{:.1f}){}\n",
             be.name(), ops::precision_name(d), tokens, c.hidden_size, c.intermediate_size, gemm_gflops / 1e3,

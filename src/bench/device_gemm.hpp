@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <iosfwd>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -31,6 +32,6 @@ double nominal_peak_gflops(const std::string& device_name, ops::Precision dtype)
 // by their count per layer, as the CPU ceiling is) and a 8192³ square, per dtype; prints a
 // summary per dtype and returns one JSON object each.
 nlohmann::json run_device_gemm(backend::Backend& be, const model::BertConfig& c, int tokens, int repeats,
-                               const std::vector<ops::Precision>& dtypes);
+                               const std::vector<ops::Precision>& dtypes, std::ostream& text);
 
 }  // namespace bertbench::bench

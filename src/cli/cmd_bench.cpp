@@ -74,8 +74,9 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
     return j;
 }
 
+// The ceilings, each as a text line (and its shapes) to `text` and a JSON point.
 nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig& c, int tokens,
-                        int reps, const std::vector<ops::Precision>& dtypes) {
+                        int reps, const std::vector<ops::Precision>& dtypes, std::ostream& text) {
     nlohmann::json out = nlohmann::json::array();
     for (ops::Precision d : dtypes)
     for (int t : threads) {
@@ -86,14 +87,14 @@ nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig
         }
         const bench::Ceiling ceil =
             bench::measure_ceiling(t, tokens, c.hidden_size, c.intermediate_size, reps, d);
-        std::cout << fmt::format(
+        text << fmt::format(
             "threads {}: FMA peak (fp32) {:.1f} GFLOP/s, {} on BERT linear shapes "
             "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of the fp32 FMA peak){}\n",
             t, ceil.fma_peak_gflops, gemm_name(d), tokens, c.hidden_size, c.intermediate_size,
             ceil.gemm_gflops, 100 * ceil.gemm_gflops / ceil.fma_peak_gflops,
             d == ops::Precision::fp32 ? "" : "; kernel: " + gemm_impl(d));
         for (const auto& g : ceil.gemms)
-            std::cout << fmt::format(
+            text << fmt::format(
                 "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
                 "{:7.1f} GFLOP/s\n",
                 g.shape.role, g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.gflops_median,
@@ -304,6 +305,11 @@ int cmd_bench(int argc, char** argv) {
         fail("--profile with --format=csv: expected one CSV document, and the profile is a second table "
              "(hint: --format=json carries each point's profile, --json=FILE and --profile_svg keep it beside "
              "the CSV)");
+    const std::vector<std::string> modes = split_commas(mode);
+    if ((fmt_out == bench::Format::csv || fmt_out == bench::Format::md) &&
+        std::find(modes.begin(), modes.end(), "gemm") != modes.end())
+        fail("--mode=gemm with --format={}: the point table has no columns for the GEMM ceilings (hint: "
+             "--format=table or json, or --json=FILE beside the {})", format, format);
     if (thread_list.empty()) thread_list = std::to_string(sysinfo::cpus_available());
     const std::vector<std::string> data_files =
         data.empty() ? std::vector<std::string>{} : expand_globs(data, "data");
@@ -393,7 +399,6 @@ int cmd_bench(int argc, char** argv) {
     };
     // Every point of the sweep, checked before anything is measured: a point that cannot run as
     // given is skipped with a warning, and a sweep of which none can run is an error.
-    const std::vector<std::string> modes = split_commas(mode);
     for (const std::string& m : modes)
         if (m != "train" && m != "infer" && m != "gemm")
             fail("--mode: expected train, infer or gemm, got \"{}\"", m);
@@ -445,9 +450,11 @@ int cmd_bench(int argc, char** argv) {
     bool header = false;
     for (const std::string& m : modes) {
         if (m == "gemm") {
+            // stdout keeps one document of --format: the ceilings' text lines go to stderr then
+            std::ostream& text = fmt_out == bench::Format::table ? std::cout : std::cerr;
             for (const auto& j : gpu ? bench::run_device_gemm(*gpu, models.front().second, gemm_tokens, gemm_reps,
-                                                              dtypes)
-                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes))
+                                                              dtypes, text)
+                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes, text))
                 gemm_points.push_back(j);
             continue;
         }
@@ -505,9 +512,10 @@ int cmd_bench(int argc, char** argv) {
             }
         }
     }
-    if (fmt_out == bench::Format::json && !points.empty()) {
-        std::vector<nlohmann::json> shown = points;
+    if (fmt_out == bench::Format::json && (!points.empty() || !gemm_points.empty())) {
+        std::vector<nlohmann::json> shown = points;  // the sweep's points, then the ceilings'
         for (const auto& [i, prof] : profile_of_point) shown[i]["profile"] = prof;
+        shown.insert(shown.end(), gemm_points.begin(), gemm_points.end());
         std::cout << bench::format_points(shown, fmt_out);
     } else if (fmt_out != bench::Format::table && !points.empty()) {
         std::cout << bench::format_points(points, fmt_out);

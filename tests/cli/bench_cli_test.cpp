@@ -87,6 +87,24 @@ TEST(BenchCli, CsvAndJsonFormatsParse) {
     EXPECT_NEAR(j[0]["mfu"].get<double>(), j[0]["gflops"].get<double>() / 50, 1e-9);
 }
 
+// --mode=gemm keeps stdout one document of --format: JSON carries the ceilings (their text lines
+// go to stderr); the CSV/Markdown point table has no columns for them, so those are refused.
+TEST(BenchCli, GemmModeFollowsTheFormat) {
+    const std::string gemm = " bench --mode=gemm,infer --model=tiny --seq_len=16 --batch_size=1 --threads=1 "
+                             "--warmup=0 --steps=1 --gemm_tokens=64 --gemm_reps=1";
+    const auto r = testing::run_shell("(" + testing::bertbench_path() + gemm + " --format=json 2>/dev/null)");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);  // the whole of stdout
+    ASSERT_EQ(j.size(), 2u) << r.out;
+    EXPECT_EQ(j[0]["mode"], "infer");
+    EXPECT_EQ(j[1]["mode"], "gemm");
+    EXPECT_GT(j[1]["gemm_gflops"].template get<double>(), 0);
+    const auto csv = run_bertbench(gemm + " --format=csv");
+    EXPECT_EQ(csv.exit_code, 1) << csv.out;
+    EXPECT_NE(csv.out.find("--mode=gemm with --format=csv: the point table has no columns"), std::string::npos)
+        << csv.out;
+}
+
 TEST(BenchCli, DataModeReportsRealAndPaddedTokens) {
     const std::string json = ::testing::TempDir() + "/bench_data.json";
     const std::string svg = ::testing::TempDir() + "/bench_profile.svg";
