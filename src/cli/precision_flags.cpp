@@ -49,9 +49,10 @@ void check_dtype(ops::Precision p, const std::string& flag) {
                  flag, impl.empty() ? "it refuses the s8 matmul" : "only its reference code, " + impl, flag);
     }
     if (p == ops::Precision::int8 && !ops::int8_native())
-        log::warn("--{}=int8: oneDNN has no int8 dot-product kernel for this CPU (no AVX512-VNNI, "
-                  "AVX-VNNI or AMX; its int8 matmul: {}); int8 runs with 7-bit weights, correct "
-                  "but without the int8 speed-up; timings show correctness, not int8 speed",
+        log::warn("--{}=int8: this CPU has no int8 dot-product instructions (no AVX512-VNNI, "
+                  "AVX-VNNI or AMX; oneDNN's int8 matmul: {}); int8 runs with 7-bit weights on its "
+                  "AVX2 multiply-adds: correct, and it may still beat fp32 here, but these timings are not "
+                  "what int8 does on a VNNI CPU",
                   flag, ops::int8_gemm_impl());
 }
 
