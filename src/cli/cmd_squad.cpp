@@ -458,6 +458,26 @@ int cmd_squad(int argc, char** argv) {
     if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());
     const fs::path dir(o.output_dir);
 
+    // The predict file's examples and features, and the metric's checks of its questions (a
+    // question of a scored file without answers: every question answered "" reads every ground
+    // truth), before anything is trained or written: a bad --predict_file stops a fine-tuning
+    // run now, not after its training.
+    std::optional<train::SquadEvalSet> eval_set;
+    bool scored = false;
+    if (o.do_predict && root && !o.transformers_qa) {
+        std::vector<std::string> warnings;
+        eval_set = train::squad_eval_set(
+            o.predict_file, tokenizer,
+            {o.max_seq_length, o.doc_stride, o.max_query_length, false, o.transformers_squad},
+            o.version_2_with_negative, &warnings);
+        scored = train::squad_has_answers(eval_set->doc) && (predict_model || !o.raw_results.empty());
+        if (scored) {
+            nlohmann::json empty = nlohmann::json::object();
+            for (const auto& e : eval_set->examples) empty[e.qas_id] = "";
+            (void)train::squad_evaluate(eval_set->doc, empty, o.predict_file, "--predict_file's questions");
+        }
+    }
+
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
         // Pre-shuffled as run_squad.py main() does, so train.tf_record is byte-identical.
@@ -509,14 +529,9 @@ int cmd_squad(int argc, char** argv) {
     if (o.do_predict && root && o.transformers_qa) {
         predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
     } else if (o.do_predict && root) {
-        std::vector<std::string> warnings;
-        const train::SquadEvalSet eval_set = train::squad_eval_set(
-            o.predict_file, tokenizer,
-            {o.max_seq_length, o.doc_stride, o.max_query_length, false, o.transformers_squad},
-            o.version_2_with_negative, &warnings);
-        const nlohmann::json& predict_doc = eval_set.doc;
-        const auto& eval_examples = eval_set.examples;
-        const auto& features = eval_set.features;
+        const nlohmann::json& predict_doc = eval_set->doc;
+        const auto& eval_examples = eval_set->examples;
+        const auto& features = eval_set->features;
         train::SquadPredictOptions popt;
         popt.n_best_size = o.n_best_size;
         popt.max_answer_length = o.max_answer_length;
@@ -528,16 +543,6 @@ int cmd_squad(int argc, char** argv) {
         popt.null_score_diff_threshold = o.null_score_diff_threshold;
         std::string verbose;
         std::optional<train::SquadPredictions> preds;
-        // The metric's checks of the questions (a question of a scored file without answers)
-        // before anything is written: every question answered "" reads every ground truth.
-        const bool scored =
-            train::squad_has_answers(predict_doc) && (predict_model || !o.raw_results.empty());
-        if (scored) {
-            nlohmann::json empty = nlohmann::json::object();
-            for (const auto& e : eval_examples) empty[e.qas_id] = "";
-            (void)train::squad_evaluate(predict_doc, empty, o.predict_file,
-                                        "--predict_file's questions");
-        }
         // Decode given logits before writing anything, so mismatched raw results leave no outputs.
         if (!o.raw_results.empty())
             preds = train::squad_write_predictions(eval_examples, features,

@@ -166,7 +166,10 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
          "nonexist: expected a safetensors file or a TensorFlow checkpoint prefix"},
         {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
              " --bert_config_file=" + tmp.path + "/v100.json",
-         "tokens, more than the model's vocab_size 100"}};
+         "tokens, more than the model's vocab_size 100"},
+        // a fine-tuning run's --predict_file, read before it trains
+        {squad_flags(out) + train + " --do_predict --predict_file=" + tmp.path + "/nonexist.json",
+         tmp.path + "/nonexist.json"}};
     for (const auto& [flags, message] : early) {
         r = run(tmp, flags);
         EXPECT_EQ(r.code, 1) << flags;
@@ -196,6 +199,12 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
     EXPECT_TRUE(one_line(r)) << r.err;
+    r = run(tmp, squad_flags(out) + train + " --do_predict --predict_file=" + tmp.path + "/bad.json");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    EXPECT_EQ(r.err.find("***** Running training *****"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out + "/train.tf_record"));
 }
 
 // --transformers_qa (run_qa.py's evaluation): what it cannot run is one line before any output.
