@@ -526,6 +526,9 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
+    // Prediction writes its files in --output_dir as a run does: one process at a time (training
+    // held the lock in its loop)
+    const DirectoryLock predicting = o.do_predict && root ? DirectoryLock(o.output_dir, "--output_dir") : DirectoryLock();
     if (o.do_predict && root && o.transformers_qa) {
         predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
     } else if (o.do_predict && root) {

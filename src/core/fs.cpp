@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <glob.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -230,6 +231,31 @@ int open_regular_file(const std::string& path, std::string* error) {
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     return fd;
+}
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& flag) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        fd_ = fd;
+        return;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+        fail("{}={}: another bertbench run is using this directory now (expected one run per directory; "
+             "hint: wait for it to end, or use another {})", flag, dir, flag);
+}
+
+DirectoryLock::~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+DirectoryLock& DirectoryLock::operator=(DirectoryLock&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
 }
 
 FileBytes FileBytes::map(const std::string& path, const char* what) {

@@ -84,6 +84,20 @@ class FileBytes {
     const std::byte* data_ = nullptr;
     size_t size_ = 0;
 };
+// One run in a directory at a time: an advisory lock on `dir` itself (no file of its own), held
+// until this object goes or the process ends, however it ends; none where the file system cannot
+// lock (some network mounts: the run goes on). Error naming `flag` when another process holds it.
+class DirectoryLock {
+  public:
+    DirectoryLock() = default;
+    DirectoryLock(const std::string& dir, const std::string& flag);
+    ~DirectoryLock();
+    DirectoryLock(DirectoryLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    DirectoryLock& operator=(DirectoryLock&& o) noexcept;
+
+  private:
+    int fd_ = -1;
+};
 // What a st_mode is, for messages: "a regular file", "a directory", "a FIFO (named pipe)", ...
 const char* file_type_name(unsigned mode);
 

@@ -7,7 +7,6 @@
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,9 +171,7 @@ model::BertConfig resolve_config(const std::string& bert_config_file, const std:
 
 TrainLoop::TrainLoop(const LoopOptions& options, const json& flags_json, Task& task)
     : o_(options), flags_json_(flags_json), task_(task) {}
-TrainLoop::~TrainLoop() {
-    if (output_dir_lock_ >= 0) ::close(output_dir_lock_);
-}
+TrainLoop::~TrainLoop() = default;
 
 int64_t TrainLoop::global_step() const { return updater_->global_step(); }
 int64_t TrainLoop::samples() const { return updater_->global_step() * o_.train_batch_size; }
@@ -256,17 +253,7 @@ void TrainLoop::setup() {
 
 // One run in an --output_dir at a time: a second would resume from the first's checkpoints while
 // they are written, interleave its lines into the same logs and move the first's mlperf.log aside.
-// An advisory lock on the directory itself (no file of its own), held until the process ends,
-// however it ends; where the file system cannot lock (some network mounts) the run goes on.
-void TrainLoop::lock_output_dir() {
-    output_dir_lock_ = ::open(o_.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (output_dir_lock_ < 0 || ::flock(output_dir_lock_, LOCK_EX | LOCK_NB) == 0) return;
-    if (errno == EWOULDBLOCK)
-        fail(
-            "--output_dir={}: another bertbench run is using this directory now (expected one run "
-            "per directory; hint: wait for it to end, or use another --output_dir)",
-            o_.output_dir);
-}
+void TrainLoop::lock_output_dir() { output_dir_lock_ = DirectoryLock(o_.output_dir, "--output_dir"); }
 
 // No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
 // link counts), or the run would overwrite it.

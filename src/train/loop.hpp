@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/fs.hpp"
 #include "core/timing.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
@@ -203,7 +204,7 @@ private:
     bool is_boundary() const;
 
     const LoopOptions& o_;
-    int output_dir_lock_ = -1;  // rank 0's flock on --output_dir (lock_output_dir)
+    DirectoryLock output_dir_lock_;  // rank 0's flock on --output_dir (lock_output_dir)
     nlohmann::json flags_json_;
     Task& task_;
     std::unique_ptr<backend::Buffer<float>> params_, grads_;  // options().device()'s memory

@@ -92,6 +92,23 @@ TEST(SquadGuardCli, AFileTheMetricCannotScoreIsRefusedBeforeWriting) {
     EXPECT_FALSE(fs::exists(tmp.path + "/out"));
 }
 
+// Prediction writes in --output_dir as a run does: a second process in the same directory (here
+// flock(1) holding its lock) is refused before writing, instead of mixing two models' files.
+TEST(SquadGuardCli, PredictionIsOneProcessPerOutputDir) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset());
+    const std::string raw = tmp.file("r.jsonl", logits(1000000000));
+    const std::string out = tmp.path + "/out";
+    fs::create_directories(out);
+    const auto r = run_shell("flock " + out + " " + bertbench_path() + " " + predict(out, data, raw));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--output_dir=" + out + ": another bertbench run is using this directory now"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out + "/predictions.json"));
+    EXPECT_EQ(run_bertbench(predict(out, data, raw)).exit_code, 0);  // once it is free
+    EXPECT_TRUE(fs::exists(out + "/predictions.json"));
+}
+
 TEST(SquadGuardCli, MetricLinesPrintAnIdWithANulWhole) {
     const GuardTmp tmp;
     std::string with_nul = dataset(R"(, {"id": "a\u0000b", "question": "w", "answers": [{"text": "beta", "answer_start": 6}]})");
