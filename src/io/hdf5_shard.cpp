@@ -528,6 +528,12 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         d.found = true;
         d.is_integer = H5Tget_class(type.get()) == H5T_INTEGER;
         d.type_size = H5Tget_size(type.get());
+        // Every bit of an integer significant (h5py and NVIDIA's writers): fewer (a damaged type
+        // message) and libhdf5 reads the values as zeros or cut short, silently.
+        if (d.is_integer && (H5Tget_precision(type.get()) != d.type_size * 8 || H5Tget_offset(type.get()) != 0))
+            fail("[hdf5] {}: dataset {}: an integer of {} significant bits at bit {} of {}, expected all {} bits "
+                 "(a damaged file?)", path, name, H5Tget_precision(type.get()), H5Tget_offset(type.get()),
+                 type_name(type.get(), false), d.type_size * 8);
         d.type_name = type_name(type.get(), false);
         d.simple = H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE;
         const int rank = H5Sget_simple_extent_ndims(space.get());

@@ -91,6 +91,11 @@ with h5py.File(path, 'w') as f:
         raw = {'short': bytes(17), 'shortshuffle': bytes(17), 'nosum': a['input_ids'].tobytes(),
                'shortdeflate': zlib.compress(bytes(100))}[kind]
         d.id.write_direct_chunk((0, 0), raw)
+    elif kind == 'precision16':  # input_ids' int32 with 16 significant bits (a damaged type message)
+        t = h5py.h5t.STD_I32LE.copy()
+        t.set_precision(16)
+        ds = h5py.h5d.create(f.id, b'input_ids', t, h5py.h5s.create_simple((4, T)))
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, a['input_ids'])
     elif kind != 'good':
         raise SystemExit('unknown kind ' + kind)
 )PY";
@@ -233,6 +238,14 @@ TEST(HostileHdf5, VirtualAndExternalDatasetsAreRefusedBeforeAnyRead) {
     expect_refused(make_hostile(dir, "external"),
                    {"dataset input_ids: expected values stored in the file",
                     "got external storage in 1 other file(s)"});
+}
+
+// An integer type with fewer significant bits than its size (one damaged byte of a type message
+// does it): libhdf5 read such values as zeros or cut short, with no error; refused on open.
+TEST(HostileHdf5, IntegersWithoutAllTheirBitsAreRefused) {
+    TmpDir dir("bb_hostile_hdf5");
+    expect_refused(make_hostile(dir, "precision16"),
+                   {"dataset input_ids: an integer of 16 significant bits at bit 0 of int32, expected all 32 bits"});
 }
 
 // 10^7 rows declared in a 3 KB file, none written: refused on open (it used to allocate 9 GB
