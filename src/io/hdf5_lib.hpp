@@ -42,6 +42,21 @@ struct Hdf5Lock {
     ~Hdf5Lock() { H5Eclear2(H5E_DEFAULT); }
 };
 
+// Held (inside an Hdf5Lock) while libhdf5 reads `path`: libhdf5 1.10 follows some addresses of a
+// damaged file without checking them against its end and faults (h5py crashes on such a file too).
+// A SIGSEGV or SIGBUS of this thread meanwhile ends the process with one line naming the file and
+// exit status 1, instead of a crash; a fault of another thread goes to the handler it had.
+class Hdf5CrashGuard {
+  public:
+    explicit Hdf5CrashGuard(const std::string& path);
+    ~Hdf5CrashGuard();
+    Hdf5CrashGuard(const Hdf5CrashGuard&) = delete;
+    Hdf5CrashGuard& operator=(const Hdf5CrashGuard&) = delete;
+
+  private:
+    std::string message_;
+};
+
 // The innermost message on the current error stack ("file signature not found"), then clears it.
 inline std::string hdf5_error() {
     std::string msg;

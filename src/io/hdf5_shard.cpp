@@ -482,6 +482,7 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         if (st.st_blocks > 0 && blocks < held) held = blocks;
     }
     Hdf5Lock lock;
+    const Hdf5CrashGuard guard(path);
     const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
     if (is_hdf5 == 0)
         fail(
@@ -573,6 +574,7 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
 Hdf5ShardReader::~Hdf5ShardReader() {
     if (file_ < 0) return;
     Hdf5Lock lock;
+    const Hdf5CrashGuard guard(path_);
     H5Fclose(file_);
 }
 
@@ -593,6 +595,7 @@ Hdf5ShardArrays Hdf5ShardReader::read_rows(uint64_t first, uint64_t count) const
     const uint64_t T = static_cast<uint64_t>(max_seq_length_);
     const uint64_t P = static_cast<uint64_t>(max_predictions_per_seq_);
     Hdf5Lock lock;
+    const Hdf5CrashGuard guard(path_);
     const hid_t f = static_cast<hid_t>(file_);
     read_rows_of(path_, f, "input_ids", H5T_NATIVE_INT32, first, count, T, storage_[0], file_size_,
                  a.input_ids);
@@ -638,6 +641,7 @@ uint64_t verify_hdf5_shard(const std::string& path, int max_seq_length, int max_
 
 std::vector<Hdf5DatasetLayout> hdf5_layout(const std::string& path) {
     Hdf5Lock lock;
+    const Hdf5CrashGuard guard(path);
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) fail("[hdf5] {}: cannot open as HDF5 ({})", path, hdf5_error());
     std::vector<std::string> names;
