@@ -436,7 +436,9 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     std::optional<CreatedDirCleanup> created;
     if (const fs::path dir = hf_dir ? fs::path(o.output) : fs::path(o.output).parent_path(); !dir.empty()) {
         created.emplace(dir.string());
-        fs::create_directories(dir);
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec) fail("--output={}: cannot create the directory {} ({})", o.output, dir.string(), ec.message());
     }
     std::vector<std::string> inputs = in.files;
     if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);
@@ -450,16 +452,21 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
             if (same_file(out, inp))
                 fail("--output={}: {} is the input file {} (hint: write to another path)",
                      o.output, out, inp);
-        struct stat st {};
-        if (::stat(out.c_str(), &st) == 0 && !o.overwrite)
-            fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
     }
-    // Every file is checked before the first is written: none replaces a directory.
+    // Every file is checked before the first is written: none replaces a directory (--overwrite
+    // replaces files only), nor an existing file without --overwrite.
     std::vector<std::string> files = outs;
     if (!tf_state.empty()) files.push_back(tf_state);
     for (const std::string& out : files)
         if (std::error_code ec; fs::is_directory(out, ec))
             fail("--output={}: {}: expected a file or no such path, found a directory", o.output, out);
+    for (const std::string& out : outs)
+        if (struct stat st {}; ::stat(out.c_str(), &st) == 0 && !o.overwrite)
+            fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
+    for (const std::string& out : files) {  // a killed conversion's temporaries of these files
+        const fs::path p(out);
+        remove_stale_temporaries(p.parent_path().string(), p.filename().string() + ".tmp.");
+    }
     for (const std::string& inp : inputs)
         if (!tf_state.empty() && same_file(tf_state, inp))
             fail(

@@ -281,6 +281,18 @@ TEST(CheckpointAmbiguity, ConvertChecksItsInputsAndOutputsBeforeWriting) {
     std::string e = error_of([&] { convert_checkpoint(h); });
     EXPECT_NE(e.find(hf_dir + "/config.json: expected a file or no such path, found a directory"), std::string::npos) << e;
     EXPECT_FALSE(std::filesystem::exists(hf_dir + "/model.safetensors"));
+    // ... and without --overwrite the same (not a hint to --overwrite, which would refuse it too)
+    h.overwrite = false;
+    e = error_of([&] { convert_checkpoint(h); });
+    EXPECT_NE(e.find(hf_dir + "/config.json: expected a file or no such path, found a directory"), std::string::npos) << e;
+    // an output under a regular file: the flag and the directory named (was filesystem_error's text)
+    const std::string file = dir.file("a_file");
+    write_file_atomic(file, "x");
+    h.output = file + "/m.safetensors";
+    h.to = "safetensors";
+    e = error_of([&] { convert_checkpoint(h); });
+    EXPECT_NE(e.find("--output=" + file + "/m.safetensors: cannot create the directory " + file + " ("), std::string::npos)
+        << e;
     // a config that gives the same shapes but another activation than the one saved with the weights
     BertConfig erf = ambiguity_config();
     erf.hidden_act = erf.hidden_act == "gelu" ? "relu" : "gelu";
