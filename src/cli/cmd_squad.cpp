@@ -590,7 +590,7 @@ int cmd_squad(int argc, char** argv) {
         write_squad_dllogger(nvpt.json_summary,
                              {o.output_dir, flags_json, o.seed, nvpt.log_freq,
                               o.train_batch_size / ranks / nvpt.gradient_accumulation_steps,
-                              o.learning_rate},
+                              o.learning_rate, o.nvidia.max_steps},
                              train_model, predict_model);
     return 0;
 }

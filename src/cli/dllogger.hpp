@@ -29,6 +29,9 @@ struct DlloggerRun {
     double log_freq = 1;         // updates between loss entries (< 1: every update)
     int64_t batch_size_per_gpu = 0;  // per rank and micro-step, as NVIDIA logs it
     double learning_rate = 0;
+    // run_squad.py's --max_steps when > 0: its training_sequences_per_second counts max_steps
+    // updates of the global batch (one fewer than it runs); otherwise every sequence trained.
+    double squad_max_steps = -1;
 };
 
 // run_pretraining.py's entries. Writes atomically; logs where.

@@ -100,9 +100,14 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
         if (r.is_object() && r.contains("updates") && r["updates"].is_number_integer() &&
             r["updates"].get<int64_t>() != n.phase1_end_step && dist::world().rank() == 0)
             log::warn("--phase1_end_step={}: phase 1 in {} ended after {} optimizer updates "
-                      "(NVIDIA's script numbers phase 2's checkpoints from --phase1_end_step)",
-                      n.phase1_end_step, phase1, r["updates"].get<int64_t>());
+                      "(NVIDIA's script numbers phase 2's checkpoints from --phase1_end_step and "
+                      "starts phase 2's schedule at update {} - {}; bertbench starts it at 0)",
+                      n.phase1_end_step, phase1, r["updates"].get<int64_t>(), r["updates"].get<int64_t>(),
+                      n.phase1_end_step);
     }
+    if (!n.resume_from_checkpoint && dist::world().rank() == 0)
+        log::warn("--phase2 without --resume_from_checkpoint: NVIDIA's script refuses it (its output "
+                  "directory holds phase 1's checkpoints); bertbench goes on as with it");
     if (resuming) return fmt::format("--phase2: resuming phase 2 in {}", o.output_dir);
     return fmt::format("--phase2: phase 2 trains in {} from {} (its weights and LAMB's moments, "
                        "the bias correction restarting, as NVIDIA's) with steps counted from 0 "

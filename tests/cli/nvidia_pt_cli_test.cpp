@@ -434,6 +434,16 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     }
     EXPECT_EQ(with_key(lines, "exact_match")[0]["data"]["exact_match"],
               json::parse(slurp(out + "/eval_results.json"))["exact_match"]);
+    // run_squad.sh's benchmark line (--max_steps=N > 0): N + 1 updates run, and its
+    // training_sequences_per_second counts N updates of the global batch over the training time
+    std::string bench = run_squad_line(d, pt, d.tmp.file("squad_steps"), true);
+    bench.replace(bench.find("--max_steps=-1"), 14, "--max_steps=2");
+    ASSERT_EQ(run_bertbench(bench).exit_code, 0);
+    const json steps_res = json::parse(slurp(d.tmp.file("squad_steps") + "/results.json"));
+    EXPECT_EQ(steps_res["global_step"], 3);
+    const double rate = with_key(dllogger_lines(d.tmp.file("squad_steps") + "/dllogger.json"),
+                                 "training_sequences_per_second")[0]["data"]["training_sequences_per_second"];
+    EXPECT_DOUBLE_EQ(rate, 8.0 * 2 / steps_res["wall_time_s"].get<double>());
 
     // The eval line loads --init_checkpoint, as NVIDIA's script, even where --output_dir holds a
     // fine-tuned checkpoint (google's Estimator would take that one): the pretrained .pt has no
