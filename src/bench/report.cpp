@@ -15,6 +15,8 @@
 
 #include "core/error.hpp"
 #include "core/sysinfo.hpp"
+#include "ops/bf16.hpp"
+#include "ops/int8.hpp"
 #include "ops/kernels.hpp"
 #include "train/svg_plot.hpp"
 
@@ -143,6 +145,22 @@ std::vector<std::string> point_row(const nlohmann::json& p) {
     return row;
 }
 
+namespace {
+
+// RFC 4180: a field holding a comma, quote or line break is quoted, its quotes doubled (a
+// --bert_config_file path with a comma added a column).
+std::string csv_field(const std::string& v) {
+    if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (const char c : v) {
+        if (c == '"') q += '"';
+        q += c;
+    }
+    return q + '"';
+}
+
+}  // namespace
+
 std::string format_points(const std::vector<nlohmann::json>& points, Format f) {
     if (f == Format::json) return nlohmann::json(points).dump(2) + "\n";
     std::string out;
@@ -157,7 +175,7 @@ std::string format_points(const std::vector<nlohmann::json>& points, Format f) {
             const auto row = point_row(p);
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';
-                out += row[i];
+                out += csv_field(row[i]);
             }
             out += "\n";
         }
@@ -452,6 +470,11 @@ nlohmann::json build_info_with_gemm() {
     b["dgemm_library"] = fmt::format("{} (core {})", openblas_get_config(),
                                      openblas_get_corename());
     b["kernels_isa"] = ops::kernels().name;  // our own float kernels' path (ops/kernels.hpp)
+    // what this CPU multiplies natively: a bf16 figure without bf16 units is emulated, an int8 one
+    // without VNNI/AMX is not int8's speed (the warnings say so on stderr; the report keeps it)
+    b["native_precisions"] = ops::native_precisions();
+    b["bf16_emulated"] = !ops::bf16_native();
+    b["int8_dot_product_units"] = ops::int8_native();
     return b;
 }
 

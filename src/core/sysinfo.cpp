@@ -63,7 +63,8 @@ nlohmann::json system_info() {
     std::istringstream flags(proc_field("/proc/cpuinfo", "flags"));
     nlohmann::json isa = nlohmann::json::array();
     for (std::string f; flags >> f;) {
-        for (const char* want : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"})
+        for (const char* want : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
+                                 "avx_vnni", "amx_tile"})
             if (f == want) isa.push_back(f);
     }
     const std::string mem = proc_field("/proc/meminfo", "MemTotal");

@@ -59,6 +59,18 @@ TEST(Report, CsvHasHeaderAndOneRowPerPoint) {
     EXPECT_DOUBLE_EQ(std::strtod(row[i].c_str(), nullptr), 99.5);
 }
 
+// A field with a comma or quote (a --bert_config_file path) is quoted as RFC 4180 has it, the row
+// keeping the header's column count.
+TEST(Report, CsvQuotesFieldsWithCommasAndQuotes) {
+    nlohmann::json p = fake_point("infer", 8, 1, 10);
+    p["model"] = "cfg,v2 \"x\".json";
+    const auto lines = split(format_points({p}, Format::csv), '\n');
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[1].find(",\"cfg,v2 \"\"x\"\".json\","), std::string::npos) << lines[1];
+    // unquoted, the row has one comma more than the header
+    EXPECT_EQ(std::count(lines[1].begin(), lines[1].end(), ','), std::count(lines[0].begin(), lines[0].end(), ',') + 1);
+}
+
 TEST(Report, MarkdownRowsHaveHeaderColumnCount) {
     const auto lines = split(format_points({fake_point("train", 8, 1, 10)}, Format::md), '\n');
     ASSERT_EQ(lines.size(), 3u);
