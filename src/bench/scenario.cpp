@@ -454,13 +454,19 @@ ScenarioStats summarize(const RunLog& log) {
         st.early_stopping_least_queries = p90.least;
         st.early_stopping_least_queries_p99 = p99.least;
         st.early_stopping_discarded = std::max<int64_t>(p90.t - 1, 0);
-        st.latency_ms_early_stopping = p90.ms;
-        st.latency_ms_early_stopping_p99 = p99.ms;
+        if (n >= p90.least) st.latency_ms_early_stopping = p90.ms;
+        if (n >= p99.least) st.latency_ms_early_stopping_p99 = p99.ms;
         st.early_stopping_met = n >= p90.least;
         if (!st.early_stopping_met) invalid(fmt::format("early stopping: {} queries, need at least {}", n, p90.least));
     }
     return st;
 }
+
+namespace {
+
+nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+}  // namespace
 
 nlohmann::json stats_json(const ScenarioStats& st) {
     return {{"queries", st.queries},
@@ -469,8 +475,8 @@ nlohmann::json stats_json(const ScenarioStats& st) {
             {"tokens_per_second", st.tokens_per_s},
             {"scheduled_qps", st.scheduled_qps},
             {"min_duration_clock_s", st.min_duration_clock_s},
-            {"latency_ms_early_stopping_p90", st.latency_ms_early_stopping},
-            {"latency_ms_early_stopping_p99", st.latency_ms_early_stopping_p99},
+            {"latency_ms_early_stopping_p90", optional_json(st.latency_ms_early_stopping)},
+            {"latency_ms_early_stopping_p99", optional_json(st.latency_ms_early_stopping_p99)},
             {"overlatency_queries", st.overlatency_queries},
             {"latency_ms", {{"p50", st.latency_ms_p50},
                             {"p90", st.latency_ms_p90},
@@ -492,8 +498,11 @@ std::string stats_line(const RunLog& log, const ScenarioStats& st) {
     std::string figure;
     switch (s.scenario) {
         case Scenario::singlestream:
-            figure = fmt::format("90th-percentile latency {:.3f} ms (early-stopping estimate {:.3f} ms)",
-                                 st.latency_ms_p90, st.latency_ms_early_stopping);
+            figure = fmt::format("90th-percentile latency {:.3f} ms ({})", st.latency_ms_p90,
+                                 st.latency_ms_early_stopping
+                                     ? fmt::format("early-stopping estimate {:.3f} ms", *st.latency_ms_early_stopping)
+                                     : fmt::format("no early-stopping estimate: {} queries < {}", st.queries,
+                                                   st.early_stopping_least_queries));
             break;
         case Scenario::offline:
             figure = fmt::format("{:.2f} samples/s, {:.0f} tokens/s", st.samples_per_s, st.tokens_per_s);

@@ -141,10 +141,11 @@ struct ScenarioStats {
     double min_duration_clock_s = 0;
     // singlestream: LoadGen's early-stopping estimate of the 90th percentile (MLPerf's reported
     // SingleStream result), sorted[n - t] for the most t over it that n queries allow (t - 1 of
-    // the highest discarded); 0 when fewer than early_stopping_least_queries = h(1) + 1. The same
-    // at the 99th percentile (from which LoadGen infers MultiStream). server: the queries over
-    // the latency bound, t, and early_stopping_least_queries = h(t) + t.
-    double latency_ms_early_stopping = 0, latency_ms_early_stopping_p99 = 0;
+    // the highest discarded); none with fewer than early_stopping_least_queries = h(1) + 1 (LoadGen
+    // prints none either) and in the other scenarios. The same at the 99th percentile (from which
+    // LoadGen infers MultiStream). server: the queries over the latency bound, t, and
+    // early_stopping_least_queries = h(t) + t.
+    std::optional<double> latency_ms_early_stopping, latency_ms_early_stopping_p99;
     int64_t early_stopping_least_queries = 0, early_stopping_least_queries_p99 = 0;
     int64_t early_stopping_discarded = 0;
     int64_t overlatency_queries = 0;

@@ -87,13 +87,13 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
             o += fmt::format(" * Processed at least {} queries ({}).\n * Would discard {} highest latency queries.\n"
                              " * Early stopping 90.0th percentile estimate: {}\n",
                              st.early_stopping_least_queries, st.queries, st.early_stopping_discarded,
-                             ns(st.latency_ms_early_stopping));
+                             ns(st.latency_ms_early_stopping.value_or(0)));
             o += st.queries < st.early_stopping_least_queries_p99
                      ? fmt::format(" * Not enough queries processed for 99.0th percentile\n early stopping estimate "
                                    "(would need to process at\n least {} total queries).\n",
                                    st.early_stopping_least_queries_p99)
                      : fmt::format(" * Early stopping 99.0th percentile estimate: {}\n",
-                                   ns(st.latency_ms_early_stopping_p99));
+                                   ns(st.latency_ms_early_stopping_p99.value_or(0)));
         }
     } else if (s.scenario == Scenario::server) {
         o += "Early Stopping Result:\n";

@@ -358,7 +358,7 @@ TEST(ScenarioStats, LoadGenPercentiles) {
     EXPECT_NEAR(st.tokens_per_s, 5000 / st.duration_s, 1e-9);
     // Early stopping's 90th-percentile estimate, as LoadGen's code gives it for these latencies:
     // 98 ms (sorted[100 - 3]).
-    EXPECT_NEAR(st.latency_ms_early_stopping, 98, 1e-9);
+    EXPECT_NEAR(st.latency_ms_early_stopping.value_or(-1), 98, 1e-9);
 }
 
 // LoadGen's early stopping, against its own code (loadgen/early_stopping.cc and results.cc
@@ -376,12 +376,14 @@ TEST(ScenarioStats, EarlyStoppingAsLoadGen) {
         ss.settings.min_duration_s = 0;
         ss.settings.min_query_count = 1;
         for (int i = 0; i < n; ++i) ss.entries.push_back({0, 10, 0.1 * i, 0.1 * i, 0.1 * i + 1e-3 * (i + 1), i});
-        EXPECT_NEAR(summarize(ss).latency_ms_early_stopping, estimate, 1e-6) << n;
+        EXPECT_NEAR(summarize(ss).latency_ms_early_stopping.value_or(-1), estimate, 1e-6) << n;
     }
     RunLog log = hundred(Scenario::singlestream);
     log.entries.resize(63);
     ScenarioStats st = summarize(log);
     EXPECT_FALSE(st.valid);
+    EXPECT_FALSE(st.latency_ms_early_stopping.has_value());  // LoadGen gives none either
+    EXPECT_TRUE(stats_json(st)["latency_ms_early_stopping_p90"].is_null());
     EXPECT_NE(st.invalid_reasons.at(0).find("early stopping: 63 queries, need at least 64"),
               std::string::npos) << st.invalid_reasons.at(0);
     log = hundred(Scenario::server);
