@@ -2,6 +2,8 @@
 // profile with its analytic FLOP/byte model (docs/benchmark.md "Profile").
 #include "bench/runner.hpp"
 
+#include <malloc.h>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -29,8 +31,11 @@
 namespace bertbench::bench {
 namespace {
 
-// Resets VmHWM so that each point reports its own peak (Linux >= 4.0).
+// Resets VmHWM so that each point reports its own peak (Linux >= 4.0). The reset starts from the
+// resident size now: freed memory the allocator still holds (a bf16 ceiling's matrices) is
+// returned first, or every later point inherited it.
 void reset_peak_rss() {
+    ::malloc_trim(0);
     std::ofstream f("/proc/self/clear_refs");
     if (f) f << "5";
 }
