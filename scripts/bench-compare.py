@@ -93,6 +93,10 @@ def main():
                     "padded) and the peers on the same real-length queries (scripts/squad_real.py; models, batch_sizes, "
                     "threads, dtypes, peers, rounds, warmup, steps, min_time, out, doc apply)")
     a = ap.parse_args()
+    # bertbench runs from the repository root: paths given relative to where this was started
+    for k in ("bertbench", "out", "doc", "squad_data"):
+        if getattr(a, k):
+            setattr(a, k, os.path.abspath(getattr(a, k)))
     if a.squad_data:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import squad_real  # noqa: E402

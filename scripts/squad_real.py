@@ -14,7 +14,8 @@ is lower, so that the timed steps cover one pass over the features:
   torch-tuned[-bf16]     bench/peer/torch_bench.py --task=squad --queries (the torch-tuned environment;
                          bf16: autocast), each batch padded to its longest query
   ort, ort-int8          bench/peer/ort_export.py --task=squad --queries (dynamic axes; int8: quantize_dynamic's
-                         graph), each batch padded to its longest query
+                         graph, run when --dtypes has int8), each batch padded to its longest query;
+                         --peers='' runs none
 DT is each of --dtypes other than fp32 (bf16, int8). Figures per variant and point: the median over
 rounds of sequences/s and real tokens/s (docs/benchmark.md), plus each run's computed tokens/s
 (what it actually pushed through the encoder). Results under --out (default docs/perf-squad-real/),
@@ -39,7 +40,7 @@ def variants_of(dtypes, peers):
         out += ["bertbench-real" + sfx, "bertbench-padded" + sfx]
     if "torch-tuned" in peers:
         out += ["torch-tuned" + ("" if d == "fp32" else "-bf16") for d in dtypes if d in ("fp32", "bf16")]
-    out += [p for p in ("ort", "ort-int8") if p in peers]
+    out += [p for p in ("ort", "ort-int8") if p in peers and (p == "ort" or "int8" in dtypes)]
     return out
 
 
@@ -84,7 +85,7 @@ def main(a, bc):
     if not os.path.isfile(a.squad_data):
         sys.exit("bench-compare: --squad_data=%s: not a file (expected run_squad.py's eval.tf_record)" % a.squad_data)
     dtypes = a.dtypes.split(",")
-    peers = a.peers.split(",") if a.peers else list(PEERS)
+    peers = [p for p in a.peers.split(",") if p] if a.peers is not None else list(PEERS)  # '' = none
     for p in peers:
         if p not in PEERS:
             sys.exit("bench-compare: --squad_data: --peers=%s: expected a comma list of %s" % (p, ", ".join(PEERS)))
