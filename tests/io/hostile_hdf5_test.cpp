@@ -98,6 +98,11 @@ with h5py.File(path, 'w') as f:
         t.set_precision(16)
         ds = h5py.h5d.create(f.id, b'input_ids', t, h5py.h5s.create_simple((4, T)))
         ds.write(h5py.h5s.ALL, h5py.h5s.ALL, a['input_ids'])
+    elif kind == 'userblock':  # the good file behind a 512-byte user block: addresses from its base
+        f.close()
+        with h5py.File(path, 'w', userblock_size=512) as g:
+            for k, v in a.items():
+                g.create_dataset(k, data=v, compression='gzip')
     elif kind != 'good':
         raise SystemExit('unknown kind ' + kind)
 )PY";
@@ -283,6 +288,25 @@ TEST(HostileHdf5, ACrashInsideLibhdf5IsOneLineNamingTheFile) {
     struct sigaction after {};
     ASSERT_EQ(::sigaction(SIGSEGV, nullptr, &after), 0);
     EXPECT_EQ(after.sa_handler, before.sa_handler);
+}
+
+// A deflated chunk is read from where the chunk index says, by its size there (H5Dread_chunk sized
+// its copy by another lookup: one flipped bit of a golden shard's index, byte 3392, overflowed the
+// buffer and the process aborted in malloc); addresses count from the file's base, after a user block.
+TEST(HostileHdf5, ChunksAreReadWhereTheIndexSaysAndNoFurther) {
+    TmpDir dir("bb_hostile_hdf5");
+    const Hdf5ShardArrays plain = read_hdf5_shard(make_hostile(dir, "good"), 128, 20);
+    const Hdf5ShardArrays behind = read_hdf5_shard(make_hostile(dir, "userblock"), 128, 20);
+    EXPECT_EQ(behind.input_ids, plain.input_ids);
+    EXPECT_EQ(behind.masked_lm_ids, plain.masked_lm_ids);
+    std::string bytes = read_file(bertbench::testing::golden("hdf5/public_128_s12345_d2.hdf5"));
+    ASSERT_GT(bytes.size(), 3392u);
+    bytes[3392] = static_cast<char>(bytes[3392] ^ 0x10);
+    const std::string damaged = dir.file("damaged_index.hdf5");
+    write_file_atomic(damaged, bytes);
+    const ChildOutcome o = in_child([&] { read_hdf5_shard(damaged, 128, 20); });
+    EXPECT_EQ(o.status, 0) << o.message;  // an Error, not a crash
+    EXPECT_NE(o.message.find(damaged + ": dataset input_ids"), std::string::npos) << o.message;
 }
 
 // 10^7 rows declared in a 3 KB file, none written: refused on open (it used to allocate 9 GB
