@@ -470,11 +470,12 @@ nlohmann::json build_info_with_gemm() {
     b["dgemm_library"] = fmt::format("{} (core {})", openblas_get_config(),
                                      openblas_get_corename());
     b["kernels_isa"] = ops::kernels().name;  // our own float kernels' path (ops/kernels.hpp)
-    // what this CPU multiplies natively: a bf16 figure without bf16 units is emulated, an int8 one
-    // without VNNI/AMX is not int8's speed (the warnings say so on stderr; the report keeps it)
-    b["native_precisions"] = ops::native_precisions();
-    b["bf16_emulated"] = !ops::bf16_native();
-    b["int8_dot_product_units"] = ops::int8_native();
+    // what the CPU multiplies natively: a CPU bf16 figure without bf16 units is emulated, an int8
+    // one without VNNI/AMX is not int8's speed (the warnings say so on stderr; the report keeps
+    // it). The CPU's, also in a --device=cuda report.
+    b["cpu_native_precisions"] = ops::native_precisions();
+    b["cpu_bf16_emulated"] = !ops::bf16_native();
+    b["cpu_int8_dot_product_units"] = ops::int8_native();
     return b;
 }
 

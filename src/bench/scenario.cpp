@@ -36,7 +36,8 @@ int64_t performance_issue_count(const ScenarioSettings& s) {
     const double target_qps = s.loadgen_target_qps;
     const double planned = s.min_duration_s * target_qps * (s.scenario == Scenario::offline ? 1.1 : 2.0);
     if (!(planned < static_cast<double>(kMaxIssues)) && s.scenario != Scenario::server)
-        fail("--min_duration_s={:g} at {:g} queries/s (--expected_{}): {:.3g} queries, expected at most {}",
+        fail("--min_duration_s={:g} at {:g} queries/s (--expected_{}, or the warm-up's rate without it): {:.3g} "
+             "queries, expected at most {}",
              s.min_duration_s, target_qps, s.scenario == Scenario::offline ? "qps" : "latency_ms", planned,
              kMaxIssues);
     int64_t n = s.min_query_count;

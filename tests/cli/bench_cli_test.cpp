@@ -50,9 +50,9 @@ TEST(BenchCli, TinySweepWritesJson) {
     EXPECT_TRUE(j["system_info"].contains("cpu_model"));
     EXPECT_TRUE(j["build_info"].contains("git_commit"));
     // whether a bf16 figure was emulated, an int8 one without dot-product units: in the report
-    EXPECT_TRUE(j["build_info"]["bf16_emulated"].is_boolean()) << j["build_info"];
-    EXPECT_TRUE(j["build_info"]["int8_dot_product_units"].is_boolean()) << j["build_info"];
-    EXPECT_TRUE(j["build_info"]["native_precisions"].is_string()) << j["build_info"];
+    EXPECT_TRUE(j["build_info"]["cpu_bf16_emulated"].is_boolean()) << j["build_info"];
+    EXPECT_TRUE(j["build_info"]["cpu_int8_dot_product_units"].is_boolean()) << j["build_info"];
+    EXPECT_TRUE(j["build_info"]["cpu_native_precisions"].is_string()) << j["build_info"];
     // PerfZero-style sections
     EXPECT_EQ(j["benchmark_result"]["metrics"].size(), 4u * 7u);
     EXPECT_GT(j["benchmark_result"]["wall_time"].get<double>(), 0);

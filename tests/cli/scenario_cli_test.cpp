@@ -208,7 +208,8 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
              {"--scenario=server --server_target_qps=1e12 --min_duration_s=1 --schedule_out=" + tmp("never.json"),
               "--server_target_qps=1e+12 x --min_duration_s=1: expected at most 134217728 queries"},
              {"--scenario=offline --expected_qps=1e12",
-              "--min_duration_s=60 at 1e+12 queries/s (--expected_qps): 6.6e+13 queries, expected at most 134217728"},
+              "--min_duration_s=60 at 1e+12 queries/s (--expected_qps, or the warm-up's rate without it): 6.6e+13 "
+              "queries, expected at most 134217728"},
              {"--scenario=offline --min_duration_s=1e300", "--min_duration_s: expected 0 .. 1e7 seconds, got 1e+300"},
              {"--scenario=offline --min_query_count=1000000000000", "--min_query_count: expected 1 .. 134217728"}}) {
         const auto r = run_bertbench(tiny() + flags);
