@@ -324,8 +324,8 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         if (o.flags->is_set(flag) && !applies)
             fail("--{}: {} only; not used by --scenario={} --scenario_mode={}", flag, where, o.scenario, o.mode);
     };
-    for (const char* flag : {"server_target_qps", "peak_precision", "peak_max_runs"})
-        only(flag, sc == Scenario::server, "--scenario=server");
+    only("server_target_qps", sc == Scenario::server, "--scenario=server");
+    for (const char* flag : {"peak_precision", "peak_max_runs"}) only(flag, o.find_peak, "--server_find_peak");
     only("expected_latency_ms", sc == Scenario::singlestream, "--scenario=singlestream");
     only("expected_qps", sc == Scenario::offline, "--scenario=offline");
     only("accuracy_log", accuracy, "--scenario_mode=accuracy");

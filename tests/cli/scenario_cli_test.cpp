@@ -194,7 +194,8 @@ TEST(ScenarioCli, AnotherScenariosFlagsAreRefused) {
              {"--scenario=singlestream --expected_qps=5", "--expected_qps: --scenario=offline only"},
              {"--scenario=offline --expected_latency_ms=5", "--expected_latency_ms: --scenario=singlestream only"},
              {"--scenario=offline --accuracy_log=a.json", "--accuracy_log: --scenario_mode=accuracy only"},
-             {"--scenario=offline --plot=p.svg", "--plot: a server run's latency percentiles against load"}}) {
+             {"--scenario=offline --plot=p.svg", "--plot: a server run's latency percentiles against load"},
+             {"--scenario=server --server_target_qps=5 --peak_max_runs=3", "--peak_max_runs: --server_find_peak only"}}) {
         const auto r = run_bertbench("bench --model=tiny --data=" + golden("vocab.txt") + " " + flags);
         EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
