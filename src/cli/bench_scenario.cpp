@@ -284,6 +284,9 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
                   absent("performance_sample_count") ? " (performance_sample_count: the highest query index + 1)" : "",
                   absent("accuracy_sample_count") ? " (accuracy_sample_count: the performance set's)" : "");
     const auto given = [&](const char* flag) { return o.flags != nullptr && o.flags->is_set(flag); };
+    if (!c.plot_path.empty() && l.settings.scenario != Scenario::server)
+        fail("--plot: a server run's latency percentiles against load; {} is a log of --scenario={}, which draws none", where,
+             bench::scenario_name(l.settings.scenario));
     if (given("min_duration_s")) l.settings.min_duration_s = o.min_duration_s;
     if (given("min_query_count")) l.settings.min_query_count = o.min_query_count;
     if (absent("loadgen_target_qps"))

@@ -59,6 +59,11 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     ASSERT_EQ(s.exit_code, 0) << s.out;
     EXPECT_EQ(s.out.find("warning"), std::string::npos) << s.out;
     EXPECT_EQ(read_json(again)["run"], j["run"]);
+    // an offline log draws no latency plot: refused by name, not ignored
+    const auto p = run_bertbench("bench --summarize_log=" + log + " --plot=" + tmp("offline_plot.svg"));
+    EXPECT_EQ(p.exit_code, 1) << p.out;
+    EXPECT_NE(p.out.find("--plot: a server run's latency percentiles against load; --summarize_log=" + log +
+                         " is a log of --scenario=offline"), std::string::npos) << p.out;
     const std::string txt = read_file(summary);
     // LoadGen's accuracy_sample_count: the whole query set (the reference's eval features)
     const size_t all = testing::read_jsonl(golden("squad_pipeline/features_384_eval.jsonl")).size();
