@@ -82,6 +82,7 @@ struct Hdf5DatasetStorage {
     uint64_t chunk_bytes = 0;     // one chunk uncompressed; 0: not chunked
     std::vector<uint64_t> chunk;  // chunk shape
     int deflate = -1, fletcher32 = -1;  // index in the filter pipeline; -1: none
+    uint64_t file_base = 0;  // chunked: where the file's addresses count from (after a user block)
 };
 
 // An open shard. Opening checks, before any value is read: the schema (check_hdf5_schema); every

@@ -117,6 +117,14 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
         return st;
     }
     if (layout == H5D_COMPACT) return st;  // inside the object header: at most 64 KiB
+    {  // the chunk index's addresses count from the file's base (after a user block, if any)
+        Handle file(H5Iget_file_id(ds), H5Fclose);
+        Handle fcpl(file.ok() ? H5Fget_create_plist(file.get()) : -1, H5Pclose);
+        hsize_t base = 0;
+        if (!fcpl.ok() || H5Pget_userblock(fcpl.get(), &base) < 0)
+            fail("[hdf5] {}: dataset {}: cannot read the file's layout ({})", path, name, hdf5_error());
+        st.file_base = base;
+    }
     std::vector<hsize_t> chunk(dims.size());
     if (H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()) !=
         static_cast<int>(dims.size()))
@@ -182,14 +190,7 @@ void check_chunk(const std::string& path, const char* name, hid_t ds, const Hdf5
         at == HADDR_UNDEF)
         fail("[hdf5] {}: dataset {}: cannot find the chunk at {} ({})", path, name, where(),
              hdf5_error());
-    // The index's addresses count from the file's base (after a user block, where there is one)
-    hsize_t base = 0;
-    {
-        Handle file(H5Iget_file_id(ds), H5Fclose);
-        Handle fcpl(file.ok() ? H5Fget_create_plist(file.get()) : -1, H5Pclose);
-        if (!fcpl.ok() || H5Pget_userblock(fcpl.get(), &base) < 0)
-            fail("[hdf5] {}: dataset {}: cannot read the file's layout ({})", path, name, hdf5_error());
-    }
+    const uint64_t base = st.file_base;
     if (base > file_size || at > file_size - base || nbytes > file_size - base - at || nbytes > UINT32_MAX)
         fail("[hdf5] {}: dataset {}: expected the chunk at {} stored inside the file's {} bytes, "
              "got {} bytes at offset {} (the file is corrupt or truncated)",
