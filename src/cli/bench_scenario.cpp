@@ -372,7 +372,9 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     if (accuracy) {
         const data::Vocab vocab = data::Vocab::load(o.vocab_file);
         data::FullTokenizer tokenizer(vocab, o.do_lower_case);
-        eval = train::squad_eval_set(o.predict_file, tokenizer, {seq_len, o.doc_stride, o.max_query_length, false}, false);
+        eval = train::squad_eval_set(
+            o.predict_file, tokenizer, {seq_len, o.doc_stride, o.max_query_length, false},
+            {false, false, "a SQuAD v1.1 file such as dev-v1.1.json: accuracy mode scores v1.1, as MLPerf Inference's BERT does"});
         if (!train::squad_has_answers(eval->doc))
             fail("--predict_file={}: no question has answers: the official metric has nothing to score", o.predict_file);
     }

@@ -457,6 +457,9 @@ int cmd_squad(int argc, char** argv) {
     fs::create_directories(o.output_dir, ec);
     if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());
     const fs::path dir(o.output_dir);
+    // One run per --output_dir, held from here to the end: features, training and prediction
+    // (another process taking the directory between training and prediction would mix models)
+    const DirectoryLock output_dir_lock = root ? DirectoryLock(o.output_dir, "--output_dir") : DirectoryLock();
 
     // The predict file's examples and features, and the metric's checks of its questions (a
     // question of a scored file without answers: every question answered "" reads every ground
@@ -469,7 +472,7 @@ int cmd_squad(int argc, char** argv) {
         eval_set = train::squad_eval_set(
             o.predict_file, tokenizer,
             {o.max_seq_length, o.doc_stride, o.max_query_length, false, o.transformers_squad},
-            o.version_2_with_negative, &warnings);
+            {false, o.version_2_with_negative}, &warnings);
         scored = train::squad_has_answers(eval_set->doc) && (predict_model || !o.raw_results.empty());
         if (scored) {
             nlohmann::json empty = nlohmann::json::object();
@@ -513,6 +516,7 @@ int cmd_squad(int argc, char** argv) {
             if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
             t.precision = precision;
             t.backend = be.get();
+            t.output_dir_locked = true;
             t.loss_scale = o.precision_flags.loss_scale;
             t.initial_loss_scale = o.precision_flags.initial_loss_scale;
             t.loss_scale_window = o.precision_flags.loss_scale_window;
@@ -526,9 +530,6 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
-    // Prediction writes its files in --output_dir as a run does: one process at a time (training
-    // held the lock in its loop)
-    const DirectoryLock predicting = o.do_predict && root ? DirectoryLock(o.output_dir, "--output_dir") : DirectoryLock();
     if (o.do_predict && root && o.transformers_qa) {
         predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
     } else if (o.do_predict && root) {

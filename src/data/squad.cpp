@@ -166,7 +166,7 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 }
                 if (impossible && !opt.version_2_with_negative)
                     fail("{}: is_impossible is true (a SQuAD 2.0 file), expected a SQuAD 1.1 file "
-                         "(hint: --version_2_with_negative)", at_q);
+                         "(hint: {})", at_q, opt.v2_hint);
                 // For training, every answer's span must lie inside its context (the reference
                 // would crash or silently index from the end); prediction never reads answer_start
                 // (the metric reads the answers' text only), as in the reference.

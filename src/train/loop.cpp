@@ -236,7 +236,7 @@ void TrainLoop::setup() {
     fs::create_directories(o_.output_dir, ec);
     if (ec || !fs::is_directory(o_.output_dir))
         fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
-    if (root_) lock_output_dir();
+    if (root_ && !o_.output_dir_locked) lock_output_dir();
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
     dp_->set_table(task_.table());

@@ -72,6 +72,9 @@ struct RunOptions {
     // live on (not owned; null: the CPU's). Checkpoints are the same files on every backend.
     backend::Backend* backend = nullptr;
     backend::Backend& device() const { return backend ? *backend : backend::cpu(); }
+    // The command holds --output_dir's lock (DirectoryLock) for longer than the loop runs
+    // (squad: features, training, then prediction); the loop does not take it again.
+    bool output_dir_locked = false;
 };
 
 // What the loop itself needs: the run's settings, and what the task derives from its own flags.

@@ -457,11 +457,12 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
 }
 
 SquadEvalSet squad_eval_set(const std::string& predict_file, data::FullTokenizer& tokenizer,
-                            const data::SquadFeatureOptions& opt, bool version_2_with_negative,
+                            const data::SquadFeatureOptions& opt, data::SquadReadOptions read,
                             std::vector<std::string>* warnings) {
     SquadEvalSet out;
     out.doc = data::parse_squad_json(read_file(predict_file), predict_file);
-    out.examples = data::read_squad_examples(out.doc, predict_file, {false, version_2_with_negative}, warnings);
+    read.is_training = false;
+    out.examples = data::read_squad_examples(out.doc, predict_file, read, warnings);
     data::SquadFeatureOptions o = opt;
     o.is_training = false;
     data::convert_examples_to_features(out.examples, tokenizer, o,

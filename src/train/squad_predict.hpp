@@ -83,7 +83,7 @@ struct SquadEvalSet {
     std::vector<data::SquadFeature> features;
 };
 SquadEvalSet squad_eval_set(const std::string& predict_file, data::FullTokenizer& tokenizer,
-                            const data::SquadFeatureOptions& opt, bool version_2_with_negative,
+                            const data::SquadFeatureOptions& opt, data::SquadReadOptions read,
                             std::vector<std::string>* warnings = nullptr);
 // Whether any question of a SQuAD dataset has answers (the official metric can score it).
 bool squad_has_answers(const nlohmann::json& doc);

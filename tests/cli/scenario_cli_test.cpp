@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "cli/run_util.hpp"
@@ -237,6 +238,31 @@ TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
     EXPECT_NE(b.exit_code, 0);
     EXPECT_NE(b.out.find(text), std::string::npos) << b.out;
     EXPECT_EQ(b.out.find('\n'), b.out.size() - 1) << b.out;
+}
+
+// Accuracy mode scores SQuAD v1.1 (MLPerf Inference's BERT): a SQuAD 2.0 file is refused with a
+// hint bench can act on, not `squad`'s --version_2_with_negative, which bench has not.
+TEST(ScenarioCli, AccuracyModeRefusesASquad2File) {
+    const std::string v1 = tmp("v1.json"), v2 = tmp("v2.json"), dir = tmp("v2run");
+    const std::string doc = R"({"version": "V", "data": [{"title": "t", "paragraphs": [{"context": "alpha beta",
+        "qas": [{"id": "q1", "question": "which", "answers": A}]}]}]})";
+    std::ofstream(v1) << std::regex_replace(doc, std::regex("A"), R"([{"text": "beta", "answer_start": 6}])");
+    std::ofstream(v2) << std::regex_replace(doc, std::regex("A"), R"([], "is_impossible": true)");
+    fs::remove_all(dir);  // a span model: one update on one question
+    const auto t = run_bertbench("squad --model=tiny --vocab_file=" + golden("vocab.txt") + " --train_file=" + v1 +
+                                 " --do_train --max_seq_length=32 --max_query_length=8 --train_batch_size=1 --num_train_epochs=1 "
+                                 "--threads=1 --output_dir=" + dir);
+    ASSERT_EQ(t.exit_code, 0) << t.out;
+    const auto a = run_bertbench("bench --task=squad --seq_len=32 --max_query_length=8 --threads=1 --scenario=offline --scenario_mode=accuracy "
+                                 "--init_checkpoint=" + dir + "/model.ckpt-1 --vocab_file=" + golden("vocab.txt") +
+                                 " --predict_file=" + v2);
+    EXPECT_EQ(a.exit_code, 1) << a.out;
+    EXPECT_NE(a.out.find(v2 + ": question \"q1\": is_impossible is true (a SQuAD 2.0 file), expected a SQuAD 1.1 "
+                         "file (hint: a SQuAD v1.1 file such as dev-v1.1.json: accuracy mode scores v1.1"),
+              std::string::npos) << a.out;
+    EXPECT_EQ(a.out.find("--version_2_with_negative"), std::string::npos) << a.out;
+    const size_t error = a.out.find("bertbench bench: error: ");
+    EXPECT_EQ(a.out.find('\n', error), a.out.size() - 1) << a.out;  // one line, the last
 }
 
 TEST(ScenarioCli, ScheduleForAnExternalSut) {

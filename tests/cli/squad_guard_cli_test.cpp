@@ -2,7 +2,8 @@
 // outputs, on the real binary: a NaN logit is refused where run_squad.py's Python sort would rank
 // it (run_qa.py's numpy order takes it); bad raw results leave --transformers_qa's output
 // directory empty; a predict file the metric cannot score is refused before anything is written;
-// a question id holding a NUL is printed whole by the metric's lines.
+// a question id holding a NUL is printed whole by the metric's lines; one process per
+// --output_dir, whatever the mode.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -107,6 +108,26 @@ TEST(SquadGuardCli, PredictionIsOneProcessPerOutputDir) {
     EXPECT_FALSE(fs::exists(out + "/predictions.json"));
     EXPECT_EQ(run_bertbench(predict(out, data, raw)).exit_code, 0);  // once it is free
     EXPECT_TRUE(fs::exists(out + "/predictions.json"));
+}
+
+// The command holds the lock from the start to its end, for every mode: --features_only (which
+// trains nothing) too, and the training loop does not take it a second time.
+TEST(SquadGuardCli, FeaturesOnlyIsOneProcessPerOutputDir) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset());
+    const std::string out = tmp.path + "/out";
+    fs::create_directories(out);
+    const std::string cmd = "squad --vocab_file=" + golden("vocab.txt") + " --do_train --train_file=" + data +
+                            " --features_only --threads=1 --max_seq_length=16 --doc_stride=8 "
+                            "--max_query_length=4 --output_dir=" + out;
+    const auto r = run_shell("flock " + out + " " + bertbench_path() + " " + cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--output_dir=" + out + ": another bertbench run is using this directory now"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out + "/train.tf_record"));
+    const auto free = run_bertbench(cmd);
+    EXPECT_EQ(free.exit_code, 0) << free.out;
+    EXPECT_TRUE(fs::exists(out + "/train.tf_record"));
 }
 
 TEST(SquadGuardCli, MetricLinesPrintAnIdWithANulWhole) {
