@@ -14,6 +14,7 @@ docs/compatibility.md has the table.
 import json
 import math
 import os
+import re
 
 import intel_launch_support as support
 from intel_launch_support import Refused
@@ -87,9 +88,16 @@ def data_flags(s):
     if odd:
         raise Refused("--input_dir=%s: %s: expected HDF5 shards named .hdf5/.h5 (bertbench picks "
                       "the reader by the name)" % (s.input_dir, odd[0]))
+    # --input_file is a comma list of globs: each file as an item that matches it alone (its
+    # wildcards escaped for fnmatch); a comma cannot be carried
+    paths = [os.path.join(s.input_dir, f) for f in names]
+    comma = [p for p in paths if "," in p]
+    if comma:
+        raise Refused("--input_dir=%s: %s: a name holding a comma, expected none (bertbench's "
+                      "--input_file is split at commas; hint: rename it)" % (s.input_dir, comma[0]))
     # the widths from the data, as the script takes them (its --max_predictions_per_seq only caps
     # rows that have no mask at all)
-    return ["--input_file=" + ",".join(os.path.join(s.input_dir, f) for f in names),
+    return ["--input_file=" + ",".join(re.sub(r"([*?[\\])", r"\\\1", p) for p in paths),
             "--max_seq_length=0", "--max_predictions_per_seq=0"]
 
 

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,13 @@ int main(int argc, char** argv) {
             bertbench::model::set_engine_environment(
                 {bertbench::model::attention_kernel_from_environment(), bertbench::sysinfo::memory_bytes()});
             const int rc = c.run(argc - 1, argv + 1);
+            // A result printed to stdout that never reached it (a full disk, /dev/full) fails the
+            // command: `eval ... > metrics.json` must not leave an empty file and exit 0
+            std::cout.flush();
+            errno = 0;
+            if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)
+                bertbench::fail("stdout: could not write the output: {}",
+                                errno != 0 ? std::strerror(errno) : "a write failed (is the disk full?)");
             bertbench::dist::finalize();
             return rc;
         } catch (const bertbench::Error& e) {

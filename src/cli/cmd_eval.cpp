@@ -31,8 +31,9 @@ int cmd_eval(int argc, char** argv) {
     f.add("bert_config_file", &config_file, "bert_config.json (default: the checkpoint's own)");
     f.add("model", &preset, "instead of --bert_config_file: a preset name");
     f.add("init_checkpoint", &checkpoint,
-          "weights: a bertbench safetensors checkpoint, a Hugging Face BERT safetensors file or a "
-          "TensorFlow checkpoint prefix (PREFIX.index, PREFIX.data-*; give --bert_config_file)");
+          "weights: a bertbench safetensors checkpoint, a Hugging Face BERT safetensors file, a "
+          "PyTorch .pt/.bin state dict or a TensorFlow checkpoint prefix (PREFIX.index, "
+          "PREFIX.data-*; give --bert_config_file)");
     f.add("input_file", &input,
           "eval TFRecords or NVIDIA HDF5 shards (.hdf5/.h5): comma list of files/globs");
     f.add("eval_batch_size", &eval_batch_size, "sequences per eval batch");

@@ -59,7 +59,7 @@ int cmd_pick_eval(int argc, char** argv) {
                            "--input_tfrecord");
     {
         const std::filesystem::path out(output_tfrecord);
-        remove_stale_temporaries(out.parent_path().string(), out.filename().string() + ".tmp.");
+        remove_stale_temporaries(out.parent_path().string(), out.filename().string());
     }
 
     const auto tic = std::chrono::steady_clock::now();

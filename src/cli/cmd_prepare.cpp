@@ -160,7 +160,7 @@ int cmd_prepare(int argc, char** argv) {
         check_output_not_input(out, flag, inputs, "--input_file");
         check_output_not_input(out, flag, {vocab_file}, "--vocab_file");
         const std::filesystem::path p(out);
-        remove_stale_temporaries(p.parent_path().string(), p.filename().string() + ".tmp.");
+        remove_stale_temporaries(p.parent_path().string(), p.filename().string());
     }
     std::string ref_log;
     // Progress on a terminal (erased when done), or with --verbose; never in a plain run's

@@ -305,8 +305,8 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("init_checkpoint", &o.init_checkpoint,
           "initial weights: a TensorFlow checkpoint prefix (PREFIX.index: the model's variables "
           "only, optimizer state and global_step ignored), a bertbench safetensors checkpoint "
-          "(TF names) or a Hugging Face BERT "
-          "safetensors file; optimizer state starts at zero");
+          "(TF names), a Hugging Face BERT safetensors file or a PyTorch .pt/.bin state dict "
+          "(Hugging Face's or NVIDIA's names); optimizer state starts at zero");
     f.add("train_batch_size", &o.train_batch_size,
           "sequences per micro-batch, GLOBAL: under mpirun -np N each rank takes 1/N");
     f.add("eval_batch_size", &o.eval_batch_size, "sequences per eval batch");

@@ -253,7 +253,8 @@ int cmd_squad(int argc, char** argv) {
     flags.add("model", &o.model, "a preset instead of --bert_config_file: tiny, mini, small, medium, "
               "base, large (not in run_squad.py)");
     flags.add("init_checkpoint", &o.init_checkpoint,
-              "weights to fine-tune (pretrained: bertbench, Hugging Face or TF checkpoint) or, "
+              "weights to fine-tune (pretrained: bertbench, Hugging Face, PyTorch .pt/.bin or TF "
+              "checkpoint) or, "
               "without --do_train, a fine-tuned checkpoint to predict with");
     flags.add("do_lower_case", &o.do_lower_case, "lower-case and strip accents (uncased models)");
     flags.add("do_train", &o.do_train, "fine-tune on --train_file (writes train.tf_record first)");

@@ -61,11 +61,17 @@ int cmd_tokenize(int argc, char** argv) {
     std::vector<std::string> tokens;
     std::vector<int32_t> ids;
     char buf[1 << 16];
-    size_t n;
+    size_t n, line_no = 0;
     auto emit = [&](std::string_view text) {
         tokens.clear();
         ids.clear();
-        tok.tokenize(text, nullptr, &tokens, &ids);
+        ++line_no;
+        try {
+            tok.tokenize(text, nullptr, &tokens, &ids);
+        } catch (const Error& e) {  // the lines before it printed, as the reference prints them
+            std::fwrite(out.data(), 1, out.size(), stdout);
+            fail("stdin line {}: {}", line_no, e.what());
+        }
         out += "{\"tokens\": [";
         for (size_t i = 0; i < tokens.size(); ++i) {
             if (i) out += ", ";

@@ -52,7 +52,10 @@ std::string training_files(const std::string& dir) {
              others == 1 ? "y" : "ies");
     std::sort(files.begin(), files.end());
     std::string list;
-    for (const std::string& f : files) list += (list.empty() ? "" : ",") + f;
+    for (const std::string& f : files) {
+        if (!list.empty()) list += ',';
+        list += list_item_for_file(f, "--input_dir");  // read as listed, never as a pattern
+    }
     return list;
 }
 

@@ -76,7 +76,7 @@ void add_squad_hints(Flags& f) {
 
 void TokenizationFlags::add(Flags& f) {
     f.add("preserve_unused_tokens", &preserve_unused_tokens,
-          "google's tokenization.py flag: False (its default) only; True would keep [unusedN] "
+          "MLPerf's tokenization.py flag: False (its default) only; True would keep [unusedN] "
           "vocabulary tokens whole, which bertbench's tokenizer does not");
 }
 

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 
 namespace bertbench {
@@ -384,8 +385,10 @@ bool Flags::parse(int argc, char** argv) {
             std::string hint;
             for (const auto& [foreign, h] : hints_)
                 if (foreign == name) hint = " (" + h + ")";
-            errors.push_back(fmt::format("unknown flag --{}{}", name,
-                                         hint.empty() ? suggestion(name) : hint));
+            if (hint.empty()) hint = suggestion(name);
+            if (hint.empty() && positional_allowed_ && arg[1] != '-')  // "-p.json": a file's name?
+                hint = " (a file whose name starts with '-': ./" + arg + ", or -- before it)";
+            errors.push_back(fmt::format("unknown flag {}{}", arg.substr(0, arg.find('=')), hint));
             // `--name value` of another script: the value belongs to the unknown flag and is not
             // a second error ("unexpected argument"). Only where no positional argument is taken.
             if (!has_value && !positional_allowed_ && i + 1 < argc && argv[i + 1][0] != '-')
@@ -405,6 +408,13 @@ bool Flags::parse(int argc, char** argv) {
                 errors.push_back(fmt::format("flag --{} needs a value", name));
                 continue;
             }
+        }
+        // every flag is recorded in the run's JSON files (config.json, a checkpoint's metadata)
+        if (const size_t bad = json_safe::invalid_utf8_at(value); bad != std::string::npos) {
+            errors.push_back(fmt::format("flag --{}: byte {} of its value (0x{:02x}) is not UTF-8, expected UTF-8 "
+                                         "text, which the run's JSON files can record (hint: rename that file or "
+                                         "directory)", name, bad, static_cast<unsigned char>(value[bad])));
+            continue;
         }
         try {
             assign(*f, value, name);

@@ -30,11 +30,17 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     // full?)" when the rename fails after all the work.
     target_ = output_target(path_, &stream_);
     if (stream_) {
-        file_ = std::fopen(path_.c_str(), "wb");
+        // /dev/stdout and the like: through the open descriptor, after what was printed before
+        // (opening the file a redirection points it at would truncate it)
+        const int fd = named_descriptor(path_);
+        if (fd >= 0) std::fflush(nullptr);
+        const int copy = fd >= 0 ? ::dup(fd) : -1;
+        file_ = copy >= 0 ? ::fdopen(copy, "wb") : fd >= 0 ? nullptr : std::fopen(path_.c_str(), "wb");
+        if (file_ == nullptr && copy >= 0) ::close(copy);
         if (file_ == nullptr) fail("{}: cannot open for writing: {}", path_, std::strerror(errno));
         return;
     }
-    tmp_ = target_ + ".tmp." + std::to_string(getpid());
+    tmp_ = temporary_path(target_);
     file_ = std::fopen(tmp_.c_str(), "wb");
     if (file_ == nullptr) fail("{}: cannot create file: {}", path_, std::strerror(errno));
     register_temporary(tmp_);
@@ -77,8 +83,23 @@ void AtomicFile::commit() {
              std::strerror(ok ? rename_err : err));
 }
 
+int named_descriptor(const std::string& path) {
+    int fd = -1;
+    if (path == "/dev/stdout") fd = 1;
+    if (path == "/dev/stderr") fd = 2;
+    for (const std::string_view dir : {"/dev/fd/", "/proc/self/fd/"})
+        if (path.starts_with(dir) && path.size() > dir.size() && path.size() <= dir.size() + 6 &&
+            path.find_first_not_of("0123456789", dir.size()) == std::string::npos)
+            fd = std::stoi(path.substr(dir.size()));
+    return fd >= 0 && ::fcntl(fd, F_GETFD) != -1 ? fd : -1;
+}
+
 std::string output_target(const std::string& path, bool* stream) {
     *stream = false;
+    if (named_descriptor(path) >= 0) {  // whatever it is open on: written into, never replaced
+        *stream = true;
+        return path;
+    }
     // The kernel's view first: it follows every link, /proc/self/fd's included ("pipe:[N]").
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
@@ -380,7 +401,18 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
     std::vector<std::string> out, left_out;
     for (const std::string& pattern : split_commas(list)) {
         std::vector<std::string> matches = tf_matching_paths(pattern);
-        if (matches.empty()) fail("{}: \"{}\" matches no file", flag, pattern);
+        if (matches.empty()) {
+            // a file whose name the list's syntax took apart: say so
+            std::error_code ec;
+            std::string hint;
+            if (list.find(',') != std::string::npos && stdfs::is_regular_file(list, ec))
+                hint = fmt::format(" (hint: \"{}\" is a file, but {} is a comma list, as the references' "
+                                   "is: rename the file to a name without a comma)", list, flag);
+            else if (pattern.find_first_of(kWildcards) != std::string::npos && stdfs::exists(pattern, ec))
+                hint = fmt::format(" (hint: that is a file, but its * ? [ \\ are wildcards here, as in "
+                                   "tf.gfile.Glob: \"{}\" names it)", list_item_for_file(pattern, flag));
+            fail("{}: \"{}\" matches no file{}", flag, pattern, hint);
+        }
         if (order == GlobOrder::sorted) std::sort(matches.begin(), matches.end());
         const bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
         size_t kept = 0;
@@ -404,6 +436,18 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
                   "{}", flag, left_out.size(), names);
     }
     if (out.empty()) fail("{}: no input files given", flag);
+    return out;
+}
+
+std::string list_item_for_file(const std::string& path, const std::string& flag) {
+    if (path.find(',') != std::string::npos)
+        fail("{}: {}: a name holding a comma, expected none (bertbench's file lists are split at "
+             "commas, as the references' --input_file is; hint: rename it)", flag, path);
+    std::string out;
+    for (const char c : path) {
+        if (std::strchr(kWildcards, c) != nullptr) out += '\\';
+        out += c;
+    }
     return out;
 }
 
@@ -434,7 +478,7 @@ std::string files_and_sizes(const std::vector<std::string>& files) {
 }
 
 std::vector<std::string> paths_of_list(const std::string& list) {
-    std::vector<std::string> out;
+    std::vector<std::string> out{list};
     for (const std::string& item : split_commas(list)) {
         if (item.find_first_of("*?[") == std::string::npos) {
             out.push_back(item);
@@ -499,8 +543,22 @@ void check_output_not_in_run(const std::string& path, const std::string& flag, c
              name, dir_flag, dir);
 }
 
-int remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+namespace {
+constexpr size_t kTemporaryStemMax = 255 - 15;  // NAME_MAX less ".tmp." and a pid's 10 digits
+std::string temporary_stem(const std::string& name) {
+    return name.size() > kTemporaryStemMax ? name.substr(0, kTemporaryStemMax) : name;
+}
+}  // namespace
+
+std::string temporary_path(const std::string& target) {
+    const std::filesystem::path p(target);
+    return (p.parent_path() / (temporary_stem(p.filename().string()) + ".tmp." + std::to_string(getpid())))
+        .string();
+}
+
+int remove_stale_temporaries(const std::string& dir, const std::string& output_name) {
     namespace fs = std::filesystem;
+    const std::string prefix = output_name.empty() ? "" : temporary_stem(output_name) + ".tmp.";
     std::error_code ec;
     int removed = 0;
     for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {

@@ -2,7 +2,9 @@
 // renamed, so a crash or a full disk never leaves a half-written file under its final name. An
 // output that is a symbolic link is written where the link points (the link stays); one that is a
 // FIFO or a character device (/dev/null, /dev/stdout, a shell's >(...)) is written straight into
-// it, as the reference scripts' open() does; a block device or a socket is refused.
+// it, as the reference scripts' open() does; a block device or a socket is refused. /dev/stdout,
+// /dev/stderr and /dev/fd/N are written through that open descriptor, after what the process
+// printed there before, whatever it is open on (a redirection's file is not truncated or replaced).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +43,9 @@ private:
 // symbolic link followed to the end of its chain (a dangling link gives the file it names). Error
 // naming `path` for a directory, a block device, a socket or a link loop.
 std::string output_target(const std::string& path, bool* stream);
+// The open descriptor `path` names (/dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N
+// N), or -1 for any other path or a descriptor that is not open.
+int named_descriptor(const std::string& path);
 
 // Temporaries removed when the process is stopped by SIGINT, SIGTERM or SIGHUP: AtomicFile and
 // the HDF5 writer register theirs while they write. install_temporary_cleanup() sets the handler
@@ -117,6 +122,10 @@ void check_not_directory(const std::string& path, const std::string& flag, const
 enum class GlobOrder { sorted, directory };
 std::vector<std::string> expand_globs(const std::string& list, const std::string& flag,
                                       GlobOrder order = GlobOrder::sorted);
+// A listed file (NVIDIA's --input_dir) as an item of such a list that matches it alone: its
+// wildcards (* ? [ \) escaped for fnmatch. Error naming `flag` for a name holding a comma, which
+// no item of the list can carry.
+std::string list_item_for_file(const std::string& path, const std::string& flag);
 
 // Whether both paths exist and are one file (device and inode: another spelling, a hard link or
 // a symlink counts).
@@ -128,8 +137,9 @@ void check_output_not_input(const std::string& output, const std::string& output
                             const std::vector<std::string>& inputs, const std::string& input_flag);
 
 // The files a comma list of paths and globs may name, for check_output_not_input before the work:
-// each item as is, a wildcard item as glob(3) expands it; nothing has to exist (the readers report
-// what is missing).
+// each item as is, a wildcard item as glob(3) expands it, and the whole text as one path too (a
+// flag naming one file reads "c,fg.json" whole); nothing has to exist (the readers report what is
+// missing).
 std::vector<std::string> paths_of_list(const std::string& list);
 
 // "path:size" lines of `files` (size -1 for one that cannot be read), for the ranks of an mpirun
@@ -151,9 +161,13 @@ void check_output_not_in_run(const std::string& path, const std::string& flag, c
                              const std::string& dir_flag, const std::vector<std::string>& names,
                              const std::vector<std::string>& prefixes = {});
 
-// Removes the temporaries "<prefix>*.tmp.<pid>" in `dir` whose process <pid> no longer runs (an
-// AtomicFile of a killed run), logging each; `prefix` "" = every such file. Returns how many.
-int remove_stale_temporaries(const std::string& dir, const std::string& prefix = "");
+// Removes the temporaries "*.tmp.<pid>" in `dir` whose process <pid> no longer runs (an
+// AtomicFile of a killed run), logging each; only those of the output file named `output_name`
+// when one is given. Returns how many.
+int remove_stale_temporaries(const std::string& dir, const std::string& output_name = "");
+// The temporary an output file is written under before its rename: "<name>.tmp.<pid>" beside it,
+// the name cut to leave room for the suffix where it is within 15 bytes of NAME_MAX (255).
+std::string temporary_path(const std::string& target);
 // True for a name bertbench writes beside its outputs: "*.tmp.<digits>" or "*.meta.json".
 bool is_own_temporary_or_sidecar(const std::string& filename);
 

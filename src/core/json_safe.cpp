@@ -16,6 +16,14 @@ void put_quoted(std::string& out, std::string_view s, size_t budget) {
     size_t i = 0;
     for (; i < s.size() && out.size() < budget; ++i) {
         const unsigned char c = static_cast<unsigned char>(s[i]);
+        // a well-formed UTF-8 character above the C1 controls as it is (a file name in any script)
+        const size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 1;
+        const bool c1_control = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+        if (n > 1 && i + n <= s.size() && !c1_control && invalid_utf8_at(s.substr(i, n)) == std::string_view::npos) {
+            out += s.substr(i, n);
+            i += n - 1;
+            continue;
+        }
         out += (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? static_cast<char>(c) : '?';
     }
     out += '"';
@@ -139,6 +147,13 @@ std::string quoted(std::string_view s, size_t max_chars) {
     std::string out;
     put_quoted(out, s, max_chars);
     return out;
+}
+
+std::string valid_utf8(std::string_view s) {
+    std::string out;
+    for (size_t bad; (bad = invalid_utf8_at(s)) != std::string_view::npos; s.remove_prefix(bad + 1))
+        out.append(s.substr(0, bad)).append("\xEF\xBF\xBD");
+    return out.append(s);
 }
 
 }  // namespace bertbench::json_safe

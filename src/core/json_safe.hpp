@@ -26,15 +26,19 @@ nlohmann::ordered_json parse_ordered(std::string_view text, const std::string& w
                                      const std::string& what, int max_depth = kMaxDepth);
 
 // A short, one-line rendering of any value for an error message: scalars as JSON, strings quoted
-// with non-printable bytes as '?', containers up to 3 levels; at most about `max_chars` long
+// with control characters, quotes, backslashes and bytes that are not UTF-8 as '?' (any script's
+// letters kept), containers up to 3 levels; at most about `max_chars` long
 // ("..." marks what was cut). Never recursive beyond 3 levels, never longer than the budget.
 std::string brief(const nlohmann::json& value, size_t max_chars = 80);
-// `s` quoted, cut to about `max_chars`, non-printable bytes as '?': "gelu", "aaaa..." (5000 bytes).
+// `s` quoted as brief() quotes strings, cut to about `max_chars`: "gelu", "aaaa..." (5000 bytes).
 std::string quoted(std::string_view s, size_t max_chars = 60);
 // `s` with every byte outside printable ASCII as '?' (names from files, in one-line summaries).
 std::string printable(std::string_view s);
 // The index of the first byte of `s` that is not part of well-formed UTF-8 (RFC 3629: no overlong
 // forms, no surrogates, at most U+10FFFF), or npos.
 size_t invalid_utf8_at(std::string_view s);
+// `s` with each byte that is not part of well-formed UTF-8 replaced by U+FFFD (a file name that
+// JSON cannot carry as it is, in a record of what was read).
+std::string valid_utf8(std::string_view s);
 
 }  // namespace bertbench::json_safe

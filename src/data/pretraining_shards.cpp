@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/timing.hpp"
 #include "io/hdf5_shard.hpp"
@@ -28,7 +29,7 @@ nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const Pretrai
     if (::stat(job.input.c_str(), &st) != 0) fail("--input_dir: cannot stat {}", job.input);
     uint64_t vh = 0;
     for (int32_t i = 0; i < vocab.size(); ++i) vh = vh * 1000003u ^ hash_bytes(vocab.token(i));
-    nlohmann::json meta = {{"input", job.input},
+    nlohmann::json meta = {{"input", json_safe::valid_utf8(job.input)},
             {"input_size", static_cast<uint64_t>(st.st_size)},
             {"input_mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
             {"vocab_size", vocab.size()},

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "core/json_safe.hpp"
 #include "data/unicode_text.hpp"
 
 namespace bertbench::data {
@@ -271,18 +272,23 @@ void FullTokenizer::split_basic(std::string_view text) {
     }
 }
 
+// Word w's pieces, ids[mark..]: its [UNK]s as the vocabulary's id, or the reference's KeyError.
+void FullTokenizer::resolve_unk(size_t w, std::vector<int32_t>& ids, size_t mark) const {
+    for (size_t k = mark; k < ids.size(); ++k) {
+        if (ids[k] != WordpieceTokenizer::kUnk) continue;
+        if (unk_id_ < 0)
+            fail("--vocab_file {}: the word {} is not in the vocabulary, which has no \"[UNK]\" token "
+                 "(the reference raises KeyError here)", vocab_.path(), json_safe::quoted(words_[w]));
+        ids[k] = unk_id_;
+    }
+}
+
 void FullTokenizer::tokenize_ids(std::string_view text, std::vector<int32_t>& ids) {
     split_basic(text);
-    const size_t mark = ids.size();
-    for (size_t w = 0; w < words_.size(); ++w) wordpiece_.tokenize(words_[w], chars_[w], ids);
-    for (size_t k = mark; k < ids.size(); ++k) {
-        if (ids[k] == WordpieceTokenizer::kUnk) {
-            if (unk_id_ < 0)
-                fail("--vocab_file {}: a word is not in the vocabulary and the vocabulary has no "
-                     "\"[UNK]\" token (the reference raises KeyError here)",
-                     vocab_.path());
-            ids[k] = unk_id_;
-        }
+    for (size_t w = 0; w < words_.size(); ++w) {
+        const size_t mark = ids.size();
+        wordpiece_.tokenize(words_[w], chars_[w], ids);
+        resolve_unk(w, ids, mark);
     }
 }
 
@@ -292,17 +298,15 @@ void FullTokenizer::tokenize(std::string_view text, std::vector<std::string>* ba
     if (basic_tokens)
         for (size_t w = 0; w < words_.size(); ++w) basic_tokens->emplace_back(words_[w]);
     piece_ids_.clear();
-    for (size_t w = 0; w < words_.size(); ++w) wordpiece_.tokenize(words_[w], chars_[w], piece_ids_);
-    for (int32_t id : piece_ids_) {
-        if (tokens) tokens->push_back(id == WordpieceTokenizer::kUnk ? "[UNK]" : vocab_.token(id));
-        if (ids) {
-            if (id == WordpieceTokenizer::kUnk && unk_id_ < 0)
-                fail("--vocab_file {}: a word is not in the vocabulary and the vocabulary has no "
-                     "\"[UNK]\" token (the reference raises KeyError here)",
-                     vocab_.path());
-            ids->push_back(id == WordpieceTokenizer::kUnk ? unk_id_ : id);
-        }
+    for (size_t w = 0; w < words_.size(); ++w) {
+        const size_t mark = piece_ids_.size();
+        wordpiece_.tokenize(words_[w], chars_[w], piece_ids_);
+        for (size_t k = mark; k < piece_ids_.size(); ++k)
+            if (tokens)
+                tokens->push_back(piece_ids_[k] == WordpieceTokenizer::kUnk ? "[UNK]" : vocab_.token(piece_ids_[k]));
+        if (ids) resolve_unk(w, piece_ids_, mark);
     }
+    if (ids) ids->insert(ids->end(), piece_ids_.begin(), piece_ids_.end());
 }
 
 }  // namespace bertbench::data

@@ -88,6 +88,7 @@ public:
 
 private:
     void split_basic(std::string_view text);  // into words_ / chars_
+    void resolve_unk(size_t w, std::vector<int32_t>& ids, size_t mark) const;
     const Vocab& vocab_;
     bool transformers_, lower_;
     BasicTokenizer basic_;

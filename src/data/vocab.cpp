@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
+#include "core/log.hpp"
 #include "data/unicode_text.hpp"
 
 namespace bertbench::data {
@@ -98,9 +99,12 @@ Vocab Vocab::from_text(std::string_view bytes, const std::string& where) {
     std::vector<int32_t> unique_first;
     for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
         const std::string& t = v.lines_[static_cast<size_t>(id)];
-        if (first.find(t, v.lines_) < 0) {
+        if (const int32_t seen = first.find(t, v.lines_); seen < 0) {
             first.insert(t, id);
             unique_first.push_back(id);
+        } else if (v.repeat_line_ == 0) {
+            v.repeat_line_ = static_cast<size_t>(id) + 1;
+            v.repeat_first_line_ = static_cast<size_t>(seen) + 1;
         }
     }
     std::vector<int32_t> last_of_first(n, -1);
@@ -131,6 +135,13 @@ Vocab Vocab::load(const std::string& path) {
     Vocab v = from_text(read_file(path), path);
     if (v.lines_.empty())
         fail("--vocab_file {}: the vocabulary is empty (expected one WordPiece token per line)", path);
+    // google's load_vocab (dict assignment): the repeat's id is its last line's, every id its line's;
+    // MLPerf's copy skips a token already read, numbering the lines after it one lower
+    if (v.repeat_line_ != 0)
+        log::warn("--vocab_file {}: line {} repeats the token {} of line {}; ids follow google's "
+                  "tokenization.py (each line's number; the token's id is its last line's), not MLPerf's "
+                  "copy (which skips the repeat and numbers the lines after it one lower)",
+                  path, v.repeat_line_, json_safe::quoted(v.lines_[v.repeat_line_ - 1]), v.repeat_first_line_);
     return v;
 }
 

@@ -53,7 +53,7 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
     const std::string target = output_target(path, &stream);  // a link: the file it points at
     if (stream)
         fail("{}: not a regular file (an HDF5 file is written with seeks), expected one", path);
-    const std::string tmp = target + ".tmp." + std::to_string(getpid());
+    const std::string tmp = temporary_path(target);
     struct RemoveTmp {
         const std::string& p;
         bool keep = false;

@@ -233,6 +233,9 @@ void TrainLoop::setup() {
     if (o_.do_train) o_.schedule.validate();  // its flags' errors before any set-up is said
 
     std::error_code ec;
+    if (fs::is_symlink(o_.output_dir, ec) && !fs::exists(o_.output_dir, ec))
+        fail("--output_dir={}: a symbolic link to {}, which does not exist (expected a directory, or "
+             "no such path)", o_.output_dir, fs::read_symlink(o_.output_dir, ec).string());
     fs::create_directories(o_.output_dir, ec);
     if (ec || !fs::is_directory(o_.output_dir))
         fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
@@ -274,17 +277,20 @@ void TrainLoop::check_outputs_are_not_inputs() const {
 // model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
 // path; its sizes cannot change, as the checkpoint's tensors would not fit.
 json input_paths(const json& flags) {
-    // The flags that name input files, each comma item as an absolute path with its symlinks
-    // resolved (a glob's pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the
-    // run's directory are one file to a resume started elsewhere.
-    static const char* const kPathFlags[] = {"input_file", "eval_input_file", "train_file", "predict_file",
-                                             "vocab_file", "bert_config_file", "init_checkpoint"};
+    // The flags that name input files as an absolute path with its symlinks resolved (a glob's
+    // pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the run's directory are one
+    // file to a resume started elsewhere. The comma lists, each item; the others whole (a file's
+    // name may hold a comma).
+    static const std::pair<const char*, bool> kPathFlags[] = {
+        {"input_file", true}, {"eval_input_file", true}, {"train_file", false},     {"predict_file", false},
+        {"vocab_file", false}, {"bert_config_file", false}, {"init_checkpoint", false}};
     json out = json::object();
-    for (const char* k : kPathFlags) {
+    for (const auto& [k, list] : kPathFlags) {
         const auto it = flags.find(k);
         if (it == flags.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+        const std::string& text = it->get<std::string>();
         std::string joined;
-        for (const std::string& item : split_commas(it->get<std::string>())) {
+        for (const std::string& item : list ? split_commas(text) : std::vector<std::string>{text}) {
             std::error_code ec;
             fs::path p = fs::weakly_canonical(fs::absolute(item, ec), ec);
             if (ec) p = fs::absolute(item, ec).lexically_normal();
@@ -465,6 +471,11 @@ int TrainLoop::run() {
             dp_->require_same_weights(params_->span(), "at the start (from " + from + ")",
                                       "every rank must load the same checkpoint file");
         }
+        if (state_.finished) {  // nothing is written (an archived, read-only run checks too)
+            log::info("the run in {} already finished ({}) at step {}; nothing to do "
+                      "(results.json)", o_.output_dir, state_.status, global_step());
+            return 0;
+        }
         write_config_json();
         // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.
         const auto num = [](const json& j, const char* key) {
@@ -475,11 +486,6 @@ int TrainLoop::run() {
         if (root_)
             for (const json& j : truncate_jsonl(path("train_log.jsonl"), "step", global_step()))
                 loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
-        if (state_.finished) {
-            log::info("the run in {} already finished ({}) at step {}; nothing to do "
-                      "(results.json)", o_.output_dir, state_.status, global_step());
-            return 0;
-        }
         task_.on_start(*this, resume_from_.empty());
         started_ = true;
         segment_start_ = now_s();

@@ -67,6 +67,10 @@ TEST(JsonSafe, BriefIsShort) {
               R"({"a": [1, 2], "b": null})");
     EXPECT_EQ(json_safe::brief(nlohmann::json::parse(nested(5))), "[[[[...] of 1]]]");
     EXPECT_EQ(json_safe::quoted("a\nb\"c"), "\"a?b?c\"");
+    // letters of any script kept; a C1 control, a stray or cut UTF-8 byte, an overlong form: '?'
+    EXPECT_EQ(json_safe::quoted("tr\xc3\xa4 \xe6\x97\xa5 \xf0\x9f\x98\x80"), "\"tr\xc3\xa4 \xe6\x97\xa5 \xf0\x9f\x98\x80" "\"");
+    EXPECT_EQ(json_safe::quoted("a\xc2\x85" "b\xff" "c\xe6\x97"), "\"a??b?c??\"");
+    EXPECT_EQ(json_safe::quoted("\xc0\xaf"), "\"??\"");
     const std::string s = json_safe::brief(nlohmann::json(std::string(100000, 'y')));
     EXPECT_LT(s.size(), 120u);
     EXPECT_NE(s.find("(100000 bytes)"), std::string::npos) << s;

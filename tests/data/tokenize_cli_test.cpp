@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -75,6 +76,39 @@ TEST(TokenizeCli, JsonLinesMatchLibrary) {
     EXPECT_NE(std::system(refused.c_str()), 0);
     EXPECT_NE(read_file(dir + "/err.txt").find("error: --preserve_unused_tokens=True: expected False"),
               std::string::npos) << read_file(dir + "/err.txt");
+    fs::remove_all(dir);
+}
+
+// A vocabulary without [UNK]: lines tokenize until a word needs it, then the reference's KeyError,
+// here one line naming the input line and the word, after the lines before it were written. A
+// vocabulary repeating a token: google's ids (each line's number), with a warning naming both lines.
+TEST(TokenizeCli, MissingUnkNamesTheLineAndWordAndRepeatsAreSaid) {
+    const std::string bin = binary();
+    if (bin.empty()) GTEST_SKIP() << "bertbench binary not built";
+    char tmpl[] = "/tmp/bb_tokcli_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    write_file_atomic(dir + "/vocab.txt", "[PAD]\n[CLS]\n[SEP]\nthe\nfox\n");
+    std::string input;
+    for (int i = 0; i < 5000; ++i) input += "the fox\n";
+    write_file_atomic(dir + "/in.txt", input + "the zzz\nfox\n");
+    const std::string cmd = bin + " tokenize --vocab_file=" + dir + "/vocab.txt < " + dir + "/in.txt > " + dir +
+                            "/out.jsonl 2> " + dir + "/err.txt";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    const std::string err = read_file(dir + "/err.txt");
+    EXPECT_NE(err.find("error: stdin line 5001: --vocab_file " + dir + "/vocab.txt: the word \"zzz\" is not in the "
+                       "vocabulary, which has no \"[UNK]\" token"),
+              std::string::npos) << err;
+    const std::string out = read_file(dir + "/out.jsonl");
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5000);
+    write_file_atomic(dir + "/repeat.txt", "[UNK]\nthe\nfox\nthe\ndog\n");
+    write_file_atomic(dir + "/in2.txt", "the dog fox\n");
+    const std::string cmd2 = bin + " tokenize --vocab_file=" + dir + "/repeat.txt < " + dir + "/in2.txt > " + dir +
+                             "/out2.jsonl 2> " + dir + "/err2.txt";
+    EXPECT_EQ(std::system(cmd2.c_str()), 0);
+    EXPECT_EQ(read_file(dir + "/out2.jsonl"), R"({"tokens": ["the", "dog", "fox"], "ids": [3, 4, 2]})" "\n");
+    EXPECT_NE(read_file(dir + "/err2.txt").find("repeat.txt: line 4 repeats the token \"the\" of line 2; ids "
+                                                "follow google's tokenization.py"),
+              std::string::npos) << read_file(dir + "/err2.txt");
     fs::remove_all(dir);
 }
 
