@@ -280,7 +280,9 @@ int cmd_squad(int argc, char** argv) {
     flags.add("version_2_with_negative", &o.version_2_with_negative,
               "SQuAD 2.0: questions may have no answer (is_impossible); writes null_odds.json");
     flags.add("null_score_diff_threshold", &o.null_score_diff_threshold,
-              "SQuAD 2.0: predict no answer when null score - best non-null score > this");
+              "SQuAD 2.0: predict no answer when null score - best non-null score > this (inf: "
+              "always an answer, as absl's float reads it)");
+    flags.allow_infinity("null_score_diff_threshold");
     flags.add("raw_results", &o.raw_results,
               "decode predictions from this raw-logits file (one JSON line per eval feature: unique_id, "
               "start_logits, end_logits) instead of running a model (not in run_squad.py)");
@@ -321,10 +323,13 @@ int cmd_squad(int argc, char** argv) {
     if (!flags.parse(argc, argv)) return 0;
     tokenization.check();
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
+    const std::string init_checkpoint_given = o.init_checkpoint;
     o.init_checkpoint = model::resolve_checkpoint_name(o.init_checkpoint, "--init_checkpoint");
     const int ranks = dist::world().size();
     const std::string nvidia =
         apply_nvidia_pt_squad(flags, nvpt, o, o.do_lower_case, ranks);
+    if (nvidia.empty() && !o.transformers_squad && !o.transformers_qa)  // google's (and NGC TF's) script
+        check_case_matches_checkpoint(o.do_lower_case, init_checkpoint_given);
     apply_ngc_tf_squad(flags, ngc, o, ranks);
     apply_nvidia_pt_loss_scale(nvidia, o.precision_flags.loss_scale);
     nvpt.default_json_summary(flags, nvidia);

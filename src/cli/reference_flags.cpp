@@ -1,6 +1,8 @@
 #include "cli/reference_flags.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <regex>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -78,6 +80,23 @@ void TokenizationFlags::add(Flags& f) {
     f.add("preserve_unused_tokens", &preserve_unused_tokens,
           "MLPerf's tokenization.py flag: False (its default) only; True would keep [unusedN] "
           "vocabulary tokens whole, which bertbench's tokenizer does not");
+}
+
+void check_case_matches_checkpoint(bool do_lower_case, const std::string& init_checkpoint) {
+    static const std::regex kModelDir("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt");  // re.match: a prefix
+    std::smatch m;
+    if (init_checkpoint.empty() || !std::regex_search(init_checkpoint, m, kModelDir)) return;
+    const std::string model = m[1];
+    static const char* const kLower[] = {"uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+                                         "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12"};
+    static const char* const kCased[] = {"cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
+                                         "multi_cased_L-12_H-768_A-12"};
+    const auto in = [&](const auto& names) { return std::find(std::begin(names), std::end(names), model) != std::end(names); };
+    if (!(in(kLower) && !do_lower_case) && !(in(kCased) && do_lower_case)) return;
+    fail("--do_lower_case={} with --init_checkpoint={}: {} is a {} model, expected --do_lower_case={} so that "
+         "fine-tuning matches its pre-training (run_squad.py's validate_case_matches_checkpoint raises "
+         "ValueError here)", do_lower_case ? "True" : "False", init_checkpoint, model,
+         do_lower_case ? "cased" : "lowercased", do_lower_case ? "False" : "True");
 }
 
 void TokenizationFlags::check() const {

@@ -33,6 +33,11 @@ struct TokenizationFlags {
     void check() const;
 };
 
+// google's tokenization.validate_case_matches_checkpoint, which run_squad.py runs first: an
+// --init_checkpoint of the form .../<model>/bert_model.ckpt* whose <model> is one of Google's
+// released uncased (cased) models with --do_lower_case=False (True) is refused, as its ValueError.
+void check_case_matches_checkpoint(bool do_lower_case, const std::string& init_checkpoint);
+
 // PerfZero / TF2 pretraining flags: they count optimizer updates and --train_batch_size is the
 // global batch per update. Registered by add(); cmd_pretrain turns them into bertbench's
 // micro-step options after parsing.

@@ -124,7 +124,7 @@ Flags::Flags(std::string command, std::string summary)
 
 void Flags::add_flag(const std::string& name, Target target, const std::string& help) {
     BB_CHECK(find(name) == nullptr);
-    Flag f{name, help, "", target, false, "", ""};
+    Flag f{name, help, "", target, false, false, "", ""};
     std::visit([&](auto* p) { f.default_text = show(*p); }, target);
     flags_.push_back(std::move(f));
 }
@@ -135,6 +135,11 @@ void Flags::add(const std::string& n, int* v, const std::string& h) { add_flag(n
 void Flags::add(const std::string& n, int64_t* v, const std::string& h) { add_flag(n, v, h); }
 void Flags::add(const std::string& n, uint64_t* v, const std::string& h) { add_flag(n, v, h); }
 void Flags::add(const std::string& n, double* v, const std::string& h) { add_flag(n, v, h); }
+void Flags::allow_infinity(const std::string& n) {
+    Flag* f = find(n);
+    BB_CHECK(f != nullptr && std::holds_alternative<double*>(f->target));
+    f->infinity_ok = true;
+}
 
 void Flags::allow_positional(const std::string& usage) {
     positional_allowed_ = true;
@@ -257,7 +262,8 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                 char* end = nullptr;
                 errno = 0;
                 const double v = std::strtod(text.c_str(), &end);
-                if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+                const bool infinite = std::isinf(v) && flag.infinity_ok;  // "inf", or past DBL_MAX
+                if (text.empty() || *end != '\0' || (errno == ERANGE && !infinite) || !(std::isfinite(v) || infinite))
                     fail("{}: expected a number, got \"{}\"", what, text);
                 *p = v;
             } else if constexpr (std::is_same_v<T, uint64_t>) {  // LoadGen's seeds: digits only

@@ -28,6 +28,9 @@ public:
     void add(const std::string& name, int64_t* value, const std::string& help);
     void add(const std::string& name, uint64_t* value, const std::string& help);  // 0 .. 2^64 - 1
     void add(const std::string& name, double* value, const std::string& help);
+    // A number flag that takes an infinity too, as Python's float() reads it ("inf", "-inf",
+    // "Infinity", "1e999"): a threshold where infinity means "never" (others refuse it).
+    void allow_infinity(const std::string& name);
 
     // `alias` is another script's name for the registered flag `canonical` (--model_dir for
     // --output_dir): it sets that flag, its --noalias form too for a boolean. Giving both names
@@ -68,7 +71,7 @@ private:
     struct Flag {
         std::string name, help, default_text;
         Target target;
-        bool set = false;
+        bool set = false, infinity_ok = false;
         std::string set_as, set_text;  // the spelling and value text that set it
     };
     struct Ignored {

@@ -150,7 +150,8 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 const std::string at_q0 = fmt::format("{}.qas[{}]", at_par, q_index++);
                 const std::string& qas_id = string_member(qa, "id", at_q0);
                 const std::string at_q = fmt::format("{}: question \"{}\"", where, qas_id);
-                if (const auto [it, fresh] = first_seen.emplace(qas_id, at_q0); !fresh)
+                // predictions are keyed by id; training never reads it (merged data repeats ids)
+                if (const auto [it, fresh] = first_seen.emplace(qas_id, at_q0); !fresh && !opt.is_training)
                     fail("{} ({}): expected each question id once, got it again (first at {})",
                          at_q, at_q0.substr(where.size() + 2), it->second.substr(where.size() + 2));
                 SquadExample ex;
@@ -159,18 +160,19 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 // is_impossible (SQuAD 2.0) is only honoured with --version_2_with_negative.
                 bool impossible = false;
                 if (qa.is_object() && qa.contains("is_impossible")) {
-                    const auto& v = qa["is_impossible"];
-                    if (!v.is_boolean())
+                    const auto& v = qa["is_impossible"];  // Python's truth: a number 0 / 1 too
+                    if (!v.is_boolean() && !v.is_number())
                         fail("{}: \"is_impossible\" must be true or false, found {}", at_q, v.type_name());
-                    impossible = v.get<bool>();
+                    impossible = v.is_boolean() ? v.get<bool>() : v.get<double>() != 0;
                 }
                 if (impossible && !opt.version_2_with_negative)
                     fail("{}: is_impossible is true (a SQuAD 2.0 file), expected a SQuAD 1.1 file "
                          "(hint: {})", at_q, opt.v2_hint);
                 // For training, every answer's span must lie inside its context (the reference
                 // would crash or silently index from the end); prediction never reads answer_start
-                // (the metric reads the answers' text only), as in the reference.
-                if (opt.is_training && qa.contains("answers")) {
+                // (the metric reads the answers' text only), nor does training for an impossible
+                // question, as in the reference.
+                if (opt.is_training && qa.contains("answers") && !(impossible && opt.version_2_with_negative)) {
                     const auto& answers = array_member(qa, "answers", at_q);
                     for (const auto& ans : answers) {
                         const std::u32string text = utf8_to_u32(string_member(ans, "text", at_q));

@@ -3,6 +3,8 @@
 // [o[b], o[b+1]) of the logits z (z_stride apart), label[b] a row within it.
 // forward:  loss[b] = logsumexp(z_b) − z_b[label[b]] (double; the sums in T, as the engine always did)
 // backward: dz_b = coef · (softmax(z_b) − onehot(label[b])), written dz_stride apart (dz may be null).
+// A label outside the sequence (run_squad.py writes such positions for an answer of whitespace
+// alone) has tf.one_hot's all-zero row: loss[b] = 0 and dz_b = 0, as the reference trains on it.
 // Serial in b and in each row's order: the same bits for any thread count.
 #pragma once
 
@@ -19,6 +21,12 @@ void segment_cross_entropy(double* loss, T* dz, int dz_stride, const T* z, int z
     for (int b = 0; b < B; ++b) {
         const int o = offsets[b], n = offsets[b + 1] - o;
         const auto at = [&](int i) { return z[static_cast<size_t>(o + i) * z_stride]; };
+        T* d = dz ? dz + static_cast<size_t>(o) * dz_stride : nullptr;
+        if (labels[b] < 0 || labels[b] >= n) {
+            loss[b] = 0;
+            for (int i = 0; d && i < n; ++i) d[static_cast<size_t>(i) * dz_stride] = 0;
+            continue;
+        }
         T mx = at(0);
         for (int i = 1; i < n; ++i) mx = std::max(mx, at(i));
         T sum = 0;
@@ -26,7 +34,6 @@ void segment_cross_entropy(double* loss, T* dz, int dz_stride, const T* z, int z
         const T lse = mx + std::log(sum);
         loss[b] = static_cast<double>(lse) - static_cast<double>(at(labels[b]));
         if (!dz) continue;
-        T* d = dz + static_cast<size_t>(o) * dz_stride;
         for (int i = 0; i < n; ++i) d[static_cast<size_t>(i) * dz_stride] = coef * std::exp(at(i) - lse);
         d[static_cast<size_t>(labels[b]) * dz_stride] -= coef;
     }

@@ -228,17 +228,23 @@ TEST_P(BackendOps, Rows) {
     EXPECT_EQ(gmg->download(), gathered_masks);
 }
 
-// The span loss against a double log-softmax written out here; the strided copy exactly.
+// The span loss against a double log-softmax written out here (a label outside its sequence: no
+// loss, no gradient, as tf.one_hot's zero row gives); the strided copy exactly.
 TEST_P(BackendOps, SegmentCrossEntropyAndStridedCopy) {
     REQUIRE_OP(segment_cross_entropy);
     REQUIRE_OP(strided_copy);
-    const std::vector<int32_t> offsets = {0, 1, 8, 27}, labels = {0, 6, 11};
-    const int B = 3, N = offsets[B];
+    const std::vector<int32_t> offsets = {0, 1, 8, 27, 30, 34}, labels = {0, 6, 11, -13, 4};
+    const int B = 5, N = offsets[B];
     const std::vector<float> z2 = rand_f(2 * N, 100, 8.0);  // (N, 2): start and end columns
     const float coef = 0.37f;
     std::vector<double> loss(B), dz(2 * N, -9.0);           // the end column keeps its -9
     for (int b = 0; b < B; ++b) {
         const int o = offsets[b], n = offsets[b + 1] - o;
+        if (labels[b] < 0 || labels[b] >= n) {
+            loss[b] = 0;
+            for (int i = 0; i < n; ++i) dz[2 * (o + i)] = 0;
+            continue;
+        }
         double mx = z2[2 * o];
         for (int i = 0; i < n; ++i) mx = std::max(mx, double(z2[2 * (o + i)]));
         double sum = 0;

@@ -213,6 +213,13 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     empty.replace(empty.find(d.p128), d.p128.size(), d.tmp.file("no_shards"));
     fs::create_directories(d.tmp.file("no_shards"));
     refused(empty, "--input_dir=" + d.tmp.file("no_shards") + "/: no file whose name contains");
+    // bertbench's --input_file is a comma list: a shard whose name holds a comma is refused by name
+    std::string comma = line;
+    comma.replace(comma.find(d.p128), d.p128.size(), d.tmp.file("comma"));
+    fs::create_directories(d.tmp.file("comma"));
+    fs::copy_file(golden("hdf5/public_128_s12345_d2.hdf5"), d.tmp.file("comma") + "/part_0,1.hdf5");
+    refused(comma, "--input_dir=" + d.tmp.file("comma") + "/: " + d.tmp.file("comma") +
+                       "/part_0,1.hdf5: a name holding a comma, expected none");
     std::string typed = line;
     write_file_atomic(d.tmp.file("gpt.json"), R"({"model_type": "gpt2"})");
     typed.replace(typed.find(d.config), d.config.size(), d.tmp.file("gpt.json"));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -255,6 +256,60 @@ TEST(SquadReferenceCli, InputThatIsAnOutputIsRefusedBeforeAnyWork) {
     EXPECT_NE(r.out.find("is the same file as the input --vocab_file (" + vocab_copy +
                          ", same inode)"), std::string::npos) << r.out;
     EXPECT_EQ(slurp(vocab_copy), before);
+}
+
+// run_squad.py's validate_case_matches_checkpoint: Google's released cased model with the default
+// --do_lower_case=True (and an uncased one with False) is refused before anything is written.
+TEST(SquadReferenceCli, CaseMustMatchGooglesReleasedModel) {
+    const TmpDir tmp{"bb_squadcase"};
+    for (const std::string model : {"cased_L-12_H-768_A-12", "uncased_L-12_H-768_A-12"}) {
+        const std::string dir = tmp.file(model);
+        testing::write_tiny_bert_dir(dir, tmp.file(model + ".safetensors"));
+        const bool cased = model[0] == 'c';
+        const std::string line = "squad --vocab_file=" + dir + "/vocab.txt --bert_config_file=" + dir +
+                                 "/bert_config.json --init_checkpoint=" + dir + "/bert_model.ckpt --do_train "
+                                 "--train_file=" + golden("squad_pipeline/train-v1.1.json") + " --features_only "
+                                 "--max_seq_length=64 --max_query_length=24 --doc_stride=32 --threads=1 "
+                                 "--output_dir=" + tmp.file("out_" + model);
+        auto r = run_bertbench(line + (cased ? "" : " --do_lower_case=False"));
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find(": " + model + " is a " + (cased ? "cased" : "lowercased") + " model, expected "
+                             "--do_lower_case=" + (cased ? "False" : "True")),
+                  std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(tmp.file("out_" + model)));
+        r = run_bertbench(line + (cased ? " --do_lower_case=False" : ""));
+        EXPECT_EQ(r.exit_code, 0) << r.out;
+    }
+}
+
+// An answer of whitespace alone: run_squad.py writes start/end positions outside the window and
+// trains on them (tf.one_hot's zero row: no loss); so does bertbench. --null_score_diff_threshold
+// takes absl's float "inf": every question answered.
+TEST(SquadReferenceCli, WhitespaceAnswerTrainsAndInfiniteThresholdAnswersAll) {
+    const TmpDir tmp{"bb_squadws"};
+    const BertBaseDir b(tmp);
+    std::string context;
+    for (int i = 0; i < 20; ++i) context += " w" + std::to_string(i);
+    const json doc = {{"version", "1.1"},
+                      {"data", {{{"title", "t"},
+                                 {"paragraphs", {{{"context", context},
+                                                  {"qas", {{{"id", "a"}, {"question", "q?"},
+                                                            {"is_impossible", false},
+                                                            {"answers", {{{"text", " "}, {"answer_start", 0}}}}}}}}}}}}}};
+    const std::string data = tmp.file("ws.json");
+    write_file_atomic(data, doc.dump());
+    const std::string out = tmp.file("out");
+    const auto r = run_bertbench("squad --vocab_file=" + b.dir + "/vocab.txt --bert_config_file=" + b.dir +
+                                 "/bert_config.json --init_checkpoint=" + b.dir + "/bert_model.ckpt --do_train "
+                                 "--train_file=" + data + " --do_predict --predict_file=" + data +
+                                 " --max_seq_length=16 --doc_stride=8 --max_query_length=4 --train_batch_size=1 "
+                                 "--num_train_epochs=1 --threads=1 --version_2_with_negative "
+                                 "--null_score_diff_threshold=inf --output_dir=" + out);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const json losses = json::parse(slurp(out + "/train_log.jsonl").substr(0, slurp(out + "/train_log.jsonl").find('\n')));
+    EXPECT_TRUE(std::isfinite(losses["loss"].get<double>())) << losses.dump();
+    const json predictions = json::parse(slurp(out + "/predictions.json"));
+    EXPECT_NE(predictions["a"], "") << predictions.dump();
 }
 
 }  // namespace

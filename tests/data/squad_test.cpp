@@ -288,20 +288,37 @@ TEST(SquadFeatures, TransformersWindowsWithALongStride) {
 }
 
 // A question id used twice (issue 28 item 6): predictions and the official metric are keyed by
-// id, so the second would silently take the first's place. Refused in training and prediction.
-TEST(SquadExamples, RepeatedQuestionIdIsRefused) {
+// id, so the second would silently take the first's place: refused in prediction. Training never
+// reads an id (merged and augmented training sets repeat them): read, as run_squad.py reads them.
+TEST(SquadExamples, RepeatedQuestionIdIsRefusedInPrediction) {
     const std::string q = R"({"id":"q1","question":"Who?","answers":[{"text":"Bo","answer_start":0}]})";
     const std::string two_paragraphs =
         R"({"version":"1.1","data":[{"title":"t","paragraphs":[{"context":"Bo went home.","qas":[)" +
         q + R"(]},{"context":"Bo ran.","qas":[)" + q + "]}]}]}";
-    for (bool training : {true, false}) {
-        const std::string msg = error_of(two_paragraphs, training);
-        EXPECT_NE(msg.find("f.json: question \"q1\" (data[0].paragraphs[1].qas[0]): expected each "
-                           "question id once, got it again (first at data[0].paragraphs[0].qas[0])"),
-                  std::string::npos)
-            << msg;
-        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    }
+    const std::vector<SquadExample> read = read_squad_examples(nlohmann::json::parse(two_paragraphs), "f.json", {true, false});
+    ASSERT_EQ(read.size(), 2u);
+    EXPECT_EQ(read[1].qas_id, "q1");
+    const std::string msg = error_of(two_paragraphs, false);
+    EXPECT_NE(msg.find("f.json: question \"q1\" (data[0].paragraphs[1].qas[0]): expected each "
+                       "question id once, got it again (first at data[0].paragraphs[0].qas[0])"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+// What run_squad.py never reads is not checked: an impossible training question's answers (its
+// answer_start may lie anywhere), and is_impossible is read with Python's truth (0 / 1 too).
+TEST(SquadExamples, WhatTheReferenceNeverReadsIsNotChecked) {
+    const std::string impossible = R"({"version":"v2.0","data":[{"title":"t","paragraphs":[{"context":"Bo went.",
+        "qas":[{"id":"q1","question":"Who?","answers":[{"text":"Bo","answer_start":99}],"is_impossible":true},
+               {"id":"q2","question":"Who?","answers":[{"text":"Bo","answer_start":0}],"is_impossible":0}]}]}]})";
+    const std::vector<SquadExample> read = read_squad_examples(nlohmann::json::parse(impossible), "f.json", {true, true});
+    ASSERT_EQ(read.size(), 2u);
+    EXPECT_TRUE(read[0].is_impossible);
+    EXPECT_FALSE(read[1].is_impossible);
+    EXPECT_EQ(read[1].start_position, 0);
+    // without --version_2_with_negative the answer is read (and refused where it cannot be)
+    EXPECT_NE(error_of(impossible, true).find("is_impossible is true (a SQuAD 2.0 file)"), std::string::npos);
 }
 
 }  // namespace

@@ -73,6 +73,11 @@ __global__ void k_segment_ce(double* loss, float* dz, int dzs, const float* z, i
                              const int32_t* labels, float coef) {
     __shared__ float sh[32];
     const int b = blockIdx.x, o = offsets[b], n = offsets[b + 1] - o;
+    if (labels[b] < 0 || labels[b] >= n) {  // tf.one_hot's all-zero row: no loss, no gradient
+        if (threadIdx.x == 0) loss[b] = 0;
+        for (int i = threadIdx.x; dz && i < n; i += blockDim.x) dz[static_cast<size_t>(o + i) * dzs] = 0.f;
+        return;
+    }
     float mx = -INFINITY;
     for (int i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, z[static_cast<size_t>(o + i) * zs]);
     mx = block_max(mx, sh);
