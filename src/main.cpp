@@ -89,6 +89,13 @@ void apply_openmp_wait_policy(char** argv) {
     execv("/proc/self/exe", argv);
 }
 
+// Whether everything printed to stdout reached it (errno says why not, when a write failed now).
+bool stdout_written() {
+    errno = 0;
+    std::cout.flush();
+    return std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,7 +114,7 @@ int main(int argc, char** argv) {
     if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
         std::strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? 2 : stdout_written() ? 0 : 1;
     }
     for (const auto& c : kCommands) {
         if (std::strcmp(argv[1], c.name) != 0) continue;
@@ -129,9 +136,7 @@ int main(int argc, char** argv) {
             const int rc = c.run(argc - 1, argv + 1);
             // A result printed to stdout that never reached it (a full disk, /dev/full) fails the
             // command: `eval ... > metrics.json` must not leave an empty file and exit 0
-            std::cout.flush();
-            errno = 0;
-            if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)
+            if (!stdout_written())
                 bertbench::fail("stdout: could not write the output: {}",
                                 errno != 0 ? std::strerror(errno) : "a write failed (is the disk full?)");
             bertbench::dist::finalize();

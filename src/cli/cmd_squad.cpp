@@ -459,9 +459,7 @@ int cmd_squad(int argc, char** argv) {
     // A failed start leaves no empty directory; rank 0 alone removes it (another rank failing
     // would remove it under rank 0, which is writing into it)
     const CreatedDirCleanup cleanup(dist::world().rank() == 0 ? o.output_dir : std::string());
-    std::error_code ec;
-    fs::create_directories(o.output_dir, ec);
-    if (ec) fail("--output_dir {}: cannot create it: {}", o.output_dir, ec.message());
+    make_output_dir(o.output_dir, "--output_dir");
     const fs::path dir(o.output_dir);
     // One run per --output_dir, held from here to the end: features, training and prediction
     // (another process taking the directory between training and prediction would mix models)
@@ -497,6 +495,18 @@ int cmd_squad(int argc, char** argv) {
             train_examples, tokenizer,
             {o.max_seq_length, o.doc_stride, o.max_query_length, true, o.transformers_squad},
             [&](data::SquadFeature&& f) { features.push_back(std::move(f)); });
+        // google's run_squad.py trains on a position outside the window with no loss (tf.one_hot's
+        // zero row; ops/span_loss.hpp); NVIDIA's and transformers' clamp it into CrossEntropyLoss's
+        // ignore_index instead, which bertbench does not: such a feature is refused on their lines
+        if (rules != data::TokenizerRules::google)
+            for (const data::SquadFeature& f : features)
+                if (const int s = f.start_position.value_or(0), e = f.end_position.value_or(0);
+                    s < 0 || s >= o.max_seq_length || e < 0 || e >= o.max_seq_length)
+                    fail("{}: question \"{}\": start {} / end {} outside the {}-token window (an answer of "
+                         "whitespace alone?), which {} clamps into its loss's ignore_index; bertbench trains "
+                         "such positions as google's run_squad.py does, with no loss, on google's command line",
+                         o.train_file, train_examples[static_cast<size_t>(f.example_index)].qas_id, s, e,
+                         o.max_seq_length, nvidia.empty() ? "transformers' run_squad.py" : "NVIDIA's run_squad.py");
         // the run's length (an error for too few examples) before train.tf_record is written;
         // --features_only trains nothing: no length to check
         std::optional<train::SquadPlan> plan;

@@ -51,6 +51,7 @@ int cmd_tokenize(int argc, char** argv) {
     flags.add("do_lower_case", &do_lower_case, "Lower-case and strip accents (uncased models).");
     TokenizationFlags tokenization;
     tokenization.add(flags);
+    flags.allow_any_bytes();  // records no flags in JSON: a Latin-1 path to the vocabulary works
     if (!flags.parse(argc, argv)) return 0;
     tokenization.check();
     if (vocab_file.empty()) fail("--vocab_file is required (the WordPiece vocab.txt)");

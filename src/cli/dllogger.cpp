@@ -2,11 +2,9 @@
 #include "cli/dllogger.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -129,15 +127,9 @@ void check_dllogger_path(const std::string& path, const std::vector<std::string>
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         fail("--json-summary={}: is a directory, expected a file name (dllogger's JSON lines, "
              "e.g. results/dllogger.json)", path);
-    // Written at the end, its directories made then: the nearest one that exists must take them,
-    // checked now rather than after the run (NVIDIA's dllogger opens the file at start-up)
-    fs::path dir = fs::absolute(path).parent_path();
-    std::error_code ec;
-    while (!fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
-    if (!fs::is_directory(dir, ec))
-        fail("--json-summary={}: {} is not a directory, expected one to write in", path, dir.string());
-    if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        fail("--json-summary={}: cannot write in {}: {}", path, dir.string(), std::strerror(errno));
+    // Written at the end, its directories made then: checked now rather than after the run
+    // (NVIDIA's dllogger opens the file at start-up)
+    check_output_file_writable(path, "--json-summary", true);
     std::vector<std::string> files;  // the inputs' comma lists and globs, as the run will read them
     for (const std::string& list : inputs)
         for (std::string& f : paths_of_list(list)) files.push_back(std::move(f));

@@ -416,7 +416,7 @@ bool Flags::parse(int argc, char** argv) {
             }
         }
         // every flag is recorded in the run's JSON files (config.json, a checkpoint's metadata)
-        if (const size_t bad = json_safe::invalid_utf8_at(value); bad != std::string::npos) {
+        if (const size_t bad = json_safe::invalid_utf8_at(value); bad != std::string::npos && !any_bytes_) {
             errors.push_back(fmt::format("flag --{}: byte {} of its value (0x{:02x}) is not UTF-8, expected UTF-8 "
                                          "text, which the run's JSON files can record (hint: rename that file or "
                                          "directory)", name, bad, static_cast<unsigned char>(value[bad])));
@@ -475,7 +475,18 @@ std::string Flags::help() const {
 
 nlohmann::json Flags::to_json() const {
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& f : flags_) std::visit([&](auto* p) { j[f.name] = *p; }, f.target);
+    for (const auto& f : flags_)
+        std::visit(
+            [&](auto* p) {
+                if constexpr (std::is_same_v<std::remove_pointer_t<decltype(p)>, double>) {
+                    if (std::isinf(*p)) {  // JSON has no infinity (it would be written as null)
+                        j[f.name] = *p > 0 ? "inf" : "-inf";
+                        return;
+                    }
+                }
+                j[f.name] = *p;
+            },
+            f.target);
     return j;
 }
 

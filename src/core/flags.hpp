@@ -47,6 +47,10 @@ public:
     // "use --steps_per_update") instead of an edit-distance guess.
     void add_hint(const std::string& name, const std::string& hint);
 
+    // Flag values may hold bytes that are not UTF-8 (a command that records no flags in JSON:
+    // tokenize); otherwise such a value is an error.
+    void allow_any_bytes() { any_bytes_ = true; }
+
     // Allow positional arguments (otherwise any is an error). `usage` names them for --help.
     void allow_positional(const std::string& usage);
 
@@ -86,7 +90,7 @@ private:
     bool known_name(const std::string& name) const;
 
     std::string command_, summary_, positional_usage_;
-    bool positional_allowed_ = false;
+    bool positional_allowed_ = false, any_bytes_ = false;
     std::vector<Flag> flags_;
     std::vector<std::pair<std::string, std::string>> aliases_;  // alias -> canonical
     std::vector<std::pair<std::string, std::string>> alias_notes_;  // alias -> its --help note

@@ -16,11 +16,13 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/flags.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 
 namespace bertbench {
@@ -89,7 +91,8 @@ int named_descriptor(const std::string& path) {
     if (path == "/dev/stderr") fd = 2;
     for (const std::string_view dir : {"/dev/fd/", "/proc/self/fd/"})
         if (path.starts_with(dir) && path.size() > dir.size() && path.size() <= dir.size() + 6 &&
-            path.find_first_not_of("0123456789", dir.size()) == std::string::npos)
+            path.find_first_not_of("0123456789", dir.size()) == std::string::npos &&
+            (path[dir.size()] != '0' || path.size() == dir.size() + 1))  // "01": no such entry
             fd = std::stoi(path.substr(dir.size()));
     return fd >= 0 && ::fcntl(fd, F_GETFD) != -1 ? fd : -1;
 }
@@ -112,7 +115,14 @@ std::string output_target(const std::string& path, bool* stream) {
             fail("{}: is {}, expected a regular file, a FIFO or a character device to write", path,
                  file_type_name(st.st_mode));
     }
-    // A regular file or nothing yet: the file the chain of links ends at is replaced.
+    // A regular file or nothing yet: the file the chain of links ends at is replaced. A name its
+    // file system cannot hold is said now, not when the finished file is renamed to it.
+    const std::filesystem::path name = std::filesystem::path(path).filename();
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    const long name_max = ::pathconf(dir.empty() ? "." : dir.c_str(), _PC_NAME_MAX);
+    if (name.string().size() > static_cast<size_t>(name_max > 0 ? name_max : 255))
+        fail("{}: a file name of {} bytes, expected at most {} (NAME_MAX)", path, name.string().size(),
+             name_max > 0 ? name_max : 255);
     std::string target = path;
     for (int hops = 0;; ++hops) {
         struct stat l {};
@@ -443,6 +453,10 @@ std::string list_item_for_file(const std::string& path, const std::string& flag)
     if (path.find(',') != std::string::npos)
         fail("{}: {}: a name holding a comma, expected none (bertbench's file lists are split at "
              "commas, as the references' --input_file is; hint: rename it)", flag, path);
+    if (const size_t bad = json_safe::invalid_utf8_at(path); bad != std::string::npos)
+        fail("{}: {}: byte {} of the name (0x{:02x}) is not UTF-8, expected UTF-8 text, which the run's "
+             "JSON files can record (hint: rename it)", flag, json_safe::printable(path), bad,
+             static_cast<unsigned char>(path[bad]));
     std::string out;
     for (const char c : path) {
         if (std::strchr(kWildcards, c) != nullptr) out += '\\';
@@ -480,7 +494,7 @@ std::string files_and_sizes(const std::vector<std::string>& files) {
 std::vector<std::string> paths_of_list(const std::string& list) {
     std::vector<std::string> out{list};
     for (const std::string& item : split_commas(list)) {
-        if (item.find_first_of("*?[") == std::string::npos) {
+        if (item.find_first_of(kWildcards) == std::string::npos) {
             out.push_back(item);
             continue;
         }
@@ -492,11 +506,33 @@ std::vector<std::string> paths_of_list(const std::string& list) {
     return out;
 }
 
-void check_output_file_writable(const std::string& path, const std::string& flag) {
+void make_output_dir(const std::string& dir, const std::string& flag) {
+    namespace fs = std::filesystem;
+    std::string link = dir;  // "link/" is the directory it points to: look at the link itself
+    while (link.size() > 1 && link.back() == '/') link.pop_back();
+    std::error_code ec;
+    if (fs::is_symlink(link, ec) && !fs::exists(link, ec))
+        fail("{}={}: a symbolic link to {}, which leads nowhere (a missing target or a loop; expected a "
+             "directory, or no such path)", flag, dir, fs::read_symlink(link, ec).string());
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+        fail("{}={}: cannot create the directory ({})", flag, dir,
+             ec ? ec.message() : std::string("a file of that name exists"));
+}
+
+void check_output_file_writable(const std::string& path, const std::string& flag, bool made_parents) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) fail("{}={}: is a directory, expected a file name", flag, path);
-    const fs::path parent = fs::path(path).parent_path();
+    if (bool stream = false; fs::exists(path, ec) || named_descriptor(path) >= 0) {
+        (void)output_target(path, &stream);  // a block device or socket: its error now
+        if (stream) return;                   // written into, nothing created beside it
+    }
+    fs::path parent = fs::path(path).parent_path();
+    if (made_parents) {
+        parent = fs::absolute(path).parent_path();
+        while (!fs::exists(parent, ec) && parent.has_relative_path()) parent = parent.parent_path();
+    }
     const std::string dir = parent.empty() ? "." : parent.string();
     const fs::file_status st = fs::status(dir, ec);
     if (!fs::exists(st)) fail("{}={}: its directory {} does not exist (expected an existing directory)", flag, path, dir);
@@ -545,8 +581,11 @@ void check_output_not_in_run(const std::string& path, const std::string& flag, c
 
 namespace {
 constexpr size_t kTemporaryStemMax = 255 - 15;  // NAME_MAX less ".tmp." and a pid's 10 digits
+// A name too long for the suffix: cut, and the whole name's hash appended (two long names with
+// one beginning get two temporaries)
 std::string temporary_stem(const std::string& name) {
-    return name.size() > kTemporaryStemMax ? name.substr(0, kTemporaryStemMax) : name;
+    if (name.size() <= kTemporaryStemMax) return name;
+    return name.substr(0, kTemporaryStemMax - 17) + fmt::format("-{:016x}", std::hash<std::string>{}(name));
 }
 }  // namespace
 

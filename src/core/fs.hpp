@@ -35,13 +35,14 @@ public:
 private:
     std::string path_, tmp_, target_;  // target_: path_ with a final symbolic link followed
     std::FILE* file_ = nullptr;
-    bool stream_ = false;  // a FIFO or character device, written directly
+    bool stream_ = false;  // a FIFO, a character device or an open descriptor, written directly
 };
 
-// Where the output `path` goes and how (the rules above): `*stream` true for a FIFO or character
-// device, written directly; otherwise the regular file to create or replace, `path` with a final
-// symbolic link followed to the end of its chain (a dangling link gives the file it names). Error
-// naming `path` for a directory, a block device, a socket or a link loop.
+// Where the output `path` goes and how (the rules above): `*stream` true for a FIFO, a character
+// device or an open descriptor (/dev/stdout, /dev/fd/N), written directly; otherwise the regular
+// file to create or replace, `path` with a final symbolic link followed to the end of its chain (a
+// dangling link gives the file it names). Error naming `path` for a directory, a block device, a
+// socket, a link loop or a name longer than its directory allows (NAME_MAX).
 std::string output_target(const std::string& path, bool* stream);
 // The open descriptor `path` names (/dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N
 // N), or -1 for any other path or a descriptor that is not open.
@@ -124,7 +125,7 @@ std::vector<std::string> expand_globs(const std::string& list, const std::string
                                       GlobOrder order = GlobOrder::sorted);
 // A listed file (NVIDIA's --input_dir) as an item of such a list that matches it alone: its
 // wildcards (* ? [ \) escaped for fnmatch. Error naming `flag` for a name holding a comma, which
-// no item of the list can carry.
+// no item of the list can carry, or bytes that are not UTF-8 (the run's JSON records list them).
 std::string list_item_for_file(const std::string& path, const std::string& flag);
 
 // Whether both paths exist and are one file (device and inode: another spelling, a hard link or
@@ -146,9 +147,16 @@ std::vector<std::string> paths_of_list(const std::string& list);
 // job to compare what their input flags name on each host.
 std::string files_and_sizes(const std::vector<std::string>& files);
 
+// Creates the directory `dir` a command writes in, and its parents. Error naming `flag` for a
+// symbolic link that leads nowhere (a missing target or a loop), a file of that name, or a
+// directory that cannot be made.
+void make_output_dir(const std::string& dir, const std::string& flag);
+
 // Before the work, for a file written at the end (a report, a plot): error naming `flag` when
 // `path` is a directory, or its directory does not exist, is not one, or cannot be written in.
-void check_output_file_writable(const std::string& path, const std::string& flag);
+// `made_parents`: the writer creates missing directories, so the nearest existing one is checked.
+// A stream (output_target: /dev/null, /dev/stdout, a FIFO) passes.
+void check_output_file_writable(const std::string& path, const std::string& flag, bool made_parents = false);
 
 // Error when two of a command's outputs (flag, path) are the same file ("a" and "./a" alike,
 // existing or not): one would overwrite the other, or both write through one temporary.

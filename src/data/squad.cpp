@@ -162,7 +162,8 @@ std::vector<SquadExample> read_squad_examples(const nlohmann::json& doc, const s
                 if (qa.is_object() && qa.contains("is_impossible")) {
                     const auto& v = qa["is_impossible"];  // Python's truth: a number 0 / 1 too
                     if (!v.is_boolean() && !v.is_number())
-                        fail("{}: \"is_impossible\" must be true or false, found {}", at_q, v.type_name());
+                        fail("{}: \"is_impossible\" must be true or false (or a number, read as Python's truth), "
+                             "found {}", at_q, v.type_name());
                     impossible = v.is_boolean() ? v.get<bool>() : v.get<double>() != 0;
                 }
                 if (impossible && !opt.version_2_with_negative)

@@ -24,6 +24,7 @@
 #include "io/torch_checkpoint.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
+#include "model/convert_outputs.hpp"
 #include "model/param_table.hpp"
 
 namespace bertbench::model {
@@ -419,14 +420,8 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     std::vector<std::string> outs;
     std::string st_path, config_path;
     const bool hf_dir = to == "hf" && !o.output.ends_with(".safetensors");
-    if (to == "tf") {  // a prefix: neither a directory nor a device or FIFO to append names to
-        if (struct stat st{}; o.output.ends_with('/') || (::stat(o.output.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
-            const bool dir = o.output.ends_with('/') || S_ISDIR(st.st_mode);
-            fail("--output={}: {}, expected a TensorFlow checkpoint prefix, the name before .index and "
-                 ".data-00000-of-00001 (hint: {}--to=safetensors|pt for one file)", o.output,
-                 o.output.ends_with('/') ? "ends in '/'" : file_type_name(st.st_mode),
-                 dir ? "--output=" + (fs::path(o.output) / "model.ckpt-0").string() + ", or " : "");
-        }
+    if (to == "tf") {
+        check_tf_prefix(o.output);
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};
     } else if (!hf_dir) {
         st_path = o.output;
@@ -467,15 +462,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     for (const std::string& out : files)
         if (std::error_code ec; fs::is_directory(out, ec))
             fail("--output={}: {}: expected a file or no such path, found a directory", o.output, out);
-    for (const std::string& out : outs)
-        if (struct stat st {}; ::stat(out.c_str(), &st) == 0 && !o.overwrite && !S_ISCHR(st.st_mode) &&
-                               !S_ISFIFO(st.st_mode))  // /dev/null, a pipe: written into, nothing replaced
-            fail("--output={}: {} exists (hint: --overwrite to replace it)", o.output, out);
-    if (std::string state; !tf_state.empty() && fs::is_regular_file(tf_state) && !o.overwrite &&
-                           !(state = read_file(tf_state)).empty() && !state.starts_with("model_checkpoint_path: "))
-        fail("--output={}: {} is not a TensorFlow checkpoint state file (expected one starting with "
-             "model_checkpoint_path, as the Saver writes it), and --to=tf writes one there (hint: --overwrite to "
-             "replace it, or another directory)", o.output, tf_state);
+    check_outputs_free(o.output, outs, tf_state, o.overwrite);
     for (const std::string& out : files) {  // a killed conversion's temporaries of these files
         const fs::path p(out);
         remove_stale_temporaries(p.parent_path().string(), p.filename().string());

@@ -186,10 +186,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     // its counter does (NGC TF's line: --num_accumulation_steps micro-steps per update).
     const int64_t step = eval_global_step(checkpoint, o.schedule_update_counter);
     if (!root) return 0;
-    std::error_code ec;
-    fs::create_directories(o.output_dir, ec);
-    if (ec || !fs::is_directory(o.output_dir))
-        fail("--output_dir={}: cannot create the directory ({})", o.output_dir, ec.message());
+    make_output_dir(o.output_dir, "--output_dir");
     const std::string text = eval_results_txt(m, step);
     json j = m.to_json();
     j["checkpoint"] = checkpoint;

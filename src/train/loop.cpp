@@ -232,13 +232,7 @@ void TrainLoop::setup() {
     omp_set_num_threads(threads);
     if (o_.do_train) o_.schedule.validate();  // its flags' errors before any set-up is said
 
-    std::error_code ec;
-    if (fs::is_symlink(o_.output_dir, ec) && !fs::exists(o_.output_dir, ec))
-        fail("--output_dir={}: a symbolic link to {}, which does not exist (expected a directory, or "
-             "no such path)", o_.output_dir, fs::read_symlink(o_.output_dir, ec).string());
-    fs::create_directories(o_.output_dir, ec);
-    if (ec || !fs::is_directory(o_.output_dir))
-        fail("--output_dir={}: cannot create the directory ({})", o_.output_dir, ec.message());
+    make_output_dir(o_.output_dir, "--output_dir");
     if (root_ && !o_.output_dir_locked) lock_output_dir();
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
@@ -667,8 +661,8 @@ int TrainLoop::train() {
     // references' reruns continue from the output directory's latest checkpoint
     const int64_t stopped_at = updater_->global_step();
     const bool stopped_early = status.empty() && stopped_at < o_.num_train_steps;
-    status = task_.at_end(*this, status);
-    if (stopped_early && status != "success") {  // (its last evaluation may reach the target)
+    status = task_.at_end(*this, stopped_early ? kPaused : status);
+    if (stopped_early) {
         finish(fmt::format("stopped at step {} of {} (--stop_steps); not finished: run again with a later "
                            "--stop_steps, or without it, to continue", stopped_at, o_.num_train_steps), false);
         status = "stopped (--stop_steps), not finished";  // the closing line below; the rest said above

@@ -99,6 +99,8 @@ struct LoopOptions : RunOptions {
 class TrainLoop;
 class DataParallel;
 
+inline constexpr const char* kPaused = "paused (--stop_steps)";
+
 // The training loop drives the task as a Trainable (train/micro_step.hpp) at the batch
 // next_batch() read.
 class Task : public Trainable {
@@ -139,8 +141,9 @@ public:
     virtual int64_t next_batch() = 0;
     // After each optimizer update. Returns "success" to stop the run (target reached), else "".
     virtual std::string after_update(TrainLoop&) { return ""; }
-    // The end of the training steps (status "" when nothing stopped the run early). Returns the
-    // run's final status.
+    // The end of the training steps (status "" when nothing stopped the run early; kPaused when
+    // --stop_steps stopped it short of its end, to go on in a later process: nothing that ends the
+    // run is done, no last evaluation, no MLPerf run_stop). Returns the run's final status.
     virtual std::string at_end(TrainLoop&, const std::string& status) = 0;
     // An error cut a started run short.
     virtual void on_abort() noexcept {}

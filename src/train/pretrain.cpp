@@ -332,6 +332,10 @@ public:
         return "";
     }
     std::string at_end(TrainLoop& loop, const std::string& stopped) override {
+        if (stopped == kPaused) {  // the run goes on later: its evaluation points and run_stop stay its own
+            if (mllog_->block_open()) mllog_->block_stop(block_first_);
+            return stopped;
+        }
         std::string status = stopped;
         if (status.empty()) {
             // End of training: a last evaluation unless one just ran at this step.

@@ -251,7 +251,7 @@ public:
     }
     void weights_changed() override { engine_->weights_changed(); }
     std::string at_end(TrainLoop&, const std::string& status) override {
-        return status.empty() ? "completed" : status;
+        return status.empty() ? "completed" : status;  // kPaused too: nothing to close
     }
     void add_results(json& j) const override {
         j["task"] = "squad";

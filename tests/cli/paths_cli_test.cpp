@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/cli_fixtures.hpp"
+#include "core/fs.hpp"
 #include "cli/run_util.hpp"
 #include "test_util.hpp"
 
@@ -44,11 +45,13 @@ TEST(PathsCli, ASingleFileFlagsCommaIsPartOfTheName) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("is the same file as the input --bert_config_file"), std::string::npos) << r.out;
     EXPECT_EQ(slurp(t.config), before);
-    // and it trains (and resumes) as that one file
-    const auto p = run_bertbench(tiny_pretrain(t.config, t.dir + "/run"));
+    // and it trains, and resumes from another directory, as that one file (the resume compares
+    // the inputs' absolute paths: a comma split gave "<cwd>/c" and "<cwd>/fg.json")
+    const auto p = run_shell("cd " + t.dir + " && " + bertbench_path() + " " + tiny_pretrain("c,fg.json", "run"));
     ASSERT_EQ(p.exit_code, 0) << p.out;
     const auto again = run_bertbench(tiny_pretrain(t.config, t.dir + "/run"));
     EXPECT_EQ(again.exit_code, 0) << again.out;
+    EXPECT_NE(again.out.find("nothing to do"), std::string::npos) << again.out;
 }
 
 TEST(PathsCli, AListFlagSaysWhyACommaOrWildcardNameMatchedNothing) {
@@ -102,12 +105,21 @@ TEST(PathsCli, DevStdoutAppendsToWhatStdoutIsRedirectedTo) {
     EXPECT_TRUE(text.starts_with("before\n")) << text.substr(0, 40);
     EXPECT_TRUE(text.ends_with("after\n"));
     EXPECT_GT(text.size(), 1000u);
+    // /dev/fd/N likewise: appended to what descriptor 3 is open on
+    const std::string fd3 = t.dir + "/fd3.txt";
+    write_file_atomic(fd3, "kept\n");
+    const auto f = run_shell("( " + bertbench_path() + " prepare --input_file=" + golden("corpus_public.txt") +
+                             " --vocab_file=" + golden("vocab.txt") + " --output_file=/dev/fd/3 --dupe_factor=1 "
+                             "--max_seq_length=32 3>> " + fd3 + " )");
+    ASSERT_EQ(f.exit_code, 0) << f.out;
+    EXPECT_EQ(slurp(fd3).substr(5), text.substr(7, text.size() - 13));
 }
 
 TEST(PathsCli, AResultThatNeverReachedStdoutFailsTheCommand) {
     const auto r = run_shell("( " + bertbench_path() + " version > /dev/full )");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("bertbench version: error: stdout: could not write the output"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bertbench version: error: stdout: could not write the output: No space left on device"),
+              std::string::npos) << r.out;
 }
 
 TEST(PathsCli, AFlagValueThatIsNotUtf8IsOneLineError) {
@@ -136,8 +148,14 @@ TEST(PathsCli, ADanglingOutputDirLinkIsNamed) {
     const auto r = run_bertbench(tiny_pretrain(t.config, t.dir + "/dangling"));
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("--output_dir=" + t.dir + "/dangling: a symbolic link to " + t.dir +
-                         "/nowhere/dir, which does not exist"),
+                         "/nowhere/dir, which leads nowhere"),
               std::string::npos) << r.out;
+    // squad's too, and with a trailing '/'
+    const auto s = run_bertbench("squad --vocab_file=" + golden("vocab.txt") + " --do_train --train_file=" +
+                                 golden("squad_pipeline/train-v1.1.json") + " --features_only --output_dir=" +
+                                 t.dir + "/dangling/");
+    EXPECT_EQ(s.exit_code, 1) << s.out;
+    EXPECT_NE(s.out.find("--output_dir=" + t.dir + "/dangling/: a symbolic link to"), std::string::npos) << s.out;
 }
 
 // "Nothing to do" writes nothing: the run's files keep their bytes.

@@ -1,0 +1,50 @@
+#include "model/convert_outputs.hpp"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+
+namespace bertbench::model {
+
+namespace fs = std::filesystem;
+
+void check_tf_prefix(const std::string& output) {
+    struct stat st {};
+    bool stream = false;
+    const bool exists = ::stat(output.c_str(), &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) (void)output_target(output, &stream);
+    const bool dir = output.ends_with('/') || (exists && S_ISDIR(st.st_mode));
+    if (!dir && !stream) return;
+    fail("--output={}: {}, expected a TensorFlow checkpoint prefix, the name before .index and "
+         ".data-00000-of-00001 (hint: {}--to=safetensors|pt for one file)",
+         output, output.ends_with('/') ? "ends in '/'" : dir ? "a directory" : "a stream (a device, a FIFO or an open descriptor)",
+         dir ? "--output=" + (fs::path(output) / "model.ckpt-0").string() + ", or " : "");
+}
+
+void check_outputs_free(const std::string& output, const std::vector<std::string>& outs,
+                        const std::string& tf_state, bool overwrite) {
+    if (overwrite) return;
+    for (const std::string& out : outs) {
+        std::error_code ec;
+        bool stream = false;
+        if (!fs::exists(out, ec) && named_descriptor(out) < 0) continue;
+        (void)output_target(out, &stream);
+        if (!stream) fail("--output={}: {} exists (hint: --overwrite to replace it)", output, out);
+    }
+    if (tf_state.empty() || !fs::is_regular_file(tf_state)) return;
+    constexpr std::string_view kState = "model_checkpoint_path: ";
+    std::string head(kState.size(), '\0');
+    std::ifstream in(tf_state, std::ios::binary);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (!head.empty() && head != kState)
+        fail("--output={}: {} is not a TensorFlow checkpoint state file (expected one starting with "
+             "model_checkpoint_path, as the Saver writes it), and --to=tf writes one there (hint: "
+             "--overwrite to replace it, or another directory)", output, tf_state);
+}
+
+}  // namespace bertbench::model
