@@ -350,11 +350,13 @@ ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSour
     BB_CHECK(params.size() >= table.total_floats());
     ImportReport report;
     std::map<std::string, std::string> filled;  // tf name -> hf name
+    std::vector<size_t> decoders;                // cls.predictions.decoder.weight: checked below
     for (size_t i = 0; i < tensors.size(); ++i) {
         const std::string& hf = tensors[i].name;
         const size_t at = hf_prefix_length(hf);
         if (hf.ends_with("position_ids") || hf.compare(at, std::string::npos, "cls.predictions.decoder.weight") == 0) {
             report.ignored.push_back(hf);  // a buffer, and the decoder tied to word_embeddings
+            if (!hf.ends_with("position_ids")) decoders.push_back(i);
             continue;
         }
         check_hf_layer_index(path, hf, table.config().num_hidden_layers);
@@ -411,6 +413,20 @@ ImportReport import_hf_tensors(const std::string& path, const std::vector<HfSour
                             want[0], tensors[i].shape[0] - 1));
         filled[m.tf_name] = hf;
         report.loaded.push_back(m.tf_name);
+    }
+    // BERT ties the decoder to the word embeddings: a file whose decoder holds other values (an
+    // untied model) is not this model; the rows past the vocabulary (NVIDIA's padding) aside
+    const ParamInfo* words = table.find("bert/embeddings/word_embeddings");
+    for (const size_t i : decoders) {
+        if (words == nullptr || !filled.count(words->name) || tensors[i].shape.size() != 2 ||
+            tensors[i].shape[1] != words->shape[1] || tensors[i].shape[0] < words->shape[0])
+            continue;
+        std::vector<float> decoder(static_cast<size_t>(tensors[i].shape[0] * tensors[i].shape[1]));
+        read(i, decoder);
+        if (std::memcmp(decoder.data(), params.data() + words->offset, words->size * sizeof(float)) != 0)
+            fail("{}: tensor \"{}\" holds other values than the word embeddings \"{}\" it is tied to in "
+                 "BERT (an untied decoder: expected equal copies, as BertForPreTraining saves them)",
+                 path, tensors[i].name, filled[words->name]);
     }
     for (const ParamInfo& p : table.entries())
         if (!filled.count(p.name)) report.missing.push_back(p.name);

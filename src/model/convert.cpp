@@ -226,7 +226,11 @@ Loaded read_pt(const std::string& path) {
                 continue;
             }
         }
-        if (!r.is_float(info)) {
+        if (std::string hf; !r.is_float(info)) {  // a model weight: an error, as for safetensors
+            bool tr = false;
+            if (tf_to_hf_name(m.tf_name, &hf, &tr))
+                fail("{}: tensor \"{}\": expected a floating-point weight, found {}", path, info.name,
+                     io::dtype_name(info.dtype));
             in.skipped.push_back(fmt::format("{} ({})", info.name, io::dtype_name(info.dtype)));
             continue;
         }

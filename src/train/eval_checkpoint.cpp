@@ -72,7 +72,10 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
         fail("--max_predictions_per_seq: expected >= 1, got {}", o.max_predictions_per_seq);
     const model::ParamTable table(config, model::Heads::pretraining);
     AlignedVector<float> params(table.total_floats(), 0.0f);
-    if (o.init_seed >= 0) table.initialize(params, static_cast<uint64_t>(o.init_seed));
+    // a tensor the checkpoint lacks (--allow_missing_weights) runs at its initial value, as in
+    // pretrain's evaluation (its --seed; eval's: pretrain's default seed), not as zeros
+    if (o.init_seed >= 0 || o.allow_missing_weights)
+        table.initialize(params, static_cast<uint64_t>(o.init_seed >= 0 ? o.init_seed : 12345));
     std::vector<std::string> missing;
     model::load_init_checkpoint(o.checkpoint, table, params, "--init_checkpoint", &missing);
     model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,

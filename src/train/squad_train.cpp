@@ -313,6 +313,7 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
              "(max_position_embeddings)", max_seq_length, m.config.max_position_embeddings);
     m.table = std::make_unique<model::ParamTable>(m.config, model::Heads::squad);
     m.params.assign(m.table->total_floats(), 0.0f);
+    if (allow_missing_weights) m.table->initialize(m.params, 12345);  // "left as initialised": so they are
     std::vector<std::string> missing;
     model::load_init_checkpoint(checkpoint, *m.table, m.params, flag, &missing);
     for (const std::string& name : missing)

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,50 @@ TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("the file starts with 47 41 52 42 41 47 45 21 (that is all of it)"), std::string::npos)
         << r.out;
+}
+
+constexpr const char* kVariants = R"(import sys, torch
+src, intw, nogamma, ones = sys.argv[1:5]
+sd = torch.load(src, weights_only=True)
+g = 'bert.embeddings.LayerNorm.weight'
+torch.save({**sd, g: sd[g].long()}, intw)
+torch.save({k: t for k, t in sd.items() if k != g}, nogamma)
+torch.save({**sd, g: torch.ones_like(sd[g])}, ones)
+)";
+
+// A .pt whose model weight holds integers is refused by convert, as a safetensors file's is (it
+// was skipped); a tensor missing under --allow_missing_weights runs at its initial value in eval
+// (LayerNorm gamma: 1), as in pretrain's evaluation, not as zeros.
+TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
+    TmpDir dir;
+    const std::string config = dir.file("bert_config.json");
+    write_file_atomic(config, R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
+        "type_vocab_size": 2})");
+    auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string bin = dir.file("model.bin");
+    ASSERT_EQ(run_bertbench("convert --input=" + dir.file("a/model.ckpt-4.safetensors") + " --output=" + bin).exit_code, 0);
+    const std::string intw = dir.file("int.bin"), nogamma = dir.file("nogamma.bin"), ones = dir.file("ones.bin");
+    write_file_atomic(dir.file("variants.py"), kVariants);
+    r = run_shell("/usr/bin/python3 " + dir.file("variants.py") + " " + bin + " " + intw + " " + nogamma + " " + ones);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    r = run_bertbench("convert --input=" + intw + " --output=" + dir.file("int.safetensors") + " --bert_config_file=" + config);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("tensor \"bert.embeddings.LayerNorm.weight\": expected a floating-point weight, found I64"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir.file("int.safetensors")));
+    const std::string eval = " --bert_config_file=" + config + " --input_file=" +
+                             golden("eval_pick/public_128_eval100.tfrecord") + " --max_eval_steps=2 --threads=1";
+    r = run_bertbench("eval --init_checkpoint=" + nogamma + eval + " --allow_missing_weights --json=" + dir.file("m.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    r = run_bertbench("eval --init_checkpoint=" + ones + eval + " --json=" + dir.file("o.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    nlohmann::json missing = nlohmann::json::parse(read_file(dir.file("m.json"))),
+                   with_ones = nlohmann::json::parse(read_file(dir.file("o.json")));
+    missing.erase("checkpoint");
+    with_ones.erase("checkpoint");
+    EXPECT_EQ(missing, with_ones);
 }
 
 }  // namespace

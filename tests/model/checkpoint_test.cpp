@@ -112,8 +112,9 @@ TEST(Checkpoint, MismatchesNameTensorShapesAndFile) {
 }
 
 // Writes `w` (laid out by `table`) as a transformers BertForPreTraining state dict.
+// `untied`: the decoder's first value differs from the word embeddings' (an untied model).
 void write_hf(const std::string& path, const ParamTable& table, std::span<const float> w,
-              bool old_names, bool drop_pooler_bias) {
+              bool old_names, bool drop_pooler_bias, bool untied = false) {
     const BertConfig& c = table.config();
     io::SafetensorsWriter out(path);
     out.set_metadata("format", "pt");
@@ -163,12 +164,39 @@ void write_hf(const std::string& path, const ParamTable& table, std::span<const 
     put("cls.predictions.transform.LayerNorm." + g, "cls/predictions/transform/LayerNorm/gamma");
     put("cls.predictions.transform.LayerNorm." + b, "cls/predictions/transform/LayerNorm/beta");
     put("cls.predictions.bias", "cls/predictions/output_bias");
-    put("cls.predictions.decoder.weight", "bert/embeddings/word_embeddings");  // tied copy
+    if (untied) {
+        const ParamInfo& p = table.at("bert/embeddings/word_embeddings");
+        std::vector<float> decoder(table.view(w, p.name).begin(), table.view(w, p.name).end());
+        decoder[0] += 1.0f;
+        out.add_f32("cls.predictions.decoder.weight", p.shape, decoder);
+    } else {
+        put("cls.predictions.decoder.weight", "bert/embeddings/word_embeddings");  // tied copy
+    }
     put("cls.predictions.decoder.bias", "cls/predictions/output_bias");
     put("cls.seq_relationship.weight", "cls/seq_relationship/output_weights");  // [2, H]
     put("cls.seq_relationship.bias", "cls/seq_relationship/output_bias");
     out.add_f32("classifier.extra.weight", {2}, std::vector<float>{1, 2});
     out.write();
+}
+
+// BERT ties the MLM decoder to the word embeddings: a file whose decoder holds other values is
+// another model, refused by name rather than run with the embeddings in its place.
+TEST(Checkpoint, AnUntiedDecoderIsRefused) {
+    TmpDir dir;
+    const ParamTable table(checkpoint_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 7);
+    const std::string path = dir.file("untied.safetensors");
+    write_hf(path, table, w, false, false, /*untied=*/true);
+    std::vector<float> got(table.total_floats());
+    try {
+        (void)import_hf_safetensors(path, table, got);
+        ADD_FAILURE() << "an untied decoder was loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("tensor \"cls.predictions.decoder.weight\" holds other values than the "
+                                             "word embeddings \"bert.embeddings.word_embeddings.weight\""),
+                  std::string::npos) << e.what();
+    }
 }
 
 TEST(Checkpoint, ImportsHuggingFaceBert) {
