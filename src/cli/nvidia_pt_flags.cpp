@@ -364,8 +364,9 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         if (dist::world().rank() == 0)
             log::warn("--init_checkpoint={} without --resume_from_checkpoint: not read, as "
                       "NVIDIA's run_pretraining.py does not read it then; the model starts from "
-                      "random weights (add --resume_from_checkpoint to start from its weights "
-                      "and optimizer state)", o.init_checkpoint);
+                      "random weights (add --resume_from_checkpoint to start from the weights and "
+                      "LAMB's moments of a bertbench checkpoint; a PyTorch file's weights alone: "
+                      "bertbench's own pretrain line with --init_checkpoint)", o.init_checkpoint);
         o.init_checkpoint.clear();
     } else if (!o.init_checkpoint.empty()) {
         o.init_optimizer_moments = true;
