@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/cli_fixtures.hpp"
@@ -169,6 +170,32 @@ TEST(PathsCli, AFinishedRunStartedAgainWritesNothing) {
     EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;
     EXPECT_EQ(slurp(run + "/config.json"), config);
     EXPECT_EQ(slurp(run + "/train_log.jsonl"), log);
+}
+
+// --init_checkpoint=DIR, as TF's init_from_checkpoint takes a model directory: its checkpoint (a TF
+// directory's `checkpoint` file, save_pretrained's file, a bertbench run's last one).
+TEST(PathsCli, ADirectoryAsInitCheckpointIsItsCheckpoint) {
+    const PathsTmp t;
+    const std::string run = t.dir + "/run", eval = " --input_file=" + golden("eval_pick/public_128_eval100.tfrecord") +
+                                                  " --max_eval_steps=1 --threads=1 --bert_config_file='" + t.config + "'";
+    ASSERT_EQ(run_bertbench(tiny_pretrain(t.config, run)).exit_code, 0);
+    ASSERT_EQ(run_bertbench("convert --input=" + run + "/model.ckpt-2 --output=" + t.dir + "/tf/model.ckpt-2").exit_code, 0);
+    const auto want = run_bertbench("eval --init_checkpoint=" + run + "/model.ckpt-2" + eval + " --json=" + t.dir + "/w.json");
+    ASSERT_EQ(want.exit_code, 0) << want.out;
+    for (const std::string& dir : {run, t.dir + "/tf"}) {
+        const auto r = run_bertbench("eval --init_checkpoint=" + dir + eval + " --json=" + t.dir + "/d.json");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.out.find("--init_checkpoint=" + dir + ": a directory; reading its checkpoint " + dir +
+                             "/model.ckpt-2"), std::string::npos) << r.out;
+        nlohmann::json a = nlohmann::json::parse(slurp(t.dir + "/w.json")), b = nlohmann::json::parse(slurp(t.dir + "/d.json"));
+        a.erase("checkpoint");
+        b.erase("checkpoint");
+        EXPECT_EQ(a, b) << dir;
+    }
+    fs::create_directories(t.dir + "/empty");
+    const auto r = run_bertbench("eval --init_checkpoint=" + t.dir + "/empty" + eval);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("/empty: a directory with no checkpoint in it"), std::string::npos) << r.out;
 }
 
 TEST(PathsCli, ConvertsTfPrefixIsNeitherADirectoryNorADevice) {

@@ -58,9 +58,7 @@ torch.save(sd, legacy, _use_new_zipfile_serialization=False)
 TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
     TmpDir dir;
     const std::string config = dir.file("bert_config.json");
-    write_file_atomic(config, R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
-        "type_vocab_size": 2})");
+    testing::write_tiny_bert_config(config);
     auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string st = dir.file("a/model.ckpt-4.safetensors");
@@ -156,9 +154,7 @@ torch.save({**sd, g: torch.ones_like(sd[g])}, ones)
 TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
     TmpDir dir;
     const std::string config = dir.file("bert_config.json");
-    write_file_atomic(config, R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
-        "type_vocab_size": 2})");
+    testing::write_tiny_bert_config(config);
     auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const std::string bin = dir.file("model.bin");
