@@ -243,45 +243,29 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
 
 namespace {
 
-// The checkpoint a directory holds: a TF model directory's latest (its `checkpoint` state file, as
-// tf.train.latest_checkpoint reads it), save_pretrained's model.safetensors or pytorch_model.bin,
-// or a bertbench run's last model.ckpt-N.safetensors; "" for none.
-std::string checkpoint_in_directory(const std::filesystem::path& dir) {
-    if (is_file((dir / "checkpoint").string())) {
-        std::ifstream state(dir / "checkpoint");
-        std::string line;
-        std::getline(state, line);  // model_checkpoint_path: "model.ckpt-N"
-        const size_t open = line.find('"'), close = line.rfind('"');
-        if (line.starts_with("model_checkpoint_path: ") && open != close) {
-            const std::filesystem::path named = line.substr(open + 1, close - open - 1);
-            return (named.is_absolute() ? named : dir / named).string();
-        }
-    }
-    for (const char* name : {"model.safetensors", "pytorch_model.bin"})
-        if (is_file((dir / name).string())) return (dir / name).string();
-    int64_t last = -1;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        constexpr std::string_view head = "model.ckpt-", tail = ".safetensors";
-        if (!name.starts_with(head) || !name.ends_with(tail)) continue;
-        const std::string step = name.substr(head.size(), name.size() - head.size() - tail.size());
-        if (!step.empty() && step.size() < 19 && step.find_first_not_of("0123456789") == std::string::npos)
-            last = std::max<int64_t>(last, std::stoll(step));
-    }
-    return last < 0 ? "" : (dir / fmt::format("model.ckpt-{}.safetensors", last)).string();
+// A TF model directory's latest checkpoint, as tf.train.latest_checkpoint (and so
+// init_from_checkpoint and list_variables given a directory) reads it from the directory's
+// `checkpoint` state file; "" without one.
+std::string latest_in_state_file(const std::filesystem::path& dir) {
+    std::ifstream state(dir / "checkpoint");
+    std::string line;
+    std::getline(state, line);  // model_checkpoint_path: "model.ckpt-N"
+    const size_t open = line.find('"'), close = line.rfind('"');
+    if (!line.starts_with("model_checkpoint_path: ") || open == close) return "";
+    const std::filesystem::path named = line.substr(open + 1, close - open - 1);
+    return (named.is_absolute() ? named : dir / named).string();
 }
 
 }  // namespace
 
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag) {
+    // A directory with TF's state file: its latest checkpoint, as TF takes it; any other
+    // directory is refused by the reader, naming the checkpoints in it (which is for the user)
     if (struct stat st {}; !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        const std::string found = checkpoint_in_directory(path);
-        if (found.empty())
-            fail("{}={}: a directory with no checkpoint in it (expected a TF model directory with its "
-                 "`checkpoint` file, save_pretrained's model.safetensors or pytorch_model.bin, or a bertbench "
-                 "run's model.ckpt-N.safetensors; or the checkpoint's own name)", flag, path);
-        log::info("{}={}: a directory; reading its checkpoint {}", flag, path, found);
+        const std::string found = latest_in_state_file(path);
+        if (found.empty()) return path;
+        log::info("{}={}: a directory; reading its checkpoint {} (its `checkpoint` file's latest, as "
+                  "tf.train.latest_checkpoint)", flag, path, found);
         return resolve_checkpoint_name(found, flag);
     }
     if (path.empty() || is_file(path) || io::TfBundleReader::is_bundle(io::TfBundleReader::prefix_of(path))) return path;
