@@ -55,21 +55,28 @@ torch.save({'model': model,
 torch.save(sd, legacy, _use_new_zipfile_serialization=False)
 )";
 
+// The tiny model (its config written to `config`) pretrained 4 steps into dir/a
+// (a/model.ckpt-4.safetensors) and converted to `bin`, a PyTorch state dict under HF's names (the
+// .bin name: --to=pt); returns convert's output.
+std::string write_tiny_pt(const TmpDir& dir, const std::string& config, const std::string& bin) {
+    testing::write_tiny_bert_config(config);
+    const auto p = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
+    EXPECT_EQ(p.exit_code, 0) << p.out;
+    const auto c = run_bertbench("convert --input=" + dir.file("a/model.ckpt-4.safetensors") + " --output=" + bin);
+    EXPECT_EQ(c.exit_code, 0) << c.out;
+    return c.out;
+}
+
 TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
     TmpDir dir;
-    const std::string config = dir.file("bert_config.json");
-    testing::write_tiny_bert_config(config);
-    auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
-    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string config = dir.file("bert_config.json"), bin = dir.file("pytorch_model.bin");
     const std::string st = dir.file("a/model.ckpt-4.safetensors");
-    const std::string bin = dir.file("pytorch_model.bin");
-    r = run_bertbench("convert --input=" + st + " --output=" + bin);  // .bin: --to=pt
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("-> PyTorch checkpoint"), std::string::npos) << r.out;
+    const std::string converted = write_tiny_pt(dir, config, bin);
+    EXPECT_NE(converted.find("-> PyTorch checkpoint"), std::string::npos) << converted;
 
     const std::string nv = dir.file("ckpt_4.pt"), legacy = dir.file("legacy.bin");
     write_file_atomic(dir.file("resave.py"), kResave);
-    r = run_shell("/usr/bin/python3 " + dir.file("resave.py") + " " + bin + " " + nv + " " + legacy);
+    auto r = run_shell("/usr/bin/python3 " + dir.file("resave.py") + " " + bin + " " + nv + " " + legacy);
     ASSERT_EQ(r.exit_code, 0) << r.out;
 
     const std::string eval = " --input_file=" + golden("eval_pick/public_128_eval100.tfrecord") +
@@ -153,15 +160,12 @@ torch.save({**sd, g: torch.ones_like(sd[g])}, ones)
 // (LayerNorm gamma: 1), as in pretrain's evaluation, not as zeros.
 TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
     TmpDir dir;
-    const std::string config = dir.file("bert_config.json");
-    testing::write_tiny_bert_config(config);
-    auto r = run_bertbench(short_pretrain_args(config, dir.file("a"), ""));
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    const std::string bin = dir.file("model.bin");
-    ASSERT_EQ(run_bertbench("convert --input=" + dir.file("a/model.ckpt-4.safetensors") + " --output=" + bin).exit_code, 0);
+    const std::string config = dir.file("bert_config.json"), bin = dir.file("model.bin");
+    write_tiny_pt(dir, config, bin);
+    ASSERT_TRUE(fs::exists(bin));
     const std::string intw = dir.file("int.bin"), nogamma = dir.file("nogamma.bin"), ones = dir.file("ones.bin");
     write_file_atomic(dir.file("variants.py"), kVariants);
-    r = run_shell("/usr/bin/python3 " + dir.file("variants.py") + " " + bin + " " + intw + " " + nogamma + " " + ones);
+    auto r = run_shell("/usr/bin/python3 " + dir.file("variants.py") + " " + bin + " " + intw + " " + nogamma + " " + ones);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     r = run_bertbench("convert --input=" + intw + " --output=" + dir.file("int.safetensors") + " --bert_config_file=" + config);
     EXPECT_EQ(r.exit_code, 1) << r.out;
