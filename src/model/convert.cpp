@@ -150,6 +150,14 @@ Loaded read_tf(const std::string& prefix) {
     return in;
 }
 
+// hf_to_tf_name, and the MLM decoder as the word embeddings it is tied to in BERT: is_copy then
+// requires equal copies (an untied decoder is not this model, as the loaders refuse it).
+bool tied_or_hf_name(const std::string& name, HfName* m) {
+    if (!name.ends_with("predictions.decoder.weight")) return hf_to_tf_name(name, m);
+    *m = {"bert/embeddings/word_embeddings", false};
+    return true;
+}
+
 // Whether `t` (the file's `name`, under its TF name) is a second copy of a tensor already read
 // (cls.predictions.bias and .decoder.bias; "module.x" beside "x"): listed as skipped when its bytes
 // are the first's; different bytes are an error (the output would depend on the file's key order).
@@ -182,11 +190,11 @@ Loaded read_safetensors(const std::string& path, bool hf) {
         if (hf) {
             check_hf_layer_index(path, info.name);
             HfName m;
-            if (info.name.ends_with("position_ids") || info.name.ends_with("predictions.decoder.weight")) {
-                in.skipped.push_back(info.name + " (tied or a buffer)");
+            if (info.name.ends_with("position_ids")) {
+                in.skipped.push_back(info.name + " (a buffer)");
                 continue;
             }
-            if (!hf_to_tf_name(info.name, &m)) {
+            if (!tied_or_hf_name(info.name, &m)) {
                 in.skipped.push_back(info.name + " (no TF name)");
                 continue;
             }
@@ -217,11 +225,11 @@ Loaded read_pt(const std::string& path) {
         HfName m{info.name, false};
         if (info.name.find('/') == std::string::npos) {
             check_hf_layer_index(path, info.name);
-            if (info.name.ends_with("position_ids") || info.name.ends_with("predictions.decoder.weight")) {
-                in.skipped.push_back(info.name + " (tied or a buffer)");
+            if (info.name.ends_with("position_ids")) {
+                in.skipped.push_back(info.name + " (a buffer)");
                 continue;
             }
-            if (!hf_to_tf_name(info.name, &m)) {
+            if (!tied_or_hf_name(info.name, &m)) {
                 in.skipped.push_back(info.name + " (no TF name)");
                 continue;
             }

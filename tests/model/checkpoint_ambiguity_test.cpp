@@ -114,6 +114,43 @@ TEST(CheckpointAmbiguity, TwoNamesOfOneWeightMustHoldTheSameValues) {
         }
 }
 
+// BERT ties the MLM decoder to the word embeddings: a state dict's decoder holding other values
+// (an untied model) is refused by convert as by the loaders; an equal copy is a copy.
+TEST(CheckpointAmbiguity, AnUntiedDecoderIsRefusedByConvertAsByTheLoaders) {
+    TmpDir dir;
+    const ParamTable table(ambiguity_config(), Heads::pretraining);
+    std::vector<float> w(table.total_floats());
+    table.initialize(w, 6);
+    for (const bool tied : {true, false}) {
+        std::vector<std::vector<float>> storage;
+        std::vector<io::TorchOutTensor> t = hf_tensors(table, w, &storage);
+        const auto words = table.view(std::span<const float>(w), "bert/embeddings/word_embeddings");
+        storage.emplace_back(words.begin(), words.end());
+        if (!tied) storage.back()[5] += 0.5f;
+        t.push_back({"cls.predictions.decoder.weight", {64, 16}, storage.back()});
+        const std::string path = dir.file(tied ? "tied.pt" : "untied.pt");
+        io::write_torch_checkpoint(path, t);
+        ConvertOptions o;
+        o.input = path;
+        o.output = dir.file(tied ? "tied.safetensors" : "untied.safetensors");
+        std::vector<float> got(table.total_floats());
+        if (tied) {
+            EXPECT_NE(convert_checkpoint(o).summary().find("cls.predictions.decoder.weight (a copy of "
+                                                           "bert.embeddings.word_embeddings.weight)"),
+                      std::string::npos);
+            EXPECT_TRUE(import_torch_checkpoint(path, table, got).missing.empty());
+            continue;
+        }
+        const std::string c = error_of([&] { convert_checkpoint(o); });
+        EXPECT_NE(c.find("tensors \"bert.embeddings.word_embeddings.weight\" and \"cls.predictions.decoder.weight\" "
+                         "are both bert/embeddings/word_embeddings but hold different values"),
+                  std::string::npos) << c;
+        EXPECT_FALSE(std::filesystem::exists(o.output));
+        const std::string e = error_of([&] { import_torch_checkpoint(path, table, got); });
+        EXPECT_NE(e.find("an untied decoder"), std::string::npos) << e;
+    }
+}
+
 TEST(CheckpointAmbiguity, DeeperTfLayersThanTheConfigAreRefused) {
     TmpDir dir;
     const ParamTable two(ambiguity_config(2), Heads::pretraining),
