@@ -153,6 +153,7 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
         h.nsp_w = add("cls/seq_relationship/output_weights", {2, H});
         h.nsp_b = add("cls/seq_relationship/output_bias", {2});
     } else if (heads == Heads::squad) {
+        for (ParamInfo& p : entries_) p.trained = p.layer >= 0 || p.embedding;  // the pooler is not
         squad_.w = add("cls/squad/output_weights", {2, H});
         squad_.b = add("cls/squad/output_bias", {2});
     }

@@ -32,6 +32,10 @@ struct ParamInfo {
     // or -1 with `embedding` for bert/embeddings/*, or -1 alone for the pooler and the heads.
     int layer = -1;
     bool embedding = false;
+    // false where no gradient reaches it: the pooler under the SQuAD head (which reads the sequence
+    // output). The optimizer leaves it as loaded, as google's (no gradient: skipped) and NVIDIA's
+    // run_squad.py (the pooler removed from the optimizer) do; it is not decayed.
+    bool trained = true;
 };
 
 // Where the engine finds each tensor: offsets (floats) into the flat buffer, set where the table

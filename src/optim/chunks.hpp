@@ -17,7 +17,7 @@ namespace bertbench::optim {
 
 inline constexpr size_t kChunkFloats = size_t{1} << 15;  // 128 KiB of fp32 per stream
 
-// tensor: index into the entries; [begin, end): absolute float offsets into the flat buffer
+// tensor: index into tensors() (the trained entries); [begin, end): absolute float offsets into the flat buffer
 using Chunk = ops::ParamChunk;
 
 // One tensor as the optimizer sees it (a copy of the ParamInfo fields it needs).
@@ -29,6 +29,7 @@ struct TensorSlot {
 
 class ChunkPlan {
 public:
+    // The entries the optimizer updates (ParamInfo::trained; the others are left as they are).
     // Validates that every tensor lies inside [0, total_floats); Error naming the tensor if not.
     // The ops that read it run on `be`: table() and sums() are in its memory.
     ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,

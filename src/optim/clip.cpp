@@ -20,6 +20,7 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
             fail("[optim] parameter {}: [{}, {}) lies outside the {}-float buffer "
                  "(hint: the ParamTable and the buffers disagree)",
                  e.name, e.offset, e.offset + e.size, total_floats);
+        if (!e.trained) continue;  // no gradient, no update, no decay
         first_chunk_.push_back(chunks_.size());
         const size_t t = tensors_.size();
         tensors_.push_back({e.name, e.offset, e.size, e.decay});

@@ -74,7 +74,7 @@ public:
     // backend's memory).
     std::vector<StateTensor> state_tensors();
 
-    // LAMB trust ratios of the last step, one per tensor in table order (1 where excluded);
+    // LAMB trust ratios of the last step, one per trained tensor in table order (1 where excluded);
     // AdamW: all 1. For logging and tests (a copy on the host).
     std::vector<float> last_trust_ratios() const { return ratios_.download(); }
 

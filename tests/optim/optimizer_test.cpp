@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "model/param_table.hpp"
 #include "optim/clip.hpp"
 #include "optim/update.hpp"
 #include "optim_test_util.hpp"
@@ -318,6 +319,34 @@ TEST(Optimizer, StateTensorsNamedLikeTfSlots) {
     EXPECT_EQ(opt.update_count(), 1);
     EXPECT_FLOAT_EQ(opt.beta1_power(), 0.9f * 0.9f);
     EXPECT_FLOAT_EQ(opt.beta2_power(), 0.999f * 0.999f);
+}
+
+// The SQuAD model's pooler gets no gradient (the span head reads the sequence output): neither
+// optimizer moves or decays it, as google's run_squad.py (no gradient: skipped) and NVIDIA's (the
+// pooler taken out of the optimizer) leave it. Every other tensor moves.
+TEST(Optimizer, LeavesTheSquadPoolerAsLoaded) {
+    model::BertConfig config;
+    config.vocab_size = 50, config.hidden_size = 16, config.num_hidden_layers = 1;
+    config.num_attention_heads = 2, config.intermediate_size = 32, config.max_position_embeddings = 16;
+    const model::ParamTable table(config, model::Heads::squad);
+    for (const model::ParamInfo& e : table.entries())
+        EXPECT_EQ(e.trained, !e.name.starts_with("bert/pooler/")) << e.name;
+    for (OptimizerConfig oc : {OptimizerConfig::adamw_reference(), OptimizerConfig{}}) {  // AdamW, LAMB
+        std::mt19937 rng(3);
+        std::normal_distribution<float> normal(0.0f, 0.5f);
+        std::vector<float> w(table.total_floats()), g(table.total_floats());
+        for (float& x : w) x = normal(rng);
+        for (float& x : g) x = normal(rng);  // even where no gradient reaches: not read
+        const std::vector<float> before = w;
+        Optimizer opt(table, oc, backend::cpu());
+        for (int s = 0; s < 3; ++s) opt.step(w, g, 1e-2f);
+        for (const model::ParamInfo& e : table.entries()) {
+            const bool same = std::equal(w.begin() + static_cast<long>(e.offset),
+                                         w.begin() + static_cast<long>(e.offset + e.size),
+                                         before.begin() + static_cast<long>(e.offset));
+            EXPECT_EQ(same, !e.trained) << e.name << (oc.kind == OptimizerKind::lamb ? " LAMB" : " AdamW");
+        }
+    }
 }
 
 TEST(Optimizer, RejectsBadInput) {
