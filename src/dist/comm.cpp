@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace bertbench::dist {
 
@@ -311,6 +312,10 @@ void idle_barrier(Comm& comm) {
     float x = 0;
     const int t = comm.start_all_reduce_sum(std::span<float>(&x, 1));
     while (!comm.test(t)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void quiet_other_ranks() {
+    if (world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
 }
 
 std::string rank_prefix() {

@@ -71,6 +71,10 @@ void idle_barrier(Comm& comm);
 // "rank R: " when the job has more than one rank, "" otherwise: error messages start with it.
 std::string rank_prefix();
 
+// Under mpirun rank 0 alone logs; the other ranks print warnings and errors only. Commands call
+// it before parsing their flags, so that what the parse says (flags without effect) comes once.
+void quiet_other_ranks();
+
 // A rank's fatal error under mpirun, printed as `head` + the error, once: when every rank fails
 // within a few seconds (the same bad flag or file), rank 0 prints one line (a "rank R: " line
 // for each rank whose error differs) instead of one per rank; otherwise this rank prints its

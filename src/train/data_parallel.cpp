@@ -84,6 +84,9 @@ void DataParallel::require_all_ok(const std::string& local_error) const {
         return;
     }
     const std::vector<std::string> all = comm_->allgather(local_error);
+    // every rank with the same error (a file they all read): said once, as a single process says it
+    if (std::all_of(all.begin(), all.end(), [&](const std::string& e) { return !e.empty() && e == all[0]; }))
+        fail("{}", all[0]);
     std::string msg;
     for (size_t r = 0; r < all.size(); ++r)
         if (!all[r].empty()) msg += fmt::format("{}rank {}: {}", msg.empty() ? "" : "; ", r, all[r]);

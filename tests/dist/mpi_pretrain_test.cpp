@@ -283,6 +283,10 @@ TEST(DistPretrain, SlowEvalRanksWithDifferentFlagsStop) {
                          "differs from rank 0's"),
               std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("masked_lm_accuracy"), std::string::npos) << r.out;
+    // The same eval on both ranks: rank 0 alone logs (the checkpoint it initialised from, once)
+    const auto same = run_mpi(2, eval + "2", 120);
+    EXPECT_EQ(same.exit_code, 0) << same.out;
+    EXPECT_EQ(count_of(same.out, "initialised from "), 1u) << same.out;
 }
 
 // One checkpoint name, other weights of the same size on each host: training and eval stop before
@@ -407,6 +411,17 @@ TEST(DistPretrain, SlowARefusedFlagIsOneErrorLine) {
     EXPECT_EQ(count_of(one.out, "error: "), 1u) << one.out;
     EXPECT_NE(one.out.find("bertbench pretrain: error: rank 1: unknown flag --bogus\n"),
               std::string::npos) << one.out;
+
+    // An input every rank finds empty (the check of the data before the first step): one error,
+    // without a rank, as one process says it.
+    std::ofstream(w.out("empty.tfrecord")).close();
+    std::string empty = args(w, w.out("t"), "--num_train_steps=2");
+    empty.replace(empty.find(train_data()), train_data().size(), w.out("empty.tfrecord"));
+    const auto same = run_mpi(2, bertbench_path() + empty, 120);
+    EXPECT_EQ(same.exit_code, 1) << same.out;
+    EXPECT_EQ(count_of(same.out, "error: "), 1u) << same.out;
+    EXPECT_NE(same.out.find("bertbench pretrain: error: --input_file: expected records, got none"),
+              std::string::npos) << same.out;
 }
 
 }  // namespace
