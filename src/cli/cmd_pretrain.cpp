@@ -213,13 +213,17 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     const int64_t global_batch = int64_t{o.train_batch_size} * spu;
     std::string said;
     const auto note = [&](const std::string& s) { said += (said.empty() ? "" : ", ") + s; };
-    if (f.is_set("num_train_epochs") && t.num_steps_per_epoch == 0)
+    if (f.is_set("num_train_epochs") && !ngc &&
+        (t.num_train_epochs != std::trunc(t.num_train_epochs) || std::fabs(t.num_train_epochs) > 1e9))
+        fail("--num_train_epochs={}: expected an integer below 1e9 (PerfZero/TF2's absl integer flag)",
+             t.num_train_epochs);
+    if (f.is_set("num_train_epochs") && !ngc && t.num_steps_per_epoch == 0)
         fail("--num_train_epochs={}: expected --num_steps_per_epoch with it (the schedule length "
              "is epochs x updates per epoch), got none", t.num_train_epochs);
     if (t.num_steps_per_epoch != 0) {
         both("num_train_steps", "num_steps_per_epoch");
         // TF2's common_flags defaults: 3 epochs, AdamW
-        const int64_t epochs = f.is_set("num_train_epochs") ? t.num_train_epochs : 3;
+        const int64_t epochs = f.is_set("num_train_epochs") ? static_cast<int64_t>(t.num_train_epochs) : 3;
         if (!f.is_set("num_train_epochs")) note("--num_train_epochs=3 (its default)");
         if (!f.is_set("optimizer")) {
             o.optimizer = "adamw";
@@ -383,7 +387,7 @@ int cmd_pretrain(int argc, char** argv) {
     add_foreign_hints(f);
     // Under mpirun rank 0 alone says what the run is (its notices and the flags without effect).
     const int ranks = dist::world().size();
-    if (dist::world().rank() != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);
+    dist::quiet_other_ranks();
     if (!f.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
     // Every script's --num_accumulation_steps is a count of micro-batches (theirs divide by it).

@@ -89,9 +89,9 @@ std::vector<std::string> output_names(const Options& o, bool train_model, bool p
     if (o.do_train) names.push_back("train.tf_record");
     if (train_model && pt_model) names.push_back("pytorch_model.bin");  // NVIDIA's line
     if (o.do_predict) {
+        // null_odds.json also on SQuAD 1.1: a previous run's is removed (write_predictions)
         names.insert(names.end(), {"eval.tf_record", "predictions.json", "nbest_predictions.json",
-                                   "eval_results.json"});
-        if (o.version_2_with_negative) names.push_back("null_odds.json");
+                                   "eval_results.json", "null_odds.json"});
         if (predict_model) names.insert(names.end(), {"raw_results.jsonl", "predict_speed.json"});
     }
     return names;
@@ -173,10 +173,30 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
     return std::move(inf.results);
 }
 
+// The prediction files in --output_dir, and no file of a previous run beside them that this one
+// did not make: its eval_results.json when this run scores nothing (a predict file without
+// answers), its null_odds.json on SQuAD 1.1. Names what it removed.
+void write_predictions(const Options& o, const std::string& predictions, const std::string& nbest,
+                       const std::string& null_odds, bool scored) {
+    const fs::path dir(o.output_dir);
+    write_file_atomic((dir / "predictions.json").string(), predictions);
+    write_file_atomic((dir / "nbest_predictions.json").string(), nbest);
+    if (o.version_2_with_negative) write_file_atomic((dir / "null_odds.json").string(), null_odds);
+    log::info("wrote predictions.json and nbest_predictions.json{} in {}",
+              o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
+    const auto remove_stale = [&](const char* name, const char* why) {
+        std::error_code ec;
+        if (fs::remove(dir / name, ec)) log::info("removed a previous run's {} ({})", (dir / name).string(), why);
+        if (ec) fail("--output_dir={}: cannot remove a previous run's {}: {}", o.output_dir, name, ec.message());
+    };
+    if (!scored) remove_stale("eval_results.json", "this run scores nothing");
+    if (!o.version_2_with_negative) remove_stale("null_odds.json", "this run is SQuAD 1.1");
+}
+
 // --do_predict --transformers_qa: run_qa.py's evaluation (data/squad_qa.hpp,
 // train/squad_qa_predict.hpp) with the model or --raw_results; its files and metric in
-// --output_dir.
-void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
+// --output_dir. Whether it scored them (eval_results.json).
+bool predict_transformers_qa(const Options& o, const data::Vocab& vocab,
                              std::optional<train::SquadModel>& model, bool predict_model,
                              ops::Precision precision, backend::Backend* be, int cpus) {
     const fs::path dir(o.output_dir);
@@ -212,29 +232,26 @@ void predict_transformers_qa(const Options& o, const data::Vocab& vocab,
     log::info("  Num features = {}", features.size());
     log::info("  Batch size = {}", o.predict_batch_size);
     log::info("wrote {}", eval_path);
-    if (!predict_model && !preds) return;  // --features_only
+    if (!predict_model && !preds) return false;  // --features_only
     if (!preds)
         preds = decode(infer_features(o, model, features, precision, be, cpus),
                        (dir / "raw_results.jsonl").string());
-    write_file_atomic((dir / "predictions.json").string(), preds->predictions_json);
-    write_file_atomic((dir / "nbest_predictions.json").string(), preds->nbest_json);
-    if (o.version_2_with_negative)
-        write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
-    log::info("wrote predictions.json and nbest_predictions.json{} in {} (utils_qa's eval_*.json)",
-              o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
     bool answers = true;
     for (const auto& e : examples) answers = answers && e.answers.is_array() && !e.answers.empty();
-    if (!answers && !o.version_2_with_negative) {
+    const bool scored = answers || o.version_2_with_negative;
+    write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json, scored);
+    if (!scored) {
         log::info(
             "no metric: {} has questions without answers (datasets' squad metric fails on them)",
             o.predict_file);
-        return;
+        return false;
     }
     const auto metric = train::squad_qa_metric(examples, preds->predictions,
                                                o.version_2_with_negative, o.predict_file);
     const std::string text = train::py_json_dumps(metric) + "\n";
     std::fwrite(text.data(), 1, text.size(), stdout);
     write_file_atomic((dir / "eval_results.json").string(), text);
+    return true;
 }
 
 }  // namespace
@@ -320,6 +337,7 @@ int cmd_squad(int argc, char** argv) {
     add_squad_hints(flags);
     TokenizationFlags tokenization;
     tokenization.add(flags);
+    dist::quiet_other_ranks();  // under mpirun rank 0 alone logs, writes files and predicts
     if (!flags.parse(argc, argv)) return 0;
     tokenization.check();
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output
@@ -336,7 +354,6 @@ int cmd_squad(int argc, char** argv) {
     // Under mpirun every rank makes the training features and trains its share of each batch
     // (the training loop); rank 0 alone logs, writes files and predicts.
     const bool root = dist::world().rank() == 0;
-    if (!root && log::level() < log::Level::warn) log::set_level(log::Level::warn);
 
     // validate_flags_or_throw, then everything else that can be checked, before anything is written.
     if (o.vocab_file.empty()) fail("--vocab_file: required (the WordPiece vocabulary, vocab.txt)");
@@ -485,6 +502,7 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
+    int64_t updates_per_epoch = 0;  // NVIDIA's loop: its dllogger entries' epochs
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
         // Pre-shuffled as run_squad.py main() does, so train.tf_record is byte-identical.
@@ -523,6 +541,7 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
         if (plan) log::info("  Num steps = {}", plan->updates);
+        if (plan) updates_per_epoch = plan->updates_per_epoch;
         if (plan && plan->own_schedule) log::info("  Schedule: {}", plan->summary);
         if (!train_model) write_train_features();  // --features_only: nothing else to check
         if (train_model) {
@@ -546,8 +565,9 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
+    bool scored_now = false;  // eval_results.json written by this run
     if (o.do_predict && root && o.transformers_qa) {
-        predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
+        scored_now = predict_transformers_qa(o, vocab, model, predict_model, precision, be.get(), cpus);
     } else if (o.do_predict && root) {
         const nlohmann::json& predict_doc = eval_set->doc;
         const auto& eval_examples = eval_set->examples;
@@ -587,12 +607,8 @@ int cmd_squad(int argc, char** argv) {
                 e = verbose.find('\n', b);
                 log::info("{}", verbose.substr(b, e - b));
             }
-            write_file_atomic((dir / "predictions.json").string(), preds->predictions_json);
-            write_file_atomic((dir / "nbest_predictions.json").string(), preds->nbest_json);
-            if (o.version_2_with_negative)
-                write_file_atomic((dir / "null_odds.json").string(), preds->null_odds_json);
-            log::info("wrote predictions.json and nbest_predictions.json{} in {}",
-                      o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
+            write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json, scored);
+            scored_now = scored;
             if (scored) {
                 const auto metric = train::squad_evaluate(
                     predict_doc, nlohmann::json::parse(preds->predictions_json), o.predict_file,
@@ -603,12 +619,14 @@ int cmd_squad(int argc, char** argv) {
             }
         }
     }
-    if (!nvpt.json_summary.empty() && root)
-        write_squad_dllogger(nvpt.json_summary,
-                             {o.output_dir, flags_json, o.seed, nvpt.log_freq,
-                              o.train_batch_size / ranks / nvpt.gradient_accumulation_steps,
-                              o.learning_rate, o.nvidia.max_steps},
-                             train_model, predict_model);
+    if (!nvpt.json_summary.empty() && root) {
+        DlloggerRun run{o.output_dir, flags_json, o.seed, nvpt.log_freq,
+                        o.train_batch_size / ranks / nvpt.gradient_accumulation_steps,
+                        o.learning_rate, o.nvidia.max_steps};
+        run.squad_updates_per_epoch = updates_per_epoch;
+        run.squad_accumulation = nvpt.gradient_accumulation_steps;
+        write_squad_dllogger(nvpt.json_summary, run, train_model, predict_model, scored_now);
+    }
     return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -86,36 +87,61 @@ void log_config(DlloggerText& d, const DlloggerRun& run) {
     d.parameter("SEED", run.seed);
 }
 
-// The training log's loss entries, every log_freq updates, as NVIDIA's loops log them: `window`
-// adds average_loss over the updates since the last entry (run_pretraining.py); the last update
-// gets {"final_loss": ...} instead. Returns the final loss (NaN without training lines).
-double log_losses(DlloggerText& d, const DlloggerRun& run, bool window) {
-    const int64_t every = run.log_freq >= 1 ? static_cast<int64_t>(run.log_freq) : 1;
+// train_log.jsonl's lines (one per update).
+std::vector<nlohmann::json> train_log(const DlloggerRun& run) {
     std::ifstream in(fs::path(run.output_dir) / "train_log.jsonl");
     std::vector<nlohmann::json> lines;
     for (std::string text; std::getline(in, text);)
         if (!text.empty())
             lines.push_back(json_safe::parse(text, run.output_dir + "/train_log.jsonl",
                                              "one JSON object per line"));
+    return lines;
+}
+
+// The training log's loss entries, every log_freq updates, as run_pretraining.py logs them:
+// average_loss over the updates since the last entry and step_loss; the last update gets
+// {"final_loss": ...} instead. Returns the final loss (NaN without training lines).
+double log_pretrain_losses(DlloggerText& d, const DlloggerRun& run) {
+    const int64_t every = run.log_freq >= 1 ? static_cast<int64_t>(run.log_freq) : 1;
+    const std::vector<nlohmann::json> lines = train_log(run);
     double sum = 0, final_loss = std::numeric_limits<double>::quiet_NaN();
     int64_t n = 0;
     for (size_t k = 0; k < lines.size(); ++k) {
-        const nlohmann::json& l = lines[k];
-        const int64_t update = l.value("update", int64_t{0});
-        const double loss = number(l, "loss");
+        const int64_t update = lines[k].value("update", int64_t{0});
+        const double loss = number(lines[k], "loss");
         sum += loss, ++n;
         const Json step = Json::array({0, update});  // [epoch, global_step]
         if (k + 1 == lines.size()) {
-            final_loss = window ? sum / n : loss;
-            if (window) d.log(step, Json{{"final_loss", final_loss}});
+            final_loss = sum / n;
+            d.log(step, Json{{"final_loss", final_loss}});
         } else if (update % every == 0) {
-            Json data = Json::object();
-            if (window) data["average_loss"] = sum / n;
-            data["step_loss"] = loss;
-            data["learning_rate"] = number(l, "learning_rate");
-            d.log(step, data);
+            d.log(step, Json{{"average_loss", sum / n}, {"step_loss", loss},
+                             {"learning_rate", number(lines[k], "learning_rate")}});
             sum = 0, n = 0;
         }
+    }
+    return final_loss;
+}
+
+// run_squad.py's: it logs {"step_loss", "learning_rate"} at [epoch, global_step] after each
+// micro-batch whose index within its epoch is a multiple of --log_freq (so the first of every
+// epoch), the loss divided by K (--gradient_accumulation_steps). Here one entry per update in
+// which such a micro-batch falls, with the update's mean loss / K (NVIDIA's: that micro-batch's
+// / K). Returns the final loss, the last update's mean / K (NaN without training lines).
+double log_squad_losses(DlloggerText& d, const DlloggerRun& run) {
+    const int64_t every = run.log_freq >= 1 ? static_cast<int64_t>(run.log_freq) : 1;
+    const int64_t k_acc = std::max<int64_t>(run.squad_accumulation, 1);
+    const int64_t per_epoch = run.squad_updates_per_epoch;
+    double final_loss = std::numeric_limits<double>::quiet_NaN();
+    for (const nlohmann::json& l : train_log(run)) {
+        const int64_t update = l.value("update", int64_t{0});
+        const int64_t epoch = per_epoch > 0 ? (update - 1) / per_epoch : 0;
+        const int64_t first = (per_epoch > 0 ? (update - 1) % per_epoch : update - 1) * k_acc;
+        final_loss = number(l, "loss") / static_cast<double>(k_acc);
+        // a multiple of `every` among the micro-batch indices first .. first + K - 1
+        if ((first + every - 1) / every * every <= first + k_acc - 1)
+            d.log(Json::array({epoch, update}),
+                  Json{{"step_loss", final_loss}, {"learning_rate", number(l, "learning_rate")}});
     }
     return final_loss;
 }
@@ -142,7 +168,7 @@ void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
     d.parameter("train_start", true);
     d.parameter("batch_size_per_gpu", run.batch_size_per_gpu);
     d.parameter("learning_rate", run.learning_rate);
-    const double final_loss = log_losses(d, run, true);
+    const double final_loss = log_pretrain_losses(d, run);
     const nlohmann::json res = read_output(run.output_dir, "results.json");
     // NVIDIA's e2e_train_time runs from before its set-up to the end, its raw_train_time from the
     // first batch: here the initialisation plus the run, and the run (run_start to run_stop).
@@ -155,13 +181,13 @@ void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
 }
 
 void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool trained,
-                          bool predicted) {
+                          bool predicted, bool scored) {
     DlloggerText d;
     log_config(d, run);
     if (trained) {
         d.parameter("train_start", true);
         d.parameter("train_batch_size", run.batch_size_per_gpu);
-        const double final_loss = log_losses(d, run, false);
+        const double final_loss = log_squad_losses(d, run);
         const nlohmann::json res = read_output(run.output_dir, "results.json");
         const double wall = number(res, "wall_time_s");
         const double rate = run.squad_max_steps > 0
@@ -177,7 +203,8 @@ void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool 
         d.log(Json::array(), Json{{"e2e_inference_time", number(speed, "sequences") / sps},
                                   {"inference_sequences_per_second", sps}});
     }
-    if (const nlohmann::json m = read_output(run.output_dir, "eval_results.json"); !m.is_null()) {
+    if (const nlohmann::json m = scored ? read_output(run.output_dir, "eval_results.json") : nullptr;
+        !m.is_null()) {
         const double em = m.contains("exact_match") ? number(m, "exact_match") : number(m, "exact");
         d.log(Json::array(), Json{{"exact_match", em}, {"F1", number(m, "f1")}});
     }

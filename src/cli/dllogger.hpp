@@ -32,13 +32,16 @@ struct DlloggerRun {
     // run_squad.py's --max_steps when > 0: its training_sequences_per_second counts max_steps
     // updates of the global batch (one fewer than it runs); otherwise every sequence trained.
     double squad_max_steps = -1;
+    // run_squad.py's loop: updates per epoch (0: not known, epoch 0) and micro-batches per update
+    int64_t squad_updates_per_epoch = 0;
+    int64_t squad_accumulation = 1;
 };
 
 // run_pretraining.py's entries. Writes atomically; logs where.
 void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run);
 // run_squad.py's entries: training ones when `trained`, inference ones when `predicted`, the
-// metric when eval_results.json was written.
+// metric when `scored` (this run wrote eval_results.json).
 void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool trained,
-                          bool predicted);
+                          bool predicted, bool scored);
 
 }  // namespace bertbench::cli

@@ -154,6 +154,7 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                "not supported: bertbench resumes from the latest checkpoint in --output_dir");
     f.add_ignored("profile", false, "(bertbench bench --profile profiles the steps)");
     if (pt) {
+        f.add_ignored("profile-start", true, "(the step --profile starts at; parsed and never read there)");
         f.add("input_dir", &input_dir,
               who + "directory of HDF5 shards; its files named *training* are read (sets "
                     "--input_file)");
@@ -233,7 +234,8 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
     static const std::vector<const char*> pt_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "allreduce_post_accumulation_fp16",
         "checkpoint_activations", "disable_progress_bar", "vocab_file", "num_workers",
-        "disable_jit_fusions", "cuda_graphs", "no_dense_sequence_output", "resume_phase2", "profile"};
+        "disable_jit_fusions", "cuda_graphs", "no_dense_sequence_output", "resume_phase2", "profile",
+        "profile-start"};
     static const std::vector<const char*> squad_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",
         "do_eval", "eval_script", "cache_dir", "skip_cache", "profile"};
@@ -266,7 +268,11 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     if (!ngc_marker.empty())
         fail("{}: expected the flags of one script, got NVIDIA NGC TF's {} on NVIDIA PyTorch "
              "run_pretraining.py's command line ({} given)", ngc_marker, ngc_marker, m);
-    for (const char* other : {"num_accumulation_steps", "num_steps_per_epoch", "num_train_epochs",
+    // its own --num_train_epochs (a float) is parsed and never read there: no effect
+    if (f.is_set("num_train_epochs"))
+        log::info("--num_train_epochs: no effect (NVIDIA run_pretraining.py parses it and never reads it; "
+                  "--max_steps sets the length)");
+    for (const char* other : {"num_accumulation_steps", "num_steps_per_epoch",
                               "warmup_steps", "stop_steps", "steps_between_eval",
                               "steps_before_eval_start", "steps_per_update"})
         if (f.is_set(other))
@@ -337,10 +343,11 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     if (!f.is_set("save_checkpoints_steps")) {
         o.save_checkpoints_steps =
             n.skip_checkpoint ? 0 : micro_steps("num_steps_per_checkpoint", n.num_steps_per_checkpoint, k);
+        o.save_at_multiples = true;  // its updates that are multiples of N, a resumed run's too
         notes.push_back(n.skip_checkpoint
                             ? std::string("--skip_checkpoint: only the final checkpoint")
-                            : fmt::format("a checkpoint every {} updates -> "
-                                          "--save_checkpoints_steps={}",
+                            : fmt::format("a checkpoint at the updates that are multiples of {} -> "
+                                          "--save_checkpoints_steps={} at its multiples",
                                           n.num_steps_per_checkpoint, o.save_checkpoints_steps));
     }
     if (!f.is_set("keep_checkpoint_max")) {

@@ -31,6 +31,19 @@ void add_accelerator_flags(Flags& f, bool horovod) {
     if (horovod) f.add_ignored("horovod", false, cpu);
 }
 
+namespace {
+
+// Spellings of absl and of transformers' scripts that every training command answers the same.
+void add_common_hints(Flags& f) {
+    f.add_hint("flagfile", "not supported: give the flags on the command line (absl's flag file: xargs < FILE)");
+    f.add_hint("model_name_or_path",
+               "bertbench takes the model as --bert_config_file and --init_checkpoint (a save_pretrained "
+               "directory's config.json and pytorch_model.bin or model.safetensors); scripts/ipex_launch.py "
+               "runs Intel's run_qa.py and run_pretrain_mlperf.py lines whole (docs/compatibility.md)");
+}
+
+}  // namespace
+
 void add_foreign_hints(Flags& f) {
     // TF2 official models / PerfZero names with another bertbench spelling or no equivalent.
     f.add_hint("train_batch_size_per_replica", "use --train_batch_size, the global batch");
@@ -59,9 +72,14 @@ void add_foreign_hints(Flags& f) {
     f.add_hint("num-intra-threads", "did you mean --threads?");
     f.add_hint("checkpoint", "did you mean --init_checkpoint or --output_dir?");
     f.add_hint("data-location", "did you mean --input_file?");
+    add_common_hints(f);
+    f.add_hint("per_device_train_batch_size", "did you mean --train_batch_size (per rank and micro-step)?");
 }
 
 void add_squad_hints(Flags& f) {
+    add_common_hints(f);
+    f.add_hint("per_device_train_batch_size", "did you mean --train_batch_size?");
+    f.add_hint("per_device_eval_batch_size", "did you mean --predict_batch_size?");
     f.add_hint("lr", "did you mean --learning_rate?");
     f.add_hint("batch_size", "did you mean --train_batch_size or --predict_batch_size?");
     f.add_hint("eval_batch_size", "did you mean --predict_batch_size?");

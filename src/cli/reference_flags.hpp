@@ -44,7 +44,7 @@ void check_case_matches_checkpoint(bool do_lower_case, const std::string& init_c
 struct Tf2StepFlags {
     int num_accumulation_steps = 0;   // 0 = not given
     int64_t num_steps_per_epoch = 0;  // updates
-    int num_train_epochs = 0;
+    double num_train_epochs = 0;  // an integer (absl); a float on NVIDIA run_pretraining.py's line, unused there
     double warmup_steps = -1;         // updates (a float flag there); -1 = not given
     double epsilon = 0;               // MLPerf TF2's LAMB epsilon; 0 = not given
     int64_t stop_steps = 0;           // updates; 0 = not given

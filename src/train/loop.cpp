@@ -638,9 +638,9 @@ int TrainLoop::train() {
         // A signal during the evaluation after_update may have run stops the run now rather than
         // one update later (one process; under mpirun the ranks agree on it at the next update).
         if (stop_signal == 0 && !dp_->active()) stop_signal = g_stop_signal;
-        if (o_.save_checkpoints_steps > 0 &&
-            step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps &&
-            step < stop_at)
+        if (o_.save_checkpoints_steps > 0 && step < stop_at &&
+            (o_.save_at_multiples ? step % o_.save_checkpoints_steps == 0
+                                  : step - std::max<int64_t>(last_saved_step_, 0) >= o_.save_checkpoints_steps))
             save_checkpoint(false);
         if (stop_signal != 0) {
             const int sig = stop_signal;

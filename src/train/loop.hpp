@@ -57,6 +57,10 @@ struct RunOptions {
     std::string init_checkpoint;       // any format load_init_checkpoint reads
     int train_batch_size = 32;         // sequences per micro-step
     int64_t save_checkpoints_steps = 1000;  // micro-steps; 0 = only at the end
+    // Where: at the steps that are multiples of it (NVIDIA run_pretraining.py's
+    // `global step % num_steps_per_checkpoint == 0`, after a resume too), not that many after the
+    // previous checkpoint (TF's CheckpointSaverHook)
+    bool save_at_multiples = false;
     int keep_checkpoint_max = 5;       // 0 = keep all
     int64_t seed = 12345;              // initialisation and dropout
     int threads = 0;                   // 0 = every available CPU

@@ -65,7 +65,8 @@ SquadPlan nvidia_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t 
     const auto epochs = static_cast<int64_t>(o.num_train_epochs);
     const int64_t per_rank = (num_features + n.ranks - 1) / n.ranks;      // DistributedSampler
     const int64_t batches = (per_rank + n.micro_batch - 1) / n.micro_batch;  // the last partial
-    p.updates = epochs * (batches / n.accumulation);
+    p.updates_per_epoch = batches / n.accumulation;
+    p.updates = epochs * p.updates_per_epoch;
     if (n.max_steps > 0)  // `if global_step > max_steps: break` before each micro-batch
         p.updates = std::min(p.updates, static_cast<int64_t>(std::floor(n.max_steps)) + 1);
     if (!(t_total > 0) || p.updates < 1)

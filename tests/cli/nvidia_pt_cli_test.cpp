@@ -90,10 +90,13 @@ std::string phase1_line(const NvidiaDirs& d, const std::string& ckpts, const std
 TEST(NvidiaPyTorchCli, OmittedWidthsAreTheShards) {
     const NvidiaDirs d;
     const std::string ckpts = d.tmp.file("ckpts");
+    // with two flags run_pretraining.py parses and never reads: its float --num_train_epochs and
+    // --profile-start, no effect
     auto r = run_bertbench("pretrain --input_dir=" + d.phase2 + " --output_dir=" + ckpts +
                            " --config_file=" + d.config + " --train_batch_size=2 --max_steps=1"
-                           " --do_train --json-summary= --threads=1");
+                           " --do_train --json-summary= --num_train_epochs=3.0 --profile-start=0 --threads=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "--num_train_epochs: no effect (NVIDIA run_pretraining.py parses it"), 1u) << r.out;
     EXPECT_EQ(count_of(r.out, "the sequence length and predictions per row from the data, as its "
                               "loader takes them"), 1u) << r.out;
     const json cfg = json::parse(slurp(ckpts + "/config.json"));
@@ -146,6 +149,10 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     res = json::parse(slurp(ckpts + "/results.json"));
     EXPECT_EQ(res["global_step"], 6);
     EXPECT_EQ(testing::read_jsonl(ckpts + "/train_log.jsonl").size(), 3u);  // updates 1, 2, 3
+    // its checkpoints at the updates that are multiples of --num_steps_per_checkpoint=2 after the
+    // resume too (update 2 = step 4), as an uninterrupted run's; then the final one
+    for (const char* step : {"2", "4", "6"})
+        EXPECT_TRUE(fs::exists(ckpts + "/model.ckpt-" + step + ".safetensors")) << step << "\n" << r.out;
     r = run_bertbench(line + " --resume_from_checkpoint");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;  // finished now
@@ -434,6 +441,16 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     }
     EXPECT_EQ(with_key(lines, "exact_match")[0]["data"]["exact_match"],
               json::parse(slurp(out + "/eval_results.json"))["exact_match"]);
+    // run_squad.py logs step_loss after each micro-batch whose index within its epoch is a
+    // multiple of --log_freq (50 by default): the first of each epoch here, at [epoch, global_step]
+    const int64_t per_epoch = (features + 7) / 8;
+    ASSERT_LT(per_epoch, 50);
+    const auto losses = with_key(lines, "step_loss");
+    ASSERT_EQ(losses.size(), 2u);
+    EXPECT_EQ(losses[0]["step"], json::array({0, 1}));
+    EXPECT_EQ(losses[1]["step"], json::array({1, per_epoch + 1}));
+    EXPECT_EQ(losses[1]["data"]["step_loss"], log[static_cast<size_t>(per_epoch)]["loss"]);
+    EXPECT_EQ(with_key(lines, "final_loss")[0]["data"]["final_loss"], log.back()["loss"]);
     // run_squad.sh's benchmark line (--max_steps=N > 0): N + 1 updates run, and its
     // training_sequences_per_second counts N updates of the global batch over the training time
     std::string bench = run_squad_line(d, pt, d.tmp.file("squad_steps"), true);

@@ -602,6 +602,20 @@ TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
     EXPECT_EQ(split.exit_code, 1);
     EXPECT_NE(split.out.find("--train_batch_size=10: expected a multiple of "
                              "--num_accumulation_steps=3"), std::string::npos) << split.out;
+    // PerfZero's --num_train_epochs is an absl integer (NVIDIA run_pretraining.py's is a float)
+    const auto epochs = run_bertbench("pretrain --model=tiny --model_dir=a --num_steps_per_epoch=4 --num_train_epochs=2.5");
+    EXPECT_EQ(epochs.exit_code, 1);
+    EXPECT_NE(epochs.out.find("--num_train_epochs=2.5: expected an integer below 1e9 (PerfZero/TF2's absl "
+                              "integer flag)"), std::string::npos) << epochs.out;
+    // transformers' and absl's spellings name bertbench's
+    const auto hf = run_bertbench("squad --output_dir=a --per_device_eval_batch_size=4 --model_name_or_path=m "
+                                  "--flagfile=f");
+    EXPECT_EQ(hf.exit_code, 1);
+    for (const char* want : {"--per_device_eval_batch_size (did you mean --predict_batch_size?)",
+                             "--model_name_or_path (bertbench takes the model as --bert_config_file",
+                             "--flagfile (not supported: give the flags on the command line"})
+        EXPECT_NE(hf.out.find(want), std::string::npos) << want << "\n" << hf.out;
+    EXPECT_FALSE(fs::exists("a"));
 }
 
 }  // namespace

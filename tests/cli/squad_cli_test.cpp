@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/fs.hpp"
@@ -124,6 +125,35 @@ TEST(SquadCli, RawResultsDecodeAndScoreBothRuns) {
         EXPECT_EQ(r.out, read_file(dir + "evaluate_stdout.txt")) << msl;
         EXPECT_FALSE(fs::exists(out + "/null_odds.json"));
     }
+}
+
+// A prediction that scores nothing (a predict file without answers) or is SQuAD 1.1 leaves no
+// score or null odds of a previous run in --output_dir beside its predictions (NVIDIA's
+// --json-summary read the old eval_results.json as this run's metric).
+TEST(SquadCli, APredictionLeavesNoPreviousRunsScore) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out";
+    const std::string dir = golden("squad_pipeline/predictions_384/");
+    const std::string raw = " --raw_results=" + dir + "logits.jsonl";
+    ASSERT_EQ(run(tmp, squad_flags(out) + " --do_predict --predict_file=" + golden("squad_pipeline/dataset-v1.1.json") + raw).code, 0);
+    ASSERT_TRUE(fs::exists(out + "/eval_results.json"));
+    write_file_atomic(out + "/null_odds.json", "{\"a 2.0 run's\": 1.0}\n");
+    // the same questions, no answers: the same features and predictions, nothing to score
+    auto doc = nlohmann::json::parse(read_file(golden("squad_pipeline/dataset-v1.1.json")));
+    for (auto& article : doc["data"])
+        for (auto& paragraph : article["paragraphs"])
+            for (auto& qa : paragraph["qas"]) qa["answers"] = nlohmann::json::array();
+    const std::string unanswered = tmp.path + "/unanswered.json";
+    write_file_atomic(unanswered, doc.dump());
+    const CmdRun r = run(tmp, squad_flags(out) + " --do_predict --predict_file=" + unanswered + raw);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_file(out + "/predictions.json"), read_file(dir + "predictions.json"));
+    EXPECT_FALSE(fs::exists(out + "/eval_results.json"));
+    EXPECT_FALSE(fs::exists(out + "/null_odds.json"));
+    EXPECT_NE(r.err.find("removed a previous run's " + out + "/eval_results.json (this run scores nothing)"),
+              std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("removed a previous run's " + out + "/null_odds.json (this run is SQuAD 1.1)"),
+              std::string::npos) << r.err;
 }
 
 TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
