@@ -28,21 +28,26 @@ using Json = train::MlJson;  // insertion order = dllogger's key order
 class DlloggerText {
 public:
     void log(const Json& step, const Json& data) {
-        const auto now = std::chrono::system_clock::now();
-        const double t = std::chrono::duration<double>(now.time_since_epoch()).count();
-        const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-        std::tm tm{};
-        localtime_r(&secs, &tm);
-        char date[32];
-        std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
-        const auto micros = static_cast<int64_t>((t - std::floor(t)) * 1e6);
+        const Stamp now = stamp();
         Json line = Json::object();
-        line["timestamp"] = py_float_repr(t);  // str(timestamp.timestamp())
-        line["datetime"] = fmt::format("{}.{:06d}", date, micros);
-        line["elapsedtime"] = py_float_repr(t - start_);
+        line["timestamp"] = now.timestamp;
+        line["datetime"] = now.datetime;
+        line["elapsedtime"] = now.elapsed;
         line["type"] = "LOG";
         line["step"] = step;
         line["data"] = data;
+        text_ += "DLLL " + train::python_json_dumps(line) + "\n";
+    }
+    // dllogger.metadata(metric, {"unit": unit}) (null for no unit), in its key order
+    void metadata(const char* metric, const char* unit) {
+        const Stamp now = stamp();
+        Json line = Json::object();
+        line["timestamp"] = now.timestamp;
+        line["elapsedtime"] = now.elapsed;
+        line["datetime"] = now.datetime;
+        line["type"] = "METADATA";
+        line["metric"] = metric;
+        line["metadata"] = Json{{"unit", unit ? Json(unit) : Json(nullptr)}};
         text_ += "DLLL " + train::python_json_dumps(line) + "\n";
     }
     void parameter(const char* key, const Json& value) { log("PARAMETER", Json{{key, value}}); }
@@ -56,6 +61,20 @@ public:
     }
 
 private:
+    struct Stamp {
+        std::string timestamp, datetime, elapsed;  // str(timestamp.timestamp()), str(timestamp), str(elapsed)
+    };
+    Stamp stamp() const {
+        const auto now = std::chrono::system_clock::now();
+        const double t = std::chrono::duration<double>(now.time_since_epoch()).count();
+        const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+        std::tm tm{};
+        localtime_r(&secs, &tm);
+        char date[32];
+        std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", &tm);
+        const auto micros = static_cast<int64_t>((t - std::floor(t)) * 1e6);
+        return {py_float_repr(t), fmt::format("{}.{:06d}", date, micros), py_float_repr(t - start_)};
+    }
     double start_ = std::chrono::duration<double>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
     std::string text_;
@@ -164,6 +183,10 @@ void check_dllogger_path(const std::string& path, const std::vector<std::string>
 
 void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
     DlloggerText d;
+    d.metadata("e2e_train_time", "s");  // run_pretraining.py's, after dllogger.init
+    d.metadata("training_sequences_per_second", "sequences/s");
+    d.metadata("final_loss", nullptr);
+    d.metadata("raw_train_time", "s");
     log_config(d, run);
     d.parameter("train_start", true);
     d.parameter("batch_size_per_gpu", run.batch_size_per_gpu);
@@ -183,6 +206,13 @@ void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
 void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool trained,
                           bool predicted, bool scored) {
     DlloggerText d;
+    d.metadata("e2e_train_time", "s");  // run_squad.py's, after dllogger.init
+    d.metadata("training_sequences_per_second", "sequences/s");
+    d.metadata("final_loss", nullptr);
+    d.metadata("e2e_inference_time", "s");
+    d.metadata("inference_sequences_per_second", "sequences/s");
+    d.metadata("exact_match", nullptr);
+    d.metadata("F1", nullptr);
     log_config(d, run);
     if (trained) {
         d.parameter("train_start", true);

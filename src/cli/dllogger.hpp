@@ -2,9 +2,10 @@
 // per log call as dllogger.JSONStreamBackend writes it,
 //   DLLL {"timestamp": "1700000000.5", "datetime": "2023-11-14 22:13:20.500000", "elapsedtime":
 //         "0.0", "type": "LOG", "step": "PARAMETER" | [epoch, step] | [], "data": {...}}
-// (json.dumps spacing). bertbench writes it once the run is over, from its own logs
-// (train_log.jsonl, results.json, predict_speed.json, eval_results.json in --output_dir), with the
-// entries run_pretraining.py / run_squad.py log: the config and seed, the loss every --log_freq
+// (json.dumps spacing), after the scripts' METADATA lines (each summary metric's unit). bertbench
+// writes it once the run is over, from its own logs (train_log.jsonl, results.json,
+// predict_speed.json, eval_results.json in --output_dir), with the entries run_pretraining.py /
+// run_squad.py log: the config and seed, the loss every --log_freq
 // updates, and the final summary (e2e_train_time, training_sequences_per_second, final_loss,
 // e2e_inference_time, inference_sequences_per_second, exact_match, F1). Timestamps are when the
 // file is written.

@@ -28,16 +28,24 @@ using testing::run_shell;
 using testing::slurp;
 using testing::TmpDir;
 
-// The entries of a dllogger JSON stream: every line "DLLL " + a JSON object.
-std::vector<json> dllogger_lines(const std::string& path) {
+// The LOG entries of a dllogger JSON stream (every line "DLLL " + a JSON object); `metadata`
+// gets the metrics of the METADATA entries before them, as dllogger.metadata() writes them.
+std::vector<json> dllogger_lines(const std::string& path, std::vector<std::string>* metadata = nullptr) {
     std::vector<json> out;
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
         EXPECT_EQ(line.rfind("DLLL {", 0), 0u) << line;
-        out.push_back(json::parse(line.substr(5)));
-        EXPECT_EQ(out.back()["type"], "LOG");
+        const json entry = json::parse(line.substr(5));
         for (const char* k : {"timestamp", "datetime", "elapsedtime"})
-            EXPECT_TRUE(out.back()[k].is_string()) << line;
+            EXPECT_TRUE(entry[k].is_string()) << line;
+        if (entry["type"] == "METADATA") {
+            EXPECT_TRUE(out.empty()) << line;
+            EXPECT_TRUE(entry["metadata"].contains("unit")) << line;
+            if (metadata) metadata->push_back(entry["metric"]);
+            continue;
+        }
+        EXPECT_EQ(entry["type"], "LOG");
+        out.push_back(entry);
     }
     return out;
 }
@@ -220,7 +228,10 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
             << "update " << u;
     EXPECT_EQ(p1_log[2]["learning_rate"].get<double>(), 0.0);
     // dllogger: the config, a loss entry per update (--log_freq 1), the final loss, the summary.
-    auto lines = dllogger_lines(results + "/dllogger.json");
+    std::vector<std::string> metadata;
+    auto lines = dllogger_lines(results + "/dllogger.json", &metadata);
+    EXPECT_EQ(metadata, (std::vector<std::string>{"e2e_train_time", "training_sequences_per_second",
+                                                  "final_loss", "raw_train_time"}));
     ASSERT_GE(lines.size(), 6u);
     EXPECT_EQ(lines[0]["step"], "PARAMETER");
     EXPECT_TRUE(lines[0]["data"]["Config"].is_array());
@@ -429,7 +440,9 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
             << "update " << i + 1;
     EXPECT_NE(r.out.find("--do_eval"), std::string::npos) << r.out;  // listed, no effect
     EXPECT_NE(r.out.find("{\"exact_match\": "), std::string::npos) << r.out;
-    const auto lines = dllogger_lines(out + "/dllogger.json");
+    std::vector<std::string> metadata;
+    const auto lines = dllogger_lines(out + "/dllogger.json", &metadata);
+    EXPECT_EQ(metadata.size(), 7u);  // run_squad.py's: the summary's metrics and their units
     ASSERT_FALSE(lines.empty());
     EXPECT_EQ(lines[0]["step"], "PARAMETER");
     for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
