@@ -6,49 +6,71 @@
 
 #include "core/error.hpp"
 #include "io/example.hpp"
+#include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
 
 namespace bertbench::train {
 
+namespace {
+
+// Record 0's ids against the model's tables (both formats decode to a PretrainingRecord).
+void check_record_ids(const io::PretrainingRecord& rec, const std::string& where,
+                      const model::BertConfig& config) {
+    for (const auto& [name, ids] : {std::pair{"input_ids", &rec.input_ids},
+                                    std::pair{"masked_lm_ids", &rec.masked_lm_ids}})
+        for (size_t i = 0; i < ids->size(); ++i)
+            if ((*ids)[i] < 0 || (*ids)[i] >= config.vocab_size)
+                fail("{}: {}[{}] = {}, outside the model's vocabulary [0, {}) (expected records "
+                     "made with the model's vocabulary)",
+                     where, name, i, (*ids)[i], config.vocab_size);
+    for (size_t i = 0; i < rec.segment_ids.size(); ++i)
+        if (rec.segment_ids[i] < 0 || rec.segment_ids[i] >= config.type_vocab_size)
+            fail("{}: segment_ids[{}] = {}, outside the model's token types [0, {}) (expected "
+                 "records for a model of type_vocab_size > {})",
+                 where, i, rec.segment_ids[i], config.type_vocab_size, rec.segment_ids[i]);
+}
+
+}  // namespace
+
 void check_input_records(const std::vector<std::string>& files, int max_seq_length,
                          int max_predictions_per_seq, const model::BertConfig& config,
                          const std::string& flag, bool skip_corrupt) {
-    const int vocab_size = config.vocab_size;
-    size_t tfrecord_files = 0, empty = 0;
-    uint64_t bytes = 0;
+    size_t empty = 0;
+    uint64_t tfrecord_bytes = 0;  // only TFRecords' framing is walked
     for (const std::string& path : files) {
         std::error_code ec;
         const auto size = std::filesystem::file_size(path, ec);
-        if (!ec) bytes += size;
+        if (!ec && !io::is_hdf5_path(path)) tfrecord_bytes += size;
     }
-    const bool walk = !skip_corrupt && bytes <= kFramingCheckBytes;
+    const bool walk = !skip_corrupt && tfrecord_bytes <= kFramingCheckBytes;
     std::string payload;
     io::PretrainingRecord rec;
     for (const std::string& path : files) {
-        if (path.ends_with(".hdf5") || path.ends_with(".h5")) continue;
-        ++tfrecord_files;
         try {
+            const std::string where = path + ": record 0";
+            if (io::is_hdf5_path(path)) {
+                // As ShardSource opens it (masked_lm_* may be narrower than the flag): opening
+                // checks the file, the datasets' names, types and shapes; then one row is read.
+                const io::Hdf5ShardReader reader(path, max_seq_length, max_predictions_per_seq,
+                                                 true);
+                if (reader.records() == 0) {
+                    ++empty;
+                    continue;
+                }
+                const io::Hdf5ShardArrays row = reader.read_rows(0, 1);
+                io::check_hdf5_arrays(path, row);
+                io::decode_hdf5_record(row, 0, where, rec);
+                check_record_ids(rec, where, config);
+                continue;
+            }
             io::TfRecordReader reader(path, skip_corrupt);
             if (!reader.next(payload)) {
                 ++empty;
                 continue;
             }
-            const std::string where = path + ": record 0";
             io::parse_pretraining_example(io::decode_example(payload, where), max_seq_length,
                                           max_predictions_per_seq, where, rec);
-            for (const auto& [name, ids] : {std::pair{"input_ids", &rec.input_ids},
-                                            std::pair{"masked_lm_ids", &rec.masked_lm_ids}})
-                for (size_t i = 0; i < ids->size(); ++i)
-                    if ((*ids)[i] < 0 || (*ids)[i] >= vocab_size)
-                        fail("{}: {}[{}] = {}, outside the model's vocabulary [0, {}) (expected "
-                             "records made with the model's vocabulary)", where, name, i, (*ids)[i],
-                             vocab_size);
-            for (size_t i = 0; i < rec.segment_ids.size(); ++i)
-                if (rec.segment_ids[i] < 0 || rec.segment_ids[i] >= config.type_vocab_size)
-                    fail(
-                        "{}: segment_ids[{}] = {}, outside the model's token types [0, {}) "
-                        "(expected records for a model of type_vocab_size > {})",
-                        where, i, rec.segment_ids[i], config.type_vocab_size, rec.segment_ids[i]);
+            check_record_ids(rec, where, config);
             if (walk)
                 while (reader.skip()) {
                 }
@@ -57,7 +79,7 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
                  e.what());
         }
     }
-    if (tfrecord_files > 0 && empty == tfrecord_files)
+    if (!files.empty() && empty == files.size())
         fail("--{}: expected records, got none in {} file(s){} (first: {})", flag, empty,
              skip_corrupt ? " (--skip_corrupt_records skipped every record there was)" : "",
              files[0]);

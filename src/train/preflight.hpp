@@ -1,7 +1,7 @@
 // Checks a run makes before its first step, so that a bad input fails in seconds rather than
-// hours in (issue 14 §3): the first record of every TFRecord file against the MLPerf schema and
-// sequence length, the framing of every record (a truncated file), and every weight finite after
-// a checkpoint is loaded.
+// hours in (issue 14 §3): the first record of every TFRecord and HDF5 file against the MLPerf
+// schema and sequence length, the framing of every TFRecord (a truncated file), every HDF5 file's
+// metadata, and every weight finite after a checkpoint is loaded.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +14,16 @@
 
 namespace bertbench::train {
 
-// Reads the first record of each file (HDF5 files, *.hdf5/*.h5, are left to their reader) and
-// parses it with the FixedLenFeature schema of `max_seq_length` / `max_predictions_per_seq` (its
-// token ids below the model's `vocab_size`: records of a larger vocabulary fail here; its segment
-// ids below `type_vocab_size`), then
-// walks the other records' framing (TfRecordReader::skip: headers only) where the files add up to
-// at most kFramingCheckBytes (beyond that reading them would cost minutes; a bad record then
-// stops the run where it is read) and records are not skipped (`skip_corrupt`). Error naming the
-// flag, the file and what is wrong; also when every file is empty.
+// Reads the first record of each file and checks it against `max_seq_length` /
+// `max_predictions_per_seq` (its token ids below the model's `vocab_size`: records of a larger
+// vocabulary fail here; its segment ids below `type_vocab_size`). A TFRecord's is parsed with the
+// FixedLenFeature schema, then the other records' framing is walked (TfRecordReader::skip:
+// headers only) where the TFRecords add up to at most kFramingCheckBytes (beyond that reading them
+// would cost minutes; a bad record then stops the run where it is read) and records are not
+// skipped (`skip_corrupt`). An HDF5 file (io::is_hdf5_path) is opened as the reader opens it (a
+// truncated file, its datasets' names, types and shapes: metadata) and its first row decoded.
+// Error naming the flag, the file and what is wrong; also when no file, of either format, holds
+// a record.
 constexpr uint64_t kFramingCheckBytes = uint64_t(2) << 30;
 void check_input_records(const std::vector<std::string>& files, int max_seq_length,
                          int max_predictions_per_seq, const model::BertConfig& config,
