@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "core/json_safe.hpp"
@@ -153,8 +154,11 @@ int32_t checked_id(int64_t v, const char* feature, size_t index, const std::stri
     if (limit > 0 && v >= limit)
         fail(
             "{}: feature {}: expected an id in [0, {}) ({} of the model), got {} at index {} "
-            "(hint: the data was made with another vocabulary than bert_config.json's)",
-            where, feature, limit, limit_name, v, index);
+            "(hint: {})",
+            where, feature, limit, limit_name, v, index,
+            std::string_view(limit_name) == "type_vocab_size"
+                ? "the data has more token types than bert_config.json's type_vocab_size"
+                : "the data was made with another vocabulary than bert_config.json's");
     return static_cast<int32_t>(v);
 }
 

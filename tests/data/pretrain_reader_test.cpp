@@ -387,6 +387,26 @@ TEST(PretrainReader, RejectsIdsOutsideInt32AndBadWeights) {
     std::filesystem::remove(path);
 }
 
+// The model's table an id is outside of is named, and so is its cause: a segment id past
+// type_vocab_size is about token types, not the vocabulary (QA4 nit: the hint said vocabulary).
+TEST(PretrainReader, IdsOutsideTheModelNameTheirTable) {
+    const auto error_for = [](const std::function<void(io::PretrainingRecord&)>& damage) {
+        io::PretrainingRecord rec = small_record();
+        damage(rec);
+        model::Batch b;
+        b.seq_offsets.push_back(0);
+        return testing::error_of([&] { append_pretraining_record(b, rec, "r: record 0", 200, 2); });
+    };
+    std::string e = error_for([](auto& r) { r.segment_ids[4] = 2; });
+    EXPECT_NE(e.find("feature segment_ids: expected an id in [0, 2) (type_vocab_size"),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("more token types than bert_config.json's type_vocab_size"),
+              std::string::npos) << e;
+    EXPECT_EQ(e.find("vocabulary"), std::string::npos) << e;
+    e = error_for([](auto& r) { r.input_ids[1] = 200; });
+    EXPECT_NE(e.find("another vocabulary than bert_config.json's"), std::string::npos) << e;
+}
+
 // A reader state from a checkpoint is untrusted: values nested ~70,000 levels deep used to
 // overflow the stack in restore()'s error path (it serialised them); messages are short now.
 TEST(PretrainReader, RestoreDescribesHugeValuesBriefly) {
