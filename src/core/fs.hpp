@@ -31,6 +31,10 @@ public:
     void write(std::string_view s) { write(s.data(), s.size()); }
     void commit();  // flush, fsync, rename to the final path
     const std::string& path() const { return path_; }
+    // The temporary's name (empty for a stream), for a writer whose library writes the file by
+    // name (libhdf5): it rewrites the temporary in place, then commit() fsyncs it through this
+    // object's descriptor (fsync covers the file, whichever descriptor wrote it) and renames it.
+    const std::string& temporary() const { return tmp_; }
 
 private:
     std::string path_, tmp_, target_;  // target_: path_ with a final symbolic link followed

@@ -9,11 +9,16 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "io/example.hpp"
+
+namespace bertbench {
+class AtomicFile;  // core/fs.hpp
+}  // namespace bertbench
 
 namespace bertbench::io {
 
@@ -145,22 +150,31 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a);
 // h5py's guess_chunk (h5py/_hl/filters.py) for a fixed-size dataset of `shape` and item size.
 std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_t item_size);
 
-// Collects records in memory and writes the shard on close() (the dataset shapes depend on N).
+// Collects records in memory and writes the shard at the end (the dataset shapes depend on N),
+// atomically as write_hdf5_shard does. A writer of several files calls finish() on each, then
+// close() on each, so that no file appears under its name unless all were written. Destroyed
+// before close(): the temporary is removed (and on SIGINT/SIGTERM/SIGHUP, as AtomicFile's).
 class Hdf5ShardWriter {
   public:
+    // Creates the temporary "<path>.tmp.<pid>" (error naming `path` if it cannot be).
     Hdf5ShardWriter(std::string path, int max_seq_length, int max_predictions_per_seq);
+    ~Hdf5ShardWriter();
+    Hdf5ShardWriter(Hdf5ShardWriter&&) noexcept;
     // Error if the record cannot round-trip through the schema: wrong lengths, values outside the
     // stored types, or weights other than 1.0 for the first k predictions (positions > 0) then 0.0
     // with position and id 0 (NVIDIA's reader would derive different weights).
     void write(const PretrainingRecord& r);
-    void close();  // writes the file atomically; idempotent
-    uint64_t records() const { return a_.records; }
+    void finish();  // writes the datasets into the temporary; nothing under `path` yet; idempotent
+    void close();   // finish(), fsync, rename to `path`; idempotent
+    uint64_t records() const { return records_; }
     const std::string& path() const { return path_; }
 
   private:
     std::string path_;
     Hdf5ShardArrays a_;
-    bool closed_ = false;
+    uint64_t records_ = 0;
+    std::unique_ptr<AtomicFile> file_;  // null once closed
+    bool finished_ = false;
 };
 
 // Layout of one dataset as stored (for tests and `describe`-style reports).

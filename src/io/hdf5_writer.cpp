@@ -1,13 +1,10 @@
 // NVIDIA HDF5 shards, the writing side (see hdf5_shard.hpp): h5py's chunk guess, write_hdf5_shard
 // and Hdf5ShardWriter, through libhdf5 as hdf5_lib.hpp calls it.
-#include <fcntl.h>
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -47,22 +44,22 @@ std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_
     return {chunks.begin(), chunks.end()};
 }
 
-void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
-    check_hdf5_arrays(path, a);
+namespace {
+
+// An HDF5 output's AtomicFile: a regular file (an HDF5 file is written with seeks, so a FIFO or a
+// device is refused), written under its temporary name until commit().
+std::unique_ptr<AtomicFile> open_hdf5_output(const std::string& path) {
     bool stream = false;
-    const std::string target = output_target(path, &stream);  // a link: the file it points at
+    output_target(path, &stream);
     if (stream)
         fail("{}: not a regular file (an HDF5 file is written with seeks), expected one", path);
-    const std::string tmp = temporary_path(target);
-    struct RemoveTmp {
-        const std::string& p;
-        bool keep = false;
-        explicit RemoveTmp(const std::string& tmp) : p(tmp) { register_temporary(p); }
-        ~RemoveTmp() {
-            if (!keep) std::remove(p.c_str());
-            unregister_temporary(p);
-        }
-    } guard{tmp};
+    return std::make_unique<AtomicFile>(path);
+}
+
+// Writes `a` into `out`'s temporary (libhdf5 recreates it by name); out.commit() publishes it.
+void write_hdf5_temporary(AtomicFile& out, const Hdf5ShardArrays& a) {
+    const std::string& path = out.path();
+    const std::string& tmp = out.temporary();
     {
         Hdf5Lock lock;
         Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
@@ -118,15 +115,15 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
             fail("{}: cannot flush ({}; is the disk full?)", path, hdf5_error());
         file.reset();
     }
-    const int fd = ::open(tmp.c_str(), O_RDONLY);
-    const bool synced = fd >= 0 && ::fsync(fd) == 0;
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    if (!synced)
-        fail("{}: cannot finish writing: {} (is the disk full?)", path, std::strerror(err));
-    if (std::rename(tmp.c_str(), target.c_str()) != 0)
-        fail("{}: cannot finish writing: {}", path, std::strerror(errno));
-    guard.keep = true;
+}
+
+}  // namespace
+
+void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a) {
+    check_hdf5_arrays(path, a);
+    const std::unique_ptr<AtomicFile> out = open_hdf5_output(path);
+    write_hdf5_temporary(*out, a);
+    out->commit();
 }
 
 Hdf5ShardWriter::Hdf5ShardWriter(std::string path, int max_seq_length, int max_predictions_per_seq)
@@ -136,10 +133,14 @@ Hdf5ShardWriter::Hdf5ShardWriter(std::string path, int max_seq_length, int max_p
              max_seq_length, max_predictions_per_seq);
     a_.max_seq_length = max_seq_length;
     a_.max_predictions_per_seq = max_predictions_per_seq;
+    file_ = open_hdf5_output(path_);  // an unwritable directory fails now, not after the work
 }
 
+Hdf5ShardWriter::~Hdf5ShardWriter() = default;  // AtomicFile's destructor removes the temporary
+Hdf5ShardWriter::Hdf5ShardWriter(Hdf5ShardWriter&&) noexcept = default;
+
 void Hdf5ShardWriter::write(const PretrainingRecord& r) {
-    BB_CHECK(!closed_);
+    BB_CHECK(!finished_);
     const std::string where = fmt::format("{}: record {}", path_, a_.records);
     const size_t T = static_cast<size_t>(a_.max_seq_length);
     const size_t P = static_cast<size_t>(a_.max_predictions_per_seq);
@@ -192,13 +193,21 @@ void Hdf5ShardWriter::write(const PretrainingRecord& r) {
     }
     a_.next_sentence_labels.push_back(static_cast<int8_t>(r.next_sentence_labels));
     ++a_.records;
+    ++records_;
+}
+
+void Hdf5ShardWriter::finish() {
+    if (finished_) return;
+    write_hdf5_temporary(*file_, a_);
+    finished_ = true;
+    a_ = Hdf5ShardArrays{};
 }
 
 void Hdf5ShardWriter::close() {
-    if (closed_) return;
-    write_hdf5_shard(path_, a_);
-    closed_ = true;
-    a_ = Hdf5ShardArrays{};
+    if (!file_) return;
+    finish();
+    file_->commit();
+    file_.reset();
 }
 
 }  // namespace bertbench::io

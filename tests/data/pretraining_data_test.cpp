@@ -18,6 +18,7 @@
 #include "data/pretraining_shards.hpp"
 #include "io/example.hpp"
 #include "io/tfrecord.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::data {
 namespace {
@@ -295,6 +296,30 @@ TEST(PretrainingBadInput, MorePredictionsThanTokensPads) {
     const auto r = create_pretraining_data({in}, {tmp.path + "/o"}, small_vocab(), c, &log);
     EXPECT_GT(r.instances, 0u);
     EXPECT_NE(log.find("masked_lm_positions: "), std::string::npos);
+}
+
+// Several HDF5 outputs appear all or none (as TFRecords): an error on a later output (here its
+// directory is missing) leaves no earlier one under its name, and no temporary (QA4 §4: the
+// first was renamed into place before the second failed). A failure while the second is written
+// (a full disk) or a signal is the same case (Hdf5ShardWriter::finish, tests/io).
+TEST(PretrainingBadInput, Hdf5OutputsAppearAllOrNone) {
+    TempDir tmp;
+    const std::string in = tmp.path + "/in.txt";
+    write_file_atomic(in, "a b c\nx y z\n\nab c a\nb x y\n\nz z a\nb c\n");
+    PretrainingConfig c = config(true, 16, 3, 7, 2);
+    c.output_format = OutputFormat::hdf5;
+    const std::string first = tmp.path + "/o1.hdf5", second = tmp.path + "/no_dir/o2.hdf5";
+    const std::string msg = testing::error_of(
+        [&] { create_pretraining_data({in}, {first, second}, small_vocab(), c, nullptr); });
+    EXPECT_NE(msg.find(second), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(first));
+    for (const auto& e : fs::directory_iterator(tmp.path))
+        EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+    // and with both writable, both appear
+    const auto r = create_pretraining_data({in}, {first, tmp.path + "/o2.H5"}, small_vocab(), c,
+                                           nullptr);
+    EXPECT_GT(r.instances, 1u);
+    EXPECT_TRUE(fs::exists(first) && fs::exists(tmp.path + "/o2.H5"));
 }
 
 TEST(PretrainingShards, EachShardEqualsASeparateRunAndRerunSkips) {

@@ -507,6 +507,42 @@ TEST(Hdf5Shard, WriterRejectsRecordsTheSchemaCannotHold) {
     EXPECT_EQ(back.masked_lm_weights, r.masked_lm_weights);
 }
 
+// finish() writes the shard under its temporary only; close() renames it. A writer destroyed
+// in between (an error on another output of the same run) leaves neither file (QA4 §4).
+TEST(Hdf5Shard, WriterPublishesOnlyOnClose) {
+    TempDir dir;
+    const auto names = [&] {
+        std::vector<std::string> out;
+        for (const auto& e : std::filesystem::directory_iterator(dir.path))
+            out.push_back(e.path().filename().string());
+        return out;
+    };
+    PretrainingRecord r;
+    r.input_ids = {101, 5, 6, 102};
+    r.input_mask = {1, 1, 1, 1};
+    r.segment_ids = {0, 0, 1, 1};
+    r.masked_lm_positions = {1, 0};
+    r.masked_lm_ids = {9, 0};
+    r.masked_lm_weights = {1, 0};
+    {
+        Hdf5ShardWriter w(dir.file("a.hdf5"), 4, 2);
+        w.write(r);
+        w.finish();
+        const auto during = names();
+        ASSERT_EQ(during.size(), 1u);
+        EXPECT_TRUE(during[0].starts_with("a.hdf5.tmp.")) << during[0];
+        EXPECT_GT(std::filesystem::file_size(dir.file(during[0])), 0u);
+    }
+    EXPECT_TRUE(names().empty());
+    Hdf5ShardWriter w(dir.file("a.hdf5"), 4, 2);
+    w.write(r);
+    w.finish();
+    w.close();
+    EXPECT_EQ(names(), std::vector<std::string>{"a.hdf5"});
+    EXPECT_EQ(read_hdf5_shard(dir.file("a.hdf5"), 4, 2).records, 1u);
+    EXPECT_EQ(w.records(), 1u);
+}
+
 TEST(Hdf5Shard, EmptyShardRoundTrips) {
     TempDir dir;
     Hdf5ShardWriter w(dir.file("empty.h5"), 128, 20);
