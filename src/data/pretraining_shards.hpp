@@ -21,7 +21,8 @@ struct ShardJob {
 
 // Lists the regular, non-hidden files of `input_dir` (sorted) and maps each to
 // output_dir/<name without its last extension><extension> (".tfrecord", or ".hdf5" for
-// --output_format=hdf5). Error on duplicate output names.
+// --output_format=hdf5). Error on duplicate output names, and on a stem so long that the shard's
+// sidecar "<output>.meta.json" would exceed NAME_MAX (before any shard is made).
 std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
                                   const std::string& extension = ".tfrecord");
 

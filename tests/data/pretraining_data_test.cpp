@@ -322,6 +322,28 @@ TEST(PretrainingBadInput, Hdf5OutputsAppearAllOrNone) {
     EXPECT_TRUE(fs::exists(first) && fs::exists(tmp.path + "/o2.H5"));
 }
 
+// Shard mode: an input whose shard's sidecar "<stem>.tfrecord.meta.json" would exceed NAME_MAX
+// (255) is refused while planning, naming the file and the limit, not as a filesystem error
+// from the worker that failed every shard (QA4 §5). A stem of 236 bytes still fits.
+TEST(PretrainingShards, StemTooLongForTheSidecarIsRefusedBeforeAnyWork) {
+    TempDir tmp;
+    fs::create_directories(tmp.path + "/in");
+    write_file_atomic(tmp.path + "/in/short.txt", "a b\n");
+    write_file_atomic(tmp.path + "/in/" + std::string(236, 'a') + ".txt", "a b\n");
+    EXPECT_EQ(plan_shards(tmp.path + "/in", tmp.path + "/out").size(), 2u);
+    const std::string long_name = tmp.path + "/in/" + std::string(237, 'b') + ".txt";
+    write_file_atomic(long_name, "a b\n");
+    const std::string msg =
+        testing::error_of([&] { plan_shards(tmp.path + "/in", tmp.path + "/fresh"); });
+    EXPECT_FALSE(fs::exists(tmp.path + "/fresh"));  // refused before the output dir is made
+    EXPECT_NE(msg.find("--input_dir: " + long_name + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("would be 256 bytes, expected at most 255 (NAME_MAX"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("a stem of at most 236 bytes"), std::string::npos) << msg;
+    // with --output_format=hdf5 the sidecar is 4 bytes shorter: stems up to 240 bytes fit
+    EXPECT_EQ(plan_shards(tmp.path + "/in", tmp.path + "/out", ".hdf5").size(), 3u);
+}
+
 TEST(PretrainingShards, EachShardEqualsASeparateRunAndRerunSkips) {
     TempDir tmp;
     const std::string text = read_file(golden_dir() + "/corpus_public.txt");
