@@ -108,8 +108,8 @@ void PretrainingConfig::validate() const {
         fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
     if (output_format == OutputFormat::hdf5 && max_predictions_per_seq < 1)
         fail("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5 (bertbench's HDF5 "
-             "shards, as NVIDIA's, hold masked positions; --output_format=tfrecord writes records "
-             "without them), got {}",
+             "reader needs masked_lm_* datasets at least 1 wide, so a (N, 0) shard could not be "
+             "read back; --output_format=tfrecord writes records without predictions), got {}",
              max_predictions_per_seq);
     if (!std::isfinite(masked_lm_prob))
         fail("--masked_lm_prob: expected a finite number, got {}", masked_lm_prob);

@@ -264,6 +264,15 @@ TEST(PretrainingBadInput, Errors) {
     bad = PretrainingConfig{};
     bad.max_predictions_per_seq = -1;
     EXPECT_THROW(bad.validate(), Error);
+    // 0 writes TFRecords without predictions, but no HDF5 shard: the reader could not read (N, 0)
+    // masked_lm_* datasets back (docs/data-pipeline-io.md says so; it used to promise them)
+    bad.max_predictions_per_seq = 0;
+    EXPECT_EQ(testing::error_of([&] { bad.validate(); }), "");
+    bad.output_format = OutputFormat::hdf5;
+    const std::string msg = testing::error_of([&] { bad.validate(); });
+    EXPECT_NE(msg.find("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("could not be read back"), std::string::npos) << msg;
     EXPECT_THROW(create_pretraining_data({tmp.path + "/missing.txt"}, {tmp.path + "/o"},
                                          small_vocab(), PretrainingConfig{}, nullptr),
                  Error);
