@@ -61,9 +61,9 @@ std::vector<Query> select_queries(const std::vector<Query>& all, int n, uint64_t
     const size_t count = n <= 0 ? all.size() : std::min(all.size(), static_cast<size_t>(n));
     std::vector<Query> out;
     out.reserve(count);
-    // LoadGen's GenerateLoadableSets: every sample shuffled, the first N of them in that order
-    const std::vector<size_t> order = loaded_set_order(all.size(), qsl_rng_seed);
-    for (size_t k = 0; k < count; ++k) out.push_back(all[order[k]]);
+    // LoadGen b66003e's GenerateLoadableSets shuffles the first N samples only (since a8d4d783,
+    // "Add accuracy_sample_count"; before it, all of them, of which the first N were taken)
+    for (const size_t i : loaded_set_order(count, qsl_rng_seed)) out.push_back(all[i]);
     return out;
 }
 
