@@ -123,7 +123,7 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
     for (const auto& [p, ms] : percentiles)
         o += fixed(p) + fmt::format(" percentile latency (ns)   : {}\n", ns(ms));
     o += "\n" + rule + "Test Parameters Used\n" + rule;
-    // Offline coalesces every issue into one query (LoadGen: min_query_count 1)
+    // Offline coalesces every issue into one query (LoadGen: samples_per_query = the issues)
     const bool offline = s.scenario == Scenario::offline;
     o += fmt::format("samples_per_query : {}\n", offline ? st.queries : 1);
     o += "target_qps : " + streamed(s.loadgen_target_qps) + "\n";
@@ -131,7 +131,9 @@ std::string mlperf_summary_txt(const RunLog& log, const ScenarioStats& st) {
     o += fmt::format("max_async_queries : {}\n", s.scenario == Scenario::server ? 0 : 1);
     o += fmt::format("min_duration (ms): {}\n", std::llround(s.min_duration_s * 1e3));
     o += "max_duration (ms): 0\n";
-    o += fmt::format("min_query_count : {}\n", offline ? 1 : s.min_query_count);
+    // the count the issues were judged by ("Min queries satisfied" above), where LoadGen's Offline
+    // prints 1 (its one coalesced query, which cannot fall short)
+    o += fmt::format("min_query_count : {}\n", s.min_query_count);
     o += "max_query_count : 0\n";
     o += fmt::format("qsl_rng_seed : {}\nsample_index_rng_seed : {}\nschedule_rng_seed : {}\n", s.qsl_rng_seed,
                      s.sample_index_rng_seed, s.schedule_rng_seed);

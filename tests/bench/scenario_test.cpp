@@ -517,6 +517,9 @@ TEST(ScenarioSummary, ServerAndOfflineLines) {
     has(offline, "samples_per_query : 100\ntarget_qps : 5.5\ntarget_latency (ns): 0\nmax_async_queries : 1\n"
                  "min_duration (ms): 60000\nmax_duration (ms): 0\nmin_query_count : 1\n");
     EXPECT_EQ(offline.find("Early Stopping Result"), std::string::npos);
+    log.settings.min_query_count = 500;  // the count judged is the one printed (LoadGen's Offline: 1)
+    has(summary_of(log, 5.5), "  Min queries satisfied : NO\n");
+    has(summary_of(log, 5.5), "max_duration (ms): 0\nmin_query_count : 500\nmax_query_count : 0\n");
     EXPECT_NE(offline.find("\nNo errors encountered during test.\n"), std::string::npos);
     // a singlestream run short of its duration ran out of generated queries: LoadGen's error
     log = hundred(Scenario::singlestream);
