@@ -32,6 +32,19 @@ int64_t duration_ns(double seconds) { return std::llround(seconds * 1e3) * 1'000
 
 }  // namespace
 
+void check_latency_bound(double ms, const std::string& what) {
+    if (!(ms > 0 && ms <= kMaxLatencyBoundMs))
+        fail("{}: expected > 0 and at most {:g} ms, got {:g}", what, kMaxLatencyBoundMs, ms);
+}
+
+void check_server_rate(double qps, int64_t min_query_count) {
+    const double span_s = static_cast<double>(std::max<int64_t>(min_query_count, 1)) / qps;
+    if (!(span_s <= kMaxScheduleS))
+        fail("--server_target_qps={:g}: {} arrivals at this rate take {:.3g} s on average, expected at most {:g} s "
+             "(--min_query_count={})",
+             qps, std::max<int64_t>(min_query_count, 1), span_s, kMaxScheduleS, min_query_count);
+}
+
 int64_t performance_issue_count(const ScenarioSettings& s) {
     const double target_qps = s.loadgen_target_qps;
     const double planned = s.min_duration_s * target_qps * (s.scenario == Scenario::offline ? 1.1 : 2.0);
@@ -93,14 +106,21 @@ Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, in
         std::mt19937 schedule_rng(static_cast<std::mt19937::result_type>(s.schedule_rng_seed));
         std::exponential_distribution<> gap(*s.target_qps);
         int64_t t_ns = 0;
+        double next_s = 0;  // the next arrival in double: past kMaxScheduleS its int64 ns would wrap
         const int64_t until_ns = s.every_query_once ? 0 : duration_ns(s.min_duration_s);
         for (int64_t prev = 0; prev < until_ns || static_cast<int64_t>(out.issues.size()) < count;) {
             if (static_cast<int64_t>(out.issues.size()) >= kMaxIssues)
                 fail("--server_target_qps={:g} x --min_duration_s={:g}: expected at most {} queries",
                      *s.target_qps, s.min_duration_s, kMaxIssues);
+            if (!(next_s <= kMaxScheduleS))
+                fail("--server_target_qps={:g}: an arrival {:.3g} s after the start, expected at most {:g} s "
+                     "(--min_duration_s={:g}, --min_query_count={})",
+                     *s.target_qps, next_s, kMaxScheduleS, s.min_duration_s, s.min_query_count);
             out.issues.push_back({draw(out.issues.size()), static_cast<double>(t_ns) / 1e9});
             prev = t_ns;
-            t_ns += static_cast<int64_t>(gap(schedule_rng) * 1e9);  // duration_cast: truncated
+            const double gap_ns = gap(schedule_rng) * 1e9;
+            next_s = (static_cast<double>(t_ns) + gap_ns) / 1e9;
+            if (next_s <= kMaxScheduleS) t_ns += static_cast<int64_t>(gap_ns);  // duration_cast: truncated
         }
         return out;
     }
@@ -207,6 +227,7 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
     else
         log.settings.target_qps.reset();
     log.settings.latency_bound_ms = field<double>(j, "latency_bound_ms", where);
+    check_latency_bound(log.settings.latency_bound_ms, where + ": field \"latency_bound_ms\"");
     log.settings.batch_size = field<int>(j, "batch_size", where);
     log.threads = field<int>(j, "threads", where);
     // the optional settings a log copies from its schedule

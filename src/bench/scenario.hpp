@@ -68,6 +68,17 @@ struct Schedule {
 // At most kMaxIssues (an Error naming the flags that size it beyond).
 int64_t performance_issue_count(const ScenarioSettings& s);
 
+// Times are int64 ns (LoadGen's clock, which ends at 9.2e9 s): a latency bound is at most 1e10 ms
+// (1e7 s, --min_duration_s's limit) and a Server schedule's arrivals at most kMaxScheduleS after
+// the start; beyond either, an Error naming the flag.
+constexpr double kMaxLatencyBoundMs = 1e10;
+constexpr double kMaxScheduleS = 1e8;
+// Error "<what>: expected > 0 and at most 1e+10 ms, got <ms>" unless 0 < ms <= kMaxLatencyBoundMs.
+void check_latency_bound(double ms, const std::string& what);
+// Error naming --server_target_qps unless min_query_count arrivals at `qps` (> 0) are expected
+// within kMaxScheduleS.
+void check_server_rate(double qps, int64_t min_query_count);
+
 // The most issues a run schedules (2^27: 2 GiB of schedule and log); more is an Error naming the
 // flags that size the run, before anything is allocated.
 constexpr int64_t kMaxIssues = int64_t{1} << 27;

@@ -181,12 +181,13 @@ bench::ScenarioSettings settings_of(const ScenarioOptions& o, Scenario sc, int b
 void check_options(const ScenarioOptions& o) {
     if (o.mode != "performance" && o.mode != "accuracy")
         fail("--scenario_mode: expected performance or accuracy, got \"{}\"", o.mode);
-    if (!(o.latency_bound_ms > 0)) fail("--latency_bound_ms: expected > 0, got {}", o.latency_bound_ms);
+    bench::check_latency_bound(o.latency_bound_ms, "--latency_bound_ms");
     if (!(o.min_duration_s >= 0 && o.min_duration_s <= 1e7))
         fail("--min_duration_s: expected 0 .. 1e7 seconds, got {}", o.min_duration_s);
     if (o.min_query_count < 1 || o.min_query_count > bench::kMaxIssues)
         fail("--min_query_count: expected 1 .. {}, got {}", bench::kMaxIssues, o.min_query_count);
     if (o.target_qps < 0) fail("--server_target_qps: expected > 0, got {}", o.target_qps);
+    if (o.target_qps > 0) bench::check_server_rate(o.target_qps, o.min_query_count);
     if (o.scenario_queries < 0) fail("--scenario_queries: expected >= 0, got {}", o.scenario_queries);
     if (!(o.peak_precision > 0 && o.peak_precision < 1))
         fail("--peak_precision: expected 0 < p < 1, got {}", o.peak_precision);

@@ -213,6 +213,7 @@ TEST(ScenarioCli, AnotherScenariosFlagsAreRefused) {
 // A run sized beyond 2^27 queries stops with one line before anything is allocated (a rate of
 // 1e12/s scheduled every arrival at 0 ns and grew without end; --min_duration_s=1e300 overflowed).
 TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
+    fs::remove(tmp("never.json"));  // what a failed earlier run may have left
     for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
              {"--scenario=server --server_target_qps=1e12 --min_duration_s=1 --schedule_out=" + tmp("never.json"),
               "--server_target_qps=1e+12 x --min_duration_s=1: expected at most 134217728 queries"},
@@ -220,12 +221,28 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
               "--min_duration_s=60 at 1e+12 queries/s (--expected_qps, or the warm-up's rate without it): 6.6e+13 "
               "queries, expected at most 134217728"},
              {"--scenario=offline --min_duration_s=1e300", "--min_duration_s: expected 0 .. 1e7 seconds, got 1e+300"},
-             {"--scenario=offline --min_query_count=1000000000000", "--min_query_count: expected 1 .. 134217728"}}) {
+             {"--scenario=offline --min_query_count=1000000000000", "--min_query_count: expected 1 .. 134217728"},
+             // int64 ns: a bound of 1e13 ms wrapped (every query over it), a rate of 1e-12/s scheduled
+             // arrivals at -9.2e9 s
+             {"--scenario=server --server_target_qps=10 --latency_bound_ms=1e13",
+              "--latency_bound_ms: expected > 0 and at most 1e+10 ms, got 1e+13"},
+             {"--scenario=server --server_target_qps=1e-12 --min_query_count=3 --schedule_out=" + tmp("never.json"),
+              "--server_target_qps=1e-12: 3 arrivals at this rate take 3e+12 s on average, expected at most 1e+08 s"}}) {
         const auto r = run_bertbench(tiny() + flags);
         EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("queries in"), std::string::npos) << r.out;  // nothing measured
     }
     EXPECT_FALSE(std::filesystem::exists(tmp("never.json")));
+    // ... and a raw log's bound, as --summarize_log reads it
+    const std::string log = tmp("huge_bound_log.json");
+    std::ofstream(log) << R"({"format": "bertbench-scenario-log/1", "sut": "x", "threads": 1, "scenario": "server",
+        "target_qps": 50, "latency_bound_ms": 1e13, "batch_size": 1,
+        "entries": [{"q": 0, "tokens": 9, "arrival": 0, "start": 0, "done": 0.004, "batch": 1}]})";
+    const auto r = run_bertbench("bench --summarize_log=" + log);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--summarize_log=" + log + ": field \"latency_bound_ms\": expected > 0 and at most 1e+10 ms, "
+                         "got 1e+13"), std::string::npos) << r.out;
 }
 
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
