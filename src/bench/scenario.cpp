@@ -574,7 +574,8 @@ std::optional<std::string> unmeetable_target(const ScenarioSettings& s, double o
     return std::nullopt;
 }
 
-PeakSearch find_peak(double start_qps, double precision, int max_runs, const std::function<bool(double)>& valid_at) {
+PeakSearch find_peak(double start_qps, double precision, int max_runs, double max_qps,
+                     const std::function<bool(double)>& valid_at) {
     PeakSearch out;
     std::optional<double> lo, hi;  // highest valid, lowest invalid
     const auto trial = [&](double qps) {
@@ -583,10 +584,14 @@ PeakSearch find_peak(double start_qps, double precision, int max_runs, const std
         if (ok) lo = std::max(lo.value_or(qps), qps);
         else hi = std::min(hi.value_or(qps), qps);
     };
-    double qps = start_qps;
+    double qps = std::min(start_qps, max_qps);
     while (static_cast<int>(out.tried.size()) < max_runs && !(lo && hi)) {
         trial(qps);
-        qps = lo && !hi ? qps * 2 : qps / 2;
+        if (lo && *lo >= max_qps) {  // valid at the cap: a higher rate is one a single run refuses
+            out.at_cap = true;
+            break;
+        }
+        qps = lo && !hi ? std::min(qps * 2, max_qps) : qps / 2;
     }
     while (static_cast<int>(out.tried.size()) < max_runs && lo && hi && *hi - *lo > precision * *lo)
         trial(0.5 * (*lo + *hi));

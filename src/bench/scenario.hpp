@@ -201,11 +201,14 @@ std::optional<std::string> unmeetable_target(const ScenarioSettings& s, double o
 struct PeakSearch {
     std::optional<double> peak_qps;                  // the highest valid rate tried; none if none
     std::vector<std::pair<double, bool>> tried;      // (rate, valid), in the order run
+    bool at_cap = false;                             // the peak is max_qps: nothing above it was run
 };
 // LoadGen FindPeakPerformance-style: run at `start_qps`; while valid double the rate, while
 // invalid halve it, until a valid and an invalid rate bracket the peak; then bisect until
-// (invalid - valid) <= precision x valid. At most `max_runs` runs in all.
-PeakSearch find_peak(double start_qps, double precision, int max_runs,
+// (invalid - valid) <= precision x valid. At most `max_runs` runs in all. No rate above `max_qps`
+// is run (the capacity above which a single server run is refused, unmeetable_target): the start
+// and each doubling are clamped to it, and a valid run at it ends the search.
+PeakSearch find_peak(double start_qps, double precision, int max_runs, double max_qps,
                      const std::function<bool(double)>& valid_at);
 
 }  // namespace bertbench::bench

@@ -491,39 +491,47 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         std::vector<std::pair<bench::RunLog, bench::ScenarioStats>> runs;
         nlohmann::json tried = nlohmann::json::array();
         const double start = o.target_qps > 0 ? o.target_qps : 0.5 * capacity;
-        const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, [&](double qps) {
+        // capped at capacity: the rates a single server run refuses (the queue would grow without
+        // bound) are not run, whatever a short run's p99 would say of them
+        const bench::PeakSearch peak = bench::find_peak(start, o.peak_precision, o.peak_max_runs, capacity, [&](double qps) {
             bench::ScenarioSettings s = settings;
             s.target_qps = s.loadgen_target_qps = qps;
             runs.push_back(measure(s, bench::performance_issue_count(s)));
             tried.push_back(run_json(runs.back().first, runs.back().second));
             return runs.back().second.latency_met;  // as LoadGen's FindPeakPerformance: the latency rule
         });
-        const bench::ScenarioStats* at_peak = nullptr;
+        const std::pair<bench::RunLog, bench::ScenarioStats>* peak_run = nullptr;
         for (const auto& r : runs)
-            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) at_peak = &r.second;
+            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) peak_run = &r;
+        const bench::ScenarioStats* at_peak = peak_run ? &peak_run->second : nullptr;
+        // `run`, as every performance report has one: the peak rate's (none without a peak)
+        rep["run"] = peak_run ? run_json(peak_run->first, peak_run->second) : nlohmann::json(nullptr);
         rep["runs"] = tried;
         rep["peak"] = {{"peak_qps", peak.peak_qps ? nlohmann::json(*peak.peak_qps) : nlohmann::json(nullptr)},
                        {"peak_run_result", at_peak ? nlohmann::json(at_peak->valid ? "VALID" : "INVALID") : nlohmann::json(nullptr)},
+                       {"at_capacity", peak.at_cap},
                        {"rule", fmt::format("double/halve from {:g} queries/s until a rate within the latency bound and "
                                             "one over it bracket the peak, then bisect until (over - within) <= {:g} x "
-                                            "within; at most {} runs; the peak run's own result (minimums, early "
-                                            "stopping) beside it",
-                                            start, o.peak_precision, o.peak_max_runs)}};
+                                            "within; at most {} runs; no rate above the warm-up capacity {:g} "
+                                            "queries/s (a single run refuses those): the start and each doubling "
+                                            "are capped at it, and a run within the bound at it ends the search; "
+                                            "the peak run's own result (minimums, early stopping) beside it",
+                                            std::min(start, capacity), o.peak_precision, o.peak_max_runs, capacity)}};
         std::string peak_result;
         if (at_peak) {
             for (const std::string& r : at_peak->invalid_reasons) peak_result += (peak_result.empty() ? ": " : "; ") + r;
             peak_result = (at_peak->valid ? "VALID" : "INVALID") + peak_result;
         }
-        std::cout << (peak.peak_qps ? fmt::format("{} server peak: {:.3f} queries/s with p99 <= {:g} ms ({} runs); that "
-                                                  "run: {}\n", sut, *peak.peak_qps, o.latency_bound_ms, runs.size(),
+        std::cout << (peak.peak_qps ? fmt::format("{} server peak: {:.3f} queries/s with p99 <= {:g} ms ({} runs{}); "
+                                                  "that run: {}\n", sut, *peak.peak_qps, o.latency_bound_ms, runs.size(),
+                                                  peak.at_cap ? "; the warm-up capacity, above which no rate was run" : "",
                                                   peak_result)
                                     : fmt::format("{} server: no rate within the latency bound among the {} tried\n", sut,
                                                   runs.size()));
-        for (const auto& r : runs)
-            if (peak.peak_qps && r.first.settings.target_qps == peak.peak_qps) {
-                write_log(r.first);
-                write_summary(o.mlperf_summary, r.first, r.second);
-            }
+        if (peak_run) {
+            write_log(peak_run->first);
+            write_summary(o.mlperf_summary, peak_run->first, peak_run->second);
+        }
         if (!peak.peak_qps)
             for (const auto& [flag, file] : {std::pair<std::string, std::string>{"mlperf_summary", o.mlperf_summary},
                                              {"scenario_log", o.log_path}})

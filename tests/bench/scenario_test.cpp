@@ -549,16 +549,33 @@ TEST(ScenarioChecks, UnmeetableTargetsAreNamedBeforeMeasuring) {
 TEST(ScenarioPeak, BracketsThenBisectsToThePrecision) {
     const double peak = 37;
     for (double start : {1.0, 37.0, 500.0}) {
-        const PeakSearch p = find_peak(start, 0.02, 30, [&](double q) { return q <= peak; });
+        const PeakSearch p = find_peak(start, 0.02, 30, 1e9, [&](double q) { return q <= peak; });
         ASSERT_TRUE(p.peak_qps.has_value()) << start;
         EXPECT_LE(*p.peak_qps, peak);
         EXPECT_GE(*p.peak_qps, peak / 1.02) << start;
         EXPECT_EQ(p.tried.front().first, start);
         for (const auto& [q, ok] : p.tried) EXPECT_EQ(ok, q <= peak);
     }
-    const PeakSearch none = find_peak(10, 0.05, 4, [](double) { return false; });
+    const PeakSearch none = find_peak(10, 0.05, 4, 1e9, [](double) { return false; });
     EXPECT_FALSE(none.peak_qps.has_value());
     EXPECT_EQ(none.tried.size(), 4u);
+}
+
+// A rate above the capacity (the one a single server run refuses) is never run, even where every
+// run would pass (a short run's p99 does not see the queue grow): the peak is then the capacity.
+TEST(ScenarioPeak, NoRateAboveTheCapacity) {
+    const PeakSearch all_pass = find_peak(30, 0.02, 10, 100, [](double) { return true; });
+    EXPECT_EQ(all_pass.tried, (std::vector<std::pair<double, bool>>{{30, true}, {60, true}, {100, true}}));
+    EXPECT_EQ(all_pass.peak_qps.value_or(0), 100);
+    EXPECT_TRUE(all_pass.at_cap);
+    const PeakSearch above = find_peak(500, 0.02, 10, 100, [](double) { return true; });
+    EXPECT_EQ(above.tried, (std::vector<std::pair<double, bool>>{{100, true}}));
+    const PeakSearch below = find_peak(30, 0.02, 30, 100, [](double q) { return q <= 80; });
+    for (const auto& [q, ok] : below.tried) EXPECT_LE(q, 100) << q;
+    EXPECT_EQ(below.tried[2], (std::pair<double, bool>{100, false}));
+    ASSERT_TRUE(below.peak_qps.has_value());
+    EXPECT_GE(*below.peak_qps, 80 / 1.02);
+    EXPECT_FALSE(below.at_cap);
 }
 
 TEST(ScenarioLog, RoundTripReproducesTheStatistics) {

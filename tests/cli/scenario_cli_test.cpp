@@ -141,19 +141,40 @@ TEST(ScenarioCli, ServerPeakSearchReportsEveryRateAndPlotsThem) {
                   r.exit_code == 1) << r.out;
     }
     const nlohmann::json j = read_json(json_path);
-    ASSERT_EQ(j["runs"].size(), 3u);
+    // half the capacity, then the capacity: within the bound there it ends the search (2 runs)
+    const size_t runs = j["runs"].size();
+    ASSERT_TRUE(runs == 3 || (runs == 2 && j["peak"]["at_capacity"] == true)) << j.dump(1);
     for (const auto& run : j["runs"]) {
         EXPECT_GT(run["target_qps"].get<double>(), 0);
         EXPECT_EQ(run["latency_bound_ms"], 130);
         EXPECT_TRUE(run["stats"]["latency_ms"].contains("p99"));
     }
     EXPECT_TRUE(j["peak"].contains("rule"));
+    EXPECT_EQ(j["run"].is_null(), r.exit_code == 1) << r.out;  // the peak rate's run, none without one
     std::ifstream in(svg);
     std::stringstream ss;
     ss << in.rdbuf();
     EXPECT_NE(ss.str().find("bound 130 ms"), std::string::npos);
     EXPECT_NE(ss.str().find(">p99<"), std::string::npos);
-    EXPECT_EQ(testing::count_of(ss.str(), "<circle"), 9u);  // p50/p90/p99 at 3 rates
+    EXPECT_EQ(testing::count_of(ss.str(), "<circle"), 3 * runs);  // p50/p90/p99 at each rate
+}
+
+// A short search with a generous bound: every run passes the latency rule, but no rate above the
+// warm-up capacity is run (a single server run refuses those: its queue would grow without bound),
+// so the peak is the capacity, said so. The report's `run` is the peak rate's, as documented.
+TEST(ScenarioCli, PeakSearchRunsNoRateAboveTheCapacity) {
+    const std::string json_path = tmp("peak_cap.json");
+    const auto r = run_bertbench(tiny() + "--scenario=server --server_find_peak --peak_max_runs=4 --batch_size=4 "
+                                 "--latency_bound_ms=100000 --min_duration_s=0 --min_query_count=20 --json=" + json_path);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = read_json(json_path);
+    const double capacity = j["warmup"]["capacity_qps"].get<double>();
+    ASSERT_EQ(j["runs"].size(), 2u) << r.out;  // half the capacity, then the capacity: within the bound
+    for (const auto& run : j["runs"]) EXPECT_LE(run["target_qps"].get<double>(), capacity) << r.out;
+    EXPECT_EQ(j["peak"]["peak_qps"].get<double>(), capacity);
+    EXPECT_EQ(j["peak"]["at_capacity"], true);
+    EXPECT_NE(r.out.find("(2 runs; the warm-up capacity, above which no rate was run)"), std::string::npos) << r.out;
+    EXPECT_EQ(j["run"], j["runs"][1]);
 }
 
 TEST(ScenarioCli, UnmeetableBoundFailsBeforeMeasuring) {
