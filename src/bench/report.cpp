@@ -364,6 +364,13 @@ std::string throughput_svg(const std::vector<nlohmann::json>& points, const std:
     return line_chart_svg(c);
 }
 
+std::string point_label(const Point& p) {
+    return fmt::format("{}{} {} seq {} batch {} threads {}{} {}", p.task == "pretraining" ? "" : p.task + " ", p.mode,
+                       p.model, p.seq_len, p.batch_size, p.threads,
+                       p.mode == "train" ? fmt::format(" spu {}", p.steps_per_update) : std::string(),
+                       ops::precision_name(p.dtype));
+}
+
 nlohmann::json profile_json(const ProfileResult& r) {
     nlohmann::json rows = nlohmann::json::array();
     for (const ProfileRow& row : r.rows)
@@ -372,31 +379,39 @@ nlohmann::json profile_json(const ProfileResult& r) {
                         {"share", row.share},
                         {"gflops", row.gflops},
                         {"gbytes_per_s", row.gbytes_per_s}});
-    return {{"mode", r.point.mode},
-            {"model", r.point.model},
-            {"seq_len", r.point.seq_len},
-            {"batch_size", r.point.batch_size},
-            {"threads", r.point.threads},
-            {"task", r.point.task},
-            {"step_ms", r.step_ms},
-            {"ops", rows}};
+    // the fields that tell the point apart, as its point object names them (PointResult::to_json)
+    nlohmann::json j = {{"mode", r.point.mode},
+                        {"model", r.point.model},
+                        {"seq_len", r.point.seq_len},
+                        {"batch_size", r.point.batch_size},
+                        {"threads", r.point.threads},
+                        {"steps_per_update", r.point.steps_per_update},
+                        {"dtype", ops::precision_name(r.point.dtype)},
+                        {"data_files", r.point.data_files},
+                        {"task", r.point.task},
+                        {"step_ms", r.step_ms},
+                        {"ops", rows}};
+    if (r.point.task == "squad")
+        j["squad_layout"] = r.point.data_files.empty() ? "full" : r.point.squad_layout;
+    else
+        j["last_layer_subset"] = r.point.last_layer_subset;
+    return j;
 }
 
 std::string format_profile(const ProfileResult& r, Format f) {
     if (f == Format::json) return profile_json(r).dump(2) + "\n";
     std::string out;
     if (f == Format::csv) {
-        out += "mode,model,seq_len,batch_size,threads,op,ms_per_step,share,gflops,gbytes_per_s\n";
+        out += "mode,model,seq_len,batch_size,threads,steps_per_update,dtype,op,ms_per_step,share,gflops,"
+               "gbytes_per_s\n";
         for (const ProfileRow& row : r.rows)
-            out += fmt::format("{},{},{},{},{},{},{:.4f},{:.5f},{:.2f},{:.2f}\n", r.point.mode,
+            out += fmt::format("{},{},{},{},{},{},{},{},{:.4f},{:.5f},{:.2f},{:.2f}\n", r.point.mode,
                                r.point.model, r.point.seq_len, r.point.batch_size, r.point.threads,
-                               row.op, row.ms_per_step, row.share, row.gflops, row.gbytes_per_s);
+                               r.point.steps_per_update, ops::precision_name(r.point.dtype), row.op,
+                               row.ms_per_step, row.share, row.gflops, row.gbytes_per_s);
         return out;
     }
-    const std::string title =
-        fmt::format("profile: {}{} {} seq {} batch {} threads {}: {:.2f} ms/step",
-                    r.point.task == "pretraining" ? "" : r.point.task + " ", r.point.mode,
-                    r.point.model, r.point.seq_len, r.point.batch_size, r.point.threads, r.step_ms);
+    const std::string title = fmt::format("profile: {}: {:.2f} ms/step", point_label(r.point), r.step_ms);
     if (f == Format::md) {
         out += "**";
         out += title;
@@ -430,11 +445,9 @@ std::string profile_svg(const std::vector<ProfileResult>& profiles) {
     for (size_t k = 0; k < profiles.size(); ++k) {
         const ProfileResult& p = profiles[k];
         svg += fmt::format(
-            "<text x=\"10\" y=\"{:.1f}\" font-size=\"15\" font-weight=\"bold\">{} {} "
-            "seq {} batch {} threads {}: {:.2f} ms per step (share of step time)</text>\n",
-            y + 16, escape((p.point.task == "pretraining" ? "" : p.point.task + " ") + p.point.mode),
-            escape(p.point.model), p.point.seq_len,
-            p.point.batch_size, p.point.threads, p.step_ms);
+            "<text x=\"10\" y=\"{:.1f}\" font-size=\"15\" font-weight=\"bold\">{}: {:.2f} ms per step "
+            "(share of step time)</text>\n",
+            y + 16, escape(point_label(p.point)), p.step_ms);
         y += head;
         double maxshare = 0;
         for (const auto& row : p.rows) maxshare = std::max(maxshare, row.share);

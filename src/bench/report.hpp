@@ -41,6 +41,9 @@ std::string line_chart_svg(const LineChart& c);
 // SVG: sequences/s against batch size, one line per (mode, model, seq_len, threads).
 std::string throughput_svg(const std::vector<nlohmann::json>& points, const std::string& title);
 
+// What names one point of a sweep in text: "[squad ]<mode> <model> seq S batch B threads T[ spu K]
+// <dtype>" (spu for training only: an inference point has no updates).
+std::string point_label(const Point& p);
 nlohmann::json profile_json(const ProfileResult& r);
 std::string format_profile(const ProfileResult& r, Format f);  // table/md/csv; json = dump
 // SVG: one horizontal bar per op (share of step time), for each profile (train, infer, ...).

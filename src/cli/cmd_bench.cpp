@@ -411,9 +411,7 @@ int cmd_bench(int argc, char** argv) {
     std::string first_skip;
     const auto skip = [&](const bench::Point& p, const std::string& why) {
         ++failed;
-        log::warn("skipping point {}{} {} seq {} batch {} threads {}: {}",
-                  task == "squad" ? "squad " : "", p.mode, p.model, p.seq_len, p.batch_size,
-                  p.threads, why);
+        log::warn("skipping point {}: {}", bench::point_label(p), why);
         if (first_skip.empty()) first_skip = why;
     };
     for (const std::string& m : modes) {
@@ -462,8 +460,6 @@ int cmd_bench(int argc, char** argv) {
             if (p.mode != m) continue;
             const int t = p.threads;
             const ops::Precision d = p.dtype;
-            const std::string& name = p.model;
-            const int seq = p.seq_len, b = p.batch_size;
             try {
                 const double ceil = ceiling_for(t, d);  // t <= the CPUs: check_point
                 nlohmann::json mpi;
@@ -484,11 +480,11 @@ int cmd_bench(int argc, char** argv) {
                     (r.step_ms_max - r.step_ms_min) / r.step_ms_median;
                 j["step_ms_spread"] = spread;
                 if (spread > 0.05 && r.step_ms.size() > 1)
-                    log::warn("{} {} seq {} batch {} threads {}: step times spread "
+                    log::warn("{}: step times spread "
                               "{:.0f}% of the median (min {:.1f}, max {:.1f} ms), "
                               "more than 5%: the machine may be busy; rerun or "
                               "raise --steps",
-                              m, name, seq, b, t, 100 * spread, r.step_ms_min,
+                              bench::point_label(p), 100 * spread, r.step_ms_min,
                               r.step_ms_max);
                 points.push_back(j);
                 if (fmt_out == bench::Format::table) {

@@ -1,6 +1,7 @@
 // `bertbench bench` end to end: a tiny sweep writes the documented JSON fields; impossible points
 // are reported and skipped; bad flags give one line and a non-zero exit; csv/json stdout parse;
 // --data on the golden TFRecord reports fewer real than padded tokens; --profile writes its SVG.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,6 +153,31 @@ TEST(BenchCli, DataModeReportsRealAndPaddedTokens) {
     EXPECT_EQ(csv.exit_code, 1);
     EXPECT_NE(csv.out.find("error: --profile with --format=csv: expected one CSV document"), std::string::npos)
         << csv.out;
+}
+
+// A --dtype and --steps_per_update sweep with --profile: each breakdown names its point (dtype and
+// spu) in the text titles, the SVG and the --json profiles, so they can be told apart.
+TEST(BenchCli, ProfilesOfASweepNameTheirDtypeAndSpu) {
+    const std::string json = ::testing::TempDir() + "/bench_profile_sweep.json";
+    const std::string svg = ::testing::TempDir() + "/bench_profile_sweep.svg";
+    const auto r = run_bertbench("bench --mode=train --model=tiny --seq_len=32 --batch_size=2 --threads=1 --warmup=1 "
+                                 "--steps=1 --noceiling --dtype=fp32,bf16 --steps_per_update=1,2 --profile "
+                                 "--profile_steps=1 --profile_svg=" + svg + " --json=" + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const std::string text = read_file(svg);
+    const std::vector<std::pair<std::string, int>> points = {{"fp32", 1}, {"fp32", 2}, {"bf16", 1}, {"bf16", 2}};
+    const auto j = read_json(json);
+    ASSERT_EQ(j["profiles"].size(), points.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+        const auto& [dtype, spu] = points[i];
+        const std::string label = fmt::format("train tiny seq 32 batch 2 threads 1 spu {} {}", spu, dtype);
+        EXPECT_EQ(testing::count_of(r.out, "profile: " + label + ": "), 1u) << label << "\n" << r.out;
+        EXPECT_EQ(testing::count_of(text, ">" + label + ": "), 1u) << label;
+        EXPECT_EQ(j["profiles"][i]["dtype"], dtype);
+        EXPECT_EQ(j["profiles"][i]["steps_per_update"], spu);
+        EXPECT_EQ(j["profiles"][i]["data_files"], nlohmann::json::array());
+        EXPECT_EQ(j["profiles"][i]["last_layer_subset"], false);
+    }
 }
 
 TEST(BenchCli, ImpossiblePointIsSkipped) {
