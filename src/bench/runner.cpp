@@ -235,9 +235,23 @@ model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq
     return b;
 }
 
+namespace {
+
+// The pretraining readers' errors name pretrain's flags; bench's for the same lengths are
+// --seq_len and --max_predictions.
+std::string with_bench_flags(std::string message) {
+    for (const auto& [theirs, ours] : {std::pair<std::string, std::string>{"--max_seq_length", "--seq_len"},
+                                       {"--max_predictions_per_seq", "--max_predictions"}})
+        for (size_t at = message.find(theirs); at != std::string::npos; at = message.find(theirs, at + ours.size()))
+            message.replace(at, theirs.size(), ours);
+    return message;
+}
+
+}  // namespace
+
 std::vector<model::Batch> read_batches(const std::vector<std::string>& files, const model::BertConfig& c,
                                        int seq_len, int max_predictions, int batch_size, int count,
-                                       bool skip_corrupt_records) {
+                                       bool skip_corrupt_records) try {
     std::vector<model::Batch> out;
     while (static_cast<int>(out.size()) < count) {
         data::PretrainReaderConfig rc;
@@ -261,6 +275,8 @@ std::vector<model::Batch> read_batches(const std::vector<std::string>& files, co
                 batch_size);
     }
     return out;
+} catch (const Error& e) {
+    throw Error(with_bench_flags(e.what()));
 }
 
 // ---- task squad ----------------------------------------------------------------------------

@@ -180,6 +180,22 @@ TEST(BenchCli, ProfilesOfASweepNameTheirDtypeAndSpu) {
     }
 }
 
+// A --data record of other lengths than the point's: the hint names bench's flags (--seq_len,
+// --max_predictions), not pretrain's, which bench does not take.
+TEST(BenchCli, DataOfOtherLengthsNamesBenchsFlags) {
+    const std::string data = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/pretraining/public_128_s12345_d2.tfrecord";
+    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--seq_len=64", "feature input_ids: expected 64 values, got 128"},
+             {"--seq_len=128 --max_predictions=10", "feature masked_lm_positions: expected 10 values, got 20"}}) {
+        const auto r = run_bertbench("bench --mode=infer --model=tiny --batch_size=2 --threads=1 --warmup=1 --steps=1 "
+                                     "--noceiling --data=" + data + " " + flags);
+        EXPECT_NE(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.out.find(says + " (hint: check --seq_len / --max_predictions against the data)"), std::string::npos)
+            << r.out;
+        EXPECT_EQ(r.out.find("--max_seq_length"), std::string::npos) << r.out;
+    }
+}
+
 TEST(BenchCli, ImpossiblePointIsSkipped) {
     // seq 1024 exceeds tiny's 512 positions: reported and skipped; seq 16 still runs.
     const auto r = run_bertbench(
