@@ -142,9 +142,12 @@ int cmd_bench(int argc, char** argv) {
     DeviceFlag device;
     device.add(flags);
     flags.add("dtype", &dtype_list,
-              "GEMM precision(s): fp32 | bf16 (comma list; bf16 = bf16 operands, fp32 "
+              "GEMM precision(s): fp32 | bf16 | int8 (comma list; bf16 = bf16 operands, fp32 "
               "accumulation, fp32 master weights; emulated and slower where the CPU lacks "
-              "AVX512-BF16/AMX). With --mode=gemm: the ceiling of each precision");
+              "AVX512-BF16/AMX; int8 = inference only: the encoder's and MLM head's dense layers and "
+              "the attention's products in int8, weights per channel, activations per token; "
+              "docs/engine.md). "
+              "With --mode=gemm: the ceiling of each precision");
     flags.alias("precision", "dtype");  // Intel model zoo's spelling (fp32, bfloat16)
     flags.add("model", &model_list,
               "preset(s): tiny, mini, small, medium, base, large (comma list)");

@@ -196,6 +196,13 @@ TEST(BenchCli, DataOfOtherLengthsNamesBenchsFlags) {
     }
 }
 
+// --help lists every --dtype bench accepts (int8 included: the README's sweep).
+TEST(BenchCli, HelpListsEveryDtype) {
+    const auto r = run_bertbench("bench --help");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("fp32 | bf16 | int8"), std::string::npos) << r.out;
+}
+
 TEST(BenchCli, ImpossiblePointIsSkipped) {
     // seq 1024 exceeds tiny's 512 positions: reported and skipped; seq 16 still runs.
     const auto r = run_bertbench(
