@@ -81,7 +81,7 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
     }
     if (!files.empty() && empty == files.size())
         fail("--{}: expected records, got none in {} file(s){} (first: {})", flag, empty,
-             skip_corrupt ? " (--skip_corrupt_records skipped every record there was)" : "",
+             skip_corrupt ? " (with --skip_corrupt_records: none it did not skip)" : "",
              files[0]);
 }
 
