@@ -473,9 +473,8 @@ TEST(Hdf5Shard, BadFilesAreOneLineErrorsNamingFileAndDataset) {
     }
 }
 
-TEST(Hdf5Shard, WriterRejectsRecordsTheSchemaCannotHold) {
-    TempDir dir;
-    Hdf5ShardWriter w(dir.file("w.hdf5"), 4, 2);
+// A record of 4 tokens with one masked position, for writers of seq 4 and 2 predictions.
+PretrainingRecord four_token_record() {
     PretrainingRecord r;
     r.input_ids = {101, 5, 6, 102};
     r.input_mask = {1, 1, 1, 1};
@@ -483,6 +482,13 @@ TEST(Hdf5Shard, WriterRejectsRecordsTheSchemaCannotHold) {
     r.masked_lm_positions = {1, 0};
     r.masked_lm_ids = {9, 0};
     r.masked_lm_weights = {1, 0};
+    return r;
+}
+
+TEST(Hdf5Shard, WriterRejectsRecordsTheSchemaCannotHold) {
+    TempDir dir;
+    Hdf5ShardWriter w(dir.file("w.hdf5"), 4, 2);
+    const PretrainingRecord r = four_token_record();
     w.write(r);
     auto bad = [&](auto spoil, const std::string& part) {
         PretrainingRecord b = r;
@@ -517,13 +523,7 @@ TEST(Hdf5Shard, WriterPublishesOnlyOnClose) {
             out.push_back(e.path().filename().string());
         return out;
     };
-    PretrainingRecord r;
-    r.input_ids = {101, 5, 6, 102};
-    r.input_mask = {1, 1, 1, 1};
-    r.segment_ids = {0, 0, 1, 1};
-    r.masked_lm_positions = {1, 0};
-    r.masked_lm_ids = {9, 0};
-    r.masked_lm_weights = {1, 0};
+    const PretrainingRecord r = four_token_record();
     {
         Hdf5ShardWriter w(dir.file("a.hdf5"), 4, 2);
         w.write(r);
