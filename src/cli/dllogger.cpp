@@ -29,26 +29,15 @@ class DlloggerText {
 public:
     void log(const Json& step, const Json& data) {
         const Stamp now = stamp();
-        Json line = Json::object();
-        line["timestamp"] = now.timestamp;
-        line["datetime"] = now.datetime;
-        line["elapsedtime"] = now.elapsed;
-        line["type"] = "LOG";
-        line["step"] = step;
-        line["data"] = data;
-        text_ += "DLLL " + train::python_json_dumps(line) + "\n";
+        line({{"timestamp", now.timestamp}, {"datetime", now.datetime}, {"elapsedtime", now.elapsed},
+              {"type", "LOG"}, {"step", step}, {"data", data}});
     }
     // dllogger.metadata(metric, {"unit": unit}) (null for no unit), in its key order
     void metadata(const char* metric, const char* unit) {
         const Stamp now = stamp();
-        Json line = Json::object();
-        line["timestamp"] = now.timestamp;
-        line["elapsedtime"] = now.elapsed;
-        line["datetime"] = now.datetime;
-        line["type"] = "METADATA";
-        line["metric"] = metric;
-        line["metadata"] = Json{{"unit", unit ? Json(unit) : Json(nullptr)}};
-        text_ += "DLLL " + train::python_json_dumps(line) + "\n";
+        line({{"timestamp", now.timestamp}, {"elapsedtime", now.elapsed}, {"datetime", now.datetime},
+              {"type", "METADATA"}, {"metric", metric},
+              {"metadata", Json{{"unit", unit ? Json(unit) : Json(nullptr)}}}});
     }
     void parameter(const char* key, const Json& value) { log("PARAMETER", Json{{key, value}}); }
     void write(const std::string& path) const {
@@ -61,6 +50,12 @@ public:
     }
 
 private:
+    // One "DLLL {...}" line, its keys in the order given (json.dumps of the backend's dict)
+    void line(std::initializer_list<std::pair<const char*, Json>> fields) {
+        Json j = Json::object();
+        for (const auto& [key, value] : fields) j[key] = value;
+        text_ += "DLLL " + train::python_json_dumps(j) + "\n";
+    }
     struct Stamp {
         std::string timestamp, datetime, elapsed;  // str(timestamp.timestamp()), str(timestamp), str(elapsed)
     };
