@@ -125,7 +125,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
 
 int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     const bool root = dist::world().rank() == 0;  // under mpirun rank 0 alone logs and writes
-    if (!root && log::level() < log::Level::warn) log::set_level(log::Level::warn);
+    dist::quiet_other_ranks();
     if (o.output_dir.empty())
         fail("--output_dir: expected a directory (the training run's, or a new one) for "
              "eval_results.txt, got none");

@@ -190,7 +190,7 @@ void TrainLoop::setup() {
     // Data parallel under mpirun (nothing changes without it): rank 0 alone logs and writes.
     dp_ = std::make_unique<DataParallel>(dist::world());
     root_ = dp_->is_root();
-    if (!root_ && log::level() < log::Level::warn) log::set_level(log::Level::warn);
+    dist::quiet_other_ranks();
     scaler_ = optim::LossScaler::from_flag(o_.loss_scale, o_.initial_loss_scale,
                                            o_.loss_scale_window);
     if (o_.output_dir.empty())
