@@ -97,6 +97,14 @@ int named_descriptor(const std::string& path) {
     return fd >= 0 && ::fcntl(fd, F_GETFD) != -1 ? fd : -1;
 }
 
+size_t name_max(const std::string& dir) {
+    std::filesystem::path probe = dir;
+    std::error_code ec;
+    while (!probe.empty() && !std::filesystem::exists(probe, ec)) probe = probe.parent_path();
+    const long n = ::pathconf(probe.empty() ? "." : probe.c_str(), _PC_NAME_MAX);
+    return n > 0 ? static_cast<size_t>(n) : 255;
+}
+
 std::string output_target(const std::string& path, bool* stream) {
     *stream = false;
     if (named_descriptor(path) >= 0) {  // whatever it is open on: written into, never replaced
@@ -118,11 +126,9 @@ std::string output_target(const std::string& path, bool* stream) {
     // A regular file or nothing yet: the file the chain of links ends at is replaced. A name its
     // file system cannot hold is said now, not when the finished file is renamed to it.
     const std::filesystem::path name = std::filesystem::path(path).filename();
-    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-    const long name_max = ::pathconf(dir.empty() ? "." : dir.c_str(), _PC_NAME_MAX);
-    if (name.string().size() > static_cast<size_t>(name_max > 0 ? name_max : 255))
-        fail("{}: a file name of {} bytes, expected at most {} (NAME_MAX)", path, name.string().size(),
-             name_max > 0 ? name_max : 255);
+    const size_t limit = name_max(std::filesystem::path(path).parent_path().string());
+    if (name.string().size() > limit)
+        fail("{}: a file name of {} bytes, expected at most {} (NAME_MAX)", path, name.string().size(), limit);
     std::string target = path;
     for (int hops = 0;; ++hops) {
         struct stat l {};

@@ -48,6 +48,9 @@ private:
 // dangling link gives the file it names). Error naming `path` for a directory, a block device, a
 // socket, a link loop or a name longer than its directory allows (NAME_MAX).
 std::string output_target(const std::string& path, bool* stream);
+// NAME_MAX of directory `dir`, or of its nearest existing parent when it is not made yet (255
+// where pathconf cannot tell).
+size_t name_max(const std::string& dir);
 // The open descriptor `path` names (/dev/stdout 1, /dev/stderr 2, /dev/fd/N and /proc/self/fd/N
 // N), or -1 for any other path or a descriptor that is not open.
 int named_descriptor(const std::string& path);

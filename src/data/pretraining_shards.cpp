@@ -2,7 +2,6 @@
 #include "data/pretraining_shards.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -89,21 +88,17 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
     if (names.empty()) fail("--input_dir: \"{}\" contains no input files", input_dir);
     // The longest name a shard writes is its sidecar "<stem><extension>.meta.json"; one over
     // NAME_MAX is refused here, before --output_dir is made or any shard is (a cut, hashed
-    // sidecar name would no longer be found from the output's name). NAME_MAX of --output_dir,
-    // or of its nearest existing parent.
-    fs::path probe = output_dir;
-    while (!probe.empty() && !fs::exists(probe, ec)) probe = probe.parent_path();
-    const long name_max_conf = ::pathconf(probe.empty() ? "." : probe.c_str(), _PC_NAME_MAX);
-    const size_t name_max = name_max_conf > 0 ? static_cast<size_t>(name_max_conf) : 255;
+    // sidecar name would no longer be found from the output's name).
+    const size_t limit = name_max(output_dir);
     for (const auto& name : names) {
         const std::string stem = fs::path(name).stem().string();
         const size_t sidecar = stem.size() + extension.size() + std::strlen(".meta.json");
-        if (sidecar > name_max)
+        if (sidecar > limit)
             fail("--input_dir: {}: its shard's sidecar name (the stem + \"{}.meta.json\") would "
                  "be {} bytes, expected at most {} (NAME_MAX of --output_dir; hint: rename the "
                  "file to a stem of at most {} bytes)",
-                 (fs::path(input_dir) / name).string(), extension, sidecar, name_max,
-                 name_max - (sidecar - stem.size()));
+                 (fs::path(input_dir) / name).string(), extension, sidecar, limit,
+                 limit - (sidecar - stem.size()));
     }
     fs::create_directories(output_dir, ec);
     if (!fs::is_directory(output_dir))
