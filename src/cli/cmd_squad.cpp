@@ -35,6 +35,7 @@
 #include "io/tfrecord.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
+#include "model/param_table.hpp"
 #include "train/loop.hpp"
 #include "train/squad_metric.hpp"
 #include "train/squad_predict.hpp"
@@ -70,6 +71,13 @@ std::vector<data::SquadExample> read_examples(const std::string& path, bool trai
 }
 
 // Writes FeatureWriter's records of `features` to `path` (atomically: a temporary until close()).
+// run_squad.py's model_weights_num: its BertForQuestionAnswering's parameters (the pooler
+// included), the vocabulary padded to a multiple of 8 as it pads it
+int64_t nvidia_squad_weights(model::BertConfig config) {
+    config.vocab_size += (8 - config.vocab_size % 8) % 8;
+    return static_cast<int64_t>(model::ParamTable(config, model::Heads::squad).num_parameters());
+}
+
 void write_features(const std::string& path, const std::vector<data::SquadFeature>& features, bool training) {
     io::TfRecordWriter writer(path);
     std::string buf;
@@ -442,11 +450,12 @@ int cmd_squad(int argc, char** argv) {
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
     omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
     const data::Vocab vocab = data::Vocab::load(o.vocab_file);
+    std::optional<model::BertConfig> train_config;
     if (train_model) {  // the model, before the features are made (fails in seconds)
         train::check_squad_train_flags(o);
-        const model::BertConfig cfg = train::resolve_config(
-            o.bert_config_file, o.model, train::latest_checkpoint(o.output_dir), o.init_checkpoint);
-        check_model_fits(o, cfg, vocab);
+        train_config = train::resolve_config(o.bert_config_file, o.model,
+                                             train::latest_checkpoint(o.output_dir), o.init_checkpoint);
+        check_model_fits(o, *train_config, vocab);
     }
     // Predicting with a given checkpoint: load it now, so a checkpoint without the span head
     // stops the command before any work.
@@ -502,7 +511,13 @@ int cmd_squad(int argc, char** argv) {
         }
     }
 
-    int64_t updates_per_epoch = 0;  // NVIDIA's loop: its dllogger entries' epochs
+    // NVIDIA's --json-summary: its entries, filled in as the run goes
+    DlloggerRun dll{o.output_dir, flags_json, o.seed, nvpt.log_freq,
+                    o.train_batch_size / ranks / nvpt.gradient_accumulation_steps, o.learning_rate,
+                    o.nvidia.max_steps};
+    dll.squad_accumulation = nvpt.gradient_accumulation_steps;
+    if (!nvpt.json_summary.empty() && (train_config || model))
+        dll.squad_weights = nvidia_squad_weights(train_config ? *train_config : model->config);
     if (o.do_train) {
         auto train_examples = read_examples(o.train_file, true, o);
         // Pre-shuffled as run_squad.py main() does, so train.tf_record is byte-identical.
@@ -541,7 +556,9 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.train_batch_size);
         if (plan) log::info("  Num steps = {}", plan->updates);
-        if (plan) updates_per_epoch = plan->updates_per_epoch;
+        if (plan) dll.squad_updates_per_epoch = plan->updates_per_epoch, dll.squad_steps = plan->t_total;
+        dll.squad_train_examples = static_cast<int64_t>(train_examples.size());
+        dll.squad_train_features = static_cast<int64_t>(features.size());
         if (plan && plan->own_schedule) log::info("  Schedule: {}", plan->summary);
         if (!train_model) write_train_features();  // --features_only: nothing else to check
         if (train_model) {
@@ -596,6 +613,9 @@ int cmd_squad(int argc, char** argv) {
         log::info("  Num split examples = {}", features.size());
         log::info("  Batch size = {}", o.predict_batch_size);
         log::info("wrote {}", eval_path);
+        dll.squad_eval_examples = static_cast<int64_t>(eval_examples.size());
+        dll.squad_eval_features = static_cast<int64_t>(features.size());
+        dll.squad_predict_batch_size = o.predict_batch_size;
         if (predict_model) {
             const auto results = infer_features(o, model, features, precision, be.get(), cpus);
             preds = train::squad_write_predictions(eval_examples, features, results, popt,
@@ -619,14 +639,8 @@ int cmd_squad(int argc, char** argv) {
             }
         }
     }
-    if (!nvpt.json_summary.empty() && root) {
-        DlloggerRun run{o.output_dir, flags_json, o.seed, nvpt.log_freq,
-                        o.train_batch_size / ranks / nvpt.gradient_accumulation_steps,
-                        o.learning_rate, o.nvidia.max_steps};
-        run.squad_updates_per_epoch = updates_per_epoch;
-        run.squad_accumulation = nvpt.gradient_accumulation_steps;
-        write_squad_dllogger(nvpt.json_summary, run, train_model, predict_model, scored_now);
-    }
+    if (!nvpt.json_summary.empty() && root)
+        write_squad_dllogger(nvpt.json_summary, dll, train_model, predict_model, scored_now);
     return 0;
 }
 

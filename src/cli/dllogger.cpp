@@ -209,19 +209,40 @@ void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool 
     d.metadata("exact_match", nullptr);
     d.metadata("F1", nullptr);
     log_config(d, run);
+    if (run.squad_weights >= 0) {  // its torch.load of --init_checkpoint
+        d.parameter("loading_checkpoint", true);
+        d.parameter("loaded_checkpoint", true);
+        d.parameter("model_weights_num", run.squad_weights);
+    }
+    Json train_summary;  // logged at the end, after the prediction's entries, as run_squad.py does
     if (trained) {
         d.parameter("train_start", true);
+        d.parameter("training_samples", run.squad_train_examples);
+        d.parameter("training_features", run.squad_train_features);
         d.parameter("train_batch_size", run.batch_size_per_gpu);
+        d.parameter("steps", run.squad_steps);
         const double final_loss = log_squad_losses(d, run);
         const nlohmann::json res = read_output(run.output_dir, "results.json");
         const double wall = number(res, "wall_time_s");
         const double rate = run.squad_max_steps > 0
                                 ? number(res, "global_batch_size") * run.squad_max_steps / wall
                                 : all_steps_rate(res);
-        d.log(Json::array(), Json{{"e2e_train_time", wall},
-                                  {"training_sequences_per_second", rate},
-                                  {"final_loss", final_loss}});
+        train_summary = Json{{"e2e_train_time", wall},
+                             {"training_sequences_per_second", rate},
+                             {"final_loss", final_loss}};
     }
+    if (predicted) {
+        d.parameter("infer_start", true);
+        d.parameter("eval_samples", run.squad_eval_examples);
+        d.parameter("eval_features", run.squad_eval_features);
+        d.parameter("predict_batch_size", run.squad_predict_batch_size);
+        d.parameter("eval_start", true);
+        // before each batch, when the results so far are a multiple of 1000
+        const int64_t batch = std::max<int64_t>(run.squad_predict_batch_size, 1);
+        for (int64_t n = 0; n < run.squad_eval_features; n += batch)
+            if (n % 1000 == 0) d.parameter("sample_number", n);
+    }
+    if (trained) d.log(Json::array(), train_summary);
     if (predicted) {
         const nlohmann::json speed = read_output(run.output_dir, "predict_speed.json");
         const double sps = number(speed, "sequences_per_second");

@@ -36,6 +36,14 @@ struct DlloggerRun {
     // run_squad.py's loop: updates per epoch (0: not known, epoch 0) and micro-batches per update
     int64_t squad_updates_per_epoch = 0;
     int64_t squad_accumulation = 1;
+    // run_squad.py's PARAMETER entries: model_weights_num (its BertForQuestionAnswering, the
+    // vocabulary padded to a multiple of 8; < 0: not logged), training_samples (examples),
+    // training_features, steps (num_train_optimization_steps, a float there), eval_samples,
+    // eval_features, predict_batch_size
+    int64_t squad_weights = -1;
+    int64_t squad_train_examples = 0, squad_train_features = 0;
+    double squad_steps = 0;
+    int64_t squad_eval_examples = 0, squad_eval_features = 0, squad_predict_batch_size = 0;
 };
 
 // run_pretraining.py's entries. Writes atomically; logs where.

@@ -66,6 +66,7 @@ SquadPlan nvidia_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t 
     const int64_t per_rank = (num_features + n.ranks - 1) / n.ranks;      // DistributedSampler
     const int64_t batches = (per_rank + n.micro_batch - 1) / n.micro_batch;  // the last partial
     p.updates_per_epoch = batches / n.accumulation;
+    p.t_total = t_total;
     p.updates = epochs * p.updates_per_epoch;
     if (n.max_steps > 0)  // `if global_step > max_steps: break` before each micro-batch
         p.updates = std::min(p.updates, static_cast<int64_t>(std::floor(n.max_steps)) + 1);

@@ -68,6 +68,7 @@ struct SquadPlan {
     std::string summary;  // one line: the counts and the schedule, for the start-up log
     bool own_schedule = false;  // NVIDIA's or NGC TF's, not google's: stated at start-up and in config.json
     int64_t updates_per_epoch = 0;  // NVIDIA's loop (its dllogger entries' epochs); 0 for the others
+    double t_total = 0;  // NVIDIA's num_train_optimization_steps (its dllogger "steps"); 0 for the others
 };
 SquadPlan squad_plan(const SquadTrainOptions& options, int64_t num_examples, int64_t num_features);
 // Error naming the first of --num_train_epochs, --warmup_proportion, --learning_rate out of range

@@ -445,6 +445,33 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(metadata.size(), 7u);  // run_squad.py's: the summary's metrics and their units
     ASSERT_FALSE(lines.empty());
     EXPECT_EQ(lines[0]["step"], "PARAMETER");
+    // run_squad.py's PARAMETER entries in its order: the header, its torch.load, training's, prediction's
+    std::vector<std::string> params;
+    for (const json& l : lines)
+        if (l["step"] == "PARAMETER") params.push_back(l["data"].begin().key());
+    EXPECT_EQ(params, (std::vector<std::string>{
+                          "Config", "SEED", "loading_checkpoint", "loaded_checkpoint",
+                          "model_weights_num", "train_start", "training_samples", "training_features",
+                          "train_batch_size", "steps", "infer_start", "eval_samples", "eval_features",
+                          "predict_batch_size", "eval_start", "sample_number"}));
+    const auto param = [&](const char* k) { return with_key(lines, k).at(0)["data"][k]; };
+    // BertForQuestionAnswering's parameters, the vocabulary padded to 30528: embeddings and their
+    // LayerNorm, 2 layers (Q, K, V, output, LayerNorm, intermediate, output, LayerNorm), pooler, qa_outputs
+    const int64_t h = 64, inter = 128;
+    EXPECT_EQ(param("model_weights_num"),
+              (30528 + 512 + 2 + 2) * h + 2 * (4 * (h * h + h) + 2 * h + h * inter + inter + inter * h + h + 2 * h) +
+                  h * h + h + 2 * h + 2);
+    EXPECT_EQ(param("training_samples"), 69);
+    EXPECT_EQ(param("training_features"), features);
+    EXPECT_EQ(param("train_batch_size"), 8);
+    EXPECT_TRUE(param("steps").is_number_float());  // int(69 / 8 / 1) * 2.0, a float there
+    EXPECT_EQ(param("steps"), 16.0);
+    const int64_t eval_features = json::parse(slurp(out + "/predict_speed.json"))["sequences"];
+    EXPECT_EQ(param("eval_features"), eval_features);
+    EXPECT_EQ(param("predict_batch_size"), 8);
+    EXPECT_EQ(param("sample_number"), 0);  // before each batch that starts at a multiple of 1000
+    // the summaries come last, after the prediction's entries
+    EXPECT_EQ(lines[lines.size() - 3]["data"].begin().key(), "e2e_train_time");
     for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
                           "e2e_inference_time", "inference_sequences_per_second", "exact_match",
                           "F1"}) {
