@@ -104,6 +104,7 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     if (marker.empty()) return "";
     std::vector<const char*> others(std::begin(kTf2StepFlags), std::end(kTf2StepFlags));
     others.push_back("steps_per_update");
+    others.push_back("clip_by_global_norm_after_gradient_allreduce");
     for (const char* tf2 : others)
         if (f.is_set(tf2))
             fail("--{}: expected the flags of one script, got PerfZero/MLPerf's --{} on NVIDIA NGC "
@@ -131,6 +132,12 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     o.train_batch_size = per_rank * ranks;
     o.steps_per_update = k;
     o.schedule_update_counter = k;  // its global_step counts updates: the rate follows it
+    // Its clip: each micro-batch's gradient of loss / K to global norm 1, i.e. norm K in the
+    // micro-batch gradient's units; under Horovod's DistributedOptimizer (which wraps its
+    // optimizer unless K > 1 with --allreduce_post_accumulation) averaged over the ranks first.
+    o.clip_norm = static_cast<float>(k);
+    o.clip_mode = k > 1 && n.allreduce_post_accumulation ? optim::ClipMode::per_micro_batch
+                                                         : optim::ClipMode::averaged_micro_batch;
     std::string steps;
     const auto updates = [&](const char* name, int64_t& value) {
         if (!f.is_set(name) || k == 1) return;
@@ -399,6 +406,15 @@ int cmd_pretrain(int argc, char** argv) {
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
     nvpt.default_json_summary(f, pt_marker);
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
+    if (ngc_marker.empty() && o.clip_by_global_norm_after_gradient_allreduce) {
+        o.clip_mode = optim::ClipMode::after_accumulation;
+        if (o.optimizer == "adamw" && pt_marker.empty()) {
+            o.clip_norm = std::numeric_limits<float>::infinity();
+            log::info("--clip_by_global_norm_after_gradient_allreduce with --optimizer=adamw: no "
+                      "gradient clipping, as MLPerf's optimization.py (the flag moves the clip into "
+                      "its LAMB; AdamWeightDecayOptimizer has none)");
+        }
+    }
     if (o.optimizer == "adamw") {  // google's AdamWeightDecayOptimizer hard-codes its own
         std::vector<std::string> given;
         for (const char* k : {"lamb_beta_1", "lamb_beta_2", "lamb_weight_decay_rate", "log_epsilon"})
@@ -450,6 +466,9 @@ int cmd_pretrain(int argc, char** argv) {
     if (o.first_eval_samples > 0) j["first_eval_samples"] = o.first_eval_samples;
     j["keep_checkpoint_max"] = o.keep_checkpoint_max;
     j["clip_by_global_norm_after_gradient_allreduce"] = o.clip_by_global_norm_after_gradient_allreduce;
+    // what the line's script makes of it: where the clip applies, its norm (null: no clip)
+    j["clip_mode"] = optim::to_string(o.clip_mode);
+    j["clip_norm"] = std::isinf(o.clip_norm) ? nlohmann::json(nullptr) : nlohmann::json(o.clip_norm);
     // Which script's meaning the batch and step flags had (docs/compatibility.md).
     j["batch_flags_meaning"] = !pt_marker.empty()                ? "nvidia_pytorch"
                                : !ngc_marker.empty()             ? "nvidia_ngc_tf"

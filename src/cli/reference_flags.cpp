@@ -166,10 +166,12 @@ void NgcTfFlags::add(Flags& f) {
     f.add_ignored("amp", false, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add_ignored("manual_fp16", false, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add_ignored("init_loss_scale", true, "on a CPU run (fp32 unless --dtype=bf16)");
-    f.add_ignored("allreduce_post_accumulation", false,
-                  "on the update (bertbench all-reduces during the backward; the clip follows "
-                  "the script: each micro-batch's gradient for NGC TF, the averaged one for "
-                  "NVIDIA PyTorch)");
+    f.add("allreduce_post_accumulation", &allreduce_post_accumulation,
+          "NVIDIA NGC TF, under mpirun with --num_accumulation_steps > 1: each rank clips its own "
+          "micro-batch gradients and the update's sum is averaged once; otherwise (its default) "
+          "every micro-batch gradient is averaged over the ranks, then clipped, as Horovod's "
+          "DistributedOptimizer does. No effect on NVIDIA PyTorch's line (it clips the averaged "
+          "gradient)");
     f.add_ignored("dllog_path", true, "(the training log is train_log.jsonl in --output_dir)");
     f.add_ignored("display_loss_steps", true, "(every step is logged in train_log.jsonl)");
     f.add_ignored("report_loss", false, "(every step is logged in train_log.jsonl)");
@@ -183,9 +185,12 @@ std::string NgcTfFlags::marker(const Flags& f, bool shared) const {
     for (const char* name : {"use_xla", "manual_fp16", "dllog_path", "display_loss_steps",
                              "report_loss", "verbose_logging"})
         if (const std::string g = f.ignored_given(name); !g.empty()) return g;
-    if (shared)  // also NVIDIA's PyTorch run_pretraining.py's flags
-        for (const char* name : {"amp", "allreduce_post_accumulation", "init_loss_scale"})
+    if (shared) {  // also NVIDIA's PyTorch run_pretraining.py's flags
+        if (f.is_set("allreduce_post_accumulation"))
+            return "--" + std::string(allreduce_post_accumulation ? "" : "no") + "allreduce_post_accumulation";
+        for (const char* name : {"amp", "init_loss_scale"})
             if (const std::string g = f.ignored_given(name); !g.empty()) return g;
+    }
     return "";
 }
 

@@ -65,6 +65,7 @@ struct Tf2StepFlags {
 struct NgcTfFlags {
     std::string input_files_dir, eval_files_dir;
     bool horovod = false;
+    bool allreduce_post_accumulation = false;  // where its clip meets the all-reduce (apply_ngc)
 
     // Registers the script's flags; call after add_accelerator_flags(flags, false).
     void add(Flags& flags);

@@ -9,6 +9,15 @@
 
 namespace bertbench::optim {
 
+const char* to_string(ClipMode mode) {
+    switch (mode) {
+        case ClipMode::per_micro_batch: return "per_micro_batch";
+        case ClipMode::after_accumulation: return "after_accumulation";
+        case ClipMode::averaged_micro_batch: return "averaged_micro_batch";
+    }
+    return "?";
+}
+
 ParameterUpdater::ParameterUpdater(std::span<const model::ParamInfo> entries,
                                    size_t total_floats, OptimizerConfig optimizer,
                                    LrSchedule schedule, int steps_per_update, ClipMode clip_mode,
@@ -69,6 +78,10 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
                  global_step_, r.grad_norm);
         r.clip_scale = clip_scale(r.grad_norm, clip_norm_);
     };
+    if (mean != nullptr && clip_mode_ == ClipMode::averaged_micro_batch) {
+        (*mean)(std::span<float>(grads_mut, grads.size()));  // then as one process
+        mean = nullptr;
+    }
     if (mean != nullptr && n_ == 1) {
         const std::span<float> g(grads_mut, grads.size());
         if (clip_mode_ == ClipMode::per_micro_batch) {  // this replica's clip, then the mean
@@ -84,7 +97,7 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
     } else if (n_ == 1) {
         clip(grads);
         optimizer_.step(params, grads, r.learning_rate, r.clip_scale);  // clip fused into the read
-    } else if (clip_mode_ == ClipMode::per_micro_batch) {
+    } else if (clip_mode_ != ClipMode::after_accumulation) {
         clip(grads);
         accumulate_scaled(plan, accum, grads, r.clip_scale, n_);
         if (apply) {

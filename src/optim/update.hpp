@@ -16,14 +16,19 @@
 
 namespace bertbench::optim {
 
-// Where clip_by_global_norm(1.0) is applied (run_pretraining.py
-// --clip_by_global_norm_after_gradient_allreduce). The two agree when steps_per_update == 1.
+// Where clip_by_global_norm is applied (run_pretraining.py
+// --clip_by_global_norm_after_gradient_allreduce). All three agree in one process with
+// steps_per_update == 1.
 enum class ClipMode {
     per_micro_batch,   // flag False (default, "how the model was pre-trained"): every micro-batch
-                       // gradient is clipped, then accumulated as g_clipped / n
-    after_accumulation // flag True: LAMB clips the accumulated (all-reduced) gradient once per
-                       // update; micro-batch gradients are accumulated unclipped as g / n
+                       // gradient is clipped (each replica its own), then accumulated as g_clipped / n
+    after_accumulation, // flag True: LAMB clips the accumulated (all-reduced) gradient once per
+                        // update; micro-batch gradients are accumulated unclipped as g / n
+    averaged_micro_batch // NVIDIA NGC TF under Horovod's DistributedOptimizer: every micro-batch
+                         // gradient is averaged over the replicas, then clipped, then accumulated
+                         // as g_clipped / n (one process: per_micro_batch)
 };
+const char* to_string(ClipMode mode);  // "per_micro_batch", ... (config.json)
 
 // Data parallel: replaces a gradient buffer by its mean over the replicas, in place and with the
 // same bits on every replica (the training loop wraps dist::GradientReducer). Empty: one process.
@@ -70,12 +75,18 @@ public:
     //    same on every replica) — with n == 1 exactly what one process of N·b sequences does.
     //    With n == 1 the average of `grads` may already be under way (overlapped with the
     //    backward): `mean(grads)` then just finishes it (see overlappable()).
+    //  - averaged_micro_batch: `grads` is averaged first (it may be under way as above), then
+    //    clipped and accumulated as one process does (an all-reduce per micro-step).
     // Without `mean` this is micro_step(params, grads).
     MicroStepResult micro_step(std::span<float> params, std::span<float> grads,
                                const GradientMean& mean);
     // Whether `mean` is applied to the micro-batch gradient itself before anything reads it, so
-    // the caller may start averaging it during the backward: n == 1 and after_accumulation.
-    bool overlappable() const { return n_ == 1 && clip_mode_ == ClipMode::after_accumulation; }
+    // the caller may start averaging it during the backward: n == 1 and after_accumulation, or
+    // averaged_micro_batch.
+    bool overlappable() const {
+        return (n_ == 1 && clip_mode_ == ClipMode::after_accumulation) ||
+               clip_mode_ == ClipMode::averaged_micro_batch;
+    }
     ClipMode clip_mode() const { return clip_mode_; }
 
     int64_t global_step() const { return global_step_; }  // micro-steps done

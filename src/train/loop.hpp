@@ -89,9 +89,10 @@ struct LoopOptions : RunOptions {
     int64_t num_train_steps = 0;       // micro-steps (TF global_step); the schedule's length
     int64_t stop_steps = 0;            // stop at this micro-step; 0 = num_train_steps
     bool skip_nonfinite_steps = false;
-    // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged
-    // (all ranks, all micro-batches of an update) gradient once per update (optim/update.hpp)
-    bool clip_after_allreduce = false;
+    // Where clip_by_global_norm applies (optim/update.hpp; after_accumulation is run_pretraining.py
+    // --clip_by_global_norm_after_gradient_allreduce) and its threshold (+inf: no clip)
+    optim::ClipMode clip_mode = optim::ClipMode::per_micro_batch;
+    float clip_norm = 1.0f;
     int warmup_updates_excluded = 3;   // updates left out of the throughput figure
     optim::OptimizerConfig optimizer;
     optim::LrSchedule schedule;

@@ -125,10 +125,7 @@ void TrainLoop::load_or_init() {
         params_ = std::make_unique<backend::Buffer<float>>(be, table.total_floats());
         params_->zero();
         updater_ = std::make_unique<optim::ParameterUpdater>(
-            table, o_.optimizer, sched, o_.steps_per_update,
-            o_.clip_after_allreduce ? optim::ClipMode::after_accumulation
-                                    : optim::ClipMode::per_micro_batch,
-            1.0f, be);
+            table, o_.optimizer, sched, o_.steps_per_update, o_.clip_mode, o_.clip_norm, be);
         grads_ = std::make_unique<backend::Buffer<float>>(be, o_.do_train ? table.total_floats() : 0);
         grads_->zero();
     } catch (const std::bad_alloc&) {

@@ -70,7 +70,8 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.num_train_steps = o.num_train_steps;
     l.stop_steps = o.stop_steps;
     l.skip_nonfinite_steps = o.skip_nonfinite_steps;
-    l.clip_after_allreduce = o.clip_by_global_norm_after_gradient_allreduce;
+    l.clip_mode = o.clip_mode;
+    l.clip_norm = o.clip_norm;
     l.warmup_updates_excluded = o.warmup_updates_excluded;
     l.optimizer.kind = optim::parse_optimizer_kind(o.optimizer);
     if (l.optimizer.kind == optim::OptimizerKind::lamb) {

@@ -48,6 +48,11 @@ struct PretrainOptions : RunOptions {
     // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged (and
     // accumulated) gradient once per update instead of each micro-batch's (optim/update.hpp)
     bool clip_by_global_norm_after_gradient_allreduce = false;
+    // What the command line's script makes of it (cmd_pretrain: NGC TF's Horovod clip, MLPerf's
+    // AdamW without a clip): where the clip applies and its threshold in the micro-batch
+    // gradient's units (+inf: no clip)
+    optim::ClipMode clip_mode = optim::ClipMode::per_micro_batch;
+    float clip_norm = 1.0f;
     int warmup_updates_excluded = 3;        // updates left out of the throughput figure
     bool skip_corrupt_records = false;      // skip TFRecord records whose CRC does not match
     bool allow_missing_weights = false;     // eval-only: evaluate a checkpoint lacking tensors

@@ -293,7 +293,7 @@ int run_squad_training(const SquadTrainOptions& o, int64_t num_train_examples,
     const SquadPlan plan =
         squad_plan(o, num_train_examples, static_cast<int64_t>(features.size()));
     l.num_train_steps = plan.updates;
-    l.clip_after_allreduce = o.clip_after_allreduce;
+    l.clip_mode = o.clip_after_allreduce ? optim::ClipMode::after_accumulation : optim::ClipMode::per_micro_batch;
     l.optimizer = plan.optimizer;
     l.schedule = plan.schedule;
     l.fixed_flags = {"train_batch_size", "max_seq_length", "doc_stride", "max_query_length",

@@ -93,7 +93,22 @@ TEST(ReferenceCli, MlperfTf1GpuForm) {
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-2.safetensors"));
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-4.safetensors"));
     // Both part files were read (config.json lists the expanded glob).
-    EXPECT_EQ(json::parse(slurp(out + "/config.json"))["train_files"].size(), 2u);
+    const json cfg = json::parse(slurp(out + "/config.json"));
+    EXPECT_EQ(cfg["train_files"].size(), 2u);
+    EXPECT_EQ(cfg["flags"]["clip_mode"], "per_micro_batch");
+    EXPECT_EQ(cfg["flags"]["clip_norm"], 1.0);
+    // MLPerf's optimization.py with --clip_by_global_norm_after_gradient_allreduce moves the clip
+    // into its LAMB: AdamWeightDecayOptimizer then trains unclipped
+    std::string adamw = mlperf_gpu(w, w.out("adamw"));
+    adamw.replace(adamw.find("--optimizer=lamb"), 16,
+                  "--optimizer=adamw --clip_by_global_norm_after_gradient_allreduce");
+    const auto a = run_bertbench(adamw);
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    EXPECT_EQ(count_of(a.out, "--clip_by_global_norm_after_gradient_allreduce with --optimizer=adamw: "
+                              "no gradient clipping"), 1u) << a.out;
+    const json acfg = json::parse(slurp(w.out("adamw") + "/config.json"));
+    EXPECT_EQ(acfg["flags"]["clip_mode"], "after_accumulation");
+    EXPECT_TRUE(acfg["flags"]["clip_norm"].is_null());
 }
 
 // MLPerf's eval line (mlcommons/training README: --do_eval --nodo_train --init_checkpoint=<its
@@ -428,6 +443,10 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     EXPECT_EQ(cfg["eval_files"].size(), 1u);
     // NGC's optimization.py: LAMB's learning rate decays with power 0.5 (a square root)
     EXPECT_EQ(cfg["flags"]["poly_power"], 0.5);
+    // its clip: each micro-batch's gradient of loss / 2 to norm 1, i.e. norm 2 in the micro-batch
+    // gradient's units; with --allreduce_post_accumulation each rank clips its own
+    EXPECT_EQ(cfg["flags"]["clip_norm"], 2.0);
+    EXPECT_EQ(cfg["flags"]["clip_mode"], "per_micro_batch");
     EXPECT_NE(r.out.find("NVIDIA NGC TF's LAMB schedule: the learning rate decays with power 0.5"),
               std::string::npos) << r.out;
     const json res = json::parse(slurp(out + "/results.json"));
@@ -447,6 +466,18 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
                   "\nmasked_lm_loss = " + py_float_repr(last["masked_lm_loss"]) +
                   "\nnext_sentence_accuracy = " + py_float_repr(last["next_sentence_accuracy"]) +
                   "\nnext_sentence_loss = " + py_float_repr(last["next_sentence_loss"]) + "\n");
+
+    // Without --allreduce_post_accumulation (its default) Horovod's DistributedOptimizer averages
+    // every micro-batch's gradient over the ranks before the clip
+    std::string averaged = ngc_phase1(w, w.out("averaged"), w.out("data"));
+    averaged.replace(averaged.find("--allreduce_post_accumulation=True"), 34, "--noallreduce_post_accumulation");
+    averaged.replace(averaged.find("--num_train_steps=3"), 19, "--num_train_steps=1");
+    averaged.replace(averaged.find("--do_eval=True"), 14, "--do_eval=False");
+    const auto av = run_bertbench(averaged);
+    ASSERT_EQ(av.exit_code, 0) << av.out;
+    const json avcfg = json::parse(slurp(w.out("averaged") + "/config.json"));
+    EXPECT_EQ(avcfg["flags"]["clip_mode"], "averaged_micro_batch");
+    EXPECT_EQ(avcfg["flags"]["clip_norm"], 2.0);
 
     // The eval-only form of the line (--do_train=False) on that run: the same update count.
     std::string eval_only = ngc_phase1(w, out, w.out("data"));

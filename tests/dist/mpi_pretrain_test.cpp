@@ -173,6 +173,36 @@ int wait_until(pid_t pid, std::chrono::steady_clock::time_point deadline) {
     return -1;
 }
 
+// NVIDIA NGC TF's line (--use_xla marks it) with 2 micro-batches per update and without
+// --allreduce_post_accumulation: Horovod's DistributedOptimizer averages every micro-batch's
+// gradient over the ranks before its clip, so 2 ranks x 2 sequences equal 1 process x 4.
+TEST(DistPretrain, SlowNgcHorovodClipAveragesEachMicroBatchFirst) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const Workdir w("ngcclip");
+    const std::string extra =
+        "--use_xla --num_accumulation_steps=2 --num_train_steps=5 --shuffle_buffer=0 --nodo_eval "
+        "--learning_rate=2e-2 ";
+    std::string one_args = args(w, w.out("one"), extra), two_args = args(w, w.out("two"), extra);
+    two_args.replace(two_args.find("--train_batch_size=4"), 20, "--train_batch_size=2");  // per rank
+    const auto one = run_shell(bertbench_path() + one_args);
+    ASSERT_EQ(one.exit_code, 0) << one.out;
+    const auto two = run_mpi(2, bertbench_path() + two_args, 300);
+    ASSERT_EQ(two.exit_code, 0) << two.out;
+    EXPECT_EQ(json::parse(slurp(w.out("two") + "/config.json"))["flags"]["clip_mode"], "averaged_micro_batch");
+    const std::vector<json> a = read_jsonl(w.out("one") + "/train_log.jsonl"),
+                            b = read_jsonl(w.out("two") + "/train_log.jsonl");
+    ASSERT_EQ(a.size(), 5u);
+    ASSERT_EQ(b.size(), 5u);
+    int clipped = 0;  // clip norm 2 against the micro-batch norms: some updates clip
+    for (size_t i = 0; i < a.size(); ++i) {
+        clipped += a[i]["grad_norm"].get<double>() > 2.0;
+        for (const char* k : {"loss", "grad_norm"})
+            EXPECT_NEAR(b[i][k].get<double>(), a[i][k].get<double>(), 1e-5 * std::abs(a[i][k].get<double>()))
+                << k << " at update " << i + 1;
+    }
+    EXPECT_GT(clipped, 0);
+}
+
 TEST(DistPretrain, SlowRankKilledStopsTheJobNamingItAndResumeIsBitIdentical) {
     if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const Workdir w("kill");

@@ -128,5 +128,53 @@ TEST(DataParallelUpdate, WithAccumulationTheMeanRunsOncePerUpdateOnTheAccumulato
     }
 }
 
+// NGC TF under Horovod (its DistributedOptimizer, K = 3 micro-batches per update): every
+// micro-batch's gradient of loss / K is averaged over the replicas, clipped to norm 1 and
+// accumulated; in the micro-batch gradient's units clip norm K, accumulated as g_clipped / K.
+TEST(DataParallelUpdate, AveragedMicroBatchClipsEachReplicaMeanThenAccumulates) {
+    Tables t;
+    std::mt19937 rng(5);
+    const int k = 3;
+    std::vector<float> w_dp = t.random(rng, 0.05f), w_ref = w_dp;
+    ParameterUpdater dp(t.entries, t.total, {}, kSched, k, ClipMode::averaged_micro_batch,
+                        static_cast<float>(k));
+    EXPECT_TRUE(dp.overlappable());  // the mean comes first: it may start during the backward
+    // the reference: one process fed the accumulated update of the clipped means, no clip of its own
+    ParameterUpdater ref(t.entries, t.total, {}, kSched, 1, ClipMode::per_micro_batch,
+                         std::numeric_limits<float>::infinity());
+    const ChunkPlan plan(t.entries, t.total);
+    std::vector<double> acc(t.total, 0.0);
+    int calls = 0, clipped = 0;
+    for (int step = 0; step < 2 * k; ++step) {
+        // norms of the mean / K about 0.5, 1.4, 2.4: below and above the clip norm 1
+        const float scale = 0.01f * static_cast<float>(1 + 2 * (step % 3));
+        std::vector<float> g0 = t.random(rng, scale), g1 = t.random(rng, scale), mean(t.total);
+        for (size_t i = 0; i < t.total; ++i) mean[i] = (g0[i] + g1[i]) * 0.5f;
+        // loss / K's gradient clipped to 1 (TF), as float
+        std::vector<float> over_k(t.total);
+        for (size_t i = 0; i < t.total; ++i) over_k[i] = mean[i] / static_cast<float>(k);
+        const float s = clip_scale(global_norm(plan, over_k));
+        clipped += s < 1.0f;
+        for (size_t i = 0; i < t.total; ++i) acc[i] += static_cast<double>(over_k[i]) * s;
+        const MicroStepResult r = dp.micro_step(w_dp, std::span<float>(g0), [&](std::span<float> g) {
+            ++calls;
+            EXPECT_EQ(g.data(), g0.data());  // the micro-batch gradient, not the accumulator
+            for (size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + g1[i]) * 0.5f;
+        });
+        EXPECT_EQ(r.applied, step % k == k - 1);
+        if (!r.applied) continue;
+        std::vector<float> update(t.total);
+        for (size_t i = 0; i < t.total; ++i) update[i] = static_cast<float>(acc[i]);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        ref.set_global_step(step);  // the same learning rate
+        ref.micro_step(w_ref, update);
+        for (size_t i = 0; i < t.total; ++i)
+            ASSERT_NEAR(w_dp[i], w_ref[i], 1e-6f * (1.0f + std::fabs(w_ref[i]))) << "step " << step << " [" << i << "]";
+    }
+    EXPECT_EQ(calls, 2 * k);  // one all-reduce per micro-step
+    EXPECT_GT(clipped, 0);
+    EXPECT_LT(clipped, 2 * k);
+}
+
 }  // namespace
 }  // namespace bertbench::optim
