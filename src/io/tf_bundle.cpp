@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -288,8 +289,15 @@ bool TfBundleReader::is_bundle(const std::string& prefix) {
 
 std::string TfBundleReader::prefix_of(const std::string& path) {
     struct stat st {};
-    if (path.ends_with(".index") && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        return path.substr(0, path.size() - 6);
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return path;
+    if (path.ends_with(".index")) return path.substr(0, path.size() - 6);
+    // a data shard, PREFIX.data-00000-of-00001, beside its PREFIX.index
+    const size_t dot = path.rfind(".data-");
+    const std::string tail = dot == std::string::npos ? std::string() : path.substr(dot + 6);
+    bool shard = tail.size() == 14 && tail.compare(5, 4, "-of-") == 0;
+    for (size_t i = 0; shard && i < tail.size(); ++i)
+        shard = (i >= 5 && i < 9) || std::isdigit(static_cast<unsigned char>(tail[i]));
+    if (shard && is_bundle(path.substr(0, dot))) return path.substr(0, dot);
     return path;
 }
 

@@ -58,8 +58,9 @@ class TfBundleReader {
                                       const std::string& label);
     // True when PREFIX.index exists: `prefix` names a TF checkpoint rather than a file.
     static bool is_bundle(const std::string& prefix);
-    // The prefix a user's path names: "model.ckpt-28252.index" (a file) names "model.ckpt-28252";
-    // any other path names itself.
+    // The prefix a user's path names: "model.ckpt-28252.index" (a file) names "model.ckpt-28252",
+    // and so does "model.ckpt-28252.data-00000-of-00001" (a file beside that .index); any other
+    // path names itself.
     static std::string prefix_of(const std::string& path);
 
     const std::string& prefix() const { return prefix_; }

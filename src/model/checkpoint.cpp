@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/json_safe.hpp"
+#include "core/log.hpp"
 #include "io/torch_checkpoint.hpp"
 
 namespace bertbench::model {
@@ -159,12 +160,21 @@ void CheckpointReader::load_table(const ParamTable& table, std::span<float> buff
         if (t->dtype != io::DType::F32)
             fail("{}: tensor \"{}\": expected dtype F32, got {}", path(), name,
                  io::dtype_name(t->dtype));
-        if (t->shape != p.shape)
+        const int64_t padding = vocab_padding_rows(table.config(), p.name, p.shape, t->shape);
+        if (t->shape != p.shape && padding == 0)
             fail(
                 "{}: tensor \"{}\": expected shape {}, got {} (hint: the checkpoint was written "
                 "for another config)",
                 path(), name, shape_str(p.shape), t->shape_str());
-        file_.read_f32(name, buffer.subspan(p.offset, p.size));
+        if (padding == 0) {
+            file_.read_f32(name, buffer.subspan(p.offset, p.size));
+            continue;
+        }
+        // converted from an NVIDIA checkpoint without its config: its padding rows left out
+        const std::vector<float> all = file_.read_f32(name);
+        std::copy_n(all.begin(), p.size, buffer.begin() + static_cast<std::ptrdiff_t>(p.offset));
+        log::info("{}: {} rows {}..{} left out (NVIDIA's vocabulary padding to a multiple of 8)", path(),
+                  name, p.shape[0], t->shape[0] - 1);
     }
 }
 

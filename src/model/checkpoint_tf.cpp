@@ -109,7 +109,7 @@ bool tf_to_hf_name(const std::string& tf_name, std::string* hf_name, bool* trans
 
 std::string TfImportReport::summary() const {
     return fmt::format("loaded {} tensors; missing {}{}; shape-mismatched 0; ignored {} (optimizer "
-                       "state, global_step){}; unexpected {}{}",
+                       "state, global_step, vocabulary padding){}; unexpected {}{}",
                        loaded.size(), missing.size(), first_few(missing), ignored.size(),
                        first_few(ignored, 3), unexpected.size(), first_few(unexpected));
 }
@@ -149,7 +149,7 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
             (optimizer_state(e.name) ? rep.ignored : rep.unexpected).push_back(e.name);
             continue;
         }
-        if (e.shape != p->shape) {
+        if (e.shape != p->shape && vocab_padding_rows(table.config(), e.name, p->shape, e.shape) == 0) {
             mismatched.push_back(fmt::format("{}: expected [{}], found {}", e.name,
                                              fmt::join(p->shape, ", "), e.shape_str()));
             continue;
@@ -177,8 +177,17 @@ TfImportReport import_tf_checkpoint(const std::string& prefix, const ParamTable&
              r.index_path(), table.entries().size(), missing_bad.size(), first_few(missing_bad),
              mismatched.size(), first_few(mismatched, 3));
     for (const auto& [p, e] : plan) {
-        r.read_f32(*e, params.subspan(p->offset, p->size));
         rep.loaded.push_back(p->name);
+        if (e->shape == p->shape) {
+            r.read_f32(*e, params.subspan(p->offset, p->size));
+            continue;
+        }
+        // NVIDIA's vocabulary padding (a checkpoint converted without its config): left out
+        std::vector<float> all(e->numel());
+        r.read_f32(*e, all);
+        std::copy_n(all.begin(), p->size, params.begin() + static_cast<std::ptrdiff_t>(p->offset));
+        rep.ignored.push_back(fmt::format("{} rows {}..{} (NVIDIA's vocabulary padding to a multiple of 8)",
+                                          e->name, p->shape[0], e->shape[0] - 1));
     }
     return rep;
 }

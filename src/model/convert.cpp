@@ -511,6 +511,15 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
              in.skipped.empty() ? std::string()
                                 : " (skipped: " + json_safe::printable(in.skipped[0]) +
                                       (in.skipped.size() > 1 ? ", ..." : "") + ")");
+    // Every output holds fp32, as google's graphs restore their variables, our readers and torch's
+    // BERT expect: an fp16, bf16 or fp64 tensor is widened exactly (fp64 rounded to nearest), as
+    // the .pt reader does; integers are kept
+    for (Tensor& t : in.tensors)
+        if (std::vector<float> f32; t.dtype != io::DType::F32 && to_f32(t, &f32)) {
+            t.dtype = io::DType::F32;
+            t.bytes.resize(f32.size() * 4);
+            std::memcpy(t.bytes.data(), f32.data(), t.bytes.size());
+        }
     ConvertResult res;
     res.from = checkpoint_format_name(from);
     res.skipped = std::move(in.skipped);
@@ -614,17 +623,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         // --bert_config_file, when given, replaces the input's own (checked above to fit)
         if (have_config && (!o.bert_config_file.empty() || !in.metadata.count("bert_config")))
             w.set_metadata("bert_config", config.to_json().dump());
-        // Our checkpoints hold fp32 (what every reader of them expects): an fp16, bf16 or fp64
-        // tensor of an HF or TF file is converted as the .pt reader converts it (widened
-        // exactly; fp64 rounded to nearest), integers are kept
-        for (Tensor& t : in.tensors) {
-            if (std::vector<float> f32; t.dtype != io::DType::F32 && to_f32(t, &f32)) {
-                t.dtype = io::DType::F32;
-                t.bytes.resize(f32.size() * 4);
-                std::memcpy(t.bytes.data(), f32.data(), t.bytes.size());
-            }
-            w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
-        }
+        for (const Tensor& t : in.tensors) w.add(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
         w.write();
         res.tensors = in.tensors.size();
     } else if (to == "pt" || to == "nvidia_pt") {

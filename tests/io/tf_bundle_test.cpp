@@ -321,6 +321,28 @@ TEST(TfBundle, WriterRoundTripEveryDtypeThroughFiles) {
     EXPECT_TRUE(r.read_raw(*r.find("empty")).empty());
 }
 
+// The files a user may name for a checkpoint: its .index and its data shard name the prefix; a
+// shard-like name without an .index beside it, or a directory, names itself.
+TEST(TfBundle, PrefixOfTheIndexOrADataShard) {
+    TmpDir dir;
+    const std::string prefix = dir.file("model.ckpt-7");
+    const float x = 1.5f;
+    TfBundleWriter w(prefix);
+    w.add("w", TfDType::float32, {1}, &x, 4);
+    w.finish();
+    EXPECT_EQ(TfBundleReader::prefix_of(prefix + ".index"), prefix);
+    EXPECT_EQ(TfBundleReader::prefix_of(prefix + ".data-00000-of-00001"), prefix);
+    EXPECT_EQ(TfBundleReader::prefix_of(prefix), prefix);
+    const std::string lone = dir.file("other.data-00000-of-00001");
+    write_file_atomic(lone, "x");
+    EXPECT_EQ(TfBundleReader::prefix_of(lone), lone);
+    const std::string odd = prefix + ".data-0000x-of-00001";
+    write_file_atomic(odd, "x");
+    EXPECT_EQ(TfBundleReader::prefix_of(odd), odd);
+    std::filesystem::create_directories(dir.file("d.data-00000-of-00001"));
+    EXPECT_EQ(TfBundleReader::prefix_of(dir.file("d.data-00000-of-00001")), dir.file("d.data-00000-of-00001"));
+}
+
 // A big-endian bundle (header endianness BIG): the CRC covers the stored bytes, values are swapped.
 TEST(TfBundle, BigEndianBundleIsSwappedAfterTheCrc) {
     const std::vector<float> want = {1.5f, -2.25f, 3e-7f};

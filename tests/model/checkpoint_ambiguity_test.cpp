@@ -242,6 +242,22 @@ TEST(CheckpointAmbiguity, ConvertWritesFp32AndNeverAnEmptyCheckpoint) {
     load_init_checkpoint(hf, table, from_hf);
     EXPECT_EQ(from_ours, from_hf);
     EXPECT_EQ(from_ours, w);
+    // so do a TF bundle (google's graphs restore float32 variables: a DT_HALF one is refused) and
+    // an HF file
+    ConvertOptions to_tf = o, to_hf = o;
+    to_tf.output = dir.file("tf16/model.ckpt");
+    to_tf.to = "tf";
+    convert_checkpoint(to_tf);
+    const io::TfBundleReader tf(to_tf.output);
+    for (const io::TfTensorEntry& e : tf.entries()) EXPECT_EQ(e.dtype, io::TfDType::float32) << e.name;
+    std::vector<float> from_tf(w.size());
+    load_init_checkpoint(to_tf.output, table, from_tf);
+    EXPECT_EQ(from_tf, w);
+    to_hf.output = dir.file("hf32");
+    to_hf.to = "hf";
+    convert_checkpoint(to_hf);
+    const io::SafetensorsReader hf32(to_hf.output + "/model.safetensors");
+    for (const io::TensorInfo& t : hf32.tensors()) EXPECT_EQ(t.dtype, io::DType::F32) << t.name;
     // nothing numeric to convert (a buffer only): an error, no file
     const std::string buffers = dir.file("buffers.safetensors");
     {
@@ -260,6 +276,45 @@ TEST(CheckpointAmbiguity, ConvertWritesFp32AndNeverAnEmptyCheckpoint) {
         EXPECT_FALSE(std::filesystem::exists(e.output + ".index"));
         EXPECT_FALSE(std::filesystem::exists(e.output));
     }
+}
+
+// An NVIDIA checkpoint converted without its config keeps the vocabulary's padding rows (61 ->
+// 64) under TF names: loaded with the model's config, as the .pt itself, the rows are left out.
+TEST(CheckpointAmbiguity, NvidiaVocabularyPaddingUnderTfNamesIsLeftOut) {
+    TmpDir dir;
+    BertConfig c = ambiguity_config(), padded = ambiguity_config();
+    c.vocab_size = 61;
+    padded.vocab_size = 64;
+    const ParamTable table(c, Heads::pretraining), wide(padded, Heads::pretraining);
+    std::vector<float> w(wide.total_floats());
+    wide.initialize(w, 9);
+    const std::string st = dir.file("nv.safetensors");  // as convert writes it: no saved config
+    {
+        io::SafetensorsWriter out(st);
+        out.set_metadata("format", kCheckpointFormat);
+        for (const ParamInfo& p : wide.entries())
+            out.add(p.name, io::DType::F32, p.shape, w.data() + p.offset, p.size * 4);
+        out.write();
+    }
+    ConvertOptions o;
+    o.input = st;
+    o.output = dir.file("tf/model.ckpt");
+    o.to = "tf";
+    convert_checkpoint(o);
+    for (const std::string& path : {st, o.output}) {
+        std::vector<float> got(table.total_floats());
+        load_init_checkpoint(path, table, got);
+        for (const ParamInfo& p : table.entries())  // the first 61 rows; the rest as they are
+            EXPECT_EQ(std::memcmp(got.data() + p.offset, w.data() + wide.find(p.name)->offset, p.size * 4), 0)
+                << path << ": " << p.name;
+    }
+    // a row count that is no such padding is still an error naming both shapes
+    c.vocab_size = 56;
+    const ParamTable narrow(c, Heads::pretraining);
+    std::vector<float> got(narrow.total_floats());
+    const std::string why = error_of([&] { load_init_checkpoint(st, narrow, got); });
+    EXPECT_NE(why.find("[56, 16]"), std::string::npos) << why;
+    EXPECT_NE(why.find("[64, 16]"), std::string::npos) << why;
 }
 
 // convert refuses, before writing anything: an integer model weight (writers would drop it or
