@@ -504,6 +504,12 @@ int cmd_squad(int argc, char** argv) {
             {o.max_seq_length, o.doc_stride, o.max_query_length, false, o.transformers_squad},
             {false, o.version_2_with_negative}, &warnings);
         scored = train::squad_has_answers(eval_set->doc) && (predict_model || !o.raw_results.empty());
+        if (scored && !train::squad_scorable(eval_set->doc, o.predict_file)) {
+            log::warn("{}: no \"version\" key: the predictions are written, as run_squad.py writes "
+                      "them, but not scored (evaluate-v1.1.py reads it; add \"version\": \"1.1\" to "
+                      "score them)", o.predict_file);
+            scored = false;
+        }
         if (scored) {
             nlohmann::json empty = nlohmann::json::object();
             for (const auto& e : eval_set->examples) empty[e.qas_id] = "";

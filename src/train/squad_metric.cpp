@@ -251,6 +251,10 @@ std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const 
     return out;
 }
 
+bool squad_scorable(const nlohmann::json& dataset, const std::string& dataset_where) {
+    return dataset.contains("version") || is_version_2(dataset, questions_of(dataset, dataset_where));
+}
+
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
                                const std::string& dataset_where, const std::string& predictions_where) {
     if (!predictions.is_object())

@@ -29,6 +29,9 @@ struct SquadEvalOutput {
 // question id -> answer text). Error naming the files for a malformed dataset or prediction.
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
                                const std::string& dataset_where, const std::string& predictions_where);
+// Whether squad_evaluate can score `dataset` at all: evaluate-v1.1.py reads its "version" key, so a
+// v1.1 dataset without one is an error there (a v2.0 one, any question impossible, needs none).
+bool squad_scorable(const nlohmann::json& dataset, const std::string& dataset_where);
 // evaluate-v2.0.py's stdout before it stops with KeyError when predictions are missing: a
 // "Missing prediction for <id>" line per such question, in dataset order ("" for a v1.1 dataset,
 // where a missing prediction scores 0, or none missing). squad_evaluate then fails naming one.

@@ -156,6 +156,26 @@ TEST(SquadCli, APredictionLeavesNoPreviousRunsScore) {
               std::string::npos) << r.err;
 }
 
+// run_squad.py never reads the dataset's "version"; only evaluate-v1.1.py does. A predict file
+// without it (many exported SQuAD-format files) gets its predictions, unscored, and a warning.
+TEST(SquadCli, APredictFileWithoutVersionIsPredictedNotScored) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out";
+    const std::string dir = golden("squad_pipeline/predictions_384/");
+    auto doc = nlohmann::json::parse(read_file(golden("squad_pipeline/dataset-v1.1.json")));
+    doc.erase("version");
+    const std::string file = tmp.path + "/noversion.json";
+    write_file_atomic(file, doc.dump());
+    const CmdRun r = run(tmp, squad_flags(out) + " --do_predict --predict_file=" + file +
+                                  " --raw_results=" + dir + "logits.jsonl");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_file(out + "/predictions.json"), read_file(dir + "predictions.json"));
+    EXPECT_EQ(read_file(out + "/nbest_predictions.json"), read_file(dir + "nbest_predictions.json"));
+    EXPECT_FALSE(fs::exists(out + "/eval_results.json"));
+    EXPECT_NE(r.err.find(file + ": no \"version\" key: the predictions are written"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");  // no metric printed
+}
+
 TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     SquadTmp tmp;
     const std::string out = tmp.path + "/out";
