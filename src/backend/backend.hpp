@@ -132,7 +132,7 @@ void segment_cross_entropy(double* loss, float* dz, int dz_stride, const float* 
                            const int32_t* offsets, const int32_t* labels, int B, float coef);
 void strided_copy(float* dst, const float* src, size_t n, int stride);
 // The optimizer's (ops/optimizer.hpp): per-chunk Σx², accumulation, scaling with a finiteness
-// check, the LAMB and AdamW updates (ChunkTable, partials, ratios and nonfinite: this backend's
+// check, the LAMB, AdamW and Keras Adam updates (ChunkTable, partials, ratios and nonfinite: this backend's
 // memory).
 void chunk_sum_squares(double* partial, const float* x, const ops::ChunkTable& t);
 void chunk_accumulate(float* acc, const float* g, const ops::ChunkTable& t, float scale, float n);
@@ -141,6 +141,8 @@ void lamb_update(float* w, float* m, float* v, const float* g, const ops::ChunkT
                  float lr, const ops::LambConstants& k, double* partials, float* ratios);
 void adamw_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t, float grad_scale,
                   float lr, const ops::AdamConstants& k);
+void keras_adam_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t,
+                       float grad_scale, float lr, const ops::KerasAdamConstants& k);
 }  // namespace sig
 
 // Every op, in one list: the table's fields, the names in messages and the test's inventory.
@@ -156,7 +158,7 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
     X(linear_forward_int8) X(attention_forward_int8)                                            \
     X(flash_attention_forward) X(flash_attention_backward) X(gather_rows) X(scatter_add_rows)  \
     X(gather_mask_rows) X(bias_rows) X(segment_cross_entropy) X(strided_copy) X(chunk_sum_squares)                \
-    X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update)
+    X(chunk_accumulate) X(scale_values) X(lamb_update) X(adamw_update) X(keras_adam_update)
 
 struct Ops {
 #define BB_BACKEND_FIELD(name) decltype(&sig::name) name = nullptr;

@@ -157,6 +157,7 @@ public:
         ops_.scale_values = ops::scale_values;
         ops_.lamb_update = ops::lamb_update;
         ops_.adamw_update = ops::adamw_update;
+        ops_.keras_adam_update = ops::keras_adam_update;
         name_ = std::string("kernels ") + k.name + ", bf16 GEMM " + ops::bf16_gemm_impl();
     }
     const char* name() const override { return "cpu"; }

@@ -2,7 +2,7 @@
 // before it may change w, so it runs two passes over each adapted tensor: (1) update m, v and sum
 // w², u² per chunk; (2) recompute u from the stored m, v and apply w -= (r·lr)·u. Recomputing u
 // costs less than writing and re-reading it (the step is memory-bound). Tensors excluded from
-// adaptation (r = 1) and AdamW need one pass. Chunks are dealt dynamically to OpenMP threads.
+// adaptation (r = 1) and the Adam variants need one pass. Chunks are dealt dynamically to OpenMP threads.
 #include "ops/optimizer.hpp"
 
 #include <immintrin.h>
@@ -60,19 +60,24 @@ inline double hsum_pd(__m256d x) {  // fixed order
 }
 #endif
 
+// One pass for a tensor without adaptation (r = 1): w -= lr·u, u with the decay term where
+// `decay` (MLPerf's LAMB has no such tensor: its unadapted ones are the undecayed ones).
 void lamb_fused_chunk(float* w, float* m, float* v, const float* g, size_t b, size_t e,
-                      float grad_scale, float lr, const LambConstants& k) {
+                      float grad_scale, float lr, const LambConstants& k, bool decay) {
     size_t i = b;
 #if defined(__AVX__)
     const LambVec kv(k);
     const __m256 gs = _mm256_set1_ps(grad_scale), lr8 = _mm256_set1_ps(lr);
     for (; i + 8 <= e; i += 8) {
-        const __m256 u = lamb_moments8(m + i, v + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), gs), kv);
-        _mm256_storeu_ps(w + i, _mm256_sub_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(lr8, u)));
+        const __m256 wi = _mm256_loadu_ps(w + i);
+        __m256 u = lamb_moments8(m + i, v + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), gs), kv);
+        if (decay) u = _mm256_add_ps(u, _mm256_mul_ps(kv.wd, wi));
+        _mm256_storeu_ps(w + i, _mm256_sub_ps(wi, _mm256_mul_ps(lr8, u)));
     }
 #endif
     for (; i < e; ++i) {
-        const float u = lamb_moments(m[i], v[i], g[i] * grad_scale, k);
+        float u = lamb_moments(m[i], v[i], g[i] * grad_scale, k);
+        if (decay) u = u + k.wd * w[i];
         w[i] = w[i] - lr * u;
     }
 }
@@ -154,6 +159,37 @@ void adamw_chunk(float* w, float* m, float* v, const float* g, size_t b, size_t 
     }
 }
 
+// Keras AdamWeightDecay on [b, e): the decoupled decay first (its own assignment to w), then
+// ResourceApplyAdam's m += (g - m)·(1 - b1), v += (g² - v)·(1 - b2), w -= (m·alpha)/(√v + eps).
+void keras_adam_chunk(float* w, float* m, float* v, const float* g, size_t b, size_t e,
+                      float grad_scale, float lr, const KerasAdamConstants& k, bool decay) {
+    size_t i = b;
+#if defined(__AVX__)
+    const __m256 omb1 = _mm256_set1_ps(k.one_minus_b1), omb2 = _mm256_set1_ps(k.one_minus_b2);
+    const __m256 eps = _mm256_set1_ps(k.eps), wd = _mm256_set1_ps(k.wd), alpha = _mm256_set1_ps(k.alpha);
+    const __m256 gs = _mm256_set1_ps(grad_scale), lr8 = _mm256_set1_ps(lr);
+    for (; i + 8 <= e; i += 8) {
+        __m256 wi = _mm256_loadu_ps(w + i);
+        if (decay) wi = _mm256_sub_ps(wi, _mm256_mul_ps(_mm256_mul_ps(lr8, wi), wd));
+        const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
+        __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+        mi = _mm256_add_ps(mi, _mm256_mul_ps(_mm256_sub_ps(gi, mi), omb1));
+        vi = _mm256_add_ps(vi, _mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(gi, gi), vi), omb2));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        wi = _mm256_sub_ps(wi, _mm256_div_ps(_mm256_mul_ps(mi, alpha), _mm256_add_ps(_mm256_sqrt_ps(vi), eps)));
+        _mm256_storeu_ps(w + i, wi);
+    }
+#endif
+    for (; i < e; ++i) {
+        if (decay) w[i] = w[i] - (lr * w[i]) * k.wd;
+        const float gi = g[i] * grad_scale;
+        m[i] = m[i] + (gi - m[i]) * k.one_minus_b1;
+        v[i] = v[i] + (gi * gi - v[i]) * k.one_minus_b2;
+        w[i] = w[i] - (m[i] * k.alpha) / (std::sqrt(v[i]) + k.eps);
+    }
+}
+
 // Σ x² in double. AVX: four independent accumulators of 4 doubles (16 floats per iteration),
 // combined in a fixed order, so the result depends only on n and the data.
 double sum_squares(const float* x, size_t n) {
@@ -207,6 +243,9 @@ void scale_values(float* x, size_t n, float s, int32_t* nonfinite) {
 void lamb_update(float* w, float* m, float* v, const float* g, const ChunkTable& t, float grad_scale,
                  float lr, const LambConstants& k, double* partials, float* ratios) {
     const ParamChunk* chunks = t.chunks;
+    const uint8_t* adapt = t.adapt ? t.adapt : t.decay;
+    LambConstants k_undecayed = k;  // u without the decay term (NGC: adapted, not decayed)
+    k_undecayed.wd = 0.0f;
     double* partial_w2 = partials;
     double* partial_u2 = partials + t.num_chunks;
     const long nc = static_cast<long>(t.num_chunks);
@@ -216,16 +255,18 @@ void lamb_update(float* w, float* m, float* v, const float* g, const ChunkTable&
 #pragma omp for schedule(dynamic, 1)
         for (long c = 0; c < nc; ++c) {
             const ParamChunk ch = chunks[c];
-            if (!t.decay[ch.tensor]) {
-                // Excluded from decay and from layer adaptation: r = 1, one fused pass.
-                lamb_fused_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, lr, k);
+            const bool decay = t.decay[ch.tensor] != 0;
+            if (!adapt[ch.tensor]) {
+                // Excluded from layer adaptation: r = 1, one fused pass.
+                lamb_fused_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, lr, k, decay);
                 continue;
             }
-            lamb_moments_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, k, partial_w2[c], partial_u2[c]);
+            lamb_moments_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, decay ? k : k_undecayed,
+                               partial_w2[c], partial_u2[c]);
         }
 #pragma omp for schedule(static)
         for (long i = 0; i < nt; ++i) {
-            if (!t.decay[i]) {
+            if (!adapt[i]) {
                 ratios[i] = 1.0f;
                 continue;
             }
@@ -241,9 +282,9 @@ void lamb_update(float* w, float* m, float* v, const float* g, const ChunkTable&
 #pragma omp for schedule(dynamic, 1)
         for (long c = 0; c < nc; ++c) {
             const ParamChunk ch = chunks[c];
-            if (!t.decay[ch.tensor]) continue;
+            if (!adapt[ch.tensor]) continue;
             const float step = ratios[ch.tensor] * lr;  // TF: ratio * lr_t * update
-            lamb_apply_chunk(w, m, v, ch.begin, ch.end, step, k);
+            lamb_apply_chunk(w, m, v, ch.begin, ch.end, step, t.decay[ch.tensor] ? k : k_undecayed);
         }
     }
 }
@@ -256,6 +297,18 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ChunkTable
     for (long c = 0; c < nc; ++c) {
         const ParamChunk ch = t.chunks[c];
         adamw_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, lr, t.decay[ch.tensor] ? k : k_excluded);
+    }
+}
+
+void keras_adam_update(float* w, float* m, float* v, const float* g, const ChunkTable& t,
+                       float grad_scale, float lr, const KerasAdamConstants& k) {
+    const long nc = static_cast<long>(t.num_chunks);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long c = 0; c < nc; ++c) {
+        const ParamChunk ch = t.chunks[c];
+        // AdamWeightDecay._do_use_weight_decay: no decay at all when the rate is 0
+        const bool decay = t.decay[ch.tensor] != 0 && k.wd != 0.0f;
+        keras_adam_chunk(w, m, v, g, ch.begin, ch.end, grad_scale, lr, k, decay);
     }
 }
 

@@ -1,5 +1,5 @@
 // Backend conformance of the optimizer's ops (ops/optimizer.hpp): per-chunk Σx², accumulation,
-// scaling, LAMB and AdamW, on every backend this build has, against double-precision references
+// scaling, LAMB (MLPerf's and NGC TF's adaptation), AdamW and Keras Adam, on every backend this build has, against double-precision references
 // of the formulas (docs/training.md) at odd sizes: tensors of 1, 37 and 1000 floats and one cut
 // into three chunks, with and without weight decay. Tolerances as backend_ops_test.cpp: the
 // elementwise updates atol 1e-6, rtol 1e-5; Σx² (double sums) rtol 1e-12; scaling exact.
@@ -96,33 +96,40 @@ Moments moments(double m, double v, double g, const K& k) {
     return {m * k.b1 + g * k.one_minus_b1, v * k.b2 + g * g * k.one_minus_b2};
 }
 
-TEST_P(BackendOpsOptim, Lamb) {
-    REQUIRE_OP(lamb_update);
+// One LAMB update against the double reference; adapt empty: the table's default (adaptation
+// where decay), else the per-tensor adaptation flags (NGC TF's LAMB: every tensor).
+void check_lamb(Backend& b, ops::ChunkTable table, const std::vector<ops::ParamChunk>& chunks,
+                const std::vector<size_t>& first, const std::vector<uint8_t>& decay,
+                const std::vector<uint8_t>& adapt, size_t total) {
+    const auto put_b = [&](const auto& v) { return std::make_unique<Buffer<typename std::decay_t<decltype(v)>::value_type>>(b, v); };
+    const std::unique_ptr<Buffer<uint8_t>> d_adapt = adapt.empty() ? nullptr : put_b(adapt);
+    table.adapt = d_adapt ? d_adapt->get() : nullptr;
+    const std::vector<uint8_t>& adapted = adapt.empty() ? decay : adapt;
     const std::vector<float> w0 = rand_f(total, 15), m0 = rand_f(total, 16, 1e-2), g = rand_f(total, 18);
     std::vector<float> v0 = rand_f(total, 17, 1e-3);
     for (float& v : v0) v = std::abs(v);
     const ops::LambConstants k{0.9f, 0.999f, 0.1f, 0.001f, 0.19f, 0.001999f, 1e-6f, 0.01f};
     const float lr = 1e-3f, gs = 0.5f;
-    const auto dw = put(w0), dm = put(m0), dv = put(v0), dg = put(g);
-    Buffer<double> partials(be(), 2 * chunks.size());
-    Buffer<float> ratios(be(), decay.size());
-    BB_OP(be(), lamb_update)(dw->get(), dm->get(), dv->get(), dg->get(), table, gs, lr, k, partials.get(),
-                             ratios.get());
+    const auto dw = put_b(w0), dm = put_b(m0), dv = put_b(v0), dg = put_b(g);
+    Buffer<double> partials(b, 2 * chunks.size());
+    Buffer<float> ratios(b, decay.size());
+    BB_OP(b, lamb_update)(dw->get(), dm->get(), dv->get(), dg->get(), table, gs, lr, k, partials.get(),
+                          ratios.get());
     std::vector<double> w = wide(w0), m = wide(m0), v = wide(v0), r(decay.size(), 1.0);
     for (size_t t = 0; t < decay.size(); ++t) {
-        const size_t b = chunks[first[t]].begin, e = chunks[first[t + 1] - 1].end;
-        std::vector<double> u(e - b);
+        const size_t bt = chunks[first[t]].begin, e = chunks[first[t + 1] - 1].end;
+        std::vector<double> u(e - bt);
         double w2 = 0, u2 = 0;
-        for (size_t i = b; i < e; ++i) {
+        for (size_t i = bt; i < e; ++i) {
             const Moments mv = moments(m[i], v[i], double(g[i]) * gs, k);
             m[i] = mv.m;
             v[i] = mv.v;
-            u[i - b] = (mv.m / k.bc1) / (std::sqrt(mv.v / k.bc2) + k.eps) + (decay[t] ? k.wd * w[i] : 0.0);
+            u[i - bt] = (mv.m / k.bc1) / (std::sqrt(mv.v / k.bc2) + k.eps) + (decay[t] ? k.wd * w[i] : 0.0);
             w2 += w[i] * w[i];
-            u2 += u[i - b] * u[i - b];
+            u2 += u[i - bt] * u[i - bt];
         }
-        if (decay[t] && w2 > 0 && u2 > 0) r[t] = std::sqrt(w2) / std::sqrt(u2);
-        for (size_t i = b; i < e; ++i) w[i] -= r[t] * lr * u[i - b];
+        if (adapted[t] && w2 > 0 && u2 > 0) r[t] = std::sqrt(w2) / std::sqrt(u2);
+        for (size_t i = bt; i < e; ++i) w[i] -= r[t] * lr * u[i - bt];
     }
     EXPECT_TRUE(all_close("lamb w", dw->download(), w, kAtol, kRtol));
     EXPECT_TRUE(all_close("lamb m", dm->download(), m, kAtol, kRtol));
@@ -134,6 +141,19 @@ TEST_P(BackendOpsOptim, Lamb) {
         const size_t e = chunks[first[t + 1] - 1].end;
         EXPECT_EQ(wg[e], w0[e]) << "padding after tensor " << t;
     }
+}
+
+TEST_P(BackendOpsOptim, Lamb) {
+    REQUIRE_OP(lamb_update);
+    check_lamb(be(), table, chunks, first, decay, {}, total);
+}
+
+// NGC TF's LAMB: the trust ratio on every tensor, the 37-float one (no decay) included; and the
+// other way round, a tensor with decay but no adaptation (u keeps wd·w, r = 1).
+TEST_P(BackendOpsOptim, LambAdaptationApartFromDecay) {
+    REQUIRE_OP(lamb_update);
+    check_lamb(be(), table, chunks, first, decay, {1, 1, 1, 1}, total);
+    check_lamb(be(), table, chunks, first, decay, {1, 0, 0, 1}, total);
 }
 
 TEST_P(BackendOpsOptim, AdamW) {
@@ -156,6 +176,38 @@ TEST_P(BackendOpsOptim, AdamW) {
     EXPECT_TRUE(all_close("adamw w", dw->download(), w, kAtol, kRtol));
     EXPECT_TRUE(all_close("adamw m", dm->download(), m, kAtol, kRtol));
     EXPECT_TRUE(all_close("adamw v", dv->download(), v, kAtol, kRtol));
+}
+
+// MLPerf TF2's AdamWeightDecay: w -= lr·wd·w where decay, then Keras Adam with alpha; with wd = 0
+// no tensor decays.
+TEST_P(BackendOpsOptim, KerasAdam) {
+    REQUIRE_OP(keras_adam_update);
+    for (const float wd : {0.01f, 0.0f}) {
+        const std::vector<float> w0 = rand_f(total, 23), m0 = rand_f(total, 24, 1e-2), g = rand_f(total, 26);
+        std::vector<float> v0 = rand_f(total, 25, 1e-3);
+        for (float& v : v0) v = std::abs(v);
+        const ops::KerasAdamConstants k{0.1f, 0.001f, 1e-6f, wd, 6.2e-4f};
+        const float lr = 2e-3f, gs = 1.5f;
+        const auto dw = put(w0), dm = put(m0), dv = put(v0), dg = put(g);
+        BB_OP(be(), keras_adam_update)(dw->get(), dm->get(), dv->get(), dg->get(), table, gs, lr, k);
+        std::vector<double> w = wide(w0), m = wide(m0), v = wide(v0);
+        for (const ops::ParamChunk& c : chunks)
+            for (size_t i = c.begin; i < c.end; ++i) {
+                const double gi = double(g[i]) * gs;
+                if (decay[c.tensor]) w[i] -= double(lr) * k.wd * w[i];
+                m[i] = (1 - k.one_minus_b1) * m[i] + k.one_minus_b1 * gi;
+                v[i] = (1 - k.one_minus_b2) * v[i] + k.one_minus_b2 * gi * gi;
+                w[i] -= k.alpha * m[i] / (std::sqrt(v[i]) + k.eps);
+            }
+        EXPECT_TRUE(all_close("keras adam w", dw->download(), w, kAtol, kRtol)) << "wd " << wd;
+        EXPECT_TRUE(all_close("keras adam m", dm->download(), m, kAtol, kRtol)) << "wd " << wd;
+        EXPECT_TRUE(all_close("keras adam v", dv->download(), v, kAtol, kRtol)) << "wd " << wd;
+        const std::vector<float> wg = dw->download();
+        for (size_t t = 0; t + 1 < first.size(); ++t) {
+            const size_t e = chunks[first[t + 1] - 1].end;
+            EXPECT_EQ(wg[e], w0[e]) << "padding after tensor " << t;
+        }
+    }
 }
 
 }  // namespace

@@ -257,7 +257,7 @@ static_assert(sizeof(ck::OptimChunk) == sizeof(ops::ParamChunk) &&
               offsetof(ck::OptimChunk, end) == offsetof(ops::ParamChunk, end));
 ck::OptimTable optim_table(const ops::ChunkTable& t) {
     return {reinterpret_cast<const ck::OptimChunk*>(t.chunks), t.num_chunks, t.first_chunk, t.decay,
-            t.num_tensors};
+            t.num_tensors, t.adapt};
 }
 void chunk_sum_squares(double* partial, const float* x, const ops::ChunkTable& t) {
     ck::chunk_sum_squares(g_stream, partial, x, optim_table(t));
@@ -279,6 +279,11 @@ void adamw_update(float* w, float* m, float* v, const float* g, const ops::Chunk
                   float grad_scale, float lr, const ops::AdamConstants& k) {
     ck::adamw_update(g_stream, w, m, v, g, optim_table(t), grad_scale, lr,
                      {k.b1, k.b2, k.one_minus_b1, k.one_minus_b2, 1.f, 1.f, k.eps, k.wd});
+}
+void keras_adam_update(float* w, float* m, float* v, const float* g, const ops::ChunkTable& t,
+                       float grad_scale, float lr, const ops::KerasAdamConstants& k) {
+    ck::keras_adam_update(g_stream, w, m, v, g, optim_table(t), grad_scale, lr,
+                          {k.one_minus_b1, k.one_minus_b2, k.eps, k.wd, k.alpha});
 }
 ck::Philox philox(const ops::DropoutStream& s) { return {s.seed, s.step, s.site, s.threshold()}; }
 // A dropout stream as the attention kernels take it: its Philox (null without dropout) and keep
@@ -537,6 +542,7 @@ public:
         ops_.scale_values = scale_values;
         ops_.lamb_update = lamb_update;
         ops_.adamw_update = adamw_update;
+        ops_.keras_adam_update = keras_adam_update;
         // not: matmul_packed (no packed weights kept)
     }
     const char* name() const override { return "cuda"; }

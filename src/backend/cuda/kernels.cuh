@@ -117,7 +117,8 @@ void strided_copy(cudaStream_t st, float* dst, const float* src, size_t n, int s
 
 // The optimizer's ops (optim_kernels.cu), each the CPU op of the same name (ops/optimizer.hpp), on
 // the same layouts: OptimChunk is ops::ParamChunk, OptimTable ops::ChunkTable (asserted in
-// cuda_backend.cpp); OptimConstants holds LAMB's constants (AdamW: bc1 = bc2 = 1).
+// cuda_backend.cpp); OptimConstants holds LAMB's constants (AdamW: bc1 = bc2 = 1), KerasConstants
+// ops::KerasAdamConstants.
 struct OptimChunk {
     size_t tensor, begin, end;
 };
@@ -127,6 +128,7 @@ struct OptimTable {
     const size_t* first_chunk;
     const uint8_t* decay;
     size_t num_tensors;
+    const uint8_t* adapt;  // null: decay
 };
 struct OptimConstants {
     float b1, b2, one_minus_b1, one_minus_b2, bc1, bc2, eps, wd;
@@ -138,6 +140,11 @@ void lamb_update(cudaStream_t st, float* w, float* m, float* v, const float* g, 
                  float lr, const OptimConstants& k, double* partials, float* ratios);
 void adamw_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t,
                   float grad_scale, float lr, const OptimConstants& k);
+struct KerasConstants {
+    float one_minus_b1, one_minus_b2, eps, wd, alpha;
+};
+void keras_adam_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t,
+                       float grad_scale, float lr, const KerasConstants& k);
 
 // The last launch's error, as a message ("" when none).
 const char* last_launch_error();

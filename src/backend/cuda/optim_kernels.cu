@@ -53,25 +53,28 @@ __device__ __forceinline__ float moments(float& m, float& v, float g, const Opti
     return __fdiv_rn(__fdiv_rn(m, k.bc1), __fadd_rn(__fsqrt_rn(__fdiv_rn(v, k.bc2)), k.eps));
 }
 
-// LAMB pass 1: moments; the fused update where the tensor has no decay, else Σw², Σu² of the chunk.
+// LAMB pass 1: moments; the fused update where the tensor has no adaptation (r = 1), else Σw², Σu²
+// of the chunk. The decay term only where the tensor has decay.
 __global__ void k_lamb_moments(float* w, float* m, float* v, const float* g,
-                               const OptimChunk* chunks, const uint8_t* decay, float grad_scale,
-                               float lr, OptimConstants k, double* pw2, double* pu2) {
+                               const OptimChunk* chunks, const uint8_t* decay, const uint8_t* adapt,
+                               float grad_scale, float lr, OptimConstants k, double* pw2, double* pu2) {
     __shared__ double sh[kThreads];
     const OptimChunk c = chunks[blockIdx.x];
-    const bool adapt = decay[c.tensor] != 0;
+    const bool adapted = adapt[c.tensor] != 0, decayed = decay[c.tensor] != 0;
+    const float wd = decayed ? k.wd : 0.f;
     double w2 = 0, u2 = 0;
     for (size_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
         float u = moments(m[i], v[i], __fmul_rn(g[i], grad_scale), k);
-        if (!adapt) {
+        if (!adapted) {
+            if (decayed) u = __fadd_rn(u, __fmul_rn(wd, w[i]));
             w[i] = __fsub_rn(w[i], __fmul_rn(lr, u));
             continue;
         }
-        u = __fadd_rn(u, __fmul_rn(k.wd, w[i]));
+        u = __fadd_rn(u, __fmul_rn(wd, w[i]));
         w2 += double(w[i]) * w[i];
         u2 += double(u) * u;
     }
-    if (!adapt) return;  // the whole block takes this branch
+    if (!adapted) return;  // the whole block takes this branch
     w2 = block_sum_double(w2, sh);
     if (threadIdx.x == 0) pw2[blockIdx.x] = w2;
     __syncthreads();
@@ -80,10 +83,10 @@ __global__ void k_lamb_moments(float* w, float* m, float* v, const float* g,
 }
 
 __global__ void k_lamb_ratios(float* ratios, const double* pw2, const double* pu2, const size_t* first,
-                              const uint8_t* decay, size_t tensors) {
+                              const uint8_t* adapt, size_t tensors) {
     const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (t >= tensors) return;
-    if (!decay[t]) {
+    if (!adapt[t]) {
         ratios[t] = 1.f;
         return;
     }
@@ -97,15 +100,16 @@ __global__ void k_lamb_ratios(float* ratios, const double* pw2, const double* pu
 }
 
 __global__ void k_lamb_apply(float* w, const float* m, const float* v, const OptimChunk* chunks,
-                             const uint8_t* decay, const float* ratios, float lr,
+                             const uint8_t* decay, const uint8_t* adapt, const float* ratios, float lr,
                              OptimConstants k) {
     const OptimChunk c = chunks[blockIdx.x];
-    if (!decay[c.tensor]) return;
+    if (!adapt[c.tensor]) return;
     const float step = __fmul_rn(ratios[c.tensor], lr);
+    const float wd = decay[c.tensor] ? k.wd : 0.f;
     for (size_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
         const float u = __fadd_rn(
             __fdiv_rn(__fdiv_rn(m[i], k.bc1), __fadd_rn(__fsqrt_rn(__fdiv_rn(v[i], k.bc2)), k.eps)),
-            __fmul_rn(k.wd, w[i]));
+            __fmul_rn(wd, w[i]));
         w[i] = __fsub_rn(w[i], __fmul_rn(step, u));
     }
 }
@@ -117,6 +121,23 @@ __global__ void k_adamw(float* w, float* m, float* v, const float* g, const Opti
     for (size_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
         const float u = __fadd_rn(moments(m[i], v[i], __fmul_rn(g[i], grad_scale), k), __fmul_rn(wd, w[i]));
         w[i] = __fsub_rn(w[i], __fmul_rn(lr, u));
+    }
+}
+
+// Keras AdamWeightDecay: the decoupled decay (tensors with decay, wd != 0), then ResourceApplyAdam.
+__global__ void k_keras_adam(float* w, float* m, float* v, const float* g, const OptimChunk* chunks,
+                             const uint8_t* decay, float grad_scale, float lr, KerasConstants k) {
+    const OptimChunk c = chunks[blockIdx.x];
+    const bool decayed = decay[c.tensor] != 0 && k.wd != 0.f;
+    for (size_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+        float wi = w[i];
+        if (decayed) wi = __fsub_rn(wi, __fmul_rn(__fmul_rn(lr, wi), k.wd));
+        const float gi = __fmul_rn(g[i], grad_scale);
+        const float mi = __fadd_rn(m[i], __fmul_rn(__fsub_rn(gi, m[i]), k.one_minus_b1));
+        const float vi = __fadd_rn(v[i], __fmul_rn(__fsub_rn(__fmul_rn(gi, gi), v[i]), k.one_minus_b2));
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(mi, k.alpha), __fadd_rn(__fsqrt_rn(vi), k.eps)));
     }
 }
 
@@ -149,11 +170,12 @@ void lamb_update(cudaStream_t st, float* w, float* m, float* v, const float* g, 
     const unsigned chunks = static_cast<unsigned>(t.num_chunks);
     double* pw2 = partials;
     double* pu2 = partials + t.num_chunks;
-    launch_kernel(k_lamb_moments, chunks, kThreads, 0, st, w, m, v, g, t.chunks, t.decay, grad_scale, lr, k, pw2,
-                  pu2);
-    launch_kernel(k_lamb_ratios, grid_for(t.num_tensors), kThreads, 0, st, ratios, pw2, pu2, t.first_chunk, t.decay,
+    const uint8_t* adapt = t.adapt ? t.adapt : t.decay;
+    launch_kernel(k_lamb_moments, chunks, kThreads, 0, st, w, m, v, g, t.chunks, t.decay, adapt, grad_scale, lr,
+                  k, pw2, pu2);
+    launch_kernel(k_lamb_ratios, grid_for(t.num_tensors), kThreads, 0, st, ratios, pw2, pu2, t.first_chunk, adapt,
                   t.num_tensors);
-    launch_kernel(k_lamb_apply, chunks, kThreads, 0, st, w, m, v, t.chunks, t.decay, ratios, lr, k);
+    launch_kernel(k_lamb_apply, chunks, kThreads, 0, st, w, m, v, t.chunks, t.decay, adapt, ratios, lr, k);
     after_launch();
 }
 
@@ -161,6 +183,14 @@ void adamw_update(cudaStream_t st, float* w, float* m, float* v, const float* g,
                   float grad_scale, float lr, const OptimConstants& k) {
     if (!t.num_chunks) return;
     launch_kernel(k_adamw, static_cast<unsigned>(t.num_chunks), kThreads, 0, st, w, m, v, g, t.chunks, t.decay,
+                  grad_scale, lr, k);
+    after_launch();
+}
+
+void keras_adam_update(cudaStream_t st, float* w, float* m, float* v, const float* g, const OptimTable& t,
+                       float grad_scale, float lr, const KerasConstants& k) {
+    if (!t.num_chunks) return;
+    launch_kernel(k_keras_adam, static_cast<unsigned>(t.num_chunks), kThreads, 0, st, w, m, v, g, t.chunks, t.decay,
                   grad_scale, lr, k);
     after_launch();
 }
