@@ -24,16 +24,19 @@ using Chunk = ops::ParamChunk;
 struct TensorSlot {
     std::string name;
     size_t offset = 0, size = 0;
-    bool decay = true;  // weight decay and LAMB layer adaptation apply
+    bool decay = true;  // weight decay applies
+    bool adapt = true;  // LAMB's layer adaptation (trust ratio) applies
 };
 
 class ChunkPlan {
 public:
     // The entries the optimizer updates (ParamInfo::trained; the others are left as they are).
     // Validates that every tensor lies inside [0, total_floats); Error naming the tensor if not.
-    // The ops that read it run on `be`: table() and sums() are in its memory.
+    // The ops that read it run on `be`: table() and sums() are in its memory. LAMB adapts the
+    // tensors with decay (MLPerf: exclude_from_layer_adaptation defaults to the decay exclusions),
+    // or with adapt_all every tensor (NVIDIA NGC TF's LAMBOptimizer).
     ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
-              backend::Backend& be = backend::cpu());
+              backend::Backend& be = backend::cpu(), bool adapt_all = false);
     ChunkPlan(const ChunkPlan&) = delete;  // table() points into it
     ChunkPlan& operator=(const ChunkPlan&) = delete;
 
@@ -54,13 +57,14 @@ private:
     std::vector<Chunk> chunks_;
     std::vector<size_t> first_chunk_;  // (tensors + 1)
     std::vector<uint8_t> decay_;       // (tensors)
+    std::vector<uint8_t> adapt_;       // (tensors)
     ops::ChunkTable table_;
     size_t total_ = 0;
     backend::Backend* be_;
     // The table's arrays in the backend's memory, where that is not the host's
     std::unique_ptr<backend::Buffer<Chunk>> chunks_be_;
     std::unique_ptr<backend::Buffer<size_t>> first_chunk_be_;
-    std::unique_ptr<backend::Buffer<uint8_t>> decay_be_;
+    std::unique_ptr<backend::Buffer<uint8_t>> decay_be_, adapt_be_;
     std::unique_ptr<backend::Buffer<double>> sums_;
 };
 

@@ -11,7 +11,7 @@
 namespace bertbench::optim {
 
 ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
-                     backend::Backend& be)
+                     backend::Backend& be, bool adapt_all)
     : total_(total_floats), be_(&be) {
     tensors_.reserve(entries.size());
     first_chunk_.reserve(entries.size() + 1);
@@ -23,13 +23,15 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
         if (!e.trained) continue;  // no gradient, no update, no decay
         first_chunk_.push_back(chunks_.size());
         const size_t t = tensors_.size();
-        tensors_.push_back({e.name, e.offset, e.size, e.decay});
+        tensors_.push_back({e.name, e.offset, e.size, e.decay, e.decay || adapt_all});
         decay_.push_back(e.decay ? 1 : 0);
+        adapt_.push_back(tensors_.back().adapt ? 1 : 0);
         for (size_t b = 0; b < e.size; b += kChunkFloats)
             chunks_.push_back({t, e.offset + b, e.offset + std::min(e.size, b + kChunkFloats)});
     }
     first_chunk_.push_back(chunks_.size());
-    table_ = {chunks_.data(), chunks_.size(), first_chunk_.data(), decay_.data(), tensors_.size()};
+    table_ = {chunks_.data(), chunks_.size(), first_chunk_.data(), decay_.data(), tensors_.size(),
+              adapt_.data()};
     if (!be.host_memory()) {
         chunks_be_ = std::make_unique<backend::Buffer<Chunk>>(be, chunks_);
         first_chunk_be_ = std::make_unique<backend::Buffer<size_t>>(be, first_chunk_);
@@ -37,6 +39,8 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
         table_.chunks = chunks_be_->get();
         table_.first_chunk = first_chunk_be_->get();
         table_.decay = decay_be_->get();
+        adapt_be_ = std::make_unique<backend::Buffer<uint8_t>>(be, adapt_);
+        table_.adapt = adapt_be_->get();
     }
     sums_ = std::make_unique<backend::Buffer<double>>(be, 2 * chunks_.size());
 }

@@ -21,6 +21,15 @@ const char* to_string(OptimizerKind kind) {
     return kind == OptimizerKind::lamb ? "lamb" : "adamw";
 }
 
+const char* to_string(OptimizerVariant variant) {
+    switch (variant) {
+        case OptimizerVariant::ngc_tf: return "ngc_tf";
+        case OptimizerVariant::keras: return "keras";
+        case OptimizerVariant::standard: break;
+    }
+    return "standard";
+}
+
 OptimizerConfig OptimizerConfig::adamw_reference() {
     OptimizerConfig c;
     c.kind = OptimizerKind::adamw;
@@ -44,12 +53,16 @@ void OptimizerConfig::validate() const {
             epsilon);
     if (!(weight_decay_rate >= 0))
         fail("--lamb_weight_decay_rate: expected >= 0, got {}", weight_decay_rate);
+    if ((variant == OptimizerVariant::ngc_tf && kind != OptimizerKind::lamb) ||
+        (variant == OptimizerVariant::keras && kind != OptimizerKind::adamw))
+        fail("[optim] optimizer variant {}: expected with --optimizer={}, got --optimizer={}",
+             to_string(variant), variant == OptimizerVariant::ngc_tf ? "lamb" : "adamw", to_string(kind));
 }
 
 Optimizer::Optimizer(std::span<const model::ParamInfo> entries, size_t total_floats,
                      OptimizerConfig config, backend::Backend& be)
     : config_(config),
-      plan_(entries, total_floats, be),
+      plan_(entries, total_floats, be, config.variant == OptimizerVariant::ngc_tf),
       m_(be, total_floats),
       v_(be, total_floats),
       ratios_(be, std::vector<float>(plan_.tensors().size(), 1.0f)),
@@ -89,6 +102,8 @@ void Optimizer::step(std::span<float> params, std::span<const float> grads, floa
     BB_PROFILE_OP_SCOPE(model::Op::optimizer, model::Pass::step);
     if (config_.kind == OptimizerKind::lamb)
         step_lamb(params.data(), grads.data(), lr, grad_scale);
+    else if (config_.variant == OptimizerVariant::keras)
+        step_keras_adam(params.data(), grads.data(), lr, grad_scale);
     else
         step_adamw(params.data(), grads.data(), lr, grad_scale);
     ++updates_;
@@ -121,6 +136,19 @@ void Optimizer::step_adamw(float* w, const float* g, float lr, float grad_scale)
                                static_cast<float>(config_.epsilon),
                                static_cast<float>(config_.weight_decay_rate)};
     BB_OP(backend(), adamw_update)(w, m_.get(), v_.get(), g, plan_.table(), grad_scale, lr, k);
+}
+
+void Optimizer::step_keras_adam(float* w, const float* g, float lr, float grad_scale) {
+    // Keras Adam._prepare_local: local_step = iterations + 1 and beta^local_step by fp32 pow;
+    // ResourceApplyAdam: alpha = lr·√(1 - beta2_power)/(1 - beta1_power) and 1 - beta in fp32.
+    // t comes from update_count(), which checkpoints restore (the beta powers are LAMB's).
+    const float b1 = static_cast<float>(config_.beta_1), b2 = static_cast<float>(config_.beta_2);
+    const float t = static_cast<float>(updates_ + 1);
+    const float b1_power = std::pow(b1, t), b2_power = std::pow(b2, t);
+    const ops::KerasAdamConstants k{1.0f - b1, 1.0f - b2, static_cast<float>(config_.epsilon),
+                                    static_cast<float>(config_.weight_decay_rate),
+                                    lr * std::sqrt(1.0f - b2_power) / (1.0f - b1_power)};
+    BB_OP(backend(), keras_adam_update)(w, m_.get(), v_.get(), g, plan_.table(), grad_scale, lr, k);
 }
 
 }  // namespace bertbench::optim

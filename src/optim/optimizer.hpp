@@ -1,6 +1,6 @@
-// LAMB (MLPerf BERT lamb_optimizer_v1.py) and AdamW (google-research/bert optimization.py
-// AdamWeightDecayOptimizer) over a ParamTable-laid-out fp32 buffer, with the reference's fp32
-// order of operations. Gradients given to step() are the reference's *clipped, accumulated*
+// LAMB (MLPerf BERT lamb_optimizer_v1.py; NVIDIA NGC TF's LAMBOptimizer) and AdamW (google-research/bert
+// optimization.py AdamWeightDecayOptimizer; MLPerf TF2's Keras AdamWeightDecay) over a
+// ParamTable-laid-out fp32 buffer, with the reference's fp32 order of operations. Gradients given to step() are the reference's *clipped, accumulated*
 // gradients; the optional grad_scale multiplies each one as it is read (the clip factor when
 // there is no accumulation, saving a pass). Formulas: docs/training.md.
 #pragma once
@@ -19,8 +19,19 @@ enum class OptimizerKind { lamb, adamw };
 OptimizerKind parse_optimizer_kind(const std::string& name);  // "lamb" | "adamw"; Error otherwise
 const char* to_string(OptimizerKind kind);
 
+// Which reference's update a kind follows (config.json "optimizer_variant").
+enum class OptimizerVariant {
+    standard,  // LAMB: MLPerf lamb_optimizer_v1.py (no trust ratio where no decay); AdamW: google's
+               // TF1 AdamWeightDecayOptimizer (no bias correction, fixed constants)
+    ngc_tf,    // LAMB only: NVIDIA NGC TF LAMBOptimizer, the trust ratio on every tensor
+    keras,     // AdamW only: MLPerf TF2 / PerfZero AdamWeightDecay (Keras Adam, bias-corrected,
+               // decoupled decay lr·wd·w first; betas, epsilon, decay rate from the flags)
+};
+const char* to_string(OptimizerVariant variant);  // "standard" | "ngc_tf" | "keras"
+
 struct OptimizerConfig {
     OptimizerKind kind = OptimizerKind::lamb;
+    OptimizerVariant variant = OptimizerVariant::standard;
     // Doubles, as the reference's Python floats; each is rounded to fp32 where TF does it
     // (e.g. LAMB's 1 - beta_1 is taken in fp32, AdamW's in double, as in the reference).
     double beta_1 = 0.9;              // --lamb_beta_1 (AdamW: fixed 0.9 in the reference)
@@ -28,7 +39,8 @@ struct OptimizerConfig {
     double epsilon = 1e-6;            // 10^--log_epsilon (default -6; AdamW: fixed 1e-6)
     double weight_decay_rate = 0.01;  // --lamb_weight_decay_rate (AdamW: fixed 0.01)
     static OptimizerConfig adamw_reference();  // the values google-research/bert hard-codes
-    void validate() const;                     // Error on betas outside [0,1), eps <= 0, wd < 0
+    // Error on betas outside [0,1), eps <= 0, wd < 0, a variant of the other kind
+    void validate() const;
 };
 
 // A named view of optimizer state for checkpoints: "<tf name>/adam_m" and "<tf name>/adam_v"
@@ -51,7 +63,8 @@ public:
     // One update. params, grads: (total_floats) in the table layout; padding is neither read
     // nor written. lr: the schedule's value for this update. Increments update_count() and, for
     // LAMB, advances beta1_power/beta2_power (bias correction uses t = number of updates so far,
-    // counting this one, as TF's beta powers do: micro-steps of accumulation do not count).
+    // counting this one, as TF's beta powers do: micro-steps of accumulation do not count; Keras
+    // Adam takes the same t from update_count(), as Keras does from its iterations).
     void step(std::span<float> params, std::span<const float> grads, float lr,
               float grad_scale = 1.0f);
 
@@ -81,6 +94,7 @@ public:
 private:
     void step_lamb(float* w, const float* g, float lr, float grad_scale);
     void step_adamw(float* w, const float* g, float lr, float grad_scale);
+    void step_keras_adam(float* w, const float* g, float lr, float grad_scale);
 
     OptimizerConfig config_;
     ChunkPlan plan_;  // its sums(): LAMB's per-chunk sums of w² and u²
