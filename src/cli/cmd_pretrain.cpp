@@ -169,6 +169,12 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
                   "--optimizer=adamw");
         o.optimizer = "adamw";
     }
+    if (o.optimizer == "lamb") {  // NGC's LAMBOptimizer has no exclude_from_layer_adaptation
+        o.optimizer_variant = optim::OptimizerVariant::ngc_tf;
+        log::info("NVIDIA NGC TF's LAMB: the trust ratio ||w||/||update|| applies to every tensor "
+                  "(LayerNorm and bias ones too; MLPerf's LAMB gives those ratio 1), weight decay "
+                  "as MLPerf's");
+    }
     // NGC's optimization.py: LAMB decays with power 0.5; AdamWeightDecay with power 1 from
     // lr / (1 - warm-up / steps), so that the decay meets the warm-up's end at lr.
     if (o.optimizer == "lamb" && !f.is_set("poly_power")) {
@@ -253,7 +259,7 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
         both("log_epsilon", "epsilon");
         if (!(t.epsilon > 0 && std::isfinite(t.epsilon))) fail("--epsilon: expected > 0, got {}", t.epsilon);
         o.log_epsilon = std::log10(t.epsilon);
-        log::info("--epsilon={:g}: LAMB's epsilon (bertbench --log_epsilon={:.17g})", t.epsilon, o.log_epsilon);
+        log::info("--epsilon={:g}: the optimizer's epsilon (bertbench --log_epsilon={:.17g})", t.epsilon, o.log_epsilon);
     }
     if (t.stop_steps != 0) {
         if (t.stop_steps < 1) fail("--stop_steps: expected >= 1, got {}", t.stop_steps);
@@ -333,7 +339,8 @@ int cmd_pretrain(int argc, char** argv) {
     f.add("start_warmup_step", &o.start_warmup_step, "step where warm-up starts (may be negative)");
     f.add("learning_rate", &o.learning_rate, "peak learning rate");
     f.add("poly_power", &o.poly_power, "power of the polynomial decay");
-    f.add("optimizer", &o.optimizer, "lamb | adamw (adamw uses the reference's fixed betas/eps/wd)");
+    f.add("optimizer", &o.optimizer, "lamb | adamw (adamw: google's fixed betas/eps/wd; on PerfZero/TF2's line Keras "
+          "AdamWeightDecay with the flags' values)");
     f.add("lamb_beta_1", &o.lamb_beta_1, "LAMB beta_1");
     f.add("lamb_beta_2", &o.lamb_beta_2, "LAMB beta_2");
     f.add("lamb_weight_decay_rate", &o.lamb_weight_decay_rate, "LAMB weight decay rate");
@@ -415,7 +422,19 @@ int cmd_pretrain(int argc, char** argv) {
                       "its LAMB; AdamWeightDecayOptimizer has none)");
         }
     }
-    if (o.optimizer == "adamw") {  // google's AdamWeightDecayOptimizer hard-codes its own
+    // PerfZero's / MLPerf TF2's line (its step or accumulation flags): create_optimizer's
+    // AdamWeightDecay is Keras Adam with decoupled decay, its constants from the flags
+    const bool tf2_line = pt_marker.empty() && ngc_marker.empty() &&
+                          (tf2.num_accumulation_steps != 0 ||
+                           std::any_of(std::begin(kTf2StepFlags), std::end(kTf2StepFlags),
+                                       [&](const char* name) { return f.is_set(name); }));
+    if (tf2_line && o.optimizer == "adamw") {
+        o.optimizer_variant = optim::OptimizerVariant::keras;
+        log::info("PerfZero/MLPerf TF2's AdamWeightDecay: Keras Adam (bias-corrected) after the "
+                  "decay w -= lr * {:g} * w, beta_1 {:g}, beta_2 {:g}, epsilon {:g} (its --beta_1, "
+                  "--beta_2, --epsilon, --weight_decay_rate)",
+                  o.lamb_weight_decay_rate, o.lamb_beta_1, o.lamb_beta_2, std::pow(10.0, o.log_epsilon));
+    } else if (o.optimizer == "adamw") {  // google's AdamWeightDecayOptimizer hard-codes its own
         std::vector<std::string> given;
         for (const char* k : {"lamb_beta_1", "lamb_beta_2", "lamb_weight_decay_rate", "log_epsilon"})
             if (f.is_set(k)) given.push_back("--" + f.spelling(k));
@@ -456,6 +475,7 @@ int cmd_pretrain(int argc, char** argv) {
     j["save_checkpoints_steps"] = o.save_checkpoints_steps;
     j["learning_rate"] = o.learning_rate;
     j["optimizer"] = o.optimizer;
+    j["optimizer_variant"] = optim::to_string(o.optimizer_variant);
     j["input_file"] = o.input_file;
     j["eval_input_file"] = o.eval_input_file;
     j["output_dir"] = o.output_dir;

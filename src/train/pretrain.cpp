@@ -74,7 +74,9 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.clip_norm = o.clip_norm;
     l.warmup_updates_excluded = o.warmup_updates_excluded;
     l.optimizer.kind = optim::parse_optimizer_kind(o.optimizer);
-    if (l.optimizer.kind == optim::OptimizerKind::lamb) {
+    // LAMB and Keras AdamWeightDecay take their constants from the flags; google's AdamW fixes them
+    if (l.optimizer.kind == optim::OptimizerKind::lamb ||
+        o.optimizer_variant == optim::OptimizerVariant::keras) {
         l.optimizer.beta_1 = o.lamb_beta_1;
         l.optimizer.beta_2 = o.lamb_beta_2;
         l.optimizer.epsilon = std::pow(10.0, o.log_epsilon);
@@ -82,6 +84,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
     } else {
         l.optimizer = optim::OptimizerConfig::adamw_reference();
     }
+    l.optimizer.variant = o.optimizer_variant;
     l.optimizer.validate();
     l.schedule.learning_rate = o.learning_rate;
     l.schedule.num_train_steps = o.num_train_steps;
@@ -92,7 +95,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.schedule.update_counter = o.schedule_update_counter;
     l.schedule.poly_warmup = o.nvidia_poly_warmup;
     l.fixed_flags = {"train_batch_size", "steps_per_update", "max_seq_length",
-                     "max_predictions_per_seq", "seed", "optimizer"};
+                     "max_predictions_per_seq", "seed", "optimizer", "optimizer_variant"};
     l.checked_flags = {
         "learning_rate", "poly_power", "optimizer", "lamb_beta_1", "lamb_beta_2",
         "lamb_weight_decay_rate", "log_epsilon", "num_train_steps", "num_warmup_steps",
@@ -234,7 +237,7 @@ public:
             rp.global_batch_size = loop.global_batch();
             rp.gradient_accumulation_steps = o_.steps_per_update;
             rp.number_of_ranks = dist::world().size();
-            // the optimizer's values as it runs them (AdamW's are google's fixed ones)
+            // the optimizer's values as it runs them (google's AdamW: its fixed ones)
             const optim::OptimizerConfig& oc = loop.options().optimizer;
             rp.opt_name = oc.kind == optim::OptimizerKind::lamb ? "lamb" : "adamw";
             rp.opt_base_learning_rate = o_.learning_rate;

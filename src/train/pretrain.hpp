@@ -33,6 +33,8 @@ struct PretrainOptions : RunOptions {
     int schedule_update_counter = 1;   // optim::LrSchedule::update_counter (NGC TF, TF2 lines)
     optim::LrSchedule::PolyWarmup nvidia_poly_warmup{};  // NVIDIA PyTorch's schedule (its line)
     std::string optimizer = "lamb";
+    // NGC TF's LAMB (its line), Keras AdamWeightDecay (PerfZero/TF2's line); config.json records it
+    optim::OptimizerVariant optimizer_variant = optim::OptimizerVariant::standard;
     double lamb_beta_1 = 0.9, lamb_beta_2 = 0.999, lamb_weight_decay_rate = 0.01;
     double log_epsilon = -6;
     int steps_per_update = 1;
