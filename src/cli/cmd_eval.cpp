@@ -55,7 +55,7 @@ int cmd_eval(int argc, char** argv) {
     DeviceFlag device;
     device.add(f);
     add_accelerator_flags(f);
-    add_foreign_hints(f);
+    add_eval_hints(f);
     dist::quiet_other_ranks();
     if (!f.parse(argc, argv)) return 0;
     const std::unique_ptr<backend::Backend> be = device.backend();  // before any output

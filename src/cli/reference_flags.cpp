@@ -94,6 +94,25 @@ void add_squad_hints(Flags& f) {
     f.add_hint("num-intra-threads", "did you mean --threads?");
 }
 
+void add_eval_hints(Flags& f) {
+    add_common_hints(f);
+    for (const char* name : {"eval_data", "eval_input_file", "eval_input_files", "eval_files_dir",
+                             "train_data", "data-location"})
+        f.add_hint(name, "eval reads its TFRecords or HDF5 shards from --input_file");
+    for (const char* name : {"batch_size", "batch-size", "per_device_eval_batch_size", "predict_batch_size"})
+        f.add_hint(name, "did you mean --eval_batch_size?");
+    f.add_hint("checkpoint", "did you mean --init_checkpoint?");
+    f.add_hint("max_seq_len", "did you mean --max_seq_length?");
+    f.add_hint("num-intra-threads", "did you mean --threads?");
+    f.add_hint("num_eval_samples", "use --max_eval_steps, in batches of --eval_batch_size");
+    for (const char* name : {"output_dir", "model_dir"})
+        f.add_hint(name, "eval writes no run directory: it prints its metrics (--json=FILE writes "
+                         "them too); run_pretraining.py's eval line is bertbench pretrain --do_eval "
+                         "--nodo_train --output_dir=DIR");
+    for (const char* name : {"learning_rate", "lr", "train_batch_size", "num_train_steps", "do_train"})
+        f.add_hint(name, "eval does not train: bertbench pretrain does");
+}
+
 void TokenizationFlags::add(Flags& f) {
     f.add("preserve_unused_tokens", &preserve_unused_tokens,
           "MLPerf's tokenization.py flag: False (its default) only; True would keep [unusedN] "

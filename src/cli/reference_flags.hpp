@@ -20,9 +20,10 @@ namespace bertbench::cli {
 void add_accelerator_flags(Flags& flags, bool horovod = true);
 
 // Names of other scripts that bertbench does not accept, with the hint their error gives
-// (our spelling, or why not): pretrain's and eval's, and squad's (run_squad.py's neighbours).
+// (our spelling, or why not): pretrain's, squad's (run_squad.py's neighbours) and eval's.
 void add_foreign_hints(Flags& flags);
 void add_squad_hints(Flags& flags);
+void add_eval_hints(Flags& flags);  // eval's: every hint names a flag eval itself takes
 
 // google-research/bert tokenization.py's own flag, defined in every script that imports it
 // (create_pretraining_data.py, run_squad.py): its default False is bertbench's tokenizer; True

@@ -61,6 +61,32 @@ TEST(UsabilityCli, DashHAndAMistypedCommandGetHelpAndASuggestion) {
     EXPECT_NE(far.out.find("unknown command \"frobnicate\"\n"), std::string::npos) << far.out;
 }
 
+// Another script's spelling gets "did you mean --X?" with an X the command itself takes (eval once
+// offered pretrain's --eval_input_file and --train_batch_size, which it then refused).
+TEST(UsabilityCli, EveryDidYouMeanNamesAFlagOfThatCommand) {
+    for (const std::string cmd : {"pretrain", "eval", "squad"}) {
+        const std::string help = run_bertbench(cmd + " --help").out;
+        for (const char* name : {"eval_data", "eval_input_file", "batch_size", "batch-size", "lr",
+                                 "checkpoint", "max_seq_len", "train_data", "num-intra-threads",
+                                 "per_device_eval_batch_size", "eval_batch_size", "output_dir"}) {
+            const auto r = run_bertbench(cmd + " --" + name + "=1");
+            if (r.out.find("unknown flag") == std::string::npos) continue;  // one it takes
+            EXPECT_NE(r.exit_code, 0) << r.out;
+            const size_t at = r.out.find("did you mean ");
+            if (at == std::string::npos) continue;
+            const std::string guess = r.out.substr(at, r.out.find('?', at) - at);
+            for (size_t f = guess.find("--"); f != std::string::npos; f = guess.find("--", f + 2)) {
+                const size_t end = guess.find_first_not_of("abcdefghijklmnopqrstuvwxyz_-0123456789", f + 2);
+                const std::string flag = guess.substr(f, end == std::string::npos ? end : end - f);
+                const size_t listed = help.find("\n  " + flag);
+                const char next = listed == std::string::npos ? 'x' : help[listed + 3 + flag.size()];
+                EXPECT_TRUE(next == '=' || next == ' ' || next == '\n')
+                    << cmd << " --" << name << ": " << r.out << "(" << flag << " is not in its --help)";
+            }
+        }
+    }
+}
+
 // A bad engine choice in the environment is a one-line error before the command writes anything.
 TEST(UsabilityCli, BadEngineEnvironmentStopsBeforeAnyOutput) {
     const fs::path out = fs::temp_directory_path() / ("bb_usability_env_" + std::to_string(getpid()));
