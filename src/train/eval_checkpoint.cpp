@@ -30,23 +30,6 @@ int64_t checkpoint_name_step(const std::string& path) {
     return std::regex_match(file, m, name) ? std::stoll(m[1].str()) : -1;
 }
 
-namespace {
-
-// eval_results.txt's global_step for an evaluated checkpoint: a bertbench checkpoint's step (its
-// name counts micro-steps) in the reference's counter (updates on NGC TF's line); a TF checkpoint's
-// (TF's Saver names it by its global_step); else 0, the reference's value for a graph initialised
-// from --init_checkpoint (its global_step is not among the variables restored).
-int64_t eval_global_step(const std::string& checkpoint, int64_t update_counter) {
-    const int64_t ours = checkpoint_name_step(checkpoint);
-    if (ours >= 0) return ours / update_counter;
-    static const std::regex tf(R"(model\.ckpt-([0-9]{1,18})(\.index)?)");
-    std::smatch m;
-    const std::string file = fs::path(checkpoint).filename().string();
-    return std::regex_match(file, m, tf) ? std::stoll(m[1].str()) : 0;
-}
-
-}  // namespace
-
 EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfig* config_out) {
     model::BertConfig config;
     if (!o.bert_config_file.empty() && !o.model.empty())
@@ -133,7 +116,13 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     // model_dir = --output_dir: the latest checkpoint there (the training run's) restored over
     // --init_checkpoint, which only initialises a model directory without one.
     std::string checkpoint = latest_checkpoint(o.output_dir), why;
+    // eval_results.txt's global_step: the restored checkpoint's (its name counts micro-steps; the
+    // reference's counter counts updates on NGC TF's line); 0 for --init_checkpoint, as the
+    // reference's graph initialised from it (init_from_checkpoint restores the trainable
+    // variables, not global_step)
+    int64_t step = 0;
     if (!checkpoint.empty()) {
+        step = std::max<int64_t>(checkpoint_name_step(checkpoint), 0) / o.schedule_update_counter;
         why = fmt::format("the latest checkpoint in --output_dir={}", o.output_dir);
         if (!o.init_checkpoint.empty())
             why += fmt::format(", not --init_checkpoint={}: TF's Estimator restores the model "
@@ -185,9 +174,6 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
               checkpoint, why, o.output_dir);
 
     const EvalMetrics m = evaluate_checkpoint(e);
-    // The checkpoint's name counts micro-steps; the reference's global_step counts updates where
-    // its counter does (NGC TF's line: --num_accumulation_steps micro-steps per update).
-    const int64_t step = eval_global_step(checkpoint, o.schedule_update_counter);
     if (!root) return 0;
     make_output_dir(o.output_dir, "--output_dir");
     const std::string text = eval_results_txt(m, step);
