@@ -70,7 +70,6 @@ std::vector<data::SquadExample> read_examples(const std::string& path, bool trai
     return examples;
 }
 
-// Writes FeatureWriter's records of `features` to `path` (atomically: a temporary until close()).
 // run_squad.py's model_weights_num: its BertForQuestionAnswering's parameters (the pooler
 // included), the vocabulary padded to a multiple of 8 as it pads it
 int64_t nvidia_squad_weights(model::BertConfig config) {
@@ -78,6 +77,7 @@ int64_t nvidia_squad_weights(model::BertConfig config) {
     return static_cast<int64_t>(model::ParamTable(config, model::Heads::squad).num_parameters());
 }
 
+// Writes FeatureWriter's records of `features` to `path` (atomically: a temporary until close()).
 void write_features(const std::string& path, const std::vector<data::SquadFeature>& features, bool training) {
     io::TfRecordWriter writer(path);
     std::string buf;
