@@ -5,10 +5,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,33 @@ inline void write_tiny_bert_config(const std::string& path) {
                               "num_attention_heads": 2, "intermediate_size": 128,
                               "max_position_embeddings": 512, "type_vocab_size": 2})";
 }
+
+// A temporary directory for one test's runs (removed at the end): the tiny model's
+// bert_config.json, data/part-00000 .. part-<parts - 1> (copies of the golden training records) and
+// init.safetensors, the tiny model initialised with `seed`, then changed by `adjust` if given.
+struct TinyRunDir {
+    std::filesystem::path dir;
+    TinyRunDir(const std::string& name, int parts, uint64_t seed,
+               const std::function<void(const model::ParamTable&, std::vector<float>&)>& adjust = {}) {
+        dir = std::filesystem::temp_directory_path() / ("bb_" + name + "_" + std::to_string(getpid()));
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir / "data");
+        for (int i = 0; i < parts; ++i)
+            std::filesystem::copy_file(train_data(), dir / "data" / ("part-0000" + std::to_string(i)));
+        write_tiny_bert_config(config());
+        const model::ParamTable table(model::BertConfig::from_json_file(config()), model::Heads::pretraining);
+        std::vector<float> params(table.total_floats());
+        table.initialize(params, seed);
+        if (adjust) adjust(table, params);
+        model::save_checkpoint(init(), table, params);
+    }
+    ~TinyRunDir() { std::filesystem::remove_all(dir); }
+    TinyRunDir(const TinyRunDir&) = delete;
+    TinyRunDir& operator=(const TinyRunDir&) = delete;
+    std::string file(const std::string& name) const { return (dir / name).string(); }
+    std::string config() const { return file("bert_config.json"); }
+    std::string init() const { return file("init.safetensors"); }
+};
 
 // Pretraining weights of the model in `config`, initialised with `seed`, as a bertbench checkpoint.
 inline void save_initialized_checkpoint(const std::string& config, const std::string& out,

@@ -29,29 +29,18 @@ using testing::slurp;
 
 // The tiny model, its initial weights with LayerNorm gammas and betas away from 1 and 0 (so that
 // a trust ratio on them is far from 1), and a directory holding the golden records.
-struct VariantWorkdir {
-    fs::path dir;
-    explicit VariantWorkdir(const std::string& name) {
-        dir = fs::temp_directory_path() / ("bb_optvar_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir / "data");
-        fs::copy_file(testing::train_data(), dir / "data" / "part-00000");
-        testing::write_tiny_bert_config(p("bert_config.json"));
-        const model::BertConfig c = model::BertConfig::from_json_file(p("bert_config.json"));
-        const model::ParamTable table(c, model::Heads::pretraining);
-        std::vector<float> params(table.total_floats());
-        table.initialize(params, 11);
-        for (const auto& e : table.entries())
-            for (size_t i = 0; i < e.size; ++i) {
-                if (e.name.find("LayerNorm/gamma") != std::string::npos)
-                    params[e.offset + i] = 2.0f + 0.5f * std::sin(float(i));
-                else if (e.name.find("LayerNorm/beta") != std::string::npos)
-                    params[e.offset + i] = 0.3f * std::cos(float(i));
-            }
-        model::save_checkpoint(p("init.safetensors"), table, params);
-    }
-    ~VariantWorkdir() { fs::remove_all(dir); }
-    std::string p(const std::string& name) const { return (dir / name).string(); }
+struct VariantWorkdir : testing::TinyRunDir {
+    explicit VariantWorkdir(const std::string& name)
+        : TinyRunDir("optvar_" + name, 1, 11, [](const model::ParamTable& table, std::vector<float>& params) {
+              for (const auto& e : table.entries())
+                  for (size_t i = 0; i < e.size; ++i) {
+                      if (e.name.find("LayerNorm/gamma") != std::string::npos)
+                          params[e.offset + i] = 2.0f + 0.5f * std::sin(float(i));
+                      else if (e.name.find("LayerNorm/beta") != std::string::npos)
+                          params[e.offset + i] = 0.3f * std::cos(float(i));
+                  }
+          }) {}
+    std::string p(const std::string& name) const { return file(name); }
 };
 
 std::vector<float> tensor(const std::string& path, const std::string& name) {

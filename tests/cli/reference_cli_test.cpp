@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_fixtures.hpp"
 #include "cli/run_util.hpp"
 #include "core/py_json.hpp"
 #include "dist/mpi_util.hpp"
@@ -36,29 +37,10 @@ using testing::train_data;
 
 // A directory holding bert_config.json, data/part-00000 and -00001 (copies of the golden
 // records) and init.safetensors (freshly initialised weights of the tiny model).
-struct RefWorkdir {
-    fs::path dir;
-    explicit RefWorkdir(const std::string& name) {
-        dir = fs::temp_directory_path() / ("bb_refcli_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir / "data");
-        std::ofstream(dir / "bert_config.json")
-            << R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
-                  "num_attention_heads": 2, "intermediate_size": 128,
-                  "max_position_embeddings": 512, "type_vocab_size": 2})";
-        fs::copy_file(train_data(), dir / "data" / "part-00000");
-        fs::copy_file(train_data(), dir / "data" / "part-00001");
-        const model::BertConfig c = model::BertConfig::from_json_file(config());
-        const model::ParamTable table(c, model::Heads::pretraining);
-        std::vector<float> params(table.total_floats());
-        table.initialize(params, 7);
-        model::save_checkpoint(init(), table, params);
-    }
-    ~RefWorkdir() { fs::remove_all(dir); }
-    std::string config() const { return (dir / "bert_config.json").string(); }
-    std::string init() const { return (dir / "init.safetensors").string(); }
+struct RefWorkdir : testing::TinyRunDir {
+    explicit RefWorkdir(const std::string& name) : TinyRunDir("refcli_" + name, 2, 7) {}
     std::string data() const { return (dir / "data" / "part*").string(); }
-    std::string out(const std::string& name) const { return (dir / name).string(); }
+    std::string out(const std::string& name) const { return file(name); }
 };
 
 // MLPerf TF1 run_pretraining.py, GPU form (mlcommons/training README), sizes shrunk.
