@@ -181,6 +181,10 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
         o.poly_power = 0.5;
         log::info("NVIDIA NGC TF's LAMB schedule: the learning rate decays with power 0.5 "
                   "(bertbench --poly_power=0.5)");
+    } else if (o.optimizer == "adamw" && o.num_warmup_steps > 0 && o.num_warmup_steps == o.num_train_steps) {
+        fail("--num_warmup_steps and --num_train_steps: both {} updates, where NVIDIA NGC TF's adam "
+             "schedule divides by 1 - warm-up / steps (its script stops with ZeroDivisionError); "
+             "expected fewer warm-up steps", o.num_warmup_steps / k);
     } else if (o.optimizer == "adamw" && o.learning_rate > 0 && o.num_warmup_steps > 0 &&
                o.num_warmup_steps < o.num_train_steps) {
         const double w = static_cast<double>(o.num_warmup_steps) / static_cast<double>(o.num_train_steps);

@@ -148,7 +148,9 @@ ParamTable::ParamTable(const BertConfig& config, Heads heads) : config_(config),
         h.transform_w = add("cls/predictions/transform/dense/kernel", {H, H});
         h.transform_b = add("cls/predictions/transform/dense/bias", {H});
         h.transform_g = add("cls/predictions/transform/LayerNorm/gamma", {H});
+        entries_.back().decayed_in_tf2 = true;  // TF2's masked_lm.py keeps its TF1 name
         h.transform_beta = add("cls/predictions/transform/LayerNorm/beta", {H});
+        entries_.back().decayed_in_tf2 = true;
         h.output_bias = add("cls/predictions/output_bias", {V});
         h.nsp_w = add("cls/seq_relationship/output_weights", {2, H});
         h.nsp_b = add("cls/seq_relationship/output_bias", {2});

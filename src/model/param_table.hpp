@@ -28,6 +28,9 @@ struct ParamInfo {
     size_t offset = 0;            // in floats, into the flat buffer; 16-float (64-byte) aligned
     size_t size = 0;              // product of shape
     bool decay = true;            // false for names containing LayerNorm, layer_norm or bias
+    // MLPerf TF2's AdamWeightDecay excludes ["layer_norm", "bias"] from its TF2 names, where every
+    // LayerNorm is a *layer_norm but the masked-LM head's (transform/LayerNorm): decayed there
+    bool decayed_in_tf2 = false;
     // Where the parameter sits (set with the name, never parsed from it): an encoder layer's index,
     // or -1 with `embedding` for bert/embeddings/*, or -1 alone for the pooler and the heads.
     int layer = -1;

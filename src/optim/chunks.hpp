@@ -34,9 +34,10 @@ public:
     // Validates that every tensor lies inside [0, total_floats); Error naming the tensor if not.
     // The ops that read it run on `be`: table() and sums() are in its memory. LAMB adapts the
     // tensors with decay (MLPerf: exclude_from_layer_adaptation defaults to the decay exclusions),
-    // or with adapt_all every tensor (NVIDIA NGC TF's LAMBOptimizer).
+    // or with adapt_all every tensor (NVIDIA NGC TF's LAMBOptimizer). tf2_decay: the tensors
+    // MLPerf TF2's AdamWeightDecay decays (ParamInfo::decay, and decayed_in_tf2).
     ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
-              backend::Backend& be = backend::cpu(), bool adapt_all = false);
+              backend::Backend& be = backend::cpu(), bool adapt_all = false, bool tf2_decay = false);
     ChunkPlan(const ChunkPlan&) = delete;  // table() points into it
     ChunkPlan& operator=(const ChunkPlan&) = delete;
 

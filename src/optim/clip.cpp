@@ -11,7 +11,7 @@
 namespace bertbench::optim {
 
 ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_floats,
-                     backend::Backend& be, bool adapt_all)
+                     backend::Backend& be, bool adapt_all, bool tf2_decay)
     : total_(total_floats), be_(&be) {
     tensors_.reserve(entries.size());
     first_chunk_.reserve(entries.size() + 1);
@@ -23,8 +23,9 @@ ChunkPlan::ChunkPlan(std::span<const model::ParamInfo> entries, size_t total_flo
         if (!e.trained) continue;  // no gradient, no update, no decay
         first_chunk_.push_back(chunks_.size());
         const size_t t = tensors_.size();
-        tensors_.push_back({e.name, e.offset, e.size, e.decay, e.decay || adapt_all});
-        decay_.push_back(e.decay ? 1 : 0);
+        const bool decay = e.decay || (tf2_decay && e.decayed_in_tf2);
+        tensors_.push_back({e.name, e.offset, e.size, decay, decay || adapt_all});
+        decay_.push_back(decay ? 1 : 0);
         adapt_.push_back(tensors_.back().adapt ? 1 : 0);
         for (size_t b = 0; b < e.size; b += kChunkFloats)
             chunks_.push_back({t, e.offset + b, e.offset + std::min(e.size, b + kChunkFloats)});

@@ -62,7 +62,8 @@ void OptimizerConfig::validate() const {
 Optimizer::Optimizer(std::span<const model::ParamInfo> entries, size_t total_floats,
                      OptimizerConfig config, backend::Backend& be)
     : config_(config),
-      plan_(entries, total_floats, be, config.variant == OptimizerVariant::ngc_tf),
+      plan_(entries, total_floats, be, config.variant == OptimizerVariant::ngc_tf,
+            config.variant == OptimizerVariant::keras),
       m_(be, total_floats),
       v_(be, total_floats),
       ratios_(be, std::vector<float>(plan_.tensors().size(), 1.0f)),

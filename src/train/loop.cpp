@@ -306,12 +306,12 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
         return !(old_paths.is_object() && old_paths.contains(k) && now_paths.contains(k) &&
                  old_paths[k] == now_paths[k]);
     };
-    for (const std::string& k : o_.fixed_flags)
+    for (const std::string& k : o_.fixed_flags)  // optimizer_variant: no flag, the line's script sets it
         if (differs(k))
-            fail("--{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
+            fail("{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
                  "a new --output_dir for a different run)",
-                 k, json_safe::brief(old_flags[k]), resume_from_,
-                 json_safe::brief(flags_json_[k]));
+                 k == "optimizer_variant" ? "the optimizer variant (set by the command line's script)" : "--" + k,
+                 json_safe::brief(old_flags[k]), resume_from_, json_safe::brief(flags_json_[k]));
     json changes = json::array();
     std::string text;
     for (const std::string& k : o_.checked_flags) {
@@ -644,6 +644,7 @@ int TrainLoop::train() {
             save_checkpoint(false);
         if (stop_signal != 0) {
             const int sig = stop_signal;
+            (void)task_.at_end(*this, kPaused);  // goes on in a later process: its MLPerf block closed
             save_checkpoint(false);
             write_results("interrupted");
             write_curves();
@@ -684,8 +685,8 @@ int TrainLoop::train() {
                           segment_update_samples_ / segment_update_s_)
             : std::string("no updates timed");
     log::info("{} {}: step {}, {} samples, wall {:.1f} s, {} (results.json, curves.svg in {})",
-              o_.command, status, updater_->global_step(), samples(), elapsed(), rate,
-              o_.output_dir);
+              o_.command, status, updater_->global_step(), samples(),
+              final_wall_s_ >= 0 ? final_wall_s_ : elapsed(), rate, o_.output_dir);
     return 0;
 }
 

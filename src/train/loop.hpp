@@ -147,8 +147,9 @@ public:
     // After each optimizer update. Returns "success" to stop the run (target reached), else "".
     virtual std::string after_update(TrainLoop&) { return ""; }
     // The end of the training steps (status "" when nothing stopped the run early; kPaused when
-    // --stop_steps stopped it short of its end, to go on in a later process: nothing that ends the
-    // run is done, no last evaluation, no MLPerf run_stop). Returns the run's final status.
+    // --stop_steps or a signal stopped it short of its end, to go on in a later process: nothing
+    // that ends the run is done, no last evaluation, no MLPerf run_stop). Returns the run's final
+    // status.
     virtual std::string at_end(TrainLoop&, const std::string& status) = 0;
     // An error cut a started run short.
     virtual void on_abort() noexcept {}

@@ -103,7 +103,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
         "max_predictions_per_seq", "seed", "bert_config_file", "model", "input_file",
         "shuffle_buffer", "eval_input_file", "eval_every_samples", "eval_batch_size",
         "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale",
-        "clip_by_global_norm_after_gradient_allreduce", "last_layer_subset",
+        "clip_by_global_norm_after_gradient_allreduce", "allreduce_post_accumulation", "last_layer_subset",
         "warmup_proportion", "max_steps"};  // NVIDIA PyTorch's schedule, on its line
     return l;
 }

@@ -460,6 +460,13 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     const json avcfg = json::parse(slurp(w.out("averaged") + "/config.json"));
     EXPECT_EQ(avcfg["flags"]["clip_mode"], "averaged_micro_batch");
     EXPECT_EQ(avcfg["flags"]["clip_norm"], 2.0);
+    // continuing that run with the other clip is a changed flag, refused as such
+    std::string changed = averaged;
+    changed.replace(changed.find("--noallreduce_post_accumulation"), 31, "--allreduce_post_accumulation");
+    changed.replace(changed.find("--num_train_steps=1"), 19, "--num_train_steps=2");
+    const auto ch = run_bertbench(changed);
+    EXPECT_EQ(ch.exit_code, 1) << ch.out;
+    EXPECT_NE(ch.out.find("--allreduce_post_accumulation (checkpoint false, now true)"), std::string::npos) << ch.out;
 
     // The eval-only form of the line (--do_train=False) on that run: the same update count.
     std::string eval_only = ngc_phase1(w, out, w.out("data"));
@@ -608,6 +615,14 @@ TEST(ReferenceCli, BadFlagsAreReportedAtOnceWithTheirClosestMatch) {
     EXPECT_EQ(two.exit_code, 1);
     EXPECT_NE(two.out.find("--model_dir=b: names the same setting as --output_dir=a"),
               std::string::npos) << two.out;
+
+    // NGC's adam schedule with as many warm-up steps as steps: its script divides by zero
+    const auto warm = run_bertbench("pretrain --model=tiny --output_dir=a --use_xla --optimizer_type=adam "
+                                    "--num_accumulation_steps=2 --num_train_steps=3 --num_warmup_steps=3");
+    EXPECT_EQ(warm.exit_code, 1);
+    EXPECT_NE(warm.out.find("--num_warmup_steps and --num_train_steps: both 3 updates"), std::string::npos)
+        << warm.out;
+    EXPECT_FALSE(fs::exists("a"));
 
     // PerfZero's batch split must be exact.
     const auto split = run_bertbench(

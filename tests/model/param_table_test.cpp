@@ -88,6 +88,8 @@ TEST(ParamTable, CountsLayoutAndDecayFlags) {
         const bool excluded = p.name.find("LayerNorm") != std::string::npos ||
                               p.name.find("bias") != std::string::npos;
         EXPECT_EQ(p.decay, !excluded) << p.name;
+        // MLPerf TF2 decays the one LayerNorm its names keep as "LayerNorm": the masked-LM head's
+        EXPECT_EQ(p.decayed_in_tf2, p.name.rfind("cls/predictions/transform/LayerNorm/", 0) == 0) << p.name;
     }
     EXPECT_GE(t.total_floats(), end);
     EXPECT_LT(t.total_floats(), end + 16);

@@ -24,7 +24,8 @@ namespace {
 constexpr double kVariantAtol = 1e-6, kVariantRtol = 1e-5;
 
 // A multi-chunk kernel, an excluded LayerNorm gamma (non-trivial values, so its trust ratio is far
-// from 1), a bias and a small kernel, with padding between them.
+// from 1), a bias, a small kernel and the masked-LM head's LayerNorm gamma (decayed by MLPerf TF2's
+// AdamWeightDecay only), with padding between them.
 struct VariantTensors {
     std::vector<model::ParamInfo> entries;
     size_t total = 0;
@@ -33,15 +34,17 @@ struct VariantTensors {
         add("bert/encoder/layer_0/output/LayerNorm/gamma", 13, false);
         add("bert/encoder/layer_0/output/dense/bias", 29, false);
         add("cls/predictions/transform/dense/kernel", 7 * 13, true);
+        add("cls/predictions/transform/LayerNorm/gamma", 11, false, true);
         total += 3;
     }
-    void add(const std::string& name, size_t size, bool decay) {
+    void add(const std::string& name, size_t size, bool decay, bool decayed_in_tf2 = false) {
         model::ParamInfo p;
         p.name = name;
         p.shape = {static_cast<int64_t>(size)};
         p.size = size;
         p.offset = total + 5;
         p.decay = decay;
+        p.decayed_in_tf2 = decayed_in_tf2;
         total = p.offset + p.size;
         entries.push_back(p);
     }
@@ -120,7 +123,7 @@ std::vector<double> keras_reference(const VariantTensors& vt, const OptimizerCon
         const double alpha = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
         for (const auto& e : vt.entries)
             for (size_t j = e.offset; j < e.offset + e.size; ++j) {
-                if (e.decay && wd != 0) w[j] -= lr * wd * w[j];
+                if ((e.decay || e.decayed_in_tf2) && wd != 0) w[j] -= lr * wd * w[j];
                 m[j] = b1 * m[j] + (1 - b1) * grads[s][j];
                 v[j] = b2 * v[j] + (1 - b2) * double(grads[s][j]) * grads[s][j];
                 w[j] -= alpha * m[j] / (std::sqrt(v[j]) + eps);

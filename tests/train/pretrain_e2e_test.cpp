@@ -241,6 +241,11 @@ TEST(PretrainE2E, SignalDuringEvaluationStopsAfterItSlow) {
     EXPECT_EQ(evals_logged[0]["step"], 2);
     EXPECT_EQ(evals_logged[0]["examples"], 6000);
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-2.safetensors")) << log;
+    // the block the run had opened for its next evaluation is closed: the resumed process opens
+    // its own (as after a --stop_steps pause)
+    const std::string ml = slurp(out + "/mlperf.log");
+    EXPECT_EQ(testing::count_of(ml, "\"key\": \"block_start\""), testing::count_of(ml, "\"key\": \"block_stop\"")) << ml;
+    EXPECT_EQ(testing::count_of(ml, "\"key\": \"run_stop\""), 0u) << ml;
     // An evaluation that ran past 5 s showed its progress (on a fast machine it may not have).
     if (evals_logged[0]["eval_seconds"].get<double>() > 5.5) {
         EXPECT_NE(log.find("evaluating: "), std::string::npos) << log;
