@@ -568,6 +568,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         int64_t step = 0;
         if (our_step && !tf_step) {
             std::memcpy(&step, our_step->bytes.data(), 8);
+            step = tf_global_step(step, in.metadata);  // NGC TF's counts updates
             w.add_copy("global_step", io::TfDType::int64, {}, &step, 8);
             ++res.tensors;
         }

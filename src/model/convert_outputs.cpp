@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -45,6 +46,15 @@ void check_outputs_free(const std::string& output, const std::vector<std::string
         fail("--output={}: {} is not a TensorFlow checkpoint state file (expected one starting with "
              "model_checkpoint_path, as the Saver writes it), and --to=tf writes one there (hint: "
              "--overwrite to replace it, or another directory)", output, tf_state);
+}
+
+int64_t tf_global_step(int64_t micro_steps, const std::map<std::string, std::string>& metadata) {
+    const auto it = metadata.find("flags");
+    if (it == metadata.end()) return micro_steps;
+    const nlohmann::json flags = nlohmann::json::parse(it->second, nullptr, false);  // not JSON: discarded
+    const nlohmann::json* k = flags.is_object() && flags.contains("schedule_update_counter")
+                                  ? &flags["schedule_update_counter"] : nullptr;
+    return k && k->is_number_integer() && k->get<int64_t>() > 1 ? micro_steps / k->get<int64_t>() : micro_steps;
 }
 
 }  // namespace bertbench::model

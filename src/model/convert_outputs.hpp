@@ -1,6 +1,9 @@
-// `convert`'s checks of where it writes, before any tensor is read (model/convert.cpp's).
+// `convert`'s checks of where it writes, before any tensor is read, and the TF output's step
+// counter (model/convert.cpp's).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,5 +18,10 @@ void check_tf_prefix(const std::string& output);
 // that is not TensorFlow's state file (the user's own, which --to=tf would rewrite).
 void check_outputs_free(const std::string& output, const std::vector<std::string>& outs,
                         const std::string& tf_state, bool overwrite);
+// TF's global_step for a bertbench checkpoint of `micro_steps` (its bertbench/global_step), in the
+// counter of the command line that trained it (its metadata's flags): updates where that line's
+// global_step counts them (NVIDIA NGC TF's: schedule_update_counter micro-steps each), else
+// micro-steps.
+int64_t tf_global_step(int64_t micro_steps, const std::map<std::string, std::string>& metadata);
 
 }  // namespace bertbench::model

@@ -19,6 +19,7 @@
 #include "cli/run_util.hpp"
 #include "core/py_json.hpp"
 #include "dist/mpi_util.hpp"
+#include "io/tf_bundle.hpp"
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
@@ -436,6 +437,12 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     EXPECT_EQ(res["samples"], 24);  // 3 updates x 8
     EXPECT_TRUE(fs::exists(out + "/model.ckpt-4.safetensors"));  // 2 updates
     EXPECT_FALSE(fs::exists(out + "/model.ckpt-2.safetensors"));
+    // As a TF checkpoint its global_step is NGC's, in updates (its schedule and LAMB read it)
+    ASSERT_EQ(run_bertbench("convert --input=" + out + "/model.ckpt-4.safetensors --output=" +
+                            w.out("tf/model.ckpt-2") + " --to=tf").exit_code, 0);
+    const io::TfBundleReader tf(w.out("tf/model.ckpt-2"));
+    ASSERT_NE(tf.find("global_step"), nullptr);
+    EXPECT_EQ(tf.read_i64(*tf.find("global_step")), std::vector<int64_t>{2});
     // --do_train with --do_eval: the final evaluation also in run_pretraining.py's
     // eval_results.txt (the eval log's last line's metrics, the Estimator's `loss` too).
     const auto evals = testing::read_jsonl(out + "/eval_log.jsonl");
