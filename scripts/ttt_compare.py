@@ -36,14 +36,15 @@ import openblas_env  # scripts/, beside this file
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "peer", "torch_ttt.py")
 IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
-# PyTorch at its strongest here, per precision (measured on this recipe, 2 threads, Zen 4): fp32 in
-# bench-compare.py's torch-tuned environment (the OpenMP OpenBLAS, passive OpenMP waiting: ~485
-# sequences/s against ~195 with Debian's default pthread OpenBLAS); bf16 autocast in the default
-# environment (~830 sequences/s against ~495 in the tuned one: its GEMMs are oneDNN's, not BLAS's).
+# PyTorch at its strongest here, per precision (measured on this recipe, 2 threads): the OpenMP
+# OpenBLAS for both, with OpenMP's default (active) waiting. On a Zen 4 with AVX-512, 2026-12-02
+# (700-step runs, sequences/s): fp32 715-734 (with the AVX-512 kernels below), 590-600 with passive
+# waiting, 162 with Debian's default pthread OpenBLAS; bf16 autocast 842, 763-775 with the default
+# OpenBLAS (its GEMMs are oneDNN's; the fp32 rest is BLAS's). Runs before 2026-12-02 used passive
+# waiting for fp32 and the default environment for bf16, chosen on another host.
 # Where Debian's OpenBLAS does not know the CPU, its AVX-512 kernels by name (scripts/openblas_env.py).
-TORCH_ENV = {"torch-fp32": openblas_env.with_core_override(
-                 {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp", "OMP_WAIT_POLICY": "PASSIVE"}),
-             "torch-bf16": {}}
+TORCH_ENV = {impl: openblas_env.with_core_override({"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-openmp"})
+             for impl in ("torch-fp32", "torch-bf16")}
 COLORS = {"bertbench-fp32": "#1f77b4", "bertbench-bf16": "#2ca02c", "torch-fp32": "#d62728", "torch-bf16": "#ff7f0e"}
 
 
