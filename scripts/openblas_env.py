@@ -3,7 +3,7 @@ scripts/ttt_compare.py). Debian 12's OpenBLAS (0.3.21) picks its kernels by CPUI
 does not know (an Intel Xeon of CPUID family 6 model 207, 2026-11-28) it falls back to its SSE3
 "Prescott" kernels although the CPU has AVX-512: PyTorch fp32 then ran the demo's time-to-train
 recipe at 155 sequences/s, and at 333 with OPENBLAS_CORETYPE=SkylakeX, OpenBLAS's documented
-override (docs/PERFORMANCE-ttt.md). On an AMD Zen 4 with AVX-512 (CPUID family 25 model 17,
+override (docs/PERFORMANCE-ttt.md). On an AMD Zen 5 with AVX-512 (CPUID family 26 model 2,
 2026-12-02) it picks its AVX2 "Haswell" kernels: the same recipe ran 474 sequences/s, and 590 with
 the override. A PyTorch user who notices sets it; so do these scripts, wherever OpenBLAS reports a
 core without AVX-512 kernels on a CPU with AVX-512F."""

@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "peer", "torch_ttt.py")
 IMPLS = ("bertbench-fp32", "bertbench-bf16", "torch-fp32", "torch-bf16")
 # PyTorch at its strongest here, per precision (measured on this recipe, 2 threads): the OpenMP
-# OpenBLAS for both, with OpenMP's default (active) waiting. On a Zen 4 with AVX-512, 2026-12-02
+# OpenBLAS for both, with OpenMP's default (active) waiting. On a Zen 5 with AVX-512, 2026-12-02
 # (700-step runs, sequences/s): fp32 715-734 (with the AVX-512 kernels below), 590-600 with passive
 # waiting, 162 with Debian's default pthread OpenBLAS; bf16 autocast 842, 763-775 with the default
 # OpenBLAS (its GEMMs are oneDNN's; the fp32 rest is BLAS's). Runs before 2026-12-02 used passive
