@@ -69,9 +69,9 @@ public:
         if (opts.last_layer_subset)  // the [CLS] rows and the masked positions, fewer than N
             max_rows_ = std::min(static_cast<size_t>(plan.max_batch) * plan.max_seq - 1,
                                  static_cast<size_t>(plan.max_batch) * (1 + plan.max_predictions));
-        // int8 engines run the rest of the model (LayerNorms, the heads' float layers) as the bf16
-        // engine does where bf16 outruns fp32 on this CPU (ops::bf16_fast), else in fp32.
-        if (opts.precision == ops::Precision::bf16 || (opts.precision == ops::Precision::int8 && ops::bf16_fast())) {
+        // int8 engines have no bf16 in them: every product is int8 (the dense layers, the
+        // attention's, the MLM head's) but the pooler's and the classifiers', which stay fp32.
+        if (opts.precision == ops::Precision::bf16) {
             if constexpr (!std::is_same_v<T, float>)
                 fail("engine: {} precision needs the float engine", ops::precision_name(opts.precision));
             bf16_ = true;
@@ -89,13 +89,14 @@ public:
         // for an inference engine, whose weights do not change (emulated bf16 has no use for them).
         // A training engine would re-pack after every update: 0-2 % faster for 210 MB more
         // (BERT-base bf16 b32, Zen 5), so it does not.
-        if (std::is_same_v<T, float> && plan.forward_only && (!bf16_ || ops::bf16_native()))
+        // (An int8 engine keeps its own packed layout, ops::Int8Weights.)
+        if (std::is_same_v<T, float> && plan.forward_only && !int8_ && (!bf16_ || ops::bf16_native()))
             packed_ = be_.packed_weights(gemm_type());
         if (fused_) {  // the kernels this engine runs, or the backend's one-line Error
             (void)BB_OP(be_, flash_attention_forward);
             (void)BB_OP(be_, flash_attention_backward);
         }
-        if (packed_ && !int8_) {
+        if (packed_) {
             (void)BB_OP(be_, matmul_packed);
             for (const LayerParams& w : layers_) {
                 for (const size_t k : {w.wq, w.wk, w.wv, w.wo}) packed_->add(k, H_, H_, false);
@@ -483,9 +484,9 @@ public:
         return dst;
     }
     // bf16 engines: p, a bf16 GEMM input that its producer (LayerNorm, GELU, dropout) writes in
-    // the same pass as its fp32 output; nullptr in fp32, and in int8 engines, whose dense layers
-    // quantize the fp32 x (int8_input).
-    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ && !int8_ ? p : nullptr; }
+    // the same pass as its fp32 output; nullptr in fp32 and int8 (whose dense layers quantize the
+    // fp32 x: int8_input).
+    ops::bf16* gemm_output(ops::bf16* p) const { return bf16_ ? p : nullptr; }
     // bf16 engines: p, where the Q, K and V products write bf16 q, k, v for the attention (which
     // then reads no fp32 q, k, v); nullptr in fp32. (An int8 engine's Q, K and V product writes
     // int8 q, k, v for its int8 attention instead.)
