@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -53,6 +56,34 @@ std::vector<SquadRawResult> random_logits(const std::vector<data::QaFeature>& fe
     return out;
 }
 
+// The n-best files equal but for the probabilities of the lists holding utils_qa's "empty" entry
+// (start and end logit 0.0: Python floats, so numpy's softmax runs in float64 there), which may
+// differ by 2 ulp; then the bytes are equal once those are replaced by the reference's.
+void expect_same_nbest(const std::string& got, const std::string& want, const std::string& where) {
+    const auto g = nlohmann::ordered_json::parse(got), w = nlohmann::ordered_json::parse(want);
+    ASSERT_EQ(g.size(), w.size()) << where;
+    std::string patched = got;
+    size_t at = 0;
+    for (auto gi = g.begin(), wi = w.begin(); gi != g.end(); ++gi, ++wi) {
+        ASSERT_EQ(gi.key(), wi.key()) << where;
+        ASSERT_EQ(gi->size(), wi->size()) << where << " " << gi.key();
+        const bool wide = std::any_of(gi->begin(), gi->end(), [](const auto& e) {
+            return e["text"] == "empty" && e["start_logit"] == 0.0 && e["end_logit"] == 0.0;
+        });
+        for (size_t k = 0; wide && k < gi->size(); ++k) {
+            const double a = (*gi)[k]["probability"], b = (*wi)[k]["probability"];
+            EXPECT_LE(std::abs(a - b), 2 * (std::nextafter(b, INFINITY) - b)) << where << " " << gi.key();
+            // the writer prints repr(float): the same text as nlohmann's dump of the same double
+            const std::string from = "\"probability\": " + nlohmann::json(a).dump();
+            const size_t pos = patched.find(from, at);
+            ASSERT_NE(pos, std::string::npos) << where << " " << from;
+            patched.replace(pos, from.size(), "\"probability\": " + nlohmann::json(b).dump());
+            at = pos;
+        }
+    }
+    EXPECT_EQ(patched, want) << where;
+}
+
 TEST(SquadQaPredict, AsNumpyRunsUtilsQa) {
     const std::string py = testing::torch_python();
     if (std::system((py + " -c 'import numpy' >/dev/null 2>&1").c_str()) != 0)
@@ -60,6 +91,15 @@ TEST(SquadQaPredict, AsNumpyRunsUtilsQa) {
     const char* src = std::getenv("BB_SOURCE_DIR");
     const std::string reference =
         std::string(src ? src : ".") + "/tests/tools/qa_postprocess_reference.py";
+    // numpy's float64 exp is libm's on CPUs without AVX-512; with it (numpy >= 1.22) it is Intel's
+    // SVML, whose last bit differs from libm's for about one value in four. bertbench's float64
+    // softmax (only where utils_qa's "empty" entry makes the scores float64) uses libm's.
+    const bool exp64_is_libm =
+        std::system((py + " -c 'import math, numpy as np; x = np.linspace(-20, 0, 4001); "
+                          "exit(any(np.exp(x) != [math.exp(v) for v in x]))'").c_str()) == 0;
+    if (!exp64_is_libm)
+        std::printf("numpy's float64 exp is not libm's here (SVML): the probabilities of n-best "
+                    "lists with utils_qa's \"empty\" entry are compared within 2 ulp\n");
     const data::Vocab vocab = data::Vocab::load(golden("vocab.txt"));
     const std::vector<Case> cases = {
         {"squad/dataset-v1.1.json", 384, 128, false, {20, 30, false, 0.0}},
@@ -104,7 +144,11 @@ TEST(SquadQaPredict, AsNumpyRunsUtilsQa) {
             0)
             << where;
         EXPECT_EQ(got.predictions_json, read_file(tmp.file("predictions.json"))) << where;
-        EXPECT_EQ(got.nbest_json, read_file(tmp.file("nbest_predictions.json"))) << where;
+        const std::string nbest = read_file(tmp.file("nbest_predictions.json"));
+        if (exp64_is_libm)
+            EXPECT_EQ(got.nbest_json, nbest) << where;
+        else
+            expect_same_nbest(got.nbest_json, nbest, where);
         if (c.opt.version_2_with_negative) {
             EXPECT_EQ(got.null_odds_json, read_file(tmp.file("null_odds.json"))) << where;
         }
