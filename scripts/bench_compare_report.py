@@ -13,8 +13,8 @@ VARIANT_DOC = {  # the Method section's description of each variant ({LIB} is fi
     "bertbench": "`bertbench bench`, one process per run; a training step includes the LAMB update.",
     "bertbench-int8": "`bertbench bench --dtype=int8`: the encoder's and the MLM head's dense layers and the attention's two "
                       "products in int8 (weights per output channel, activations per token, and per token and head in the "
-                      "attention; int32 accumulation on oneDNN's VNNI/AMX kernels), the rest as "
-                      "bertbench-bf16 where bf16 outruns fp32 on the CPU, else as bertbench (docs/engine.md \"Where bf16 pays\").",
+                      "attention; int32 accumulation on oneDNN's VNNI/AMX kernels), the rest (pooler, classifiers, LayerNorm, "
+                      "softmax) in fp32 as bertbench (docs/engine.md \"int8 inference\").",
     "torch-default": "`bench/peer/torch_bench.py`, `torch.set_num_threads(threads)`, OpenBLAS pthreads "
                      "(`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward + "
                      "backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).",
