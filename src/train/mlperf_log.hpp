@@ -117,7 +117,12 @@ public:
     // with status aborted. It does nothing when no run is open.
     bool run_open() const { return run_open_; }
     bool block_open() const { return open_block_ >= 0; }
-    void continue_run() { run_open_ = true; }  // a resumed segment: its run_start is in the log
+    // A resumed segment: its run_start is in the log, and the block that began at open_block
+    // samples (-1: none) is still open there.
+    void continue_run(int64_t open_block = -1) {
+        run_open_ = true;
+        open_block_ = open_block;
+    }
     void close_aborted(Loc loc = Loc::current());
 
 private:

@@ -187,6 +187,14 @@ public:
     json state() const override {
         json j = ttt_.state();
         j["next_eval_samples"] = next_eval_samples_;
+        // Where mlperf.log stood (its length, the block then open): a resume cuts what a killed
+        // process logged after this checkpoint, as train_log.jsonl's lines past its step.
+        std::error_code ec;
+        const uintmax_t bytes = root_ && mllog_ ? fs::file_size(mlperf_path_, ec) : 0;
+        if (root_ && mllog_ && !ec) {
+            j["mlperf_log_bytes"] = bytes;
+            j["mlperf_open_block"] = mllog_->block_open() ? block_first_ : -1;
+        }
         return j;
     }
     // Counts bounded by what the run can have reached (the eval schedule and the eval count
@@ -194,6 +202,10 @@ public:
     void restore_state(const json& j, int64_t samples) override {
         next_eval_samples_ = saved_int(j, "next_eval_samples", 0, kMaxRunSamples);
         ttt_.restore(j, samples);
+        if (j.contains("mlperf_log_bytes")) {  // checkpoints since 2026-12-02
+            saved_log_bytes_ = saved_int(j, "mlperf_log_bytes", 0, std::numeric_limits<int64_t>::max());
+            saved_open_block_ = saved_int(j, "mlperf_open_block", -1, samples, "a block's first sample");
+        }
     }
     // The reader's cursor: the records handed out in its epoch are at most the sequences seen;
     // the epoch is bounded only by kMaxRunSamples (a resume with another rank count moves it on
@@ -215,7 +227,9 @@ public:
         if (root_)
             for (const json& j : truncate_jsonl(loop.path("eval_log.jsonl"), "step", loop.global_step()))
                 acc_curve_.push_back({num(j, "samples"), num(j, "masked_lm_accuracy")});
-        const std::string mlperf_path = root_ ? loop.path("mlperf.log") : "/dev/null";
+        mlperf_path_ = root_ ? loop.path("mlperf.log") : "/dev/null";
+        const std::string& mlperf_path = mlperf_path_;
+        const bool continued = root_ && !fresh && cut_mlperf_log();
         if (root_ && fresh && fs::exists(mlperf_path)) {
             // A start that failed or was killed before its first checkpoint: one run, one log.
             std::string aside;
@@ -226,7 +240,7 @@ public:
                       "so that this run's log is one compliant run", mlperf_path, aside);
         }
         mllog_ = MlperfLogger::open(mlperf_path, false);
-        if (!fresh) mllog_->continue_run();
+        if (!fresh) mllog_->continue_run(continued ? saved_open_block_ : -1);
         if (fresh) {
             mllog_->init_start(loop.run_entry_ms());  // the set-up so far is initialisation too
             // MLPerf's "<count>x<system>": the ranks and what computes (the GPU on --device=cuda)
@@ -270,10 +284,35 @@ public:
             mllog_->init_stop();
             mllog_->run_start();
         }
-        if (o_.do_train) {
+        if (o_.do_train && mllog_->block_open()) {
+            block_first_ = saved_open_block_;  // the checkpoint's block goes on
+        } else if (o_.do_train) {
             block_first_ = loop.samples();
             mllog_->block_start(block_first_, eval_interval_);
         }
+    }
+    // A resume's mlperf.log cut back to its length at the checkpoint (what a killed process
+    // logged after it would repeat: evaluations, a block never stopped). False, said in a
+    // warning, where the checkpoint predates that record or the log is shorter than it was then:
+    // the resumed segment then appends to the log as it is.
+    bool cut_mlperf_log() const {
+        if (saved_log_bytes_ < 0) return false;
+        std::error_code ec;
+        const uintmax_t size = fs::file_size(mlperf_path_, ec);
+        if (ec || size < static_cast<uintmax_t>(saved_log_bytes_)) {
+            log::warn("{}: expected at least the {} bytes it held at the checkpoint, found {}; the "
+                      "resumed run appends to it as it is", mlperf_path_, saved_log_bytes_,
+                      ec ? "no file" : fmt::format("{} bytes", size));
+            return false;
+        }
+        if (size > static_cast<uintmax_t>(saved_log_bytes_)) {
+            fs::resize_file(mlperf_path_, static_cast<uintmax_t>(saved_log_bytes_), ec);
+            if (ec) fail("{}: cannot cut it back to its length at the checkpoint: {}", mlperf_path_, ec.message());
+            log::info("{}: cut back to its {} bytes at the checkpoint ({} bytes logged after it by "
+                      "the stopped process, which this run repeats)", mlperf_path_, saved_log_bytes_,
+                      size - static_cast<uintmax_t>(saved_log_bytes_));
+        }
+        return true;
     }
 
     // --nodo_train runs never reach the loop: cmd_pretrain hands them to run_pretrain_eval_only
@@ -492,6 +531,8 @@ private:
     std::vector<std::string> train_files_, eval_files_;
     model::Batch batch_;
     int64_t eval_interval_ = 0, next_eval_samples_ = 0, block_first_ = 0;
+    std::string mlperf_path_;
+    int64_t saved_log_bytes_ = -1, saved_open_block_ = -1;  // restore_state's (-1: not saved)
     TimeToTarget ttt_;  // evaluations, best accuracy, time and samples to target
     std::vector<CurvePoint> acc_curve_;
     int local_train_batch_ = 0, local_eval_batch_ = 1;  // per rank (the flags are global)
