@@ -259,9 +259,11 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
         o.num_warmup_steps = static_cast<int64_t>(t.warmup_steps) * spu;
         note(fmt::format("--num_warmup_steps={}", o.num_warmup_steps));
     }
-    if (t.epsilon != 0) {
+    if (f.is_set("epsilon")) {  // 0 too: given, and refused (it has no log10)
         both("log_epsilon", "epsilon");
-        if (!(t.epsilon > 0 && std::isfinite(t.epsilon))) fail("--epsilon: expected > 0, got {}", t.epsilon);
+        if (!(t.epsilon > 0 && std::isfinite(t.epsilon)))
+            fail("--epsilon: expected a finite value > 0 (bertbench keeps it as --log_epsilon, its log10), "
+                 "got {}", t.epsilon);
         o.log_epsilon = std::log10(t.epsilon);
         log::info("--epsilon={:g}: the optimizer's epsilon (bertbench --log_epsilon={:.17g})", t.epsilon, o.log_epsilon);
     }

@@ -155,7 +155,7 @@ void Tf2StepFlags::add(Flags& f) {
           "PerfZero/TF2: warm-up length in optimizer updates (sets --num_warmup_steps; -1 = not "
           "given)");
     f.add("epsilon", &epsilon,
-          "MLPerf TF2: LAMB's epsilon (sets --log_epsilon = log10 of it; 0 = not given)");
+          "MLPerf TF2: LAMB's epsilon (sets --log_epsilon = log10 of it)");
     f.add("stop_steps", &stop_steps,
           "PerfZero/TF2: stop after this many optimizer updates; the LR schedule still runs to "
           "--num_train_steps (0 = not given)");

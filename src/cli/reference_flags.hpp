@@ -47,7 +47,7 @@ struct Tf2StepFlags {
     int64_t num_steps_per_epoch = 0;  // updates
     double num_train_epochs = 0;  // an integer (absl); a float on NVIDIA run_pretraining.py's line, unused there
     double warmup_steps = -1;         // updates (a float flag there); -1 = not given
-    double epsilon = 0;               // MLPerf TF2's LAMB epsilon; 0 = not given
+    double epsilon = 0;               // MLPerf TF2's LAMB epsilon (where given: Flags::is_set)
     int64_t stop_steps = 0;           // updates; 0 = not given
     int64_t steps_between_eval = 0;   // updates
     int64_t steps_before_eval_start = 0;  // updates

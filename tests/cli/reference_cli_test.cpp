@@ -349,6 +349,10 @@ TEST(ReferenceCli, MlperfTf2FormMapsItsOwnFlags) {
     EXPECT_EQ(bad.exit_code, 1) << bad.out;
     EXPECT_NE(bad.out.find("--warmup_steps: expected a whole number of updates >= 0, got 2.5"), std::string::npos)
         << bad.out;
+    // 0 is given, not "the default": refused (LAMB's epsilon is kept as its log10)
+    const auto zero = run_bertbench(line + " --epsilon=0");
+    EXPECT_EQ(zero.exit_code, 1) << zero.out;
+    EXPECT_NE(zero.out.find("--epsilon: expected a finite value > 0"), std::string::npos) << zero.out;
 }
 
 // The precision flags of the seeds (--dtype=fp16 --loss_scale=dynamic --scale_loss; the TPU
