@@ -645,6 +645,7 @@ int TrainLoop::train() {
         if (stop_signal != 0) {
             const int sig = stop_signal;
             (void)task_.at_end(*this, kPaused);  // goes on in a later process: its MLPerf block closed
+            final_wall_s_ = elapsed();            // as finish(): the checkpoint's write is not the run's time
             save_checkpoint(false);
             write_results("interrupted");
             write_curves();

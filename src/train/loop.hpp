@@ -227,7 +227,7 @@ private:
     int64_t global_batch_ = 0, last_saved_step_ = -1;
     double segment_start_ = 0, run_entry_ = 0;  // now_s() at run_start, at run()'s entry
     int64_t run_entry_ms_ = 0;
-    double final_wall_s_ = -1;  // elapsed() when the run ended (finish()), before its last checkpoint
+    double final_wall_s_ = -1;  // elapsed() when the run ended or stopped, before its last checkpoint
     bool started_ = false;
     std::vector<CurvePoint> loss_curve_;
     struct State {

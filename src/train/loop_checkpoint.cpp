@@ -286,7 +286,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     }
     json st = task_.state();
     st["skipped_steps"] = state_.skipped_steps;
-    st["elapsed_s"] = elapsed();
+    st["elapsed_s"] = final_wall_s_ >= 0 ? final_wall_s_ : elapsed();  // a last one: when the run stopped
     st["timed_s"] = state_.timed_s;
     st["timed_samples"] = state_.timed_samples;
     st["timed_tokens"] = state_.timed_tokens;

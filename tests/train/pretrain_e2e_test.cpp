@@ -230,8 +230,13 @@ TEST(PretrainE2E, SigtermCheckpointsAndExits143) {
     EXPECT_EQ(res["status"], "interrupted");
     const int64_t step = res["global_step"].get<int64_t>();
     EXPECT_GE(step, 4);
-    EXPECT_TRUE(fs::exists(out + "/model.ckpt-" + std::to_string(step) + ".safetensors"));
+    const std::string ckpt = out + "/model.ckpt-" + std::to_string(step) + ".safetensors";
+    ASSERT_TRUE(fs::exists(ckpt));
     EXPECT_FALSE(has_temp_files(out));
+    // The run's time is taken when it stopped, before its checkpoint was written; the
+    // checkpoint carries the same figure on to the resumed segment.
+    const json st = json::parse(io::SafetensorsReader(ckpt).metadata().at("train_state"));
+    EXPECT_EQ(res["wall_time_s"], st["elapsed_s"]);
 }
 
 // A stop signal that arrives during an evaluation ends the run as soon as that evaluation is
