@@ -228,18 +228,17 @@ public:
             for (const json& j : truncate_jsonl(loop.path("eval_log.jsonl"), "step", loop.global_step()))
                 acc_curve_.push_back({num(j, "samples"), num(j, "masked_lm_accuracy")});
         mlperf_path_ = root_ ? loop.path("mlperf.log") : "/dev/null";
-        const std::string& mlperf_path = mlperf_path_;
         const bool continued = root_ && !fresh && cut_mlperf_log();
-        if (root_ && fresh && fs::exists(mlperf_path)) {
+        if (root_ && fresh && fs::exists(mlperf_path_)) {
             // A start that failed or was killed before its first checkpoint: one run, one log.
             std::string aside;
             for (int k = 1; aside.empty() || fs::exists(aside); ++k)
-                aside = fmt::format("{}.failed-start-{}", mlperf_path, k);
-            fs::rename(mlperf_path, aside);
+                aside = fmt::format("{}.failed-start-{}", mlperf_path_, k);
+            fs::rename(mlperf_path_, aside);
             log::info("{} was left by a start that ended before its first checkpoint; moved to {} "
-                      "so that this run's log is one compliant run", mlperf_path, aside);
+                      "so that this run's log is one compliant run", mlperf_path_, aside);
         }
-        mllog_ = MlperfLogger::open(mlperf_path, false);
+        mllog_ = MlperfLogger::open(mlperf_path_, false);
         if (!fresh) mllog_->continue_run(continued ? saved_open_block_ : -1);
         if (fresh) {
             mllog_->init_start(loop.run_entry_ms());  // the set-up so far is initialisation too
