@@ -296,6 +296,16 @@ TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
     EXPECT_EQ(json::parse(slurp(w.out("run") + "/results.json"))["status"], "aborted");
     EXPECT_FALSE(has_temp_files(w.out("run")));
 
+    // Continued after the error, at a lower rate: the aborted run_stop came after the last
+    // checkpoint and is cut back with the rest, so mlperf.log holds one run_stop (this segment's).
+    std::vector<std::string> more = base_args(w, w.out("run"));
+    for (const char* extra : {"--learning_rate=2e-3", "--steps_per_update=1", "--num_warmup_steps=0",
+                              "--save_checkpoints_steps=1", "--nodo_eval", "--allow_changed_flags"})
+        more.push_back(extra);
+    const auto c = run_bertbench(join(more));
+    EXPECT_NE(c.out.find("mlperf.log: cut back to its"), std::string::npos) << c.out;
+    EXPECT_EQ(testing::count_of(slurp(w.out("run") + "/mlperf.log"), "\"key\": \"run_stop\""), 1u) << c.out;
+
     // With --skip_nonfinite_steps the run finishes and counts the skipped steps.
     args.push_back("--skip_nonfinite_steps");
     args.push_back("--output_dir=" + w.out("skip"));
