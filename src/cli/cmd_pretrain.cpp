@@ -496,10 +496,11 @@ int cmd_pretrain(int argc, char** argv) {
     j["clip_mode"] = optim::to_string(o.clip_mode);
     j["clip_norm"] = std::isinf(o.clip_norm) ? nlohmann::json(nullptr) : nlohmann::json(o.clip_norm);
     // Which script's meaning the batch and step flags had (docs/compatibility.md).
-    j["batch_flags_meaning"] = !pt_marker.empty()                ? "nvidia_pytorch"
-                               : !ngc_marker.empty()             ? "nvidia_ngc_tf"
-                               : tf2.num_accumulation_steps != 0 ? "perfzero_tf2"
-                                                                 : "mlperf_tf1";
+    // (PerfZero's with its accumulation or step flags: tf2_line, as the start-up line says)
+    j["batch_flags_meaning"] = !pt_marker.empty()  ? "nvidia_pytorch"
+                               : !ngc_marker.empty() ? "nvidia_ngc_tf"
+                               : tf2_line            ? "perfzero_tf2"
+                                                     : "mlperf_tf1";
     if (!o.do_train && !o.do_eval)
         fail("--do_train/--do_eval: expected at least one of them to be true, got neither");
     // run_pretraining.py (google's, MLPerf TF1's, NGC TF's) defaults --do_train to False: there a

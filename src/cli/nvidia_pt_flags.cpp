@@ -144,6 +144,10 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                      "--gradient_accumulation_steps)"
              : who + "-1: whole --num_train_epochs; N > 0: stop after update N + 1, as its "
                      "loop does (the schedule unchanged)");
+    if (!pt) {  // a float there (argparse type=float): NaN and inf are no limit, as its test makes them
+        f.allow_infinity("max_steps");
+        f.allow_nan("max_steps");
+    }
     f.add_ignored("bert_model", true,
                   "(the model is --config_file / --bert_config_file; NVIDIA's scripts use the "
                   "name for caches)");
@@ -167,7 +171,7 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                     "resume from)");
         f.add("steps_this_run", &steps_this_run,
               who + "stop after this optimizer update (of the phase), the schedule unchanged "
-                    "(-1 = --max_steps)");
+                    "(< 0, its default -1: --max_steps)");
         f.add("resume_from_checkpoint", &resume_from_checkpoint,
               who + "resume from the latest checkpoint in --output_dir (bertbench always does)");
         f.add("phase2", &phase2,
@@ -354,7 +358,7 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         o.keep_checkpoint_max = 3;
         notes.push_back("the last 3 kept (--keep_checkpoint_max=3)");
     }
-    if (n.steps_this_run != -1) {
+    if (n.steps_this_run >= 0) {  // `if args.steps_this_run < 0: args.steps_this_run = args.max_steps`
         o.stop_steps = micro_steps("steps_this_run", n.steps_this_run, k);
         notes.push_back(fmt::format("--steps_this_run={} -> stop at micro-step {}",
                                     n.steps_this_run, o.stop_steps));

@@ -124,7 +124,7 @@ Flags::Flags(std::string command, std::string summary)
 
 void Flags::add_flag(const std::string& name, Target target, const std::string& help) {
     BB_CHECK(find(name) == nullptr);
-    Flag f{name, help, "", target, false, false, "", ""};
+    Flag f{name, help, "", target, false, false, false, "", ""};
     std::visit([&](auto* p) { f.default_text = show(*p); }, target);
     flags_.push_back(std::move(f));
 }
@@ -139,6 +139,12 @@ void Flags::allow_infinity(const std::string& n) {
     Flag* f = find(n);
     BB_CHECK(f != nullptr && std::holds_alternative<double*>(f->target));
     f->infinity_ok = true;
+}
+
+void Flags::allow_nan(const std::string& n) {
+    Flag* f = find(n);
+    BB_CHECK(f != nullptr && std::holds_alternative<double*>(f->target));
+    f->nan_ok = true;
 }
 
 void Flags::allow_positional(const std::string& usage) {
@@ -263,7 +269,8 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                 errno = 0;
                 const double v = std::strtod(text.c_str(), &end);
                 const bool infinite = std::isinf(v) && flag.infinity_ok;  // "inf", or past DBL_MAX
-                if (text.empty() || *end != '\0' || (errno == ERANGE && !infinite) || !(std::isfinite(v) || infinite))
+                const bool allowed = std::isfinite(v) || infinite || (std::isnan(v) && flag.nan_ok);
+                if (text.empty() || *end != '\0' || (errno == ERANGE && !infinite) || !allowed)
                     fail("{}: expected a number, got \"{}\"", what, text);
                 *p = v;
             } else if constexpr (std::is_same_v<T, uint64_t>) {  // LoadGen's seeds: digits only

@@ -31,6 +31,9 @@ public:
     // A number flag that takes an infinity too, as Python's float() reads it ("inf", "-inf",
     // "Infinity", "1e999"): a threshold where infinity means "never" (others refuse it).
     void allow_infinity(const std::string& name);
+    // ... and NaN ("nan"), where the reference's own test of the value makes it mean something
+    // (NVIDIA run_squad.py's `max_steps > 0`: no limit).
+    void allow_nan(const std::string& name);
 
     // `alias` is another script's name for the registered flag `canonical` (--model_dir for
     // --output_dir): it sets that flag, its --noalias form too for a boolean. Giving both names
@@ -75,7 +78,7 @@ private:
     struct Flag {
         std::string name, help, default_text;
         Target target;
-        bool set = false, infinity_ok = false;
+        bool set = false, infinity_ok = false, nan_ok = false;
         std::string set_as, set_text;  // the spelling and value text that set it
     };
     struct Ignored {

@@ -151,7 +151,8 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     r = run_bertbench(other + " --steps_this_run=-1 --resume_from_checkpoint");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("warmup_proportion"), std::string::npos) << r.out;
-    r = run_bertbench(line + " --steps_this_run=-1 --resume_from_checkpoint");
+    // any negative value is its -1 (`if args.steps_this_run < 0: args.steps_this_run = args.max_steps`)
+    r = run_bertbench(line + " --steps_this_run=-2 --resume_from_checkpoint");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(r.out.find("nothing to do"), std::string::npos) << r.out;
     res = json::parse(slurp(ckpts + "/results.json"));
@@ -566,6 +567,13 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("no_limit"), true) + " --max_steps=0 --skip_checkpoint");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(testing::read_jsonl(d.tmp.file("no_limit") + "/train_log.jsonl").size(), log.size());
+    // ... and NaN, and inf (a float there: "nan" > 0 is false)
+    for (const std::string v : {"nan", "inf"}) {
+        const std::string dir = d.tmp.file("no_limit_" + v);
+        r = run_bertbench(run_squad_line(d, pt, dir, true) + " --max_steps=" + v + " --skip_checkpoint");
+        ASSERT_EQ(r.exit_code, 0) << v << ": " << r.out;
+        EXPECT_EQ(testing::read_jsonl(dir + "/train_log.jsonl").size(), log.size()) << v;
+    }
 }
 
 }  // namespace

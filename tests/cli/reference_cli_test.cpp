@@ -310,6 +310,20 @@ TEST(ReferenceCli, PerfZeroTf2Form) {
     EXPECT_EQ(cfg["flags"]["schedule_update_counter"], 2);
 }
 
+// A TF2 step flag without --num_accumulation_steps: PerfZero's meaning (K = 1), in the start-up
+// line and in config.json alike.
+TEST(ReferenceCli, Tf2StepFlagAloneHasPerfZerosMeaning) {
+    const RefWorkdir w("tf2_step_alone");
+    const std::string out = w.out("run");
+    std::string line = mlperf_gpu(w, out);
+    line.erase(line.find(" --num_gpus=8"), 13);
+    const auto r = run_bertbench(line + " --stop_steps=1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("PerfZero/TF2 step flags count optimizer updates (1 micro-steps each): stop at micro-step 1"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(json::parse(slurp(out + "/config.json"))["flags"]["batch_flags_meaning"], "perfzero_tf2");
+}
+
 // Without --num_train_epochs and --optimizer_type the line gets TF2's common_flags defaults (3
 // epochs, AdamW), said at start-up, not bertbench's.
 TEST(ReferenceCli, PerfZeroTf2DefaultsAreTf2s) {
