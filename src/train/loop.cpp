@@ -106,6 +106,13 @@ private:
 
 }  // namespace
 
+void check_run_options(const RunOptions& o) {
+    if (o.save_checkpoints_steps < 0)
+        fail("--save_checkpoints_steps: expected >= 0, got {}", o.save_checkpoints_steps);
+    if (o.keep_checkpoint_max < 0)
+        fail("--keep_checkpoint_max: expected >= 0, got {}", o.keep_checkpoint_max);
+}
+
 std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
     std::vector<json> kept;
     if (!fs::exists(path)) return kept;
@@ -221,10 +228,7 @@ void TrainLoop::setup() {
              "optimizer update; the last {} micro-step(s) would be gradients never applied) (hint: "
              "--num_train_steps={}{})",
              t, k, t % k, whole > 0 ? whole : k, whole > 0 ? fmt::format(" or {}", whole + k) : std::string());
-    if (o_.save_checkpoints_steps < 0)
-        fail("--save_checkpoints_steps: expected >= 0, got {}", o_.save_checkpoints_steps);
-    if (o_.keep_checkpoint_max < 0)
-        fail("--keep_checkpoint_max: expected >= 0, got {}", o_.keep_checkpoint_max);
+    check_run_options(o_);
     const int cpus = sysinfo::cpus_available();
     const int threads = o_.threads > 0 ? o_.threads : cpus;
     if (o_.threads < 0 || threads > cpus)
