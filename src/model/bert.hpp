@@ -86,7 +86,7 @@ struct EngineOptions {
     // they enter a GEMM) and accumulate in fp32; everything else stays fp32. float engine only.
     ops::Precision precision = ops::Precision::fp32;
     AttentionKernel attention = engine_environment().attention;
-    size_t memory_bytes = engine_environment().memory_bytes;  // the machine's, for automatic
+    size_t memory_bytes = engine_environment().memory_bytes;  // the machine's: automatic, check_plan
     // The backend whose ops and memory the engine uses (backend/backend.hpp; not owned, it must
     // outlive the engine): null for a CPU backend of the engine's own. The parameters and
     // gradients given to forward/backward are then that backend's memory; the batch and the

@@ -1,6 +1,7 @@
 // The attention-kernel choice, the engine environment main reads at start-up (bert.hpp), and the
 // materialized kernel's memory figure (encoder.hpp).
 #include <cstdlib>
+#include <new>
 
 #include "core/error.hpp"
 #include "model/encoder.hpp"
@@ -45,7 +46,11 @@ size_t materialized_probs_bytes(const BertConfig& c, const Plan& p) {
     return p.forward_only ? per * 8 : per * (5 * static_cast<size_t>(c.num_hidden_layers) + 4);
 }
 
-void check_plan(const Plan& plan, const BertConfig& cfg) {
+// A plan whose activations alone (a lower bound: a float per token and hidden unit for each
+// layer's saved input; two such buffers forward-only) exceed the machine's memory throws
+// std::bad_alloc, which the commands report as "out of memory" with the size, before the engine
+// allocates and zeroes one batch-sized buffer after another until the kernel's OOM killer ends it.
+void check_plan(const Plan& plan, const BertConfig& cfg, size_t memory_bytes) {
     if (plan.max_batch <= 0 || plan.max_seq <= 0 || plan.max_predictions < 0)
         fail("engine plan: expected max_batch > 0, max_seq > 0, max_predictions >= 0, got {}, {}, {}",
              plan.max_batch, plan.max_seq, plan.max_predictions);
@@ -53,6 +58,10 @@ void check_plan(const Plan& plan, const BertConfig& cfg) {
         fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config (hint: lower "
              "--max_seq_length)",
              plan.max_seq, cfg.max_position_embeddings);
+    const double tokens = static_cast<double>(plan.max_batch) * plan.max_seq;
+    const double saved = plan.forward_only ? 2.0 : cfg.num_hidden_layers + 1.0;
+    if (memory_bytes > 0 && tokens * cfg.hidden_size * 4.0 * saved > static_cast<double>(memory_bytes))
+        throw std::bad_alloc();
 }
 
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,

@@ -32,8 +32,8 @@ inline ops::Activation activation_for(const BertConfig& c) {
 
 // What the materialized attention kernel holds for this plan (encoder.cpp).
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
-// The plan's sizes against each other and the config; a one-line Error naming what is wrong.
-void check_plan(const Plan& plan, const BertConfig& cfg);
+// The plan against the config (an Error) and memory_bytes (0: unknown; std::bad_alloc): encoder.cpp.
+void check_plan(const Plan& plan, const BertConfig& cfg, size_t memory_bytes = 0);
 // The batch against the plan and the config, the parameter buffer against the table's size
 // (total_params); a one-line Error naming what is wrong (encoder.cpp).
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
@@ -53,7 +53,7 @@ public:
         I_ = cfg_.intermediate_size;
         NH_ = cfg_.num_attention_heads;
         L_ = cfg_.num_hidden_layers;
-        check_plan(plan, cfg_);
+        check_plan(plan, cfg_, opts.memory_bytes);
         emb_ = table.embeddings();
         layers_ = table.layers();
         // the tensors each backward stage finishes: layer l's, then the pooler's and heads'

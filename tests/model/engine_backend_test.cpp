@@ -77,6 +77,26 @@ TEST(EngineBackend, RunsOnTheBackendItIsGivenWithTheSameBits) {
     EXPECT_EQ(0, std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float))) << "the same gradient bits";
 }
 
+// A plan whose activations cannot fit the machine's memory (EngineOptions::memory_bytes) is
+// refused with std::bad_alloc (the commands' "out of memory" line) before the engine allocates
+// anything: with a batch of 10^9 sequences it once zeroed buffer after buffer for a minute.
+TEST(EngineBackend, APlanLargerThanTheMemoryIsRefusedBeforeItAllocates) {
+    const ParamTable table(tiny_config(), Heads::pretraining);
+    const BertConfig& c = table.config();
+    const Plan plan{64, 16, 4};
+    // its lower bound: a float per token and hidden unit for each layer's saved input
+    const size_t bound = size_t{64} * 16 * c.hidden_size * 4 * (c.num_hidden_layers + 1);
+    Probe be;
+    EngineOptions o;
+    o.backend = &be;
+    o.memory_bytes = bound - 1;
+    EXPECT_THROW(BertPretrainer refused(table, plan, o), std::bad_alloc);
+    EXPECT_EQ(be.allocated, 0u);
+    o.memory_bytes = bound * 100;  // the whole arena is a few times the bound
+    EXPECT_NO_THROW(BertPretrainer fits(table, plan, o));
+    EXPECT_GT(be.allocated, bound);
+}
+
 TEST(EngineBackend, ABackendLackingAnOpIsRefusedNamingIt) {
     Probe without(true);
     const std::string e = construction_error(without);
