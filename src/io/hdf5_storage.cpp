@@ -190,6 +190,14 @@ void check_chunk(const std::string& path, const char* name, hid_t ds, const Hdf5
         at == HADDR_UNDEF)
         fail("[hdf5] {}: dataset {}: cannot find the chunk at {} ({})", path, name, where(),
              hdf5_error());
+    // A read finds each chunk by searching the index's keys, where the lookup above walks its
+    // entries: a damaged key can hide a chunk from the search, and the read then fills its rows
+    // with the fill value (zeros), silently. The search must find it too.
+    hsize_t searched = 0;
+    if (H5Dget_chunk_storage_size(ds, offset.data(), &searched) < 0 || searched == 0)
+        fail("[hdf5] {}: dataset {}: expected the chunk index to lead to the chunk at {}, which it "
+             "lists; a search does not find it (a damaged key: the file is corrupt)",
+             path, name, where());
     const uint64_t base = st.file_base;
     if (base > file_size || at > file_size - base || nbytes > file_size - base - at || nbytes > UINT32_MAX)
         fail("[hdf5] {}: dataset {}: expected the chunk at {} stored inside the file's {} bytes, "

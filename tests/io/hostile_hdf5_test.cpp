@@ -309,6 +309,28 @@ TEST(HostileHdf5, ChunksAreReadWhereTheIndexSaysAndNoFurther) {
     EXPECT_NE(o.message.find(damaged + ": dataset input_ids"), std::string::npos) << o.message;
 }
 
+// A damaged key in the chunk index (version-1 B-tree): listing the entries still finds every
+// chunk, but a read's search of the keys misses one and used to fill its rows with zeros,
+// silently (the eval loss moved by 4e-6). Key k of the input_ids index's leaf (the first "TREE"
+// node of raw-data chunks: 24-byte header, then 32-byte keys and 8-byte child addresses) gets a
+// nonzero last coordinate, which is 0 in every key of a valid file.
+TEST(HostileHdf5, AChunkThatTheIndexSearchCannotFindIsRefused) {
+    TmpDir dir("bb_hostile_hdf5");
+    std::string bytes = read_file(bertbench::testing::golden("hdf5/public_128_s12345_d2.hdf5"));
+    size_t node = 0;
+    while ((node = bytes.find("TREE", node)) != std::string::npos && bytes[node + 4] != 1) node += 4;
+    ASSERT_NE(node, std::string::npos);
+    const int entries = static_cast<unsigned char>(bytes[node + 6]) | static_cast<unsigned char>(bytes[node + 7]) << 8;
+    ASSERT_GE(entries, 4);
+    const size_t key = node + 24 + static_cast<size_t>(entries / 2) * 40;
+    ASSERT_EQ(bytes[key + 24], 0);
+    bytes[key + 24] = 64;
+    const std::string damaged = dir.file("damaged_key.hdf5");
+    write_file_atomic(damaged, bytes);
+    expect_refused(damaged, {"dataset input_ids: expected the chunk index to lead to the chunk at (",
+                             "a search does not find it"});
+}
+
 // 10^7 rows declared in a 3 KB file, none written: refused on open (it used to allocate 9 GB
 // before failing, or fail against physical memory), at constant memory.
 TEST(HostileHdf5, NeverWrittenRowsAreRefusedAtConstantMemory) {
