@@ -5,6 +5,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -203,11 +204,24 @@ template <typename T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
     const auto it = j.find(key);
     if (it == j.end()) fail("{}: field \"{}\" missing (expected a bertbench-scenario-log/1 raw log)", where, key);
-    try {
+    // integers as JSON integers in T's range, reals finite: a float 1e300 read as an int was
+    // undefined behaviour (a negative tokens/s), and an infinite time made the figures infinite
+    if constexpr (std::is_integral_v<T>) {
+        const bool fits = it->is_number_integer() &&
+                          (it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                    : it->get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                          it->get<int64_t>() <= std::numeric_limits<T>::max());
+        if (!fits)
+            fail("{}: field \"{}\": expected an integer {} .. {}, got {}", where, key, std::numeric_limits<T>::min(),
+                 std::numeric_limits<T>::max(), it->dump());
         return it->get<T>();
-    } catch (const nlohmann::json::exception&) {
-        fail("{}: field \"{}\": expected a {}, got {}", where, key,
-             std::is_same_v<T, std::string> ? "string" : "number", it->dump());
+    } else if constexpr (std::is_floating_point_v<T>) {
+        if (!it->is_number() || !std::isfinite(it->get<double>()))
+            fail("{}: field \"{}\": expected a finite number, got {}", where, key, it->dump());
+        return it->get<T>();
+    } else {
+        if (!it->is_string()) fail("{}: field \"{}\": expected a string, got {}", where, key, it->dump());
+        return it->get<T>();
     }
 }
 
@@ -230,6 +244,11 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
     check_latency_bound(log.settings.latency_bound_ms, where + ": field \"latency_bound_ms\"");
     log.settings.batch_size = field<int>(j, "batch_size", where);
     log.threads = field<int>(j, "threads", where);
+    const auto at_least = [&](const char* key, double value, double lo) {
+        if (!(value >= lo)) fail("{}: field \"{}\": expected at least {}, got {}", where, key, lo, value);
+    };
+    at_least("batch_size", log.settings.batch_size, 1);
+    at_least("threads", log.threads, 1);
     // the optional settings a log copies from its schedule
     const auto optional = [&](const char* key, auto& value) {
         if (!j.contains(key)) {
@@ -254,6 +273,9 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
     optional("loadgen_target_qps", log.settings.loadgen_target_qps);
     optional("performance_sample_count", log.performance_sample_count);
     optional("accuracy_sample_count", log.settings.accuracy_sample_count);
+    at_least("min_duration_s", log.settings.min_duration_s, 0);
+    at_least("min_query_count", static_cast<double>(log.settings.min_query_count), 1);
+    at_least("performance_sample_count", static_cast<double>(log.performance_sample_count), 0);
     const auto it = j.find("entries");
     if (it == j.end() || !it->is_array() || it->empty())
         fail("{}: \"entries\": expected a non-empty array of {{q, tokens, arrival, start, done, batch}}", where);
@@ -266,6 +288,12 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
         if (!(0 <= x.arrival && x.arrival <= x.start && x.start <= x.done))
             fail("{}: expected 0 <= arrival <= start <= done (seconds after the run's start), got {} / {} / {}",
                  w, x.arrival, x.start, x.done);
+        const int64_t queries = log.performance_sample_count;
+        if (x.q < 0 || (queries > 0 && x.q >= queries))
+            fail("{}: field \"q\": expected a query of the set, 0 .. {}, got {}", w,
+                 queries > 0 ? std::to_string(queries - 1) : "", x.q);
+        if (x.tokens < 1) fail("{}: field \"tokens\": expected at least 1, got {}", w, x.tokens);
+        if (x.batch < 0) fail("{}: field \"batch\": expected a batch's ordinal >= 0, got {}", w, x.batch);
         log.entries.push_back(x);
     }
     return log;

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "core/error.hpp"
 
@@ -618,6 +620,28 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("log.json: entries[2]: expected 0 <= arrival <= start <= done"),
                   std::string::npos) << e.what();
+    }
+    // numbers no run can log, each named: a float read as an integer once gave a negative
+    // tokens/s, a negative batch ordinal a wrong mean batch
+    const std::pair<std::function<void(nlohmann::json&)>, std::string> impossible[] = {
+        {[](nlohmann::json& b) { b["entries"][1]["tokens"] = 1e300; }, "entries[1]: field \"tokens\": expected an integer"},
+        {[](nlohmann::json& b) { b["entries"][1]["tokens"] = -1; }, "entries[1]: field \"tokens\": expected at least 1"},
+        {[](nlohmann::json& b) { b["entries"][1]["batch"] = -3; }, "entries[1]: field \"batch\": expected a batch's ordinal"},
+        {[](nlohmann::json& b) { b["entries"][1]["q"] = 3; }, "entries[1]: field \"q\": expected a query of the set, 0 .. 2"},
+        {[](nlohmann::json& b) { b["entries"][1]["done"] = std::numeric_limits<double>::infinity(); },
+         "entries[1]: field \"done\": expected a finite number"},
+        {[](nlohmann::json& b) { b["batch_size"] = 0; }, "field \"batch_size\": expected at least 1, got 0"},
+        {[](nlohmann::json& b) { b["threads"] = 0; }, "field \"threads\": expected at least 1, got 0"},
+        {[](nlohmann::json& b) { b["min_query_count"] = 0; }, "field \"min_query_count\": expected at least 1, got 0"}};
+    for (const auto& [damage, message] : impossible) {
+        nlohmann::json b = j;
+        damage(b);
+        try {
+            parse_log_json(b, "log.json", log.settings);
+            ADD_FAILURE() << "expected an error: " << message;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("log.json: " + message), std::string::npos) << e.what();
+        }
     }
     nlohmann::json reversed = j;
     std::reverse(reversed["entries"].begin(), reversed["entries"].end());
