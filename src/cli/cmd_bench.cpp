@@ -32,11 +32,13 @@ namespace {
 
 std::vector<int> int_list(const std::string& text, const std::string& flag) {
     std::vector<int> out;
+    if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos))
+        fail("--{}: expected integers separated by commas, got an empty item in \"{}\"", flag, text);
     for (const std::string& item : split_commas(text)) {
         char* end = nullptr;
         const long v = std::strtol(item.c_str(), &end, 10);
         if (*end != '\0' || v <= 0 || v > 1'000'000)
-            fail("--{}: expected positive integers separated by commas, got \"{}\"", flag, item);
+            fail("--{}: expected integers 1 .. 1000000 separated by commas, got \"{}\"", flag, item);
         out.push_back(static_cast<int>(v));
     }
     if (out.empty()) fail("--{}: expected at least one value", flag);
