@@ -445,6 +445,9 @@ int cmd_squad(int argc, char** argv) {
     }
     const ops::Precision precision = o.precision_flags.precision(o.do_train);
     require_precision(be.get(), precision);
+    o.loss_scale = o.precision_flags.loss_scale;  // the run's own (RunOptions), checked with its flags
+    o.initial_loss_scale = o.precision_flags.initial_loss_scale;
+    o.loss_scale_window = o.precision_flags.loss_scale_window;
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
         fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
@@ -575,9 +578,6 @@ int cmd_squad(int argc, char** argv) {
             t.precision = precision;
             t.backend = be.get();
             t.output_dir_locked = true;
-            t.loss_scale = o.precision_flags.loss_scale;
-            t.initial_loss_scale = o.precision_flags.initial_loss_scale;
-            t.loss_scale_window = o.precision_flags.loss_scale_window;
             const int status = train::run_squad_training(t, static_cast<int64_t>(train_examples.size()),
                                                          features, flags_json);
             if (status != 0) return status;  // interrupted: no prediction

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 
@@ -52,7 +53,9 @@ void LrSchedule::validate() const {
              num_train_steps);
     if (num_warmup_steps < 0) fail("--num_warmup_steps: expected >= 0, got {}", num_warmup_steps);
     if (!(poly_power > 0)) fail("--poly_power: expected > 0, got {}", poly_power);
-    if (!(learning_rate >= 0)) fail("--learning_rate: expected >= 0, got {}", learning_rate);
+    if (!(learning_rate >= 0 && learning_rate <= std::numeric_limits<float>::max()))
+        fail("--learning_rate: expected 0 .. {:g} (the optimizer's float), got {}", std::numeric_limits<float>::max(),
+             learning_rate);
     if (poly_warmup.total_updates > 0 && !(poly_warmup.warmup >= 0 && poly_warmup.warmup <= 1))
         fail("--warmup_proportion: expected a fraction in [0, 1] (NVIDIA's PolyWarmUpScheduler), got {}",
              poly_warmup.warmup);

@@ -107,6 +107,7 @@ private:
 }  // namespace
 
 void check_run_options(const RunOptions& o) {
+    (void)optim::LossScaler::from_flag(o.loss_scale, o.initial_loss_scale, o.loss_scale_window);
     if (o.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o.save_checkpoints_steps);
     if (o.keep_checkpoint_max < 0)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -109,8 +110,9 @@ void check_squad_train_flags(const SquadTrainOptions& o) {
         fail("--num_train_epochs={}: expected a positive number below 1e6", o.num_train_epochs);
     if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
         fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
-    if (!(o.learning_rate >= 0 && std::isfinite(o.learning_rate)))
-        fail("--learning_rate={}: expected a finite number >= 0", o.learning_rate);
+    if (!(o.learning_rate >= 0 && o.learning_rate <= std::numeric_limits<float>::max()))
+        fail("--learning_rate={}: expected 0 .. {:g} (the optimizer's float)", o.learning_rate,
+             std::numeric_limits<float>::max());
 }
 
 namespace {

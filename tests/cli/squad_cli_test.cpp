@@ -207,6 +207,7 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         {squad_flags(out) + train + " --train_batch_size=100000", "make 0 training steps"},
         {squad_flags(out) + train + " --warmup_proportion=2", "--warmup_proportion=2: expected a fraction"},
         {squad_flags(out) + train + " --learning_rate=-1", "--learning_rate=-1: expected"},
+        {squad_flags(out) + train + " --learning_rate=1e300", "--learning_rate=1e+300: expected 0 .. 3.40282e+38"},
         {squad_flags(out) + train + " --num_train_epochs=0", "--num_train_epochs=0: expected a positive"},
         // the training loop's own checks, also before train.tf_record
         {squad_flags(out) + train + " --save_checkpoints_steps=-1", "--save_checkpoints_steps: expected >= 0, got -1"},
@@ -227,8 +228,9 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         EXPECT_TRUE(one_line(r)) << r.err;
         EXPECT_FALSE(fs::exists(out)) << flags;
         // the flags' own checks come before the training file is read (minutes on SQuAD's)
-        if (message.rfind("--", 0) == 0 && message.find("make 0") == std::string::npos)
+        if (message.rfind("--", 0) == 0 && message.find("make 0") == std::string::npos) {
             EXPECT_EQ(r.err.find("Num orig examples"), std::string::npos) << flags << "\n" << r.err;
+        }
     }
     r = run(tmp, squad_flags(out) + predict);
     EXPECT_EQ(r.code, 1);

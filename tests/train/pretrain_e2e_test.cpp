@@ -337,6 +337,7 @@ TEST(PretrainE2E, BadInputsAreOneLineErrors) {
     expect_bad(w, {"--bert_config_file=" + w.out("broken.json")}, "broken.json");
     expect_bad(w, {"--input_file=" + w.out("nothing*.tfrecord")}, "input_file");
     expect_bad(w, {"--max_seq_length=64"}, "64");
+    expect_bad(w, {"--learning_rate=1e39"}, "--learning_rate: expected 0 .. 3.40282e+38 (the optimizer's float)");
     std::ofstream(w.out("garbage.safetensors")) << "this is not a safetensors file";
     expect_bad(w, {"--init_checkpoint=" + w.out("garbage.safetensors")}, "garbage.safetensors");
     expect_bad(w, {"--init_checkpoint=" + w.out("absent.safetensors")}, "absent.safetensors");
