@@ -11,10 +11,12 @@
 # Writes OUT/train/* (runs, compare.json) and exits non-zero when a check fails. About a minute.
 # Usage: scripts/gpu-train-check.sh BERTBENCH DATA_DIR OUT_DIR
 #   GPU=cpu runs the "GPU" side on the CPU too (a dry run of the script on a machine without one).
-#   STEPS=N pretrains N steps instead of 200 and SQUAD_EPOCHS=E fine-tunes E epochs instead of 4
-#   (the emulated GPU's run in CI, tests/cuda_emu/gpu_train_check_emu.sh, is slower than a GPU).
+#   STEPS=N pretrains N steps instead of 200 and SQUAD_EPOCHS=E fine-tunes E epochs instead of 4,
+#   and TIMEOUT_SCALE=K multiplies each run's time limit (the emulated GPU's run in CI,
+#   tests/cuda_emu/gpu_train_check_emu.sh, is slower than a GPU).
 set -uo pipefail
 BB=$1 DATA=$2 OUT=$3/train GPU=${GPU:-cuda} STEPS=${STEPS:-200} SQUAD_EPOCHS=${SQUAD_EPOCHS:-4}
+K=${TIMEOUT_SCALE:-1}
 declare -A DEVICE=([host]=cpu [gpu]=$GPU)
 mkdir -p "$OUT"
 status=0
@@ -33,14 +35,14 @@ pretrain=(pretrain --bert_config_file="$OUT/bert_config.json" --input_file="$DAT
 for dtype in fp32 bf16; do
   for side in host gpu; do
     echo "-- pretrain --device=${DEVICE[$side]} --dtype=$dtype"
-    timeout 150 "$BB" "${pretrain[@]}" --device=${DEVICE[$side]} --dtype=$dtype --output_dir="$OUT/pretrain-$side-$dtype" \
+    timeout $((150 * K)) "$BB" "${pretrain[@]}" --device=${DEVICE[$side]} --dtype=$dtype --output_dir="$OUT/pretrain-$side-$dtype" \
       > "$OUT/pretrain-$side-$dtype.log" 2>&1 || { status=1; tail -3 "$OUT/pretrain-$side-$dtype.log"; }
   done
 done
 # Each final checkpoint evaluated on both devices
 for run in host gpu; do
   for side in host gpu; do
-    timeout 60 "$BB" eval --init_checkpoint="$OUT/pretrain-$run-fp32/model.ckpt-$STEPS.safetensors" \
+    timeout $((60 * K)) "$BB" eval --init_checkpoint="$OUT/pretrain-$run-fp32/model.ckpt-$STEPS.safetensors" \
       --input_file="$DATA/eval.tfrecord" --max_seq_length=128 --max_predictions_per_seq=20 --eval_batch_size=16 \
       --max_eval_steps=0 --device=${DEVICE[$side]} --threads=0 --json="$OUT/eval-$run-on-$side.json" \
       > "$OUT/eval-$run-on-$side.log" 2>&1 || { status=1; tail -3 "$OUT/eval-$run-on-$side.log"; }
@@ -52,7 +54,7 @@ squad=(squad --vocab_file="$DATA/vocab.txt" --model=tiny --do_train --train_file
   --seed=7 --threads=0)
 for side in host gpu; do
   echo "-- squad --device=${DEVICE[$side]}"
-  timeout 120 "$BB" "${squad[@]}" --device=${DEVICE[$side]} --output_dir="$OUT/squad-$side" > "$OUT/squad-$side.log" 2>&1 \
+  timeout $((120 * K)) "$BB" "${squad[@]}" --device=${DEVICE[$side]} --output_dir="$OUT/squad-$side" > "$OUT/squad-$side.log" 2>&1 \
     || { status=1; tail -3 "$OUT/squad-$side.log"; }
 done
 python3 - "$OUT" "$STEPS" "$(dirname "$0")/mlperf_log_check.py" <<'PY' || status=1

@@ -153,7 +153,11 @@ TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
     EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
     EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}, with(AttentionKernel::materialized)).fused_attention())
         << "an explicit choice wins";
-    set_engine_environment({AttentionKernel::automatic, 1000});  // a machine of 1000 bytes
+    // a machine with room for the plan's activations (check_plan's least: a float per token and
+    // hidden unit for each layer's saved input) but under 4x the materialized probabilities
+    const BertConfig& c = table.config();
+    const size_t least = size_t{2} * 9 * c.hidden_size * 4 * (c.num_hidden_layers + 1);
+    set_engine_environment({AttentionKernel::automatic, least});
     EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
     set_engine_environment({});
     // seq 300: the probabilities (B·NH·T² floats per layer, + mask bytes and a scratch) are gone
