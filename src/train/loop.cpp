@@ -106,12 +106,14 @@ private:
 
 }  // namespace
 
-void check_run_options(const RunOptions& o) {
-    (void)optim::LossScaler::from_flag(o.loss_scale, o.initial_loss_scale, o.loss_scale_window);
+optim::LossScaler check_run_options(const RunOptions& o) {
+    optim::LossScaler scaler =
+        optim::LossScaler::from_flag(o.loss_scale, o.initial_loss_scale, o.loss_scale_window);
     if (o.save_checkpoints_steps < 0)
         fail("--save_checkpoints_steps: expected >= 0, got {}", o.save_checkpoints_steps);
     if (o.keep_checkpoint_max < 0)
         fail("--keep_checkpoint_max: expected >= 0, got {}", o.keep_checkpoint_max);
+    return scaler;
 }
 
 std::vector<json> truncate_jsonl(const std::string& path, const char* key, int64_t limit) {
@@ -199,8 +201,7 @@ void TrainLoop::setup() {
     dp_ = std::make_unique<DataParallel>(dist::world());
     root_ = dp_->is_root();
     dist::quiet_other_ranks();
-    scaler_ = optim::LossScaler::from_flag(o_.loss_scale, o_.initial_loss_scale,
-                                           o_.loss_scale_window);
+    scaler_ = check_run_options(o_);
     if (o_.output_dir.empty())
         fail("--output_dir: expected a directory for checkpoints and logs, got none");
     if (o_.train_batch_size < 1) fail("--train_batch_size: expected >= 1, got {}", o_.train_batch_size);
@@ -229,7 +230,6 @@ void TrainLoop::setup() {
              "optimizer update; the last {} micro-step(s) would be gradients never applied) (hint: "
              "--num_train_steps={}{})",
              t, k, t % k, whole > 0 ? whole : k, whole > 0 ? fmt::format(" or {}", whole + k) : std::string());
-    check_run_options(o_);
     const int cpus = sysinfo::cpus_available();
     const int threads = o_.threads > 0 ? o_.threads : cpus;
     if (o_.threads < 0 || threads > cpus)

@@ -82,8 +82,9 @@ struct RunOptions {
 };
 
 // The checks of RunOptions' own numbers (one-line errors naming the flag), which the loop makes
-// and a command may make earlier, before work of its own (squad's featurizing).
-void check_run_options(const RunOptions& o);
+// and a command may make earlier, before work of its own (squad's featurizing); returns the loss
+// scaler the flags describe.
+optim::LossScaler check_run_options(const RunOptions& o);
 
 // What the loop itself needs: the run's settings, and what the task derives from its own flags.
 struct LoopOptions : RunOptions {

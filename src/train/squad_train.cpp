@@ -105,7 +105,7 @@ SquadPlan squad_plan(const SquadTrainOptions& o, int64_t num_examples, int64_t n
 }
 
 void check_squad_train_flags(const SquadTrainOptions& o) {
-    check_run_options(o);
+    (void)check_run_options(o);  // the loop builds the scaler again from the same flags
     if (!(o.num_train_epochs > 0 && o.num_train_epochs < 1e6))
         fail("--num_train_epochs={}: expected a positive number below 1e6", o.num_train_epochs);
     if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
