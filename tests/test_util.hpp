@@ -3,6 +3,7 @@
 // the deterministic lines of a run's logs.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -62,6 +64,57 @@ std::string error_of(F&& f) {
 inline std::string shared_dir() {
     const char* d = std::getenv("BB_SHARED_DIR");
     return d ? d : "/work/shared";
+}
+
+// How f() ended in a forked child (run_in_child): a crash, a blocked read or a blow-up of memory
+// must fail the test that provokes it, not kill the test binary.
+struct ChildOutcome {
+    // 0: threw bertbench::Error, 1: returned, 2: threw another exception, 128 + N: killed by
+    // signal N (SIGALRM: the alarm ran out)
+    int status = -1;
+    std::string message;  // the Error's, "no error", "not a bertbench::Error: ..." or "killed by signal N"
+    long max_rss_kb = 0;  // the child's peak resident memory
+    bool killed() const { return status >= 128; }
+};
+
+// Runs f() in a forked child that SIGALRM ends after alarm_s seconds.
+inline ChildOutcome run_in_child(const std::function<void()>& f, unsigned alarm_s) {
+    int fds[2];
+    if (::pipe(fds) != 0) return {-1, "pipe failed", 0};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::alarm(alarm_s);
+        int code = 1;
+        std::string msg = "no error";
+        try {
+            f();
+        } catch (const Error& e) {
+            code = 0;
+            msg = e.what();
+        } catch (const std::exception& e) {
+            code = 2;
+            msg = std::string("not a bertbench::Error: ") + e.what();
+        }
+        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
+        ::_exit(code);
+    }
+    ::close(fds[1]);
+    ChildOutcome out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    struct rusage ru {};
+    ::wait4(pid, &status, 0, &ru);
+    out.max_rss_kb = ru.ru_maxrss;
+    if (WIFEXITED(status)) {
+        out.status = WEXITSTATUS(status);
+    } else {
+        out.status = 128 + WTERMSIG(status);
+        out.message = "killed by signal " + std::to_string(WTERMSIG(status));
+    }
+    return out;
 }
 
 // A file of ../shared/golden/.

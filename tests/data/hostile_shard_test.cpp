@@ -24,46 +24,9 @@ namespace {
 
 using bertbench::testing::TmpDir;
 
-struct ChildOutcome {
-    int status = -1;      // 0: returned, 1: threw bertbench::Error, 2: another exception
-    std::string message;  // the Error's message
-    long max_rss_kb = 0;  // the child's peak resident memory
-};
-
-// Runs f() in a forked child (60 s alarm) and reports how it ended and its peak memory.
-ChildOutcome in_child(const std::function<void()>& f) {
-    int fds[2];
-    if (::pipe(fds) != 0) return {-1, "pipe failed", 0};
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::close(fds[0]);
-        ::alarm(60);
-        int code = 0;
-        std::string msg;
-        try {
-            f();
-        } catch (const Error& e) {
-            code = 1;
-            msg = e.what();
-        } catch (const std::exception& e) {
-            code = 2;
-            msg = e.what();
-        }
-        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
-        ::_exit(code);
-    }
-    ::close(fds[1]);
-    ChildOutcome out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
-    ::close(fds[0]);
-    int status = 0;
-    struct rusage ru {};
-    ::wait4(pid, &status, 0, &ru);
-    out.max_rss_kb = ru.ru_maxrss;
-    out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return out;
-}
+using bertbench::testing::ChildOutcome;
+// A child with a 60 s alarm, whose peak memory is the reader's.
+ChildOutcome in_child(const std::function<void()>& f) { return bertbench::testing::run_in_child(f, 60); }
 
 io::PretrainingRecord record(int T, int P, int64_t id) {
     io::PretrainingRecord r;
@@ -96,7 +59,7 @@ TEST(HostileShards, Hdf5ReaderMemoryFollowsRowsRead) {
         for (int i = 0; i < N; ++i) writer.write(r);
         writer.close();
     });
-    ASSERT_EQ(w.status, 0) << w.message;
+    ASSERT_EQ(w.status, 1) << w.message;  // returned
     const uint64_t declared = uint64_t(N) * (6 * T + 8 * P + 1);
     ASSERT_GT(declared, 180'000'000u);
     struct rusage self {};
@@ -113,7 +76,7 @@ TEST(HostileShards, Hdf5ReaderMemoryFollowsRowsRead) {
         for (int i = 0; i < 2; ++i)
             if (!reader.next(b) || b.batch_size != 16) fail("expected a batch of 16");
     });
-    EXPECT_EQ(o.status, 0) << o.message;
+    EXPECT_EQ(o.status, 1) << o.message;  // returned
     // A block is 8 MiB; the whole shard would be 186 MB.
     EXPECT_LT(o.max_rss_kb - self.ru_maxrss, 64 * 1024) << "peak " << o.max_rss_kb << " KB";
 }

@@ -117,51 +117,9 @@ std::string make_hostile(const TmpDir& dir, const std::string& kind) {
     return path;
 }
 
-struct ChildOutcome {
-    int status = -1;      // 0: threw bertbench::Error, 1: no error, 2: another exception
-    std::string message;  // the Error's message, or what else happened
-    long max_rss_kb = 0;  // the child's peak resident memory
-};
-
-// Runs f() in a child (a crash or a blow-up must fail the test, not kill it) with a 60 s alarm.
-ChildOutcome in_child(const std::function<void()>& f) {
-    int fds[2];
-    if (::pipe(fds) != 0) return {-1, "pipe failed", 0};
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::close(fds[0]);
-        ::alarm(60);
-        int code = 1;
-        std::string msg = "no error";
-        try {
-            f();
-        } catch (const Error& e) {
-            code = 0;
-            msg = e.what();
-        } catch (const std::exception& e) {
-            code = 2;
-            msg = std::string("not a bertbench::Error: ") + e.what();
-        }
-        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
-        ::_exit(code);
-    }
-    ::close(fds[1]);
-    ChildOutcome out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
-    ::close(fds[0]);
-    int status = 0;
-    struct rusage ru {};
-    ::wait4(pid, &status, 0, &ru);
-    out.max_rss_kb = ru.ru_maxrss;
-    if (WIFEXITED(status)) {
-        out.status = WEXITSTATUS(status);
-    } else {
-        out.status = 128 + WTERMSIG(status);
-        out.message = "killed by signal " + std::to_string(WTERMSIG(status));
-    }
-    return out;
-}
+using bertbench::testing::ChildOutcome;
+// A crash or a blow-up must fail the test, not kill it: a child with a 60 s alarm.
+ChildOutcome in_child(const std::function<void()>& f) { return bertbench::testing::run_in_child(f, 60); }
 
 long self_rss_kb() {
     struct rusage ru {};

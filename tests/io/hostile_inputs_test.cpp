@@ -35,57 +35,17 @@ using bertbench::testing::error_of;
 using bertbench::testing::kAddressSanitizer;
 using bertbench::testing::TmpDir;
 
-struct ReaderOutcome {
-    bool exited = false;  // false: killed (the 20 s alarm: the reader blocked)
-    int code = -1;
-    std::string message;  // the Error's message, or what else happened
-    long max_rss_kb = 0;  // the child's peak resident memory
-};
-
-// Runs f() in a child with a 20 s alarm; reports the bertbench::Error it threw (exit 0), no
-// error (exit 1) or another exception (exit 2).
-ReaderOutcome in_reader_child(const std::function<void()>& f) {
-    int fds[2];
-    if (::pipe(fds) != 0) return {false, -1, "pipe failed"};
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::close(fds[0]);
-        ::alarm(20);
-        int code = 1;
-        std::string msg = "no error";
-        try {
-            f();
-        } catch (const Error& e) {
-            code = 0;
-            msg = e.what();
-        } catch (const std::exception& e) {
-            code = 2;
-            msg = std::string("not a bertbench::Error: ") + e.what();
-        }
-        [[maybe_unused]] const ssize_t n = ::write(fds[1], msg.data(), msg.size());
-        ::_exit(code);
-    }
-    ::close(fds[1]);
-    ReaderOutcome out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.message.append(buf, size_t(n));
-    ::close(fds[0]);
-    int status = 0;
-    struct rusage ru {};
-    ::wait4(pid, &status, 0, &ru);
-    out.max_rss_kb = ru.ru_maxrss;
-    out.exited = WIFEXITED(status);
-    out.code = out.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (!out.exited) out.message = "killed by signal " + std::to_string(WTERMSIG(status)) +
-                                   " (the reader blocked)";
-    return out;
+using bertbench::testing::ChildOutcome;
+// A reader that blocks must fail the test, not hang it: a child with a 20 s alarm.
+ChildOutcome in_reader_child(const std::function<void()>& f) {
+    return bertbench::testing::run_in_child(f, 20);
 }
 
 // The reader call must end in one Error naming `path` and saying what was expected and found.
 void expect_refused(const std::function<void()>& f, const std::string& path, const char* found) {
-    const ReaderOutcome o = in_reader_child(f);
-    ASSERT_TRUE(o.exited) << path << ": " << o.message;
-    EXPECT_EQ(o.code, 0) << path << ": " << o.message;
+    const ChildOutcome o = in_reader_child(f);
+    ASSERT_FALSE(o.killed()) << path << ": " << o.message << " (the reader blocked?)";
+    EXPECT_EQ(o.status, 0) << path << ": " << o.message;
     EXPECT_NE(o.message.find(path), std::string::npos) << o.message;
     EXPECT_NE(o.message.find("expected a regular file"), std::string::npos) << o.message;
     EXPECT_NE(o.message.find(found), std::string::npos) << o.message;
@@ -217,9 +177,9 @@ TEST(HostileInputs, TfEntrySizeIsCheckedAgainstTheShardBeforeAllocating) {
     ASSERT_EQ(bundle.entries()[0].size, uint64_t(1) << 36);
     struct rusage self {};
     ::getrusage(RUSAGE_SELF, &self);
-    const ReaderOutcome o = in_reader_child([&] { (void)bundle.read_raw(bundle.entries()[0]); });
-    ASSERT_TRUE(o.exited) << o.message;
-    EXPECT_EQ(o.code, 0) << o.message;  // a bertbench::Error, not bad_alloc or the OOM killer
+    const ChildOutcome o = in_reader_child([&] { (void)bundle.read_raw(bundle.entries()[0]); });
+    ASSERT_FALSE(o.killed()) << o.message;
+    EXPECT_EQ(o.status, 0) << o.message;  // a bertbench::Error, not bad_alloc or the OOM killer
     EXPECT_NE(o.message.find("expected the shard to hold bytes up to 68719476736, found 12 bytes"),
               std::string::npos)
         << o.message;
