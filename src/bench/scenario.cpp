@@ -581,10 +581,14 @@ nlohmann::json scenario_definitions() {
             {"tokens_per_second", "real tokens of the issues / duration_s"},
             {"scheduled_qps", "server: (issues - 1) / the last arrival (LoadGen's scheduled samples per second)"},
             {"mean_batch_size", "issues / batches"},
-            {"singlestream", "batch 1, each issue arrives when the previous completes; figure: p90 latency"},
+            {"singlestream", "batch 1, each issue arrives when the previous completes; figures: p90 latency and "
+                             "LoadGen's early-stopping estimate of it (the sorted latency at 0-based index n - t)"},
             {"offline", "every issue arrives at t = 0, longest first; figures: samples/s and tokens/s"},
-            {"server", "Poisson arrivals at target_qps; valid iff p99 latency <= latency_bound_ms"},
-            {"invalid", "fewer issues than min_query_count, shorter than min_duration_s, or (server) p99 above the "
+            {"server", "Poisson arrivals at target_qps; valid iff p99 latency <= latency_bound_ms and early "
+                       "stopping holds"},
+            {"invalid", "fewer issues than min_query_count; LoadGen's clock short of min_duration_s (singlestream: "
+                        "the last issue's arrival, server: the last scheduled arrival, offline: duration_s); "
+                        "singlestream and server: fewer issues than early stopping needs; server: p99 above the "
                         "bound"}};
 }
 

@@ -23,7 +23,7 @@ const char* scenario_name(Scenario s);
 struct ScenarioSettings {
     Scenario scenario = Scenario::singlestream;
     std::optional<double> target_qps;  // server: the Poisson rate (queries/s)
-    double latency_bound_ms = 130;     // server: valid iff p99 latency <= this (MLPerf BERT)
+    double latency_bound_ms = 130;     // server: p99 latency <= this, and early stopping (MLPerf BERT)
     int batch_size = 1;                // the most queries one batch takes (singlestream: 1)
     // LoadGen's three seeds (mlperf.conf's names): the performance set's order, the sample draws,
     // the Server arrivals

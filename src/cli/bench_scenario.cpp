@@ -44,7 +44,7 @@ void ScenarioOptions::add(Flags& f) {
         "scored with the official SQuAD metric; needs --predict_file, --vocab_file, --init_checkpoint)");
     own("server_target_qps", &target_qps, "server: the Poisson arrival rate, queries/s");
     own("latency_bound_ms", &latency_bound_ms,
-        "server: a run is valid iff its 99th-percentile latency is at most this (MLPerf BERT: 130)");
+        "server: the bound on the 99th-percentile latency (a valid run also meets early stopping; MLPerf BERT: 130)");
     own("server_find_peak", &find_peak,
         "server: search the highest valid rate (double/halve from --server_target_qps, or from "
         "half the warm-up's capacity, then bisect to --peak_precision)");
