@@ -202,11 +202,12 @@ bool checkpoint_config(const std::string& path, BertConfig* out);
 
 // Fills `params` (already initialised by the caller) from any of the three formats, as the
 // reference's assignment map does: tensors the file lacks (e.g. the SQuAD head of a pretraining
-// checkpoint) keep their initial values and are listed in `missing` when given (the caller then
-// decides: require_no_missing_weights), and named in the report; without `missing`, a bertbench
-// or TF checkpoint lacking a tensor other than the SQuAD head is an error. Logs and returns the
-// one-line report. Errors name `flag` (e.g. "--init_checkpoint")
-// and the file; also when the file has none of the tensors.
+// checkpoint) keep their initial values and are named in the report. With `missing`, they are
+// listed there and the report is returned, not logged: the caller decides
+// (require_no_missing_weights), then logs it. Without it, a bertbench or TF checkpoint lacking a
+// tensor other than the SQuAD head is an error, another format's missing tensors a warning, and
+// the report is logged. Errors name `flag` (e.g. "--init_checkpoint") and the file; also when the
+// file has none of the tensors.
 std::string load_init_checkpoint(const std::string& path, const ParamTable& table,
                                  std::span<float> params,
                                  const std::string& flag = "--init_checkpoint",

@@ -337,9 +337,6 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
                      "the {} the model needs", flag, path, table.entries().size());
             summary = rep.summary();
             absent = rep.missing;
-            if (!rep.missing.empty())
-                log::warn("{}={}: {} tensors missing, left as initialised", flag, path,
-                          rep.missing.size());
             break;
         }
         case CheckpointFormat::tf_bundle: {
@@ -356,17 +353,21 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
                      rep.unexpected.empty() ? "" : " (the file has " + rep.unexpected[0] + ", ...)");
             summary = rep.summary();
             absent = rep.missing;
-            if (!rep.missing.empty())
-                log::warn("{}={}: {} tensors missing, left as initialised", flag, path,
-                          rep.missing.size());
             break;
         }
     }
-    if (missing) *missing = std::move(absent);
     static const char* const kFrom[] = {"bertbench checkpoint", "Hugging Face file",
                                         "TensorFlow checkpoint", "PyTorch checkpoint"};
-    log::info("initialised from {} {}: {}", kFrom[static_cast<int>(f)], path, summary);
-    return summary;
+    std::string line = fmt::format("initialised from {} {}: {}", kFrom[static_cast<int>(f)], path, summary);
+    if (missing) {  // the caller decides, then logs
+        *missing = std::move(absent);
+        return line;
+    }
+    if (!absent.empty() && (f == CheckpointFormat::hf_safetensors || f == CheckpointFormat::pytorch))
+        log::warn("{}={}: {} tensor{} missing, left as initialised", flag, path, absent.size(),
+                  absent.size() == 1 ? "" : "s");
+    log::info("{}", line);
+    return line;
 }
 
 }  // namespace bertbench::model

@@ -322,10 +322,22 @@ void check_config_fits(const BertConfig& config, const std::string& config_sourc
     }
     refuse_deeper_layers(names, config_source + ": does not fit the weights", config.num_hidden_layers);
     const auto absent = std::find(present.begin(), present.end(), false);
-    if (std::find(present.begin(), present.end(), true) != present.end() && absent != present.end())
+    if (std::find(present.begin(), present.end(), true) == present.end()) return;
+    if (absent != present.end())
         fail("{}: does not fit the weights: num_hidden_layers {}, but the input has no tensor of "
              "encoder layer {} (hint: the input's own bert_config.json)",
              config_source, config.num_hidden_layers, absent - present.begin());
+    // And every tensor of those layers and of the embeddings: an output lacking one would be
+    // refused by eval and initialised afresh by training, after a conversion that said nothing.
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> lacking;
+    for (const ParamInfo& p : pretraining.entries())
+        if ((p.layer >= 0 || p.embedding) && !std::binary_search(names.begin(), names.end(), p.name))
+            lacking.push_back(p.name);
+    if (!lacking.empty())
+        fail("{}: expected every tensor of the embeddings and the {} encoder layers, the input lacks {} "
+             "(first: {}) (hint: a complete checkpoint; a model without heads or pooler converts)",
+             config_source, config.num_hidden_layers, lacking.size(), lacking.front());
 }
 
 // HF's BertConfig (config.json) for our config.

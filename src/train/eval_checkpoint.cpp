@@ -60,9 +60,11 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     if (o.init_seed >= 0 || o.allow_missing_weights)
         table.initialize(params, static_cast<uint64_t>(o.init_seed >= 0 ? o.init_seed : 12345));
     std::vector<std::string> missing;
-    model::load_init_checkpoint(o.checkpoint, table, params, "--init_checkpoint", &missing);
+    const std::string loaded =
+        model::load_init_checkpoint(o.checkpoint, table, params, "--init_checkpoint", &missing);
     model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,
                                       o.allow_missing_weights);
+    log::info("{}", loaded);
     check_finite_params(table, params, o.checkpoint);
     check_input_records(o.files, o.max_seq_length, o.max_predictions_per_seq, config, o.files_flag,
                         o.skip_corrupt_records);

@@ -320,7 +320,7 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
     m.params.assign(m.table->total_floats(), 0.0f);
     if (allow_missing_weights) m.table->initialize(m.params, 12345);  // "left as initialised": so they are
     std::vector<std::string> missing;
-    model::load_init_checkpoint(checkpoint, *m.table, m.params, flag, &missing);
+    const std::string loaded = model::load_init_checkpoint(checkpoint, *m.table, m.params, flag, &missing);
     for (const std::string& name : missing)
         if (name.rfind("cls/squad/", 0) == 0)
             fail("{}={}: expected a fine-tuned SQuAD checkpoint with the span head, got none "
@@ -328,6 +328,7 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
                  "first)", flag, checkpoint, name);
     std::erase_if(missing, [](const std::string& name) { return name.starts_with("bert/pooler/"); });
     model::require_no_missing_weights(missing, *m.table, flag, checkpoint, allow_missing_weights);
+    log::info("{}", loaded);
     return m;
 }
 

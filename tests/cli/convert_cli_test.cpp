@@ -375,6 +375,26 @@ TEST(ConvertCli, BadOutputsAndInputsAreOneLineErrors) {
               std::string::npos) << r.out;
     EXPECT_NE(r.out.find("has shape [23, 8], the config gives it [23, 16]"), std::string::npos) << r.out;
     EXPECT_FALSE(std::filesystem::exists(dir.file("hfw")));
+    // a checkpoint lacking one encoder tensor, with the config that says what the model has:
+    // refused in one line naming it (it converted, and eval refused the output), no output left
+    {
+        const model::ParamTable table(small_config(), model::Heads::pretraining);
+        std::vector<float> w(table.total_floats());
+        table.initialize(w, 3);
+        io::SafetensorsWriter sw(dir.file("partial.safetensors"));
+        const std::string gone = "bert/encoder/layer_1/output/dense/kernel";
+        for (const model::ParamInfo& p : table.entries())
+            if (p.name != gone)
+                sw.add_f32(p.name, p.shape, std::span<const float>(w).subspan(p.offset, p.size));
+        sw.write();
+        write_file_atomic(dir.file("small.json"), small_config().to_json().dump());
+        r = run_bertbench("convert --to=tf --input=" + dir.file("partial.safetensors") + " --output=" +
+                          dir.file("partial/model.ckpt") + " --bert_config_file=" + dir.file("small.json"));
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find("the input lacks 1 (first: " + gone + ")"), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+        EXPECT_FALSE(std::filesystem::exists(dir.file("partial/model.ckpt.index")));
+    }
     for (const auto& e : std::filesystem::directory_iterator(dir.path))
         EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
     EXPECT_FALSE(std::filesystem::exists(dir.file("y.index")));
