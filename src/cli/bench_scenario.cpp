@@ -391,6 +391,10 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     bench::ScenarioSettings settings = settings_of(o, sc, batch_size);
     settings.every_query_once = accuracy;
     settings.accuracy_sample_count = static_cast<int64_t>(queries.size());
+    if (!accuracy && o.scenario_queries > static_cast<int64_t>(queries.size()))
+        log::warn("--scenario_queries={}: the query set holds {} features; all of them are the performance set "
+                  "(LoadGen caps its performance sample count at the QSL's size alike)",
+                  o.scenario_queries, queries.size());
     if (!accuracy) queries = bench::select_queries(queries, o.scenario_queries, settings.qsl_rng_seed);
     const int n = static_cast<int>(queries.size());
     std::vector<int> by_length(static_cast<size_t>(n));

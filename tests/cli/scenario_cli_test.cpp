@@ -32,6 +32,18 @@ std::string tiny() {
            golden("squad_pipeline/features_384_eval.tf_record") + " ";
 }
 
+// A performance sample count above the query set: all of it, as LoadGen caps it, said in a warning.
+TEST(ScenarioCli, ScenarioQueriesAboveTheSetTakeItAllAndSaySo) {
+    const std::string json_path = tmp("capped.json");
+    const auto r = run_bertbench(tiny() + "--scenario=offline --batch_size=4 --scenario_queries=1000000 "
+                                 "--min_duration_s=0 --min_query_count=8 --expected_qps=40 --json=" + json_path);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const size_t all = testing::read_jsonl(golden("squad_pipeline/features_384_eval.jsonl")).size();
+    EXPECT_NE(r.out.find("warning: --scenario_queries=1000000: the query set holds " + std::to_string(all) +
+                         " features; all of them"), std::string::npos) << r.out;
+    EXPECT_EQ(read_json(json_path)["query_set"]["queries"], all);
+}
+
 TEST(ScenarioCli, OfflineLogReproducesTheReport) {
     const std::string json_path = tmp("offline.json"), log = tmp("offline_log.json"), again = tmp("again.json");
     const std::string summary = tmp("offline_summary.txt"), summary_again = tmp("offline_summary_again.txt");
