@@ -101,7 +101,7 @@ namespace {
 using bench::Scenario;
 
 int one_int(const std::string& list, const std::string& flag) {
-    const std::vector<std::string> items = split_commas(list);
+    const std::vector<std::string> items = split_list(list, flag);
     if (items.size() != 1) fail("--{}: --scenario takes one value (one report per run), got \"{}\"", flag, list);
     char* end = nullptr;
     const long v = std::strtol(items[0].c_str(), &end, 10);
@@ -339,7 +339,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     const int threads = one_int(c.threads, "threads");
     if (threads > sysinfo::cpus_available())
         fail("--threads={}: only {} CPUs are available to this process", threads, sysinfo::cpus_available());
-    if (split_commas(c.dtype).size() != 1) fail("--dtype: --scenario takes one value (one report per run), got \"{}\"", c.dtype);
+    if (split_list(c.dtype, "dtype").size() != 1) fail("--dtype: --scenario takes one value (one report per run), got \"{}\"", c.dtype);
     const ops::Precision dtype = parse_dtype(c.dtype, "dtype");
     if (accuracy && (o.predict_file.empty() || o.vocab_file.empty() || o.init_checkpoint.empty()))
         fail("--scenario_mode=accuracy: expected --predict_file (the SQuAD JSON), --vocab_file and --init_checkpoint "

@@ -32,9 +32,7 @@ namespace {
 
 std::vector<int> int_list(const std::string& text, const std::string& flag) {
     std::vector<int> out;
-    if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos))
-        fail("--{}: expected integers separated by commas, got an empty item in \"{}\"", flag, text);
-    for (const std::string& item : split_commas(text)) {
+    for (const std::string& item : split_list(text, flag)) {
         char* end = nullptr;
         const long v = std::strtol(item.c_str(), &end, 10);
         if (*end != '\0' || v <= 0 || v > 1'000'000)
@@ -258,7 +256,7 @@ int cmd_bench(int argc, char** argv) {
         if (squad_layout != "padded" && squad_layout != "real")
             fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
         if (scenario.summarize_log.empty()) {
-            if (split_commas(model_list).size() != 1 && config_file.empty())
+            if (split_list(model_list, "model").size() != 1 && config_file.empty())
                 fail("--model: --scenario takes one value (one report per run), got \"{}\"", model_list);
             sc.config = config_file.empty() ? model::BertConfig::preset(model_list)
                                             : model::BertConfig::from_json_file(config_file);
@@ -310,7 +308,7 @@ int cmd_bench(int argc, char** argv) {
         fail("--profile with --format=csv: expected one CSV document, and the profile is a second table "
              "(hint: --format=json carries each point's profile, --json=FILE and --profile_svg keep it beside "
              "the CSV)");
-    const std::vector<std::string> modes = split_commas(mode);
+    const std::vector<std::string> modes = split_list(mode, "mode");
     if ((fmt_out == bench::Format::csv || fmt_out == bench::Format::md) &&
         std::find(modes.begin(), modes.end(), "gemm") != modes.end())
         fail("--mode=gemm with --format={}: the point table has no columns for the GEMM ceilings (hint: "
@@ -321,9 +319,9 @@ int cmd_bench(int argc, char** argv) {
 
     const std::vector<int> threads = int_list(thread_list, "threads");
     std::vector<ops::Precision> dtypes;
-    for (const std::string& d : split_commas(dtype_list)) dtypes.push_back(ops::parse_precision(d, "dtype"));
+    for (const std::string& d : split_list(dtype_list, "dtype")) dtypes.push_back(ops::parse_precision(d, "dtype"));
     if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16, int8");
-    const std::vector<std::string> mode_names = split_commas(mode);
+    const std::vector<std::string> mode_names = split_list(mode, "mode");
     if (mode_names.empty())
         fail("--mode: expected at least one of train, infer, gemm, got \"{}\"", mode);
     for (size_t k = 0; k < mode_names.size(); ++k)
@@ -339,7 +337,7 @@ int cmd_bench(int argc, char** argv) {
     if (!config_file.empty()) {
         models.emplace_back(config_file, model::BertConfig::from_json_file(config_file));
     } else {
-        for (const std::string& name : split_commas(model_list))
+        for (const std::string& name : split_list(model_list, "model"))
             models.emplace_back(name, model::BertConfig::preset(name));
     }
     if (models.empty()) fail("--model: expected at least one preset");

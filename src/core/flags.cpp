@@ -107,6 +107,12 @@ bool python_int_decimal(std::string_view text, std::string* decimal) {
     return true;
 }
 
+std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
+    if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos))
+        fail("--{}: expected values separated by commas, got an empty item in \"{}\"", flag, text);
+    return split_commas(text);
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
     std::vector<std::string> out;
     size_t start = 0;

@@ -112,5 +112,8 @@ bool parse_bool(const std::string& text, const std::string& what);
 bool python_int_decimal(std::string_view text, std::string* decimal);
 // Splits "a,b,c" on commas, dropping empty items.
 std::vector<std::string> split_commas(const std::string& text);
+// The items of a list-valued flag (--model=tiny,base): split_commas, but an empty item (a comma at
+// either end, or two together) is an error naming --flag, where a file list may skip it.
+std::vector<std::string> split_list(const std::string& text, const std::string& flag);
 
 }  // namespace bertbench

@@ -247,10 +247,14 @@ TEST(BenchCli, BadFlagsAreOneLineErrors) {
     r = run_bertbench("bench --batch_size=10000000");  // the limit stated, not "positive"
     EXPECT_NE(r.out.find("--batch_size: expected integers 1 .. 1000000 separated by commas, got \"10000000\""),
               std::string::npos) << r.out;
-    r = run_bertbench("bench --seq_len=128,,512");  // an empty item is not dropped silently
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.out.find("--seq_len: expected integers separated by commas, got an empty item"), std::string::npos)
-        << r.out;
+    // an empty item of any list is not dropped silently
+    for (const char* list : {"--seq_len=128,,512", "--model=tiny,", "--dtype=,fp32", "--mode=infer,,gemm"}) {
+        r = run_bertbench(std::string("bench ") + list);
+        EXPECT_EQ(r.exit_code, 1) << list;
+        const std::string flag = std::string(list).substr(0, std::string(list).find('='));
+        EXPECT_NE(r.out.find(flag + ": expected values separated by commas, got an empty item"), std::string::npos)
+            << r.out;
+    }
     r = run_bertbench("nosuchcommand");
     EXPECT_EQ(r.exit_code, 2);
     // Each found before any measurement (a reps of 0 was a SIGSEGV, an unwritable --json found
