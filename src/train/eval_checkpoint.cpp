@@ -64,8 +64,8 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
         model::load_init_checkpoint(o.checkpoint, table, params, "--init_checkpoint", &missing);
     model::require_no_missing_weights(missing, table, "--init_checkpoint", o.checkpoint,
                                       o.allow_missing_weights);
-    log::info("{}", loaded);
     check_finite_params(table, params, o.checkpoint);
+    log::info("{}", loaded);  // after its checks: a refused checkpoint gets one line, the error
     check_input_records(o.files, o.max_seq_length, o.max_predictions_per_seq, config, o.files_flag,
                         o.skip_corrupt_records);
     // Under mpirun -np N: the batch is global, each rank evaluates every N-th record and the sums
