@@ -321,12 +321,14 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
     if (allow_missing_weights) m.table->initialize(m.params, 12345);  // "left as initialised": so they are
     std::vector<std::string> missing;
     const std::string loaded = model::load_init_checkpoint(checkpoint, *m.table, m.params, flag, &missing);
+    // Of the squad table's tensors outside the encoder and the embeddings, the span head is trained
+    // and the pooler (which the span head does not read) is not: it may be absent.
     for (const std::string& name : missing)
-        if (name.rfind("cls/squad/", 0) == 0)
+        if (const model::ParamInfo& p = m.table->at(name); p.layer < 0 && !p.embedding && p.trained)
             fail("{}={}: expected a fine-tuned SQuAD checkpoint with the span head, got none "
                  "({} is absent: a pretraining checkpoint?) (hint: --do_train fine-tunes it "
                  "first)", flag, checkpoint, name);
-    std::erase_if(missing, [](const std::string& name) { return name.starts_with("bert/pooler/"); });
+    std::erase_if(missing, [&](const std::string& name) { return !m.table->at(name).trained; });
     model::require_no_missing_weights(missing, *m.table, flag, checkpoint, allow_missing_weights);
     log::info("{}", loaded);
     return m;
