@@ -236,6 +236,16 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("--do_predict: expected --init_checkpoint"), std::string::npos) << r.err;
     EXPECT_TRUE(one_line(r)) << r.err;
+    // a pretraining checkpoint (no span head) to predict with: named, before any output
+    const std::string tiny_tf = golden("tf_checkpoint/keras_bert_tiny/");
+    r = run(tmp, "squad --vocab_file=" + tiny_tf + "vocab.txt --output_dir=" + out + " --max_seq_length=16 --doc_stride=4 "
+                 "--max_query_length=4 --init_checkpoint=" + tiny_tf + "bert_model.ckpt --bert_config_file=" + tiny_tf +
+                 "bert_config.json" + predict);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("expected a fine-tuned SQuAD checkpoint with the span head, got none "
+                         "(cls/squad/output_weights is absent"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_line(r)) << r.err;
+    EXPECT_FALSE(fs::exists(out));
     r = run(tmp, squad_flags(out, 67, 32) + predict + " --features_only");
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("--max_query_length=64 + 3"), std::string::npos) << r.err;
