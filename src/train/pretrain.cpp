@@ -287,7 +287,9 @@ public:
             block_first_ = saved_open_block_;  // the checkpoint's block goes on
         } else if (o_.do_train) {
             block_first_ = loop.samples();
-            mllog_->block_start(block_first_, eval_interval_);
+            // a resume after a pause starts mid-interval: its block runs to the next evaluation
+            const int64_t to_eval = next_eval_samples_ - block_first_;
+            mllog_->block_start(block_first_, o_.do_eval && !fresh && to_eval > 0 ? to_eval : eval_interval_);
         }
     }
     // A resume's mlperf.log cut back to its length at the checkpoint (what a killed process

@@ -193,6 +193,22 @@ TEST(MlperfLog, RuleCheckerRejectsBadRuns) {
     std::erase_if(lines, [](auto& l) { return l.find("\"opt_lamb_beta_2\"") != std::string::npos; });
     EXPECT_EQ(check_lines(lines).exit_code, 0) << check_lines(lines).out;
     EXPECT_EQ(check_lines(lines, "--division=closed").exit_code, 1);
+    // A key required exactly once, twice: with one value the checker only warns (an error under
+    // its --werror), with two values it fails the log.
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    const auto train_samples = at("train_samples");
+    ASSERT_NE(train_samples, lines.end());
+    lines.insert(train_samples, *train_samples);
+    auto w = check_lines(lines);
+    EXPECT_EQ(w.exit_code, 0) << w.out;
+    EXPECT_NE(w.out.find("warning: train_samples: expected exactly one, found 2 (all with the value"), std::string::npos)
+        << w.out;
+    EXPECT_EQ(check_lines(lines, "--werror").exit_code, 1);
+    const auto first = at("train_samples");
+    const size_t p = first->find("\"value\": ");
+    ASSERT_NE(p, std::string::npos);
+    first->insert(p + 9, "1");  // the first of the two now says 1<n>
+    rejected_for(lines, "train_samples: expected exactly one, found 2");
 }
 
 TEST(MlperfLog, FileSinkAppendsLinesAndDisabledLoggerIsSilent) {

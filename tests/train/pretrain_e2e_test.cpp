@@ -283,6 +283,28 @@ TEST(PretrainE2E, SignalDuringEvaluationStopsAfterItSlow) {
     }
 }
 
+// A run paused mid-block (--stop_steps) and resumed: each block_start's epoch_count is the
+// samples its block runs, the resumed one's to the next evaluation (not a whole interval).
+TEST(PretrainE2E, ResumedBlockCountsToTheNextEvaluation) {
+    const Workdir w("block");
+    const std::string out = w.out("run");
+    std::vector<std::string> args = base_args(w, out);  // 8 samples an update, evaluations at 24, 48
+    ASSERT_EQ(run_bertbench(join(args) + " --stop_steps=1").exit_code, 0);  // paused at 8 samples
+    const auto r = run_bertbench(join(args));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::vector<std::pair<int64_t, int64_t>> blocks;
+    std::istringstream in(slurp(out + "/mlperf.log"));
+    for (std::string line; std::getline(in, line);) {
+        const size_t at = line.find(":::MLLOG ");
+        if (at == std::string::npos) continue;
+        const json e = json::parse(line.substr(at + 9));
+        if (e["key"] == "block_start")
+            blocks.emplace_back(e["metadata"]["first_epoch_num"].get<int64_t>(),
+                                e["metadata"]["epoch_count"].get<int64_t>());
+    }
+    EXPECT_EQ(blocks, (std::vector<std::pair<int64_t, int64_t>>{{0, 24}, {8, 16}, {24, 24}, {48, 24}}));
+}
+
 TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
     const Workdir w("nan");
     std::vector<std::string> args = base_args(w, w.out("run"));
