@@ -340,37 +340,6 @@ void check_config_fits(const BertConfig& config, const std::string& config_sourc
              config_source, config.num_hidden_layers, lacking.size(), lacking.front());
 }
 
-// HF's BertConfig (config.json) for our config.
-nlohmann::json hf_config(const BertConfig& c, const std::vector<Tensor>& tensors) {
-    bool pretraining = false, squad = false;
-    for (const Tensor& t : tensors) {
-        pretraining |= t.name.rfind("cls/predictions/", 0) == 0;
-        squad |= t.name.rfind("cls/squad/", 0) == 0;
-    }
-    // Our "gelu"/"gelu_new" is the tanh form (HF "gelu_new"); "gelu_erf" is HF's "gelu".
-    const std::string act = c.hidden_act == "gelu_erf" ? "gelu"
-                            : c.hidden_act == "relu"   ? "relu"
-                                                       : "gelu_new";
-    const nlohmann::json ours = c.to_json();  // its floats as given (0.1, not 0.10000000149…)
-    return {{"architectures", {squad         ? "BertForQuestionAnswering"
-                               : pretraining ? "BertForPreTraining"
-                                             : "BertModel"}},
-            {"model_type", "bert"},
-            {"vocab_size", c.vocab_size},
-            {"hidden_size", c.hidden_size},
-            {"num_hidden_layers", c.num_hidden_layers},
-            {"num_attention_heads", c.num_attention_heads},
-            {"intermediate_size", c.intermediate_size},
-            {"hidden_act", act},
-            {"hidden_dropout_prob", ours.at("hidden_dropout_prob")},
-            {"attention_probs_dropout_prob", ours.at("attention_probs_dropout_prob")},
-            {"max_position_embeddings", c.max_position_embeddings},
-            {"type_vocab_size", c.type_vocab_size},
-            {"initializer_range", ours.at("initializer_range")},
-            {"layer_norm_eps", 1e-12},
-            {"pad_token_id", 0},
-            {"position_embedding_type", "absolute"}};
-}
 
 }  // namespace
 
@@ -701,7 +670,12 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         if (res.tensors == 0)
             fail("--input={}: expected BERT weights (TF names), found none", o.input);
         w.write();
-        write_file_atomic(config_path, hf_config(config, in.tensors).dump(2) + "\n");
+        bool pretraining = false, squad = false;  // the heads the tensors hold
+        for (const Tensor& t : in.tensors) {
+            pretraining |= t.name.starts_with("cls/predictions/");
+            squad |= t.name.starts_with("cls/squad/");
+        }
+        write_file_atomic(config_path, hf_config(config, pretraining, squad).dump(2) + "\n");
     }
     res.written = outs;
     return res;

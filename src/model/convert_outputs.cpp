@@ -57,4 +57,30 @@ int64_t tf_global_step(int64_t micro_steps, const std::map<std::string, std::str
     return k && k->is_number_integer() && k->get<int64_t>() > 1 ? micro_steps / k->get<int64_t>() : micro_steps;
 }
 
+nlohmann::json hf_config(const BertConfig& c, bool pretraining, bool squad) {
+    // Our "gelu"/"gelu_new" is the tanh form (HF "gelu_new"); "gelu_erf" is HF's "gelu".
+    const std::string act = c.hidden_act == "gelu_erf" ? "gelu"
+                            : c.hidden_act == "relu"   ? "relu"
+                                                       : "gelu_new";
+    const nlohmann::json ours = c.to_json();  // its floats as given (0.1, not 0.10000000149…)
+    return {{"architectures", {squad         ? "BertForQuestionAnswering"
+                               : pretraining ? "BertForPreTraining"
+                                             : "BertModel"}},
+            {"model_type", "bert"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.hidden_size},
+            {"num_hidden_layers", c.num_hidden_layers},
+            {"num_attention_heads", c.num_attention_heads},
+            {"intermediate_size", c.intermediate_size},
+            {"hidden_act", act},
+            {"hidden_dropout_prob", ours.at("hidden_dropout_prob")},
+            {"attention_probs_dropout_prob", ours.at("attention_probs_dropout_prob")},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"type_vocab_size", c.type_vocab_size},
+            {"initializer_range", ours.at("initializer_range")},
+            {"layer_norm_eps", 1e-12},
+            {"pad_token_id", 0},
+            {"position_embedding_type", "absolute"}};
+}
+
 }  // namespace bertbench::model

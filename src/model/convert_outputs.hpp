@@ -1,11 +1,14 @@
-// `convert`'s checks of where it writes, before any tensor is read, and the TF output's step
-// counter (model/convert.cpp's).
+// `convert`'s checks of where it writes, before any tensor is read, the TF output's step counter
+// and the HF output's config.json (model/convert.cpp's).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "model/config.hpp"
 
 namespace bertbench::model {
 
@@ -23,5 +26,9 @@ void check_outputs_free(const std::string& output, const std::vector<std::string
 // global_step counts them (NVIDIA NGC TF's: schedule_update_counter micro-steps each), else
 // micro-steps.
 int64_t tf_global_step(int64_t micro_steps, const std::map<std::string, std::string>& metadata);
+// HF's BertConfig (config.json) for our config, its architecture from the heads the output holds
+// (the span head: BertForQuestionAnswering; the pretraining heads: BertForPreTraining; none:
+// BertModel).
+nlohmann::json hf_config(const BertConfig& c, bool pretraining, bool squad);
 
 }  // namespace bertbench::model
