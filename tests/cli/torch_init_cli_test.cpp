@@ -174,6 +174,12 @@ TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
     EXPECT_FALSE(fs::exists(dir.file("int.safetensors")));
     const std::string eval = " --bert_config_file=" + config + " --input_file=" +
                              golden("eval_pick/public_128_eval100.tfrecord") + " --max_eval_steps=2 --threads=1";
+    // without --allow_missing_weights: refused, the error the one line printed (no warning and no
+    // "initialised from" line before it)
+    r = run_bertbench("eval --init_checkpoint=" + nogamma + eval);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("of the model's 46 tensors are not in it"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
     r = run_bertbench("eval --init_checkpoint=" + nogamma + eval + " --allow_missing_weights --json=" + dir.file("m.json"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     r = run_bertbench("eval --init_checkpoint=" + ones + eval + " --json=" + dir.file("o.json"));
