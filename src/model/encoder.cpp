@@ -58,10 +58,14 @@ void check_plan(const Plan& plan, const BertConfig& cfg, size_t memory_bytes) {
         fail("engine plan: max_seq {} exceeds max_position_embeddings {} of the model config (hint: lower "
              "--max_seq_length)",
              plan.max_seq, cfg.max_position_embeddings);
-    const double tokens = static_cast<double>(plan.max_batch) * plan.max_seq;
-    const double saved = plan.forward_only ? 2.0 : cfg.num_hidden_layers + 1.0;
-    if (memory_bytes > 0 && tokens * cfg.hidden_size * 4.0 * saved > static_cast<double>(memory_bytes))
+    if (memory_bytes > 0 && plan_activation_bytes(plan, cfg) > static_cast<double>(memory_bytes))
         throw std::bad_alloc();
+}
+
+double plan_activation_bytes(const Plan& p, const BertConfig& c) {
+    const double tokens = static_cast<double>(p.max_batch) * p.max_seq;
+    const double saved = p.forward_only ? 2.0 : c.num_hidden_layers + 1.0;
+    return tokens * c.hidden_size * 4.0 * saved;
 }
 
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,

@@ -32,7 +32,11 @@ inline ops::Activation activation_for(const BertConfig& c) {
 
 // What the materialized attention kernel holds for this plan (encoder.cpp).
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
-// The plan against the config (an Error) and memory_bytes (0: unknown; std::bad_alloc): encoder.cpp.
+// A lower bound of the plan's activations in bytes: a float per token and hidden unit for each
+// layer's saved input (two such buffers forward-only); in double, as batches may be absurd.
+double plan_activation_bytes(const Plan& p, const BertConfig& c);
+// The plan against the config (an Error) and memory_bytes (0: unknown; std::bad_alloc above
+// plan_activation_bytes): encoder.cpp.
 void check_plan(const Plan& plan, const BertConfig& cfg, size_t memory_bytes = 0);
 // The batch against the plan and the config, the parameter buffer against the table's size
 // (total_params); a one-line Error naming what is wrong (encoder.cpp).

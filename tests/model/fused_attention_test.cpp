@@ -14,6 +14,7 @@
 #include "../ops/check.hpp"
 #include "core/error.hpp"
 #include "model/bert.hpp"
+#include "model/encoder.hpp"  // detail::plan_activation_bytes
 #include "tiny_model.hpp"
 
 namespace bertbench::model {
@@ -153,10 +154,9 @@ TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
     EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
     EXPECT_FALSE(BertPretrainer(table, Plan{2, 9, 2}, with(AttentionKernel::materialized)).fused_attention())
         << "an explicit choice wins";
-    // a machine with room for the plan's activations (check_plan's least: a float per token and
-    // hidden unit for each layer's saved input) but under 4x the materialized probabilities
-    const BertConfig& c = table.config();
-    const size_t least = size_t{2} * 9 * c.hidden_size * 4 * (c.num_hidden_layers + 1);
+    // a machine with room for the plan's activations (check_plan's least) but under 4x the
+    // materialized probabilities
+    const auto least = static_cast<size_t>(detail::plan_activation_bytes(Plan{2, 9, 2}, table.config()));
     set_engine_environment({AttentionKernel::automatic, least});
     EXPECT_TRUE(BertPretrainer(table, Plan{2, 9, 2}).fused_attention());
     set_engine_environment({});
