@@ -116,6 +116,36 @@ void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t
                  cfg.type_vocab_size);
     }
 }
+
+// The int8 engine's set-up (Encoder::init_int8, encoder.hpp).
+template <typename T>
+void Encoder<T>::init_int8(const Plan& plan) {
+    if constexpr (!std::is_same_v<T, float>) fail("engine: int8 precision needs the float engine");
+    if (!plan.forward_only)
+        fail("engine: int8 is for inference (eval, squad --do_predict, bench --mode=infer); training "
+             "runs in fp32 or bf16");
+    int8_ = be_.int8_weights();
+    if (!int8_) fail("[backend {}] has no int8 path (int8 inference runs on the CPU backend)", be_.name());
+    (void)BB_OP(be_, quantize_rows);
+    (void)BB_OP(be_, linear_forward_int8);
+    (void)BB_OP(be_, attention_forward_int8);
+    for (const LayerParams& w : layers_) {
+        const size_t qkv[] = {w.wq, w.wk, w.wv}, bias[] = {w.bq, w.bk, w.bv};
+        int8_->add_side_by_side(qkv, bias, H_, H_);
+        int8_->add(w.wo, H_, H_);
+        int8_->add(w.wi, H_, I_);
+        int8_->add(w.wout, I_, H_);
+    }
+    const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
+    q_qkv_.assign(be_, nmax * 3 * H_);
+    s_qkv_.assign(be_, nmax * 3 * NH_);
+    q_in_.assign(be_, nmax * H_);
+    q_mid_.assign(be_, nmax * I_);
+    s_in_.assign(be_, nmax);
+    s_mid_.assign(be_, nmax);
+}
+template void Encoder<float>::init_int8(const Plan&);
+template void Encoder<double>::init_int8(const Plan&);
 }  // namespace detail
 
 }  // namespace bertbench::model

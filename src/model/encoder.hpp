@@ -30,16 +30,14 @@ inline ops::Activation activation_for(const BertConfig& c) {
     return ops::Activation::gelu_tanh;
 }
 
-// What the materialized attention kernel holds for this plan (encoder.cpp).
+// encoder.cpp: what the materialized attention kernel holds for this plan; a lower bound of the
+// plan's activations in bytes (a float per token and hidden unit for each layer's saved input, two
+// such buffers forward-only; in double, as batches may be absurd); the plan against the config and
+// memory_bytes (0: unknown; std::bad_alloc above that bound), and the batch against the plan, the
+// config and the table's size (total_params), each an Error naming what is wrong.
 size_t materialized_probs_bytes(const BertConfig& c, const Plan& p);
-// A lower bound of the plan's activations in bytes: a float per token and hidden unit for each
-// layer's saved input (two such buffers forward-only); in double, as batches may be absurd.
 double plan_activation_bytes(const Plan& p, const BertConfig& c);
-// The plan against the config (an Error) and memory_bytes (0: unknown; std::bad_alloc above
-// plan_activation_bytes): encoder.cpp.
 void check_plan(const Plan& plan, const BertConfig& cfg, size_t memory_bytes = 0);
-// The batch against the plan and the config, the parameter buffer against the table's size
-// (total_params); a one-line Error naming what is wrong (encoder.cpp).
 void check_batch(const Batch& b, const BertConfig& cfg, const Plan& plan, size_t params_size,
                  size_t total_params);
 
@@ -540,31 +538,7 @@ public:
     // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), their
     // quantized inputs in two buffers (N·H; N·I for the FFN's GELU output) and the Q, K and V
     // product's output per head (N·3H, one product: Int8Weights::add_side_by_side).
-    void init_int8(const Plan& plan) {
-        if constexpr (!std::is_same_v<T, float>) fail("engine: int8 precision needs the float engine");
-        if (!plan.forward_only)
-            fail("engine: int8 is for inference (eval, squad --do_predict, bench --mode=infer); training "
-                 "runs in fp32 or bf16");
-        int8_ = be_.int8_weights();
-        if (!int8_) fail("[backend {}] has no int8 path (int8 inference runs on the CPU backend)", be_.name());
-        (void)BB_OP(be_, quantize_rows);
-        (void)BB_OP(be_, linear_forward_int8);
-        (void)BB_OP(be_, attention_forward_int8);
-        for (const LayerParams& w : layers_) {
-            const size_t qkv[] = {w.wq, w.wk, w.wv}, bias[] = {w.bq, w.bk, w.bv};
-            int8_->add_side_by_side(qkv, bias, H_, H_);
-            int8_->add(w.wo, H_, H_);
-            int8_->add(w.wi, H_, I_);
-            int8_->add(w.wout, I_, H_);
-        }
-        const size_t nmax = static_cast<size_t>(plan.max_batch) * plan.max_seq;
-        q_qkv_.assign(be_, nmax * 3 * H_);
-        s_qkv_.assign(be_, nmax * 3 * NH_);
-        q_in_.assign(be_, nmax * H_);
-        q_mid_.assign(be_, nmax * I_);
-        s_in_.assign(be_, nmax);
-        s_mid_.assign(be_, nmax);
-    }
+    void init_int8(const Plan& plan);  // encoder.cpp
     void int8_input(const T* x, int N, int C) {
         if constexpr (std::is_same_v<T, float>) k_.quantize_rows(q_in_.data(), s_in_.data(), x, N, C);
     }

@@ -2,7 +2,12 @@
 // (--scenario_queries=N): the set and the samples issued from it, against LoadGen b66003e itself.
 // The expected values were printed by b66003e's loadgen compiled unmodified with a null SUT that
 // records each issued QSL index (TestSettings: the three seeds equal; Server 1 s latency bound).
+// And the query set itself, read from the golden eval features at their real lengths.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 #include "bench/scenario.hpp"
 #include "bench/scenario_sut.hpp"
@@ -66,6 +71,33 @@ TEST(ScenarioSchedule, LoadGensPerformanceSubset) {
     // N = 0 or N >= the QSL: the whole set, shuffled as before
     EXPECT_EQ(qsl_indices(select_queries(qsl_of(12), 0, 3)), qsl_indices(select_queries(qsl_of(12), 12, 3)));
     EXPECT_EQ(select_queries(qsl_of(12), 40, 3).size(), 12u);
+}
+
+// The query set of the golden eval features: every feature once, its real tokens (as many as the
+// reference's tokens list in the golden JSON lines), in file order.
+TEST(ScenarioQueries, GoldenEvalFeaturesAtTheirRealLength) {
+    const std::string dir = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/squad_pipeline/";
+    const std::vector<Query> qs = read_squad_queries({dir + "features_384_eval.tf_record"}, 384, 30522);
+    std::ifstream in(dir + "features_384_eval.jsonl");
+    std::string line;
+    size_t i = 0;
+    for (; std::getline(in, line); ++i) {
+        const nlohmann::json f = nlohmann::json::parse(line);
+        ASSERT_LT(i, qs.size());
+        EXPECT_EQ(qs[i].unique_id, f["unique_id"].get<int64_t>());
+        EXPECT_EQ(qs[i].input_ids.size(), f["tokens"].size()) << i;
+        EXPECT_EQ(qs[i].segment_ids.size(), f["tokens"].size()) << i;
+        EXPECT_EQ(qs[i].input_ids.front(), 101);  // [CLS]
+        EXPECT_EQ(qs[i].input_ids.back(), 102);   // [SEP]
+    }
+    EXPECT_EQ(i, qs.size());
+    // --scenario_queries: LoadGen b66003e's performance set, the file's first N features shuffled
+    const std::vector<Query> a = select_queries(qs, 10, 3);
+    const std::vector<size_t> order = loaded_set_order(10, 3);
+    ASSERT_EQ(a.size(), 10u);
+    for (size_t k = 0; k < 10; ++k) EXPECT_EQ(a[k].unique_id, qs[order[k]].unique_id) << k;
+    EXPECT_TRUE(std::all_of(a.begin(), a.end(), [&](const Query& q) { return q.unique_id <= qs[9].unique_id; }));
+    EXPECT_EQ(select_queries(qs, 0, 3).size(), qs.size());
 }
 
 }  // namespace

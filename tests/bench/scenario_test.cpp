@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <limits>
 
@@ -671,33 +669,6 @@ TEST(ScenarioLog, RoundTripReproducesTheStatistics) {
     nlohmann::json big = j;
     big["qsl_rng_seed"] = "18446744073709551615";
     EXPECT_EQ(parse_log_json(big, "log.json", defaults).settings.qsl_rng_seed, UINT64_MAX);
-}
-
-// The query set of the golden eval features: every feature once, its real tokens (as many as the
-// reference's tokens list in the golden JSON lines), in file order.
-TEST(ScenarioQueries, GoldenEvalFeaturesAtTheirRealLength) {
-    const std::string dir = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/squad_pipeline/";
-    const std::vector<Query> qs = read_squad_queries({dir + "features_384_eval.tf_record"}, 384, 30522);
-    std::ifstream in(dir + "features_384_eval.jsonl");
-    std::string line;
-    size_t i = 0;
-    for (; std::getline(in, line); ++i) {
-        const nlohmann::json f = nlohmann::json::parse(line);
-        ASSERT_LT(i, qs.size());
-        EXPECT_EQ(qs[i].unique_id, f["unique_id"].get<int64_t>());
-        EXPECT_EQ(qs[i].input_ids.size(), f["tokens"].size()) << i;
-        EXPECT_EQ(qs[i].segment_ids.size(), f["tokens"].size()) << i;
-        EXPECT_EQ(qs[i].input_ids.front(), 101);  // [CLS]
-        EXPECT_EQ(qs[i].input_ids.back(), 102);   // [SEP]
-    }
-    EXPECT_EQ(i, qs.size());
-    // --scenario_queries: LoadGen b66003e's performance set, the file's first N features shuffled
-    const std::vector<Query> a = select_queries(qs, 10, 3);
-    const std::vector<size_t> order = loaded_set_order(10, 3);
-    ASSERT_EQ(a.size(), 10u);
-    for (size_t k = 0; k < 10; ++k) EXPECT_EQ(a[k].unique_id, qs[order[k]].unique_id) << k;
-    EXPECT_TRUE(std::all_of(a.begin(), a.end(), [&](const Query& q) { return q.unique_id <= qs[9].unique_id; }));
-    EXPECT_EQ(select_queries(qs, 0, 3).size(), qs.size());
 }
 
 }  // namespace
