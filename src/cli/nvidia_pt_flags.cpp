@@ -111,6 +111,21 @@ std::string apply_phase2(const NvidiaPtFlags& n, train::PretrainOptions& o) {
     if (!n.resume_from_checkpoint && dist::world().rank() == 0)
         log::warn("--phase2 without --resume_from_checkpoint: NVIDIA's script refuses it (its output "
                   "directory holds phase 1's checkpoints); bertbench goes on as with it");
+    // run_pretraining.py zeroes the checkpoint's optimizer step unless --resume_phase2: a rerun of
+    // its phase-2 line restarts the warm-up and the bias correction, and the flag on a phase 2 not
+    // yet started keeps phase 1's count. bertbench continues a started phase 2, starts a new one at 0.
+    if (dist::world().rank() == 0) {
+        if (resuming && !n.resume_phase2)
+            log::warn("--phase2: phase 2 resumes in {} with its learning-rate schedule and LAMB's bias "
+                      "correction continued, as NVIDIA's script does with --resume_phase2; its rerun "
+                      "of this line without that flag zeroes the optimizer's step (the warm-up and the "
+                      "bias correction start over) and leaves its loss scaler behind", o.output_dir);
+        if (!resuming && n.resume_phase2)
+            log::warn("--resume_phase2 before phase 2 has a checkpoint in {}: NVIDIA's script would "
+                      "keep phase 1's update count in LAMB's step and run phase 2's schedule from it "
+                      "(a NaN learning rate where it passes --max_steps, as at the script's "
+                      "defaults); bertbench starts phase 2's schedule at update 0", o.output_dir);
+    }
     if (resuming) return fmt::format("--phase2: resuming phase 2 in {}", o.output_dir);
     return fmt::format("--phase2: phase 2 trains in {} from {} (its weights and LAMB's moments, "
                        "the bias correction restarting, as NVIDIA's) with steps counted from 0 "
@@ -174,6 +189,9 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
                     "(< 0, its default -1: --max_steps)");
         f.add("resume_from_checkpoint", &resume_from_checkpoint,
               who + "resume from the latest checkpoint in --output_dir (bertbench always does)");
+        f.add("resume_phase2", &resume_phase2,
+              who + "resume phase 2 with its schedule and LAMB's bias correction continued (bertbench "
+                    "always does; without it NVIDIA's rerun restarts both)");
         f.add("phase2", &phase2,
               who + "phase 2: trains in <output_dir>/phase2 from phase 1's latest checkpoint in "
                     "--output_dir");
@@ -192,8 +210,6 @@ void NvidiaPtFlags::add(Flags& f, Script s) {
         f.add_ignored("cuda_graphs", false, kGpu);
         f.add_ignored("no_dense_sequence_output", false,
                       "(the MLM head runs on the masked positions only: the same results)");
-        f.add_ignored("resume_phase2", false,
-                      "(rerunning a --phase2 line resumes phase 2 from its latest checkpoint)");
         for (const char* name : {"train_file", "predict_file", "do_predict", "predict_batch_size",
                                  "eval_script", "cache_dir", "skip_cache", "no_cuda"})
             f.add_hint(name, "run_squad.py's flag: bertbench squad takes it");
@@ -232,13 +248,13 @@ std::string NvidiaPtFlags::marker(const Flags& f) const {
     static const std::vector<const char*> pt_set{
         "input_dir", "max_steps", "warmup_proportion", "gradient_accumulation_steps",
         "num_steps_per_checkpoint", "skip_checkpoint", "steps_this_run", "resume_from_checkpoint",
-        "phase2", "phase1_end_step", "json-summary", "log_freq"};
+        "resume_phase2", "phase2", "phase1_end_step", "json-summary", "log_freq"};
     static const std::vector<const char*> squad_set{"max_steps", "gradient_accumulation_steps",
                                                     "json-summary", "log_freq", "skip_checkpoint"};
     static const std::vector<const char*> pt_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "allreduce_post_accumulation_fp16",
         "checkpoint_activations", "disable_progress_bar", "vocab_file", "num_workers",
-        "disable_jit_fusions", "cuda_graphs", "no_dense_sequence_output", "resume_phase2", "profile",
+        "disable_jit_fusions", "cuda_graphs", "no_dense_sequence_output", "profile",
         "profile-start"};
     static const std::vector<const char*> squad_ignored{
         "bert_model", "fp16", "local_rank", "use_env", "amp", "no_cuda", "disable-progress-bar",

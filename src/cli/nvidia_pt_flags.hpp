@@ -28,7 +28,7 @@ struct NvidiaPtFlags {
     int64_t num_steps_per_checkpoint = 100;
     int64_t phase1_end_step = 7038;
     int64_t steps_this_run = -1;
-    bool skip_checkpoint = false, phase2 = false, resume_from_checkpoint = false;
+    bool skip_checkpoint = false, phase2 = false, resume_from_checkpoint = false, resume_phase2 = false;
 
     // Registers the script's flags on a command that has the other bertbench flags already
     // (bert_config_file, init_checkpoint, ...); call after add_accelerator_flags and, for

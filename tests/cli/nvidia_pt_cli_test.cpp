@@ -298,6 +298,15 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     EXPECT_EQ(count_of(r.out, "--phase1_end_step=7038: phase 1 in " + ckpts + " ended after 3 "
                            "optimizer updates"), 1u) << r.out;
     EXPECT_EQ(json::parse(slurp(ckpts + "/phase2/results.json"))["global_step"], 4);
+    // NVIDIA's rerun without --resume_phase2 restarts the step (warm-up, bias correction); here
+    // the schedule continues, said once; with the flag, NVIDIA's continues too: nothing to say.
+    const std::string restart = "warning: --phase2: phase 2 resumes in " + ckpts + "/phase2 with its "
+                                "learning-rate schedule and LAMB's bias correction continued";
+    EXPECT_EQ(count_of(r.out, restart), 1u) << r.out;
+    r = run_bertbench(phase2_line(d, ckpts, results, "3") + " --resume_phase2");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "--phase2: resuming phase 2 in " + ckpts + "/phase2"), 1u) << r.out;
+    EXPECT_EQ(r.out.find("warning: "), std::string::npos) << r.out;
 
     // --init_checkpoint on the phase-1 line: NVIDIA's script reads it only with
     // --resume_from_checkpoint, and then takes its optimizer state too, the steps from 0.
@@ -317,6 +326,16 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
               std::string::npos) << r.out;
     EXPECT_NE(testing::read_jsonl(from + "/train_log.jsonl")[0]["loss"].dump(), first_loss);
     EXPECT_EQ(json::parse(slurp(from + "/results.json"))["global_step"], 6);  // from step 0
+    // --resume_phase2 on a phase 2 not yet started: NVIDIA's would keep phase 1's step count;
+    // here phase 2 starts at update 0 (its learning rates as the first phase 2's), with a warning.
+    r = run_bertbench(phase2_line(d, from, results, "3") + " --resume_phase2");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "warning: --resume_phase2 before phase 2 has a checkpoint in " + from +
+                              "/phase2: NVIDIA's script would keep phase 1's update count"), 1u) << r.out;
+    const auto fresh_log = testing::read_jsonl(from + "/phase2/train_log.jsonl");
+    ASSERT_EQ(fresh_log.size(), 2u);
+    for (size_t u = 1; u <= 2; ++u)
+        EXPECT_EQ(fresh_log[u - 1]["learning_rate"], p2_log[u - 1]["learning_rate"]) << "update " << u;
 
     // Phase 2 with no phase 1 before it: one line naming the directory, nothing created.
     const std::string none = d.tmp.file("none");
