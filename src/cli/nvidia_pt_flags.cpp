@@ -378,6 +378,10 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         o.stop_steps = micro_steps("steps_this_run", n.steps_this_run, k);
         notes.push_back(fmt::format("--steps_this_run={} -> stop at micro-step {}",
                                     n.steps_this_run, o.stop_steps));
+        if (o.stop_steps > o.num_train_steps && dist::world().rank() == 0)
+            log::warn("--steps_this_run={}: past the run's end, micro-step {}, where bertbench stops "
+                      "(NVIDIA's script trains on past --max_steps, at a NaN learning rate)",
+                      n.steps_this_run, o.num_train_steps);
     }
     if (!f.is_set("clip_by_global_norm_after_gradient_allreduce")) {
         o.clip_by_global_norm_after_gradient_allreduce = true;
