@@ -241,6 +241,15 @@ void decode_hdf5_record(const Hdf5ShardArrays& a, uint64_t i, std::string_view w
         out.masked_lm_ids[j] = id;
         out.masked_lm_weights[j] = j < used ? 1.0f : 0.0f;
     }
+    // A position listed twice counts once, with its last id: NVIDIA's loader writes the ids into
+    // one label per token (masked_lm_labels[positions] = ids), the last write kept. (A TFRecord's
+    // duplicates count twice, as run_pretraining.py gathers them; NVIDIA's writer makes none.)
+    for (size_t j = 0; j < used; ++j)
+        for (size_t k = j + 1; k < used; ++k)
+            if (out.masked_lm_positions[k] == out.masked_lm_positions[j]) {
+                out.masked_lm_weights[j] = 0.0f;
+                break;
+            }
     const int8_t nsl = a.next_sentence_labels[static_cast<size_t>(i)];
     if (nsl != 0 && nsl != 1)
         fail("{}: dataset next_sentence_labels: expected 0 or 1, got {}", where, nsl);
@@ -284,6 +293,11 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         fail("[hdf5] {}: cannot open as HDF5 ({}; hint: the file is corrupt or truncated)", path,
              hdf5_error());
 
+    // A dataset reached through an external link lives in another file: the storage checks below
+    // measure offsets against this file's size, so it is refused by its object's file number.
+    H5O_info_t root;
+    if (H5Oget_info_by_name2(file.get(), "/", &root, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        fail("[hdf5] {}: cannot read its root group ({})", path, hdf5_error());
     std::array<Hdf5DatasetInfo, 6> info;
     std::array<Handle, 6> datasets, dcpls;
     for (size_t k = 0; k < kHdf5Datasets.size(); ++k) {
@@ -299,6 +313,9 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         if (oi.type != H5O_TYPE_DATASET)
             fail("[hdf5] {}: dataset {}: expected a dataset, got a {}", path, name,
                  oi.type == H5O_TYPE_GROUP ? "group" : "named datatype or other object");
+        if (oi.fileno != root.fileno)
+            fail("[hdf5] {}: dataset {}: expected its values in this file, got a link to another file "
+                 "(an external link; hint: copy the data in, e.g. with h5repack or h5py)", path, name);
         Handle ds(H5Dopen2(file.get(), name, H5P_DEFAULT), H5Dclose);
         if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
         Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);

@@ -76,8 +76,9 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
         if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
             fail(
                 "[hdf5] {}: dataset {}: expected no filter or gzip/deflate, shuffle, fletcher32 "
-                "(built into libhdf5), got filter {}{} (filter plugins are not loaded; hint: "
-                "rewrite the shard with gzip, as NVIDIA's writer does)",
+                "(built into libhdf5), got filter {}{} (no other: neither libhdf5's nbit, "
+                "scale-offset or szip nor filter plugins such as lzf; hint: rewrite the shard "
+                "with gzip, as NVIDIA's writer does)",
                 path, name, static_cast<int>(id),
                 fname[0] != '\0' ? fmt::format(" (\"{}\")", fname) : std::string());
         // h5py's order: shuffle, deflate, fletcher32; the bomb check inflates what is stored.
@@ -151,8 +152,8 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
     if (chunks > held)
         fail(
             "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got a file "
-            "holding {} bytes, too few for them (rows declared but never written; hint: the "
-            "shard was never fully written)",
+            "holding {} bytes, too few for them (rows declared but never written: a shard cut "
+            "short, or written sparsely; NVIDIA's writer writes every chunk)",
             path, name, chunks, shape_str(dims), held);
     const uint64_t stored = H5Dget_storage_size(ds);
     Handle space(H5Dget_space(ds), H5Sclose);
@@ -162,8 +163,8 @@ Hdf5DatasetStorage check_storage(const std::string& path, const char* name, hid_
     if (written < chunks || stored > file_size)
         fail(
             "[hdf5] {}: dataset {}: expected all {} chunks of its {} extent written, got {} "
-            "chunks of {} bytes in a {}-byte file (rows declared but never written; hint: the "
-            "shard was never fully written)",
+            "chunks of {} bytes in a {}-byte file (rows declared but never written: a shard cut "
+            "short, or written sparsely; NVIDIA's writer writes every chunk)",
             path, name, chunks, shape_str(dims), written, stored, file_size);
     st.chunk_bytes = chunk_bytes;
     st.chunk.assign(chunk.begin(), chunk.end());

@@ -239,6 +239,22 @@ TEST(Hdf5Shard, WeightsAreOneBeforeTheFirstZeroPosition) {
     EXPECT_EQ(r.masked_lm_weights, (std::vector<float>{0, 0, 0}));
 }
 
+// A position listed twice counts once, with its last id, as NVIDIA's loader's one label per
+// token (masked_lm_labels[positions] = ids keeps the last write); found by QA (NVIDIA's loader
+// counted 670 labels where bertbench's eval counted 671 predictions).
+TEST(Hdf5Shard, ARepeatedPositionCountsOnceWithItsLastId) {
+    Hdf5ShardArrays a = small_shard();
+    a.masked_lm_positions = {2, 3, 2, 1, 1, 0};
+    a.masked_lm_ids = {5, 6, 7, 8, 9, 4};
+    PretrainingRecord r;
+    decode_hdf5_record(a, 0, "x", r);
+    EXPECT_EQ(r.masked_lm_weights, (std::vector<float>{0, 1, 1}));  // position 2: id 7 alone
+    EXPECT_EQ(r.masked_lm_ids[2], 7);
+    decode_hdf5_record(a, 1, "x", r);  // positions 1, 1, then padding: the second 1 kept
+    EXPECT_EQ(r.masked_lm_weights, (std::vector<float>{0, 1, 0}));
+    EXPECT_EQ(r.masked_lm_ids[1], 9);
+}
+
 TEST(Hdf5Shard, BadValuesNameRecordDatasetAndValue) {
     struct Case {
         const char* dataset;

@@ -58,6 +58,10 @@ with h5py.File(path, 'w') as f:
         open(path + '.raw', 'wb').write(a['input_ids'].tobytes())
         f.create_dataset('input_ids', shape=(4, T), dtype='i4',
                          external=[(path + '.raw', 0, 4 * T * 4)])
+    elif kind == 'extlink':  # input_ids in another file, reached through an external link
+        with h5py.File(path + '.target', 'w') as g:
+            g.create_dataset('input_ids', data=a['input_ids'])
+        f['input_ids'] = h5py.ExternalLink(path + '.target', 'input_ids')
     elif kind == 'unwritten':  # 10^7 rows declared, none written (h5py allocates chunks late)
         for k, v in a.items():
             if k in f:
@@ -194,10 +198,14 @@ TEST(HostileHdf5, VerifyingAShardKeepsOneBlockInMemory) {
     EXPECT_GT(w.max_rss_kb - base, 40 * 1024) << "the whole read should hold the 56 MB";
 }
 
-// A virtual dataset (here sourced from itself: libhdf5 recursed until SIGSEGV) and external
-// storage are refused when the shard is opened, before any value is read.
+// A virtual dataset (here sourced from itself: libhdf5 recursed until SIGSEGV), external storage
+// and an external link (the storage checks measured the other file's offsets against this file's
+// size: refused as truncated, or read, by the link file's length; found by QA) are refused when
+// the shard is opened, before any value is read.
 TEST(HostileHdf5, VirtualAndExternalDatasetsAreRefusedBeforeAnyRead) {
     TmpDir dir("bb_hostile_hdf5");
+    expect_refused(make_hostile(dir, "extlink"),
+                   {"dataset input_ids: expected its values in this file, got a link to another file"});
     expect_refused(make_hostile(dir, "virtual_self"),
                    {"dataset input_ids: expected values stored in the file", "got a virtual dataset"});
     expect_refused(make_hostile(dir, "external"),
