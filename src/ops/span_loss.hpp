@@ -1,7 +1,7 @@
 // The SQuAD span head's loss (run_squad.py compute_loss): a softmax cross-entropy over each
 // sequence's rows of one logit column (start or end). Legend: B sequences, sequence b = rows
 // [o[b], o[b+1]) of the logits z (z_stride apart), label[b] a row within it.
-// forward:  loss[b] = logsumexp(z_b) − z_b[label[b]] (double; the sums in T, as the engine always did)
+// forward:  loss[b] = logsumexp(z_b) − z_b[label[b]] (loss_from_sum: double; the sums in T)
 // backward: dz_b = coef · (softmax(z_b) − onehot(label[b])), written dz_stride apart (dz may be null).
 // A label outside the sequence (run_squad.py writes such positions for an answer of whitespace
 // alone) has tf.one_hot's all-zero row: loss[b] = 0 and dz_b = 0, as the reference trains on it.
@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+
+#include "ops/cross_entropy.hpp"  // loss_from_sum
 
 namespace bertbench::ops {
 
@@ -32,7 +34,7 @@ void segment_cross_entropy(double* loss, T* dz, int dz_stride, const T* z, int z
         T sum = 0;
         for (int i = 0; i < n; ++i) sum += std::exp(at(i) - mx);
         const T lse = mx + std::log(sum);
-        loss[b] = static_cast<double>(lse) - static_cast<double>(at(labels[b]));
+        loss[b] = loss_from_sum(mx, at(labels[b]), sum);
         if (!dz) continue;
         for (int i = 0; i < n; ++i) d[static_cast<size_t>(i) * dz_stride] = coef * std::exp(at(i) - lse);
         d[static_cast<size_t>(labels[b]) * dz_stride] -= coef;

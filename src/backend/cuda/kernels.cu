@@ -226,7 +226,8 @@ __global__ void k_embedding_backward(float* dword, float* dpos, float* dtype, co
     }
 }
 
-// loss = lse − z[label] (double), argmax (first of the maxima), lse = max + log Σ exp(z − max)
+// loss = lse − z[label] (in double from the max and Σ), argmax (first of the maxima),
+// lse = max + log Σ exp(z − max)
 __global__ void k_cross_entropy_forward(double* loss, int32_t* argmax, float* lse, const float* logits,
                                         const int32_t* labels, int V) {
     __shared__ float shv[32];
@@ -267,7 +268,9 @@ __global__ void k_cross_entropy_forward(double* loss, int32_t* argmax, float* ls
         const float l = m + logf(s);
         lse[blockIdx.x] = l;
         argmax[blockIdx.x] = arg;
-        loss[blockIdx.x] = static_cast<double>(l) - static_cast<double>(logits[row + labels[blockIdx.x]]);
+        // (m − z) + log(s) in double, as ops::loss_from_sum (not l − z: l is rounded at m's size)
+        loss[blockIdx.x] = (static_cast<double>(m) - static_cast<double>(logits[row + labels[blockIdx.x]])) +
+                           log(static_cast<double>(s));
     }
 }
 

@@ -83,9 +83,11 @@ __global__ void k_segment_ce(double* loss, float* dz, int dzs, const float* z, i
     mx = block_max(mx, sh);
     float s = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += expf(z[static_cast<size_t>(o + i) * zs] - mx);
-    const float lse = mx + logf(block_sum(s, sh));
-    if (threadIdx.x == 0)
-        loss[b] = static_cast<double>(lse) - static_cast<double>(z[static_cast<size_t>(o + labels[b]) * zs]);
+    s = block_sum(s, sh);
+    const float lse = mx + logf(s);
+    if (threadIdx.x == 0)  // in double from mx and s, as ops::loss_from_sum
+        loss[b] = (static_cast<double>(mx) - static_cast<double>(z[static_cast<size_t>(o + labels[b]) * zs])) +
+                  log(static_cast<double>(s));
     if (!dz) return;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const float d = coef * expf(z[static_cast<size_t>(o + i) * zs] - lse);
