@@ -1,6 +1,7 @@
 // Softmax cross-entropy over rows of logits. Legend: R rows, V classes.
 // forward: loss[r] = logsumexp(logits[r]) − logits[r][label[r]] (loss_from_sum), argmax[r]
-// (ties -> lowest index), lse[r] saved. backward: dlogits[r] = coef[r] · (softmax(logits[r]) − onehot(label[r])).
+// (ties -> lowest index), lse[r] saved.
+// backward: dlogits[r] = coef[r] · (softmax(logits[r]) − onehot(label[r])).
 // The MLM loss uses coef = w_r/(Σw + 1e-5) (run_pretraining.py); NSP uses coef = 1/B (mean).
 // The MLM decoder's logits are large (P·V, 78 MB at 640 × 30,522), so its head uses the fused
 // forms below: the bias added in the loss pass (fp32), and in bf16 one backward pass that writes
