@@ -1,9 +1,12 @@
 // `bertbench squad-eval DATASET PREDICTIONS`: the official SQuAD metric. Prints exactly what
 // evaluate-v1.1.py prints ({"exact_match": ..., "f1": ...}; "Unanswered question ..." on stderr),
-// or for a SQuAD 2.0 dataset (any is_impossible question) what evaluate-v2.0.py prints without
-// --na-prob-file (exact/f1/total and the HasAns_/NoAns_ splits). --transformers: the dict
+// or for a SQuAD 2.0 dataset (any is_impossible question) what evaluate-v2.0.py prints
+// (exact/f1/total and the HasAns_/NoAns_ splits; with --na-prob-file its best thresholds, and
+// --na-prob-thresh, --out-file as it takes them). --transformers: the dict
 // transformers' legacy run_squad.py logs as "Results: {...}" (train::squad_evaluate_transformers).
 #include <cstdio>
+#include <limits>
+#include <string_view>
 #include <string>
 #include <utility>
 
@@ -41,6 +44,54 @@ std::pair<size_t, size_t> matching_ids(const nlohmann::json& dataset, const nloh
     return {matched, questions};
 }
 
+// Python's json reads the bare Infinity, -Infinity and NaN its json.dumps writes (squad's
+// null_odds.json holds -Infinity where the best span scores -inf). JSON has no such numbers: each
+// one outside a string becomes a string "\u0000<token>" here, turned back into a number after
+// parsing (read_na_probs).
+std::string python_specials_as_strings(std::string_view text) {
+    std::string out;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            out += c;
+            if (c == '\\' && i + 1 < text.size()) out += text[++i];
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        bool replaced = false;
+        for (const std::string_view token : {"-Infinity", "Infinity", "NaN"})
+            if (text.substr(i, token.size()) == token) {
+                out += "\"\\u0000" + std::string(token) + "\"";
+                i += token.size() - 1;
+                replaced = true;
+                break;
+            }
+        if (!replaced) out += c;
+    }
+    return out;
+}
+
+// evaluate-v2.0.py's --na-prob-file, read as Python's json reads it (above); a NaN is refused:
+// the script sorts the questions by probability, an order NaN leaves undefined.
+nlohmann::ordered_json read_na_probs(const std::string& path) {
+    nlohmann::ordered_json probs = json_safe::parse_ordered(
+        python_specials_as_strings(read_file(path)), path,
+        "no-answer probabilities (a JSON object of question id to number)");
+    if (!probs.is_object()) return probs;  // squad_evaluate names what it is
+    for (auto& [id, p] : probs.items()) {
+        if (!p.is_string() || p.get_ref<const std::string&>().rfind(std::string(1, '\0'), 0) != 0) continue;
+        const std::string token = p.get<std::string>().substr(1);
+        if (token == "NaN")
+            fail("{}: question \"{}\": expected a number, got NaN (evaluate-v2.0.py sorts the questions "
+                 "by it)", path, json_safe::printable(id));
+        p = token == "Infinity" ? std::numeric_limits<double>::infinity()
+                                : -std::numeric_limits<double>::infinity();
+    }
+    return probs;
+}
+
 }  // namespace
 
 int cmd_squad_eval(int argc, char** argv) {
@@ -51,13 +102,41 @@ int cmd_squad_eval(int argc, char** argv) {
     flags.add("transformers", &transformers,
               "print transformers' squad_evaluate instead, as its legacy run_squad.py logs it: "
               "Results: {'exact': ..., 'f1': ..., ...} (not in the official scripts)");
+    // evaluate-v2.0.py's options (its short forms -n, -t, -o are not taken)
+    std::string na_prob_file, out_file, out_image_dir;
+    double na_prob_thresh = 1.0;
+    flags.add("na-prob-file", &na_prob_file,
+              "evaluate-v2.0.py's: each question's no-answer probability (squad's null_odds.json); "
+              "adds its best-threshold search (best_exact, best_f1 and their thresholds)");
+    flags.add("na-prob-thresh", &na_prob_thresh,
+              "evaluate-v2.0.py's: a question whose probability is above this is taken as "
+              "answered with nothing (default 1.0)");
+    flags.add("out-file", &out_file,
+              "evaluate-v2.0.py's: write the scores there as its json.dump does, instead of printing them");
+    flags.add("out-image-dir", &out_image_dir, "evaluate-v2.0.py's precision-recall plots: not made here");
+    flags.add_ignored("verbose", false, "(evaluate-v2.0.py parses it and prints nothing more)");
     flags.allow_positional("DATASET PREDICTIONS");
     if (!flags.parse(argc, argv)) return 0;
     const auto& pos = flags.positional();
     if (pos.size() != 2)
         fail("expected two arguments, DATASET (e.g. dev-v1.1.json) and PREDICTIONS (predictions.json), got {}",
              pos.size());
+    if (!out_image_dir.empty())
+        fail("--out-image-dir={}: evaluate-v2.0.py's precision-recall plots are not made here (hint: "
+             "leave it out; the scores are the same)", out_image_dir);
+    if (!(na_prob_thresh == na_prob_thresh))
+        fail("--na-prob-thresh: expected a number, got nan");
+    if (transformers && (!na_prob_file.empty() || !out_file.empty()))
+        fail("--transformers: expected no --na-prob-file or --out-file (evaluate-v2.0.py's options; "
+             "transformers' squad_evaluate as its run_squad.py logs it takes neither)");
+    if (!out_file.empty()) check_output_file_writable(out_file, "--out-file");
     const nlohmann::json dataset = json_safe::parse(read_file(pos[0]), pos[0], "a SQuAD dataset (JSON)");
+    nlohmann::ordered_json na_probs;
+    train::SquadNaProbs na{nullptr, na_prob_file, na_prob_thresh};
+    if (!na_prob_file.empty()) {
+        na_probs = read_na_probs(na_prob_file);
+        na.probs = &na_probs;
+    }
     const std::string predictions_text = read_file(pos[1]);
     const nlohmann::json predictions = json_safe::parse(
         predictions_text, pos[1], "predictions (a JSON object of question id to answer)");
@@ -81,8 +160,14 @@ int cmd_squad_eval(int argc, char** argv) {
     const std::string missing = train::squad_missing_prediction_lines(dataset, predictions, pos[0]);
     std::fwrite(missing.data(), 1, missing.size(), stdout);  // an id may hold a NUL
     std::fflush(stdout);
-    const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1]);
+    const auto out = train::squad_evaluate(dataset, predictions, pos[0], pos[1], na);
     std::fwrite(out.stderr_text.data(), 1, out.stderr_text.size(), stderr);
+    if (!out_file.empty() && out.version_2) {  // json.dump(out_eval, f): one line, no newline
+        write_file_atomic(out_file, train::py_json_dumps(out.metrics));
+        return 0;
+    }
+    if (!out_file.empty()) log::warn("--out-file={}: not written (evaluate-v1.1.py has no such option; "
+                                     "the scores are printed)", out_file);
     std::fwrite(out.stdout_text.data(), 1, out.stdout_text.size(), stdout);
     return 0;
 }

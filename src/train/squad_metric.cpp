@@ -239,6 +239,33 @@ nlohmann::ordered_json v2_metrics(const V2Scores& v2) {
     return out;
 }
 
+// find_all_best_thresh (evaluate-v2.0.py; transformers' copy): the questions walked in `walk`'s
+// order (each id with its no-answer probability, stably sorted by it), starting from the number
+// without an answer, an answerable one adding its raw score and an unanswerable one -1 when
+// something was predicted (0 for ""); the best running total (first reached) and the probability
+// that reached it (0.0 when none beat the start), over all the dataset's questions.
+void add_best_thresholds(nlohmann::ordered_json& out, const V2Scores& raw, const nlohmann::json& predictions,
+                         std::vector<std::pair<std::string, nlohmann::json>> walk) {
+    std::stable_sort(walk.begin(), walk.end(),
+                     [](const auto& a, const auto& b) { return a.second.template get<double>() < b.second.template get<double>(); });
+    const double without = static_cast<double>(std::count_if(
+        raw.order.begin(), raw.order.end(), [&](const auto& id) { return !raw.has_ans.at(id); }));
+    for (const bool f1 : {false, true}) {
+        double cur = without, best = cur;
+        nlohmann::json thresh = 0.0;
+        for (const auto& [id, prob] : walk) {
+            if (!raw.scores.count(id)) continue;  // not a question of the dataset
+            const auto& [em, f] = raw.scores.at(id);
+            cur += raw.has_ans.at(id) ? (f1 ? f : em)
+                                      : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);
+            if (cur > best) best = cur, thresh = prob;
+        }
+        const std::string key = f1 ? "best_f1" : "best_exact";
+        out[key] = 100.0 * best / static_cast<double>(raw.order.size());
+        out[key + "_thresh"] = thresh;
+    }
+}
+
 }  // namespace
 
 std::string squad_missing_prediction_lines(const nlohmann::json& dataset, const nlohmann::json& predictions,
@@ -256,7 +283,8 @@ bool squad_scorable(const nlohmann::json& dataset, const std::string& dataset_wh
 }
 
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
-                               const std::string& dataset_where, const std::string& predictions_where) {
+                               const std::string& dataset_where, const std::string& predictions_where,
+                               const SquadNaProbs& na) {
     if (!predictions.is_object())
         fail("{}: expected a JSON object of question id -> answer text, found {}", predictions_where,
              predictions.type_name());
@@ -264,6 +292,9 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
     SquadEvalOutput out;
     out.version_2 = is_version_2(dataset, questions);
     if (!out.version_2) {
+        if (na.probs)
+            fail("{}: no-answer probabilities for a SQuAD 1.1 dataset, {} (evaluate-v1.1.py takes "
+                 "none; they are for a SQuAD 2.0 dataset's evaluate-v2.0.py)", na.where, dataset_where);
         if (dataset.contains("version")) {
             const auto& v = dataset["version"];
             const std::string vs = v.is_string() ? v.get<std::string>() : v.dump();
@@ -304,9 +335,36 @@ SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::js
     }
 
     // v2.0: scores per unique id (a repeated id keeps its first position and last score).
-    const V2Scores v2 = v2_scores(questions, predictions, predictions_where, "evaluate-v2.0.py");
-    if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
+    const V2Scores raw = v2_scores(questions, predictions, predictions_where, "evaluate-v2.0.py");
+    if (raw.order.empty()) fail("{}: the dataset has no questions", dataset_where);
+    // apply_no_ans_threshold: a question whose probability is above the threshold scores as the
+    // empty answer does (1 when it has none, else 0); without a file every probability is 0.0.
+    std::vector<std::pair<std::string, nlohmann::json>> walk;
+    if (na.probs) {
+        if (!na.probs->is_object())
+            fail("{}: expected a JSON object of question id -> no-answer probability, found {}", na.where,
+                 na.probs->type_name());
+        for (const auto& [id, p] : na.probs->items()) {
+            if (!p.is_number())
+                fail("{}: question \"{}\": expected a number (its no-answer probability), found {}", na.where,
+                     id, p.type_name());
+            walk.emplace_back(id, p);
+        }
+    }
+    V2Scores v2 = raw;
+    for (const auto& id : raw.order) {
+        double p = 0.0;
+        if (na.probs) {
+            const auto it = na.probs->find(id);
+            if (it == na.probs->end())
+                fail("{}: no probability for question \"{}\" of {} (evaluate-v2.0.py stops with KeyError)",
+                     na.where, id, dataset_where);
+            p = it->get<double>();
+        }
+        if (p > na.thresh) v2.scores[id] = {raw.has_ans.at(id) ? 0.0 : 1.0, raw.has_ans.at(id) ? 0.0 : 1.0};
+    }
     out.metrics = v2_metrics(v2);
+    if (na.probs) add_best_thresholds(out.metrics, raw, predictions, std::move(walk));
     std::string text;  // json.dumps(metrics, indent=2)
     for (const auto& [key, value] : out.metrics.items())
         text += (text.empty() ? "{\n  \"" : ",\n  \"") + key + "\": " +
@@ -330,27 +388,11 @@ nlohmann::ordered_json squad_evaluate_transformers(const nlohmann::json& dataset
         v2_scores(questions, predictions, predictions_where, "transformers' squad_evaluate");
     if (v2.order.empty()) fail("{}: the dataset has no questions", dataset_where);
     nlohmann::ordered_json out = v2_metrics(v2);
-    const double without = static_cast<double>(std::count_if(
-        v2.order.begin(), v2.order.end(), [&](const auto& id) { return !v2.has_ans.at(id); }));
     // find_all_best_thresh with every no-answer probability 0: the questions in the predictions'
-    // order (a stable sort of equal probabilities), starting from the number without an answer, an
-    // answerable one adding its score and an unanswerable one -1 when something was predicted; the
-    // best running total (first reached) over the questions.
-    const std::vector<std::string>& walk = prediction_order.empty() ? v2.order : prediction_order;
-    for (const bool f1 : {false, true}) {
-        double cur = without, best = cur;
-        for (const auto& id : walk) {
-            if (!v2.scores.count(id)) continue;  // not a question of the dataset
-            const auto& [em, f] = v2.scores.at(id);
-            cur += v2.has_ans.at(id)
-                       ? (f1 ? f : em)
-                       : (predictions[id].get_ref<const std::string&>().empty() ? 0 : -1);
-            best = std::max(best, cur);
-        }
-        const std::string key = f1 ? "best_f1" : "best_exact";
-        out[key] = 100.0 * best / static_cast<double>(v2.order.size());
-        out[key + "_thresh"] = 0.0;
-    }
+    // order (run_squad.py's are in the dataset's order, which an empty list stands for)
+    std::vector<std::pair<std::string, nlohmann::json>> walk;
+    for (const auto& id : prediction_order.empty() ? v2.order : prediction_order) walk.emplace_back(id, 0.0);
+    add_best_thresholds(out, v2, predictions, std::move(walk));
     return out;
 }
 

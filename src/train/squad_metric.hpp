@@ -2,7 +2,7 @@
 // token F1 after normalize_answer (str.lower, ASCII string.punctuation removed, the words a/an/the
 // removed with Python re's Unicode \b, Python str.split whitespace), max over the ground truths,
 // divided by ALL questions; unanswered questions warned about on stderr. v2.0: evaluate-v2.0.py's
-// exact/f1/total with HasAns_/NoAns_ splits (no --na-prob-file: no best-threshold search).
+// exact/f1/total with HasAns_/NoAns_ splits, and with --na-prob-file its best-threshold search.
 // Output text is what the scripts print, byte for byte (json.dumps, repr floats).
 #pragma once
 
@@ -24,11 +24,23 @@ struct SquadEvalOutput {
     nlohmann::ordered_json metrics;        // the printed dict, in its key order
 };
 
+// evaluate-v2.0.py's --na-prob-file and --na-prob-thresh: each question's no-answer probability
+// (run_squad.py's null_odds.json, an object in its file order; null: none given, each 0.0) and the
+// threshold above which a question is taken as answered with nothing (its default 1.0). With a
+// file, the best thresholds are searched as it does (best_exact(_thresh), best_f1(_thresh)).
+struct SquadNaProbs {
+    const nlohmann::ordered_json* probs = nullptr;
+    std::string where;  // the file, for errors
+    double thresh = 1.0;
+};
+
 // A dataset with any "is_impossible": true question gets the v2.0 metric, otherwise v1.1.
 // `dataset` is the parsed dataset file, `predictions` the parsed predictions.json (an object of
-// question id -> answer text). Error naming the files for a malformed dataset or prediction.
+// question id -> answer text). Error naming the files for a malformed dataset or prediction, and
+// for no-answer probabilities given with a v1.1 dataset (evaluate-v1.1.py takes none).
 SquadEvalOutput squad_evaluate(const nlohmann::json& dataset, const nlohmann::json& predictions,
-                               const std::string& dataset_where, const std::string& predictions_where);
+                               const std::string& dataset_where, const std::string& predictions_where,
+                               const SquadNaProbs& na = {});
 // Whether squad_evaluate can score `dataset` at all: evaluate-v1.1.py reads its "version" key, so a
 // v1.1 dataset without one is an error there (a v2.0 one, any question impossible, needs none).
 bool squad_scorable(const nlohmann::json& dataset, const std::string& dataset_where);

@@ -83,6 +83,43 @@ TEST(SquadEvalCli, Version2MissingPredictionsAsTheScriptPrintsThem) {
     EXPECT_NE(ok.out.find("\"HasAns_total\": 3"), std::string::npos) << ok.out;  // evaluate-v2.0.py's output
 }
 
+// evaluate-v2.0.py's own options: --na-prob-file with Python json's -Infinity (squad's null_odds.json
+// writes it) and a NaN (refused: the script sorts by it), --na-prob-thresh, --out-file (its
+// json.dump: one line, no newline; nothing printed), --out-image-dir refused (no plots made).
+TEST(SquadEvalCli, Version2NoAnswerProbabilitiesAsTheScriptTakesThem) {
+    SquadTmp tmp;
+    const std::string dataset = tmp.path + "/dev-v2.0.json", preds = tmp.path + "/predictions.json",
+                      odds = tmp.path + "/null_odds.json", scores = tmp.path + "/scores.json";
+    write_file_atomic(dataset, R"({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Bo went home.",
+        "qas": [{"id": "a", "question": "Who?", "answers": [{"text": "Bo", "answer_start": 0}], "is_impossible": false},
+                {"id": "b", "question": "Why?", "answers": [], "is_impossible": true}]}]}]})");
+    write_file_atomic(preds, R"({"a": "Bo", "b": "home"})");
+    write_file_atomic(odds, "{\"b\": 2.5, \"a\": -Infinity}");
+    // b (2.5) above 1.0: unanswered, as it is; the search: a (-inf, +1) then b (-1): best 2 of 2 at -inf
+    const CmdRun r = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "{\n  \"exact\": 100.0,\n  \"f1\": 100.0,\n  \"total\": 2,\n  \"HasAns_exact\": 100.0,\n"
+                     "  \"HasAns_f1\": 100.0,\n  \"HasAns_total\": 1,\n  \"NoAns_exact\": 100.0,\n"
+                     "  \"NoAns_f1\": 100.0,\n  \"NoAns_total\": 1,\n  \"best_exact\": 100.0,\n"
+                     "  \"best_exact_thresh\": -Infinity,\n  \"best_f1\": 100.0,\n  \"best_f1_thresh\": -Infinity\n}\n");
+    const CmdRun o = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds +
+                                  " --na-prob-thresh=3 --out-file=" + scores);
+    EXPECT_EQ(o.code, 0) << o.err;
+    EXPECT_EQ(o.out, "");
+    EXPECT_EQ(read_file(scores), "{\"exact\": 50.0, \"f1\": 50.0, \"total\": 2, \"HasAns_exact\": 100.0, "
+                                 "\"HasAns_f1\": 100.0, \"HasAns_total\": 1, \"NoAns_exact\": 0.0, \"NoAns_f1\": 0.0, "
+                                 "\"NoAns_total\": 1, \"best_exact\": 100.0, \"best_exact_thresh\": -Infinity, "
+                                 "\"best_f1\": 100.0, \"best_f1_thresh\": -Infinity}");
+    write_file_atomic(odds, R"({"b": NaN, "a": 0.0})");
+    const CmdRun nan = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds);
+    EXPECT_EQ(nan.code, 1);
+    EXPECT_NE(nan.err.find(odds + ": question \"b\": expected a number, got NaN"), std::string::npos) << nan.err;
+    const CmdRun plots = run(tmp, "squad-eval " + dataset + " " + preds + " --out-image-dir=" + tmp.path);
+    EXPECT_EQ(plots.code, 1);
+    EXPECT_NE(plots.err.find("--out-image-dir=" + tmp.path + ": evaluate-v2.0.py's precision-recall plots"),
+              std::string::npos) << plots.err;
+}
+
 // run_squad.py's "Could not find answer" warning quotes the text whole, a NUL in it too (the log
 // line was cut at the NUL); --features_only with one example (no training length is needed).
 TEST(SquadCli, LogLinesKeepANulOfTheInput) {

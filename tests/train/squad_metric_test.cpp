@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -97,6 +98,49 @@ TEST(SquadMetric, Version2Splits) {
               "  \"HasAns_exact\": 0.0,\n  \"HasAns_f1\": 66.66666666666666,\n  \"HasAns_total\": 1,\n"
               "  \"NoAns_exact\": 50.0,\n  \"NoAns_f1\": 50.0,\n  \"NoAns_total\": 2\n}\n");
     EXPECT_THROW(squad_evaluate(dataset, nlohmann::json::parse(R"({"a":"x"})"), "d", "p"), Error);
+}
+
+// evaluate-v2.0.py's --na-prob-file on the same questions (figures worked from its definitions):
+// probabilities above --na-prob-thresh score as the empty answer; the best-threshold search walks
+// the questions by probability (b -inf, a 1, c 2.5) from the 2 without an answer on the raw
+// scores: exact 2, 2, 1 (never above the start: thresh 0.0); F1 2, 2 + 2/3 at a's 1 (an int, kept
+// as the file gives it), 1 + 2/3.
+TEST(SquadMetric, Version2NoAnswerProbabilities) {
+    const auto dataset = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"c","qas":[
+        {"id":"a","answers":[{"text":"red car","answer_start":0}],"is_impossible":false},
+        {"id":"b","answers":[],"is_impossible":true},
+        {"id":"c","answers":[],"is_impossible":true}]}]}]})");
+    const auto preds = nlohmann::json::parse(R"({"a":"the red","b":"","c":"x"})");
+    nlohmann::ordered_json probs = nlohmann::ordered_json::parse(R"({"c": 2.5, "a": 1, "x": 0.1})");
+    probs["b"] = -std::numeric_limits<double>::infinity();
+    const std::string best = "  \"best_exact\": 66.66666666666667,\n  \"best_exact_thresh\": 0.0,\n"
+                             "  \"best_f1\": 88.88888888888887,\n  \"best_f1_thresh\": 1\n}\n";
+    // at 3.0 none is above: Version2Splits' figures, then the search's
+    EXPECT_EQ(squad_evaluate(dataset, preds, "d", "p", {&probs, "n", 3.0}).stdout_text,
+              "{\n  \"exact\": 33.333333333333336,\n  \"f1\": 55.55555555555555,\n  \"total\": 3,\n"
+              "  \"HasAns_exact\": 0.0,\n  \"HasAns_f1\": 66.66666666666666,\n  \"HasAns_total\": 1,\n"
+              "  \"NoAns_exact\": 50.0,\n  \"NoAns_f1\": 50.0,\n  \"NoAns_total\": 2,\n" + best);
+    // at 1.0 (its default): c (2.5) taken as unanswered, which it is: 1 where "x" scored 0
+    EXPECT_EQ(squad_evaluate(dataset, preds, "d", "p", {&probs, "n", 1.0}).stdout_text,
+              "{\n  \"exact\": 66.66666666666667,\n  \"f1\": 88.88888888888887,\n  \"total\": 3,\n"
+              "  \"HasAns_exact\": 0.0,\n  \"HasAns_f1\": 66.66666666666666,\n  \"HasAns_total\": 1,\n"
+              "  \"NoAns_exact\": 100.0,\n  \"NoAns_f1\": 100.0,\n  \"NoAns_total\": 2,\n" + best);
+    // at 0.5: a (1) and c (2.5) taken as unanswered: a scores 0, c 1
+    EXPECT_EQ(squad_evaluate(dataset, preds, "d", "p", {&probs, "n", 0.5}).stdout_text,
+              "{\n  \"exact\": 66.66666666666667,\n  \"f1\": 66.66666666666667,\n  \"total\": 3,\n"
+              "  \"HasAns_exact\": 0.0,\n  \"HasAns_f1\": 0.0,\n  \"HasAns_total\": 1,\n"
+              "  \"NoAns_exact\": 100.0,\n  \"NoAns_f1\": 100.0,\n  \"NoAns_total\": 2,\n" + best);
+    // a question without a probability (its KeyError), a v1.1 dataset (no such option there)
+    nlohmann::ordered_json short_of = nlohmann::ordered_json::parse(R"({"a": 0.5, "b": 0.5})");
+    EXPECT_NE(testing::error_of([&] { squad_evaluate(dataset, preds, "d", "p", {&short_of, "n.json", 1.0}); })
+                  .find("n.json: no probability for question \"c\" of d"),
+              std::string::npos);
+    auto v1 = dataset;
+    v1["version"] = "1.1";
+    for (auto& qa : v1["data"][0]["paragraphs"][0]["qas"]) qa["is_impossible"] = false, qa["answers"] = {{{"text", "c"}}};
+    EXPECT_NE(testing::error_of([&] { squad_evaluate(v1, preds, "d", "p", {&probs, "n.json", 1.0}); })
+                  .find("n.json: no-answer probabilities for a SQuAD 1.1 dataset"),
+              std::string::npos);
 }
 
 // transformers' squad_evaluate as its legacy run_squad.py logs it: the expected line is what
