@@ -315,7 +315,7 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
                  oi.type == H5O_TYPE_GROUP ? "group" : "named datatype or other object");
         if (oi.fileno != root.fileno)
             fail("[hdf5] {}: dataset {}: expected its values in this file, got a link to another file "
-                 "(an external link; hint: copy the data in, e.g. with h5repack or h5py)", path, name);
+                 "(an external link; hint: copy the values in, e.g. with h5py)", path, name);
         Handle ds(H5Dopen2(file.get(), name, H5P_DEFAULT), H5Dclose);
         if (!ds.ok()) fail("[hdf5] {}: dataset {}: cannot open ({})", path, name, hdf5_error());
         Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
