@@ -110,7 +110,7 @@ int cmd_squad_eval(int argc, char** argv) {
               "adds its best-threshold search (best_exact, best_f1 and their thresholds)");
     flags.add("na-prob-thresh", &na_prob_thresh,
               "evaluate-v2.0.py's: a question whose probability is above this is taken as "
-              "answered with nothing (default 1.0)");
+              "answered with nothing");
     flags.add("out-file", &out_file,
               "evaluate-v2.0.py's: write the scores there as its json.dump does, instead of printing them");
     flags.add("out-image-dir", &out_image_dir, "evaluate-v2.0.py's precision-recall plots: not made here");
