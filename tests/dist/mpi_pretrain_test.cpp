@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -331,9 +332,20 @@ TEST(DistPretrain, SlowRanksWithOtherWeightsUnderOneCheckpointNameStop) {
     }
     fs::create_directories(w.dir / "a");
     fs::create_directories(w.dir / "b");
-    fs::copy_file(w.out("run5") + "/model.ckpt-2.safetensors", w.dir / "a/init.safetensors");
-    fs::copy_file(w.out("run6") + "/model.ckpt-2.safetensors", w.dir / "b/init.safetensors");
+    // b: a's header (its metadata's run times may print longer or shorter than run6's) before
+    // run6's tensors, which lie at the same offsets (one model): a file of a's size, other weights
+    const std::string a = slurp(w.out("run5") + "/model.ckpt-2.safetensors"),
+                      b = slurp(w.out("run6") + "/model.ckpt-2.safetensors");
+    const auto data_at = [](const std::string& f) {
+        uint64_t n = 0;
+        std::memcpy(&n, f.data(), 8);  // safetensors: the header's length, little-endian
+        return 8 + n;
+    };
+    ASSERT_EQ(a.size() - data_at(a), b.size() - data_at(b));
+    std::ofstream(w.dir / "a/init.safetensors", std::ios::binary) << a;
+    std::ofstream(w.dir / "b/init.safetensors", std::ios::binary) << a.substr(0, data_at(a)) + b.substr(data_at(b));
     ASSERT_EQ(fs::file_size(w.dir / "a/init.safetensors"), fs::file_size(w.dir / "b/init.safetensors"));
+    ASSERT_NE(slurp(w.out("a/init.safetensors")), slurp(w.out("b/init.safetensors")));
     const auto two_hosts = [&](const std::string& command) {
         return run_shell(mpirun_prefix(1, 120) + "-wdir " + w.out("a") + " " + command + " : -np 1 -wdir " +
                          w.out("b") + " " + command);
