@@ -5,8 +5,7 @@
 // --na-prob-thresh, --out-file as it takes them). --transformers: the dict
 // transformers' legacy run_squad.py logs as "Results: {...}" (train::squad_evaluate_transformers).
 #include <cstdio>
-#include <limits>
-#include <string_view>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -44,50 +43,21 @@ std::pair<size_t, size_t> matching_ids(const nlohmann::json& dataset, const nloh
     return {matched, questions};
 }
 
-// Python's json reads the bare Infinity, -Infinity and NaN its json.dumps writes (squad's
-// null_odds.json holds -Infinity where the best span scores -inf). JSON has no such numbers: each
-// one outside a string becomes a string "\u0000<token>" here, turned back into a number after
-// parsing (read_na_probs).
-std::string python_specials_as_strings(std::string_view text) {
-    std::string out;
-    bool in_string = false;
-    for (size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (in_string) {
-            out += c;
-            if (c == '\\' && i + 1 < text.size()) out += text[++i];
-            else if (c == '"') in_string = false;
-            continue;
-        }
-        if (c == '"') in_string = true;
-        bool replaced = false;
-        for (const std::string_view token : {"-Infinity", "Infinity", "NaN"})
-            if (text.substr(i, token.size()) == token) {
-                out += "\"\\u0000" + std::string(token) + "\"";
-                i += token.size() - 1;
-                replaced = true;
-                break;
-            }
-        if (!replaced) out += c;
-    }
-    return out;
-}
-
-// evaluate-v2.0.py's --na-prob-file, read as Python's json reads it (above); a NaN is refused:
+// evaluate-v2.0.py's --na-prob-file, read as Python's json reads it (squad's null_odds.json holds
+// -Infinity where the best span scores -inf); a NaN is refused:
 // the script sorts the questions by probability, an order NaN leaves undefined.
 nlohmann::ordered_json read_na_probs(const std::string& path) {
     nlohmann::ordered_json probs = json_safe::parse_ordered(
-        python_specials_as_strings(read_file(path)), path,
+        quote_py_nonfinite(read_file(path)), path,
         "no-answer probabilities (a JSON object of question id to number)");
     if (!probs.is_object()) return probs;  // squad_evaluate names what it is
     for (auto& [id, p] : probs.items()) {
-        if (!p.is_string() || p.get_ref<const std::string&>().rfind(std::string(1, '\0'), 0) != 0) continue;
-        const std::string token = p.get<std::string>().substr(1);
-        if (token == "NaN")
+        const auto x = p.is_string() ? py_nonfinite_value(p.get_ref<const std::string&>()) : std::nullopt;
+        if (!x) continue;
+        if (std::isnan(*x))
             fail("{}: question \"{}\": expected a number, got NaN (evaluate-v2.0.py sorts the questions "
                  "by it)", path, json_safe::printable(id));
-        p = token == "Infinity" ? std::numeric_limits<double>::infinity()
-                                : -std::numeric_limits<double>::infinity();
+        p = *x;
     }
     return probs;
 }

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.hpp"
 
@@ -117,6 +118,41 @@ void append_py_json_string(std::string& out, std::string_view s) {
         i += len;
     }
     out += '"';
+}
+
+std::string quote_py_nonfinite(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            out += c;
+            if (c == '\\' && i + 1 < text.size()) out += text[++i];
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        bool quoted = false;
+        for (const std::string_view token : {"NaN", "Infinity", "-Infinity"})
+            if (text.substr(i, token.size()) == token) {
+                out += '"';
+                out += token;
+                out += '"';
+                i += token.size() - 1;
+                quoted = true;
+                break;
+            }
+        if (!quoted) out += c;
+    }
+    return out;
+}
+
+std::optional<double> py_nonfinite_value(std::string_view s) {
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
 }
 
 }  // namespace bertbench

@@ -5,6 +5,7 @@
 // writes them. (Parsing untrusted JSON: core/json_safe.hpp.)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,5 +18,11 @@ void append_py_json_float(std::string& out, double x);
 // json.dumps(s) with ensure_ascii=True of a UTF-8 string, quotes included. Invalid UTF-8 bytes are
 // written as U+FFFD (never produced from text that came from a JSON parser).
 void append_py_json_string(std::string& out, std::string_view utf8);
+
+// Reading what Python's json writes: its bare NaN, Infinity and -Infinity (not JSON) quoted where
+// they stand outside strings, so that a JSON parser takes the text; py_nonfinite_value then turns
+// such a string back into the float (nullopt for any other string).
+std::string quote_py_nonfinite(std::string_view text);
+std::optional<double> py_nonfinite_value(std::string_view s);
 
 }  // namespace bertbench

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
@@ -22,45 +21,6 @@ namespace bertbench::train {
 
 using data::u32_to_utf8;
 using data::utf8_to_u32;
-
-namespace {
-
-// Python's json (and squad_raw_results_jsonl) writes non-finite floats as the bare tokens NaN,
-// Infinity and -Infinity, which JSON has not: outside strings they are quoted here, and the
-// reader takes these strings back as the floats.
-std::string quote_py_nonfinite(std::string_view line) {
-    std::string out;
-    out.reserve(line.size());
-    bool in_string = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-        const char c = line[i];
-        if (in_string) {
-            out += c;
-            if (c == '\\' && i + 1 < line.size()) out += line[++i];
-            else if (c == '"') in_string = false;
-            continue;
-        }
-        if (c == '"') in_string = true;
-        bool quoted = false;
-        for (const std::string_view token : {"NaN", "Infinity", "-Infinity"})
-            if (line.substr(i, token.size()) == token) {
-                out += '"';
-                out += token;
-                out += '"';
-                i += token.size() - 1;
-                quoted = true;
-                break;
-            }
-        if (!quoted) out += c;
-    }
-    return out;
-}
-
-const std::map<std::string, double> nonfinite = {{"NaN", std::numeric_limits<double>::quiet_NaN()},
-                                                 {"Infinity", std::numeric_limits<double>::infinity()},
-                                                 {"-Infinity", -std::numeric_limits<double>::infinity()}};
-
-}  // namespace
 
 std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
     const std::string text = read_file(path);
@@ -89,8 +49,8 @@ std::vector<SquadRawResult> read_squad_raw_results(const std::string& path) {
                 fail("{}: unique_id {}: expected \"{}\" as a list of numbers", where, r.unique_id, key);
             auto& dst = key[0] == 's' ? r.start_logits : r.end_logits;
             for (const auto& v : j[key]) {
-                if (v.is_string() && nonfinite.count(v.get<std::string>())) {
-                    dst.push_back(nonfinite.at(v.get<std::string>()));
+                if (const auto x = v.is_string() ? py_nonfinite_value(v.get_ref<const std::string&>()) : std::nullopt) {
+                    dst.push_back(*x);
                     continue;
                 }
                 if (!v.is_number())
