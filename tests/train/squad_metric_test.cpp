@@ -84,12 +84,16 @@ TEST(SquadMetric, NormalisationRules) {
     EXPECT_EQ(squad_f1("x", "y"), 0.0);
 }
 
+// Three SQuAD 2.0 questions: a answerable ("red car"), b and c not; predicted "the red", "", "x".
+const nlohmann::json kThreeV2 = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"c","qas":[
+    {"id":"a","answers":[{"text":"red car","answer_start":0}],"is_impossible":false},
+    {"id":"b","answers":[],"is_impossible":true},
+    {"id":"c","answers":[],"is_impossible":true}]}]}]})");
+const nlohmann::json kThreeV2Predictions = nlohmann::json::parse(R"({"a":"the red","b":"","c":"x"})");
+
 TEST(SquadMetric, Version2Splits) {
-    const auto dataset = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"c","qas":[
-        {"id":"a","answers":[{"text":"red car","answer_start":0}],"is_impossible":false},
-        {"id":"b","answers":[],"is_impossible":true},
-        {"id":"c","answers":[],"is_impossible":true}]}]}]})");
-    const auto preds = nlohmann::json::parse(R"({"a":"the red","b":"","c":"x"})");
+    const nlohmann::json& dataset = kThreeV2;
+    const nlohmann::json& preds = kThreeV2Predictions;
     const auto out = squad_evaluate(dataset, preds, "d", "p");
     EXPECT_TRUE(out.version_2);
     // a: EM 0, F1 2/3 (p=1, r=1/2); b: 1/1; c: 0/0. Figures as Python computes them.
@@ -106,11 +110,8 @@ TEST(SquadMetric, Version2Splits) {
 // scores: exact 2, 2, 1 (never above the start: thresh 0.0); F1 2, 2 + 2/3 at a's 1 (an int, kept
 // as the file gives it), 1 + 2/3.
 TEST(SquadMetric, Version2NoAnswerProbabilities) {
-    const auto dataset = nlohmann::json::parse(R"({"version":"v2.0","data":[{"paragraphs":[{"context":"c","qas":[
-        {"id":"a","answers":[{"text":"red car","answer_start":0}],"is_impossible":false},
-        {"id":"b","answers":[],"is_impossible":true},
-        {"id":"c","answers":[],"is_impossible":true}]}]}]})");
-    const auto preds = nlohmann::json::parse(R"({"a":"the red","b":"","c":"x"})");
+    const nlohmann::json& dataset = kThreeV2;
+    const nlohmann::json& preds = kThreeV2Predictions;
     nlohmann::ordered_json probs = nlohmann::ordered_json::parse(R"({"c": 2.5, "a": 1, "x": 0.1})");
     probs["b"] = -std::numeric_limits<double>::infinity();
     const std::string best = "  \"best_exact\": 66.66666666666667,\n  \"best_exact_thresh\": 0.0,\n"
