@@ -24,7 +24,8 @@ namespace bertbench::ops {
 // A softmax cross-entropy from the row's max m, the label's logit and sum = Σ exp(z − m):
 // (m − z) + log(sum) in double, the difference exact. Not lse − z: lse = m + log(sum) rounded to T
 // at m's size (ulp 4.8e-7 at m = 6) swamped losses below ~1e-5 (found by QA against a float64
-// reference); now the sum's rounding alone, as in TF's and torch's fp32 log_softmax. lse itself (the backward's) is unchanged.
+// reference); now the sum's rounding alone, as in TF's and torch's fp32 log_softmax. lse itself
+// (the backward's) is unchanged.
 template <typename T>
 inline double loss_from_sum(T m, T z_label, T sum) {
     return (static_cast<double>(m) - static_cast<double>(z_label)) + std::log(static_cast<double>(sum));
