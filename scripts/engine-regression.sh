@@ -2,12 +2,14 @@
 # scripts/engine-regression.sh [--keep] [--work_dir=DIR] [--baseline_bin=PATH] [BERTBENCH]
 #
 # The engine must compute bit for bit what the baseline commit (tests/regression/BASELINE) computes.
-# Builds that commit's bertbench (a detached git worktree, Release + Ninja as `make build`, the
-# libraries outside the engine faster (tests/regression/baseline_flags.cmake), into
-# $BB_REGRESS_BUILD, default build-regress-base/; reused while it is at that commit), runs one fixed
-# set of runs with it and with BERTBENCH (default build/bertbench) in the same environment, and
-# compares every output bit for bit (tests/regression/compare.py): loss lines, eval metrics, every
-# checkpoint tensor, SQuAD logits and predictions. Baseline outputs are not stored in the repository:
+# Builds that commit's bertbench (a detached git worktree, Release + Ninja as `make build` with the
+# -Werror of BERTBENCH's build, the libraries outside the engine faster
+# (tests/regression/baseline_flags.cmake), the engine's unchanged files from ccache where it is
+# installed; the binary kept in $BB_REGRESS_BUILD, default build-regress-base/, and reused while it
+# is at that commit), runs one fixed set of runs with it and with BERTBENCH (default
+# build/bertbench) in the same environment, and compares every output bit for bit
+# (tests/regression/compare.py): loss lines, eval metrics, every checkpoint tensor, SQuAD logits
+# and predictions. Baseline outputs are not stored in the repository:
 # they depend on the CPU's code paths (AVX2, AVX-512, AVX512-BF16, AMX), so both sides run here.
 # Prints one PASS/FAIL line per run with the differing file/tensor/line; exit 0 identical, 1 a
 # difference (or a run the current binary failed), 2 an error. tests/regression/README.md.
@@ -15,7 +17,7 @@
 #   --work_dir=DIR      write the outputs under DIR (created; kept)
 #   --baseline_bin=PATH use this binary as the baseline instead of building BASELINE (e.g. the same
 #                       binary twice: run-to-run determinism)
-# Environment: BB_REGRESS_BUILD (baseline build dir), BB_SHARED_DIR (default ../shared),
+# Environment: BB_REGRESS_BUILD (the baseline binary's directory), BB_SHARED_DIR (default ../shared),
 # BB_REGRESS_JOBS (build jobs, default nproc), CXX; BB_ISA, BB_BF16_EMULATE, BB_ATTENTION and
 # ONEDNN_*/DNNL_* reach both binaries alike.
 set -euo pipefail
@@ -92,26 +94,36 @@ if [ -z "$baseline_bin" ]; then
     # the baseline's build flags outside the engine (a CMake hook; in the stamp, so that a change rebuilds)
     hook=$repo/tests/regression/baseline_flags.cmake
     [ -r "$hook" ] || die "$hook: cannot read it"
-    stamp="$commit $("$cxx" --version 2>/dev/null | head -n 1) $(cksum < "$hook")"
+    # -Werror as the binary under test was built (a flag the compiler is given, so ccache's key)
+    werror=OFF
+    grep -q '^BB_WERROR:BOOL=ON$' "$(dirname "$bin")/CMakeCache.txt" 2>/dev/null && werror=ON
+    stamp="$commit $("$cxx" --version 2>/dev/null | head -n 1) $(cksum < "$hook") werror=$werror"
     if [ -x "$build/bertbench" ] && [ "$(cat "$build/.regress-stamp" 2>/dev/null)" = "$stamp" ]; then
         echo "baseline: ${commit:0:12}, built in $build (reused)"
     else
-        echo "baseline: building ${commit:0:12} (bertbench only) in $build ..."
+        echo "baseline: building ${commit:0:12} (bertbench only) for $build ..."
         find "$build" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
         git -C "$repo" worktree prune >/dev/null 2>&1 || true
         cleanup_worktree=$(mktemp -d "${TMPDIR:-/tmp}/bb-regress-src.XXXXXX")
-        git -C "$repo" worktree add --detach "$cleanup_worktree/tree" "$commit" >"$build/worktree.log" 2>&1 ||
+        tree=$cleanup_worktree/tree
+        git -C "$repo" worktree add --detach "$tree" "$commit" >"$build/worktree.log" 2>&1 ||
             die "git worktree add $commit failed: $(tail -n 1 "$build/worktree.log")"
+        # Built in <tree>/build, as `make build` builds in <repo>/build: with ccache (base_dir the
+        # tree, as CMakeLists.txt sets it for the current build) the engine's files that BASELINE
+        # shares with the build under test are taken from the cache, not compiled again.
         launcher=()
-        command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-        cmake -S "$cleanup_worktree/tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        command -v ccache >/dev/null &&
+            launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=$tree;$(command -v ccache)")
+        cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBB_WERROR=$werror \
             -DCMAKE_PROJECT_INCLUDE="$hook" "${launcher[@]}" >"$build/configure.log" 2>&1 ||
             die "configuring the baseline failed: $(grep -m1 -i error "$build/configure.log" || tail -n 1 "$build/configure.log") (log: $build/configure.log)"
         t_build=$SECONDS
-        cmake --build "$build" --target bertbench -j "${BB_REGRESS_JOBS:-$(nproc)}" >"$build/build.log" 2>&1 ||
+        cmake --build "$tree/build" --target bertbench -j "${BB_REGRESS_JOBS:-$(nproc)}" >"$build/build.log" 2>&1 ||
             die "building the baseline failed: $(grep -m1 -E 'error|FAILED' "$build/build.log" || tail -n 1 "$build/build.log") (log: $build/build.log)"
+        cp "$tree/build/bertbench" "$build/bertbench.part" && mv "$build/bertbench.part" "$build/bertbench" ||
+            die "cannot copy the baseline binary into $build"
         echo "$stamp" >"$build/.regress-stamp"
-        git -C "$repo" worktree remove --force "$cleanup_worktree/tree" >/dev/null 2>&1 || true
+        git -C "$repo" worktree remove --force "$tree" >/dev/null 2>&1 || true
         rm -rf "$cleanup_worktree"
         cleanup_worktree=
         echo "baseline: built in $((SECONDS - t_build)) s"

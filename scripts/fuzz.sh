@@ -18,14 +18,12 @@ build=${BB_FUZZ_BUILD:-build-fuzz}
 cxx=${BB_FUZZ_CXX:-clang++-14}
 command -v "$cxx" >/dev/null ||
     { echo "fuzz: $cxx: not found (hint: make setup installs clang-14 and libclang-rt-14-dev)" >&2; exit 2; }
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # -O1 and line tables, as libFuzzer's documentation builds its targets: the reports need file and
 # line, not variables. `time cmake --build DIR --target fuzz_all` in a fresh directory, 2-core Zen 3:
 # 223 s, against 255 s at -O2 -g (RelWithDebInfo).
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DBB_FUZZ=ON \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" >/dev/null
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$build" --target fuzz_all -j "${BB_FUZZ_JOBS:-$(nproc)}"
 
 work=$(mktemp -d)

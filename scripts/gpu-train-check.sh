@@ -11,11 +11,13 @@
 # Writes OUT/train/* (runs, compare.json) and exits non-zero when a check fails. About a minute.
 # Usage: scripts/gpu-train-check.sh BERTBENCH DATA_DIR OUT_DIR
 #   GPU=cpu runs the "GPU" side on the CPU too (a dry run of the script on a machine without one).
-#   STEPS=N pretrains N steps instead of 200 and SQUAD_EPOCHS=E fine-tunes E epochs instead of 4,
-#   and TIMEOUT_SCALE=K multiplies each run's time limit (the emulated GPU's run in CI,
+#   STEPS=N pretrains N steps instead of 200, EVAL_STEPS=M evaluates the checkpoints on M batches
+#   of 16 instead of all 100 records, SQUAD_EPOCHS=E fine-tunes E epochs instead of 4, and
+#   TIMEOUT_SCALE=K multiplies each run's time limit (the emulated GPU's run in CI,
 #   tests/cuda_emu/gpu_train_check_emu.sh, is slower than a GPU).
 set -uo pipefail
-BB=$1 DATA=$2 OUT=$3/train GPU=${GPU:-cuda} STEPS=${STEPS:-200} SQUAD_EPOCHS=${SQUAD_EPOCHS:-4}
+BB=$1 DATA=$2 OUT=$3/train GPU=${GPU:-cuda} STEPS=${STEPS:-200} EVAL_STEPS=${EVAL_STEPS:-0}
+SQUAD_EPOCHS=${SQUAD_EPOCHS:-4}
 K=${TIMEOUT_SCALE:-1}
 declare -A DEVICE=([host]=cpu [gpu]=$GPU)
 mkdir -p "$OUT"
@@ -44,7 +46,7 @@ for run in host gpu; do
   for side in host gpu; do
     timeout $((60 * K)) "$BB" eval --init_checkpoint="$OUT/pretrain-$run-fp32/model.ckpt-$STEPS.safetensors" \
       --input_file="$DATA/eval.tfrecord" --max_seq_length=128 --max_predictions_per_seq=20 --eval_batch_size=16 \
-      --max_eval_steps=0 --device=${DEVICE[$side]} --threads=0 --json="$OUT/eval-$run-on-$side.json" \
+      --max_eval_steps=$EVAL_STEPS --device=${DEVICE[$side]} --threads=0 --json="$OUT/eval-$run-on-$side.json" \
       > "$OUT/eval-$run-on-$side.log" 2>&1 || { status=1; tail -3 "$OUT/eval-$run-on-$side.log"; }
   done
 done

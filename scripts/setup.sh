@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake ninja-build g++ make pkg-config git ca-certificates
+  ccache                                          # rebuilds; the engine regression's baseline build
   libgtest-dev libgmock-dev libbenchmark-dev      # tests, microbenchmarks
   libdnnl-dev                                     # float GEMM (oneDNN's sgemm, OpenMP runtime)
   libopenblas-openmp-dev                          # double GEMM for the tests (OpenMP build too)
