@@ -159,6 +159,7 @@ int cmd_prepare(int argc, char** argv) {
         const std::string flag = out == log_file ? "--log_file" : "--output_file";
         check_output_not_input(out, flag, inputs, "--input_file");
         check_output_not_input(out, flag, {vocab_file}, "--vocab_file");
+        if (out != log_file) check_output_file_writable(out, flag);  // before the corpus is read
         const std::filesystem::path p(out);
         remove_stale_temporaries(p.parent_path().string(), p.filename().string());
     }

@@ -459,6 +459,9 @@ int cmd_squad(int argc, char** argv) {
         train_config = train::resolve_config(o.bert_config_file, o.model,
                                              train::latest_checkpoint(o.output_dir), o.init_checkpoint);
         check_model_fits(o, *train_config, vocab);
+    } else if (o.features_only && (!o.bert_config_file.empty() || !o.model.empty())) {
+        // the features of a named model fit it, as run_squad.py checks the config before writing any
+        check_model_fits(o, train::resolve_config(o.bert_config_file, o.model, "", ""), vocab);
     }
     // Predicting with a given checkpoint: load it now, so a checkpoint without the span head
     // stops the command before any work.

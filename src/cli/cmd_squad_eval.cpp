@@ -91,6 +91,8 @@ int cmd_squad_eval(int argc, char** argv) {
     if (pos.size() != 2)
         fail("expected two arguments, DATASET (e.g. dev-v1.1.json) and PREDICTIONS (predictions.json), got {}",
              pos.size());
+    for (size_t i = 0; i < 2; ++i)
+        if (pos[i].empty()) fail("{}: expected a file name, got ''", i == 0 ? "DATASET" : "PREDICTIONS");
     if (!out_image_dir.empty())
         fail("--out-image-dir={}: evaluate-v2.0.py's precision-recall plots are not made here (hint: "
              "leave it out; the scores are the same)", out_image_dir);

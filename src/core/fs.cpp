@@ -15,10 +15,8 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -209,12 +207,30 @@ std::string read_file(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
         fail("{}: is {}, expected a file", path, file_type_name(st.st_mode));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("{}: cannot open file: {}", path, std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) fail("{}: read failed", path);
-    return ss.str();
+    // A pipe is read (a shell's <(...)), but never waited on: a FIFO that no process writes would
+    // block a plain open forever. Opened non-blocking, then read blocking: with no writer a read
+    // is end-of-file at once (POSIX), with one it ends when the writer closes.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail("{}: cannot open file: {}", path, std::strerror(errno));
+    const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+    if (const int flags = ::fcntl(fd, F_GETFL); flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    std::string out;
+    char buf[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            out.append(buf, static_cast<size_t>(n));
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            const int err = errno;
+            ::close(fd);
+            fail("{}: read failed: {}", path, std::strerror(err));
+        }
+    }
+    ::close(fd);
+    if (fifo && out.empty()) fail("{}: is a FIFO (named pipe) with nothing to read: no process writes it", path);
+    return out;
 }
 
 void check_not_directory(const std::string& path, const std::string& flag, const std::string& what) {

@@ -111,10 +111,12 @@ void PretrainingConfig::validate() const {
              "reader needs masked_lm_* datasets at least 1 wide, so a (N, 0) shard could not be "
              "read back; --output_format=tfrecord writes records without predictions), got {}",
              max_predictions_per_seq);
-    if (!std::isfinite(masked_lm_prob))
-        fail("--masked_lm_prob: expected a finite number, got {}", masked_lm_prob);
-    if (!std::isfinite(short_seq_prob))
-        fail("--short_seq_prob: expected a finite number, got {}", short_seq_prob);
+    // Probabilities: the reference takes any number (a negative one masks one token a sequence, a
+    // large one max_predictions_per_seq), which no recipe means.
+    if (!(masked_lm_prob >= 0 && masked_lm_prob <= 1))
+        fail("--masked_lm_prob: expected a probability in [0, 1], got {}", masked_lm_prob);
+    if (!(short_seq_prob >= 0 && short_seq_prob <= 1))
+        fail("--short_seq_prob: expected a probability in [0, 1], got {}", short_seq_prob);
 }
 
 OutputFormat parse_output_format(const std::string& name) {

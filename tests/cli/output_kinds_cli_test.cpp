@@ -174,7 +174,7 @@ TEST(OutputKindsCli, FullDiskUnderHdf5IsAnErrorNotACrash) {
     EXPECT_TRUE(matching_files(w.dir.string(), R"(.*\.tmp\.\d+)").empty());
 }
 
-TEST(OutputKindsCli, AnUnwritableLogFileFailsBeforeTheWork) {
+TEST(OutputKindsCli, AnUnwritableLogOrOutputFileFailsBeforeTheWork) {
     OutDir w("log");
     for (const std::string& log : {w.p("nodir/x.log"), w.dir.string()}) {
         const auto r = w.prepare(w.p("o.tfrecord"), "--log_file=" + log);
@@ -182,6 +182,14 @@ TEST(OutputKindsCli, AnUnwritableLogFileFailsBeforeTheWork) {
         EXPECT_NE(r.out.find("error: --log_file=" + log + ": "), std::string::npos) << r.out;
         EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
     }
+    // An output in a missing directory: said before the corpus is read (it used to be after the
+    // instances were made, without the flag's name), in the one line
+    const auto r = w.prepare(w.p("o.tfrecord") + "," + w.p("nodir/o2.tfrecord"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: --output_file=" + w.p("nodir/o2.tfrecord") + ": its directory " +
+                         w.p("nodir") + " does not exist"), std::string::npos) << r.out;
+    EXPECT_EQ(testing::count_of(r.out, "\n"), 1u) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
 }
 
 TEST(OutputKindsCli, IntegersAsAbslReadsThem) {

@@ -60,6 +60,9 @@ TEST(SquadEvalCli, OfficialGoldenOutput) {
     const CmdRun notjson = run(tmp, "squad-eval " + golden("vocab.txt") + " " + golden("squad/predictions.json"));
     EXPECT_EQ(notjson.code, 1);
     EXPECT_NE(notjson.err.find("not valid JSON"), std::string::npos) << notjson.err;
+    const CmdRun empty = run(tmp, "squad-eval " + golden("squad/dataset-v1.1.json") + " ''");
+    EXPECT_EQ(empty.code, 1);
+    EXPECT_NE(empty.err.find("error: PREDICTIONS: expected a file name, got ''"), std::string::npos) << empty.err;
 }
 
 // evaluate-v2.0.py (picked by "version": "v2.0" too, with no unanswerable question) on predictions
@@ -241,6 +244,9 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         "num_attention_heads": 1, "intermediate_size": 32})");
     const std::pair<std::string, std::string> early[] = {
         {squad_flags(out, 1024) + train, "--max_seq_length=1024: the model was only trained up to sequence length 512"},
+        // --features_only of a named model: features it can take
+        {squad_flags(out, 600) + predict + " --model=tiny --features_only",
+         "--max_seq_length=600: the model was only trained up to sequence length 512"},
         {squad_flags(out) + train + " --train_batch_size=100000", "make 0 training steps"},
         {squad_flags(out) + train + " --warmup_proportion=2", "--warmup_proportion=2: expected a fraction"},
         {squad_flags(out) + train + " --learning_rate=-1", "--learning_rate=-1: expected"},

@@ -264,6 +264,16 @@ TEST(PretrainingBadInput, Errors) {
     bad = PretrainingConfig{};
     bad.max_predictions_per_seq = -1;
     EXPECT_THROW(bad.validate(), Error);
+    for (const double p : {-1.0, 1.5, 1e3}) {
+        PretrainingConfig c;
+        c.masked_lm_prob = p;
+        EXPECT_NE(testing::error_of([&] { c.validate(); }).find("--masked_lm_prob: expected a probability in [0, 1]"),
+                  std::string::npos) << p;
+        c = PretrainingConfig{};
+        c.short_seq_prob = p;
+        EXPECT_NE(testing::error_of([&] { c.validate(); }).find("--short_seq_prob: expected a probability in [0, 1]"),
+                  std::string::npos) << p;
+    }
     // 0 writes TFRecords without predictions, but no HDF5 shard: the reader could not read (N, 0)
     // masked_lm_* datasets back (docs/data-pipeline-io.md says so; it used to promise them)
     bad.max_predictions_per_seq = 0;

@@ -18,9 +18,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "io/safetensors.hpp"
 #include "io/sstable.hpp"
 #include "io/tf_bundle.hpp"
@@ -87,6 +89,38 @@ TEST(HostileInputs, FifoDirectoryAndDeviceAreErrorsBeforeAnyRead) {
     const std::string prefix2 = dir.file("other");
     ASSERT_EQ(::mkfifo((prefix2 + ".index").c_str(), 0600), 0);
     expect_refused([&] { TfBundleReader r(prefix2); }, prefix2 + ".index", "a FIFO");
+}
+
+// Whole-file inputs (a vocabulary, a bert_config.json, a SQuAD file, a corpus) are read from a pipe
+// (a shell's <(...)), but a FIFO that nothing writes is a one-line error, not a wait without end.
+TEST(HostileInputs, WholeFileReadOfAFifoNeverWaitsForAWriter) {
+    TmpDir dir("bb_hostile_fifo");
+    const std::string fifo = dir.file("vocab.txt");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    const ChildOutcome o = in_reader_child([&] { (void)bertbench::read_file(fifo); });
+    ASSERT_FALSE(o.killed()) << o.message << " (read_file blocked on a FIFO without a writer)";
+    EXPECT_EQ(o.status, 0) << o.message;
+    EXPECT_NE(o.message.find(fifo + ": is a FIFO (named pipe) with nothing to read"), std::string::npos)
+        << o.message;
+    EXPECT_EQ(o.message.find('\n'), std::string::npos) << o.message;
+    // A pipe with a writer (what <(...) gives, /dev/fd/N): every byte it writes, more than a pipe
+    // holds, until it closes.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const std::string want(200000, 'x');
+    std::thread writer([&] {
+        for (size_t at = 0; at < want.size();) {
+            const ssize_t n = ::write(fds[1], want.data() + at, want.size() - at);
+            if (n <= 0) break;
+            at += static_cast<size_t>(n);
+        }
+        ::close(fds[1]);
+    });
+    const std::string got = bertbench::read_file("/proc/self/fd/" + std::to_string(fds[0]));
+    writer.join();
+    ::close(fds[0]);
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_EQ(got, want);
 }
 
 // The header used to be one nlohmann::ordered_json object, whose every insert searches its keys
