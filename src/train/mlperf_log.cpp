@@ -75,15 +75,15 @@ std::string encode_mllog(std::string_view name_space, int64_t time_ms,
 }
 
 std::string relative_source_path(std::string_view file) {
-    // This file is <root>/src/train/mlperf_log.cpp; strip the same <root>/ from others.
-    static const std::string root = [] {
-        const std::string self = MlperfLogger::Loc::current().file_name();
-        const std::string tail = "src/train/mlperf_log.cpp";
-        return self.size() >= tail.size() && self.ends_with(tail)
-                   ? self.substr(0, self.size() - tail.size())
-                   : std::string();
-    }();
-    if (!root.empty() && file.starts_with(root)) file.remove_prefix(root.size());
+    // A source path as the compiler was given it: absolute under the checkout (BB_SOURCE_ROOT,
+    // src/CMakeLists.txt), or relative to the build directory (../src/..., as ccache's base_dir
+    // rewrites the files compiled one by one).
+    constexpr std::string_view root = BB_SOURCE_ROOT;
+    if (file.starts_with(root)) {
+        file.remove_prefix(root.size());
+    } else {
+        while (file.starts_with("../")) file.remove_prefix(3);
+    }
     return std::string(file);
 }
 
