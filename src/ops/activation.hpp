@@ -52,10 +52,11 @@ inline T activation_derivative(Activation a, T x) {
     return T(1);
 }
 
-// y(n) = f(x(n)) on the calling thread (y may be x), the GELU tanh form vectorised.
-template <typename T>
+// y(n) = f(x(n)) on the calling thread (y may be x), the GELU tanh form vectorised (its exp to
+// A's accuracy in float: Exp::q8 where an 8-bit quantizer takes y next).
+template <Exp A = Exp::full, typename T>
 inline void activation_values(Activation a, T* y, const T* x, size_t n) {
-    if (a == Activation::gelu_tanh) return gelu_tanh_array(y, x, n);
+    if (a == Activation::gelu_tanh) return gelu_tanh_array<A>(y, x, n);
     for (size_t i = 0; i < n; ++i) y[i] = activation_value(a, x[i]);
 }
 

@@ -42,7 +42,7 @@ const Kernels kTable = {
     .dequantize_rows = &isa::dequantize_rows,
     .softmax_rows_u8 = &isa::softmax_rows_u8,
     .array_argmax = &isa::array_argmax<float>,
-    .exp_affine_sum = &isa::exp_affine_sum<float>,
+    .exp_affine_sum = &isa::exp_affine_sum<isa::Exp::full, float>,
 };
 }  // namespace
 

@@ -136,7 +136,8 @@ inline float dequantize1(const int32_t* acc, const int32_t* offset, float t, flo
 
 // y(i, j) = fma(acc(i, j) − offset(j), xscale(i)·wscale(j), bias(j)) over rows × cols (offset and
 // bias may be null: 0; the difference is exact in int32), then y(i, ·) = act(y(i, ·)) where act is
-// given, each row while it is in L1 (the values and bits of activation_forward), then y(i, j) +=
+// given, each row while it is in L1 (activation_values<Exp::q8>: an 8-bit quantizer takes the
+// activation's output next, FFN-in's GELU in int8.cpp; vmath.hpp), then y(i, j) +=
 // residual(i, j) where residual is given; acc's rows are cols apart, y's and residual's ldy apart (a
 // column slab of a wider y). The fused multiply-add is written out, so the result does not depend
 // on the compiler contracting a product and a sum (it did at -O3, not at -O0).
@@ -174,7 +175,7 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
             const float f = dequantize1(a + j, offset ? offset + j : nullptr, sx * wscale[j], bias ? bias[j] : 0.f);
             o[j] = r ? f + r[j] : f;
         }
-        if (act) activation_values(*act, o, o, static_cast<size_t>(cols));
+        if (act) activation_values<Exp::q8>(*act, o, o, static_cast<size_t>(cols));
         if (residual && act)
             for (j = 0; j < cols; ++j) o[j] += residual[static_cast<size_t>(i) * ldy + j];
     }
@@ -188,8 +189,9 @@ inline void dequantize_rows(float* y, const int32_t* acc, const int32_t* offset,
 //   y(j) = e(j)·w(j),  m = max_j y(j),  q(i,j) = round(y(j)·(255/m)),  scale(i) = m / (255·Σ_j e(j))
 // so that softmax(x)(j)·w(j) ≈ scale(i)·q(i,j), the row's largest on 255 (a row whose y are all 0
 // or subnormal, inverse_step: q 0, scale 0). Three passes over a row: x as dequantize_rows computes
-// it (and its max), e as exp_affine_sum does (Σ e in its lane order) with y and its max, then q;
-// the same bits as those functions and array_max in six. work: cols floats. False where a row's
+// it (and its max), e as exp_affine_sum<Exp::q8> does (Σ e in its lane order; exp to 1.02e-4
+// relative, 40× below q's half step: vmath.hpp) with y and its max, then q; the same bits as those
+// functions and array_max in six. work: cols floats. False where a row's
 // scores hold a NaN or their max is not finite (scales near the float range).
 inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const int32_t* offset, const float* sa,
                             const float* sb, const float* w, int rows, int cols, float* work) {
@@ -245,7 +247,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             const __m512 m16 = _mm512_set1_ps(mx);
             __m512 acc = _mm512_setzero_ps(), ym = acc;
             for (; j + 16 <= n; j += 16) {
-                const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(work + j), m16));
+                const __m512 e = exp16<Exp::q8>(_mm512_sub_ps(_mm512_loadu_ps(work + j), m16));
                 acc = _mm512_add_ps(acc, e);
                 const __m512 y = _mm512_mul_ps(e, _mm512_loadu_ps(w + j));
                 ym = _mm512_max_ps(ym, y);
@@ -259,7 +261,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             const __m256 m8 = _mm256_set1_ps(mx);
             __m256 acc = _mm256_setzero_ps(), ym = _mm256_set1_ps(m);
             for (; j + 8 <= n; j += 8) {
-                const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(work + j), m8));
+                const __m256 e = exp8<Exp::q8>(_mm256_sub_ps(_mm256_loadu_ps(work + j), m8));
                 acc = _mm256_add_ps(acc, e);
                 const __m256 y = _mm256_mul_ps(e, _mm256_loadu_ps(w + j));
                 ym = _mm256_max_ps(ym, y);
@@ -269,7 +271,7 @@ inline bool softmax_rows_u8(uint8_t* q, float* scale, const int32_t* s, const in
             m = hmax8(ym);
         }
         for (; j < n; ++j) {
-            const float e = vexp(work[j] - mx);
+            const float e = fast_exp<Exp::q8>(work[j] - mx);
             sum += e;
             work[j] = e * w[j];
             m = work[j] > m ? work[j] : m;

@@ -2,7 +2,9 @@
 // vectorise the libm calls, and without -fno-trapping-math not the clamps of a scalar version):
 // exp, GELU, and the reductions (max, argmax, sums) behind softmax, LayerNorm and the loss.
 // exp: Cephes expf (ln 2 split in two, degree-5 polynomial; ≈ 2 ulp on [-87.3, 88], inputs are
-// clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0). Scalar tanh (the pooler): Cephes
+// clamped to that range, so exp(-1e4) ≈ 1e-38 instead of 0); exp<Exp::q8> (the same reduction, a
+// degree-3 minimax polynomial: relative error ≤ 1.02e-4, 40× below the half step of an 8-bit
+// quantizer, for values one takes next: the int8 engine's probabilities and GELU). Scalar tanh (the pooler): Cephes
 // tanhf polynomial for |x| < 0.625, 1 − 2/(e^{2|x|} + 1) otherwise (≈ 3 ulp). Scalar tails use the
 // same formulas. double keeps std::exp / std::tanh so finite-difference checks run on exact maths.
 // The AVX-512 build of the kernels (BB_OPS_AVX512, ops/kernels.hpp) adds 16-lane loops in front of
@@ -28,29 +30,40 @@ constexpr float kLo = -87.3f, kHi = 88.0f, kLog2e = 1.44269504088896341f;
 constexpr float kC1 = 0.693359375f, kC2 = -2.12194440e-4f;
 constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
                 kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+// exp's degree-3 minimax polynomial on [-ln2/2, ln2/2] (relative error, its value at 0 held to 1)
+constexpr float kQ1 = 1.00019586f, kQ2 = 0.50413036f, kQ3 = 0.16517976f;
 constexpr float kT0 = -5.70498872745e-3f, kT1 = 2.06390887954e-2f, kT2 = -5.37397155531e-2f,
                 kT3 = 1.33314422036e-1f, kT4 = -3.33332819422e-1f;
 }  // namespace vm
 
+enum class Exp { full, q8 };  // exp's accuracy: float's, or an 8-bit quantizer's input's
+
+template <Exp A = Exp::full>
 inline float fast_exp(float x) {
     using namespace vm;
     x = std::fmin(std::fmax(x, kLo), kHi);
     const float n = std::nearbyint(x * kLog2e);
     float r = std::fma(-n, kC1, x);
     r = std::fma(-n, kC2, r);
-    float p = kP0;
-    p = std::fma(p, r, kP1);
-    p = std::fma(p, r, kP2);
-    p = std::fma(p, r, kP3);
-    p = std::fma(p, r, kP4);
-    p = std::fma(p, r, kP5);
-    const float y = std::fma(p, r * r, r) + 1.0f;
+    float y;
+    if constexpr (A == Exp::q8) {
+        y = std::fma(std::fma(std::fma(kQ3, r, kQ2), r, kQ1), r, 1.0f);
+    } else {
+        float p = kP0;
+        p = std::fma(p, r, kP1);
+        p = std::fma(p, r, kP2);
+        p = std::fma(p, r, kP3);
+        p = std::fma(p, r, kP4);
+        p = std::fma(p, r, kP5);
+        y = std::fma(p, r * r, r) + 1.0f;
+    }
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
     return y * scale;
 }
 
+template <Exp A = Exp::full>
 inline __m256 exp8(__m256 x) {
     using namespace vm;
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kLo)), _mm256_set1_ps(kHi));
@@ -58,13 +71,20 @@ inline __m256 exp8(__m256 x) {
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC1), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC2), r);
-    __m256 p = _mm256_set1_ps(kP0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
-    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256 y;
+    if constexpr (A == Exp::q8) {
+        y = _mm256_fmadd_ps(_mm256_set1_ps(kQ3), r, _mm256_set1_ps(kQ2));
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kQ1));
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+    } else {
+        __m256 p = _mm256_set1_ps(kP0);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+        y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    }
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
 }
@@ -73,6 +93,7 @@ inline __m256 exp8(__m256 x) {
 // exp8's formula on 16 lanes, the same bits per lane: y·2^n by vscalefps (one instruction where
 // exp8 builds 2^n's bits in three and multiplies; a product by a power of two rounds alike either
 // way, also where it is subnormal: KernelsIsa.ExpEveryFloatBitIdenticalSlow checks every float).
+template <Exp A = Exp::full>
 inline __m512 exp16(__m512 x) {
     using namespace vm;
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kLo)), _mm512_set1_ps(kHi));
@@ -80,13 +101,20 @@ inline __m512 exp16(__m512 x) {
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC1), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC2), r);
-    __m512 p = _mm512_set1_ps(kP0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512 y;
+    if constexpr (A == Exp::q8) {
+        y = _mm512_fmadd_ps(_mm512_set1_ps(kQ3), r, _mm512_set1_ps(kQ2));
+        y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kQ1));
+        y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.0f));
+    } else {
+        __m512 p = _mm512_set1_ps(kP0);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+        y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    }
     return _mm512_scalef_ps(y, n);
 }
 #endif
@@ -282,8 +310,9 @@ inline size_t array_argmax(const T* x, size_t n) {
     return best;
 }
 
-// y[i] = exp(x[i]·scale − shift) (y may alias x); returns Σ y (float: in 8 lanes)
-template <typename T>
+// y[i] = exp(x[i]·scale − shift) (y may alias x; float: exp to A's accuracy); returns Σ y (float:
+// in 8 lanes)
+template <Exp A = Exp::full, typename T>
 inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
     size_t i = 0;
     T sum = 0;
@@ -292,7 +321,7 @@ inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
         const __m512 s16 = _mm512_set1_ps(scale), m16 = _mm512_set1_ps(shift);
         __m512 acc16 = _mm512_setzero_ps();
         for (; i + 16 <= n; i += 16) {
-            const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s16, m16));
+            const __m512 e = exp16<A>(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s16, m16));
             _mm512_storeu_ps(y + i, e);
             acc16 = _mm512_add_ps(acc16, e);
         }
@@ -301,13 +330,18 @@ inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
         const __m256 s = _mm256_set1_ps(scale), m = _mm256_set1_ps(shift);
         __m256 acc = _mm256_setzero_ps();
         for (; i + 8 <= n; i += 8) {
-            const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, m));
+            const __m256 e = exp8<A>(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, m));
             _mm256_storeu_ps(y + i, e);
             acc = _mm256_add_ps(acc, e);
         }
         sum += hsum8(acc);
     }
-    for (; i < n; ++i) sum += y[i] = vexp(x[i] * scale - shift);
+    for (; i < n; ++i) {
+        if constexpr (std::is_same_v<T, float>)
+            sum += y[i] = fast_exp<A>(x[i] * scale - shift);
+        else
+            sum += y[i] = vexp(x[i] * scale - shift);
+    }
     return sum;
 }
 
@@ -319,40 +353,43 @@ inline T exp_affine_sum(T* y, const T* x, size_t n, T scale, T shift) {
 // double evaluates the tanh form with std::tanh (exact maths for the finite-difference checks).
 namespace vm {
 constexpr float kGeluS = 0.7978845608028654f, kGeluK = 0.044715f, kSigCap = 80.0f;
+template <Exp A = Exp::full>
 inline float gelu_sigma(float x) {  // σ(2u), in the lanes' order: the same bits wherever x sits
-    return 1.0f / (1.0f + fast_exp(std::fmin(-2.0f * kGeluS * std::fma(kGeluK * x, x * x, x), kSigCap)));
+    return 1.0f / (1.0f + fast_exp<A>(std::fmin(-2.0f * kGeluS * std::fma(kGeluK * x, x * x, x), kSigCap)));
 }
+template <Exp A = Exp::full>
 inline __m256 gelu_sigma8(__m256 v) {
     const __m256 u = _mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluS),
                                    _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluK), v), _mm256_mul_ps(v, v), v));
     const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_min_ps(u, _mm256_set1_ps(kSigCap)))));
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8<A>(_mm256_min_ps(u, _mm256_set1_ps(kSigCap)))));
 }
 #ifdef BB_OPS_AVX512
+template <Exp A = Exp::full>
 inline __m512 gelu_sigma16(__m512 v) {
     const __m512 u = _mm512_mul_ps(_mm512_set1_ps(-2.0f * kGeluS),
                                    _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluK), v), _mm512_mul_ps(v, v), v));
     const __m512 one = _mm512_set1_ps(1.0f);
-    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_min_ps(u, _mm512_set1_ps(kSigCap)))));
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp16<A>(_mm512_min_ps(u, _mm512_set1_ps(kSigCap)))));
 }
 #endif
 }  // namespace vm
 
-template <typename T>
+template <Exp A = Exp::full, typename T>
 inline void gelu_tanh_array(T* y, const T* x, size_t n) {
     if constexpr (std::is_same_v<T, float>) {
         size_t i = 0;
 #ifdef BB_OPS_AVX512
         for (; i + 16 <= n; i += 16) {
             const __m512 v = _mm512_loadu_ps(x + i);
-            _mm512_storeu_ps(y + i, _mm512_mul_ps(v, vm::gelu_sigma16(v)));
+            _mm512_storeu_ps(y + i, _mm512_mul_ps(v, vm::gelu_sigma16<A>(v)));
         }
 #endif
         for (; i + 8 <= n; i += 8) {
             const __m256 v = _mm256_loadu_ps(x + i);
-            _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vm::gelu_sigma8(v)));
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(v, vm::gelu_sigma8<A>(v)));
         }
-        for (; i < n; ++i) y[i] = x[i] * vm::gelu_sigma(x[i]);
+        for (; i < n; ++i) y[i] = x[i] * vm::gelu_sigma<A>(x[i]);
     } else {
         const T s = T(0.7978845608028654), k = T(0.044715);
         for (size_t i = 0; i < n; ++i) {
