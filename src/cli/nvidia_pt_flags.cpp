@@ -10,6 +10,7 @@
 
 #include "cli/reference_flags.hpp"
 #include "core/error.hpp"
+#include "core/flags.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
@@ -464,9 +465,8 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
 
 void apply_nvidia_pt_loss_scale(const std::string& marker, std::string& loss_scale) {
     // argparse's type=float: "0", "0.0", "0." and "0e0" are all its default, 0
-    char* end = nullptr;
-    const double v = loss_scale.empty() ? 1 : std::strtod(loss_scale.c_str(), &end);
-    if (marker.empty() || v != 0 || *end != '\0') return;
+    double v = 1;
+    if (marker.empty() || (!loss_scale.empty() && !python_float(loss_scale, &v)) || v != 0) return;
     log::info("--loss_scale={} (NVIDIA's dynamic scaling for --fp16): no loss scaling on this "
               "run (fp32 unless --dtype=bf16, which needs none)", loss_scale);
     loss_scale.clear();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/json_safe.hpp"
@@ -104,6 +105,49 @@ bool python_int_decimal(std::string_view text, std::string* decimal) {
     decimal->assign(negative && !(value.size() == 1 && value[0] == 0) ? "-" : "");
     for (auto it = value.rbegin(); it != value.rend(); ++it)
         decimal->push_back(static_cast<char>('0' + *it));
+    return true;
+}
+
+bool python_float(std::string_view text, double* value) {
+    const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    while (!text.empty() && space(text.front())) text.remove_prefix(1);
+    while (!text.empty() && space(text.back())) text.remove_suffix(1);
+    std::string plain;  // the text without its underscores, for strtod
+    size_t i = 0;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) plain.push_back(text[i++]);
+    const std::string word = lower(std::string(text.substr(i)));
+    if (word == "inf" || word == "infinity" || word == "nan") {
+        plain += word;
+    } else {
+        // digits with '_' only between two of them; returns how many digits it took
+        const auto digits = [&] {
+            size_t n = 0;
+            while (i < text.size()) {
+                const char c = text[i];
+                if (c >= '0' && c <= '9') {
+                    plain.push_back(c);
+                    ++n;
+                } else if (c != '_' || n == 0 || i + 1 == text.size() || text[i + 1] < '0' || text[i + 1] > '9') {
+                    break;
+                }
+                ++i;
+            }
+            return n;
+        };
+        size_t mantissa = digits();
+        if (i < text.size() && text[i] == '.') {
+            plain.push_back(text[i++]);
+            mantissa += digits();
+        }
+        if (mantissa == 0) return false;
+        if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+            plain.push_back(text[i++]);
+            if (i < text.size() && (text[i] == '+' || text[i] == '-')) plain.push_back(text[i++]);
+            if (digits() == 0) return false;
+        }
+        if (i != text.size()) return false;
+    }
+    *value = std::strtod(plain.c_str(), nullptr);  // ERANGE: ±inf or the rounded tiny value, as float()
     return true;
 }
 
@@ -271,13 +315,11 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
             } else if constexpr (std::is_same_v<T, bool>) {
                 *p = parse_bool(text, what);
             } else if constexpr (std::is_same_v<T, double>) {
-                char* end = nullptr;
-                errno = 0;
-                const double v = std::strtod(text.c_str(), &end);
-                const bool infinite = std::isinf(v) && flag.infinity_ok;  // "inf", or past DBL_MAX
-                const bool allowed = std::isfinite(v) || infinite || (std::isnan(v) && flag.nan_ok);
-                if (text.empty() || *end != '\0' || (errno == ERANGE && !infinite) || !allowed)
-                    fail("{}: expected a number, got \"{}\"", what, text);
+                double v = 0;
+                if (!python_float(text, &v)) fail("{}: expected a number, got \"{}\"", what, text);
+                // "inf", or past DBL_MAX; "nan"
+                if ((std::isinf(v) && !flag.infinity_ok) || (std::isnan(v) && !flag.nan_ok))
+                    fail("{}: expected a finite number, got \"{}\"", what, text);
                 *p = v;
             } else if constexpr (std::is_same_v<T, uint64_t>) {  // LoadGen's seeds: digits only
                 char* end = nullptr;
@@ -294,11 +336,9 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
                 char* end = nullptr;
                 errno = 0;
                 const long long v = std::strtoll(decimal.c_str(), &end, 10);
-                if (errno == ERANGE) fail("{}: expected a 64-bit integer, got \"{}\"", what, text);
-                if constexpr (std::is_same_v<T, int>) {
-                    if (v < INT32_MIN || v > INT32_MAX)
-                        fail("{}: expected a 32-bit integer, got \"{}\"", what, text);
-                }
+                if (errno == ERANGE || v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+                    fail("{}: expected an integer in [{}, {}], got \"{}\"", what, std::numeric_limits<T>::min(),
+                         std::numeric_limits<T>::max(), text);
                 *p = static_cast<T>(v);
             }
         },

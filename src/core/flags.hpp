@@ -110,6 +110,12 @@ bool parse_bool(const std::string& text, const std::string& what);
 // without a sign absl's base prefixes 0x/0X (hexadecimal) and 0o (octal). Any size: the value as a
 // decimal string with its sign ("-16"); false when the text is not such an integer.
 bool python_int_decimal(std::string_view text, std::string* decimal);
+// The number Python's float() reads from a flag's text, as absl's FloatParser (tf.flags) and
+// argparse's type=float call it: surrounding whitespace, one sign, decimal digits with '_' between
+// two of them, an optional fraction and exponent, or inf/infinity/nan in any case; not C's
+// hexadecimal floats or nan(...). A value past the double range is ±inf, one below it 0 or
+// subnormal (as float() rounds). False when the text is not such a number.
+bool python_float(std::string_view text, double* value);
 // Splits "a,b,c" on commas, dropping empty items.
 std::vector<std::string> split_commas(const std::string& text);
 // The items of a list-valued flag (--model=tiny,base): split_commas, but an empty item (a comma at

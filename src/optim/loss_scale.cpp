@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/flags.hpp"
 
 namespace bertbench::optim {
 
@@ -21,9 +22,8 @@ LossScaler LossScaler::from_flag(const std::string& value, double initial, int w
         s.window_ = window;
         return s;
     }
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || !(v > 0 && v <= 0x1p127))
+    double v = 0;
+    if (!python_float(value, &v) || !(v > 0 && v <= 0x1p127))
         fail("--loss_scale: expected '', 'dynamic' or a factor in (0, 2^127], got \"{}\"", value);
     s.mode_ = Mode::fixed;
     s.scale_ = v;

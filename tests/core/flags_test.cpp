@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.hpp"
 
 namespace bertbench {
@@ -71,6 +74,49 @@ TEST(Flags, IntegersAsPythonReadsThem) {
     run(p, {"--max_seq_length=0x80", "--num_train_steps=1_000_000_000_000"});
     EXPECT_EQ(p.seq, 128);
     EXPECT_EQ(p.steps, 1000000000000);
+}
+
+// Python's float() (absl's FloatParser, argparse's type=float) on each text, as CPython 3.11 prints it.
+TEST(Flags, FloatsAsPythonReadsThem) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const std::vector<std::pair<std::string, double>> good{
+        {"16", 16},         {"1.5", 1.5},    {" 2e-3\n", 0.002}, {"1_000.25", 1000.25}, {"-.5", -0.5},
+        {"5.", 5},          {"+1E+2", 100},  {"1e1_0", 1e10},     {"inf", inf},          {"-Infinity", -inf},
+        {"1e400", inf},     {"-1e400", -inf}, {"1e-400", 0},      {"0.0_1", 0.01}};
+    for (const auto& [text, want] : good) {
+        double got = -7;
+        EXPECT_TRUE(python_float(text, &got)) << text;
+        EXPECT_EQ(got, want) << text;
+    }
+    for (const std::string text : {"NaN", "+nan"}) {
+        double got = 0;
+        EXPECT_TRUE(python_float(text, &got) && std::isnan(got)) << text;
+    }
+    // C's strtod reads the first three; float() does not
+    for (const std::string bad : {"0x10", "0x1p3", "nan(1)", "1__0", "_1", "1_", "1._5", "1_e5", "1e_5", ".", "e5",
+                                  "1e", "1e5.5", "", "  ", "in f", "1 2", "--1", "1,5", "infinit"}) {
+        double got = 0;
+        EXPECT_FALSE(python_float(bad, &got)) << bad;
+    }
+    Parsed p;
+    p.prob = 0;
+    run(p, {"--masked_lm_prob=1_5e-2"});
+    EXPECT_EQ(p.prob, 0.15);
+    for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
+             {"--masked_lm_prob=0x10", "flag --masked_lm_prob: expected a number, got \"0x10\""},
+             {"--masked_lm_prob=inf", "flag --masked_lm_prob: expected a finite number, got \"inf\""},
+             {"--masked_lm_prob=1e999", "flag --masked_lm_prob: expected a finite number, got \"1e999\""},
+             {"--max_seq_length=2147483648", "flag --max_seq_length: expected an integer in [-2147483648, 2147483647], got \"2147483648\""},
+             {"--max_seq_length=9223372036854775808", "flag --max_seq_length: expected an integer in [-2147483648, 2147483647]"},
+             {"--num_train_steps=9223372036854775808",
+              "flag --num_train_steps: expected an integer in [-9223372036854775808, 9223372036854775807]"}}) {
+        try {
+            run(p, {arg});
+            ADD_FAILURE() << arg << ": no error";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(Flags, TracksExplicitAndJson) {
