@@ -106,8 +106,10 @@ TEST(Flags, FloatsAsPythonReadsThem) {
              {"--masked_lm_prob=0x10", "flag --masked_lm_prob: expected a number, got \"0x10\""},
              {"--masked_lm_prob=inf", "flag --masked_lm_prob: expected a finite number, got \"inf\""},
              {"--masked_lm_prob=1e999", "flag --masked_lm_prob: expected a finite number, got \"1e999\""},
-             {"--max_seq_length=2147483648", "flag --max_seq_length: expected an integer in [-2147483648, 2147483647], got \"2147483648\""},
-             {"--max_seq_length=9223372036854775808", "flag --max_seq_length: expected an integer in [-2147483648, 2147483647]"},
+             {"--max_seq_length=2147483648",
+              "flag --max_seq_length: expected an integer in [-2147483648, 2147483647], got \"2147483648\""},
+             {"--max_seq_length=9223372036854775808",
+              "flag --max_seq_length: expected an integer in [-2147483648, 2147483647]"},
              {"--num_train_steps=9223372036854775808",
               "flag --num_train_steps: expected an integer in [-9223372036854775808, 9223372036854775807]"}}) {
         try {
