@@ -89,6 +89,17 @@ void apply_openmp_wait_policy(char** argv) {
     execv("/proc/self/exe", argv);
 }
 
+// What a rank runs, compared across the ranks of a job: the command, and whether it only prints its
+// help (a flag Flags::parse stops at, before any "--").
+std::string rank_role(const char* command, int argc, char** argv) {
+    for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+        for (const char* h : {"help", "helpfull", "h"})
+            if ((argv[i][0] == '-' && std::strcmp(argv[i] + 1, h) == 0) ||
+                (std::strncmp(argv[i], "--", 2) == 0 && std::strcmp(argv[i] + 2, h) == 0))
+                return std::string(command) + " --help";
+    return command;
+}
+
 // Whether everything printed to stdout reached it (errno says why not, when a write failed now).
 bool stdout_written() {
     errno = 0;
@@ -111,16 +122,35 @@ int main(int argc, char** argv) {
         argv = rewritten;
         argc = 3;
     }
-    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
-        std::strcmp(argv[1], "help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : stdout_written() ? 0 : 1;
+    const bool help = argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+                      std::strcmp(argv[1], "help") == 0;
+    const Command* command = nullptr;
+    for (const auto& c : kCommands)
+        if (!help && std::strcmp(argv[1], c.name) == 0) command = &c;
+    // Under mpirun (only then) MPI starts here; errors then name the rank ("rank 1: ...") and stop
+    // the whole job (MPI_Abort), so no other rank waits forever in a collective. First every rank
+    // the same command (mpirun's MPMD form gives each rank its own line): a rank that ran another,
+    // or only printed a help, would leave the others waiting in a collective for good.
+    bertbench::dist::init(&argc, &argv);
+    if (bertbench::dist::world().size() > 1) {
+        const std::string role = help      ? std::string("--help")
+                                 : command ? rank_role(command->name, argc, argv)
+                                           : fmt::format("the unknown command \"{}\"", argv[1]);
+        try {
+            bertbench::dist::require_same_on_all_ranks(bertbench::dist::world(), role, "the command",
+                                                       "start every rank with the same command");
+        } catch (const bertbench::Error& e) {
+            bertbench::dist::fail_job("bertbench: error: ", e.what(), 2);
+        }
     }
-    for (const auto& c : kCommands) {
-        if (std::strcmp(argv[1], c.name) != 0) continue;
-        // Under mpirun (only then) MPI starts here; errors then name the rank ("rank 1: ...") and
-        // stop the whole job (MPI_Abort), so no other rank waits forever in a collective.
-        bertbench::dist::init(&argc, &argv);
+    if (help) {
+        usage(argc < 2 ? stderr : stdout);
+        const int rc = argc < 2 ? 2 : stdout_written() ? 0 : 1;
+        bertbench::dist::finalize();
+        return rc;
+    }
+    if (command != nullptr) {
+        const Command& c = *command;
         std::string what;
         try {
             // The environment's engine choices (BB_ISA, BB_ATTENTION) and the machine's memory, read
@@ -171,5 +201,6 @@ int main(int argc, char** argv) {
     else
         std::fprintf(stderr, "bertbench: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
+    bertbench::dist::finalize();
     return 2;
 }

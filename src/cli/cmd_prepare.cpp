@@ -89,6 +89,14 @@ int cmd_prepare(int argc, char** argv) {
                  "(--input_dir) keeps no reference log (one run per shard, their lines not "
                  "collected)", log_file);
         for (const char* t : {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}) vocab.require(t);
+        if (comm.size() > 1) {  // one dataset: every rank's shards made with the same settings
+            nlohmann::json same = nlohmann::json::object();
+            const nlohmann::json given = flags.to_json();
+            for (const auto& [name, value] : given.items())
+                if (name != "jobs" && name != "verbose") same["--" + name] = value;
+            dist::require_same_json_on_all_ranks(comm, same, "flags",
+                                                 "start every rank with the same command line (--jobs may differ)");
+        }
         const auto t0 = std::chrono::steady_clock::now();
         const auto plan =
             data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format));
@@ -101,6 +109,7 @@ int cmd_prepare(int argc, char** argv) {
                 "the --input_dir listing (file names and sizes)",
                 "every rank must see the same --input_dir and --output_dir: a shared file system, "
                 "or identical copies at the same path on every host");
+            dist::require_shared_directory(comm, output_dir, "output_dir");  // not one per host
         }
         if (comm.size() == 1) {
             remove_stale_temporaries(output_dir);

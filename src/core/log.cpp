@@ -31,14 +31,14 @@ void write(Level lvl, const std::string& message) {
         std::fputs("\r\033[K", stderr);
         g_progress_open = false;
     }
-    if (lvl == Level::info) {
-        std::fprintf(stderr, "[%8.2fs] ", seconds_since_start());
-    } else {
-        std::fprintf(stderr, "[%8.2fs] %s: ", seconds_since_start(), names[static_cast<int>(lvl)]);
-    }
-    // the whole message, a NUL in it too (text quoted from input files, as the references log it)
-    std::fwrite(message.data(), 1, message.size(), stderr);
-    std::fputc('\n', stderr);
+    // One write per line (stderr is unbuffered): under mpirun the ranks' lines reach the terminal
+    // through one stream, and a line written in pieces interleaved with another rank's. The whole
+    // message, a NUL in it too (text quoted from input files, as the references log it).
+    std::string line = lvl == Level::info ? fmt::format("[{:8.2f}s] ", seconds_since_start())
+                                          : fmt::format("[{:8.2f}s] {}: ", seconds_since_start(),
+                                                        names[static_cast<int>(lvl)]);
+    line.append(message).push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 std::string duration(double s) {

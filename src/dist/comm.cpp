@@ -13,11 +13,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "core/log.hpp"
 
 namespace bertbench::dist {
@@ -331,6 +334,74 @@ void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::
         if (all[r] != all[0])
             fail("{} of rank {} differs from rank 0's ({} vs {}){}", what, r, all[r], all[0],
                  hint.empty() ? "" : " (hint: " + hint + ")");
+}
+
+namespace {
+
+// The first key (depth first, in key order; then the keys only b has) where a and b
+// differ, as "<path> is <b's value> there, <a's value> on rank 0"; "" when they are equal.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path) {
+    if (a == b) return "";
+    if (a.is_object() && b.is_object()) {
+        for (const auto& [k, v] : a.items()) {
+            const std::string at = path.empty() ? k : path + " " + k;
+            if (!b.contains(k)) return fmt::format("{} is absent there, {} on rank 0", at, v.dump());
+            if (std::string d = first_difference(v, b.at(k), at); !d.empty()) return d;
+        }
+        for (const auto& [k, v] : b.items())
+            if (!a.contains(k))
+                return fmt::format("{} is {} there, absent on rank 0", path.empty() ? k : path + " " + k, v.dump());
+    }
+    return fmt::format("{} is {} there, {} on rank 0", path.empty() ? "the value" : path, b.dump(), a.dump());
+}
+
+}  // namespace
+
+void require_same_json_on_all_ranks(Comm& comm, const nlohmann::json& value, const std::string& what,
+                                    const std::string& hint) {
+    if (comm.size() == 1) return;
+    const std::vector<std::string> all = comm.allgather(value.dump());
+    for (size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0])
+            fail("rank {}'s {} differ from rank 0's: {}{}", r, what,
+                 first_difference(nlohmann::json::parse(all[0]), nlohmann::json::parse(all[r]), ""),
+                 hint.empty() ? "" : " (hint: " + hint + ")");
+}
+
+void require_shared_directory(Comm& comm, const std::string& dir, const std::string& flag) {
+    if (comm.size() == 1) return;
+    // under temporary_path's name (rank 0's pid), so that remove_stale_temporaries clears one a
+    // killed job left; each rank looks for rank 0's name in its own `dir`
+    std::string name = temporary_path(".bertbench-rank-check");
+    std::string token;  // rank 0's, "" where it could not write it
+    if (comm.is_root()) {
+        const std::string path = (std::filesystem::path(dir) / name).string();
+        const std::string mine = fmt::format("{:016x}{:016x}", std::random_device{}(),
+                                             std::chrono::steady_clock::now().time_since_epoch().count());
+        try {
+            write_file_atomic(path, mine);
+            token = mine;
+        } catch (const Error&) {
+        }
+    }
+    const std::vector<std::string> root = comm.allgather(name + '\n' + token);  // after rank 0 wrote it
+    name = root[0].substr(0, root[0].find('\n'));
+    token = root[0].substr(name.size() + 1);
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::string seen;
+    try {
+        if (!token.empty()) seen = read_file(path);
+    } catch (const Error&) {
+    }
+    const std::vector<std::string> all = comm.allgather(seen == token ? std::string() : "x");  // all read
+    std::error_code ignored;
+    if (comm.is_root() && !token.empty()) std::filesystem::remove(path, ignored);
+    for (size_t r = 1; r < all.size(); ++r)
+        if (!all[r].empty())
+            fail("--{}={}: rank {} does not see the directory rank 0 writes to (rank 0's file {} is not in "
+                 "its --{}): expected one directory for every rank (hint: a shared file system; node-local "
+                 "directories would split the outputs between the hosts)",
+                 flag, dir, r, name, flag);
 }
 
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace bertbench::dist {
 
 class Comm {
@@ -85,6 +87,20 @@ void quiet_other_ranks();
 // naming the first rank whose value differs from rank 0's. Collective.
 void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::string& what,
                                const std::string& hint);
+
+// The same for a JSON object (a command's flags, a model config): the error names the first rank
+// whose object differs from rank 0's and the first key where it does, with both values ("rank 1's
+// flags differ from rank 0's: --train_batch_size is 16 there, 8 on rank 0"; `what` a plural); a
+// key of a nested object is named after its parent's ("bert_config.json hidden_size"). Collective.
+void require_same_json_on_all_ranks(Comm& comm, const nlohmann::json& value, const std::string& what,
+                                    const std::string& hint);
+
+// Every rank sees the directory `dir` (flag --`flag`) that rank 0 writes to, not a directory of
+// the same name of its own (node-local scratch): rank 0 writes a file with a number of this job
+// into it, each rank reads it back, rank 0 removes it. An Error on every rank naming the first rank
+// that does not see it. Nothing is checked where rank 0 cannot write there (its own writes fail
+// later, with their own errors). Collective; `dir` exists on every rank.
+void require_shared_directory(Comm& comm, const std::string& dir, const std::string& flag);
 
 // FNV-1a 64 of bytes, for weight and flag hashes compared across ranks.
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);

@@ -239,6 +239,9 @@ void TrainLoop::setup() {
 
     make_output_dir(o_.output_dir, "--output_dir");
     if (root_ && !o_.output_dir_locked) lock_output_dir();
+    // one --output_dir for the job: a node-local one would keep the other ranks' view of the
+    // checkpoints apart from what rank 0 writes, found only when the run resumes
+    dist::require_shared_directory(dp_->comm(), o_.output_dir, "output_dir");
     resume_from_ = latest_checkpoint(o_.output_dir);
     task_.prepare(resume_from_);
     dp_->set_table(task_.table());
@@ -436,12 +439,12 @@ int TrainLoop::run() {
         // Before the first step, every rank: the same flags and model, and its data readable.
         // --threads may differ (Intel's launcher splits a node's cores unevenly over its ranks;
         // the all-reduced gradients keep the replicas equal whatever each rank's threads).
-        json flags = flags_json_;
-        flags.erase("threads");
-        const std::string same = flags.dump() + task_.table().config().to_json().dump();
-        dp_->require_same("the flags and model config (FNV-1a)",
-                          fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
-                          "start every rank with the same command line and bert_config.json");
+        json same = json::object();
+        for (const auto& [name, value] : flags_json_.items())
+            if (name != "threads") same["--" + name] = value;
+        same["bert_config.json"] = task_.table().config().to_json();
+        dist::require_same_json_on_all_ranks(dp_->comm(), same, "flags and model config",
+                                             "start every rank with the same command line and bert_config.json");
         // ... the same files behind those flags (each rank expands the globs itself: a shard
         // missing on one host would re-shard the data silently) and the same starting point (an
         // --output_dir that is not one directory for every rank resumes them at different steps).

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/mpi_test_util.hpp"
 
@@ -77,17 +79,15 @@ TEST(MpiPrepare, RanksWriteTheSameBytesAsOneProcess) {
 TEST(MpiPrepare, RanksThatListDifferentInputsStopBeforeWriting) {
     if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
     const TmpDir tmp("bb_mpi_prepare");
-    testing::write_shard_input(tmp.path / "in");
-    testing::write_shard_input(tmp.path / "in2");
-    fs::remove(tmp.path / "in2" / "part-3.txt");
-    // mpirun's MPMD form: rank 1 is given another --input_dir (as a host without the shared file
-    // system would see another listing).
-    const std::string common =
-        " --output_dir=" + tmp.file("out") + " --vocab_file=" + vocab() + " --dupe_factor=1";
-    const auto r =
-        run_shell(mpirun_prefix(1, 300) + testing::bertbench_path() +
-                  " prepare --input_dir=" + tmp.file("in") + common + " : -np 1 " +
-                  testing::bertbench_path() + " prepare --input_dir=" + tmp.file("in2") + common);
+    testing::write_shard_input(tmp.path / "a" / "in");
+    testing::write_shard_input(tmp.path / "b" / "in");
+    fs::remove(tmp.path / "b" / "in" / "part-3.txt");
+    // mpirun's MPMD form: the same command line, rank 1 in another working directory, whose
+    // relative --input_dir lists other files (as a host without the shared file system would).
+    const std::string command = testing::bertbench_path() + " prepare --input_dir=in --output_dir=" +
+                                tmp.file("out") + " --vocab_file=" + vocab() + " --dupe_factor=1";
+    const auto r = run_shell(mpirun_prefix(1, 300) + "-wdir " + tmp.file("a") + " " + command + " : -np 1 -wdir " +
+                             tmp.file("b") + " " + command);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find(
                   "the --input_dir listing (file names and sizes) of rank 1 differs from rank 0's"),
@@ -96,6 +96,77 @@ TEST(MpiPrepare, RanksThatListDifferentInputsStopBeforeWriting) {
     EXPECT_EQ(r.out.find("shards on 2 ranks"), std::string::npos) << r.out;
     ASSERT_TRUE(fs::is_directory(tmp.path / "out"));  // made by the listing step
     EXPECT_TRUE(fs::is_empty(tmp.path / "out")) << "nothing written";
+}
+
+// One dataset from one command line: a rank given another seed (or length, or masking
+// probability) would make its shards unlike the rest's, and no single command would reproduce the
+// set. --jobs may differ (each rank's threads; the bytes do not depend on it).
+TEST(MpiPrepare, RanksWithOtherFlagsStopBeforeWriting) {
+    if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
+    const TmpDir tmp("bb_mpi_prepare");
+    testing::write_shard_input(tmp.path / "in");
+    const std::string seed7 = prepare_args(tmp, "out", 1);
+    std::string seed8 = seed7;
+    seed8.replace(seed8.find("--random_seed=7"), 15, "--random_seed=8");
+    const auto r = run_shell(mpirun_prefix(1, 300) + testing::bertbench_path() + " " + seed7 + " : -np 1 " +
+                             testing::bertbench_path() + " " + seed8);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_EQ(testing::count_of(r.out, "error: "), 1u) << r.out;
+    EXPECT_NE(r.out.find("rank 1's flags differ from rank 0's: --random_seed is \"8\" there, \"7\" on rank 0"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp.path / "out"));
+
+    std::string jobs2 = seed7;
+    jobs2.replace(jobs2.find("--jobs=1"), 8, "--jobs=2");
+    const auto ok = run_shell(mpirun_prefix(1, 300) + testing::bertbench_path() + " " + seed7 + " : -np 1 " +
+                              testing::bertbench_path() + " " + jobs2);
+    ASSERT_EQ(ok.exit_code, 0) << ok.out;
+    EXPECT_EQ(files_under(tmp.path / "out").size(), 12u);
+}
+
+// Node-local output directories (the same --output_dir on every host, each its own disk): the
+// shards would be split between the hosts. Rank 0's check file is not in rank 1's directory.
+TEST(MpiPrepare, AnOutputDirOfEachRanksOwnIsRefused) {
+    if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
+    const TmpDir tmp("bb_mpi_prepare");
+    testing::write_shard_input(tmp.path / "in");
+    fs::create_directories(tmp.path / "a");
+    fs::create_directories(tmp.path / "b");
+    const std::string command = testing::bertbench_path() + " prepare --input_dir=" + tmp.file("in") +
+                                " --output_dir=out --vocab_file=" + vocab() + " --dupe_factor=1";
+    const auto r = run_shell(mpirun_prefix(1, 300) + "-wdir " + tmp.file("a") + " " + command + " : -np 1 -wdir " +
+                             tmp.file("b") + " " + command);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--output_dir=out: rank 1 does not see the directory rank 0 writes to"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("shards on 2 ranks"), std::string::npos) << r.out;
+    EXPECT_TRUE(files_under(tmp.path / "a" / "out").empty()) << "nothing written, the check file removed";
+    EXPECT_TRUE(files_under(tmp.path / "b" / "out").empty());
+}
+
+// Every rank runs the same command: one that printed its help or ran another command and left
+// would keep the others waiting in a collective for good (a hang until mpirun was killed).
+TEST(MpiPrepare, RanksRunningAnotherCommandStopTogether) {
+    if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
+    const TmpDir tmp("bb_mpi_prepare");
+    testing::write_shard_input(tmp.path / "in");
+    const std::string prepare = testing::bertbench_path() + " " + prepare_args(tmp, "out", 1);
+    for (const auto& [other, role] : std::vector<std::pair<std::string, std::string>>{
+             {prepare + " --help", "prepare --help"},
+             {testing::bertbench_path() + " version", "version"},
+             {testing::bertbench_path() + " --help", "--help"},
+             {testing::bertbench_path() + " prepair", "the unknown command \"prepair\""}}) {
+        const auto r = run_shell(mpirun_prefix(1, 120) + prepare + " : -np 1 " + other);
+        EXPECT_NE(r.exit_code, 0) << other << "\n" << r.out;
+        EXPECT_NE(r.exit_code, 124) << "hung: " << other << "\n" << r.out;
+        EXPECT_NE(r.out.find("bertbench: error: the command of rank 1 differs from rank 0's (" + role + " vs prepare)"),
+                  std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(tmp.path / "out"));
+    }
+    // the same help on every rank is a help
+    const auto help = run_shell(mpirun_prefix(2, 120) + prepare + " --help");
+    EXPECT_EQ(help.exit_code, 0) << help.out;
+    EXPECT_EQ(testing::count_of(help.out, "--random_seed"), 2u) << help.out;
 }
 
 TEST(MpiPrepare, FileModeUnderMpirunIsRefused) {

@@ -8,12 +8,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "dist/grad_reducer.hpp"
 #include "mpi_util.hpp"
+#include "test_util.hpp"
 
 namespace bertbench::dist {
 namespace {
@@ -159,6 +161,40 @@ TEST(DistWorker, Collectives) {
         EXPECT_NE(std::string(e.what()).find("flags hash of rank 1 differs from rank 0's (h1 vs h0)"),
                   std::string::npos) << e.what();
     }
+    // a JSON object: the first key that differs, a nested one named after its parent, a key one
+    // rank lacks; equal objects pass
+    const std::vector<std::pair<nlohmann::json, std::string>> objects{
+        {{{"--seed", 1}, {"bert_config.json", {{"hidden_size", r == 0 ? 128 : 256}, {"layers", 2}}}},
+         "rank 1's flags differ from rank 0's: bert_config.json hidden_size is 256 there, 128 on rank 0 "
+         "(hint: same flags)"},
+        {r == 0 ? nlohmann::json{{"--a", 1}} : nlohmann::json{{"--a", 1}, {"--b", "x"}},
+         "rank 1's flags differ from rank 0's: --b is \"x\" there, absent on rank 0"},
+        {r == 0 ? nlohmann::json{{"--a", 1}, {"--b", "x"}} : nlohmann::json{{"--a", 1}},
+         "rank 1's flags differ from rank 0's: --b is absent there, \"x\" on rank 0"}};
+    for (const auto& [value, message] : objects) {
+        try {
+            require_same_json_on_all_ranks(c, value, "flags", "same flags");
+            ADD_FAILURE() << "no error for " << value.dump();
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_NO_THROW(require_same_json_on_all_ranks(c, {{"--a", {1, 2}}}, "flags", ""));
+    // one directory for the job: rank 0's, the same path on both; then each rank its own (a
+    // node-local directory): every rank stops, naming rank 1; no file left behind either way
+    const testing::TmpDir own("bb_comm_dir");  // rank 0's is also the shared one
+    const std::string shared = c.allgather(own.path.string())[0];
+    EXPECT_NO_THROW(require_shared_directory(c, shared, "output_dir"));
+    try {
+        require_shared_directory(c, own.path.string(), "output_dir");
+        ADD_FAILURE() << "no error for a directory of each rank's own";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1 does not see the directory rank 0 writes to"), std::string::npos)
+            << e.what();
+    }
+    c.barrier();
+    EXPECT_TRUE(std::filesystem::is_empty(own.path));
+    c.barrier();  // every rank done with rank 0's directory before its TmpDir removes it
     // GradientReducer: 3M floats, tensors every 1000 floats (+ 8 floats of padding each), 1 MB
     // buckets, ranges reported from the top down as a backward would. Integer values, so the
     // mean is exact: rank r holds (i % 97) * (r + 1) -> mean 1.5 * (i % 97).

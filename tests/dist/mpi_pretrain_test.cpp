@@ -276,26 +276,36 @@ TEST(DistPretrain, SlowRanksThatSeeOtherFilesOrCheckpointsStopBeforeTraining) {
     const Workdir w("views");
     for (const char* host : {"a/data", "b/data", "a/out", "b/out"}) fs::create_directories(w.dir / host);
     for (const char* shard : {"a/data/s1", "a/data/s2", "b/data/s1"}) fs::copy_file(train_data(), w.dir / shard);
-    const std::string command = bertbench_path() + " pretrain --bert_config_file=" + w.out("bert_config.json") +
-                                " '--input_file=data/s*' --output_dir=out --train_batch_size=4 --num_train_steps=4 "
-                                "--save_checkpoints_steps=2 --nodo_eval --threads=1";
-    const auto two_hosts = [&] {
-        std::string prefix = mpirun_prefix(1, 120);
-        return run_shell(prefix + "-wdir " + w.out("a") + " " + command + " : -np 1 -wdir " + w.out("b") + " " +
-                         command);
+    const auto command = [&](const std::string& output_dir) {
+        return bertbench_path() + " pretrain --bert_config_file=" + w.out("bert_config.json") +
+               " '--input_file=data/s*' --output_dir=" + output_dir +
+               " --train_batch_size=4 --num_train_steps=4 --save_checkpoints_steps=2 --nodo_eval --threads=1";
     };
-    auto r = two_hosts();
+    const auto two_hosts = [&](const std::string& output_dir) {
+        std::string prefix = mpirun_prefix(1, 120);
+        return run_shell(prefix + "-wdir " + w.out("a") + " " + command(output_dir) + " : -np 1 -wdir " +
+                         w.out("b") + " " + command(output_dir));
+    };
+    // one --output_dir, but a shard missing on host b
+    auto r = two_hosts(w.out("shared"));
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("the input files (names and sizes) and the step resumed from (FNV-1a) of rank 1 differs "
                          "from rank 0's (2 files, step 0, "), std::string::npos) << r.out;
-    EXPECT_FALSE(fs::exists(w.dir / "a/out/train_log.jsonl"));
-    // the same files, but a checkpoint in host a's --output_dir only
+    EXPECT_FALSE(fs::exists(w.dir / "shared/train_log.jsonl"));
+    // the same files, but each host its own --output_dir (node-local), one of them with a
+    // checkpoint: stopped before the first step, whether or not there is one to resume from
     fs::remove(w.dir / "a/data/s2");
-    ASSERT_EQ(run_shell("cd " + w.out("a") + " && " + command + " --stop_steps=2").exit_code, 0);
-    r = two_hosts();
-    EXPECT_NE(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("of rank 1 differs from rank 0's (2 files, step 0, "), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("vs 2 files, step 2, "), std::string::npos) << r.out;
+    for (const bool checkpoint : {false, true}) {
+        if (checkpoint) {
+            ASSERT_EQ(run_shell("cd " + w.out("a") + " && " + command("out") + " --stop_steps=2").exit_code, 0);
+        }
+        r = two_hosts("out");
+        EXPECT_NE(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.out.find("--output_dir=out: rank 1 does not see the directory rank 0 writes to"), std::string::npos)
+            << r.out;
+        EXPECT_FALSE(fs::exists(w.dir / "b/out/train_log.jsonl"));
+        EXPECT_EQ(fs::exists(w.dir / "a/out/train_log.jsonl"), checkpoint);
+    }
 }
 
 // `bertbench eval` under mpirun: ranks started with other eval flags stop with one error instead
@@ -417,7 +427,8 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
     const auto r = run_shell(cmd);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
-    EXPECT_NE(r.out.find("of rank 1 differs from rank 0's"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("rank 1's flags and model config differ from rank 0's: --num_train_steps is 5 there, "
+                         "4 on rank 0"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.out("r") + "/train_log.jsonl"));
 
     const auto odd = run_mpi(
