@@ -208,10 +208,16 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     };
     if (t.num_accumulation_steps != 0 && !ngc) {
         both("steps_per_update", "num_accumulation_steps");
-        if (o.train_batch_size % t.num_accumulation_steps != 0)
-            fail("--train_batch_size={}: expected a multiple of --num_accumulation_steps={} "
-                 "(PerfZero: the global batch, split into that many micro-batches)",
-                 o.train_batch_size, t.num_accumulation_steps);
+        // in the user's units: each rank's micro-batch is the batch / (accumulation x ranks)
+        const int64_t unit = int64_t{t.num_accumulation_steps} * ranks;
+        if (o.train_batch_size % unit != 0)
+            fail("--train_batch_size={}: expected a multiple of --num_accumulation_steps={}{} "
+                 "(PerfZero: the global batch, split into that many micro-batches{}) (hint: "
+                 "--train_batch_size={})",
+                 o.train_batch_size, t.num_accumulation_steps,
+                 ranks == 1 ? std::string() : fmt::format(" x {} ranks = {}", ranks, unit),
+                 ranks == 1 ? "" : ", each split over the ranks",
+                 (o.train_batch_size / unit + 1) * unit);
         log::info("PerfZero/TF2 meaning of --num_accumulation_steps (no flag of NVIDIA NGC TF's "
                   "script such as --input_files_dir given): --train_batch_size={} is the global "
                   "batch per update = {} micro-batches of {} sequences (bertbench "

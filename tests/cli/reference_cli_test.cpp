@@ -570,6 +570,16 @@ TEST(ReferenceCli, NumAccumulationStepsSaysWhichMeaningApplies) {
         EXPECT_EQ(count_of(bad.out, "error: --num_accumulation_steps: expected >= 1, got 0\n"), 1u) << bad.out;
         EXPECT_FALSE(fs::exists(w.out("zero")));
     }
+    // A batch the micro-batches cannot split: said in the user's units, with a hint that works.
+    const auto odd = run_bertbench("pretrain --bert_config_file=" + w.config() + " --input_file=\"" + w.data() +
+                                   "\" --output_dir=" + w.out("odd") +
+                                   " --train_batch_size=9 --num_accumulation_steps=2 --threads=1");
+    EXPECT_EQ(odd.exit_code, 1) << odd.out;
+    EXPECT_NE(odd.out.find("error: --train_batch_size=9: expected a multiple of --num_accumulation_steps=2 "
+                           "(PerfZero: the global batch, split into that many micro-batches) (hint: "
+                           "--train_batch_size=10)\n"),
+              std::string::npos) << odd.out;
+    EXPECT_FALSE(fs::exists(w.out("odd")));
 }
 
 // NGC's multi-GPU form (mpiexec -np 2 ... --horovod): the global batch counts the ranks and the

@@ -438,6 +438,16 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
     EXPECT_NE(odd.exit_code, 124) << "hung:\n" << odd.out;
     EXPECT_NE(odd.out.find("--train_batch_size: 3 is the GLOBAL batch, split over 2 ranks"), std::string::npos)
         << odd.out;
+    // PerfZero's line: the batch per update, in its units (it once said "5 is the GLOBAL batch"
+    // of a --train_batch_size=10, with a hint that failed again)
+    const auto perfzero = run_mpi(
+        2, bertbench_path() + args(w, w.out("pz"), "--num_train_steps=4 --train_batch_size=10 --num_accumulation_steps=2"),
+        120);
+    EXPECT_NE(perfzero.exit_code, 0) << perfzero.out;
+    EXPECT_NE(perfzero.out.find("--train_batch_size=10: expected a multiple of --num_accumulation_steps=2 x 2 ranks "
+                                "= 4 (PerfZero: the global batch, split into that many micro-batches, each split "
+                                "over the ranks) (hint: --train_batch_size=12)"),
+              std::string::npos) << perfzero.out;
 }
 
 // A flag every rank refuses is one error line for the job (rank 0's, without a rank), not one per
