@@ -32,7 +32,7 @@ int cmd_convert(int argc, char** argv) {
           "file or a directory (model.safetensors + config.json)");
     f.add("to", &o.to,
           "tf | safetensors | hf | pt | nvidia_pt (default: safetensors when --output ends in "
-          ".safetensors, pt for .pt or .bin, else tf)");
+          ".safetensors, pt for .pt, .pth or .bin, in any case; else tf)");
     f.add("bert_config_file", &o.bert_config_file,
           "bert_config.json: needed for --to=hf unless the input is a bertbench checkpoint; "
           "with --to=safetensors it is stored in the checkpoint's metadata; with it, the rows "

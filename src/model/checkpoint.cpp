@@ -158,8 +158,9 @@ void CheckpointReader::load_table(const ParamTable& table, std::span<float> buff
                 "was written for another model or other heads)",
                 path(), name, shape_str(p.shape));
         if (t->dtype != io::DType::F32)
-            fail("{}: tensor \"{}\": expected dtype F32, got {}", path(), name,
-                 io::dtype_name(t->dtype));
+            fail("{}: tensor \"{}\": expected dtype F32, got {} (hint: `bertbench convert --input={} "
+                 "--output=<new>.safetensors` writes its weights as F32)",
+                 path(), name, io::dtype_name(t->dtype), path());
         const int64_t padding = vocab_padding_rows(table.config(), p.name, p.shape, t->shape);
         if (t->shape != p.shape && padding == 0)
             fail(

@@ -214,7 +214,8 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
         for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
             std::string name = e.path().filename().string();
             if (name.ends_with(".index")) name.resize(name.size() - 6);  // a TF prefix
-            else if (!name.ends_with(".safetensors") && !name.ends_with(".pt") && !name.ends_with(".bin"))
+            else if (!name.ends_with(".safetensors") && !name.ends_with(".pt") && !name.ends_with(".pth") &&
+                     !name.ends_with(".bin"))
                 continue;
             found.emplace_back(e.last_write_time(ec), (std::filesystem::path(path) / name).string());
         }

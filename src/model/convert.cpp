@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -362,10 +363,11 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     // The names --init_checkpoint takes: run/model.ckpt-300 for our run/model.ckpt-300.safetensors
     o.input = resolve_checkpoint_name(o.input, "--input");
     std::string to = o.to;
+    // the output's extension in any case (.PT as .pt; .pth is PyTorch's too)
+    std::string ext = fs::path(o.output).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
     if (to.empty())
-        to = o.output.ends_with(".safetensors")                           ? "safetensors"
-             : o.output.ends_with(".pt") || o.output.ends_with(".bin") ? "pt"
-                                                                          : "tf";
+        to = ext == ".safetensors" ? "safetensors" : ext == ".pt" || ext == ".pth" || ext == ".bin" ? "pt" : "tf";
     if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt" && to != "nvidia_pt")
         fail("--to={}: expected tf, safetensors, hf, pt or nvidia_pt", to);
     if (o.tf_slots != "adam" && o.tf_slots != "lamb")
@@ -403,16 +405,23 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         };
         const bool moments = std::any_of(in.tensors.begin(), in.tensors.end(),
                                          [](const Tensor& t) { return t.name.ends_with("/adam_m"); });
+        // a file whose slots already have MLPerf's names (converted from such a TF checkpoint)
+        const bool lamb_named = std::any_of(in.tensors.begin(), in.tensors.end(),
+                                            [](const Tensor& t) { return t.name.ends_with("/LAMB"); });
         if (!moments || !has("bertbench/beta_powers"))
             fail("{}: --tf_slots=lamb: expected a training checkpoint with the optimizer's state "
                  "(<tensor>/adam_m, /adam_v and bertbench/beta_powers), found {}", o.input,
-                 moments ? "no bertbench/beta_powers" : "no moments");
+                 lamb_named ? "its slots already under MLPerf's LAMB names (<tensor>/LAMB, /LAMB_1, "
+                              "beta1_power, beta2_power), which --to=tf keeps as they are (hint: leave "
+                              "out --tf_slots=lamb)"
+                 : moments  ? "no bertbench/beta_powers"
+                            : "no moments");
     }
 
     // Output files.
     std::vector<std::string> outs;
     std::string st_path, config_path;
-    const bool hf_dir = to == "hf" && !o.output.ends_with(".safetensors");
+    const bool hf_dir = to == "hf" && ext != ".safetensors";
     if (to == "tf") {
         check_tf_prefix(o.output);
         outs = {o.output + ".data-00000-of-00001", o.output + ".index"};

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_util.hpp"
@@ -153,6 +154,18 @@ TEST(ConvertCli, TfSlotsNamedAsMlperfLamb) {
     EXPECT_EQ(f32("beta1_power"), std::vector<float>{0.25f});
     EXPECT_EQ(f32("beta2_power"), std::vector<float>{0.5f});
     EXPECT_TRUE(tf.find("beta1_power")->shape.empty());
+    // back to ours, the slots keep MLPerf's names; --tf_slots=lamb on that says so (it said "found
+    // no moments"), and without it the same TF tensors come back
+    ASSERT_EQ(run_bertbench("convert --input=" + prefix + " --output=" + dir.file("back.safetensors")).exit_code, 0);
+    r = run_bertbench("convert --tf_slots=lamb --input=" + dir.file("back.safetensors") + " --output=" +
+                      dir.file("tf3/model.ckpt-5"));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("found its slots already under MLPerf's LAMB names"), std::string::npos) << r.out;
+    ASSERT_EQ(run_bertbench("convert --input=" + dir.file("back.safetensors") + " --output=" +
+                            dir.file("tf3/model.ckpt-5")).exit_code, 0);
+    const io::TfBundleReader again(dir.file("tf3/model.ckpt-5"));
+    EXPECT_EQ(again.entries().size(), tf.entries().size());
+    EXPECT_NE(again.find(first.name + "/LAMB_1"), nullptr);
     // without optimizer state, or another format: one line each
     r = run_bertbench("convert --tf_slots=lamb --input=" + make_checkpoint(dir, false) +
                       " --output=" + dir.file("tf2/model.ckpt-1"));
@@ -266,6 +279,26 @@ TEST(ConvertCli, OutputDirectoriesAreCreated) {
     }
     expect_same_tensors(a, dir.file("st/new/c.safetensors"));
     EXPECT_TRUE(std::filesystem::exists(dir.file("hf/new/config.json")));
+}
+
+// The output's extension chooses the format in any case, and .pth (PyTorch's own) is a PyTorch
+// file: `--output=model.pth` once wrote a TensorFlow bundle model.pth.index/.data beside a
+// `checkpoint` file.
+TEST(ConvertCli, ExtensionsInAnyCaseAndPthChooseTheFormat) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false);
+    for (const std::string out : {"m.pth", "m.PT", "m.Bin", "m.SafeTensors"}) {
+        const auto r = run_bertbench("convert --input=" + a + " --output=" + dir.file(out));
+        ASSERT_EQ(r.exit_code, 0) << out << ": " << r.out;
+        EXPECT_NE(r.out.find(out.ends_with("s") ? "safetensors" : "-> PyTorch checkpoint"), std::string::npos)
+            << out << ": " << r.out;
+        EXPECT_FALSE(std::filesystem::exists(dir.file(out + ".index"))) << out;
+        std::string magic(2, '\0');
+        std::ifstream(dir.file(out), std::ios::binary).read(magic.data(), 2);
+        EXPECT_EQ(magic == "PK", !out.ends_with("s")) << out << ": a zip archive for PyTorch";
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir.file("checkpoint")));
+    expect_same_tensors(a, dir.file("m.SafeTensors"));
 }
 
 TEST(ConvertCli, RealTfCheckpointRoundTripsByteForByte) {
