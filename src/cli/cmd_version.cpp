@@ -1,4 +1,6 @@
 // `bertbench version`: build and system information as JSON.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "backend/backend.hpp"
@@ -6,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/sysinfo.hpp"
+#include "dist/comm.hpp"
 #include "ops/bf16.hpp"
 #include "ops/kernels.hpp"
 
@@ -38,6 +41,19 @@ int cmd_version(int argc, char** argv) {
         }
     }
     j["system_info"]["backends"] = {{"cpu", backend::make_cpu_backend()->describe()}, {"cuda", cuda}};
+    // Under mpirun: one JSON array from rank 0, each rank's object with its rank and host (each
+    // rank printing its own tore the documents into each other's lines).
+    dist::Comm& comm = dist::world();
+    if (comm.size() > 1) {
+        char host[256] = {};
+        if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+        j = nlohmann::json{{"rank", comm.rank()}, {"hostname", host}, {"build_info", j["build_info"]},
+                           {"system_info", j["system_info"]}};
+        nlohmann::json all = nlohmann::json::array();
+        for (const std::string& one : comm.allgather(j.dump())) all.push_back(nlohmann::json::parse(one));
+        if (comm.is_root()) std::cout << all.dump(2) << "\n";
+        return 0;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
 }

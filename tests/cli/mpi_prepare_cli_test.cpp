@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -167,6 +168,23 @@ TEST(MpiPrepare, RanksRunningAnotherCommandStopTogether) {
     const auto help = run_shell(mpirun_prefix(2, 120) + prepare + " --help");
     EXPECT_EQ(help.exit_code, 0) << help.out;
     EXPECT_EQ(testing::count_of(help.out, "--random_seed"), 2u) << help.out;
+}
+
+// `version` under mpirun: one JSON array from rank 0, an object per rank with its rank and host
+// (each rank printed its own document, and one run in three tore them into each other's lines).
+TEST(MpiPrepare, VersionPrintsOneArrayOfTheRanks) {
+    if (const std::string m = mpirun_missing(); !m.empty()) GTEST_SKIP() << m;
+    const auto r = run_shell(mpirun_prefix(3, 120) + testing::bertbench_path() + " version 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json all = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(all.is_array()) << r.out;
+    ASSERT_EQ(all.size(), 3u);
+    for (int rank = 0; rank < 3; ++rank) {
+        EXPECT_EQ(all[rank]["rank"], rank);
+        EXPECT_FALSE(all[rank]["hostname"].get<std::string>().empty());
+        EXPECT_TRUE(all[rank]["system_info"].contains("cpu_isa"));
+        EXPECT_EQ(all[rank]["build_info"], all[0]["build_info"]);
+    }
 }
 
 TEST(MpiPrepare, FileModeUnderMpirunIsRefused) {
