@@ -503,12 +503,12 @@ void check_output_not_input(const std::string& output, const std::string& output
     }
 }
 
-std::string files_and_sizes(const std::vector<std::string>& files) {
-    std::string out;
+std::map<std::string, std::string> files_and_sizes(const std::vector<std::string>& files) {
+    std::map<std::string, std::string> out;
     for (const std::string& f : files) {
         std::error_code ec;
         const auto size = std::filesystem::file_size(f, ec);
-        out += fmt::format("{}:{}\n", f, ec ? -1 : static_cast<int64_t>(size));
+        out[f] = ec ? "unreadable" : fmt::format("{} bytes", size);
     }
     return out;
 }

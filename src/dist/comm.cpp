@@ -338,7 +338,7 @@ void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::
 
 namespace {
 
-// The first key (depth first, in key order; then the keys only b has) where a and b
+// The first key (depth first, in key order; then the keys only b has) or array index where a and b
 // differ, as "<path> is <b's value> there, <a's value> on rank 0"; "" when they are equal.
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path) {
     if (a == b) return "";
@@ -351,6 +351,14 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, c
         for (const auto& [k, v] : b.items())
             if (!a.contains(k))
                 return fmt::format("{} is {} there, absent on rank 0", path.empty() ? k : path + " " + k, v.dump());
+    }
+    if (a.is_array() && b.is_array()) {  // the first index where they differ, or the extra one
+        for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+            const std::string at = fmt::format("{}[{}]", path, i);
+            if (i >= a.size()) return fmt::format("{} is {} there, absent on rank 0", at, b[i].dump());
+            if (i >= b.size()) return fmt::format("{} is absent there, {} on rank 0", at, a[i].dump());
+            if (std::string d = first_difference(a[i], b[i], at); !d.empty()) return d;
+        }
     }
     return fmt::format("{} is {} there, {} on rank 0", path.empty() ? "the value" : path, b.dump(), a.dump());
 }

@@ -72,15 +72,20 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
     // are all-reduced (the same metrics as one process).
     dist::Comm& comm = dist::world();
     if (comm.size() > 1) {  // one evaluation: every rank the same checkpoint, files and settings
-        std::string same = fmt::format("{} {} {} {} {} {}", o.eval_batch_size, o.max_seq_length,
-                                       o.max_predictions_per_seq, o.max_eval_steps, o.init_seed,
-                                       static_cast<int>(o.precision));
-        same += "\n" + files_and_sizes(o.files) + config.to_json().dump() + "\n" + o.checkpoint;
-        same += fmt::format("\nweights {:016x}", dist::fnv1a64(params.data(), params.size() * sizeof(float)));
-        dist::require_same_on_all_ranks(
-            comm, fmt::format("{:016x}", dist::fnv1a64(same.data(), same.size())),
-            "the checkpoint (its name and weights), eval files (names and sizes), model and eval flags (FNV-1a)",
-            "start every rank with the same command line and the same files");
+        const nlohmann::json same = {
+            {"--eval_batch_size", o.eval_batch_size},
+            {"--max_seq_length", o.max_seq_length},
+            {"--max_predictions_per_seq", o.max_predictions_per_seq},
+            {"--max_eval_steps", o.max_eval_steps},
+            {"--seed", o.init_seed},
+            {"--dtype", ops::precision_name(o.precision)},
+            {"eval files", files_and_sizes(o.files)},
+            {"bert_config.json", config.to_json()},
+            {"the checkpoint", o.checkpoint},
+            {"its weights (FNV-1a)",
+             fmt::format("{:016x}", dist::fnv1a64(params.data(), params.size() * sizeof(float)))}};
+        dist::require_same_json_on_all_ranks(comm, same, "checkpoint, eval files, model and eval flags",
+                                             "start every rank with the same command line and the same files");
     }
     if (o.eval_batch_size % comm.size() != 0)
         fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",

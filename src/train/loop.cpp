@@ -449,12 +449,11 @@ int TrainLoop::run() {
         // missing on one host would re-shard the data silently) and the same starting point (an
         // --output_dir that is not one directory for every rank resumes them at different steps).
         const std::vector<std::string> inputs = task_.inputs();
-        const std::string seen = files_and_sizes(inputs) + fmt::format("step {}", global_step());
-        dp_->require_same("the input files (names and sizes) and the step resumed from (FNV-1a)",
-                          fmt::format("{} files, step {}, {:016x}", inputs.size(), global_step(),
-                                      dist::fnv1a64(seen.data(), seen.size())),
-                          "every rank must see the same input files and the same --output_dir: a "
-                          "shared file system, or identical copies at the same paths on every host");
+        dist::require_same_json_on_all_ranks(
+            dp_->comm(), {{"input files", files_and_sizes(inputs)}, {"the step resumed from", global_step()}},
+            "input files and step resumed from",
+            "every rank must see the same input files and the same --output_dir: a shared file system, or "
+            "identical copies at the same paths on every host");
         std::string not_ready;
         try {
             task_.check_before_start();
