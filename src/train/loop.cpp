@@ -343,8 +343,7 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
              resume_from_, changes.size(), text);
     log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
               "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
-    if (root_)
-        JsonlLog(path("changed_flags.jsonl")).write({{"resumed_from", resume_from_}, {"changes", changes}});
+    changed_flags_ = {{"resumed_from", resume_from_}, {"changes", changes}};  // written by run()
 }
 
 void TrainLoop::write_config_json() {
@@ -477,6 +476,7 @@ int TrainLoop::run() {
                       "(results.json)", o_.output_dir, state_.status, global_step());
             return 0;
         }
+        if (root_ && !changed_flags_.is_null()) JsonlLog(path("changed_flags.jsonl")).write(changed_flags_);
         write_config_json();
         // Logs of a killed run may run past its last checkpoint: keep what the checkpoint covers.
         const auto num = [](const json& j, const char* key) {

@@ -222,6 +222,7 @@ private:
 
     const LoopOptions& o_;
     DirectoryLock output_dir_lock_;  // rank 0's flock on --output_dir (lock_output_dir)
+    nlohmann::json changed_flags_;   // what --allow_changed_flags let change, written once the run goes on
     nlohmann::json flags_json_;
     Task& task_;
     std::unique_ptr<backend::Buffer<float>> params_, grads_;  // options().device()'s memory

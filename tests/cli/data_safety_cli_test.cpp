@@ -217,7 +217,7 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     const Workdir w("resume");
     const std::string data = golden("pretraining/public_128_s12345_d2.tfrecord");
     const std::string base = pretrain(w, w.p("run"), data);
-    ASSERT_EQ(run_bertbench(base).exit_code, 0);
+    ASSERT_EQ(run_bertbench(base + " --stop_steps=2").exit_code, 0);  // paused at step 2 of 4
     const auto r = run_bertbench(base + " --learning_rate=2e-3 --lamb_beta_1=0.8");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     const std::string e = error_line(r.out);
@@ -234,8 +234,15 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     EXPECT_EQ(rec["changes"][0]["flag"], "learning_rate");
     EXPECT_EQ(rec["changes"][0]["checkpoint"], 1e-3);
     EXPECT_EQ(rec["changes"][0]["now"], 2e-3);
-    // Flags that do not fork the run (threads, checkpoint cadence) may change freely.
-    EXPECT_EQ(run_bertbench(base + " --threads=2 --save_checkpoints_steps=3").exit_code, 0);
+    // A finished run resumed with a change allowed does nothing, and records nothing either
+    fs::remove(w.p("run/changed_flags.jsonl"));
+    const auto done = run_bertbench(base + " --learning_rate=3e-3 --allow_changed_flags");
+    ASSERT_EQ(done.exit_code, 0) << done.out;
+    EXPECT_NE(done.out.find("already finished"), std::string::npos) << done.out;
+    EXPECT_FALSE(fs::exists(w.p("run/changed_flags.jsonl")));
+    // Flags that do not fork the run (threads, checkpoint cadence) may change freely (from the
+    // last checkpoint's, written after the allowed change).
+    EXPECT_EQ(run_bertbench(base + " --learning_rate=2e-3 --threads=2 --save_checkpoints_steps=3").exit_code, 0);
 
     // The same input files spelled another way, from another working directory, are the same run
     // (a requeued job); a copy of the config under another name is another file: a changed flag.
