@@ -9,8 +9,8 @@
 
 #include <cstddef>
 #include <cstdio>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>

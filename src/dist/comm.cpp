@@ -368,7 +368,9 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, c
 void require_same_json_on_all_ranks(Comm& comm, const nlohmann::json& value, const std::string& what,
                                     const std::string& hint) {
     if (comm.size() == 1) return;
-    const std::vector<std::string> all = comm.allgather(value.dump());
+    // (a flag's bytes need not be UTF-8: a path's; replaced in the comparison, not thrown on)
+    const std::vector<std::string> all =
+        comm.allgather(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     for (size_t r = 1; r < all.size(); ++r)
         if (all[r] != all[0])
             fail("rank {}'s {} differ from rank 0's: {}{}", r, what,
