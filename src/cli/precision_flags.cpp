@@ -33,10 +33,14 @@ void PrecisionFlags::add(Flags& f, bool training) {
 
 void check_dtype(ops::Precision p, const std::string& flag) {
     if (p == ops::Precision::bf16 && !ops::bf16_native())
-        log::warn("--{}=bf16: this CPU has no bf16 units (it multiplies natively: {}); bf16 is "
-                  "emulated (operands rounded to bf16, multiplied in fp32): the same numbers, "
-                  "SLOWER than fp32; timings show correctness, not bf16 speed",
-                  flag, ops::native_precisions());
+        log::warn("--{}=bf16: {}; bf16 is emulated (operands rounded to bf16, multiplied in fp32): "
+                  "the same numbers, SLOWER than fp32; timings show correctness, not bf16 speed",
+                  flag,
+                  (ops::bf16_emulation_forced() ? std::string("BB_BF16_EMULATE is set")
+                   : ops::native_precisions().find("bf16") != std::string::npos
+                       ? std::string("oneDNN has no kernel for this CPU's bf16 units")
+                       : std::string("this CPU has no bf16 units")) +
+                      " (the CPU multiplies natively: " + ops::native_precisions() + ")");
     else if (p == ops::Precision::bf16 && !ops::bf16_fast())
         log::warn("--{}=bf16: this CPU multiplies bf16 on AVX512-BF16 without AMX ({}), at half "
                   "its fp32 rate: bf16 runs here but SLOWER than --{}=fp32 (bench --mode=gemm "

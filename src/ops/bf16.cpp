@@ -251,6 +251,8 @@ bool bf16_native() {
     return native && !g_emulate;
 }
 
+bool bf16_emulation_forced() { return g_emulate; }
+
 bool bf16_fast() {
     if (!bf16_native()) return false;
     static const bool fast = [] {

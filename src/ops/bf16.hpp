@@ -103,6 +103,9 @@ bool bf16_fast();
 std::string native_precisions();
 // The oneDNN implementation behind gemm_bf16 ("brg:avx512_core_bf16", ...; "emulated (sgemm)").
 std::string bf16_gemm_impl();
+// True when BB_BF16_EMULATE (any value but "" and "0") or set_bf16_emulation asks for the
+// emulation, whatever the CPU has.
+bool bf16_emulation_forced();
 // Tests: run both paths on any machine that has the native one. Not thread-safe.
 void set_bf16_emulation(bool emulate);
 

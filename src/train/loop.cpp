@@ -113,6 +113,14 @@ optim::LossScaler check_run_options(const RunOptions& o) {
         fail("--save_checkpoints_steps: expected >= 0, got {}", o.save_checkpoints_steps);
     if (o.keep_checkpoint_max < 0)
         fail("--keep_checkpoint_max: expected >= 0, got {}", o.keep_checkpoint_max);
+    // bf16 units treat subnormal inputs as zero (AVX512-BF16's vdpbf16ps, AMX's tdpbf16ps), where
+    // fp32 and the emulation keep them: a scale below 1 pushes small gradients down there
+    if (o.precision == ops::Precision::bf16 && ops::bf16_native() &&
+        scaler.mode() == optim::LossScaler::Mode::fixed && scaler.scale() < 1)
+        log::warn("--loss_scale={}: below 1 with --dtype=bf16; this CPU's bf16 dot products treat "
+                  "values below fp32's normal range (1.2e-38) as zero, so the gradients scaled down "
+                  "there are lost, where fp32 keeps them (bf16 needs no loss scaling)",
+                  o.loss_scale);
     return scaler;
 }
 

@@ -17,6 +17,7 @@
 
 #include "../cli/run_util.hpp"
 #include "io/safetensors.hpp"
+#include "ops/bf16.hpp"
 #include "test_util.hpp"
 
 namespace bertbench::train {
@@ -123,6 +124,20 @@ TEST(PrecisionE2E, Bf16TracksFp32AndWritesFp32Checkpoints) {
     EXPECT_NEAR(m16["masked_lm_loss"].get<double>(), m32["masked_lm_loss"].get<double>(),
                 1e-2 * m32["masked_lm_loss"].get<double>());
     EXPECT_NEAR(m16["masked_lm_accuracy"].get<double>(), m32["masked_lm_accuracy"].get<double>(), 0.02);
+}
+
+// A fixed loss scale below 1 with bf16 on the CPU's bf16 units: warned, as those units treat
+// subnormal inputs as zero (gradients scaled below fp32's normal range are lost; at 2^-100 a
+// step's gradient norm moved 7 %). Not with fp32, nor where bf16 is emulated (which keeps them).
+TEST(PrecisionE2E, Bf16UnitsWarnOfALossScaleBelowOne) {
+    PrecisionRunDir d;
+    const std::string warning = "below 1 with --dtype=bf16; this CPU's bf16 dot products treat values below";
+    const auto bf16 = run_bertbench(pretrain_args(d, "bf16", "--dtype=bf16 --loss_scale=0.5 --num_train_steps=1"));
+    ASSERT_EQ(bf16.exit_code, 0) << bf16.out;
+    EXPECT_EQ(testing::count_of(bf16.out, warning), ops::bf16_native() ? 1u : 0u) << bf16.out;
+    const auto fp32 = run_bertbench(pretrain_args(d, "fp32", "--loss_scale=0.5 --num_train_steps=1"));
+    ASSERT_EQ(fp32.exit_code, 0) << fp32.out;
+    EXPECT_EQ(fp32.out.find(warning), std::string::npos) << fp32.out;
 }
 
 TEST(PrecisionE2E, Fp16IsRefusedBeforeAnyWork) {
