@@ -4,6 +4,7 @@
 // "gelu" (erf form in HF) is mapped to "gelu_erf", because Google's "gelu" is the tanh form.
 #include "model/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -115,6 +116,17 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
         c.hidden_act = v.get<std::string>();
         // HF ACT2FN: "gelu" is the erf form and "gelu_new" the tanh form.
         if (hf && c.hidden_act == "gelu") c.hidden_act = "gelu_erf";
+        // Keys only transformers writes, without model_type (hand-edited, or written by a tool that
+        // drops it): the file is ambiguous, and its "gelu" is read as google's. Said, not guessed.
+        const char* const hf_keys[] = {"architectures", "transformers_version", "torch_dtype", "pad_token_id"};
+        const auto key = std::find_if(std::begin(hf_keys), std::end(hf_keys),
+                                      [&](const char* k) { return j.contains(k); });
+        if (!hf && c.hidden_act == "gelu" && key != std::end(hf_keys))
+            log::warn(
+                "{}: \"gelu\" read as google's tanh form (no model_type), but the file has Hugging "
+                "Face's key \"{}\", and to transformers \"gelu\" is the erf form (hint: add "
+                "\"model_type\": \"bert\" for HF's reading, or \"hidden_act\": \"gelu_new\" to keep tanh)",
+                where, *key);
     }
     // Hugging Face variants of the architecture that bertbench would run silently as BERT's.
     if (j.contains("position_embedding_type") && j.at("position_embedding_type") != "absolute")

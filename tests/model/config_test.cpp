@@ -74,6 +74,23 @@ TEST(BertConfig, JsonRoundTripAndHfGelu) {
     EXPECT_EQ(BertConfig::from_json(hf, "hf").hidden_act, "gelu_erf");
     hf["hidden_act"] = "gelu_new";
     EXPECT_EQ(BertConfig::from_json(hf, "hf").hidden_act, "gelu_new");
+
+    // HF's keys without model_type: read as google's, and said; a google file says nothing
+    nlohmann::json odd = c.to_json();
+    odd["hidden_act"] = "gelu";
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(BertConfig::from_json(odd, "google.json").hidden_act, "gelu");
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+    odd["architectures"] = {"BertForMaskedLM"};
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(BertConfig::from_json(odd, "odd.json").hidden_act, "gelu");
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find("odd.json"), std::string::npos) << said;
+    EXPECT_NE(said.find("\"architectures\""), std::string::npos) << said;
+    odd["hidden_act"] = "gelu_new";  // explicit: nothing to say
+    ::testing::internal::CaptureStderr();
+    BertConfig::from_json(odd, "odd.json");
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(BertConfig, ValidationErrorsNameFileAndField) {
