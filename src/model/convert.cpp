@@ -515,10 +515,21 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     res.skipped = std::move(in.skipped);
     // t under its HF name, a kernel transposed to Linear's [out, in]; false (t listed as skipped)
     // for a tensor that is no model weight
+    bool pretraining = false, squad = false;  // the heads the tensors hold
+    for (const Tensor& t : in.tensors) {
+        pretraining |= t.name.starts_with("cls/predictions/");
+        squad |= t.name.starts_with("cls/squad/");
+    }
     const auto to_hf_layout = [&](Tensor& t, std::string* name) {
         bool tr = false;
         if (!tf_to_hf_name(t.name, name, &tr)) {
             res.skipped.push_back(t.name + " (not a model weight)");
+            return false;
+        }
+        // HF's BertForQuestionAnswering has no pooler (add_pooling_layer=False): a strict
+        // load_state_dict refuses one; NVIDIA's keeps it (its BertModel always has one)
+        if (squad && to != "nvidia_pt" && t.name.starts_with("bert/pooler/")) {
+            res.skipped.push_back(t.name + " (HF's BertForQuestionAnswering has no pooler)");
             return false;
         }
         if (tr) {
@@ -679,11 +690,6 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         if (res.tensors == 0)
             fail("--input={}: expected BERT weights (TF names), found none", o.input);
         w.write();
-        bool pretraining = false, squad = false;  // the heads the tensors hold
-        for (const Tensor& t : in.tensors) {
-            pretraining |= t.name.starts_with("cls/predictions/");
-            squad |= t.name.starts_with("cls/squad/");
-        }
         write_file_atomic(config_path, hf_config(config, pretraining, squad).dump(2) + "\n");
     }
     res.written = outs;

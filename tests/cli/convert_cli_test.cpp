@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_util.hpp"
 #include "core/fs.hpp"
 #include "io/safetensors.hpp"
 #include "io/tf_bundle.hpp"
+#include "io/torch_checkpoint.hpp"
 #include "model/checkpoint.hpp"
 #include "test_util.hpp"
 
@@ -57,8 +59,8 @@ void expect_same_tensors(const std::string& a, const std::string& b) {
 }
 
 // A checkpoint as pretrain writes it: weights, adam slots and step counters.
-std::string make_checkpoint(const TmpDir& dir, bool with_optimizer) {
-    const model::ParamTable table(small_config(), model::Heads::pretraining);
+std::string make_checkpoint(const TmpDir& dir, bool with_optimizer, model::Heads heads = model::Heads::pretraining) {
+    const model::ParamTable table(small_config(), heads);
     std::vector<float> w(table.total_floats()), m(table.total_floats());
     table.initialize(w, 3);
     table.initialize(m, 4);
@@ -263,6 +265,44 @@ TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     ASSERT_EQ(r.exit_code, 0) << r.out;
     expect_same_tensors(a, dir.file("c.safetensors"));
     expect_same_tensors(dir.file("c.safetensors"), a);
+}
+
+// A SQuAD model (its table has the pooler, as google's run_squad.py checkpoints do) goes to HF's
+// BertForQuestionAnswering layout without the pooler, which that class lacks (a strict
+// load_state_dict refuses extra keys); NVIDIA's layout keeps it (its BertModel has one). Back to
+// ours, the pooler is missing and SQuAD prediction, which does not read it, runs.
+TEST(ConvertCli, SquadModelsLeaveThePoolerOutOfHfLayouts) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false, model::Heads::squad);
+    auto r = run_bertbench("convert --to=pt --input=" + a + " --output=" + dir.file("qa.bin"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("bert/pooler/dense/kernel (HF's BertForQuestionAnswering has no pooler)"), std::string::npos)
+        << r.out;
+    const auto names = [](const std::string& pt) {
+        std::set<std::string> n;
+        const io::TorchCheckpointReader reader(pt);
+        for (const auto& t : reader.tensors()) n.insert(t.name);
+        return n;
+    };
+    const std::set<std::string> hf_pt = names(dir.file("qa.bin"));
+    EXPECT_TRUE(hf_pt.count("qa_outputs.weight"));
+    EXPECT_TRUE(hf_pt.count("bert.encoder.layer.1.output.dense.weight"));
+    EXPECT_FALSE(hf_pt.count("bert.pooler.dense.weight"));
+    r = run_bertbench("convert --to=nvidia_pt --input=" + a + " --output=" + dir.file("nv.pt"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(names(dir.file("nv.pt")).count("bert.pooler.dense_act.weight"));
+    r = run_bertbench("convert --to=hf --input=" + a + " --output=" + dir.file("hf"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const io::SafetensorsReader hf(dir.file("hf/model.safetensors"));
+    EXPECT_EQ(hf.find("bert.pooler.dense.weight"), nullptr);
+    EXPECT_NE(hf.find("qa_outputs.weight"), nullptr);
+    EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("hf/config.json")))["architectures"][0],
+              "BertForQuestionAnswering");
+    // a pretraining model keeps its pooler (BertForPreTraining has one)
+    const std::string p = make_checkpoint(dir, false);
+    r = run_bertbench("convert --to=pt --input=" + p + " --output=" + dir.file("pre.bin"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(names(dir.file("pre.bin")).count("bert.pooler.dense.weight"));
 }
 
 // Every kind of output may name a directory that does not exist yet: it is created, as TF's
