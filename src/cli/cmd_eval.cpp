@@ -95,6 +95,7 @@ int cmd_eval(int argc, char** argv) {
     dist::Comm& comm = dist::world();
     nlohmann::json out = m.to_json();
     out["dtype"] = ops::precision_name(precision);
+    out["bf16_emulated"] = ops::bf16_emulated(precision);
     const std::string text = out.dump(2) + "\n";
     if (comm.rank() != 0) return 0;
     std::cout << text;

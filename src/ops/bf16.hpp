@@ -92,6 +92,9 @@ void linear_backward_bf16(float* dx, float* dw, float* db, const float* dy, cons
 // True when gemm_bf16 runs on the CPU's bf16 units (AVX512-BF16 or AMX through oneDNN), false
 // when it widens to fp32 (an AVX2 machine, or BB_BF16_EMULATE=1 in the environment).
 bool bf16_native();
+// A run at `p` has its bf16 products emulated (bf16 and not bf16_native()): the reports' field
+// "bf16_emulated" (results.json, eval's JSON, squad's speed), since speed and subnormals differ.
+inline bool bf16_emulated(Precision p) { return p == Precision::bf16 && !bf16_native(); }
 // True when bf16 GEMMs outrun fp32 ones here, so that a choice made for speed picks bf16: oneDNN's
 // bf16 matmul on AMX, or AVX512-BF16 on AMD (Zen 4 and 5 issue vdpbf16ps as often as an FMA, twice
 // its multiplies). False on Intel's AVX512-BF16 without AMX (AMX absent or not enabled, as in

@@ -16,6 +16,7 @@
 #include "dist/comm.hpp"
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
+#include "ops/bf16.hpp"
 #include "train/loop.hpp"
 #include "train/preflight.hpp"
 
@@ -190,6 +191,7 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     j["global_step"] = step;
     j["eval_files"] = e.files;
     j["dtype"] = ops::precision_name(o.precision);
+    j["bf16_emulated"] = ops::bf16_emulated(o.precision);
     j["target_mlm_accuracy"] = o.target_mlm_accuracy;
     j["target_reached"] = m.masked_lm_accuracy >= o.target_mlm_accuracy;
     j["flags"] = flags_json;

@@ -27,6 +27,7 @@
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
 #include "model/checkpoint.hpp"
+#include "ops/bf16.hpp"
 #include "train/data_parallel.hpp"
 #include "train/preflight.hpp"
 
@@ -410,6 +411,7 @@ void TrainLoop::write_results(const std::string& status) {
         {"samples", samples()},
         {"skipped_nonfinite_steps", state_.skipped_steps},
         {"dtype", ops::precision_name(o_.precision)},
+        {"bf16_emulated", ops::bf16_emulated(o_.precision)},
         {"loss_scale", scaler_.enabled() ? json(scaler_.scale()) : json(nullptr)},
         {"loss_scale_overflows", scaler_.overflows()},
         {"train_sequences_per_second",

@@ -99,7 +99,9 @@ TEST(PrecisionE2E, Bf16TracksFp32AndWritesFp32Checkpoints) {
     }
     EXPECT_TRUE(any_differs) << "bf16 losses equal fp32's bit for bit: bf16 did not run";
     std::ifstream in(d.path("bf16") + "/results.json");
-    EXPECT_EQ(json::parse(in)["dtype"], "bf16");
+    const json res = json::parse(in);
+    EXPECT_EQ(res["dtype"], "bf16");
+    EXPECT_EQ(res["bf16_emulated"], !ops::bf16_native());
 
     // The checkpoint holds fp32 tensors, whatever the run's dtype.
     std::string ckpt;
@@ -121,6 +123,8 @@ TEST(PrecisionE2E, Bf16TracksFp32AndWritesFp32Checkpoints) {
     ASSERT_EQ(e16.exit_code, 0) << e16.out;
     const json m32 = metrics(e32.out), m16 = metrics(e16.out);
     EXPECT_EQ(m16["dtype"], "bf16");
+    EXPECT_EQ(m16["bf16_emulated"], !ops::bf16_native());
+    EXPECT_EQ(m32["bf16_emulated"], false);
     EXPECT_NEAR(m16["masked_lm_loss"].get<double>(), m32["masked_lm_loss"].get<double>(),
                 1e-2 * m32["masked_lm_loss"].get<double>());
     EXPECT_NEAR(m16["masked_lm_accuracy"].get<double>(), m32["masked_lm_accuracy"].get<double>(), 0.02);
