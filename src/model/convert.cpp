@@ -513,13 +513,13 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     ConvertResult res;
     res.from = checkpoint_format_name(from);
     res.skipped = std::move(in.skipped);
-    // t under its HF name, a kernel transposed to Linear's [out, in]; false (t listed as skipped)
-    // for a tensor that is no model weight
     bool pretraining = false, squad = false;  // the heads the tensors hold
     for (const Tensor& t : in.tensors) {
         pretraining |= t.name.starts_with("cls/predictions/");
         squad |= t.name.starts_with("cls/squad/");
     }
+    // t under its HF name, a kernel transposed to Linear's [out, in]; false (t listed as skipped)
+    // for a tensor that is no model weight, or a SQuAD model's pooler
     const auto to_hf_layout = [&](Tensor& t, std::string* name) {
         bool tr = false;
         if (!tf_to_hf_name(t.name, name, &tr)) {
