@@ -38,7 +38,8 @@ const Command kCommands[] = {
     {"prepare", "make pretraining TFRecords (create_pretraining_data.py, byte-identical)", bertbench::cli::cmd_prepare,
      nullptr, true},
     {"pretrain", "pretrain BERT to a target masked-LM accuracy (run_pretraining.py), resumable", bertbench::cli::cmd_pretrain,
-     "--train_batch_size with a larger --steps_per_update, or --eval_batch_size", true},
+     "in micro-batches (more accumulation steps: --steps_per_update; NVIDIA's --gradient_accumulation_steps; "
+     "PerfZero's and NGC's --num_accumulation_steps) or --eval_batch_size", true},
     {"eval", "masked-LM/NSP accuracy and loss of a checkpoint on TFRecords", bertbench::cli::cmd_eval,
      "--eval_batch_size", true},
     {"bench", "benchmark training/inference throughput and the GEMM ceiling", bertbench::cli::cmd_bench,

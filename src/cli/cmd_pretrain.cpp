@@ -131,6 +131,8 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     const int per_rank = o.train_batch_size;
     o.train_batch_size = per_rank * ranks;
     o.steps_per_update = k;
+    o.batch_hint = "a smaller --train_batch_size (the micro-batch) with a larger --num_accumulation_steps keeps the "
+                   "global batch";
     o.schedule_update_counter = k;  // its global_step counts updates: the rate follows it
     // Its clip: each micro-batch's gradient of loss / K to global norm 1, i.e. norm K in the
     // micro-batch gradient's units; under Horovod's DistributedOptimizer (which wraps its
@@ -230,6 +232,8 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
                   int64_t{o.train_batch_size} * t.num_accumulation_steps * ranks);
         o.train_batch_size /= t.num_accumulation_steps;
         o.steps_per_update = t.num_accumulation_steps;
+        o.batch_hint = "a larger --num_accumulation_steps keeps --train_batch_size, the global batch, in smaller "
+                       "micro-batches";
         o.schedule_update_counter = t.num_accumulation_steps;  // optimizer.iterations: updates
     }
     const int64_t spu = o.steps_per_update;

@@ -38,7 +38,7 @@ std::string training_files(const std::string& dir) {
         fail("--input_dir={}: expected a directory (NVIDIA's script reads its files named "
              "*training*), got a file (hint: --input_file={} takes files and globs)", dir, dir);
     std::vector<std::string> files;
-    size_t others = 0;
+    size_t others = 0, parquet = 0;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
         if (e.is_regular_file(ec) && name.find("training") != std::string::npos &&
@@ -46,11 +46,15 @@ std::string training_files(const std::string& dir) {
             files.push_back(e.path().string());
         else
             ++others;
+        parquet += name.ends_with(".parquet");
     }
+    // (NVIDIA's script since 2022 reads LDDL's parquet shards instead: docs/compatibility.md)
     if (files.empty())
-        fail("--input_dir={}: expected HDF5 shards whose names contain \"training\" (NVIDIA's "
-             "script reads only those), got none ({} other entr{})", dir, others,
-             others == 1 ? "y" : "ies");
+        fail("--input_dir={}: expected HDF5 shards whose names contain \"training\" (what NVIDIA's "
+             "run_pretraining.py read until its LDDL rewrite), got none ({} other entr{}{})", dir, others,
+             others == 1 ? "y" : "ies",
+             parquet ? fmt::format(", {} LDDL .parquet: bertbench reads HDF5 or TFRecord shards, not LDDL's", parquet)
+                     : "");
     std::sort(files.begin(), files.end());
     std::string list;
     for (const std::string& f : files) {
@@ -301,6 +305,14 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
                  "PyTorch run_pretraining.py's command line ({} given; there "
                  "--gradient_accumulation_steps splits the batch and --max_steps, "
                  "--warmup_proportion set the schedule in updates)", other, other, m);
+    // setup_training's `if not args.do_train: raise ValueError(" \`do_train\` must be True.")`; here
+    // training is the default (--nodo_train --do_eval: an eval alone)
+    if (!f.is_set("do_train") && dist::world().rank() == 0)
+        log::warn("--do_train not given: NVIDIA PyTorch run_pretraining.py raises \"`do_train` must be True\" "
+                  "without it ({} given); bertbench trains, its default", m);
+    // `training_steps % (args.log_freq * args.gradient_accumulation_steps)` divides by it
+    if (!(n.log_freq > 0 && std::isfinite(n.log_freq)))
+        fail("--log_freq={}: expected a positive number (NVIDIA run_pretraining.py takes a step modulo it)", n.log_freq);
     one_of(f, "input_file", "input_dir");
     one_of(f, "num_train_steps", "max_steps");
     one_of(f, "num_warmup_steps", "warmup_proportion");
@@ -319,6 +331,8 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     const int per_update = o.train_batch_size;
     o.train_batch_size = per_rank * ranks;
     o.steps_per_update = k;
+    o.batch_hint = "a larger --gradient_accumulation_steps keeps --train_batch_size per update, in smaller micro-batches";
+    o.stop_flag = "--steps_this_run";
     std::vector<std::string> notes;
     if (!f.is_set("seed")) {
         o.seed = 42;
@@ -341,7 +355,10 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
             fail("--max_steps={}: expected a number of optimizer updates >= 1", n.max_steps);
         updates = static_cast<int64_t>(std::ceil(n.max_steps));
         o.num_train_steps = micro_steps("max_steps", updates, k);
-        notes.push_back(fmt::format("--max_steps={} updates -> --num_train_steps={}", updates,
+        notes.push_back(fmt::format("--max_steps={} updates{} -> --num_train_steps={}", updates,
+                                    n.max_steps != static_cast<double>(updates)
+                                        ? fmt::format(" (its {} rounded up; its schedule's T stays {})", n.max_steps, n.max_steps)
+                                        : "",
                                     o.num_train_steps));
     }
     if (!f.is_set("num_warmup_steps")) {
@@ -351,15 +368,20 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         notes.push_back(fmt::format("--warmup_proportion={} -> --num_warmup_steps={}",
                                     n.warmup_proportion, o.num_warmup_steps));
     }
-    if (!f.is_set("poly_power")) {
-        o.poly_power = 0.5;
-        notes.push_back("decay power 0.5 (PolyWarmUpScheduler; --poly_power=0.5)");
-    }
+    if (!f.is_set("poly_power")) o.poly_power = 0.5;
     // Its rate itself, per update, unless bertbench's own schedule flags were given
     if (!f.is_set("num_train_steps") && !f.is_set("num_warmup_steps") && !f.is_set("poly_power")) {
         o.nvidia_poly_warmup = {n.max_steps, n.warmup_proportion, 0.5, k};
         notes.push_back("the rate as its PolyWarmUpScheduler: update u of --max_steps=T gets lr x (u/T) / "
                         "warmup_proportion, then lr x (1 - u/T)^0.5");
+    } else {
+        notes.push_back(fmt::format("bertbench's own --{} given: not its PolyWarmUpScheduler but TF's schedule, in "
+                                    "micro-steps (a linear warm-up over --num_warmup_steps={}, then polynomial decay "
+                                    "to --num_train_steps={} with power {})",
+                                    f.is_set("num_warmup_steps") ? "num_warmup_steps"
+                                    : f.is_set("num_train_steps") ? "num_train_steps"
+                                                                  : "poly_power",
+                                    o.num_warmup_steps, o.num_train_steps, o.poly_power));
     }
     if (!f.is_set("save_checkpoints_steps")) {
         o.save_checkpoints_steps =
@@ -426,9 +448,10 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
     if (m.empty()) return "";
     const int k = n.gradient_accumulation_steps;
     if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
-    // run_squad.py's --log_freq is an int (run_pretraining.py's a float)
-    if (f.is_set("log_freq") && n.log_freq != std::floor(n.log_freq))
-        fail("--log_freq={}: expected an integer (NVIDIA run_squad.py's argparse type=int)", n.log_freq);
+    // run_squad.py's --log_freq is an int (run_pretraining.py's a float), and it divides by it
+    if (f.is_set("log_freq") && !(n.log_freq >= 1 && n.log_freq == std::floor(n.log_freq)))
+        fail("--log_freq={}: expected a positive integer (NVIDIA run_squad.py's argparse type=int; its "
+             "`step % args.log_freq` divides by it)", n.log_freq);
     const int per_update = o.train_batch_size / k * k;  // run_squad.py floors the micro-batch
     if (per_update < 1 || per_update > std::numeric_limits<int>::max() / ranks)
         fail("--train_batch_size={}: expected {}..{} (NVIDIA run_squad.py: sequences per GPU and "

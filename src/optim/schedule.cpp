@@ -22,6 +22,9 @@ float LrSchedule::at(int64_t global_step) const {
         const WarmupLinear& n = warmup_linear;
         const double lr0 = learning_rate;
         const double x = static_cast<double>(global_step + n.step_offset) / n.total_steps;
+        // (a warm-up over all of t_total, LinearWarmUpScheduler's 1.0: 0 from x = 1 on, the ramp's
+        // end, where Python's division raises)
+        if (x >= n.warmup && n.warmup >= 1) return 0.0f;
         return static_cast<float>(x < n.warmup ? lr0 * x / n.warmup
                                                : lr0 * std::max((x - 1.0) / (n.warmup - 1.0), 0.0));
     }
@@ -59,9 +62,12 @@ void LrSchedule::validate() const {
     if (poly_warmup.total_updates > 0 && !(poly_warmup.warmup >= 0 && poly_warmup.warmup <= 1))
         fail("--warmup_proportion: expected a fraction in [0, 1] (NVIDIA's PolyWarmUpScheduler), got {}",
              poly_warmup.warmup);
-    if (warmup_linear.total_steps > 0 && !(warmup_linear.warmup >= 0 && warmup_linear.warmup < 1))
-        fail("--warmup_proportion: expected a fraction in [0, 1) (NVIDIA's BertAdam), got {}",
-             warmup_linear.warmup);
+    // BertAdam refuses a warm-up of 1; --fp16's LinearWarmUpScheduler checks nothing (0 .. 1 here)
+    const bool bert_adam = warmup_linear.step_offset == 0;
+    const double w = warmup_linear.warmup;
+    if (warmup_linear.total_steps > 0 && !(w >= 0 && (bert_adam ? w < 1 : w <= 1)))
+        fail("--warmup_proportion={}: expected a fraction in {} (NVIDIA's {})", warmup_linear.warmup,
+             bert_adam ? "[0, 1)" : "[0, 1]", bert_adam ? "BertAdam" : "LinearWarmUpScheduler under --fp16");
 }
 
 int64_t mlperf_eval_interval_samples(int64_t global_batch_size) {

@@ -27,7 +27,7 @@ struct LrSchedule {
     // which steps before the update.
     struct WarmupLinear {
         double total_steps = 0;
-        double warmup = 0;  // a fraction of total_steps, in [0, 1)
+        double warmup = 0;  // a fraction of total_steps, in [0, 1) (BertAdam), [0, 1] (LinearWarmUpScheduler)
         int step_offset = 0;
     };
     WarmupLinear warmup_linear{};

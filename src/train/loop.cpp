@@ -682,12 +682,12 @@ int TrainLoop::train() {
     const bool stopped_early = status.empty() && stopped_at < o_.num_train_steps;
     status = task_.at_end(*this, stopped_early ? kPaused : status);
     if (stopped_early) {
-        finish(fmt::format("stopped at step {} of {} (--stop_steps); not finished: run again with a later "
-                           "--stop_steps, or without it, to continue", stopped_at, o_.num_train_steps), false);
-        status = "stopped (--stop_steps), not finished";  // the closing line below; the rest said above
-        log::info("stopped at step {} of --num_train_steps={} (--stop_steps): checkpoint {}; the same command "
-                  "with a later --stop_steps (or none) continues the run", stopped_at, o_.num_train_steps,
-                  last_checkpoint_);
+        finish(fmt::format("stopped at step {} of {} ({}); not finished: run again with a later {}, or without it, "
+                           "to continue", stopped_at, o_.num_train_steps, o_.stop_flag, o_.stop_flag), false);
+        status = "stopped (" + o_.stop_flag + "), not finished";  // the closing line below; the rest said above
+        log::info("stopped at step {} of --num_train_steps={} ({}): checkpoint {}; the same command with a later {} "
+                  "(or none) continues the run", stopped_at, o_.num_train_steps, o_.stop_flag, last_checkpoint_,
+                  o_.stop_flag);
     } else {
         finish(status);
     }

@@ -79,6 +79,9 @@ struct RunOptions {
     // The command holds --output_dir's lock (DirectoryLock) for longer than the loop runs
     // (squad: features, training, then prediction); the loop does not take it again.
     bool output_dir_locked = false;
+    // The command line's own spelling of the stop flag, for the messages (NVIDIA run_pretraining.py's
+    // line: --steps_this_run)
+    std::string stop_flag = "--stop_steps";
 };
 
 // The checks of RunOptions' own numbers (one-line errors naming the flag), which the loop makes

@@ -458,12 +458,11 @@ private:
             } catch (const std::bad_alloc&) {
             }
             fail("out of memory allocating {} ({}; parameters {:.1f} MiB; training batch {}, eval "
-                 "batch {}, sequence length {}, {} predictions per sequence) (hint: a smaller "
-                 "--train_batch_size with a larger --steps_per_update keeps the global batch; a "
+                 "batch {}, sequence length {}, {} predictions per sequence) (hint: {}; a "
                  "smaller --eval_batch_size; a shorter --max_seq_length needs records made for it)",
                  eval_arena ? "the eval activation arena" : "the training activation arena", size,
                  table_->total_floats() * 4.0 / (1 << 20), o_.train_batch_size, o_.eval_batch_size,
-                 o_.max_seq_length, o_.max_predictions_per_seq);
+                 o_.max_seq_length, o_.max_predictions_per_seq, o_.batch_hint);
         }
         log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
                   "seq {} x {} predictions{}; optimizer state {:.1f} MiB",

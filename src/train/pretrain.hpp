@@ -45,6 +45,8 @@ struct PretrainOptions : RunOptions {
     int64_t eval_every_samples = 0;         // 0 = MLPerf formula for the global batch
     int64_t first_eval_samples = 0;         // first evaluation point; 0 = one eval interval
     int64_t stop_steps = 0;                 // stop at this micro-step; 0 = --num_train_steps
+    // The out-of-memory hint's way to smaller micro-batches, in the command line's own flags
+    std::string batch_hint = "a smaller --train_batch_size with a larger --steps_per_update keeps the global batch";
     double target_mlm_accuracy = 0.720;
     bool skip_nonfinite_steps = false;
     // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged (and

@@ -144,7 +144,8 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     json res = json::parse(slurp(ckpts + "/results.json"));
     EXPECT_EQ(res["global_step"], 2);  // 1 update x 2 micro-steps
     EXPECT_NE(res["status"].get<std::string>().find("stopped at step 2 of 6"), std::string::npos) << res.dump();
-    EXPECT_NE(r.out.find("pretrain stopped (--stop_steps), not finished: step 2,"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pretrain stopped (--steps_this_run), not finished: step 2,"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("with a later --steps_this_run (or none) continues the run"), std::string::npos) << r.out;
     // its schedule's flags cannot change in the middle of the run
     std::string other = line;
     other.replace(other.find("--warmup_proportion=0.5"), 23, "--warmup_proportion=0.7");
@@ -198,7 +199,7 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
                            "batch 8 per update (bertbench --train_batch_size=4 --steps_per_update=2)"
                            "; --input_dir: its 2 *training* file(s); --max_steps=3 updates -> "
                            "--num_train_steps=6; --warmup_proportion=0.5 -> --num_warmup_steps=4; "
-                           "decay power 0.5"), 1u) << r.out;
+                           "the rate as its PolyWarmUpScheduler"), 1u) << r.out;
     EXPECT_NE(r.out.find("--fp16"), std::string::npos) << r.out;  // listed as without effect
     // argparse's float 0.0: NVIDIA's dynamic loss scaling, none on this run
     EXPECT_NE(r.out.find("--loss_scale=0.0 (NVIDIA's dynamic scaling for --fp16): no loss scaling"),
@@ -353,12 +354,32 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     EXPECT_FALSE(fs::exists(none));
 }
 
+// bertbench's own schedule flag on NVIDIA's line replaces its PolyWarmUpScheduler, said with its
+// units; a line without --do_train (which NVIDIA's script refuses) trains with a warning; a
+// fractional --max_steps keeps its T in the schedule.
+TEST(NvidiaPyTorchCli, OwnScheduleFlagsAndAMissingDoTrainAreSaid) {
+    const NvidiaDirs d;
+    std::string line = phase1_line(d, d.tmp.file("ckpts"), d.tmp.file("results"));
+    line.replace(line.find(" --do_train"), 11, "");
+    line.replace(line.find("--max_steps=3"), 13, "--max_steps=2.5");
+    line.replace(line.find("--warmup_proportion=0.5"), 23, "--num_warmup_steps=2");
+    auto r = run_bertbench(line);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(count_of(r.out, "warning: --do_train not given: NVIDIA PyTorch run_pretraining.py raises"), 1u) << r.out;
+    EXPECT_NE(r.out.find("--max_steps=3 updates (its 2.5 rounded up; its schedule's T stays 2.5)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("bertbench's own --num_warmup_steps given: not its PolyWarmUpScheduler but TF's schedule, "
+                         "in micro-steps (a linear warm-up over --num_warmup_steps=2"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("the rate as its PolyWarmUpScheduler"), std::string::npos) << r.out;
+}
+
 // One script's flags, one meaning; each refusal is one line naming the flag, before any work.
 TEST(NvidiaPyTorchCli, MixedOrBadFlagsAreOneLineErrors) {
     const NvidiaDirs d;
     const std::string out = d.tmp.file("a/b");
     const std::string base = "pretrain --config_file=" + d.config + " --output_dir=" + out +
-                             " --max_seq_length=128 --max_predictions_per_seq=20 --threads=1";
+                             " --max_seq_length=128 --max_predictions_per_seq=20 --threads=1 --do_train";
     const std::vector<std::pair<std::string, std::string>> cases{
         {" --input_dir=" + d.phase1 + "/books_wiki_en_corpus_training_0.hdf5",
          "--input_dir=" + d.phase1 + "/books_wiki_en_corpus_training_0.hdf5: expected a directory"},
@@ -379,6 +400,7 @@ TEST(NvidiaPyTorchCli, MixedOrBadFlagsAreOneLineErrors) {
          "unknown flag --frobnicate"},
         {" --input_dir " + d.phase1 + " --json-summary " + d.tmp.file("."),
          "--json-summary=" + d.tmp.file(".") + ": is a directory"},
+        {" --input_dir=" + d.phase1 + " --log_freq=0", "--log_freq=0: expected a positive number"},
     };
     for (const auto& [extra, want] : cases) {
         const auto r = run_bertbench(base + extra);
@@ -561,7 +583,7 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     // run_squad.py's --log_freq is an int (run_pretraining.py's a float).
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("log_freq"), true) + " --log_freq=1.5");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("error: --log_freq=1.5: expected an integer (NVIDIA run_squad.py's argparse type=int)"),
+    EXPECT_NE(r.out.find("error: --log_freq=1.5: expected a positive integer (NVIDIA run_squad.py's argparse type=int"),
               std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(d.tmp.file("log_freq")));
     // run_pretraining.py's flags on squad name the command that takes them.

@@ -111,6 +111,16 @@ TEST(LrSchedule, NvidiaWarmupLinear) {
     EXPECT_FLOAT_EQ(s.at(0), 3e-5f);
     EXPECT_FLOAT_EQ(s.at(4), static_cast<float>(3e-5 * 0.5 / 0.9));
     s.warmup_linear = {10.0, 1.0, 0};
+    EXPECT_THROW(s.validate(), Error);  // BertAdam: "should be in [0.0, 1.0["
+    // LinearWarmUpScheduler (--fp16) checks nothing: a warm-up over all of t_total, 0 at its end
+    // (Python's (x - 1) / (1 - 1) raises there)
+    s.warmup_linear = {10.0, 1.0, 1};
+    EXPECT_NO_THROW(s.validate());
+    EXPECT_FLOAT_EQ(s.at(0), 3e-6f);
+    EXPECT_FLOAT_EQ(s.at(8), 2.7e-5f);
+    EXPECT_EQ(s.at(9), 0.0f);
+    EXPECT_EQ(s.at(20), 0.0f);
+    s.warmup_linear = {10.0, 1.0001, 1};
     EXPECT_THROW(s.validate(), Error);
 }
 
