@@ -351,7 +351,7 @@ int int8_weight_max() { return int8_native() ? 127 : 63; }
 bool int8_native() {
     static const bool native = [] {
         const std::string impl = int8_gemm_impl();
-        return impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos;
+        return impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos || matmul_avx_vnni();
     }();
     return native;
 }

@@ -142,7 +142,7 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
 
 // The weight range quantize_columns should use on this CPU (127 or 63, above).
 int int8_weight_max();
-// True where oneDNN's int8 matmul runs on dot-product units (VNNI or AMX).
+// True where oneDNN's int8 matmul runs on dot-product units (AVX512-VNNI, AVX-VNNI or AMX).
 bool int8_native();
 // oneDNN's implementation of the int8 matmul ("brg:avx512_core_vnni", "gemm:jit", ...).
 std::string int8_gemm_impl();

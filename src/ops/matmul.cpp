@@ -280,6 +280,11 @@ const void* PackedWeights::at(size_t offset) const {
     return it == index_.end() ? nullptr : storage_.data() + entries_[it->second].at;
 }
 
+bool matmul_avx_vnni() {
+    // an ISA's bits include those of the ISAs below it; AVX2_VNNI's own bit is no AVX-512 ISA's
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
 std::string matmul_impl(MatmulType type) {
     try {
         return describe(Key{static_cast<int>(type), 64, 64, 64, false, 64, 64, 64, 0,

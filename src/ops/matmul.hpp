@@ -68,6 +68,10 @@ void matmul_packed(MatmulType type, int M, int N, int K, const void* A, int lda,
 // oneDNN's implementation for a 64×64×64 matmul of this type ("brg:avx512_core_bf16", "ref:any"
 // where it has no kernel), or "" when it refuses the type altogether.
 std::string matmul_impl(MatmulType type);
+// oneDNN runs on AVX2 with AVX-VNNI (its ISA avx2_vnni: Intel's client cores since Alder Lake, AMD
+// Zen 5's VEX encoding, or a cap by ONEDNN_MAX_CPU_ISA=AVX2_VNNI): its int8 kernel ("gemm:jit",
+// a name without "vnni") then multiplies on vpdpbusd, exact with 8-bit operands.
+bool matmul_avx_vnni();
 
 // Primitives held by the shared cache (bounded; the least recently used go first).
 size_t cached_matmuls();

@@ -301,6 +301,29 @@ TEST(Kernels, ChosenTableIsRunnable) {
     EXPECT_EQ(kernels_for(k.isa), &k);  // what kernels() picked exists here and this CPU runs it
 }
 
+// The weight range int8 inference quantizes to is the widest oneDNN's int8 product keeps exact here:
+// rows of 255 (u8) times 256 weights of ±int8_weight_max() sum exactly; and where the range is 7 bits,
+// 8-bit weights would not (vpmaddubsw's int16 pairs saturate), so it is not chosen needlessly (it
+// was on AVX-VNNI, whose oneDNN kernel "gemm:jit" names no VNNI). ctest runs it again with oneDNN held
+// to AVX2 and to AVX2_VNNI (Int8Range.AVX2, Int8Range.AVX2_VNNI).
+TEST(KernelsInt8, WeightRangeIsTheWidestTheProductKeepsExact) {
+    const int M = 4, N = 32, K = 256;
+    const std::vector<uint8_t> a(static_cast<size_t>(M) * K, 255);
+    const auto exact = [&](int w) {
+        const std::vector<int8_t> b(static_cast<size_t>(K) * N, static_cast<int8_t>(w));
+        std::vector<int32_t> c(static_cast<size_t>(M) * N);
+        ops::matmul(ops::MatmulType::u8, false, M, N, K, a.data(), K, b.data(), N, 0.f, c.data(), N, nullptr,
+                    ops::MatmulType::s32);
+        return std::all_of(c.begin(), c.end(), [&](int32_t v) { return v == 255 * w * K; });
+    };
+    const int wmax = ops::int8_weight_max();
+    std::cout << "[int8] " << ops::int8_gemm_impl() << ", weights in ±" << wmax << "\n";
+    ASSERT_TRUE(wmax == 127 || wmax == 63) << wmax;
+    EXPECT_TRUE(exact(wmax));
+    EXPECT_TRUE(exact(-wmax));
+    EXPECT_EQ(exact(127), wmax == 127) << "8-bit weights " << (wmax == 127 ? "not " : "") << "exact, yet ±" << wmax;
+}
+
 // int8 inference's passes (ops/quantize.hpp) on every table this CPU runs, bit for bit against
 // their scalar formulas written out here: q = nearbyint(x·(qmax/max|x|)), scale = max|x|/qmax (the
 // u8 form: q + 128); y = float(acc − o)·(sx·sw) + b.
