@@ -16,6 +16,7 @@
 #include "model/bert.hpp"
 #include "model/checkpoint.hpp"
 #include "train/loop.hpp"
+#include "train/preflight.hpp"
 
 namespace bertbench::train {
 using nlohmann::json;
@@ -331,6 +332,9 @@ SquadModel load_squad_model(const std::string& checkpoint, const std::string& fl
                  "first)", flag, checkpoint, name);
     std::erase_if(missing, [&](const std::string& name) { return !m.table->at(name).trained; });
     model::require_no_missing_weights(missing, *m.table, flag, checkpoint, allow_missing_weights);
+    // as eval refuses them: a NaN weight would give NaN logits (decoded into nothing, or a "VALID"
+    // scenario of NaN answers), and int8 could not quantize it
+    check_finite_params(*m.table, m.params, checkpoint);
     log::info("{}", loaded);
     return m;
 }

@@ -319,6 +319,22 @@ TEST(DataSafetyCli, BadInputsFailBeforeTheFirstStep) {
                                  " --input_file=" + data);
     EXPECT_EQ(e.exit_code, 1) << e.out;
     EXPECT_NE(error_line(e.out).find("flat index 77"), std::string::npos) << e.out;
+    // SQuAD prediction too (it wrote NaN raw results, then failed in decoding), in every dtype
+    const model::ParamTable squad_table(table.config(), model::Heads::squad);
+    std::vector<float> squad_params(squad_table.total_floats());
+    squad_table.initialize(squad_params, 1);
+    squad_params[squad_table.at("bert/encoder/layer_1/attention/self/query/kernel").offset + 77] = std::nanf("");
+    model::save_checkpoint(w.p("nan_squad.safetensors"), squad_table, squad_params);
+    for (const char* dtype : {"fp32", "int8"}) {
+        const auto p = run_bertbench("squad --do_predict --vocab_file=" + golden("vocab.txt") + " --predict_file=" +
+                                     golden("squad_pipeline/dataset-v1.1.json") + " --init_checkpoint=" +
+                                     w.p("nan_squad.safetensors") + " --max_seq_length=128 --max_query_length=32" +
+                                     " --doc_stride=64 --dtype=" + dtype + " --output_dir=" + w.p("pred"));
+        EXPECT_EQ(p.exit_code, 1) << p.out;
+        EXPECT_NE(error_line(p.out).find("tensor bert/encoder/layer_1/attention/self/query/kernel: value nan at flat "
+                                         "index 77"), std::string::npos) << p.out;
+        EXPECT_FALSE(fs::exists(w.p("pred/predictions.json"))) << dtype;
+    }
 
     // An eval set of another sequence length, although the first evaluation is far away.
     const auto v = run_bertbench(pretrain(w, w.p("run2"), data) + " --do_eval --eval_input_file=" +
