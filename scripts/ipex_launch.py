@@ -100,7 +100,7 @@ def parse_launcher(argv):
 
 def check_launcher(launcher):
     many = [f for f, v in [("--distributed", launcher.distributed), ("--nnodes", launcher.nnodes),
-                           ("--nprocs-per-node", launcher.nprocs),
+                           ("--nprocs-per-node (--nproc_per_node)", launcher.nprocs),
                            ("--hostfile", launcher.hostfile)] if v]
     if many:
         raise Refused("%s: a distributed run is not mapped here (Intel's DDP lines run one "

@@ -180,7 +180,15 @@ def build(words, instances, stamp):
                               ("--max_samples_termination", s.max_samples_termination != 14000000),
                               ("--target_mlm_accuracy", s.target_mlm_accuracy != 0.72),
                               ("--phase2", s.phase2), ("--skip_checkpoint", s.skip_checkpoint),
-                              ("--log_freq", s.log_freq != 10000.0)] if v]
+                              ("--log_freq", s.log_freq != 10000.0),
+                              # checkpoints and evaluation: none within the benchmark's micro-batches
+                              ("--num_samples_per_checkpoint", s.num_samples_per_checkpoint != 500000),
+                              ("--min_samples_to_start_checkpoints", s.min_samples_to_start_checkpoints != 3000000),
+                              ("--keep_n_most_recent_checkpoints", s.keep_n_most_recent_checkpoints != 20),
+                              ("--eval_batch_size", s.eval_batch_size != 128),
+                              ("--num_eval_examples", s.num_eval_examples != 10000),
+                              ("--train_mlm_accuracy_window_size", s.train_mlm_accuracy_window_size != 0)]
+               if v]
     if ignored:
         plan.notes.append("no effect on the benchmark's %d micro-batches: %s" % (
             LAST, ", ".join(ignored)))

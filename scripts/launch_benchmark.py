@@ -107,7 +107,7 @@ def parse_launcher(argv):
     a("--num-instances", dest="num_instances", type=int, default=1)
     a("-a", "--num-intra-threads", dest="num_intra_threads", type=int, default=None)
     a("-e", "--num-inter-threads", dest="num_inter_threads", default=None)
-    a("-ts", "--num-train-steps", dest="num_train_steps", type=int, default=1)
+    a("-ts", "--num-train-steps", dest="num_train_steps", type=int, default=None)  # the launcher's 1
     a("--data-num-intra-threads", dest="data_num_intra_threads", default=None)
     a("--data-num-inter-threads", dest="data_num_inter_threads", default=None)
     a("--weight-sharing", dest="weight_sharing", action="store_true")
@@ -481,7 +481,8 @@ def build(argv):
     m = dict(known)
     m.update({k: v for k, v in given.items() if k in known})
     if training and "num_train_steps" not in given:
-        m["num_train_steps"] = str(args.num_train_steps)  # start.sh always passes the launcher's
+        # start.sh always passes the launcher's (default 1)
+        m["num_train_steps"] = str(args.num_train_steps if args.num_train_steps is not None else 1)
     ignored = [f for f, v in [("--docker-image", args.docker_image), ("--volume", args.volumes),
                               ("--shm-size", args.shm_size), ("--debug", args.debug),
                               ("--noinstall", args.noinstall), ("-r", args.model_source_dir),
@@ -495,6 +496,9 @@ def build(argv):
                               ("--onednn-graph", args.onednn_graph), ("--verbose", args.verbose),
                               ("--weight-sharing", args.weight_sharing),
                               ("--synthetic-data", args.synthetic_data)] if v]
+    if args.num_train_steps is not None and not (training and m["train_option"] == "Pretraining"):
+        ignored.append("--num-train-steps=%d (%s)" % (args.num_train_steps, "SQuAD trains num_train_epochs"
+                                                       if training else "inference"))
     used = set(known) - NO_EFFECT - ({"profile"} if training else set())
     used |= LAUNCHER_VARS | ({"save_checkpoints_steps"} if training else set())
     for k, v in given.items():

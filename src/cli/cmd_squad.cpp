@@ -370,10 +370,13 @@ int cmd_squad(int argc, char** argv) {
     if (!o.do_train && !o.do_predict) fail("at least one of --do_train or --do_predict must be given");
     if (o.do_train && o.train_file.empty()) fail("--do_train needs --train_file (e.g. train-v1.1.json)");
     if (o.do_predict && o.predict_file.empty()) fail("--do_predict needs --predict_file (e.g. dev-v1.1.json)");
-    check_not_directory(o.vocab_file, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
-    check_not_directory(o.bert_config_file, "--bert_config_file", "a file (bert_config.json)");
-    check_not_directory(o.train_file, "--train_file", "a file (SQuAD JSON, e.g. train-v1.1.json)");
-    check_not_directory(o.predict_file, "--predict_file", "a file (SQuAD JSON, e.g. dev-v1.1.json)");
+    check_input_file(o.vocab_file, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
+    check_input_file(o.bert_config_file, "--bert_config_file", "a file (bert_config.json)");
+    // the files of the steps that run (a line may name both and run one: Intel's do_predict=False)
+    (o.do_train ? check_input_file : check_not_directory)(o.train_file, "--train_file",
+                                                         "a file (SQuAD JSON, e.g. train-v1.1.json)");
+    (o.do_predict ? check_input_file : check_not_directory)(o.predict_file, "--predict_file",
+                                                           "a file (SQuAD JSON, e.g. dev-v1.1.json)");
     check_not_directory(o.raw_results, "--raw_results", "a file (raw logits, one JSON line per feature)");
     if (!o.bert_config_file.empty()) {
         const auto cfg = model::BertConfig::from_json_file(o.bert_config_file);

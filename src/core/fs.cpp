@@ -239,6 +239,13 @@ void check_not_directory(const std::string& path, const std::string& flag, const
         fail("{}={}: is a directory, expected {}", flag, path, what);
 }
 
+void check_input_file(const std::string& path, const std::string& flag, const std::string& what) {
+    check_not_directory(path, flag, what);
+    struct stat st {};
+    if (!path.empty() && ::stat(path.c_str(), &st) != 0)
+        fail("{}={}: {}, expected {}", flag, path, std::strerror(errno), what);
+}
+
 const char* file_type_name(unsigned mode) {
     switch (mode & S_IFMT) {
         case S_IFREG: return "a regular file";

@@ -248,6 +248,9 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         {squad_flags(out, 600) + predict + " --model=tiny --features_only",
          "--max_seq_length=600: the model was only trained up to sequence length 512"},
         {squad_flags(out) + train + " --train_batch_size=100000", "make 0 training steps"},
+        // a missing --predict_file, before the training that precedes its read
+        {squad_flags(out) + train + " --do_predict --predict_file=" + tmp.path + "/dev-v1.1.json",
+         "--predict_file=" + tmp.path + "/dev-v1.1.json: No such file or directory, expected a file (SQuAD JSON"},
         {squad_flags(out) + train + " --warmup_proportion=2", "--warmup_proportion=2: expected a fraction"},
         {squad_flags(out) + train + " --learning_rate=-1", "--learning_rate=-1: expected"},
         {squad_flags(out) + train + " --learning_rate=1e300", "--learning_rate=1e+300: expected 0 .. 3.40282e+38"},
