@@ -118,8 +118,9 @@ const char* file_type_name(unsigned mode);
 // Error "<flag>=<path>: is a directory, expected <what>" when `path` is a directory (for a flag
 // that names one input file, checked before any work); anything else passes (the reader reports it).
 void check_not_directory(const std::string& path, const std::string& flag, const std::string& what);
-// An input file the command reads later: "{flag}={path}: no such file, expected {what}" (or a
-// directory), before the work that precedes the read. An empty path passes.
+// An input file the command reads later, checked before the work that precedes the read: a path
+// that stat() fails on is "{flag}={path}: <its reason>, expected {what}", a directory as
+// check_not_directory says. An empty path passes.
 void check_input_file(const std::string& path, const std::string& flag, const std::string& what);
 
 // Expands a comma-separated list of paths and globs as tf.gfile.Glob matches them (the reference
