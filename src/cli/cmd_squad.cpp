@@ -370,6 +370,9 @@ int cmd_squad(int argc, char** argv) {
     if (!o.do_train && !o.do_predict) fail("at least one of --do_train or --do_predict must be given");
     if (o.do_train && o.train_file.empty()) fail("--do_train needs --train_file (e.g. train-v1.1.json)");
     if (o.do_predict && o.predict_file.empty()) fail("--do_predict needs --predict_file (e.g. dev-v1.1.json)");
+    // the flags' own refusals (--dtype=int8 with --do_train) before the files are looked at
+    const ops::Precision precision = o.precision_flags.precision(o.do_train);
+    require_precision(be.get(), precision);
     check_input_file(o.vocab_file, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
     check_input_file(o.bert_config_file, "--bert_config_file", "a file (bert_config.json)");
     // the files of the steps that run (a line may name both and run one: Intel's do_predict=False)
@@ -447,8 +450,6 @@ int cmd_squad(int argc, char** argv) {
                  "in --output_dir={} (or --do_train to fine-tune first, or --raw_results=FILE to "
                  "decode logits), got none", o.output_dir);
     }
-    const ops::Precision precision = o.precision_flags.precision(o.do_train);
-    require_precision(be.get(), precision);
     o.loss_scale = o.precision_flags.loss_scale;  // the run's own (RunOptions), checked with its flags
     o.initial_loss_scale = o.precision_flags.initial_loss_scale;
     o.loss_scale_window = o.precision_flags.loss_scale_window;
