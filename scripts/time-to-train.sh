@@ -8,7 +8,10 @@
 # runs/time-to-train/demo-target<T>-steps<S>-<dtype>. Any other flag goes to `bertbench pretrain`
 # unchanged, except --seed and --output_dir, which this script sets: run k gets --seed=<k-th seed>
 # --output_dir=DIR/seed-<seed>. Seeds: 1..N (default N = 5). A rerun with the same DIR resumes an
-# interrupted run and reuses finished ones (pretrain does that).
+# interrupted run and reuses finished ones (pretrain does that); a resumed run's times sum its
+# segments, and the report names it (MLPerf times one uninterrupted run). A run that fails after
+# run_start (results.json: aborted) counts as one that did not reach the target, as MLPerf counts
+# every run started; an error before it stops the script.
 # Scoring (MLPerf Training rules, as mlperf_logging's result_summarizer computes them): each run's
 # time to target is run_start -> the evaluation that reached the target (results.json
 # time_to_target_s; initialisation excluded). With N >= 5 the fastest and the slowest runs are
@@ -26,28 +29,33 @@ die() { echo "time-to-train: $*" >&2; exit 1; }
 
 RUNS=""
 SEEDS=""
+SEEDS_GIVEN=0
 OUT=""
 BB=${BB:-}
 ARGS=()
 for a in "$@"; do
   case "$a" in
     --runs=*) RUNS=${a#--runs=} ;;
-    --seeds=*) SEEDS=${a#--seeds=} ;;
+    --seeds=*) SEEDS=${a#--seeds=}; SEEDS_GIVEN=1 ;;
     --out=*) OUT=${a#--out=} ;;
     --bertbench=*) BB=${a#--bertbench=} ;;
     --seed=*|--seed|--output_dir=*|--output_dir)
       die "${a%%=*}: set by this script (--seeds=S1,S2,... and --out=DIR), expected it absent, got $a" ;;
+    --nodo_eval|--do_eval=false|--do_eval=False|--do_eval=0)
+      die "$a: time to train is measured by the evaluations, expected them on (--do_eval), got $a" ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$a") ;;
   esac
 done
 
-if [[ -n "$RUNS" && -n "$SEEDS" ]]; then
+if [[ -n "$RUNS" && $SEEDS_GIVEN -eq 1 ]]; then
   die "--runs and --seeds: expected one of them, got both (--runs=$RUNS --seeds=$SEEDS)"
 fi
-if [[ -n "$SEEDS" ]]; then
+if [[ $SEEDS_GIVEN -eq 1 ]]; then
   [[ "$SEEDS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--seeds: expected a comma list of integers, got \"$SEEDS\""
   IFS=, read -r -a SEED_LIST <<<"$SEEDS"
+  # 007 is seed 7 (pretrain reads it so): one spelling per seed, for the directories and the check
+  SEED_LIST=($(printf '%s\n' "${SEED_LIST[@]}" | sed -E 's/^0+([0-9])/\1/'))
   dup=$(printf '%s\n' "${SEED_LIST[@]}" | sort | uniq -d | head -1)
   [[ -z "$dup" ]] || die "--seeds: expected distinct seeds, got $dup twice"
 else
@@ -79,12 +87,23 @@ mkdir -p "$OUT"
 
 echo "== time to train: ${#SEED_LIST[@]} run(s), seeds ${SEED_LIST[*]}, in $OUT"
 echo "   $BB pretrain ${ARGS[*]} --seed=<seed> --output_dir=$OUT/seed-<seed>"
+status_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status", ""))' "$1" 2>/dev/null || true; }
 for s in "${SEED_LIST[@]}"; do
   echo "== seed $s"
   rc=0
+  touch "$OUT/.seed-$s.started"  # a results.json older than this is not this attempt's
   "$BB" pretrain "${ARGS[@]}" --seed="$s" --output_dir="$OUT/seed-$s" || rc=$?
-  [[ $rc -eq 0 ]] || die "seed $s: bertbench pretrain exited with status $rc (run it again to resume; $OUT/seed-$s)"
-  [[ -f "$OUT/seed-$s/results.json" ]] || die "seed $s: expected $OUT/seed-$s/results.json, found none"
+  res="$OUT/seed-$s/results.json"
+  if [[ $rc -gt 128 ]]; then
+    die "seed $s: bertbench pretrain was stopped by signal $((rc - 128)) (status $rc); run this script again to resume it ($OUT/seed-$s)"
+  elif [[ $rc -ne 0 && -f "$res" && "$res" -nt "$OUT/.seed-$s.started" && "$(status_of "$res")" == aborted ]]; then
+    # MLPerf: every run started counts; one that failed after run_start did not reach the target
+    echo "time-to-train: seed $s: the run failed after run_start (results.json: aborted); it counts as a run that did not reach the target" >&2
+  elif [[ $rc -ne 0 ]]; then
+    die "seed $s: bertbench pretrain exited with status $rc before its run started (its error is above; $OUT/seed-$s)"
+  fi
+  rm -f "$OUT/.seed-$s.started"
+  [[ -f "$res" ]] || die "seed $s: expected $res, found none"
 done
 
 CPU=$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
@@ -112,8 +131,16 @@ for s in seeds:
         "samples": r.get("samples"), "wall_time_s": r.get("wall_time_s"),
         "initialization_s": r.get("initialization_s"),
         "train_sequences_per_second": r.get("train_sequences_per_second"),
+        "resumed": r.get("resumed_from") is not None,
     })
+unfinished = [r for r in runs if r["status"] == "interrupted" or r["status"].startswith("stopped")]
+if unfinished:
+    sys.exit(f"time-to-train: seed {unfinished[0]['seed']}: not finished (results.json: \"{unfinished[0]['status']}\"); "
+             f"running this script again continues it")
 targets = {r["target_mlm_accuracy"] for r in runs}
+if targets == {None}:
+    sys.exit(f"time-to-train: target_mlm_accuracy: the runs in {out} evaluated nothing; time to train is "
+             f"measured by the evaluations (--do_eval)")
 if len(targets) != 1 or None in targets:
     sys.exit(f"time-to-train: target_mlm_accuracy: expected one target for every run, got "
              f"{sorted(map(str, targets))} (the runs in {out} differ: use a new --out)")
@@ -129,7 +156,8 @@ for r in runs:
     best = (f"{r['best_masked_lm_accuracy']:.4f} ({fmt(r['best_masked_lm_accuracy_samples'], '{}')}, "
             f"{fmt(r['best_masked_lm_accuracy_time_s'], '{:.1f}')})"
             if r["best_masked_lm_accuracy"] is not None else "-")
-    print(f"  {r['seed']:>6}  {r['status']:<20} {fmt(r['time_to_target_s'], '{:.1f} s'):>15} "
+    status = r["status"] + (" (resumed)" if r["resumed"] else "")
+    print(f"  {r['seed']:>6}  {status:<20} {fmt(r['time_to_target_s'], '{:.1f} s'):>15} "
           f"{fmt(r['samples_to_target'], '{}'):>18}  {best}")
 
 # MLPerf: result_summarizer drops non-converged runs (at most one) as the slowest, then the
@@ -163,8 +191,13 @@ def stats(xs):
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
     return {"mean": m, "min": min(xs), "max": max(xs), "stdev": sd, "runs": len(xs)}
 
+resumed = [r["seed"] for r in runs if r["resumed"]]
 print()
 print(f"  scoring: {rule}")
+if resumed:
+    print(f"  resumed: seed(s) {', '.join(map(str, resumed))} ran in more than one process: their times sum the "
+          f"segments (results.json), where MLPerf times one uninterrupted run; rerun them in a new --out for "
+          f"a compliant score")
 for d in dropped:
     print(f"  dropped: seed {d['seed']} ({d['why']})")
 if reason is None:
@@ -183,6 +216,7 @@ else:
 summary = {"target_mlm_accuracy": target, "cpu": cpu, "bertbench": bb,
            "command": ["pretrain"] + args + ["--seed=<seed>", f"--output_dir={out}/seed-<seed>"],
            "runs": runs, "scoring_rule": rule, "dropped": dropped, "score": score,
+           "resumed_seeds": resumed,
            "no_score_reason": reason,
            "time_to_target_definition": "results.json time_to_target_s: run_start -> the end of the "
                                         "evaluation that reached the target (MLPerf; initialisation excluded)"}

@@ -284,14 +284,16 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
     }
     if (t.steps_between_eval != 0) {
         both("eval_every_samples", "steps_between_eval");
-        if (t.steps_between_eval < 1)
-            fail("--steps_between_eval: expected >= 1, got {}", t.steps_between_eval);
+        if (t.steps_between_eval < 1 || t.steps_between_eval > train::kMaxRunSamples / global_batch)
+            fail("--steps_between_eval: expected 1..{} (at most 2^53 samples), got {}",
+                 train::kMaxRunSamples / global_batch, t.steps_between_eval);
         o.eval_every_samples = t.steps_between_eval * global_batch;
         note(fmt::format("--eval_every_samples={}", o.eval_every_samples));
     }
     if (t.steps_before_eval_start != 0) {
-        if (t.steps_before_eval_start < 0)
-            fail("--steps_before_eval_start: expected >= 0, got {}", t.steps_before_eval_start);
+        if (t.steps_before_eval_start < 0 || t.steps_before_eval_start > train::kMaxRunSamples / global_batch)
+            fail("--steps_before_eval_start: expected 0..{} (at most 2^53 samples), got {}",
+                 train::kMaxRunSamples / global_batch, t.steps_before_eval_start);
         // The reference evaluates after update u when u % steps_between_eval == 0 and
         // u >= steps_before_eval_start: the first multiple at or after the start.
         const int64_t between = t.steps_between_eval != 0 ? t.steps_between_eval : 1;

@@ -431,6 +431,8 @@ void TrainLoop::write_results(const std::string& status) {
         {"per_rank_batch_size", o_.train_batch_size / dp_->size()},
         {"peak_rss_mb", sysinfo::peak_rss_mb()},
         {"last_checkpoint", last_checkpoint_},
+        // a run in several processes: its times sum the segments (not one MLPerf run)
+        {"resumed_from", resume_from_.empty() ? json(nullptr) : json(resume_from_)},
     };
     task_.add_results(j);
     if (!abort_reason_.empty()) j["reason"] = abort_reason_;

@@ -123,9 +123,11 @@ public:
             fail("--max_predictions_per_seq: expected >= 1, got {}", o_.max_predictions_per_seq);
         if (o_.shuffle_buffer < 0)
             fail("--shuffle_buffer: expected >= 0, got {}", o_.shuffle_buffer);
-        if (o_.eval_every_samples < 0)
-            fail("--eval_every_samples: expected >= 0 (0 = the default cadence), got {}",
+        if (o_.eval_every_samples < 0 || o_.eval_every_samples > kMaxRunSamples)
+            fail("--eval_every_samples: expected 0..{} (0 = the default cadence), got {}", kMaxRunSamples,
                  o_.eval_every_samples);
+        if (o_.first_eval_samples > kMaxRunSamples)  // a checkpoint could not hold it
+            fail("first evaluation at {} samples: expected at most {}", o_.first_eval_samples, kMaxRunSamples);
         if (o_.warmup_updates_excluded < 0)
             fail("--warmup_updates_excluded: expected >= 0, got {}", o_.warmup_updates_excluded);
         if (!(o_.target_mlm_accuracy >= 0 && o_.target_mlm_accuracy <= 1))

@@ -179,7 +179,12 @@ TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
         {w.pretrain(w.p("run"), 2) + " --log_epsilon=-100",
          "--log_epsilon: expected epsilon = 10^log_epsilon a normal fp32 number"},
         {w.pretrain(w.p("run"), 2) + " --eval_every_samples=-1",
-         "--eval_every_samples: expected >= 0"},
+         "--eval_every_samples: expected 0..9007199254740992 (0 = the default cadence), got -1"},
+        // past 2^53 samples a checkpoint could not hold the cadence (a resume would refuse it)
+        {w.pretrain(w.p("run"), 2) + " --eval_every_samples=9007199254740993",
+         "--eval_every_samples: expected 0..9007199254740992"},
+        {w.pretrain(w.p("run"), 2) + " --steps_between_eval=4611686018427387904",
+         "--steps_between_eval: expected 1.."},
         {"pretrain --output_dir --learning_rate=1e-3",
          "flag --output_dir needs a value, got the flag --learning_rate=1e-3"},
         // a flag without effect here takes no flag as its value either (an unset $TPU_NAME)

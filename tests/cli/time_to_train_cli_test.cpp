@@ -2,7 +2,7 @@
 // model, 2 steps of 2 sequences, one evaluation of 2 held-out examples): each seed's run is
 // scored from its results.json; N >= 5 drops the fastest and the slowest (MLPerf's rule), fewer
 // runs average them all; runs that miss the target give no score and exit 1; the flags the script
-// owns are refused in one line.
+// owns are refused in one line; paused, resumed and failed runs are named.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -139,6 +139,52 @@ TEST(TimeToTrainCli, FlagsTheScriptSetsAreRefusedInOneLine) {
     EXPECT_EQ(runs.exit_code, 1);
     EXPECT_EQ(runs.out, "time-to-train: --runs: expected an integer >= 1, got \"0\"\n");
     EXPECT_FALSE(fs::exists(d.path("x")));
+    // one seed in two spellings (pretrain reads 01 as 1), no seeds, no evaluations
+    const RunResult twice = run_shell(command(d, "--seeds=1,01 --out=" + d.path("x"), "0"));
+    EXPECT_EQ(twice.out, "time-to-train: --seeds: expected distinct seeds, got 1 twice\n");
+    const RunResult none = run_shell(command(d, "--seeds= --out=" + d.path("x"), "0"));
+    EXPECT_EQ(none.out, "time-to-train: --seeds: expected a comma list of integers, got \"\"\n");
+    const RunResult no_eval = run_shell(command(d, "--runs=1 --out=" + d.path("x"), "0") + " --nodo_eval");
+    EXPECT_EQ(no_eval.exit_code, 1);
+    EXPECT_EQ(no_eval.out,
+              "time-to-train: --nodo_eval: time to train is measured by the evaluations, expected them on "
+              "(--do_eval), got --nodo_eval\n");
+    EXPECT_FALSE(fs::exists(d.path("x")));
+}
+
+// A run paused (--stop_steps) is not scored; the rerun continues it and the report names it as
+// resumed (its time sums two processes). A run that fails after run_start counts as one that did
+// not reach the target; one that fails before it (a flag pretrain refuses) stops the script
+// without a hint to resume.
+TEST(TimeToTrainCli, PausedResumedAndFailedRunsAreNamed) {
+    const Dir d;
+    const std::string out = d.path("resume");
+    const RunResult paused = run_shell(command(d, "--runs=1 --out=" + out, "0") + " --stop_steps=1");
+    EXPECT_EQ(paused.exit_code, 1) << paused.out;
+    EXPECT_NE(paused.out.find("time-to-train: seed 1: not finished"), std::string::npos) << paused.out;
+    const RunResult resumed = run_shell(command(d, "--runs=1 --out=" + out, "0"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+    EXPECT_NE(resumed.out.find("success (resumed)"), std::string::npos) << resumed.out;
+    const json s = json::parse(slurp(out + "/summary.json"));
+    EXPECT_EQ(s["resumed_seeds"], json({1}));
+    EXPECT_EQ(s["runs"][0]["resumed"], true);
+    EXPECT_EQ(s["score"]["samples_to_target"]["mean"], 4.0);
+
+    const std::string bad = d.path("nan");
+    const RunResult nan = run_shell(command(d, "--runs=2 --out=" + bad, "0.99") +
+                                    " --learning_rate=1e30 --num_train_steps=40 --eval_every_samples=20");
+    EXPECT_EQ(nan.exit_code, 1) << nan.out;
+    EXPECT_NE(nan.out.find("seed 2: the run failed after run_start (results.json: aborted); it counts as a "
+                           "run that did not reach the target"),
+              std::string::npos)
+        << nan.out;
+    EXPECT_NE(nan.out.find("no score: 2 of 2 runs did not reach the target"), std::string::npos) << nan.out;
+    EXPECT_EQ(json::parse(slurp(bad + "/summary.json"))["runs"][1]["status"], "aborted");
+
+    const RunResult flag = run_shell(command(d, "--seeds=99999999999999999999 --out=" + d.path("flag"), "0"));
+    EXPECT_EQ(flag.exit_code, 1);
+    EXPECT_NE(flag.out.find("exited with status 1 before its run started"), std::string::npos) << flag.out;
+    EXPECT_EQ(flag.out.find("resume"), std::string::npos) << flag.out;
 }
 
 }  // namespace
