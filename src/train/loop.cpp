@@ -22,7 +22,6 @@
 #include "core/error.hpp"
 #include "core/flags.hpp"
 #include "core/fs.hpp"
-#include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
@@ -281,78 +280,6 @@ void TrainLoop::check_outputs_are_not_inputs() const {
                      "writing it would destroy the input (hint: another --output_dir, or the input "
                      "moved out of it)",
                      o_.output_dir, name, in, fs::path(in).filename() == name ? "" : " (the same file)");
-}
-
-// Flags that would silently fork a resumed run: each difference from the checkpoint's is named;
-// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
-// model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
-// path; its sizes cannot change, as the checkpoint's tensors would not fit.
-json input_paths(const json& flags) {
-    // The flags that name input files as an absolute path with its symlinks resolved (a glob's
-    // pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the run's directory are one
-    // file to a resume started elsewhere. The comma lists, each item; the others whole (a file's
-    // name may hold a comma).
-    static const std::pair<const char*, bool> kPathFlags[] = {
-        {"input_file", true}, {"eval_input_file", true}, {"train_file", false},     {"predict_file", false},
-        {"vocab_file", false}, {"bert_config_file", false}, {"init_checkpoint", false}};
-    json out = json::object();
-    for (const auto& [k, list] : kPathFlags) {
-        const auto it = flags.find(k);
-        if (it == flags.end() || !it->is_string() || it->get<std::string>().empty()) continue;
-        const std::string& text = it->get<std::string>();
-        std::string joined;
-        for (const std::string& item : list ? split_commas(text) : std::vector<std::string>{text}) {
-            std::error_code ec;
-            fs::path p = fs::weakly_canonical(fs::absolute(item, ec), ec);
-            if (ec) p = fs::absolute(item, ec).lexically_normal();
-            if (!joined.empty()) joined += ',';
-            joined += p.string();
-        }
-        out[k] = joined;
-    }
-    return out;
-}
-
-void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config,
-                                    const json& old_paths) {
-    if (!old_flags.is_object()) return;
-    // Two spellings of the same input files are the same flag value.
-    const json now_paths = input_paths(flags_json_);
-    const auto differs = [&](const std::string& k) {
-        if (!old_flags.contains(k) || !flags_json_.contains(k) || old_flags[k] == flags_json_[k]) return false;
-        return !(old_paths.is_object() && old_paths.contains(k) && now_paths.contains(k) &&
-                 old_paths[k] == now_paths[k]);
-    };
-    for (const std::string& k : o_.fixed_flags)  // optimizer_variant: no flag, the line's script sets it
-        if (differs(k))
-            fail("{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
-                 "a new --output_dir for a different run)",
-                 k == "optimizer_variant" ? "the optimizer variant (set by the command line's script)" : "--" + k,
-                 json_safe::brief(old_flags[k]), resume_from_, json_safe::brief(flags_json_[k]));
-    json changes = json::array();
-    std::string text;
-    for (const std::string& k : o_.checked_flags) {
-        if (!differs(k)) continue;
-        changes.push_back({{"flag", k}, {"checkpoint", old_flags[k]}, {"now", flags_json_[k]}});
-        text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
-                            old_flags[k].dump(), flags_json_[k].dump());
-    }
-    const json config = task_.table().config().to_json();
-    for (const auto& [k, now] : config.items()) {
-        if (!old_config.contains(k) || old_config[k] == now) continue;
-        changes.push_back({{"bert_config", k}, {"checkpoint", old_config[k]}, {"now", now}});
-        text += fmt::format("{}bert_config {} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
-                            old_config[k].dump(), now.dump());
-    }
-    if (changes.empty()) return;
-    if (!o_.allow_changed_flags)
-        fail("{}: resuming with {} flag(s) changed from the run being resumed: {} (hint: the same "
-             "flags resume it; a new --output_dir starts a different run; --allow_changed_flags "
-             "continues with the new values and records the change)",
-             resume_from_, changes.size(), text);
-    log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
-              "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
-    changed_flags_ = {{"resumed_from", resume_from_}, {"changes", changes}};  // written by run()
 }
 
 void TrainLoop::write_config_json() {
