@@ -11,7 +11,7 @@
 # interrupted run and reuses finished ones (pretrain does that); a resumed run's times sum its
 # segments, and the report names it (MLPerf times one uninterrupted run). A run that fails after
 # run_start (results.json: aborted) counts as one that did not reach the target, as MLPerf counts
-# every run started; an error before it stops the script.
+# every run started, and a rerun does not run it again; any other error stops the script.
 # Scoring (MLPerf Training rules, as mlperf_logging's result_summarizer computes them): each run's
 # time to target is run_start -> the evaluation that reached the target (results.json
 # time_to_target_s; initialisation excluded). With N >= 5 the fastest and the slowest runs are
@@ -28,6 +28,7 @@ PY=/usr/bin/python3
 die() { echo "time-to-train: $*" >&2; exit 1; }
 
 RUNS=""
+RUNS_GIVEN=0
 SEEDS=""
 SEEDS_GIVEN=0
 OUT=""
@@ -35,20 +36,25 @@ BB=${BB:-}
 ARGS=()
 for a in "$@"; do
   case "$a" in
-    --runs=*) RUNS=${a#--runs=} ;;
+    --runs=*) RUNS=${a#--runs=}; RUNS_GIVEN=1 ;;
     --seeds=*) SEEDS=${a#--seeds=}; SEEDS_GIVEN=1 ;;
     --out=*) OUT=${a#--out=} ;;
     --bertbench=*) BB=${a#--bertbench=} ;;
     --seed=*|--seed|--output_dir=*|--output_dir)
       die "${a%%=*}: set by this script (--seeds=S1,S2,... and --out=DIR), expected it absent, got $a" ;;
-    --nodo_eval|--do_eval=false|--do_eval=False|--do_eval=0)
-      die "$a: time to train is measured by the evaluations, expected them on (--do_eval), got $a" ;;
+    --nodo_eval|-nodo_eval|--do_eval=*|-do_eval=*)
+      # pretrain reads booleans as absl does: one or two dashes, false/0/no/f/n in any case
+      v=$(tr '[:upper:]' '[:lower:]' <<<"${a#*=}")
+      if [[ $a == *nodo_eval || $v =~ ^(false|0|no|f|n)$ ]]; then
+        die "$a: time to train is measured by the evaluations, expected them on (--do_eval), got $a"
+      fi
+      ARGS+=("$a") ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$a") ;;
   esac
 done
 
-if [[ -n "$RUNS" && $SEEDS_GIVEN -eq 1 ]]; then
+if [[ $RUNS_GIVEN -eq 1 && $SEEDS_GIVEN -eq 1 ]]; then
   die "--runs and --seeds: expected one of them, got both (--runs=$RUNS --seeds=$SEEDS)"
 fi
 if [[ $SEEDS_GIVEN -eq 1 ]]; then
@@ -59,7 +65,7 @@ if [[ $SEEDS_GIVEN -eq 1 ]]; then
   dup=$(printf '%s\n' "${SEED_LIST[@]}" | sort | uniq -d | head -1)
   [[ -z "$dup" ]] || die "--seeds: expected distinct seeds, got $dup twice"
 else
-  RUNS=${RUNS:-5}
+  [[ $RUNS_GIVEN -eq 1 ]] || RUNS=5
   [[ "$RUNS" =~ ^[0-9]+$ && "$RUNS" -ge 1 ]] || die "--runs: expected an integer >= 1, got \"$RUNS\""
   SEED_LIST=()
   for ((k = 1; k <= RUNS; k++)); do SEED_LIST+=("$k"); done
@@ -88,21 +94,29 @@ mkdir -p "$OUT"
 echo "== time to train: ${#SEED_LIST[@]} run(s), seeds ${SEED_LIST[*]}, in $OUT"
 echo "   $BB pretrain ${ARGS[*]} --seed=<seed> --output_dir=$OUT/seed-<seed>"
 status_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status", ""))' "$1" 2>/dev/null || true; }
+stamp_of() { stat -c '%i %y' "$1" 2>/dev/null || true; }
 for s in "${SEED_LIST[@]}"; do
   echo "== seed $s"
-  rc=0
-  touch "$OUT/.seed-$s.started"  # a results.json older than this is not this attempt's
-  "$BB" pretrain "${ARGS[@]}" --seed="$s" --output_dir="$OUT/seed-$s" || rc=$?
   res="$OUT/seed-$s/results.json"
-  if [[ $rc -gt 128 ]]; then
-    die "seed $s: bertbench pretrain was stopped by signal $((rc - 128)) (status $rc); run this script again to resume it ($OUT/seed-$s)"
-  elif [[ $rc -ne 0 && -f "$res" && "$res" -nt "$OUT/.seed-$s.started" && "$(status_of "$res")" == aborted ]]; then
+  if [[ -f "$res" && "$(status_of "$res")" == aborted ]]; then
+    # Started and failed in an earlier attempt: MLPerf counts it as it ended; rerunning it (a resume
+    # from its last checkpoint) could turn a failed run into a success.
+    echo "time-to-train: seed $s: failed after run_start in an earlier attempt (results.json: aborted); not rerun, it counts as a run that did not reach the target" >&2
+    continue
+  fi
+  rc=0
+  before=$(stamp_of "$res")  # results.json written by this attempt has another inode or time
+  "$BB" pretrain "${ARGS[@]}" --seed="$s" --output_dir="$OUT/seed-$s" || rc=$?
+  if [[ $rc -ne 0 && -f "$res" && "$(stamp_of "$res")" != "$before" && "$(status_of "$res")" == aborted ]]; then
     # MLPerf: every run started counts; one that failed after run_start did not reach the target
     echo "time-to-train: seed $s: the run failed after run_start (results.json: aborted); it counts as a run that did not reach the target" >&2
+  elif [[ $rc -eq 130 || $rc -eq 143 || $rc -eq 129 || $rc -eq 137 ]]; then
+    die "seed $s: bertbench pretrain was stopped by signal $((rc - 128)) (status $rc); run this script again to resume it ($OUT/seed-$s)"
+  elif [[ $rc -gt 128 ]]; then
+    die "seed $s: bertbench pretrain died of signal $((rc - 128)) (status $rc; $OUT/seed-$s)"
   elif [[ $rc -ne 0 ]]; then
-    die "seed $s: bertbench pretrain exited with status $rc before its run started (its error is above; $OUT/seed-$s)"
+    die "seed $s: bertbench pretrain exited with status $rc (its error is above; $OUT/seed-$s)"
   fi
-  rm -f "$OUT/.seed-$s.started"
   [[ -f "$res" ]] || die "seed $s: expected $res, found none"
 done
 

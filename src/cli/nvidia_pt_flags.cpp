@@ -350,6 +350,8 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         notes.push_back("the sequence length and predictions per row from the data, as its loader takes them");
     }
     int64_t updates = o.num_train_steps / k;
+    // Its rate itself, per update, unless bertbench's own schedule flags were given
+    const bool poly_warmup = !f.is_set("num_train_steps") && !f.is_set("num_warmup_steps") && !f.is_set("poly_power");
     if (!f.is_set("num_train_steps")) {
         if (!(n.max_steps >= 1 && n.max_steps < 9e15))
             fail("--max_steps={}: expected a number of optimizer updates >= 1", n.max_steps);
@@ -357,7 +359,8 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
         o.num_train_steps = micro_steps("max_steps", updates, k);
         notes.push_back(fmt::format("--max_steps={} updates{} -> --num_train_steps={}", updates,
                                     n.max_steps != static_cast<double>(updates)
-                                        ? fmt::format(" (its {} rounded up; its schedule's T stays {})", n.max_steps, n.max_steps)
+                                        ? fmt::format(" (its {} rounded up{})", n.max_steps,
+                                                      poly_warmup ? fmt::format("; its schedule's T stays {}", n.max_steps) : "")
                                         : "",
                                     o.num_train_steps));
     }
@@ -369,8 +372,7 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
                                     n.warmup_proportion, o.num_warmup_steps));
     }
     if (!f.is_set("poly_power")) o.poly_power = 0.5;
-    // Its rate itself, per update, unless bertbench's own schedule flags were given
-    if (!f.is_set("num_train_steps") && !f.is_set("num_warmup_steps") && !f.is_set("poly_power")) {
+    if (poly_warmup) {
         o.nvidia_poly_warmup = {n.max_steps, n.warmup_proportion, 0.5, k};
         notes.push_back("the rate as its PolyWarmUpScheduler: update u of --max_steps=T gets lr x (u/T) / "
                         "warmup_proportion, then lr x (1 - u/T)^0.5");

@@ -62,11 +62,14 @@ void LrSchedule::validate() const {
     if (poly_warmup.total_updates > 0 && !(poly_warmup.warmup >= 0 && poly_warmup.warmup <= 1))
         fail("--warmup_proportion: expected a fraction in [0, 1] (NVIDIA's PolyWarmUpScheduler), got {}",
              poly_warmup.warmup);
+    if (warmup_linear.total_steps > 0) warmup_linear.validate();
+}
+
+void LrSchedule::WarmupLinear::validate() const {
     // BertAdam refuses a warm-up of 1; --fp16's LinearWarmUpScheduler checks nothing (0 .. 1 here)
-    const bool bert_adam = warmup_linear.step_offset == 0;
-    const double w = warmup_linear.warmup;
-    if (warmup_linear.total_steps > 0 && !(w >= 0 && (bert_adam ? w < 1 : w <= 1)))
-        fail("--warmup_proportion={}: expected a fraction in {} (NVIDIA's {})", warmup_linear.warmup,
+    const bool bert_adam = step_offset == 0;
+    if (!(warmup >= 0 && (bert_adam ? warmup < 1 : warmup <= 1)))
+        fail("--warmup_proportion={}: expected a fraction in {} (NVIDIA's {})", warmup,
              bert_adam ? "[0, 1)" : "[0, 1]", bert_adam ? "BertAdam" : "LinearWarmUpScheduler under --fp16");
 }
 

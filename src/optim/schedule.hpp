@@ -29,6 +29,8 @@ struct LrSchedule {
         double total_steps = 0;
         double warmup = 0;  // a fraction of total_steps, in [0, 1) (BertAdam), [0, 1] (LinearWarmUpScheduler)
         int step_offset = 0;
+        // Throws Error naming --warmup_proportion when warmup is outside the scheduler's range.
+        void validate() const;
     };
     WarmupLinear warmup_linear{};
     // NVIDIA PyTorch run_pretraining.py's PolyWarmUpScheduler (its schedulers.py, stepped before

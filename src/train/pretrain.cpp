@@ -127,7 +127,8 @@ public:
             fail("--eval_every_samples: expected 0..{} (0 = the default cadence), got {}", kMaxRunSamples,
                  o_.eval_every_samples);
         if (o_.first_eval_samples > kMaxRunSamples)  // a checkpoint could not hold it
-            fail("first evaluation at {} samples: expected at most {}", o_.first_eval_samples, kMaxRunSamples);
+            fail("--steps_before_eval_start: its first evaluation at {} samples (rounded up to "
+                 "--steps_between_eval): expected at most {}", o_.first_eval_samples, kMaxRunSamples);
         if (o_.warmup_updates_excluded < 0)
             fail("--warmup_updates_excluded: expected >= 0, got {}", o_.warmup_updates_excluded);
         if (!(o_.target_mlm_accuracy >= 0 && o_.target_mlm_accuracy <= 1))

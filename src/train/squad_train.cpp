@@ -109,8 +109,9 @@ void check_squad_train_flags(const SquadTrainOptions& o) {
     (void)check_run_options(o);  // the loop builds the scaler again from the same flags
     if (!(o.num_train_epochs > 0 && o.num_train_epochs < 1e6))
         fail("--num_train_epochs={}: expected a positive number below 1e6", o.num_train_epochs);
-    // (NVIDIA's line without --fp16: BertAdam's [0, 1), checked by its schedule with that name)
-    if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1) && !(o.nvidia.micro_batch > 0 && !o.nvidia.fused_adam))
+    if (o.nvidia.micro_batch > 0)  // NVIDIA's line: its scheduler's range, named
+        optim::LrSchedule::WarmupLinear{1, o.warmup_proportion, o.nvidia.fused_adam ? 1 : 0}.validate();
+    else if (!(o.warmup_proportion >= 0 && o.warmup_proportion <= 1))
         fail("--warmup_proportion={}: expected a fraction in [0, 1]", o.warmup_proportion);
     if (!(o.learning_rate >= 0 && o.learning_rate <= std::numeric_limits<float>::max()))
         fail("--learning_rate={}: expected 0 .. {:g} (the optimizer's float)", o.learning_rate,

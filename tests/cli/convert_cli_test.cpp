@@ -269,8 +269,7 @@ TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
 
 // A SQuAD model (its table has the pooler, as google's run_squad.py checkpoints do) goes to HF's
 // BertForQuestionAnswering layout without the pooler, which that class lacks (a strict
-// load_state_dict refuses extra keys); NVIDIA's layout keeps it (its BertModel has one). Back to
-// ours, the pooler is missing and SQuAD prediction, which does not read it, runs.
+// load_state_dict refuses extra keys); NVIDIA's layout keeps it (its BertModel has one).
 TEST(ConvertCli, SquadModelsLeaveThePoolerOutOfHfLayouts) {
     TmpDir dir;
     const std::string a = make_checkpoint(dir, false, model::Heads::squad);

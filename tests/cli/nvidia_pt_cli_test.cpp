@@ -356,7 +356,7 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
 
 // bertbench's own schedule flag on NVIDIA's line replaces its PolyWarmUpScheduler, said with its
 // units; a line without --do_train (which NVIDIA's script refuses) trains with a warning; a
-// fractional --max_steps keeps its T in the schedule.
+// fractional --max_steps trains the updates it rounds up to.
 TEST(NvidiaPyTorchCli, OwnScheduleFlagsAndAMissingDoTrainAreSaid) {
     const NvidiaDirs d;
     std::string line = phase1_line(d, d.tmp.file("ckpts"), d.tmp.file("results"));
@@ -366,12 +366,20 @@ TEST(NvidiaPyTorchCli, OwnScheduleFlagsAndAMissingDoTrainAreSaid) {
     auto r = run_bertbench(line);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(count_of(r.out, "warning: --do_train not given: NVIDIA PyTorch run_pretraining.py raises"), 1u) << r.out;
-    EXPECT_NE(r.out.find("--max_steps=3 updates (its 2.5 rounded up; its schedule's T stays 2.5)"), std::string::npos)
+    // (its T is only kept by its own scheduler, which bertbench's flag replaced)
+    EXPECT_NE(r.out.find("--max_steps=3 updates (its 2.5 rounded up) -> --num_train_steps=6"), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("bertbench's own --num_warmup_steps given: not its PolyWarmUpScheduler but TF's schedule, "
                          "in micro-steps (a linear warm-up over --num_warmup_steps=2"),
               std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("the rate as its PolyWarmUpScheduler"), std::string::npos) << r.out;
+    // with its own scheduler, T keeps the fraction
+    std::string poly = phase1_line(d, d.tmp.file("ckpts_poly"), d.tmp.file("results_poly"));
+    poly.replace(poly.find("--max_steps=3"), 13, "--max_steps=2.5");
+    r = run_bertbench(poly);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--max_steps=3 updates (its 2.5 rounded up; its schedule's T stays 2.5)"), std::string::npos)
+        << r.out;
 }
 
 // One script's flags, one meaning; each refusal is one line naming the flag, before any work.
@@ -610,6 +618,17 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     for (size_t i = 0; i < bert_adam_log.size(); ++i)
         EXPECT_FLOAT_EQ(bert_adam_log[i]["learning_rate"].get<float>(), nvidia_lr(static_cast<int64_t>(i)))
             << "update " << i + 1;
+    // BertAdam's warm-up range, [0, 1), refused before the features are written
+    for (const std::string v : {"1", "-0.1", "1.5"}) {
+        const std::string dir = d.tmp.file("bert_adam_warmup_" + v);
+        std::string line = run_squad_line(d, pt, dir, true) + " --warmup_proportion=" + v;
+        line.replace(line.find(" --fp16"), 7, "");
+        r = run_bertbench(line);
+        EXPECT_EQ(r.exit_code, 1) << v << ": " << r.out;
+        EXPECT_NE(r.out.find("error: --warmup_proportion=" + v + ": expected a fraction in [0, 1) (NVIDIA's BertAdam)"),
+                  std::string::npos) << r.out;
+        EXPECT_FALSE(fs::exists(dir + "/train.tf_record")) << v;
+    }
     // its `args.max_steps > 0 and ...`: 0 (or any value <= 0) is no limit, as its default -1
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("no_limit"), true) + " --max_steps=0 --skip_checkpoint");
     ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -138,6 +138,8 @@ TEST(TimeToTrainCli, FlagsTheScriptSetsAreRefusedInOneLine) {
     const RunResult runs = run_shell(command(d, "--runs=0 --out=" + d.path("x"), "0"));
     EXPECT_EQ(runs.exit_code, 1);
     EXPECT_EQ(runs.out, "time-to-train: --runs: expected an integer >= 1, got \"0\"\n");
+    const RunResult empty = run_shell(command(d, "--runs= --out=" + d.path("x"), "0"));
+    EXPECT_EQ(empty.out, "time-to-train: --runs: expected an integer >= 1, got \"\"\n");
     EXPECT_FALSE(fs::exists(d.path("x")));
     // one seed in two spellings (pretrain reads 01 as 1), no seeds, no evaluations
     const RunResult twice = run_shell(command(d, "--seeds=1,01 --out=" + d.path("x"), "0"));
@@ -149,13 +151,19 @@ TEST(TimeToTrainCli, FlagsTheScriptSetsAreRefusedInOneLine) {
     EXPECT_EQ(no_eval.out,
               "time-to-train: --nodo_eval: time to train is measured by the evaluations, expected them on "
               "(--do_eval), got --nodo_eval\n");
+    for (const std::string off : {"-nodo_eval", "--do_eval=N", "-do_eval=FALSE", "--do_eval=f"}) {
+        const RunResult r = run_shell(command(d, "--runs=1 --out=" + d.path("x"), "0") + " " + off);
+        EXPECT_EQ(r.exit_code, 1) << off;
+        EXPECT_NE(r.out.find("time-to-train: " + off + ": time to train is measured by the evaluations"),
+                  std::string::npos) << r.out;
+    }
     EXPECT_FALSE(fs::exists(d.path("x")));
 }
 
 // A run paused (--stop_steps) is not scored; the rerun continues it and the report names it as
 // resumed (its time sums two processes). A run that fails after run_start counts as one that did
-// not reach the target; one that fails before it (a flag pretrain refuses) stops the script
-// without a hint to resume.
+// not reach the target, and a rerun leaves it as it ended; one that fails before it (a flag
+// pretrain refuses) stops the script without a hint to resume.
 TEST(TimeToTrainCli, PausedResumedAndFailedRunsAreNamed) {
     const Dir d;
     const std::string out = d.path("resume");
@@ -180,10 +188,20 @@ TEST(TimeToTrainCli, PausedResumedAndFailedRunsAreNamed) {
         << nan.out;
     EXPECT_NE(nan.out.find("no score: 2 of 2 runs did not reach the target"), std::string::npos) << nan.out;
     EXPECT_EQ(json::parse(slurp(bad + "/summary.json"))["runs"][1]["status"], "aborted");
+    // A rerun does not run the aborted seed again (a resume could make it a success).
+    const std::string aborted_before = slurp(bad + "/seed-2/results.json");
+    const RunResult again = run_shell(command(d, "--runs=2 --out=" + bad, "0.99") +
+                                      " --learning_rate=1e30 --num_train_steps=40 --eval_every_samples=20");
+    EXPECT_EQ(again.exit_code, 1) << again.out;
+    EXPECT_NE(again.out.find("seed 2: failed after run_start in an earlier attempt (results.json: aborted); not "
+                             "rerun"),
+              std::string::npos)
+        << again.out;
+    EXPECT_EQ(slurp(bad + "/seed-2/results.json"), aborted_before);
 
     const RunResult flag = run_shell(command(d, "--seeds=99999999999999999999 --out=" + d.path("flag"), "0"));
     EXPECT_EQ(flag.exit_code, 1);
-    EXPECT_NE(flag.out.find("exited with status 1 before its run started"), std::string::npos) << flag.out;
+    EXPECT_NE(flag.out.find("exited with status 1 (its error is above;"), std::string::npos) << flag.out;
     EXPECT_EQ(flag.out.find("resume"), std::string::npos) << flag.out;
 }
 
