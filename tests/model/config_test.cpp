@@ -87,6 +87,9 @@ TEST(BertConfig, JsonRoundTripAndHfGelu) {
     const std::string said = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(said.find("odd.json"), std::string::npos) << said;
     EXPECT_NE(said.find("\"architectures\""), std::string::npos) << said;
+    ::testing::internal::CaptureStderr();  // once per file: a command reading it again says nothing
+    EXPECT_EQ(BertConfig::from_json(odd, "odd.json").hidden_act, "gelu");
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
     odd["hidden_act"] = "gelu_new";  // explicit: nothing to say
     ::testing::internal::CaptureStderr();
     BertConfig::from_json(odd, "odd.json");
