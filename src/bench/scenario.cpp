@@ -157,20 +157,27 @@ nlohmann::json settings_json(const ScenarioSettings& st, int64_t performance_sam
 
 }  // namespace
 
-nlohmann::json schedule_json(const Schedule& s) {
-    nlohmann::json queries = nlohmann::json::array(), issues = nlohmann::json::array();
+std::string schedule_json(const Schedule& s) {
+    nlohmann::json j = {{"format", "bertbench-scenario-schedule/1"}};
+    j.update(settings_json(s.settings, static_cast<int64_t>(s.queries.size())));
+    nlohmann::json& queries = j["queries"] = nlohmann::json::array();
     for (size_t i = 0; i < s.queries.size(); ++i)
         queries.push_back({{"id", i},
                            {"unique_id", s.queries[i].unique_id},
                            {"input_ids", s.queries[i].input_ids},
                            {"segment_ids", s.queries[i].segment_ids}});
-    for (const Issue& is : s.issues)
-        issues.push_back({{"q", is.q}, {"t", is.t ? nlohmann::json(*is.t) : nlohmann::json(nullptr)}});
-    nlohmann::json j = {{"format", "bertbench-scenario-schedule/1"}};
-    j.update(settings_json(s.settings, static_cast<int64_t>(s.queries.size())));
-    j["queries"] = std::move(queries);
-    j["issues"] = std::move(issues);
-    return j;
+    // The issues (up to kMaxIssues) written as text, one at a time: as a JSON tree they took ~350
+    // bytes each, and out of memory there ended in std::terminate (the tree's destructor allocates)
+    std::string text = j.dump();
+    text.pop_back();  // the closing brace
+    text += ",\"issues\":[";
+    for (size_t i = 0; i < s.issues.size(); ++i) {
+        const Issue& is = s.issues[i];
+        if (i > 0) text += ',';
+        text += fmt::format("{{\"q\":{},\"t\":{}}}", is.q, is.t ? nlohmann::json(*is.t).dump() : "null");
+    }
+    text += "]}";
+    return text;
 }
 
 std::vector<size_t> loaded_set_order(size_t n, uint64_t qsl_rng_seed) {
@@ -285,9 +292,10 @@ RunLog parse_log_json(const nlohmann::json& j, const std::string& where, const S
         if (!e.is_object()) fail("{}: expected an object {{q, tokens, arrival, start, done, batch}}", w);
         LogEntry x{field<int>(e, "q", w),          field<int>(e, "tokens", w), field<double>(e, "arrival", w),
                    field<double>(e, "start", w),   field<double>(e, "done", w), field<int64_t>(e, "batch", w)};
-        if (!(0 <= x.arrival && x.arrival <= x.start && x.start <= x.done))
-            fail("{}: expected 0 <= arrival <= start <= done (seconds after the run's start), got {} / {} / {}",
-                 w, x.arrival, x.start, x.done);
+        // (int64 ns, LoadGen's clock: kMaxLogS keeps every time and difference in range)
+        if (!(0 <= x.arrival && x.arrival <= x.start && x.start <= x.done && x.done <= kMaxLogS))
+            fail("{}: expected 0 <= arrival <= start <= done <= {:g} (seconds after the run's start), got {} / {} / {}",
+                 w, kMaxLogS, x.arrival, x.start, x.done);
         const int64_t queries = log.performance_sample_count;
         if (x.q < 0 || (queries > 0 && x.q >= queries))
             fail("{}: field \"q\": expected a query of the set, 0 .. {}, got {}", w,

@@ -73,6 +73,9 @@ int64_t performance_issue_count(const ScenarioSettings& s);
 // the start; beyond either, an Error naming the flag.
 constexpr double kMaxLatencyBoundMs = 1e10;
 constexpr double kMaxScheduleS = 1e8;
+// A raw log's times (--summarize_log), seconds after the start: at most 1e9 s (int64 ns then hold
+// them, and every latency between them).
+constexpr double kMaxLogS = 1e9;
 // Error "<what>: expected > 0 and at most 1e+10 ms, got <ms>" unless 0 < ms <= kMaxLatencyBoundMs.
 void check_latency_bound(double ms, const std::string& what);
 // Error naming --server_target_qps unless min_query_count arrivals at `qps` (> 0) are expected
@@ -95,7 +98,7 @@ constexpr int64_t kMaxIssues = int64_t{1} << 27;
 // truncated to ns), generated while the previous arrival is before min_duration_s or fewer than
 // `count`. Checked issue for issue against LoadGen's GenerateQueries.
 Schedule make_schedule(const ScenarioSettings& s, std::vector<Query> queries, int64_t count);
-nlohmann::json schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1
+std::string schedule_json(const Schedule& s);  // bertbench-scenario-schedule/1, as JSON text
 // LoadGen's performance set (GenerateLoadableSets): the first n samples of the query set, in the
 // order std::shuffle gives them with a std::mt19937 seeded with qsl_rng_seed.
 std::vector<size_t> loaded_set_order(size_t n, uint64_t qsl_rng_seed);

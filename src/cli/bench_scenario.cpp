@@ -193,6 +193,9 @@ void check_options(const ScenarioOptions& o) {
         fail("--peak_precision: expected 0 < p < 1, got {}", o.peak_precision);
     if (o.peak_max_runs < 1) fail("--peak_max_runs: expected >= 1, got {}", o.peak_max_runs);
     if (o.expected_latency_ms < 0 || o.expected_qps < 0) fail("--expected_latency_ms / --expected_qps: expected >= 0");
+    if (o.expected_latency_ms > 0 && o.expected_latency_ms < 1e-6)  // LoadGen's integer ns: it would be 0, "unknown"
+        fail("--expected_latency_ms={:g}: expected at least 1e-06 (1 ns, LoadGen's unit) or 0 (the warm-up's)",
+             o.expected_latency_ms);
     if (!o.mlperf_summary.empty() && o.mode == "accuracy")
         fail("--mlperf_summary: a performance run's summary (LoadGen writes none in AccuracyOnly); not with "
              "--scenario_mode=accuracy");
@@ -331,6 +334,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     only("server_target_qps", sc == Scenario::server, "--scenario=server");
     for (const char* flag : {"peak_precision", "peak_max_runs"}) only(flag, o.find_peak, "--server_find_peak");
     only("expected_latency_ms", sc == Scenario::singlestream, "--scenario=singlestream");
+    only("latency_bound_ms", sc == Scenario::server, "--scenario=server");
     only("expected_qps", sc == Scenario::offline, "--scenario=offline");
     only("accuracy_log", accuracy, "--scenario_mode=accuracy");
     if (!c.plot_path.empty() && sc != Scenario::server)
@@ -418,7 +422,7 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
                       o.min_duration_s);
         const int64_t count = accuracy ? n : bench::performance_issue_count(settings);
         const bench::Schedule s = bench::make_schedule(settings, std::move(queries), count);
-        write_file_atomic(o.schedule_out, bench::schedule_json(s).dump() + "\n");
+        write_file_atomic(o.schedule_out, bench::schedule_json(s) + "\n");
         log::info("wrote {}: {} {} issues of {} queries", o.schedule_out, s.issues.size(), o.scenario, n);
         return 0;
     }

@@ -171,7 +171,7 @@ TEST(ScenarioSchedule, OfflineAndSingleStreamShapes) {
     const Schedule ss = make_schedule(s, make_queries({5, 40}), 3);
     EXPECT_EQ(ss.settings.batch_size, 1);
     for (const Issue& is : ss.issues) EXPECT_FALSE(is.t.has_value());
-    const nlohmann::json j = schedule_json(ss);
+    const nlohmann::json j = nlohmann::json::parse(schedule_json(ss));
     EXPECT_EQ(j["format"], "bertbench-scenario-schedule/1");
     EXPECT_TRUE(j["issues"][0]["t"].is_null());
     EXPECT_EQ(j["queries"][1]["input_ids"].size(), 40u);

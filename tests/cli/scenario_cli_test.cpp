@@ -260,7 +260,15 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
              {"--scenario=server --server_target_qps=10 --latency_bound_ms=1e13",
               "--latency_bound_ms: expected > 0 and at most 1e+10 ms, got 1e+13"},
              {"--scenario=server --server_target_qps=1e-12 --min_query_count=3 --schedule_out=" + tmp("never.json"),
-              "--server_target_qps=1e-12: 3 arrivals at this rate take 3e+12 s on average, expected at most 1e+08 s"}}) {
+              "--server_target_qps=1e-12: 3 arrivals at this rate take 3e+12 s on average, expected at most 1e+08 s"},
+             // below LoadGen's 1 ns it was 0 ns: "unknown", and the run was sized from the warm-up
+             {"--scenario=singlestream --expected_latency_ms=1e-7",
+              "--expected_latency_ms=1e-07: expected at least 1e-06 (1 ns, LoadGen's unit) or 0"},
+             // a bound only Server applies: written into the report and never checked, before
+             {"--scenario=singlestream --latency_bound_ms=0.05",
+              "--latency_bound_ms: --scenario=server only; not used by --scenario=singlestream"},
+             {"--scenario=offline --latency_bound_ms=0.05",
+              "--latency_bound_ms: --scenario=server only; not used by --scenario=offline"}}) {
         const auto r = run_bertbench(tiny() + flags);
         EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
@@ -276,6 +284,14 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("--summarize_log=" + log + ": field \"latency_bound_ms\": expected > 0 and at most 1e+10 ms, "
                          "got 1e+13"), std::string::npos) << r.out;
+    // ... and its times: 1e10 s wrapped in int64 ns to a negative latency, and the run was VALID
+    std::ofstream(log) << R"({"format": "bertbench-scenario-log/1", "sut": "x", "threads": 1, "scenario": "server",
+        "target_qps": 50, "latency_bound_ms": 100, "batch_size": 1,
+        "entries": [{"q": 0, "tokens": 9, "arrival": 0, "start": 0, "done": 1e10, "batch": 1}]})";
+    const auto t = run_bertbench("bench --summarize_log=" + log);
+    EXPECT_EQ(t.exit_code, 1) << t.out;
+    EXPECT_NE(t.out.find("entries[0]: expected 0 <= arrival <= start <= done <= 1e+09 (seconds after the run's "
+                         "start), got 0 / 0 / 10000000000"), std::string::npos) << t.out;
 }
 
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
