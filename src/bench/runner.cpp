@@ -447,6 +447,8 @@ void check_point(const Point& p) {
              sysinfo::cpus_available());
     if (p.mode != "train" && p.mode != "infer")
         fail("--mode: expected train or infer, got \"{}\"", p.mode);
+    if (p.mode == "train" && p.dtype == ops::Precision::int8)
+        fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 or bf16");
     if (p.task != "pretraining" && p.task != "squad")
         fail("--task: expected pretraining or squad, got \"{}\"", p.task);
     if (p.task == "squad")

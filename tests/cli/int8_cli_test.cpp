@@ -63,6 +63,17 @@ TEST(Int8Cli, TrainingWithInt8IsOneLineError) {
         EXPECT_NE(r.out.find("int8 is for inference"), std::string::npos) << c << "\n" << r.out;
         EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "more than one line: " << c << "\n" << r.out;
     }
+    // In a sweep with points that can run, the int8 training point is skipped with a warning, as
+    // any point that cannot run (docs/benchmark.md); the sweep was refused whole before.
+    const std::string json_path = dir + "/mixed.json";
+    const auto r = run_bertbench(
+        "bench --mode=train,infer --model=tiny --seq_len=16 --batch_size=2 --threads=1 --warmup=1 --steps=2 "
+        "--dtype=fp32,int8 --ceiling_gflops=50 --json=" + json_path);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("warning: skipping point train tiny"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("int8 is for inference"), std::string::npos) << r.out;
+    std::ifstream in(json_path);
+    EXPECT_EQ(nlohmann::json::parse(in)["points"].size(), 3u);  // train fp32, infer fp32 and int8
 }
 
 }  // namespace
