@@ -155,6 +155,8 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
     std::sort(sorted.begin(), sorted.end());
     double total = 0;
     for (const double t : sorted) total += t;
+    // no batch (a predict file without questions): no figure, not a measured-looking 0
+    const auto ms = [&](double p) { return sorted.empty() ? nlohmann::json(nullptr) : nlohmann::json(1e3 * percentile(sorted, p)); };
     const nlohmann::json speed = {
         {"sequences", inf.sequences},
         {"batch_size", o.predict_batch_size},
@@ -162,16 +164,20 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
         {"dtype", ops::precision_name(precision)},
         {"bf16_emulated", ops::bf16_emulated(precision)},
         {"threads", o.threads > 0 ? o.threads : cpus},
-        {"sequences_per_second", total > 0 ? inf.sequences / total : 0.0},
-        {"batch_latency_ms_p50", 1e3 * percentile(sorted, 0.50)},
-        {"batch_latency_ms_p90", 1e3 * percentile(sorted, 0.90)},
-        {"batch_latency_ms_p99", 1e3 * percentile(sorted, 0.99)},
+        {"sequences_per_second", total > 0 ? nlohmann::json(inf.sequences / total) : nlohmann::json(nullptr)},
+        {"batch_latency_ms_p50", ms(0.50)},
+        {"batch_latency_ms_p90", ms(0.90)},
+        {"batch_latency_ms_p99", ms(0.99)},
         {"batch_seconds", inf.batch_seconds},
         {"definition",
          "model forward (encoder + span head) per batch; feature creation, "
          "decoding and file writing excluded; the last batch may be partial; "
          "batch_seconds: each batch's, in order"}};
     write_file_atomic((dir / "predict_speed.json").string(), speed.dump(2) + "\n");
+    if (sorted.empty()) {
+        log::info("prediction: no features, nothing timed (predict_speed.json: null figures)");
+        return std::move(inf.results);
+    }
     log::info(
         "prediction: {} features in {:.2f} s of model time: {:.1f} sequences/s; batch of {} "
         "latency p50 {:.1f} ms, p90 {:.1f} ms, p99 {:.1f} ms (predict_speed.json; features "

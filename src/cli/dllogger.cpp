@@ -245,9 +245,11 @@ void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool 
     if (trained) d.log(Json::array(), train_summary);
     if (predicted) {
         const nlohmann::json speed = read_output(run.output_dir, "predict_speed.json");
-        const double sps = number(speed, "sequences_per_second");
-        d.log(Json::array(), Json{{"e2e_inference_time", number(speed, "sequences") / sps},
-                                  {"inference_sequences_per_second", sps}});
+        if (!speed.value("sequences_per_second", nlohmann::json()).is_null()) {  // null: no feature was timed
+            const double sps = number(speed, "sequences_per_second");
+            d.log(Json::array(), Json{{"e2e_inference_time", number(speed, "sequences") / sps},
+                                      {"inference_sequences_per_second", sps}});
+        }
     }
     if (const nlohmann::json m = scored ? read_output(run.output_dir, "eval_results.json") : nullptr;
         !m.is_null()) {

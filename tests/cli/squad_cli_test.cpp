@@ -318,6 +318,24 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     EXPECT_FALSE(fs::exists(out + "/train.tf_record"));
 }
 
+// A predict file without questions: nothing is timed, and predict_speed.json says so with null
+// figures (it gave p50/p90/p99 0.0 ms and 0 sequences/s, as if measured).
+TEST(SquadCli, PredictingNoQuestionsTimesNothing) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out", zero = tmp.path + "/zero.json";
+    write_file_atomic(zero, R"({"version":"1.1","data":[{"title":"t","paragraphs":[{"context":"x y","qas":[]}]}]})");
+    const CmdRun r = run(tmp, squad_flags(out, 64, 32) + " --max_query_length=16 --model=tiny --do_train --train_file=" +
+                                  golden("squad_pipeline/train-v1.1.json") +
+                                  " --num_train_epochs=0.1 --train_batch_size=4 --do_predict --predict_file=" + zero +
+                                  " --threads=1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("prediction: no features, nothing timed"), std::string::npos) << r.err;
+    const nlohmann::json speed = nlohmann::json::parse(read_file(out + "/predict_speed.json"));
+    EXPECT_EQ(speed["sequences"], 0);
+    for (const char* k : {"sequences_per_second", "batch_latency_ms_p50", "batch_latency_ms_p90", "batch_latency_ms_p99"})
+        EXPECT_TRUE(speed[k].is_null()) << k << ": " << speed[k];
+}
+
 // --transformers_qa (run_qa.py's evaluation): what it cannot run is one line before any output.
 TEST(SquadCli, TransformersQaBadLinesAreOneLineErrors) {
     SquadTmp tmp;
