@@ -321,7 +321,9 @@ void TorchCheckpointReader::parse_zip() {
     const std::string& first = entries[0].name;
     const std::string prefix = first.substr(0, first.find('/') + 1);  // "archive/"
     std::map<std::string, const ZipEntry*> by_name;
-    for (const ZipEntry& e : entries) by_name[e.name] = &e;
+    for (const ZipEntry& e : entries)  // two of a name: torch reads one, and which is not ours to guess
+        if (!by_name.emplace(e.name, &e).second)
+            fail("{}: zip: expected each entry name once, got \"{}\" twice", path_, e.name);
     auto entry = [&](const std::string& n) {
         const auto it = by_name.find(prefix + n);
         return it == by_name.end() ? nullptr : it->second;

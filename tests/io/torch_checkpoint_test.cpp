@@ -285,6 +285,22 @@ TEST(TorchCheckpoint, HostileFilesGiveOneLineErrorsNamingTheFile) {
     }
 }
 
+// A zip holding two entries of one name (torch.load reads the first; the reader kept the last, and
+// read other weights than torch without a word): refused in one line.
+TEST(TorchCheckpoint, DuplicateZipEntriesAreRefused) {
+    const TmpDir& g = generated();
+    const std::string src = g.file("basic_zip.pt"), dup = g.file("dup_entry.pt");
+    const std::string cmd = "/usr/bin/python3 -c \"import sys, zipfile, warnings; warnings.simplefilter('ignore'); "
+                            "a = zipfile.ZipFile(sys.argv[1]); b = zipfile.ZipFile(sys.argv[2], 'w'); "
+                            "n = [i for i in a.infolist() if '/data/' in i.filename][0]; "
+                            "[b.writestr(i, a.read(i)) for i in a.infolist()]; "
+                            "b.writestr(n.filename, bytes(n.file_size)); b.close()\" '" + src + "' '" + dup + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::string e = error_of([&] { TorchCheckpointReader r(dup); });
+    EXPECT_NE(e.find("zip: expected each entry name once, got \""), std::string::npos) << e;
+    EXPECT_EQ(e.rfind(dup, 0), 0u) << e;
+}
+
 // Bounded random mutation: every mutant is refused with an Error naming it or fully readable.
 TEST(TorchCheckpoint, RandomMutationsNeverCrash) {
     const TmpDir& g = generated();
