@@ -438,6 +438,11 @@ std::vector<SquadBatch> read_squad_batches(const std::vector<std::string>& files
     return out;
 }
 
+void check_train_dtype(ops::Precision d) {
+    if (d == ops::Precision::int8)
+        fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 or bf16");
+}
+
 void check_point(const Point& p) {
     if (p.seq_len > p.config.max_position_embeddings)
         fail("--seq_len={}: longer than max_position_embeddings ({}) of model {}", p.seq_len,
@@ -447,8 +452,7 @@ void check_point(const Point& p) {
              sysinfo::cpus_available());
     if (p.mode != "train" && p.mode != "infer")
         fail("--mode: expected train or infer, got \"{}\"", p.mode);
-    if (p.mode == "train" && p.dtype == ops::Precision::int8)
-        fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 or bf16");
+    if (p.mode == "train") check_train_dtype(p.dtype);
     if (p.task != "pretraining" && p.task != "squad")
         fail("--task: expected pretraining or squad, got \"{}\"", p.task);
     if (p.task == "squad")

@@ -138,6 +138,8 @@ int real_tokens(const model::Batch& b);
 // more threads than CPUs, ...): `bench` checks every point before it measures any; run_point checks
 // again.
 void check_point(const Point& p);
+// Error unless a training point can run in precision d (int8 is for inference only).
+void check_train_dtype(ops::Precision d);
 // Runs one point. ceiling_gflops > 0 fills mfu.
 PointResult run_point(const Point& p, double ceiling_gflops = 0);
 

@@ -332,7 +332,7 @@ int cmd_bench(int argc, char** argv) {
     // skips it with a warning)
     if (std::all_of(mode_names.begin(), mode_names.end(), [](const std::string& m) { return m == "train"; }) &&
         std::all_of(dtypes.begin(), dtypes.end(), [](ops::Precision p) { return p == ops::Precision::int8; }))
-        fail("--dtype=int8: int8 is for inference (--mode=infer or --mode=gemm); --mode=train runs fp32 or bf16");
+        bench::check_train_dtype(ops::Precision::int8);
     for (const ops::Precision p : dtypes) check_dtype(p, "dtype");  // what this CPU lacks, once consistent
     std::vector<std::pair<std::string, model::BertConfig>> models;
     if (!config_file.empty()) {

@@ -179,8 +179,9 @@ TEST(TimeToTrainCli, PausedResumedAndFailedRunsAreNamed) {
     EXPECT_EQ(s["score"]["samples_to_target"]["mean"], 4.0);
 
     const std::string bad = d.path("nan");
-    const RunResult nan = run_shell(command(d, "--runs=2 --out=" + bad, "0.99") +
-                                    " --learning_rate=1e30 --num_train_steps=40 --eval_every_samples=20");
+    const std::string diverging = command(d, "--runs=2 --out=" + bad, "0.99") +
+                                  " --learning_rate=1e30 --num_train_steps=40 --eval_every_samples=20";
+    const RunResult nan = run_shell(diverging);
     EXPECT_EQ(nan.exit_code, 1) << nan.out;
     EXPECT_NE(nan.out.find("seed 2: the run failed after run_start (results.json: aborted); it counts as a "
                            "run that did not reach the target"),
@@ -190,8 +191,7 @@ TEST(TimeToTrainCli, PausedResumedAndFailedRunsAreNamed) {
     EXPECT_EQ(json::parse(slurp(bad + "/summary.json"))["runs"][1]["status"], "aborted");
     // A rerun does not run the aborted seed again (a resume could make it a success).
     const std::string aborted_before = slurp(bad + "/seed-2/results.json");
-    const RunResult again = run_shell(command(d, "--runs=2 --out=" + bad, "0.99") +
-                                      " --learning_rate=1e30 --num_train_steps=40 --eval_every_samples=20");
+    const RunResult again = run_shell(diverging);
     EXPECT_EQ(again.exit_code, 1) << again.out;
     EXPECT_NE(again.out.find("seed 2: failed after run_start in an earlier attempt (results.json: aborted); not "
                              "rerun"),
