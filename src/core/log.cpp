@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <set>
 
 namespace bertbench::log {
 namespace {
@@ -23,6 +24,13 @@ double seconds_since_start() {
 void set_level(Level lvl) { g_level = lvl; }
 Level level() { return g_level; }
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+bool first_time(const std::string& key) {
+    static std::mutex mu;
+    static std::set<std::string> seen;
+    const std::lock_guard<std::mutex> lock(mu);
+    return seen.insert(key).second;
+}
 
 void write(Level lvl, const std::string& message) {
     static const char* names[] = {"debug", "info", "warning", "error"};

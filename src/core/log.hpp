@@ -14,6 +14,9 @@ void set_level(Level level);
 Level level();
 void write(Level level, const std::string& message);
 bool stderr_is_terminal();
+// True the first time this process asks with `key`, false after: a message about a file said
+// once, though a command reads the file more than once.
+bool first_time(const std::string& key);
 
 template <typename... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {

@@ -197,7 +197,9 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 // PATH.safetensors is a file (bertbench's checkpoint of that name: run/model.ckpt-2000 for
 // run/model.ckpt-2000.safetensors), that file, said in one line naming `flag`; else `path`.
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag);
-// The config a checkpoint carries (ours only); false for TF bundles and HF files.
+// The config a checkpoint carries: ours in its metadata; a Hugging Face file (safetensors or
+// PyTorch) in save_pretrained's config.json beside it, where that has "model_type": "bert" (said
+// once). False otherwise (TF bundles; HF files without it).
 bool checkpoint_config(const std::string& path, BertConfig* out);
 
 // Fills `params` (already initialised by the caller) from any of the three formats, as the

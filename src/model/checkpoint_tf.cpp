@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "io/tf_bundle.hpp"
 #include "io/torch_checkpoint.hpp"
@@ -287,7 +288,22 @@ std::string resolve_checkpoint_name(const std::string& path, const std::string& 
 }
 
 bool checkpoint_config(const std::string& path, BertConfig* out) {
-    if (detect_checkpoint_format(path) != CheckpointFormat::bertbench) return false;
+    const CheckpointFormat f = detect_checkpoint_format(path);
+    if (f == CheckpointFormat::hf_safetensors || f == CheckpointFormat::pytorch) {
+        // from_pretrained's reading of save_pretrained's directory: the config.json beside the
+        // weights, where it is a BERT model's (a run's own config.json, the run record, is not)
+        const std::string beside = (std::filesystem::path(path).parent_path() / "config.json").string();
+        if (!is_file(beside)) return false;
+        const nlohmann::json j = json_safe::parse(read_file(beside), beside, "a JSON object (config.json)");
+        if (!j.is_object() || !j.contains("model_type") || j.at("model_type") != "bert") return false;
+        *out = BertConfig::from_json(j, beside);
+        out->validate(beside);
+        if (log::first_time("config beside " + path))
+            log::info("{}: the model's config is {}, Hugging Face's beside it (as from_pretrained reads it; "
+                      "--bert_config_file or --model replaces it)", path, beside);
+        return true;
+    }
+    if (f != CheckpointFormat::bertbench) return false;
     const CheckpointReader r(path);
     if (!r.metadata().count("bert_config")) return false;
     *out = r.config();

@@ -8,8 +8,6 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "core/error.hpp"
@@ -124,18 +122,12 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
         const char* const hf_keys[] = {"architectures", "transformers_version", "torch_dtype", "pad_token_id"};
         const auto key = std::find_if(std::begin(hf_keys), std::end(hf_keys),
                                       [&](const char* k) { return j.contains(k); });
-        if (!hf && c.hidden_act == "gelu" && key != std::end(hf_keys)) {
-            // once per file and process (a command may read its config more than once)
-            static std::mutex mu;
-            static std::set<std::string> said;
-            const std::lock_guard<std::mutex> lock(mu);
-            if (said.insert(where).second)
-                log::warn(
-                    "{}: \"gelu\" read as google's tanh form (no model_type), but the file has Hugging "
-                    "Face's key \"{}\", and to transformers \"gelu\" is the erf form (hint: add "
-                    "\"model_type\": \"bert\" for HF's reading, or \"hidden_act\": \"gelu_new\" to keep tanh)",
-                    where, *key);
-        }
+        // once per file and process (a command may read its config more than once)
+        if (!hf && c.hidden_act == "gelu" && key != std::end(hf_keys) && log::first_time("gelu-hf-keys " + where))
+            log::warn("{}: \"gelu\" read as google's tanh form (no model_type), but the file has Hugging "
+                      "Face's key \"{}\", and to transformers \"gelu\" is the erf form (hint: add "
+                      "\"model_type\": \"bert\" for HF's reading, or \"hidden_act\": \"gelu_new\" to keep tanh)",
+                      where, *key);
     }
     // Hugging Face variants of the architecture that bertbench would run silently as BERT's.
     if (j.contains("position_embedding_type") && j.at("position_embedding_type") != "absolute")

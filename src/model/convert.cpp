@@ -482,13 +482,12 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         config = BertConfig::from_json_file(o.bert_config_file);
         config.validate(o.bert_config_file);
         have_config = true;
-    } else if (from == CheckpointFormat::bertbench && in.metadata.count("bert_config")) {
-        config = CheckpointReader(o.input).config();
-        have_config = true;
+    } else {  // ours' own, or HF's config.json beside its weights
+        have_config = checkpoint_config(o.input, &config);
     }
     if (have_config) drop_vocab_padding(config, in.tensors, in.skipped);
     if (have_config)
-        check_config_fits(config, o.bert_config_file.empty() ? o.input + " (its bert_config)"
+        check_config_fits(config, o.bert_config_file.empty() ? o.input + " (its config)"
                                                              : "--bert_config_file=" + o.bert_config_file,
                           in.tensors);
     // and --bert_config_file, which replaces a bertbench input's own, must agree with it

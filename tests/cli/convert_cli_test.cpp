@@ -267,6 +267,36 @@ TEST(ConvertCli, SafetensorsToHfAndBackIsBitExact) {
     expect_same_tensors(dir.file("c.safetensors"), a);
 }
 
+// save_pretrained's directory needs no --bert_config_file: its config.json (model_type "bert")
+// beside the weights is read, as from_pretrained reads it, and said; a config.json without
+// model_type (a run's record, or google's file) is not taken for it.
+TEST(ConvertCli, HfConfigBesideTheWeightsIsRead) {
+    TmpDir dir;
+    const std::string a = make_checkpoint(dir, false);
+    ASSERT_EQ(run_bertbench("convert --to=hf --input=" + a + " --output=" + dir.file("hf")).exit_code, 0);
+    auto r = run_bertbench("convert --to=hf --input=" + dir.file("hf/model.safetensors") + " --output=" + dir.file("hf2"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("the model's config is " + dir.file("hf/config.json")), std::string::npos) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("hf2/config.json"))),
+              nlohmann::json::parse(read_file(dir.file("hf/config.json"))));
+    // into ours, the config goes along (its metadata), so eval and squad need none either
+    r = run_bertbench("convert --input=" + dir.file("hf/model.safetensors") + " --output=" + dir.file("c.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    model::BertConfig got;
+    ASSERT_TRUE(model::checkpoint_config(dir.file("c.safetensors"), &got));
+    nlohmann::json want = small_config().to_json();
+    want["hidden_act"] = "gelu_new";  // HF's name of the same tanh form
+    EXPECT_EQ(got.to_json(), want);
+    // a config.json that is not a BERT model's: the weights carry none, as before
+    std::filesystem::create_directories(dir.file("run"));
+    std::filesystem::copy_file(dir.file("hf/model.safetensors"), dir.file("run/model.safetensors"));
+    write_file_atomic(dir.file("run/config.json"), R"({"flags": {}, "bert_config": {"hidden_size": 8}})");
+    r = run_bertbench("convert --to=hf --input=" + dir.file("run/model.safetensors") + " --output=" + dir.file("hf3"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--bert_config_file: expected the model's bert_config.json"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("hf3")));
+}
+
 // A SQuAD model (its table has the pooler, as google's run_squad.py checkpoints do) goes to HF's
 // BertForQuestionAnswering layout without the pooler, which that class lacks (a strict
 // load_state_dict refuses extra keys); NVIDIA's layout keeps it (its BertModel has one).
