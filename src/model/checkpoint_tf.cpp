@@ -247,9 +247,12 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
     // Not just any "format" key: transformers' save_pretrained writes {"format": "pt"}.
     const auto it = r.metadata().find("format");
     const bool ours_format = it != r.metadata().end() && it->second == kCheckpointFormat;
-    return ours_format || r.has("bert/embeddings/word_embeddings")
-               ? CheckpointFormat::bertbench
-               : CheckpointFormat::hf_safetensors;
+    // TF names: scopes joined by '/' under bert/ or cls/ (HF's state-dict keys join by '.')
+    const auto& tensors = r.file().tensors();
+    const bool tf_names = std::any_of(tensors.begin(), tensors.end(), [](const io::TensorInfo& t) {
+        return t.name.starts_with("bert/") || t.name.starts_with("cls/");
+    });
+    return ours_format || tf_names ? CheckpointFormat::bertbench : CheckpointFormat::hf_safetensors;
 }
 
 namespace {

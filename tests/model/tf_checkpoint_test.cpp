@@ -149,6 +149,18 @@ TEST(TfCheckpoint, FormatDispatch) {
         hf.write();
     }
     EXPECT_EQ(detect_checkpoint_format(dir.file("hf.safetensors")), CheckpointFormat::hf_safetensors);
+    // TF names without the word embeddings (a partial export) are still TF names: loading it names
+    // the tensor it lacks, not every tensor as "no TF name"
+    {
+        io::SafetensorsWriter part(dir.file("part.safetensors"));
+        const std::vector<float> w(4 * 4, 0.5f);
+        part.add_f32("bert/encoder/layer_0/attention/self/query/kernel", {4, 4}, w);
+        part.write();
+    }
+    EXPECT_EQ(detect_checkpoint_format(dir.file("part.safetensors")), CheckpointFormat::bertbench);
+    const std::string missing = error_of([&] { load_init_checkpoint(dir.file("part.safetensors"), table, params); });
+    EXPECT_NE(missing.find("tensor \"bert/embeddings/word_embeddings\": expected in the checkpoint"), std::string::npos)
+        << missing;
     const std::string err = error_of([&] { detect_checkpoint_format(dir.file("model.ckpt-9")); });
     EXPECT_NE(err.find(dir.file("model.ckpt-9") + ".index"), std::string::npos) << err;
 }
