@@ -229,8 +229,8 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
                                          names, found.size() > 3 ? ", ..." : ""));
     }
     if (!is_file(path))
-        fail("{}: expected a safetensors file or a TensorFlow checkpoint prefix (with "
-             "{}.index beside it), found neither", path, path);
+        fail("{}: no such file or TensorFlow checkpoint prefix (expected a checkpoint: a safetensors or "
+             "PyTorch file, or a TensorFlow prefix with {}.index beside it)", path, path);
     const std::string head = file_head(path, 24);  // a legacy torch file's magic, after a FRAME
     if (io::torch_format({reinterpret_cast<const std::byte*>(head.data()), head.size()}) !=
         io::TorchFormat::none)

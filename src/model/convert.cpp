@@ -16,10 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
+#include "core/log.hpp"
 #include "io/safetensors.hpp"
 #include "io/tf_bundle.hpp"
 #include "io/torch_checkpoint.hpp"
@@ -370,6 +372,14 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         to = ext == ".safetensors" ? "safetensors" : ext == ".pt" || ext == ".pth" || ext == ".bin" ? "pt" : "tf";
     if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt" && to != "nvidia_pt")
         fail("--to={}: expected tf, safetensors, hf, pt or nvidia_pt", to);
+    // One of a bundle's files named for the bundle (as --input takes PREFIX.index): its prefix
+    for (const std::string_view file : {".index", ".data-00000-of-00001"})
+        if (to == "tf" && o.output.size() > file.size() && o.output.ends_with(file)) {
+            const std::string prefix = o.output.substr(0, o.output.size() - file.size());
+            log::info("--output={}: writing the TensorFlow checkpoint of prefix {} ({}.index and "
+                      "{}.data-00000-of-00001)", o.output, prefix, prefix, prefix);
+            o.output = prefix;
+        }
     if (o.tf_slots != "adam" && o.tf_slots != "lamb")
         fail("--tf_slots={}: expected adam or lamb", o.tf_slots);
     if (o.tf_slots == "lamb" && to != "tf")

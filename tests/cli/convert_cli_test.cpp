@@ -100,6 +100,16 @@ TEST(ConvertCli, SafetensorsToTfAndBackIsBitExact) {
     ASSERT_EQ(r.exit_code, 0) << r.out;
     expect_same_tensors(a, dir.file("b.safetensors"));
     expect_same_tensors(dir.file("b.safetensors"), a);
+    // --output named by one of the bundle's files, as --input may be: that file's prefix
+    for (const std::string file : {".index", ".data-00000-of-00001"}) {
+        const std::string other = dir.file("tf2/model.ckpt-5");
+        r = run_bertbench("convert --overwrite --input=" + a + " --output=" + other + file);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.out.find("writing the TensorFlow checkpoint of prefix " + other), std::string::npos) << r.out;
+        EXPECT_TRUE(std::filesystem::exists(other + ".index"));
+        EXPECT_TRUE(std::filesystem::exists(other + ".data-00000-of-00001"));
+        EXPECT_FALSE(std::filesystem::exists(other + file + ".index"));
+    }
 }
 
 // A training checkpoint of the small model: weights (seed 3), LAMB's moments as bertbench keeps

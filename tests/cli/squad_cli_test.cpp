@@ -260,7 +260,7 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         {squad_flags(out) + train + " --keep_checkpoint_max=-1", "--keep_checkpoint_max: expected >= 0, got -1"},
         {squad_flags(out) + train + " --loss_scale=abc", "--loss_scale: expected '', 'dynamic' or a factor"},
         {squad_flags(out) + train + " --init_checkpoint=" + tmp.path + "/nonexist",
-         "nonexist: expected a safetensors file or a TensorFlow checkpoint prefix"},
+         "nonexist: no such file or TensorFlow checkpoint prefix (expected a checkpoint: a safetensors or PyTorch"},
         {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
              " --bert_config_file=" + tmp.path + "/v100.json",
          "tokens, more than the model's vocab_size 100"},
