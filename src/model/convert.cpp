@@ -379,6 +379,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
             log::info("--output={}: writing the TensorFlow checkpoint of prefix {} ({}.index and "
                       "{}.data-00000-of-00001)", o.output, prefix, prefix, prefix);
             o.output = prefix;
+            break;
         }
     if (o.tf_slots != "adam" && o.tf_slots != "lamb")
         fail("--tf_slots={}: expected adam or lamb", o.tf_slots);
