@@ -39,7 +39,7 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 
 // SIGINT/SIGTERM during a run. First one: finish the update, checkpoint, exit 128 + signal. A
-// second one: die at once. No thread ever runs a signal handler: the signals are blocked in the
+// second one: die at once (not the first one delivered twice: watch()). No thread ever runs a signal handler: the signals are blocked in the
 // calling thread before any other thread of the run exists (the reader thread and libgomp's pool
 // inherit the mask) and a watcher thread takes them with sigwait(). A handler would run on
 // whichever compute thread the kernel picked, with its frame pushed onto that thread's stack;
@@ -79,16 +79,31 @@ public:
 
 private:
     void watch() {
+        pid_t first_sender = 0;
+        std::chrono::steady_clock::time_point first_at;
         for (;;) {
-            int sig = 0;
-            if (sigwait(&set_, &sig) != 0) continue;
+            siginfo_t info{};
+            const int sig = sigwaitinfo(&set_, &info);
+            if (sig < 0) continue;
             if (closing_) return;
             if (g_stop_signal == 0) {
                 g_stop_signal = sig;
+                first_sender = info.si_code == SI_USER ? info.si_pid : 0;
+                first_at = std::chrono::steady_clock::now();
                 log::info("signal {}: stopping after this optimizer update (and the evaluation "
                           "in progress, if any) with a checkpoint (a second signal stops at once, "
                           "without one)",
                           sig);
+                continue;
+            }
+            // The same signal from the same process within a second is the first one delivered
+            // twice, not a second request: coreutils' timeout signals the command and then its
+            // process group (which the command is in). Ctrl-C twice comes from the kernel.
+            if (sig == g_stop_signal && info.si_code == SI_USER && info.si_pid == first_sender &&
+                first_sender != 0 && std::chrono::steady_clock::now() - first_at < std::chrono::seconds(1)) {
+                log::info("signal {} again from process {} within a second: the same stop request "
+                          "(as timeout(1) sends it to the command and to its process group)", sig, first_sender);
+                first_sender = 0;  // a third one is a second request
                 continue;
             }
             // Second signal: its default action, termination, with this thread as the target.
