@@ -104,8 +104,11 @@ void PretrainingConfig::validate() const {
              max_seq_length);
     if (dupe_factor < 1)
         fail("--dupe_factor: expected >= 1 (how many times each document is drawn), got {}", dupe_factor);
-    if (max_predictions_per_seq < 0)
-        fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
+    // Every record carries max_predictions_per_seq slots (padded): the same bound as the sequence,
+    // not a value that pads each record to gigabytes and ends in the OOM killer
+    if (max_predictions_per_seq < 0 || max_predictions_per_seq > 65535)
+        fail("--max_predictions_per_seq: expected an integer in [0, 65535] (each record is padded to "
+             "it; at most max_seq_length tokens are masked), got {}", max_predictions_per_seq);
     if (output_format == OutputFormat::hdf5 && max_predictions_per_seq < 1)
         fail("--max_predictions_per_seq: expected >= 1 with --output_format=hdf5 (bertbench's HDF5 "
              "reader needs masked_lm_* datasets at least 1 wide, so a (N, 0) shard could not be "

@@ -274,6 +274,14 @@ TEST(PretrainingBadInput, Errors) {
         EXPECT_NE(testing::error_of([&] { c.validate(); }).find("--short_seq_prob: expected a probability in [0, 1]"),
                   std::string::npos) << p;
     }
+    // a width that would pad every record to gigabytes: refused before any input is read
+    for (const int w : {-1, 65536, 2147483647}) {
+        PretrainingConfig c;
+        c.max_predictions_per_seq = w;
+        EXPECT_NE(testing::error_of([&] { c.validate(); })
+                      .find("--max_predictions_per_seq: expected an integer in [0, 65535]"),
+                  std::string::npos) << w;
+    }
     // 0 writes TFRecords without predictions, but no HDF5 shard: the reader could not read (N, 0)
     // masked_lm_* datasets back (docs/data-pipeline-io.md says so; it used to promise them)
     bad.max_predictions_per_seq = 0;
