@@ -178,7 +178,17 @@ int cmd_prepare(int argc, char** argv) {
     const auto r = data::create_pretraining_data(inputs, outputs, vocab, cfg, &ref_log, jobs,
                                                  log::stderr_is_terminal() || verbose);
     std::fwrite(ref_log.data(), 1, ref_log.size(), stderr);
-    if (!log_file.empty()) write_file_atomic(log_file, ref_log);
+    if (!log_file.empty()) try {
+        write_file_atomic(log_file, ref_log);
+    } catch (...) {
+        // an error, so no output under its name (the docs' promise): this run's files go again
+        for (const auto& out : outputs) {
+            bool stream = false;
+            const std::string target = output_target(out, &stream);
+            if (!stream) std::remove(target.c_str());
+        }
+        throw;
+    }
     if (r.instances == 0)
         log::warn("prepare: the input has no documents with tokens; wrote {} empty file(s), as the "
                   "reference does", outputs.size());

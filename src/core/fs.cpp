@@ -672,4 +672,12 @@ CreatedDirCleanup::~CreatedDirCleanup() {
     }
 }
 
+DeferredStopSignals::DeferredStopSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+}
+DeferredStopSignals::~DeferredStopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+
 }  // namespace bertbench

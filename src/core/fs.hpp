@@ -7,6 +7,8 @@
 // printed there before, whatever it is open on (a redirection's file is not truncated or replaced).
 #pragma once
 
+#include <signal.h>
+
 #include <cstddef>
 #include <cstdio>
 #include <map>
@@ -205,6 +207,21 @@ public:
 private:
     std::vector<std::string> missing_;  // `dir` and its missing parents, innermost first
     int uncaught_ = 0;
+};
+
+// SIGINT, SIGTERM and SIGHUP held on the calling thread while it lives, delivered when it ends:
+// around the renames that publish several outputs, so that a stop signal leaves all of them or
+// none, never the first few (install_temporary_cleanup's handler then runs, with nothing left to
+// remove). The fsyncs before the renames may take a while on a slow disk; a signal waits for them.
+class DeferredStopSignals {
+public:
+    DeferredStopSignals();
+    ~DeferredStopSignals();
+    DeferredStopSignals(const DeferredStopSignals&) = delete;
+    DeferredStopSignals& operator=(const DeferredStopSignals&) = delete;
+
+private:
+    sigset_t old_{};  // the thread's mask before
 };
 
 }  // namespace bertbench

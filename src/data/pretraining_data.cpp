@@ -630,6 +630,7 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         // Every file written before any is renamed, as the TFRecord writers (whose bytes are
         // all out before the first close): an error on a later file leaves no earlier one.
         for (auto& w : h5) w.finish();
+        const DeferredStopSignals all_or_none;  // the renames (core/fs.hpp)
         for (auto& w : h5) {
             w.close();
             res.bytes_out += std::filesystem::file_size(w.path());
@@ -679,6 +680,7 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         InstanceEncoder e(inst, cfg);
         for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n) e.log(inst.order[n], vocab, *log);
     }
+    const DeferredStopSignals all_or_none;  // the renames (core/fs.hpp)
     for (auto& w : writers) {
         w->close();
         res.bytes_out += w->bytes();

@@ -190,6 +190,11 @@ TEST(OutputKindsCli, AnUnwritableLogOrOutputFileFailsBeforeTheWork) {
                          w.p("nodir") + " does not exist"), std::string::npos) << r.out;
     EXPECT_EQ(testing::count_of(r.out, "\n"), 1u) << r.out;
     EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
+    // A log that fails at the end (a full device): the outputs written before it go again
+    const auto full = w.prepare(w.p("o.tfrecord"), "--log_file=/dev/full");
+    EXPECT_EQ(full.exit_code, 1) << full.out;
+    EXPECT_NE(full.out.find("error: /dev/full: write failed"), std::string::npos) << full.out;
+    EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
 }
 
 TEST(OutputKindsCli, IntegersAsAbslReadsThem) {
