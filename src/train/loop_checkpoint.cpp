@@ -223,6 +223,11 @@ void TrainLoop::load_or_init() {
             fail("{}: __metadata__[\"{}\"]: {}; {}", resume_from_, key, e.what(), damaged);
         }
     };
+    // The flags first: a changed one (a smaller --train_batch_size) is said as such, not as the
+    // run state it makes look damaged. Checkpoints before input_paths existed: the flags' text
+    // alone is compared.
+    check_resumed_flags(get("flags"), r.config().to_json(),
+                        md.count("input_paths") ? get("input_paths") : json::object());
     const json st = get("train_state");
     checked("train_state", [&] {
         state_.skipped_steps = saved_int(st, "skipped_steps", 0, step, "at most the global step");
@@ -265,9 +270,6 @@ void TrainLoop::load_or_init() {
     }
     last_saved_step_ = step;
     last_checkpoint_ = resume_from_;
-    // Checkpoints before input_paths existed: the flags' text alone is compared.
-    check_resumed_flags(get("flags"), r.config().to_json(),
-                        md.count("input_paths") ? get("input_paths") : json::object());
 }
 
 void TrainLoop::save_checkpoint(bool final_one) {

@@ -225,6 +225,11 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     EXPECT_NE(e.find("--learning_rate (checkpoint 0.001, now 0.002)"), std::string::npos) << e;
     EXPECT_NE(e.find("--lamb_beta_1 (checkpoint 0.9, now 0.8)"), std::string::npos) << e;
     EXPECT_NE(e.find("--allow_changed_flags"), std::string::npos) << e;
+    // a smaller batch is named as the changed flag, not as a run state that looks damaged
+    const auto half = run_bertbench(base + " --train_batch_size=2");
+    EXPECT_EQ(half.exit_code, 1) << half.out;
+    EXPECT_NE(error_line(half.out).find("--train_batch_size: expected 4 as in the checkpoint"), std::string::npos)
+        << half.out;
 
     const auto a = run_bertbench(base + " --learning_rate=2e-3 --allow_changed_flags");
     ASSERT_EQ(a.exit_code, 0) << a.out;
