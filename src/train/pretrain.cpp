@@ -101,7 +101,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
         "lamb_weight_decay_rate", "log_epsilon", "num_train_steps", "num_warmup_steps",
         "start_warmup_step", "train_batch_size", "steps_per_update", "max_seq_length",
         "max_predictions_per_seq", "seed", "bert_config_file", "model", "input_file",
-        "shuffle_buffer", "eval_input_file", "eval_every_samples", "eval_batch_size",
+        "shuffle_buffer", "do_eval", "eval_input_file", "eval_every_samples", "eval_batch_size",
         "max_eval_steps", "target_mlm_accuracy", "dtype", "precision", "loss_scale",
         "clip_by_global_norm_after_gradient_allreduce", "allreduce_post_accumulation", "last_layer_subset",
         "warmup_proportion", "max_steps"};  // NVIDIA PyTorch's schedule, on its line

@@ -225,6 +225,10 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     EXPECT_NE(e.find("--learning_rate (checkpoint 0.001, now 0.002)"), std::string::npos) << e;
     EXPECT_NE(e.find("--lamb_beta_1 (checkpoint 0.9, now 0.8)"), std::string::npos) << e;
     EXPECT_NE(e.find("--allow_changed_flags"), std::string::npos) << e;
+    // evaluations turned on at a resume: a changed flag too (its mlperf.log would gain them halfway)
+    const auto evals = run_bertbench(base + " --do_eval --eval_input_file=" + data);
+    EXPECT_EQ(evals.exit_code, 1) << evals.out;
+    EXPECT_NE(error_line(evals.out).find("--do_eval (checkpoint false, now true)"), std::string::npos) << evals.out;
     // a smaller batch is named as the changed flag, not as a run state that looks damaged
     const auto half = run_bertbench(base + " --train_batch_size=2");
     EXPECT_EQ(half.exit_code, 1) << half.out;
