@@ -39,7 +39,8 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 
 // SIGINT/SIGTERM during a run. First one: finish the update, checkpoint, exit 128 + signal. A
-// second one: die at once (not the first one delivered twice: watch()). No thread ever runs a signal handler: the signals are blocked in the
+// second one: die at once (not the first one delivered twice: watch()). No thread ever runs a
+// signal handler: the signals are blocked in the
 // calling thread before any other thread of the run exists (the reader thread and libgomp's pool
 // inherit the mask) and a watcher thread takes them with sigwait(). A handler would run on
 // whichever compute thread the kernel picked, with its frame pushed onto that thread's stack;
