@@ -40,9 +40,9 @@ std::atomic<int> g_stop_signal{0};
 
 // SIGINT/SIGTERM during a run. First one: finish the update, checkpoint, exit 128 + signal. A
 // second one: die at once (not the first one delivered twice: watch()). No thread ever runs a
-// signal handler: the signals are blocked in the
-// calling thread before any other thread of the run exists (the reader thread and libgomp's pool
-// inherit the mask) and a watcher thread takes them with sigwait(). A handler would run on
+// signal handler: the signals are blocked in the calling thread before any other thread of the
+// run exists (the reader thread and libgomp's pool inherit the mask) and a watcher thread takes
+// them with sigwaitinfo(). A handler would run on
 // whichever compute thread the kernel picked, with its frame pushed onto that thread's stack;
 // oneDNN 2.6's sgemm (Debian libdnnl2) corrupts the heap when that happens inside it
 // (docs/engine.md, "Signals"). A signal the process inherited as ignored (SIGINT of a script's
