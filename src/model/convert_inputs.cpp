@@ -130,6 +130,22 @@ bool is_copy(const std::string& path, const std::string& name, const Tensor& t, 
     return true;
 }
 
+// An HF-named tensor of `path` as the model tensor it is (its layer index checked), or false with
+// why not in `skipped`: a buffer (position_ids) or a name with no TF name.
+bool model_tensor_name(const std::string& path, const std::string& name, HfName* m,
+                       std::vector<std::string>& skipped) {
+    check_hf_layer_index(path, name);
+    if (name.ends_with("position_ids")) {
+        skipped.push_back(name + " (a buffer)");
+        return false;
+    }
+    if (!tied_or_hf_name(name, m)) {
+        skipped.push_back(name + " (no TF name)");
+        return false;
+    }
+    return true;
+}
+
 Loaded read_safetensors(const std::string& path, bool hf) {
     const io::SafetensorsReader r(path);
     Loaded in;
@@ -141,16 +157,8 @@ Loaded read_safetensors(const std::string& path, bool hf) {
         Tensor t{info.name, info.dtype, info.shape, std::vector<uint8_t>(b.size())};
         if (!b.empty()) std::memcpy(t.bytes.data(), b.data(), b.size());
         if (hf) {
-            check_hf_layer_index(path, info.name);
             HfName m;
-            if (info.name.ends_with("position_ids")) {
-                in.skipped.push_back(info.name + " (a buffer)");
-                continue;
-            }
-            if (!tied_or_hf_name(info.name, &m)) {
-                in.skipped.push_back(info.name + " (no TF name)");
-                continue;
-            }
+            if (!model_tensor_name(path, info.name, &m, in.skipped)) continue;
             t.name = m.tf_name;
             if (m.transpose) {
                 if (t.shape.size() != 2)
@@ -176,17 +184,8 @@ Loaded read_pt(const std::string& path) {
     std::map<std::string, std::string> seen;  // TF name -> the file's name of it
     for (const io::TorchTensor& info : r.tensors()) {
         HfName m{info.name, false};
-        if (info.name.find('/') == std::string::npos) {
-            check_hf_layer_index(path, info.name);
-            if (info.name.ends_with("position_ids")) {
-                in.skipped.push_back(info.name + " (a buffer)");
-                continue;
-            }
-            if (!tied_or_hf_name(info.name, &m)) {
-                in.skipped.push_back(info.name + " (no TF name)");
-                continue;
-            }
-        }
+        if (info.name.find('/') == std::string::npos && !model_tensor_name(path, info.name, &m, in.skipped))
+            continue;
         if (std::string hf; !r.is_float(info)) {  // a model weight: an error, as for safetensors
             bool tr = false;
             if (tf_to_hf_name(m.tf_name, &hf, &tr))
