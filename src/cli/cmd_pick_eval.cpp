@@ -64,8 +64,9 @@ int cmd_pick_eval(int argc, char** argv) {
 
     const auto tic = std::chrono::steady_clock::now();
     // Pass 1 counts the records; pass 2 streams and picks (the picked indices never decrease),
-    // so memory stays at one record however large the input is.
-    const uint64_t n = io::count_tfrecords(input_tfrecord, skip_corrupt_records);
+    // so memory stays at one record however large the input is. The counting pass reads the whole
+    // file, so it is the one that says the skipped records (pass 2 may stop before a corrupt tail).
+    const uint64_t n = io::count_tfrecords(input_tfrecord, skip_corrupt_records, /*say_skips=*/true);
     if (n == 0) fail("--input_tfrecord {}: expected at least one record, got none", input_tfrecord);
     const double pick_ratio = static_cast<double>(n) / static_cast<double>(num_examples_to_pick);
     if (static_cast<uint64_t>(num_examples_to_pick) > n)
@@ -73,7 +74,7 @@ int cmd_pick_eval(int argc, char** argv) {
                   "record k is input record int(k * {}/{}), as pick_eval_samples.py does)",
                   num_examples_to_pick, n, input_tfrecord, n, num_examples_to_pick);
 
-    io::TfRecordReader reader(input_tfrecord, skip_corrupt_records);
+    io::TfRecordReader reader(input_tfrecord, skip_corrupt_records, /*say_skips=*/false);
     io::TfRecordWriter writer(output_tfrecord);
     std::string payload;
     uint64_t have = 0;  // records read so far; `payload` holds record have-1

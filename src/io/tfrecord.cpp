@@ -336,8 +336,8 @@ void TfRecordReader::seek(uint64_t offset, uint64_t index) {
     index_ = index;
 }
 
-uint64_t count_tfrecords(const std::string& path, bool skip_corrupt) {
-    TfRecordReader reader(path, skip_corrupt, /*say_skips=*/false);
+uint64_t count_tfrecords(const std::string& path, bool skip_corrupt, bool say_skips) {
+    TfRecordReader reader(path, skip_corrupt, say_skips);
     std::string payload;
     uint64_t n = 0;
     while (reader.next(payload)) ++n;

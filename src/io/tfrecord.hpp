@@ -91,7 +91,8 @@ class TfRecordReader {
 uint32_t crc32c_shift(uint32_t crc, uint64_t n);
 
 // Number of records in a file (reads every record, checking CRCs). Corrupt records skipped
-// (`skip_corrupt`) are not counted and not said: the pass that reads the records says them.
-uint64_t count_tfrecords(const std::string& path, bool skip_corrupt = false);
+// (`skip_corrupt`) are not counted, and said only with `say_skips` (otherwise the pass that reads
+// the records says them; one that may stop early leaves that to the count).
+uint64_t count_tfrecords(const std::string& path, bool skip_corrupt = false, bool say_skips = false);
 
 }  // namespace bertbench::io

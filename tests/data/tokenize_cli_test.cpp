@@ -112,5 +112,35 @@ TEST(TokenizeCli, MissingUnkNamesTheLineAndWordAndRepeatsAreSaid) {
     fs::remove_all(dir);
 }
 
+// A vocabulary saved with a UTF-8 byte-order mark: google's load_vocab keeps the mark in line 1's
+// token (str.strip() does not remove it), so "[PAD]" is not a token; the ids stay the reference's and
+// a warning says what happened.
+TEST(TokenizeCli, ByteOrderMarkInTheVocabularyIsSaid) {
+    const std::string bin = binary();
+    if (bin.empty()) GTEST_SKIP() << "bertbench binary not built";
+    char tmpl[] = "/tmp/bb_tokcli_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    write_file_atomic(dir + "/bom.txt", "\xEF\xBB\xBF[PAD]\n[UNK]\nthe\nfox\n");
+    write_file_atomic(dir + "/in.txt", "the fox [PAD]\n");
+    const std::string cmd = bin + " tokenize --vocab_file=" + dir + "/bom.txt < " + dir + "/in.txt > " + dir +
+                            "/out.jsonl 2> " + dir + "/err.txt";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    const std::string err = read_file(dir + "/err.txt");
+    EXPECT_NE(err.find("bom.txt: line 1 starts with a UTF-8 byte-order mark, which google's "
+                       "tokenization.load_vocab keeps as part of that line's token: id 0 is the mark followed by "
+                       "\"[PAD]\", and \"[PAD]\" itself is not in the vocabulary"),
+              std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    // "[PAD]" in the text is split as punctuation: "[", "pad" (unknown), "]"
+    const std::string out = read_file(dir + "/out.jsonl");
+    EXPECT_NE(out.find(R"("ids": [2, 3, 1, 1, 1])"), std::string::npos) << out;
+    write_file_atomic(dir + "/plain.txt", "[PAD]\n[UNK]\nthe\nfox\n");
+    const std::string cmd2 = bin + " tokenize --vocab_file=" + dir + "/plain.txt < " + dir + "/in.txt > " + dir +
+                             "/out2.jsonl 2> " + dir + "/err2.txt";
+    EXPECT_EQ(std::system(cmd2.c_str()), 0);
+    EXPECT_EQ(read_file(dir + "/err2.txt"), "");
+    fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace bertbench::data

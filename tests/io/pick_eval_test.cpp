@@ -132,6 +132,32 @@ TEST(PickEval, RecordsWithoutPredictions) {
     EXPECT_NE(err.find("--max_predictions_per_seq: expected >= 0, got -1"), std::string::npos) << err;
 }
 
+// --skip_corrupt_records with a truncated tail: the picks stop short of it, so the counting pass
+// is the one that says the skip (it was silent); without the flag, one line naming the file.
+TEST(PickEval, SkippedTailIsSaid) {
+    const std::string bin = bertbench_binary();
+    if (bin.empty())
+        GTEST_SKIP() << "bertbench not built (set BB_BERTBENCH or build the bertbench target)";
+    TempDir tmp;
+    std::string err;
+    const std::string whole = read_file(golden("pretraining/public_128_s12345_d2.tfrecord"));
+    const std::string in = tmp.file("cut.tfrecord");
+    write_file_atomic(in, whole.substr(0, whole.size() - 10));
+    const std::string cmd = fmt::format("'{}' pick-eval --input_tfrecord='{}' --output_tfrecord='{}' "
+                                        "--num_examples_to_pick=5 --max_seq_length=128 --max_predictions_per_seq=20",
+                                        bin, in, tmp.file("o.tfrecord"));
+    ASSERT_EQ(run(cmd + " --skip_corrupt_records", tmp, &err), 0) << err;
+    EXPECT_NE(err.find("cut.tfrecord: record 1867 at byte "), std::string::npos) << err;
+    EXPECT_NE(err.find("truncated record"), std::string::npos) << err;
+    EXPECT_NE(err.find("skipped (--skip_corrupt_records)"), std::string::npos) << err;
+    EXPECT_NE(err.find("Picked 5 examples out of 1867 samples"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+    EXPECT_EQ(run(cmd, tmp, &err), 1);
+    EXPECT_NE(err.find("truncated record"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(read_records(tmp.file("o.tfrecord")).size(), 5u);  // the failed run left the first one's output
+}
+
 TEST(PretrainingSchema, ParseAndErrors) {
     const auto rec = read_records(golden("pretraining/public_128_s12345_d2.tfrecord"))[0];
     const Example e = decode_example(rec);
