@@ -385,6 +385,9 @@ int cmd_pretrain(int argc, char** argv) {
           "gradient, per rank");
     f.add("skip_nonfinite_steps", &o.skip_nonfinite_steps,
           "skip micro-steps with a NaN/Inf loss or gradient instead of stopping");
+    f.add("skip_nonfinite_limit", &o.skip_nonfinite_limit,
+          "with --skip_nonfinite_steps: stop with the error once this many micro-steps in a row were "
+          "non-finite (a diverged model); 0 = no limit");
     f.add("warmup_updates_excluded", &o.warmup_updates_excluded,
           "optimizer updates left out of the reported training throughput");
     f.add("skip_corrupt_records", &o.skip_corrupt_records,

@@ -72,10 +72,10 @@ MicroStepResult ParameterUpdater::micro_step_impl(std::span<float> params,
         r.grad_norm = global_norm(plan, g);
         r.norm_measured = true;
         if (!std::isfinite(r.grad_norm))
-            fail("[optim] global step {}: gradient global norm is {} (expected finite); the "
+            fail("[optim] step {}: gradient global norm is {} (expected finite); the "
                  "loss diverged or the input is bad (hint: lower --learning_rate or check the "
                  "data)",
-                 global_step_, r.grad_norm);
+                 global_step_ + 1, r.grad_norm);  // numbered from 1, as train_log.jsonl numbers steps
         r.clip_scale = clip_scale(r.grad_norm, clip_norm_);
     };
     if (mean != nullptr && clip_mode_ == ClipMode::averaged_micro_batch) {

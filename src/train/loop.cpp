@@ -475,6 +475,8 @@ int TrainLoop::train() {
     int upd_micro = 0, upd_counted = 0;  // micro-steps in this update; of them not skipped
     bool skip_rest_of_update = false;
     int64_t upd_tokens = 0;
+    int nonfinite_in_a_row = 0;  // micro-steps that ran and were non-finite, since the last clean one
+    // Steps are named from 1, as train_log.jsonl numbers them: the failing one is the first not logged
     const auto fail_nonfinite = [&](const std::string& what) {
         abort_reason_ = what;
         task_.on_abort();
@@ -482,10 +484,13 @@ int TrainLoop::train() {
         state_.status = "aborted";
         write_results("aborted");
         write_curves();
-        fail("step {}: {} (expected finite); last good checkpoint: {} (hint: lower "
-             "--learning_rate{})",
-             updater_->global_step(), what, last_checkpoint_.empty() ? "none" : last_checkpoint_,
-             dp_->active() ? "" : ", or --skip_nonfinite_steps to skip such steps");
+        const std::string limit = o_.skip_nonfinite_steps
+            ? fmt::format(", {} micro-steps in a row (--skip_nonfinite_limit={}: the model diverged)",
+                          nonfinite_in_a_row, o_.skip_nonfinite_limit)
+            : "";
+        fail("step {}: {} (expected finite){}; last good checkpoint: {} (hint: lower --learning_rate{})",
+             updater_->global_step() + 1, what, limit, last_checkpoint_.empty() ? "none" : last_checkpoint_,
+             o_.skip_nonfinite_steps || dp_->active() ? "" : ", or --skip_nonfinite_steps to skip such steps");
     };
 
     const int64_t stop_at = last_step();
@@ -503,13 +508,17 @@ int TrainLoop::train() {
             l = m.loss;
             r = m.result;
             using Status = MicroStepOutcome::Status;
+            const bool nonfinite = m.status == Status::nonfinite_loss || m.status == Status::nonfinite_grad;
+            nonfinite_in_a_row = nonfinite ? nonfinite_in_a_row + 1 : 0;
+            const bool give_up = !o_.skip_nonfinite_steps ||
+                                 (o_.skip_nonfinite_limit > 0 && nonfinite_in_a_row >= o_.skip_nonfinite_limit);
             switch (m.status) {
                 case Status::done:
                     if (!m.message.empty()) log::info("{}", m.message);
                     break;
                 case Status::nonfinite_loss:
-                    if (!o_.skip_nonfinite_steps) fail_nonfinite(fmt::format("training loss is {}", l.loss));
-                    log::warn("step {}: training loss is {}; skipping this update", gs, l.loss);
+                    if (give_up) fail_nonfinite(fmt::format("training loss is {}", l.loss));
+                    log::warn("step {}: training loss is {}; skipping this update", gs + 1, l.loss);
                     skipped = true;
                     break;
                 case Status::overflow:
@@ -517,7 +526,7 @@ int TrainLoop::train() {
                     skipped = true;
                     break;
                 case Status::nonfinite_grad:
-                    if (!o_.skip_nonfinite_steps)
+                    if (give_up)
                         fail_nonfinite(fmt::format("gradient global norm is not finite, with a finite loss {}",
                                                    l.loss));
                     log::warn("{}; skipping this update", m.message);

@@ -97,6 +97,7 @@ struct LoopOptions : RunOptions {
     int64_t num_train_steps = 0;       // micro-steps (TF global_step); the schedule's length
     int64_t stop_steps = 0;            // stop at this micro-step; 0 = num_train_steps
     bool skip_nonfinite_steps = false;
+    int skip_nonfinite_limit = 20;     // with it: this many non-finite micro-steps in a row stop the run; 0 = none
     // Where clip_by_global_norm applies (optim/update.hpp; after_accumulation is run_pretraining.py
     // --clip_by_global_norm_after_gradient_allreduce) and its threshold (+inf: no clip)
     optim::ClipMode clip_mode = optim::ClipMode::per_micro_batch;

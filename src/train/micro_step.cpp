@@ -69,7 +69,7 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
     if (ctx.scaler && !ctx.scaler->unscale(grads, ctx.updater.optimizer().backend()) &&
         ctx.scaler->mode() == optim::LossScaler::Mode::dynamic) {
         out.status = Status::overflow;
-        out.message = ctx.scaler->on_overflow(static_cast<int64_t>(step));
+        out.message = ctx.scaler->on_overflow(static_cast<int64_t>(step) + 1);  // train_log.jsonl's number
         return out;
     }
     try {
@@ -82,7 +82,7 @@ MicroStepOutcome micro_step(Trainable& model, std::span<float> params, std::span
     }
     if (out.result.applied) {
         model.weights_changed();
-        if (ctx.scaler) out.message = ctx.scaler->on_clean_update(static_cast<int64_t>(step));
+        if (ctx.scaler) out.message = ctx.scaler->on_clean_update(static_cast<int64_t>(step) + 1);
     }
     return out;
 }

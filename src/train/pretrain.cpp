@@ -70,6 +70,7 @@ LoopOptions loop_options(const PretrainOptions& o) {
     l.num_train_steps = o.num_train_steps;
     l.stop_steps = o.stop_steps;
     l.skip_nonfinite_steps = o.skip_nonfinite_steps;
+    l.skip_nonfinite_limit = o.skip_nonfinite_limit;
     l.clip_mode = o.clip_mode;
     l.clip_norm = o.clip_norm;
     l.warmup_updates_excluded = o.warmup_updates_excluded;
@@ -129,6 +130,8 @@ public:
         if (o_.first_eval_samples > kMaxRunSamples)  // a checkpoint could not hold it
             fail("--steps_before_eval_start: its first evaluation at {} samples (rounded up to "
                  "--steps_between_eval): expected at most {}", o_.first_eval_samples, kMaxRunSamples);
+        if (o_.skip_nonfinite_limit < 0)
+            fail("--skip_nonfinite_limit: expected >= 0 (0 = no limit), got {}", o_.skip_nonfinite_limit);
         if (o_.warmup_updates_excluded < 0)
             fail("--warmup_updates_excluded: expected >= 0, got {}", o_.warmup_updates_excluded);
         if (!(o_.target_mlm_accuracy >= 0 && o_.target_mlm_accuracy <= 1))

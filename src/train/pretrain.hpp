@@ -49,6 +49,7 @@ struct PretrainOptions : RunOptions {
     std::string batch_hint = "a smaller --train_batch_size with a larger --steps_per_update keeps the global batch";
     double target_mlm_accuracy = 0.720;
     bool skip_nonfinite_steps = false;
+    int skip_nonfinite_limit = 20;          // non-finite micro-steps in a row that stop the run anyway
     // run_pretraining.py --clip_by_global_norm_after_gradient_allreduce: clip the averaged (and
     // accumulated) gradient once per update instead of each micro-batch's (optim/update.hpp)
     bool clip_by_global_norm_after_gradient_allreduce = false;

@@ -321,6 +321,10 @@ TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("expected finite"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("last good checkpoint: "), std::string::npos) << r.out;
+    // the failing step is named as train_log.jsonl would have numbered it: one past its last line
+    const auto logged = read_jsonl(w.out("run") + "/train_log.jsonl");
+    const int64_t last_logged = logged.empty() ? 0 : logged.back()["step"].get<int64_t>();
+    EXPECT_NE(r.out.find("error: step " + std::to_string(last_logged + 1) + ": "), std::string::npos) << r.out;
     EXPECT_EQ(json::parse(slurp(w.out("run") + "/results.json"))["status"], "aborted");
     EXPECT_FALSE(has_temp_files(w.out("run")));
 
@@ -334,14 +338,32 @@ TEST(PretrainE2E, NonFiniteLossStopsWithStepAndCheckpoint) {
     EXPECT_NE(c.out.find("mlperf.log: cut back to its"), std::string::npos) << c.out;
     EXPECT_EQ(testing::count_of(slurp(w.out("run") + "/mlperf.log"), "\"key\": \"run_stop\""), 1u) << c.out;
 
-    // With --skip_nonfinite_steps the run finishes and counts the skipped steps.
+    // With --skip_nonfinite_steps the run finishes and counts the skipped steps; each skip's
+    // warning names the step of train_log.jsonl's line for it (loss null).
     args.push_back("--skip_nonfinite_steps");
-    args.push_back("--output_dir=" + w.out("skip"));
     args.push_back("--num_train_steps=6");
-    const auto s = run_bertbench(join(args));
+    const auto s = run_bertbench(join(args) + " --output_dir=" + w.out("skip"));
     EXPECT_EQ(s.exit_code, 0) << s.out;
-    EXPECT_GT(json::parse(slurp(w.out("skip") + "/results.json"))["skipped_nonfinite_steps"]
-                  .get<int64_t>(), 0);
+    const int64_t skipped = json::parse(slurp(w.out("skip") + "/results.json"))["skipped_nonfinite_steps"].get<int64_t>();
+    EXPECT_GT(skipped, 0);
+    int64_t null_lines = 0;
+    for (const json& line : read_jsonl(w.out("skip") + "/train_log.jsonl")) {
+        if (!line["loss"].is_null()) continue;
+        ++null_lines;
+        EXPECT_NE(s.out.find("step " + std::to_string(line["step"].get<int64_t>()) + ": "), std::string::npos)
+            << line.dump() << "\n" << s.out;
+    }
+    EXPECT_EQ(null_lines, skipped);
+    // A diverged model (every step after the first non-finite) is not skipped to the end: the
+    // limit of non-finite micro-steps in a row stops it with the error.
+    const auto d = run_bertbench(join(args) + " --output_dir=" + w.out("limit") + " --skip_nonfinite_limit=2");
+    EXPECT_EQ(d.exit_code, 1) << d.out;
+    EXPECT_NE(d.out.find("(expected finite), 2 micro-steps in a row (--skip_nonfinite_limit=2: the model diverged)"),
+              std::string::npos) << d.out;
+    EXPECT_EQ(json::parse(slurp(w.out("limit") + "/results.json"))["status"], "aborted");
+    const auto n = run_bertbench(join(args) + " --output_dir=" + w.out("neg") + " --skip_nonfinite_limit=-1");
+    EXPECT_NE(n.out.find("error: --skip_nonfinite_limit: expected >= 0 (0 = no limit), got -1"), std::string::npos)
+        << n.out;
 }
 
 // A bad input: non-zero exit, one "error:" line containing `want`, no temp files left.
