@@ -553,21 +553,23 @@ void check_output_file_writable(const std::string& path, const std::string& flag
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(path, ec)) fail("{}={}: is a directory, expected a file name", flag, path);
-    if (bool stream = false; fs::exists(path, ec) || named_descriptor(path) >= 0) {
-        (void)output_target(path, &stream);  // a block device or socket: its error now
-        if (stream) return;                   // written into, nothing created beside it
-    }
-    fs::path parent = fs::path(path).parent_path();
+    // the file written is the end of a chain of links (a dangling one's too): its directory is checked
+    bool stream = false;
+    const std::string target = output_target(path, &stream);  // a block device or socket: its error now
+    if (stream) return;                                       // written into, nothing created beside it
+    fs::path parent = fs::path(target).parent_path();
     if (made_parents) {
-        parent = fs::absolute(path).parent_path();
+        parent = fs::absolute(target).parent_path();
         while (!fs::exists(parent, ec) && parent.has_relative_path()) parent = parent.parent_path();
     }
     const std::string dir = parent.empty() ? "." : parent.string();
     const fs::file_status st = fs::status(dir, ec);
-    if (!fs::exists(st)) fail("{}={}: its directory {} does not exist (expected an existing directory)", flag, path, dir);
-    if (!fs::is_directory(st)) fail("{}={}: {} is not a directory", flag, path, dir);
+    const std::string via = target == path ? "" : fmt::format(" (a symbolic link to {})", target);
+    if (!fs::exists(st))
+        fail("{}={}{}: its directory {} does not exist (expected an existing directory)", flag, path, via, dir);
+    if (!fs::is_directory(st)) fail("{}={}{}: {} is not a directory", flag, path, via, dir);
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        fail("{}={}: cannot write in {}: {}", flag, path, dir, std::strerror(errno));
+        fail("{}={}{}: cannot write in {}: {}", flag, path, via, dir, std::strerror(errno));
 }
 
 namespace {

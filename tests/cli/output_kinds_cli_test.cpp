@@ -190,6 +190,15 @@ TEST(OutputKindsCli, AnUnwritableLogOrOutputFileFailsBeforeTheWork) {
                          w.p("nodir") + " does not exist"), std::string::npos) << r.out;
     EXPECT_EQ(testing::count_of(r.out, "\n"), 1u) << r.out;
     EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
+    // The same through a dangling link whose file would be made in a missing directory
+    fs::create_symlink("nodir/made.tfrecord", w.p("dangling.tfrecord"));
+    const auto d = w.prepare(w.p("o.tfrecord") + "," + w.p("dangling.tfrecord"));
+    EXPECT_EQ(d.exit_code, 1) << d.out;
+    EXPECT_NE(d.out.find("error: --output_file=" + w.p("dangling.tfrecord") + " (a symbolic link to " +
+                         w.p("nodir/made.tfrecord") + "): its directory " + w.p("nodir") + " does not exist"),
+              std::string::npos) << d.out;
+    EXPECT_EQ(testing::count_of(d.out, "\n"), 1u) << d.out;
+    EXPECT_FALSE(fs::exists(w.p("o.tfrecord")));
     // A log that fails at the end (a full device): the outputs written before it go again
     const auto full = w.prepare(w.p("o.tfrecord"), "--log_file=/dev/full");
     EXPECT_EQ(full.exit_code, 1) << full.out;
