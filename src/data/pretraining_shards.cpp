@@ -2,6 +2,7 @@
 #include "data/pretraining_shards.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -81,11 +82,23 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(input_dir)) {
         const std::string name = e.path().filename().string();
-        if (name.empty() || name[0] == '.' || !e.is_regular_file()) continue;
+        if (name.empty() || name[0] == '.') continue;
+        if (e.is_symlink(ec) && !fs::exists(e.path(), ec))  // not one shard fewer without a word
+            fail("--input_dir: {}: a symbolic link to {}, which does not exist (expected input files)",
+                 e.path().string(), fs::read_symlink(e.path(), ec).string());
+        if (!e.is_regular_file(ec)) continue;
         names.push_back(name);
     }
     std::sort(names.begin(), names.end());
     if (names.empty()) fail("--input_dir: \"{}\" contains no input files", input_dir);
+    // Every input opens now, not when its turn comes after hours of other shards
+    for (const auto& name : names) {
+        const std::string path = (fs::path(input_dir) / name).string();
+        std::string why;
+        const int fd = open_regular_file(path, &why);
+        if (fd < 0) fail("--input_dir: {}: {} (expected every input file readable)", path, why);
+        ::close(fd);
+    }
     // The longest name a shard writes is its sidecar "<stem><extension>.meta.json"; one over
     // NAME_MAX is refused here, before --output_dir is made or any shard is (a cut, hashed
     // sidecar name would no longer be found from the output's name).

@@ -177,6 +177,43 @@ TEST(DataSafetyCli, OutputsOfOneRunMustBeDifferentFiles) {
     EXPECT_EQ(slurp(w.p("run/dllogger.json")).rfind("DLLL {", 0), 0u);
 }
 
+// Shard mode opens every input before the first shard: an unreadable one (run as nobody when the
+// test runs as root, whom permissions do not stop) or a link to a missing file is one line before
+// any shard is made, not an error at its turn after the others (the link was skipped without a word).
+TEST(DataSafetyCli, ShardModeChecksEveryInputFirst) {
+    const Workdir w("shard_inputs");
+    fs::create_directories(w.p("in"));
+    fs::copy_file(golden("corpus_public.txt"), w.p("in/a.txt"));
+    fs::copy_file(golden("corpus_public.txt"), w.p("in/b.txt"));
+    fs::copy_file(golden("vocab.txt"), w.p("vocab.txt"));
+    std::string bin = testing::bertbench_path();
+    if (::geteuid() == 0) {  // a copy nobody may run, from a directory nobody may enter
+        fs::copy_file(bin, w.p("bertbench"));
+        fs::permissions(w.dir, fs::perms::all);
+        bin = "setpriv --reuid=65534 --regid=65534 --clear-groups " + w.p("bertbench");
+    }
+    fs::permissions(w.p("in"), fs::perms::all);
+    fs::permissions(w.p("in/b.txt"), fs::perms::none);
+    const std::string cmd = bin + " prepare --input_dir=" + w.p("in") + " --output_dir=" + w.p("in/../out") +
+                            " --vocab_file=" + w.p("vocab.txt") + " --dupe_factor=1 --max_seq_length=32";
+    auto r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_line(r.out), "error: --input_dir: " + w.p("in/b.txt") +
+                                     ": cannot open: Permission denied (expected every input file readable)") << r.out;
+    EXPECT_FALSE(fs::exists(w.p("out")));
+    fs::permissions(w.p("in/b.txt"), fs::perms::owner_read | fs::perms::others_read);
+    fs::create_symlink("gone.txt", w.p("in/c.txt"));
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_line(r.out), "error: --input_dir: " + w.p("in/c.txt") +
+                                     ": a symbolic link to gone.txt, which does not exist (expected input files)") << r.out;
+    EXPECT_FALSE(fs::exists(w.p("out")));
+    fs::remove(w.p("in/c.txt"));
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(fs::exists(w.p("out/a.tfrecord")) && fs::exists(w.p("out/b.tfrecord"))) << r.out;
+}
+
 TEST(DataSafetyCli, StaleTemporariesAreRemovedAndGlobsSkipOwnFiles) {
     const Workdir w("tmp");
     const std::string input = golden("eval_pick/public_128_eval100.tfrecord");
