@@ -63,6 +63,13 @@ int cmd_tokenize(int argc, char** argv) {
     std::vector<int32_t> ids;
     char buf[1 << 16];
     size_t n, line_no = 0;
+    // A failed write stops the work with its reason (a full disk, /dev/full, a closed pipe's EPIPE)
+    const auto put = [&out] {
+        errno = 0;
+        if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+            fail("stdout: write failed: {}", errno != 0 ? std::strerror(errno) : "unknown reason");
+        out.clear();
+    };
     auto emit = [&](std::string_view text) {
         tokens.clear();
         ids.clear();
@@ -84,10 +91,7 @@ int cmd_tokenize(int argc, char** argv) {
             out += std::to_string(ids[i]);
         }
         out += "]}\n";
-        if (out.size() > (1 << 16)) {
-            std::fwrite(out.data(), 1, out.size(), stdout);
-            out.clear();
-        }
+        if (out.size() > (1 << 16)) put();
     };
     while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
         const size_t scanned = in.size();  // holds no '\n': search only the new bytes
@@ -101,8 +105,7 @@ int cmd_tokenize(int argc, char** argv) {
     }
     if (std::ferror(stdin)) fail("stdin: read failed ({})", std::strerror(errno));
     if (!in.empty()) emit(in);
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    if (std::fflush(stdout) != 0) fail("stdout: write failed");
+    put();
     return 0;
 }
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -114,8 +116,8 @@ TEST(TokenizeCli, MissingUnkNamesTheLineAndWordAndRepeatsAreSaid) {
 
 // A vocabulary saved with a UTF-8 byte-order mark: google's load_vocab keeps the mark in line 1's
 // token (str.strip() does not remove it), so "[PAD]" is not a token; the ids stay the reference's and
-// a warning says what happened.
-TEST(TokenizeCli, ByteOrderMarkInTheVocabularyIsSaid) {
+// a warning says what happened. A write to a full device names its reason.
+TEST(TokenizeCli, ByteOrderMarkInTheVocabularyIsSaidAndAFullOutputToo) {
     const std::string bin = binary();
     if (bin.empty()) GTEST_SKIP() << "bertbench binary not built";
     char tmpl[] = "/tmp/bb_tokcli_XXXXXX";
@@ -139,6 +141,12 @@ TEST(TokenizeCli, ByteOrderMarkInTheVocabularyIsSaid) {
                              "/out2.jsonl 2> " + dir + "/err2.txt";
     EXPECT_EQ(std::system(cmd2.c_str()), 0);
     EXPECT_EQ(read_file(dir + "/err2.txt"), "");
+    // an output that cannot be written says why, even for one short line
+    const std::string cmd3 = bin + " tokenize --vocab_file=" + dir + "/plain.txt < " + dir + "/in.txt > /dev/full 2> " +
+                             dir + "/err3.txt";
+    EXPECT_NE(std::system(cmd3.c_str()), 0);
+    EXPECT_EQ(read_file(dir + "/err3.txt"),
+              "bertbench tokenize: error: stdout: write failed: " + std::string(std::strerror(ENOSPC)) + "\n");
     fs::remove_all(dir);
 }
 
