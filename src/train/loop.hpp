@@ -213,6 +213,8 @@ private:
                              const nlohmann::json& old_paths);
     void write_config_json();
     void load_or_init();
+    // Error when the checkpoint being resumed is another command's (squad resuming a pretrain run)
+    void check_command_of(const model::CheckpointReader& r) const;
     void load_init_moments(const model::ParamTable& table);  // RunOptions::init_optimizer_moments
     void load_moments(const model::CheckpointReader& r);    // the optimizer's m and v
     void save_checkpoint(bool final_one);

@@ -118,6 +118,22 @@ void TrainLoop::load_moments(const model::CheckpointReader& r) {
                             [&](std::span<float> v) { r.load_table(table, v, "/adam_v"); });
 }
 
+void TrainLoop::check_command_of(const model::CheckpointReader& r) const {
+    // The command named in the checkpoint; before it was, the one its flags belong to
+    const auto& md = r.metadata();
+    std::string by;
+    if (const auto it = md.find("command"); it != md.end()) {
+        by = it->second;
+    } else if (const auto f = md.find("flags"); f != md.end()) {
+        const json flags = json::parse(f->second, nullptr, /*allow_exceptions=*/false);
+        if (flags.is_object()) by = flags.contains("train_file") ? "squad" : flags.contains("input_file") ? "pretrain" : "";
+    }
+    if (!by.empty() && by != o_.command)
+        fail("{}: the checkpoint of a bertbench {} run, expected one of bertbench {} to resume in --output_dir={} "
+             "(hint: another --output_dir for this run; --init_checkpoint={} starts it from those weights)",
+             resume_from_, by, o_.command, o_.output_dir, resume_from_);
+}
+
 void TrainLoop::load_or_init() {
     const model::ParamTable& table = task_.table();
     const optim::LrSchedule& sched = o_.schedule;  // validated in setup()
@@ -146,6 +162,7 @@ void TrainLoop::load_or_init() {
     }
     log::info("resuming from {}", resume_from_);
     const model::CheckpointReader r(resume_from_);
+    check_command_of(r);
     // Every number in the checkpoint is checked against what this run can have reached before
     // any of it is used (and before the weights are read): a step of 2^62 would overflow
     // step x batch, a cursor or count out of range would index, loop or overflow on. A
@@ -309,6 +326,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     const float powers[2] = {updater_->optimizer().beta1_power(),
                              updater_->optimizer().beta2_power()};
     w.add_f32("bertbench/beta_powers", powers);
+    w.set_metadata("command", o_.command);
     w.set_metadata("flags", flags_json_.dump());
     w.set_metadata("input_paths", input_paths(flags_json_).dump());
     w.set_metadata("train_state", st.dump());

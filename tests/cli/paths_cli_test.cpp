@@ -159,6 +159,23 @@ TEST(PathsCli, ADanglingOutputDirLinkIsNamed) {
     EXPECT_NE(s.out.find("--output_dir=" + t.dir + "/dangling/: a symbolic link to"), std::string::npos) << s.out;
 }
 
+// squad given a pretrain run's --output_dir: the checkpoint is named as that command's, before its
+// missing SQuAD head would be reported as a missing tensor; the pretrain run's files keep their bytes.
+TEST(PathsCli, AnotherCommandsRunIsNamedAsSuch) {
+    const PathsTmp t;
+    const std::string run = t.dir + "/run";
+    ASSERT_EQ(run_bertbench(tiny_pretrain(t.config, run) + " --stop_steps=1").exit_code, 0);
+    const std::string config = slurp(run + "/config.json");
+    const auto r = run_bertbench("squad --vocab_file=" + golden("vocab.txt") + " --bert_config_file='" + t.config +
+                                 "' --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
+                                 " --max_seq_length=96 --max_query_length=32 --threads=1 --output_dir='" + run + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: " + run + "/model.ckpt-1.safetensors: the checkpoint of a bertbench pretrain run, "
+                         "expected one of bertbench squad to resume in --output_dir=" + run),
+              std::string::npos) << r.out;
+    EXPECT_EQ(slurp(run + "/config.json"), config);
+}
+
 // "Nothing to do" writes nothing: the run's files keep their bytes.
 TEST(PathsCli, AFinishedRunStartedAgainWritesNothing) {
     const PathsTmp t;
