@@ -587,7 +587,7 @@ int cmd_squad(int argc, char** argv) {
         if (train_model) {
             train::SquadTrainOptions t = o;
             t.write_features = write_train_features;
-            t.inputs = {o.vocab_file, o.train_file};
+            t.inputs = t.data_files = {o.vocab_file, o.train_file};
             if (!o.predict_file.empty()) t.inputs.push_back(o.predict_file);
             t.precision = precision;
             t.backend = be.get();

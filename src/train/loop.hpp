@@ -128,6 +128,9 @@ public:
     virtual const model::ParamTable& table() const = 0;
     // Files the run reads (none of them may be one the run writes: run_output_names()).
     virtual std::vector<std::string> inputs() const = 0;
+    // Of them, the data the run's examples and order come from: a resume refuses one whose size
+    // changed since the checkpoint (a file replaced in place) unless --allow_changed_flags.
+    virtual std::vector<std::string> data_files() const = 0;
     // After the weights are initialised or loaded: checks of the data that can fail early.
     virtual void check_before_start() {}
     virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
@@ -209,8 +212,9 @@ private:
     void lock_output_dir();
     void check_outputs_are_not_inputs() const;
     // `old_paths`: the checkpoint's input_paths() (an empty object for older checkpoints).
+    // `old_sizes`: the checkpoint's data_file_sizes() (an empty object for older checkpoints).
     void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config,
-                             const nlohmann::json& old_paths);
+                             const nlohmann::json& old_paths, const nlohmann::json& old_sizes);
     void write_config_json();
     void load_or_init();
     // Error when the checkpoint being resumed is another command's (squad resuming a pretrain run)
@@ -274,6 +278,9 @@ std::vector<nlohmann::json> truncate_jsonl(const std::string& path, const char* 
 // resolved: {"vocab_file": "/data/vocab.txt", ...}. Saved with every checkpoint, so that a resume
 // started from another directory, or spelling a path another way, is the same run.
 nlohmann::json input_paths(const nlohmann::json& flags);
+// Each of `files` with its size in bytes (null where it cannot be read), keyed as input_paths()
+// spells paths: saved with every checkpoint, so that a data file replaced in place is found.
+nlohmann::json data_file_sizes(const std::vector<std::string>& files);
 
 // An append-only JSONL log, flushed per line.
 class JsonlLog {

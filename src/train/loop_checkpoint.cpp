@@ -244,7 +244,8 @@ void TrainLoop::load_or_init() {
     // run state it makes look damaged. Checkpoints before input_paths existed: the flags' text
     // alone is compared.
     check_resumed_flags(get("flags"), r.config().to_json(),
-                        md.count("input_paths") ? get("input_paths") : json::object());
+                        md.count("input_paths") ? get("input_paths") : json::object(),
+                        md.count("input_sizes") ? get("input_sizes") : json::object());
     const json st = get("train_state");
     checked("train_state", [&] {
         state_.skipped_steps = saved_int(st, "skipped_steps", 0, step, "at most the global step");
@@ -329,6 +330,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     w.set_metadata("command", o_.command);
     w.set_metadata("flags", flags_json_.dump());
     w.set_metadata("input_paths", input_paths(flags_json_).dump());
+    w.set_metadata("input_sizes", data_file_sizes(task_.data_files()).dump());
     w.set_metadata("train_state", st.dump());
     if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
     w.set_metadata("reader_state", cursors.dump());
@@ -384,8 +386,20 @@ json input_paths(const json& flags) {
     return out;
 }
 
+json data_file_sizes(const std::vector<std::string>& files) {
+    json out = json::object();
+    for (const std::string& f : files) {
+        std::error_code ec;
+        fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
+        if (ec) p = fs::absolute(f, ec).lexically_normal();
+        const uintmax_t size = fs::file_size(p, ec);
+        out[p.string()] = ec ? json(nullptr) : json(size);
+    }
+    return out;
+}
+
 void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config,
-                                    const json& old_paths) {
+                                    const json& old_paths, const json& old_sizes) {
     if (!old_flags.is_object()) return;
     // Two spellings of the same input files are the same flag value.
     const json now_paths = input_paths(flags_json_);
@@ -415,9 +429,18 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
         text += fmt::format("{}bert_config {} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
                             old_config[k].dump(), now.dump());
     }
+    // A data file replaced in place: its size, as a cheap witness (the cursors index its records)
+    const json now_sizes = old_sizes.is_object() ? data_file_sizes(task_.data_files()) : json::object();
+    const auto bytes = [](const json& size) { return size.is_null() ? "unreadable" : size.dump() + " bytes"; };
+    for (const auto& [file, now] : now_sizes.items()) {
+        if (!old_sizes.contains(file) || old_sizes[file] == now) continue;
+        changes.push_back({{"data_file", file}, {"checkpoint_bytes", old_sizes[file]}, {"now_bytes", now}});
+        text += fmt::format("{}the data file {} (checkpoint {}, now {})", text.empty() ? "" : ", ", file,
+                            bytes(old_sizes[file]), bytes(now));
+    }
     if (changes.empty()) return;
     if (!o_.allow_changed_flags)
-        fail("{}: resuming with {} flag(s) changed from the run being resumed: {} (hint: the same "
+        fail("{}: resuming with {} flag(s) or file(s) changed from the run being resumed: {} (hint: the same "
              "flags resume it; a new --output_dir starts a different run; --allow_changed_flags "
              "continues with the new values and records the change)",
              resume_from_, changes.size(), text);

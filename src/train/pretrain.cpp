@@ -164,9 +164,13 @@ public:
     }
     const model::ParamTable& table() const override { return *table_; }
     std::vector<std::string> inputs() const override {
+        std::vector<std::string> in = data_files();
+        if (!o_.bert_config_file.empty()) in.push_back(o_.bert_config_file);
+        return in;
+    }
+    std::vector<std::string> data_files() const override {
         std::vector<std::string> in = train_files_;
         in.insert(in.end(), eval_files_.begin(), eval_files_.end());
-        if (!o_.bert_config_file.empty()) in.push_back(o_.bert_config_file);
         return in;
     }
     // Everything the run will read, checked before its first step (and before mlperf.log opens).

@@ -173,6 +173,7 @@ public:
         if (!o_.bert_config_file.empty()) in.push_back(o_.bert_config_file);
         return in;
     }
+    std::vector<std::string> data_files() const override { return o_.data_files; }
     json config_json() const override {
         json j = {{"num_train_examples", num_examples_},
                   {"num_train_features", features_.size()},

@@ -30,7 +30,8 @@ namespace bertbench::train {
 struct SquadTrainOptions : RunOptions {
     std::string bert_config_file;   // or `model`, a preset; else the config of init_checkpoint
     std::string model;
-    std::vector<std::string> inputs;  // files the command read (never overwritten)
+    std::vector<std::string> inputs;      // files the command read (never overwritten)
+    std::vector<std::string> data_files;  // of them, the training data's (Task::data_files)
     int max_seq_length = 384;
     double learning_rate = 5e-5;
     double num_train_epochs = 3.0;

@@ -258,7 +258,7 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     const auto r = run_bertbench(base + " --learning_rate=2e-3 --lamb_beta_1=0.8");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     const std::string e = error_line(r.out);
-    EXPECT_NE(e.find("2 flag(s) changed"), std::string::npos) << e;
+    EXPECT_NE(e.find("2 flag(s) or file(s) changed"), std::string::npos) << e;
     EXPECT_NE(e.find("--learning_rate (checkpoint 0.001, now 0.002)"), std::string::npos) << e;
     EXPECT_NE(e.find("--lamb_beta_1 (checkpoint 0.9, now 0.8)"), std::string::npos) << e;
     EXPECT_NE(e.find("--allow_changed_flags"), std::string::npos) << e;
@@ -308,6 +308,26 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     const auto o = run_bertbench(other + " --num_train_steps=6");
     EXPECT_EQ(o.exit_code, 1) << o.out;
     EXPECT_NE(error_line(o.out).find("--bert_config_file (checkpoint"), std::string::npos) << o.out;
+
+    // A data file replaced in place under the same name (the cursors would index other records):
+    // refused, naming the file and both sizes; --allow_changed_flags goes on and records it.
+    const std::string swapped = w.p("swapped.tfrecord");
+    fs::copy_file(data, swapped);
+    const std::string third = pretrain(w, w.p("run3"), swapped);
+    ASSERT_EQ(run_bertbench(third + " --stop_steps=2").exit_code, 0);
+    const std::string other_data = golden("pretraining/public_128_cased_s7_d1.tfrecord");
+    fs::copy_file(other_data, swapped, fs::copy_options::overwrite_existing);
+    const auto s = run_bertbench(third);
+    EXPECT_EQ(s.exit_code, 1) << s.out;
+    EXPECT_NE(error_line(s.out).find("1 flag(s) or file(s) changed from the run being resumed: the data file " +
+                                     fs::weakly_canonical(swapped).string() + " (checkpoint " +
+                                     std::to_string(fs::file_size(data)) + " bytes, now " +
+                                     std::to_string(fs::file_size(other_data)) + " bytes)"),
+              std::string::npos) << s.out;
+    const auto sa = run_bertbench(third + " --allow_changed_flags");
+    ASSERT_EQ(sa.exit_code, 0) << sa.out;
+    EXPECT_EQ(json::parse(slurp(w.p("run3/changed_flags.jsonl")))["changes"][0]["data_file"],
+              fs::weakly_canonical(swapped).string());
 }
 
 TEST(DataSafetyCli, CorruptRecordMidRunAbortsCompliantlyAndTheRerunStartsAFreshLog) {
