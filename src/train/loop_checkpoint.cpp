@@ -360,6 +360,15 @@ void TrainLoop::prune_checkpoints() {
 // --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
 // model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
 // path; its sizes cannot change, as the checkpoint's tensors would not fit.
+namespace {
+// `path` absolute, with its symlinks resolved as far as they exist
+fs::path resolved_path(const std::string& path) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    return ec ? fs::absolute(path, ec).lexically_normal() : p;
+}
+}  // namespace
+
 json input_paths(const json& flags) {
     // The flags that name input files as an absolute path with its symlinks resolved (a glob's
     // pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the run's directory are one
@@ -375,11 +384,8 @@ json input_paths(const json& flags) {
         const std::string& text = it->get<std::string>();
         std::string joined;
         for (const std::string& item : list ? split_commas(text) : std::vector<std::string>{text}) {
-            std::error_code ec;
-            fs::path p = fs::weakly_canonical(fs::absolute(item, ec), ec);
-            if (ec) p = fs::absolute(item, ec).lexically_normal();
             if (!joined.empty()) joined += ',';
-            joined += p.string();
+            joined += resolved_path(item).string();
         }
         out[k] = joined;
     }
@@ -389,9 +395,8 @@ json input_paths(const json& flags) {
 json data_file_sizes(const std::vector<std::string>& files) {
     json out = json::object();
     for (const std::string& f : files) {
+        const fs::path p = resolved_path(f);
         std::error_code ec;
-        fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
-        if (ec) p = fs::absolute(f, ec).lexically_normal();
         const uintmax_t size = fs::file_size(p, ec);
         out[p.string()] = ec ? json(nullptr) : json(size);
     }
