@@ -356,10 +356,6 @@ void TrainLoop::prune_checkpoints() {
     }
 }
 
-// Flags that would silently fork a resumed run: each difference from the checkpoint's is named;
-// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
-// model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
-// path; its sizes cannot change, as the checkpoint's tensors would not fit.
 namespace {
 // `path` absolute, with its symlinks resolved as far as they exist
 fs::path resolved_path(const std::string& path) {
@@ -369,6 +365,10 @@ fs::path resolved_path(const std::string& path) {
 }
 }  // namespace
 
+// Flags that would silently fork a resumed run: each difference from the checkpoint's is named;
+// --allow_changed_flags goes on and records them in changed_flags.jsonl and the log. So are the
+// model's settings: a bert_config.json edited in place (a dropout, the activation) under the same
+// path; its sizes cannot change, as the checkpoint's tensors would not fit.
 json input_paths(const json& flags) {
     // The flags that name input files as an absolute path with its symlinks resolved (a glob's
     // pattern kept): ./vocab.txt, vocab.txt and /data/vocab.txt from the run's directory are one
