@@ -192,7 +192,8 @@ void check_options(const ScenarioOptions& o) {
     if (!(o.peak_precision > 0 && o.peak_precision < 1))
         fail("--peak_precision: expected 0 < p < 1, got {}", o.peak_precision);
     if (o.peak_max_runs < 1) fail("--peak_max_runs: expected >= 1, got {}", o.peak_max_runs);
-    if (o.expected_latency_ms < 0 || o.expected_qps < 0) fail("--expected_latency_ms / --expected_qps: expected >= 0");
+    if (o.expected_latency_ms < 0) fail("--expected_latency_ms: expected >= 0, got {}", o.expected_latency_ms);
+    if (o.expected_qps < 0) fail("--expected_qps: expected >= 0, got {}", o.expected_qps);
     if (o.expected_latency_ms > 0 && o.expected_latency_ms < 1e-6)  // LoadGen's integer ns: it would be 0, "unknown"
         fail("--expected_latency_ms={:g}: expected at least 1e-06 (1 ns, LoadGen's unit) or 0 (the warm-up's)",
              o.expected_latency_ms);

@@ -313,6 +313,12 @@ int cmd_bench(int argc, char** argv) {
         std::find(modes.begin(), modes.end(), "gemm") != modes.end())
         fail("--mode=gemm with --format={}: the point table has no columns for the GEMM ceilings (hint: "
              "--format=table or json, or --json=FILE beside the {})", format, format);
+    // the Markdown table and the plot show points; GEMM ceilings alone would make them empty
+    if (!modes.empty() && std::all_of(modes.begin(), modes.end(), [](const std::string& m) { return m == "gemm"; }))
+        for (const auto& [flag, path] : {std::pair{"--md", md_path}, {"--plot", plot_path}})
+            if (!path.empty())
+                fail("{}={}: --mode=gemm measures ceilings, no points for its table or plot (hint: the ceilings "
+                     "are on stdout and in --json=FILE)", flag, path);
     if (thread_list.empty()) thread_list = std::to_string(sysinfo::cpus_available());
     const std::vector<std::string> data_files =
         data.empty() ? std::vector<std::string>{} : expand_globs(data, "data");

@@ -101,7 +101,12 @@ int cmd_squad_eval(int argc, char** argv) {
     if (transformers && (!na_prob_file.empty() || !out_file.empty()))
         fail("--transformers: expected no --na-prob-file or --out-file (evaluate-v2.0.py's options; "
              "transformers' squad_evaluate as its run_squad.py logs it takes neither)");
-    if (!out_file.empty()) check_output_file_writable(out_file, "--out-file");
+    if (!out_file.empty()) {
+        check_output_file_writable(out_file, "--out-file");
+        check_output_not_input(out_file, "--out-file", {pos[0]}, "DATASET");
+        check_output_not_input(out_file, "--out-file", {pos[1]}, "PREDICTIONS");
+        if (!na_prob_file.empty()) check_output_not_input(out_file, "--out-file", {na_prob_file}, "--na-prob-file");
+    }
     const nlohmann::json dataset = json_safe::parse(read_file(pos[0]), pos[0], "a SQuAD dataset (JSON)");
     nlohmann::ordered_json na_probs;
     train::SquadNaProbs na{nullptr, na_prob_file, na_prob_thresh};

@@ -568,8 +568,16 @@ void check_output_file_writable(const std::string& path, const std::string& flag
     if (!fs::exists(st))
         fail("{}={}{}: its directory {} does not exist (expected an existing directory)", flag, path, via, dir);
     if (!fs::is_directory(st)) fail("{}={}{}: {} is not a directory", flag, path, via, dir);
-    if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        fail("{}={}{}: cannot write in {}: {}", flag, path, via, dir, std::strerror(errno));
+    // A file made and removed there, as the writer will make its temporary: permissions alone do
+    // not tell (root passes access(2) on /proc and on a read-only mount)
+    const std::string probe = temporary_path((fs::path(dir) / fs::path(target).filename()).string());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST)
+        fail("{}={}{}: cannot create a file in {}: {}", flag, path, via, dir, std::strerror(errno));
+    if (fd >= 0) {
+        ::close(fd);
+        ::unlink(probe.c_str());
+    }
 }
 
 namespace {

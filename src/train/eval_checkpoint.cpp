@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <regex>
@@ -92,11 +93,17 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
         fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
              o.eval_batch_size, comm.size(), comm.size());
     const int local_batch = o.eval_batch_size / comm.size();
+    // Files of fewer records than one batch: the engine sized for the records, not the flag (the
+    // metrics are the same; --eval_batch_size=5000 over 100 records took 14 GB)
+    const int64_t records = eval_records(o.files, o.eval_batch_size, o.skip_corrupt_records, o.max_seq_length,
+                                         o.max_predictions_per_seq);
+    const int engine_batch =
+        static_cast<int>(std::min<int64_t>(local_batch, std::max<int64_t>(1, (records + comm.size() - 1) / comm.size())));
     model::EngineOptions engine_options;
     engine_options.precision = o.precision;
     engine_options.backend = o.backend;
     model::BertPretrainer engine(
-        table, {local_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},
+        table, {engine_batch, o.max_seq_length, o.max_predictions_per_seq, /*forward_only=*/true},
         engine_options);
     EvalOptions eo;
     eo.files = o.files;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "data/shard_source.hpp"
 #include "io/example.hpp"
 #include "io/hdf5_shard.hpp"
 #include "io/tfrecord.hpp"
@@ -95,6 +96,17 @@ void check_finite_params(const model::ParamTable& table, std::span<const float> 
                      "checkpoint is damaged or came from a diverged run)",
                      source, p.name, v[i], i);
     }
+}
+
+int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
+                     int max_predictions_per_seq) {
+    int64_t n = 0;
+    data::ShardRecord rec;
+    for (const std::string& f : files) {
+        data::ShardSource src(f, skip_corrupt, max_seq_length, max_predictions_per_seq);
+        while ((limit <= 0 || n < limit) && src.next(rec)) ++n;
+    }
+    return n;
 }
 
 }  // namespace bertbench::train

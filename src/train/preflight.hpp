@@ -29,6 +29,11 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
                          int max_predictions_per_seq, const model::BertConfig& config,
                          const std::string& flag, bool skip_corrupt);
 
+// The sequences one evaluation covers (MLPerf's eval_samples): each record of the eval files
+// once, at most `limit` of them (--max_eval_steps batches; 0: no limit).
+int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
+                     int max_predictions_per_seq);
+
 // Error naming the tensor, the flat index into it and the value of the first NaN or Inf weight;
 // `source` names where the weights came from (a checkpoint path).
 void check_finite_params(const model::ParamTable& table, std::span<const float> params,

@@ -35,19 +35,6 @@ using nlohmann::json;
 
 namespace {
 
-// The sequences one evaluation covers (MLPerf's eval_samples): each record of the eval files
-// once, at most `limit` of them (--max_eval_steps batches; 0: no limit).
-int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
-                     int max_predictions_per_seq) {
-    int64_t n = 0;
-    data::ShardRecord rec;
-    for (const std::string& f : files) {
-        data::ShardSource src(f, skip_corrupt, max_seq_length, max_predictions_per_seq);
-        while ((limit <= 0 || n < limit) && src.next(rec)) ++n;
-    }
-    return n;
-}
-
 // MLPerf's cache_clear: the run's input files leave the page cache before the timed run, so
 // that the first epoch reads them from storage (the reference's harness drops every cache; this
 // drops the files the run reads, which needs no privilege). True when every file was dropped.

@@ -264,6 +264,9 @@ TEST(BenchCli, BadFlagsAreOneLineErrors) {
         {"bench --mode=infer --model=tiny --ceiling --ceiling_reps=-1", "--ceiling_reps: expected >= 1, got -1"},
         {"bench --mode=gemm --gemm_tokens=-5", "--gemm_tokens: expected 1..1048576 rows, got -5"},
         {"bench --mode=infer --model=tiny --json=/nonexistent-dir/b.json", "its directory /nonexistent-dir does not exist"},
+        {"bench --mode=infer --model=tiny --json=/proc/b.json", "--json=/proc/b.json: cannot create a file in /proc: "},
+        {"bench --mode=gemm --gemm_tokens=64 --md=g.md", "--md=g.md: --mode=gemm measures ceilings, no points"},
+        {"bench --mode=gemm --gemm_tokens=64 --plot=g.svg", "--plot=g.svg: --mode=gemm measures ceilings, no points"},
         {"bench --mode=infer --model=tiny --json=b.svg --plot=./b.svg", "the same file"},
         {"bench --mode=infer --model=tiny --bert_config_file=x.json", "--bert_config_file and --model"},
         {"bench --mode=infer --model=tiny --seq_len=32 --max_predictions=33", "expected at most --seq_len=32"}};

@@ -214,6 +214,24 @@ TEST(PathsCli, ADirectoryAsInitCheckpointIsItsCheckpoint) {
               std::string::npos) << r.out;
 }
 
+// An --eval_batch_size far above the records of the eval file: the engine is sized for the
+// records (it was sized for the flag: 100 records in batches of 5000 took 14 GB), same metrics.
+TEST(PathsCli, AnEvalBatchLargerThanTheFileIsSizedForTheFile) {
+    const PathsTmp t;
+    const std::string run = t.dir + "/run";
+    ASSERT_EQ(run_bertbench(tiny_pretrain(t.config, run)).exit_code, 0);
+    const std::string eval = "eval --init_checkpoint=" + run + "/model.ckpt-2 --input_file=" +
+                             golden("eval_pick/public_128_eval100.tfrecord") + " --threads=1 --bert_config_file='" +
+                             t.config + "'";
+    ASSERT_EQ(run_bertbench(eval + " --eval_batch_size=100 --json=" + t.dir + "/a.json").exit_code, 0);
+    const auto r = run_bertbench(eval + " --eval_batch_size=1000000 --json=" + t.dir + "/b.json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto a = nlohmann::json::parse(slurp(t.dir + "/a.json")), b = nlohmann::json::parse(slurp(t.dir + "/b.json"));
+    for (const char* k : {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss",
+                          "examples", "predictions"})
+        EXPECT_EQ(a.at(k), b.at(k)) << k;
+}
+
 TEST(PathsCli, ConvertsTfPrefixIsNeitherADirectoryNorADevice) {
     const PathsTmp t;
     const std::string run = t.dir + "/run";

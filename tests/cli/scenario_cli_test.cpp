@@ -254,6 +254,8 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
               "--min_duration_s=60 at 1e+12 queries/s (--expected_qps, or the warm-up's rate without it): 6.6e+13 "
               "queries, expected at most 134217728"},
              {"--scenario=offline --min_duration_s=1e300", "--min_duration_s: expected 0 .. 1e7 seconds, got 1e+300"},
+             {"--scenario=offline --expected_qps=-5", "--expected_qps: expected >= 0, got -5"},
+             {"--scenario=singlestream --expected_latency_ms=-2", "--expected_latency_ms: expected >= 0, got -2"},
              {"--scenario=offline --min_query_count=1000000000000", "--min_query_count: expected 1 .. 134217728"},
              // int64 ns: a bound of 1e13 ms wrapped (every query over it), a rate of 1e-12/s scheduled
              // arrivals at -9.2e9 s

@@ -121,6 +121,16 @@ TEST(SquadEvalCli, Version2NoAnswerProbabilitiesAsTheScriptTakesThem) {
     EXPECT_EQ(plots.code, 1);
     EXPECT_NE(plots.err.find("--out-image-dir=" + tmp.path + ": evaluate-v2.0.py's precision-recall plots"),
               std::string::npos) << plots.err;
+    // --out-file onto one of the inputs: refused, the input kept (the scores replaced it)
+    for (const auto& [input, name] : {std::pair{dataset, "DATASET"}, {preds, "PREDICTIONS"}, {odds, "--na-prob-file"}}) {
+        const std::string before = read_file(input);
+        const CmdRun over = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds +
+                                         " --out-file=" + input);
+        EXPECT_EQ(over.code, 1) << over.err;
+        EXPECT_NE(over.err.find("error: --out-file=" + input + ": is the same file as the input " + name),
+                  std::string::npos) << over.err;
+        EXPECT_EQ(read_file(input), before);
+    }
 }
 
 // run_squad.py's "Could not find answer" warning quotes the text whole, a NUL in it too (the log
