@@ -70,14 +70,6 @@ struct Setup {
           be(point.backend ? *point.backend : backend::cpu()),
           params(be, table.total_floats()),
           grads(be, train ? table.total_floats() : 0) {
-        const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
-        model::EngineOptions opts{p.dtype};
-        opts.backend = p.backend;
-        opts.last_layer_subset = p.last_layer_subset;
-        if (is_squad(p))
-            squad = std::make_unique<model::BertSquad>(table, plan, opts);
-        else
-            pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
         params.zero();  // the padding between tensors too
         backend::modify_on_host(be, params.get(), params.size(),
                                 [&](std::span<float> w) { table.initialize(w, 42); });
@@ -100,6 +92,15 @@ struct Setup {
             batches = read_batches(p.data_files, p.config, p.seq_len, max_pred, p.batch_size,
                                    std::min(needed, 256), p.skip_corrupt_records);
         }
+        // after the data: files too small for the batch are said before its memory is planned
+        const model::Plan plan{p.batch_size, p.seq_len, max_pred, /*forward_only=*/!train};
+        model::EngineOptions opts{p.dtype};
+        opts.backend = p.backend;
+        opts.last_layer_subset = p.last_layer_subset;
+        if (is_squad(p))
+            squad = std::make_unique<model::BertSquad>(table, plan, opts);
+        else
+            pretrainer = std::make_unique<model::BertPretrainer>(table, plan, opts);
         if (train) {
             grads.zero();
             optim::LrSchedule schedule;

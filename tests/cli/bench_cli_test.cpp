@@ -194,6 +194,12 @@ TEST(BenchCli, DataOfOtherLengthsNamesBenchsFlags) {
             << r.out;
         EXPECT_EQ(r.out.find("--max_seq_length"), std::string::npos) << r.out;
     }
+    // files too small for the batch: said from the data, before the batch's memory is planned (it
+    // was "out of memory" here, after seconds of allocation at smaller batches)
+    const auto r = run_bertbench("bench --mode=infer --model=tiny --batch_size=1000000 --threads=1 --warmup=1 "
+                                 "--steps=1 --noceiling --data=" + data);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--data: the files hold fewer than --batch_size=1000000 records"), std::string::npos) << r.out;
 }
 
 // --help lists every --dtype bench accepts (int8 included: the README's sweep).
