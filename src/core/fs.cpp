@@ -569,8 +569,10 @@ void check_output_file_writable(const std::string& path, const std::string& flag
         fail("{}={}{}: its directory {} does not exist (expected an existing directory)", flag, path, via, dir);
     if (!fs::is_directory(st)) fail("{}={}{}: {} is not a directory", flag, path, via, dir);
     // A file made and removed there, as the writer will make its temporary: permissions alone do
-    // not tell (root passes access(2) on /proc and on a read-only mount)
-    const std::string probe = temporary_path((fs::path(dir) / fs::path(target).filename()).string());
+    // not tell (root passes access(2) on /proc and on a read-only mount). Under a name of its own,
+    // so that no one watching for the writer's temporary sees it come and go.
+    const std::string probe =
+        temporary_path((fs::path(dir) / (fs::path(target).filename().string() + ".probe")).string());
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST)
         fail("{}={}{}: cannot create a file in {}: {}", flag, path, via, dir, std::strerror(errno));

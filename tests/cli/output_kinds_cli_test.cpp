@@ -145,8 +145,11 @@ TEST(OutputKindsCli, SignalsRemoveTheTemporaries) {
         const std::string tmp = out + ".tmp." + std::to_string(pid);
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
         std::error_code ec;
-        while (!(fs::exists(tmp, ec) && fs::file_size(tmp, ec) > 0) &&
-               std::chrono::steady_clock::now() < deadline)
+        const auto has_bytes = [&] {
+            const uintmax_t n = fs::file_size(tmp, ec);
+            return !ec && n > 0;
+        };
+        while (!has_bytes() && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling, not a wait
         const bool seen = fs::exists(tmp, ec);
         ::kill(pid, sig);
