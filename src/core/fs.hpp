@@ -167,7 +167,8 @@ std::map<std::string, std::string> files_and_sizes(const std::vector<std::string
 void make_output_dir(const std::string& dir, const std::string& flag);
 
 // Before the work, for a file written at the end (a report, a plot): error naming `flag` when
-// `path` is a directory, or its directory does not exist, is not one, or cannot be written in.
+// `path` is a directory, or its directory (that of the file a final symbolic link leads to) does
+// not exist, is not one, or takes no new file (one is made and removed there to know).
 // `made_parents`: the writer creates missing directories, so the nearest existing one is checked.
 // A stream (output_target: /dev/null, /dev/stdout, a FIFO) passes.
 void check_output_file_writable(const std::string& path, const std::string& flag, bool made_parents = false);

@@ -136,11 +136,13 @@ Vocab Vocab::load(const std::string& path) {
     if (v.lines_.empty())
         fail("--vocab_file {}: the vocabulary is empty (expected one WordPiece token per line)", path);
     // the mark is no whitespace to str.strip(): google's (and Hugging Face's) load_vocab keep it in the token
-    if (const std::string& first = v.lines_.front(); first.rfind("\xEF\xBB\xBF", 0) == 0)
+    if (const std::string& first = v.lines_.front(); first.rfind("\xEF\xBB\xBF", 0) == 0) {
+        const std::string rest = json_safe::quoted(first.substr(3));
         log::warn("--vocab_file {}: line 1 starts with a UTF-8 byte-order mark, which google's "
                   "tokenization.load_vocab keeps as part of that line's token: id 0 is the mark followed by {}, "
                   "and {} itself is not in the vocabulary (remove the mark: sed -i '1s/^\\xEF\\xBB\\xBF//' {})",
-                  path, json_safe::quoted(first.substr(3)), json_safe::quoted(first.substr(3)), path);
+                  path, rest, rest, path);
+    }
     // google's load_vocab (dict assignment): the repeat's id is its last line's, every id its line's;
     // MLPerf's copy skips a token already read, numbering the lines after it one lower
     if (v.repeat_line_ != 0)

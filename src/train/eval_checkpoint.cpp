@@ -94,7 +94,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
              o.eval_batch_size, comm.size(), comm.size());
     const int local_batch = o.eval_batch_size / comm.size();
     // Files of fewer records than one batch: the engine sized for the records, not the flag (the
-    // metrics are the same; --eval_batch_size=5000 over 100 records took 14 GB)
+    // metrics are the same; memory for a batch of the flag would be held for nothing)
     const int64_t records = eval_records(o.files, o.eval_batch_size, o.skip_corrupt_records, o.max_seq_length,
                                          o.max_predictions_per_seq);
     const int engine_batch =

@@ -215,7 +215,7 @@ TEST(PathsCli, ADirectoryAsInitCheckpointIsItsCheckpoint) {
 }
 
 // An --eval_batch_size far above the records of the eval file: the engine is sized for the
-// records (it was sized for the flag: 100 records in batches of 5000 took 14 GB), same metrics.
+// records (it was sized for the flag, gigabytes held for nothing), same metrics.
 TEST(PathsCli, AnEvalBatchLargerThanTheFileIsSizedForTheFile) {
     const PathsTmp t;
     const std::string run = t.dir + "/run";
