@@ -41,6 +41,10 @@ void reset_peak_rss() {
 }
 
 bool is_squad(const Point& p) { return p.task == "squad"; }
+// The masked positions per sequence of a pretraining point (none for squad).
+int point_max_predictions(const Point& p) {
+    return is_squad(p) ? 0 : p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
+}
 
 // Everything one point needs: parameters, engine (the pretraining model or the span model),
 // optimizer and its batches.
@@ -63,9 +67,7 @@ struct Setup {
     explicit Setup(const Point& point)
         : p(point),
           train(point.mode == "train"),
-          max_pred(is_squad(point)                ? 0
-                   : point.max_predictions > 0 ? point.max_predictions
-                                               : default_max_predictions(point.seq_len)),
+          max_pred(point_max_predictions(point)),
           table(point.config, is_squad(point) ? model::Heads::squad : model::Heads::pretraining),
           be(point.backend ? *point.backend : backend::cpu()),
           params(be, table.total_floats()),
@@ -469,6 +471,15 @@ void check_point(const Point& p) {
              p.max_predictions, p.seq_len);
     if (p.task == "squad" && p.seq_len < 3)
         fail("--seq_len={}: a SQuAD feature needs at least 3 tokens ([CLS] [SEP] [SEP])", p.seq_len);
+}
+
+void check_data(const Point& p, int batch_size) {
+    if (p.data_files.empty()) return;
+    if (is_squad(p))
+        read_squad_batches(p.data_files, p.seq_len, p.config.vocab_size, batch_size, 1, p.squad_layout == "padded",
+                           p.skip_corrupt_records);
+    else
+        read_batches(p.data_files, p.config, p.seq_len, point_max_predictions(p), batch_size, 1, p.skip_corrupt_records);
 }
 
 PointResult run_point(const Point& p, double ceiling_gflops) {

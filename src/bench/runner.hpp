@@ -138,6 +138,10 @@ int real_tokens(const model::Batch& b);
 // more threads than CPUs, ...): `bench` checks every point before it measures any; run_point checks
 // again.
 void check_point(const Point& p);
+// Error unless the point's --data files give one batch of batch_size (the point's, or a rank's
+// share under mpirun) in its task's format and shapes: `bench` reads that first batch of every
+// point before it measures anything, so a wrong file is said at once, not after the GEMM ceiling.
+void check_data(const Point& p, int batch_size);
 // Error unless a training point can run in precision d (int8 is for inference only).
 void check_train_dtype(ops::Precision d);
 // Runs one point. ceiling_gflops > 0 fills mfu.

@@ -440,6 +440,7 @@ int cmd_bench(int argc, char** argv) {
                                 p.last_layer_subset = last_layer_subset;
                                 try {
                                     bench::check_point(p);
+                                    bench::check_data(p, std::max(1, p.batch_size / comm.size()));
                                     planned.push_back(std::move(p));
                                 } catch (const Error& e) {
                                     invalid.emplace_back(p, e.what());

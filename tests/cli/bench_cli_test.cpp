@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -200,6 +201,26 @@ TEST(BenchCli, DataOfOtherLengthsNamesBenchsFlags) {
                                  "--steps=1 --noceiling --data=" + data);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("--data: the files hold fewer than --batch_size=1000000 records"), std::string::npos) << r.out;
+}
+
+// --data is read before anything is measured: a file that is no HDF5 shard fails at once, not
+// after the seconds of the GEMM ceiling's measurement; in a sweep, a point the data cannot serve
+// (another sequence length) is skipped with its reason before the ceiling, and the others run.
+TEST(BenchCli, DataIsCheckedBeforeTheCeiling) {
+    const std::string junk = ::testing::TempDir() + "/bench_junk_shard.hdf5";
+    std::ofstream(junk) << "not an HDF5 file\n";
+    auto r = run_bertbench("bench --mode=infer --model=tiny --batch_size=2 --threads=1 --steps=1 --data=" + junk);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find(junk + ": expected an HDF5 file, got no HDF5 signature"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("measuring the"), std::string::npos) << r.out;
+    const std::string data = std::string(std::getenv("BB_SHARED_DIR")) + "/golden/pretraining/public_128_s12345_d2.tfrecord";
+    r = run_bertbench("bench --mode=infer --model=tiny --seq_len=64,128 --batch_size=2 --threads=1 --warmup=0 --steps=1 "
+                      "--ceiling_reps=1 --data=" + data);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const size_t skipped = r.out.find("feature input_ids: expected 64 values, got 128"), measured = r.out.find("measuring the");
+    ASSERT_NE(skipped, std::string::npos) << r.out;
+    ASSERT_NE(measured, std::string::npos) << r.out;
+    EXPECT_LT(skipped, measured) << r.out;
 }
 
 // --help lists every --dtype bench accepts (int8 included: the README's sweep).
@@ -442,13 +463,23 @@ TEST(BenchCli, SquadDataUsesRealTokensOfFeatures) {
     EXPECT_NE(r.out.find("record 0: feature input_ids: expected 128 int64 value(s), got 384"),
               std::string::npos)
         << r.out;
-    // No point ran: the reports asked for are left as they were, not replaced by empty ones.
+    // No point ran (the first batch is whole, so the point is planned; the second is cut short):
+    // the reports asked for are left as they were, not replaced by empty ones.
+    std::string features = read_file(dir + "features_384_eval.tf_record");
+    size_t cut = 0;
+    for (int rec = 0; rec < 2; ++rec) {  // TFRecord framing: u64 length, u32 crc, data, u32 crc
+        uint64_t len = 0;
+        std::memcpy(&len, features.data() + cut, sizeof len);
+        cut += 16 + len;
+    }
+    const std::string truncated = ::testing::TempDir() + "/bench_squad_truncated.tf_record";
+    write_file_atomic(truncated, features.substr(0, cut + 40));
     const std::string md = ::testing::TempDir() + "/bench_squad_data.md";
     write_file_atomic(md, "an earlier table\n");
     const std::string before = read_file(json);
-    r = testing::run_bertbench("bench --task=squad --mode=infer --model=tiny --seq_len=128 --batch_size=2 "
-                               "--threads=1 --noceiling --data=" + dir + "features_384_eval.tf_record --json=" +
-                               json + " --md=" + md);
+    r = testing::run_bertbench("bench --task=squad --mode=infer --model=tiny --seq_len=384 --batch_size=2 "
+                               "--threads=1 --warmup=1 --steps=2 --noceiling --data=" + truncated + " --json=" + json +
+                               " --md=" + md);
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("none of the 1 points ran"), std::string::npos) << r.out;
     EXPECT_EQ(read_file(json), before);
