@@ -338,6 +338,10 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     only("latency_bound_ms", sc == Scenario::server, "--scenario=server");
     only("expected_qps", sc == Scenario::offline, "--scenario=offline");
     only("accuracy_log", accuracy, "--scenario_mode=accuracy");
+    for (const char* flag : {"predict_file", "vocab_file", "do_lower_case", "doc_stride", "max_query_length"})
+        only(flag, accuracy, "--scenario_mode=accuracy (a performance run times --data's features)");
+    only("batch_size", sc != Scenario::singlestream,
+         "--scenario=offline or server (singlestream sends one query at a time: batch 1)");
     if (!c.plot_path.empty() && sc != Scenario::server)
         fail("--plot: a server run's latency percentiles against load; --scenario={} draws none", o.scenario);
     const int seq_len = one_int(c.seq_len, "seq_len"), batch_size = one_int(c.batch_size, "batch_size");

@@ -334,6 +334,24 @@ int cmd_bench(int argc, char** argv) {
         if (std::count(mode_names.begin(), mode_names.begin() + static_cast<std::ptrdiff_t>(k),
                        mode_names[k]))
             fail("--mode: expected each mode once, got {} twice", mode_names[k]);
+    // A flag that no point of this sweep uses: an error, not a silent no-op (as for a scenario run).
+    const auto has_mode = [&](const char* m) { return std::count(mode_names.begin(), mode_names.end(), m) > 0; };
+    const auto unused = [&](std::initializer_list<const char*> names, const std::string& why) {
+        for (const char* name : names)
+            if (flags.is_set(name)) fail("--{}: {}", name, why);
+    };
+    if (!has_mode("train") && !has_mode("infer"))  // gemm alone
+        unused({"task", "squad_layout", "last_layer_subset", "seq_len", "batch_size", "steps_per_update", "warmup",
+                "steps", "min_time", "data", "skip_corrupt_records", "max_predictions", "ceiling", "ceiling_gflops",
+                "ceiling_reps", "profile", "profile_steps", "profile_svg"},
+               "not used by --mode=gemm, which times the linear layers' products alone (--gemm_tokens rows, "
+               "--gemm_reps repetitions)");
+    if (!has_mode("train")) unused({"steps_per_update"}, "applies to --mode=train points, and this sweep has none");
+    if (task == "pretraining") unused({"squad_layout"}, "applies to --task=squad");
+    else unused({"max_predictions"}, "applies to --task=pretraining (a SQuAD feature has no masked positions)");
+    if (data.empty())
+        unused({"squad_layout", "skip_corrupt_records"},
+               "applies to --data (synthetic batches are full length and well formed)");
     // int8 training alone: refused before any output (in a sweep with other points, check_point
     // skips it with a warning)
     if (std::all_of(mode_names.begin(), mode_names.end(), [](const std::string& m) { return m == "train"; }) &&

@@ -145,6 +145,9 @@ int cmd_squad_eval(int argc, char** argv) {
     }
     if (!out_file.empty()) log::warn("--out-file={}: not written (evaluate-v1.1.py has no such option; "
                                      "the scores are printed)", out_file);
+    if (flags.is_set("na-prob-thresh"))
+        log::warn("--na-prob-thresh={:g}: not used (evaluate-v1.1.py has no such option: {} is a SQuAD 1.1 dataset, "
+                  "every question answerable)", na_prob_thresh, pos[0]);
     std::fwrite(out.stdout_text.data(), 1, out.stdout_text.size(), stdout);
     return 0;
 }

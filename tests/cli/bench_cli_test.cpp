@@ -223,6 +223,28 @@ TEST(BenchCli, DataIsCheckedBeforeTheCeiling) {
     EXPECT_LT(skipped, measured) << r.out;
 }
 
+// A flag that no point of the sweep uses is refused in one line naming it, before anything runs
+// (each was accepted and changed nothing).
+TEST(BenchCli, FlagsNoPointUsesAreRefused) {
+    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--mode=gemm --seq_len=64", "--seq_len: not used by --mode=gemm"},
+             {"--mode=gemm --profile", "--profile: not used by --mode=gemm"},
+             {"--mode=gemm --batch_size=4", "--batch_size: not used by --mode=gemm"},
+             {"--mode=infer --steps_per_update=2", "--steps_per_update: applies to --mode=train points, and this sweep has none"},
+             {"--squad_layout=real", "--squad_layout: applies to --task=squad"},
+             {"--task=squad --squad_layout=padded", "--squad_layout: applies to --data"},
+             {"--task=squad --max_predictions=5", "--max_predictions: applies to --task=pretraining"}}) {
+        const auto r = run_bertbench("bench --model=tiny --threads=1 " + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags << ": " << r.out;
+        EXPECT_NE(r.out.find("bertbench bench: error: " + says), std::string::npos) << flags << ": " << r.out;
+        EXPECT_EQ(r.out.find("measuring"), std::string::npos) << r.out;
+    }
+    // used by one mode of the sweep: accepted
+    const auto r = run_bertbench("bench --mode=train,infer --model=tiny --seq_len=16 --batch_size=2 --threads=1 "
+                                 "--warmup=0 --steps=1 --noceiling --steps_per_update=2");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 // --help lists every --dtype bench accepts (int8 included: the README's sweep).
 TEST(BenchCli, HelpListsEveryDtype) {
     const auto r = run_bertbench("bench --help");

@@ -270,7 +270,15 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
              {"--scenario=singlestream --latency_bound_ms=0.05",
               "--latency_bound_ms: --scenario=server only; not used by --scenario=singlestream"},
              {"--scenario=offline --latency_bound_ms=0.05",
-              "--latency_bound_ms: --scenario=server only; not used by --scenario=offline"}}) {
+              "--latency_bound_ms: --scenario=server only; not used by --scenario=offline"},
+             // singlestream's batch is 1: a --batch_size was recorded in the report and never used
+             {"--scenario=singlestream --batch_size=8",
+              "--batch_size: --scenario=offline or server (singlestream sends one query at a time: batch 1) only"},
+             // the accuracy run's tokenization: a performance run times --data's features as they are
+             {"--scenario=offline --doc_stride=0",
+              "--doc_stride: --scenario_mode=accuracy (a performance run times --data's features) only; not used "
+              "by --scenario=offline --scenario_mode=performance"},
+             {"--scenario=offline --predict_file=/nonexistent.json", "--predict_file: --scenario_mode=accuracy"}}) {
         const auto r = run_bertbench(tiny() + flags);
         EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find(says), std::string::npos) << r.out;

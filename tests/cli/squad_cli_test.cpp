@@ -60,6 +60,13 @@ TEST(SquadEvalCli, OfficialGoldenOutput) {
     const CmdRun notjson = run(tmp, "squad-eval " + golden("vocab.txt") + " " + golden("squad/predictions.json"));
     EXPECT_EQ(notjson.code, 1);
     EXPECT_NE(notjson.err.find("not valid JSON"), std::string::npos) << notjson.err;
+    // evaluate-v2.0.py's threshold on a 1.1 dataset: the same scores, and a warning that it is not used
+    const CmdRun thresh = run(tmp, "squad-eval --na-prob-thresh=0.5 " + golden("squad/dataset-v1.1.json") + " " +
+                                       golden("squad/predictions.json"));
+    EXPECT_EQ(thresh.code, 0) << thresh.err;
+    EXPECT_EQ(thresh.out, r.out);
+    EXPECT_NE(thresh.err.find("warning: --na-prob-thresh=0.5: not used (evaluate-v1.1.py has no such option"),
+              std::string::npos) << thresh.err;
     const CmdRun empty = run(tmp, "squad-eval " + golden("squad/dataset-v1.1.json") + " ''");
     EXPECT_EQ(empty.code, 1);
     EXPECT_NE(empty.err.find("error: PREDICTIONS: expected a file name, got ''"), std::string::npos) << empty.err;
