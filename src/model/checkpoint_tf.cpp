@@ -383,9 +383,20 @@ std::string load_init_checkpoint(const std::string& path, const ParamTable& tabl
         *missing = std::move(absent);
         return line;
     }
-    if (!absent.empty() && (f == CheckpointFormat::hf_safetensors || f == CheckpointFormat::pytorch))
-        log::warn("{}={}: {} tensor{} missing, left as initialised", flag, path, absent.size(),
+    if (!absent.empty() && (f == CheckpointFormat::hf_safetensors || f == CheckpointFormat::pytorch)) {
+        // A head or the pooler may be absent (BertModel, BertForMaskedLM); an encoder tensor may
+        // not: the encoder would run partly untrained (a config with more layers than the file).
+        std::vector<std::string> encoder;
+        for (const std::string& name : absent)
+            if (const ParamInfo* p = table.find(name); p && (p->layer >= 0 || p->embedding)) encoder.push_back(name);
+        if (!encoder.empty())
+            fail("{}={}: {} of the encoder's tensors are not in it (first: {}); they would run at their initial "
+                 "values (hint: the checkpoint was written for another bert_config.json: fewer layers, or other "
+                 "names)",
+                 flag, path, encoder.size(), encoder.front());
+        log::warn("{}={}: {} tensor{} of the heads or pooler missing, left as initialised", flag, path, absent.size(),
                   absent.size() == 1 ? "" : "s");
+    }
     log::info("{}", line);
     return line;
 }

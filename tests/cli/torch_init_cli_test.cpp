@@ -147,12 +147,13 @@ TEST(TorchInitCli, ConvertedPtLoadsInTorchAndBackBitIdenticallySlow) {
 }
 
 constexpr const char* kVariants = R"(import sys, torch
-src, intw, nogamma, ones = sys.argv[1:5]
+src, intw, nogamma, ones, nonsp = sys.argv[1:6]
 sd = torch.load(src, weights_only=True)
 g = 'bert.embeddings.LayerNorm.weight'
 torch.save({**sd, g: sd[g].long()}, intw)
 torch.save({k: t for k, t in sd.items() if k != g}, nogamma)
 torch.save({**sd, g: torch.ones_like(sd[g])}, ones)
+torch.save({k: t for k, t in sd.items() if not k.startswith('cls.seq_relationship.')}, nonsp)  # BertForMaskedLM's
 )";
 
 // A .pt whose model weight holds integers is refused by convert, as a safetensors file's is (it
@@ -163,9 +164,11 @@ TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
     const std::string config = dir.file("bert_config.json"), bin = dir.file("model.bin");
     write_tiny_pt(dir, config, bin);
     ASSERT_TRUE(fs::exists(bin));
-    const std::string intw = dir.file("int.bin"), nogamma = dir.file("nogamma.bin"), ones = dir.file("ones.bin");
+    const std::string intw = dir.file("int.bin"), nogamma = dir.file("nogamma.bin"), ones = dir.file("ones.bin"),
+                      nonsp = dir.file("nonsp.bin");
     write_file_atomic(dir.file("variants.py"), kVariants);
-    auto r = run_shell("/usr/bin/python3 " + dir.file("variants.py") + " " + bin + " " + intw + " " + nogamma + " " + ones);
+    auto r = run_shell("/usr/bin/python3 " + dir.file("variants.py") + " " + bin + " " + intw + " " + nogamma + " " +
+                       ones + " " + nonsp);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     r = run_bertbench("convert --input=" + intw + " --output=" + dir.file("int.safetensors") + " --bert_config_file=" + config);
     EXPECT_EQ(r.exit_code, 1) << r.out;
@@ -189,6 +192,18 @@ TEST(TorchInitCli, IntegerWeightsAndMissingWeightsAsTheOtherReaders) {
     missing.erase("checkpoint");
     with_ones.erase("checkpoint");
     EXPECT_EQ(missing, with_ones);
+    // pretrain from it: an encoder tensor missing is refused, as from a TF or bertbench checkpoint (it
+    // was a warning, and the encoder trained partly from random values); a head missing (a
+    // BertForMaskedLM file has no NSP head) starts from its initialisation, said in a warning
+    r = run_bertbench(short_pretrain_args(config, dir.file("p1"), "--num_train_steps=1 --init_checkpoint=" + nogamma));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("--init_checkpoint=" + nogamma + ": 1 of the encoder's tensors are not in it (first: "
+                         "bert/embeddings/LayerNorm/gamma)"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir.file("p1/model.ckpt-1.safetensors")));
+    r = run_bertbench(short_pretrain_args(config, dir.file("p2"), "--num_train_steps=1 --init_checkpoint=" + nonsp));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--init_checkpoint=" + nonsp + ": 2 tensors of the heads or pooler missing, left as initialised"),
+              std::string::npos) << r.out;
 }
 
 }  // namespace
