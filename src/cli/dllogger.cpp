@@ -89,10 +89,12 @@ double number(const nlohmann::json& j, const char* key) {
                : std::numeric_limits<double>::quiet_NaN();
 }
 
-// NVIDIA's training_sequences_per_second counts every step of the run (its warm-up included):
-// results.json's figure with the warm-up updates, not the one that leaves them out.
-double all_steps_rate(const nlohmann::json& results) {
-    return number(results, "train_sequences_per_second_including_warmup");
+// NVIDIA's training_sequences_per_second: the sequences of every update this process ran (its
+// warm-up included) over its raw_train_time (this process's training loop, checkpoints and
+// evaluations inside it): null where the process ran no update (a rerun of a stopped run).
+Json all_steps_rate(const nlohmann::json& results) {
+    const double samples = number(results, "segment_samples"), wall = number(results, "segment_wall_time_s");
+    return samples > 0 && wall > 0 ? Json(samples / wall) : Json(nullptr);
 }
 
 // The header entries both scripts log: the effective configuration and the seed.
@@ -189,8 +191,9 @@ void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {
     const double final_loss = log_pretrain_losses(d, run);
     const nlohmann::json res = read_output(run.output_dir, "results.json");
     // NVIDIA's e2e_train_time runs from before its set-up to the end, its raw_train_time from the
-    // first batch: here the initialisation plus the run, and the run (run_start to run_stop).
-    const double wall = number(res, "wall_time_s"), init = number(res, "initialization_s");
+    // first batch, both in this process: here its initialisation plus its part of the run, and
+    // that part (run_start to run_stop).
+    const double wall = number(res, "segment_wall_time_s"), init = number(res, "initialization_s");
     d.log(Json::array(), Json{{"e2e_train_time", std::isfinite(init) ? init + wall : wall},
                               {"training_sequences_per_second", all_steps_rate(res)},
                               {"final_loss", final_loss},
@@ -223,10 +226,10 @@ void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool 
         d.parameter("steps", run.squad_steps);
         const double final_loss = log_squad_losses(d, run);
         const nlohmann::json res = read_output(run.output_dir, "results.json");
-        const double wall = number(res, "wall_time_s");
-        const double rate = run.squad_max_steps > 0
-                                ? number(res, "global_batch_size") * run.squad_max_steps / wall
-                                : all_steps_rate(res);
+        const double wall = number(res, "segment_wall_time_s");  // this process's, as its time_to_train
+        const Json rate = run.squad_max_steps > 0 && wall > 0
+                              ? Json(number(res, "global_batch_size") * run.squad_max_steps / wall)
+                              : all_steps_rate(res);
         train_summary = Json{{"e2e_train_time", wall},
                              {"training_sequences_per_second", rate},
                              {"final_loss", final_loss}};

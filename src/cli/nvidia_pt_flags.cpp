@@ -297,6 +297,10 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
     if (f.is_set("num_train_epochs"))
         log::info("--num_train_epochs: no effect (NVIDIA run_pretraining.py parses it and never reads it; "
                   "--max_steps sets the length)");
+    // NGC TF's flag too, where it moves the clip: here the averaged gradient is clipped either way
+    if (f.is_set("allreduce_post_accumulation"))
+        log::info("--allreduce_post_accumulation: no effect on NVIDIA PyTorch run_pretraining.py's line (its "
+                  "gradient is averaged over the ranks, then clipped, with or without it)");
     for (const char* other : {"num_accumulation_steps", "num_steps_per_epoch",
                               "warmup_steps", "stop_steps", "steps_between_eval",
                               "steps_before_eval_start", "steps_per_update"})

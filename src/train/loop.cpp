@@ -348,6 +348,9 @@ void TrainLoop::write_results(const std::string& status) {
     json j = {
         {"status", status},
         {"wall_time_s", final_wall_s_ >= 0 ? final_wall_s_ : elapsed()},
+        // this process's part: its run_start -> run_stop, and the sequences of its updates
+        {"segment_wall_time_s", (final_wall_s_ >= 0 ? final_wall_s_ : elapsed()) - state_.elapsed_s},
+        {"segment_samples", segment_update_samples_},
         {"initialization_s", started_ ? json(initialization_s()) : json(nullptr)},
         {"global_step", updater_->global_step()},
         {"updates", updater_->optimizer().update_count()},

@@ -146,6 +146,13 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     EXPECT_NE(res["status"].get<std::string>().find("stopped at step 2 of 6"), std::string::npos) << res.dump();
     EXPECT_NE(r.out.find("pretrain stopped (--steps_this_run), not finished: step 2,"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("with a later --steps_this_run (or none) continues the run"), std::string::npos) << r.out;
+    // the same stop again: no update in this process, so no rate in its dllogger summary (null, where
+    // a NaN made the line unreadable to a strict JSON parser)
+    const std::string stream = d.tmp.file("results") + "/dllogger.json";
+    r = run_bertbench(line + " --steps_this_run=1 --resume_from_checkpoint");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(dllogger_lines(stream).back()["data"]["training_sequences_per_second"].is_null())
+        << dllogger_lines(stream).back().dump();
     // its schedule's flags cannot change in the middle of the run
     std::string other = line;
     other.replace(other.find("--warmup_proportion=0.5"), 23, "--warmup_proportion=0.7");
@@ -159,6 +166,13 @@ TEST(NvidiaPyTorchCli, StepsThisRunStopsAResumableRun) {
     res = json::parse(slurp(ckpts + "/results.json"));
     EXPECT_EQ(res["global_step"], 6);
     EXPECT_EQ(testing::read_jsonl(ckpts + "/train_log.jsonl").size(), 3u);  // updates 1, 2, 3
+    // the resumed process's rate, as NVIDIA's: its 2 updates' sequences over its own time
+    const json summary = dllogger_lines(stream).back()["data"];
+    EXPECT_EQ(res["segment_samples"], 2 * res["global_batch_size"].get<int>());
+    EXPECT_LT(res["segment_wall_time_s"].get<double>(), res["wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(summary["raw_train_time"].get<double>(), res["segment_wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(summary["training_sequences_per_second"].get<double>(),
+                     2 * res["global_batch_size"].get<double>() / res["segment_wall_time_s"].get<double>());
     // its checkpoints at the updates that are multiples of --num_steps_per_checkpoint=2 after the
     // resume too (update 2 = step 4), as an uninterrupted run's; then the final one
     for (const char* step : {"2", "4", "6"})
@@ -193,6 +207,10 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     const std::string ckpts = d.tmp.file("checkpoints"), results = d.tmp.file("results");
     auto r = run_bertbench(phase1_line(d, ckpts, results));
     ASSERT_EQ(r.exit_code, 0) << r.out;
+    // every flag of the line that changes nothing is said so (this one is not in the no-effect list:
+    // NGC TF's line, which shares it, reads it)
+    EXPECT_EQ(count_of(r.out, "--allreduce_post_accumulation: no effect on NVIDIA PyTorch run_pretraining.py's line"),
+              1u) << r.out;
     EXPECT_EQ(count_of(r.out, "NVIDIA PyTorch run_pretraining.py meaning of the flags (--input_dir "
                            "given): --train_batch_size=8 per GPU (here per rank) and update / "
                            "--gradient_accumulation_steps=2 = micro-batches of 4 x 1 rank = global "
@@ -254,11 +272,16 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     for (const char* k : {"e2e_train_time", "training_sequences_per_second", "final_loss",
                           "raw_train_time"})
         EXPECT_TRUE(last["data"][k].is_number()) << k << " " << last.dump();
-    // NVIDIA's times: raw = the training (results.json's run_start..run_stop), e2e = set-up + it.
+    // NVIDIA's times: raw = this process's training (results.json's run_start..run_stop: the whole
+    // run here, one process), e2e = set-up + it; the rate = the sequences of every update / raw
     const json p1_res = json::parse(slurp(ckpts + "/results.json"));
-    EXPECT_DOUBLE_EQ(last["data"]["raw_train_time"].get<double>(), p1_res["wall_time_s"].get<double>());
-    EXPECT_DOUBLE_EQ(last["data"]["e2e_train_time"].get<double>(),
-                     p1_res["initialization_s"].get<double>() + p1_res["wall_time_s"].get<double>());
+    const double raw = last["data"]["raw_train_time"].get<double>();
+    EXPECT_DOUBLE_EQ(raw, p1_res["segment_wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(raw, p1_res["wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(last["data"]["e2e_train_time"].get<double>(), p1_res["initialization_s"].get<double>() + raw);
+    EXPECT_EQ(p1_res["segment_samples"], p1_res["global_batch_size"].get<int>() * 3);
+    EXPECT_DOUBLE_EQ(last["data"]["training_sequences_per_second"].get<double>(),
+                     p1_res["global_batch_size"].get<double>() * 3 / raw);
 
     // Phase 2 in the same checkpoint directory: a run of its own in <dir>/phase2 from phase 1's
     // last checkpoint, phase 1's files untouched.
@@ -556,7 +579,7 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_EQ(steps_res["global_step"], 3);
     const double rate = with_key(dllogger_lines(d.tmp.file("squad_steps") + "/dllogger.json"),
                                  "training_sequences_per_second")[0]["data"]["training_sequences_per_second"];
-    EXPECT_DOUBLE_EQ(rate, 8.0 * 2 / steps_res["wall_time_s"].get<double>());
+    EXPECT_DOUBLE_EQ(rate, 8.0 * 2 / steps_res["segment_wall_time_s"].get<double>());
 
     // The eval line loads --init_checkpoint, as NVIDIA's script, even where --output_dir holds a
     // fine-tuned checkpoint (google's Estimator would take that one): the pretrained .pt has no
