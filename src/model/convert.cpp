@@ -86,6 +86,15 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         to = ext == ".safetensors" ? "safetensors" : ext == ".pt" || ext == ".pth" || ext == ".bin" ? "pt" : "tf";
     if (to != "tf" && to != "safetensors" && to != "hf" && to != "pt" && to != "nvidia_pt")
         fail("--to={}: expected tf, safetensors, hf, pt or nvidia_pt", to);
+    // A file named for one format holding another: read by name elsewhere (from_pretrained,
+    // torch.load, safetensors' loaders), it fails there, far from here
+    const bool torch_ext = ext == ".pt" || ext == ".pth" || ext == ".bin";
+    if (((to == "pt" || to == "nvidia_pt") && ext == ".safetensors") ||
+        ((to == "safetensors" || to == "hf") && torch_ext))
+        fail("--output={}: a {} file under a {} name (hint: --output=<name>{}, or leave out --to: the name picks the "
+             "format)",
+             o.output, to == "pt" || to == "nvidia_pt" ? "PyTorch" : "safetensors",
+             torch_ext ? "PyTorch" : "safetensors", torch_ext ? ".safetensors" : ".pt");
     // One of a bundle's files named for the bundle (as --input takes PREFIX.index): its prefix
     for (const std::string_view file : {".index", ".data-00000-of-00001"})
         if (to == "tf" && o.output.size() > file.size() && o.output.ends_with(file)) {

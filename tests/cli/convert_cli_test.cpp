@@ -378,6 +378,19 @@ TEST(ConvertCli, ExtensionsInAnyCaseAndPthChooseTheFormat) {
     }
     EXPECT_FALSE(std::filesystem::exists(dir.file("checkpoint")));
     expect_same_tensors(a, dir.file("m.SafeTensors"));
+    // --to naming the other format than the name: refused, nothing written (a PyTorch zip named
+    // .safetensors fails in every safetensors loader, far from here)
+    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--to=nvidia_pt --output=" + dir.file("n.safetensors"), "a PyTorch file under a safetensors name"},
+             {"--to=pt --output=" + dir.file("n.SAFETENSORS"), "a PyTorch file under a safetensors name"},
+             {"--to=hf --output=" + dir.file("n.bin"), "a safetensors file under a PyTorch name"},
+             {"--to=safetensors --output=" + dir.file("n.pth"), "a safetensors file under a PyTorch name"}}) {
+        const auto r = run_bertbench("convert --input=" + a + " " + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags << ": " << r.out;
+        EXPECT_NE(r.out.find(says), std::string::npos) << flags << ": " << r.out;
+    }
+    for (const char* out : {"n.safetensors", "n.SAFETENSORS", "n.bin", "n.pth"})
+        EXPECT_FALSE(std::filesystem::exists(dir.file(out))) << out;
 }
 
 TEST(ConvertCli, RealTfCheckpointRoundTripsByteForByte) {
