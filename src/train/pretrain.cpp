@@ -146,6 +146,12 @@ public:
                  "multiple of {}", o_.eval_batch_size, ranks, ranks);
         local_train_batch_ = o_.train_batch_size / ranks;
         local_eval_batch_ = std::max(1, o_.eval_batch_size / ranks);
+        if (o_.do_eval) {  // an eval set smaller than the batch: the arena for its records, not for the flag
+            eval_set_records_ = eval_records(eval_files_, o_.eval_batch_size, o_.skip_corrupt_records,
+                                             o_.max_seq_length, o_.max_predictions_per_seq);
+            local_eval_batch_ = static_cast<int>(
+                std::clamp<int64_t>((eval_set_records_ + ranks - 1) / ranks, 1, local_eval_batch_));
+        }
         table_ = std::make_unique<model::ParamTable>(config_, model::Heads::pretraining);
         make_engines();
     }
@@ -466,9 +472,11 @@ private:
                   table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
                   engine_->arena_bytes() / double(1 << 20), plan_batch, o_.max_seq_length,
                   o_.max_predictions_per_seq,
-                  eval_engine_ ? fmt::format(" (+ {:.1f} MiB forward-only for eval batch {})",
-                                             eval_engine_->arena_bytes() / double(1 << 20),
-                                             o_.eval_batch_size)
+                  eval_engine_ ? fmt::format(" (+ {:.1f} MiB forward-only for eval batch {}{})",
+                                             eval_engine_->arena_bytes() / double(1 << 20), o_.eval_batch_size,
+                                             eval_set_records_ < o_.eval_batch_size
+                                                 ? fmt::format(": the eval set's {} records", eval_set_records_)
+                                                 : std::string())
                                : std::string(),
                   table_->total_floats() * 8.0 / (1 << 20));
     }
@@ -533,6 +541,7 @@ private:
     TimeToTarget ttt_;  // evaluations, best accuracy, time and samples to target
     std::vector<CurvePoint> acc_curve_;
     int local_train_batch_ = 0, local_eval_batch_ = 1;  // per rank (the flags are global)
+    int64_t eval_set_records_ = 0;  // with --do_eval: the eval files' records, counted up to --eval_batch_size
     bool root_ = true;
     uint64_t first_epoch_ = 0;
 };

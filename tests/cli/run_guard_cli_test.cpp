@@ -134,6 +134,26 @@ TEST(RunGuardCli, APausedRunLogsOneRunStopAndNoExtraEvaluation) {
     EXPECT_EQ(log.find("\"epoch_num\": 12"), std::string::npos) << log;
 }
 
+// An eval set smaller than --eval_batch_size: the forward-only arena is planned for its records,
+// not for the flag (a batch of 100000 against a 100-record set was planned for 100000 sequences and
+// failed "out of memory"), and the evaluation is the same as with a batch of exactly its records.
+TEST(RunGuardCli, AnEvalBatchLargerThanTheEvalSetIsPlannedForItsRecords) {
+    const GuardDir w("eval_batch");
+    const std::string eval = " --do_eval --eval_input_file=" + golden("eval_pick/public_128_eval100.tfrecord");
+    std::string line = w.pretrain(w.p("big"), 2);
+    line.replace(line.find(" --nodo_eval"), 12, eval + " --eval_batch_size=100000");
+    const auto big = run_bertbench(line);
+    ASSERT_EQ(big.exit_code, 0) << big.out;
+    EXPECT_NE(big.out.find("forward-only for eval batch 100000: the eval set's 100 records)"), std::string::npos)
+        << big.out;
+    line = w.pretrain(w.p("exact"), 2);
+    line.replace(line.find(" --nodo_eval"), 12, eval + " --eval_batch_size=100");
+    const auto exact = run_bertbench(line);
+    ASSERT_EQ(exact.exit_code, 0) << exact.out;
+    EXPECT_NE(slurp(w.p("big") + "/eval_results.txt").find("masked_lm_accuracy = "), std::string::npos);
+    EXPECT_EQ(slurp(w.p("big") + "/eval_results.txt"), slurp(w.p("exact") + "/eval_results.txt"));
+}
+
 // A run resumed with another --steps_per_update, whose checkpoint step is not a multiple of it:
 // the flag is named, not the checkpoint blamed alone (the hint once was to move it away).
 TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
