@@ -190,7 +190,7 @@ function makePoint(a, rec, T, B, times, tot, extra) {
     real_token_fraction: tot.real / tot.padded,
     step_ms_median: med, step_ms_min: s[0], step_ms_max: s[n - 1],
     latency_ms_p50: percentile(s, 0.5), latency_ms_p90: percentile(s, 0.9), latency_ms_p99: percentile(s, 0.99),
-    step_ms: times, gflops: tot.flops * perS / 1e9, ceiling_gflops: 0, mfu: 0, optimizer_included: false,
+    step_ms: times, gflops: tot.flops * perS / 1e9, ceiling_gflops: null, mfu: null, optimizer_included: false,
     peak_rss_mb: process.resourceUsage().maxRSS / 1024 }, extra);
 }
 

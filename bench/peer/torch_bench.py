@@ -430,7 +430,7 @@ def run_point(mode, name, T, B, threads, warmup, steps, optimizer, min_time=0.0,
             "step_ms_median": med, "step_ms_min": s[0], "step_ms_max": s[-1],
             "latency_ms_p50": percentile(s, 0.5), "latency_ms_p90": percentile(s, 0.9),
             "latency_ms_p99": percentile(s, 0.99), "step_ms": times,
-            "gflops": flops / (med / 1e3) / 1e9, "ceiling_gflops": 0, "mfu": 0,
+            "gflops": flops / (med / 1e3) / 1e9, "ceiling_gflops": None, "mfu": None,
             "optimizer_included": opt is not None, "optimizer": optimizer if opt is not None else "none",
             "graph": graph if mode == "infer" else "eager", "jit_vs_eager_max_abs_diff": jit_diffs,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}

@@ -52,6 +52,7 @@ std::string escape(const std::string& s) {
 }
 
 std::string num(const nlohmann::json& v, int decimals) {
+    if (v.is_null()) return "-";  // not measured (an MFU without a ceiling)
     if (v.is_number_integer()) return std::to_string(v.get<long long>());
     if (v.is_number()) return fmt::format("{:.{}f}", v.get<double>(), decimals);
     if (v.is_string()) return v.get<std::string>();
@@ -175,7 +176,7 @@ std::string format_points(const std::vector<nlohmann::json>& points, Format f) {
             const auto row = point_row(p);
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';
-                out += csv_field(row[i]);
+                out += p.contains(cols[i].key) && p[cols[i].key].is_null() ? "" : csv_field(row[i]);  // CSV's NA
             }
             out += "\n";
         }
@@ -518,7 +519,7 @@ nlohmann::json perfzero_summary(const std::vector<nlohmann::json>& points,
         for (const char* m :
              {"sequences_per_second", "tokens_per_second", "padded_tokens_per_second",
               "step_ms_median", "latency_ms_p99", "gflops", "mfu"})
-            metrics.push_back({{"name", id + "/" + m}, {"value", p[m]}});
+            if (p.contains(m) && !p[m].is_null()) metrics.push_back({{"name", id + "/" + m}, {"value", p[m]}});
     }
     for (const auto& c : ceilings)  // a CPU ceiling per thread count; a device's (device_gemm.hpp)
         metrics.push_back({{"name", c.contains("device") ? fmt::format("ceiling/{}/{}_gemm_gflops",

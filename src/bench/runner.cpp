@@ -566,8 +566,9 @@ nlohmann::json PointResult::to_json() const {
             {"latency_ms_p99", latency_ms_p99},
             {"step_ms", step_ms},
             {"gflops", gflops},
-            {"ceiling_gflops", ceiling_gflops},
-            {"mfu", mfu},
+            // null without a ceiling (--noceiling): no MFU was measured, not an MFU of 0
+            {"ceiling_gflops", ceiling_gflops > 0 ? nlohmann::json(ceiling_gflops) : nlohmann::json(nullptr)},
+            {"mfu", ceiling_gflops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)},
             {"optimizer_included", point.mode == "train"},
             {"arena_mb", arena_mb},
             {"peak_rss_mb", peak_rss_mb},

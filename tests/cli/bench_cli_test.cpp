@@ -91,6 +91,34 @@ TEST(BenchCli, CsvAndJsonFormatsParse) {
     ASSERT_EQ(j.size(), 1u);
     EXPECT_EQ(j[0]["optimizer_included"], true);
     EXPECT_NEAR(j[0]["mfu"].get<double>(), j[0]["gflops"].get<double>() / 50, 1e-9);
+    // without a ceiling no MFU was measured: null in JSON, empty in CSV (it was 0, an MFU of 0 %)
+    r = run_bertbench("bench --mode=infer --model=tiny --seq_len=16 --batch_size=1 --threads=1 --warmup=0 --steps=1 "
+                      "--noceiling --format=json 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto none = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(none[0]["mfu"].is_null()) << r.out;
+    EXPECT_TRUE(none[0]["ceiling_gflops"].is_null()) << r.out;
+    r = run_bertbench("bench --mode=infer --model=tiny --seq_len=16 --batch_size=1 --threads=1 --warmup=0 --steps=1 "
+                      "--noceiling --format=csv 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::vector<std::string> header, row;
+    std::stringstream csv(r.out);
+    for (std::string l; std::getline(csv, l);)
+        if (!is_log_line(l)) (header.empty() ? header : row).push_back(l);
+    ASSERT_EQ(row.size(), 1u) << r.out;
+    const auto field = [](const std::string& line, const std::string& key, const std::string& head) {
+        std::vector<std::string> keys, values;
+        for (std::stringstream k(head), v(line); ;) {
+            std::string a, b;
+            if (!std::getline(k, a, ',')) break;
+            std::getline(v, b, ',');
+            keys.push_back(a), values.push_back(b);
+        }
+        const auto at = std::find(keys.begin(), keys.end(), key);
+        return at == keys.end() ? std::string("<no column>") : values[static_cast<size_t>(at - keys.begin())];
+    };
+    EXPECT_EQ(field(row[0], "mfu", header[0]), "") << r.out;
+    EXPECT_NE(field(row[0], "gflops", header[0]), "") << r.out;
 }
 
 // --mode=gemm keeps stdout one document of --format: JSON carries the ceilings (their text lines
