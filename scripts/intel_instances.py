@@ -131,8 +131,9 @@ def run(runs, combined, in_graph, say):
     statuses = [p.wait() for p in procs]
     figures = []
     for (words, log, json_path), status in zip(runs, statuses):
-        if status != 0:
-            say("instance %s failed (exit %d): %s" % (log, status, log))
+        if status != 0:  # its error line, which is in the log
+            err = next((l for l in reversed(support.read_text(log).splitlines()) if "error:" in l), "")
+            say("instance %s failed (exit %d)%s" % (log, status, ": " + err if err else ""))
             continue
         point = support.first_bench_point(json_path)
         lines = support.inference_lines(point, in_graph) if point else []

@@ -196,8 +196,10 @@ def instance_pools(args):
     threads = os.environ.get("OMP_NUM_THREADS", "")  # the launcher keeps a value already set
     if threads and not (threads.isdigit() and int(threads) > 0):
         raise Refused("OMP_NUM_THREADS=%s: expected a positive number of threads" % threads)
+    # bertbench refuses more threads than the CPUs it may use (IPEX's would run them on fewer CPUs)
     return [Instance(i, sorted(c for c, _ in parts[i]), sorted({n for _, n in parts[i]}),
-                     pool_name([c for c, _ in parts[i]]), int(threads) if threads else len(parts[i]))
+                     pool_name([c for c, _ in parts[i]]),
+                     min(int(threads), len(parts[i])) if threads else len(parts[i]))
             for i in idx]
 
 
@@ -286,11 +288,38 @@ def main(argv):
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 1
     binary = bertbench_binary()
-    os.makedirs(plan.run_dir, exist_ok=True)
-    for path, text in plan.writes.items():
-        with open(path, "w") as f:
-            f.write(text)
-    logs = Logs(launcher, stamp, instances)
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    if omp and any(inst.threads < int(omp) for inst in instances):
+        plan.notes.append("OMP_NUM_THREADS=%s: more threads than an instance's CPUs; each instance runs "
+                          "as many threads as it has CPUs (%s), as bertbench takes no more threads than "
+                          "the CPUs it may use" % (omp, ", ".join(str(i.threads) for i in instances)))
+    made = not os.path.exists(plan.run_dir)
+
+    def remove_ours():  # a run that did not start leaves no directory of ours behind
+        if made and os.path.isdir(plan.run_dir) and \
+                set(os.listdir(plan.run_dir)) <= {os.path.basename(p) for p in plan.writes}:
+            for path in plan.writes:
+                if os.path.exists(path):
+                    os.remove(path)
+            os.rmdir(plan.run_dir)
+
+    try:
+        os.makedirs(plan.run_dir, exist_ok=True)
+        for path, text in plan.writes.items():
+            with open(path, "w") as f:
+                f.write(text)
+    except OSError as e:
+        remove_ours()
+        print("%s: error: --output_dir: cannot write %s there (%s)" % (
+            PROG, e.filename or plan.run_dir, e.strerror), file=sys.stderr)
+        return 1
+    try:
+        logs = Logs(launcher, stamp, instances)
+    except OSError as e:
+        remove_ours()
+        print("%s: error: --log_path=%s: cannot write the launcher's logs there (%s: %s)" % (
+            PROG, launcher.log_dir, e.filename, e.strerror), file=sys.stderr)
+        return 1
     ignored = [f for f, v in [("--enable_jemalloc", launcher.enable_jemalloc),
                               ("--memory-allocator", launcher.memory_allocator),
                               ("--benchmark", launcher.benchmark)] if v]
@@ -305,10 +334,8 @@ def main(argv):
     if status == 0:
         status = run_all([(bound(instances[i], binary, args), [logs.inst[i]])
                           for i, streams in enumerate(plan.streams) for args in streams], logs)
-    if status != 0 and set(os.listdir(plan.run_dir)) <= {os.path.basename(p) for p in plan.writes}:
-        for path in plan.writes:  # a run that did not start leaves no directory of ours behind
-            os.remove(path)
-        os.rmdir(plan.run_dir)
+    if status != 0:
+        remove_ours()
     for i in range(len(instances) if status == 0 else 0):
         try:
             lines, own = plan.finish(i, binary)

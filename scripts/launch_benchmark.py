@@ -202,6 +202,8 @@ def joined(directory, name, flag):
 def training_command(m, given, ranks, batch, out, notes):
     option = m["train_option"]
     accum = int(m["accum_steps"])
+    if accum < 1:
+        raise Refused("model arg accum_steps=%d: expected >= 1 (micro-batches per update)" % accum)
     lr = float(m["learning_rate"]) * (math.sqrt(ranks) if ranks > 1 else 1.0)
     if ranks > 1:
         notes.append("%d ranks: global batch %d x %d = %d, learning rate x sqrt(%d) = %s (Intel's "
@@ -476,6 +478,10 @@ def build(argv):
         notes.append("Warning: The --num-instances flag is deprecated and will be removed in the "
                      "future. Please use --numa-cores-per-instance instead. (Intel's warning; it "
                      "runs one instance, as here)")
+    for w in extra:  # before the model args: the value after such a flag is read as one of them
+        if w.startswith("-") and "=" not in w:
+            raise Refused("%s: not a flag of Intel's launcher (it passes unknown flags on as model args, "
+                          "which are name=value)" % w)
     given = parse_model_args(args.model_args + extra, args.mode)
     known = TRAIN_ARGS if training else INFER_ARGS
     m = dict(known)
@@ -496,6 +502,11 @@ def build(argv):
                               ("--onednn-graph", args.onednn_graph), ("--verbose", args.verbose),
                               ("--weight-sharing", args.weight_sharing),
                               ("--synthetic-data", args.synthetic_data)] if v]
+    if training:  # Intel's training scripts take the files its model args name, as they are
+        ignored += ["%s=%s (training reads the files the model args name: vocab_file=, train_file=, "
+                    "config_file=, init_checkpoint=, input_file=)" % (f, v)
+                    for f, v in [("--data-location", args.data_location), ("--checkpoint", args.checkpoint),
+                                 ("--in-graph", args.input_graph)] if v]
     if args.num_train_steps is not None and not (training and m["train_option"] == "Pretraining"):
         ignored.append("--num-train-steps=%d (%s)" % (args.num_train_steps, "SQuAD trains num_train_epochs"
                                                        if training else "inference"))
@@ -579,7 +590,12 @@ def run_instances(after, dry_run):
     print("wait", flush=True)
     if dry_run:
         return 0
-    os.makedirs(after["out"], exist_ok=True)
+    try:
+        os.makedirs(after["out"], exist_ok=True)
+    except OSError as e:
+        print("%s: error: --output-dir=%s: cannot create the directory (%s)" % (PROG, after["out"], e.strerror),
+              file=sys.stderr)
+        return 1
     status, figures = intel_instances.run(after["runs"], after["combined"], after["in_graph"],
                                           lambda line: print("%s: %s" % (PROG, line)))
     print("\nThe following log files were saved to the output directory:")
@@ -643,7 +659,12 @@ def main(argv):
     bench_dir = os.path.dirname(after["json"]) if after["kind"] == "bench" else None
     made = bench_dir and not os.path.exists(bench_dir)
     if made:
-        os.makedirs(bench_dir)
+        try:
+            os.makedirs(bench_dir)
+        except OSError as e:
+            print("%s: error: --output-dir=%s: cannot create the directory (%s)" % (PROG, bench_dir, e.strerror),
+                  file=sys.stderr)
+            return 1
     log = os.path.join(after["dir"], "train_log.jsonl") if after["kind"] == "train" else None
     before = support.read_text(log) if log else ""
     status = subprocess.call(words)

@@ -617,7 +617,10 @@ TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
          "--mpi_num_processes with --mode=inference"},
         {infer + " --precision=fp32 -- infer_option=Classifier", "infer_option=Classifier"},
         {infer + " --precision=fp32 --frobnicate -- infer_option=SQuAD",
-         "Expected model args in the format `name=value` but received: --frobnicate"},
+         "--frobnicate: not a flag of Intel's launcher (it passes unknown flags on as model args, which are "
+         "name=value)"},
+        // the flag named, not its value (argparse takes the value for a positional model arg)
+        {infer + " --precision=fp32 --frobnicate 3 -- infer_option=SQuAD", "--frobnicate: not a flag"},
         {infer + " --precision=fp32 -- infer_option=SQuAD nonsense", "received: nonsense"},
         {infer + " --precision=fp32 -- infer_option=SQuAD train_file=x",
          "model arg train_file=x: Intel's start.sh passes it on as --train-file and its bert_large "
@@ -628,6 +631,9 @@ TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
          "--socket-id)"},
         {train + " --precision=fp32 -- train_option=SQuAD accum_steps=2",
          "Intel's run_squad.py trains nothing with it"},
+        // it was multiplied into the steps: "--num_train_steps: expected > 0, got 0" from bertbench
+        {train + " --precision=fp32 -- train_option=Pretraining accum_steps=0",
+         "model arg accum_steps=0: expected >= 1"},
         {train + " --precision=fp32 -- train_option=Pretraining learning_rate=1e-4x",
          "model arg learning_rate=1e-4x: expected a number (Intel's argparse type), got '1e-4x'"},
         {train + " --precision=fp32 -- train_option=Pretraining warmup_steps=1.5",
@@ -662,6 +668,22 @@ TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
     EXPECT_NE(dry.out.find("not Intel's calibrated int8 graph"), std::string::npos) << dry.out;
     EXPECT_NE(dry.out.find("the last wins; so the benchmark runs"), std::string::npos) << dry.out;
     EXPECT_FALSE(fs::exists(out));
+    // an --output-dir that cannot be made: one line naming it (it was a Python traceback)
+    const std::string under_file = d.dataset + "/dev-v1.1.json/out";
+    auto r = launch("--model-name=bert_large --mode=inference --framework=tensorflow --precision=fp32 --batch-size=2 "
+                    "--data-location " + d.checkpoint + " --output-dir=" + under_file +
+                    " --benchmark-only -- infer_option=SQuAD max_seq_length=64 warmup_steps=0 steps=1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("launch_benchmark.py: error: --output-dir=" + under_file +
+                         ": cannot create the directory (Not a directory)"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
+    // training takes the files its model args name: --data-location, --checkpoint are said to do nothing
+    r = launch(train + " --precision=fp32 --dry-run --data-location " + d.dataset + " --checkpoint " + d.checkpoint +
+               " -- train_option=SQuAD");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("--data-location=" + d.dataset + " (training reads the files the model args name"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--checkpoint=" + d.checkpoint + " (training reads"), std::string::npos) << r.out;
 }
 
 }  // namespace

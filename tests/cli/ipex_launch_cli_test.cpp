@@ -224,12 +224,26 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     write_file_atomic(d.tmp.file("gpt.json"), R"({"model_type": "gpt2"})");
     typed.replace(typed.find(d.config), d.config.size(), d.tmp.file("gpt.json"));
     refused(typed, d.tmp.file("gpt.json") + ": model_type \"gpt2\": bertbench runs BERT");
-    // bertbench's own refusal after the start: its error, its status, no run directory left
-    const auto r = testing::run_script("ipex_launch.py",
-                                       without(" --learning_rate=3.5e-4") + " --learning_rate=-1");
+    // bertbench's own refusal after the start: its error, its status, no run directory left;
+    // OMP_NUM_THREADS above the instance's CPUs (Intel's quickstarts export 4) is clamped, said
+    // (bertbench refused it: "--threads=64: expected 1..2", an error naming a flag never given)
+    auto r = testing::run_script("ipex_launch.py", without(" --learning_rate=3.5e-4") + " --learning_rate=-1",
+                                 "OMP_NUM_THREADS=64");
     EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("ipex_launch.py: OMP_NUM_THREADS=64: more threads than an instance's CPUs"),
+              std::string::npos) << r.out;
     EXPECT_NE(r.out.find("bertbench pretrain: error: --learning_rate: expected 0 .. 3.40282e+38"),
               std::string::npos) << r.out;
+    EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
+    // a --log_path that cannot be a directory: one line naming it (it was a Python traceback), and
+    // the run directory already made is removed
+    std::string log_on_file = line;
+    log_on_file.replace(log_on_file.find("--log_path=" + out), 11 + out.size(), "--log_path=" + d.config);
+    r = testing::run_script("ipex_launch.py", log_on_file);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("ipex_launch.py: error: --log_path=" + d.config + ": cannot write the launcher's logs there"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
     EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
 }
 
