@@ -594,6 +594,15 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
                          ") is not empty."),
               std::string::npos)
         << r.out;
+    // a failing instance: its error line, which is in its log, is said (the log's name was, twice)
+    std::string missing = line;
+    missing.replace(missing.find(" --data-location " + d.dataset), 17 + d.dataset.size(),
+                    " --data-location " + d.tmp.file("nowhere"));
+    missing.replace(missing.find(" --output-dir " + out), 14 + out.size(), " --output-dir " + d.tmp.file("out2"));
+    r = launch(missing + " --numa-cores-per-instance 1 -- infer-option=SQuAD max_seq_length=32 warmup_steps=1 steps=2");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("_instance0.log failed (exit 1): bertbench bench: error: " + d.tmp.file("nowhere") +
+                         "/bert_config.json"), std::string::npos) << r.out;
 }
 
 // What has no bertbench equivalent, or fails in Intel's chain too: one line with the reason, exit
