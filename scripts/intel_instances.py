@@ -86,8 +86,8 @@ def plan(args, machine, cmd, out, precision_label, batch, want, why, fit, binary
     if args.num_cores != -1:
         notes.append("--num-cores=%d: no effect with --numa-cores-per-instance (Intel's "
                      "multi-instance runs ignore it)" % args.num_cores)
-    notes.append("OMP_NUM_THREADS, --num-inter-threads: no effect (bertbench runs one thread "
-                 "pool of --threads per instance)")
+    if os.environ.get("OMP_NUM_THREADS"):  # --num-inter-threads is in the launcher's no-effect list
+        notes.append("OMP_NUM_THREADS: no effect (bertbench runs one thread pool of --threads per instance)")
     numactl = shutil.which("numactl")
     if not numactl:
         notes.append("numactl not found: taskset binds each instance's CPUs (Intel's launcher "

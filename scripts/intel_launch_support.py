@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import re
+import sys
 
 
 # transformers' BertConfig() defaults (--model_type bert without a config file): BERT-base.
@@ -33,7 +34,9 @@ class ArgumentParser(argparse.ArgumentParser):
     refusals naming the parser's program, not a usage text."""
 
     def error(self, message):
-        raise Refused("%s: %s" % (self.prog, message))
+        # the launcher's own parser: its error line already starts with its name
+        own = self.prog == os.path.basename(sys.argv[0])
+        raise Refused(message if own else "%s: %s" % (self.prog, message))
 
 
 class Plan:

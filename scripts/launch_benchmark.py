@@ -33,7 +33,6 @@ BERTBENCH_MPIRUN (the mpirun command; default "mpirun", with --allow-run-as-root
 Intel's launcher passes it), BERTBENCH_CPU_TOPOLOGY=SxCxT (plan for another machine: S sockets of
 C cores of T threads; for --dry-run and tests).
 """
-import argparse
 import json
 import math
 import os
@@ -89,7 +88,7 @@ SETTINGS.update({"checkpoint_directory": "--checkpoint", "dataset_location": "--
 
 
 def parse_launcher(argv):
-    p = argparse.ArgumentParser(prog=PROG, allow_abbrev=False, add_help=True,
+    p = support.ArgumentParser(prog=PROG, allow_abbrev=False, add_help=True,
                                 description=__doc__.split("\n")[0])
     a = p.add_argument
     a("-f", "--framework", required=True)

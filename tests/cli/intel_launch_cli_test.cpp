@@ -654,7 +654,10 @@ TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
         {train + " --precision=fp32 -- train_option=Classifier task_name=MRPC",
          "train_option=Classifier: bertbench has no Classifier fine-tuning"},
         {"--model-name=resnet50 --precision=fp32 --mode=inference --framework=tensorflow",
-         "--model-name=resnet50"}};
+         "--model-name=resnet50"},
+        // argparse's own errors: one line too (it printed its usage), the launcher named once
+        {"--model-name=bert_large --mode=inference",
+         "launch_benchmark.py: error: the following arguments are required: -f/--framework, -p/--precision"}};
     for (const auto& [args, want] : cases) {
         const auto r = launch(args);
         EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
