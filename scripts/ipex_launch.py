@@ -167,8 +167,9 @@ def instance_pools(args):
     if ncores > 0:
         parts = [g[i * ncores:(i + 1) * ncores] for g in groups for i in range(len(g) // ncores)]
         if ninstances > len(parts) or not parts:
-            raise Refused("--ncores-per-instance=%d --ninstances=%d: the pool has %d core(s) "
-                          "(the launcher asserts)" % (ncores, ninstances, len(pool)))
+            raise Refused("%s: the pool has %d core(s) (the launcher asserts)" % (
+                "--latency-mode (4 cores per instance)" if args.latency_mode else
+                "--ncores-per-instance=%d --ninstances=%d" % (ncores, ninstances), len(pool)))
         if 0 < ninstances < len(parts):
             if args.strategy != "close":
                 raise Refused("--strategy=%s: only the launcher's default, close (the first "

@@ -193,6 +193,9 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
             "BERTBENCH_CPU_TOPOLOGY=1x4x1");
     refused("--throughput_mode " + line, "2 instances: one process is mapped",
             "BERTBENCH_CPU_TOPOLOGY=2x2x1");
+    // the mode named, not the values it sets (--ncores-per-instance=4 --ninstances=0, never given)
+    refused("--latency_mode " + line, "--latency-mode (4 cores per instance): the pool has 2 core(s)",
+            "BERTBENCH_CPU_TOPOLOGY=1x2x1");
     std::string node = line;
     node.replace(node.find("--node_id 0"), 11, "--node_id 3");
     refused(node, "--nodes-list=3: NUMA node 3 has no CPU", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
