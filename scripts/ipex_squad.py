@@ -120,7 +120,8 @@ def predict_path(s):
     name = s.predict_file or ("dev-v2.0.json" if s.version_2_with_negative else "dev-v1.1.json")
     path = os.path.join(s.data_dir or "", name)
     if not os.path.isfile(path):
-        raise Refused("--predict_file=%s: no such file" % path)
+        raise Refused("--predict_file=%s: %s" % (path, "a directory, expected the SQuAD JSON file"
+                                                 if os.path.isdir(path) else "no such file"))
     return path
 
 
