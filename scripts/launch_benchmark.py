@@ -580,6 +580,17 @@ def instance_plan(args, given, cmd, out, batch, intra, notes, ignored):
                                "in_graph": bool(args.input_graph), "out": out}
 
 
+def make_output_dir(path):
+    """Creates the output directory (as Intel's launcher does); False, said in one line, when it cannot."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        return True
+    except OSError as e:
+        print("%s: error: --output-dir=%s: cannot create the directory (%s)" % (PROG, path, e.strerror),
+              file=sys.stderr)
+        return False
+
+
 def run_instances(after, dry_run):
     """Intel's multi-instance block: the commands, then (unless --dry-run) the run, each
     instance's lines, the log files and the sum the quickstarts' grep | awk prints."""
@@ -589,11 +600,7 @@ def run_instances(after, dry_run):
     print("wait", flush=True)
     if dry_run:
         return 0
-    try:
-        os.makedirs(after["out"], exist_ok=True)
-    except OSError as e:
-        print("%s: error: --output-dir=%s: cannot create the directory (%s)" % (PROG, after["out"], e.strerror),
-              file=sys.stderr)
+    if not make_output_dir(after["out"]):
         return 1
     status, figures = intel_instances.run(after["runs"], after["combined"], after["in_graph"],
                                           lambda line: print("%s: %s" % (PROG, line)))
@@ -657,13 +664,8 @@ def main(argv):
     # no empty directory behind.
     bench_dir = os.path.dirname(after["json"]) if after["kind"] == "bench" else None
     made = bench_dir and not os.path.exists(bench_dir)
-    if made:
-        try:
-            os.makedirs(bench_dir)
-        except OSError as e:
-            print("%s: error: --output-dir=%s: cannot create the directory (%s)" % (PROG, bench_dir, e.strerror),
-                  file=sys.stderr)
-            return 1
+    if made and not make_output_dir(bench_dir):
+        return 1
     log = os.path.join(after["dir"], "train_log.jsonl") if after["kind"] == "train" else None
     before = support.read_text(log) if log else ""
     status = subprocess.call(words)
