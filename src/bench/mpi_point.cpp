@@ -50,7 +50,7 @@ MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOpt
     }
 
     omp_set_num_threads(p.threads);
-    const int max_pred = p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
+    const int max_pred = point_max_predictions(p);
     const model::ParamTable table(p.config, model::Heads::pretraining);
     model::EngineOptions opts{p.dtype};
     opts.last_layer_subset = p.last_layer_subset;

@@ -41,10 +41,6 @@ void reset_peak_rss() {
 }
 
 bool is_squad(const Point& p) { return p.task == "squad"; }
-// The masked positions per sequence of a pretraining point (none for squad).
-int point_max_predictions(const Point& p) {
-    return is_squad(p) ? 0 : p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
-}
 
 // Everything one point needs: parameters, engine (the pretraining model or the span model),
 // optimizer and its batches.
@@ -206,6 +202,10 @@ nlohmann::json definitions() {
 int default_max_predictions(int seq_len) {
     if (seq_len <= 128) return std::max(1, 20 * seq_len / 128);
     return std::max(20, 76 * seq_len / 512);
+}
+
+int point_max_predictions(const Point& p) {
+    return is_squad(p) ? 0 : p.max_predictions > 0 ? p.max_predictions : default_max_predictions(p.seq_len);
 }
 
 model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq_len,

@@ -81,6 +81,8 @@ nlohmann::json definitions();
 // MLPerf's max_predictions_per_seq for a sequence length: 20 at 128, 76 at 512, proportional
 // (rounded down) in between or beyond.
 int default_max_predictions(int seq_len);
+// The masked positions per sequence of a point: --max_predictions, else the default (none for squad).
+int point_max_predictions(const Point& p);
 // B full-length sequences of seq_len tokens with random ids, two segments, masked positions and
 // NSP labels, deterministic by seed.
 model::Batch synthetic_batch(const model::BertConfig& c, int batch_size, int seq_len,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include "bench/ceiling.hpp"
 #include "bench/device_gemm.hpp"
@@ -442,6 +443,8 @@ int cmd_bench(int argc, char** argv) {
         log::warn("skipping point {}: {}", bench::point_label(p), why);
         if (first_skip.empty()) first_skip = why;
     };
+    // --data's first batch, read once per (model, sequence length, batch): "" when it reads, else why not
+    std::map<std::tuple<std::string, int, int>, std::string> data_checked;
     for (const std::string& m : modes) {
         if (m == "gemm") continue;
         for (ops::Precision d : dtypes)
@@ -458,7 +461,15 @@ int cmd_bench(int argc, char** argv) {
                                 p.last_layer_subset = last_layer_subset;
                                 try {
                                     bench::check_point(p);
-                                    bench::check_data(p, std::max(1, p.batch_size / comm.size()));
+                                    const auto [at, fresh] = data_checked.try_emplace({name, seq, b});
+                                    if (fresh) {
+                                        try {
+                                            bench::check_data(p, std::max(1, p.batch_size / comm.size()));
+                                        } catch (const Error& e) {
+                                            at->second = e.what();
+                                        }
+                                    }
+                                    if (!at->second.empty()) throw Error(at->second);
                                     planned.push_back(std::move(p));
                                 } catch (const Error& e) {
                                     invalid.emplace_back(p, e.what());

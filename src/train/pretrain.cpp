@@ -270,11 +270,12 @@ public:
             rp.seed = o_.seed;
             rp.train_samples = o_.num_train_steps * o_.train_batch_size;
             // what an evaluation reads: rank 0 counts (it alone writes the log)
-            rp.eval_samples = root_ && o_.do_eval ? eval_records(eval_files_,
-                                                                 o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
-                                                                 o_.skip_corrupt_records, o_.max_seq_length,
-                                                                 o_.max_predictions_per_seq)
-                                                  : 0;
+            // (an eval set smaller than the batch was counted whole when the engine was planned)
+            rp.eval_samples = !root_ || !o_.do_eval ? 0
+                              : eval_set_records_ < o_.eval_batch_size
+                                  ? eval_set_records_
+                                  : eval_records(eval_files_, o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
+                                                 o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq);
             mllog_->run_params(rp);
             std::vector<std::string> inputs = train_files_;
             if (o_.do_eval) inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());
