@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "ops/bf16.hpp"
+#include "ops/int8_vnni.hpp"
 #include "ops/kernels.hpp"
 
 namespace bertbench::ops {
@@ -292,10 +293,24 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
     const size_t H3 = 3 * static_cast<size_t>(H), NH3 = 3 * static_cast<size_t>(NH);
     const float c = 1.f / std::sqrt(static_cast<float>(HS));
     const Kernels& kk = kernels();
+    const bool vnni = vnni_products();
+    // Each thread runs a contiguous run of the items (sequence b, head h), in that order, of about
+    // equal cost (rows × keys): a thread's items are then mostly its own tokens' in the dense layers
+    // around (contiguous blocks of rows in thread order). Against OpenMP's dynamic schedule over
+    // the same items: 1.60 -> 1.44 ms a step (BERT-base s128 b1, 2 threads, Zen 5, 6 alternating runs).
+    std::vector<double> upto(static_cast<size_t>(items) + 1, 0.0);  // the cost of the items before each
+    for (int it = 0; it < items; ++it) {
+        const int b = it / NH, t = s.offsets[b + 1] - s.offsets[b];
+        upto[it + 1] = upto[it] + static_cast<double>(t) * s.keys(b, t);
+    }
+    const int threads = worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)) ? omp_get_max_threads() : 1;
     FirstError error;
     int bad = 0;
-#pragma omp parallel for schedule(dynamic) reduction(|| : bad) if (worth_parallel(s.prob_offsets[s.B] * (s.HS + 1)))
+#pragma omp parallel num_threads(threads) reduction(|| : bad)
     for (int it = 0; it < items; ++it) try {
+        const int p = omp_get_thread_num(), np = omp_get_num_threads();
+        const double mid = 0.5 * (upto[it] + upto[it + 1]);  // the item's, by where its middle falls
+        if (mid < upto[items] * p / np || (p + 1 < np && mid >= upto[items] * (p + 1) / np)) continue;
         const int b = it / NH, h = it % NH;
         const int o = s.offsets[b], t = s.offsets[b + 1] - o, kn = s.keys(b, t);
         if (t == 0 || bad) continue;
@@ -303,10 +318,14 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
         thread_local AlignedVector<uint8_t> u;
         thread_local AlignedVector<int32_t> acc;
         thread_local AlignedVector<float> f;
+        thread_local AlignedVector<int8_t> packed;  // k or v in vnni_product's layout
         const size_t T = static_cast<size_t>(t), K = static_cast<size_t>(kn), C = static_cast<size_t>(HS);
-        if (u.size() < T * std::max(K, C)) u.resize(T * std::max(K, C));
+        // u's rows are read in groups of 4 bytes by vnni_product: 3 bytes of room past the last
+        if (u.size() < T * std::max(K, C) + 3) u.resize(T * std::max(K, C) + 3);
         if (acc.size() < T * std::max(K, C) + K) acc.resize(T * std::max(K, C) + K);
         if (f.size() < 2 * T + 3 * K + C) f.resize(2 * T + 3 * K + C);
+        if (vnni && packed.size() < std::max(vnni_packed_bytes(HS, kn), vnni_packed_bytes(kn, HS)))
+            packed.resize(std::max(vnni_packed_bytes(HS, kn), vnni_packed_bytes(kn, HS)));
         float *sq = f.data(), *sp = sq + T, *sk = sp + T, *sv = sk + K, *work = sv + K, *ones = work + K;
         const size_t r0 = static_cast<size_t>(o);
         for (size_t i = 0; i < T; ++i) sq[i] = scales[(r0 + i) * NH3 + h] * c;  // 1/√HS folded in
@@ -330,13 +349,24 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
             for (size_t x = 0; x < C; ++x) sum += kj[x];
             ko[j] = 128 * sum;
         }
-        // Inside the parallel region the products run on this thread alone (matmul.hpp).
-        matmul(MatmulType::u8, true, t, kn, HS, u.data(), HS, q + H, static_cast<int>(H3), 0.f, acc.data(), kn,
-               nullptr, MatmulType::s32);
+        // The products on AVX512-VNNI by hand (int8_vnni.hpp), else on oneDNN: inside the parallel
+        // region on this thread alone (matmul.hpp). The same int32 sums either way.
+        if (vnni) {
+            vnni_pack_transposed(packed.data(), q + H, H3, HS, kn);
+            vnni_product(acc.data(), K, u.data(), C, packed.data(), t, kn, HS);
+        } else {
+            matmul(MatmulType::u8, true, t, kn, HS, u.data(), HS, q + H, static_cast<int>(H3), 0.f, acc.data(), kn,
+                   nullptr, MatmulType::s32);
+        }
         bad = !kk.softmax_rows_u8(u.data(), sp, acc.data(), ko, sq, sk, sv, t, kn, work);
         if (bad) continue;
-        matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, q + 2 * H, static_cast<int>(H3), 0.f, acc.data(), HS,
-               nullptr, MatmulType::s32);
+        if (vnni) {
+            vnni_pack_rows(packed.data(), q + 2 * H, H3, kn, HS);
+            vnni_product(acc.data(), C, u.data(), K, packed.data(), t, HS, kn);
+        } else {
+            matmul(MatmulType::u8, false, t, HS, kn, u.data(), kn, q + 2 * H, static_cast<int>(H3), 0.f, acc.data(),
+                   HS, nullptr, MatmulType::s32);
+        }
         kk.dequantize_rows(ctx + r0 * H + static_cast<size_t>(h) * HS, acc.data(), nullptr, sp, ones, nullptr, nullptr,
                            t, HS, H, nullptr);
     } catch (...) {

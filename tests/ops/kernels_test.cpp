@@ -14,6 +14,8 @@
 
 #include "check.hpp"
 #include "ops/int8.hpp"
+#include "ops/int8_vnni.hpp"
+#include "ops/matmul.hpp"
 #include "ops/kernels.hpp"
 #include "ops/quantize.hpp"
 #include "ops/vmath.hpp"
@@ -555,6 +557,57 @@ TEST(KernelsInt8, SoftmaxRowsU8RejectsNonFiniteScores) {
                                                     w.data(), 1, C, work.data()))
                         << k->name << " C=" << C << " at " << at << (nan ? " NaN" : " Inf");
                 }
+        }
+    }
+}
+
+// The int8 attention's hand-written VNNI products (ops/int8_vnni.hpp) against oneDNN's u8 × s8
+// product and a plain loop, int32 for int32: B from both source layouts (keys stored transposed, v
+// row-major, rows ld apart inside a wider matrix), M, N and K not multiples of the tile (6 rows, 64
+// outputs) or of the 4-input group, N over several tiles, extreme values (255 · ±127 · K), and A's
+// rows read past K into bytes that must not count.
+TEST(KernelsInt8, VnniProductsAreOnednnsSums) {
+    if (!vnni_products()) GTEST_SKIP() << "no AVX512-VNNI here, or BB_ISA=avx2 (CPU: " << cpu_isa_summary() << ")";
+    struct Shape {
+        int M, N, K;
+    };
+    for (const Shape sh : {Shape{1, 1, 1}, Shape{5, 3, 2}, Shape{7, 17, 5}, Shape{13, 64, 64}, Shape{128, 128, 64},
+                           Shape{31, 130, 63}, Shape{6, 200, 129}, Shape{128, 64, 128}, Shape{97, 65, 384}}) {
+        const auto [M, N, K] = sh;
+        const size_t ld = static_cast<size_t>(std::max(N, K)) + 9;  // rows of a wider matrix
+        uint32_t x = 12345u + static_cast<uint32_t>(M * 7 + N * 131 + K);
+        const auto next = [&] { return x = x * 1664525u + 1013904223u, static_cast<uint8_t>(x >> 24); };
+        // A with room: the bytes past each row's K are garbage that B's zero padding must cancel
+        std::vector<uint8_t> a(static_cast<size_t>(M) * K + 3);
+        for (auto& v : a) v = next();
+        std::vector<int8_t> bt(static_cast<size_t>(N) * ld), br(static_cast<size_t>(K) * ld);  // B(k,n): n·ld+k, k·ld+n
+        for (auto& v : bt) v = static_cast<int8_t>(next());
+        for (auto& v : br) v = static_cast<int8_t>(next());
+        if (M * N * K > 1000) {  // the extremes: a row of 255s against columns of ±127
+            std::fill_n(a.begin(), K, uint8_t{255});
+            for (int k = 0; k < K; ++k) bt[static_cast<size_t>(k)] = 127, br[static_cast<size_t>(k) * ld] = -127;
+        }
+        for (const bool transposed : {true, false}) {
+            const int8_t* b = transposed ? bt.data() : br.data();
+            std::vector<int32_t> want(static_cast<size_t>(M) * N), dnnl(want.size()), got(want.size(), -1);
+            for (int i = 0; i < M; ++i)
+                for (int n = 0; n < N; ++n) {
+                    int64_t sum = 0;
+                    for (int k = 0; k < K; ++k)
+                        sum += int64_t{a[static_cast<size_t>(i) * K + k]} *
+                               (transposed ? b[static_cast<size_t>(n) * ld + k] : b[static_cast<size_t>(k) * ld + n]);
+                    want[static_cast<size_t>(i) * N + n] = static_cast<int32_t>(sum);
+                }
+            matmul(MatmulType::u8, transposed, M, N, K, a.data(), K, b, static_cast<int>(ld), 0.f, dnnl.data(), N,
+                   nullptr, MatmulType::s32);
+            std::vector<int8_t> packed(vnni_packed_bytes(K, N), 99);
+            if (transposed)
+                vnni_pack_transposed(packed.data(), b, ld, K, N);
+            else
+                vnni_pack_rows(packed.data(), b, ld, K, N);
+            vnni_product(got.data(), static_cast<size_t>(N), a.data(), static_cast<size_t>(K), packed.data(), M, N, K);
+            EXPECT_EQ(dnnl, want) << "oneDNN " << M << "x" << N << "x" << K << (transposed ? " transposed" : " rows");
+            EXPECT_EQ(got, want) << "vnni " << M << "x" << N << "x" << K << (transposed ? " transposed" : " rows");
         }
     }
 }
