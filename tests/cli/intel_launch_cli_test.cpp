@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/cli_fixtures.hpp"
+#include "cli/intel_launch_util.hpp"
 #include "dist/mpi_util.hpp"
 
 namespace bertbench {
@@ -29,25 +30,15 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::count_of;
 using testing::golden;
+using testing::IntelDirs;
+using testing::intel_launch;
 using testing::read_json;
 using testing::read_jsonl;
+using testing::running_line;
 using testing::run_bertbench;
 using testing::run_shell;
 using testing::slurp;
 using testing::TmpDir;
-
-// python3 scripts/launch_benchmark.py <args>, with this build's bertbench and the tests' mpirun;
-// `env`: more VAR=value words before it.
-testing::RunResult launch(const std::string& args, const std::string& env = "") {
-    return testing::run_script("launch_benchmark.py", args,
-                               "BERTBENCH_MPIRUN='" + testing::mpirun_command(300) + "' " + env);
-}
-
-// The "launch_benchmark.py: running: ..." line of an output.
-std::string running_line(const std::string& out) {
-    const size_t at = out.find("launch_benchmark.py: running: ");
-    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
-}
 
 // The number after `prefix` at the start of a line of `out`; NaN when there is none.
 double value_after(const std::string& out, const std::string& prefix) {
@@ -59,20 +50,6 @@ double value_after(const std::string& out, const std::string& prefix) {
 // script's binder; taskset otherwise).
 int available_cpus() { return std::stoi(run_shell("nproc").out); }
 bool have_numactl() { return run_shell("command -v numactl").exit_code == 0; }
-
-// $CHECKPOINT_DIR (vocab.txt, bert_config.json, the pretrained TF checkpoint bert_model.ckpt) and
-// $DATASET_DIR (train-v1.1.json, dev-v1.1.json) of Intel's guide.
-struct IntelDirs {
-    TmpDir tmp{"bb_intel"};
-    std::string checkpoint = tmp.file("wwm_uncased_L-24_H-1024_A-16");
-    std::string dataset = tmp.file("SQuAD-1.1");
-    IntelDirs() {
-        testing::write_tiny_bert_dir(checkpoint, tmp.file("init.safetensors"));
-        fs::create_directories(dataset);
-        fs::copy_file(golden("squad_pipeline/train-v1.1.json"), dataset + "/train-v1.1.json");
-        fs::copy_file(golden("squad_pipeline/dataset-v1.1.json"), dataset + "/dev-v1.1.json");
-    }
-};
 
 // The guide's distributed SQuAD training line, sizes shrunk (batch 4 per process, 1 epoch, seq 128).
 std::string training_line(const IntelDirs& d, const std::string& out) {
@@ -91,7 +68,7 @@ TEST(IntelLaunchBenchmark, SquadTrainingThenInferenceLines) {
     if (const std::string why = testing::mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
     const IntelDirs d;
     const std::string out = d.tmp.file("output");
-    auto r = launch(training_line(d, out));
+    auto r = intel_launch(training_line(d, out));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     // The command it runs: 2 ranks as Intel places them (mpirun --map-by socket, one numactl-bound
     // process per rank), global batch 2 x 4, learning rate x sqrt(2), bfloat16.
@@ -134,7 +111,7 @@ TEST(IntelLaunchBenchmark, SquadTrainingThenInferenceLines) {
     for (const char* f : {"vocab.txt", "bert_config.json"})
         fs::copy_file(d.checkpoint + "/" + f, d.dataset + "/" + f);
     const std::string infer_out = d.tmp.file("bert-squad-output");
-    r = launch("--model-name=bert_large --precision=bfloat16 --mode=inference --framework=tensorflow"
+    r = intel_launch("--model-name=bert_large --precision=bfloat16 --mode=inference --framework=tensorflow"
                " --batch-size=8 --data-location " + d.dataset + " --checkpoint " + fine_tuned +
                " --output-dir " + infer_out + " --docker-image intel/intel-optimized-tensorflow:latest"
                " --accuracy-only -- infer_option=SQuAD");
@@ -150,7 +127,7 @@ TEST(IntelLaunchBenchmark, SquadTrainingThenInferenceLines) {
     // Inference, benchmark mode: bench --task=squad in bfloat16, its report in --output-dir, and
     // the estimator loop's lines of Intel's run_squad.py (no frozen graph) from its timed steps.
     const std::string bench_out = d.tmp.file("bench-output");
-    r = launch("--model-name=bert_large --precision=bfloat16 --mode=inference --framework=tensorflow"
+    r = intel_launch("--model-name=bert_large --precision=bfloat16 --mode=inference --framework=tensorflow"
                " --batch-size=4 --data-location " + d.dataset + " --checkpoint " + fine_tuned +
                " --output-dir " + bench_out + " --docker-image intel/intel-optimized-tensorflow:latest"
                " --benchmark-only -- infer_option=SQuAD warmup_steps=1 steps=2");
@@ -202,7 +179,7 @@ TEST(IntelLaunchBenchmark, Fp32LinesWithInGraphFromIntelsGuide) {
                              " --docker-image intel/intel-optimized-tensorflow:latest";
 
     const std::string bench_out = d.tmp.file("bench");
-    auto r = launch(line + " --batch-size=2 --output-dir " + bench_out + " --benchmark-only"
+    auto r = intel_launch(line + " --batch-size=2 --output-dir " + bench_out + " --benchmark-only"
                     " -- infer_option=SQuAD max_seq_length=64 warmup_steps=1 steps=3");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("neither --checkpoint nor --in-graph, a frozen TensorFlow graph, is read"),
@@ -222,7 +199,7 @@ TEST(IntelLaunchBenchmark, Fp32LinesWithInGraphFromIntelsGuide) {
     EXPECT_EQ(r.out.find("\nThroughput: "), std::string::npos) << r.out;  // the estimator's line
 
     const std::string acc_out = d.tmp.file("accuracy");
-    r = launch(line + " --batch-size=16 --output-dir " + acc_out +
+    r = intel_launch(line + " --batch-size=16 --output-dir " + acc_out +
                " --accuracy-only -- infer_option=SQuAD max_seq_length=128 doc_stride=64");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("--in-graph " + graph + ": a frozen TensorFlow graph, which bertbench "
@@ -234,7 +211,7 @@ TEST(IntelLaunchBenchmark, Fp32LinesWithInGraphFromIntelsGuide) {
     EXPECT_TRUE(fs::exists(acc_out + "/predictions.json"));
 
     // Intel checks that the graph is a file; a missing one runs nothing.
-    r = launch("--model-name=bert_large --precision=fp32 --mode=inference --framework=tensorflow"
+    r = intel_launch("--model-name=bert_large --precision=fp32 --mode=inference --framework=tensorflow"
                " --data-location " + d.dataset + " --checkpoint " + fine_tuned +
                " --in-graph " + d.tmp.file("none.pb") + " --output-dir " + d.tmp.file("never") +
                " -- infer_option=SQuAD");
@@ -250,7 +227,7 @@ TEST(IntelLaunchBenchmark, Fp32LinesWithInGraphFromIntelsGuide) {
 TEST(IntelLaunchBenchmark, QuickstartSquadTrainingLine) {
     const IntelDirs d;
     const std::string out = d.tmp.file("output");
-    const auto r = launch(
+    const auto r = intel_launch(
         "--model-name=bert_large --precision=fp32 --mode=training --framework tensorflow"
         " --output-dir " + out + " --mpi_num_processes=1 --mpi_num_processes_per_socket=1"
         " --batch-size 4 --num-intra-threads 1 --num-inter-threads 2"
@@ -295,7 +272,7 @@ TEST(IntelLaunchBenchmark, QuickstartPretrainingLine) {
     const IntelDirs d;
     const std::string out = d.tmp.file("pretrain");
     const int cpus = available_cpus();
-    const auto r = launch(
+    const auto r = intel_launch(
         "--model-name=bert_large --precision=fp32 --mode=training --framework tensorflow"
         " --data-location=" + d.dataset + " --output-dir " + out + " --mpi_num_processes=1"
         " --mpi_num_processes_per_socket=1 --batch-size 4 --num-intra-threads 64"
@@ -351,7 +328,7 @@ TEST(IntelLaunchBenchmark, PretrainingStepsAndPrecedence) {
         d.checkpoint + "/bert_config.json init-checkpoint=" + d.checkpoint +
         "/bert_model.ckpt max-seq-length=128 max-predictions=20 warmup-steps=1"
         " optimized_softmax=True experimental_gelu=False profile=False";
-    auto r = launch(line + " --batch-size=4 --socket-id=-1 --num-intra-threads=1"
+    auto r = intel_launch(line + " --batch-size=4 --socket-id=-1 --num-intra-threads=1"
                     " --num-inter-threads=1 --output-dir " + out + args);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find(" pretrain --input_file="), std::string::npos) << r.out;
@@ -368,7 +345,7 @@ TEST(IntelLaunchBenchmark, PretrainingStepsAndPrecedence) {
     EXPECT_NE(r.out.find("\nThroughput is "), std::string::npos) << r.out;
 
     // Precedence, as Intel's launcher sets its environment (dry runs).
-    r = launch(line + " --dry-run --batch-size=4 --num-train-steps=2 --output-dir " + out +
+    r = intel_launch(line + " --dry-run --batch-size=4 --num-train-steps=2 --output-dir " + out +
                args + " num-train-steps=3 batch_size=8 output_dir=/elsewhere");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     std::string cmd = running_line(r.out);
@@ -377,7 +354,7 @@ TEST(IntelLaunchBenchmark, PretrainingStepsAndPrecedence) {
         EXPECT_NE(cmd.find(want), std::string::npos) << want << "\n" << cmd;
     EXPECT_NE(r.out.find("batch_size=8 (Intel's --batch-size overrides it), output_dir=/elsewhere "
                          "(Intel's --output-dir overrides it)"), std::string::npos) << r.out;
-    r = launch(line + " --dry-run --num-train-steps=2" + args + " batch_size=8");
+    r = intel_launch(line + " --dry-run --num-train-steps=2" + args + " batch_size=8");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     cmd = running_line(r.out);
     EXPECT_NE(cmd.find(" --num_train_steps=2 "), std::string::npos) << cmd;
@@ -388,7 +365,7 @@ TEST(IntelLaunchBenchmark, PretrainingStepsAndPrecedence) {
     EXPECT_NE(r.out.find("no --output-dir: writing to " + default_out), std::string::npos) << r.out;
     EXPECT_NE(cmd.find(" --output_dir=" + default_out + " "), std::string::npos) << cmd;
     // accum_steps: bertbench's gradient accumulation, Intel's update counts as micro-steps.
-    r = launch(line + " --dry-run --batch-size=4 --num-train-steps=3 --output-dir " + out + args +
+    r = intel_launch(line + " --dry-run --batch-size=4 --num-train-steps=3 --output-dir " + out + args +
                " accum_steps=2");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     cmd = running_line(r.out);
@@ -408,7 +385,7 @@ TEST(IntelLaunchBenchmark, MpiPlacementAndThreadsAsIntels) {
         " --dry-run --batch-size=24 --output-dir /tmp/never";
     const std::string model_args =
         " -- train-option=Pretraining input-file=x.tfrecord num-train-steps=20";
-    auto r = launch(line + " --mpi_num_processes=2" + model_args, topo);
+    auto r = intel_launch(line + " --mpi_num_processes=2" + model_args, topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     std::string cmd = running_line(r.out);
     const std::string bb = testing::bertbench_path();
@@ -425,13 +402,13 @@ TEST(IntelLaunchBenchmark, MpiPlacementAndThreadsAsIntels) {
     EXPECT_EQ(r.out.find("trains its own copy"), std::string::npos) << r.out;  // SQuAD's only
 
     // --num-intra-threads above a rank's CPUs (a socket's 56): clamped, said once.
-    r = launch(line + " --mpi_num_processes=2 --num-intra-threads=64" + model_args, topo);
+    r = intel_launch(line + " --mpi_num_processes=2 --num-intra-threads=64" + model_args, topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(count_of(running_line(r.out), " --threads=56"), 2u) << r.out;
     EXPECT_EQ(count_of(r.out, "--num-intra-threads=64: only 56 CPU(s) here"), 1u) << r.out;
     // More ranks than NUMA nodes (Intel's numactl -N 2 would fail): two ranks per node, its cores
     // split between them.
-    r = launch(line + " --mpi_num_processes=4" + model_args, topo);
+    r = intel_launch(line + " --mpi_num_processes=4" + model_args, topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     cmd = running_line(r.out);
     for (const char* cpus : {"0-13,56-69", "14-27,70-83", "28-41,84-97", "42-55,98-111"})
@@ -440,11 +417,11 @@ TEST(IntelLaunchBenchmark, MpiPlacementAndThreadsAsIntels) {
                   std::string::npos) << cpus << "\n" << cmd;
     EXPECT_EQ(count_of(cmd, " --threads=26"), 4u) << cmd;
     // More processes per socket: Intel's command passes no --map-by.
-    r = launch(line + " --mpi_num_processes=2 --mpi_num_processes_per_socket=2" + model_args, topo);
+    r = intel_launch(line + " --mpi_num_processes=2 --mpi_num_processes_per_socket=2" + model_args, topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(running_line(r.out).find("--map-by"), std::string::npos) << r.out;
     // pretraining.sh's single process: no mpirun, still bound to node 0.
-    r = launch(line + " --mpi_num_processes=1" + model_args, topo);
+    r = intel_launch(line + " --mpi_num_processes=1" + model_args, topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(running_line(r.out).find("running: " + node0 + bb + " pretrain "), std::string::npos)
         << r.out;
@@ -462,25 +439,25 @@ TEST(IntelLaunchBenchmark, NumCoresAndNumInstances) {
                              " --framework=tensorflow --batch-size=1 --data-location " + d.dataset +
                              " --benchmark-only";
     const std::string topo = "BERTBENCH_CPU_TOPOLOGY=2x28x2";
-    auto r = launch(line + " --dry-run --num-cores=4 -- infer_option=SQuAD", topo);
+    auto r = intel_launch(line + " --dry-run --num-cores=4 -- infer_option=SQuAD", topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(running_line(r.out).find("running: " + testing::bertbench_path() + " bench "),
               std::string::npos) << r.out;  // no binding without --socket-id
     EXPECT_NE(running_line(r.out).find(" --threads=4"), std::string::npos) << r.out;
-    r = launch(line + " --dry-run --num-cores=4 --socket-id=1 -- infer_option=SQuAD", topo);
+    r = intel_launch(line + " --dry-run --num-cores=4 --socket-id=1 -- infer_option=SQuAD", topo);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(running_line(r.out).find(have_numactl()
                                            ? "running: numactl -C 28-31,84-87 --membind=1 "
                                            : "running: taskset -c 28-31,84-87 "),
               std::string::npos) << r.out;
-    r = launch(line + " --dry-run --num-cores=57 -- infer_option=SQuAD", topo);
+    r = intel_launch(line + " --dry-run --num-cores=57 -- infer_option=SQuAD", topo);
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("Number of cores exceeds system core number: 56"), std::string::npos)
         << r.out;
 
     // A real run: 1 thread, Intel's warning for --num-instances, the report's thread count.
     const std::string out = d.tmp.file("bench");
-    r = launch(line + " --num-cores=1 --num-instances=2 --output-dir " + out +
+    r = intel_launch(line + " --num-cores=1 --num-instances=2 --output-dir " + out +
                " -- infer_option=SQuAD max_seq_length=32 warmup_steps=1 steps=2");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("Warning: The --num-instances flag is deprecated and will be removed in "
@@ -510,7 +487,7 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
         " --batch-size 1 --checkpoint " + d.checkpoint + " --benchmark-only";
     const std::string topo = "BERTBENCH_CPU_TOPOLOGY=2x28x2";
     const std::string bind = have_numactl() ? "numactl --localalloc --physcpubind=" : "taskset -c ";
-    auto r = launch(line +
+    auto r = intel_launch(line +
                         " --dry-run --numa-cores-per-instance 4 --num-intra-threads 8 -- "
                         "infer-option=SQuAD",
                     topo);
@@ -526,14 +503,14 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
               std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("--num-intra-threads=8: only 4 CPU(s) here"), std::string::npos) << r.out;
-    r = launch(line + " --dry-run --numa-cores-per-instance 3 -- infer-option=SQuAD", topo);
+    r = intel_launch(line + " --dry-run --numa-cores-per-instance 3 -- infer-option=SQuAD", topo);
     EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 18u) << r.out;
     EXPECT_NE(r.out.find(bind + "27,28,29 "), std::string::npos) << r.out;  // spans both nodes
     EXPECT_NE(r.out.find("NOTE: Skipping remainder of 2 cores for instance 18"), std::string::npos);
-    r = launch(line + " --dry-run --numa-cores-per-instance socket -- infer-option=SQuAD", topo);
+    r = intel_launch(line + " --dry-run --numa-cores-per-instance socket -- infer-option=SQuAD", topo);
     EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 2u) << r.out;
     EXPECT_NE(r.out.find("_bs1_cores28_instance1.log"), std::string::npos) << r.out;
-    r = launch(line + " --dry-run --numa-cores-per-instance 4 --socket-id 1 -- infer-option=SQuAD",
+    r = intel_launch(line + " --dry-run --numa-cores-per-instance 4 --socket-id 1 -- infer-option=SQuAD",
                topo);
     EXPECT_EQ(count_of(r.out, " 2>&1 & \\\n"), 7u) << r.out;
     EXPECT_NE(r.out.find(bind + "28,29,30,31 "), std::string::npos) << r.out;
@@ -549,14 +526,14 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
               "per instance (0). The value must be a positive integer or 'socket'"},
              {"--numa-cores-per-instance 4 --mpi_num_processes 2",
               "--mpi_num_processes cannot be used together with --numa-cores-per-instance."}}) {
-        r = launch(line + " " + args + " -- infer-option=SQuAD", topo);
+        r = intel_launch(line + " " + args + " -- infer-option=SQuAD", topo);
         EXPECT_EQ(r.exit_code, 1) << args;
         EXPECT_NE(r.out.find("launch_benchmark.py: error: " + want), std::string::npos) << r.out;
     }
     EXPECT_FALSE(fs::exists(out));
 
     // instances of one core each, here
-    r = launch(line +
+    r = intel_launch(line +
                " --numa-cores-per-instance 1 -- infer-option=SQuAD max_seq_length=32 "
                "warmup_steps=1 steps=2");
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -588,7 +565,7 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
               std::string::npos)
         << r.out << summed;
     // Intel's model_init.py: multi-instance runs need an empty --output-dir
-    r = launch(line + " --numa-cores-per-instance 1 -- infer-option=SQuAD");
+    r = intel_launch(line + " --numa-cores-per-instance 1 -- infer-option=SQuAD");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find("launch_benchmark.py: error: ERROR: The output directory (" + out +
                          ") is not empty."),
@@ -599,103 +576,10 @@ TEST(IntelLaunchBenchmark, NumaCoresPerInstanceAsIntelsMultiInstance) {
     missing.replace(missing.find(" --data-location " + d.dataset), 17 + d.dataset.size(),
                     " --data-location " + d.tmp.file("nowhere"));
     missing.replace(missing.find(" --output-dir " + out), 14 + out.size(), " --output-dir " + d.tmp.file("out2"));
-    r = launch(missing + " --numa-cores-per-instance 1 -- infer-option=SQuAD max_seq_length=32 warmup_steps=1 steps=2");
+    r = intel_launch(missing + " --numa-cores-per-instance 1 -- infer-option=SQuAD max_seq_length=32 warmup_steps=1 steps=2");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("_instance0.log failed (exit 1): bertbench bench: error: " + d.tmp.file("nowhere") +
                          "/bert_config.json"), std::string::npos) << r.out;
-}
-
-// What has no bertbench equivalent, or fails in Intel's chain too: one line with the reason, exit
-// 1, nothing run or created.
-TEST(IntelLaunchBenchmark, UnmappableLinesAreRefusedInOneLine) {
-    const IntelDirs d;
-    const std::string out = d.tmp.file("never");
-    const std::string infer = "--model-name=bert_large --mode=inference --framework=tensorflow"
-                              " --batch-size=8 --data-location " + d.dataset + " --checkpoint " +
-                              d.checkpoint + " --output-dir " + out;
-    const std::string train = "--model-name=bert_large --mode=training --framework=tensorflow"
-                              " --output-dir " + out;
-    const std::vector<std::pair<std::string, std::string>> cases{
-        {infer + " --precision=fp16 -- infer_option=SQuAD",
-         "--precision=fp16: bertbench has no fp16"},
-        {train + " --precision=int8 -- train_option=SQuAD",
-         "Intel has no bert_large int8 training"},
-        {infer + " --precision=fp32 --output-results -- infer_option=SQuAD",
-         "--output-results: Intel's launcher raises ValueError on it"},
-        {infer + " --precision=fp32 --mpi_num_processes=2 -- infer_option=SQuAD",
-         "--mpi_num_processes with --mode=inference"},
-        {infer + " --precision=fp32 -- infer_option=Classifier", "infer_option=Classifier"},
-        {infer + " --precision=fp32 --frobnicate -- infer_option=SQuAD",
-         "--frobnicate: not a flag of Intel's launcher (it passes unknown flags on as model args, which are "
-         "name=value)"},
-        // the flag named, not its value (argparse takes the value for a positional model arg)
-        {infer + " --precision=fp32 --frobnicate 3 -- infer_option=SQuAD", "--frobnicate: not a flag"},
-        {infer + " --precision=fp32 -- infer_option=SQuAD nonsense", "received: nonsense"},
-        {infer + " --precision=fp32 -- infer_option=SQuAD train_file=x",
-         "model arg train_file=x: Intel's start.sh passes it on as --train-file and its bert_large "
-         "inference model_init.py exits on it"},
-        {train + " --precision=fp32 -- train_option=SQuAD steps=5", "model arg steps=5"},
-        {train + " --precision=fp32 -- train_option=SQuAD socket-id=1",
-         "model arg socket_id=1: it overwrites Intel's launcher setting SOCKET_ID (its "
-         "--socket-id)"},
-        {train + " --precision=fp32 -- train_option=SQuAD accum_steps=2",
-         "Intel's run_squad.py trains nothing with it"},
-        // it was multiplied into the steps: "--num_train_steps: expected > 0, got 0" from bertbench
-        {train + " --precision=fp32 -- train_option=Pretraining accum_steps=0",
-         "model arg accum_steps=0: expected >= 1"},
-        {train + " --precision=fp32 -- train_option=Pretraining learning_rate=1e-4x",
-         "model arg learning_rate=1e-4x: expected a number (Intel's argparse type), got '1e-4x'"},
-        {train + " --precision=fp32 -- train_option=Pretraining warmup_steps=1.5",
-         "model arg warmup_steps=1.5: expected an integer (Intel's argparse type), got '1.5'"},
-        {train + " --precision=fp32 --mpi_num_processes=2 -- train_option=Pretraining",
-         "num_train_steps=1 // 2 ranks = 0"},
-        {train + " --precision=fp32 --numa-cores-per-instance=4 -- train_option=SQuAD",
-         "--numa-cores-per-instance: multi-instance runs are not mapped"},
-        {train + " --precision=fp32 -- train_option=Classifier task_name=MRPC",
-         "train_option=Classifier: bertbench has no Classifier fine-tuning"},
-        {"--model-name=resnet50 --precision=fp32 --mode=inference --framework=tensorflow",
-         "--model-name=resnet50"},
-        // argparse's own errors: one line too (it printed its usage), the launcher named once
-        {"--model-name=bert_large --mode=inference",
-         "launch_benchmark.py: error: the following arguments are required: -f/--framework, -p/--precision"}};
-    for (const auto& [args, want] : cases) {
-        const auto r = launch(args);
-        EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;
-        EXPECT_EQ(count_of(r.out, "launch_benchmark.py: error: "), 1u) << r.out;
-        EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
-        EXPECT_EQ(r.out.find("running: "), std::string::npos) << r.out;
-        EXPECT_FALSE(fs::exists(out));
-    }
-    // --dry-run prints the command and runs nothing; unknown launcher flags are model args
-    // (Intel's throughput quickstart: --warmup-steps=50 --steps=350 reach run_squad.py); with both
-    // mode flags the benchmark runs (Intel's run_squad.py gets --mode=accuracy --mode=benchmark).
-    const auto dry = launch(infer + " --precision=int8 --dry-run --warmup-steps=50 --steps=350"
-                            " --benchmark-only --accuracy-only -- infer_option=SQuAD");
-    EXPECT_EQ(dry.exit_code, 0) << dry.out;
-    EXPECT_EQ(count_of(dry.out, "launch_benchmark.py: running: "), 1u) << dry.out;
-    const std::string cmd = running_line(dry.out);
-    EXPECT_NE(cmd.find(" bench --task=squad --mode=infer "), std::string::npos) << cmd;
-    EXPECT_NE(cmd.find(" --warmup=50 --steps=350 "), std::string::npos) << cmd;
-    EXPECT_NE(cmd.find(" --precision=int8"), std::string::npos) << cmd;
-    EXPECT_NE(dry.out.find("not Intel's calibrated int8 graph"), std::string::npos) << dry.out;
-    EXPECT_NE(dry.out.find("the last wins; so the benchmark runs"), std::string::npos) << dry.out;
-    EXPECT_FALSE(fs::exists(out));
-    // an --output-dir that cannot be made: one line naming it (it was a Python traceback)
-    const std::string under_file = d.dataset + "/dev-v1.1.json/out";
-    auto r = launch("--model-name=bert_large --mode=inference --framework=tensorflow --precision=fp32 --batch-size=2 "
-                    "--data-location " + d.checkpoint + " --output-dir=" + under_file +
-                    " --benchmark-only -- infer_option=SQuAD max_seq_length=64 warmup_steps=0 steps=1");
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("launch_benchmark.py: error: --output-dir=" + under_file +
-                         ": cannot create the directory (Not a directory)"), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
-    // training takes the files its model args name: --data-location, --checkpoint are said to do nothing
-    r = launch(train + " --precision=fp32 --dry-run --data-location " + d.dataset + " --checkpoint " + d.checkpoint +
-               " -- train_option=SQuAD");
-    EXPECT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("--data-location=" + d.dataset + " (training reads the files the model args name"),
-              std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("--checkpoint=" + d.checkpoint + " (training reads"), std::string::npos) << r.out;
 }
 
 }  // namespace
