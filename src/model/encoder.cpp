@@ -1,5 +1,6 @@
 // The attention-kernel choice, the engine environment main reads at start-up (bert.hpp), and the
 // materialized kernel's memory figure (encoder.hpp).
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -140,7 +141,7 @@ void Encoder<T>::init_int8(const Plan& plan) {
     q_qkv_.assign(be_, nmax * 3 * H_);
     s_qkv_.assign(be_, nmax * 3 * NH_);
     q_in_.assign(be_, nmax * H_);
-    q_mid_.assign(be_, nmax * I_);
+    q_mid_.assign(be_, nmax * std::max(H_, I_));  // the attention's context (H), then FFN-in's output (I)
     s_in_.assign(be_, nmax);
     s_mid_.assign(be_, nmax);
 }

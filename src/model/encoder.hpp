@@ -536,7 +536,8 @@ public:
         k_.linear_forward(y, x, params + w, params + b, N, IN, OUT);
     }
     // int8 engines: the dense layers' kernels quantized per output channel (ops/int8.hpp), their
-    // quantized inputs in two buffers (N·H; N·I for the FFN's GELU output) and the Q, K and V
+    // quantized inputs in two buffers (N·H; N·max(H, I) for the attention's context, then the FFN's
+    // GELU output: a model may have I < H) and the Q, K and V
     // product's output per head (N·3H, one product: Int8Weights::add_side_by_side).
     void init_int8(const Plan& plan);  // encoder.cpp
     void int8_input(const T* x, int N, int C) {

@@ -80,6 +80,28 @@ TEST_F(Int8Engine, DiffersFromFp32ByInt8Precision) {
     EXPECT_GE(same, P - P / 10);
 }
 
+// A model whose FFN is narrower than its hidden size (intermediate_size < hidden_size): the
+// attention's context is quantized into the buffer that then takes FFN-in's output, which was
+// sized for the FFN alone (an overflow of N·(H − I) bytes: glibc's "free(): invalid next size"
+// at the end of `eval --dtype=int8`, and heap damage in between). Its int8 results stay within
+// int8's precision of fp32, as the others'.
+TEST(Int8EngineShapes, FfnNarrowerThanTheHiddenSize) {
+    BertConfig c = small_config(2);
+    c.intermediate_size = 24;  // < hidden 64
+    const ParamTable t{c, Heads::pretraining};
+    std::vector<float> p(t.total_floats());
+    t.initialize(p, 5);
+    for (float& x : p) x *= 4.0f;
+    const Batch b = random_batch(c, {40, 33, 7}, 5, 13);
+    const InferOutcome f = infer(t, p, b, ops::Precision::fp32);
+    const InferOutcome q = infer(t, p, b, ops::Precision::int8);
+    const double steps = 127.0 / ops::int8_weight_max();
+    const double dx = rel_l2(q.sequence, f.sequence);
+    EXPECT_GT(dx, 1e-4) << "int8 results equal fp32's: the int8 path did not run";
+    EXPECT_LT(dx, 3e-2 * steps);
+    EXPECT_LT(rel_l2(q.logits, f.logits), 3e-2 * steps);
+}
+
 // The quantized weights are refreshed after weights_changed() and for another buffer: results
 // equal a fresh engine's on the new weights, bit for bit.
 TEST_F(Int8Engine, QuantizedWeightsFollowTheParameters) {
