@@ -81,9 +81,10 @@ public:
             const size_t pmax = static_cast<size_t>(plan.max_batch) * plan.max_predictions;
             wb_.assign(be_, total_params_);
             // Scratch. Backward: bf16(dy) of one dense layer from the start, the bf16 xᵀ of its
-            // input (IN, N) ending at the end (N·OUT + IN·N <= N·(H+I)), or bf16(dctx); the MLM
-            // transform (P rows): its bf16 x, or bf16(dy) and bf16(x)ᵀ.
-            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + I_) + 64;
+            // input (IN, N) ending at the end (N·OUT + IN·N: N·(H+I) for the FFN's, 2·N·H for the
+            // square layers, the larger where I < H), or bf16(dctx); the MLM transform (P rows): its
+            // bf16 x, or bf16(dy) and bf16(x)ᵀ. 64 more: xᵀ starts 32-aligned.
+            const size_t bwd = plan.forward_only ? 0 : nmax * (H_ + std::max(H_, I_)) + 64;
             sb_.assign(be_, std::max(bwd, 2 * pmax * H_));
         }
         if (opts.precision == ops::Precision::int8) init_int8(plan);

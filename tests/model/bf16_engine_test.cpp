@@ -62,6 +62,26 @@ TEST_F(Bf16Engine, DiffersFromFp32ByBf16Precision) {
     EXPECT_LT(dg, 5e-2);
 }
 
+// A model whose FFN is narrower than its hidden size (intermediate_size < hidden_size): the
+// backward's bf16 scratch holds bf16(dy) at its start and bf16(x)ᵀ at its end, N·OUT + IN·N
+// values, which a square layer (attention output, Q/K/V: 2·N·H) needs more of than N·(H + I); the
+// transposed input overwrote dy (gradient norm 4.0 against fp32's 2.5 on a 48-wide model with an
+// FFN of 17). Gradients stay within bf16's precision of fp32, as for any other shape.
+TEST(Bf16EngineShapes, FfnNarrowerThanTheHiddenSize) {
+    BertConfig c = small_config(2);
+    c.intermediate_size = 24;  // < hidden 64
+    const ParamTable t{c, Heads::pretraining};
+    std::vector<float> p(t.total_floats());
+    t.initialize(p, 3);
+    for (float& x : p) x *= 4.0f;
+    const Batch b = random_batch(c, {40, 40, 40, 40}, 5, 11);  // as long as the plan's sequences: a full scratch
+    const Outcome f = run(t, p, b, ops::Precision::fp32, true);
+    const Outcome h = run(t, p, b, ops::Precision::bf16, true);
+    EXPECT_GT(rel_l2(h.logits, f.logits), 1e-5) << "bf16 results equal fp32's: the bf16 path did not run";
+    EXPECT_LT(std::abs(h.loss - f.loss) / std::abs(f.loss), 1e-2);
+    EXPECT_LT(rel_l2(h.grads, f.grads), 5e-2);
+}
+
 // Native oneDNN bf16 kernels and the emulation (widen to fp32, sgemm) multiply the same bf16
 // values; they differ only by fp32 accumulation order and the bf16 roundings of later operands
 // (P', dS) that it flips: relative L2 3e-3, against ~1e-2 between bf16 and fp32.
