@@ -121,9 +121,13 @@ void check_outputs_are_not_inputs(const Options& o, const std::vector<std::strin
                                        {*path}, flag);
 }
 
-// The model must take --max_seq_length positions and every id of --vocab_file (a larger vocabulary
-// would index past the embedding table at the first batch).
+// The model must take --max_seq_length positions, every id of --vocab_file (a larger vocabulary
+// would index past the embedding table at the first batch) and SQuAD's two segments (the question
+// in 0, the context in 1: run_squad.py's segment_ids).
 void check_model_fits(const Options& o, const model::BertConfig& cfg, const data::Vocab& vocab) {
+    if (cfg.type_vocab_size < 2)
+        fail("the model has type_vocab_size {}: SQuAD features put the question in token type 0 and the "
+             "context in 1 (expected a model of type_vocab_size >= 2)", cfg.type_vocab_size);
     if (o.max_seq_length > cfg.max_position_embeddings)
         fail("--max_seq_length={}: the model was only trained up to sequence length {} "
              "(max_position_embeddings)", o.max_seq_length, cfg.max_position_embeddings);

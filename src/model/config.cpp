@@ -5,6 +5,7 @@
 #include "model/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -115,6 +116,10 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
             fail("{}: hidden_act: expected a string, got {} {}", where, type_name(v),
                  json_safe::brief(v));
         c.hidden_act = v.get<std::string>();
+        // google's modeling.py lower-cases the name (get_activation); HF's ACT2FN does not.
+        if (!hf)
+            std::transform(c.hidden_act.begin(), c.hidden_act.end(), c.hidden_act.begin(),
+                           [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
         // HF ACT2FN: "gelu" is the erf form and "gelu_new" the tanh form.
         if (hf && c.hidden_act == "gelu") c.hidden_act = "gelu_erf";
         // Keys only transformers writes, without model_type (hand-edited, or written by a tool that
@@ -226,8 +231,11 @@ void BertConfig::validate(const std::string& where) const {
         fail("{}: initializer_range: expected a positive number, got {}", where, initializer_range);
     if (hidden_act != "gelu" && hidden_act != "gelu_new" && hidden_act != "gelu_erf" &&
         hidden_act != "relu")
-        fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got {}", where,
-             json_safe::quoted(hidden_act));
+        fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got {}{}", where,
+             json_safe::quoted(hidden_act),
+             hidden_act == "tanh" || hidden_act == "linear" || hidden_act.empty()
+                 ? " (google's modeling.py takes it; bertbench's engine has no such FFN activation)"
+                 : "");
 }
 
 }  // namespace bertbench::model

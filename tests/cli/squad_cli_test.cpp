@@ -259,6 +259,8 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     const std::string train = " --model=tiny --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json");
     write_file_atomic(tmp.path + "/v100.json", R"({"vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 1,
         "num_attention_heads": 1, "intermediate_size": 32})");
+    write_file_atomic(tmp.path + "/t1.json", R"({"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 1, "intermediate_size": 32, "type_vocab_size": 1})");
     const std::pair<std::string, std::string> early[] = {
         {squad_flags(out, 1024) + train, "--max_seq_length=1024: the model was only trained up to sequence length 512"},
         // --features_only of a named model: features it can take
@@ -281,6 +283,10 @@ TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
         {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
              " --bert_config_file=" + tmp.path + "/v100.json",
          "tokens, more than the model's vocab_size 100"},
+        // one token type: the context's segment 1 would fail the engine's check at the first batch
+        {squad_flags(out) + " --do_train --train_file=" + golden("squad_pipeline/train-v1.1.json") +
+             " --bert_config_file=" + tmp.path + "/t1.json",
+         "the model has type_vocab_size 1: SQuAD features put the question in token type 0 and the context in 1"},
         // a fine-tuning run's --predict_file, read before it trains
         {squad_flags(out) + train + " --do_predict --predict_file=" + tmp.path + "/nonexist.json",
          tmp.path + "/nonexist.json"}};

@@ -74,6 +74,12 @@ TEST(BertConfig, JsonRoundTripAndHfGelu) {
     EXPECT_EQ(BertConfig::from_json(hf, "hf").hidden_act, "gelu_erf");
     hf["hidden_act"] = "gelu_new";
     EXPECT_EQ(BertConfig::from_json(hf, "hf").hidden_act, "gelu_new");
+    // google's modeling.py lower-cases the name; HF's ACT2FN keys are lower case and exact
+    nlohmann::json upper = c.to_json();
+    upper["hidden_act"] = "GeLU";
+    EXPECT_EQ(BertConfig::from_json(upper, "google.json").hidden_act, "gelu");
+    hf["hidden_act"] = "GELU";
+    EXPECT_EQ(BertConfig::from_json(hf, "hf").hidden_act, "GELU");  // kept: validate() refuses it
 
     // HF's keys without model_type: read as google's, and said; a google file says nothing
     nlohmann::json odd = c.to_json();
@@ -108,6 +114,7 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
     const Case cases[] = {
         {R"({"hidden_size": 100, "num_attention_heads": 12})", "hidden_size", "multiple of"},
         {R"({"hidden_act": "swish"})", "hidden_act", "\"swish\""},
+        {R"({"hidden_act": "tanh"})", "hidden_act", "google's modeling.py takes it; bertbench's engine has no such"},
         {R"({"num_hidden_layers": 0})", "num_hidden_layers", "positive"},
         {R"({"vocab_size": -5})", "vocab_size", "got -5"},
         {R"({"hidden_dropout_prob": 1.5})", "hidden_dropout_prob", "[0, 1)"},
