@@ -299,9 +299,6 @@ int cmd_bench(int argc, char** argv) {
         fail("--squad_layout: expected padded or real, got \"{}\"", squad_layout);
     if (task == "squad" && last_layer_subset)
         fail("--last_layer_subset: applies to --task=pretraining (the span head reads every row)");
-    if (task == "squad" && max_predictions > 0)
-        log::warn("--max_predictions={} has no effect with --task=squad (no MLM head)",
-                  max_predictions);
     const bench::Format fmt_out = bench::parse_format(format);
     // One document on stdout: CSV has no place for the profile's second table (JSON carries it in
     // its point)

@@ -270,6 +270,7 @@ TEST(BenchCli, FlagsNoPointUsesAreRefused) {
         EXPECT_EQ(r.exit_code, 1) << flags << ": " << r.out;
         EXPECT_NE(r.out.find("bertbench bench: error: " + says), std::string::npos) << flags << ": " << r.out;
         EXPECT_EQ(r.out.find("measuring"), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;  // no "no effect" warning before the error
     }
     // used by one mode of the sweep: accepted
     const auto r = run_bertbench("bench --mode=train,infer --model=tiny --seq_len=16 --batch_size=2 --threads=1 "
