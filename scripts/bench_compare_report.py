@@ -19,7 +19,7 @@ VARIANT_DOC = {  # the Method section's description of each variant ({LIB} is fi
                      "(`LD_LIBRARY_PATH={LIB}/openblas-pthread`), default OpenMP wait policy. Training step = forward + "
                      "backward + global-norm clip + LAMB written in tensor ops (torch has no LAMB).",
     "torch-tuned": "the same with `OMP_WAIT_POLICY=PASSIVE` and the OpenMP OpenBLAS "
-                   "(`LD_LIBRARY_PATH={LIB}/openblas-openmp`), the best configuration in PERF-NOTES.md.",
+                   "(`LD_LIBRARY_PATH={LIB}/openblas-openmp`), the fastest PyTorch configuration measured on these CPUs (the project's notes, kept outside this repository).",
     "ort": "ONNX Runtime, inference only, fp32: `bench/peer/ort_export.py` exports torch_bench.py's model (same "
            "weights; opset 12, static shapes), checks that ORT fused Attention (once per layer), "
            "SkipLayerNormalization, FastGelu and EmbedLayerNormalization and that its outputs equal PyTorch's, then "
