@@ -18,6 +18,7 @@ namespace {
 
 using testing::random_batch;
 using testing::rel_l2;
+using testing::scaled_params;
 using testing::small_config;
 
 struct Outcome {
@@ -40,12 +41,8 @@ class Bf16Engine : public ::testing::Test {
 protected:
     BertConfig cfg = small_config();
     ParamTable table{cfg, Heads::pretraining};
-    std::vector<float> params = std::vector<float>(table.total_floats());
+    std::vector<float> params = scaled_params(table, 3);  // gradients away from the initialisation's scale
     Batch batch = random_batch(cfg, {17, 40, 9, 31}, 5, 11);
-    void SetUp() override {
-        table.initialize(params, 3);
-        for (float& x : params) x *= 4.0f;  // gradients away from the initialisation's scale
-    }
     void TearDown() override { ops::set_bf16_emulation(false); }
 };
 
@@ -71,9 +68,7 @@ TEST(Bf16EngineShapes, FfnNarrowerThanTheHiddenSize) {
     BertConfig c = small_config(2);
     c.intermediate_size = 24;  // < hidden 64
     const ParamTable t{c, Heads::pretraining};
-    std::vector<float> p(t.total_floats());
-    t.initialize(p, 3);
-    for (float& x : p) x *= 4.0f;
+    const std::vector<float> p = scaled_params(t, 3);
     const Batch b = random_batch(c, {40, 40, 40, 40}, 5, 11);  // as long as the plan's sequences: a full scratch
     const Outcome f = run(t, p, b, ops::Precision::fp32, true);
     const Outcome h = run(t, p, b, ops::Precision::bf16, true);

@@ -22,6 +22,7 @@ namespace {
 
 using testing::random_batch;
 using testing::rel_l2;
+using testing::scaled_params;
 using testing::small_config;
 
 struct InferOutcome {
@@ -45,12 +46,8 @@ class Int8Engine : public ::testing::Test {
 protected:
     BertConfig cfg = small_config(3);
     ParamTable table{cfg, Heads::pretraining};
-    std::vector<float> params = std::vector<float>(table.total_floats());
+    std::vector<float> params = scaled_params(table, 3);  // activations well away from the initialisation's scale
     Batch batch = random_batch(cfg, {17, 40, 9, 31}, 5, 11);
-    void SetUp() override {
-        table.initialize(params, 3);
-        for (float& x : params) x *= 4.0f;  // activations well away from the initialisation's scale
-    }
 };
 
 // One int8 step is 1/127 of a row's (or column's) largest value: each dense layer's output moves by
@@ -89,9 +86,7 @@ TEST(Int8EngineShapes, FfnNarrowerThanTheHiddenSize) {
     BertConfig c = small_config(2);
     c.intermediate_size = 24;  // < hidden 64
     const ParamTable t{c, Heads::pretraining};
-    std::vector<float> p(t.total_floats());
-    t.initialize(p, 5);
-    for (float& x : p) x *= 4.0f;
+    const std::vector<float> p = scaled_params(t, 5);
     const Batch b = random_batch(c, {40, 33, 7}, 5, 13);
     const InferOutcome f = infer(t, p, b, ops::Precision::fp32);
     const InferOutcome q = infer(t, p, b, ops::Precision::int8);

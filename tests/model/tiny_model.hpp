@@ -89,6 +89,15 @@ inline model::BertConfig small_config(int layers = 2) {
     return c;
 }
 
+// The precision tests' parameters: the table's initialisation times `scale` (4: activations,
+// logits and gradients well away from the initialisation's scale).
+inline std::vector<float> scaled_params(const model::ParamTable& table, uint64_t seed, float scale = 4.0f) {
+    std::vector<float> p(table.total_floats());
+    table.initialize(p, seed);
+    for (float& x : p) x *= scale;
+    return p;
+}
+
 // A batch of random tokens of the given lengths for config c: segment 0 for the first half of each
 // sequence, `predictions` masked positions from position 1 on (random ids, weight 1), random NSP
 // labels.
