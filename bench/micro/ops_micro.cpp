@@ -33,6 +33,7 @@
 #include "ops/embedding.hpp"
 #include "ops/gemm.hpp"
 #include "ops/int8.hpp"
+#include "ops/int8_vnni.hpp"
 #include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 #include "ops/matmul.hpp"
@@ -217,6 +218,53 @@ void BM_AttentionForwardInt8(benchmark::State& state) {
     set_gflops(state, 4.0 * a.B * a.T * a.T * kH);
 }
 BENCHMARK(BM_AttentionForwardInt8)->ArgNames({"T"})->Arg(128)->Arg(384)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One head's two products of the int8 attention at BERT-base's shapes (T × 64 · 64 × T, then
+// T × T · T × 64; k and v read in place from a Q/K/V row of 3·768 bytes), on the hand-written
+// AVX512-VNNI kernel with its packing (way 0, ops/int8_vnni.hpp) or on oneDNN (way 1); the same
+// int32 sums, checked here.
+void BM_AttentionProductsInt8(benchmark::State& state) {
+    const int T = static_cast<int>(state.range(0)), way = static_cast<int>(state.range(1));
+    if (way == 0 && !ops::vnni_products()) return state.SkipWithError("no AVX512-VNNI kernels on this CPU");
+    const size_t ld = 3 * static_cast<size_t>(kH), t = static_cast<size_t>(T);
+    std::mt19937 rng(5);
+    std::vector<uint8_t> u(t * t + 3);  // q plus 128 (T × 64), then the probabilities (T × T)
+    std::vector<int8_t> kv(t * ld);
+    for (auto& x : u) x = static_cast<uint8_t>(rng());
+    for (auto& x : kv) x = static_cast<int8_t>(rng());
+    std::vector<int32_t> s(t * t), c(t * kHS), s_dnnl(s.size()), c_dnnl(c.size());
+    std::vector<int8_t> packed(std::max(ops::vnni_packed_bytes(kHS, T), ops::vnni_packed_bytes(T, kHS)));
+    const auto run = [&](int32_t* sp, int32_t* cp, bool vnni) {
+        if (vnni) {
+            ops::vnni_pack_transposed(packed.data(), kv.data(), ld, kHS, T);
+            ops::vnni_product(sp, t, u.data(), kHS, packed.data(), T, T, kHS);
+            ops::vnni_pack_rows(packed.data(), kv.data() + kH, ld, T, kHS);
+            ops::vnni_product(cp, kHS, u.data(), t, packed.data(), T, kHS, T);
+        } else {
+            ops::matmul(ops::MatmulType::u8, true, T, T, kHS, u.data(), kHS, kv.data(), static_cast<int>(ld), 0.f, sp,
+                        T, nullptr, ops::MatmulType::s32);
+            ops::matmul(ops::MatmulType::u8, false, T, kHS, T, u.data(), T, kv.data() + kH, static_cast<int>(ld), 0.f,
+                        cp, kHS, nullptr, ops::MatmulType::s32);
+        }
+    };
+    if (ops::vnni_products()) {
+        run(s.data(), c.data(), true);
+        run(s_dnnl.data(), c_dnnl.data(), false);
+        if (s != s_dnnl || c != c_dnnl) return state.SkipWithError("the VNNI kernel's sums differ from oneDNN's");
+    }
+    for (auto _ : state) {
+        run(s.data(), c.data(), way == 0);
+        benchmark::DoNotOptimize(c.data());
+    }
+    set_gflops(state, 4.0 * T * T * kHS);
+}
+BENCHMARK(BM_AttentionProductsInt8)
+    ->ArgNames({"T", "onednn"})
+    ->Args({128, 0})
+    ->Args({128, 1})
+    ->Args({384, 0})
+    ->Args({384, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_AttentionBackward(benchmark::State& state) {
     AttentionCase a(static_cast<int>(state.range(0)), state.range(1) != 0);

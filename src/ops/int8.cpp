@@ -324,8 +324,8 @@ void attention_forward_int8(float* ctx, const int8_t* qkv, const float* scales, 
         if (u.size() < T * std::max(K, C) + 3) u.resize(T * std::max(K, C) + 3);
         if (acc.size() < T * std::max(K, C) + K) acc.resize(T * std::max(K, C) + K);
         if (f.size() < 2 * T + 3 * K + C) f.resize(2 * T + 3 * K + C);
-        if (vnni && packed.size() < std::max(vnni_packed_bytes(HS, kn), vnni_packed_bytes(kn, HS)))
-            packed.resize(std::max(vnni_packed_bytes(HS, kn), vnni_packed_bytes(kn, HS)));
+        const size_t k_or_v = vnni ? std::max(vnni_packed_bytes(HS, kn), vnni_packed_bytes(kn, HS)) : 0;
+        if (packed.size() < k_or_v) packed.resize(k_or_v);
         float *sq = f.data(), *sp = sq + T, *sk = sp + T, *sv = sk + K, *work = sv + K, *ones = work + K;
         const size_t r0 = static_cast<size_t>(o);
         for (size_t i = 0; i < T; ++i) sq[i] = scales[(r0 + i) * NH3 + h] * c;  // 1/√HS folded in
