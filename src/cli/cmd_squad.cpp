@@ -194,7 +194,8 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
 
 // The prediction files in --output_dir, and no file of a previous run beside them that this one
 // did not make: its eval_results.json when this run scores nothing (a predict file without
-// answers), its null_odds.json on SQuAD 1.1. Names what it removed.
+// answers), its null_odds.json on SQuAD 1.1, its model run's raw_results.jsonl and
+// predict_speed.json when this run decodes --raw_results (another file). Names what it removed.
 void write_predictions(const Options& o, const std::string& predictions, const std::string& nbest,
                        const std::string& null_odds, bool scored) {
     const fs::path dir(o.output_dir);
@@ -210,6 +211,10 @@ void write_predictions(const Options& o, const std::string& predictions, const s
     };
     if (!scored) remove_stale("eval_results.json", "this run scores nothing");
     if (!o.version_2_with_negative) remove_stale("null_odds.json", "this run is SQuAD 1.1");
+    // decoded from another run's logits: the model run's files there are not this prediction's
+    if (!o.raw_results.empty() && !same_file(o.raw_results, (dir / "raw_results.jsonl").string()))
+        for (const char* name : {"raw_results.jsonl", "predict_speed.json"})
+            remove_stale(name, "this run decodes --raw_results");
 }
 
 // --do_predict --transformers_qa: run_qa.py's evaluation (data/squad_qa.hpp,
@@ -430,6 +435,12 @@ int cmd_squad(int argc, char** argv) {
     const bool pt_model = !nvidia.empty() && !nvpt.skip_checkpoint;  // run_squad.py's model file
     const std::vector<std::string> outputs = output_names(o, train_model, predict_model, pt_model);
     check_outputs_are_not_inputs(o, outputs);
+    for (const std::string& name : outputs) {  // before any file is written, not at the last one
+        std::error_code ec;
+        if (fs::is_directory(fs::path(o.output_dir) / name, ec))
+            fail("--output_dir={}: {} is a directory, expected a file name or nothing (the run writes its {} "
+                 "there)", o.output_dir, (fs::path(o.output_dir) / name).string(), name);
+    }
     if (!nvpt.json_summary.empty()) {
         check_dllogger_path(nvpt.json_summary, {o.vocab_file, o.bert_config_file, o.init_checkpoint,
                                                 o.train_file, o.predict_file, o.raw_results});

@@ -81,6 +81,7 @@ int cmd_squad_eval(int argc, char** argv) {
     flags.add("na-prob-thresh", &na_prob_thresh,
               "evaluate-v2.0.py's: a question whose probability is above this is taken as "
               "answered with nothing");
+    flags.allow_infinity("na-prob-thresh");  // argparse's float() takes "inf"
     flags.add("out-file", &out_file,
               "evaluate-v2.0.py's: write the scores there as its json.dump does, instead of printing them");
     flags.add("out-image-dir", &out_image_dir, "evaluate-v2.0.py's precision-recall plots: not made here");
@@ -145,7 +146,7 @@ int cmd_squad_eval(int argc, char** argv) {
     }
     if (!out_file.empty()) log::warn("--out-file={}: not written (evaluate-v1.1.py has no such option; "
                                      "the scores are printed)", out_file);
-    if (flags.is_set("na-prob-thresh"))
+    if (!out.version_2 && flags.is_set("na-prob-thresh"))
         log::warn("--na-prob-thresh={:g}: not used (evaluate-v1.1.py has no such option: {} is a SQuAD 1.1 dataset, "
                   "every question answerable)", na_prob_thresh, pos[0]);
     std::fwrite(out.stdout_text.data(), 1, out.stdout_text.size(), stdout);

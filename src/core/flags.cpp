@@ -72,8 +72,10 @@ bool python_int_decimal(std::string_view text, std::string* decimal) {
         negative = text[0] == '-';
         text.remove_prefix(1);
     } else if (text.size() > 2 && text[0] == '0' &&
-               (text[1] == 'x' || text[1] == 'X' || text[1] == 'o')) {
-        base = text[1] == 'o' ? 8 : 16;  // absl's IntegerParser; int(text, base) allows "0x_1f"
+               (text[1] == 'x' || text[1] == 'o')) {
+        // absl's IntegerParser (lower-case prefixes only: "0X1f" is int("0X1f", 10), an error);
+        // int(text, base) allows "0x_1f"
+        base = text[1] == 'o' ? 8 : 16;
         text.remove_prefix(2);
         if (text.front() == '_') text.remove_prefix(1);
     }

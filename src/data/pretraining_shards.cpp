@@ -9,9 +9,9 @@
 #include <cstring>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "core/error.hpp"
@@ -113,6 +113,16 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
                  (fs::path(input_dir) / name).string(), extension, sidecar, limit,
                  limit - (sidecar - stem.size()));
     }
+    std::vector<ShardJob> jobs;
+    std::map<std::string, std::string> seen;  // output -> the input that maps to it
+    for (const auto& name : names) {
+        const std::string stem = fs::path(name).stem().string();
+        const std::string out = (fs::path(output_dir) / (stem + extension)).string();
+        const std::string in = (fs::path(input_dir) / name).string();
+        if (const auto [it, fresh] = seen.emplace(out, in); !fresh)
+            fail("--input_dir: {} and {} map to the same output {} (rename one of them)", it->second, in, out);
+        jobs.push_back({in, out});
+    }
     fs::create_directories(output_dir, ec);
     if (!fs::is_directory(output_dir))
         fail("--output_dir: cannot create directory \"{}\": {}", output_dir, ec.message());
@@ -120,15 +130,6 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
         fail("--output_dir: must differ from --input_dir (\"{}\"); outputs would become inputs of "
              "the next run",
              output_dir);
-    std::vector<ShardJob> jobs;
-    std::set<std::string> seen;
-    for (const auto& name : names) {
-        const std::string stem = fs::path(name).stem().string();
-        const std::string out = (fs::path(output_dir) / (stem + extension)).string();
-        if (!seen.insert(out).second)
-            fail("--input_dir: two input files map to the same output {} (rename one of them)", out);
-        jobs.push_back({(fs::path(input_dir) / name).string(), out});
-    }
     return jobs;
 }
 

@@ -132,6 +132,7 @@ Vocab Vocab::from_text(std::string_view bytes, const std::string& where) {
 }
 
 Vocab Vocab::load(const std::string& path) {
+    check_input_file(path, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
     Vocab v = from_text(read_file(path), path);
     if (v.lines_.empty())
         fail("--vocab_file {}: the vocabulary is empty (expected one WordPiece token per line)", path);
@@ -156,8 +157,8 @@ Vocab Vocab::load(const std::string& path) {
 int32_t Vocab::require(std::string_view token) const {
     const int32_t id = find(token);
     if (id < 0)
-        fail("--vocab_file {}: the vocabulary has no \"{}\" token (expected a BERT WordPiece "
-             "vocabulary with [PAD], [UNK], [CLS], [SEP] and [MASK])",
+        fail("--vocab_file {}: the vocabulary has no \"{}\" token, which this command needs (expected a "
+             "BERT WordPiece vocabulary)",
              path_, token);
     return id;
 }

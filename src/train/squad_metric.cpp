@@ -147,7 +147,7 @@ const std::string* prediction_of(const nlohmann::json& preds, const std::string&
     const auto it = preds.find(id);
     if (it == preds.end()) return nullptr;
     if (!it->is_string())
-        fail("{}: the prediction for question \"{}\" is a {}, expected a string", where, id, it->type_name());
+        fail("{}: the prediction for question \"{}\": expected a string, found {}", where, id, it->type_name());
     return &it->get_ref<const std::string&>();
 }
 

@@ -120,6 +120,13 @@ TEST(SquadEvalCli, Version2NoAnswerProbabilitiesAsTheScriptTakesThem) {
                                  "\"HasAns_f1\": 100.0, \"HasAns_total\": 1, \"NoAns_exact\": 0.0, \"NoAns_f1\": 0.0, "
                                  "\"NoAns_total\": 1, \"best_exact\": 100.0, \"best_exact_thresh\": -Infinity, "
                                  "\"best_f1\": 100.0, \"best_f1_thresh\": -Infinity}");
+    // printed: used, so no "not used" warning (that is for 1.1 datasets); inf as argparse's float()
+    // takes it (b, 2.5, is then answered: "home" scores 0)
+    const CmdRun inf = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds +
+                                    " --na-prob-thresh=inf");
+    EXPECT_EQ(inf.code, 0) << inf.err;
+    EXPECT_EQ(inf.err.find("not used"), std::string::npos) << inf.err;
+    EXPECT_NE(inf.out.find("\"exact\": 50.0,"), std::string::npos) << inf.out;
     write_file_atomic(odds, R"({"b": NaN, "a": 0.0})");
     const CmdRun nan = run(tmp, "squad-eval " + dataset + " " + preds + " --na-prob-file=" + odds);
     EXPECT_EQ(nan.code, 1);

@@ -3,7 +3,8 @@
 // it (run_qa.py's numpy order takes it); bad raw results leave --transformers_qa's output
 // directory empty; a predict file the metric cannot score is refused before anything is written;
 // a question id holding a NUL is printed whole by the metric's lines; one process per
-// --output_dir, whatever the mode.
+// --output_dir, whatever the mode; decoding given logits removes a model run's files; an output
+// name taken by a directory is refused first.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -91,6 +92,49 @@ TEST(SquadGuardCli, AFileTheMetricCannotScoreIsRefusedBeforeWriting) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("question \"q2\""), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(tmp.path + "/out"));
+}
+
+// Decoding --raw_results in a directory holding a model run's raw_results.jsonl and
+// predict_speed.json: those are not this prediction's logits and speed, so they go (logged); the
+// run's own raw_results.jsonl given as --raw_results stays, with its speed.
+TEST(SquadGuardCli, RawResultsRemoveTheModelRunsFiles) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset()), out = tmp.path + "/out";
+    const std::string raw = tmp.file("r.jsonl", logits(1000000000));
+    fs::create_directories(out);
+    write_file_atomic(out + "/raw_results.jsonl", logits(1000000000, "9.0"));
+    write_file_atomic(out + "/predict_speed.json", "{}\n");
+    const auto own = run_bertbench(predict(out, data, out + "/raw_results.jsonl"));
+    EXPECT_EQ(own.exit_code, 0) << own.out;
+    EXPECT_EQ(read_file(out + "/raw_results.jsonl"), logits(1000000000, "9.0"));
+    EXPECT_TRUE(fs::exists(out + "/predict_speed.json"));
+    const auto other = run_bertbench(predict(out, data, raw));
+    EXPECT_EQ(other.exit_code, 0) << other.out;
+    for (const char* name : {"raw_results.jsonl", "predict_speed.json"}) {
+        EXPECT_FALSE(fs::exists(out + "/" + name)) << name;
+        EXPECT_NE(other.out.find("removed a previous run's " + out + "/" + name + " (this run decodes --raw_results)"),
+                  std::string::npos) << other.out;
+    }
+    EXPECT_TRUE(fs::exists(out + "/predictions.json"));
+}
+
+// An output's name taken by a directory: refused before the first file is written (it failed at
+// that output, the ones before it written).
+TEST(SquadGuardCli, AnOutputNameTakenByADirectoryIsRefusedFirst) {
+    const GuardTmp tmp;
+    const std::string data = tmp.file("d.json", dataset()), out = tmp.path + "/out";
+    const std::string raw = tmp.file("r.jsonl", logits(1000000000));
+    for (const char* name : {"nbest_predictions.json", "eval_results.json", "null_odds.json"}) {
+        fs::remove_all(out);
+        fs::create_directories(out + "/" + name + "/x");
+        const auto r = run_bertbench(predict(out, data, raw));
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find("--output_dir=" + out + ": " + out + "/" + name + " is a directory, expected a file "
+                             "name or nothing"), std::string::npos) << r.out;
+        size_t entries = 0;
+        for ([[maybe_unused]] const auto& e : fs::directory_iterator(out)) ++entries;
+        EXPECT_EQ(entries, 1u) << name;  // the directory alone
+    }
 }
 
 // Prediction writes in --output_dir as a run does: a second process in the same directory (here

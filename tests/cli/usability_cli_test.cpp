@@ -247,6 +247,8 @@ TEST(UsabilityCli, ADirectoryWhereAFileIsExpectedIsNamedAsSuch) {
         {"squad --vocab_file=" + dir + " --output_dir=" + out + " --do_predict --features_only"
          " --predict_file=" + g + "squad/dataset-v1.1.json",
          "--vocab_file=" + dir + ": is a directory, expected a file (vocab.txt"},
+        {"prepare --vocab_file=" + dir + " --input_file=" + g + "corpus_public.txt --output_file=" + out,
+         "--vocab_file=" + dir + ": is a directory, expected a file (vocab.txt"},
         {"squad --vocab_file=" + g + "vocab.txt --output_dir=" + out + " --do_predict"
          " --features_only --predict_file=" + dir,
          "--predict_file=" + dir + ": is a directory, expected a file (SQuAD JSON"},

@@ -54,7 +54,7 @@ TEST(Flags, ReferenceSpellings) {
 // Python's int() as absl's IntegerParser and argparse's type=int call it, to a decimal of any size.
 TEST(Flags, IntegersAsPythonReadsThem) {
     const std::vector<std::pair<std::string, std::string>> good{
-        {"16", "16"},   {"0x10", "16"},    {"0X1f", "31"},
+        {"16", "16"},   {"0x10", "16"},    {"0x1F", "31"},
         {"0o17", "15"}, {"1_000", "1000"}, {" 7\n", "7"},
         {"-12", "-12"}, {"+3", "3"},       {"010", "10"},
         {"-0", "0"},    {"0x_ff", "255"},  {"0", "0"},
@@ -66,7 +66,7 @@ TEST(Flags, IntegersAsPythonReadsThem) {
     }
     // absl reads a signed text in base 10; '_' only between digits; no other bases or spaces inside
     for (const std::string bad : {"", " ", "-0x10", "0b101", "1__0", "_1", "1_", "0x", "0o8", "1 2",
-                                  "1.0", "0x1g", "--1", "+", "0O17"}) {
+                                  "1.0", "0x1g", "--1", "+", "0O17", "0X1f"}) {
         std::string got;
         EXPECT_FALSE(python_int_decimal(bad, &got)) << bad;
     }

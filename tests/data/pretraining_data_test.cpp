@@ -371,6 +371,21 @@ TEST(PretrainingShards, StemTooLongForTheSidecarIsRefusedBeforeAnyWork) {
     EXPECT_EQ(plan_shards(tmp.path + "/in", tmp.path + "/out", ".hdf5").size(), 3u);
 }
 
+// Two inputs of one stem (a.txt, a.md) would write one shard: refused naming both, before
+// --output_dir is made.
+TEST(PretrainingShards, TwoInputsOfOneStemAreRefusedNamingBoth) {
+    TempDir tmp;
+    fs::create_directories(tmp.path + "/in");
+    write_file_atomic(tmp.path + "/in/a.md", "a b\n");
+    write_file_atomic(tmp.path + "/in/a.txt", "a b\n");
+    const std::string msg = testing::error_of([&] { plan_shards(tmp.path + "/in", tmp.path + "/out"); });
+    EXPECT_NE(msg.find("--input_dir: " + tmp.path + "/in/a.md and " + tmp.path + "/in/a.txt map to the same output " +
+                       tmp.path + "/out/a.tfrecord"),
+              std::string::npos)
+        << msg;
+    EXPECT_FALSE(fs::exists(tmp.path + "/out"));
+}
+
 TEST(PretrainingShards, EachShardEqualsASeparateRunAndRerunSkips) {
     TempDir tmp;
     const std::string text = read_file(golden_dir() + "/corpus_public.txt");
