@@ -435,12 +435,7 @@ int cmd_squad(int argc, char** argv) {
     const bool pt_model = !nvidia.empty() && !nvpt.skip_checkpoint;  // run_squad.py's model file
     const std::vector<std::string> outputs = output_names(o, train_model, predict_model, pt_model);
     check_outputs_are_not_inputs(o, outputs);
-    for (const std::string& name : outputs) {  // before any file is written, not at the last one
-        std::error_code ec;
-        if (fs::is_directory(fs::path(o.output_dir) / name, ec))
-            fail("--output_dir={}: {} is a directory, expected a file name or nothing (the run writes its {} "
-                 "there)", o.output_dir, (fs::path(o.output_dir) / name).string(), name);
-    }
+    check_run_outputs_not_directories(o.output_dir, "--output_dir", outputs);  // not at the last file
     if (!nvpt.json_summary.empty()) {
         check_dllogger_path(nvpt.json_summary, {o.vocab_file, o.bert_config_file, o.init_checkpoint,
                                                 o.train_file, o.predict_file, o.raw_results});

@@ -607,6 +607,17 @@ void check_outputs_distinct(const std::vector<std::pair<std::string, std::string
     }
 }
 
+void check_run_outputs_not_directories(const std::string& dir, const std::string& dir_flag,
+                                       const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+        const std::filesystem::path p = std::filesystem::path(dir) / name;
+        std::error_code ec;
+        if (std::filesystem::is_directory(p, ec))
+            fail("{}={}: {} is a directory, expected a file name or nothing (the run writes its {} there)", dir_flag,
+                 dir, p.string(), name);
+    }
+}
+
 void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
                              const std::string& dir_flag, const std::vector<std::string>& names,
                              const std::vector<std::string>& prefixes) {

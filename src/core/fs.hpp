@@ -177,6 +177,11 @@ void check_output_file_writable(const std::string& path, const std::string& flag
 // existing or not): one would overwrite the other, or both write through one temporary.
 void check_outputs_distinct(const std::vector<std::pair<std::string, std::string>>& outputs);
 
+// Error when one of the files a run writes in its directory `dir` (named by `dir_flag`), `names`,
+// is a directory there: checked before the run's work, not when that file is written at its end.
+void check_run_outputs_not_directories(const std::string& dir, const std::string& dir_flag,
+                                       const std::vector<std::string>& names);
+
 // Error when `path` (an output named by `flag`) would be one of the files a run writes in its
 // directory `dir` (named by `dir_flag`): a name in `names`, or one starting with a prefix in
 // `prefixes` (e.g. "model.ckpt-"). Another name in `dir` is fine.

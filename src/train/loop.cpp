@@ -285,8 +285,10 @@ void TrainLoop::setup() {
 void TrainLoop::lock_output_dir() { output_dir_lock_ = DirectoryLock(o_.output_dir, "--output_dir"); }
 
 // No input may be one of the files the run writes in --output_dir (by inode: a symlink or hard
-// link counts), or the run would overwrite it.
+// link counts), or the run would overwrite it; none of them may be a directory (the run would
+// fail at its end, writing it).
 void TrainLoop::check_outputs_are_not_inputs() const {
+    check_run_outputs_not_directories(o_.output_dir, "--output_dir", run_output_names());
     std::vector<std::string> inputs = task_.inputs();
     if (!o_.init_checkpoint.empty()) inputs.push_back(o_.init_checkpoint);
     for (const std::string& name : run_output_names())

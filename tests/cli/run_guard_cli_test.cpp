@@ -1,7 +1,7 @@
 // A run never costs its inputs or another run's files, on the real binary: a report or summary
 // path that is one of the run's inputs is refused before the work (bench's --json over its --data,
 // pretrain's --json-summary over its records); a second run in an --output_dir in use is refused
-// while the first goes on; a bert_config.json edited in place is a changed flag on resume; an
+// while the first goes on, and a directory where it writes a file before the first step; a bert_config.json edited in place is a changed flag on resume; an
 // epsilon that fp32 cannot hold, an empty or repeated --mode and a value-less flag followed by
 // another flag are one-line errors.
 #include <gtest/gtest.h>
@@ -80,6 +80,21 @@ TEST(RunGuardCli, ReportsNeverOverwriteTheRunsInputs) {
         << s.out;
     EXPECT_EQ(slurp(w.p("t.tfrecord")), data);
     EXPECT_FALSE(fs::exists(w.p("run")));
+}
+
+// A directory where the run writes one of its files (curves.svg, written at the end) is refused
+// before the first step, not after the training.
+TEST(RunGuardCli, AnOutputNameTakenByADirectoryIsRefusedBeforeTraining) {
+    const GuardDir w("isdir");
+    fs::create_directories(w.p("run/curves.svg"));
+    const auto r = run_bertbench(w.pretrain(w.p("run"), 2));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_of_run(r), "error: --output_dir=" + w.p("run") + ": " + w.p("run/curves.svg") +
+                                   " is a directory, expected a file name or nothing (the run writes its "
+                                   "curves.svg there)")
+        << r.out;
+    EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << r.out;
+    EXPECT_TRUE(testing::matching_files(w.p("run"), R"(model\.ckpt-.*)").empty());
 }
 
 TEST(RunGuardCli, ASecondRunInAnOutputDirInUseIsRefused) {
