@@ -40,7 +40,7 @@ for a in "$@"; do
     --seeds=*) SEEDS=${a#--seeds=}; SEEDS_GIVEN=1 ;;
     --out=*) OUT=${a#--out=} ;;
     --bertbench=*) BB=${a#--bertbench=} ;;
-    --seed=*|--seed|--output_dir=*|--output_dir)
+    --seed=*|--seed|-seed=*|-seed|--output_dir=*|--output_dir|-output_dir=*|-output_dir)
       die "${a%%=*}: set by this script (--seeds=S1,S2,... and --out=DIR), expected it absent, got $a" ;;
     --nodo_eval|-nodo_eval|--do_eval=*|-do_eval=*)
       # pretrain reads booleans as absl does: one or two dashes, false/0/no/f/n in any case

@@ -168,8 +168,10 @@ def main(argv):
     a = p.parse_args(argv[:k])
     a.flags = argv[k + 1:]
     for bad in ("--seed", "--init_checkpoint", "--output_dir", "--dtype"):
-        if any(x == bad or x.startswith(bad + "=") for x in a.flags):
-            die("%s: set by this script for every run; remove it from the recipe" % bad)
+        for x in a.flags:
+            name = x.split("=", 1)[0]
+            if name in (bad, bad[1:]):  # pretrain reads one dash as two (absl)
+                die("%s: set by this script for every run; remove it from the recipe" % name)
     impls = [x for x in a.impls.split(",") if x]
     for impl in impls:
         if impl not in IMPLS:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "core/log.hpp"
 #include "core/sysinfo.hpp"
 #include "dist/comm.hpp"
+#include "model/checkpoint.hpp"
 
 namespace bertbench::cli {
 namespace {
@@ -75,15 +77,16 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
     return j;
 }
 
-// The ceilings, each as a text line (and its shapes) to `text` and a JSON point.
+// The ceilings, each as a text line (and its shapes) to `text` and a JSON point; a thread count
+// beyond the CPUs is given to `skip` (why) and left out.
 nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig& c, int tokens,
-                        int reps, const std::vector<ops::Precision>& dtypes, std::ostream& text) {
+                        int reps, const std::vector<ops::Precision>& dtypes, std::ostream& text,
+                        const std::function<void(const std::string&)>& skip) {
     nlohmann::json out = nlohmann::json::array();
     for (ops::Precision d : dtypes)
     for (int t : threads) {
         if (t > sysinfo::cpus_available()) {
-            log::warn("skipping --threads={}: only {} CPUs available", t,
-                      sysinfo::cpus_available());
+            skip(fmt::format("--threads={}: only {} CPUs available", t, sysinfo::cpus_available()));
             continue;
         }
         const bench::Ceiling ceil =
@@ -225,7 +228,7 @@ int cmd_bench(int argc, char** argv) {
              {"--predict_file", scenario.predict_file},
              {"--vocab_file", scenario.vocab_file},
              {"--summarize_log", scenario.summarize_log}}) {
-        const std::vector<std::string> files = paths_of_list(list);
+        const std::vector<std::string> files = model::files_read({list});  // a TF checkpoint's every file
         for (const auto& [flag, path] : outputs)
             if (!path.empty()) check_output_not_input(path, flag, files, in_flag);
     }
@@ -489,7 +492,12 @@ int cmd_bench(int argc, char** argv) {
             std::ostream& text = fmt_out == bench::Format::table ? std::cout : std::cerr;
             for (const auto& j : gpu ? bench::run_device_gemm(*gpu, models.front().second, gemm_tokens, gemm_reps,
                                                               dtypes, text)
-                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes, text))
+                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes, text,
+                                                [&](const std::string& why) {
+                                                    ++failed;
+                                                    log::warn("skipping the GEMM ceiling: {}", why);
+                                                    if (first_skip.empty()) first_skip = why;
+                                                }))
                 gemm_points.push_back(j);
             continue;
         }

@@ -66,14 +66,15 @@ int cmd_eval(int argc, char** argv) {
     if (eval_batch_size < 1) fail("--eval_batch_size: expected >= 1, got {}", eval_batch_size);
     const int cpus = sysinfo::cpus_available();
     if (threads < 0 || threads > cpus)
-        fail("--threads={}: expected 0..{} (CPUs available)", threads, cpus);
+        fail("--threads={}: expected 0..{} (CPUs available to this process{})", threads, cpus,
+             sysinfo::cpus_binding_hint());
     omp_set_num_threads(threads > 0 ? threads : cpus);
 
     const std::vector<std::string> files = expand_globs(input, "input_file");
     if (!json_path.empty()) {
         check_output_file_writable(json_path, "--json");
-        std::vector<std::string> inputs = files;
-        inputs.push_back(checkpoint);
+        std::vector<std::string> inputs = model::checkpoint_files(checkpoint);  // a TF prefix's every file
+        inputs.insert(inputs.end(), files.begin(), files.end());
         if (!config_file.empty()) inputs.push_back(config_file);
         check_output_not_input(json_path, "--json", inputs,
                                "--input_file/--init_checkpoint/--bert_config_file");

@@ -130,6 +130,7 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
              std::numeric_limits<int>::max() / ranks, ranks);
     const int per_rank = o.train_batch_size;
     o.train_batch_size = per_rank * ranks;
+    o.batch_per_rank = true;
     o.steps_per_update = k;
     o.batch_hint = "a smaller --train_batch_size (the micro-batch) with a larger --num_accumulation_steps keeps the "
                    "global batch";

@@ -118,7 +118,7 @@ void check_outputs_are_not_inputs(const Options& o, const std::vector<std::strin
         for (const auto& [flag, path] : inputs)
             if (!path->empty())
                 check_output_not_input((fs::path(o.output_dir) / name).string(), "--output_dir",
-                                       {*path}, flag);
+                                       model::checkpoint_files(*path), flag);
 }
 
 // The model must take --max_seq_length positions, every id of --vocab_file (a larger vocabulary
@@ -471,7 +471,8 @@ int cmd_squad(int argc, char** argv) {
     o.loss_scale_window = o.precision_flags.loss_scale_window;
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
-        fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
+        fail("--threads={}: expected 0..{} (CPUs available to this process{})", o.threads, cpus,
+             sysinfo::cpus_binding_hint());
     omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
     const data::Vocab vocab = data::Vocab::load(o.vocab_file);
     std::optional<model::BertConfig> train_config;

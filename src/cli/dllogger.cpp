@@ -16,6 +16,7 @@
 #include "core/json_safe.hpp"
 #include "core/log.hpp"
 #include "core/py_json.hpp"
+#include "model/checkpoint.hpp"
 #include "train/mlperf_log.hpp"  // python_json_dumps, json.dumps' text
 
 namespace bertbench::cli {
@@ -172,10 +173,8 @@ void check_dllogger_path(const std::string& path, const std::vector<std::string>
     // Written at the end, its directories made then: checked now rather than after the run
     // (NVIDIA's dllogger opens the file at start-up)
     check_output_file_writable(path, "--json-summary", true);
-    std::vector<std::string> files;  // the inputs' comma lists and globs, as the run will read them
-    for (const std::string& list : inputs)
-        for (std::string& f : paths_of_list(list)) files.push_back(std::move(f));
-    check_output_not_input(path, "--json-summary", files, "file");
+    // the inputs' comma lists, globs and checkpoints' files, as the run will read them
+    check_output_not_input(path, "--json-summary", model::files_read(inputs), "file");
 }
 
 void write_pretrain_dllogger(const std::string& path, const DlloggerRun& run) {

@@ -334,6 +334,7 @@ std::string apply_nvidia_pt_pretrain(const Flags& f, const NvidiaPtFlags& n,
              std::numeric_limits<int>::max() / ranks);
     const int per_update = o.train_batch_size;
     o.train_batch_size = per_rank * ranks;
+    o.batch_per_rank = true;
     o.steps_per_update = k;
     o.batch_hint = "a larger --gradient_accumulation_steps keeps --train_batch_size per update, in smaller micro-batches";
     o.stop_flag = "--steps_this_run";
@@ -465,6 +466,7 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
              std::numeric_limits<int>::max() / ranks);
     const int given = o.train_batch_size;
     o.train_batch_size = per_update * ranks;
+    o.batch_per_rank = true;
     o.nvidia.micro_batch = per_update / k;
     o.nvidia.accumulation = k;
     o.nvidia.ranks = ranks;

@@ -267,6 +267,7 @@ std::string apply_ngc_tf_squad(const Flags& f, const NgcTfSquadFlags& n,
              o.train_batch_size, std::numeric_limits<int>::max() / k / ranks);
     const int given = o.train_batch_size;
     o.train_batch_size = given * k * ranks;
+    o.batch_per_rank = true;
     o.ngc_tf_adam = true;
     std::string notes;
     if (n.horovod && ranks > 1) {

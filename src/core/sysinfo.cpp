@@ -1,5 +1,6 @@
 #include "core/sysinfo.hpp"
 
+#include <fmt/format.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -37,6 +38,13 @@ int cpus_available() {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     return CPU_COUNT(&set);
+}
+
+std::string cpus_binding_hint() {
+    const int n = cpus_available(), all = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") || n >= all) return "";
+    return fmt::format("; mpirun bound this rank to {} of the machine's {} CPUs (hint: mpirun --bind-to none, or "
+                       "--map-by slot:PE=<threads> for that many per rank)", n, all);
 }
 
 uint64_t memory_bytes() {

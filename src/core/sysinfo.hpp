@@ -11,6 +11,9 @@ namespace bertbench::sysinfo {
 double peak_rss_mb();           // VmHWM of this process, MiB
 std::string cpu_model();        // /proc/cpuinfo "model name"
 int cpus_available();           // CPUs this process may run on (sched affinity)
+// Where mpirun bound this process to fewer CPUs than the machine has (OpenMPI binds each rank to a
+// core by default): "; mpirun bound this rank to N of the machine's M CPUs (hint: ...)"; else "".
+std::string cpus_binding_hint();
 uint64_t memory_bytes();        // physical memory (MemTotal, capped by a cgroup v2 memory.max)
 nlohmann::json system_info();   // cpu model, cores, ISA flags of interest, memory, openmp_wait()
 // How this process's OpenMP threads wait at barriers: the OMP_WAIT_POLICY / GOMP_SPINCOUNT it runs

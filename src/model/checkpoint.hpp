@@ -197,6 +197,12 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 // PATH.safetensors is a file (bertbench's checkpoint of that name: run/model.ckpt-2000 for
 // run/model.ckpt-2000.safetensors), that file, said in one line naming `flag`; else `path`.
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag);
+// The files a checkpoint name reads, for the checks that no output is one of them: a TF prefix's
+// (or its .index's or data shard's) PREFIX.index and every PREFIX.data-* beside it; else `path`.
+std::vector<std::string> checkpoint_files(const std::string& path);
+// The files that inputs given as comma lists and globs (paths_of_list's) read, a checkpoint
+// name's as checkpoint_files gives them.
+std::vector<std::string> files_read(const std::vector<std::string>& lists);
 // The config a checkpoint carries: ours in its metadata; a Hugging Face file (safetensors or
 // PyTorch) in save_pretrained's config.json beside it, where that has "model_type": "bert" (said
 // once). False otherwise (TF bundles; HF files without it).

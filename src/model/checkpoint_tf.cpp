@@ -207,6 +207,26 @@ const char* checkpoint_format_name(CheckpointFormat f) {
     return "?";
 }
 
+std::vector<std::string> checkpoint_files(const std::string& path) {
+    const std::string prefix = io::TfBundleReader::prefix_of(path);
+    if (!io::TfBundleReader::is_bundle(prefix)) return {path};
+    std::vector<std::string> files{prefix + ".index"};
+    const std::filesystem::path p(prefix);
+    const std::string shard = p.filename().string() + ".data-";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec))
+        if (e.path().filename().string().starts_with(shard)) files.push_back(e.path().string());
+    return files;
+}
+
+std::vector<std::string> files_read(const std::vector<std::string>& lists) {
+    std::vector<std::string> files;
+    for (const std::string& list : lists)
+        for (const std::string& path : paths_of_list(list))
+            for (std::string& f : checkpoint_files(path)) files.push_back(std::move(f));
+    return files;
+}
+
 CheckpointFormat detect_checkpoint_format(const std::string& path) {
     if (io::TfBundleReader::is_bundle(io::TfBundleReader::prefix_of(path))) return CheckpointFormat::tf_bundle;
     if (std::error_code ec; std::filesystem::is_directory(path, ec)) {

@@ -154,7 +154,8 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     }
     const int cpus = sysinfo::cpus_available();
     if (o.threads < 0 || o.threads > cpus)
-        fail("--threads={}: expected 0..{} (CPUs available to this process)", o.threads, cpus);
+        fail("--threads={}: expected 0..{} (CPUs available to this process{})", o.threads, cpus,
+             sysinfo::cpus_binding_hint());
     omp_set_num_threads(o.threads > 0 ? o.threads : cpus);
 
     CheckpointEvalOptions e;

@@ -257,7 +257,8 @@ void TrainLoop::setup() {
     const int cpus = sysinfo::cpus_available();
     const int threads = o_.threads > 0 ? o_.threads : cpus;
     if (o_.threads < 0 || threads > cpus)
-        fail("--threads={}: expected 1..{} (CPUs available to this process)", o_.threads, cpus);
+        fail("--threads={}: expected 1..{} (CPUs available to this process{})", o_.threads, cpus,
+             sysinfo::cpus_binding_hint());
     omp_set_num_threads(threads);
     if (o_.do_train) o_.schedule.validate();  // its flags' errors before any set-up is said
 
@@ -290,7 +291,8 @@ void TrainLoop::lock_output_dir() { output_dir_lock_ = DirectoryLock(o_.output_d
 void TrainLoop::check_outputs_are_not_inputs() const {
     check_run_outputs_not_directories(o_.output_dir, "--output_dir", run_output_names());
     std::vector<std::string> inputs = task_.inputs();
-    if (!o_.init_checkpoint.empty()) inputs.push_back(o_.init_checkpoint);
+    if (!o_.init_checkpoint.empty())
+        for (std::string& f : model::checkpoint_files(o_.init_checkpoint)) inputs.push_back(std::move(f));
     for (const std::string& name : run_output_names())
         for (const std::string& in : inputs)
             if (same_file((fs::path(o_.output_dir) / name).string(), in))

@@ -65,6 +65,9 @@ struct RunOptions {
     int64_t seed = 12345;              // initialisation and dropout
     int threads = 0;                   // 0 = every available CPU
     bool allow_changed_flags = false;  // resume with other hyper-parameters (logged)
+    // The line's --train_batch_size is per rank (NVIDIA's and NGC's): train_batch_size is it x the
+    // ranks, and a resume under another mpirun -np changes it (the message says so).
+    bool batch_per_rank = false;
     ops::Precision precision = ops::Precision::fp32;  // the engine's GEMMs (--dtype)
     std::string loss_scale;            // "" none, "dynamic", or a fixed factor
     double initial_loss_scale = 32768; // --loss_scale=dynamic starts here
@@ -215,6 +218,7 @@ private:
     // `old_sizes`: the checkpoint's data_file_sizes() (an empty object for older checkpoints).
     void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config,
                              const nlohmann::json& old_paths, const nlohmann::json& old_sizes);
+    std::string ranks_hint(const nlohmann::json& old_batch, const nlohmann::json& now_batch) const;
     void write_config_json();
     void load_or_init();
     // Error when the checkpoint being resumed is another command's (squad resuming a pretrain run)

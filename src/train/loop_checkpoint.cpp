@@ -403,6 +403,17 @@ json data_file_sizes(const std::vector<std::string>& files) {
     return out;
 }
 
+// A resumed run's other global batch on a line whose --train_batch_size is per rank (NVIDIA's,
+// NGC's), where another rank count gives the checkpoint's: says so, "" otherwise.
+std::string TrainLoop::ranks_hint(const json& old_batch, const json& now_batch) const {
+    if (!o_.batch_per_rank || !old_batch.is_number_integer() || !now_batch.is_number_integer()) return "";
+    const int64_t ranks = dp_->size(), per_rank = now_batch.get<int64_t>() / ranks, old = old_batch.get<int64_t>();
+    if (per_rank < 1 || old % per_rank != 0 || old / per_rank == ranks) return "";
+    return fmt::format("the global batch, {} rank(s) x {} per rank; the checkpoint's {} is {} ranks of {}: mpirun "
+                       "-np {}; ",
+                       ranks, per_rank, old, old / per_rank, per_rank, old / per_rank);
+}
+
 void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config,
                                     const json& old_paths, const json& old_sizes) {
     if (!old_flags.is_object()) return;
@@ -415,10 +426,11 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
     };
     for (const std::string& k : o_.fixed_flags)  // optimizer_variant: no flag, the line's script sets it
         if (differs(k))
-            fail("{}: expected {} as in the checkpoint {} being resumed, got {} (hint: use "
+            fail("{}: expected {} as in the checkpoint {} being resumed, got {} ({}hint: use "
                  "a new --output_dir for a different run)",
                  k == "optimizer_variant" ? "the optimizer variant (set by the command line's script)" : "--" + k,
-                 json_safe::brief(old_flags[k]), resume_from_, json_safe::brief(flags_json_[k]));
+                 json_safe::brief(old_flags[k]), resume_from_, json_safe::brief(flags_json_[k]),
+                 k == "train_batch_size" ? ranks_hint(old_flags[k], flags_json_[k]) : "");
     json changes = json::array();
     std::string text;
     for (const std::string& k : o_.checked_flags) {

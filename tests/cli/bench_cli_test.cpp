@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -294,6 +295,13 @@ TEST(BenchCli, ImpossiblePointIsSkipped) {
     EXPECT_NE(r.out.find("max_position_embeddings"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("infer  tiny"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--threads=100000: only"), std::string::npos) << r.out;
+    // a GEMM ceiling likewise; none left: an error, as for points (it exited 0 with an empty report)
+    const std::string json = ::testing::TempDir() + "/bench_gemm_skipped.json";
+    const auto g = run_bertbench("bench --mode=gemm --threads=100000 --gemm_tokens=64 --gemm_reps=1 --json=" + json);
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("error: none of the 1 points ran; the first: --threads=100000: only"), std::string::npos)
+        << g.out;
+    EXPECT_FALSE(std::filesystem::exists(json));
 }
 
 TEST(BenchCli, SweepThatCannotRunFailsBeforeMeasuring) {

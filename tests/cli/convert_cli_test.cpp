@@ -6,11 +6,14 @@
 // non-zero exit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_util.hpp"
@@ -422,6 +425,35 @@ TEST(ConvertCli, EvalWithTfCheckpointNeedsAConfig) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.out.find("--bert_config_file"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("is a TensorFlow checkpoint and carries no config"), std::string::npos) << r.out;
+}
+
+// A TF prefix names its .index and data shards: an output named as one of them is refused as the
+// input it is (eval's --json overwrote the index, exit 0; bench's scenario outputs and
+// --json-summary go through the same model::files_read, squad's and the train loop's outputs
+// through checkpoint_files).
+TEST(ConvertCli, OutputsOntoATfCheckpointsFilesAreRefused) {
+    TmpDir dir;
+    const std::string prefix = dir.file("m.ckpt"), other = dir.file("other");
+    const std::vector<std::string> files{prefix + ".data-00000-of-00001", prefix + ".index"};
+    for (const std::string& f : files)
+        std::filesystem::copy_file(tiny_prefix() + f.substr(prefix.size()), f);
+    for (const std::string& name : {prefix, prefix + ".index", files[0]}) {
+        std::vector<std::string> got = model::checkpoint_files(name);
+        std::sort(got.begin(), got.end());
+        EXPECT_EQ(got, files) << name;
+    }
+    EXPECT_EQ(model::checkpoint_files(other), std::vector<std::string>{other});
+    const std::string cfg = std::filesystem::path(tiny_prefix()).parent_path() / "bert_config.json";
+    const std::string index = read_file(files[1]), data = read_file(files[0]);
+    for (const std::string& f : files) {
+        const auto e = run_bertbench("eval --init_checkpoint=" + prefix + " --bert_config_file=" + cfg +
+                                     " --input_file=" + testing::golden("pretraining/public_128_s12345_d2.tfrecord") +
+                                     " --json=" + f);
+        EXPECT_EQ(e.exit_code, 1) << e.out;
+        EXPECT_NE(e.out.find("--json=" + f + ": is the same file as the input"), std::string::npos) << e.out;
+    }
+    EXPECT_EQ(read_file(files[1]), index);
+    EXPECT_EQ(read_file(files[0]), data);
 }
 
 // A non-BERT TF2 bundle (Snappy index, a DT_STRING, data order != key order) survives

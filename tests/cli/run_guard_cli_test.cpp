@@ -184,6 +184,24 @@ TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
 // A run whose end is not on an optimizer update is refused before anything is written (it once
 // trained every step and failed at the end, leaving no checkpoint). (--stop_steps, a PerfZero
 // flag, counts updates: always whole ones.)
+// NVIDIA's line takes --train_batch_size per rank: resumed with another per-rank batch (as under
+// another mpirun -np, which gave the same refusal with only the global numbers), the message
+// names the rank count that gives the checkpoint's global batch.
+TEST(RunGuardCli, APerRankBatchOnResumeNamesTheRanks) {
+    const GuardDir w("perrank");
+    const std::string line = "pretrain --bert_config_file=" + w.p("bert_config.json") + " --input_file=" +
+                             w.p("t.tfrecord") + " --output_dir=" + w.p("run") +
+                             " --max_steps=4 --num_warmup_steps=1 --learning_rate=1e-3 --threads=1";
+    ASSERT_EQ(run_bertbench(line + " --train_batch_size=4 --steps_this_run=2").exit_code, 0);
+    const auto r = run_bertbench(line + " --train_batch_size=2");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_of_run(r).find("--train_batch_size: expected 4 as in the checkpoint"), std::string::npos) << r.out;
+    EXPECT_NE(error_of_run(r).find("(the global batch, 1 rank(s) x 2 per rank; the checkpoint's 4 is 2 ranks of 2: "
+                                   "mpirun -np 2; hint: "),
+              std::string::npos)
+        << r.out;
+}
+
 TEST(RunGuardCli, StepsNotOnAnUpdateAreRefusedAtStart) {
     const GuardDir w("whole");
     const auto r = run_bertbench(w.pretrain(w.p("run"), 5) + " --steps_per_update=2");

@@ -135,6 +135,12 @@ TEST(TimeToTrainCli, FlagsTheScriptSetsAreRefusedInOneLine) {
     EXPECT_EQ(seed.out,
               "time-to-train: --seed: set by this script (--seeds=S1,S2,... and --out=DIR), expected "
               "it absent, got --seed=3\n");
+    // pretrain reads one dash as two (absl): -seed=99 was passed on, and the script's seed won
+    const RunResult dash = run_shell(command(d, "--runs=2 --out=" + d.path("x") + " -seed=99", "0"));
+    EXPECT_EQ(dash.exit_code, 1);
+    EXPECT_EQ(dash.out,
+              "time-to-train: -seed: set by this script (--seeds=S1,S2,... and --out=DIR), expected "
+              "it absent, got -seed=99\n");
     const RunResult runs = run_shell(command(d, "--runs=0 --out=" + d.path("x"), "0"));
     EXPECT_EQ(runs.exit_code, 1);
     EXPECT_EQ(runs.out, "time-to-train: --runs: expected an integer >= 1, got \"0\"\n");

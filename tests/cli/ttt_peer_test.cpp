@@ -142,6 +142,9 @@ TEST(TorchTttPeer, CompareScriptRunsBothToTheTargetSlow) {
     r = run_shell(script + " --" + recipe(d) + " --seed=4");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.out.find("--seed: set by this script for every run"), std::string::npos) << r.out;
+    r = run_shell(script + " --" + recipe(d) + " -output_dir=" + d.file("elsewhere"));  // absl's one dash
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("-output_dir: set by this script for every run"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -486,6 +486,19 @@ TEST(DistPretrain, SlowARefusedFlagIsOneErrorLine) {
     EXPECT_EQ(count_of(same.out, "error: "), 1u) << same.out;
     EXPECT_NE(same.out.find("bertbench pretrain: error: --input_file: expected records, got none"),
               std::string::npos) << same.out;
+
+    // --threads beyond the one core OpenMPI binds each of 2 ranks to by default: the binding is
+    // named with the flags that lift it (it said only "expected 1..1")
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 2) return;  // one core: no binding narrower than the machine
+    const auto bound =
+        run_mpi(2, bertbench_path() + args(w, w.out("u"), "--num_train_steps=2 --threads=" + std::to_string(cpus)), 120);
+    EXPECT_EQ(bound.exit_code, 1) << bound.out;
+    EXPECT_NE(bound.out.find("error: --threads=" + std::to_string(cpus) + ": expected 1..1 (CPUs available to this "
+                             "process; mpirun bound this rank to 1 of the machine's " + std::to_string(cpus) +
+                             " CPUs (hint: mpirun --bind-to none"),
+              std::string::npos)
+        << bound.out;
 }
 
 }  // namespace
