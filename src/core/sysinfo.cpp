@@ -63,7 +63,8 @@ uint64_t memory_bytes() {
 std::string openmp_wait() {
     std::string out;
     for (const char* var : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
-        if (const char* v = std::getenv(var)) out += (out.empty() ? "" : " ") + std::string(var) + "=" + v;
+        if (const char* v = std::getenv(var))  // (one appended string: GCC 12's -Wrestrict misfires on a + chain)
+            out += fmt::format("{}{}={}", out.empty() ? "" : " ", var, v);
     return out.empty() ? "libgomp default" : out;
 }
 
