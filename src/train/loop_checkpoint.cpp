@@ -280,7 +280,7 @@ void TrainLoop::load_or_init() {
                 if (!c.is_null()) task_.check_data_cursor(c, samples);
         });
         data_cursor_ = dp_->reader_state_for_rank(saved, &first_epoch_);
-        if (data_cursor_.is_null() && first_epoch_ > 0)
+        if (data_cursor_.is_null() && first_epoch_ > 0 && root_)  // a fact of the job: said once
             log::warn("{} was written by a job with another number of ranks: the weights and the "
                       "optimizer state resume, the data order does not (every rank starts epoch {} "
                       "of its new share; the rest of the interrupted epoch is not seen)",
@@ -461,8 +461,9 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
              "flags resume it; a new --output_dir starts a different run; --allow_changed_flags "
              "continues with the new values and records the change)",
              resume_from_, changes.size(), text);
-    log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
-              "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
+    if (root_)  // a fact of the job: said once, not by every rank
+        log::warn("--allow_changed_flags: resuming {} with changed flags: {} (recorded in {}/"
+                  "changed_flags.jsonl)", resume_from_, text, o_.output_dir);
     changed_flags_ = {{"resumed_from", resume_from_}, {"changes", changes}};  // written by run()
 }
 
