@@ -59,43 +59,84 @@ class Instance:
 
 
 def parse_launcher(argv):
-    """The launcher's flags (IPEX cpu/launch: current and deprecated spellings; abbreviations as
-    its argparse takes them), the program and its words."""
+    """The launcher's flags as IPEX 2.3's cpu/launch declares them (each with its underscore
+    spelling; abbreviations as its argparse takes them; `choices` checked), its deprecated flags
+    applied over the current ones afterwards as its process_deprecated_params does, the program
+    and its words."""
     p = support.ArgumentParser(prog=PROG)
     a = p.add_argument
-    a("--nodes-list", "--node_id", dest="nodes", default="")
-    a("--cores-list", "--core_list", "--cores_list", dest="cores", default="")
-    a("--ninstances", type=int, default=0)
-    a("--ncores-per-instance", "--ncore_per_instance", "--ncores_per_instance", dest="ncores",
-      type=int, default=0)
-    a("--instance-idx", "--instance_idx", dest="instance_idx", default="")
-    a("--use-logical-cores", "--use_logical_core", dest="logical", action="store_true")
-    a("--bind-numa-node", "--bind_numa_node", "--skip-cross-node-cores",
-      "--skip_cross_node_cores", dest="bind_numa_node", action="store_true")
-    a("--latency-mode", "--latency_mode", dest="latency_mode", action="store_true")
-    a("--throughput-mode", "--throughput_mode", dest="throughput_mode", action="store_true")
-    a("--strategy", default="close")
-    a("--log-dir", "--log_path", dest="log_dir", default="")
-    a("--log-file-prefix", "--log_file_prefix", dest="log_prefix", default="run")
-    # no effect on bertbench's process (its own allocator and threads)
-    for flag in ("--enable_jemalloc", "--enable_tcmalloc", "--use_default_allocator",
-                 "--disable_iomp", "--disable_numactl", "--disable_taskset", "--use-e-cores",
-                 "--multi_instance", "--benchmark"):
-        a(flag, action="store_true")
-    for flag in ("--memory-allocator", "--omp-runtime", "--multi-task-manager"):
-        a(flag, default=None)
-    # refused: a distributed run
-    a("--distributed", action="store_true")
     a("-m", "--module", dest="module", action="store_true")
     a("--no-python", "--no_python", dest="no_python", action="store_true")
-    a("--nprocs-per-node", "--nproc_per_node", dest="nprocs", default=None)
-    for names in (("--nnodes",), ("--hostfile",), ("--ccl-worker-count", "--ccl_worker_count"),
-                  ("--master-addr", "--master_addr"), ("--master-port", "--master_port"),
-                  ("--extra-mpi-params",)):
-        a(*names, default=None)
+    a("--log-dir", "--log_dir", dest="log_dir", default="")
+    a("--log-file-prefix", "--log_file_prefix", dest="log_prefix", default="run")
     a("program")
     a("program_args", nargs=argparse.REMAINDER)
-    return p.parse_args(argv)
+    # common and multi-instance flags
+    a("--ncores-per-instance", "--ncores_per_instance", dest="ncores", type=int, default=0)
+    a("--nodes-list", "--nodes_list", dest="nodes", default="")
+    a("--use-e-cores", "--use_e_cores", dest="use_e_cores", action="store_true")
+    a("--memory-allocator", "--memory_allocator", dest="memory_allocator", default="auto",
+      choices=["auto", "default", "tcmalloc", "jemalloc"])
+    a("--omp-runtime", "--omp_runtime", dest="omp_runtime", default="auto",
+      choices=["auto", "default", "intel"])
+    a("--ninstances", type=int, default=0)
+    a("--instance-idx", "--instance_idx", dest="instance_idx", default="")
+    a("--use-logical-cores", "--use_logical_cores", dest="logical", action="store_true")
+    a("--skip-cross-node-cores", "--skip_cross_node_cores", "--bind-numa-node", "--bind_numa_node",
+      dest="bind_numa_node", action="store_true")  # --bind-numa-node: its name before 2.3
+    a("--multi-task-manager", "--multi_task_manager", dest="task_manager", default="auto",
+      choices=["auto", "none", "numactl", "taskset"])
+    a("--latency-mode", "--latency_mode", dest="latency_mode", action="store_true")
+    a("--throughput-mode", "--throughput_mode", dest="throughput_mode", action="store_true")
+    a("--cores-list", "--cores_list", dest="cores", default="")
+    a("--benchmark", action="store_true")
+    a("--strategy", default="close")  # before 2.3
+    # distributed flags (refused: check_launcher)
+    a("--nnodes", type=int, default=0)
+    a("--nprocs-per-node", "--nprocs_per_node", dest="nprocs", type=int, default=0)
+    a("--ccl-worker-count", "--ccl_worker_count", dest="ccl_worker_count", type=int, default=4)
+    a("--logical-cores-for-ccl", "--logical_cores_for_ccl", dest="ccl_logical", action="store_true")
+    a("--master-addr", "--master_addr", dest="master_addr", default="127.0.0.1")
+    a("--master-port", "--master_port", dest="master_port", type=int, default=29500)
+    a("--hostfile", default="")
+    a("--extra-mpi-params", "--extra_mpi_params", dest="extra_mpi_params", default="")
+    # auto-IPEX (refused: check_launcher)
+    a("--auto-ipex", "--auto_ipex", dest="auto_ipex", action="store_true")
+    a("--dtype", default="float32", choices=["float32", "bfloat16"])
+    a("--auto-ipex-verbose", "--auto_ipex_verbose", dest="auto_ipex_verbose", action="store_true")
+    a("--disable-ipex-graph-mode", "--disable_ipex_graph_mode", dest="disable_ipex_graph_mode",
+      action="store_true")
+    # deprecated spellings, applied over the current ones after parsing
+    a("--nproc_per_node", dest="old_nprocs", type=int, default=-1)
+    a("--more_mpi_params", dest="old_mpi_params", default="")
+    a("--ncore_per_instance", dest="old_ncores", type=int, default=-1)
+    a("--node_id", dest="old_node_id", type=int, default=-1)
+    a("--core_list", dest="old_cores", default="")
+    a("--logical_core_for_ccl", dest="old_ccl_logical", action="store_true")
+    a("--use_logical_core", dest="old_logical", action="store_true")
+    a("--log_path", dest="old_log_dir", default="")
+    for flag in ("--enable_tcmalloc", "--enable_jemalloc", "--use_default_allocator",
+                 "--disable_numactl", "--disable_taskset", "--disable_iomp", "--multi_instance",
+                 "--distributed"):
+        a(flag, action="store_true")
+    args = p.parse_args(argv)
+    for new, old, unset in (("nprocs", "old_nprocs", -1), ("extra_mpi_params", "old_mpi_params", ""),
+                            ("ncores", "old_ncores", -1), ("cores", "old_cores", ""),
+                            ("ccl_logical", "old_ccl_logical", False), ("logical", "old_logical", False),
+                            ("log_dir", "old_log_dir", "")):
+        if getattr(args, old) != unset:
+            setattr(args, new, getattr(args, old))
+    if args.old_node_id != -1:
+        args.nodes = str(args.old_node_id)
+    for flag, allocator in (("use_default_allocator", "default"), ("enable_jemalloc", "jemalloc"),
+                            ("enable_tcmalloc", "tcmalloc")):
+        if getattr(args, flag):
+            args.memory_allocator = allocator
+    if args.disable_numactl:
+        args.task_manager = "taskset"
+    if args.disable_taskset:
+        args.task_manager = "numactl"
+    return args
 
 
 def check_launcher(launcher):
@@ -108,6 +149,13 @@ def check_launcher(launcher):
                       "pretrain`, docs/distributed.md)" % many[0])
     if launcher.latency_mode and launcher.throughput_mode:
         raise Refused("--latency-mode and --throughput-mode: the launcher refuses both at once")
+    auto = [f for f, v in [("--auto-ipex", launcher.auto_ipex),
+                           ("--dtype=%s" % launcher.dtype, launcher.dtype != "float32"),
+                           ("--auto-ipex-verbose", launcher.auto_ipex_verbose),
+                           ("--disable-ipex-graph-mode", launcher.disable_ipex_graph_mode)] if v]
+    if auto:
+        raise Refused("%s: auto-IPEX rewrites the script's model (ipex.optimize, its --dtype) "
+                      "before it runs; not mapped here (the scripts' own precision flags are)" % auto[0])
     if launcher.module or launcher.no_python:
         raise Refused("-m / --no-python: expected the path of %s" % " or ".join(SCRIPTS))
     if os.path.basename(launcher.program) not in SCRIPTS:
@@ -129,6 +177,19 @@ def pool_name(ids):
     return text.replace(",", "_")
 
 
+def id_list(flag, text):
+    """The ids of a launcher list ("0,2-3"; IPEX's parse_list_argument), sorted; a word that is
+    neither an id nor a range a-b with a <= b is refused naming the flag."""
+    ids = set()
+    for elem in (e.strip() for e in text.strip().split(",") if text.strip()):
+        ends = [x.strip() for x in elem.split("-")]
+        if not all(x.isdigit() for x in ends) or len(ends) > 2 or int(ends[0]) > int(ends[-1]):
+            raise Refused("%s=%s: expected ids and ranges a-b (a <= b), comma separated; found %r"
+                          % (flag, text, elem))
+        ids.update(range(int(ends[0]), int(ends[-1]) + 1))
+    return sorted(ids)
+
+
 def instance_pools(args):
     """The instances as the launcher cuts them (IPEX cpu_info.py gen_pools_ondemand): the listed
     cores or nodes (all by default), physical cores only unless --use-logical-cores, then
@@ -139,18 +200,27 @@ def instance_pools(args):
     ncores, ninstances, logical, bind = (args.ncores, args.ninstances, args.logical,
                                          args.bind_numa_node)
     nodes_arg = args.nodes
+    # The modes set the instances' sizes; IPEX 2.3 warns that --nodes-list no longer applies but
+    # still cuts the pool from it (launcher_multi_instances.py launch), as here.
     if args.latency_mode:
-        ncores, ninstances, logical, nodes_arg = 4, 0, False, ""
+        ncores, ninstances, logical = 4, 0, False
     if args.throughput_mode:
-        ninstances, ncores, logical, bind, nodes_arg = len(machine.nodes()), 0, False, True, ""
+        ninstances, ncores, logical = len(machine.nodes()), 0, False
+    # the launcher's asserts (cpu_info.py gen_pools_ondemand), after the modes set the sizes
+    if ncores < 0:
+        raise Refused("--ncores-per-instance=%d: Argument --ncores-per-instance cannot be a negative "
+                      "value. (the launcher asserts)" % ncores)
+    if ninstances < 0:
+        raise Refused("--ninstances=%d: Argument --ninstances cannot be a negative value. (the "
+                      "launcher asserts)" % ninstances)
     if args.cores:
-        want = set(support.parse_cpulist(args.cores))
+        want = set(id_list("--cores-list", args.cores))
         cpus = [c for c in machine.cpus if c[0] in want]
         if len(cpus) != len(want):
             raise Refused("--cores-list=%s: CPUs %s are not available here" % (
                 args.cores, support.cpulist(want - {c[0] for c in cpus})))
     else:
-        nodes = [int(n) for n in nodes_arg.split(",") if n.strip()] or machine.nodes()
+        nodes = id_list("--nodes-list", nodes_arg) or machine.nodes()
         missing = [n for n in nodes if n not in machine.nodes()]
         if missing:
             raise Refused("--nodes-list=%s: NUMA node %s has no CPU available here (nodes: %s)" % (
@@ -209,9 +279,13 @@ def bertbench_binary():
     return binary if os.access(binary, os.X_OK) else "bertbench"
 
 
-def bound(inst, binary, args):
-    """The command of one bertbench run of instance `inst`, bound as the launcher binds it."""
-    if shutil.which("numactl"):
+def bound(inst, binary, args, manager):
+    """The command of one bertbench run of instance `inst`, bound as the launcher binds it with
+    --multi-task-manager `manager` (auto: numactl where it is installed, else taskset; none: not
+    bound)."""
+    if manager == "none":
+        return [binary] + args
+    if manager in ("auto", "numactl") and shutil.which("numactl"):
         bind = ["numactl", "-C", support.cpulist(inst.cpus), "-m", ",".join(map(str, inst.nodes))]
     else:
         bind = ["taskset", "-c", support.cpulist(inst.cpus)]
@@ -318,11 +392,12 @@ def main(argv):
         logs = Logs(launcher, stamp, instances)
     except OSError as e:
         remove_ours()
-        print("%s: error: --log_path=%s: cannot write the launcher's logs there (%s: %s)" % (
+        print("%s: error: --log-dir=%s: cannot write the launcher's logs there (%s: %s)" % (
             PROG, launcher.log_dir, e.filename, e.strerror), file=sys.stderr)
         return 1
-    ignored = [f for f, v in [("--enable_jemalloc", launcher.enable_jemalloc),
-                              ("--memory-allocator", launcher.memory_allocator),
+    ignored = [f for f, v in [("--memory-allocator=" + launcher.memory_allocator,
+                               launcher.memory_allocator != "auto"),
+                              ("--omp-runtime=" + launcher.omp_runtime, launcher.omp_runtime != "auto"),
                               ("--benchmark", launcher.benchmark)] if v]
     if ignored:
         plan.notes.append("launcher flags with no effect on bertbench (its own allocator): " +
@@ -333,7 +408,7 @@ def main(argv):
     for args in plan.setup:
         status = status or run_all([([binary] + args, [logs.own])], logs)
     if status == 0:
-        status = run_all([(bound(instances[i], binary, args), [logs.inst[i]])
+        status = run_all([(bound(instances[i], binary, args, launcher.task_manager), [logs.inst[i]])
                           for i, streams in enumerate(plan.streams) for args in streams], logs)
     if status != 0:
         remove_ours()

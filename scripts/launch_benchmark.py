@@ -88,7 +88,9 @@ SETTINGS.update({"checkpoint_directory": "--checkpoint", "dataset_location": "--
 
 
 def parse_launcher(argv):
-    p = support.ArgumentParser(prog=PROG, allow_abbrev=False, add_help=True,
+    # Abbreviations resolve as in Intel's ArgumentParser (argparse's default: a unique prefix,
+    # `--batch=4` is --batch-size; an ambiguous one is refused as there).
+    p = support.ArgumentParser(prog=PROG, add_help=True,
                                 description=__doc__.split("\n")[0])
     a = p.add_argument
     a("-f", "--framework", required=True)

@@ -364,6 +364,16 @@ TEST(IntelLaunchBenchmark, PretrainingStepsAndPrecedence) {
                                     "/runs/launch_benchmark";
     EXPECT_NE(r.out.find("no --output-dir: writing to " + default_out), std::string::npos) << r.out;
     EXPECT_NE(cmd.find(" --output_dir=" + default_out + " "), std::string::npos) << cmd;
+    // Launcher flags abbreviate as in Intel's argparse (a unique prefix); an ambiguous one is refused.
+    r = intel_launch(line + " --dry-run --batch=4 --num-train=2 --output-dir " + out + args);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    cmd = running_line(r.out);
+    EXPECT_NE(cmd.find(" --num_train_steps=2 "), std::string::npos) << cmd;
+    EXPECT_NE(cmd.find(" --train_batch_size=4 "), std::string::npos) << cmd;
+    EXPECT_EQ(r.out.find("batch=4"), std::string::npos) << r.out;  // not passed on as a model arg
+    r = intel_launch(line + " --dry-run --num=2 --output-dir " + out + args);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("ambiguous option: --num=2 could match"), std::string::npos) << r.out;
     // accum_steps: bertbench's gradient accumulation, Intel's update counts as micro-steps.
     r = intel_launch(line + " --dry-run --batch-size=4 --num-train-steps=3 --output-dir " + out + args +
                " accum_steps=2");

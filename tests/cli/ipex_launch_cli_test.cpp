@@ -196,6 +196,18 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     // the mode named, not the values it sets (--ncores-per-instance=4 --ninstances=0, never given)
     refused("--latency_mode " + line, "--latency-mode (4 cores per instance): the pool has 2 core(s)",
             "BERTBENCH_CPU_TOPOLOGY=1x2x1");
+    // --nodes-list still cuts the pool under --latency_mode (IPEX 2.3): node 1's 2 cores, not 4
+    refused("--latency_mode --nodes_list 1 " + without("--node_id 0 "),
+            "--latency-mode (4 cores per instance): the pool has 2 core(s)", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
+    // the launcher's asserts and argparse checks, its underscore spellings included
+    refused("--ninstances=-1 " + line, "--ninstances=-1: Argument --ninstances cannot be a negative value.");
+    refused("--ncore_per_instance=-2 " + line,
+            "--ncores-per-instance=-2: Argument --ncores-per-instance cannot be a negative value.");
+    refused("--cores-list=0-x " + line, "--cores-list=0-x: expected ids and ranges a-b (a <= b), comma "
+            "separated; found '0-x'");
+    refused("--multi_task_manager bogus " + line,
+            "argument --multi-task-manager/--multi_task_manager: invalid choice: 'bogus'");
+    refused("--auto-ipex " + line, "--auto-ipex: auto-IPEX rewrites the script's model");
     std::string node = line;
     node.replace(node.find("--node_id 0"), 11, "--node_id 3");
     refused(node, "--nodes-list=3: NUMA node 3 has no CPU", "BERTBENCH_CPU_TOPOLOGY=2x2x1");
@@ -240,14 +252,16 @@ TEST(IpexLaunch, UnmappedLinesAreRefusedBeforeAnythingRuns) {
     EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
     // a --log_path that cannot be a directory: one line naming it (it was a Python traceback), and
     // the run directory already made is removed
-    std::string log_on_file = line;
-    log_on_file.replace(log_on_file.find("--log_path=" + out), 11 + out.size(), "--log_path=" + d.config);
-    r = testing::run_script("ipex_launch.py", log_on_file);
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("ipex_launch.py: error: --log_path=" + d.config + ": cannot write the launcher's logs there"),
-              std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
-    EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
+    for (const std::string flag : {"--log_path=", "--log_dir=", "--log-dir="}) {  // IPEX 2.3's spellings
+        std::string log_on_file = line;
+        log_on_file.replace(log_on_file.find("--log_path=" + out), 11 + out.size(), flag + d.config);
+        r = testing::run_script("ipex_launch.py", log_on_file);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find("ipex_launch.py: error: --log-dir=" + d.config + ": cannot write the launcher's logs there"),
+                  std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << r.out;
+        EXPECT_TRUE(testing::matching_files(out + "/model_save", "bertbench-.*").empty());
+    }
 }
 
 }  // namespace
