@@ -102,7 +102,7 @@ Vocab Vocab::from_text(std::string_view bytes, const std::string& where) {
         if (const int32_t seen = first.find(t, v.lines_); seen < 0) {
             first.insert(t, id);
             unique_first.push_back(id);
-        } else if (v.repeat_line_ == 0) {
+        } else if (v.repeats_++ == 0) {
             v.repeat_line_ = static_cast<size_t>(id) + 1;
             v.repeat_first_line_ = static_cast<size_t>(seen) + 1;
         }
@@ -147,10 +147,11 @@ Vocab Vocab::load(const std::string& path) {
     // google's load_vocab (dict assignment): the repeat's id is its last line's, every id its line's;
     // MLPerf's copy skips a token already read, numbering the lines after it one lower
     if (v.repeat_line_ != 0)
-        log::warn("--vocab_file {}: line {} repeats the token {} of line {}; ids follow google's "
+        log::warn("--vocab_file {}: line {} repeats the token {} of line {}{}; ids follow google's "
                   "tokenization.py (each line's number; the token's id is its last line's), not MLPerf's "
-                  "copy (which skips the repeat and numbers the lines after it one lower)",
-                  path, v.repeat_line_, json_safe::quoted(v.lines_[v.repeat_line_ - 1]), v.repeat_first_line_);
+                  "copy (which skips the repeats and numbers the lines after each one lower)",
+                  path, v.repeat_line_, json_safe::quoted(v.lines_[v.repeat_line_ - 1]), v.repeat_first_line_,
+                  v.repeats_ > 1 ? fmt::format(" ({} lines repeat an earlier line's token in all)", v.repeats_) : "");
     return v;
 }
 

@@ -51,6 +51,7 @@ private:
     Table whole_, cont_;
     std::string path_;
     size_t repeat_line_ = 0, repeat_first_line_ = 0;  // the first line repeating a token (1-based), 0: none
+    size_t repeats_ = 0;                               // lines repeating an earlier line's token
     size_t max_whole_ = 0, max_cont_ = 0;
 };
 

@@ -111,6 +111,15 @@ TEST(TokenizeCli, MissingUnkNamesTheLineAndWordAndRepeatsAreSaid) {
     EXPECT_NE(read_file(dir + "/err2.txt").find("repeat.txt: line 4 repeats the token \"the\" of line 2; ids "
                                                 "follow google's tokenization.py"),
               std::string::npos) << read_file(dir + "/err2.txt");
+    // more repeats: the first named, all counted
+    write_file_atomic(dir + "/repeat3.txt", "[UNK]\nthe\nfox\nthe\ndog\nfox\n[UNK]\n");
+    const std::string cmd3 = bin + " tokenize --vocab_file=" + dir + "/repeat3.txt < " + dir + "/in2.txt > " + dir +
+                             "/out3.jsonl 2> " + dir + "/err3.txt";
+    EXPECT_EQ(std::system(cmd3.c_str()), 0);
+    EXPECT_EQ(read_file(dir + "/out3.jsonl"), R"({"tokens": ["the", "dog", "fox"], "ids": [3, 4, 5]})" "\n");
+    EXPECT_NE(read_file(dir + "/err3.txt").find("repeat3.txt: line 4 repeats the token \"the\" of line 2 (3 lines "
+                                                "repeat an earlier line's token in all); ids follow"),
+              std::string::npos) << read_file(dir + "/err3.txt");
     fs::remove_all(dir);
 }
 
