@@ -197,9 +197,10 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 // PATH.safetensors is a file (bertbench's checkpoint of that name: run/model.ckpt-2000 for
 // run/model.ckpt-2000.safetensors), that file, said in one line naming `flag`; else `path`.
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag);
-// The files a checkpoint name reads, for the checks that no output is one of them: a TF prefix's
-// (or its .index's or data shard's) PREFIX.index and every PREFIX.data-* beside it; else `path`.
-std::vector<std::string> checkpoint_files(const std::string& path);
+// The files a checkpoint name reads, for the checks that no output is one of them: the name
+// resolved as resolve_checkpoint_name resolves it (NAME.safetensors, a TF directory's latest), then
+// a TF prefix's (or its .index's or data shard's) PREFIX.index and every PREFIX.data-* beside it.
+std::vector<std::string> checkpoint_files(const std::string& name);
 // The files that inputs given as comma lists and globs (paths_of_list's) read, a checkpoint
 // name's as checkpoint_files gives them.
 std::vector<std::string> files_read(const std::vector<std::string>& lists);

@@ -207,7 +207,12 @@ const char* checkpoint_format_name(CheckpointFormat f) {
     return "?";
 }
 
-std::vector<std::string> checkpoint_files(const std::string& path) {
+namespace {
+std::string resolve_name(const std::string& path, const std::string* flag);
+}  // namespace
+
+std::vector<std::string> checkpoint_files(const std::string& name) {
+    const std::string path = resolve_name(name, nullptr);  // what the loader reads for that name
     const std::string prefix = io::TfBundleReader::prefix_of(path);
     if (!io::TfBundleReader::is_bundle(prefix)) return {path};
     std::vector<std::string> files{prefix + ".index"};
@@ -292,22 +297,31 @@ std::string latest_in_state_file(const std::filesystem::path& dir) {
 
 }  // namespace
 
-std::string resolve_checkpoint_name(const std::string& path, const std::string& flag) {
+namespace {
+// resolve_checkpoint_name's choice, said in one line naming `flag` where `flag` is not null.
+std::string resolve_name(const std::string& path, const std::string* flag) {
     // A directory with TF's state file: its latest checkpoint, as TF takes it; any other
     // directory is refused by the reader, naming the checkpoints in it (which is for the user)
     if (struct stat st {}; !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
         const std::string found = latest_in_state_file(path);
         if (found.empty()) return path;
-        log::info("{}={}: a directory; reading its checkpoint {} (its `checkpoint` file's latest, as "
-                  "tf.train.latest_checkpoint)", flag, path, found);
-        return resolve_checkpoint_name(found, flag);
+        if (flag)
+            log::info("{}={}: a directory; reading its checkpoint {} (its `checkpoint` file's latest, as "
+                      "tf.train.latest_checkpoint)", *flag, path, found);
+        return resolve_name(found, flag);
     }
     if (path.empty() || is_file(path) || io::TfBundleReader::is_bundle(io::TfBundleReader::prefix_of(path))) return path;
     const std::string ours = path + ".safetensors";
     if (!is_file(ours)) return path;  // the loader's error names `path`
-    log::info("{}={}: no such file or TensorFlow prefix; reading {}, the bertbench checkpoint of "
-              "that name", flag, path, ours);
+    if (flag)
+        log::info("{}={}: no such file or TensorFlow prefix; reading {}, the bertbench checkpoint of "
+                  "that name", *flag, path, ours);
     return ours;
+}
+}  // namespace
+
+std::string resolve_checkpoint_name(const std::string& path, const std::string& flag) {
+    return resolve_name(path, &flag);
 }
 
 bool checkpoint_config(const std::string& path, BertConfig* out) {

@@ -454,6 +454,21 @@ TEST(ConvertCli, OutputsOntoATfCheckpointsFilesAreRefused) {
     }
     EXPECT_EQ(read_file(files[1]), index);
     EXPECT_EQ(read_file(files[0]), data);
+    // a name as the loader resolves it: the directory's TF state file's latest, NAME.safetensors
+    write_file_atomic(dir.file("checkpoint"), "model_checkpoint_path: \"m.ckpt\"\n");
+    std::vector<std::string> got = model::checkpoint_files(dir.path.string());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, files);
+    const std::string ours = dir.file("b.safetensors");
+    ASSERT_EQ(run_bertbench("convert --input=" + prefix + " --output=" + ours).exit_code, 0);
+    EXPECT_EQ(model::checkpoint_files(dir.file("b")), std::vector<std::string>{ours});
+    const std::string weights = read_file(ours);
+    const auto e = run_bertbench("eval --init_checkpoint=" + dir.file("b") + " --bert_config_file=" + cfg +
+                                 " --input_file=" + testing::golden("pretraining/public_128_s12345_d2.tfrecord") +
+                                 " --json=" + ours);
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_NE(e.out.find("--json=" + ours + ": is the same file as the input"), std::string::npos) << e.out;
+    EXPECT_EQ(read_file(ours), weights);
 }
 
 // A non-BERT TF2 bundle (Snappy index, a DT_STRING, data order != key order) survives
