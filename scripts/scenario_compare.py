@@ -238,15 +238,16 @@ def write_doc(a, suts, rates, runs, wall, load_before, load_after):
                 continue
             x = st(s, "server", r)
             v = x["result"] == "VALID"
-            best = r if v else best
+            best = max(r, best or r) if v else best  # the highest, whatever the order of --rates
             cells.append(("**%.0f**" if v else "%.0f") % x["latency_ms"]["p99"])
         L.append("| %s | %s | %s |" % (s, " | ".join(cells), "%g q/s" % best if best else "none"))
     if any("refused" in runs[(s, "server", r)] for s in suts for r in rates):
         L += ["", "¹ refused before measuring: the rate is above what the SUT serves with full batches of median-length "
           "queries in its warm-up (bertbench's check; the queue would grow without bound). The ORT peer has no "
           "such check: its runs at those rates are measured and judged by the same rules."]
-    L += ["", "Percentiles are nearest-rank over the run's queries: below 100 queries the p99 is the slowest query, "
-          "so a short server run's p99 is its maximum (MLPerf's minimum query counts make p99 a tail statistic).",
+    L += ["", "Percentiles are LoadGen's: the sorted latencies at index floor(n x p) (results.cc): up to 100 queries "
+          "the p99 is the slowest query, so a short server run's p99 is its maximum (MLPerf's minimum query counts "
+          "make p99 a tail statistic).",
           "", "![p99 latency against offered load](%s/server-p99.svg)" % os.path.relpath(a.out, os.path.dirname(a.doc) or "."), ""]
     with open(a.doc, "w") as f:
         f.write("\n".join(L))

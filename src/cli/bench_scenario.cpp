@@ -294,6 +294,23 @@ int summarize_only(const ScenarioOptions& o, const ScenarioContext& c) {
              bench::scenario_name(l.settings.scenario));
     if (given("min_duration_s")) l.settings.min_duration_s = o.min_duration_s;
     if (given("min_query_count")) l.settings.min_query_count = o.min_query_count;
+    if (given("latency_bound_ms")) {
+        if (l.settings.scenario != Scenario::server)
+            fail("--latency_bound_ms: judges a server run; {} is a log of --scenario={}", where,
+                 bench::scenario_name(l.settings.scenario));
+        l.settings.latency_bound_ms = o.latency_bound_ms;
+    }
+    // the flags that stand in for what a log lacks: said when the log has it
+    for (const auto& [flag, key] : {std::pair{"qsl_rng_seed", "qsl_rng_seed"},
+                                    {"sample_index_rng_seed", "sample_index_rng_seed"},
+                                    {"schedule_rng_seed", "schedule_rng_seed"},
+                                    {"scenario_seed", "qsl_rng_seed"},
+                                    {"server_target_qps", "loadgen_target_qps"},
+                                    {"expected_qps", "loadgen_target_qps"},
+                                    {"expected_latency_ms", "loadgen_target_qps"}})
+        if (given(flag) && !absent(key))
+            log::warn("--{}: not used: {} names its own {} (the flag stands in only where a log lacks it)", flag,
+                      where, key);
     if (absent("loadgen_target_qps"))
         l.settings.loadgen_target_qps = l.settings.target_qps.value_or(loadgen_target_qps(l.settings.scenario, o, 0, 0));
     if (l.performance_sample_count == 0)
@@ -317,6 +334,17 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     check_options(o);
     if (!o.summarize_log.empty()) {
         if (!o.scenario.empty()) fail("--summarize_log: reports a raw log; give it without --scenario");
+        // what measures or feeds a run: nothing here runs (an error, not a silent no-op)
+        for (const char* flag : {"model", "bert_config_file", "dtype", "threads", "batch_size", "seq_len", "data",
+                                 "squad_layout", "task", "skip_corrupt_records", "scenario_mode", "server_find_peak",
+                                 "peak_precision", "peak_max_runs", "scenario_queries", "scenario_log", "accuracy_log",
+                                 "schedule_out", "predict_file", "vocab_file", "init_checkpoint", "do_lower_case",
+                                 "doc_stride", "max_query_length"})
+            if (o.flags->is_set(flag))
+                fail("--{}: not used by --summarize_log, which reports the SUT's raw log as it is (its settings, "
+                     "threads and batches are the log's; the rules --min_duration_s, --min_query_count and "
+                     "--latency_bound_ms may judge it)",
+                     flag);
         return summarize_only(o, c);
     }
     const Scenario sc = bench::parse_scenario(o.scenario, "--scenario");
@@ -419,6 +447,11 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
         if (!o.mlperf_summary.empty())
             fail("--mlperf_summary: --schedule_out measures nothing; give it to --summarize_log with the SUT's raw log");
         if (o.find_peak) fail("--schedule_out: one schedule per rate; give --server_target_qps without --server_find_peak");
+        for (const auto& [flag, path] : {std::pair{"json", c.json_path}, {"plot", c.plot_path},
+                                         {"scenario_log", o.log_path}, {"accuracy_log", o.accuracy_log}})
+            if (!path.empty())
+                fail("--{}: --schedule_out measures nothing, so there is no run to write; give it to --summarize_log "
+                     "with the SUT's raw log", flag);
         settings.loadgen_target_qps = loadgen_target_qps(sc, o, 0, 0);
         if (!accuracy && settings.loadgen_target_qps == 0)
             log::warn("--schedule_out: no --{} given: the schedule has --min_query_count={} issues and may end before "

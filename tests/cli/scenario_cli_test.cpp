@@ -118,6 +118,29 @@ TEST(ScenarioCli, OfflineLogReproducesTheReport) {
         EXPECT_NE(bad.out.find("--mlperf_summary"), std::string::npos) << bad.out;
         EXPECT_FALSE(fs::exists(tmp("never.txt")));
     }
+    // ... nor a run's files with --schedule_out, which measures nothing
+    for (const std::string flag : {"--json=", "--scenario_log="}) {
+        const auto bad = run_bertbench(tiny() + "--scenario=offline --expected_qps=100 --schedule_out=" + tmp("never.json") +
+                                       " " + flag + tmp("never2.json"));
+        EXPECT_EQ(bad.exit_code, 1) << bad.out;
+        EXPECT_NE(bad.out.find(flag.substr(0, flag.size() - 1) + ": --schedule_out measures nothing"), std::string::npos) << bad.out;
+        EXPECT_FALSE(fs::exists(tmp("never.json")));
+    }
+    // --summarize_log runs nothing: a flag of a run is refused by name, a fallback the log makes
+    // unnecessary is said
+    for (const std::string& flag : {std::string("--model=large"), std::string("--dtype=int8"), "--accuracy_log=" + tmp("never.json")}) {
+        const auto bad = run_bertbench("bench --summarize_log=" + log + " " + flag);
+        EXPECT_EQ(bad.exit_code, 1) << bad.out;
+        EXPECT_NE(bad.out.find(flag.substr(0, flag.find('=')) + ": not used by --summarize_log"), std::string::npos) << bad.out;
+    }
+    const auto seeded = run_bertbench("bench --summarize_log=" + log + " --qsl_rng_seed=7");
+    EXPECT_EQ(seeded.exit_code, 0) << seeded.out;
+    EXPECT_NE(seeded.out.find("warning: --qsl_rng_seed: not used: --summarize_log=" + log + " names its own qsl_rng_seed"),
+              std::string::npos) << seeded.out;
+    const auto bound = run_bertbench("bench --summarize_log=" + log + " --latency_bound_ms=100");
+    EXPECT_EQ(bound.exit_code, 1) << bound.out;
+    EXPECT_NE(bound.out.find("--latency_bound_ms: judges a server run; --summarize_log=" + log +
+                             " is a log of --scenario=offline"), std::string::npos) << bound.out;
 }
 
 TEST(ScenarioCli, ShortRunIsInvalidWithItsReason) {
@@ -302,6 +325,13 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
     EXPECT_EQ(t.exit_code, 1) << t.out;
     EXPECT_NE(t.out.find("entries[0]: expected 0 <= arrival <= start <= done <= 1e+09 (seconds after the run's "
                          "start), got 0 / 0 / 10000000000"), std::string::npos) << t.out;
+    // a bound given as a flag judges the log by it (a rule, as --min_duration_s), not the log's own
+    std::ofstream(log) << R"({"format": "bertbench-scenario-log/1", "sut": "x", "threads": 1, "scenario": "server",
+        "target_qps": 50, "latency_bound_ms": 100, "batch_size": 1,
+        "entries": [{"q": 0, "tokens": 9, "arrival": 0, "start": 0, "done": 0.004, "batch": 1}]})";
+    const auto b = run_bertbench("bench --summarize_log=" + log + " --latency_bound_ms=2 --json=" + tmp("bound.json"));
+    EXPECT_EQ(b.exit_code, 0) << b.out;
+    EXPECT_EQ(read_json(tmp("bound.json"))["run"]["latency_bound_ms"], 2.0) << b.out;
 }
 
 TEST(ScenarioCli, QueryFilesThatAreNotSquadFeaturesAreOneLineErrors) {
