@@ -366,6 +366,9 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     only("latency_bound_ms", sc == Scenario::server, "--scenario=server");
     only("expected_qps", sc == Scenario::offline, "--scenario=offline");
     only("accuracy_log", accuracy, "--scenario_mode=accuracy");
+    // accuracy mode sends every query once (LoadGen's AccuracyOnly): no performance set, no minimums
+    for (const char* flag : {"scenario_queries", "min_duration_s", "min_query_count", "expected_qps", "expected_latency_ms"})
+        only(flag, !accuracy, "--scenario_mode=performance (accuracy mode sends every query once)");
     for (const char* flag : {"predict_file", "vocab_file", "do_lower_case", "doc_stride", "max_query_length"})
         only(flag, accuracy, "--scenario_mode=accuracy (a performance run times --data's features)");
     only("batch_size", sc != Scenario::singlestream,
@@ -381,6 +384,10 @@ int run_bench_scenario(const ScenarioOptions& o, const ScenarioContext& c) {
     if (accuracy && (o.predict_file.empty() || o.vocab_file.empty() || o.init_checkpoint.empty()))
         fail("--scenario_mode=accuracy: expected --predict_file (the SQuAD JSON), --vocab_file and --init_checkpoint "
              "(a fine-tuned span model)");
+    if (accuracy) {  // named and checked before the checkpoint is read
+        check_input_file(o.predict_file, "--predict_file", "a SQuAD JSON file (dev-v1.1.json)");
+        check_input_file(o.vocab_file, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
+    }
     if (accuracy && !o.accuracy_log.empty() &&
         (seq_len != 384 || o.doc_stride != 128 || o.max_query_length != 64 || !o.do_lower_case))
         log::warn("--accuracy_log={}: MLPerf's accuracy-squad.py indexes the features of --seq_len=384 --doc_stride=128 "

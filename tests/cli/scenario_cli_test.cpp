@@ -301,7 +301,14 @@ TEST(ScenarioCli, RunsTooLargeToScheduleAreOneLineErrors) {
              {"--scenario=offline --doc_stride=0",
               "--doc_stride: --scenario_mode=accuracy (a performance run times --data's features) only; not used "
               "by --scenario=offline --scenario_mode=performance"},
-             {"--scenario=offline --predict_file=/nonexistent.json", "--predict_file: --scenario_mode=accuracy"}}) {
+             {"--scenario=offline --predict_file=/nonexistent.json", "--predict_file: --scenario_mode=accuracy"},
+             // accuracy mode sends every query once: the performance run's sizes and minimums do not apply
+             {"--scenario=offline --scenario_mode=accuracy --min_query_count=5",
+              "--min_query_count: --scenario_mode=performance (accuracy mode sends every query once) only"},
+             // its inputs named before the checkpoint is read
+             {"--scenario=offline --scenario_mode=accuracy --predict_file=/nonexistent.json --vocab_file=" +
+                  golden("vocab.txt") + " --init_checkpoint=/nonexistent.ckpt",
+              "--predict_file=/nonexistent.json: No such file or directory, expected a SQuAD JSON file"}}) {
         const auto r = run_bertbench(tiny() + flags);
         EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out;
         EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
