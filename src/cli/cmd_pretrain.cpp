@@ -535,10 +535,11 @@ int cmd_pretrain(int argc, char** argv) {
     // dir>) is not a resume: one evaluation of that checkpoint, its own output files.
     if (!o.do_train) return train::run_pretrain_eval_only(o, j);
     const int status = train::run_pretraining(o, j);
-    if (!nvpt.json_summary.empty() && dist::world().rank() == 0)
-        write_pretrain_dllogger(nvpt.json_summary,
-                                {o.output_dir, j, o.seed, nvpt.log_freq,
-                                 o.train_batch_size / ranks, o.learning_rate});
+    if (!nvpt.json_summary.empty() && dist::world().rank() == 0) {
+        DlloggerRun run{o.output_dir, j, o.seed, nvpt.log_freq, o.train_batch_size / ranks, o.learning_rate};
+        run.checkpoint_every = o.save_checkpoints_steps / std::max(o.steps_per_update, 1);
+        write_pretrain_dllogger(nvpt.json_summary, run);
+    }
     return status;
 }
 

@@ -550,6 +550,7 @@ int cmd_squad(int argc, char** argv) {
                     o.train_batch_size / ranks / nvpt.gradient_accumulation_steps, o.learning_rate,
                     o.nvidia.max_steps};
     dll.squad_accumulation = nvpt.gradient_accumulation_steps;
+    dll.squad_epochs = o.num_train_epochs;
     if (!nvpt.json_summary.empty() && (train_config || model))
         dll.squad_weights = nvidia_squad_weights(train_config ? *train_config : model->config);
     if (o.do_train) {

@@ -128,7 +128,8 @@ double log_pretrain_losses(DlloggerText& d, const DlloggerRun& run) {
         const double loss = number(lines[k], "loss");
         sum += loss, ++n;
         const Json step = Json::array({0, update});  // [epoch, global_step]
-        if (k + 1 == lines.size()) {
+        const bool last = k + 1 == lines.size();
+        if (last) {
             final_loss = sum / n;
             d.log(step, Json{{"final_loss", final_loss}});
         } else if (update % every == 0) {
@@ -136,6 +137,8 @@ double log_pretrain_losses(DlloggerText& d, const DlloggerRun& run) {
                              {"learning_rate", number(lines[k], "learning_rate")}});
             sum = 0, n = 0;
         }
+        if (run.checkpoint_every > 0 && (last || update % run.checkpoint_every == 0))
+            d.parameter("checkpoint_step", update);
     }
     return final_loss;
 }
@@ -226,9 +229,11 @@ void write_squad_dllogger(const std::string& path, const DlloggerRun& run, bool 
         const double final_loss = log_squad_losses(d, run);
         const nlohmann::json res = read_output(run.output_dir, "results.json");
         const double wall = number(res, "segment_wall_time_s");  // this process's, as its time_to_train
-        const Json rate = run.squad_max_steps > 0 && wall > 0
-                              ? Json(number(res, "global_batch_size") * run.squad_max_steps / wall)
-                              : all_steps_rate(res);
+        const Json rate = !(wall > 0)                ? all_steps_rate(res)
+                          : run.squad_max_steps > 0   ? Json(number(res, "global_batch_size") * run.squad_max_steps / wall)
+                          : run.squad_max_steps == -1 ? Json(static_cast<double>(run.squad_train_features) *
+                                                             run.squad_epochs / wall)
+                                                      : all_steps_rate(res);
         train_summary = Json{{"e2e_train_time", wall},
                              {"training_sequences_per_second", rate},
                              {"final_loss", final_loss}};

@@ -30,9 +30,12 @@ struct DlloggerRun {
     double log_freq = 1;         // updates between loss entries (< 1: every update)
     int64_t batch_size_per_gpu = 0;  // per rank and micro-step, as NVIDIA logs it
     double learning_rate = 0;
-    // run_squad.py's --max_steps when > 0: its training_sequences_per_second counts max_steps
-    // updates of the global batch (one fewer than it runs); otherwise every sequence trained.
+    // run_squad.py's --max_steps: its training_sequences_per_second counts max_steps updates of
+    // the global batch when > 0 (one fewer than it runs), the training features x
+    // --num_train_epochs when -1 (its default; a fractional epoch counted whole, as there),
+    // otherwise every sequence trained.
     double squad_max_steps = -1;
+    double squad_epochs = 0;
     // run_squad.py's loop: updates per epoch (0: not known, epoch 0) and micro-batches per update
     int64_t squad_updates_per_epoch = 0;
     int64_t squad_accumulation = 1;
@@ -44,6 +47,10 @@ struct DlloggerRun {
     int64_t squad_train_examples = 0, squad_train_features = 0;
     double squad_steps = 0;
     int64_t squad_eval_examples = 0, squad_eval_features = 0, squad_predict_batch_size = 0;
+    // run_pretraining.py's {"checkpoint_step": update} PARAMETER entry after the loss entry of
+    // each update it saves at: the multiples of this many updates and the run's last (0: none,
+    // as with --skip_checkpoint)
+    int64_t checkpoint_every = 0;
 };
 
 // run_pretraining.py's entries. Writes atomically; logs where.

@@ -453,6 +453,9 @@ std::string apply_nvidia_pt_squad(const Flags& f, const NvidiaPtFlags& n,
                                   train::SquadTrainOptions& o, bool& do_lower_case, int ranks) {
     const std::string m = n.marker(f);
     if (m.empty()) return "";
+    if (o.init_checkpoint.empty())  // else it fine-tuned random weights without a word
+        fail("--init_checkpoint: required on NVIDIA's run_squad.py line ({} given; its argparse has "
+             "required=True): the pretrained checkpoint to fine-tune, or the fine-tuned one to predict with", m);
     const int k = n.gradient_accumulation_steps;
     if (k < 1) fail("--gradient_accumulation_steps={}: expected >= 1", k);
     // run_squad.py's --log_freq is an int (run_pretraining.py's a float), and it divides by it

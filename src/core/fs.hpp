@@ -184,7 +184,8 @@ void check_run_outputs_not_directories(const std::string& dir, const std::string
 
 // Error when `path` (an output named by `flag`) would be one of the files a run writes in its
 // directory `dir` (named by `dir_flag`): a name in `names`, or one starting with a prefix in
-// `prefixes` (e.g. "model.ckpt-"). Another name in `dir` is fine.
+// `prefixes` (e.g. "model.ckpt-"), or `dir` itself or a directory above it (made before the
+// file is written, so the write would fail at the end). Another name in `dir` is fine.
 void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
                              const std::string& dir_flag, const std::vector<std::string>& names,
                              const std::vector<std::string>& prefixes = {});

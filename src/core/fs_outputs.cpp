@@ -116,8 +116,15 @@ void check_run_outputs_not_directories(const std::string& dir, const std::string
 void check_output_not_in_run(const std::string& path, const std::string& flag, const std::string& dir,
                              const std::string& dir_flag, const std::vector<std::string>& names,
                              const std::vector<std::string>& prefixes) {
-    const std::filesystem::path p(normal_path(path));
-    if (p.parent_path() != std::filesystem::path(normal_path(dir.empty() ? "." : dir))) return;
+    const std::filesystem::path p(normal_path(path)), d(normal_path(dir.empty() ? "." : dir));
+    // the run's directory itself (or one above it), made before the file is written
+    for (std::filesystem::path up = d; !up.empty(); up = up.parent_path()) {
+        if (up == p)
+            fail("{}={}: is {}={}{}, a directory the run writes into; expected a file name", flag, path, dir_flag, dir,
+                 up == d ? "" : " or a directory above it");
+        if (up == up.root_path()) break;
+    }
+    if (p.parent_path() != d) return;
     const std::string name = p.filename().string();
     bool ours = std::find(names.begin(), names.end(), name) != names.end();
     for (const std::string& prefix : prefixes) ours |= name.starts_with(prefix);

@@ -265,6 +265,12 @@ TEST(NvidiaPyTorchCli, RunPretrainingPhase1ThenPhase2) {
     const auto losses = with_key(lines, "average_loss");
     ASSERT_EQ(losses.size(), 2u);
     EXPECT_EQ(losses[0]["step"], json::array({0, 1}));
+    // {"checkpoint_step": update} after the loss entry of each update it saves at (2 and the last, 3)
+    std::vector<json> saved_after;
+    for (size_t i = 1; i < lines.size(); ++i)
+        if (lines[i]["data"].contains("checkpoint_step"))
+            saved_after.push_back(json::array({lines[i]["data"]["checkpoint_step"], lines[i - 1]["step"]}));
+    EXPECT_EQ(json(saved_after), json::parse("[[2, [0, 2]], [3, [0, 3]]]"));
     EXPECT_GT(losses[0]["data"]["average_loss"].get<double>(), 0);
     EXPECT_EQ(with_key(lines, "final_loss").at(0)["step"], json::array({0, 3}));
     const json& last = lines.back();
@@ -432,6 +438,9 @@ TEST(NvidiaPyTorchCli, MixedOrBadFlagsAreOneLineErrors) {
         {" --input_dir " + d.phase1 + " --json-summary " + d.tmp.file("."),
          "--json-summary=" + d.tmp.file(".") + ": is a directory"},
         {" --input_dir=" + d.phase1 + " --log_freq=0", "--log_freq=0: expected a positive number"},
+        // the --output_dir the run makes (it trained, then could not write the stream there)
+        {" --input_dir=" + d.phase1 + " --json-summary " + out,
+         "--json-summary=" + out + ": is --output_dir=" + out + ", a directory the run writes into"},
     };
     for (const auto& [extra, want] : cases) {
         const auto r = run_bertbench(base + extra);
@@ -560,6 +569,9 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     }
     EXPECT_EQ(with_key(lines, "exact_match")[0]["data"]["exact_match"],
               json::parse(slurp(out + "/eval_results.json"))["exact_match"]);
+    // --max_steps=-1 (its default): the training features x --num_train_epochs over the training time
+    EXPECT_DOUBLE_EQ(with_key(lines, "training_sequences_per_second")[0]["data"]["training_sequences_per_second"],
+                     features * 2.0 / json::parse(slurp(out + "/results.json"))["segment_wall_time_s"].get<double>());
     // run_squad.py logs step_loss after each micro-batch whose index within its epoch is a
     // multiple of --log_freq (50 by default): the first of each epoch here, at [epoch, global_step]
     const int64_t per_epoch = (features + 7) / 8;
@@ -617,6 +629,13 @@ TEST(NvidiaPyTorchCli, RunSquadTrainEvalThenEvalLines) {
     EXPECT_NE(r.out.find("error: --log_freq=1.5: expected a positive integer (NVIDIA run_squad.py's argparse type=int"),
               std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(d.tmp.file("log_freq")));
+    // its argparse requires --init_checkpoint (random weights were fine-tuned without a word)
+    std::string no_init = run_squad_line(d, pt, d.tmp.file("no_init"), true);
+    no_init.erase(no_init.find("--init_checkpoint=" + pt), std::string("--init_checkpoint=" + pt).size());
+    r = run_bertbench(no_init);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: --init_checkpoint: required on NVIDIA's run_squad.py line"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(d.tmp.file("no_init")));
     // run_pretraining.py's flags on squad name the command that takes them.
     r = run_bertbench(run_squad_line(d, pt, d.tmp.file("limited"), true) + " --phase2");
     EXPECT_EQ(r.exit_code, 1) << r.out;
