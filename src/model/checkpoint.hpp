@@ -199,7 +199,8 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 std::string resolve_checkpoint_name(const std::string& path, const std::string& flag);
 // The files a checkpoint name reads, for the checks that no output is one of them: the name
 // resolved as resolve_checkpoint_name resolves it (NAME.safetensors, a TF directory's latest), then
-// a TF prefix's (or its .index's or data shard's) PREFIX.index and every PREFIX.data-* beside it.
+// a TF prefix's (or its .index's or data shard's) PREFIX.index and every PREFIX.data-* beside it;
+// a Hugging Face or PyTorch file's BERT config.json beside it (checkpoint_config reads it).
 std::vector<std::string> checkpoint_files(const std::string& name);
 // The files that inputs given as comma lists and globs (paths_of_list's) read, a checkpoint
 // name's as checkpoint_files gives them.

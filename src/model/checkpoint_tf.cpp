@@ -209,12 +209,26 @@ const char* checkpoint_format_name(CheckpointFormat f) {
 
 namespace {
 std::string resolve_name(const std::string& path, const std::string* flag);
+
+// The config.json beside a Hugging Face or PyTorch weights file that checkpoint_config reads (a
+// BERT model's, as from_pretrained), "" where there is none.
+std::string hf_config_beside(const std::string& path) {
+    const std::string ext = std::filesystem::path(path).extension().string();
+    if (ext != ".safetensors" && ext != ".pt" && ext != ".pth" && ext != ".bin") return "";
+    const std::string beside = (std::filesystem::path(path).parent_path() / "config.json").string();
+    if (!is_file(beside) || !is_file(path)) return "";
+    const nlohmann::json j = nlohmann::json::parse(read_file(beside), nullptr, false);
+    return j.is_object() && j.contains("model_type") && j["model_type"] == "bert" ? beside : "";
+}
 }  // namespace
 
 std::vector<std::string> checkpoint_files(const std::string& name) {
     const std::string path = resolve_name(name, nullptr);  // what the loader reads for that name
     const std::string prefix = io::TfBundleReader::prefix_of(path);
-    if (!io::TfBundleReader::is_bundle(prefix)) return {path};
+    if (!io::TfBundleReader::is_bundle(prefix)) {
+        const std::string config = hf_config_beside(path);
+        return config.empty() ? std::vector<std::string>{path} : std::vector<std::string>{path, config};
+    }
     std::vector<std::string> files{prefix + ".index"};
     const std::filesystem::path p(prefix);
     const std::string shard = p.filename().string() + ".data-";

@@ -469,6 +469,17 @@ TEST(ConvertCli, OutputsOntoATfCheckpointsFilesAreRefused) {
     EXPECT_EQ(e.exit_code, 1) << e.out;
     EXPECT_NE(e.out.find("--json=" + ours + ": is the same file as the input"), std::string::npos) << e.out;
     EXPECT_EQ(read_file(ours), weights);
+    // a Hugging Face directory's config.json, which the run reads as the model's config
+    ASSERT_EQ(run_bertbench("convert --to=hf --input=" + prefix + " --bert_config_file=" + cfg + " --output=" +
+                            dir.file("hf")).exit_code, 0);
+    const std::string hf_config = dir.file("hf/config.json"), config_text = read_file(hf_config);
+    EXPECT_EQ(model::checkpoint_files(dir.file("hf/model.safetensors")),
+              (std::vector<std::string>{dir.file("hf/model.safetensors"), hf_config}));
+    const auto h = run_bertbench("eval --init_checkpoint=" + dir.file("hf/model.safetensors") + " --input_file=" +
+                                 testing::golden("pretraining/public_128_s12345_d2.tfrecord") + " --json=" + hf_config);
+    EXPECT_EQ(h.exit_code, 1) << h.out;
+    EXPECT_NE(h.out.find("--json=" + hf_config + ": is the same file as the input"), std::string::npos) << h.out;
+    EXPECT_EQ(read_file(hf_config), config_text);
 }
 
 // A non-BERT TF2 bundle (Snappy index, a DT_STRING, data order != key order) survives
