@@ -180,11 +180,13 @@ int run_pretrain_eval_only(const PretrainOptions& o, const json& flags_json) {
     const std::string txt = (fs::path(o.output_dir) / "eval_results.txt").string();
     const std::string js = (fs::path(o.output_dir) / "eval_results.json").string();
     std::vector<std::string> inputs = e.files;
-    inputs.push_back(checkpoint);
+    for (std::string& f : model::checkpoint_files(checkpoint)) inputs.push_back(std::move(f));
     if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);
     for (const std::string& out : {txt, js})
         check_output_not_input(out, "--output_dir", inputs,
                                "--input_file/--init_checkpoint/--bert_config_file");
+    // written after the whole evaluation: a name taken by a directory is refused now
+    check_run_outputs_not_directories(o.output_dir, "--output_dir", {"eval_results.txt", "eval_results.json"});
     log::info("eval-only run (--do_eval --nodo_train): evaluating {} ({}); writes eval_results.txt "
               "and eval_results.json in {}, nothing else",
               checkpoint, why, o.output_dir);

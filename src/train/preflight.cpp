@@ -14,7 +14,7 @@ namespace bertbench::train {
 
 namespace {
 
-// Record 0's ids against the model's tables (both formats decode to a PretrainingRecord).
+// A record's ids against the model's tables (both formats decode to a PretrainingRecord).
 void check_record_ids(const io::PretrainingRecord& rec, const std::string& where,
                       const model::BertConfig& config) {
     for (const auto& [name, ids] : {std::pair{"input_ids", &rec.input_ids},
@@ -99,12 +99,18 @@ void check_finite_params(const model::ParamTable& table, std::span<const float> 
 }
 
 int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
-                     int max_predictions_per_seq) {
+                     int max_predictions_per_seq, const model::BertConfig* check) {
     int64_t n = 0;
     data::ShardRecord rec;
+    io::PretrainingRecord decoded;
     for (const std::string& f : files) {
         data::ShardSource src(f, skip_corrupt, max_seq_length, max_predictions_per_seq);
-        while ((limit <= 0 || n < limit) && src.next(rec)) ++n;
+        for (int64_t i = 0; (limit <= 0 || n < limit) && src.next(rec); ++i, ++n) {
+            if (check == nullptr) continue;
+            const std::string where = fmt::format("{}: record {}", f, i);
+            rec.decode(max_seq_length, max_predictions_per_seq, where, decoded);
+            check_record_ids(decoded, where, *check);
+        }
     }
     return n;
 }

@@ -30,9 +30,11 @@ void check_input_records(const std::vector<std::string>& files, int max_seq_leng
                          const std::string& flag, bool skip_corrupt);
 
 // The sequences one evaluation covers (MLPerf's eval_samples): each record of the eval files
-// once, at most `limit` of them (--max_eval_steps batches; 0: no limit).
+// once, at most `limit` of them (--max_eval_steps batches; 0: no limit). With `check`, each
+// record counted is decoded and its ids checked against that model's tables (an error naming the
+// record), so a bad eval record stops a run before training, not at its first evaluation.
 int64_t eval_records(const std::vector<std::string>& files, int64_t limit, bool skip_corrupt, int max_seq_length,
-                     int max_predictions_per_seq);
+                     int max_predictions_per_seq, const model::BertConfig* check = nullptr);
 
 // Error naming the tensor, the flat index into it and the value of the first NaN or Inf weight;
 // `source` names where the weights came from (a checkpoint path).

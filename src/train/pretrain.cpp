@@ -148,7 +148,7 @@ public:
         local_eval_batch_ = std::max(1, o_.eval_batch_size / ranks);
         if (o_.do_eval) {  // an eval set smaller than the batch: the arena for its records, not for the flag
             eval_set_records_ = eval_records(eval_files_, o_.eval_batch_size, o_.skip_corrupt_records,
-                                             o_.max_seq_length, o_.max_predictions_per_seq);
+                                             o_.max_seq_length, o_.max_predictions_per_seq, &config_);
             local_eval_batch_ = static_cast<int>(
                 std::clamp<int64_t>((eval_set_records_ + ranks - 1) / ranks, 1, local_eval_batch_));
         }
@@ -275,7 +275,8 @@ public:
                               : eval_set_records_ < o_.eval_batch_size
                                   ? eval_set_records_
                                   : eval_records(eval_files_, o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
-                                                 o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq);
+                                                 o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq,
+                                                 &config_);  // every record it will read, checked now
             mllog_->run_params(rp);
             std::vector<std::string> inputs = train_files_;
             if (o_.do_eval) inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());

@@ -222,6 +222,12 @@ TEST(ReferenceCli, MlperfTf1EvalFormEvaluatesWithoutTouchingTheTrainingRun) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find(out + "/model.ckpt-99"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.out("fresh2")));
+    // eval_results.json taken by a directory: refused before the evaluation, nothing written
+    fs::create_directories(w.out("taken") + "/eval_results.json");
+    r = run_bertbench(mlperf_eval(w, w.out("taken"), out + "/model.ckpt-4"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(r.out.find("evaluating"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.out("taken") + "/eval_results.txt"));
     EXPECT_TRUE(unchanged());
 }
 

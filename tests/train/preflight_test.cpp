@@ -96,5 +96,25 @@ TEST(Preflight, Hdf5FirstRecordIdsAreCheckedAgainstTheModel) {
     EXPECT_NE(msg.find("outside the model's token types [0, 1)"), std::string::npos) << msg;
 }
 
+// The eval set's count checks every record it counts (the start-up check reads record 0 only): a
+// later record's id beyond the model's vocabulary stops the run before training.
+TEST(Preflight, EvalRecordsAreCheckedWhenCounted) {
+    const std::string eval = golden("eval_pick/public_128_eval100.tfrecord");
+    model::BertConfig small;
+    small.vocab_size = 28996;  // record 0's ids are below it, a later record's are not
+    EXPECT_EQ(preflight_error({eval}, 128, 20, small), "");
+    const model::BertConfig base;  // vocabulary 30522: every record passes, the same count
+    EXPECT_EQ(eval_records({eval}, 0, false, 128, 20), eval_records({eval}, 0, false, 128, 20, &base));
+    try {
+        eval_records({eval}, 0, false, 128, 20, &small);
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(eval + ": record "), std::string::npos) << msg;
+        EXPECT_EQ(msg.find(eval + ": record 0:"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("outside the model's vocabulary [0, 28996)"), std::string::npos) << msg;
+    }
+}
+
 }  // namespace
 }  // namespace bertbench::train
