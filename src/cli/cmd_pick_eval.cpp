@@ -55,6 +55,7 @@ int cmd_pick_eval(int argc, char** argv) {
     if (max_predictions_per_seq < 0)
         fail("--max_predictions_per_seq: expected >= 0, got {}", max_predictions_per_seq);
 
+    check_output_file_writable(output_tfrecord, "--output_tfrecord");  // named now, not by the writer after the count
     check_output_not_input(output_tfrecord, "--output_tfrecord", {input_tfrecord},
                            "--input_tfrecord");
     {

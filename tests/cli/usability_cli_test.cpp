@@ -262,7 +262,10 @@ TEST(UsabilityCli, ADirectoryWhereAFileIsExpectedIsNamedAsSuch) {
          "/dev/zero: is a character device, expected a file"},
         {"pick-eval --input_tfrecord=" + g + "pretraining/public_128_s12345_d2.tfrecord"
          " --output_tfrecord=" + dir + " --num_examples_to_pick=2",
-         dir + ": is a directory, expected a file name to write"}};
+         "--output_tfrecord=" + dir + ": is a directory, expected a file name"},
+        {"pick-eval --input_tfrecord=" + g + "pretraining/public_128_s12345_d2.tfrecord"
+         " --output_tfrecord=" + out + "/picked.tfrecord --num_examples_to_pick=2",
+         "--output_tfrecord=" + out + "/picked.tfrecord: its directory " + out + " does not exist"}};
     for (const auto& [cmd, want] : cases) {
         const auto r = run_bertbench(cmd);
         EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
