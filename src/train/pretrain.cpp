@@ -148,7 +148,7 @@ public:
         local_eval_batch_ = std::max(1, o_.eval_batch_size / ranks);
         if (o_.do_eval) {  // an eval set smaller than the batch: the arena for its records, not for the flag
             eval_set_records_ = eval_records(eval_files_, o_.eval_batch_size, o_.skip_corrupt_records,
-                                             o_.max_seq_length, o_.max_predictions_per_seq, &config_);
+                                             o_.max_seq_length, o_.max_predictions_per_seq);
             local_eval_batch_ = static_cast<int>(
                 std::clamp<int64_t>((eval_set_records_ + ranks - 1) / ranks, 1, local_eval_batch_));
         }
@@ -269,14 +269,12 @@ public:
             rp.max_sequence_length = o_.max_seq_length;
             rp.seed = o_.seed;
             rp.train_samples = o_.num_train_steps * o_.train_batch_size;
-            // what an evaluation reads: rank 0 counts (it alone writes the log)
-            // (an eval set smaller than the batch was counted whole when the engine was planned)
-            rp.eval_samples = !root_ || !o_.do_eval ? 0
-                              : eval_set_records_ < o_.eval_batch_size
-                                  ? eval_set_records_
+            // what an evaluation reads: rank 0 counts (it alone writes the log), checking each record
+            rp.eval_samples = !root_ || !o_.do_eval
+                                  ? 0
                                   : eval_records(eval_files_, o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
                                                  o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq,
-                                                 &config_);  // every record it will read, checked now
+                                                 &config_);
             mllog_->run_params(rp);
             std::vector<std::string> inputs = train_files_;
             if (o_.do_eval) inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());
