@@ -13,7 +13,13 @@ What the checker only warns about (an EXACTLY_ONE key logged more than once, alw
 value) is a "warning:" line, and a violation with --werror, as with the checker's --werror.
 --division: also require the log to declare that division. A file that cannot be read: one line,
 exit 2. The closed division needs an eval_accuracy in [0.720, 1.0); the open one (bertbench's runs)
-only one below 1.0, and none of closed_bert.yaml's hyperparameter keys."""
+only one below 1.0, and none of closed_bert.yaml's hyperparameter keys.
+
+Beyond the checker's rules, as its result summarizer times run_stop - run_start: a time_ms going
+backwards, a second run_start or run_stop (the checker only warns; the summarizer would time from the
+later run_start or to the first run_stop), and bertbench's own `bertbench_resume` line (a new
+process continued the run there, so run_stop - run_start includes the time none ran; MLPerf times
+one uninterrupted process) are violations."""
 import argparse
 import json
 import sys
@@ -75,6 +81,7 @@ def check(lines):
     s = dict(init_started=False, init_stopped=False, run_started=False, first_init=float("inf"), compile_mins=0)
     seen_submission = set()
     reached = False  # the division's ATLEAST_ONE_CHECK on eval_accuracy
+    last_ts = None
     for l in lines:
         key, v, md = l["key"], l["value"], l["md"]
         count[key] = count.get(key, 0) + 1
@@ -83,6 +90,12 @@ def check(lines):
             if not ok:
                 bad.append("line %d: %s: %s" % (l["no"], key, what))
 
+        if last_ts is not None and l["ts"] < last_ts:
+            rule(False, "time_ms %.0f is %.0f ms before the line above's (time going backwards)" % (l["ts"], last_ts - l["ts"]))
+        last_ts = l["ts"] if last_ts is None else max(last_ts, l["ts"])
+        if key == "bertbench_resume":
+            rule(False, "a new process resumed the run here (at %s samples): run_stop - run_start includes the time "
+                        "between its processes, where MLPerf times one uninterrupted process" % (v,))
         want = "INTERVAL_START" if key in STARTS else "INTERVAL_END" if key in STOPS else "POINT_IN_TIME"
         rule(l["event_type"] == want, "event_type %s, expected %s (mllog's layout)" % (l["event_type"], want))
         if key.startswith("submission_"):  # the checker runs a submission_ key's rule on its first line only
@@ -141,7 +154,10 @@ def check(lines):
         once += ["gradient_accumulation_steps"] + CLOSED_BERT_ONCE
     for k in once:
         values = [l["value"] for l in lines if l["key"] == k]
-        if len(values) > 1 and all(v == values[0] for v in values):
+        if len(values) > 1 and k in ("run_start", "run_stop"):  # the time the summarizer reads
+            bad.append("%s: expected exactly one, found %d (the checker only warns; the result summarizer would "
+                       "time the run from the last run_start to the first run_stop)" % (k, len(values)))
+        elif len(values) > 1 and all(v == values[0] for v in values):
             # the checker's all_same: a warning (put_warning), an error only under its --werror
             warn.append("%s: expected exactly one, found %d (all with the value %r)" % (k, len(values), values[0]))
         elif len(values) != 1:

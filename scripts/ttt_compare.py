@@ -62,6 +62,16 @@ def command(a, impl, seed, init, out):
     return cmd + a.flags + ["--dtype=" + dtype, "--seed=%d" % seed, "--init_checkpoint=" + init, "--output_dir=" + out]
 
 
+def finished(out):
+    """Whether OUT holds the results.json of a run that ended (at the target, short of it, or
+    failed after run_start); one paused by a signal or --stop_steps is resumed by running again."""
+    try:
+        status = json.load(open(os.path.join(out, "results.json"))).get("status", "")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return not (status == "interrupted" or status.startswith("stopped"))
+
+
 def read_run(out):
     try:
         res = json.load(open(os.path.join(out, "results.json")))
@@ -69,7 +79,7 @@ def read_run(out):
     except (OSError, ValueError) as e:
         die("%s: expected results.json and eval_log.jsonl of a finished run, got %s" % (out, e))
     sps = res.get("train_sequences_per_second")
-    return {"reached": bool(res.get("target_reached")), "time_to_target_s": res.get("time_to_target_s"),
+    return {"reached": bool(res.get("target_reached")), "resumed": res.get("resumed_from") is not None, "time_to_target_s": res.get("time_to_target_s"),
             "samples_to_target": res.get("samples_to_target"), "best": res.get("best_masked_lm_accuracy"),
             "sequences_per_second": sps, "curve": [(r["samples"], r["elapsed_s"], r["masked_lm_accuracy"]) for r in curve]}
 
@@ -193,29 +203,40 @@ def main(argv):
         order = impls[si % len(impls):] + impls[:si % len(impls)]
         for impl in order:
             out = os.path.join(a.out, impl, "seed-%d" % seed)
-            if not os.path.exists(os.path.join(out, "results.json")):
+            if not finished(out):  # a bertbench run paused earlier resumes
                 print("ttt_compare.py: seed %d, %s ..." % (seed, impl), flush=True)
                 env = dict(os.environ, **TORCH_ENV.get(impl, {}))
                 rc = subprocess.run(command(a, impl, seed, init, out), env=env).returncode
-                if rc not in (0, 1) or not os.path.exists(os.path.join(out, "results.json")):
-                    die("%s, seed %d: exited %d without results.json (see %s)" % (impl, seed, rc, out))
+                sig = -rc if rc < 0 else rc - 128 if rc > 128 else 0
+                if sig:
+                    die("%s, seed %d: stopped by signal %d; run this script again to %s (%s)" % (
+                        impl, seed, sig, "resume it" if impl.startswith("bertbench") else "run it again", out))
+                if rc in (0, 1) and os.path.exists(os.path.join(out, "results.json")) and not finished(out):
+                    die("%s, seed %d: paused (%s: status %r); run this script again to resume it" % (
+                        impl, seed, os.path.join(out, "results.json"), json.load(open(os.path.join(out, "results.json")))["status"]))
+                if rc not in (0, 1) or not finished(out):
+                    die("%s, seed %d: exited %d without the results.json of a finished run (see %s)" % (impl, seed, rc, out))
             r = read_run(out)
             r.update(impl=impl, seed=seed)
             runs.append(r)
-            print("ttt_compare.py: seed %d %s: %s" % (seed, impl, "%.0f s, %d samples to target" % (
-                r["time_to_target_s"], r["samples_to_target"]) if r["reached"] else "target not reached (best %.4f)" % (r["best"] or 0)))
+            print("ttt_compare.py: seed %d %s: %s%s" % (seed, impl, "%.0f s, %d samples to target" % (
+                r["time_to_target_s"], r["samples_to_target"]) if r["reached"] else "target not reached (best %.4f)" % (r["best"] or 0),
+                " (resumed: its time sums the segments of more than one process)" if r["resumed"] else ""))
     summary = summarize(runs, impls)
+    resumed = ["%s seed %d" % (r["impl"], r["seed"]) for r in runs if r["resumed"]]
+    note = ("Resumed (ran in more than one process; MLPerf times one uninterrupted process, so rerun them in a new "
+            "--out for figures to quote): %s.\n" % ", ".join(resumed)) if resumed else ""
     target = next((float(x.split("=", 1)[1]) for x in a.flags if x.startswith("--target_mlm_accuracy=")), 0.72)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     cmd = shlex.join(["scripts/ttt_compare.py"] + argv)
     write(os.path.join(a.out, "curves.svg"), svg(runs, target))
     write(os.path.join(a.out, "summary.json"), json.dumps(
-        {"summary": summary, "runs": runs, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
+        {"summary": summary, "runs": runs, "resumed": resumed, "seeds": seeds, "cpu": cpu, "wall_s": time.time() - t0, "torch_env": TORCH_ENV,
          "command": cmd}, indent=1))
-    print(table(summary, impls))
+    print(table(summary, impls) + note)
     if a.doc:
         write(a.doc, "<!-- written by scripts/ttt_compare.py -->\n%s\nCPU: %s. Command:\n\n```sh\n/usr/bin/python3 %s\n```\n"
-              % (table(summary, impls), cpu, cmd))
+              % (table(summary, impls) + note, cpu, cmd))
     return 0
 
 

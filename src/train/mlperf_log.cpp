@@ -207,29 +207,37 @@ void MlperfLogger::eval_accuracy(double accuracy, int64_t epoch_num, Loc loc) {
 }
 void MlperfLogger::seed(int64_t value, Loc loc) { event("seed", value, MlJson::object(), loc); }
 
-void MlperfLogger::run_params(const BertRunParams& p, Loc loc) {
+MlJson MlperfLogger::run_params(const BertRunParams& p, const MlJson& logged, Loc loc) {
     if (p.gradient_accumulation_steps <= 0)
         fail("[mlperf_log] gradient_accumulation_steps: expected > 0, got {}",
              p.gradient_accumulation_steps);
-    const auto e = [&](const char* key, const MlJson& v) { event(key, v, MlJson::object(), loc); };
-    e("global_batch_size", p.global_batch_size);
-    e("gradient_accumulation_steps", p.gradient_accumulation_steps);
-    e("number_of_ranks", p.number_of_ranks);
-    e("opt_name", p.opt_name);
-    e("opt_base_learning_rate", p.opt_base_learning_rate);
-    e("opt_lamb_epsilon", p.opt_lamb_epsilon);
-    e("opt_learning_rate_training_steps", p.opt_learning_rate_training_steps);
-    e("opt_learning_rate_warmup_steps", p.opt_learning_rate_warmup_steps);
-    e("num_warmup_steps", p.num_warmup_steps);
-    e("start_warmup_step", p.start_warmup_step);
-    e("opt_lamb_beta_1", p.opt_lamb_beta_1);
-    e("opt_lamb_beta_2", p.opt_lamb_beta_2);
-    e("opt_lamb_weight_decay_rate", p.opt_lamb_weight_decay_rate);
-    e("opt_lamb_learning_rate_decay_poly_power", p.opt_lamb_learning_rate_decay_poly_power);
-    e("max_sequence_length", p.max_sequence_length);
-    e("seed", p.seed);
-    e("train_samples", p.train_samples);
-    e("eval_samples", p.eval_samples);
+    const MlJson now = {{"global_batch_size", p.global_batch_size},
+                        {"gradient_accumulation_steps", p.gradient_accumulation_steps},
+                        {"number_of_ranks", p.number_of_ranks},
+                        {"opt_name", p.opt_name},
+                        {"opt_base_learning_rate", p.opt_base_learning_rate},
+                        {"opt_lamb_epsilon", p.opt_lamb_epsilon},
+                        {"opt_learning_rate_training_steps", p.opt_learning_rate_training_steps},
+                        {"opt_learning_rate_warmup_steps", p.opt_learning_rate_warmup_steps},
+                        {"num_warmup_steps", p.num_warmup_steps},
+                        {"start_warmup_step", p.start_warmup_step},
+                        {"opt_lamb_beta_1", p.opt_lamb_beta_1},
+                        {"opt_lamb_beta_2", p.opt_lamb_beta_2},
+                        {"opt_lamb_weight_decay_rate", p.opt_lamb_weight_decay_rate},
+                        {"opt_lamb_learning_rate_decay_poly_power", p.opt_lamb_learning_rate_decay_poly_power},
+                        {"max_sequence_length", p.max_sequence_length},
+                        {"seed", p.seed},
+                        {"train_samples", p.train_samples},
+                        {"eval_samples", p.eval_samples}};
+    for (const auto& [key, value] : now.items()) {
+        const auto it = logged.find(key);
+        if (it == logged.end() || *it != value) event(key, value, MlJson::object(), loc);
+    }
+    return now;
+}
+
+void MlperfLogger::resumed(int64_t samples, int64_t step, Loc loc) {
+    event("bertbench_resume", samples, MlJson{{"epoch_num", samples}, {"step", step}}, loc);
 }
 
 }  // namespace bertbench::train

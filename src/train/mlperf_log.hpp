@@ -109,8 +109,15 @@ public:
     void eval_stop(int64_t epoch_num, Loc loc = Loc::current());
     void eval_accuracy(double accuracy, int64_t epoch_num, Loc loc = Loc::current());
     void seed(int64_t seed, Loc loc = Loc::current());
-    // Every BertRunParams key, one POINT_IN_TIME line each, in the order of the struct.
-    void run_params(const BertRunParams& p, Loc loc = Loc::current());
+    // The BertRunParams keys, one POINT_IN_TIME line each, in the order of the struct: every key
+    // whose value differs from (or is missing in) `logged`, the values the log already holds (a
+    // fresh run: none, so every key). Returns the values now in effect, for the next call.
+    MlJson run_params(const BertRunParams& p, const MlJson& logged = MlJson::object(),
+                      Loc loc = Loc::current());
+    // bertbench's own key (MLPerf has no resume): a new process continues the run here, at
+    // `samples` sequences (global step `step`); run_stop - run_start then includes the time no
+    // process ran, which scripts/mlperf_log_check.py reports.
+    void resumed(int64_t samples, int64_t step, Loc loc = Loc::current());
 
     // True between run_start and run_stop. close_aborted() ends an open run that an error cut
     // short the way a compliant log ends: eval_stop / block_stop of what is open, then run_stop

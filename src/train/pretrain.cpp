@@ -197,6 +197,7 @@ public:
         if (root_ && mllog_ && !ec) {
             j["mlperf_log_bytes"] = bytes;
             j["mlperf_open_block"] = mllog_->block_open() ? block_first_ : -1;
+            j["mlperf_run_params"] = logged_params_;
         }
         return j;
     }
@@ -208,6 +209,12 @@ public:
         if (j.contains("mlperf_log_bytes")) {  // checkpoints since 2026-12-02
             saved_log_bytes_ = saved_int(j, "mlperf_log_bytes", 0, std::numeric_limits<int64_t>::max());
             saved_open_block_ = saved_int(j, "mlperf_open_block", -1, samples, "a block's first sample");
+        }
+        if (const auto it = j.find("mlperf_run_params"); it != j.end()) {  // checkpoints since 2026-12-04
+            if (!it->is_object())
+                fail("\"mlperf_run_params\": expected an object (the hyperparameters mlperf.log holds), got {}",
+                     it->type_name());
+            logged_params_ = *it;
         }
     }
     // The reader's cursor: the records handed out in its epoch are at most the sequences seen;
@@ -242,40 +249,21 @@ public:
                       "so that this run's log is one compliant run", mlperf_path_, aside);
         }
         mllog_ = MlperfLogger::open(mlperf_path_, false);
-        if (!fresh) mllog_->continue_run(continued ? saved_open_block_ : -1);
+        if (!fresh) {
+            mllog_->continue_run(continued ? saved_open_block_ : -1);
+            mllog_->resumed(loop.samples(), loop.global_step());
+            // what --allow_changed_flags changed (or another rank count): logged again with the
+            // value now in effect; a checkpoint that predates the record logs none of them
+            const BertRunParams now = run_params(loop);
+            if (logged_params_.is_object()) logged_params_ = mllog_->run_params(now, logged_params_);
+        }
         if (fresh) {
             mllog_->init_start(loop.run_entry_ms());  // the set-up so far is initialisation too
             // MLPerf's "<count>x<system>": the ranks and what computes (the GPU on --device=cuda)
             const std::string machine = o_.backend ? o_.backend->describe() : sysinfo::cpu_model();
             mllog_->submission_info("bertbench", fmt::format("{}x{}", dist::world().size(), machine),
                                     "open", "research");
-            BertRunParams rp;
-            rp.global_batch_size = loop.global_batch();
-            rp.gradient_accumulation_steps = o_.steps_per_update;
-            rp.number_of_ranks = dist::world().size();
-            // the optimizer's values as it runs them (google's AdamW: its fixed ones)
-            const optim::OptimizerConfig& oc = loop.options().optimizer;
-            rp.opt_name = oc.kind == optim::OptimizerKind::lamb ? "lamb" : "adamw";
-            rp.opt_base_learning_rate = o_.learning_rate;
-            rp.opt_lamb_epsilon = oc.epsilon;
-            rp.opt_lamb_learning_rate_decay_poly_power = o_.poly_power;
-            rp.opt_learning_rate_training_steps = o_.num_train_steps;
-            rp.opt_learning_rate_warmup_steps = o_.num_warmup_steps;
-            rp.num_warmup_steps = o_.num_warmup_steps;
-            rp.start_warmup_step = o_.start_warmup_step;
-            rp.opt_lamb_beta_1 = oc.beta_1;
-            rp.opt_lamb_beta_2 = oc.beta_2;
-            rp.opt_lamb_weight_decay_rate = oc.weight_decay_rate;
-            rp.max_sequence_length = o_.max_seq_length;
-            rp.seed = o_.seed;
-            rp.train_samples = o_.num_train_steps * o_.train_batch_size;
-            // what an evaluation reads: rank 0 counts (it alone writes the log), checking each record
-            rp.eval_samples = !root_ || !o_.do_eval
-                                  ? 0
-                                  : eval_records(eval_files_, o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
-                                                 o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq,
-                                                 &config_);
-            mllog_->run_params(rp);
+            logged_params_ = mllog_->run_params(run_params(loop));
             std::vector<std::string> inputs = train_files_;
             if (o_.do_eval) inputs.insert(inputs.end(), eval_files_.begin(), eval_files_.end());
             const bool cleared = drop_page_cache(inputs);
@@ -294,6 +282,36 @@ public:
             const int64_t to_eval = next_eval_samples_ - block_first_;
             mllog_->block_start(block_first_, o_.do_eval && !fresh && to_eval > 0 ? to_eval : eval_interval_);
         }
+    }
+    // The hyperparameters as mlperf.log records them, from the flags in effect.
+    BertRunParams run_params(const TrainLoop& loop) const {
+        BertRunParams rp;
+        rp.global_batch_size = loop.global_batch();
+        rp.gradient_accumulation_steps = o_.steps_per_update;
+        rp.number_of_ranks = dist::world().size();
+        // the optimizer's values as it runs them (google's AdamW: its fixed ones)
+        const optim::OptimizerConfig& oc = loop.options().optimizer;
+        rp.opt_name = oc.kind == optim::OptimizerKind::lamb ? "lamb" : "adamw";
+        rp.opt_base_learning_rate = o_.learning_rate;
+        rp.opt_lamb_epsilon = oc.epsilon;
+        rp.opt_lamb_learning_rate_decay_poly_power = o_.poly_power;
+        rp.opt_learning_rate_training_steps = o_.num_train_steps;
+        rp.opt_learning_rate_warmup_steps = o_.num_warmup_steps;
+        rp.num_warmup_steps = o_.num_warmup_steps;
+        rp.start_warmup_step = o_.start_warmup_step;
+        rp.opt_lamb_beta_1 = oc.beta_1;
+        rp.opt_lamb_beta_2 = oc.beta_2;
+        rp.opt_lamb_weight_decay_rate = oc.weight_decay_rate;
+        rp.max_sequence_length = o_.max_seq_length;
+        rp.seed = o_.seed;
+        rp.train_samples = o_.num_train_steps * o_.train_batch_size;
+        // what an evaluation reads: rank 0 counts (it alone writes the log), checking each record
+        rp.eval_samples = !root_ || !o_.do_eval
+                              ? 0
+                              : eval_records(eval_files_, o_.max_eval_steps > 0 ? o_.max_eval_steps * o_.eval_batch_size : 0,
+                                             o_.skip_corrupt_records, o_.max_seq_length, o_.max_predictions_per_seq,
+                                             &config_);
+        return rp;
     }
     // A resume's mlperf.log cut back to its length at the checkpoint (what a killed process
     // logged after it would repeat: evaluations, a block never stopped). False, said in a
@@ -538,6 +556,7 @@ private:
     int64_t eval_interval_ = 0, next_eval_samples_ = 0, block_first_ = 0;
     std::string mlperf_path_;
     int64_t saved_log_bytes_ = -1, saved_open_block_ = -1;  // restore_state's (-1: not saved)
+    nlohmann::json logged_params_;  // the hyperparameters mlperf.log holds (null: not known)
     TimeToTarget ttt_;  // evaluations, best accuracy, time and samples to target
     std::vector<CurvePoint> acc_curve_;
     int local_train_batch_ = 0, local_eval_batch_ = 1;  // per rank (the flags are global)

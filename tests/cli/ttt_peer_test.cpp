@@ -139,6 +139,17 @@ TEST(TorchTttPeer, CompareScriptRunsBothToTheTargetSlow) {
     EXPECT_NE(slurp(d.file("cmp/curves.svg")).find("<polyline"), std::string::npos);
     EXPECT_NE(slurp(d.file("table.md")).find("| bertbench-fp32 | 1 of 1 |"), std::string::npos)
         << slurp(d.file("table.md"));
+    // A bertbench run paused (--stop_steps) is named so; the next call resumes it and marks it.
+    const std::string again = "/usr/bin/python3 " + root() + "/scripts/ttt_compare.py --bertbench=" +
+                              bertbench_path() + " --out=" + d.file("paused") + " --seeds=2 --impls=bertbench-fp32";
+    r = run_shell(again + " --bertbench_flags=--stop_steps=10 --" + recipe(d, "0"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("bertbench-fp32, seed 2: paused ("), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("run this script again to resume it"), std::string::npos) << r.out;
+    r = run_shell(again + " --" + recipe(d, "0"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("512 samples to target (resumed: its time sums"), std::string::npos) << r.out;
+    EXPECT_EQ(json::parse(slurp(d.file("paused/summary.json")))["resumed"], json::array({"bertbench-fp32 seed 2"}));
     r = run_shell(script + " --" + recipe(d) + " --seed=4");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.out.find("--seed: set by this script for every run"), std::string::npos) << r.out;

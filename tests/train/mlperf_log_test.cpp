@@ -209,6 +209,42 @@ TEST(MlperfLog, RuleCheckerRejectsBadRuns) {
     ASSERT_NE(p, std::string::npos);
     first->insert(p + 9, "1");  // the first of the two now says 1<n>
     rejected_for(lines, "train_samples: expected exactly one, found 2");
+    // Beyond the checker (what its result summarizer would time wrongly): a second run_start,
+    // a time going backwards, a resumed run.
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    lines.insert(at("run_start") + 1, *at("run_start"));  // at the same time: not out of order
+    rejected_for(lines, "run_start: expected exactly one, found 2 (the checker only warns");
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    const auto stop = at("run_stop");
+    const size_t t = stop->find("\"time_ms\": 17");
+    ASSERT_NE(t, std::string::npos);
+    stop->replace(t + 11, 2, "16");  // 16... ms: before every line above it
+    rejected_for(lines, "run_stop: time_ms 16");
+    lines = capture_lines([](MlperfLogger& log) { simulated_run(log, {0.75}); });
+    std::string resumed = capture_lines([](MlperfLogger& log) { log.resumed(150000, 586); }).front();
+    const auto eval_start = at("eval_start");  // the resume's line at the time of the line it precedes
+    resumed.replace(resumed.find("\"time_ms\": ") + 11, 13, eval_start->substr(eval_start->find("\"time_ms\": ") + 11, 13));
+    lines.insert(eval_start, resumed);
+    rejected_for(lines, "bertbench_resume: a new process resumed the run here (at 150000 samples)");
+}
+
+// A resumed segment logs the hyperparameters whose values changed, and only those.
+TEST(MlperfLog, RunParamsLogsWhatChanged) {
+    BertRunParams p;
+    p.opt_base_learning_rate = 4e-4;
+    p.train_samples = 1000;
+    MlJson logged;
+    auto lines = capture_lines([&](MlperfLogger& log) { logged = log.run_params(p); });
+    EXPECT_EQ(lines.size(), 18u);
+    EXPECT_EQ(logged["opt_base_learning_rate"], 4e-4);
+    EXPECT_TRUE(capture_lines([&](MlperfLogger& log) { log.run_params(p, logged); }).empty());
+    p.opt_base_learning_rate = 2e-4;
+    p.number_of_ranks = 2;
+    lines = capture_lines([&](MlperfLogger& log) { logged = log.run_params(p, logged); });
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[0].find("\"key\": \"number_of_ranks\", \"value\": 2,"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[1].find("\"key\": \"opt_base_learning_rate\", \"value\": 0.0002,"), std::string::npos) << lines[1];
+    EXPECT_EQ(logged["opt_base_learning_rate"], 2e-4);
 }
 
 TEST(MlperfLog, FileSinkAppendsLinesAndDisabledLoggerIsSilent) {
