@@ -660,6 +660,11 @@ int cmd_squad(int argc, char** argv) {
                 log::info("{}", verbose.substr(b, e - b));
             }
             write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json, scored);
+            if (const auto& none = preds->without_null_odds; !none.empty())
+                log::warn("{} question(s) predicted \"\" have no entry in null_odds.json (no non-empty answer among "
+                          "their --n_best_size={} candidates, or no word piece in their context; run_squad.py stops "
+                          "there), e.g. \"{}\": evaluate-v2.0.py --na-prob-file=null_odds.json needs every question",
+                          none.size(), o.n_best_size, none.front());
             scored_now = scored;
             if (scored) {
                 const auto metric = train::squad_evaluate(

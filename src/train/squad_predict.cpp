@@ -249,6 +249,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
     OrderedMap<std::string> all_predictions;
     OrderedMap<std::vector<std::pair<NbestEntry, double>>> all_nbest;
     OrderedMap<double> scores_diff;
+    std::vector<std::string> without_null_odds;
     std::vector<Prelim> prelim;
     std::vector<NbestEntry> nbest;
     std::unordered_set<std::string> seen;
@@ -380,6 +381,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
             // The reference raises AttributeError here (no non-null candidate at all); we predict
             // no answer and write no null odds for this question.
             all_predictions.set(example.qas_id, "");
+            without_null_odds.push_back(example.qas_id);
         } else {
             const double diff = score_null - best_non_null->start_logit - best_non_null->end_logit;
             scores_diff.set(example.qas_id, diff);
@@ -389,6 +391,7 @@ SquadPredictions squad_write_predictions(const std::vector<data::SquadExample>& 
     }
 
     SquadPredictions out;
+    out.without_null_odds = std::move(without_null_odds);
     out.predictions_json = dump_indent4(all_predictions, [](std::string& o, const std::string& v) {
         append_py_json_string(o, v);
     });
@@ -434,7 +437,9 @@ bool squad_has_answers(const nlohmann::json& doc) {
     for (const auto& a : doc["data"])
         for (const auto& p : a["paragraphs"])
             for (const auto& qa : p["qas"])
-                if (qa.contains("answers") && qa["answers"].is_array() && !qa["answers"].empty()) return true;
+                if (qa.contains("answers") && qa["answers"].is_array() &&
+                    (!qa["answers"].empty() || qa.contains("is_impossible")))
+                    return true;
     return false;
 }
 

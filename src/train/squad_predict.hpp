@@ -65,6 +65,9 @@ struct SquadPredictOptions {
 
 struct SquadPredictions {
     std::string predictions_json, nbest_json, null_odds_json;  // file contents (null_odds: 2.0 only)
+    // 2.0: the questions predicted "" without a null_odds.json entry (no non-empty answer among
+    // their n-best, where the reference raises AttributeError)
+    std::vector<std::string> without_null_odds;
 };
 
 // write_predictions. Every feature needs exactly one result with its unique_id and logits of its
@@ -85,7 +88,8 @@ struct SquadEvalSet {
 SquadEvalSet squad_eval_set(const std::string& predict_file, data::FullTokenizer& tokenizer,
                             const data::SquadFeatureOptions& opt, data::SquadReadOptions read,
                             std::vector<std::string>* warnings = nullptr);
-// Whether any question of a SQuAD dataset has answers (the official metric can score it).
+// Whether a SQuAD dataset is labelled, so that the official metric can score it: a question with
+// answers, or a SQuAD 2.0 one with is_impossible and an answers array (empty: no answer is right).
 bool squad_has_answers(const nlohmann::json& doc);
 
 }  // namespace bertbench::train

@@ -240,6 +240,27 @@ TEST(SquadCli, APredictFileWithoutVersionIsPredictedNotScored) {
     EXPECT_EQ(r.out, "");  // no metric printed
 }
 
+// SQuAD 2.0: a predict file whose questions all have no answer is labelled (is_impossible with
+// an empty answers array) and scored; a question with no null odds (here: no word piece in its
+// context, so no feature) is named in a warning, as evaluate-v2.0.py --na-prob-file needs it.
+TEST(SquadCli, Version2UnanswerableOnlyIsScoredAndMissingNullOddsNamed) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out", dev = tmp.path + "/dev.json", raw = tmp.path + "/raw.jsonl";
+    write_file_atomic(dev, R"({"version":"v2.0","data":[{"title":"t","paragraphs":[{"context":"\u200b","qas":[)"
+                           R"({"id":"q1","question":"Anything?","answers":[],"is_impossible":true}]}]}]})");
+    write_file_atomic(raw, "");
+    const CmdRun r = run(tmp, squad_flags(out) + " --do_predict --version_2_with_negative --predict_file=" + dev +
+                                  " --raw_results=" + raw);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto scored = nlohmann::json::parse(read_file(out + "/eval_results.json"));
+    EXPECT_EQ(scored["NoAns_total"], 1);
+    EXPECT_EQ(scored["exact"], 100.0);
+    EXPECT_EQ(read_file(out + "/null_odds.json"), "{}\n");
+    EXPECT_NE(r.err.find("warning: 1 question(s) predicted \"\" have no entry in null_odds.json"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("e.g. \"q1\""), std::string::npos) << r.err;
+}
+
 TEST(SquadCli, BadInputIsOneLineErrorWithoutOutputs) {
     SquadTmp tmp;
     const std::string out = tmp.path + "/out";
