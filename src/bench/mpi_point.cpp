@@ -33,12 +33,10 @@ double median_or_zero(std::vector<double> v) {
 MpiPointResult run_point_mpi(const Point& p, double ceiling_gflops, const MpiOptions& o) {
     dist::Comm& comm = dist::world();
     const int N = comm.size();
-    if (p.batch_size % N != 0)
-        fail("--batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
-             p.batch_size, N, N);
+    const int local_batch = dist::local_batch(p.batch_size, N, "batch_size");
     if (o.bucket_mb <= 0) fail("--bucket_mb: expected > 0, got {}", o.bucket_mb);
     Point local = p;
-    local.batch_size = p.batch_size / N;
+    local.batch_size = local_batch;
     const bool train = p.mode == "train";
 
     MpiPointResult out;

@@ -235,6 +235,25 @@ int cmd_bench(int argc, char** argv) {
     if (!config_file.empty() && flags.is_set("model"))
         fail("--bert_config_file and --model: expected one of them, got both");
     scenario.refuse_unused();
+    dist::Comm& comm = dist::world();
+    if (comm.size() > 1) {
+        if (scenario.active())
+            fail("--{}: one process (the scenarios' system under test is one bertbench, as LoadGen's); got "
+                 "mpirun -np {} (hint: run it without mpirun)",
+                 scenario.summarize_log.empty() ? "scenario" : "summarize_log", comm.size());
+        // One measurement: every rank the same flags (--threads aside, as pretrain's: Intel's
+        // launcher splits a node's cores unevenly) and model config; a rank timing more steps or
+        // another model would wait in a collective the others never reach, or add other work to
+        // the job's totals.
+        nlohmann::json same = nlohmann::json::object();
+        const nlohmann::json given = flags.to_json();
+        for (const auto& [name, value] : given.items())
+            if (name != "threads") same["--" + name] = value;
+        if (!config_file.empty()) same["bert_config.json"] = model::BertConfig::from_json_file(config_file).to_json();
+        dist::require_same_json_on_all_ranks(comm, same, "flags and model config",
+                                             "start every rank with the same command line and bert_config.json");
+        for (int b : int_list(batch_sizes, "batch_size")) dist::local_batch(b, comm.size(), "batch_size");
+    }
     if (scenario.active()) {
         // bench's sweep flags that a scenario run does not use: an error, not a silent no-op
         for (const char* name : {"mode", "last_layer_subset", "steps_per_update", "warmup", "steps", "min_time",
@@ -268,7 +287,6 @@ int cmd_bench(int argc, char** argv) {
         }
         return run_bench_scenario(scenario, sc);
     }
-    dist::Comm& comm = dist::world();
     if (comm.rank() != 0) {  // one report: rank 0's, with the job's totals
         if (std::freopen("/dev/null", "w", stdout) == nullptr) fail("cannot silence rank {}'s stdout", comm.rank());
         // and rank 0's warnings and progress only: another rank's repeat them about figures the

@@ -494,16 +494,6 @@ std::string list_item_for_file(const std::string& path, const std::string& flag)
     return out;
 }
 
-std::map<std::string, std::string> files_and_sizes(const std::vector<std::string>& files) {
-    std::map<std::string, std::string> out;
-    for (const std::string& f : files) {
-        std::error_code ec;
-        const auto size = std::filesystem::file_size(f, ec);
-        out[f] = ec ? "unreadable" : fmt::format("{} bytes", size);
-    }
-    return out;
-}
-
 std::vector<std::string> paths_of_list(const std::string& list) {
     std::vector<std::string> out{list};
     for (const std::string& item : split_commas(list)) {

@@ -157,10 +157,6 @@ void check_output_not_input(const std::string& output, const std::string& output
 // missing).
 std::vector<std::string> paths_of_list(const std::string& list);
 
-// Each of `files` with its size ("N bytes", or "unreadable"), for the ranks of an mpirun job to
-// compare what their input flags name on each host.
-std::map<std::string, std::string> files_and_sizes(const std::vector<std::string>& files);
-
 // Creates the directory `dir` a command writes in, and its parents. Error naming `flag` for a
 // symbolic link that leads nowhere (a missing target or a loop), a file of that name, or a
 // directory that cannot be made.

@@ -14,9 +14,12 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
+
+#include <fmt/ranges.h>
 #include <thread>
 
 #include "core/error.hpp"
@@ -371,11 +374,37 @@ void require_same_json_on_all_ranks(Comm& comm, const nlohmann::json& value, con
     // (a flag's bytes need not be UTF-8: a path's; replaced in the comparison, not thrown on)
     const std::vector<std::string> all =
         comm.allgather(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    for (size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all[0])
-            fail("rank {}'s {} differ from rank 0's: {}{}", r, what,
-                 first_difference(nlohmann::json::parse(all[0]), nlohmann::json::parse(all[r]), ""),
-                 hint.empty() ? "" : " (hint: " + hint + ")");
+    for (size_t r = 1; r < all.size(); ++r) {
+        if (all[r] == all[0]) continue;
+        const nlohmann::json a = nlohmann::json::parse(all[0]), b = nlohmann::json::parse(all[r]);
+        // each top-level key that differs: a flag given on one rank changes settings derived
+        // from it too, which sort before it
+        std::vector<std::string> diffs;
+        if (a.is_object() && b.is_object()) {
+            nlohmann::json keys = a;
+            keys.update(b);
+            for (const auto& [k, v] : keys.items()) {
+                nlohmann::json x = nlohmann::json::object(), y = nlohmann::json::object();
+                if (a.contains(k)) x[k] = a.at(k);
+                if (b.contains(k)) y[k] = b.at(k);
+                if (std::string d = first_difference(x, y, ""); !d.empty()) diffs.push_back(std::move(d));
+            }
+        } else {
+            diffs.push_back(first_difference(a, b, ""));
+        }
+        const size_t n = diffs.size();
+        if (n > 4) diffs.resize(4);
+        fail("rank {}'s {} differ from rank 0's: {}{}{}", r, what, fmt::join(diffs, "; "),
+             n > 4 ? fmt::format(" (and {} more)", n - 4) : "", hint.empty() ? "" : " (hint: " + hint + ")");
+    }
+}
+
+int local_batch(int global_batch, int ranks, const std::string& flag) {
+    if (global_batch % ranks != 0)
+        fail("--{}: {} is the GLOBAL batch, split over {} ranks; expected a multiple of {} (hint: "
+             "--{}={} gives each rank {})",
+             flag, global_batch, ranks, ranks, flag, (global_batch / ranks + 1) * ranks, global_batch / ranks + 1);
+    return global_batch / ranks;
 }
 
 void require_shared_directory(Comm& comm, const std::string& dir, const std::string& flag) {
@@ -421,6 +450,32 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
         h *= 1099511628211ull;
     }
     return h;
+}
+
+std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files) {
+    constexpr uintmax_t kSample = 64 << 10;
+    std::map<std::string, std::string> out;
+    for (const std::string& f : files) {
+        std::error_code ec;
+        const uintmax_t size = std::filesystem::file_size(f, ec);
+        std::ifstream in(f, std::ios::binary);
+        if (ec || !in) {
+            out[f] = "unreadable";
+            continue;
+        }
+        std::string buf(static_cast<size_t>(std::min(size, kSample)), '\0');
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        uint64_t h = fnv1a64(buf.data(), static_cast<size_t>(in.gcount()));
+        if (size > kSample) {  // the last 64 KiB (or what follows the first, if less)
+            const uintmax_t tail = std::min(size - kSample, kSample);
+            in.seekg(static_cast<std::streamoff>(size - tail));
+            buf.resize(static_cast<size_t>(tail));
+            in.read(buf.data(), static_cast<std::streamsize>(tail));
+            h = fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);
+        }
+        out[f] = fmt::format("{} bytes, sampled FNV-1a {:016x}", size, h);
+    }
+    return out;
 }
 
 }  // namespace bertbench::dist

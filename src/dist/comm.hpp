@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -89,11 +90,16 @@ void require_same_on_all_ranks(Comm& comm, const std::string& value, const std::
                                const std::string& hint);
 
 // The same for a JSON object (a command's flags, a model config): the error names the first rank
-// whose object differs from rank 0's and the first key where it does, with both values ("rank 1's
-// flags differ from rank 0's: --train_batch_size is 16 there, 8 on rank 0"; `what` a plural); a
+// whose object differs from rank 0's and each top-level key where it does (up to 4, in key order),
+// with both values ("rank 1's flags differ from rank 0's: --train_batch_size is 16 there, 8 on
+// rank 0"; `what` a plural: a flag the user gave is named beside the settings derived from it); a
 // key of a nested object is named after its parent's ("bert_config.json hidden_size"). Collective.
 void require_same_json_on_all_ranks(Comm& comm, const nlohmann::json& value, const std::string& what,
                                     const std::string& hint);
+
+// A rank's share of the GLOBAL batch `global_batch` (flag --`flag`) under `ranks` processes; an
+// Error with the nearest multiple as a hint when it does not divide.
+int local_batch(int global_batch, int ranks, const std::string& flag);
 
 // Every rank sees the directory `dir` (flag --`flag`) that rank 0 writes to, not a directory of
 // the same name of its own (node-local scratch): rank 0 writes a file with a number of this job
@@ -104,5 +110,11 @@ void require_shared_directory(Comm& comm, const std::string& dir, const std::str
 
 // FNV-1a 64 of bytes, for weight and flag hashes compared across ranks.
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);
+
+// Each of `files` with its size and the FNV-1a of its first and last 64 KiB ("N bytes, sampled
+// FNV-1a <hex>", or "unreadable"), for the ranks of an mpirun job to compare what their input
+// flags name on each host: a copy of another content under the same name and size (records in
+// another order, another shard) differs there without reading whole shards.
+std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files);
 
 }  // namespace bertbench::dist

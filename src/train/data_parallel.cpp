@@ -65,12 +65,7 @@ void DataParallel::set_device(backend::Backend& be) {
 }
 
 int DataParallel::local_batch(int global_batch, const std::string& flag) const {
-    const int n = size();
-    if (global_batch % n != 0)
-        fail("--{}: {} is the GLOBAL batch, split over {} ranks; expected a multiple of {} (hint: "
-             "--{}={} gives each rank {})",
-             flag, global_batch, n, n, flag, (global_batch / n + 1) * n, global_batch / n + 1);
-    return global_batch / n;
+    return dist::local_batch(global_batch, size(), flag);
 }
 
 void DataParallel::require_same(const std::string& what, const std::string& value,

@@ -81,7 +81,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
             {"--max_eval_steps", o.max_eval_steps},
             {"--seed", o.init_seed},
             {"--dtype", ops::precision_name(o.precision)},
-            {"eval files", files_and_sizes(o.files)},
+            {"eval files", dist::file_fingerprints(o.files)},
             {"bert_config.json", config.to_json()},
             {"the checkpoint", o.checkpoint},
             {"its weights (FNV-1a)",
@@ -89,10 +89,7 @@ EvalMetrics evaluate_checkpoint(const CheckpointEvalOptions& o, model::BertConfi
         dist::require_same_json_on_all_ranks(comm, same, "checkpoint, eval files, model and eval flags",
                                              "start every rank with the same command line and the same files");
     }
-    if (o.eval_batch_size % comm.size() != 0)
-        fail("--eval_batch_size={}: the GLOBAL batch under mpirun -np {}; expected a multiple of {}",
-             o.eval_batch_size, comm.size(), comm.size());
-    const int local_batch = o.eval_batch_size / comm.size();
+    const int local_batch = dist::local_batch(o.eval_batch_size, comm.size(), "eval_batch_size");
     // Files of fewer records than one batch: the engine sized for the records, not the flag (the
     // metrics are the same; memory for a batch of the flag would be held for nothing)
     const int64_t records = eval_records(o.files, o.eval_batch_size, o.skip_corrupt_records, o.max_seq_length,

@@ -411,7 +411,7 @@ int TrainLoop::run() {
         // --output_dir that is not one directory for every rank resumes them at different steps).
         const std::vector<std::string> inputs = task_.inputs();
         dist::require_same_json_on_all_ranks(
-            dp_->comm(), {{"input files", files_and_sizes(inputs)}, {"the step resumed from", global_step()}},
+            dp_->comm(), {{"input files", dist::file_fingerprints(inputs)}, {"the step resumed from", global_step()}},
             "input files and step resumed from",
             "every rank must see the same input files and the same --output_dir: a shared file system, or "
             "identical copies at the same paths on every host");

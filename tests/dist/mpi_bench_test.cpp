@@ -16,6 +16,7 @@ namespace {
 using bertbench::testing::bertbench_path;
 using bertbench::testing::count_of;
 using bertbench::testing::mpirun_missing;
+using bertbench::testing::mpirun_prefix;
 using bertbench::testing::run_mpi;
 using bertbench::testing::run_shell;
 
@@ -105,8 +106,31 @@ TEST(DistBench, SlowGlobalBatchMustSplitEvenly) {
         run_mpi(2, bertbench_path() + kPoint + " --batch_size=3 --scaling_baseline=false", 120);
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
-    EXPECT_NE(r.out.find("--batch_size=3: the GLOBAL batch under mpirun -np 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--batch_size: 3 is the GLOBAL batch, split over 2 ranks; expected a multiple of 2 (hint: "
+                         "--batch_size=4 gives each rank 2)"), std::string::npos) << r.out;
     EXPECT_EQ(count_of(r.out, "error: "), 1u) << r.out;  // every rank's, said once
+}
+
+// Ranks that would time different work (MPMD lines that differ) stop before measuring, naming the
+// flag: more steps on one rank left the other waiting in an all-reduce for good, another model
+// crashed in MPI, another batch gave wrong totals. A scenario run is one process.
+TEST(DistBench, SlowRanksWithDifferentFlagsStopBeforeMeasuring) {
+    if (const std::string why = mpirun_missing(); !why.empty()) GTEST_SKIP() << why;
+    const std::string point = kPoint + " --batch_size=4 --scaling_baseline=false";
+    for (const auto& [extra, message] : std::vector<std::pair<std::string, std::string>>{
+             {" --steps=30", "--steps is 30 there, 3 on rank 0"},
+             {" --mode=infer", "--mode is \"infer\" there, \"train\" on rank 0"},
+             {" --model=mini", "--model is \"mini\" there, \"tiny\" on rank 0"}}) {
+        const auto r = run_shell(mpirun_prefix(1, 120) + bertbench_path() + point + " : -np 1 " + bertbench_path() +
+                                 point + extra);
+        EXPECT_NE(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.out;
+        EXPECT_NE(r.out.find("rank 1's flags and model config differ from rank 0's: " + message), std::string::npos)
+            << r.out;
+    }
+    const auto s = run_mpi(2, bertbench_path() + " bench --scenario=offline --model=tiny", 120);
+    EXPECT_NE(s.exit_code, 0) << s.out;
+    EXPECT_NE(s.out.find("--scenario: one process"), std::string::npos) << s.out;
 }
 
 TEST(DistBench, WithoutMpirunTheReportHasNoMpiSection) {

@@ -292,10 +292,21 @@ TEST(DistPretrain, SlowRanksThatSeeOtherFilesOrCheckpointsStopBeforeTraining) {
     // one --output_dir, but a shard missing on host b
     auto r = two_hosts(w.out("shared"));
     EXPECT_NE(r.exit_code, 0) << r.out;
+    const std::string size = std::to_string(fs::file_size(train_data())) + " bytes, sampled FNV-1a ";
     EXPECT_NE(r.out.find("rank 1's input files and step resumed from differ from rank 0's: input files data/s2 is "
-                         "absent there, \"" + std::to_string(fs::file_size(train_data())) + " bytes\" on rank 0"),
-              std::string::npos) << r.out;
+                         "absent there, \"" + size), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.dir / "shared/train_log.jsonl"));
+    // ... or there under the same name and size with another content (one byte of its first record)
+    {
+        std::string bytes = slurp(train_data());
+        bytes[100] = static_cast<char>(bytes[100] ^ 1);
+        std::ofstream(w.dir / "b/data/s2", std::ios::binary) << bytes;
+    }
+    r = two_hosts(w.out("shared"));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("input files data/s2 is \"" + size), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(w.dir / "shared/train_log.jsonl"));
+    fs::remove(w.dir / "b/data/s2");
     // the same files, but each host its own --output_dir (node-local), one of them with a
     // checkpoint: stopped before the first step, whether or not there is one to resume from
     fs::remove(w.dir / "a/data/s2");
@@ -434,6 +445,11 @@ TEST(DistPretrain, SlowRanksWithDifferentFlagsOrAnIndivisibleBatchStopBeforeTrai
     EXPECT_NE(r.out.find("rank 1's flags and model config differ from rank 0's: --num_train_steps is 5 there, "
                          "4 on rank 0"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(w.out("r") + "/train_log.jsonl"));
+    // a flag given on one rank is named beside the settings derived from it (--clip_norm here)
+    const auto opt = run_shell(prefix + bertbench_path() + args(w, w.out("o"), "--num_train_steps=4") + " : -np 1 " +
+                               bertbench_path() + args(w, w.out("o"), "--num_train_steps=4 --optimizer=adamw"));
+    EXPECT_NE(opt.exit_code, 0) << opt.out;
+    EXPECT_NE(opt.out.find("--optimizer is \"adamw\" there, \"lamb\" on rank 0"), std::string::npos) << opt.out;
 
     const auto odd = run_mpi(
         2, bertbench_path() + args(w, w.out("odd"), "--num_train_steps=4 --train_batch_size=3"),
