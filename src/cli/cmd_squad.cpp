@@ -66,7 +66,9 @@ std::vector<data::SquadExample> read_examples(const std::string& path, bool trai
     std::vector<std::string> warnings;
     auto examples = data::read_squad_examples(data::parse_squad_json(read_file(path), path), path,
                                               {training, o.version_2_with_negative}, &warnings);
-    for (const auto& w : warnings) log::warn("{}", w);
+    // facts of the file, the same on every rank: said once, by rank 0
+    if (dist::world().rank() == 0)
+        for (const auto& w : warnings) log::warn("{}", w);
     return examples;
 }
 

@@ -67,6 +67,9 @@ TEST(DistSquad, SlowTwoRanksMatchOneProcess) {
                 worst = std::max(worst, std::abs(la[i][k][j].get<double>() - lb[i][k][j].get<double>()));
     EXPECT_LT(worst, 1e-3) << "largest logit difference";
     EXPECT_EQ(count_of(r2.out, "\"exact_match\""), 1u) << r2.out;  // the metric printed once
+    // the training file's warnings (facts of the file) once, as one process says them
+    EXPECT_GT(count_of(r1.out, "Could not find answer"), 0u) << r1.out;
+    EXPECT_EQ(count_of(r2.out, "Could not find answer"), count_of(r1.out, "Could not find answer")) << r2.out;
 }
 
 }  // namespace
