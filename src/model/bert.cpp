@@ -192,7 +192,7 @@ Losses BasicBertPretrainer<T>::forward(std::span<const T> params, const Batch& b
         enc.linear_fwd(m.t, m.gath, enc.gemm_input(m.gath, static_cast<size_t>(P) * H), w, m.head.transform_w,
                        m.head.transform_b, P, H, H);
     k.activation_forward(m.enc->activation(), m.tact, m.t, static_cast<size_t>(P) * H, nullptr);
-    k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.head.transform_g, w + m.head.transform_beta, P, H, ops::kLayerNormEps, nullptr);
+    k.layernorm_forward(m.tl, m.tmean, m.trstd, m.tact, w + m.head.transform_g, w + m.head.transform_beta, P, H, enc.config().layer_norm_eps, nullptr);
     BB_PROFILE_OP(Op::gemm_mlm_decoder, Pass::forward);
     // The logits (P,V) are the head's largest buffer (78 MB at BERT-mini batch 32): the bias goes
     // into the bf16 matmul's epilogue, or (fp32, whose sgemm has none) into the loss pass, rather

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
+#include "ops/layernorm.hpp"
 #include "core/log.hpp"
 
 namespace bertbench::model {
@@ -57,14 +58,18 @@ int get_int(const nlohmann::json& j, const char* key, int fallback, const std::s
     return static_cast<int>(x);
 }
 
-float get_float(const nlohmann::json& j, const char* key, float fallback,
-                const std::string& where) {
+double get_double(const nlohmann::json& j, const char* key, double fallback, const std::string& where) {
     if (!j.contains(key)) return fallback;
     const nlohmann::json& v = j.at(key);
     if (!v.is_number())
         fail("{}: {}: expected a number, got {} {}", where, key, type_name(v),
              json_safe::brief(v));
-    return static_cast<float>(v.get<double>());
+    return v.get<double>();
+}
+
+float get_float(const nlohmann::json& j, const char* key, float fallback,
+                const std::string& where) {
+    return static_cast<float>(get_double(j, key, fallback, where));
 }
 
 }  // namespace
@@ -141,12 +146,7 @@ BertConfig BertConfig::from_json(const nlohmann::json& j, const std::string& whe
     if (j.contains("is_decoder") && j.at("is_decoder") != false)
         fail("{}: is_decoder: expected false (BERT's bidirectional encoder), got {}", where,
              json_safe::brief(j.at("is_decoder")));
-    if (j.contains("layer_norm_eps")) {
-        const float eps = get_float(j, "layer_norm_eps", 1e-12f, where);
-        if (eps != 1e-12f)
-            log::warn("{}: layer_norm_eps is {} but bertbench uses 1e-12 (the reference)", where,
-                      eps);
-    }
+    c.layer_norm_eps = get_double(j, "layer_norm_eps", c.layer_norm_eps, where);
     return c;
 }
 
@@ -162,7 +162,7 @@ nlohmann::json BertConfig::to_json() const {
     // A float field as the user wrote it: 0.1, not the float's exact double 0.10000000149011612
     // (the shortest decimal that reads back as the same float).
     const auto as_given = [](float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); };
-    return nlohmann::json{
+    nlohmann::json j{
         {"attention_probs_dropout_prob", as_given(attention_probs_dropout_prob)},
         {"hidden_act", hidden_act},
         {"hidden_dropout_prob", as_given(hidden_dropout_prob)},
@@ -175,6 +175,10 @@ nlohmann::json BertConfig::to_json() const {
         {"type_vocab_size", type_vocab_size},
         {"vocab_size", vocab_size},
     };
+    // google's bert_config.json has no such key (its LayerNorm's is 1e-12): written only when
+    // another, so configs and checkpoints of the reference's eps stay as they were
+    if (layer_norm_eps != ops::kLayerNormEps) j["layer_norm_eps"] = layer_norm_eps;
+    return j;
 }
 
 void BertConfig::validate(const std::string& where) const {
@@ -229,6 +233,8 @@ void BertConfig::validate(const std::string& where) const {
             fail("{}: {}: expected a probability in [0, 1), got {}", where, name, p);
     if (!(initializer_range > 0.0f && std::isfinite(initializer_range)))
         fail("{}: initializer_range: expected a positive number, got {}", where, initializer_range);
+    if (!(layer_norm_eps > 0.0 && layer_norm_eps < 1.0))
+        fail("{}: layer_norm_eps: expected a number in (0, 1) (the reference's 1e-12), got {}", where, layer_norm_eps);
     if (hidden_act != "gelu" && hidden_act != "gelu_new" && hidden_act != "gelu_erf" &&
         hidden_act != "relu")
         fail("{}: hidden_act: expected one of gelu, gelu_new, gelu_erf, relu, got {}{}", where,

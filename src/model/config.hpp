@@ -31,6 +31,7 @@ struct BertConfig {
     int max_position_embeddings = 512;
     int type_vocab_size = 2;
     float initializer_range = 0.02f;
+    double layer_norm_eps = 1e-12;  // every LayerNorm's epsilon (HF's layer_norm_eps; modeling.py's 1e-12)
 
     int head_size() const { return hidden_size / num_attention_heads; }
 

@@ -78,7 +78,7 @@ nlohmann::json hf_config(const BertConfig& c, bool pretraining, bool squad) {
             {"max_position_embeddings", c.max_position_embeddings},
             {"type_vocab_size", c.type_vocab_size},
             {"initializer_range", ours.at("initializer_range")},
-            {"layer_norm_eps", 1e-12},
+            {"layer_norm_eps", c.layer_norm_eps},
             {"pad_token_id", 0},
             {"position_embedding_type", "absolute"}};
 }

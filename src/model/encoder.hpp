@@ -205,7 +205,7 @@ public:
         // bf16: layer 0's GEMM input xb is written by the last of LN and dropout
         ops::bf16* xb0 = L_ > 0 ? gemm_output(buf_.layers[0].xb) : nullptr;
         k_.layernorm_forward(buf_.x[0], buf_.emb_mean, buf_.emb_rstd, buf_.emb_sum,
-                             params + emb_.gamma, params + emb_.beta, N, H, ops::kLayerNormEps,
+                             params + emb_.gamma, params + emb_.beta, N, H, cfg_.layer_norm_eps,
                              dropout_hidden_ ? nullptr : xb0);
         BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
         if (dropout_hidden_) {
@@ -288,7 +288,7 @@ public:
         BB_PROFILE_OP(Op::dropout_residual, Pass::forward);
         k_.dropout_add_forward(s.a, s.a, d.mask_attn, hkeep_, d.xin, nh, nullptr);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
-        k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), n, H, ops::kLayerNormEps,
+        k_.layernorm_forward(s.x1, s.mean1, s.rstd1, s.a, P(w.g1), P(w.b1), n, H, cfg_.layer_norm_eps,
                              gemm_output(s.x1b));
         BB_PROFILE_OP(Op::gemm_ffn_in, Pass::forward);
         linear_fwd(s.h, s.x1, gemm_output(s.x1b), params, w.wi, w.bi, n, H, I);
@@ -300,7 +300,7 @@ public:
         k_.dropout_add_forward(s.o, s.o, d.mask_out, hkeep_, s.x1, nh, nullptr);
         BB_PROFILE_OP(Op::layernorm, Pass::forward);
         k_.layernorm_forward(buf_.x[l + 1], s.mean2, s.rstd2, s.o, P(w.g2), P(w.b2), n, H,
-                             ops::kLayerNormEps,  // and the next layer's bf16 input
+                             cfg_.layer_norm_eps,  // and the next layer's bf16 input
                              l + 1 < L_ ? gemm_output(buf_.layers[l + 1].xb) : nullptr);
     }
     // dense_forward of an int8 engine (forward only: no dropout). Each residual and LayerNorm runs
@@ -314,8 +314,8 @@ public:
         const auto P = [&](size_t o) { return params + o; };
         const ops::Int8Output in{.rows = q_in_.data(), .scale = s_in_.data()},
             mid{.rows = q_mid_.data(), .scale = s_mid_.data()};
-        const ops::Int8Norm ln1{P(w.g1), P(w.b1), s.mean1, s.rstd1, ops::kLayerNormEps},
-            ln2{P(w.g2), P(w.b2), s.mean2, s.rstd2, ops::kLayerNormEps};
+        const ops::Int8Norm ln1{P(w.g1), P(w.b1), s.mean1, s.rstd1, cfg_.layer_norm_eps},
+            ln2{P(w.g2), P(w.b2), s.mean2, s.rstd2, cfg_.layer_norm_eps};
         k_.quantize_rows(mid.rows, mid.scale, d.ctx, n, H);
         k_.linear_forward_int8(s.x1, MatmulType::f32, &in, mid.rows, mid.scale, int8_->at(w.wo), n, H, H,
                                ops::Int8Epilogue{.bias = P(w.bo), .residual = d.xin, .norm = &ln1});

@@ -1,6 +1,7 @@
 // BertConfig: presets, bert_config.json parsing (Google and HF keys) and one-line validation
 // errors.
 #include "model/config.hpp"
+#include "model/convert_outputs.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -67,6 +68,15 @@ TEST(BertConfig, JsonRoundTripAndHfGelu) {
     c.hidden_act = "relu";
     const BertConfig back = BertConfig::from_json(c.to_json(), "x");
     EXPECT_EQ(back.to_json(), c.to_json());
+    // layer_norm_eps: written only when not the reference's 1e-12 (google's configs have none);
+    // read back, and into a Hugging Face config.json
+    EXPECT_FALSE(c.to_json().contains("layer_norm_eps"));
+    EXPECT_EQ(hf_config(c, true, false)["layer_norm_eps"], 1e-12);
+    c.layer_norm_eps = 1e-5;
+    EXPECT_EQ(c.to_json()["layer_norm_eps"], 1e-5);
+    EXPECT_EQ(BertConfig::from_json(c.to_json(), "x").layer_norm_eps, 1e-5);
+    EXPECT_EQ(hf_config(c, true, false)["layer_norm_eps"], 1e-5);
+    c.layer_norm_eps = 1e-12;
 
     nlohmann::json hf = c.to_json();
     hf["model_type"] = "bert";
@@ -129,6 +139,8 @@ TEST(BertConfig, ValidationErrorsNameFileAndField) {
         // Hugging Face configs of other architectures that would run as BERT's, silently wrong
         {R"({"position_embedding_type": "relative_key"})", "position_embedding_type", "\"absolute\""},
         {R"({"is_decoder": true})", "is_decoder", "expected false"},
+        {R"({"layer_norm_eps": 0})", "layer_norm_eps", "(0, 1)"},
+        {R"({"layer_norm_eps": "1e-12"})", "layer_norm_eps", "expected a number"},
     };
     for (const Case& c : cases) {
         nlohmann::json j = nlohmann::json::parse(c.json, nullptr, false);

@@ -325,6 +325,20 @@ TEST(Parity, GeluErfMatchesPyTorch) {
     run_parity(c);
 }
 
+// A Hugging Face config's layer_norm_eps (1e-12 is modeling.py's): every LayerNorm, the MLM
+// head's too, with that epsilon; 0.5 moves the loss well beyond the tolerances.
+TEST(Parity, LayerNormEpsOfTheConfigMatchesPyTorch) {
+    Case c;
+    c.config = parity_odd_config();
+    c.config.layer_norm_eps = 0.5;
+    c.config.num_hidden_layers = 1;
+    c.lengths = {19, 7, 30};
+    c.predictions = 5;
+    c.scale = 5.0f;
+    c.seed = 6;
+    run_parity(c);
+}
+
 // bf16 GEMMs against PyTorch's CPU autocast (torch_bert.py --dtype bf16_autocast), odd sizes and
 // dropout on. Both sides round the same operands to bf16; autocast also rounds every product to
 // bf16, which bertbench does not, so they agree to about bf16's precision, not bit for bit:

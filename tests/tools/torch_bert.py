@@ -125,10 +125,10 @@ def activation(name):
     raise SystemExit("torch_bert.py: hidden_act: unsupported %r" % name)
 
 
-def layer_norm(x, gamma, beta):
+def layer_norm(x, gamma, beta, eps):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + 1e-12) * gamma + beta
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
 class Padded:
@@ -237,6 +237,7 @@ def encoder(cfg, P, batch, masks, dtype, autocast=False):
     H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
     HS = H // NH
     act = activation(cfg.get("hidden_act", "gelu"))
+    eps = cfg.get("layer_norm_eps", 1e-12)  # HF's key; google's configs have none (1e-12)
     hp, ap = cfg.get("hidden_dropout_prob", 0.1), cfg.get("attention_probs_dropout_prob", 0.1)
     B, T = batch.B, batch.T
 
@@ -252,7 +253,7 @@ def encoder(cfg, P, batch, masks, dtype, autocast=False):
     x = (P["bert/embeddings/word_embeddings"][ids] +
          P["bert/embeddings/token_type_embeddings"][seg] +
          P["bert/embeddings/position_embeddings"][:T].unsqueeze(0))
-    x = layer_norm(x, P["bert/embeddings/LayerNorm/gamma"], P["bert/embeddings/LayerNorm/beta"])
+    x = layer_norm(x, P["bert/embeddings/LayerNorm/gamma"], P["bert/embeddings/LayerNorm/beta"], eps)
     x = drop(x, "embeddings", hp)
     # (1 - mask) * -10000 added to the scores, broadcast over heads and query positions.
     adder = (1.0 - torch.from_numpy(batch.input_mask).to(dtype)) * -10000.0
@@ -276,10 +277,10 @@ def encoder(cfg, P, batch, masks, dtype, autocast=False):
         ctx = mm(probs, v).permute(0, 2, 1, 3).reshape(B, T, H)
         a = drop(dense(ctx, "attention/output/dense"), site + "attention_output", hp)
         x = layer_norm(a + x, P[p + "attention/output/LayerNorm/gamma"],
-                       P[p + "attention/output/LayerNorm/beta"])
+                       P[p + "attention/output/LayerNorm/beta"], eps)
         h = act(dense(x, "intermediate/dense"))
         o = drop(dense(h, "output/dense"), site + "output", hp)
-        x = layer_norm(o + x, P[p + "output/LayerNorm/gamma"], P[p + "output/LayerNorm/beta"])
+        x = layer_norm(o + x, P[p + "output/LayerNorm/gamma"], P[p + "output/LayerNorm/beta"], eps)
     return x
 
 
@@ -293,7 +294,7 @@ def pretraining_heads(cfg, P, batch, seq_out, dtype, autocast):
     g = act(mm(g, P["cls/predictions/transform/dense/kernel"]) +
             P["cls/predictions/transform/dense/bias"])
     g = layer_norm(g, P["cls/predictions/transform/LayerNorm/gamma"],
-                   P["cls/predictions/transform/LayerNorm/beta"])
+                   P["cls/predictions/transform/LayerNorm/beta"], cfg.get("layer_norm_eps", 1e-12))
     mlm_logits = mm(g, P["bert/embeddings/word_embeddings"].t()) + P["cls/predictions/output_bias"]
     logp = torch.log_softmax(mlm_logits, dim=-1)
     w = torch.from_numpy(batch.masked_weights).to(dtype)
