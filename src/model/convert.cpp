@@ -178,6 +178,8 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
     }
     std::vector<std::string> inputs = in.files;
     if (!o.bert_config_file.empty()) inputs.push_back(o.bert_config_file);
+    // ... and a Hugging Face file's config.json beside it (its config, read below)
+    for (const std::string& f : checkpoint_files(o.input)) inputs.push_back(f);
     const std::string tf_state =  // --to=tf's `checkpoint` state file, updated as TF's Saver does
         to != "tf" ? std::string()
         : fs::path(o.output).parent_path().empty()

@@ -292,6 +292,15 @@ TEST(ConvertCli, HfConfigBesideTheWeightsIsRead) {
     EXPECT_NE(r.out.find("the model's config is " + dir.file("hf/config.json")), std::string::npos) << r.out;
     EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("hf2/config.json"))),
               nlohmann::json::parse(read_file(dir.file("hf/config.json"))));
+    // that config.json is an input: even --overwrite does not replace it (a pytorch_model.bin
+    // converted into its own directory dropped every key bertbench does not model)
+    ASSERT_EQ(run_bertbench("convert --to=pt --input=" + dir.file("hf/model.safetensors") + " --output=" +
+                            dir.file("hf/pytorch_model.bin")).exit_code, 0);
+    const std::string before = read_file(dir.file("hf/config.json"));
+    r = run_bertbench("convert --to=hf --overwrite --input=" + dir.file("hf/pytorch_model.bin") + " --output=" + dir.file("hf"));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(dir.file("hf/config.json") + " is the input file"), std::string::npos) << r.out;
+    EXPECT_EQ(read_file(dir.file("hf/config.json")), before);
     // into ours, the config goes along (its metadata), so eval and squad need none either
     r = run_bertbench("convert --input=" + dir.file("hf/model.safetensors") + " --output=" + dir.file("c.safetensors"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
