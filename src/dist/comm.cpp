@@ -18,9 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <fmt/ranges.h>
-#include <thread>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"

@@ -14,8 +14,8 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/json_safe.hpp"
-#include "ops/layernorm.hpp"
 #include "core/log.hpp"
+#include "ops/layernorm.hpp"
 
 namespace bertbench::model {
 namespace {

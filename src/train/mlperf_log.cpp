@@ -237,7 +237,7 @@ MlJson MlperfLogger::run_params(const BertRunParams& p, const MlJson& logged, Lo
 }
 
 void MlperfLogger::resumed(int64_t samples, int64_t step, Loc loc) {
-    event("bertbench_resume", samples, MlJson{{"epoch_num", samples}, {"step", step}}, loc);
+    event("bertbench_resume", samples, MlJson{{"step", step}}, loc);
 }
 
 }  // namespace bertbench::train
