@@ -231,7 +231,8 @@ def eval_file(s, plan):
 def tokenizer_flags(s, plan):
     """The vocabulary, casing and length limit AutoTokenizer (BertTokenizerFast) reads from the
     tokenizer directory: vocab.txt and tokenizer_config.json's do_lower_case (True by default)
-    and model_max_length (the script uses the smaller of it and --max_seq_length)."""
+    and model_max_length (the script uses the smaller of it and --max_seq_length). What bertbench's
+    WordPiece cannot reproduce (check_tokenizer) is refused."""
     directory = s.tokenizer_name if s.tokenizer_name and os.path.isdir(s.tokenizer_name) else \
         s.model_name_or_path
     if s.tokenizer_name and directory != s.tokenizer_name:
@@ -240,19 +241,69 @@ def tokenizer_flags(s, plan):
     vocab = os.path.join(directory, "vocab.txt")
     if not os.path.isfile(vocab):
         raise Refused("%s: no such file (expected the WordPiece vocabulary save_pretrained "
-                      "writes)" % vocab)
+                      "writes; a tokenizer.json alone is not read)" % vocab)
     path = os.path.join(directory, "tokenizer_config.json")
     config = support.read_json_object(path, "it", "the tokenizer's settings") \
         if os.path.isfile(path) else {}
-    lower = bool(config.get("do_lower_case", True))
-    length = s.max_seq_length
+    lower = config.get("do_lower_case", True)
+    if not isinstance(lower, bool):
+        raise Refused("%s: do_lower_case: expected true or false, got %s" % (path, json.dumps(lower)))
     limit = config.get("model_max_length")
-    if isinstance(limit, int) and limit < length:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != int(limit)):
+        raise Refused("%s: model_max_length: expected an integer, got %s" % (path, json.dumps(limit)))
+    check_tokenizer(directory, path, config, lower, vocab)
+    length = s.max_seq_length
+    if limit is not None and int(limit) < length:
         plan.notes.append("The max_seq_length passed (%d) is larger than the maximum length for "
-                          "the model (%d): %d, as the script" % (length, limit, limit))
-        length = limit
+                          "the model (%d): %d, as the script" % (length, limit, int(limit)))
+        length = int(limit)
     return ["--vocab_file=" + vocab, "--do_lower_case=%s" % ("true" if lower else "false"),
             "--max_seq_length=%d" % length]
+
+
+def check_tokenizer(directory, config_path, config, lower, vocab):
+    """Refuses the tokenizer settings bertbench's BERT WordPiece (google's BasicTokenizer: accents
+    stripped exactly when lower-casing, CJK characters split, control characters removed, words of
+    over 100 characters [UNK]) would silently tokenize otherwise: tokenizer_config.json's
+    strip_accents/tokenize_chinese_chars, tokenizer.json's normalizer type and clean_text, model and
+    vocabulary, and added tokens that are not in vocab.txt (HF makes each one token)."""
+    def refuse(where, key, value, want):
+        raise Refused("%s: %s: %s, expected %s (bertbench's WordPiece tokenizes as google's "
+                      "BasicTokenizer with do_lower_case %s)" % (where, key, json.dumps(value), want,
+                                                                 "true" if lower else "false"))
+    if config.get("strip_accents") not in (None, lower):
+        refuse(config_path, "strip_accents", config["strip_accents"], "null or do_lower_case's value")
+    if config.get("tokenize_chinese_chars", True) is not True:
+        refuse(config_path, "tokenize_chinese_chars", config["tokenize_chinese_chars"], "true")
+    with open(vocab, encoding="utf-8", errors="replace") as f:
+        tokens = set(line.rstrip("\r\n").strip() for line in f)
+    added = os.path.join(directory, "added_tokens.json")
+    extra = list(support.read_json_object(added, "it", "the added tokens").keys()) if os.path.isfile(added) else []
+    path = os.path.join(directory, "tokenizer.json")
+    if os.path.isfile(path):
+        tok = support.read_json_object(path, "it", "a tokenizers JSON document")
+        norm = tok.get("normalizer") or {}
+        if norm.get("type") != "BertNormalizer":
+            refuse(path, "normalizer type", norm.get("type"), "\"BertNormalizer\"")
+        # BertTokenizerFast rebuilds the normalizer's lowercase, strip_accents and
+        # handle_chinese_chars from tokenizer_config.json (checked above); clean_text stays
+        if norm.get("clean_text", True) is not True:
+            refuse(path, "normalizer clean_text", norm.get("clean_text"), "true")
+        model = tok.get("model") or {}
+        if model.get("type") != "WordPiece":
+            refuse(path, "model type", model.get("type"), "\"WordPiece\"")
+        if model.get("max_input_chars_per_word", 100) != 100:
+            refuse(path, "model max_input_chars_per_word", model.get("max_input_chars_per_word"), "100")
+        if isinstance(model.get("vocab"), dict) and set(model["vocab"]) - tokens:
+            raise Refused("%s: its vocabulary has %d token(s) vocab.txt lacks (e.g. %s): expected the "
+                          "vocabulary of %s" % (path, len(set(model["vocab"]) - tokens),
+                                                json.dumps(sorted(set(model["vocab"]) - tokens)[0]), vocab))
+        extra += [t.get("content") for t in tok.get("added_tokens") or [] if isinstance(t, dict)]
+    missing = [t for t in extra if t not in tokens]
+    if missing:
+        raise Refused("%s: added token %s is not in %s: HF's tokenizer makes it one token, bertbench's "
+                      "WordPiece would split it (expected added tokens that vocab.txt holds)"
+                      % (added if os.path.isfile(added) else path, json.dumps(missing[0]), vocab))
 
 
 def build(words, instances, stamp):

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -200,6 +201,29 @@ TEST(IpexQa, UnmappedLinesAreRefusedBeforeAnythingRuns) {
         std::string::npos)
         << r.out;
     EXPECT_FALSE(fs::exists(out + "/tmp/eval_predictions.json"));
+    // Tokenizer settings bertbench's WordPiece would silently tokenize otherwise
+    fs::remove_all(out);
+    const auto with_file = [&](const std::string& name, const std::string& text, const std::string& why) {
+        std::ofstream(m.model + "/" + name) << text;
+        refused(line, m.model + "/" + name + ": " + why, m.env());
+        fs::remove(m.model + "/" + name);
+    };
+    with_file("tokenizer_config.json", R"({"do_lower_case": false, "strip_accents": true})",
+              "strip_accents: true, expected null or do_lower_case's value");
+    with_file("tokenizer_config.json", R"({"do_lower_case": "false"})", "do_lower_case: expected true or false");
+    with_file("added_tokens.json", R"({"[E1]": 30522})", "added token \"[E1]\" is not in ");
+    with_file("tokenizer.json",
+              R"({"normalizer": {"type": "BertNormalizer", "clean_text": false}, "model": {"type": "WordPiece"}})",
+              "normalizer clean_text: false, expected true");
+    with_file("tokenizer.json", R"({"normalizer": {"type": "BertNormalizer"}, "model": {"type": "BPE"}})",
+              "model type: \"BPE\", expected \"WordPiece\"");
+    // bert-base-uncased's own tokenizer.json (its specials in the vocabulary) runs
+    std::ofstream(m.model + "/tokenizer.json")
+        << R"({"added_tokens": [{"content": "[CLS]"}, {"content": "[SEP]"}], "normalizer": {"type": "BertNormalizer",)"
+           R"( "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},)"
+           R"( "model": {"type": "WordPiece", "max_input_chars_per_word": 100, "vocab": {"[CLS]": 101, "the": 1996}}})";
+    const auto ok = testing::run_script("ipex_launch.py", "--log_path=" + out + " " + line, m.env());
+    EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }
 
 }  // namespace
