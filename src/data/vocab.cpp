@@ -133,7 +133,14 @@ Vocab Vocab::from_text(std::string_view bytes, const std::string& where) {
 
 Vocab Vocab::load(const std::string& path) {
     check_input_file(path, "--vocab_file", "a file (vocab.txt, one WordPiece per line)");
-    Vocab v = from_text(read_file(path), path);
+    const std::string text = read_file(path);
+    // a tokenizers tokenizer.json (or another JSON document) read as lines would number its
+    // punctuation as tokens, silently
+    if (const size_t at = text.find_first_not_of(" \t\r\n"); at != std::string::npos && text[at] == '{' &&
+                                                                   nlohmann::json::accept(text))
+        fail("--vocab_file {}: expected a vocab.txt (one WordPiece token per line), found a JSON document (a "
+             "Hugging Face tokenizer.json? its directory's vocab.txt is the vocabulary)", path);
+    Vocab v = from_text(text, path);
     if (v.lines_.empty())
         fail("--vocab_file {}: the vocabulary is empty (expected one WordPiece token per line)", path);
     // the mark is no whitespace to str.strip(): google's (and Hugging Face's) load_vocab keep it in the token

@@ -121,6 +121,29 @@ TEST(TokenizeCli, MissingUnkNamesTheLineAndWordAndRepeatsAreSaid) {
     fs::remove_all(dir);
 }
 
+// A tokenizers tokenizer.json given as --vocab_file: refused in one line (read as lines, its
+// punctuation would be numbered as tokens); a vocab.txt whose first token is "{" is still one.
+TEST(TokenizeCli, AJsonDocumentAsTheVocabularyIsRefused) {
+    const std::string bin = binary();
+    if (bin.empty()) GTEST_SKIP() << "bertbench binary not built";
+    char tmpl[] = "/tmp/bb_tokcli_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    write_file_atomic(dir + "/tokenizer.json", "{\n  \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[PAD]\": 0}}\n}\n");
+    write_file_atomic(dir + "/in.txt", "{ }\n");
+    std::string cmd = bin + " tokenize --vocab_file=" + dir + "/tokenizer.json < " + dir + "/in.txt > " + dir +
+                      "/out.jsonl 2> " + dir + "/err.txt";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    const std::string err = read_file(dir + "/err.txt");
+    EXPECT_NE(err.find("tokenizer.json: expected a vocab.txt (one WordPiece token per line), found a JSON document"),
+              std::string::npos) << err;
+    write_file_atomic(dir + "/braces.txt", "{\n}\n[UNK]\n");
+    cmd = bin + " tokenize --vocab_file=" + dir + "/braces.txt < " + dir + "/in.txt > " + dir + "/out.jsonl 2> " + dir +
+          "/err.txt";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << read_file(dir + "/err.txt");
+    EXPECT_NE(read_file(dir + "/out.jsonl").find(R"("ids": [0, 1])"), std::string::npos) << read_file(dir + "/out.jsonl");
+    fs::remove_all(dir);
+}
+
 // A vocabulary saved with a UTF-8 byte-order mark: google's load_vocab keeps the mark in line 1's
 // token (str.strip() does not remove it), so "[PAD]" is not a token; the ids stay the reference's and
 // a warning says what happened. A write to a full device names its reason.
