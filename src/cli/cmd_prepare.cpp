@@ -99,7 +99,13 @@ int cmd_prepare(int argc, char** argv) {
         }
         const auto t0 = std::chrono::steady_clock::now();
         const auto plan =
-            data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format));
+            data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format), {vocab_file});
+        // dead processes' temporaries of this run's outputs only: other runs (other hosts) may
+        // write into --output_dir too
+        std::vector<std::string> outputs;
+        for (const data::ShardJob& job : plan)
+            for (const std::string& out : {job.output, job.output + ".meta.json"})
+                outputs.push_back(std::filesystem::path(out).filename().string());
         if (comm.size() > 1) {  // each rank lists --input_dir itself: all must split the same listing
             const std::string listing = data::plan_fingerprint(plan);
             dist::require_same_on_all_ranks(
@@ -112,14 +118,14 @@ int cmd_prepare(int argc, char** argv) {
             dist::require_shared_directory(comm, output_dir, "output_dir");  // not one per host
         }
         if (comm.size() == 1) {
-            remove_stale_temporaries(output_dir);
+            remove_stale_temporaries(output_dir, outputs);
             log::info("prepare: {} shards from {} -> {}, {} jobs", plan.size(), input_dir, output_dir, jobs);
             data::run_shards(plan, vocab, cfg, jobs, overwrite);
             return 0;
         }
         // mpirun -np N: rank 0 removes dead processes' temporaries before any rank writes; each
         // rank writes its share; progress comes from rank 0 (its own shards), the total at the end.
-        if (comm.is_root()) remove_stale_temporaries(output_dir);
+        if (comm.is_root()) remove_stale_temporaries(output_dir, outputs);
         comm.barrier();
         const auto mine = data::shards_of_rank(plan, comm.rank(), comm.size());
         if (comm.is_root())

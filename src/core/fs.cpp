@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/flags.hpp"
@@ -526,17 +527,23 @@ std::string temporary_path(const std::string& target) {
 }
 
 int remove_stale_temporaries(const std::string& dir, const std::string& output_name) {
+    return output_name.empty() ? remove_stale_temporaries(dir, std::vector<std::string>{})
+                               : remove_stale_temporaries(dir, std::vector<std::string>{output_name});
+}
+
+int remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& output_names) {
     namespace fs = std::filesystem;
-    const std::string prefix = output_name.empty() ? "" : temporary_stem(output_name) + ".tmp.";
+    std::set<std::string> stems;  // empty: every temporary's
+    for (const std::string& name : output_names) stems.insert(temporary_stem(name));
     std::error_code ec;
     int removed = 0;
     for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
         const std::string name = e.path().filename().string();
-        if (!name.starts_with(prefix)) continue;
         const size_t at = name.rfind(".tmp.");
         if (at == std::string::npos || at + 5 == name.size() ||
             name.find_first_not_of("0123456789", at + 5) != std::string::npos)
             continue;
+        if (!stems.empty() && !stems.count(name.substr(0, at))) continue;
         const std::string digits = name.substr(at + 5);
         if (digits.size() > 9) continue;  // not a pid we wrote
         const pid_t pid = static_cast<pid_t>(std::stol(digits));

@@ -190,6 +190,9 @@ void check_output_not_in_run(const std::string& path, const std::string& flag, c
 // AtomicFile of a killed run), logging each; only those of the output file named `output_name`
 // when one is given. Returns how many.
 int remove_stale_temporaries(const std::string& dir, const std::string& output_name = "");
+// The same for the temporaries of the output files named `output_names` (file names in `dir`)
+// only: a directory other runs also write into (another host's process ids are not this one's).
+int remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& output_names);
 // The temporary an output file is written under before its rename: "<name>.tmp.<pid>" beside it,
 // the name cut to leave room for the suffix where it is within 15 bytes of NAME_MAX (255).
 std::string temporary_path(const std::string& target);

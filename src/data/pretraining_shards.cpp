@@ -74,7 +74,7 @@ bool verified_complete(const ShardJob& job, const nlohmann::json& meta,
 }  // namespace
 
 std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
-                                  const std::string& extension) {
+                                  const std::string& extension, const std::vector<std::string>& also_read) {
     std::error_code ec;
     if (!fs::is_directory(input_dir, ec))
         fail("--input_dir: \"{}\" is not a directory (hint: use --input_file for files or globs)",
@@ -130,6 +130,22 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
         fail("--output_dir: must differ from --input_dir (\"{}\"); outputs would become inputs of "
              "the next run",
              output_dir);
+    // No output writes onto what the run reads (a link in --output_dir to an input or the
+    // vocabulary), nor is one a directory: one stat per file, not one per pair
+    std::map<std::pair<dev_t, ino_t>, std::string> read;
+    std::vector<std::string> inputs = also_read;
+    for (const ShardJob& job : jobs) inputs.push_back(job.input);
+    for (const std::string& path : inputs)
+        if (struct stat st{}; ::stat(path.c_str(), &st) == 0) read.emplace(std::pair{st.st_dev, st.st_ino}, path);
+    for (const ShardJob& job : jobs)
+        for (const std::string& out : {job.output, job.output + ".meta.json"}) {
+            struct stat st{};
+            if (::stat(out.c_str(), &st) != 0) continue;
+            if (S_ISDIR(st.st_mode)) fail("--output_dir: {}: is a directory, expected a file name to write", out);
+            if (const auto it = read.find({st.st_dev, st.st_ino}); it != read.end())
+                fail("--output_dir: {}: is the same file as the input {} (a link); writing the shard would destroy "
+                     "the input (expected no such file, or a shard of an earlier run)", out, it->second);
+        }
     return jobs;
 }
 

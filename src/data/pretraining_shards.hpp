@@ -22,9 +22,12 @@ struct ShardJob {
 // Lists the regular, non-hidden files of `input_dir` (sorted) and maps each to
 // output_dir/<name without its last extension><extension> (".tfrecord", or ".hdf5" for
 // --output_format=hdf5). Error on duplicate output names, and on a stem so long that the shard's
-// sidecar "<output>.meta.json" would exceed NAME_MAX (before any shard is made).
+// sidecar "<output>.meta.json" would exceed NAME_MAX, on an output (or sidecar) name that is a
+// directory, and on one that is an input or a file of `also_read` (the vocabulary) under another
+// name (a symbolic or hard link): before any shard is made.
 std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
-                                  const std::string& extension = ".tfrecord");
+                                  const std::string& extension = ".tfrecord",
+                                  const std::vector<std::string>& also_read = {});
 
 // The shards one rank of `mpirun -np ranks bertbench prepare` writes: the plan's shards, largest
 // input first, each to the rank with the fewest input bytes so far (ties: the lower rank), so

@@ -212,6 +212,32 @@ TEST(DataSafetyCli, ShardModeChecksEveryInputFirst) {
     r = testing::run_shell(cmd);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_TRUE(fs::exists(w.p("out/a.tfrecord")) && fs::exists(w.p("out/b.tfrecord"))) << r.out;
+    // A dead process's temporary of this run's outputs is removed; another file named like a
+    // temporary (another run's, another host's) is not
+    std::ofstream(w.p("out/a.tfrecord.tmp.999999999")) << "killed";
+    std::ofstream(w.p("out/notes.tmp.999999999")) << "someone else's";
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_FALSE(fs::exists(w.p("out/a.tfrecord.tmp.999999999"))) << r.out;
+    EXPECT_TRUE(fs::exists(w.p("out/notes.tmp.999999999"))) << r.out;
+    // An output name that is a link to an input or the vocabulary: refused before any shard, the
+    // input intact (it was overwritten, exit 0)
+    const std::string a = testing::slurp(w.p("in/a.txt"));
+    fs::remove_all(w.p("out"));
+    fs::create_directories(w.p("out"));
+    fs::permissions(w.p("out"), fs::perms::all);
+    fs::create_symlink("../in/a.txt", w.p("out/b.tfrecord"));
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(error_line(r.out), "error: --output_dir: " + w.p("in/../out/b.tfrecord") + ": is the same file as the input " +
+                                     w.p("in/a.txt") + " (a link); writing the shard would destroy the input (expected no "
+                                     "such file, or a shard of an earlier run)") << r.out;
+    EXPECT_EQ(testing::slurp(w.p("in/a.txt")), a);
+    fs::remove(w.p("out/b.tfrecord"));
+    fs::create_symlink("../vocab.txt", w.p("out/a.tfrecord.meta.json"));
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("is the same file as the input " + w.p("vocab.txt")), std::string::npos) << r.out;
 }
 
 TEST(DataSafetyCli, StaleTemporariesAreRemovedAndGlobsSkipOwnFiles) {
