@@ -100,6 +100,12 @@ int cmd_prepare(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         const auto plan =
             data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format), {vocab_file});
+        if (comm.is_root())
+            if (const auto orphans = data::orphan_shards(plan, output_dir, data::output_extension(cfg.output_format));
+                !orphans.empty())
+                log::warn("--output_dir={}: {} shard(s) there no file of --input_dir makes now (its input renamed or "
+                          "removed), e.g. {}: a run over the directory reads them too (remove them, with their "
+                          ".meta.json, if they are not wanted)", output_dir, orphans.size(), orphans.front());
         // dead processes' temporaries of this run's outputs only: other runs (other hosts) may
         // write into --output_dir too
         std::vector<std::string> outputs;

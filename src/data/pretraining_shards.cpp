@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -72,6 +73,24 @@ bool verified_complete(const ShardJob& job, const nlohmann::json& meta,
 }
 
 }  // namespace
+
+std::vector<std::string> orphan_shards(const std::vector<ShardJob>& plan, const std::string& output_dir,
+                                       const std::string& extension) {
+    std::set<std::string> planned;
+    for (const ShardJob& job : plan) planned.insert(fs::path(job.output).filename().string());
+    const std::string sidecar = extension + ".meta.json";
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.size() <= sidecar.size() || !name.ends_with(sidecar)) continue;
+        const std::string shard = name.substr(0, name.size() - std::strlen(".meta.json"));
+        if (!planned.count(shard) && fs::exists(fs::path(output_dir) / shard, ec))
+            out.push_back((fs::path(output_dir) / shard).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
 std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::string& output_dir,
                                   const std::string& extension, const std::vector<std::string>& also_read) {

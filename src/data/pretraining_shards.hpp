@@ -29,6 +29,12 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
                                   const std::string& extension = ".tfrecord",
                                   const std::vector<std::string>& also_read = {});
 
+// The shards in `output_dir` (a "<output>.meta.json" beside its output) that no input of `plan`
+// makes: an earlier run's, of an input since renamed or removed, which a run over the directory
+// would also read. Sorted.
+std::vector<std::string> orphan_shards(const std::vector<ShardJob>& plan, const std::string& output_dir,
+                                       const std::string& extension);
+
 // The shards one rank of `mpirun -np ranks bertbench prepare` writes: the plan's shards, largest
 // input first, each to the rank with the fewest input bytes so far (ties: the lower rank), so
 // ranks get about equal bytes and every rank computes the same split from the same listing.

@@ -220,6 +220,13 @@ TEST(DataSafetyCli, ShardModeChecksEveryInputFirst) {
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_FALSE(fs::exists(w.p("out/a.tfrecord.tmp.999999999"))) << r.out;
     EXPECT_TRUE(fs::exists(w.p("out/notes.tmp.999999999"))) << r.out;
+    // An input renamed since: its old shard stays, and is named (a run over the directory reads it)
+    fs::rename(w.p("in/b.txt"), w.p("in/z.txt"));
+    r = testing::run_shell(cmd);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("1 shard(s) there no file of --input_dir makes now (its input renamed or removed), e.g. " +
+                         w.p("in/../out/b.tfrecord") + ":"), std::string::npos) << r.out;
+    fs::rename(w.p("in/z.txt"), w.p("in/b.txt"));
     // An output name that is a link to an input or the vocabulary: refused before any shard, the
     // input intact (it was overwritten, exit 0)
     const std::string a = testing::slurp(w.p("in/a.txt"));
