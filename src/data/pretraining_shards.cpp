@@ -103,7 +103,8 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
         const std::string name = e.path().filename().string();
         if (name.empty() || name[0] == '.') continue;
         if (e.is_symlink(ec) && !fs::exists(e.path(), ec))  // not one shard fewer without a word
-            fail("--input_dir: {}: a symbolic link to {}, which does not exist (expected input files)",
+            fail("--input_dir: {}: a symbolic link to {}, which leads nowhere (a missing target or a loop; expected "
+                 "input files)",
                  e.path().string(), fs::read_symlink(e.path(), ec).string());
         if (!e.is_regular_file(ec)) continue;
         names.push_back(name);
@@ -142,9 +143,7 @@ std::vector<ShardJob> plan_shards(const std::string& input_dir, const std::strin
             fail("--input_dir: {} and {} map to the same output {} (rename one of them)", it->second, in, out);
         jobs.push_back({in, out});
     }
-    fs::create_directories(output_dir, ec);
-    if (!fs::is_directory(output_dir))
-        fail("--output_dir: cannot create directory \"{}\": {}", output_dir, ec.message());
+    make_output_dir(output_dir, "--output_dir");  // a link that leads nowhere named as such
     if (fs::equivalent(input_dir, output_dir, ec))
         fail("--output_dir: must differ from --input_dir (\"{}\"); outputs would become inputs of "
              "the next run",

@@ -206,7 +206,8 @@ TEST(DataSafetyCli, ShardModeChecksEveryInputFirst) {
     r = testing::run_shell(cmd);
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_EQ(error_line(r.out), "error: --input_dir: " + w.p("in/c.txt") +
-                                     ": a symbolic link to gone.txt, which does not exist (expected input files)") << r.out;
+                                     ": a symbolic link to gone.txt, which leads nowhere (a missing target or a loop; expected "
+                                     "input files)") << r.out;
     EXPECT_FALSE(fs::exists(w.p("out")));
     fs::remove(w.p("in/c.txt"));
     r = testing::run_shell(cmd);
