@@ -294,10 +294,10 @@ def check_tokenizer(directory, config_path, config, lower, vocab):
             refuse(path, "model type", model.get("type"), "\"WordPiece\"")
         if model.get("max_input_chars_per_word", 100) != 100:
             refuse(path, "model max_input_chars_per_word", model.get("max_input_chars_per_word"), "100")
-        if isinstance(model.get("vocab"), dict) and set(model["vocab"]) - tokens:
+        lacking = sorted(set(model["vocab"]) - tokens) if isinstance(model.get("vocab"), dict) else []
+        if lacking:
             raise Refused("%s: its vocabulary has %d token(s) vocab.txt lacks (e.g. %s): expected the "
-                          "vocabulary of %s" % (path, len(set(model["vocab"]) - tokens),
-                                                json.dumps(sorted(set(model["vocab"]) - tokens)[0]), vocab))
+                          "vocabulary of %s" % (path, len(lacking), json.dumps(lacking[0]), vocab))
         extra += [t.get("content") for t in tok.get("added_tokens") or [] if isinstance(t, dict)]
     missing = [t for t in extra if t not in tokens]
     if missing:

@@ -81,7 +81,7 @@ def check(lines):
     s = dict(init_started=False, init_stopped=False, run_started=False, first_init=float("inf"), compile_mins=0)
     seen_submission = set()
     reached = False  # the division's ATLEAST_ONE_CHECK on eval_accuracy
-    last_ts = None
+    last_ts = float("-inf")  # the latest time_ms so far
     for l in lines:
         key, v, md = l["key"], l["value"], l["md"]
         count[key] = count.get(key, 0) + 1
@@ -90,9 +90,9 @@ def check(lines):
             if not ok:
                 bad.append("line %d: %s: %s" % (l["no"], key, what))
 
-        if last_ts is not None and l["ts"] < last_ts:
-            rule(False, "time_ms %.0f is %.0f ms before the line above's (time going backwards)" % (l["ts"], last_ts - l["ts"]))
-        last_ts = l["ts"] if last_ts is None else max(last_ts, l["ts"])
+        rule(l["ts"] >= last_ts, "time_ms %.0f is %.0f ms before the line above's (time going backwards)"
+             % (l["ts"], last_ts - l["ts"]))
+        last_ts = max(last_ts, l["ts"])
         if key == "bertbench_resume":
             rule(False, "a new process resumed the run here (at %s samples): run_stop - run_start includes the time "
                         "between its processes, where MLPerf times one uninterrupted process" % (v,))

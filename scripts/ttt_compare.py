@@ -62,14 +62,15 @@ def command(a, impl, seed, init, out):
     return cmd + a.flags + ["--dtype=" + dtype, "--seed=%d" % seed, "--init_checkpoint=" + init, "--output_dir=" + out]
 
 
-def finished(out):
-    """Whether OUT holds the results.json of a run that ended (at the target, short of it, or
-    failed after run_start); one paused by a signal or --stop_steps is resumed by running again."""
+def status_of(out):
+    """OUT/results.json's status (None without a readable one), and whether it is of a run that
+    ended (at the target, short of it, or failed after run_start); a run paused by a signal or
+    --stop_steps is resumed by running it again."""
     try:
-        status = json.load(open(os.path.join(out, "results.json"))).get("status", "")
+        status = str(json.load(open(os.path.join(out, "results.json"))).get("status", ""))
     except (OSError, ValueError, AttributeError):
-        return False
-    return not (status == "interrupted" or status.startswith("stopped"))
+        return None, False
+    return status, not (status == "interrupted" or status.startswith("stopped"))
 
 
 def read_run(out):
@@ -203,7 +204,7 @@ def main(argv):
         order = impls[si % len(impls):] + impls[:si % len(impls)]
         for impl in order:
             out = os.path.join(a.out, impl, "seed-%d" % seed)
-            if not finished(out):  # a bertbench run paused earlier resumes
+            if not status_of(out)[1]:  # a bertbench run paused earlier resumes
                 print("ttt_compare.py: seed %d, %s ..." % (seed, impl), flush=True)
                 env = dict(os.environ, **TORCH_ENV.get(impl, {}))
                 rc = subprocess.run(command(a, impl, seed, init, out), env=env).returncode
@@ -211,10 +212,11 @@ def main(argv):
                 if sig:
                     die("%s, seed %d: stopped by signal %d; run this script again to %s (%s)" % (
                         impl, seed, sig, "resume it" if impl.startswith("bertbench") else "run it again", out))
-                if rc in (0, 1) and os.path.exists(os.path.join(out, "results.json")) and not finished(out):
+                status, done = status_of(out)
+                if rc in (0, 1) and status is not None and not done:
                     die("%s, seed %d: paused (%s: status %r); run this script again to resume it" % (
-                        impl, seed, os.path.join(out, "results.json"), json.load(open(os.path.join(out, "results.json")))["status"]))
-                if rc not in (0, 1) or not finished(out):
+                        impl, seed, os.path.join(out, "results.json"), status))
+                if rc not in (0, 1) or not done:
                     die("%s, seed %d: exited %d without the results.json of a finished run (see %s)" % (impl, seed, rc, out))
             r = read_run(out)
             r.update(impl=impl, seed=seed)

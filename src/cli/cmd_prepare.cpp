@@ -98,10 +98,10 @@ int cmd_prepare(int argc, char** argv) {
                                                  "start every rank with the same command line (--jobs may differ)");
         }
         const auto t0 = std::chrono::steady_clock::now();
-        const auto plan =
-            data::plan_shards(input_dir, output_dir, data::output_extension(cfg.output_format), {vocab_file});
+        const std::string extension = data::output_extension(cfg.output_format);
+        const auto plan = data::plan_shards(input_dir, output_dir, extension, {vocab_file});
         if (comm.is_root())
-            if (const auto orphans = data::orphan_shards(plan, output_dir, data::output_extension(cfg.output_format));
+            if (const auto orphans = data::orphan_shards(plan, output_dir, extension);
                 !orphans.empty())
                 log::warn("--output_dir={}: {} shard(s) there no file of --input_dir makes now (its input renamed or "
                           "removed), e.g. {}: a run over the directory reads them too (remove them, with their "

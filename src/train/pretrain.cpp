@@ -254,8 +254,7 @@ public:
             mllog_->resumed(loop.samples(), loop.global_step());
             // what --allow_changed_flags changed (or another rank count): logged again with the
             // value now in effect; a checkpoint that predates the record logs none of them
-            const BertRunParams now = run_params(loop);
-            if (logged_params_.is_object()) logged_params_ = mllog_->run_params(now, logged_params_);
+            if (logged_params_.is_object()) logged_params_ = mllog_->run_params(run_params(loop), logged_params_);
         }
         if (fresh) {
             mllog_->init_start(loop.run_entry_ms());  // the set-up so far is initialisation too
