@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -52,23 +53,26 @@ nlohmann::json shard_meta(const ShardJob& job, const Vocab& vocab, const Pretrai
 }
 
 // True if the output is complete and provably from the same input and flags.
-bool verified_complete(const ShardJob& job, const nlohmann::json& meta,
-                       const PretrainingConfig& cfg) {
+// The records of a shard a run before made from this input with these settings, complete and
+// readable; nothing when it has to be (re)made.
+std::optional<uint64_t> verified_records(const ShardJob& job, const nlohmann::json& meta,
+                                         const PretrainingConfig& cfg) {
     try {
         const std::string meta_path = job.output + ".meta.json";
-        if (!fs::exists(meta_path) || !fs::exists(job.output)) return false;
+        if (!fs::exists(meta_path) || !fs::exists(job.output)) return std::nullopt;
         const auto saved = nlohmann::json::parse(read_file(meta_path));
         for (const char* key : {"input", "input_size", "input_mtime_ns", "vocab_size",
                                 "vocab_fingerprint", "config"})
-            if (saved.at(key) != meta.at(key)) return false;
-        if (saved.at("output_size").get<uint64_t>() != fs::file_size(job.output)) return false;
+            if (saved.at(key) != meta.at(key)) return std::nullopt;
+        if (saved.at("output_size").get<uint64_t>() != fs::file_size(job.output)) return std::nullopt;
         const uint64_t records =
             cfg.output_format == OutputFormat::hdf5
                 ? io::verify_hdf5_shard(job.output, cfg.max_seq_length, cfg.max_predictions_per_seq)
                 : io::count_tfrecords(job.output);
-        return records == saved.at("records").get<uint64_t>();
+        if (records != saved.at("records").get<uint64_t>()) return std::nullopt;
+        return records;
     } catch (const std::exception&) {
-        return false;  // unreadable or corrupt: rewrite
+        return std::nullopt;  // unreadable or corrupt: rewrite
     }
 }
 
@@ -220,11 +224,14 @@ ShardSummary run_shards(const std::vector<ShardJob>& jobs, const Vocab& vocab,
             const ShardJob& job = jobs[k];
             try {
                 nlohmann::json meta = shard_meta(job, vocab, cfg);
-                bool skipped = false;
+                const std::optional<uint64_t> kept =
+                    overwrite ? std::nullopt : verified_records(job, meta, cfg);
+                const bool skipped = kept.has_value();
                 PretrainingResult r;
-                if (!overwrite && verified_complete(job, meta, cfg)) {
-                    skipped = true;
+                if (skipped) {  // counted as made: the summary's instances are those of every shard
+                    r.instances = *kept;
                     r.bytes_in = meta["input_size"].get<uint64_t>();
+                    r.bytes_out = fs::file_size(job.output);
                 } else {
                     fs::remove(job.output + ".meta.json");
                     r = create_pretraining_data({job.input}, {job.output}, vocab, cfg, nullptr, 1);

@@ -402,6 +402,8 @@ TEST(PretrainingShards, EachShardEqualsASeparateRunAndRerunSkips) {
     EXPECT_EQ(plan[1].output, tmp.path + "/out/part-1.tfrecord");
     auto s = run_shards(plan, v, cfg, 2, false);
     EXPECT_EQ(s.skipped, 0u);
+    const uint64_t made = s.instances;
+    EXPECT_GT(made, 0u);
     for (const auto& job : plan) {
         const std::string single = tmp.path + "/single.tfrecord";
         create_pretraining_data({job.input}, {single}, v, cfg, nullptr);
@@ -409,6 +411,7 @@ TEST(PretrainingShards, EachShardEqualsASeparateRunAndRerunSkips) {
     }
     s = run_shards(plan, v, cfg, 2, false);
     EXPECT_EQ(s.skipped, 3u);
+    EXPECT_EQ(s.instances, made);  // the shards kept count as the records they hold
     // A damaged output is not trusted: it is rewritten.
     write_file_atomic(plan[0].output, "garbage");
     s = run_shards(plan, v, cfg, 2, false);
