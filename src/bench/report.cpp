@@ -498,7 +498,8 @@ nlohmann::json process_info(double wall_seconds) {
     getrusage(RUSAGE_SELF, &u);
     const double cpu = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
                        1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-    return {{"max_rss_mb", static_cast<double>(u.ru_maxrss) / 1024.0},
+    // the points' resets of the peak (sysinfo::reset_peak_rss) reset ru_maxrss too
+    return {{"max_rss_mb", std::max(static_cast<double>(u.ru_maxrss) / 1024.0, sysinfo::process_peak_rss_mb())},
             {"cpu_seconds", cpu},
             {"cpu_percent", wall_seconds > 0 ? 100.0 * cpu / wall_seconds : 0.0}};
 }

@@ -2,14 +2,11 @@
 // profile with its analytic FLOP/byte model (docs/benchmark.md "Profile").
 #include "bench/runner.hpp"
 
-#include <malloc.h>
-
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -30,15 +27,6 @@
 
 namespace bertbench::bench {
 namespace {
-
-// Resets VmHWM so that each point reports its own peak (Linux >= 4.0). The reset starts from the
-// resident size now: freed memory the allocator still holds (a bf16 ceiling's matrices) is
-// returned first, or every later point inherited it.
-void reset_peak_rss() {
-    ::malloc_trim(0);
-    std::ofstream f("/proc/self/clear_refs");
-    if (f) f << "5";
-}
 
 bool is_squad(const Point& p) { return p.task == "squad"; }
 
@@ -485,7 +473,7 @@ void check_data(const Point& p, int batch_size) {
 PointResult run_point(const Point& p, double ceiling_gflops) {
     check_point(p);
     omp_set_num_threads(p.threads);
-    reset_peak_rss();
+    sysinfo::reset_peak_rss();  // each point reports its own peak (a bf16 ceiling's matrices freed)
     Setup s(p);
 
     PointResult r;

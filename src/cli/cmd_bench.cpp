@@ -33,6 +33,14 @@
 namespace bertbench::cli {
 namespace {
 
+// A sweep's axis names each value once: a repeated one would run (and report) its points twice.
+template <typename T>
+void require_each_once(const std::vector<T>& values, const std::string& flag) {
+    for (size_t k = 0; k < values.size(); ++k)
+        if (std::count(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values[k]))
+            fail("--{}: expected each value once, got {} twice", flag, fmt::format("{}", values[k]));
+}
+
 std::vector<int> int_list(const std::string& text, const std::string& flag) {
     std::vector<int> out;
     for (const std::string& item : split_list(text, flag)) {
@@ -43,19 +51,23 @@ std::vector<int> int_list(const std::string& text, const std::string& flag) {
         out.push_back(static_cast<int>(v));
     }
     if (out.empty()) fail("--{}: expected at least one value", flag);
+    require_each_once(out, flag);
     return out;
 }
 
 const char* gemm_name(ops::Precision d) {
-    return d == ops::Precision::bf16 ? "bf16 GEMM" : d == ops::Precision::int8 ? "int8 GEMM (GOP/s)" : "sgemm";
+    return d == ops::Precision::bf16 ? "bf16 GEMM" : d == ops::Precision::int8 ? "int8 GEMM" : "sgemm";
 }
+// int8 products count integer operations
+const char* gemm_unit(ops::Precision d) { return d == ops::Precision::int8 ? "GOP/s" : "GFLOP/s"; }
 
 // oneDNN's kernel behind the ceiling of a bf16 or int8 GEMM ("" for sgemm).
 std::string gemm_impl(ops::Precision d) {
     return d == ops::Precision::bf16 ? ops::bf16_gemm_impl() : d == ops::Precision::int8 ? ops::int8_gemm_impl() : "";
 }
 
-nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
+// `model`: whose linear shapes were timed (the MFU ceilings: BERT-base's).
+nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens, const std::string& model) {
     nlohmann::json shapes = nlohmann::json::array();
     for (const auto& g : ceil.gemms)
         shapes.push_back({{"role", g.shape.role},
@@ -69,6 +81,7 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
                         {"threads", ceil.threads},
                         {"dtype", ops::precision_name(ceil.dtype)},
                         {"tokens", tokens},
+                        {"model", model},
                         {"fma_peak_gflops", ceil.fma_peak_gflops},
                         {"gemm_gflops", ceil.gemm_gflops},
                         {"shapes", shapes}};
@@ -79,7 +92,8 @@ nlohmann::json ceiling_json(const bench::Ceiling& ceil, int tokens) {
 
 // The ceilings, each as a text line (and its shapes) to `text` and a JSON point; a thread count
 // beyond the CPUs is given to `skip` (why) and left out.
-nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig& c, int tokens,
+nlohmann::json run_gemm(const std::vector<int>& threads, const std::string& model, const model::BertConfig& c,
+                        int tokens,
                         int reps, const std::vector<ops::Precision>& dtypes, std::ostream& text,
                         const std::function<void(const std::string&)>& skip) {
     nlohmann::json out = nlohmann::json::array();
@@ -93,17 +107,21 @@ nlohmann::json run_gemm(const std::vector<int>& threads, const model::BertConfig
             bench::measure_ceiling(t, tokens, c.hidden_size, c.intermediate_size, reps, d);
         text << fmt::format(
             "threads {}: FMA peak (fp32) {:.1f} GFLOP/s, {} on BERT linear shapes "
-            "({} tokens, H {}, I {}) {:.1f} GFLOP/s ({:.0f}% of the fp32 FMA peak){}\n",
+            "({} tokens, H {}, I {}) {:.1f} {}{}{}\n",
             t, ceil.fma_peak_gflops, gemm_name(d), tokens, c.hidden_size, c.intermediate_size,
-            ceil.gemm_gflops, 100 * ceil.gemm_gflops / ceil.fma_peak_gflops,
+            ceil.gemm_gflops, gemm_unit(d),
+            // integer operations are no share of a floating-point peak
+            d == ops::Precision::int8
+                ? std::string()
+                : fmt::format(" ({:.0f}% of the fp32 FMA peak)", 100 * ceil.gemm_gflops / ceil.fma_peak_gflops),
             d == ops::Precision::fp32 ? "" : "; kernel: " + gemm_impl(d));
         for (const auto& g : ceil.gemms)
             text << fmt::format(
                 "  {:<26} M {:>5} N {:>5} K {:>5}  x{}  median {:7.1f}  best "
-                "{:7.1f} GFLOP/s\n",
+                "{:7.1f} {}\n",
                 g.shape.role, g.shape.m, g.shape.n, g.shape.k, g.shape.count, g.gflops_median,
-                g.gflops_max);
-        out.push_back(ceiling_json(ceil, tokens));
+                g.gflops_max, gemm_unit(d));
+        out.push_back(ceiling_json(ceil, tokens, model));
     }
     return out;
 }
@@ -183,8 +201,8 @@ int cmd_bench(int argc, char** argv) {
               "measure the sgemm ceiling once per thread count (BERT-base "
               "linear shapes, 4096 tokens) and report MFU");
     flags.add("ceiling_gflops", &ceiling_gflops,
-              "use this sgemm ceiling (GFLOP/s) for MFU instead of "
-              "measuring it (applies to every thread count)");
+              "use this ceiling (GFLOP/s; int8: GOP/s) for MFU instead of measuring it (every "
+              "thread count; one --dtype)");
     flags.add("ceiling_reps", &ceiling_reps, "repetitions per GEMM shape of the MFU ceiling");
     flags.add("gemm_tokens", &gemm_tokens, "rows (tokens) of the GEMMs timed by --mode=gemm");
     flags.add("gemm_reps", &gemm_reps, "repetitions per GEMM shape for --mode=gemm");
@@ -328,12 +346,17 @@ int cmd_bench(int argc, char** argv) {
              "(hint: --format=json carries each point's profile, --json=FILE and --profile_svg keep it beside "
              "the CSV)");
     const std::vector<std::string> modes = split_list(mode, "mode");
+    if (modes.empty()) fail("--mode: expected at least one of train, infer, gemm, got \"{}\"", mode);
+    for (const std::string& m : modes)
+        if (m != "train" && m != "infer" && m != "gemm")
+            fail("--mode: expected train, infer or gemm, got \"{}\"", m);
+    require_each_once(modes, "mode");
     if ((fmt_out == bench::Format::csv || fmt_out == bench::Format::md) &&
         std::find(modes.begin(), modes.end(), "gemm") != modes.end())
         fail("--mode=gemm with --format={}: the point table has no columns for the GEMM ceilings (hint: "
              "--format=table or json, or --json=FILE beside the {})", format, format);
     // the Markdown table and the plot show points; GEMM ceilings alone would make them empty
-    if (!modes.empty() && std::all_of(modes.begin(), modes.end(), [](const std::string& m) { return m == "gemm"; }))
+    if (std::all_of(modes.begin(), modes.end(), [](const std::string& m) { return m == "gemm"; }))
         for (const auto& [flag, path] : {std::pair{"--md", md_path}, {"--plot", plot_path}})
             if (!path.empty())
                 fail("{}={}: --mode=gemm measures ceilings, no points for its table or plot (hint: the ceilings "
@@ -346,15 +369,11 @@ int cmd_bench(int argc, char** argv) {
     std::vector<ops::Precision> dtypes;
     for (const std::string& d : split_list(dtype_list, "dtype")) dtypes.push_back(ops::parse_precision(d, "dtype"));
     if (dtypes.empty()) fail("--dtype: expected at least one of fp32, bf16, int8");
-    const std::vector<std::string> mode_names = split_list(mode, "mode");
-    if (mode_names.empty())
-        fail("--mode: expected at least one of train, infer, gemm, got \"{}\"", mode);
-    for (size_t k = 0; k < mode_names.size(); ++k)
-        if (std::count(mode_names.begin(), mode_names.begin() + static_cast<std::ptrdiff_t>(k),
-                       mode_names[k]))
-            fail("--mode: expected each mode once, got {} twice", mode_names[k]);
+    std::vector<std::string> dtype_names;
+    for (ops::Precision d : dtypes) dtype_names.push_back(ops::precision_name(d));
+    require_each_once(dtype_names, "dtype");  // by the name parsed: bf16 and bfloat16 are one
     // A flag that no point of this sweep uses: an error, not a silent no-op (as for a scenario run).
-    const auto has_mode = [&](const char* m) { return std::count(mode_names.begin(), mode_names.end(), m) > 0; };
+    const auto has_mode = [&](const char* m) { return std::count(modes.begin(), modes.end(), m) > 0; };
     const auto unused = [&](std::initializer_list<const char*> names, const std::string& why) {
         for (const char* name : names)
             if (flags.is_set(name)) fail("--{}: {}", name, why);
@@ -371,9 +390,28 @@ int cmd_bench(int argc, char** argv) {
     if (data.empty())
         unused({"squad_layout", "skip_corrupt_records"},
                "applies to --data (synthetic batches are full length and well formed)");
+    if (!profile) unused({"profile_steps", "profile_svg"}, "applies to --profile");
+    if (!has_mode("gemm"))
+        unused({"gemm_tokens", "gemm_reps"}, "applies to --mode=gemm (the MFU ceiling's are --ceiling_reps)");
+    if (!comm.is_mpi())
+        unused({"allreduce_overlap", "bucket_mb", "scaling_baseline"},
+               "applies under mpirun (the data-parallel point, docs/distributed.md)");
+    if (ceiling_gflops > 0) {  // 0: measure it (the default)
+        if (!measure_ceiling) fail("--noceiling and --ceiling_gflops: expected one of them, got both");
+        if (!(ceiling_gflops >= 1e-3 && ceiling_gflops <= 1e7))
+            fail("--ceiling_gflops: expected 0.001 .. 1e7 GFLOP/s (0: measure it), got {:g}", ceiling_gflops);
+        // one figure cannot be the sgemm's, the bf16 GEMM's and the int8 GEMM's ceiling at once
+        if (dtypes.size() > 1)
+            fail("--ceiling_gflops={:g}: one ceiling for a sweep over --dtype={} whose precisions each have "
+                 "their own (hint: one --dtype per run, or let bench measure them)",
+                 ceiling_gflops, dtype_list);
+    }
+    if (!measure_ceiling || ceiling_gflops > 0)
+        unused({"ceiling_reps"}, "applies where bench measures the MFU ceiling (not with --noceiling or "
+                                 "--ceiling_gflops)");
     // int8 training alone: refused before any output (in a sweep with other points, check_point
     // skips it with a warning)
-    if (std::all_of(mode_names.begin(), mode_names.end(), [](const std::string& m) { return m == "train"; }) &&
+    if (std::all_of(modes.begin(), modes.end(), [](const std::string& m) { return m == "train"; }) &&
         std::all_of(dtypes.begin(), dtypes.end(), [](ops::Precision p) { return p == ops::Precision::int8; }))
         bench::check_train_dtype(ops::Precision::int8);
     for (const ops::Precision p : dtypes) check_dtype(p, "dtype");  // what this CPU lacks, once consistent
@@ -385,6 +423,13 @@ int cmd_bench(int argc, char** argv) {
             models.emplace_back(name, model::BertConfig::preset(name));
     }
     if (models.empty()) fail("--model: expected at least one preset");
+    std::vector<std::string> model_names;
+    for (const auto& m : models) model_names.push_back(m.first);
+    require_each_once(model_names, "model");
+    if (has_mode("gemm") && models.size() > 1)
+        fail("--model={}: --mode=gemm times one model's linear shapes, got {} models (hint: one --model "
+             "per --mode=gemm run)",
+             model_list, models.size());
     if (!sysinfo::is_optimized_build())
         log::warn("THIS IS NOT AN OPTIMIZED BUILD (Debug or sanitizer): its timings mean nothing");
 
@@ -403,7 +448,7 @@ int cmd_bench(int argc, char** argv) {
         const auto base = model::BertConfig::preset("base");
         const bench::Ceiling c = bench::measure_ceiling(t, 4096, base.hidden_size,
                                                         base.intermediate_size, ceiling_reps, d);
-        ceilings.push_back(ceiling_json(c, 4096));
+        ceilings.push_back(ceiling_json(c, 4096, "base"));
         return ceiling_cache[{t, d}] = c.gemm_gflops;
     };
 
@@ -414,41 +459,42 @@ int cmd_bench(int argc, char** argv) {
     // MFU above 100%.
     const auto recheck_ceiling = [&](bench::PointResult r, int t, ops::Precision d) {
         if (ceiling_gflops > 0) {
-            log::warn("{} {} batch {}: MFU {:.0f}% > 100%: this point ran at {:.1f} GFLOP/s, above "
+            log::warn("{}: MFU {:.0f}% > 100%: this point ran at {:.1f} {}, above "
                       "--ceiling_gflops={:g}; the ceiling given is too low for this machine",
-                      r.point.mode, r.point.model, r.point.batch_size, 100 * r.mfu, r.gflops,
-                      ceiling_gflops);
+                      bench::point_label(r.point), 100 * r.mfu, r.gflops, gemm_unit(d), ceiling_gflops);
             return r;
         }
-        log::warn("{} {} batch {}: {:.1f} GFLOP/s exceeds the {} ceiling {:.1f}; measuring the "
-                  "ceiling again",
-                  r.point.mode, r.point.model, r.point.batch_size, r.gflops, gemm_name(d),
-                  r.ceiling_gflops);
+        log::warn("{}: {:.1f} {} exceeds the {} ceiling {:.1f}; measuring the ceiling again",
+                  bench::point_label(r.point), r.gflops, gemm_unit(d), gemm_name(d), r.ceiling_gflops);
         const auto base = model::BertConfig::preset("base");
         const bench::Ceiling c = bench::measure_ceiling(t, 4096, base.hidden_size,
                                                         base.intermediate_size, ceiling_reps, d);
-        ceilings.push_back(ceiling_json(c, 4096));
+        ceilings.push_back(ceiling_json(c, 4096, "base"));
         double& best = ceiling_cache[{t, d}];
+        const double before = best;
         best = std::max(best, c.gemm_gflops);
+        int corrected = 0;
         for (nlohmann::json& q : points)  // earlier points of this (threads, dtype)
             if (q["threads"] == t && q["dtype"] == ops::precision_name(d)) {
                 q["ceiling_gflops"] = best;
                 q["mfu"] = q["gflops"].get<double>() / best;
+                ++corrected;
             }
+        if (corrected > 0 && best != before && fmt_out == bench::Format::table)
+            log::warn("the MFU of the {} row(s) above at {} thread(s) {} is against the ceiling {:.1f}; against "
+                      "the re-measured {:.1f} (as in --json and the rows below) it is {:.2f} of it",
+                      corrected, t, ops::precision_name(d), before, best, before / best);
         r.ceiling_gflops = best;
         r.mfu = r.gflops / best;
         if (r.mfu > 1)
-            log::warn("{} {} batch {}: MFU {:.0f}% > 100% even against the re-measured ceiling "
-                      "{:.1f} GFLOP/s: the host was slower while the ceiling ran than during the "
+            log::warn("{}: MFU {:.0f}% > 100% even against the re-measured ceiling "
+                      "{:.1f} {}: the host was slower while the ceiling ran than during the "
                       "point (other work, a throttled vCPU); the figure is not trustworthy",
-                      r.point.mode, r.point.model, r.point.batch_size, 100 * r.mfu, best);
+                      bench::point_label(r.point), 100 * r.mfu, best, gemm_unit(d));
         return r;
     };
     // Every point of the sweep, checked before anything is measured: a point that cannot run as
     // given is skipped with a warning, and a sweep of which none can run is an error.
-    for (const std::string& m : modes)
-        if (m != "train" && m != "infer" && m != "gemm")
-            fail("--mode: expected train, infer or gemm, got \"{}\"", m);
     const std::vector<int> seqs = int_list(seq_lens, "seq_len"),
                            batches = int_list(batch_sizes, "batch_size"),
                            spus = int_list(spu_list, "steps_per_update");
@@ -510,7 +556,7 @@ int cmd_bench(int argc, char** argv) {
             std::ostream& text = fmt_out == bench::Format::table ? std::cout : std::cerr;
             for (const auto& j : gpu ? bench::run_device_gemm(*gpu, models.front().second, gemm_tokens, gemm_reps,
                                                               dtypes, text)
-                                     : run_gemm(threads, models.front().second, gemm_tokens, gemm_reps, dtypes, text,
+                                     : run_gemm(threads, models.front().first, models.front().second, gemm_tokens, gemm_reps, dtypes, text,
                                                 [&](const std::string& why) {
                                                     ++failed;
                                                     log::warn("skipping the GEMM ceiling: {}", why);
@@ -587,12 +633,12 @@ int cmd_bench(int argc, char** argv) {
                       << bench::format_profile(pr, fmt_out);
     if (!points.empty() && measure_ceiling && fmt_out == bench::Format::table)
         for (const auto& c : ceilings)
-            std::cout << fmt::format(
-                "MFU ceiling at {} thread(s): {} {:.1f} GFLOP/s (fp32 FMA peak "
-                "{:.1f})\n",
-                c["threads"].get<int>(), gemm_name(ops::parse_precision(c["dtype"].get<std::string>(), "dtype")),
-                c["gemm_gflops"].get<double>(),
-                c["fma_peak_gflops"].get<double>());
+        {
+            const ops::Precision d = ops::parse_precision(c["dtype"].get<std::string>(), "dtype");
+            std::cout << fmt::format("MFU ceiling at {} thread(s): {} {:.1f} {} (fp32 FMA peak {:.1f} GFLOP/s)\n",
+                                     c["threads"].get<int>(), gemm_name(d), c["gemm_gflops"].get<double>(),
+                                     gemm_unit(d), c["fma_peak_gflops"].get<double>());
+        }
     // Nothing ran: the error, and the files a user asked for left as they were (an earlier run's
     // report is not replaced by an empty one).
     if (points.empty() && gemm_points.empty() && failed > 0)

@@ -1,9 +1,11 @@
 #include "core/sysinfo.hpp"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -25,11 +27,29 @@ std::string proc_field(const char* file, const std::string& key) {
     }
     return "";
 }
+// The largest VmHWM read: the kernel's counter restarts at a reset, and reads the resident size
+// when its high-water mark was not updated since (memory freed since may lower it).
+std::atomic<double> g_peak_seen_mb{0};
 }  // namespace
 
 double peak_rss_mb() {
     const std::string v = proc_field("/proc/self/status", "VmHWM");  // "123456 kB"
-    return v.empty() ? 0.0 : std::stod(v) / 1024.0;
+    const double mb = v.empty() ? 0.0 : std::stod(v) / 1024.0;
+    for (double seen = g_peak_seen_mb.load(); mb > seen && !g_peak_seen_mb.compare_exchange_weak(seen, mb);) {
+    }
+    return mb;
+}
+
+void reset_peak_rss() {
+    peak_rss_mb();  // kept in g_peak_seen_mb
+    ::malloc_trim(0);
+    std::ofstream f("/proc/self/clear_refs");  // also resets getrusage's ru_maxrss
+    if (f) f << "5";
+}
+
+double process_peak_rss_mb() {
+    peak_rss_mb();
+    return g_peak_seen_mb.load();
 }
 
 std::string cpu_model() { return proc_field("/proc/cpuinfo", "model name"); }

@@ -8,7 +8,11 @@
 
 namespace bertbench::sysinfo {
 
-double peak_rss_mb();           // VmHWM of this process, MiB
+double peak_rss_mb();           // VmHWM of this process since start or the last reset_peak_rss(), MiB
+// Starts VmHWM again from the resident size now (Linux >= 4.0; allocator-held free memory returned
+// first), for a figure per part of a run; the peak before the reset is kept for the one below.
+void reset_peak_rss();
+double process_peak_rss_mb();   // the largest VmHWM since the process started, resets included
 std::string cpu_model();        // /proc/cpuinfo "model name"
 int cpus_available();           // CPUs this process may run on (sched affinity)
 // Where mpirun bound this process to fewer CPUs than the machine has (OpenMPI binds each rank to a

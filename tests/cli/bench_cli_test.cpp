@@ -47,6 +47,8 @@ TEST(BenchCli, TinySweepWritesJson) {
         EXPECT_EQ(p["step_ms"].size(), 2u);
         EXPECT_NEAR(p["tokens_per_second"].get<double>(),
                     p["sequences_per_second"].get<double>() * 32, 1e-6);
+        // the process's peak holds every point's (each point restarts the kernel's counter)
+        EXPECT_GE(j["process_info"]["max_rss_mb"].get<double>(), p["peak_rss_mb"].get<double>());
     }
     EXPECT_EQ(j["points"][0]["mode"], "train");
     EXPECT_EQ(j["points"][2]["mode"], "infer");
@@ -359,7 +361,23 @@ TEST(BenchCli, BadFlagsAreOneLineErrors) {
         {"bench --mode=gemm --gemm_tokens=64 --plot=g.svg", "--plot=g.svg: --mode=gemm measures ceilings, no points"},
         {"bench --mode=infer --model=tiny --json=b.svg --plot=./b.svg", "the same file"},
         {"bench --mode=infer --model=tiny --bert_config_file=x.json", "--bert_config_file and --model"},
-        {"bench --mode=infer --model=tiny --seq_len=32 --max_predictions=33", "expected at most --seq_len=32"}};
+        {"bench --mode=infer --model=tiny --seq_len=32 --max_predictions=33", "expected at most --seq_len=32"},
+        {"bench --mode=foo --model=tiny --seq_len=32", "--mode: expected train, infer or gemm, got \"foo\""},
+        // flags that no point of the sweep uses, and sweeps that would repeat a point
+        {"bench --mode=infer --model=tiny --profile_svg=p.svg", "--profile_svg: applies to --profile"},
+        {"bench --mode=infer --model=tiny --profile_steps=2", "--profile_steps: applies to --profile"},
+        {"bench --mode=infer --model=tiny --gemm_reps=2", "--gemm_reps: applies to --mode=gemm"},
+        {"bench --mode=infer --model=tiny --noceiling --ceiling_reps=5", "--ceiling_reps: applies where bench measures"},
+        {"bench --mode=infer --model=tiny --ceiling_gflops=9 --ceiling_reps=5", "--ceiling_reps: applies where"},
+        {"bench --mode=infer --model=tiny --noceiling --ceiling_gflops=100", "--noceiling and --ceiling_gflops: expected one"},
+        {"bench --mode=infer --model=tiny --bucket_mb=0", "--bucket_mb: applies under mpirun"},
+        {"bench --mode=infer --model=tiny --dtype=fp32,int8 --ceiling_gflops=100",
+         "--ceiling_gflops=100: one ceiling for a sweep over --dtype=fp32,int8"},
+        {"bench --mode=infer --model=tiny --ceiling_gflops=1e-300", "--ceiling_gflops: expected 0.001 .. 1e7 GFLOP/s"},
+        {"bench --mode=gemm,infer --model=tiny,mini", "--mode=gemm times one model's linear shapes, got 2 models"},
+        {"bench --mode=infer --model=tiny --batch_size=2,2", "--batch_size: expected each value once, got 2 twice"},
+        {"bench --mode=infer --model=tiny --dtype=bf16,bfloat16", "--dtype: expected each value once, got bf16 twice"},
+        {"bench --mode=infer --model=tiny,tiny", "--model: expected each value once, got tiny twice"}};
     for (const auto& [cmd, message] : cases) {
         r = run_bertbench(std::string(cmd) + " --steps=1 --warmup=0 --threads=1");
         EXPECT_EQ(r.exit_code, 1) << cmd;

@@ -245,7 +245,7 @@ TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
          "flag --tpu_name needs a value, got the flag --num_train_steps=5"},
         {"bench --mode= --noceiling", "--mode: expected at least one of train, infer, gemm"},
         {"bench --mode=infer,infer --noceiling",
-         "--mode: expected each mode once, got infer twice"}};
+         "--mode: expected each value once, got infer twice"}};
     for (const auto& [args, message] : cases) {
         const auto r = run_bertbench(args);
         EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out;

@@ -134,7 +134,12 @@ TEST(DistBench, SlowRanksWithDifferentFlagsStopBeforeMeasuring) {
 }
 
 TEST(DistBench, WithoutMpirunTheReportHasNoMpiSection) {
-    const auto r = run_shell(bertbench_path() + kPoint + " --batch_size=2 --steps=1 --warmup=0");
+    std::string point = kPoint;
+    point.erase(point.find(" --bucket_mb"));  // refused outside mpirun, as the flag of no point
+    auto r = run_shell(bertbench_path() + kPoint + " --batch_size=2 --steps=1 --warmup=0");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.out.find("--bucket_mb: applies under mpirun"), std::string::npos) << r.out;
+    r = run_shell(bertbench_path() + point + " --batch_size=2 --steps=1 --warmup=0");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const nlohmann::json j = json_array(r.out);
     ASSERT_TRUE(j.is_array() && j.size() == 1) << r.out;
