@@ -7,6 +7,8 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,7 +16,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -456,23 +457,26 @@ std::map<std::string, std::string> file_fingerprints(const std::vector<std::stri
     constexpr uintmax_t kSample = 64 << 10;
     std::map<std::string, std::string> out;
     for (const std::string& f : files) {
-        std::error_code ec;
-        const uintmax_t size = std::filesystem::file_size(f, ec);
-        std::ifstream in(f, std::ios::binary);
-        if (ec || !in) {
-            out[f] = "unreadable";
+        std::string why;
+        const int fd = open_regular_file(f, &why);  // a FIFO is not waited on
+        struct stat st {};
+        if (fd < 0 || ::fstat(fd, &st) != 0) {
+            out[f] = "unreadable: " + why;
+            if (fd >= 0) ::close(fd);
             continue;
         }
+        const auto size = static_cast<uintmax_t>(st.st_size);
+        // the first 64 KiB, and the last 64 KiB (or what follows the first, if less)
         std::string buf(static_cast<size_t>(std::min(size, kSample)), '\0');
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        uint64_t h = fnv1a64(buf.data(), static_cast<size_t>(in.gcount()));
-        if (size > kSample) {  // the last 64 KiB (or what follows the first, if less)
+        ssize_t got = ::pread(fd, buf.data(), buf.size(), 0);
+        uint64_t h = fnv1a64(buf.data(), static_cast<size_t>(std::max<ssize_t>(got, 0)));
+        if (size > kSample) {
             const uintmax_t tail = std::min(size - kSample, kSample);
-            in.seekg(static_cast<std::streamoff>(size - tail));
             buf.resize(static_cast<size_t>(tail));
-            in.read(buf.data(), static_cast<std::streamsize>(tail));
-            h = fnv1a64(buf.data(), static_cast<size_t>(in.gcount()), h);
+            got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(size - tail));
+            h = fnv1a64(buf.data(), static_cast<size_t>(std::max<ssize_t>(got, 0)), h);
         }
+        ::close(fd);
         out[f] = fmt::format("{} bytes, sampled FNV-1a {:016x}", size, h);
     }
     return out;

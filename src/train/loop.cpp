@@ -410,11 +410,13 @@ int TrainLoop::run() {
         // missing on one host would re-shard the data silently) and the same starting point (an
         // --output_dir that is not one directory for every rank resumes them at different steps).
         const std::vector<std::string> inputs = task_.inputs();
-        dist::require_same_json_on_all_ranks(
-            dp_->comm(), {{"input files", dist::file_fingerprints(inputs)}, {"the step resumed from", global_step()}},
-            "input files and step resumed from",
-            "every rank must see the same input files and the same --output_dir: a shared file system, or "
-            "identical copies at the same paths on every host");
+        if (dp_->comm().size() > 1)  // files read only to be compared
+            dist::require_same_json_on_all_ranks(
+                dp_->comm(),
+                {{"input files", dist::file_fingerprints(inputs)}, {"the step resumed from", global_step()}},
+                "input files and step resumed from",
+                "every rank must see the same input files and the same --output_dir: a shared file system, or "
+                "identical copies at the same paths on every host");
         std::string not_ready;
         try {
             task_.check_before_start();
