@@ -177,6 +177,21 @@ void TrainLoop::load_or_init() {
                  v.size(), damaged);
         return v[0];
     };
+    const auto& md = r.metadata();
+    const auto get = [&](const char* key) {
+        const auto it = md.find(key);
+        if (it == md.end())
+            fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint written by "
+                 "bertbench {})", resume_from_, key, o_.command);
+        return json_safe::parse(it->second, fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
+                                fmt::format("JSON written by bertbench {}", o_.command));
+    };
+    // The flags first: a changed one (a smaller --train_batch_size, another --steps_per_update)
+    // is said as such, not as the run state it makes look damaged. Checkpoints before input_paths
+    // existed: the flags' text alone is compared.
+    check_resumed_flags(get("flags"), r.config().to_json(),
+                        md.count("input_paths") ? get("input_paths") : json::object(),
+                        md.count("input_sizes") ? get("input_sizes") : json::object());
     const int64_t max_step = kMaxRunSamples / o_.train_batch_size;
     const int64_t step = scalar("bertbench/global_step");
     if (step < 0 || step > max_step)
@@ -220,15 +235,6 @@ void TrainLoop::load_or_init() {
     load_moments(r);
     updater_->set_global_step(step);
     updater_->optimizer().set_scalars(updates, powers[0], powers[1]);
-    const auto& md = r.metadata();
-    const auto get = [&](const char* key) {
-        const auto it = md.find(key);
-        if (it == md.end())
-            fail("{}: __metadata__: expected \"{}\", got none (hint: not a checkpoint written by "
-                 "bertbench {})", resume_from_, key, o_.command);
-        return json_safe::parse(it->second, fmt::format("{}: __metadata__[\"{}\"]", resume_from_, key),
-                                fmt::format("JSON written by bertbench {}", o_.command));
-    };
     // Errors of a metadata value's content, with the file and key in front.
     const auto checked = [&](const char* key, const auto& body) {
         try {
@@ -240,12 +246,6 @@ void TrainLoop::load_or_init() {
             fail("{}: __metadata__[\"{}\"]: {}; {}", resume_from_, key, e.what(), damaged);
         }
     };
-    // The flags first: a changed one (a smaller --train_batch_size) is said as such, not as the
-    // run state it makes look damaged. Checkpoints before input_paths existed: the flags' text
-    // alone is compared.
-    check_resumed_flags(get("flags"), r.config().to_json(),
-                        md.count("input_paths") ? get("input_paths") : json::object(),
-                        md.count("input_sizes") ? get("input_sizes") : json::object());
     const json st = get("train_state");
     checked("train_state", [&] {
         state_.skipped_steps = saved_int(st, "skipped_steps", 0, step, "at most the global step");

@@ -169,16 +169,20 @@ TEST(RunGuardCli, AnEvalBatchLargerThanTheEvalSetIsPlannedForItsRecords) {
     EXPECT_EQ(slurp(w.p("big") + "/eval_results.txt"), slurp(w.p("exact") + "/eval_results.txt"));
 }
 
-// A run resumed with another --steps_per_update, whose checkpoint step is not a multiple of it:
-// the flag is named, not the checkpoint blamed alone (the hint once was to move it away).
+// A run resumed with another --steps_per_update: the flag is named, not the checkpoint blamed (a
+// step not a multiple of it once said "another --steps_per_update" among damage; one that is, its
+// update count "damaged or not this run's", with the hint to move a good checkpoint away).
 TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
-    const GuardDir w("spu");
-    ASSERT_EQ(run_bertbench(w.pretrain(w.p("run"), 6) + " --stop_steps=3 --save_checkpoints_steps=3").exit_code, 0);
-    const auto r = run_bertbench(w.pretrain(w.p("run"), 6) + " --steps_per_update=2");
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(error_of_run(r).find("expected a multiple of --steps_per_update=2 (checkpoints are written between "
-                                   "optimizer updates), got 3: the run being resumed had another --steps_per_update"),
-              std::string::npos) << r.out;
+    for (const int stop : {3, 4}) {
+        const GuardDir w("spu" + std::to_string(stop));
+        const std::string first = w.pretrain(w.p("run"), 8) + " --save_checkpoints_steps=" + std::to_string(stop);
+        ASSERT_EQ(run_bertbench(first + " --stop_steps=" + std::to_string(stop)).exit_code, 0);
+        const auto r = run_bertbench(w.pretrain(w.p("run"), 8) + " --steps_per_update=2");
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_of_run(r).find("--steps_per_update: expected 1 as in the checkpoint "), std::string::npos)
+            << r.out;
+        EXPECT_EQ(error_of_run(r).find("damaged"), std::string::npos) << r.out;
+    }
 }
 
 // A run whose end is not on an optimizer update is refused before anything is written (it once
