@@ -66,6 +66,19 @@ std::string type_name(hid_t type, bool with_order) {
     return s;
 }
 
+// h5py's numpy bool: an enum of one byte whose members are FALSE = 0 and TRUE = 1.
+bool is_h5py_bool(hid_t type) {
+    if (H5Tget_class(type) != H5T_ENUM || H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2) return false;
+    for (unsigned k = 0; k < 2; ++k) {
+        char* name = H5Tget_member_name(type, k);
+        const bool named = name != nullptr && std::string_view(name) == (k == 0 ? "FALSE" : "TRUE");
+        H5free_memory(name);
+        signed char value = -1;
+        if (!named || H5Tget_member_value(type, k, &value) < 0 || value != static_cast<signed char>(k)) return false;
+    }
+    return true;
+}
+
 uint64_t physical_memory() {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     if (pages <= 0 || page <= 0) return UINT64_MAX;
@@ -91,6 +104,14 @@ void read_rows_of(const std::string& path, hid_t file, const char* name, hid_t m
                                                 : std::vector<hsize_t>{r, c},
                                      file_size);
     }
+    // h5py's bool (the schema check let it through for one-byte arrays only) is read as stored,
+    // 0 and 1: libhdf5 converts no enum to an integer
+    Handle file_type(H5Dget_type(ds.get()), H5Tclose);
+    Handle native_enum(file_type.ok() && is_h5py_bool(file_type.get())
+                           ? H5Tget_native_type(file_type.get(), H5T_DIR_DEFAULT)
+                           : H5I_INVALID_HID,
+                       H5Tclose);
+    if (native_enum.ok()) mem_type = native_enum.get();
     Handle fspace(H5Dget_space(ds.get()), H5Sclose);
     const int rank = width == 0 ? 1 : 2;
     const hsize_t start[2] = {first, 0}, n[2] = {count, width};
@@ -136,7 +157,9 @@ uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetIn
         // the arrays hold read as that type's limit (libhdf5 saturates), which no value check
         // passes.
         const size_t w = d.type_size;
-        if (!d.is_integer || !(w == 1 || w == 2 || w == 4 || w == 8))
+        if (d.is_bool && s.bytes == 1) {
+            // h5py's bool as 0 and 1
+        } else if (!d.is_integer || !(w == 1 || w == 2 || w == 4 || w == 8))
             fail("[hdf5] {}: dataset {}: expected an integer dtype (NVIDIA's writer: {}, i{}), "
                  "got {}", path, s.name, want_type, s.bytes,
                  d.type_name.empty() ? "an unknown type" : d.type_name);
@@ -335,13 +358,14 @@ Hdf5ShardReader::Hdf5ShardReader(const std::string& path, int max_seq_length,
         d.found = true;
         d.is_integer = H5Tget_class(type.get()) == H5T_INTEGER;
         d.type_size = H5Tget_size(type.get());
+        d.is_bool = is_h5py_bool(type.get());
         // Every bit of an integer significant (h5py and NVIDIA's writers): fewer (a damaged type
         // message) and libhdf5 reads the values as zeros or cut short, silently.
         if (d.is_integer && (H5Tget_precision(type.get()) != d.type_size * 8 || H5Tget_offset(type.get()) != 0))
             fail("[hdf5] {}: dataset {}: an integer of {} significant bits at bit {} of {}, expected all {} bits "
                  "(a damaged file?)", path, name, H5Tget_precision(type.get()), H5Tget_offset(type.get()),
                  type_name(type.get(), false), d.type_size * 8);
-        d.type_name = type_name(type.get(), false);
+        d.type_name = d.is_bool ? "bool (h5py's enum FALSE/TRUE)" : type_name(type.get(), false);
         d.simple = H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE;
         const int rank = H5Sget_simple_extent_ndims(space.get());
         if (rank < 0 || rank > 32)

@@ -44,6 +44,7 @@ inline constexpr std::array<Hdf5DatasetSpec, 6> kHdf5Datasets{{
 struct Hdf5DatasetInfo {
     bool found = false;  // a dataset of that name exists in the root group
     bool is_integer = false;
+    bool is_bool = false;  // h5py's numpy bool: a one-byte enum of FALSE = 0 and TRUE = 1
     size_t type_size = 0;
     std::string type_name;       // for messages: "int32", "uint8", "float64", "string", ...
     bool simple = true;          // false: a scalar or null dataspace
@@ -51,7 +52,8 @@ struct Hdf5DatasetInfo {
 };
 
 // Checks the six datasets (in kHdf5Datasets order) against the schema: present, an integer of
-// 1, 2, 4 or 8 bytes (signed or not, converted on reading), rank 2 with widths max_seq_length /
+// 1, 2, 4 or 8 bytes (signed or not, converted on reading; h5py's bool for the one-byte
+// datasets, which NVIDIA's loader reads as 0 and 1 too), rank 2 with widths max_seq_length /
 // max_predictions_per_seq (rank 1 for next_sentence_labels), equal first dimensions. Returns N.
 // Error names path and dataset.
 uint64_t check_hdf5_schema(std::string_view path, const std::array<Hdf5DatasetInfo, 6>& info,

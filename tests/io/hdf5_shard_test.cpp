@@ -362,11 +362,13 @@ std::string write_shard_as(const TempDir& dir, const std::string& name, const Hd
     const hsize_t n = a.records, T = static_cast<hsize_t>(a.max_seq_length),
                   P = static_cast<hsize_t>(a.max_predictions_per_seq);
     write_values(f, "input_ids", types[0], H5T_NATIVE_INT32, a.input_ids, {n, T});
-    write_values(f, "input_mask", types[1], H5T_NATIVE_INT8, a.input_mask, {n, T});
-    write_values(f, "segment_ids", types[2], H5T_NATIVE_INT8, a.segment_ids, {n, T});
+    // libhdf5 converts no integer to an enum: an enum's bytes are written as they are
+    const auto int8_as = [](hid_t type) { return H5Tget_class(type) == H5T_ENUM ? type : H5T_NATIVE_INT8; };
+    write_values(f, "input_mask", types[1], int8_as(types[1]), a.input_mask, {n, T});
+    write_values(f, "segment_ids", types[2], int8_as(types[2]), a.segment_ids, {n, T});
     write_values(f, "masked_lm_positions", types[3], H5T_NATIVE_INT32, a.masked_lm_positions, {n, P});
     write_values(f, "masked_lm_ids", types[4], H5T_NATIVE_INT32, a.masked_lm_ids, {n, P});
-    write_values(f, "next_sentence_labels", types[5], H5T_NATIVE_INT8, a.next_sentence_labels, {n});
+    write_values(f, "next_sentence_labels", types[5], int8_as(types[5]), a.next_sentence_labels, {n});
     H5Fclose(f);
     return path;
 }
@@ -408,6 +410,31 @@ TEST(Hdf5Shard, OtherIntegerTypesReadAsTheirValues) {
     EXPECT_NE(msg.find("record 1: dataset input_"), std::string::npos) << msg;
     EXPECT_EQ(sat.input_ids[static_cast<size_t>(big.max_seq_length) + 1], INT32_MAX);
     EXPECT_EQ(sat.input_mask[static_cast<size_t>(big.max_seq_length) + 2], INT8_MAX);
+}
+
+// h5py stores a numpy bool array as a one-byte enum {FALSE: 0, TRUE: 1}; NVIDIA's loader reads it
+// as 0 and 1 (np.asarray(...).astype(np.int64)), and so does the reader, for the one-byte datasets.
+TEST(Hdf5Shard, H5pyBoolMasksReadAsZeroAndOne) {
+    TempDir dir;
+    const Twin& t = kTwins[0];
+    const Hdf5ShardArrays want = read_hdf5_shard(golden(t.hdf5), t.T, t.P);
+    const hid_t boolean = H5Tenum_create(H5T_NATIVE_INT8);
+    for (const signed char v : {0, 1}) H5Tenum_insert(boolean, v ? "TRUE" : "FALSE", &v);
+    const std::string path = write_shard_as(dir, "bool.h5", want,
+                                            {H5T_STD_I32LE, boolean, boolean, H5T_STD_I32LE, H5T_STD_I32LE, boolean});
+    expect_same_values(read_hdf5_shard(path, t.T, t.P), want);
+    // A bool is no token id, and another enum no bool.
+    const hid_t other = H5Tenum_create(H5T_NATIVE_INT8);
+    for (const signed char v : {0, 1}) H5Tenum_insert(other, v ? "YES" : "NO", &v);
+    const std::string ids = write_shard_as(dir, "bool_ids.h5", small_shard(),
+                                           {boolean, H5T_STD_I8LE, H5T_STD_I8LE, H5T_STD_I32LE, H5T_STD_I32LE, other});
+    H5Tclose(boolean);
+    H5Tclose(other);
+    const std::string msg = error_of([&] { read_hdf5_shard(ids, 0, 0); });
+    EXPECT_NE(msg.find("dataset input_ids: expected an integer dtype (NVIDIA's writer: int32, i4), got bool "
+                       "(h5py's enum FALSE/TRUE)"),
+              std::string::npos)
+        << msg;
 }
 
 // Files made with libhdf5 directly, one defect each.
