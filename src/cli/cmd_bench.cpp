@@ -556,7 +556,8 @@ int cmd_bench(int argc, char** argv) {
             std::ostream& text = fmt_out == bench::Format::table ? std::cout : std::cerr;
             for (const auto& j : gpu ? bench::run_device_gemm(*gpu, models.front().second, gemm_tokens, gemm_reps,
                                                               dtypes, text)
-                                     : run_gemm(threads, models.front().first, models.front().second, gemm_tokens, gemm_reps, dtypes, text,
+                                     : run_gemm(threads, models.front().first, models.front().second, gemm_tokens,
+                                                gemm_reps, dtypes, text,
                                                 [&](const std::string& why) {
                                                     ++failed;
                                                     log::warn("skipping the GEMM ceiling: {}", why);
