@@ -7,6 +7,8 @@
 # Runs resume (the pretrain runs do), $PAR at a time with $THREADS threads each.
 # Usage: scripts/bf16-accuracy.sh   (env: BB, OUT, DATA, TARGET, STEPS, THREADS, PAR, FP32_SEEDS, BF16_SEEDS)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
+[[ $# -eq 0 ]] || { echo "bf16-accuracy: takes no arguments (its settings are environment variables, --help), got $1" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE/.."

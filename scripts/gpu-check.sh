@@ -11,6 +11,8 @@
 #   PEER_ARGS="..." adds to the PyTorch peer's eager sweep, COMPILE_ARGS replaces its compiled
 #   subset; SKIP_PEER=1 leaves the peer out.
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
+[[ $# -le 1 && "${1:-}" != -* ]] || { echo "gpu-check: expected [OUT_DIR] (--help), got $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-gpu-out}}
 mkdir -p "$OUT"

@@ -10,6 +10,8 @@
 # machine: every figure is a ratio of runs made minutes apart.
 # Environment: BUILD (build), OUT (docs/perf-mpi), ROUNDS (3), BATCH (32), STEPS (3).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
+[[ $# -eq 0 ]] || { echo "mpi-bench: takes no arguments (its settings are environment variables, --help), got $1" >&2; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 cd "$ROOT"

@@ -164,9 +164,9 @@ def table(summary, impls):
 
 
 def main(argv):
-    if "--" not in argv:
+    if "--" not in argv and not {"-h", "--help"} & set(argv):  # --help alone: argparse's help
         die("expected `-- <pretrain flags>` after the options (the recipe both programs run)")
-    k = argv.index("--")
+    k = argv.index("--") if "--" in argv else len(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bertbench", default=os.path.join(ROOT, "build", "bertbench"))
     p.add_argument("--out", required=True)
