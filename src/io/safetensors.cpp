@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/json_safe.hpp"
 #include "core/fs.hpp"
+#include "io/crc32c.hpp"
 
 namespace bertbench::io {
 
@@ -23,6 +25,9 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
 constexpr int kMaxJsonDepth = 32;                 // a valid header needs 3
+// The metadata key our writer records the data section's CRC-32C under (8 lowercase hex digits);
+// a file with it is checked on open, one without it (another tool's) is read as it is.
+constexpr const char* kCrcKey = "data_crc32c";
 
 struct DTypeName {
     DType dtype;
@@ -324,6 +329,19 @@ void SafetensorsReader::parse() {
             "garbage or a truncated file)",
             f, pos, data_size_);
     for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
+    const auto crc = metadata_.find(kCrcKey);
+    if (crc == metadata_.end()) return;  // not one of our files: no checksum to check
+    uint32_t want = 0;
+    const std::string& v = crc->second;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), want, 16);
+    if (v.size() != 8 || ec != std::errc() || end != v.data() + v.size())
+        fail("{}: __metadata__[\"{}\"]: expected 8 hex digits (the data section's CRC-32C), got {}", f, kCrcKey,
+             json_safe::quoted(v));
+    const uint32_t got = crc32c(data_, data_size_);
+    if (got != want)
+        fail("{}: data section: CRC-32C {:08x}, but the header's {} is {} (hint: the file is corrupt: a byte of "
+             "the tensors was changed after it was written)",
+             f, got, kCrcKey, v);
 }
 
 const TensorInfo* SafetensorsReader::find(const std::string& name) const {
@@ -460,9 +478,11 @@ void SafetensorsWriter::write() {
     // keeps insertion order by a linear key search on every insert, quadratic in the tensor count
     // (300,000 tensors took minutes). Names are unique (add() checks), so no lookup is needed;
     // the bytes are those ordered_json::dump() gives.
-    std::string text = "{";
-    if (!metadata_.empty())
-        text += "\"__metadata__\":" + nlohmann::ordered_json(metadata_).dump();
+    uint32_t crc = 0;
+    for (const Entry& e : entries_) crc = crc32c(e.data, e.nbytes, crc);
+    std::map<std::string, std::string> metadata = metadata_;
+    metadata[kCrcKey] = fmt::format("{:08x}", crc);
+    std::string text = "{\"__metadata__\":" + nlohmann::ordered_json(metadata).dump();
     size_t pos = 0;
     for (const Entry& e : entries_) {
         if (text.size() > 1) text += ',';

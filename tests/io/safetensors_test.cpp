@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "test_util.hpp"
 #include "core/fs.hpp"
+#include "io/crc32c.hpp"
 
 namespace bertbench::io {
 namespace {
@@ -108,6 +109,35 @@ TEST(Safetensors, ReadsHandMadeReferenceLayout) {
     EXPECT_EQ(r.read_f32("a"), (std::vector<float>{1, 2}));
     EXPECT_EQ(r.read_f32("b"), (std::vector<float>{3}));
     EXPECT_EQ(r.tensors()[0].name, "a");  // data order
+}
+
+// The writer records the data section's CRC-32C in __metadata__["data_crc32c"]; a changed tensor
+// byte (a finite float that no other check would notice) is then one line naming the file. A file
+// without the key (another tool's, ReadsHandMadeReferenceLayout) is read as it is.
+TEST(Safetensors, TheDataSectionsChecksumCatchesAChangedByte) {
+    TmpDir dir;
+    const std::string path = dir.file("c.safetensors");
+    const std::vector<float> v = {1.f, 2.f, 3.f, 4.f};
+    {
+        SafetensorsWriter w(path);
+        w.set_metadata("data_crc32c", "00000000");  // a caller's value is replaced by the real one
+        w.add_f32("w", {4}, v);
+        w.write();
+    }
+    const std::string raw = read_file(path);
+    EXPECT_EQ(SafetensorsReader(path).metadata().at("data_crc32c"), fmt::format("{:08x}", crc32c_portable(v.data(), 16)));
+    uint64_t n;
+    std::memcpy(&n, raw.data(), 8);
+    std::string flipped = raw;
+    flipped[8 + n + 5] ^= 0x01;  // 2.f -> 2.0000002f: finite, plausible
+    const std::string e = error_of([&] { SafetensorsReader::from_bytes(flipped, "c.safetensors"); });
+    EXPECT_NE(e.find("c.safetensors: data section: CRC-32C "), std::string::npos) << e;
+    EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    // a malformed value is named as such
+    const std::string h = R"({"__metadata__":{"data_crc32c":"xyz"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    const std::string e2 = error_of([&] { SafetensorsReader::from_bytes(image(h, floats({1})), "m"); });
+    EXPECT_NE(e2.find("m: __metadata__[\"data_crc32c\"]: expected 8 hex digits"), std::string::npos) << e2;
 }
 
 TEST(Safetensors, HostileFilesGiveErrorsNamingFileAndTensor) {
