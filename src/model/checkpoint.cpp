@@ -194,7 +194,7 @@ std::vector<int64_t> CheckpointReader::read_i64(const std::string& name) const {
 
 void check_config_agrees(const BertConfig& saved, const BertConfig& want, const std::string& path,
                          const std::string& want_name) {
-    const nlohmann::json s = saved.to_json(), w = want.to_json();
+    const nlohmann::json s = saved.to_json_complete(), w = want.to_json_complete();
     for (const auto& [key, value] : w.items()) {
         // Dropout and init scale do not change the tensors; sizes and activation do.
         if (key.find("dropout") != std::string::npos || key == "initializer_range") continue;

@@ -181,6 +181,12 @@ nlohmann::json BertConfig::to_json() const {
     return j;
 }
 
+nlohmann::json BertConfig::to_json_complete() const {
+    nlohmann::json j = to_json();
+    j["layer_norm_eps"] = layer_norm_eps;
+    return j;
+}
+
 void BertConfig::validate(const std::string& where) const {
     const std::pair<const char*, int> sizes[] = {
         {"vocab_size", vocab_size},

@@ -45,6 +45,9 @@ struct BertConfig {
     static BertConfig from_json_file(const std::string& path);
     static BertConfig from_json(const nlohmann::json& j, const std::string& where);
     nlohmann::json to_json() const;
+    // to_json with every key, layer_norm_eps too where it is the default: what two configs are
+    // compared by (a key one side leaves out is then not skipped)
+    nlohmann::json to_json_complete() const;
     // Throws Error("<where>: <field>: expected ..., got ...") on an inconsistent config
     // (hidden_size not divisible by heads, non-positive sizes or sizes above the kMax* bounds,
     // dropout outside [0,1), unknown act).

@@ -189,7 +189,7 @@ void TrainLoop::load_or_init() {
     // The flags first: a changed one (a smaller --train_batch_size, another --steps_per_update)
     // is said as such, not as the run state it makes look damaged. Checkpoints before input_paths
     // existed: the flags' text alone is compared.
-    check_resumed_flags(get("flags"), r.config().to_json(),
+    check_resumed_flags(get("flags"), r.config().to_json_complete(),
                         md.count("input_paths") ? get("input_paths") : json::object(),
                         md.count("input_sizes") ? get("input_sizes") : json::object());
     const int64_t max_step = kMaxRunSamples / o_.train_batch_size;
@@ -439,7 +439,7 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
         text += fmt::format("{}--{} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
                             old_flags[k].dump(), flags_json_[k].dump());
     }
-    const json config = task_.table().config().to_json();
+    const json config = task_.table().config().to_json_complete();
     for (const auto& [k, now] : config.items()) {
         if (!old_config.contains(k) || old_config[k] == now) continue;
         changes.push_back({{"bert_config", k}, {"checkpoint", old_config[k]}, {"now", now}});

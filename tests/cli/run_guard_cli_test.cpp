@@ -185,6 +185,28 @@ TEST(RunGuardCli, AnotherStepsPerUpdateOnResumeIsNamed) {
     }
 }
 
+// bert_config's layer_norm_eps, which the checkpoint records only where it is not BERT's 1e-12:
+// resumed with the key left out (the default), the change is named, not resumed silently with
+// another model; resumed with it added, a one-line error, not the JSON library's exception.
+TEST(RunGuardCli, AnotherLayerNormEpsOnResumeIsNamed) {
+    for (const bool added : {false, true}) {
+        const GuardDir w(added ? "eps_added" : "eps_removed");
+        const auto with_eps = [&](bool eps) {
+            std::string c = slurp(w.p("bert_config.json"));
+            if (eps) c.insert(c.rfind('}'), ", \"layer_norm_eps\": 1e-05");
+            std::ofstream(w.p("bert_config.json")) << c;
+        };
+        with_eps(!added);
+        ASSERT_EQ(run_bertbench(w.pretrain(w.p("run"), 8) + " --stop_steps=2").exit_code, 0);
+        w.config(0.0);
+        with_eps(added);
+        const auto r = run_bertbench(w.pretrain(w.p("run"), 8));
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(error_of_run(r).find("layer_norm_eps"), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("json.exception"), std::string::npos) << r.out;
+    }
+}
+
 // A run whose end is not on an optimizer update is refused before anything is written (it once
 // trained every step and failed at the end, leaving no checkpoint). (--stop_steps, a PerfZero
 // flag, counts updates: always whole ones.)
