@@ -141,14 +141,16 @@ std::string apply_ngc(const Flags& f, const NgcTfFlags& n, const Tf2StepFlags& t
     o.clip_norm = static_cast<float>(k);
     o.clip_mode = k > 1 && n.allreduce_post_accumulation ? optim::ClipMode::per_micro_batch
                                                          : optim::ClipMode::averaged_micro_batch;
+    // Given or not: NGC's defaults (100000, 10000 and 1000 updates) are bertbench's in micro-steps,
+    // so a line that leaves one out means that many updates too.
     std::string steps;
     const auto updates = [&](const char* name, int64_t& value) {
-        if (!f.is_set(name) || k == 1) return;
+        if (k == 1) return;
         if (value < 0 || value > std::numeric_limits<int64_t>::max() / k)
             fail("--{}={}: expected 0..{} updates", name, value,
                  std::numeric_limits<int64_t>::max() / k);
-        steps += fmt::format("{}--{}={} -> {} micro-steps", steps.empty() ? "" : ", ", name, value,
-                             value * k);
+        steps += fmt::format("{}--{}={}{} -> {} micro-steps", steps.empty() ? "" : ", ", name, value,
+                             f.is_set(name) ? "" : " (its default)", value * k);
         value *= k;
     };
     updates("num_train_steps", o.num_train_steps);
@@ -245,22 +247,30 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
         (t.num_train_epochs != std::trunc(t.num_train_epochs) || std::fabs(t.num_train_epochs) > 1e9))
         fail("--num_train_epochs={}: expected an integer below 1e9 (PerfZero/TF2's absl integer flag)",
              t.num_train_epochs);
-    if (f.is_set("num_train_epochs") && !ngc && t.num_steps_per_epoch == 0)
-        fail("--num_train_epochs={}: expected --num_steps_per_epoch with it (the schedule length "
-             "is epochs x updates per epoch), got none", t.num_train_epochs);
-    if (t.num_steps_per_epoch != 0) {
+    // PerfZero's line (one of its schedule's flags, or its --num_accumulation_steps): what it leaves
+    // out takes TF2's defaults (official/nlp/bert: 1000 updates per epoch, 3 epochs, warm-up 10000
+    // updates, AdamW), not bertbench's, unless bertbench's own flag for it is given. Its run
+    // controls (--stop_steps, the eval cadence) do not make a line PerfZero's: a bertbench run
+    // paused with --stop_steps and continued without it is one run.
+    const bool line = !ngc && (t.num_accumulation_steps != 0 || f.is_set("num_steps_per_epoch") ||
+                               f.is_set("num_train_epochs") || f.is_set("warmup_steps"));
+    if (line && f.is_set("num_train_epochs")) both("num_train_steps", "num_train_epochs");
+    if (line && !f.is_set("optimizer")) {
+        o.optimizer = "adamw";
+        note("--optimizer_type=adamw (its default)");
+    }
+    int64_t per_epoch = t.num_steps_per_epoch;
+    if (line && per_epoch == 0 && !f.is_set("num_train_steps")) {
+        per_epoch = 1000;
+        note("--num_steps_per_epoch=1000 (its default)");
+    }
+    if (per_epoch != 0) {
         both("num_train_steps", "num_steps_per_epoch");
-        // TF2's common_flags defaults: 3 epochs, AdamW
         const int64_t epochs = f.is_set("num_train_epochs") ? static_cast<int64_t>(t.num_train_epochs) : 3;
         if (!f.is_set("num_train_epochs")) note("--num_train_epochs=3 (its default)");
-        if (!f.is_set("optimizer")) {
-            o.optimizer = "adamw";
-            note("--optimizer_type=adamw (its default)");
-        }
-        if (t.num_steps_per_epoch < 1 || epochs < 1)
-            fail("--num_steps_per_epoch={} --num_train_epochs={}: expected both >= 1",
-                 t.num_steps_per_epoch, epochs);
-        o.num_train_steps = t.num_steps_per_epoch * epochs * spu;
+        if (per_epoch < 1 || epochs < 1)
+            fail("--num_steps_per_epoch={} --num_train_epochs={}: expected both >= 1", per_epoch, epochs);
+        o.num_train_steps = per_epoch * epochs * spu;
         note(fmt::format("--num_train_steps={}", o.num_train_steps));
     }
     if (t.warmup_steps != -1) {
@@ -269,6 +279,9 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
             fail("--warmup_steps: expected a whole number of updates >= 0, got {}", t.warmup_steps);
         o.num_warmup_steps = static_cast<int64_t>(t.warmup_steps) * spu;
         note(fmt::format("--num_warmup_steps={}", o.num_warmup_steps));
+    } else if (line && !f.is_set("num_warmup_steps")) {
+        o.num_warmup_steps = 10000 * spu;
+        note(fmt::format("--warmup_steps=10000 (its default): --num_warmup_steps={}", o.num_warmup_steps));
     }
     if (f.is_set("epsilon")) {  // 0 too: given, and refused (it has no log10)
         both("log_epsilon", "epsilon");
@@ -303,8 +316,8 @@ void apply_tf2(const Flags& f, const Tf2StepFlags& t, train::PretrainOptions& o,
         note(fmt::format("first evaluation at {} samples", o.first_eval_samples));
     }
     if (!said.empty())
-        log::info("PerfZero/TF2 step flags count optimizer updates ({} micro-steps each): {}", spu,
-                  said);
+        log::info("PerfZero/TF2 step flags count optimizer updates ({} micro-step{} each): {}", spu,
+                  spu == 1 ? "" : "s", said);
     if (t.num_gpus < 0) fail("--num_gpus: expected >= 0, got {}", t.num_gpus);
     if (t.num_gpus > 1 && ranks == 1)
         log::info("--num_gpus={}: 1 process computes the global batch of {} ({} sequences x {} "
@@ -435,6 +448,9 @@ int cmd_pretrain(int argc, char** argv) {
     const std::string ngc_marker = pt_marker.empty() ? apply_ngc(f, ngc, tf2, o, ranks) : "";
     nvpt.default_json_summary(f, pt_marker);
     apply_tf2(f, tf2, o, !ngc_marker.empty() || !pt_marker.empty(), ranks);
+    if (o.optimizer != "lamb" && o.optimizer != "adamw")  // as the user spelled it (NGC's --optimizer_type)
+        fail("--{}: expected \"lamb\" or \"{}\", got \"{}\"", f.spelling("optimizer"),
+             ngc_marker.empty() ? "adamw" : "adam", o.optimizer);
     if (ngc_marker.empty() && o.clip_by_global_norm_after_gradient_allreduce) {
         o.clip_mode = optim::ClipMode::after_accumulation;
         if (o.optimizer == "adamw" && pt_marker.empty()) {
@@ -450,6 +466,10 @@ int cmd_pretrain(int argc, char** argv) {
                           (tf2.num_accumulation_steps != 0 ||
                            std::any_of(std::begin(kTf2StepFlags), std::end(kTf2StepFlags),
                                        [&](const char* name) { return f.is_set(name); }));
+    if (!tf2_line && pt_marker.empty() && ngc_marker.empty() && !f.is_set("optimizer") && o.do_train &&
+        dist::world().rank() == 0)
+        log::info("--optimizer not given: lamb, bertbench's default (MLPerf's submissions'); google-research/bert's "
+                  "run_pretraining.py and MLPerf TF1's default AdamW is --optimizer=adamw");
     if (tf2_line && o.optimizer == "adamw") {
         o.optimizer_variant = optim::OptimizerVariant::keras;
         log::info("PerfZero/MLPerf TF2's AdamWeightDecay: Keras Adam (bias-corrected) after the "

@@ -184,6 +184,7 @@ void NgcTfFlags::add(Flags& f) {
     const std::string cpu = "on a CPU run";
     f.add_ignored("amp", false, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add_ignored("manual_fp16", false, "on a CPU run (fp32 unless --dtype=bf16)");
+    f.add_ignored("use_fp16", false, "on a CPU run (fp32 unless --dtype=bf16; the older NGC scripts' --amp)");
     f.add_ignored("init_loss_scale", true, "on a CPU run (fp32 unless --dtype=bf16)");
     f.add("allreduce_post_accumulation", &allreduce_post_accumulation,
           "NVIDIA NGC TF, under mpirun with --num_accumulation_steps > 1: each rank clips its own "
@@ -201,7 +202,7 @@ std::string NgcTfFlags::marker(const Flags& f, bool shared) const {
     if (f.is_set("input_files_dir")) return "--input_files_dir";
     if (f.is_set("eval_files_dir")) return "--eval_files_dir";
     if (f.is_set("horovod")) return horovod ? "--horovod" : "--nohorovod";
-    for (const char* name : {"use_xla", "manual_fp16", "dllog_path", "display_loss_steps",
+    for (const char* name : {"use_xla", "manual_fp16", "use_fp16", "dllog_path", "display_loss_steps",
                              "report_loss", "verbose_logging"})
         if (const std::string g = f.ignored_given(name); !g.empty()) return g;
     if (shared) {  // also NVIDIA's PyTorch run_pretraining.py's flags
@@ -225,6 +226,7 @@ void NgcTfSquadFlags::add(Flags& f) {
     f.add_ignored("dllog_path", true, "(the training log is train_log.jsonl in --output_dir)");
     f.add_ignored("display_loss_steps", true, "(every step is logged in train_log.jsonl)");
     f.add_ignored("use_trt", false, "on a CPU run (TF-TRT serves the same model)");
+    f.add_ignored("use_fp16", false, "on a CPU run (the older NGC scripts' --amp)");
     f.add("export_triton", &export_triton,
           who + "export a SavedModel for Triton: not supported (bertbench's model is its "
                 "checkpoint; `bertbench convert` writes TF, PyTorch and HF files)");
@@ -241,7 +243,7 @@ std::string NgcTfSquadFlags::marker(const Flags& f) const {
     const std::string amp = f.ignored_given("amp");  // argparse's store_true takes no value
     if (amp == "--noamp" || amp.starts_with("--amp=")) return amp;
     if (f.is_set("horovod")) return horovod ? "--horovod" : "--nohorovod";
-    for (const char* name : {"use_xla", "dllog_path", "display_loss_steps", "use_trt"})
+    for (const char* name : {"use_xla", "use_fp16", "dllog_path", "display_loss_steps", "use_trt"})
         if (const std::string g = f.ignored_given(name); !g.empty()) return g;
     for (const char* name : {"num_accumulation_steps", "export_triton", "num_eval_iterations"})
         if (f.is_set(name)) return std::string("--") + name;

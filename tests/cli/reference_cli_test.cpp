@@ -325,7 +325,7 @@ TEST(ReferenceCli, Tf2StepFlagAloneHasPerfZerosMeaning) {
     line.erase(line.find(" --num_gpus=8"), 13);
     const auto r = run_bertbench(line + " --stop_steps=1");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("PerfZero/TF2 step flags count optimizer updates (1 micro-steps each): stop at micro-step 1"),
+    EXPECT_NE(r.out.find("PerfZero/TF2 step flags count optimizer updates (1 micro-step each): stop at micro-step 1"),
               std::string::npos) << r.out;
     EXPECT_EQ(json::parse(slurp(out + "/config.json"))["flags"]["batch_flags_meaning"], "perfzero_tf2");
 }
@@ -340,11 +340,38 @@ TEST(ReferenceCli, PerfZeroTf2DefaultsAreTf2s) {
     line.replace(line.find("--stop_steps=6"), 14, "--stop_steps=1");
     const auto r = run_bertbench(line);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("--num_train_epochs=3 (its default), --optimizer_type=adamw (its default), --num_train_steps=48"),
+    EXPECT_NE(r.out.find("--optimizer_type=adamw (its default), --num_train_epochs=3 (its default), --num_train_steps=48"),
               std::string::npos) << r.out;
     const json cfg = json::parse(slurp(out + "/config.json"));
     EXPECT_EQ(cfg["flags"]["num_train_steps"], 48);  // 8 updates x 3 epochs x 2 micro-steps
     EXPECT_EQ(cfg["flags"]["optimizer"], "adamw");
+    // Nor --num_steps_per_epoch and --warmup_steps (official/nlp/bert's 1000 updates per epoch and
+    // 10000 updates of warm-up), nor --num_train_epochs: TF2's too, in updates of 2 micro-steps
+    // (bertbench's own 100000 and 10000 micro-steps were taken before).
+    std::string bare = perfzero(w, w.out("bare"));
+    for (const char* flag : {" --num_steps_per_epoch=8", " --num_train_epochs=1", " --warmup_steps=2"})
+        bare.erase(bare.find(flag), std::string(flag).size());
+    bare.replace(bare.find("--stop_steps=6"), 14, "--stop_steps=1");
+    const auto b = run_bertbench(bare);
+    ASSERT_EQ(b.exit_code, 0) << b.out;
+    EXPECT_NE(b.out.find("--num_steps_per_epoch=1000 (its default), --num_train_epochs=3 (its default), "
+                         "--num_train_steps=6000, --warmup_steps=10000 (its default): --num_warmup_steps=20000"),
+              std::string::npos) << b.out;
+    const json bc = json::parse(slurp(w.out("bare") + "/config.json"));
+    EXPECT_EQ(bc["flags"]["num_train_steps"], 6000);
+    EXPECT_EQ(bc["flags"]["num_warmup_steps"], 20000);
+    // --num_train_epochs alone: 1000 updates per epoch; with bertbench's --num_train_steps, which
+    // sets the same length, refused
+    std::string epochs = perfzero(w, w.out("epochs"));
+    epochs.erase(epochs.find(" --num_steps_per_epoch=8"), 24);
+    epochs.replace(epochs.find("--stop_steps=6"), 14, "--stop_steps=1");
+    const auto e = run_bertbench(epochs);
+    ASSERT_EQ(e.exit_code, 0) << e.out;
+    EXPECT_EQ(json::parse(slurp(w.out("epochs") + "/config.json"))["flags"]["num_train_steps"], 2000);
+    const auto both = run_bertbench(epochs + " --num_train_steps=4");
+    EXPECT_NE(both.exit_code, 0);
+    EXPECT_NE(both.out.find("--num_train_steps and --num_train_epochs: expected one of them"), std::string::npos)
+        << both.out;
 }
 
 // MLPerf's own TF2 line (mlcommons/training language_model/tensorflow2/bert README): its file flags
@@ -542,6 +569,34 @@ TEST(ReferenceCli, NgcTfPhase1FormHasNgcBatchMeaning) {
     EXPECT_EQ(bad.exit_code, 1) << bad.out;
     EXPECT_NE(bad.out.find("--warmup_steps: expected the flags of one script"), std::string::npos)
         << bad.out;
+}
+
+// NGC's step flags left out take its defaults (100000, 10000 and 1000 updates), in updates too:
+// x --num_accumulation_steps micro-steps, said at start-up. Its older --use_fp16 is accepted as
+// --amp is; an --optimizer_type it does not know is named as spelled.
+TEST(ReferenceCli, NgcTfDefaultStepFlagsCountUpdates) {
+    const RefWorkdir w("ngc_defaults");
+    fs::create_directories(w.dir / "test");
+    fs::copy_file(eval_data(), w.dir / "test" / "eval-00000");
+    std::string line = ngc_phase1(w, w.out("run"), w.out("data"));
+    line.erase(line.find(" --num_warmup_steps=1 --save_checkpoints_steps=2"), 48);
+    line.replace(line.find("--num_accumulation_steps=2"), 26, "--num_accumulation_steps=3");
+    line.replace(line.find(" --amp"), 6, " --use_fp16");
+    const auto r = run_bertbench(line + " --nodo_eval");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("its step flags count updates: --num_train_steps=3 -> 9 micro-steps, "
+                         "--num_warmup_steps=10000 (its default) -> 30000 micro-steps, "
+                         "--save_checkpoints_steps=1000 (its default) -> 3000 micro-steps"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("accepted, no effect on a CPU run (fp32 unless --dtype=bf16; the older NGC scripts' "
+                         "--amp): --use_fp16"), std::string::npos) << r.out;
+    const json cfg = json::parse(slurp(w.out("run") + "/config.json"));
+    EXPECT_EQ(cfg["flags"]["num_warmup_steps"], 30000);
+    EXPECT_EQ(cfg["flags"]["save_checkpoints_steps"], 3000);
+    const auto bad = run_bertbench(line + " --optimizer_type=sgd");
+    EXPECT_EQ(bad.exit_code, 1) << bad.out;
+    EXPECT_NE(bad.out.find("error: --optimizer_type: expected \"lamb\" or \"adam\", got \"sgd\""),
+              std::string::npos) << bad.out;
 }
 
 // Without any flag of NGC's script, --num_accumulation_steps keeps PerfZero's meaning, and the
