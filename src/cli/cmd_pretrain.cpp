@@ -466,10 +466,6 @@ int cmd_pretrain(int argc, char** argv) {
                           (tf2.num_accumulation_steps != 0 ||
                            std::any_of(std::begin(kTf2StepFlags), std::end(kTf2StepFlags),
                                        [&](const char* name) { return f.is_set(name); }));
-    if (!tf2_line && pt_marker.empty() && ngc_marker.empty() && !f.is_set("optimizer") && o.do_train &&
-        dist::world().rank() == 0)
-        log::info("--optimizer not given: lamb, bertbench's default (MLPerf's submissions'); google-research/bert's "
-                  "run_pretraining.py and MLPerf TF1's default AdamW is --optimizer=adamw");
     if (tf2_line && o.optimizer == "adamw") {
         o.optimizer_variant = optim::OptimizerVariant::keras;
         log::info("PerfZero/MLPerf TF2's AdamWeightDecay: Keras Adam (bias-corrected) after the "

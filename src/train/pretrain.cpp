@@ -486,7 +486,7 @@ private:
                  o_.max_seq_length, o_.max_predictions_per_seq, o_.batch_hint);
         }
         log::info("model: {} parameters ({:.1f} MiB); activation arena {:.1f} MiB for batch {} x "
-                  "seq {} x {} predictions{}; optimizer state {:.1f} MiB",
+                  "seq {} x {} predictions{}; {} optimizer state {:.1f} MiB",
                   table_->num_parameters(), table_->total_floats() * 4.0 / (1 << 20),
                   engine_->arena_bytes() / double(1 << 20), plan_batch, o_.max_seq_length,
                   o_.max_predictions_per_seq,
@@ -496,7 +496,7 @@ private:
                                                  ? fmt::format(": the eval set's {} records", eval_set_records_)
                                                  : std::string())
                                : std::string(),
-                  table_->total_floats() * 8.0 / (1 << 20));
+                  o_.optimizer, table_->total_floats() * 8.0 / (1 << 20));
     }
 
     // One online evaluation, logged; true when it reaches the target (the run then stops).

@@ -23,6 +23,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "io/crc32c.hpp"
 #include "io/safetensors.hpp"
 #include "io/sstable.hpp"
 #include "io/tf_bundle.hpp"
@@ -175,8 +176,11 @@ TEST(HostileInputs, HeaderIsTheOrderedJsonDump) {
         w.write();
     }
     nlohmann::ordered_json want = nlohmann::ordered_json::object();
+    // the writer's own key: the data section's CRC-32C (a's 8 bytes, then b's)
+    const uint32_t crc = crc32c_portable(&b, sizeof b, crc32c_portable(a, sizeof a));
     want["__metadata__"] = std::map<std::string, std::string>{{"z", "last"},
-                                                              {"a", "quote \" and \\ and \u00e9"}};
+                                                              {"a", "quote \" and \\ and \u00e9"},
+                                                              {"data_crc32c", fmt::format("{:08x}", crc)}};
     want["zeta"] = {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}};
     want["alpha/\"x\""] = {{"dtype", "I64"}, {"shape", std::vector<int64_t>{}},
                            {"data_offsets", {8, 16}}};
