@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/philox.hpp"
+#include "io/crc32c.hpp"
 #include "model/config.hpp"
 #include "model/param_table.hpp"
 #include "ops/activation.hpp"
@@ -602,6 +603,23 @@ void BM_StreamTriad(benchmark::State& state) {
     set_bytes(state, 12.0 * static_cast<double>(n));
 }
 BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The pass over a checkpoint's data that its data_crc32c costs when written and when first read
+// (io/safetensors.hpp): CRC-32C of BERT-base's parameters and their two LAMB moments, 12 B/float.
+void BM_CheckpointCrc(benchmark::State& state) {
+    const size_t n = 3 * model::ParamTable(model::BertConfig::preset("base"), model::Heads::pretraining)
+                             .total_floats();
+    std::vector<float> v(n);
+    fill_hash_uniform(v.data(), n, 43, -1.0f, 1.0f);
+    const size_t sample = size_t(1) << 20;  // the hardware loop against the byte table's on 1 MiB
+    if (io::crc32c(v.data(), sample) != io::crc32c_portable(v.data(), sample)) {
+        std::fprintf(stderr, "checkpoint crc: crc32c differs from crc32c_portable\n");
+        std::abort();
+    }
+    for (auto _ : state) benchmark::DoNotOptimize(io::crc32c(v.data(), n * sizeof(float)));
+    set_bytes(state, static_cast<double>(n * sizeof(float)));
+}
+BENCHMARK(BM_CheckpointCrc)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -330,18 +330,23 @@ void SafetensorsReader::parse() {
             f, pos, data_size_);
     for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
     const auto crc = metadata_.find(kCrcKey);
-    if (crc == metadata_.end()) return;  // not one of our files: no checksum to check
-    uint32_t want = 0;
+    crc_pending_ = crc != metadata_.end();  // else not one of our files: no checksum to check
+    if (!crc_pending_) return;
     const std::string& v = crc->second;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), want, 16);
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), crc_, 16);
     if (v.size() != 8 || ec != std::errc() || end != v.data() + v.size())
         fail("{}: __metadata__[\"{}\"]: expected 8 hex digits (the data section's CRC-32C), got {}", f, kCrcKey,
              json_safe::quoted(v));
+}
+
+void SafetensorsReader::check_data() const {
+    if (!crc_pending_) return;
     const uint32_t got = crc32c(data_, data_size_);
-    if (got != want)
-        fail("{}: data section: CRC-32C {:08x}, but the header's {} is {} (hint: the file is corrupt: a byte of "
-             "the tensors was changed after it was written)",
-             f, got, kCrcKey, v);
+    if (got != crc_)
+        fail("{}: data section: CRC-32C {:08x}, but the header's {} is {:08x} (hint: the file is corrupt: a byte "
+             "of the tensors was changed after it was written)",
+             path_, got, kCrcKey, crc_);
+    crc_pending_ = false;
 }
 
 const TensorInfo* SafetensorsReader::find(const std::string& name) const {
@@ -361,6 +366,7 @@ const TensorInfo& SafetensorsReader::at(const std::string& name) const {
 
 std::span<const std::byte> SafetensorsReader::bytes(const TensorInfo& t) const {
     BB_CHECK(t.end <= data_size_ && t.begin <= t.end);
+    check_data();
     return {data_ + t.begin, t.end - t.begin};
 }
 
@@ -369,6 +375,7 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<float> out) 
     if (t.numel() != out.size())
         fail("{}: tensor \"{}\": expected {} elements, got {} (shape {})", path_, name, out.size(),
              t.numel(), t.shape_str());
+    check_data();
     const std::byte* p = data_ + t.begin;
     const size_t n = out.size();
     switch (t.dtype) {
@@ -400,6 +407,7 @@ std::vector<float> SafetensorsReader::read_f32(const std::string& name) const {
 
 std::vector<int64_t> SafetensorsReader::read_i64(const std::string& name) const {
     const TensorInfo& t = at(name);
+    check_data();
     const size_t n = t.numel();
     const std::byte* p = data_ + t.begin;
     std::vector<int64_t> v(n);

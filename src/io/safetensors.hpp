@@ -3,7 +3,9 @@
 // raw little-endian tensor bytes. Spec: huggingface/safetensors README ("Format").
 // The reader trusts nothing in the file: header size, JSON nesting, dtype, shape, offsets (inside
 // the data section, begin <= end, end - begin == numel * dtype size, no overlaps, no holes) are all
-// validated before any tensor byte is read; a bad file is an Error naming the file and tensor.
+// validated before any tensor byte is read; a bad file is an Error naming the file and tensor. Our
+// writer records the data section's CRC-32C (__metadata__["data_crc32c"]); the reader checks it
+// before the first tensor byte is read.
 #pragma once
 
 #include <bit>
@@ -85,6 +87,10 @@ class SafetensorsReader {
   private:
     SafetensorsReader() = default;
     void parse();
+    // The data section against the header's data_crc32c (our writer's), once, before the first
+    // tensor byte is read: opening a file to look at its header and names (format detection, its
+    // config) costs no pass over the data. Error naming the file on a mismatch.
+    void check_data() const;
 
     std::string path_;
     FileBytes bytes_;                  // the mapped file or from_bytes' image
@@ -95,6 +101,8 @@ class SafetensorsReader {
     std::map<std::string, std::string> metadata_;
     std::vector<TensorInfo> tensors_;
     std::map<std::string, size_t> index_;
+    uint32_t crc_ = 0;                  // the header's data_crc32c
+    mutable bool crc_pending_ = false;  // a data_crc32c not yet checked (check_data)
 };
 
 // Collects tensors and writes them in one atomic write (core/fs.hpp AtomicFile). Tensors are

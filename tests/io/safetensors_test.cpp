@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "core/error.hpp"
@@ -112,8 +113,9 @@ TEST(Safetensors, ReadsHandMadeReferenceLayout) {
 }
 
 // The writer records the data section's CRC-32C in __metadata__["data_crc32c"]; a changed tensor
-// byte (a finite float that no other check would notice) is then one line naming the file. A file
-// without the key (another tool's, ReadsHandMadeReferenceLayout) is read as it is.
+// byte (a finite float that no other check would notice) is then one line naming the file, at the
+// first tensor read (read_f32, read_i64 and bytes alike). A file without the key (another tool's,
+// ReadsHandMadeReferenceLayout) is read as it is.
 TEST(Safetensors, TheDataSectionsChecksumCatchesAChangedByte) {
     TmpDir dir;
     const std::string path = dir.file("c.safetensors");
@@ -130,10 +132,19 @@ TEST(Safetensors, TheDataSectionsChecksumCatchesAChangedByte) {
     std::memcpy(&n, raw.data(), 8);
     std::string flipped = raw;
     flipped[8 + n + 5] ^= 0x01;  // 2.f -> 2.0000002f: finite, plausible
-    const std::string e = error_of([&] { SafetensorsReader::from_bytes(flipped, "c.safetensors"); });
+    // opened (its header and names read) without a pass over the data; the first tensor read checks it
+    const SafetensorsReader opened = SafetensorsReader::from_bytes(flipped, "c.safetensors");
+    EXPECT_EQ(opened.tensors().size(), 1u);
+    const std::string e = error_of([&] { opened.read_f32("w"); });
     EXPECT_NE(e.find("c.safetensors: data section: CRC-32C "), std::string::npos) << e;
     EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    for (const auto& read : std::vector<std::function<void(const SafetensorsReader&)>>{
+             [](const SafetensorsReader& r) { r.read_i64("w"); },
+             [](const SafetensorsReader& r) { r.bytes(r.at("w")); }})
+        EXPECT_NE(error_of([&] { read(SafetensorsReader::from_bytes(flipped, "c.safetensors")); })
+                      .find("data section: CRC-32C "),
+                  std::string::npos);
     // a malformed value is named as such
     const std::string h = R"({"__metadata__":{"data_crc32c":"xyz"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
     const std::string e2 = error_of([&] { SafetensorsReader::from_bytes(image(h, floats({1})), "m"); });
