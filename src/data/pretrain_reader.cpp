@@ -383,28 +383,38 @@ nlohmann::json PretrainReader::state() const {
             {"training", c.training}, {"files", basenames(c.files)}};
 }
 
+namespace {
+const nlohmann::json& cursor_field(const nlohmann::json& s, const char* name) {
+    if (!s.is_object() || !s.contains(name))
+        fail("[reader] cursor: expected field \"{}\", got {} (hint: not a reader state)", name,
+             json_safe::brief(s));
+    return s.at(name);
+}
+}  // namespace
+
+std::string cursor_mismatch(const PretrainReaderConfig& c, const nlohmann::json& s) {
+    const std::pair<const char*, nlohmann::json> fields[] = {
+        {"seed", c.seed},
+        {"shuffle_buffer", c.shuffle_buffer},
+        {"rank", c.rank},
+        {"world_size", c.world_size},
+        {"shard_by_record", c.shard_by_record},
+        {"training", c.training},
+        {"files", basenames(c.files)}};
+    for (const auto& [name, want] : fields) {
+        if (std::string_view(name) == "shard_by_record" && !s.contains(name)) continue;  // older cursors
+        if (cursor_field(s, name) != want)
+            return fmt::format("{} {} in the cursor, {} now", name, json_safe::brief(s.at(name)),
+                               json_safe::brief(want));
+    }
+    return "";
+}
+
 void PretrainReader::restore(const nlohmann::json& s) {
-    const auto& c = config_;
-    auto field = [&](const char* name) -> const nlohmann::json& {
-        if (!s.is_object() || !s.contains(name))
-            fail("[reader] cursor: expected field \"{}\", got {} (hint: not a reader state)", name,
-                 json_safe::brief(s));
-        return s.at(name);
-    };
-    auto same = [&](const char* name, const nlohmann::json& want) {
-        if (field(name) != want)
-            fail(
-                "[reader] cursor: field {}: expected {} (this reader's config), got {} (hint: "
-                "resume with the same data and reader flags)",
-                name, json_safe::brief(want), json_safe::brief(field(name)));
-    };
-    same("seed", c.seed);
-    same("shuffle_buffer", c.shuffle_buffer);
-    same("rank", c.rank);
-    same("world_size", c.world_size);
-    if (s.contains("shard_by_record")) same("shard_by_record", c.shard_by_record);
-    same("training", c.training);
-    same("files", basenames(c.files));
+    if (const std::string why = cursor_mismatch(config_, s); !why.empty())
+        fail("[reader] cursor: expected this reader's data and flags, got {} (hint: resume with the same data "
+             "and reader flags)", why);
+    const auto field = [&](const char* name) -> const nlohmann::json& { return cursor_field(s, name); };
     // (nlohmann keeps an integer parsed from text unsigned when >= 0, and one set in code signed)
     const auto count = [&](const char* name) {
         const nlohmann::json& v = field(name);

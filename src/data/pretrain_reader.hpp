@@ -54,6 +54,11 @@ struct PretrainReaderConfig {
     int vocab_size = 0, type_vocab_size = 0;
 };
 
+// Why `state` (a PretrainReader::state()) cannot continue in a reader of `config`: "" when
+// restore() can, else the first field that differs, e.g. "files [\"a\"] in the cursor, [\"b\"] now"
+// (other data files, seed, shuffle_buffer, ranks). A field missing is an error (not a cursor).
+std::string cursor_mismatch(const PretrainReaderConfig& config, const nlohmann::json& state);
+
 class PretrainReader {
   public:
     explicit PretrainReader(PretrainReaderConfig config);  // validates the config; no I/O yet

@@ -211,13 +211,16 @@ nlohmann::json DataParallel::reader_state_for_rank(const nlohmann::json& saved,
     const int n = size();
     if (saved.is_object() && n == 1) return saved;
     if (saved.is_array() && static_cast<int>(saved.size()) == n) return saved[static_cast<size_t>(rank())];
-    // N changed: the epoch after the furthest one any saved rank reached
+    if (first_epoch != nullptr) *first_epoch = epoch_after(saved);  // N changed
+    return nullptr;
+}
+
+uint64_t DataParallel::epoch_after(const nlohmann::json& saved) {
     uint64_t last = 0;
     for (const nlohmann::json& s : saved.is_array() ? saved : nlohmann::json::array({saved}))
         if (s.is_object() && s.contains("epoch") && s["epoch"].is_number_unsigned())
             last = std::max(last, s["epoch"].get<uint64_t>());
-    if (first_epoch != nullptr) *first_epoch = last + 1;
-    return nullptr;
+    return last + 1;
 }
 
 }  // namespace bertbench::train

@@ -106,6 +106,8 @@ public:
     // by the same N. Otherwise (N changed) null: the caller starts a fresh epoch (`first_epoch`
     // gets the epoch after the last one any saved rank had reached) and says so.
     nlohmann::json reader_state_for_rank(const nlohmann::json& saved, uint64_t* first_epoch) const;
+    // The epoch after the last one any rank of a checkpoint's reader state had reached.
+    static uint64_t epoch_after(const nlohmann::json& saved);
 
 private:
     // Starts the devices' sum of a bucket of `grads` (the collectives' overlapped form).

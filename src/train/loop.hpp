@@ -148,6 +148,9 @@ public:
     // One rank's saved data cursor (as data_cursor() returned it; never null), checked before
     // any of the checkpoint is used: an Error naming the field when a number is out of range.
     virtual void check_data_cursor(const nlohmann::json& /*cursor*/, int64_t /*samples*/) const {}
+    // Why a checked cursor cannot continue in this run's data ("" when it can): other data files,
+    // seed or shuffle buffer since the checkpoint (--allow_changed_flags then starts a fresh epoch).
+    virtual std::string data_cursor_mismatch(const nlohmann::json& /*cursor*/) const { return ""; }
 
     // ---- the run ----
     // Called once the logs have been trimmed to the resumed step; `fresh` = no checkpoint.

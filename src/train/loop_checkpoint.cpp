@@ -280,7 +280,24 @@ void TrainLoop::load_or_init() {
                 if (!c.is_null()) task_.check_data_cursor(c, samples);
         });
         data_cursor_ = dp_->reader_state_for_rank(saved, &first_epoch_);
-        if (data_cursor_.is_null() && first_epoch_ > 0 && root_)  // a fact of the job: said once
+        std::string other_data;
+        if (!data_cursor_.is_null())
+            checked("reader_state", [&] { other_data = task_.data_cursor_mismatch(data_cursor_); });
+        if (!other_data.empty()) {
+            if (!o_.allow_changed_flags)
+                fail("{}: __metadata__[\"reader_state\"]: the data order cannot continue with this run's data and "
+                     "reader flags: {} (hint: the same data and reader flags resume it; a new --output_dir starts a "
+                     "different run; --allow_changed_flags starts the next epoch of the new data)",
+                     resume_from_, other_data);
+            data_cursor_ = nullptr;
+            first_epoch_ = DataParallel::epoch_after(saved);
+            if (changed_flags_.is_null()) changed_flags_ = {{"resumed_from", resume_from_}, {"changes", json::array()}};
+            changed_flags_["changes"].push_back({{"reader_state", other_data}, {"now_epoch", first_epoch_}});
+            if (root_)
+                log::warn("--allow_changed_flags: the data order of {} belongs to other data or reader flags ({}): "
+                          "the weights and the optimizer state resume, the data starts epoch {} of the new data",
+                          resume_from_, other_data, first_epoch_);
+        } else if (data_cursor_.is_null() && first_epoch_ > 0 && root_)  // a fact of the job: said once
             log::warn("{} was written by a job with another number of ranks: the weights and the "
                       "optimizer state resume, the data order does not (every rank starts epoch {} "
                       "of its new share; the rest of the interrupted epoch is not seen)",

@@ -343,7 +343,7 @@ public:
         fail("pretrain: internal: the training loop runs only with --do_train");
     }
 
-    void open_training_data(const json& cursor) override {
+    data::PretrainReaderConfig reader_config() const {
         data::PretrainReaderConfig rc;
         rc.files = train_files_;
         rc.max_seq_length = o_.max_seq_length;
@@ -356,10 +356,16 @@ public:
         rc.shuffle_buffer = o_.shuffle_buffer;
         rc.skip_corrupt_records = o_.skip_corrupt_records;
         rc.vocab_size = config_.vocab_size, rc.type_vocab_size = config_.type_vocab_size;
-        reader_ = std::make_unique<data::PretrainReader>(rc);
+        return rc;
+    }
+    std::string data_cursor_mismatch(const json& cursor) const override {
+        return data::cursor_mismatch(reader_config(), cursor);
+    }
+    void open_training_data(const json& cursor) override {
+        reader_ = std::make_unique<data::PretrainReader>(reader_config());
         if (!cursor.is_null()) {
             reader_->restore(cursor);
-        } else if (first_epoch_ > 0) {  // resumed with another rank count: a fresh epoch
+        } else if (first_epoch_ > 0) {  // another rank count or other data: a fresh epoch
             json st = reader_->state();
             st["epoch"] = first_epoch_;
             st["records_in_epoch"] = 0;

@@ -364,6 +364,38 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
               fs::weakly_canonical(swapped).string());
 }
 
+// A glob that matches one shard more at the resume: the checkpoint's data order indexes the old
+// file list. Refused before anything in the run's directory changes; --allow_changed_flags resumes
+// the weights and starts the next epoch of the new data, recorded in changed_flags.jsonl.
+TEST(DataSafetyCli, AShardAddedUnderAGlobIsRefusedBeforeWritingOrStartsTheNextEpoch) {
+    const Workdir w("glob_grew");
+    const std::string shard = "pretraining/public_128_multi_s1_d1.tfrecord-0000";
+    fs::create_directory(w.p("data"));
+    for (const char* k : {"0", "1"}) fs::copy_file(golden(shard + k + "-of-00003"), w.p("data/s") + k);
+    const std::string cmd = pretrain(w, w.p("run"), w.p("data/*"));
+    ASSERT_EQ(run_bertbench(cmd + " --stop_steps=2").exit_code, 0);
+    fs::copy_file(golden(shard + "2-of-00003"), w.p("data/s2"));
+    std::vector<std::pair<std::string, std::string>> before;
+    for (const auto& e : fs::directory_iterator(w.p("run"))) before.push_back({e.path().string(), slurp(e.path())});
+    const auto r = run_bertbench(cmd);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(error_line(r.out).find("__metadata__[\"reader_state\"]: the data order cannot continue with this "
+                                     "run's data and reader flags: files [\"s0\", \"s1\"] in the cursor, [\"s0\", "
+                                     "\"s1\", \"s2\"] now"),
+              std::string::npos) << r.out;
+    for (const auto& [file, bytes] : before) EXPECT_EQ(slurp(file), bytes) << file;
+    EXPECT_EQ(static_cast<size_t>(std::distance(fs::directory_iterator(w.p("run")), fs::directory_iterator())),
+              before.size());
+
+    const auto a = run_bertbench(cmd + " --allow_changed_flags");
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    EXPECT_NE(a.out.find("the data starts epoch 1 of the new data"), std::string::npos) << a.out;
+    const json changed = json::parse(slurp(w.p("run/changed_flags.jsonl")));
+    ASSERT_EQ(changed["changes"].size(), 1U) << changed;
+    EXPECT_EQ(changed["changes"][0]["now_epoch"], 1) << changed;
+    EXPECT_EQ(json::parse(slurp(w.p("run/results.json")))["global_step"], 4);
+}
+
 TEST(DataSafetyCli, CorruptRecordMidRunAbortsCompliantlyAndTheRerunStartsAFreshLog) {
     const Workdir w("corrupt");
     // Record 10 of the golden shard gets a flipped data byte: record 0 passes the start-up check,
