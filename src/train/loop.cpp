@@ -448,9 +448,17 @@ int TrainLoop::run() {
             return it != j.end() && it->is_number() ? it->get<double>()
                                                     : std::numeric_limits<double>::quiet_NaN();
         };
-        if (root_)
-            for (const json& j : truncate_jsonl(path("train_log.jsonl"), "step", global_step()))
-                loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
+        if (root_) {
+            const std::vector<json> kept = truncate_jsonl(path("train_log.jsonl"), "step", global_step());
+            for (const json& j : kept) loss_curve_.push_back({num(j, "samples"), num(j, "loss")});
+            // one line per update: a resumed log ends at the checkpoint's step unless it lost lines
+            const int64_t last = kept.empty() ? 0 : kept.back()["step"].get<int64_t>();
+            if (!resume_from_.empty() && last < global_step())
+                log::warn("{}: expected its lines up to step {} (the checkpoint's), found {}; the resumed run "
+                          "appends to it as it is (it and curves.svg miss those steps)",
+                          path("train_log.jsonl"), global_step(),
+                          kept.empty() ? std::string("none") : fmt::format("lines up to step {}", last));
+        }
         task_.on_start(*this, resume_from_.empty());
         started_ = true;
         segment_start_ = now_s();

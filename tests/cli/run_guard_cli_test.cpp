@@ -252,6 +252,30 @@ TEST(RunGuardCli, AnEditedConfigIsAChangedFlagOnResume) {
     EXPECT_EQ(run_bertbench(w.pretrain(w.p("run"), 4) + " --allow_changed_flags").exit_code, 0);
 }
 
+// train_log.jsonl has one line per update: a resume whose log lost lines (deleted, cut) says so
+// and appends to it as it is; an intact log resumes without a word.
+TEST(RunGuardCli, ATrainLogThatLostLinesIsNamedOnResume) {
+    const GuardDir w("train_log");
+    const std::string run = w.pretrain(w.p("run"), 8), log = w.p("run/train_log.jsonl");
+    ASSERT_EQ(run_bertbench(run + " --stop_steps=2").exit_code, 0);
+    const auto intact = run_bertbench(run + " --stop_steps=4");
+    ASSERT_EQ(intact.exit_code, 0) << intact.out;
+    EXPECT_EQ(intact.out.find("train_log.jsonl: expected"), std::string::npos) << intact.out;
+    std::string text = slurp(log);
+    text.erase(text.rfind('\n', text.size() - 2) + 1);  // step 4's line
+    std::ofstream(log) << text;
+    const auto cut = run_bertbench(run + " --stop_steps=6");
+    ASSERT_EQ(cut.exit_code, 0) << cut.out;
+    EXPECT_NE(cut.out.find(log + ": expected its lines up to step 4 (the checkpoint's), found lines up to step 3"),
+              std::string::npos) << cut.out;
+    fs::remove(log);
+    const auto gone = run_bertbench(run);
+    ASSERT_EQ(gone.exit_code, 0) << gone.out;
+    EXPECT_NE(gone.out.find(log + ": expected its lines up to step 6 (the checkpoint's), found none"),
+              std::string::npos) << gone.out;
+    EXPECT_EQ(testing::count_of(slurp(log), "\n"), 2U);  // steps 7 and 8
+}
+
 TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
     const GuardDir w("values");
     const std::pair<std::string, std::string> cases[] = {
