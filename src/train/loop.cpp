@@ -310,6 +310,7 @@ void TrainLoop::write_config_json() {
                     {"global_batch_size", global_batch_},
                     {"number_of_ranks", dp_->size()},
                     {"per_rank_batch_size", o_.train_batch_size / dp_->size()},
+                    {"threads", omp_get_max_threads()},  // rank 0's: --threads=0 resolved
                     {"parameters", table.num_parameters()}};
     const json extra = task_.config_json();
     for (const auto& [k, v] : extra.items()) summary[k] = v;

@@ -5,6 +5,7 @@
 // epsilon that fp32 cannot hold, an empty or repeated --mode and a value-less flag followed by
 // another flag are one-line errors.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,11 +270,14 @@ TEST(RunGuardCli, ATrainLogThatLostLinesIsNamedOnResume) {
     EXPECT_NE(cut.out.find(log + ": expected its lines up to step 4 (the checkpoint's), found lines up to step 3"),
               std::string::npos) << cut.out;
     fs::remove(log);
-    const auto gone = run_bertbench(run);
+    const auto gone = run_bertbench(run + " --threads=0");  // the last --threads counts; not a checked flag
     ASSERT_EQ(gone.exit_code, 0) << gone.out;
     EXPECT_NE(gone.out.find(log + ": expected its lines up to step 6 (the checkpoint's), found none"),
               std::string::npos) << gone.out;
     EXPECT_EQ(testing::count_of(slurp(log), "\n"), 2U);  // steps 7 and 8
+    cpu_set_t cpus;
+    ASSERT_EQ(sched_getaffinity(0, sizeof cpus, &cpus), 0);
+    EXPECT_EQ(nlohmann::json::parse(slurp(w.p("run/config.json")))["threads"], CPU_COUNT(&cpus));  // 0 resolved
 }
 
 TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
