@@ -300,6 +300,12 @@ void Flags::assign(Flag& flag, const std::string& text, const std::string& spell
     if (flag.set && flag.set_as != spelled && flag.set_text != text)
         fail("flag --{}={}: names the same setting as --{}={} given before, with another value "
              "(expected one of them)", spelled, text, flag.set_as, flag.set_text);
+    // absl and argparse take the last silently; a line built from a template plus overrides
+    // counts on it, a pasted brace expansion (--input_file={a,b}) loses all but one file
+    if (flag.set && flag.set_text != text)
+        log::warn("flag --{} given again: --{}={} replaces --{}={} (the last counts, as absl and argparse "
+                  "take it; a list of files is one comma-separated value)",
+                  flag.name, spelled, text, flag.set_as, flag.set_text);
     std::visit(
         [&](auto* p) {
             using T = std::remove_pointer_t<decltype(p)>;

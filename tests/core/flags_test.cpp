@@ -121,6 +121,20 @@ TEST(Flags, FloatsAsPythonReadsThem) {
     }
 }
 
+// A flag given twice: the last counts (absl, argparse), said in one warning naming both values;
+// the same value again is no news.
+TEST(Flags, ARepeatedFlagTakesTheLastAndSaysSo) {
+    Parsed p;
+    testing::internal::CaptureStderr();
+    run(p, {"--input_file=a.tfrecord", "--max_seq_length=128", "--input_file=b.tfrecord", "--max_seq_length=128"});
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(p.input, "b.tfrecord");
+    EXPECT_NE(log.find("warning: flag --input_file given again: --input_file=b.tfrecord replaces "
+                       "--input_file=a.tfrecord (the last counts"),
+              std::string::npos) << log;
+    EXPECT_EQ(log.find("max_seq_length"), std::string::npos) << log;
+}
+
 TEST(Flags, TracksExplicitAndJson) {
     Parsed p;
     Flags f("x", "");
