@@ -453,8 +453,7 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
     return h;
 }
 
-std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files) {
-    constexpr uintmax_t kSample = 64 << 10;
+std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files, uintmax_t sample) {
     std::map<std::string, std::string> out;
     for (const std::string& f : files) {
         std::string why;
@@ -466,12 +465,12 @@ std::map<std::string, std::string> file_fingerprints(const std::vector<std::stri
             continue;
         }
         const auto size = static_cast<uintmax_t>(st.st_size);
-        // the first 64 KiB, and the last 64 KiB (or what follows the first, if less)
-        std::string buf(static_cast<size_t>(std::min(size, kSample)), '\0');
+        // the first `sample` bytes, and the last (or what follows the first, if less)
+        std::string buf(static_cast<size_t>(std::min(size, sample)), '\0');
         ssize_t got = ::pread(fd, buf.data(), buf.size(), 0);
         uint64_t h = fnv1a64(buf.data(), static_cast<size_t>(std::max<ssize_t>(got, 0)));
-        if (size > kSample) {
-            const uintmax_t tail = std::min(size - kSample, kSample);
+        if (size > sample) {
+            const uintmax_t tail = std::min(size - sample, sample);
             buf.resize(static_cast<size_t>(tail));
             got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(size - tail));
             h = fnv1a64(buf.data(), static_cast<size_t>(std::max<ssize_t>(got, 0)), h);

@@ -111,10 +111,12 @@ void require_shared_directory(Comm& comm, const std::string& dir, const std::str
 // FNV-1a 64 of bytes, for weight and flag hashes compared across ranks.
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);
 
-// Each of `files` with its size and the FNV-1a of its first and last 64 KiB ("N bytes, sampled
-// FNV-1a <hex>", or "unreadable"), for the ranks of an mpirun job to compare what their input
-// flags name on each host: a copy of another content under the same name and size (records in
-// another order, another shard) differs there without reading whole shards.
-std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files);
+// Each of `files` with its size and the FNV-1a of its first and last `sample` bytes ("N bytes,
+// sampled FNV-1a <hex>", or "unreadable"), for the ranks of an mpirun job to compare what their
+// input flags name on each host, and a resume what its checkpoint's run read: a copy of another
+// content under the same name and size (records in another order, another shard) differs there
+// without reading whole shards.
+std::map<std::string, std::string> file_fingerprints(const std::vector<std::string>& files,
+                                                     uintmax_t sample = 64 << 10);
 
 }  // namespace bertbench::dist

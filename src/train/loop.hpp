@@ -218,9 +218,14 @@ private:
     void lock_output_dir();
     void check_outputs_are_not_inputs() const;
     // `old_paths`: the checkpoint's input_paths() (an empty object for older checkpoints).
-    // `old_sizes`: the checkpoint's data_file_sizes() (an empty object for older checkpoints).
+    // `old_sizes`, `old_prints`: the checkpoint's data_file_sizes() and data_file_prints() (empty
+    // objects for older checkpoints).
     void check_resumed_flags(const nlohmann::json& old_flags, const nlohmann::json& old_config,
-                             const nlohmann::json& old_paths, const nlohmann::json& old_sizes);
+                             const nlohmann::json& old_paths, const nlohmann::json& old_sizes,
+                             const nlohmann::json& old_prints);
+    // data_file_prints() of the task's data files, read once (at a resume's check or the first
+    // save): what the run read, as its checkpoints record it.
+    const nlohmann::json& input_prints();
     std::string ranks_hint(const nlohmann::json& old_batch, const nlohmann::json& now_batch) const;
     void write_config_json();
     void load_or_init();
@@ -240,6 +245,7 @@ private:
     const LoopOptions& o_;
     DirectoryLock output_dir_lock_;  // rank 0's flock on --output_dir (lock_output_dir)
     nlohmann::json changed_flags_;   // what --allow_changed_flags let change, written once the run goes on
+    nlohmann::json input_prints_;    // input_prints(), null until read
     nlohmann::json flags_json_;
     Task& task_;
     std::unique_ptr<backend::Buffer<float>> params_, grads_;  // options().device()'s memory
@@ -288,6 +294,9 @@ nlohmann::json input_paths(const nlohmann::json& flags);
 // Each of `files` with its size in bytes (null where it cannot be read), keyed as input_paths()
 // spells paths: saved with every checkpoint, so that a data file replaced in place is found.
 nlohmann::json data_file_sizes(const std::vector<std::string>& files);
+// ... and the FNV-1a of its first and last 4 KiB (dist::file_fingerprints): a file replaced by
+// one of the same size (a shard rewritten, its records in another order) is found too.
+nlohmann::json data_file_prints(const std::vector<std::string>& files);
 
 // An append-only JSONL log, flushed per line.
 class JsonlLog {

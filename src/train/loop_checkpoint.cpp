@@ -189,9 +189,9 @@ void TrainLoop::load_or_init() {
     // The flags first: a changed one (a smaller --train_batch_size, another --steps_per_update)
     // is said as such, not as the run state it makes look damaged. Checkpoints before input_paths
     // existed: the flags' text alone is compared.
-    check_resumed_flags(get("flags"), r.config().to_json_complete(),
-                        md.count("input_paths") ? get("input_paths") : json::object(),
-                        md.count("input_sizes") ? get("input_sizes") : json::object());
+    const auto optional = [&](const char* key) { return md.count(key) ? get(key) : json::object(); };
+    check_resumed_flags(get("flags"), r.config().to_json_complete(), optional("input_paths"),
+                        optional("input_sizes"), optional("input_fingerprints"));
     const int64_t max_step = kMaxRunSamples / o_.train_batch_size;
     const int64_t step = scalar("bertbench/global_step");
     if (step < 0 || step > max_step)
@@ -348,6 +348,7 @@ void TrainLoop::save_checkpoint(bool final_one) {
     w.set_metadata("flags", flags_json_.dump());
     w.set_metadata("input_paths", input_paths(flags_json_).dump());
     w.set_metadata("input_sizes", data_file_sizes(task_.data_files()).dump());
+    w.set_metadata("input_fingerprints", input_prints().dump());
     w.set_metadata("train_state", st.dump());
     if (scaler_.enabled()) w.set_metadata("loss_scaler", scaler_.state().dump());
     w.set_metadata("reader_state", cursors.dump());
@@ -431,8 +432,22 @@ std::string TrainLoop::ranks_hint(const json& old_batch, const json& now_batch) 
                        ranks, per_rank, old, old / per_rank, per_rank, old / per_rank);
 }
 
+json data_file_prints(const std::vector<std::string>& files) {
+    json out = json::object();
+    for (const std::string& f : files) {
+        const std::string p = resolved_path(f).string();
+        out[p] = dist::file_fingerprints({p}, 4 << 10).begin()->second;
+    }
+    return out;
+}
+
+const json& TrainLoop::input_prints() {
+    if (input_prints_.is_null()) input_prints_ = data_file_prints(task_.data_files());
+    return input_prints_;
+}
+
 void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_config,
-                                    const json& old_paths, const json& old_sizes) {
+                                    const json& old_paths, const json& old_sizes, const json& old_prints) {
     if (!old_flags.is_object()) return;
     // Two spellings of the same input files are the same flag value.
     const json now_paths = input_paths(flags_json_);
@@ -463,14 +478,22 @@ void TrainLoop::check_resumed_flags(const json& old_flags, const json& old_confi
         text += fmt::format("{}bert_config {} (checkpoint {}, now {})", text.empty() ? "" : ", ", k,
                             old_config[k].dump(), now.dump());
     }
-    // A data file replaced in place: its size, as a cheap witness (the cursors index its records)
+    // A data file replaced in place (the cursors index its records): its size, and where the
+    // checkpoint has them, the bytes at its ends (not its whole content: every byte at every resume)
     const json now_sizes = old_sizes.is_object() ? data_file_sizes(task_.data_files()) : json::object();
     const auto bytes = [](const json& size) { return size.is_null() ? "unreadable" : size.dump() + " bytes"; };
     for (const auto& [file, now] : now_sizes.items()) {
-        if (!old_sizes.contains(file) || old_sizes[file] == now) continue;
-        changes.push_back({{"data_file", file}, {"checkpoint_bytes", old_sizes[file]}, {"now_bytes", now}});
-        text += fmt::format("{}the data file {} (checkpoint {}, now {})", text.empty() ? "" : ", ", file,
-                            bytes(old_sizes[file]), bytes(now));
+        if (!old_sizes.contains(file)) continue;
+        if (old_sizes[file] != now) {
+            changes.push_back({{"data_file", file}, {"checkpoint_bytes", old_sizes[file]}, {"now_bytes", now}});
+            text += fmt::format("{}the data file {} (checkpoint {}, now {})", text.empty() ? "" : ", ", file,
+                                bytes(old_sizes[file]), bytes(now));
+        } else if (old_prints.is_object() && old_prints.contains(file) && old_prints[file] != input_prints()[file]) {
+            changes.push_back({{"data_file", file}, {"checkpoint_fingerprint", old_prints[file]},
+                               {"now_fingerprint", input_prints()[file]}});
+            text += fmt::format("{}the data file {} (the same size, other bytes in its first or last 4 KiB)",
+                                text.empty() ? "" : ", ", file);
+        }
     }
     if (changes.empty()) return;
     if (!o_.allow_changed_flags)

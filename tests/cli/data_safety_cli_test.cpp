@@ -362,6 +362,23 @@ TEST(DataSafetyCli, ResumeRefusesChangedHyperParametersUnlessAllowed) {
     ASSERT_EQ(sa.exit_code, 0) << sa.out;
     EXPECT_EQ(json::parse(slurp(w.p("run3/changed_flags.jsonl")))["changes"][0]["data_file"],
               fs::weakly_canonical(swapped).string());
+
+    // ... and by one of the same size: the shard rewritten with its first record moved to its end
+    // (a valid file, other bytes at both ends)
+    const std::string fourth = pretrain(w, w.p("run4"), w.p("rotated.tfrecord"));
+    fs::copy_file(data, w.p("rotated.tfrecord"));
+    ASSERT_EQ(run_bertbench(fourth + " --stop_steps=2").exit_code, 0);
+    std::string shard = slurp(data);
+    uint64_t len = 0;
+    std::memcpy(&len, shard.data(), 8);
+    const size_t first = 8 + 4 + len + 4;
+    std::ofstream(w.p("rotated.tfrecord"), std::ios::binary) << shard.substr(first) + shard.substr(0, first);
+    ASSERT_EQ(fs::file_size(w.p("rotated.tfrecord")), fs::file_size(data));
+    const auto rot = run_bertbench(fourth);
+    EXPECT_EQ(rot.exit_code, 1) << rot.out;
+    EXPECT_NE(error_line(rot.out).find("the data file " + fs::weakly_canonical(w.p("rotated.tfrecord")).string() +
+                                       " (the same size, other bytes in its first or last 4 KiB)"),
+              std::string::npos) << rot.out;
 }
 
 // A glob that matches one shard more at the resume: the checkpoint's data order indexes the old
