@@ -46,10 +46,9 @@ SEQ_FLAGS=(--max_seq_length="$MAX_SEQ_LENGTH" --doc_stride="$DOC_STRIDE" --max_q
 
 [[ -x "$BB" ]] || { echo "demo-squad: $BB not found (hint: make build)" >&2; exit 1; }
 
-# The newest model.ckpt-N.safetensors in the directories given (empty if none).
-newest_checkpoint() {
-  ls -1 "$@" 2>/dev/null | grep -E '/model\.ckpt-[0-9]+\.safetensors$' |
-    sed 's/.*ckpt-\([0-9]*\)\.safetensors$/\1 &/' | sort -n | tail -1 | cut -d' ' -f2 || true
+# The model.ckpt-N.safetensors written last among the files given (empty if none).
+newest_checkpoint() {  # the one written last (not the highest step over several demo runs)
+  ls -1t "$@" 2>/dev/null | grep -E '/model\.ckpt-[0-9]+\.safetensors$' | head -1 || true
 }
 
 echo "== 1/5 pretrained checkpoint"

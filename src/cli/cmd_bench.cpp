@@ -147,7 +147,8 @@ int cmd_bench(int argc, char** argv) {
         "clip) plus one LAMB update (included; --task=squad: AdamW); an inference step is one "
         "forward (dropout off). Warm-up steps are excluded; times are medians of the timed steps. gflops "
         "counts matmul FLOPs of real tokens (2 per multiply-add; backward = 2x forward); MFU "
-        "= gflops / sgemm ceiling at the same thread count. docs/benchmark.md.");
+        "= gflops / the GEMM ceiling of the point's dtype (sgemm, bf16 or int8; bench --mode=gemm) at the same "
+        "thread count. docs/benchmark.md.");
     flags.add("task", &task,
               "pretraining | squad. pretraining: the pretraining model (MLM + NSP heads), LAMB. "
               "squad: the SQuAD span model (encoder + cls/squad dense H->2; run_squad.py's loss), "
