@@ -433,12 +433,9 @@ std::string TrainLoop::ranks_hint(const json& old_batch, const json& now_batch) 
 }
 
 json data_file_prints(const std::vector<std::string>& files) {
-    json out = json::object();
-    for (const std::string& f : files) {
-        const std::string p = resolved_path(f).string();
-        out[p] = dist::file_fingerprints({p}, 4 << 10).begin()->second;
-    }
-    return out;
+    std::vector<std::string> resolved;
+    for (const std::string& f : files) resolved.push_back(resolved_path(f).string());
+    return dist::file_fingerprints(resolved, 4 << 10);
 }
 
 const json& TrainLoop::input_prints() {
