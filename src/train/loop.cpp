@@ -472,12 +472,22 @@ int TrainLoop::run() {
 }
 
 int TrainLoop::finish(const std::string& status, bool finished) {
-    state_.finished = finished;
-    state_.status = status;
     final_wall_s_ = elapsed();  // at run_stop: the final checkpoint's write is not the run's time
-    if (o_.do_train) save_checkpoint(true);
+    // results.json and curves.svg before the checkpoint that marks the run finished: a run stopped
+    // between the two resumes from its last checkpoint and ends again, where the other order left a
+    // finished run without its results, which no rerun would write
+    if (o_.do_train) last_checkpoint_ = checkpoint_path(o_.output_dir, updater_->global_step());
     write_results(status);
     write_curves();
+    if (!o_.do_train) return 0;
+    state_.finished = finished;
+    state_.status = status;
+    try {
+        save_checkpoint(true);
+    } catch (...) {
+        state_.finished = false;  // abort() rewrites results.json: the run did not end
+        throw;
+    }
     return 0;
 }
 

@@ -280,6 +280,33 @@ TEST(RunGuardCli, ATrainLogThatLostLinesIsNamedOnResume) {
     EXPECT_EQ(nlohmann::json::parse(slurp(w.p("run/config.json")))["threads"], CPU_COUNT(&cpus));  // 0 resolved
 }
 
+// A run's end writes results.json and curves.svg before the checkpoint that marks it finished: a
+// final checkpoint that cannot be written (here a file-size limit; a kill there is the same) leaves
+// results.json "aborted" with the reason, and the same command ends the run from the checkpoint
+// before (the other order left a finished checkpoint without results that no rerun would write).
+TEST(RunGuardCli, AFinalCheckpointThatFailsLeavesTheRunToEndAgain) {
+    const GuardDir w("final_save");
+    const std::string run = w.pretrain(w.p("run"), 4);
+    ASSERT_EQ(run_bertbench(run + " --stop_steps=2").exit_code, 0);
+    // SIGXFSZ ignored: a write past the limit fails with EFBIG; the checkpoint is 12 MB, the logs KBs
+    const auto capped = testing::run_shell("trap '' XFSZ; ulimit -f 4096; exec " + bertbench_path() + " " + run);
+    ASSERT_NE(capped.exit_code, 0) << capped.out;
+    const nlohmann::json aborted = nlohmann::json::parse(slurp(w.p("run/results.json")));
+    EXPECT_EQ(aborted["status"], "aborted") << aborted.dump();
+    EXPECT_NE(aborted["reason"].get<std::string>().find("model.ckpt-4.safetensors"), std::string::npos)
+        << aborted.dump();
+    EXPECT_FALSE(fs::exists(w.p("run/model.ckpt-4.safetensors")));
+    const auto again = run_bertbench(run);
+    ASSERT_EQ(again.exit_code, 0) << again.out;
+    EXPECT_EQ(again.out.find("already finished"), std::string::npos) << again.out;
+    const nlohmann::json done = nlohmann::json::parse(slurp(w.p("run/results.json")));
+    EXPECT_EQ(done["status"], "completed (no evaluation)") << done.dump();
+    EXPECT_EQ(done["global_step"], 4);
+    EXPECT_EQ(done["last_checkpoint"], w.p("run/model.ckpt-4.safetensors"));
+    EXPECT_TRUE(fs::exists(w.p("run/model.ckpt-4.safetensors")));
+    EXPECT_NE(run_bertbench(run).out.find("already finished"), std::string::npos);
+}
+
 TEST(RunGuardCli, ValuesTheRunCannotUseAreOneLineErrors) {
     const GuardDir w("values");
     const std::pair<std::string, std::string> cases[] = {
