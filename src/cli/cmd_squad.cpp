@@ -138,6 +138,27 @@ void check_model_fits(const Options& o, const model::BertConfig& cfg, const data
              "model was trained with)", o.vocab_file, vocab.size(), cfg.vocab_size);
 }
 
+// Removes those of `names` a previous run left in --output_dir, named in one line with `why`.
+void remove_previous(const Options& o, const std::vector<std::string>& names, const char* why) {
+    std::string removed;
+    for (const std::string& name : names) {
+        std::error_code ec;
+        const fs::path file = fs::path(o.output_dir) / name;
+        if (fs::remove(file, ec)) removed += (removed.empty() ? "" : ", ") + file.string();
+        if (ec) fail("--output_dir={}: cannot remove a previous run's {}: {}", o.output_dir, name, ec.message());
+    }
+    if (!removed.empty()) log::info("removed a previous run's {} ({})", removed, why);
+}
+
+// A prediction's files replace the previous prediction's as a set: those are removed before the
+// first of this one's is written, so that a run stopped on the way leaves some of its own files
+// and none of another run's beside them (raw_results.jsonl beside older predictions).
+void remove_previous_prediction(const Options& o, bool model_run) {
+    std::vector<std::string> names = {"predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.json"};
+    if (model_run) names.push_back("predict_speed.json");  // written after raw_results.jsonl
+    remove_previous(o, names, "replaced by this run's");
+}
+
 // The fine-tuned model (loaded from --output_dir's last checkpoint when not yet) over `features`
 // in batches of --predict_batch_size: raw_results.jsonl and predict_speed.json (with every batch's
 // time) in --output_dir, the speed logged.
@@ -155,6 +176,7 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
     }
     train::SquadInference inf =
         train::squad_infer(*model, features, o.predict_batch_size, precision, be);
+    remove_previous_prediction(o, true);
     write_file_atomic((dir / "raw_results.jsonl").string(),
                       train::squad_raw_results_jsonl(inf.results));
     std::vector<double> sorted = inf.batch_seconds;
@@ -201,22 +223,17 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
 void write_predictions(const Options& o, const std::string& predictions, const std::string& nbest,
                        const std::string& null_odds, bool scored) {
     const fs::path dir(o.output_dir);
+    if (!scored) remove_previous(o, {"eval_results.json"}, "this run scores nothing");
+    if (!o.version_2_with_negative) remove_previous(o, {"null_odds.json"}, "this run is SQuAD 1.1");
+    // decoded from another run's logits: the model run's files there are not this prediction's
+    if (!o.raw_results.empty() && !same_file(o.raw_results, (dir / "raw_results.jsonl").string()))
+        remove_previous(o, {"raw_results.jsonl", "predict_speed.json"}, "this run decodes --raw_results");
+    remove_previous_prediction(o, false);
     write_file_atomic((dir / "predictions.json").string(), predictions);
     write_file_atomic((dir / "nbest_predictions.json").string(), nbest);
     if (o.version_2_with_negative) write_file_atomic((dir / "null_odds.json").string(), null_odds);
     log::info("wrote predictions.json and nbest_predictions.json{} in {}",
               o.version_2_with_negative ? " and null_odds.json" : "", o.output_dir);
-    const auto remove_stale = [&](const char* name, const char* why) {
-        std::error_code ec;
-        if (fs::remove(dir / name, ec)) log::info("removed a previous run's {} ({})", (dir / name).string(), why);
-        if (ec) fail("--output_dir={}: cannot remove a previous run's {}: {}", o.output_dir, name, ec.message());
-    };
-    if (!scored) remove_stale("eval_results.json", "this run scores nothing");
-    if (!o.version_2_with_negative) remove_stale("null_odds.json", "this run is SQuAD 1.1");
-    // decoded from another run's logits: the model run's files there are not this prediction's
-    if (!o.raw_results.empty() && !same_file(o.raw_results, (dir / "raw_results.jsonl").string()))
-        for (const char* name : {"raw_results.jsonl", "predict_speed.json"})
-            remove_stale(name, "this run decodes --raw_results");
 }
 
 // --do_predict --transformers_qa: run_qa.py's evaluation (data/squad_qa.hpp,

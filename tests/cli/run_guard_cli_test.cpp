@@ -289,7 +289,8 @@ TEST(RunGuardCli, AFinalCheckpointThatFailsLeavesTheRunToEndAgain) {
     const std::string run = w.pretrain(w.p("run"), 4);
     ASSERT_EQ(run_bertbench(run + " --stop_steps=2").exit_code, 0);
     // SIGXFSZ ignored: a write past the limit fails with EFBIG; the checkpoint is 12 MB, the logs KBs
-    const auto capped = testing::run_shell("trap '' XFSZ; ulimit -f 4096; exec " + bertbench_path() + " " + run);
+    const auto capped =
+        testing::run_shell("bash -c \"trap '' XFSZ; ulimit -f 4096; exec " + bertbench_path() + " " + run + "\"");
     ASSERT_NE(capped.exit_code, 0) << capped.out;
     const nlohmann::json aborted = nlohmann::json::parse(slurp(w.p("run/results.json")));
     EXPECT_EQ(aborted["status"], "aborted") << aborted.dump();

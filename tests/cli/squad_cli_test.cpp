@@ -220,6 +220,29 @@ TEST(SquadCli, APredictionLeavesNoPreviousRunsScore) {
               std::string::npos) << r.err;
 }
 
+// A prediction replaces the previous one's files as a set, removed before its first is written: a
+// run stopped on the way (here at nbest_predictions.json, by a file-size limit below its 350 KB)
+// leaves none of the last run's files beside its own (eval_results.json scored other predictions).
+TEST(SquadCli, APredictionStoppedOnTheWayLeavesNoneOfThePreviousOnes) {
+    SquadTmp tmp;
+    const std::string out = tmp.path + "/out";
+    const std::string dir = golden("squad_pipeline/predictions_384/");
+    const std::string line = squad_flags(out) + " --do_predict --predict_file=" +
+                             golden("squad_pipeline/dataset-v1.1.json") + " --raw_results=" + dir + "logits.jsonl";
+    ASSERT_EQ(run(tmp, line).code, 0);
+    ASSERT_TRUE(fs::exists(out + "/eval_results.json"));
+    const auto r =
+        testing::run_shell("bash -c \"trap '' XFSZ; ulimit -f 200; exec " + bertbench_path() + " " + line + "\"");
+    ASSERT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find(out + "/nbest_predictions.json: write failed"), std::string::npos) << r.out;
+    EXPECT_EQ(read_file(out + "/predictions.json"), read_file(dir + "predictions.json"));
+    EXPECT_FALSE(fs::exists(out + "/nbest_predictions.json"));
+    EXPECT_FALSE(fs::exists(out + "/eval_results.json"));
+    EXPECT_NE(r.out.find("removed a previous run's " + out + "/predictions.json, " + out +
+                         "/nbest_predictions.json, " + out + "/eval_results.json (replaced by this run's)"),
+              std::string::npos) << r.out;
+}
+
 // run_squad.py never reads the dataset's "version"; only evaluate-v1.1.py does. A predict file
 // without it (many exported SQuAD-format files) gets its predictions, unscored, and a warning.
 TEST(SquadCli, APredictFileWithoutVersionIsPredictedNotScored) {

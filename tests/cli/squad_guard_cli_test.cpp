@@ -110,11 +110,10 @@ TEST(SquadGuardCli, RawResultsRemoveTheModelRunsFiles) {
     EXPECT_TRUE(fs::exists(out + "/predict_speed.json"));
     const auto other = run_bertbench(predict(out, data, raw));
     EXPECT_EQ(other.exit_code, 0) << other.out;
-    for (const char* name : {"raw_results.jsonl", "predict_speed.json"}) {
-        EXPECT_FALSE(fs::exists(out + "/" + name)) << name;
-        EXPECT_NE(other.out.find("removed a previous run's " + out + "/" + name + " (this run decodes --raw_results)"),
-                  std::string::npos) << other.out;
-    }
+    for (const char* name : {"raw_results.jsonl", "predict_speed.json"}) EXPECT_FALSE(fs::exists(out + "/" + name)) << name;
+    EXPECT_NE(other.out.find("removed a previous run's " + out + "/raw_results.jsonl, " + out +
+                             "/predict_speed.json (this run decodes --raw_results)"),
+              std::string::npos) << other.out;
     EXPECT_TRUE(fs::exists(out + "/predictions.json"));
 }
 
