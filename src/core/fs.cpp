@@ -42,9 +42,13 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
         return;
     }
     tmp_ = temporary_path(target_);
+    register_temporary(tmp_);  // before it exists: a signal right after the open finds it
     file_ = std::fopen(tmp_.c_str(), "wb");
-    if (file_ == nullptr) fail("{}: cannot create file: {}", path_, std::strerror(errno));
-    register_temporary(tmp_);
+    if (file_ == nullptr) {
+        const int err = errno;
+        unregister_temporary(tmp_);
+        fail("{}: cannot create file: {}", path_, std::strerror(err));
+    }
 }
 
 AtomicFile::~AtomicFile() {
@@ -57,6 +61,7 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t size) {
     BB_CHECK(file_ != nullptr);
+    synced_ = false;
     if (size > 0 && std::fwrite(data, 1, size, file_) != size)
         fail("{}: write failed: {} (is the disk full?)", path_, std::strerror(errno));
 }
@@ -71,17 +76,22 @@ void AtomicFile::commit() {
         if (!ok) fail("{}: write failed: {}", path_, std::strerror(err));
         return;
     }
-    const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
-    const int err = errno;
+    sync();  // on failure the destructor removes the temporary
     std::fclose(file_);
     file_ = nullptr;
-    const bool renamed = ok && std::rename(tmp_.c_str(), target_.c_str()) == 0;
-    const int rename_err = errno;
+    const bool renamed = std::rename(tmp_.c_str(), target_.c_str()) == 0;
+    const int err = errno;
     if (!renamed) std::remove(tmp_.c_str());
     unregister_temporary(tmp_);
-    if (!renamed)
-        fail("{}: cannot finish writing: {} (is the disk full?)", path_,
-             std::strerror(ok ? rename_err : err));
+    if (!renamed) fail("{}: cannot finish writing: {} (is the disk full?)", path_, std::strerror(err));
+}
+
+void AtomicFile::sync() {
+    BB_CHECK(file_ != nullptr);
+    if (stream_ || synced_) return;
+    if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0)
+        fail("{}: cannot finish writing: {} (is the disk full?)", path_, std::strerror(errno));
+    synced_ = true;
 }
 
 int named_descriptor(const std::string& path) {
@@ -199,6 +209,19 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
     AtomicFile f(path);
     f.write(contents);
     f.commit();
+}
+
+std::unique_ptr<AtomicFile> staged_file(const std::string& path, std::string_view contents) {
+    auto f = std::make_unique<AtomicFile>(path);
+    f->write(contents);
+    f->sync();
+    return f;
+}
+
+void commit_together(const std::vector<std::unique_ptr<AtomicFile>>& files) {
+    for (const auto& f : files) f->sync();  // staged ones: a flush of nothing
+    const DeferredStopSignals all_or_none;
+    for (const auto& f : files) f->commit();
 }
 
 std::string read_file(const std::string& path) {

@@ -32,7 +32,10 @@ public:
 
     void write(const void* data, size_t size);
     void write(std::string_view s) { write(s.data(), s.size()); }
-    void commit();  // flush, fsync, rename to the final path
+    void commit();  // sync(), rename to the final path
+    // Flush and fsync (nothing for a stream): a writer of several files syncs them all before the
+    // first commit(), so that a full disk or a slow sync fails or stops before any is renamed.
+    void sync();
     const std::string& path() const { return path_; }
     // The temporary's name (empty for a stream), for a writer whose library writes the file by
     // name (libhdf5): it rewrites the temporary in place, then commit() fsyncs it through this
@@ -43,6 +46,7 @@ private:
     std::string path_, tmp_, target_;  // target_: path_ with a final symbolic link followed
     std::FILE* file_ = nullptr;
     bool stream_ = false;  // a FIFO, a character device or an open descriptor, written directly
+    bool synced_ = false;  // no write since the last sync()
 };
 
 // Where the output `path` goes and how (the rules above): `*stream` true for a FIFO, a character
@@ -69,6 +73,11 @@ void unregister_temporary(const std::string& path);
 void install_temporary_cleanup();
 
 void write_file_atomic(const std::string& path, std::string_view contents);
+// Outputs published as one (a checkpoint's files): each written and synced under its temporary
+// name first (staged_file, or a writer's stage()), then commit_together renames them with the
+// stop signals deferred, so that a signal, or a full disk before it, leaves all of them or none.
+std::unique_ptr<AtomicFile> staged_file(const std::string& path, std::string_view contents);
+void commit_together(const std::vector<std::unique_ptr<AtomicFile>>& files);
 std::string read_file(const std::string& path);  // whole file; Error naming the path on failure
 
 // Opens `path` read-only for a reader that needs a regular file (it maps it, seeks in it or takes

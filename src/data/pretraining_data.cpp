@@ -680,6 +680,7 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         InstanceEncoder e(inst, cfg);
         for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n) e.log(inst.order[n], vocab, *log);
     }
+    for (auto& w : writers) w->sync();  // all synced before the first rename: a full disk publishes none
     const DeferredStopSignals all_or_none;  // the renames (core/fs.hpp)
     for (auto& w : writers) {
         w->close();

@@ -481,7 +481,7 @@ void SafetensorsWriter::add_copy(const std::string& name, DType dtype, std::vect
     entries_.back().owned = std::move(owned);
 }
 
-void SafetensorsWriter::write() {
+std::unique_ptr<AtomicFile> SafetensorsWriter::stage() {
     // The header is assembled entry by entry, not as one nlohmann::ordered_json object: that
     // keeps insertion order by a linear key search on every insert, quadratic in the tensor count
     // (300,000 tensors took minutes). Names are unique (add() checks), so no lookup is needed;
@@ -505,11 +505,14 @@ void SafetensorsWriter::write() {
     text += '}';
     text.append((64 - (8 + text.size()) % 64) % 64, ' ');  // data section 64-byte aligned
     const uint64_t n = text.size();
-    AtomicFile out(path_);
-    out.write(&n, 8);
-    out.write(text);
-    for (const Entry& e : entries_) out.write(e.data, e.nbytes);
-    out.commit();
+    auto out = std::make_unique<AtomicFile>(path_);
+    out->write(&n, 8);
+    out->write(text);
+    for (const Entry& e : entries_) out->write(e.data, e.nbytes);
+    out->sync();
+    return out;
 }
+
+void SafetensorsWriter::write() { stage()->commit(); }
 
 }  // namespace bertbench::io

@@ -130,6 +130,8 @@ class SafetensorsWriter {
     }
     bool has(const std::string& name) const;
     void write();  // Error naming the file on an I/O failure
+    // The file written and synced under its temporary name, for commit_together (core/fs.hpp)
+    std::unique_ptr<AtomicFile> stage();
 
   private:
     struct Entry {

@@ -620,22 +620,25 @@ TfBundleWriter::Images TfBundleWriter::build() const {
     return out;
 }
 
-void TfBundleWriter::finish() {
+void TfBundleWriter::finish() { commit_together(stage()); }
+
+std::vector<std::unique_ptr<AtomicFile>> TfBundleWriter::stage() {
     // Both files are written in full under their temporary names before either is renamed, so a
     // write that fails (a full disk) leaves a checkpoint being replaced as it was.
     uint64_t offset = 0;
-    AtomicFile data(prefix_ + ".data-00000-of-00001");
+    auto data = std::make_unique<AtomicFile>(prefix_ + ".data-00000-of-00001");
     for (const std::string& name : order_) {
         Tensor& t = tensors_.at(name);
         t.offset = offset;
         t.crc = mask_crc(crc32c(t.data, t.nbytes));
-        data.write(t.data, t.nbytes);
+        data->write(t.data, t.nbytes);
         offset += t.nbytes;
     }
-    AtomicFile index(prefix_ + ".index");
-    index.write(index_image(tensors_));
-    data.commit();
-    index.commit();
+    data->sync();
+    std::vector<std::unique_ptr<AtomicFile>> files;
+    files.push_back(std::move(data));
+    files.push_back(staged_file(prefix_ + ".index", index_image(tensors_)));
+    return files;
 }
 
 }  // namespace bertbench::io

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fs.hpp"
 #include "io/sstable.hpp"
 
 namespace bertbench::io {
@@ -116,6 +117,9 @@ class TfBundleWriter {
     void add_copy(const std::string& name, TfDType dtype, std::vector<int64_t> shape,
                   const void* data, size_t nbytes);
     void finish();
+    // The data and index files written and synced under their temporary names, for
+    // commit_together (core/fs.hpp) with the files published beside them; finish() commits these.
+    std::vector<std::unique_ptr<AtomicFile>> stage();
 
     // The two file images without writing anything (tests and fuzz seeds).
     struct Images {

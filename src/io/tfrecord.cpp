@@ -102,6 +102,10 @@ void TfRecordWriter::write(std::string_view payload) {
     bytes_ += kHeader + payload.size() + kFooter;
 }
 
+void TfRecordWriter::sync() {
+    if (file_) file_->sync();
+}
+
 void TfRecordWriter::close() {
     if (!file_) return;
     file_->commit();

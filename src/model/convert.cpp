@@ -333,7 +333,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
                 ++res.tensors;
             }
         }
-        w.finish();
+        std::vector<std::unique_ptr<AtomicFile>> staged = w.stage();
         // The `checkpoint` state file beside it, as TF's Saver writes it (a model directory's
         // latest checkpoint for tf.train.latest_checkpoint and an Estimator's restore): this one
         // the latest, the paths it listed before kept, as Saver.save keeps them
@@ -346,8 +346,9 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
                     line != "all_model_checkpoint_paths: \"" + name + "\"")
                     listed += line + "\n";
         }
-        write_file_atomic(tf_state, "model_checkpoint_path: \"" + name + "\"\n" + listed +
-                                        "all_model_checkpoint_paths: \"" + name + "\"\n");
+        staged.push_back(staged_file(tf_state, "model_checkpoint_path: \"" + name + "\"\n" + listed +
+                                                  "all_model_checkpoint_paths: \"" + name + "\"\n"));
+        commit_together(staged);  // a stop leaves the three files or none of them
         outs.push_back(tf_state);
     } else if (to == "safetensors") {
         res.to = checkpoint_format_name(CheckpointFormat::bertbench);
@@ -422,8 +423,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& options) {
         }
         if (res.tensors == 0)
             fail("--input={}: expected BERT weights (TF names), found none", o.input);
-        w.write();
-        write_file_atomic(config_path, hf_config(config, pretraining, squad).dump(2) + "\n");
+        std::vector<std::unique_ptr<AtomicFile>> staged;
+        staged.push_back(w.stage());
+        staged.push_back(staged_file(config_path, hf_config(config, pretraining, squad).dump(2) + "\n"));
+        commit_together(staged);  // the weights without their config.json would load as no model
     }
     res.written = outs;
     return res;
