@@ -99,7 +99,7 @@ std::vector<std::string> output_names(const Options& o, bool train_model, bool p
     if (o.do_train) names.push_back("train.tf_record");
     if (train_model && pt_model) names.push_back("pytorch_model.bin");  // NVIDIA's line
     if (o.do_predict) {
-        // null_odds.json also on SQuAD 1.1: a previous run's is removed (write_predictions)
+        // null_odds.json also on SQuAD 1.1: a previous run's is removed (remove_previous_prediction)
         names.insert(names.end(), {"eval.tf_record", "predictions.json", "nbest_predictions.json",
                                    "eval_results.json", "null_odds.json"});
         if (predict_model) names.insert(names.end(), {"raw_results.jsonl", "predict_speed.json"});
@@ -150,13 +150,19 @@ void remove_previous(const Options& o, const std::vector<std::string>& names, co
     if (!removed.empty()) log::info("removed a previous run's {} ({})", removed, why);
 }
 
-// A prediction's files replace the previous prediction's as a set: those are removed before the
-// first of this one's is written, so that a run stopped on the way leaves some of its own files
-// and none of another run's beside them (raw_results.jsonl beside older predictions).
-void remove_previous_prediction(const Options& o, bool model_run) {
-    std::vector<std::string> names = {"predictions.json", "nbest_predictions.json", "null_odds.json", "eval_results.json"};
-    if (model_run) names.push_back("predict_speed.json");  // written after raw_results.jsonl
-    remove_previous(o, names, "replaced by this run's");
+// A prediction's files replace the previous one's as a set, removed before this one's first
+// (eval.tf_record): a run stopped on the way leaves none of another run's beside its own. Those
+// this run will not write again are named with why.
+void remove_previous_prediction(const Options& o, bool scored) {
+    if (!scored) remove_previous(o, {"eval_results.json"}, "this run scores nothing");
+    if (!o.version_2_with_negative) remove_previous(o, {"null_odds.json"}, "this run is SQuAD 1.1");
+    std::vector<std::string> replaced = {"predictions.json", "nbest_predictions.json", "null_odds.json",
+                                         "eval_results.json"};
+    if (o.raw_results.empty())  // the model's run writes them again
+        replaced.insert(replaced.end(), {"raw_results.jsonl", "predict_speed.json"});
+    else if (!same_file(o.raw_results, (fs::path(o.output_dir) / "raw_results.jsonl").string()))
+        remove_previous(o, {"raw_results.jsonl", "predict_speed.json"}, "this run decodes --raw_results");
+    remove_previous(o, replaced, "replaced by this run's");
 }
 
 // The fine-tuned model (loaded from --output_dir's last checkpoint when not yet) over `features`
@@ -176,7 +182,6 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
     }
     train::SquadInference inf =
         train::squad_infer(*model, features, o.predict_batch_size, precision, be);
-    remove_previous_prediction(o, true);
     write_file_atomic((dir / "raw_results.jsonl").string(),
                       train::squad_raw_results_jsonl(inf.results));
     std::vector<double> sorted = inf.batch_seconds;
@@ -216,19 +221,10 @@ std::vector<train::SquadRawResult> infer_features(const Options& o,
     return std::move(inf.results);
 }
 
-// The prediction files in --output_dir, and no file of a previous run beside them that this one
-// did not make: its eval_results.json when this run scores nothing (a predict file without
-// answers), its null_odds.json on SQuAD 1.1, its model run's raw_results.jsonl and
-// predict_speed.json when this run decodes --raw_results (another file). Names what it removed.
+// The prediction files in --output_dir (the previous prediction's removed before its features).
 void write_predictions(const Options& o, const std::string& predictions, const std::string& nbest,
-                       const std::string& null_odds, bool scored) {
+                       const std::string& null_odds) {
     const fs::path dir(o.output_dir);
-    if (!scored) remove_previous(o, {"eval_results.json"}, "this run scores nothing");
-    if (!o.version_2_with_negative) remove_previous(o, {"null_odds.json"}, "this run is SQuAD 1.1");
-    // decoded from another run's logits: the model run's files there are not this prediction's
-    if (!o.raw_results.empty() && !same_file(o.raw_results, (dir / "raw_results.jsonl").string()))
-        remove_previous(o, {"raw_results.jsonl", "predict_speed.json"}, "this run decodes --raw_results");
-    remove_previous_prediction(o, false);
     write_file_atomic((dir / "predictions.json").string(), predictions);
     write_file_atomic((dir / "nbest_predictions.json").string(), nbest);
     if (o.version_2_with_negative) write_file_atomic((dir / "null_odds.json").string(), null_odds);
@@ -268,6 +264,10 @@ bool predict_transformers_qa(const Options& o, const data::Vocab& vocab,
     if (!o.raw_results.empty())
         preds =
             decode(train::read_squad_raw_results(o.raw_results), "--raw_results " + o.raw_results);
+    bool answers = true;
+    for (const auto& e : examples) answers = answers && e.answers.is_array() && !e.answers.empty();
+    const bool scored = answers || o.version_2_with_negative;
+    if (predict_model || preds) remove_previous_prediction(o, scored);
     const std::string eval_path = (dir / "eval.tf_record").string();
     write_features(eval_path, features, false);
     log::info("***** Running predictions (run_qa.py's) *****");
@@ -279,10 +279,7 @@ bool predict_transformers_qa(const Options& o, const data::Vocab& vocab,
     if (!preds)
         preds = decode(infer_features(o, model, features, precision, be, cpus),
                        (dir / "raw_results.jsonl").string());
-    bool answers = true;
-    for (const auto& e : examples) answers = answers && e.answers.is_array() && !e.answers.empty();
-    const bool scored = answers || o.version_2_with_negative;
-    write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json, scored);
+    write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json);
     if (!scored) {
         log::info(
             "no metric: {} has questions without answers (datasets' squad metric fails on them)",
@@ -475,8 +472,7 @@ int cmd_squad(int argc, char** argv) {
                       predict_checkpoint, o.output_dir,
                       o.init_checkpoint.empty() ? "" : ", not --init_checkpoint=" + o.init_checkpoint);
         else if (!nvidia.empty() && !o.init_checkpoint.empty())
-            log::info("predicting with {} (--init_checkpoint, as NVIDIA's run_squad.py)",
-                      o.init_checkpoint);
+            log::info("predicting with {} (--init_checkpoint, as NVIDIA's run_squad.py)", o.init_checkpoint);
         else if (!o.init_checkpoint.empty())
             log::info("predicting with {} (--init_checkpoint; --output_dir={} holds no checkpoint)",
                       o.init_checkpoint, o.output_dir);
@@ -521,10 +517,8 @@ int cmd_squad(int argc, char** argv) {
     if (model) check_model_fits(o, model->config, vocab);
     // NVIDIA's line: its own tokenization.py (never_split specials, every C* dropped, 100 characters)
     if ((o.transformers_squad || o.transformers_qa) && !nvidia.empty())
-        fail(
-            "--transformers_{}: not with NVIDIA's run_squad.py flags ({}): one script's rules "
-            "at a time",
-            o.transformers_qa ? "qa" : "squad", nvidia);
+        fail("--transformers_{}: not with NVIDIA's run_squad.py flags ({}): one script's rules at a time",
+             o.transformers_qa ? "qa" : "squad", nvidia);
     const data::TokenizerRules rules = o.transformers_squad ? data::TokenizerRules::transformers
                                        : nvidia.empty()     ? data::TokenizerRules::google
                                                             : data::TokenizerRules::nvidia_pytorch;
@@ -537,6 +531,7 @@ int cmd_squad(int argc, char** argv) {
     // One run per --output_dir, held from here to the end: features, training and prediction
     // (another process taking the directory between training and prediction would mix models)
     const DirectoryLock output_dir_lock = root ? DirectoryLock(o.output_dir, "--output_dir") : DirectoryLock();
+    if (root) remove_stale_temporaries(o.output_dir, outputs);  // of a killed run's outputs
 
     // The predict file's examples and features, and the metric's checks of its questions (a
     // question of a scored file without answers: every question answered "" reads every ground
@@ -657,6 +652,7 @@ int cmd_squad(int argc, char** argv) {
                                                    train::read_squad_raw_results(o.raw_results), popt,
                                                    "--raw_results " + o.raw_results,
                                                    o.verbose_logging ? &verbose : nullptr);
+        if (predict_model || preds) remove_previous_prediction(o, scored);  // before its first file
         const std::string eval_path = (dir / "eval.tf_record").string();
         write_features(eval_path, features, false);
         log::info("***** Running predictions *****");
@@ -678,7 +674,7 @@ int cmd_squad(int argc, char** argv) {
                 e = verbose.find('\n', b);
                 log::info("{}", verbose.substr(b, e - b));
             }
-            write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json, scored);
+            write_predictions(o, preds->predictions_json, preds->nbest_json, preds->null_odds_json);
             if (const auto& none = preds->without_null_odds; !none.empty())
                 log::warn("{} question(s) predicted \"\" have no entry in null_odds.json (no non-empty answer among "
                           "their --n_best_size={} candidates, or no word piece in their context; run_squad.py stops "

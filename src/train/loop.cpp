@@ -476,6 +476,7 @@ int TrainLoop::finish(const std::string& status, bool finished) {
     // results.json and curves.svg before the checkpoint that marks the run finished: a run stopped
     // between the two resumes from its last checkpoint and ends again, where the other order left a
     // finished run without its results, which no rerun would write
+    const std::string saved = last_checkpoint_;
     if (o_.do_train) last_checkpoint_ = checkpoint_path(o_.output_dir, updater_->global_step());
     write_results(status);
     write_curves();
@@ -486,6 +487,7 @@ int TrainLoop::finish(const std::string& status, bool finished) {
         save_checkpoint(true);
     } catch (...) {
         state_.finished = false;  // abort() rewrites results.json: the run did not end
+        last_checkpoint_ = saved;
         throw;
     }
     return 0;

@@ -297,6 +297,7 @@ TEST(RunGuardCli, AFinalCheckpointThatFailsLeavesTheRunToEndAgain) {
     EXPECT_NE(aborted["reason"].get<std::string>().find("model.ckpt-4.safetensors"), std::string::npos)
         << aborted.dump();
     EXPECT_FALSE(fs::exists(w.p("run/model.ckpt-4.safetensors")));
+    EXPECT_EQ(aborted["last_checkpoint"], w.p("run/model.ckpt-2.safetensors"));
     const auto again = run_bertbench(run);
     ASSERT_EQ(again.exit_code, 0) << again.out;
     EXPECT_EQ(again.out.find("already finished"), std::string::npos) << again.out;

@@ -220,9 +220,10 @@ TEST(SquadCli, APredictionLeavesNoPreviousRunsScore) {
               std::string::npos) << r.err;
 }
 
-// A prediction replaces the previous one's files as a set, removed before its first is written: a
-// run stopped on the way (here at nbest_predictions.json, by a file-size limit below its 350 KB)
-// leaves none of the last run's files beside its own (eval_results.json scored other predictions).
+// A prediction replaces the previous one's files as a set, removed before its first (eval.tf_record)
+// is written: a run stopped on the way (here at nbest_predictions.json, by a file-size limit below
+// its 350 KB) leaves none of the last run's files beside its own (eval_results.json scored other
+// predictions). A killed run's temporaries of these outputs go at the next start.
 TEST(SquadCli, APredictionStoppedOnTheWayLeavesNoneOfThePreviousOnes) {
     SquadTmp tmp;
     const std::string out = tmp.path + "/out";
@@ -241,6 +242,12 @@ TEST(SquadCli, APredictionStoppedOnTheWayLeavesNoneOfThePreviousOnes) {
     EXPECT_NE(r.out.find("removed a previous run's " + out + "/predictions.json, " + out +
                          "/nbest_predictions.json, " + out + "/eval_results.json (replaced by this run's)"),
               std::string::npos) << r.out;
+    write_file_atomic(out + "/nbest_predictions.json.tmp.999999999", "a killed run's");
+    write_file_atomic(out + "/notes.json.tmp.999999999", "not an output of this command");
+    ASSERT_EQ(run(tmp, line).code, 0);
+    EXPECT_FALSE(fs::exists(out + "/nbest_predictions.json.tmp.999999999"));
+    EXPECT_TRUE(fs::exists(out + "/notes.json.tmp.999999999"));
+    EXPECT_TRUE(fs::exists(out + "/eval_results.json"));
 }
 
 // run_squad.py never reads the dataset's "version"; only evaluate-v1.1.py does. A predict file
