@@ -627,14 +627,12 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         if (log)
             for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n)
                 e.log(inst.order[n], vocab, *log);
-        // Every file written before any is renamed, as the TFRecord writers (whose bytes are
-        // all out before the first close): an error on a later file leaves no earlier one.
-        for (auto& w : h5) w.finish();
-        const DeferredStopSignals all_or_none;  // the renames (core/fs.hpp)
-        for (auto& w : h5) {
-            w.close();
-            res.bytes_out += std::filesystem::file_size(w.path());
-        }
+        // Every file written and synced before any is renamed: an error on a later file leaves
+        // no earlier one, and a stop signal waits for the renames (core/fs.hpp)
+        std::vector<std::unique_ptr<AtomicFile>> files;
+        for (auto& w : h5) files.push_back(w.stage());
+        commit_together(files);
+        for (auto& w : h5) res.bytes_out += std::filesystem::file_size(w.path());
         res.instances = inst.size();
         if (log)
             *log += "INFO:tensorflow:Wrote " + std::to_string(inst.size()) + " total instances\n";
@@ -680,12 +678,12 @@ PretrainingResult create_pretraining_data(const std::vector<std::string>& input_
         InstanceEncoder e(inst, cfg);
         for (size_t n = 0; n < std::min<size_t>(20, inst.size()); ++n) e.log(inst.order[n], vocab, *log);
     }
-    for (auto& w : writers) w->sync();  // all synced before the first rename: a full disk publishes none
-    const DeferredStopSignals all_or_none;  // the renames (core/fs.hpp)
+    std::vector<std::unique_ptr<AtomicFile>> files;  // all synced, then renamed as one (core/fs.hpp)
     for (auto& w : writers) {
-        w->close();
+        files.push_back(w->stage());
         res.bytes_out += w->bytes();
     }
+    commit_together(files);
     res.instances = inst.size();
     if (log) *log += "INFO:tensorflow:Wrote " + std::to_string(inst.size()) + " total instances\n";
     res.seconds_write = now_s() - t2;

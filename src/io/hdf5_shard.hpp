@@ -154,7 +154,8 @@ std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_
 
 // Collects records in memory and writes the shard at the end (the dataset shapes depend on N),
 // atomically as write_hdf5_shard does. A writer of several files calls finish() on each, then
-// close() on each, so that no file appears under its name unless all were written. Destroyed
+// close() on each, or commit_together (core/fs.hpp) on their stage(), so that no file appears
+// under its name unless all were written. Destroyed
 // before close(): the temporary is removed (and on SIGINT/SIGTERM/SIGHUP, as AtomicFile's).
 class Hdf5ShardWriter {
   public:
@@ -168,6 +169,8 @@ class Hdf5ShardWriter {
     void write(const PretrainingRecord& r);
     void finish();  // writes the datasets into the temporary; nothing under `path` yet; idempotent
     void close();   // finish(), fsync, rename to `path`; idempotent
+    // finish(), and the synced temporary for commit_together; the writer is closed after it
+    std::unique_ptr<AtomicFile> stage();
     uint64_t records() const { return records_; }
     const std::string& path() const { return path_; }
 

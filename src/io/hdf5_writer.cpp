@@ -199,9 +199,14 @@ void Hdf5ShardWriter::write(const PretrainingRecord& r) {
 void Hdf5ShardWriter::finish() {
     if (finished_) return;
     write_hdf5_temporary(*file_, a_);
-    file_->sync();  // before any shard's rename: a full disk publishes none
     finished_ = true;
     a_ = Hdf5ShardArrays{};
+}
+
+std::unique_ptr<AtomicFile> Hdf5ShardWriter::stage() {
+    BB_CHECK(file_ != nullptr);
+    finish();
+    return std::move(file_);
 }
 
 void Hdf5ShardWriter::close() {

@@ -102,8 +102,10 @@ void TfRecordWriter::write(std::string_view payload) {
     bytes_ += kHeader + payload.size() + kFooter;
 }
 
-void TfRecordWriter::sync() {
-    if (file_) file_->sync();
+std::unique_ptr<AtomicFile> TfRecordWriter::stage() {
+    if (!file_) fail("[tfrecord] {}: stage after close()", path_);
+    file_->sync();
+    return std::move(file_);
 }
 
 void TfRecordWriter::close() {

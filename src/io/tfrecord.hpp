@@ -23,7 +23,9 @@ class TfRecordWriter {
     TfRecordWriter& operator=(const TfRecordWriter&) = delete;
 
     void write(std::string_view payload);
-    void sync();   // flush + fsync, before close(): several files all synced, then all renamed
+    // The synced temporary for commit_together (core/fs.hpp), several files published as one;
+    // the writer is closed after it
+    std::unique_ptr<AtomicFile> stage();
     void close();  // flush + fsync + rename to the final path; idempotent
     uint64_t records() const { return records_; }
     uint64_t bytes() const { return bytes_; }  // bytes written so far (framing included)
