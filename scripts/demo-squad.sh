@@ -46,8 +46,9 @@ SEQ_FLAGS=(--max_seq_length="$MAX_SEQ_LENGTH" --doc_stride="$DOC_STRIDE" --max_q
 
 [[ -x "$BB" ]] || { echo "demo-squad: $BB not found (hint: make build)" >&2; exit 1; }
 
-# The model.ckpt-N.safetensors written last among the files given (empty if none).
-newest_checkpoint() {  # the one written last (not the highest step over several demo runs)
+# The model.ckpt-N.safetensors written last among the files given (empty if none; not the
+# highest step, which may belong to an earlier demo run).
+newest_checkpoint() {
   ls -1t "$@" 2>/dev/null | grep -E '/model\.ckpt-[0-9]+\.safetensors$' | head -1 || true
 }
 
