@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 
 #define __global__
 #define __device__
@@ -92,8 +93,14 @@ using cudaEvent_t = struct EmuEvent*;
 // Queues op on stream st (null: the default stream), to run when the stream is made to catch up.
 void emu_enqueue(cudaStream_t st, std::function<void()> op);
 
+// Aborts naming it where a kernel's pointer argument is not device memory (emu_runtime.cpp).
+void emu_check_kernel_pointer(const void* p);
+
 template <typename Kernel, typename... Args>
 void emu_launch(Kernel kernel, unsigned grid, int block, size_t smem, cudaStream_t st, Args... args) {
+    ([&] {
+        if constexpr (std::is_pointer_v<Args>) emu_check_kernel_pointer(static_cast<const void*>(args));
+    }(), ...);
     using Call = std::tuple<Kernel, Args...>;
     auto call = std::make_shared<Call>(kernel, args...);  // the arguments as at the launch
     emu_enqueue(st, [call, grid, block, smem] {

@@ -263,10 +263,17 @@ void install_segv_handler() {
     sigaction(SIGSEGV, &sa, nullptr);
 }
 
+// ASan's allocations, start -> bytes (guarded ones are in regions())
+std::map<uintptr_t, size_t>& heap_blocks() {
+    static auto* r = new std::map<uintptr_t, size_t>;
+    return *r;
+}
+
 void* device_alloc(size_t bytes) {
     if (!kGuarded) {
-        void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-        if (p) std::memset(p, 0xff, bytes);
+        const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+        void* p = std::aligned_alloc(256, n);
+        if (p) std::memset(p, 0xff, bytes), heap_blocks()[reinterpret_cast<uintptr_t>(p)] = n;
         return p;
     }
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -281,7 +288,7 @@ void* device_alloc(size_t bytes) {
 }
 void device_free(void* p) {
     if (!p) return;
-    if (!kGuarded) return std::free(p);
+    if (!kGuarded) return heap_blocks().erase(reinterpret_cast<uintptr_t>(p)), std::free(p);
     const auto it = regions().find(reinterpret_cast<uintptr_t>(p));
     if (it == regions().end()) {
         std::fprintf(stderr, "cuda emulation: cudaFree of a pointer cudaMalloc did not return\n");
@@ -303,7 +310,26 @@ struct DeviceWork {
     DeviceWork& operator=(const DeviceWork&) = delete;
 };
 
+// [p, p + bytes) inside one device allocation
+bool in_device_memory(const void* p, size_t bytes) {
+    const std::map<uintptr_t, size_t>& m = kGuarded ? regions() : heap_blocks();
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    const auto it = m.upper_bound(a);
+    return it != m.begin() && a + bytes <= std::prev(it)->first + std::prev(it)->second;
+}
+
 }  // namespace
+
+// A GPU's kernels cannot reach pageable host memory (an illegal address), so a kernel's pointer
+// argument must point into device memory (or be null): the emulation, whose device memory is host
+// memory, would run such a kernel.
+void emu_check_kernel_pointer(const void* p) {
+    if (p && !in_device_memory(p, 0)) {
+        std::fprintf(stderr, "cuda emulation: a kernel's pointer argument is not device memory (host memory: an "
+                             "illegal address on a GPU)\n");
+        std::abort();
+    }
+}
 
 // ---- streams and events ------------------------------------------------------------------------
 // A stream is a queue of operations not yet run; it catches up (runs them in order) only when
@@ -383,6 +409,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
         case cudaSuccess: return "no error";
         case cudaErrorNotReady: return "device not ready";
+        case cudaErrorInvalidValue: return "invalid argument";
         case cudaErrorInvalidResourceHandle: return "invalid resource handle";
         default: return "emulated error";
     }
@@ -391,6 +418,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
         case cudaSuccess: return "cudaSuccess";
         case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
         case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
         default: return "cudaErrorEmulated";
     }
@@ -422,8 +450,12 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 // Pageable host memory, as CUDA treats it: a copy from the host takes the source at the call and
 // writes the device when the stream gets there; a copy to the host returns once it is done.
+// The device side of a copy must be device memory, else CUDA's cudaErrorInvalidValue.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind k, cudaStream_t st) {
     if (!bytes) return cudaSuccess;
+    if (((k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice) && !in_device_memory(src, bytes)) ||
+        ((k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice) && !in_device_memory(dst, bytes)))
+        return cudaErrorInvalidValue;
     if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyHostToHost) {
         const DeviceWork work;
         host_wait(stream(st), stream(st)->queued);
@@ -438,6 +470,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int v, size_t bytes, cudaStream_t st) {
+    if (bytes && !in_device_memory(dst, bytes)) return cudaErrorInvalidValue;
     if (bytes) emu_enqueue(st, [dst, v, bytes] { std::memset(dst, v, bytes); });
     return cudaSuccess;
 }
