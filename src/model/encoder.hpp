@@ -579,7 +579,8 @@ public:
         if (!dropout_probs_) return {};
         const size_t np = pofs_[static_cast<size_t>(B_)];
         if (!fused_) return {s.mask_probs, np};
-        probs_mask_.resize(np);  // not stored: regenerated (the same bits)
+        // not stored: regenerated (the same bits), in the backend's memory as every mask is
+        if (probs_mask_.size() < np) probs_mask_.assign(be_, np);
         k_.dropout_mask(probs_mask_.data(), probs_stream(site.layer), np);
         return {probs_mask_.data(), np};
     }
@@ -610,7 +611,7 @@ private:
     ops::Activation act_;
     bool fused_ = false;  // fused attention kernel (no probs, mask_probs, buf_.dprobs; lse per layer)
     uint64_t seed_ = 0, step_ = 0;  // of the last forward (dropout streams)
-    mutable std::vector<uint8_t> probs_mask_;  // mask("…/attention_probs") regenerated, fused only
+    mutable Memory<uint8_t> probs_mask_;  // mask("…/attention_probs") regenerated, fused only
     int H_ = 0, I_ = 0, NH_ = 0, L_ = 0;
     size_t total_params_ = 0;
     EmbeddingParams emb_{};
