@@ -207,6 +207,9 @@ public:
     virtual void synchronize() = 0;
     // Whether this backend's memory is the host's (the engine's batches and host loops read it).
     virtual bool host_memory() const = 0;
+    // Whether the fused attention is this backend's faster kernel at every size (a GPU's: the
+    // engine's automatic choice then takes it; model/bert.hpp, resolve_attention_kernel).
+    virtual bool prefers_fused_attention() const { return false; }
     // Empty weights in the layout this backend's matmul_packed reads (oneDNN's blocked layout on
     // the CPU), for an inference engine whose weights do not change; nullptr where the backend
     // keeps none, for this type or at all (the engine then runs its plain GEMMs).

@@ -46,12 +46,14 @@ struct Plan {
 // The self-attention kernel (docs/engine.md "Fused attention"): materialized keeps the
 // (NH·T·K) probabilities and dropout mask of every layer for the backward (ops/attention.hpp);
 // fused keeps one log-sum-exp per row and head and recomputes them (ops/flash_attention.hpp).
-// automatic: the materialized kernel unless its probabilities would take more than a quarter of
-// the machine's memory (EngineOptions::memory_bytes; BB_ATTENTION=fused|materialized|auto sets the
+// automatic: on a GPU the fused kernel; on the CPU the materialized kernel unless its probabilities
+// would take more than a quarter of the machine's memory (EngineOptions::memory_bytes; BB_ATTENTION=fused|materialized|auto sets the
 // choice itself, read at start-up: EngineEnvironment). Measured on AMD Zen 5, 2 threads, BERT-base seq 512 batch 8 training: fused saves
 // 1.5 GB (peak RSS 5,986 -> 4,455 MB fp32, 5,552 -> 4,150 MB bf16) but runs 6.6 % (fp32) and
 // 9.6 % (bf16) slower (the backward recomputes S and regenerates the dropout mask), so memory,
-// not speed, is its reason (docs/engine.md "Fused attention").
+// not speed, is its reason (docs/engine.md "Fused attention"). On an H100 (BERT-base bf16 training,
+// batch 16) the CUDA backend's materialized kernel took 2.6x (seq 128) and 12x (seq 512) the
+// fused kernel's step time (docs/PERFORMANCE-gpu.md).
 enum class AttentionKernel { automatic, materialized, fused };
 // "fused", "materialized" or "auto" (-> automatic); anything else is an Error naming `flag`.
 AttentionKernel parse_attention_kernel(const std::string& value, const std::string& flag);
@@ -59,10 +61,12 @@ AttentionKernel parse_attention_kernel(const std::string& value, const std::stri
 AttentionKernel attention_kernel_from_environment();
 // The kernel an engine with this choice runs (never automatic): probs_bytes is what the
 // materialized kernel would hold (probabilities, masks and scratch), memory_bytes the machine's
-// (0: unknown, materialized). automatic on a backend without the fused kernel (fused_available
-// false: the CUDA backend so far) is materialized; an explicit fused is then the backend's Error.
-AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
-                                         size_t memory_bytes, bool fused_available = true);
+// (0: unknown, materialized); fused_preferred: the backend's fused kernel is its faster one at
+// every size (Backend::prefers_fused_attention, a GPU's; automatic is then fused).
+// automatic on a backend without the fused kernel (fused_available false) is materialized; an
+// explicit fused is then the backend's Error.
+AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes, size_t memory_bytes,
+                                         bool fused_available = true, bool fused_preferred = false);
 
 // What the engine takes from the process's environment and machine: read once at start-up by
 // main (BB_ATTENTION, the physical memory), and the defaults of every EngineOptions made after;

@@ -26,11 +26,11 @@ AttentionKernel attention_kernel_from_environment() {
     return e ? parse_attention_kernel(e, "BB_ATTENTION (environment)") : AttentionKernel::automatic;
 }
 
-AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes,
-                                         size_t memory_bytes, bool fused_available) {
+AttentionKernel resolve_attention_kernel(AttentionKernel choice, size_t probs_bytes, size_t memory_bytes,
+                                         bool fused_available, bool fused_preferred) {
     if (choice != AttentionKernel::automatic) return choice;
-    return fused_available && memory_bytes > 0 && probs_bytes > memory_bytes / 4 ? AttentionKernel::fused
-                                                                                 : AttentionKernel::materialized;
+    const bool large = memory_bytes > 0 && probs_bytes > memory_bytes / 4;
+    return fused_available && (fused_preferred || large) ? AttentionKernel::fused : AttentionKernel::materialized;
 }
 
 namespace {

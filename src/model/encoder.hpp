@@ -49,7 +49,8 @@ public:
     Encoder(backend::Backend& be, const ParamTable& table, Plan plan, EngineOptions opts, Arena<T>& arena)
         : be_(be), k_(engine_ops<T>(be)), cfg_(table.config()), plan_(plan), act_(activation_for(table.config())),
           fused_(resolve_attention_kernel(opts.attention, materialized_probs_bytes(table.config(), plan),
-                                          opts.memory_bytes, be.ops().flash_attention_forward != nullptr) ==
+                                          opts.memory_bytes, be.ops().flash_attention_forward != nullptr,
+                                          be.prefers_fused_attention()) ==
                  AttentionKernel::fused) {
         H_ = cfg_.hidden_size;
         I_ = cfg_.intermediate_size;

@@ -135,9 +135,16 @@ TEST(FusedAttentionEngine, ChoiceRuleEnvironmentAndMemory) {
         << "memory unknown";
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::materialized, 4000, 4000), AttentionKernel::materialized);
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::fused, 1, 4000), AttentionKernel::fused);
-    // a backend without the fused kernel (CUDA so far): automatic stays materialized
+    // a backend without the fused kernel: automatic stays materialized
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1001, 4000, false), AttentionKernel::materialized);
     EXPECT_EQ(resolve_attention_kernel(AttentionKernel::fused, 1, 4000, false), AttentionKernel::fused);
+    // on a GPU, fused wherever the backend has it, whatever the size; an explicit choice stays
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1, 4000, true, true), AttentionKernel::fused);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1, 0, true, true), AttentionKernel::fused);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::automatic, 1, 4000, false, true),
+              AttentionKernel::materialized);
+    EXPECT_EQ(resolve_attention_kernel(AttentionKernel::materialized, 1, 4000, true, true),
+              AttentionKernel::materialized);
     EXPECT_EQ(parse_attention_kernel("auto", "--attention"), AttentionKernel::automatic);
     EXPECT_THROW(parse_attention_kernel("flash", "--attention"), Error);
     // BB_ATTENTION is read by attention_kernel_from_environment (main, at start-up) only

@@ -582,6 +582,7 @@ public:
         if (bytes) check(cudaMemsetAsync(dst, 0, bytes, g_stream), "zero");  // an empty Buffer's pointer is null
     }
     bool host_memory() const override { return false; }
+    bool prefers_fused_attention() const override { return true; }
     void synchronize() override {
         check_launches();
         check(cudaStreamSynchronize(g_stream), "synchronize");
