@@ -5,7 +5,9 @@
 # engine (and its bf16 against PyTorch's autocast), training steps of bertbench and the PyTorch
 # peer at the same points, alternated (with a per-op profile of a BERT-large step), inference,
 # training on the GPU against the CPU (gpu-train-check.sh), the backend's GEMM rate (the ceiling
-# MFU is read against), each attention kernel, the compiled peer. Everything goes to one folder.
+# MFU is read against), each attention kernel, the compiled peer. Everything goes into
+# OUT_DIR/gpu-check.tar.gz (written at exit, however the script ends: the run tool brings back only
+# a few files a call), with a copy of the log, gpu-check.log, beside it.
 # Usage (on the GPU machine, from the repository root): scripts/gpu-check.sh [OUT_DIR]
 #   DEADLINE=S (default 540) is the visit's length in seconds: each step's limit is the smaller of
 #   its own and what is left; a step that would get under 20 s is skipped and says so (the run
@@ -16,8 +18,10 @@ set -uo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 [[ $# -le 1 && "${1:-}" != -* ]] || { echo "gpu-check: expected [OUT_DIR] (--help), got $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
-OUT=${1:-${OUT:-gpu-out}}
-mkdir -p "$OUT"
+DEST=${1:-${OUT:-gpu-out}}
+mkdir -p "$DEST"
+OUT=$(mktemp -d /tmp/gpu-check.XXXXXX)
+trap 'tar -C "$OUT" -czf "$DEST/gpu-check.tar.gz" . && cp "$OUT/gpu-check.log" "$DEST/"' EXIT
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 status=0
 end=$((SECONDS + ${DEADLINE:-540}))
