@@ -21,7 +21,9 @@ cd "$(dirname "$0")/.."
 DEST=${1:-${OUT:-gpu-out}}
 mkdir -p "$DEST"
 OUT=$(mktemp -d /tmp/gpu-check.XXXXXX)
-trap 'tar -C "$OUT" -czf "$DEST/gpu-check.tar.gz" . && cp "$OUT/gpu-check.log" "$DEST/"' EXIT
+# (the runs' checkpoints and feature files stay out: tens of MB that nobody reads back)
+trap 'tar -C "$OUT" --exclude="*.safetensors" --exclude="*.tf_record" -czf "$DEST/gpu-check.tar.gz" . &&
+  cp "$OUT/gpu-check.log" "$DEST/"; rm -rf "$OUT"' EXIT
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 status=0
 end=$((SECONDS + ${DEADLINE:-540}))
