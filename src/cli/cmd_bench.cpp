@@ -213,7 +213,8 @@ int cmd_bench(int argc, char** argv) {
     flags.add("format", &format, "stdout report: table | md | csv | json");
     flags.add("json", &json_path,
               "write a PerfZero-style JSON summary (points, ceilings, profiles, "
-              "system, process and build info, definitions) to this file");
+              "system, process and build info, definitions) to this file (rewritten after every point: "
+              "benchmark_result.complete is false until the sweep ends)");
     flags.add("plot", &plot_path, "write an SVG of sequences/s against batch size per model");
     flags.add("md", &md_path,
               "write the Markdown reproduction table (rows: threads; columns: "
@@ -550,6 +551,17 @@ int cmd_bench(int argc, char** argv) {
     for (const auto& [p, why] : invalid) skip(p, why);
 
     std::vector<bench::ProfileResult> profiles;
+    // --json: rewritten after every point of the sweep (benchmark_result.complete false), so that
+    // a sweep stopped on the way (a time limit, a point that hangs) leaves the points it measured
+    const auto write_json = [&](bool complete) {
+        if (json_path.empty()) return;
+        std::vector<nlohmann::json> all = points, ceils = ceilings;
+        for (const auto& g : gemm_points) all.push_back(g), ceils.push_back(g);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        nlohmann::json doc = bench::perfzero_summary(all, ceils, profiles_json, flags.to_json(), wall);
+        doc["benchmark_result"]["complete"] = complete;
+        write_file_atomic(json_path, doc.dump(2) + "\n");
+    };
     bool header = false;
     for (const std::string& m : modes) {
         if (m == "gemm") {
@@ -611,6 +623,7 @@ int cmd_bench(int argc, char** argv) {
                     profiles_json.push_back(bench::profile_json(profiles.back()));
                     profile_of_point[points.size() - 1] = profiles_json.back();
                 }
+                write_json(false);
             } catch (const Error& e) {
                 if (comm.size() > 1) throw;  // the other ranks wait for this one
                 skip(p, e.what());
@@ -655,17 +668,7 @@ int cmd_bench(int argc, char** argv) {
         log::info("wrote {}", plot_path);
     }
     if (!md_path.empty()) write_file_atomic(md_path, bench::reproduction_table_md(points));
-    if (!json_path.empty()) {
-        for (const auto& g : gemm_points) ceilings.push_back(g);
-        std::vector<nlohmann::json> all = points;
-        for (const auto& g : gemm_points) all.push_back(g);
-        const double wall =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-        write_file_atomic(
-            json_path,
-            bench::perfzero_summary(all, ceilings, profiles_json, flags.to_json(), wall).dump(2) +
-                "\n");
-    }
+    write_json(true);
     return 0;
 }
 

@@ -66,6 +66,29 @@ TEST(BenchCli, TinySweepWritesJson) {
     EXPECT_TRUE(j["definitions"].contains("excluded"));
 }
 
+// --json is rewritten after every point: a sweep killed on the way (a time limit, a point that
+// never ends) leaves the points it measured, marked incomplete; a finished sweep says complete.
+TEST(BenchCli, ASweepKilledOnTheWayLeavesItsMeasuredPoints) {
+    const std::string json = ::testing::TempDir() + "/bench_killed.json";
+    std::filesystem::remove(json);
+    // the tiny point takes a second; BERT-base's step at seq 512 batch 8 on one thread, tens of
+    // seconds: the process is killed once the file holds the first point
+    const auto r = testing::run_shell(
+        "bash -c '" + testing::bertbench_path() +
+        " bench --mode=train --model=tiny,base --seq_len=512 --batch_size=8 --threads=1 --warmup=0 --steps=1 "
+        "--ceiling_gflops=50 --json=" + json + " & pid=$!; for i in $(seq 1200); do [ -s " + json +
+        " ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid; wait $pid; echo exit $?'");
+    EXPECT_NE(r.out.find("exit 137"), std::string::npos) << "killed, not ended: " << r.out;
+    const auto j = read_json(json);
+    ASSERT_EQ(j["points"].size(), 1u) << j.dump(1);
+    EXPECT_EQ(j["points"][0]["model"], "tiny");
+    EXPECT_EQ(j["benchmark_result"]["complete"], false);
+    const auto done = run_bertbench("bench --mode=infer --model=tiny --seq_len=16 --batch_size=1 --threads=1 "
+                                    "--warmup=0 --steps=1 --ceiling_gflops=50 --json=" + json);
+    ASSERT_EQ(done.exit_code, 0) << done.out;
+    EXPECT_EQ(read_json(json)["benchmark_result"]["complete"], true);
+}
+
 // stdout of --format=csv: a header and one row per point, all with the same column count.
 TEST(BenchCli, CsvAndJsonFormatsParse) {
     auto r = run_bertbench(
