@@ -34,7 +34,7 @@ limit() { local left=$((end - SECONDS)); (( left < 20 )) && { echo 0; return; };
 run() {
   local t; t=$(limit "$1"); shift
   if (( t == 0 )); then echo "gpu-check: skipped for lack of time: $*"; status=1; return 1; fi
-  timeout "$t" "$@" || { local rc=$?; echo "gpu-check: exit $rc$([[ $rc == 124 ]] && echo " (its limit, $t s)"): $*"; status=1; return 1; }
+  timeout -k 10 "$t" "$@" || { local rc=$?; echo "gpu-check: exit $rc$([[ $rc == 124 ]] && echo " (its limit, $t s)"): $*"; status=1; return 1; }
 }
 
 step facts
