@@ -153,10 +153,10 @@ void write_hdf5_shard(const std::string& path, const Hdf5ShardArrays& a);
 std::vector<uint64_t> h5py_guess_chunk(const std::vector<uint64_t>& shape, size_t item_size);
 
 // Collects records in memory and writes the shard at the end (the dataset shapes depend on N),
-// atomically as write_hdf5_shard does. A writer of several files calls finish() on each, then
-// close() on each, or commit_together (core/fs.hpp) on their stage(), so that no file appears
-// under its name unless all were written. Destroyed
-// before close(): the temporary is removed (and on SIGINT/SIGTERM/SIGHUP, as AtomicFile's).
+// atomically as write_hdf5_shard does. A writer of several files hands their stage() to
+// commit_together (core/fs.hpp), so that no file appears under its name unless all were written.
+// Destroyed before close() or stage(): the temporary is removed (and on SIGINT/SIGTERM/SIGHUP, as
+// AtomicFile's).
 class Hdf5ShardWriter {
   public:
     // Creates the temporary "<path>.tmp.<pid>" (error naming `path` if it cannot be).
@@ -167,14 +167,15 @@ class Hdf5ShardWriter {
     // stored types, or weights other than 1.0 for the first k predictions (positions > 0) then 0.0
     // with position and id 0 (NVIDIA's reader would derive different weights).
     void write(const PretrainingRecord& r);
-    void finish();  // writes the datasets into the temporary; nothing under `path` yet; idempotent
-    void close();   // finish(), fsync, rename to `path`; idempotent
-    // finish(), and the synced temporary for commit_together; the writer is closed after it
+    void close();  // writes the datasets, fsync, rename to `path`; idempotent
+    // The datasets written into the temporary, which is returned for commit_together (which
+    // syncs and renames it); nothing under `path` yet; the writer is closed after it
     std::unique_ptr<AtomicFile> stage();
     uint64_t records() const { return records_; }
     const std::string& path() const { return path_; }
 
   private:
+    void finish();  // writes the datasets into the temporary; idempotent
     std::string path_;
     Hdf5ShardArrays a_;
     uint64_t records_ = 0;

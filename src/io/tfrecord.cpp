@@ -104,7 +104,6 @@ void TfRecordWriter::write(std::string_view payload) {
 
 std::unique_ptr<AtomicFile> TfRecordWriter::stage() {
     if (!file_) fail("[tfrecord] {}: stage after close()", path_);
-    file_->sync();
     return std::move(file_);
 }
 

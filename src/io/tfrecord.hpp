@@ -23,8 +23,8 @@ class TfRecordWriter {
     TfRecordWriter& operator=(const TfRecordWriter&) = delete;
 
     void write(std::string_view payload);
-    // The synced temporary for commit_together (core/fs.hpp), several files published as one;
-    // the writer is closed after it
+    // The temporary for commit_together (core/fs.hpp: synced, then several files renamed as
+    // one); the writer is closed after it
     std::unique_ptr<AtomicFile> stage();
     void close();  // flush + fsync + rename to the final path; idempotent
     uint64_t records() const { return records_; }

@@ -328,7 +328,7 @@ TEST(PretrainingBadInput, MorePredictionsThanTokensPads) {
 // Several HDF5 outputs appear all or none (as TFRecords): an error on a later output (here its
 // directory is missing) leaves no earlier one under its name, and no temporary (QA4 §4: the
 // first was renamed into place before the second failed). A failure while the second is written
-// (a full disk) or a signal is the same case (Hdf5ShardWriter::finish, tests/io).
+// (a full disk) or a signal is the same case (Hdf5ShardWriter::stage, tests/io).
 TEST(PretrainingBadInput, Hdf5OutputsAppearAllOrNone) {
     TempDir tmp;
     const std::string in = tmp.path + "/in.txt";

@@ -556,9 +556,9 @@ TEST(Hdf5Shard, WriterRejectsRecordsTheSchemaCannotHold) {
     EXPECT_EQ(back.masked_lm_weights, r.masked_lm_weights);
 }
 
-// finish() writes the shard under its temporary only; close() renames it. A writer destroyed
-// in between (an error on another output of the same run) leaves neither file (QA4 §4).
-TEST(Hdf5Shard, WriterPublishesOnlyOnClose) {
+// stage() writes the shard under its temporary only; commit_together renames it. A staged file
+// dropped in between (an error on another output of the same run) leaves neither file (QA4 §4).
+TEST(Hdf5Shard, WriterPublishesOnlyWhenCommitted) {
     TempDir dir;
     const auto names = [&] {
         std::vector<std::string> out;
@@ -570,7 +570,7 @@ TEST(Hdf5Shard, WriterPublishesOnlyOnClose) {
     {
         Hdf5ShardWriter w(dir.file("a.hdf5"), 4, 2);
         w.write(r);
-        w.finish();
+        const std::unique_ptr<AtomicFile> staged = w.stage();
         const auto during = names();
         ASSERT_EQ(during.size(), 1u);
         EXPECT_TRUE(during[0].starts_with("a.hdf5.tmp.")) << during[0];
@@ -579,8 +579,9 @@ TEST(Hdf5Shard, WriterPublishesOnlyOnClose) {
     EXPECT_TRUE(names().empty());
     Hdf5ShardWriter w(dir.file("a.hdf5"), 4, 2);
     w.write(r);
-    w.finish();
-    w.close();
+    std::vector<std::unique_ptr<AtomicFile>> files;
+    files.push_back(w.stage());
+    commit_together(files);
     EXPECT_EQ(names(), std::vector<std::string>{"a.hdf5"});
     EXPECT_EQ(read_hdf5_shard(dir.file("a.hdf5"), 4, 2).records, 1u);
     EXPECT_EQ(w.records(), 1u);

@@ -241,15 +241,23 @@ void protect_all(int prot) {
     for (const auto& [at, n] : regions()) mprotect(reinterpret_cast<void*>(at), n, prot);
 }
 
+// The allocation of m (start -> bytes) that holds [a, a + bytes), or null.
+const std::pair<const uintptr_t, size_t>* allocation_of(const std::map<uintptr_t, size_t>& m, uintptr_t a,
+                                                         size_t bytes) {
+    const auto it = m.upper_bound(a);
+    if (it == m.begin()) return nullptr;
+    const auto& e = *std::prev(it);
+    return a + bytes <= e.first + e.second ? &e : nullptr;
+}
+
 void on_segv(int, siginfo_t* info, void*) {
     const auto a = reinterpret_cast<uintptr_t>(info->si_addr);
-    auto it = regions().upper_bound(a);
-    if (it != regions().begin() && a < std::prev(it)->first + std::prev(it)->second) {
+    if (const auto* e = allocation_of(regions(), a, 1)) {
         char msg[256];
         const int n = std::snprintf(msg, sizeof msg,
                                     "cuda emulation: the host touched device memory (byte %zu of an allocation of %zu) "
                                     "outside device work: an illegal access on a GPU (copy it with cudaMemcpyAsync)\n",
-                                    static_cast<size_t>(a - std::prev(it)->first), std::prev(it)->second);
+                                    static_cast<size_t>(a - e->first), e->second);
         [[maybe_unused]] const ssize_t w = write(2, msg, static_cast<size_t>(std::clamp(n, 0, int{sizeof msg - 1})));
         std::abort();
     }
@@ -312,10 +320,7 @@ struct DeviceWork {
 
 // [p, p + bytes) inside one device allocation
 bool in_device_memory(const void* p, size_t bytes) {
-    const std::map<uintptr_t, size_t>& m = kGuarded ? regions() : heap_blocks();
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    const auto it = m.upper_bound(a);
-    return it != m.begin() && a + bytes <= std::prev(it)->first + std::prev(it)->second;
+    return allocation_of(kGuarded ? regions() : heap_blocks(), reinterpret_cast<uintptr_t>(p), bytes) != nullptr;
 }
 
 }  // namespace
